@@ -1,0 +1,1 @@
+"""superfluid.installer: release sources, resolver, download, verify, extract, store."""

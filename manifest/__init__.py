@@ -1,0 +1,1 @@
+"""superfluid.manifest: compat documents — build, merge, validate, sign, serve."""

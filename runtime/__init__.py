@@ -1,0 +1,1 @@
+"""superfluid.runtime: adapters (basert, llamacpp, mlx) — recipes, ctypes loaders, workers."""

@@ -1,0 +1,96 @@
+"""Typed errors shared by every layer, each carrying the message a user sees.
+
+The face (``superfluid.cli``) maps each class to an exit code in one table (SPEC §6.1); no other
+module exits or formats an error. Subclasses live beside the code that raises them
+(``superfluid.installer.errors`` for download and verification faults).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "SuperfluidError",
+    "UsageError",
+    "BadFile",
+    "LibraryNotFound",
+    "LibraryRefused",
+    "AbiRefused",
+    "NotServable",
+    "ModelLoadFailed",
+    "WorkerFailed",
+]
+
+
+class SuperfluidError(Exception):
+    """A failure with a message for people: what is wrong, why, and the command that fixes it.
+
+    Exit code 1 unless a subclass says otherwise (the face's table decides).
+    """
+
+    def __init__(self, message: str, *, fix: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+
+    def __str__(self) -> str:
+        if self.fix:
+            return f"{self.message}: {self.fix}"
+        return self.message
+
+
+class UsageError(SuperfluidError):
+    """A bad flag, option value or argument, refused before anything is looked up (exit 2)."""
+
+
+class BadFile(SuperfluidError):
+    """A file we read (recipe, receipt, compat.json, listing, ABI asset) is broken or hostile."""
+
+    def __init__(self, path: str, fault: str, *, json_path: str | None = None, fix: str | None = None) -> None:
+        where = f"{path} at {json_path}" if json_path else path
+        super().__init__(f"{where}: {fault}", fix=fix)
+        self.path = path
+        self.json_path = json_path
+        self.fault = fault
+
+
+class LibraryNotFound(SuperfluidError):
+    """No engine library where one was named or searched."""
+
+    def __init__(self, message: str, *, looked: list[str] | None = None, fix: str | None = None) -> None:
+        super().__init__(message, fix=fix)
+        self.looked = list(looked or [])
+
+
+class LibraryRefused(SuperfluidError):
+    """An engine library was found but is not the one these bindings drive (symbols, layout, line)."""
+
+    def __init__(self, path: str, message: str, *, fix: str | None = None) -> None:
+        super().__init__(message, fix=fix)
+        self.path = path
+
+
+class AbiRefused(LibraryRefused):
+    """A library states an ABI number other than ours (SPEC §4.1 step 2)."""
+
+    def __init__(self, path: str, stated: int, drives: int, *, fix: str | None = None) -> None:
+        super().__init__(
+            path, f"libbaseRT at {path} states ABI {stated}; this superfluid drives ABI {drives}", fix=fix
+        )
+        self.stated = stated
+        self.drives = drives
+
+
+class NotServable(SuperfluidError):
+    """serve: the runtime for the model is not installed or cannot run here (exit 4)."""
+
+
+class ModelLoadFailed(SuperfluidError):
+    """A worker could not load the model (exit 3 from a serving worker)."""
+
+
+class WorkerFailed(SuperfluidError):
+    """A worker failed, hung or answered with something other than its contract."""
+
+    def __init__(self, worker: str, reason: str) -> None:
+        super().__init__(f"worker {worker}: {reason}")
+        self.worker = worker
+        self.reason = reason

@@ -1,0 +1,173 @@
+"""Host facts: platform, accelerators and libc, each overridable by environment for tests (SPEC §3).
+
+This is the only module below the face that reads the environment for host facts. Each probe is a
+small function returning a fact or ``None``; ``detect()`` gathers them into a frozen ``Host``.
+
+Overrides (empty means unset):
+``SUPERFLUID_HOST_OS`` (linux|macos), ``SUPERFLUID_HOST_ARCH`` (x64|arm64),
+``SUPERFLUID_HOST_NVIDIA_DRIVER`` (e.g. ``580.95.05``, or ``none``),
+``SUPERFLUID_HOST_CUDA_RUNTIME`` (a major number, or ``none``),
+``SUPERFLUID_HOST_ROCM`` / ``SUPERFLUID_HOST_VULKAN`` (``1``/``0``),
+``SUPERFLUID_HOST_GLIBC`` (e.g. ``2.36``), ``SUPERFLUID_HOST_MEMORY`` (bytes).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import platform as _platform
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+
+__all__ = ["Host", "detect", "platform_string", "home"]
+
+_NONE = ("none", "no", "false", "0", "")
+
+
+@dataclass(frozen=True)
+class Host:
+    """What the resolver and planners need to know about this machine."""
+
+    os: str  # "linux" | "macos"
+    arch: str  # "x64" | "arm64"
+    nvidia_driver: str | None = None
+    cuda_runtime: int | None = None
+    rocm: bool = False
+    vulkan: bool = False
+    glibc: str | None = None
+    memory: int | None = None  # bytes of physical memory
+
+    @property
+    def platform(self) -> str:
+        """``<os>-<arch>``, e.g. ``linux-x64``."""
+        return f"{self.os}-{self.arch}"
+
+    def describe(self) -> str:
+        """One line for people: ``Linux x64, NVIDIA driver 580.95.05, Vulkan``."""
+        parts = [("macOS" if self.os == "macos" else "Linux") + " " + self.arch]
+        if self.nvidia_driver:
+            parts.append(f"NVIDIA driver {self.nvidia_driver}")
+        if self.cuda_runtime:
+            parts.append(f"CUDA runtime {self.cuda_runtime}")
+        if self.rocm:
+            parts.append("ROCm")
+        if self.vulkan:
+            parts.append("Vulkan")
+        return ", ".join(parts)
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def platform_string(os_name: str, arch: str) -> str:
+    return f"{os_name}-{arch}"
+
+
+def _env(environ: Mapping[str, str], name: str) -> str | None:
+    value = environ.get(name)
+    return value if value else None
+
+
+def _os() -> str:
+    return "macos" if _platform.system() == "Darwin" else "linux"
+
+
+def _arch() -> str:
+    machine = _platform.machine().lower()
+    return "arm64" if machine in ("arm64", "aarch64") else "x64"
+
+
+def _nvidia_driver() -> str | None:
+    try:
+        with open("/proc/driver/nvidia/version", encoding="utf-8", errors="replace") as f:
+            first = f.readline()
+    except OSError:
+        return None
+    for token in first.split():
+        if re.fullmatch(r"\d+(\.\d+)+", token):
+            return token
+    return None
+
+
+def _cuda_runtime() -> int | None:
+    dirs = ["/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib",
+            "/usr/local/cuda/targets/sbsa-linux/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu"]
+    majors: set[int] = set()
+    for d in dirs:
+        rt = {int(m.group(1)) for p in glob.glob(f"{d}/libcudart.so.*")
+              if (m := re.search(r"libcudart\.so\.(\d+)", p))}
+        blas = {int(m.group(1)) for p in glob.glob(f"{d}/libcublas.so.*")
+                if (m := re.search(r"libcublas\.so\.(\d+)", p))}
+        majors |= rt & blas
+    return max(majors) if majors else None
+
+
+def _rocm() -> bool:
+    return os.path.exists("/dev/kfd") and os.path.isdir("/opt/rocm")
+
+
+def _vulkan() -> bool:
+    libs = glob.glob("/usr/lib/*/libvulkan.so.1*") + glob.glob("/usr/lib/libvulkan.so.1*")
+    icds = [p for d in ("/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d", "/usr/local/share/vulkan/icd.d")
+            for p in glob.glob(f"{d}/*.json")]
+    return bool(libs) and bool(icds)
+
+
+def _glibc() -> str | None:
+    name, version = _platform.libc_ver()
+    return version if name == "glibc" and version else None
+
+
+def _memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _flag(value: str) -> bool:
+    return value.lower() not in _NONE
+
+
+def detect(environ: Mapping[str, str] | None = None) -> Host:
+    """The running host's facts, each overridden by its ``SUPERFLUID_HOST_*`` variable when set."""
+    env = os.environ if environ is None else environ
+    return _detect(tuple(sorted((k, v) for k, v in env.items() if k.startswith("SUPERFLUID_HOST_"))))
+
+
+@lru_cache(maxsize=8)
+def _detect(overrides: tuple[tuple[str, str], ...]) -> Host:
+    env = dict(overrides)
+    os_name = _env(env, "SUPERFLUID_HOST_OS") or _os()
+    arch = _env(env, "SUPERFLUID_HOST_ARCH") or _arch()
+    driver = env.get("SUPERFLUID_HOST_NVIDIA_DRIVER")
+    cuda = env.get("SUPERFLUID_HOST_CUDA_RUNTIME")
+    rocm = env.get("SUPERFLUID_HOST_ROCM")
+    vulkan = env.get("SUPERFLUID_HOST_VULKAN")
+    glibc = env.get("SUPERFLUID_HOST_GLIBC")
+    memory = env.get("SUPERFLUID_HOST_MEMORY")
+    linux = os_name == "linux"
+    return Host(
+        os=os_name,
+        arch=arch,
+        nvidia_driver=(None if driver.lower() in _NONE else driver) if driver is not None
+        else (_nvidia_driver() if linux else None),
+        cuda_runtime=(None if cuda.lower() in _NONE else int(cuda)) if cuda is not None
+        else (_cuda_runtime() if linux else None),
+        rocm=_flag(rocm) if rocm is not None else (linux and _rocm()),
+        vulkan=_flag(vulkan) if vulkan is not None else (linux and _vulkan()),
+        glibc=(glibc or None) if glibc is not None else _glibc(),
+        memory=int(memory) if memory else _memory(),
+    )
+
+
+def home(environ: Mapping[str, str] | None = None) -> str:
+    """``SUPERFLUID_HOME``, default ``~/.superfluid`` (empty means unset)."""
+    env = os.environ if environ is None else environ
+    value = env.get("SUPERFLUID_HOME")
+    if value:
+        return os.path.abspath(value)
+    user_home = env.get("HOME") or os.path.expanduser("~")
+    return os.path.join(user_home if os.path.isabs(user_home) else "/", ".superfluid")

@@ -1,0 +1,47 @@
+"""The adapters this release ships: one line each (a new engine adds one line here, nothing else).
+
+Imports are lazy: naming an adapter loads nothing native and nothing heavy.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+from superfluid.runtime.errors import UsageError
+
+if TYPE_CHECKING:
+    from superfluid.runtime.adapter import Adapter
+
+__all__ = ["IDS", "get", "worker_command", "env_override"]
+
+#: runtime id -> module holding its ``ADAPTER``
+_ADAPTERS = {
+    "basert": "superfluid.runtime.basert.adapter",
+    "llamacpp": "superfluid.runtime.llamacpp.adapter",
+    "mlx": "superfluid.runtime.mlx.adapter",
+}
+
+IDS: tuple[str, ...] = tuple(_ADAPTERS)
+
+
+def get(runtime_id: str) -> Adapter:
+    """The adapter for ``runtime_id``.
+
+    Raises:
+        UsageError: no such runtime (names the ones this release ships).
+    """
+    module = _ADAPTERS.get(runtime_id)
+    if module is None:
+        raise UsageError(f"no runtime {runtime_id!r}; this superfluid ships: {', '.join(IDS)}")
+    return import_module(module).ADAPTER  # type: ignore[no-any-return]
+
+
+def worker_command(runtime_id: str) -> str:
+    """The worker's command name, ``superfluid-worker-<id>``."""
+    return f"superfluid-worker-{runtime_id}"
+
+
+def env_override(runtime_id: str) -> str:
+    """The variable naming a worker to ask first: ``SUPERFLUID_WORKER_<ID>``."""
+    return "SUPERFLUID_WORKER_" + runtime_id.upper().replace("-", "_").replace(".", "_")

@@ -1,0 +1,82 @@
+"""The worker command line shared by every adapter: ``superfluid-worker-<id> <command>`` (SPEC §6.5).
+
+The declarations (``compat --json``, ``versions --json``, ``options --json``) are answered here from
+the adapter; the commands that need the engine (``version``, ``check``, ``plan``, ``install``,
+``serve``) are the adapter's own handlers, passed in. Unknown command or flag: exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from superfluid.runtime.errors import SuperfluidError, UsageError
+
+if TYPE_CHECKING:
+    from superfluid.runtime.adapter import Adapter
+
+__all__ = ["run", "installed_installs", "Handler"]
+
+Handler = Callable[[list[str]], int]
+
+
+def installed_installs(runtime_id: str, environ: dict[str, str] | None = None) -> list[str]:
+    """Names of the installs under ``$SUPERFLUID_HOME/runtimes/<id>/`` that hold a receipt."""
+    from superfluid.runtime.host import home
+
+    root = os.path.join(home(environ), "runtimes", runtime_id)
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return []
+    return sorted(n for n in names if not n.startswith(".") and n not in ("current", "pinned")
+                  and os.path.isfile(os.path.join(root, n, "runtime.json")))
+
+
+def _declaration(adapter: Adapter, command: str, rest: list[str]) -> int:
+    if rest != ["--json"]:
+        raise UsageError(f"{command} takes exactly --json (got {' '.join(rest) or 'nothing'})")
+    if command == "compat":
+        doc: object = adapter.compat()
+    elif command == "versions":
+        from superfluid.runtime.host import detect
+
+        doc = adapter.versions(detect(), installed_installs(adapter.id))
+    else:
+        from superfluid.runtime.options import options_json
+
+        doc = options_json(adapter.options())
+    sys.stdout.write(json.dumps(doc, separators=(",", ":")) + "\n")
+    return 0
+
+
+def _usage(adapter_id: str, handlers: dict[str, Handler]) -> str:
+    commands = sorted({"compat", "versions", "options", *handlers})
+    return f"usage: superfluid-worker-{adapter_id} <{'|'.join(commands)}> [flags]"
+
+
+def run(adapter: Adapter, argv: Sequence[str] | None, handlers: dict[str, Handler]) -> int:
+    """Dispatch one worker command line; the exit code (0 ok, 1 failure, 2 usage)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    prog = f"superfluid-worker-{adapter.id}"
+    if not args or args[0] in ("-h", "--help", "help"):
+        stream = sys.stdout if args else sys.stderr
+        stream.write(_usage(adapter.id, handlers) + "\n")
+        return 0 if args else 2
+    command, rest = args[0], args[1:]
+    try:
+        if command in ("compat", "versions", "options"):
+            return _declaration(adapter, command, rest)
+        handler = handlers.get(command)
+        if handler is None:
+            raise UsageError(f"unknown command {command!r}; {_usage(adapter.id, handlers)}")
+        return handler(rest)
+    except UsageError as e:
+        sys.stderr.write(f"{prog}: {e}\n")
+        return 2
+    except SuperfluidError as e:
+        sys.stderr.write(f"{prog}: {e}\n")
+        return 1

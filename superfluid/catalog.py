@@ -1,0 +1,196 @@
+"""Where the face finds each runtime's worker, and how it asks one (SPEC §2 Workers, §6.3, §6.5).
+
+Order, for every command: the worker named by ``SUPERFLUID_WORKER_<ID>``; else the linked adapter
+(answers in process); else the worker of the current install; else the worker shipped beside the
+real ``superfluid`` executable (symlinks resolved, so a ``superfluid`` reached through a package
+manager's ``bin/`` link or a shim still finds it).
+
+Answers are cached in ``$SUPERFLUID_HOME/cache/answers.json``, keyed on everything they depend on
+(the worker file, the install it would use, the environment it reads), so ``superfluid runtimes``
+repeats no check while nothing changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from superfluid.runtime import registry
+from superfluid.runtime.host import home
+
+__all__ = ["WorkerRef", "locate", "ask", "shipped_dirs"]
+
+# Environment a worker's answer may depend on (besides SUPERFLUID_* and SUPERFLUID_HOST_*).
+_ENV_KEYS = ("BASERT_LIB", "BASERT_KERNEL_LIB", "VIRTUAL_ENV", "PATH", "LD_LIBRARY_PATH")
+_CACHE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class WorkerRef:
+    """A located worker: its command path and where it came from."""
+
+    path: str
+    source: str  # "environment" | "installed" | "beside superfluid"
+
+    def to_json(self) -> dict[str, str]:
+        return {"path": self.path, "source": self.source}
+
+
+def shipped_dirs() -> list[str]:
+    """Directories that hold the workers shipped with this superfluid, real paths first."""
+    dirs: list[str] = []
+    for candidate in (sys.argv[0] if sys.argv and sys.argv[0] else "", sys.executable):
+        if not candidate:
+            continue
+        real = os.path.dirname(os.path.realpath(candidate))
+        if real not in dirs:
+            dirs.append(real)
+    return dirs
+
+
+def _executable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def locate(runtime_id: str, environ: Mapping[str, str]) -> WorkerRef | None:
+    """The worker to ask for ``runtime_id`` (None: ask the linked adapter, or there is none)."""
+    named = environ.get(registry.env_override(runtime_id))
+    if named:
+        return WorkerRef(named, "environment")
+    if registry.get(runtime_id).linked:
+        return None
+    name = registry.worker_command(runtime_id)
+    installed = os.path.join(home(environ), "runtimes", runtime_id, "current", "bin", name)
+    if _executable(installed):
+        return WorkerRef(installed, "installed")
+    for d in shipped_dirs():
+        candidate = os.path.join(d, name)
+        if _executable(candidate):
+            return WorkerRef(candidate, "beside superfluid")
+    return None
+
+
+def _stat(path: str) -> list[Any]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return [path, None]
+    return [path, st.st_mtime_ns, st.st_size, st.st_ino]
+
+
+def _key(ref: WorkerRef, argv: Sequence[str], runtime_id: str, environ: Mapping[str, str]) -> str:
+    root = os.path.join(home(environ), "runtimes", runtime_id)
+    current = os.path.join(root, "current")
+    try:
+        target = os.readlink(current)
+    except OSError:
+        target = None
+    env = sorted((k, v) for k, v in environ.items() if k.startswith("SUPERFLUID_") or k in _ENV_KEYS)
+    facts = [_CACHE_VERSION, ref.path, _stat(ref.path), list(argv), env, target,
+             _stat(os.path.join(current, "runtime.json")), _stat(root)]
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
+
+
+def _cache_path(environ: Mapping[str, str]) -> str:
+    return os.path.join(home(environ), "cache", "answers.json")
+
+
+def _load_cache(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _still_valid(entry: dict[str, Any]) -> bool:
+    """An answer that named a library stays valid only while that file is unchanged."""
+    deps = entry.get("deps") or []
+    return all(isinstance(d, list) and d and _stat(str(d[0])) == d for d in deps)
+
+
+def _store(path: str, cache: dict[str, Any]) -> None:
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(cache, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a cache that cannot be written only costs time
+
+
+def ask(ref: WorkerRef, argv: Sequence[str], runtime_id: str, environ: Mapping[str, str], *,
+        accept: Sequence[int] = (0, 1), cache: bool = True) -> tuple[Any, int]:
+    """Run ``<worker> <argv...>`` and parse its one line of JSON; (answer, exit code).
+
+    Raises:
+        WorkerFailed: the worker could not start, hung, or did not answer with JSON.
+    """
+    from superfluid.runtime.process import run_json
+
+    path = _cache_path(environ)
+    key = _key(ref, argv, runtime_id, environ)
+    entries = _load_cache(path) if cache else {}
+    hit = entries.get(key)
+    if isinstance(hit, dict) and _still_valid(hit):
+        return hit["answer"], int(hit["code"])
+    answer, result = run_json([ref.path, *argv], environ=environ, accept=accept)
+    if cache:
+        library = answer.get("library") if isinstance(answer, dict) else None
+        deps = [_stat(library)] if isinstance(library, str) else []
+        entries = {k: v for k, v in entries.items() if k != key}
+        entries[key] = {"answer": answer, "code": result.returncode, "deps": deps}
+        if len(entries) > 64:
+            entries = dict(list(entries.items())[-64:])
+        _store(path, entries)
+    return answer, result.returncode
+
+
+def _in_process(runtime_id: str, argv: Sequence[str], environ: Mapping[str, str]) -> tuple[Any, int]:
+    from superfluid.runtime.host import detect
+    from superfluid.runtime.options import options_json
+    from superfluid.runtime.worker import installed_installs
+
+    adapter = registry.get(runtime_id)
+    command = argv[0]
+    if command == "check":
+        return adapter.check(list(argv[1:]), environ)
+    if command == "compat":
+        return adapter.compat(), 0
+    if command == "versions":
+        return adapter.versions(detect(environ), installed_installs(runtime_id, dict(environ))), 0
+    if command == "options":
+        return options_json(adapter.options()), 0
+    raise ValueError(f"no in-process answer for {command!r}")
+
+
+def answer(runtime_id: str, argv: Sequence[str], environ: Mapping[str, str], *,
+           accept: Sequence[int] = (0, 1)) -> tuple[Any, int, WorkerRef | None]:
+    """Ask a runtime: its named worker, else the linked adapter in process, else its worker.
+
+    ``argv`` is a worker command line (``["check"]``, ``["versions", "--json"]``...). Returns the
+    parsed answer, the exit code and the worker asked (None when answered in process).
+
+    Raises:
+        WorkerFailed: no worker was found, or it failed, hung or did not answer with JSON.
+    """
+    from superfluid.runtime.errors import WorkerFailed
+
+    ref = locate(runtime_id, environ)
+    if ref is None:
+        if registry.get(runtime_id).linked:
+            got, code = _in_process(runtime_id, argv, environ)
+            return got, code, None
+        looked = ", ".join(shipped_dirs())
+        raise WorkerFailed(registry.worker_command(runtime_id),
+                           f"not found (looked in {looked}; set {registry.env_override(runtime_id)} "
+                           f"or reinstall superfluid)")
+    got, code = ask(ref, argv, runtime_id, environ, accept=accept)
+    return got, code, ref

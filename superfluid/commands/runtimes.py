@@ -1,0 +1,118 @@
+"""``superfluid runtimes [--json]``: one row per runtime, what is installed and ready (SPEC §6.3).
+
+Never touches the network; each answer comes from the catalog, which repeats no check while nothing
+it depends on changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from superfluid import catalog
+from superfluid.output import gb, print_json, table
+from superfluid.runtime import registry
+from superfluid.runtime.errors import WorkerFailed
+from superfluid.runtime.host import home
+
+__all__ = ["run", "rows"]
+
+
+def _current(runtime_id: str, environ: Mapping[str, str]) -> str | None:
+    try:
+        return os.path.basename(os.readlink(os.path.join(home(environ), "runtimes", runtime_id, "current")))
+    except OSError:
+        return None
+
+
+def _installable(runtime_id: str, environ: Mapping[str, str]) -> tuple[str | None, list[Any]]:
+    """The newest version installable here (its install name) and the options, or None/[]."""
+    try:
+        versions, _, _ = catalog.answer(runtime_id, ["versions", "--json"], environ, accept=(0,))
+        options, _, _ = catalog.answer(runtime_id, ["options", "--json"], environ, accept=(0,))
+    except WorkerFailed:
+        return None, []
+    best = next((v for v in versions if isinstance(v, dict) and v.get("installs") is True), None)
+    return (best.get("install") or best.get("version")) if best else None, options
+
+
+def row(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
+    """The JSON row of one runtime (SPEC §6.3)."""
+    out: dict[str, Any] = {"id": runtime_id}
+    current = _current(runtime_id, environ)
+    try:
+        report, _, ref = catalog.answer(runtime_id, ["check"], environ)
+    except WorkerFailed as e:
+        out.update(state="missing", ready=e.reason)
+        report, ref = None, None
+    if report is not None:
+        ready = report.get("available", "the worker's check said nothing about availability")
+        out["ready"] = ready
+        if ready is True:
+            out["state"] = "ready"
+        elif current or report.get("named") or (ref is not None and ref.source != "beside superfluid"):
+            out["state"] = "broken"
+        else:
+            out["state"] = "not installed"
+        out["worker"] = ref.to_json() if ref else {"path": "linked", "source": "linked"}
+        if ready is True:
+            version = (report.get("runtime") or {}).get("version")
+            out["version"] = version.split(" (")[0] if isinstance(version, str) else None
+            out["devices"] = report.get("devices", [])
+            if "abi" in report:
+                out["abi"] = report["abi"]
+        if "requires" in report:
+            out["requires"] = report["requires"]
+    out["state"] = out.get("state", "missing")
+    if current:
+        out["install"] = current
+    out["installable"], out["options"] = _installable(runtime_id, environ)
+    # keep the documented key order: id, state, ready first
+    return {k: out[k] for k in ("id", "state", "ready", *[k for k in out if k not in ("id", "state", "ready")])}
+
+
+def rows(environ: Mapping[str, str]) -> list[dict[str, Any]]:
+    return [row(runtime_id, environ) for runtime_id in registry.IDS]
+
+
+def _device(r: dict[str, Any]) -> str:
+    devices = r.get("devices") or []
+    if not devices:
+        return "-"
+    d = devices[0]
+    return f"{d.get('backend', '?')}: {d.get('name', '?')}, {gb(d.get('memory'))}"
+
+
+def _human(found: list[dict[str, Any]], environ: Mapping[str, str]) -> str:
+    header = ["RUNTIME", "STATE", "INSTALL", "VERSION", "ABI", "INSTALLABLE", "DEVICE", "WORKER"]
+    body = []
+    for r in found:
+        abi = r.get("abi", "-") if r.get("state") == "ready" else "-"
+        worker = r.get("worker")
+        body.append([r["id"], r["state"], r.get("install") or "-", r.get("version") or "-",
+                     "-" if abi is None and r["id"] != "basert" else ("unnumbered" if abi is None else str(abi)),
+                     r.get("installable") or "-", _device(r),
+                     f"{worker['source']}: {worker['path']}" if worker else "-"])
+    text = table(header, body)
+    for r in found:
+        if r["ready"] is not True:
+            text += f"{r['id']}: {r['ready']}\n"
+    basert = next((r for r in found if r["id"] == "basert"), None)
+    if basert and "requires" in basert:
+        req = basert["requires"]
+        text += f"basert: this superfluid drives baseRT ABI {req['abi']} (header {req['header']})\n"
+    text += f"installed runtimes: {os.path.join(home(environ), 'runtimes')}\n"
+    return text
+
+
+def run(args: argparse.Namespace) -> int:
+    environ = dict(os.environ)
+    found = rows(environ)
+    if args.json:
+        print_json(found)
+    else:
+        sys.stdout.write(_human(found, environ))
+    return 0

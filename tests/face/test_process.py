@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from superfluid.runtime.errors import WorkerFailed
+from superfluid.runtime.process import is_secret, run_json, run_worker, scrubbed_env
+
+CALLER = {
+    "GITHUB_TOKEN": "ghp_x", "GH_TOKEN": "gho_x", "HF_TOKEN": "hf_x", "AWS_SECRET_ACCESS_KEY": "k",
+    "DATABASE_URL": "postgres://u:p@h/db", "MY_API_KEY": "k", "DB_PASSWORD": "p", "NPM_PAT": "p",
+    "GOOGLE_APPLICATION_CREDENTIALS": "/x.json", "PATH": "/usr/bin", "HOME": "/root",
+    "SUPERFLUID_HOME": "/tmp/h", "PROXY_URL": "http://proxy:3128", "KEYBOARD": "us",
+}
+
+
+@pytest.mark.parametrize("name", ["GITHUB_TOKEN", "GH_TOKEN", "HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "DATABASE_URL",
+                                  "MY_API_KEY", "DB_PASSWORD", "NPM_PAT", "GOOGLE_APPLICATION_CREDENTIALS"])
+def test_credentials_are_removed(name: str) -> None:
+    assert is_secret(name, CALLER[name])
+    assert name not in scrubbed_env(CALLER)
+
+
+@pytest.mark.parametrize("name", ["PATH", "HOME", "SUPERFLUID_HOME", "PROXY_URL", "KEYBOARD"])
+def test_ordinary_variables_stay(name: str) -> None:
+    assert scrubbed_env(CALLER)[name] == CALLER[name]
+
+
+def test_a_real_child_sees_no_secret(tmp_path: Path) -> None:
+    env = dict(CALLER, PATH="/usr/bin:/bin")
+    got, _ = run_json([sys.executable, "-c", "import json, os; print(json.dumps(dict(os.environ)))"], environ=env)
+    assert not set(got) & {"GITHUB_TOKEN", "HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "DATABASE_URL"}
+    assert got["SUPERFLUID_HOME"] == "/tmp/h"
+
+
+def test_stdin_is_closed() -> None:
+    result = run_worker([sys.executable, "-c", "import sys; print(repr(sys.stdin.read()))"])
+    assert result.stdout.strip() == "''"
+
+
+def test_a_hanging_worker_is_named_with_its_timeout() -> None:
+    with pytest.raises(WorkerFailed, match=r"worker python\S*: did not answer within 0.5 s"):
+        run_worker([sys.executable, "-c", "import time; time.sleep(30)"], timeout=0.5)
+
+
+def test_garbage_output_is_refused_by_name() -> None:
+    with pytest.raises(WorkerFailed, match="something other than JSON"):
+        run_json([sys.executable, "-c", "print('hello')"])
+
+
+def test_a_failing_worker_gives_its_last_words() -> None:
+    with pytest.raises(WorkerFailed, match="no engine here"):
+        run_json([sys.executable, "-c", "import sys; sys.stderr.write('w: no engine here\\n'); sys.exit(1)"])
+
+
+def test_a_missing_worker_is_named(tmp_path: Path) -> None:
+    with pytest.raises(WorkerFailed, match="not found at"):
+        run_worker([str(tmp_path / "superfluid-worker-nope")])
+    assert json.dumps(scrubbed_env({})) == "{}"

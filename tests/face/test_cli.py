@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from superfluid import __version__
+from superfluid.cli import EXIT_CODES, exit_code, main
+from superfluid.runtime.errors import (
+    AbiRefused,
+    BadFile,
+    ModelLoadFailed,
+    NotServable,
+    SuperfluidError,
+    UsageError,
+    WorkerFailed,
+)
+from tests.conftest import VENV_BIN
+
+
+@pytest.mark.parametrize(("error", "code"), [
+    (UsageError("x"), 2), (NotServable("x"), 4), (ModelLoadFailed("x"), 3), (SuperfluidError("x"), 1),
+    (BadFile("/f", "broken"), 1), (AbiRefused("/l", 2, 1), 1), (WorkerFailed("w", "hung"), 1),
+])
+def test_exit_code_table(error: SuperfluidError, code: int) -> None:
+    assert exit_code(error) == code
+    assert EXIT_CODES[-1] == (SuperfluidError, 1)
+
+
+def test_no_arguments_prints_overview_on_stderr_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "runtime install <id>" in err
+
+
+def test_help_and_version_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    assert "runtimes [--json]" in capsys.readouterr().out
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"superfluid {__version__}\n"
+
+
+@pytest.mark.parametrize("argv", [
+    ["bogus"], ["runtime"], ["runtime", "install"], ["runtimes", "--nope"], ["runtime", "versions"],
+    ["--json"],
+])
+def test_usage_errors_exit_2_with_one_clear_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("superfluid: ") and "Traceback" not in err
+
+
+def test_installed_console_script_runs(sf_home: Path) -> None:
+    done = subprocess.run([str(VENV_BIN / "superfluid"), "version"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and done.stdout == f"superfluid {__version__}\n"

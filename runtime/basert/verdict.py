@@ -1,0 +1,92 @@
+"""The loader's verdict on a libbaseRT: does this build drive it, and how is its config read (SPEC §4.1).
+
+A pure rule over the facts a probe found (``Probe``); no library is touched here. The steps, in
+order, each refusing with a message that names the library, what it states and what we drive:
+
+1. every bound symbol resolves (else refused, naming the first missing one);
+2. a library that states an ABI number (exports ``baseRT_abi_version``) serves when it equals ours,
+   whatever its version string says, and is refused *by number* otherwise;
+3. an unnumbered library serves only if its version is of our ABI's unnumbered line (0.3.x for
+   ABI 1); any other, e.g. 0.2.6, is refused naming the line;
+4. its configuration is read by size (``baseRT_get_config_into``) when it has that function, else by
+   value, and by value only when ``baseRT_model_config_sizeof()`` equals our struct's size: a by-value
+   return of another size would overwrite the caller's stack, so that call is never made.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from superfluid.runtime.basert.header import ABI_VERSION, HEADER_VERSION, UNNUMBERED_LINE
+from superfluid.runtime.errors import AbiRefused, LibraryRefused
+
+__all__ = ["Probe", "Verdict", "ConfigRead", "FIX", "judge", "version_line"]
+
+ConfigRead = Literal["into", "by-value"]
+
+FIX = ("install one this superfluid drives with `superfluid runtime install basert`, "
+       "or name another with --basert-lib or BASERT_LIB")
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What a probe found in a library, without calling anything unsafe."""
+
+    path: str
+    missing: str | None = None  # the first bound symbol that does not resolve
+    version: str | None = None  # baseRT_version_string()
+    abi: int | None = None  # baseRT_abi_version(), None when not exported (unnumbered)
+    has_into: bool = False  # exports baseRT_get_config_into
+    config_size: int | None = None  # baseRT_model_config_sizeof()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``config_read`` when the library serves; else ``refusal``, the typed error to raise."""
+
+    config_read: ConfigRead | None
+    refusal: LibraryRefused | None = None
+
+    @property
+    def serves(self) -> bool:
+        return self.refusal is None
+
+
+def version_line(version: str | None) -> str | None:
+    """``MAJOR.MINOR`` of a version string (``"0.3.1"`` → ``"0.3"``), or None when it has no such
+    numeric prefix."""
+    parts = (version or "").split(".")
+    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return None
+    return f"{int(parts[0])}.{int(parts[1])}"
+
+
+def _refuse(path: str, message: str) -> Verdict:
+    return Verdict(None, LibraryRefused(path, message, fix=FIX))
+
+
+def judge(probe: Probe, our_size: int, *, drives: int = ABI_VERSION,
+          line: str | None = UNNUMBERED_LINE) -> Verdict:
+    """The verdict of SPEC §4.1 on ``probe``, for bindings whose config struct is ``our_size`` bytes,
+    driving ABI ``drives`` whose unnumbered release line is ``line``."""
+    p = probe.path
+    if probe.missing:
+        return _refuse(p, f"libbaseRT at {p} lacks {probe.missing}: it is not a baseRT library this "
+                          f"superfluid drives (header {HEADER_VERSION}, ABI {drives})")
+    if probe.abi is not None:
+        if probe.abi != drives:
+            return Verdict(None, AbiRefused(p, probe.abi, drives, fix=FIX))
+    elif line is None or version_line(probe.version) != line:
+        shown = repr(probe.version or "")
+        carried = (f"only the unnumbered {line}.x line carries ABI {drives}" if line
+                   else f"no unnumbered release carries ABI {drives}")
+        return _refuse(p, f"libbaseRT at {p} is version {shown} and states no ABI number; this "
+                          f"superfluid drives ABI {drives}, and {carried}")
+    if probe.has_into:
+        return Verdict("into")
+    if probe.config_size != our_size:
+        return _refuse(p, f"libbaseRT at {p} ({probe.version}) lays out a model's configuration in "
+                          f"{probe.config_size} bytes where this superfluid expects {our_size}, and has "
+                          f"no baseRT_get_config_into to read it by size")
+    return Verdict("by-value")

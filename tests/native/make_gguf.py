@@ -152,6 +152,8 @@ STANDARD: dict[str, TinyModel] = {
     "tiny-f16.gguf": TinyModel(f16=True),
     "always-the.gguf": TinyModel(always="▁the", name="tiny-always-the"),
     "always-eos.gguf": TinyModel(always="</s>", name="tiny-always-eos"),
+    # head dim 32, so quantized KV cache types (32-value blocks) fit its rows
+    "hd32-always-the.gguf": TinyModel(dim=128, ff=256, always="▁the", name="tiny-hd32-always-the"),
 }
 
 

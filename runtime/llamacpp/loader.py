@@ -1,0 +1,170 @@
+"""Loading libllama and proving it is a build these bindings drive, before the first real call.
+
+The order matters, and is the whole point of this module:
+
+1. ``dlopen`` the library (a failure is a refusal, not a crash);
+2. check that every function the adapter calls is exported — nothing is called yet;
+3. silence llama.cpp's log (``llama_log_set`` takes no struct);
+4. read the two default-params structs into an oversized buffer and tell the layout apart from
+   them (``layout.detect``); a library that fits no layout is refused here, naming the field, the
+   value it holds and the value a tested build has;
+5. only then bind the functions that take a parameter struct, typed with the library's own layout,
+   and initialise the backend.
+"""
+
+from __future__ import annotations
+
+import ctypes as C
+import json
+import os
+import sys
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from superfluid.runtime.errors import LibraryRefused
+from superfluid.runtime.llamacpp import bindings
+from superfluid.runtime.llamacpp.layout import Layout, LayoutUnknown, detect
+
+__all__ = ["Library", "LogTail", "load", "LOG_ENV"]
+
+LOG_ENV = "SUPERFLUID_LLAMA_LOG"
+_FIX = "install a build the adapter lists as tested: `superfluid runtime install llamacpp`"
+_GGML_LOG_ERROR = 4
+_GGML_LOG_CONT = 5
+
+
+@dataclass
+class LogTail:
+    """llama.cpp's log, silenced, keeping the last error lines for messages."""
+
+    echo: bool = False
+    errors: deque[str] = field(default_factory=lambda: deque(maxlen=8))
+    _last_level: int = 0
+
+    def __call__(self, level: int, text: bytes | None, _user: Any) -> None:
+        line = (text or b"").decode("utf-8", "replace")
+        if self.echo:
+            sys.stderr.write(line)
+        if level == _GGML_LOG_CONT:
+            level = self._last_level
+            if level == _GGML_LOG_ERROR and self.errors:
+                self.errors[-1] += line.rstrip("\n")
+                return
+        self._last_level = level
+        if level == _GGML_LOG_ERROR and line.strip():
+            self.errors.append(line.rstrip("\n"))
+
+    def last(self) -> str:
+        """The kept error lines joined for a message ("" when none)."""
+        return " / ".join(self.errors)
+
+
+@dataclass
+class Library:
+    """A loaded libllama of a known layout, its functions bound for that layout."""
+
+    path: str
+    layout: Layout
+    fn: dict[str, Any]
+    log: LogTail
+    context_defaults: bytes  # the library's own llama_context_params defaults (its sizeof bytes)
+    model_defaults: bytes
+    handle: C.CDLL
+
+    @property
+    def version(self) -> str:
+        """``llama.cpp <build>`` from an install receipt beside the lib dir, else from ``llama_version()``."""
+        build = self.build
+        if build:
+            return f"llama.cpp {build}"
+        fn = self.fn.get("llama_version")
+        raw = fn() if fn else None
+        if raw:
+            return f"llama.cpp {raw.decode('utf-8', 'replace')}"
+        return f"llama.cpp (unversioned build {self.path})"
+
+    @property
+    def build(self) -> str | None:
+        """The build named by ``<lib dir>/../runtime.json`` of an install, if any."""
+        receipt = os.path.join(os.path.dirname(self.path), "..", "runtime.json")
+        try:
+            with open(receipt, encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            return None
+        if isinstance(data, dict) and data.get("id") == "llamacpp" and isinstance(data.get("version"), str):
+            return data["version"]
+        return None
+
+    def context_params(self) -> C.Structure:
+        """A fresh copy of the library's context defaults, in its own layout."""
+        return self.layout.context.from_buffer_copy(self.context_defaults)
+
+    def model_params(self) -> C.Structure:
+        """A fresh copy of the library's model defaults."""
+        return self.layout.model.from_buffer_copy(self.model_defaults)
+
+
+_loaded: dict[str, Library] = {}
+# ctypes callbacks must outlive every call the library may make into them
+_keep_alive: list[Any] = []
+
+
+def _refuse(path: str, why: str) -> LibraryRefused:
+    return LibraryRefused(path, f"{path} is a llama.cpp this adapter cannot drive: {why}", fix=_FIX)
+
+
+def load(path: str, *, environ: dict[str, str] | None = None) -> Library:
+    """Load libllama at ``path`` (once per process), refusing anything we cannot drive safely.
+
+    Raises:
+        LibraryRefused: it does not load, lacks a function the adapter calls, or its parameter
+            structs fit no tested layout (the message names the field, found and expected value).
+    """
+    real = os.path.realpath(path)
+    if real in _loaded:
+        return _loaded[real]
+    env = os.environ if environ is None else environ
+    try:
+        handle = C.CDLL(path)
+    except OSError as e:
+        raise LibraryRefused(path, f"could not load {path}: {e}", fix=_FIX) from e
+
+    absent = bindings.missing(handle)
+    if absent:
+        more = f" (nor {len(absent) - 1} other function{'s' if len(absent) > 2 else ''} it calls)" \
+            if len(absent) > 1 else ""
+        raise _refuse(path, f"it has no {absent[0]}{more}")
+
+    tail = LogTail(echo=env.get(LOG_ENV) == "1")
+    callback = bindings.LogCallback(tail)
+    _keep_alive.append(callback)
+    log_set = handle._FuncPtr(("llama_log_set", handle))
+    log_set.argtypes, log_set.restype = bindings.FUNCTIONS["llama_log_set"]
+    log_set(callback, None)
+
+    get_context, get_model = bindings.bind_defaults(handle)
+    context_image = get_context().data()
+    model_image = get_model().data()
+    try:
+        layout = detect(context_image, model_image)
+    except LayoutUnknown as e:
+        raise _refuse(path, str(e)) from e
+
+    fn = bindings.bind(handle, layout)
+    lib = Library(
+        path=path,
+        layout=layout,
+        fn=fn,
+        log=tail,
+        context_defaults=context_image[: C.sizeof(layout.context)],
+        model_defaults=model_image[: C.sizeof(layout.model)],
+        handle=handle,
+    )
+    fn["llama_backend_init"]()
+    if fn["ggml_backend_dev_count"]() == 0 and "ggml_backend_load_all_from_path" in fn:
+        # release builds load their backends (CPU included) as modules beside libllama
+        fn["ggml_backend_load_all_from_path"](os.path.dirname(real).encode())
+    _loaded[real] = lib
+    return lib

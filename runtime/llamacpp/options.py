@@ -1,0 +1,135 @@
+"""The options llama.cpp takes on serve (SPEC §7), and where each lands in the parameter structs.
+
+Each option is declared once with the shape of its value (``superfluid.runtime.options.Option``);
+``FIELDS`` says which struct field it sets and how a checked value becomes that field's value.
+``apply`` sets them through ``layout.fill``, so the same assignments fill either layout.
+Enum spellings follow llama.cpp's own command line (``--split-mode layer``, ``--cache-type-k q8_0``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from superfluid.runtime.options import Option
+
+__all__ = ["OPTIONS", "FIELDS", "CACHE_TYPES", "STATE_OPTIONS", "apply", "tensor_split_array"]
+
+# ggml_type ids of the KV cache types llama.cpp accepts (ggml.h `enum ggml_type`); the loader checks
+# each against the library's own ggml_type_name before using it.
+CACHE_TYPES: dict[str, int] = {
+    "f32": 0, "f16": 1, "bf16": 30, "q8_0": 8, "q4_0": 2, "q4_1": 3, "iq4_nl": 20, "q5_0": 6, "q5_1": 7,
+}
+_SPLIT = {"none": 0, "layer": 1, "row": 2, "tensor": 3}
+_LOAD = {"auto": -1, "none": 0, "mmap": 1, "mlock": 2, "mmap-mlock": 3, "direct-io": 4}
+_LAZY = {"off": 0, "auto": 1, "on": 2}
+_FLASH = {"auto": -1, "off": 0, "on": 1}
+_ROPE = {"none": 0, "linear": 1, "yarn": 2, "longrope": 3}
+
+OPTIONS: tuple[Option, ...] = (
+    Option("n-gpu-layers", "int", "layers to offload to the GPU (-1: all)", default=-1, minimum=-1),
+    Option("main-gpu", "int", "the GPU used when split-mode is none", default=0, minimum=0),
+    Option("split-mode", "enum", "how to split the model across GPUs", default="layer", values=tuple(_SPLIT)),
+    Option("tensor-split", "list", "proportion of the model per GPU, e.g. 3,1", item="float"),
+    Option("load-mode", "enum", "how to load the weights", default="auto", values=tuple(_LOAD)),
+    Option("lazy-mode", "enum", "on-demand reading of large tensors", default="auto", values=tuple(_LAZY)),
+    Option("repack", "bool", "repack weights into faster CPU layouts (extra buffer types)", default=True),
+    Option("threads", "int", "threads for generation", default=4, minimum=1, maximum=1024),
+    Option("threads-batch", "int", "threads for prompt processing", default=4, minimum=1, maximum=1024),
+    Option("batch-size", "int", "logical batch size", default=2048, minimum=1),
+    Option("ubatch-size", "int", "physical batch size", default=512, minimum=1),
+    Option("flash-attn", "enum", "Flash Attention", default="auto", values=tuple(_FLASH)),
+    Option("cache-type-k", "enum", "KV cache type of K", default="f16", values=tuple(CACHE_TYPES)),
+    Option("cache-type-v", "enum", "KV cache type of V", default="f16", values=tuple(CACHE_TYPES)),
+    Option("kv-offload", "bool", "keep the KV cache on the GPU", default=True),
+    Option("op-offload", "bool", "offload host tensor operations to the device", default=True),
+    Option("swa-full", "bool", "a full-size cache for sliding-window attention", default=True),
+    Option("rope-scaling", "enum", "RoPE scaling type (default: the model's)", values=tuple(_ROPE)),
+    Option("rope-freq-base", "float", "RoPE base frequency (default: the model's)", minimum=0),
+    Option("rope-freq-scale", "float", "RoPE frequency scaling factor (default: the model's)", minimum=0),
+    Option("yarn-ext-factor", "float", "YaRN extrapolation mix factor (default: the model's)"),
+    Option("yarn-attn-factor", "float", "YaRN magnitude scaling factor"),
+    Option("yarn-beta-fast", "float", "YaRN low correction dimension"),
+    Option("yarn-beta-slow", "float", "YaRN high correction dimension"),
+    Option("yarn-orig-ctx", "int", "YaRN original context size", minimum=0),
+    Option("lib", "path", "the libllama to load (a file, or a directory holding it)"),
+)
+
+_Convert = Callable[[Any], Any]
+
+
+def _enum(table: Mapping[str, int]) -> _Convert:
+    return lambda v: table[v]
+
+
+def _same(v: Any) -> Any:
+    return v
+
+
+# option -> (struct: "model" | "context", field, value converter)
+FIELDS: dict[str, tuple[str, str, _Convert]] = {
+    "n-gpu-layers": ("model", "n_gpu_layers", _same),
+    "main-gpu": ("model", "main_gpu", _same),
+    "split-mode": ("model", "split_mode", _enum(_SPLIT)),
+    "load-mode": ("model", "load_mode", _enum(_LOAD)),
+    "lazy-mode": ("model", "lazy_mode", _enum(_LAZY)),
+    "repack": ("model", "use_extra_bufts", bool),
+    "threads": ("context", "n_threads", _same),
+    "threads-batch": ("context", "n_threads_batch", _same),
+    "batch-size": ("context", "n_batch", _same),
+    "ubatch-size": ("context", "n_ubatch", _same),
+    "flash-attn": ("context", "flash_attn_type", _enum(_FLASH)),
+    "cache-type-k": ("context", "type_k", _enum(CACHE_TYPES)),
+    "cache-type-v": ("context", "type_v", _enum(CACHE_TYPES)),
+    "kv-offload": ("context", "offload_kqv", bool),
+    "op-offload": ("context", "op_offload", bool),
+    "swa-full": ("context", "swa_full", bool),
+    "rope-scaling": ("context", "rope_scaling_type", _enum(_ROPE)),
+    "rope-freq-base": ("context", "rope_freq_base", float),
+    "rope-freq-scale": ("context", "rope_freq_scale", float),
+    "yarn-ext-factor": ("context", "yarn_ext_factor", float),
+    "yarn-attn-factor": ("context", "yarn_attn_factor", float),
+    "yarn-beta-fast": ("context", "yarn_beta_fast", float),
+    "yarn-beta-slow": ("context", "yarn_beta_slow", float),
+    "yarn-orig-ctx": ("context", "yarn_orig_ctx", _same),
+}
+
+#: options that change what a KV cell means, folded into the state identity when set
+STATE_OPTIONS = (
+    "rope-scaling", "rope-freq-base", "rope-freq-scale", "yarn-ext-factor", "yarn-attn-factor",
+    "yarn-beta-fast", "yarn-beta-slow", "yarn-orig-ctx", "cache-type-k", "cache-type-v",
+)
+
+
+def tensor_split_array(values: list[float]) -> Any:
+    """A C ``float[]`` for ``tensor_split``; the caller keeps it alive while the model loads."""
+    import ctypes as C
+
+    # llama.cpp reads llama_max_devices() entries (16 at most on the tested builds); pad with zeros
+    padded = list(values) + [0.0] * max(0, 16 - len(values))
+    return (C.c_float * len(padded))(*padded)
+
+
+def apply(values: Mapping[str, Any], model: Any, context: Any) -> list[Any]:
+    """Set the checked option ``values`` on the two structs (either layout); returns objects to keep alive.
+
+    ``lib`` is not a struct field (the locator reads it); ``tensor-split`` becomes a C array.
+    """
+    from superfluid.runtime.llamacpp.layout import fill
+
+    keep: list[Any] = []
+    model_values: dict[str, Any] = {}
+    context_values: dict[str, Any] = {}
+    for name, value in values.items():
+        if name == "tensor-split":
+            array = tensor_split_array(value)
+            keep.append(array)
+            model.tensor_split = array
+            continue
+        if name not in FIELDS:
+            continue
+        target, field, convert = FIELDS[name]
+        (model_values if target == "model" else context_values)[field] = convert(value)
+    fill(model, model_values)
+    fill(context, context_values)
+    return keep

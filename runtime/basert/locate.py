@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from superfluid.runtime.errors import LibraryNotFound
 from superfluid.runtime.host import home
 
-__all__ = ["Located", "FIX", "FLAG", "ENV", "library_names", "search_dirs", "locate"]
+__all__ = ["Located", "FIX", "FLAG", "ENV", "library_names", "search_dirs", "namer", "locate"]
 
 FLAG = "--basert-lib"
 ENV = "BASERT_LIB"
@@ -44,6 +44,13 @@ def library_names(platform: str | None = None) -> tuple[str, str]:
     if (platform or sys.platform) == "darwin":
         return ("libbaseRT.dylib", "libbaseRT.0.dylib")
     return ("libbaseRT.so", "libbaseRT.so.0")
+
+
+def namer(flag: str | None, environ: Mapping[str, str]) -> str | None:
+    """Who names the library: ``"--basert-lib"``, ``"BASERT_LIB"``, or None when it is searched for."""
+    if flag:
+        return FLAG
+    return ENV if environ.get(ENV) else None
 
 
 def search_dirs(executable: str | None, environ: Mapping[str, str]) -> list[str]:

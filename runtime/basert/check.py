@@ -1,0 +1,181 @@
+"""The basert runtime's ``check`` report and ``version`` line (SPEC §6.5; schema ``basert-check``).
+
+``check_report`` answers for the worker (``superfluid-worker-basert check``) and, in process, for
+the face (basert is a linked adapter). It never raises for an unusable library or model: the
+reason goes into the report, and the exit code says 0 (available, and the model read) or 1.
+
+Devices: ``baseRT_device_memory_budget()`` is the engine's own answer; 0 means it drives no device
+here, reported as ``devices: []`` (a CPU-only engine, e.g. the reference engine on Linux). A budget
+> 0 is one device: ``Metal`` on macOS, else ``CUDA``, with the budget as its memory.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from superfluid.runtime.basert.header import REQUIRES, UNNUMBERED_LINE
+from superfluid.runtime.basert.locate import FLAG, namer
+from superfluid.runtime.errors import LibraryRefused, SuperfluidError, UsageError
+
+if TYPE_CHECKING:
+    from superfluid.runtime.basert.loader import Library
+
+__all__ = ["RUNTIME_ID", "FORMATS", "devices", "model_report", "check_report", "check_argv",
+           "version_text", "parse_flags"]
+
+RUNTIME_ID = "basert"
+FORMATS: tuple[dict[str, Any], ...] = (
+    {"id": "base", "describe": "a baseRT model file", "file": {"extensions": ["base"], "magic": "BASE"}},
+)
+
+
+def devices(library: Library, os_name: str) -> list[dict[str, Any]]:
+    """The devices the engine plans with: [] when its budget is 0, else one (see module doc)."""
+    budget = library.device_memory_budget()
+    if budget <= 0:
+        return []
+    backend = "Metal" if os_name == "macos" else "CUDA"
+    return [{"backend": backend, "name": "Apple silicon GPU" if os_name == "macos" else "GPU", "memory": budget}]
+
+
+def model_report(library: Library | None, path: str) -> dict[str, Any]:
+    """The ``model`` object of a check: path, ``reads`` (true or why not) and the facts of ``config_of``."""
+    from superfluid.runtime.basert.model import looks_like_model
+
+    out: dict[str, Any] = {"path": os.path.abspath(path)}
+    why = looks_like_model(path)
+    if why is not None:
+        out["reads"] = why
+        return out
+    if library is None:
+        out["reads"] = "not read: no usable libbaseRT here (see available)"
+        return out
+    from superfluid.runtime.basert.config import facts
+    from superfluid.runtime.basert.model import Model
+
+    try:
+        with Model.load(library, path) as model:
+            config = model.config()
+    except SuperfluidError as e:
+        out["reads"] = str(e)
+        return out
+    out["reads"] = True
+    out["facts"] = facts(config)
+    out["sizing"] = {"budget_bytes": library.device_memory_budget(), "trained_context": int(config.max_seq_len)}
+    return out
+
+
+def check_report(model: str | None = None, lib: str | None = None,
+                 environ: Mapping[str, str] | None = None, *,
+                 executable: str | None = None) -> tuple[dict[str, Any], int]:
+    """The check report and its exit code (0 available and the model read, else 1).
+
+    Args:
+        model: ``--model`` path, or None.
+        lib: ``--basert-lib`` value, or None.
+        environ: the environment (``BASERT_LIB``, ``SUPERFLUID_HOME``, host overrides); default ours.
+        executable: the path whose directory the search starts in (default ``sys.argv[0]``).
+    """
+    from superfluid.runtime.basert.loader import open_library
+    from superfluid.runtime.host import detect
+
+    env = os.environ if environ is None else environ
+    report: dict[str, Any] = {"runtime": {"id": RUNTIME_ID, "version": None}, "available": True}
+    library: Library | None = None
+    refused_path: str | None = None
+    try:
+        library = open_library(lib, env, executable=executable)
+    except SuperfluidError as e:
+        report["available"] = str(e)
+        refused_path = e.path if isinstance(e, LibraryRefused) else None
+    if library is not None:
+        report["runtime"]["version"] = f"{library.version} ({library.path})"
+        report["abi"] = library.abi
+    report["requires"] = dict(REQUIRES)
+    report["unnumbered_line"] = UNNUMBERED_LINE
+    named = namer(lib, env)
+    if named:
+        report["named"] = named
+    if library is not None:
+        report["library"] = library.path
+        report["config_read"] = library.config_read
+        report["devices"] = devices(library, detect(env).os)
+    elif refused_path:
+        report["library"] = refused_path
+    report["formats"] = [dict(f) for f in FORMATS]
+    if model is not None:
+        report["model"] = model_report(library, model)
+    ok = library is not None and (model is None or report["model"]["reads"] is True)
+    return report, 0 if ok else 1
+
+
+def version_text(lib: str | None = None, environ: Mapping[str, str] | None = None, *,
+                 executable: str | None = None) -> str:
+    """``"<version> (<library path>)"`` of the library this build would drive.
+
+    Raises:
+        LibraryNotFound: as ``loader.open_library``.
+        LibraryRefused: as ``loader.open_library`` (AbiRefused included).
+    """
+    from superfluid.runtime.basert.loader import open_library
+
+    library = open_library(lib, environ, executable=executable)
+    return f"{library.version} ({library.path})"
+
+
+def parse_flags(argv: Sequence[str], takes: Sequence[str]) -> dict[str, str]:
+    """``--name value`` / ``--name=value`` flags among ``takes``, each at most once.
+
+    Raises:
+        UsageError: an unknown flag (``unknown flag --x``), a flag without its value, a repeated
+            flag, or an argument that is not a flag.
+    """
+    out: dict[str, str] = {}
+    args = list(argv)
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if not arg.startswith("--"):
+            raise UsageError(f"unexpected argument {arg!r}")
+        name, eq, value = arg.partition("=")
+        if name not in takes:
+            raise UsageError(f"unknown flag {name}")
+        if not eq:
+            if i + 1 >= len(args):
+                raise UsageError(f"{name} needs a value")
+            i += 1
+            value = args[i]
+        if name in out:
+            raise UsageError(f"{name} is given twice")
+        if not value:
+            raise UsageError(f"{name} needs a value")
+        out[name] = value
+        i += 1
+    return out
+
+
+def check_argv(argv: Sequence[str], environ: Mapping[str, str] | None = None, *,
+               executable: str | None = None) -> tuple[dict[str, Any], int]:
+    """``check [--model PATH] [--basert-lib PATH] [--kv-bits N]`` parsed, then ``check_report``.
+
+    ``--lib`` is the spelling of ``--basert-lib`` the face uses when it forwards the adapter's
+    ``lib`` option; ``--kv-bits`` is checked against the adapter's declaration and does not change
+    the report (a check loads no KV cache).
+
+    Raises:
+        UsageError: as ``parse_flags``; both ``--basert-lib`` and ``--lib``; a bad ``--kv-bits``.
+    """
+    flags = parse_flags(argv, ("--model", FLAG, "--lib", "--kv-bits"))
+    if FLAG in flags and "--lib" in flags:
+        raise UsageError(f"{FLAG} and --lib name the same library: give one")
+    if "--kv-bits" in flags:
+        from superfluid.runtime.basert.adapter import OPTIONS
+        from superfluid.runtime.options import check_value, find
+
+        option = find(OPTIONS, "kv-bits")
+        if option is not None:
+            check_value(option, flags["--kv-bits"])
+    lib = flags.get(FLAG) or flags.get("--lib")
+    return check_report(flags.get("--model"), lib, environ, executable=executable)

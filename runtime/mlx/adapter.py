@@ -1,0 +1,93 @@
+"""The MLX adapter's declarations: compat, versions and options, from the recipe alone (SPEC §4.3).
+
+MLX installs tested ``mlx`` versions (with ``mlx-lm``) as pinned wheels into a private Python of the
+recipe's version, and runs on macOS arm64 only. On any other host it still answers: each version is
+marked not installable here, with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any
+
+from superfluid.runtime.adapter import Adapter
+from superfluid.runtime.options import Option
+
+if TYPE_CHECKING:
+    from superfluid.runtime.host import Host
+
+__all__ = ["ADAPTER", "MlxAdapter", "OPTIONS", "not_here"]
+
+#: MLX's serve options (SPEC §7): spelled ``--mlx-<name>`` on serve, ``--<name>`` to the worker
+OPTIONS: tuple[Option, ...] = (
+    Option("venv", "path", "the Python environment holding mlx and mlx-lm, instead of the installed one"),
+    Option("prefill-chunk", "int", "prompt tokens evaluated per step while prefilling", default=2048,
+           minimum=1, maximum=1 << 20),
+    Option("cache-limit-mb", "int", "MLX's buffer cache limit in MiB (0: keep no cache; unset: MLX's default)",
+           minimum=0, maximum=1 << 24),
+)
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(d) for d in re.findall(r"\d+", version))
+
+
+def _major_minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+def not_here(host: Host, platforms: Collection[str]) -> str | None:
+    """Why MLX cannot install or run on ``host``, or None when it can (SPEC §4.3)."""
+    if host.platform in platforms:
+        return None
+    return f"MLX runs on Apple silicon only ({', '.join(sorted(platforms))}); this is {host.describe()}"
+
+
+class MlxAdapter(Adapter):
+    """MLX: Python wheels on Apple silicon, served from a private Python."""
+
+    id = "mlx"
+    package = "superfluid.runtime.mlx"
+    recipe_schema = "mlx-recipe"
+
+    def _tested(self) -> list[dict[str, Any]]:
+        return sorted(self.recipe["tested"], key=lambda t: _version_key(t["version"]), reverse=True)
+
+    @property
+    def python(self) -> str:
+        """The full version of the private Python the recipe installs (``3.12.14``)."""
+        return str(self.recipe["python"]["version"])
+
+    def compat(self) -> dict[str, Any]:
+        """The tested versions and the Python they run on, the platforms, the options."""
+        from superfluid.runtime.options import options_json
+
+        python = _major_minor(self.python)
+        installs = [{"mlx": t["version"], "mlx_lm": t["mlx_lm"], "python": python} for t in self._tested()]
+        return {"installs": installs, "platforms": list(self.recipe["platforms"]),
+                "options": options_json(self.options())}
+
+    def versions(self, host: Host, installed: Collection[str]) -> list[dict[str, Any]]:
+        """Each tested version, newest first: installable here or why not (no network)."""
+        reason = not_here(host, self.recipe["platforms"])
+        backend = self.recipe["backend"]
+        rows = []
+        for t in self._tested():
+            install = None if reason else f"{t['version']}-{backend}"
+            wheels = t["wheels"]
+            rows.append({
+                "version": t["version"], "mlx_lm": t["mlx_lm"], "python": self.python,
+                "installs": reason or True, "install": install,
+                "installed": install is not None and install in installed, "tested": True,
+                "platforms": list(self.recipe["platforms"]),
+                "digest": "pinned" if wheels and all("sha256" in w for w in wheels) else "unpinned",
+                "size": sum(int(w.get("size") or 0) for w in wheels) or None,
+            })
+        return rows
+
+    def options(self) -> list[Option]:
+        return list(OPTIONS)
+
+
+ADAPTER = MlxAdapter()

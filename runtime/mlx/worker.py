@@ -1,0 +1,185 @@
+"""``superfluid-worker-mlx``: the MLX runtime's worker (SPEC §6.5).
+
+``compat``, ``versions`` and ``options --json`` are answered by the shared worker from the adapter.
+``check [--model PATH] [--venv P] [--prefill-chunk N] [--cache-limit-mb N]`` prints one line of JSON
+and says why MLX cannot run here: not macOS arm64, no MLX environment, or one whose Python or
+packages are not what the recipe installs. ``version`` prints the version line (exit 1 and the reason
+when unusable).
+
+Probing a found environment runs its own Python in a child (``-I``, a timeout); MLX is never
+imported into this process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from superfluid.runtime.errors import UsageError
+from superfluid.runtime.mlx.adapter import ADAPTER, not_here
+
+__all__ = ["main", "check_report", "parse_check_args", "find_venv"]
+
+_FORMATS = [{"id": "mlx", "describe": "an MLX model directory",
+             "directory": {"files": ["config.json"], "extensions": ["safetensors"]}}]
+_PROBE_TIMEOUT = 60.0  # seconds: importing mlx in a cold environment is slow
+_PROBE = (
+    "import json, sys\n"
+    "from importlib import metadata\n"
+    "import mlx.core as mx\n"
+    "info = mx.metal.device_info() if mx.metal.is_available() else {}\n"
+    "print(json.dumps({'python': '%d.%d' % sys.version_info[:2], 'mlx': metadata.version('mlx'),\n"
+    "                  'mlx_lm': metadata.version('mlx-lm'), 'metal': mx.metal.is_available(),\n"
+    "                  'device': info.get('device_name'), 'memory': info.get('memory_size')}))\n"
+)
+
+
+def parse_check_args(argv: Sequence[str]) -> tuple[str | None, dict[str, Any]]:
+    """``check``'s flags: the model path and the checked option values.
+
+    Raises:
+        UsageError: an unknown flag, a flag without its value, or a value of the wrong shape.
+    """
+    from superfluid.runtime.options import check_options
+
+    model: str | None = None
+    given: list[tuple[str, str]] = []
+    args = list(argv)
+    while args:
+        flag = args.pop(0)
+        if not flag.startswith("--"):
+            raise UsageError(f"unexpected argument {flag!r}")
+        name, eq, value = flag[2:].partition("=")
+        if not eq:
+            if not args:
+                raise UsageError(f"--{name} needs a value")
+            value = args.pop(0)
+        if name == "model":
+            model = value
+        else:
+            given.append((name, value))
+    return model, check_options(ADAPTER.options(), given)
+
+
+def find_venv(options: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[str | None, list[str]]:
+    """The MLX environment to use and every place looked: ``--venv``, the install's ``env``,
+    ``SUPERFLUID_MLX_VENV``, ``VIRTUAL_ENV``, in that order."""
+    install = os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[0] or ".")))
+    # only a worker run from an install (<install>/bin/, beside its receipt) uses <install>/env
+    install_env = os.path.join(install, "env") if os.path.isfile(os.path.join(install, "runtime.json")) else None
+    candidates = [options.get("venv"), install_env, environ.get("SUPERFLUID_MLX_VENV"), environ.get("VIRTUAL_ENV")]
+    looked = [c for c in candidates if c]
+    for c in looked:
+        if os.access(os.path.join(c, "bin", "python"), os.X_OK):
+            return c, looked
+    return None, looked
+
+
+def _probe(venv: str, environ: Mapping[str, str]) -> dict[str, Any] | str:
+    """The environment's own report of its Python and MLX, or why it gave none."""
+    python = os.path.join(venv, "bin", "python")
+    env = {k: v for k, v in environ.items() if not k.startswith("PYTHON")}
+    try:
+        done = subprocess.run([python, "-I", "-c", _PROBE], stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, env=env, timeout=_PROBE_TIMEOUT, check=False)
+    except subprocess.TimeoutExpired:
+        return f"{python} did not import mlx within {_PROBE_TIMEOUT:g} s"
+    except OSError as e:
+        return f"{python} could not start: {e}"
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        return f"{python} cannot import mlx and mlx-lm ({last})"
+    try:
+        facts = json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return f"{python} answered the MLX probe with something other than JSON"
+    return facts if isinstance(facts, dict) else f"{python} answered the MLX probe with {facts!r}"
+
+
+def _model_facts(path: str) -> bool | str:
+    if not os.path.isdir(path):
+        return f"{path} is not a directory; an MLX model is a directory"
+    if not os.path.isfile(os.path.join(path, "config.json")):
+        return f"{path} holds no config.json"
+    if not any(n.endswith(".safetensors") for n in os.listdir(path)):
+        return f"{path} holds no .safetensors weights"
+    return True
+
+
+def _availability(options: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[bool | str, dict[str, Any]]:
+    from superfluid.runtime.host import detect
+
+    host = detect(environ)
+    reason = not_here(host, ADAPTER.recipe["platforms"])
+    if reason:
+        return reason, {}
+    venv, looked = find_venv(options, environ)
+    if venv is None:
+        where = ", ".join(looked) or "no --venv, no install, no SUPERFLUID_MLX_VENV or VIRTUAL_ENV"
+        return ("the mlx runtime is not installed: no MLX environment here (looked at: " + where
+                + "): install it with `superfluid runtime install mlx`"), {}
+    facts = _probe(venv, environ)
+    if isinstance(facts, str):
+        return facts, {}
+    want = ".".join(ADAPTER.python.split(".")[:2])
+    if facts.get("python") != want:
+        return (f"the MLX environment {venv} runs Python {facts.get('python')}, and the MLX runtime "
+                f"installs Python {want}: `superfluid runtime repair mlx` reinstalls it"), facts
+    if not facts.get("metal"):
+        return f"MLX in {venv} finds no Metal device", facts
+    return True, facts
+
+
+def check_report(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
+    """The one-line ``check`` report and its exit code (0 available, 1 not).
+
+    Raises:
+        UsageError: a bad flag or option value (exit 2).
+    """
+    model, options = parse_check_args(argv)
+    available, facts = _availability(options, environ)
+    version = f"mlx {facts['mlx']} mlx-lm {facts['mlx_lm']}" if available is True else None
+    report: dict[str, Any] = {
+        "runtime": {"id": ADAPTER.id, "version": version, "aliases": []},
+        "available": available, "formats": _FORMATS, "tokenizer": {"from": "huggingface"},
+        "devices": [{"backend": "Metal", "name": facts.get("device") or "Apple GPU", "memory": facts.get("memory")}]
+        if available is True else [],
+        "platforms": list(ADAPTER.recipe["platforms"]),
+    }
+    code = 0 if available is True else 1
+    if model is not None:
+        reads = _model_facts(model)
+        report["model"] = {"path": model, "reads": reads}
+        if reads is not True:
+            code = 1
+    return report, code
+
+
+def _check(argv: list[str]) -> int:
+    report, code = check_report(argv, os.environ)
+    sys.stdout.write(json.dumps(report, separators=(",", ":")) + "\n")
+    return code
+
+
+def _version(argv: list[str]) -> int:
+    report, _ = check_report(argv, os.environ)
+    if report["available"] is not True:
+        sys.stderr.write(f"superfluid-worker-mlx: {report['available']}\n")
+        return 1
+    sys.stdout.write(f"{report['runtime']['version']}\n")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The worker's entry point; the exit code (0 ok, 1 failure, 2 usage)."""
+    from superfluid.runtime.worker import run
+
+    return run(ADAPTER, argv, {"check": _check, "version": _version})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

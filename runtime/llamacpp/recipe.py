@@ -1,0 +1,108 @@
+"""The llama.cpp recipe (the trust root) and the release archive names it speaks of (SPEC §4.2, §5.1).
+
+Archive name grammar (notes/superfluid-contract.md §2.1): an optional ``cudart-`` prefix, then
+``llama-``, the build ``b<digits>``, ``-bin-``, the OS (``ubuntu`` = linux, ``macos``), an optional
+backend, the arch (``x64`` | ``arm64``) and ``.tar.gz``. Anything else (Windows zips, the
+xcframework) is not an archive this adapter knows. An empty backend is ``metal`` on macos-arm64 and
+``cpu`` otherwise; other backends are kept verbatim (``cuda-13.4``, ``rocm-10.0``, ``sycl-fp16``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+__all__ = ["Archive", "TestedBuild", "parse_name", "load", "tested", "build_key", "PACKAGE", "SCHEMA"]
+
+PACKAGE = "superfluid.runtime.llamacpp"
+SCHEMA = "llamacpp-recipe"
+
+_NAME = re.compile(r"^(?P<cudart>cudart-)?llama-(?P<build>b\d+)-bin-(?P<os>ubuntu|macos)-(?P<rest>.+)\.tar\.gz$")
+
+
+@dataclass(frozen=True)
+class Archive:
+    """One release archive: what its name says, and what the recipe pins about it."""
+
+    name: str
+    build: str
+    platform: str  # "linux-x64" ...
+    backend: str  # "cpu", "metal", "cuda-13.4" ...
+    cudart: bool = False  # a CUDA runtime side archive
+    size: int | None = None
+    sha256: str | None = None
+
+
+def parse_name(name: str) -> Archive | None:
+    """What an archive's name says, or None when it is not one this adapter knows.
+
+    >>> parse_name("llama-b11284-bin-ubuntu-cuda-13.4-x64.tar.gz").backend
+    'cuda-13.4'
+    >>> parse_name("llama-b11284-bin-macos-arm64.tar.gz").backend
+    'metal'
+    >>> parse_name("llama-b11284-bin-win-cpu-x64.zip") is None
+    True
+    """
+    m = _NAME.match(name)
+    if not m:
+        return None
+    rest = m["rest"]
+    backend, _, arch = rest.rpartition("-")
+    if arch not in ("x64", "arm64"):
+        return None
+    os_name = "linux" if m["os"] == "ubuntu" else "macos"
+    if not backend:
+        backend = "metal" if (os_name, arch) == ("macos", "arm64") else "cpu"
+    return Archive(name=name, build=m["build"], platform=f"{os_name}-{arch}", backend=backend,
+                   cudart=bool(m["cudart"]))
+
+
+def build_key(build: str) -> int:
+    """``b11642`` -> 11642, for ordering builds."""
+    digits = re.sub(r"\D", "", build)
+    return int(digits) if digits else -1
+
+
+@dataclass(frozen=True)
+class TestedBuild:
+    """A build the adapter was tested against."""
+
+    version: str
+    layout: str
+    published: str | None
+    archives: tuple[Archive, ...]
+
+
+def _archive(asset: dict[str, Any]) -> Archive | None:
+    parsed = parse_name(asset["name"])
+    if parsed is None:
+        return None
+    digest = asset.get("sha256")
+    if digest is None and isinstance(asset.get("digest"), str) and asset["digest"].startswith("sha256:"):
+        digest = asset["digest"][len("sha256:"):]
+    return Archive(parsed.name, parsed.build, parsed.platform, parsed.backend, parsed.cudart,
+                   asset.get("size"), digest)
+
+
+@lru_cache(maxsize=1)
+def load() -> dict[str, Any]:
+    """The recipe, validated against ``schemas/llamacpp-recipe.schema.json``.
+
+    Raises:
+        BadFile: the recipe is unreadable or does not match its schema.
+    """
+    from superfluid.runtime.adapter import load_recipe
+
+    return load_recipe(PACKAGE, SCHEMA)
+
+
+def tested(recipe: dict[str, Any] | None = None) -> list[TestedBuild]:
+    """The tested builds, newest first (re-sorted: the file's order is a convention)."""
+    recipe = recipe if recipe is not None else load()
+    out = []
+    for entry in recipe["tested"]:
+        archives = tuple(a for a in (_archive(x) for x in entry["assets"]) if a is not None)
+        out.append(TestedBuild(entry["version"], entry["layout"], entry.get("published"), archives))
+    return sorted(out, key=lambda b: build_key(b.version), reverse=True)

@@ -1,0 +1,32 @@
+"""Shared helpers of the basert tests: where the reference engine is built, and its variants."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+ENGINE_DIR = ROOT / "tests" / "engines" / "basert"
+BUILD_SH = ENGINE_DIR / "build.sh"
+LIB_NAME = "libbaseRT.dylib" if sys.platform == "darwin" else "libbaseRT.so"
+VARIANTS = ("0.2.6", "0.3.0", "0.3.1", "0.4.0", "0.5.0", "missing-symbol", "wrong-size")
+WORKER = Path(os.environ.get("SUPERFLUID_TEST_BIN", ROOT / ".venv" / "bin")) / "superfluid-worker-basert"
+
+if str(ENGINE_DIR) not in sys.path:
+    sys.path.insert(0, str(ENGINE_DIR))  # make_model.py
+
+
+def native_cache() -> Path:
+    return Path(os.environ.get("SUPERFLUID_NATIVE_CACHE") or ROOT / ".cache" / "native")
+
+
+def build_engines(cache: Path) -> subprocess.CompletedProcess[str]:
+    """Run build.sh into ``cache`` (idempotent); the finished process."""
+    env = {**os.environ, "SUPERFLUID_NATIVE_CACHE": str(cache), "PYTHON": sys.executable}
+    return subprocess.run(["sh", str(BUILD_SH)], env=env, capture_output=True, text=True, timeout=300)
+
+
+def lib_path(engines: Path, variant: str) -> Path:
+    return engines / variant / LIB_NAME

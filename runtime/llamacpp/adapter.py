@@ -1,0 +1,77 @@
+"""The llama.cpp adapter's declarations: compat, versions and options, from the recipe alone.
+
+The face never loads libllama (SPEC §2): it asks ``superfluid-worker-llamacpp``, which answers these
+from this module. Importing it loads no native code: the recipe, the planner and the option
+declarations are pure Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any
+
+from superfluid.runtime.adapter import Adapter
+
+if TYPE_CHECKING:
+    from superfluid.runtime.host import Host
+    from superfluid.runtime.options import Option
+
+__all__ = ["ADAPTER", "LlamacppAdapter"]
+
+
+class LlamacppAdapter(Adapter):
+    """llama.cpp: a new build every few hours; this adapter drives the builds it was tested with."""
+
+    id = "llamacpp"
+    package = "superfluid.runtime.llamacpp"
+    recipe_schema = "llamacpp-recipe"
+
+    def compat(self) -> dict[str, Any]:
+        """The builds it was built and tested against, newest first, each with its struct layout."""
+        from superfluid.runtime.llamacpp.recipe import tested
+        from superfluid.runtime.options import options_json
+
+        builds = []
+        for b in tested(self.recipe):
+            entry: dict[str, Any] = {"build": b.version, "layout": b.layout}
+            if b.published:
+                entry["published"] = b.published
+            builds.append(entry)
+        return {"tested": builds, "options": options_json(self.options())}
+
+    def versions(self, host: Host, installed: Collection[str]) -> list[dict[str, Any]]:
+        """Each tested build, newest first: what it installs here first (``b11642-cpu``) or why nothing."""
+        from superfluid.runtime.llamacpp.planner import PlanRefused, Want, plan
+        from superfluid.runtime.llamacpp.recipe import tested
+
+        rows = []
+        for b in tested(self.recipe):
+            try:
+                first = plan(Want(version=b.version), self.recipe, host)[0]
+            except PlanRefused as e:
+                installs: bool | str = e.message
+                install = backend = None
+                digest = None
+            else:
+                installs, install, backend = True, first["install"], first["backend"]
+                digest = "pinned" if all(a.get("sha256") for a in first["assets"]) else "release"
+            row: dict[str, Any] = {"version": b.version, "layout": b.layout, "installs": installs,
+                                   "install": install,
+                                   "installed": any(n.startswith(f"{b.version}-") for n in installed),
+                                   "tested": True,
+                                   "platforms": sorted({a.platform for a in b.archives if not a.cudart})}
+            if b.published:
+                row["published"] = b.published
+            if backend is not None:
+                row["backend"] = backend
+                row["digest"] = digest
+            rows.append(row)
+        return rows
+
+    def options(self) -> list[Option]:
+        from superfluid.runtime.llamacpp.options import OPTIONS
+
+        return list(OPTIONS)
+
+
+ADAPTER = LlamacppAdapter()

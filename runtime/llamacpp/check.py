@@ -1,0 +1,168 @@
+"""The worker's ``check``: can this llama.cpp run here, and what would a model cost (SPEC §6.5, §7).
+
+``check [--model PATH] [--lib P] [--<option> V]...`` answers one JSON object:
+
+``runtime`` {id, version, aliases}, ``available`` (true or the reason), ``layout`` (v1|v2),
+``library``, ``devices`` (ggml's backend registry), ``formats`` ([gguf]), ``named`` (who named the
+library, only when someone did), and with ``--model``: ``model`` {path, reads (true or the reason),
+facts, sizing {weight_bytes, kv_bytes_per_token, trained_context, budget_bytes, budget_why} (or the
+reason it cannot be priced), state_identity {key, weights, settings}}.
+
+The options are checked against their declarations first (a bad one is a usage error, exit 2) and
+then applied to the model and context parameters, so they count for availability and sizing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from superfluid.runtime.errors import LibraryNotFound, LibraryRefused, ModelLoadFailed, UsageError
+from superfluid.runtime.llamacpp.options import OPTIONS
+
+__all__ = ["parse_flags", "check_report", "check_argv", "version_text", "FORMATS", "RUNTIME_ID", "ALIASES"]
+
+RUNTIME_ID = "llamacpp"
+ALIASES = ["llama.cpp", "llama-cpp"]
+FORMATS = [{"id": "gguf", "describe": "a GGUF file", "file": {"extensions": ["gguf"], "magic": "GGUF"}}]
+_LIB_FLAGS = ("--lib", "--llamacpp-lib")
+
+
+def parse_flags(argv: Sequence[str], *, model: bool = True) -> tuple[str | None, dict[str, Any]]:
+    """``(--model path, {option: checked value})`` from a worker command line.
+
+    ``--lib`` (or ``--llamacpp-lib``) is the ``lib`` option.
+
+    Raises:
+        UsageError: an unknown flag, a flag without its value, or a value of the wrong shape.
+    """
+    from superfluid.runtime.options import check_options
+
+    model_path: str | None = None
+    given: list[tuple[str, str]] = []
+    args = list(argv)
+    i = 0
+    while i < len(args):
+        flag = args[i]
+        if not flag.startswith("--"):
+            raise UsageError(f"unexpected argument {flag!r}")
+        name, eq, inline = flag[2:].partition("=")
+        if flag.split("=")[0] in _LIB_FLAGS:
+            name = "lib"
+        known = (model and name == "model") or any(o.name == name for o in OPTIONS)
+        if not known:
+            raise UsageError(f"unknown flag {flag.split('=')[0]}")
+        if eq:
+            value = inline
+        else:
+            if i + 1 >= len(args):
+                raise UsageError(f"{flag} needs a value")
+            i += 1
+            value = args[i]
+        if name == "model":
+            model_path = value
+        else:
+            given.append((name, value))
+        i += 1
+    return model_path, check_options(OPTIONS, given)
+
+
+def _load(options: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[Any, str | None]:
+    from superfluid.runtime.llamacpp.loader import load
+    from superfluid.runtime.llamacpp.locate import locate
+
+    found = locate(options.get("lib"), environ=environ)
+    return load(found.path, environ=dict(environ)), found.named
+
+
+def version_text(options: Mapping[str, Any], environ: Mapping[str, str]) -> str:
+    """``llama.cpp <build>`` of the library this worker would drive.
+
+    Raises:
+        LibraryNotFound: no libllama where named or searched.
+        LibraryRefused: a libllama these bindings do not drive.
+    """
+    lib, _ = _load(options, environ)
+    return str(lib.version)
+
+
+def _is_gguf(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except OSError as e:
+        return f"{path} cannot be read: {e.strerror or e}"
+    if magic != b"GGUF":
+        return f"{path} is not a GGUF file (it starts with {magic!r}, not b'GGUF')"
+    return None
+
+
+def model_report(lib: Any, path: str, options: Mapping[str, Any], devs: list[Any],
+                 host_memory: int | None) -> dict[str, Any]:
+    """The ``model`` part of the report: whether it reads, its facts, sizing and state identity."""
+    from superfluid.runtime.llamacpp import sizing
+    from superfluid.runtime.llamacpp.drive import load_model
+
+    out: dict[str, Any] = {"path": path}
+    fault = _is_gguf(path)
+    if fault:
+        out["reads"] = fault
+        return out
+    try:
+        model = load_model(lib, path, options)
+    except ModelLoadFailed as e:
+        out["reads"] = str(e)
+        return out
+    with model:
+        out["reads"] = True
+        facts = model.facts()
+        out["facts"] = facts
+        budget = sizing.export_budget(sizing.resolve_device(devs, options), host_memory=host_memory)
+        try:
+            kv = sizing.kv_bytes_per_token(lib, sizing.layer_widths(model), options.get("cache-type-k", "f16"),
+                                           options.get("cache-type-v", "f16"))
+        except sizing.SizingRefused as e:
+            out["sizing"] = str(e)
+        else:
+            out["sizing"] = {"weight_bytes": facts["weight_bytes"], "kv_bytes_per_token": kv,
+                             "trained_context": facts["trained_context"], "budget_bytes": budget.bytes,
+                             "budget_why": budget.why}
+    out["state_identity"] = sizing.state_identity(sizing.weights_digest(path), options)
+    return out
+
+
+def check_report(model_path: str | None, options: Mapping[str, Any],
+                 environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
+    """The check report and its exit code: 0 when available (and the model reads), else 1."""
+    from superfluid.runtime.host import detect
+
+    report: dict[str, Any] = {"runtime": {"id": RUNTIME_ID, "version": None, "aliases": ALIASES},
+                              "available": True, "formats": FORMATS, "devices": []}
+    try:
+        lib, named = _load(options, environ)
+    except (LibraryNotFound, LibraryRefused) as e:
+        report["available"] = str(e)
+        return report, 1
+    from superfluid.runtime.llamacpp.drive import devices
+
+    devs = devices(lib)
+    report["runtime"]["version"] = lib.version
+    report["layout"] = lib.layout.name
+    report["library"] = lib.path
+    report["devices"] = [d.to_json() for d in devs]
+    if named:
+        report["named"] = named
+    if model_path is None:
+        return report, 0
+    report["model"] = model_report(lib, model_path, options, devs, detect(environ).memory)
+    return report, 0 if report["model"]["reads"] is True else 1
+
+
+def check_argv(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
+    """``check <argv...>``: parse, then report.
+
+    Raises:
+        UsageError: an unknown flag or a bad option value.
+    """
+    model_path, options = parse_flags(argv)
+    return check_report(model_path, options, environ)

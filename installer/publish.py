@@ -1,0 +1,176 @@
+"""The install workflow: staged, probed, then published by rename (SPEC §8.4).
+
+``install_staged`` is the one function that changes an install. In order, holding the runtime's
+lock: clean what dead writers left; make a fresh staging directory beside the installs; write the
+worker launcher; let the caller populate the staging (extract the verified archives into ``lib/``)
+and describe it (the receipt); write the receipt; let the caller probe the staged library in a
+worker subprocess; publish with one rename; point ``current`` at the default install. Any failure
+before the rename deletes the staging and leaves every install as it was; a SIGKILL leaves the
+staging for the next run to delete.
+
+The caller owns what is installed and how it is judged (plans, downloads, digests, the ABI
+verdict); this module owns where and how it lands.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from superfluid.installer.store import (
+    Holder,
+    StoreError,
+    check_install_name,
+    clean_stale,
+    current_install,
+    install_lock,
+    make_staging,
+    publish,
+    read_pinned,
+    refresh_current,
+    remove_tree,
+    runtime_root,
+)
+from superfluid.runtime.receipt import RECEIPT, Receipt, worker_path, write_receipt
+
+__all__ = ["Published", "install_staged", "worker_command", "write_worker_launcher"]
+
+
+@dataclass(frozen=True)
+class Published:
+    """What ``install_staged`` did, for the face's completion lines."""
+
+    receipt: Receipt
+    path: Path  # the published install directory
+    replaced: bool  # an install of that name existed and was replaced ("replacing the one of that name")
+    current: str | None  # the default install now (``current`` points at it)
+    pinned: str | None  # the pinned install, if any
+    cleaned: tuple[str, ...] = ()  # leftovers of dead writers removed first
+
+
+def worker_command(runtime_id: str, *, python: str | None = None) -> list[str]:
+    """The command the launcher execs: this interpreter running the adapter's worker ``main``.
+
+    Why not the console script ``superfluid-worker-<id>``: the adapter's library search starts at
+    ``sys.argv[0]`` (``../lib`` beside the worker), and a console script would put its own path
+    there, not the install's. Running ``main`` from a ``-c`` bootstrap lets the launcher hand over
+    its own path as ``argv[0]`` (the real path of ``<install>/bin/…``, even through ``current``).
+    ``-P`` (3.11+) or ``-I`` keeps the working directory off ``sys.path``, so a ``superfluid/``
+    directory where the daemon runs cannot replace our modules. The install is tied to the
+    environment that made it: when that environment is gone, the worker fails, ``superfluid
+    runtimes`` shows the install as broken and ``superfluid runtime repair`` rewrites the launcher.
+    """
+    flag = "-P" if sys.version_info >= (3, 11) else "-I"
+    module = f"superfluid.runtime.{runtime_id}.worker"
+    boot = f"import sys; sys.argv[0] = sys.argv.pop(1); from {module} import main; sys.exit(main())"
+    return [python or sys.executable, flag, "-c", boot]
+
+
+def write_worker_launcher(install_dir: str | os.PathLike[str], runtime_id: str, *,
+                          argv: Sequence[str] | None = None) -> Path:
+    """Write ``<install_dir>/bin/superfluid-worker-<id>``: a POSIX sh script that execs ``argv``
+    (default ``worker_command(id)``) with the launcher's own path and its arguments.
+
+    Raises:
+        OSError: it cannot be written.
+    """
+    command = list(argv) if argv is not None else worker_command(runtime_id)
+    path = Path(install_dir) / worker_path(runtime_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    script = (
+        "#!/bin/sh\n"
+        f"# superfluid-worker-{runtime_id}: written by superfluid's installer; runs the adapter's worker\n"
+        "# of the toolchain that made this install, with this file as argv[0] (its ../lib holds the engine).\n"
+        'here=$(cd -- "$(dirname -- "$0")" && pwd -P) || exit 127\n'
+        f'exec {" ".join(shlex.quote(a) for a in command)} "$here/superfluid-worker-{runtime_id}" "$@"\n'
+    )
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(script, encoding="utf-8")
+    os.chmod(tmp, 0o755)
+    os.replace(tmp, path)
+    return path
+
+
+def _check_receipt(receipt: Receipt, runtime_id: str, install: str) -> None:
+    faults = []
+    if receipt.id != runtime_id:
+        faults.append(f"id {receipt.id!r}, not {runtime_id!r}")
+    if receipt.install != install:
+        faults.append(f"install {receipt.install!r}, not {install!r}")
+    if receipt.worker != worker_path(runtime_id):
+        faults.append(f"worker {receipt.worker!r}, not {worker_path(runtime_id)!r}")
+    if faults:
+        raise StoreError(f"the receipt made for {runtime_id} {install} says " + "; ".join(faults))
+
+
+def _check_staged(staging: Path, receipt: Receipt) -> None:
+    worker = staging / receipt.worker
+    if not worker.is_file() or not os.access(worker, os.X_OK):
+        raise StoreError(f"the staged install has no runnable worker at {worker}")
+
+
+def install_staged(
+    home: str | os.PathLike[str],
+    runtime_id: str,
+    install: str,
+    populate: Callable[[Path], Receipt],
+    probe: Callable[[Path], None],
+    *,
+    lock_timeout: float = 600.0,
+    on_wait: Callable[[Holder], None] | None = None,
+    command: str | None = None,
+) -> Published:
+    """Install ``<home>/runtimes/<id>/<install>`` from a staging directory, atomically.
+
+    ``populate(staging)`` fills the staging directory (``staging/lib`` and ``staging/bin`` exist,
+    the worker launcher is written and may be replaced) and returns the receipt, which must name
+    ``runtime_id``, ``install`` and ``bin/superfluid-worker-<id>``; it is written to
+    ``staging/runtime.json``. ``probe(staging)`` then checks the staged library (a worker
+    subprocess; for basert the ABI verdict) and raises to refuse it. Only then is the staging
+    renamed into place, replacing an install of that name, and ``current`` pointed at the default
+    install (the pinned one, else the best-ranked).
+
+    Raises:
+        BadName: a bad runtime id or install name (before anything is touched).
+        LockBusy: another process held the lock past ``lock_timeout`` seconds.
+        StoreError: a filesystem fault, or a receipt that does not describe this install.
+        Whatever ``populate`` or ``probe`` raise (UnsafeArchive, AbiRefused, WorkerFailed, …):
+            the staging is deleted, installs are as they were.
+    """
+    check_install_name(install)
+    root = runtime_root(home, runtime_id)
+    with install_lock(root, timeout=lock_timeout, on_wait=on_wait, command=command):
+        try:
+            cleaned = tuple(clean_stale(root))
+            staging = make_staging(root, install)
+        except OSError as e:
+            raise StoreError(f"could not prepare {root}: {e.strerror or e}",
+                             fix="check the permissions and free space of SUPERFLUID_HOME") from e
+        try:
+            (staging / "lib").mkdir()
+            write_worker_launcher(staging, runtime_id)
+            receipt = populate(staging)
+            _check_receipt(receipt, runtime_id, install)
+            write_receipt(staging / RECEIPT, receipt)
+            _check_staged(staging, receipt)
+            probe(staging)
+            replaced = publish(root, staging, install)
+        except BaseException as e:
+            remove_tree(staging)
+            if isinstance(e, OSError):
+                raise StoreError(f"could not install {runtime_id} {install}: {e.filename or root}: "
+                                 f"{e.strerror or e}",
+                                 fix="check the permissions and free space of SUPERFLUID_HOME") from e
+            raise
+        try:
+            chosen = refresh_current(root)
+        except OSError as e:
+            raise StoreError(f"{runtime_id} {install} is installed, but {root / 'current'} could not be "
+                             f"updated: {e.strerror or e}",
+                             fix=f"`superfluid runtime use {runtime_id} --auto` retries it") from e
+    return Published(receipt, root / install, replaced, chosen if chosen else current_install(root),
+                     read_pinned(root), cleaned)

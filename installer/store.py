@@ -1,0 +1,656 @@
+"""The home layout of installed runtimes (SPEC §3, §8.4; notes/superfluid-contract.md §2.5, §5.3).
+
+```
+$SUPERFLUID_HOME/runtimes/<id>/<install>/           one install: lib/, bin/superfluid-worker-<id>, runtime.json
+$SUPERFLUID_HOME/runtimes/<id>/current -> <install> relative symlink to the default install
+$SUPERFLUID_HOME/runtimes/<id>/pinned               "<install>\\n" when `runtime use` pinned one
+$SUPERFLUID_HOME/runtimes/<id>/.install.lock        flock: one writer per runtime, across processes
+$SUPERFLUID_HOME/runtimes/<id>/.staging-<install>-<pid>-<rand>/   an install being made
+$SUPERFLUID_HOME/runtimes/<id>/.old-<install>-<pid>-<rand>/       an install set aside while replaced
+$SUPERFLUID_HOME/runtimes/<id>/.removing-<install>-<pid>-<rand>/  an install being deleted
+$SUPERFLUID_HOME/runtimes/<id>/.current-new-<pid>-<rand>          a symlink about to replace `current`
+```
+
+Every change happens under the runtime's lock and by rename, so a crash at any point (SIGKILL
+included) leaves every published install whole; the next writer, holding the lock, removes what
+a dead process left (its pid is in the name) and puts back an install set aside mid-replacement.
+Readers (``superfluid runtimes``, the daemon) take no lock: they see the old state or the new.
+
+The default install is the pinned one when it exists, else the best-ranked: backend rank (metal 0,
+cuda 1, rocm 2, vulkan 3, sycl 4, openvino 5, other 8, cpu 9), then the newest version, then the
+name. ``current`` always points at the default (or is absent when nothing is installed).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import secrets
+import shutil
+import stat
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from superfluid.runtime.errors import SuperfluidError, UsageError
+from superfluid.runtime.receipt import RECEIPT, Receipt, read_receipt
+
+__all__ = [
+    "StoreError",
+    "LockBusy",
+    "NoSuchInstall",
+    "BadName",
+    "Holder",
+    "Installed",
+    "LOCK",
+    "check_runtime_id",
+    "check_install_name",
+    "runtime_root",
+    "backend_rank",
+    "version_key",
+    "install_lock",
+    "lock_holder",
+    "clean_stale",
+    "make_staging",
+    "publish",
+    "list_installs",
+    "default_install",
+    "read_pinned",
+    "current_install",
+    "refresh_current",
+    "pin",
+    "unpin",
+    "remove",
+    "remove_tree",
+]
+
+LOCK = ".install.lock"
+_RUNTIME_ID = re.compile(r"[a-z0-9][a-z0-9._-]*")
+_INSTALL = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]*")
+_RESERVED = ("current", "pinned")
+_RANKS = {"metal": 0, "cuda": 1, "rocm": 2, "vulkan": 3, "sycl": 4, "openvino": 5, "cpu": 9}
+# names a writer leaves while it works: kind, then (for the first three) the install, pid, 64 random bits
+_TEMP = re.compile(r"\.(?P<kind>staging|old|removing)-(?P<install>.+)-(?P<pid>\d+)-[0-9a-f]{16}"
+                   r"|\.(?P<kind2>current-new|pinned-new)-(?P<pid2>\d+)-[0-9a-f]{16}"
+                   r"|\.(?P<kind3>staging|current-new)-\d+")  # the daemon's own, `.staging-<u64>`
+
+
+class StoreError(SuperfluidError):
+    """The home could not be changed as asked (a filesystem fault, or an inconsistent request)."""
+
+
+class LockBusy(StoreError):
+    """Another process holds the runtime's install lock and did not let go within the timeout."""
+
+    def __init__(self, lock: str, holder: Holder, waited: float) -> None:
+        super().__init__(
+            f"{lock} is held by {holder.describe()}; waited {waited:g} s",
+            fix="let it finish and run the same command again"
+            + (f", or stop it (kill {holder.pid}) if it is stuck" if holder.pid else ""),
+        )
+        self.lock = lock
+        self.holder = holder
+        self.waited = waited
+
+
+class NoSuchInstall(StoreError):
+    """A named install does not exist (or the runtime has none)."""
+
+
+class BadName(UsageError):
+    """A runtime id or install name that cannot name a directory of the home (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds (or last held) a lock, as recorded in the lock file."""
+
+    pid: int | None
+    command: str
+    started: str  # UTC, "2025-01-31T12:00:00Z"; "" when unknown
+
+    def describe(self) -> str:
+        who = f"pid {self.pid}" if self.pid else "another process"
+        what = f" ({self.command})" if self.command else ""
+        since = f", since {self.started}" if self.started else ""
+        return f"{who}{what}{since}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pid": self.pid, "command": self.command, "started": self.started}
+
+
+@dataclass(frozen=True)
+class Installed:
+    """One install directory: its receipt, or why it has none that reads (then it is broken)."""
+
+    name: str
+    path: Path
+    receipt: Receipt | None
+    problem: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.receipt is not None
+
+
+# --- names and ranking (pure) -------------------------------------------------------------------
+
+def check_runtime_id(runtime_id: str) -> str:
+    """``runtime_id`` if it is a plain runtime id (lowercase letters, digits, ``.``, ``-``, ``_``).
+
+    Raises:
+        BadName: it is not.
+    """
+    if not _RUNTIME_ID.fullmatch(runtime_id):
+        raise BadName(f"{runtime_id!r} is not a runtime id (lowercase letters, digits, '.', '-', '_')")
+    return runtime_id
+
+
+def check_install_name(install: str) -> str:
+    """``install`` if it can name an install directory: not empty, not starting with ``.``, only
+    ASCII letters, digits and ``. - _ +``, and neither ``current`` nor ``pinned``.
+
+    Raises:
+        BadName: it cannot.
+    """
+    if not _INSTALL.fullmatch(install) or install in _RESERVED:
+        raise BadName(f"{install!r} is not an install name (letters, digits, '.', '-', '_', '+'; "
+                      "not starting with '.'; not 'current' or 'pinned')")
+    return install
+
+
+def runtime_root(home: str | os.PathLike[str], runtime_id: str) -> Path:
+    """``$SUPERFLUID_HOME/runtimes/<id>``.
+
+    Raises:
+        BadName: ``runtime_id`` is not a runtime id.
+    """
+    return Path(home) / "runtimes" / check_runtime_id(runtime_id)
+
+
+def backend_rank(backend: str) -> int:
+    """Rank of a backend by its family (the text before the first ``-`` or ``_``), lower first:
+    metal 0, cuda 1, rocm 2, vulkan 3, sycl 4, openvino 5, anything else 8, cpu 9 (SPEC §3)."""
+    family = re.split(r"[-_]", backend, maxsplit=1)[0].lower()
+    return _RANKS.get(family, 8)
+
+
+def version_key(version: str) -> tuple[Any, ...]:
+    """A sort key, larger for newer: PEP 440 where the version is one (``0.4.0``, ``0.5.0rc1``),
+    else numbers compared as numbers (``b11642`` > ``b9999``)."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return (1, Version(version))
+    except InvalidVersion:
+        parts = re.findall(r"\d+|[^\d]+", version)
+        return (0, tuple((1, int(p), "") if p.isdigit() else (0, 0, p) for p in parts))
+
+
+def _order(installed: Installed) -> tuple[Any, ...]:
+    r = installed.receipt
+    if r is None:
+        return (1, 0, (), installed.name)
+    return (0, backend_rank(r.backend), _Desc(version_key(r.version)), installed.name)
+
+
+class _Desc:
+    """Reverses the order of a key (newest version first inside an ascending sort)."""
+
+    def __init__(self, key: tuple[Any, ...]) -> None:
+        self.key = key
+
+    def __lt__(self, other: _Desc) -> bool:
+        return bool(self.key > other.key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Desc) and self.key == other.key
+
+
+# --- the lock -----------------------------------------------------------------------------------
+
+def _command() -> str:
+    # argv may carry a mirror URL with credentials: keep the program name and the words that are
+    # not URLs or paths, enough for a person to recognise the process.
+    words = [os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"]
+    words += ["<url>" if "://" in a else a for a in sys.argv[1:8]]
+    return " ".join(words)
+
+
+def _read_holder(fd: int) -> Holder:
+    try:
+        raw = os.pread(fd, 4096, 0)
+        data = json.loads(raw.decode("utf-8")) if raw else {}
+        pid = data.get("pid")
+        return Holder(pid if isinstance(pid, int) and pid > 0 else None,
+                      str(data.get("command") or ""), str(data.get("started") or ""))
+    except (OSError, ValueError, AttributeError):
+        return Holder(None, "", "")
+
+
+def lock_holder(root: str | os.PathLike[str]) -> Holder | None:
+    """Who holds the install lock of the runtime at ``root`` now, or None when nobody does."""
+    import fcntl
+
+    try:
+        fd = os.open(os.path.join(root, LOCK), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_holder(fd)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def install_lock(root: str | os.PathLike[str], *, timeout: float = 600.0,
+                 on_wait: Callable[[Holder], None] | None = None, command: str | None = None,
+                 poll: float = 0.1) -> Iterator[Holder]:
+    """Hold the runtime's ``.install.lock`` (``flock``, exclusive, across processes) for the block.
+
+    The holder writes its pid, command and start time into the file, so that a waiter can say who
+    it waits for: ``on_wait`` is called once, with that record, when the lock is busy. The kernel
+    drops the lock when the holder dies, however it dies. Not reentrant.
+
+    Raises:
+        LockBusy: still held after ``timeout`` seconds (names the holder).
+        StoreError: the lock file cannot be opened (permissions of the home).
+    """
+    import fcntl
+
+    path = os.path.join(root, LOCK)
+    try:
+        os.makedirs(root, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        raise StoreError(f"cannot open {path}: {e.strerror or e}",
+                         fix="check the permissions of SUPERFLUID_HOME") from e
+    held = False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait is not None:
+                on_wait(_read_holder(fd))
+            deadline = time.monotonic() + timeout
+            while True:
+                time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise LockBusy(path, _read_holder(fd), timeout) from None
+        held = True
+        me = Holder(os.getpid(), command or _command(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(me.to_json()) + "\n").encode("utf-8"), 0)
+        yield me
+    finally:
+        if held:
+            try:
+                os.ftruncate(fd, 0)  # the record says who holds it; nobody does now
+            except OSError:
+                pass
+        os.close(fd)
+
+
+# --- temporary names and stale leftovers ----------------------------------------------------------
+
+def _temp_name(kind: str, install: str | None = None) -> str:
+    mid = f"{install}-" if install is not None else ""
+    return f".{kind}-{mid}{os.getpid()}-{secrets.token_hex(8)}"
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # we hold the lock, so nothing of ours is in progress here
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale(root: str | os.PathLike[str]) -> list[str]:
+    """Remove what dead writers left in ``root`` and put back an install set aside mid-replacement.
+    Call it holding the lock. An entry whose pid is alive (another pid namespace, a reused pid) is
+    left alone. Returns the names acted on.
+
+    Raises:
+        OSError: the directory cannot be changed.
+    """
+    done: list[str] = []
+    try:
+        names = sorted(os.listdir(root))
+    except FileNotFoundError:
+        return done
+    for name in names:
+        m = _TEMP.fullmatch(name)
+        if m is None:
+            continue
+        pid = m.group("pid") or m.group("pid2")
+        if pid is not None and _alive(int(pid)):
+            continue
+        path = os.path.join(root, name)
+        install = m.group("install")
+        if m.group("kind") == "old" and install and not os.path.lexists(os.path.join(root, install)):
+            os.rename(path, os.path.join(root, install))  # killed between the two renames of publish
+        else:
+            remove_tree(path)
+        done.append(name)
+    return done
+
+
+def make_staging(root: str | os.PathLike[str], install: str) -> Path:
+    """A fresh, empty staging directory in ``root`` (so on the install's filesystem).
+
+    Raises:
+        BadName: ``install`` is not an install name.
+        OSError: it cannot be made.
+    """
+    path = Path(root) / _temp_name("staging", check_install_name(install))
+    os.mkdir(path, 0o755)  # mkdir, never makedirs: a planted name is an error, not reused
+    return path
+
+
+# --- publishing ------------------------------------------------------------------------------------
+
+def _exchange(a: str, b: str) -> bool:
+    """Swap two paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    renameat2.restype = ctypes.c_int
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), a, None, b)
+
+
+def _fsync_dir(path: str | os.PathLike[str]) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def publish(root: str | os.PathLike[str], staging: str | os.PathLike[str], install: str) -> bool:
+    """Make the staged directory the install ``<root>/<install>``; True if one was replaced.
+
+    A new name is one ``rename``. An existing install is swapped with the staged one in one atomic
+    exchange where the kernel has it (then the old copy, now at the staging name, is deleted);
+    elsewhere it is renamed aside to ``.old-…`` first, and a crash between the two renames is
+    undone by the next ``clean_stale``. Call it holding the lock.
+
+    Raises:
+        OSError: a rename failed (the staged directory and any old install are left as they were).
+    """
+    target = os.path.join(root, check_install_name(install))
+    staging_s = os.fspath(staging)
+    if not os.path.lexists(target):
+        os.rename(staging_s, target)
+        _fsync_dir(root)
+        return False
+    if _exchange(staging_s, target):
+        _fsync_dir(root)
+        remove_tree(staging_s)
+        return True
+    aside = os.path.join(root, _temp_name("old", install))
+    os.rename(target, aside)
+    try:
+        os.rename(staging_s, target)
+    except BaseException:
+        os.rename(aside, target)
+        raise
+    _fsync_dir(root)
+    remove_tree(aside)
+    return True
+
+
+# --- listing, default, current, pin -----------------------------------------------------------------
+
+def list_installs(root: str | os.PathLike[str]) -> list[Installed]:
+    """Every install directory of the runtime at ``root`` (non-dot directories other than
+    ``current``), readable ones first in default order (backend rank, newest version, name), then
+    the broken ones (no receipt that reads, or one naming another install) by name."""
+    try:
+        names = os.listdir(root)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found: list[Installed] = []
+    for name in names:
+        path = Path(root) / name
+        if name.startswith(".") or name in _RESERVED or not path.is_dir() or path.is_symlink():
+            continue
+        try:
+            receipt = read_receipt(path / RECEIPT)
+        except SuperfluidError as e:
+            found.append(Installed(name, path, None, str(e)))
+            continue
+        if receipt.install != name:
+            found.append(Installed(name, path, None, f"{path / RECEIPT}: describes the install "
+                                                     f"{receipt.install!r}, not {name!r}"))
+            continue
+        found.append(Installed(name, path, receipt))
+    return sorted(found, key=_order)
+
+
+def read_pinned(root: str | os.PathLike[str]) -> str | None:
+    """The install named by ``pinned`` (whether or not it exists), or None."""
+    try:
+        with open(os.path.join(root, "pinned"), encoding="utf-8") as f:
+            name = f.read(4096).strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return name or None
+
+
+def default_install(root: str | os.PathLike[str]) -> str | None:
+    """The pinned install if it exists and reads, else the best-ranked readable one, else None."""
+    ready = [i.name for i in list_installs(root) if i.ok]
+    pinned = read_pinned(root)
+    if pinned in ready:
+        return pinned
+    return ready[0] if ready else None
+
+
+def current_install(root: str | os.PathLike[str]) -> str | None:
+    """The install ``current`` points at, or None."""
+    try:
+        return os.path.basename(os.readlink(os.path.join(root, "current")))
+    except OSError:
+        return None
+
+
+def _point_current(root: str, install: str) -> None:
+    tmp = os.path.join(root, _temp_name("current-new"))
+    os.symlink(install, tmp)  # relative: the home can move
+    try:
+        os.replace(tmp, os.path.join(root, "current"))
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def refresh_current(root: str | os.PathLike[str]) -> str | None:
+    """Point ``current`` at the default install (one atomic rename); with no install left, remove
+    ``current`` and ``pinned``. Returns the default. Call it holding the lock.
+
+    Raises:
+        OSError: the directory cannot be changed.
+    """
+    root_s = os.fspath(root)
+    chosen = default_install(root_s)
+    if chosen is None:
+        for name in ("current", "pinned"):
+            try:
+                os.unlink(os.path.join(root_s, name))
+            except FileNotFoundError:
+                pass
+        return None
+    if current_install(root_s) != chosen or not os.path.islink(os.path.join(root_s, "current")):
+        _point_current(root_s, chosen)
+        _fsync_dir(root_s)
+    return chosen
+
+
+def _installed_names(root: str) -> str:
+    names = [i.name for i in list_installs(root)]
+    return ", ".join(names) if names else "none"
+
+
+@contextmanager
+def _changing(root: Path, what: str) -> Iterator[None]:
+    """Turn a filesystem fault into a StoreError that names what was being done."""
+    try:
+        yield
+    except OSError as e:
+        where = e.filename or root
+        raise StoreError(f"could not {what}: {where}: {e.strerror or e}",
+                         fix="check the permissions and free space of SUPERFLUID_HOME") from e
+
+
+def _write_pinned(root: str, install: str) -> None:
+    tmp = os.path.join(root, _temp_name("pinned-new"))
+    with open(tmp, "x", encoding="utf-8") as f:
+        f.write(install + "\n")
+    os.replace(tmp, os.path.join(root, "pinned"))
+
+
+def pin(home: str | os.PathLike[str], runtime_id: str, install: str, *, timeout: float = 600.0,
+        on_wait: Callable[[Holder], None] | None = None) -> str:
+    """``runtime use <id> <install>``: pin the default install and point ``current`` at it.
+
+    Raises:
+        BadName: a bad id or install name.
+        NoSuchInstall: ``install`` is not a readable install of the runtime.
+        LockBusy, StoreError: as ``install_lock``; a filesystem fault.
+    """
+    root = runtime_root(home, runtime_id)
+    check_install_name(install)
+    with install_lock(root, timeout=timeout, on_wait=on_wait), _changing(root, f"pin {runtime_id} {install}"):
+        clean_stale(root)
+        if install not in [i.name for i in list_installs(root) if i.ok]:
+            raise NoSuchInstall(f"{runtime_id} has no install {install} (installed: {_installed_names(str(root))})",
+                                fix="`superfluid runtimes` lists what is installed")
+        _write_pinned(str(root), install)
+        chosen = refresh_current(root)
+    return chosen or install
+
+
+def unpin(home: str | os.PathLike[str], runtime_id: str, *, timeout: float = 600.0,
+          on_wait: Callable[[Holder], None] | None = None) -> str:
+    """``runtime use <id> --auto``: drop the pin; ``current`` goes to the best-ranked install.
+
+    Raises:
+        NoSuchInstall: the runtime has no install.
+        LockBusy, StoreError: as ``install_lock``; a filesystem fault.
+    """
+    root = runtime_root(home, runtime_id)
+    with install_lock(root, timeout=timeout, on_wait=on_wait), _changing(root, f"unpin {runtime_id}"):
+        clean_stale(root)
+        try:
+            os.unlink(root / "pinned")
+        except FileNotFoundError:
+            pass
+        chosen = refresh_current(root)
+    if chosen is None:
+        raise NoSuchInstall(f"{runtime_id} is not installed", fix=f"`superfluid runtime install {runtime_id}`")
+    return chosen
+
+
+def remove(home: str | os.PathLike[str], runtime_id: str, install: str | None = None, *,
+           timeout: float = 600.0, on_wait: Callable[[Holder], None] | None = None) -> tuple[list[str], str | None]:
+    """``runtime remove <id> [<install>]``: delete one install, or all of them. Each is first
+    renamed to ``.removing-…`` (it disappears at once for readers), then ``current`` and ``pinned``
+    are brought up to date, then its files are deleted. The lock file stays (a waiter may hold it
+    open). Returns the names removed and the default install left (or None).
+
+    Raises:
+        BadName: a bad id or install name.
+        NoSuchInstall: the install (or any install) does not exist.
+        LockBusy, StoreError: as ``install_lock``; a filesystem fault.
+    """
+    root = runtime_root(home, runtime_id)
+    if install is not None:
+        check_install_name(install)
+    with install_lock(root, timeout=timeout, on_wait=on_wait), _changing(root, f"remove {runtime_id}"):
+        clean_stale(root)
+        present = [i.name for i in list_installs(root)]
+        if install is not None and install not in present:
+            raise NoSuchInstall(f"{runtime_id} has no install {install} (installed: {', '.join(present) or 'none'})",
+                                fix="`superfluid runtimes` lists what is installed")
+        if install is None and not present:
+            raise NoSuchInstall(f"{runtime_id} is not installed")
+        names = [install] if install is not None else present
+        doomed = []
+        for name in names:
+            aside = root / _temp_name("removing", name)
+            os.rename(root / name, aside)
+            doomed.append(aside)
+        if read_pinned(root) in names:
+            os.unlink(root / "pinned")
+        chosen = refresh_current(root)
+        for path in doomed:
+            remove_tree(path)
+    return names, chosen
+
+
+def remove_tree(path: str | os.PathLike[str]) -> None:
+    """Delete ``path`` (a directory tree, a file or a link; links are never followed), also where
+    a directory of it lacks owner write permission. Missing is fine.
+
+    Raises:
+        OSError: it cannot be deleted.
+    """
+    p = os.fspath(path)
+
+    def retry(func: Callable[..., object], target: str, _exc: object) -> None:
+        try:
+            os.chmod(os.path.dirname(target), stat.S_IRWXU)
+            func(target)
+        except FileNotFoundError:
+            pass
+
+    if not os.path.lexists(p):
+        return
+    if os.path.isdir(p) and not os.path.islink(p):
+        if sys.version_info >= (3, 12):
+            shutil.rmtree(p, onexc=retry)
+        else:
+            shutil.rmtree(p, onerror=retry)
+    else:
+        try:
+            os.unlink(p)
+        except FileNotFoundError:
+            pass

@@ -1,0 +1,204 @@
+"""The install receipt ``<install>/runtime.json`` (SPEC §5.4, notes/superfluid-contract.md §2.3).
+
+Written by the installer into the staged install before it is published; read by
+``superfluid runtimes`` and by the Rust daemon. This module lives in ``runtime`` (not ``installer``)
+because the face reads receipts to say what is installed and ``runtime`` never imports ``installer``.
+
+Reading follows the daemon's rules (``id``, ``version`` and ``worker`` required; ``install`` defaults
+to ``version``, ``backend`` to ``"unknown"``, lists to empty), with one deliberate difference: a
+receipt without ``tested`` reads as **not tested** (the daemon reads it as tested, a weakness the
+contract notes list). We always write ``tested``. Every read is checked against
+``schemas/runtime.schema.json``; a fault names the file and the JSON path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from superfluid.runtime.errors import BadFile
+
+__all__ = [
+    "SCHEMA",
+    "RECEIPT",
+    "ChosenBy",
+    "Source",
+    "Receipt",
+    "worker_path",
+    "now_utc",
+    "read_receipt",
+    "write_receipt",
+]
+
+#: the tag we write; a reader refuses another major
+SCHEMA = "superfluid-runtime/1"
+#: the receipt's file name inside an install
+RECEIPT = "runtime.json"
+
+ChosenBy = Literal["abi", "line", "tested", "pin", "untested", "from"]
+_CHOSEN_BY = ("abi", "line", "tested", "pin", "untested", "from")
+_SCHEMA_TAG = re.compile(r"superfluid-runtime/(\d+)(?:\.\d+)*")
+
+
+def worker_path(runtime_id: str) -> str:
+    """The worker program of an install, relative to it: ``bin/superfluid-worker-<id>``."""
+    return f"bin/superfluid-worker-{runtime_id}"
+
+
+def now_utc() -> str:
+    """The current time as the receipt writes it: ``2025-01-31T12:00:00Z``."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+@dataclass(frozen=True)
+class Source:
+    """One fetched asset (or pip requirement): where it came from and the SHA-256 we computed."""
+
+    url: str
+    sha256: str = ""  # hex; empty only where no digest applies (an unpinned pip requirement)
+
+    def to_json(self) -> dict[str, str]:
+        return {"url": self.url, "sha256": self.sha256}
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What an install is, how it was chosen and where its bytes came from (SPEC §5.4)."""
+
+    id: str
+    install: str  # the directory name, "<version>-<backend>"
+    version: str
+    backend: str
+    worker: str  # "bin/superfluid-worker-<id>", relative to the install
+    link_w: tuple[int, ...] = ()  # Link W protocol versions the installed worker speaks
+    platforms: tuple[str, ...] = ()  # the host platform at install time, "<os>-<arch>"
+    sources: tuple[Source, ...] = ()
+    tested: bool = False  # absent reads as False (never as tested)
+    abi: int | None = None  # the ABI number the staged library stated (basert)
+    chosen_by: ChosenBy | None = None
+    installed_at: str | None = None  # UTC, see now_utc()
+    #: keys we do not know, kept so that a rewrite does not drop a newer writer's facts
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """The receipt as written, keys in the daemon's order, then ours."""
+        doc: dict[str, Any] = {
+            "schema": SCHEMA,
+            "id": self.id,
+            "install": self.install,
+            "version": self.version,
+            "backend": self.backend,
+            "link_w": list(self.link_w),
+            "platforms": list(self.platforms),
+            "worker": self.worker,
+            "sources": [s.to_json() for s in self.sources],
+            "tested": self.tested,
+            "abi": self.abi,
+            "chosen_by": self.chosen_by,
+            "installed_at": self.installed_at,
+        }
+        for key, value in self.extra.items():
+            doc.setdefault(key, value)
+        return doc
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = RECEIPT) -> Receipt:
+        """Build a receipt from parsed JSON read from ``where``.
+
+        Raises:
+            BadFile: not an object, a ``schema`` tag of another major, a schema violation, or a
+                worker that is not ``bin/superfluid-worker-<id>``; names ``where`` and the JSON path.
+        """
+        _check_schema_tag(data, where)
+        from superfluid.runtime.schema import validate
+
+        validate(data, "runtime", where)
+        if data["worker"] != worker_path(data["id"]):
+            raise BadFile(where, f"names the worker {data['worker']!r}; an install of {data['id']} runs "
+                          f"{worker_path(data['id'])!r}", json_path="$.worker",
+                          fix=f"`superfluid runtime repair {data['id']}` rewrites it")
+        known = {f for f in cls.__dataclass_fields__ if f != "extra"} | {"schema"}
+        return cls(
+            id=data["id"],
+            install=data.get("install", data["version"]),
+            version=data["version"],
+            backend=data.get("backend", "unknown"),
+            worker=data["worker"],
+            link_w=tuple(data.get("link_w", ())),
+            platforms=tuple(data.get("platforms", ())),
+            sources=tuple(Source(s["url"], s.get("sha256", "")) for s in data.get("sources", ())),
+            tested=data.get("tested", False),
+            abi=data.get("abi"),
+            chosen_by=data.get("chosen_by"),
+            installed_at=data.get("installed_at"),
+            extra={k: v for k, v in data.items() if k not in known},
+        )
+
+
+def _check_schema_tag(data: Any, where: str) -> None:
+    if not isinstance(data, dict):
+        raise BadFile(where, f"is not a JSON object (it is a {type(data).__name__})", json_path="$")
+    tag = data.get("schema")
+    if tag is None:
+        return  # the daemon writes no tag
+    m = _SCHEMA_TAG.fullmatch(tag) if isinstance(tag, str) else None
+    if m is None:
+        raise BadFile(where, f"has the schema tag {tag!r}; expected {SCHEMA!r}", json_path="$.schema")
+    if m.group(1) != "1":
+        raise BadFile(where, f"is {tag}, a major version this superfluid does not read (it reads {SCHEMA})",
+                      json_path="$.schema", fix="upgrade superfluid, or reinstall with `superfluid runtime repair`")
+
+
+def read_receipt(path: str | os.PathLike[str]) -> Receipt:
+    """Read and validate the receipt at ``path``.
+
+    Raises:
+        BadFile: missing, unreadable, not JSON (with line and column), or not a valid receipt.
+    """
+    where = os.fspath(path)
+    try:
+        with open(where, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError as e:
+        raise BadFile(where, "does not exist (the install is incomplete)",
+                      fix="`superfluid runtime repair` reinstalls it") from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadFile(where, f"cannot be read ({getattr(e, 'strerror', None) or e})") from e
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        line, col = getattr(e, "lineno", None), getattr(e, "colno", None)
+        at = f" at line {line}, column {col}" if line else ""
+        raise BadFile(where, f"is not valid JSON{at} ({getattr(e, 'msg', e)})") from e
+    return Receipt.from_json(data, where)
+
+
+def write_receipt(path: str | os.PathLike[str], receipt: Receipt) -> None:
+    """Write ``receipt`` pretty-printed with a trailing newline: a temp file in the same directory,
+    flushed to disk, then ``os.replace`` (a reader sees the old receipt or the new, never a part).
+
+    Raises:
+        OSError: the directory is not writable (the temp file is removed).
+    """
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
+    text = json.dumps(receipt.to_json(), indent=2) + "\n"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -1,0 +1,288 @@
+"""The download cache under ``$SUPERFLUID_HOME/cache`` (SPEC §3, §8.1).
+
+Layout::
+
+    cache/sha256/<hex>              verified bytes, named by their SHA-256 (content-addressed)
+    cache/partial/<key>.partial     a download in progress (key: the expected digest, else the URL's)
+    cache/partial/<key>.json        what the partial bytes came from: url, ETag, Last-Modified, total
+    cache/partial/<key>.lock        held (flock) by whoever writes that partial, across processes
+    cache/http/<key>.json           per URL: ETag, Last-Modified, Link rel="next", and the body's digest
+
+A blob enters ``sha256/`` only by one ``os.replace`` of a verified partial, so a reader sees a whole
+verified file or nothing. HTTP bodies (listing pages, sidecars) live in ``sha256/`` too; their
+``http/`` entry points at them, which is what ``--offline`` reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Cache", "HttpEntry", "Partial", "sha256_file", "is_sha256"]
+
+log = logging.getLogger(__name__)
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def is_sha256(value: str) -> bool:
+    """Whether ``value`` is 64 lower-case hex digits."""
+    return bool(_HEX64.fullmatch(value))
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    """SHA-256 hex of a file, read in chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _key(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write to a temp file in the same directory, then ``os.replace``; the temp never lingers."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@dataclass(frozen=True)
+class HttpEntry:
+    """What we last received from one URL: its validators and the digest of its body."""
+
+    url: str
+    sha256: str
+    size: int
+    etag: str | None = None
+    last_modified: str | None = None
+    link_next: str | None = None  # the next page of a paginated listing, as the server linked it
+    stored_at: float = 0.0  # epoch seconds
+
+    @classmethod
+    def from_json(cls, data: Any) -> HttpEntry | None:
+        """An entry from its JSON, or ``None`` if the file is not one of ours (treated as absent)."""
+        if not isinstance(data, dict):
+            return None
+        try:
+            entry = cls(
+                url=str(data["url"]),
+                sha256=str(data["sha256"]),
+                size=int(data["size"]),
+                etag=data.get("etag"),
+                last_modified=data.get("last_modified"),
+                link_next=data.get("link_next"),
+                stored_at=float(data.get("stored_at", 0.0)),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+        return entry if is_sha256(entry.sha256) else None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Partial:
+    """An exclusive handle on one in-progress download: its bytes and where they came from.
+
+    Obtained from ``Cache.partial(key)``, which holds the lock while it is in use.
+    """
+
+    def __init__(self, cache: Cache, key: str) -> None:
+        self.cache = cache
+        self.key = key
+        self.path = cache.partial_dir / f"{key}.partial"
+        self.meta_path = cache.partial_dir / f"{key}.json"
+
+    def size(self) -> int:
+        """Bytes already on disk (0 when there is no partial)."""
+        try:
+            return self.path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def validator(self) -> dict[str, Any] | None:
+        """The ``url``/``etag``/``last_modified``/``total`` the partial bytes came with, if recorded."""
+        try:
+            data = json.loads(self.meta_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def set_validator(self, *, url: str, etag: str | None, last_modified: str | None, total: int | None) -> None:
+        meta = {"url": url, "etag": etag, "last_modified": last_modified, "total": total}
+        _write_atomic(self.meta_path, json.dumps(meta).encode())
+
+    def discard(self) -> None:
+        """Remove the partial bytes and their record."""
+        for p in (self.path, self.meta_path):
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+
+
+class Cache:
+    """The content-addressed download cache and the HTTP cache, rooted at ``root``.
+
+    Args:
+        root: the cache directory, normally ``$SUPERFLUID_HOME/cache`` (see ``for_home``).
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.blob_dir = self.root / "sha256"
+        self.partial_dir = self.root / "partial"
+        self.http_dir = self.root / "http"
+
+    @classmethod
+    def for_home(cls, home: str | os.PathLike[str]) -> Cache:
+        """The cache of a ``SUPERFLUID_HOME``."""
+        return cls(Path(home) / "cache")
+
+    def _ensure(self) -> None:
+        for d in (self.blob_dir, self.partial_dir, self.http_dir):
+            d.mkdir(parents=True, exist_ok=True)
+
+    # -- blobs ----------------------------------------------------------------------------------
+
+    def blob_path(self, sha256: str) -> Path:
+        """Where the blob of ``sha256`` lives (it may not exist).
+
+        Raises:
+            ValueError: ``sha256`` is not 64 lower-case hex digits.
+        """
+        if not is_sha256(sha256):
+            raise ValueError(f"not a SHA-256 hex digest: {sha256!r}")
+        return self.blob_dir / sha256
+
+    def find_blob(self, sha256: str, *, size: int | None = None, rehash: bool = True) -> Path | None:
+        """The cached blob of ``sha256`` if present and intact, else ``None``.
+
+        A blob of the wrong size, or (with ``rehash``) of other content, is removed: the cache
+        never hands out bytes it cannot vouch for.
+        """
+        path = self.blob_path(sha256)
+        try:
+            actual = path.stat().st_size
+        except FileNotFoundError:
+            return None
+        if (size is not None and actual != size) or (rehash and sha256_file(path) != sha256):
+            log.warning("cached %s is damaged; removing it", path)
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            return None
+        return path
+
+    def add_blob(self, src: Path, sha256: str) -> Path:
+        """Move verified ``src`` (on the cache's filesystem) into the cache as ``sha256``."""
+        self._ensure()
+        dest = self.blob_path(sha256)
+        os.replace(src, dest)
+        return dest
+
+    def put_bytes(self, data: bytes) -> tuple[str, Path]:
+        """Store ``data`` as a blob; answers its digest and path."""
+        self._ensure()
+        digest = hashlib.sha256(data).hexdigest()
+        dest = self.blob_path(digest)
+        if not dest.exists():
+            _write_atomic(dest, data)
+        return digest, dest
+
+    def read_blob(self, sha256: str, *, max_bytes: int) -> bytes | None:
+        """A small blob's bytes if present, intact and within ``max_bytes``."""
+        path = self.find_blob(sha256, rehash=False)
+        if path is None or path.stat().st_size > max_bytes:
+            return None
+        data = path.read_bytes()
+        return data if hashlib.sha256(data).hexdigest() == sha256 else None
+
+    # -- partial downloads ----------------------------------------------------------------------
+
+    def partial_key(self, *, sha256: str | None, url: str) -> str:
+        """The expected digest when known (one partial per content), else a digest of the URL."""
+        return f"sha256-{sha256}" if sha256 else f"url-{_key(url)}"
+
+    @contextlib.contextmanager
+    def partial(self, key: str) -> Iterator[Partial]:
+        """Hold the partial download ``key`` exclusively, across threads and processes."""
+        self._ensure()
+        lock_path = self.partial_dir / f"{key}.lock"
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                log.info("waiting for another download of the same file to finish (%s)", lock_path)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            yield Partial(self, key)
+        finally:
+            os.close(fd)  # releases the flock
+
+    # -- HTTP cache -----------------------------------------------------------------------------
+
+    def _entry_path(self, url: str) -> Path:
+        return self.http_dir / f"{_key(url)}.json"
+
+    def http_entry(self, url: str) -> HttpEntry | None:
+        """What was last received from ``url``, or ``None`` (absent, unreadable or not ours)."""
+        try:
+            data = json.loads(self._entry_path(url).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        entry = HttpEntry.from_json(data)
+        return entry if entry is not None and entry.url == url else None
+
+    def http_body(self, entry: HttpEntry, *, max_bytes: int) -> bytes | None:
+        """The cached body of ``entry``, or ``None`` if it is gone or damaged."""
+        return self.read_blob(entry.sha256, max_bytes=max_bytes)
+
+    def put_http(
+        self,
+        url: str,
+        *,
+        sha256: str,
+        size: int,
+        etag: str | None = None,
+        last_modified: str | None = None,
+        link_next: str | None = None,
+    ) -> HttpEntry:
+        """Record what ``url`` answered (its body already a blob of ``sha256``)."""
+        self._ensure()
+        entry = HttpEntry(url, sha256, size, etag, last_modified, link_next, time.time())
+        _write_atomic(self._entry_path(url), json.dumps(entry.to_json(), indent=1).encode())
+        return entry
+
+    def put_http_body(
+        self,
+        url: str,
+        body: bytes,
+        *,
+        etag: str | None = None,
+        last_modified: str | None = None,
+        link_next: str | None = None,
+    ) -> HttpEntry:
+        """Store ``body`` as a blob and record it as what ``url`` answered."""
+        digest, _ = self.put_bytes(body)
+        return self.put_http(
+            url, sha256=digest, size=len(body), etag=etag, last_modified=last_modified, link_next=link_next
+        )

@@ -1,0 +1,212 @@
+"""Typed installer errors, split by who is at fault (SPEC §8, STYLE practice 4).
+
+- ``DownloadError`` and its subclasses: the transfer failed (network, HTTP status, stall, size cap,
+  rate limit). ``retryable`` tells the fetcher's retry loop whether another attempt may help.
+- ``VerificationError``: bytes arrived but are not the ones we accept (digest or size mismatch).
+- ``InconsistentRelease``: a release contradicts itself (a ``.sha256`` against the API ``digest``,
+  an ABI asset whose content is not the number in its name).
+- ``ReleaseNotFound``: the repository or the tag is not published where we looked.
+- ``OfflineMissing``: ``--offline`` was asked and the cache lacks something; says what and how to
+  fill the cache.
+
+Each carries its fields (url, status, expected, got, reset time) and a message a person can act
+on. None of them formats a traceback or exits; the face maps classes to exit codes (all 1).
+"""
+
+from __future__ import annotations
+
+import time
+
+from superfluid.runtime.errors import SuperfluidError
+
+__all__ = [
+    "DownloadError",
+    "DownloadStalled",
+    "SizeExceeded",
+    "RateLimited",
+    "VerificationError",
+    "InconsistentRelease",
+    "ReleaseNotFound",
+    "OfflineMissing",
+]
+
+
+class DownloadError(SuperfluidError):
+    """A transfer of ``url`` failed: connection, HTTP status, protocol, stall or size cap.
+
+    ``status`` is the HTTP status when the server answered, ``None`` for transport faults.
+    ``retryable`` is true for faults another attempt may cure (connection errors, 5xx, 429, a
+    stall, a body cut short); the retry loop reads it and nothing else. ``attempts`` is set by
+    the retry loop when it gives up.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        reason: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        retry_after: float | None = None,
+        fix: str | None = None,
+    ) -> None:
+        super().__init__(f"{url}: {reason}", fix=fix)
+        self.url = url
+        self.reason = reason
+        self.status = status
+        self.retryable = retryable
+        self.retry_after = retry_after  # seconds the server asked us to wait, if it did
+        self.attempts = 1
+
+    def gave_up(self, attempts: int) -> DownloadError:
+        """Record that the retry loop stopped after ``attempts`` tries; returns ``self``."""
+        self.attempts = attempts
+        if attempts > 1:
+            self.message = f"{self.message} (gave up after {attempts} attempts)"
+        return self
+
+
+class DownloadStalled(DownloadError):
+    """No byte arrived within the stall timeout (SPEC §8.1)."""
+
+    def __init__(self, url: str, seconds: float, *, received: int | None = None) -> None:
+        got = f" after {received} bytes" if received else ""
+        super().__init__(
+            url,
+            f"no data for {seconds:g} s{got} (stall timeout)",
+            retryable=True,
+            fix="check the network or the mirror, then run the same command again (downloads resume)",
+        )
+        self.seconds = seconds
+        self.received = received
+
+
+class SizeExceeded(DownloadError):
+    """The body is larger than the cap: the declared size, or the configured bound when none is."""
+
+    def __init__(self, url: str, limit: int, got: int) -> None:
+        super().__init__(
+            url,
+            f"sent more than {limit} bytes (at least {got}); the cap is the size the release declares",
+        )
+        self.limit = limit
+        self.got = got
+
+
+def _when(reset_at: float, now: float) -> str:
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(reset_at))
+    left = max(0, int(reset_at - now + 0.999))
+    if left < 60:
+        return f"{stamp} (in {left} s)"
+    return f"{stamp} (in {(left + 59) // 60} min)"
+
+
+class RateLimited(DownloadError):
+    """The API refused for a rate limit (403/429 with ``X-RateLimit-Remaining: 0``, or 429).
+
+    ``reset_at`` is the epoch second the limit resets (``X-RateLimit-Reset``), ``retry_after`` the
+    seconds ``Retry-After`` asked for; either may be ``None``. The message says when it resets.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        status: int,
+        reset_at: float | None = None,
+        retry_after: float | None = None,
+        limit: int | None = None,
+        retryable: bool = False,
+        authenticated: bool = False,
+        now: float | None = None,
+    ) -> None:
+        now = time.time() if now is None else now
+        if reset_at is None and retry_after is not None:
+            reset_at = now + retry_after
+        what = "rate limit exceeded" + (f" ({limit} requests an hour)" if limit else "")
+        when = f"; it resets at {_when(reset_at, now)}" if reset_at is not None else ""
+        if authenticated:
+            fix = "wait until then, or use --mirror URL|DIR or --offline"
+        else:
+            fix = "wait until then, set GITHUB_TOKEN (or GH_TOKEN) for a higher limit, or use --mirror URL|DIR"
+        super().__init__(
+            url,
+            f"HTTP {status}: {what}{when}",
+            status=status,
+            retryable=retryable,
+            retry_after=retry_after,
+            fix=fix,
+        )
+        self.reset_at = reset_at
+        self.limit = limit
+
+
+class VerificationError(SuperfluidError):
+    """Downloaded bytes are not the ones we accept; nothing of them was kept (SPEC §8.2).
+
+    ``what`` is ``"sha256"`` or ``"size"``; ``expected`` and ``got`` are both named in the message.
+    """
+
+    def __init__(self, url: str, what: str, expected: str, got: str, *, fix: str | None = None) -> None:
+        if what == "sha256":
+            fault = f"SHA-256 {got}, expected {expected} (not the file its project published)"
+        else:
+            fault = f"{got} bytes, expected {expected}"
+        super().__init__(
+            f"{url}: {fault}",
+            fix=fix or "nothing was installed or cached; if it persists, the source or a mirror is serving other bytes",
+        )
+        self.url = url
+        self.what = what
+        self.expected = expected
+        self.got = got
+
+
+class InconsistentRelease(SuperfluidError):
+    """A release contradicts itself: two statements of one fact disagree (SPEC §4.1, §8.2).
+
+    E.g. ``<asset>.sha256`` against the API ``digest``, or ``basert-engine-abi-2.txt`` holding 1.
+    """
+
+    def __init__(
+        self,
+        repo: str,
+        tag: str,
+        fault: str,
+        *,
+        asset: str | None = None,
+        expected: str | None = None,
+        got: str | None = None,
+        fix: str | None = None,
+    ) -> None:
+        where = f"{repo} {tag}" + (f" asset {asset}" if asset else "")
+        super().__init__(f"{where}: {fault}", fix=fix)
+        self.repo = repo
+        self.tag = tag
+        self.asset = asset
+        self.fault = fault
+        self.expected = expected
+        self.got = got
+
+
+class ReleaseNotFound(SuperfluidError):
+    """The repository, release tag or asset is not published at the source asked."""
+
+    def __init__(self, repo: str, what: str, *, where: str, fix: str | None = None) -> None:
+        super().__init__(f"{repo}: {what} not found at {where}", fix=fix)
+        self.repo = repo
+        self.what = what
+        self.where = where
+
+
+class OfflineMissing(SuperfluidError):
+    """``--offline`` and the cache lacks ``what``; no connection was opened."""
+
+    def __init__(self, what: str, *, url: str | None = None, fix: str | None = None) -> None:
+        detail = f" ({url})" if url else ""
+        super().__init__(
+            f"offline: the cache holds no {what}{detail}",
+            fix=fix or "run the same command once without --offline to fill the cache",
+        )
+        self.what = what
+        self.url = url

@@ -1,0 +1,595 @@
+"""The network seam: one abstract method, everything else written once (STYLE practice 1).
+
+After python-tuf's ``ngclient`` fetcher: an implementation provides ``_fetch(url, headers)``, one
+GET without following redirects, answering a ``FetchResponse`` whose body is an iterator of byte
+chunks. The base class ``Fetcher`` builds on it, once for every caller:
+
+- redirects followed by hand, so that a credential (``GITHUB_TOKEN``) is attached only while the
+  request is at its own origin and never along a redirect to another host (SPEC §8.1);
+- the scheme rule: ``https://``; plain ``http://`` only to loopback or to an origin the user named
+  (``--mirror``, ``SUPERFLUID_GITHUB_API``); ``file://`` only where the implementation reads files
+  and never by redirect;
+- the status rule: 2xx and 304 are answers; 429, or 403 with ``X-RateLimit-Remaining: 0``, is
+  ``RateLimited`` (honouring ``Retry-After`` and ``X-RateLimit-Reset``); 5xx and 408 are
+  retryable ``DownloadError``; any other status is a ``DownloadError`` naming it;
+- a size cap on every body and error wrapping: anything an implementation raises that is not a
+  ``DownloadError`` becomes one;
+- the bounded retry loop with exponential backoff (``retry``), used by listing and download alike.
+
+``RequestsFetcher`` is the only module-level user of ``requests``, imported lazily so the command
+starts fast; ``FileFetcher`` serves ``file://`` URLs (a mirror directory) with the same semantics
+(``ETag``, ``Range``); ``NoNetworkFetcher`` refuses every request (``--offline``'s backstop).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import ipaddress
+import json
+import logging
+import os
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import unquote, urljoin, urlsplit
+
+from .config import FetchConfig
+from .errors import DownloadError, DownloadStalled, OfflineMissing, RateLimited, SizeExceeded
+
+if TYPE_CHECKING:
+    import requests
+
+__all__ = [
+    "Credential",
+    "Headers",
+    "FetchResponse",
+    "Fetcher",
+    "RequestsFetcher",
+    "FileFetcher",
+    "NoNetworkFetcher",
+    "origin_of",
+    "is_loopback",
+    "parse_retry_after",
+]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+
+def origin_of(url: str) -> str:
+    """``scheme://host[:port]`` of ``url``, lower-cased, default port omitted.
+
+    >>> origin_of("HTTPS://API.github.com:443/repos")
+    'https://api.github.com'
+    """
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"
+    port = parts.port
+    if port is None or (scheme, port) in (("https", 443), ("http", 80)):
+        return f"{scheme}://{host}"
+    return f"{scheme}://{host}:{port}"
+
+
+def is_loopback(url: str) -> bool:
+    """Whether ``url`` names this machine (``localhost``, 127.0.0.0/8, ``::1``)."""
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_retry_after(value: str | None, *, now: float) -> float | None:
+    """Seconds asked by a ``Retry-After`` header (delta-seconds or HTTP-date), ``None`` if absent/bad."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - now)
+
+
+class Headers(Mapping[str, str]):
+    """Case-insensitive, read-only response headers."""
+
+    def __init__(self, items: Mapping[str, str] | Iterable[tuple[str, str]] = ()) -> None:
+        pairs = items.items() if isinstance(items, Mapping) else items
+        self._d = {str(k).lower(): str(v) for k, v in pairs}
+
+    def __getitem__(self, key: str) -> str:
+        return self._d[key.lower()]
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key.lower() in self._d
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._d)
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def __repr__(self) -> str:
+        return f"Headers({self._d!r})"
+
+
+@dataclass(frozen=True)
+class Credential:
+    """A secret ``Authorization`` value that may be sent to one origin only."""
+
+    origin: str  # e.g. "https://api.github.com", as origin_of() spells it
+    authorization: str  # e.g. "Bearer <token>"; never logged
+
+    def __repr__(self) -> str:
+        return f"Credential(origin={self.origin!r}, authorization=<hidden>)"
+
+
+class FetchResponse:
+    """One HTTP answer: final URL, status, headers and a body of byte chunks, read once.
+
+    Iterate it for the body; ``close()`` (or leaving ``with``) releases the connection.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        status: int,
+        headers: Mapping[str, str],
+        chunks: Iterator[bytes],
+        close: Callable[[], None] | None = None,
+    ) -> None:
+        self.url = url
+        self.status = status
+        self.headers = headers if isinstance(headers, Headers) else Headers(headers)
+        self._chunks = chunks
+        self._close = close
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self._chunks
+
+    def read(self) -> bytes:
+        """The whole (capped) body."""
+        return b"".join(self._chunks)
+
+    def close(self) -> None:
+        if self._close is not None:
+            close, self._close = self._close, None
+            try:
+                close()
+            except Exception:  # closing a broken connection must not hide the real error
+                log.debug("closing %s failed", self.url, exc_info=True)
+
+    def __enter__(self) -> FetchResponse:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Fetcher(ABC):
+    """The seam. Subclasses implement ``_fetch``; callers use ``open``, ``get_bytes`` and ``retry``.
+
+    Args:
+        config: the limits (timeouts, retries, caps).
+        plain_http_origins: origins the user named explicitly that may be spoken to over ``http://``.
+        sleep: how to wait between attempts (tests pass a recorder).
+        clock: epoch seconds now (for ``X-RateLimit-Reset``).
+    """
+
+    schemes: frozenset[str] = frozenset({"https", "http"})
+
+    def __init__(
+        self,
+        config: FetchConfig | None = None,
+        *,
+        plain_http_origins: Collection[str] = (),
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config or FetchConfig()
+        self.plain_http_origins = frozenset(origin_of(o) for o in plain_http_origins)
+        self._sleep = sleep
+        self._clock = clock
+        self._count_lock = threading.Lock()
+        self.requests_made = 0  # _fetch calls so far (the benchmark counts warm listings)
+
+    @abstractmethod
+    def _fetch(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
+        """One GET of ``url`` with exactly ``headers``; no redirect followed; body streamed.
+
+        Raises:
+            DownloadError: a transport fault, ``retryable`` when another attempt may help
+                (connection refused or reset, stall as ``DownloadStalled``).
+        """
+
+    def close(self) -> None:  # noqa: B027 - optional hook, most fetchers hold nothing
+        """Release pooled connections (no-op by default)."""
+
+    # -- one request, redirects by hand ---------------------------------------------------------
+
+    def open(
+        self,
+        url: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        credential: Credential | None = None,
+        max_bytes: int | None = None,
+        accept: Collection[int] = (),
+    ) -> FetchResponse:
+        """GET ``url``, following redirects, and answer a 2xx, a 304 or a status in ``accept``.
+
+        ``credential`` is attached only to hops at its origin. The body is capped at ``max_bytes``
+        (``None``: ``config.max_download_bytes``) and every fault while reading it is a
+        ``DownloadError``.
+
+        Raises:
+            RateLimited: 429, or 403 with ``X-RateLimit-Remaining: 0`` or a ``Retry-After``.
+            DownloadError: any other status, a refused scheme, too many redirects, transport.
+            SizeExceeded: ``Content-Length`` or the body beyond ``max_bytes``.
+        """
+        cap = self.config.max_download_bytes if max_bytes is None else max_bytes
+        current = url
+        for hop in range(self.config.max_redirects + 1):
+            self._check_url(current, redirected_from=url if hop else None)
+            send = {k: v for k, v in (headers or {}).items() if k.lower() != "authorization"}
+            send.setdefault("User-Agent", self.config.user_agent)
+            if credential is not None and origin_of(current) == credential.origin:
+                send["Authorization"] = credential.authorization
+            response = self._call(current, send)
+            if response.status in _REDIRECTS and response.status not in accept:
+                location = response.headers.get("location")
+                response.close()
+                if not location:
+                    raise DownloadError(current, f"HTTP {response.status} redirect without a Location")
+                log.debug("%s redirects to %s", current, location)
+                current = urljoin(current, location)
+                continue
+            self._check_status(response, accept, credential)
+            return self._capped(response, cap)
+        raise DownloadError(url, f"more than {self.config.max_redirects} redirects")
+
+    def get_bytes(
+        self,
+        url: str,
+        *,
+        max_bytes: int,
+        headers: Mapping[str, str] | None = None,
+        credential: Credential | None = None,
+        accept: Collection[int] = (),
+    ) -> tuple[FetchResponse, bytes]:
+        """``open`` and read the whole body, retried as ``retry`` says; answers response and body.
+
+        Raises:
+            DownloadError: as ``open``, after the retries are spent.
+        """
+
+        def attempt(_: int) -> tuple[FetchResponse, bytes]:
+            with self.open(url, headers, credential=credential, max_bytes=max_bytes, accept=accept) as r:
+                return r, r.read()
+
+        return self.retry(url, attempt)
+
+    def retry(self, url: str, op: Callable[[int], T]) -> T:
+        """Run ``op(attempt)`` until it returns, retrying a retryable ``DownloadError``.
+
+        Waits ``Retry-After`` when the server asked (within ``config.retry_after_max``), else
+        ``config.backoff(attempt)``; at most ``config.retries`` further attempts.
+
+        Raises:
+            DownloadError: the last error, marked with the number of attempts made.
+        """
+        attempt = 0
+        while True:
+            try:
+                return op(attempt)
+            except DownloadError as e:
+                if not e.retryable or attempt >= self.config.retries:
+                    e.gave_up(attempt + 1)
+                    raise
+                delay = e.retry_after if e.retry_after is not None else self.config.backoff(attempt)
+                log.info("%s; retrying in %.1f s", e.message, delay)
+                self._sleep(delay)
+                attempt += 1
+
+    # -- rules written once -----------------------------------------------------------------------
+
+    def _call(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
+        with self._count_lock:
+            self.requests_made += 1
+        log.debug("GET %s", url)
+        try:
+            return self._fetch(url, headers)
+        except (DownloadError, OfflineMissing):
+            raise
+        except OSError as e:
+            raise DownloadError(url, f"connection failed: {e}", retryable=True) from e
+        except Exception as e:
+            raise DownloadError(url, f"request failed: {e}") from e
+
+    def _check_url(self, url: str, *, redirected_from: str | None) -> None:
+        scheme = urlsplit(url).scheme.lower()
+        if scheme not in self.schemes or (redirected_from and scheme == "file"):
+            via = f" (redirected from {redirected_from})" if redirected_from else ""
+            raise DownloadError(url, f"{scheme or 'no'}:// URLs are not fetched here{via}")
+        if scheme == "http" and not (is_loopback(url) or origin_of(url) in self.plain_http_origins):
+            via = f", redirected from {redirected_from}" if redirected_from else ""
+            raise DownloadError(
+                url,
+                f"refusing plain http:// to a host not named as a mirror{via}",
+                fix="use an https:// URL, or name that server with --mirror",
+            )
+
+    def _check_status(self, r: FetchResponse, accept: Collection[int], credential: Credential | None) -> None:
+        status = r.status
+        if 200 <= status < 300 or status == 304 or status in accept:
+            return
+        now = self._clock()
+        retry_after = parse_retry_after(r.headers.get("retry-after"), now=now)
+        remaining = r.headers.get("x-ratelimit-remaining")
+        if status == 429 or (status == 403 and (remaining == "0" or retry_after is not None)):
+            reset_at = _int_or_none(r.headers.get("x-ratelimit-reset"))
+            wait = retry_after
+            if wait is None and reset_at is not None and remaining == "0":
+                wait = max(0.0, reset_at - now)
+            retryable = wait is None or wait <= self.config.retry_after_max
+            r.close()
+            raise RateLimited(
+                r.url,
+                status=status,
+                reset_at=float(reset_at) if reset_at is not None else None,
+                retry_after=wait,
+                limit=_int_or_none(r.headers.get("x-ratelimit-limit")),
+                retryable=retryable,
+                authenticated=credential is not None and origin_of(r.url) == credential.origin,
+                now=now,
+            )
+        detail = _error_detail(r)
+        r.close()
+        if status >= 500 or status == 408:
+            raise DownloadError(r.url, f"HTTP {status}{detail}", status=status, retryable=True)
+        if status == 401:
+            raise DownloadError(
+                r.url,
+                f"HTTP 401 unauthorized{detail}",
+                status=status,
+                fix="check GITHUB_TOKEN / GH_TOKEN, or unset it for public releases",
+            )
+        if status == 404:
+            raise DownloadError(r.url, f"not found (HTTP 404){detail}", status=status)
+        raise DownloadError(r.url, f"HTTP {status}{detail}", status=status)
+
+    def _capped(self, r: FetchResponse, cap: int) -> FetchResponse:
+        length = _int_or_none(r.headers.get("content-length"))
+        if length is not None and length > cap:
+            r.close()
+            raise SizeExceeded(r.url, cap, length)
+        return FetchResponse(r.url, r.status, r.headers, self._guard(r, cap), r.close)
+
+    def _guard(self, r: FetchResponse, cap: int) -> Iterator[bytes]:
+        received = 0
+        try:
+            for chunk in r:
+                received += len(chunk)
+                if received > cap:
+                    raise SizeExceeded(r.url, cap, received)
+                yield chunk
+        except DownloadError:
+            raise
+        except OSError as e:
+            raise DownloadError(r.url, f"connection broken after {received} bytes: {e}", retryable=True) from e
+        except Exception as e:
+            raise DownloadError(r.url, f"transfer failed after {received} bytes: {e}") from e
+        finally:
+            r.close()
+
+
+def _int_or_none(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _error_detail(r: FetchResponse) -> str:
+    """A short reason from an error body (GitHub's JSON ``message``), best effort."""
+    try:
+        body = b""
+        for chunk in r:
+            body += chunk
+            if len(body) >= 2048:
+                break
+        message = json.loads(body.decode("utf-8", "replace")).get("message") if body else None
+    except Exception:
+        return ""
+    return f": {str(message)[:200]}" if isinstance(message, str) and message else ""
+
+
+class _NoAuth:
+    """Tells requests not to add credentials of its own (``.netrc``, URL userinfo)."""
+
+    def __call__(self, r: Any) -> Any:
+        return r
+
+
+class RequestsFetcher(Fetcher):
+    """``http(s)://`` through ``requests``: proxies and CA bundles as it reads them from the environment.
+
+    One ``requests.Session`` per thread (sessions are not thread-safe); connections kept alive.
+    Bodies are read raw: no content decoding unless the caller asked for an encoding.
+    """
+
+    def __init__(self, config: FetchConfig | None = None, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        self._local = threading.local()
+        self._sessions: list[requests.Session] = []
+        self._sessions_lock = threading.Lock()
+
+    def _session(self) -> requests.Session:
+        session: requests.Session | None = getattr(self._local, "session", None)
+        if session is None:
+            import requests
+
+            session = requests.Session()
+            self._local.session = session
+            with self._sessions_lock:
+                self._sessions.append(session)
+        return session
+
+    def close(self) -> None:
+        with self._sessions_lock:
+            sessions, self._sessions = self._sessions, []
+        for s in sessions:
+            s.close()
+        self._local = threading.local()
+
+    def _fetch(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
+        import requests
+        import urllib3.exceptions
+
+        cfg = self.config
+        try:
+            r = self._session().get(
+                url,
+                headers=dict(headers),
+                stream=True,
+                allow_redirects=False,
+                timeout=(cfg.connect_timeout, cfg.stall_timeout),
+                auth=_NoAuth(),
+            )
+        except requests.exceptions.ConnectTimeout as e:
+            raise DownloadError(url, f"could not connect within {cfg.connect_timeout:g} s", retryable=True) from e
+        except requests.exceptions.ReadTimeout as e:
+            raise DownloadStalled(url, cfg.stall_timeout) from e
+        except requests.exceptions.SSLError as e:
+            raise DownloadError(
+                url,
+                f"TLS failed: {e}",
+                fix="if a proxy re-signs traffic, point REQUESTS_CA_BUNDLE at its CA certificate",
+            ) from e
+        except requests.exceptions.ConnectionError as e:
+            raise DownloadError(url, f"could not connect: {_reason(e)}", retryable=True) from e
+        except requests.exceptions.RequestException as e:
+            raise DownloadError(url, f"request failed: {e}") from e
+
+        decode = headers.get("Accept-Encoding", "identity") != "identity"
+
+        def chunks() -> Iterator[bytes]:
+            received = 0
+            try:
+                for chunk in r.raw.stream(cfg.chunk_size, decode_content=decode):
+                    received += len(chunk)
+                    yield chunk
+            except (urllib3.exceptions.ReadTimeoutError, requests.exceptions.ReadTimeout) as e:
+                raise DownloadStalled(url, cfg.stall_timeout, received=received) from e
+            except (urllib3.exceptions.HTTPError, requests.exceptions.RequestException, OSError) as e:
+                raise DownloadError(
+                    url, f"connection broken after {received} bytes: {_reason(e)}", retryable=True
+                ) from e
+
+        return FetchResponse(url, r.status_code, Headers(r.headers), chunks(), r.close)
+
+
+def _reason(e: BaseException) -> str:
+    """The innermost useful words of a requests/urllib3 exception chain."""
+    text = str(e)
+    inner = e.args[0] if e.args else None
+    reason = getattr(inner, "reason", None)
+    if reason is not None:
+        text = str(reason)
+    return text.split("): ", 1)[-1] if "): " in text else text
+
+
+class FileFetcher(Fetcher):
+    """``file://`` URLs (a mirror directory), answering as a static HTTP server would.
+
+    ``ETag`` from inode, mtime and size; ``Range: bytes=N-`` honoured with 206 (and ``If-Range``);
+    a missing file is a 404.
+    """
+
+    schemes = frozenset({"file"})
+
+    def _fetch(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
+        path = path_of_file_url(url)
+        try:
+            f = open(path, "rb")  # noqa: SIM115 - closed by the response
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return FetchResponse(url, 404, {"content-length": "0"}, iter(()))
+        except OSError as e:
+            raise DownloadError(url, f"cannot read {path}: {e.strerror or e}") from e
+        st = os.fstat(f.fileno())
+        etag = '"' + hashlib.sha256(f"{st.st_ino}-{st.st_mtime_ns}-{st.st_size}".encode()).hexdigest()[:32] + '"'
+        modified = email.utils.formatdate(st.st_mtime, usegmt=True)
+        out = {"etag": etag, "accept-ranges": "bytes", "last-modified": modified}
+        if _header(headers, "If-None-Match") == etag:
+            f.close()
+            return FetchResponse(url, 304, out, iter(()))
+        start = _range_start(headers)
+        if_range = _header(headers, "If-Range")
+        status = 200
+        if start is not None and (if_range is None or if_range == etag):
+            if start >= st.st_size:
+                f.close()
+                out.update({"content-range": f"bytes */{st.st_size}", "content-length": "0"})
+                return FetchResponse(url, 416, out, iter(()))
+            status = 206
+            f.seek(start)
+            out["content-range"] = f"bytes {start}-{st.st_size - 1}/{st.st_size}"
+            out["content-length"] = str(st.st_size - start)
+        else:
+            out["content-length"] = str(st.st_size)
+        size = self.config.chunk_size
+
+        def chunks() -> Iterator[bytes]:
+            with f:
+                while block := f.read(size):
+                    yield block
+
+        return FetchResponse(url, status, out, chunks(), f.close)
+
+
+def path_of_file_url(url: str) -> str:
+    """The local path a ``file://`` URL names (``file:///a/b`` → ``/a/b``)."""
+    parts = urlsplit(url)
+    if parts.netloc not in ("", "localhost"):
+        raise DownloadError(url, "file:// URLs must name a local path (file:///...)")
+    return unquote(parts.path)
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    for k, v in headers.items():
+        if k.lower() == name.lower():
+            return v
+    return None
+
+
+def _range_start(headers: Mapping[str, str]) -> int | None:
+    value = _header(headers, "Range")
+    if not value or not value.startswith("bytes=") or not value.endswith("-"):
+        return None
+    first = value[len("bytes=") : -1]
+    return int(first) if first.isdigit() else None
+
+
+class NoNetworkFetcher(Fetcher):
+    """Refuses every request without opening a connection (``--offline``'s backstop)."""
+
+    schemes = frozenset({"https", "http", "file"})
+
+    def _fetch(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
+        raise OfflineMissing("copy of this URL", url=url)

@@ -1,0 +1,150 @@
+"""A mirror: any static HTTP server or local directory holding releases (SPEC §8.1).
+
+``--mirror URL|DIR`` (or ``SUPERFLUID_MIRROR``) names the mirror root. Its layout, per repository::
+
+    <root>/<owner>/<repo>/releases.json
+        The listing: a JSON array of release objects shaped as GitHub's API answers
+        ``GET /repos/<owner>/<repo>/releases`` (``tag_name``, ``name``, ``draft``,
+        ``prerelease``, ``published_at``, ``assets`` with ``name``, ``size`` and ``digest``
+        ``"sha256:<hex>"``). Saving the API's answer (the pages concatenated) makes one. Drafts are
+        skipped. ``browser_download_url`` may be present and is ignored: see below.
+    <root>/<owner>/<repo>/releases/download/<tag>/<name>
+        Each asset, under the same file name as upstream, at the path GitHub itself uses under
+        ``https://github.com`` (so a plain copy of the download URLs' paths is a mirror).
+
+An asset's URL is always ``<root>/<owner>/<repo>/releases/download/<tag>/<name>``: a mirror never
+sends us to another host by its listing. A mirror changes where bytes come from, never which
+digests are accepted: recipe pins still bind, and the listing's ``digest`` and ``<asset>.sha256``
+files are checked under the same rules as GitHub's (SPEC §8.2). A static server's ``ETag`` makes
+the listing a conditional request, as with GitHub; a directory is read in place.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import quote, urlsplit
+
+from .cache import Cache
+from .errors import DownloadError, ReleaseNotFound
+from .fetcher import Fetcher, origin_of, path_of_file_url
+from .github import Release, check_repo, list_pages
+
+__all__ = [
+    "Mirror",
+    "LISTING_NAME",
+    "listing_path",
+    "asset_path",
+    "mirror_root_url",
+]
+
+LISTING_NAME = "releases.json"
+
+
+def listing_path(repo: str) -> str:
+    """The listing's path below the mirror root: ``<owner>/<repo>/releases.json``.
+
+    Raises:
+        ValueError: ``repo`` is not ``owner/name``.
+    """
+    owner, name = check_repo(repo)
+    return f"{owner}/{name}/{LISTING_NAME}"
+
+
+def asset_path(repo: str, tag: str, name: str) -> str:
+    """An asset's path below the mirror root: ``<owner>/<repo>/releases/download/<tag>/<name>``
+    (unquoted; the tag and name are checked by the listing parser before they get here).
+
+    Raises:
+        ValueError: ``repo`` is not ``owner/name``.
+    """
+    owner, rname = check_repo(repo)
+    return f"{owner}/{rname}/releases/download/{tag}/{name}"
+
+
+def mirror_root_url(where: str) -> str:
+    """The mirror root as a URL ending in ``/``: an ``http(s)://`` or ``file://`` URL as given, a
+    directory path as ``file://``.
+
+    Raises:
+        ValueError: a URL of another scheme, or a path that is not a directory.
+    """
+    scheme = urlsplit(where).scheme.lower()
+    if scheme in ("http", "https", "file"):
+        if scheme == "file" and not os.path.isdir(path_of_file_url(where)):
+            raise ValueError(f"--mirror {where}: no such directory")
+        return where if where.endswith("/") else where + "/"
+    if "://" in where:
+        raise ValueError(f"--mirror {where}: only http://, https:// URLs and directories are mirrors")
+    path = Path(where).expanduser()
+    if not path.is_dir():
+        raise ValueError(f"--mirror {where}: no such directory")
+    return path.resolve().as_uri() + "/"
+
+
+class Mirror:
+    """A mirror's listings and asset URLs.
+
+    Args:
+        root: the mirror root URL (see ``mirror_root_url``).
+        fetcher: a fetcher that speaks the root's scheme (``FileFetcher`` for ``file://``).
+        cache: where conditional-request state and listing bodies are kept.
+        offline: answer from the cache only (a directory mirror needs no cache to be offline).
+    """
+
+    def __init__(self, root: str, fetcher: Fetcher, cache: Cache, *, offline: bool = False) -> None:
+        self.root = root if root.endswith("/") else root + "/"
+        self.fetcher = fetcher
+        self.cache = cache
+        self.offline = offline
+
+    @property
+    def is_local(self) -> bool:
+        """Whether the mirror is a directory (reading it opens no connection)."""
+        return self.root.startswith("file:")
+
+    @property
+    def origin(self) -> str:
+        return origin_of(self.root)
+
+    def describe(self) -> str:
+        return f"mirror {self.root}"
+
+    def listing_url(self, repo: str) -> str:
+        return self.root + quote(listing_path(repo))
+
+    def asset_url(self, repo: str, tag: str, name: str) -> str:
+        owner, rname = check_repo(repo)
+        tail = f"releases/download/{quote(tag, safe='')}/{quote(name, safe='')}"
+        return f"{self.root}{quote(owner)}/{quote(rname)}/{tail}"
+
+    def releases(self, repo: str) -> list[Release]:
+        """Every published release the mirror lists for ``repo`` (drafts skipped), as listed.
+
+        Raises:
+            ReleaseNotFound: the mirror has no listing for ``repo``.
+            BadFile: the listing is not GitHub-shaped.
+            OfflineMissing, DownloadError: as ``github.cached_get``.
+        """
+        url = self.listing_url(repo)
+        try:
+            return list_pages(url, fetcher=self.fetcher, cache=self.cache, config=self.fetcher.config,
+                              headers={"Accept": "application/json", "Accept-Encoding": "gzip"},
+                              offline=self.offline and not self.is_local,
+                              url_for=lambda tag, name: self.asset_url(repo, tag, name))
+        except DownloadError as e:
+            if e.status == 404:
+                raise ReleaseNotFound(repo, f"listing {listing_path(repo)}", where=self.root,
+                                      fix="add the listing file to the mirror (see docs/install.md)") from e
+            raise
+
+    def release(self, repo: str, tag: str) -> Release:
+        """The published release ``tag`` from the mirror's listing.
+
+        Raises:
+            ReleaseNotFound: the listing has no published release ``tag``.
+        """
+        for release in self.releases(repo):
+            if release.tag == tag:
+                return release
+        raise ReleaseNotFound(repo, f"release {tag}", where=self.root)

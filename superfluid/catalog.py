@@ -23,7 +23,7 @@ from typing import Any
 from superfluid.runtime import registry
 from superfluid.runtime.host import home
 
-__all__ = ["WorkerRef", "locate", "ask", "shipped_dirs"]
+__all__ = ["WorkerRef", "locate", "ask", "shipped_dirs", "worker_timeout"]
 
 # Environment a worker's answer may depend on (besides SUPERFLUID_* and SUPERFLUID_HOST_*).
 _ENV_KEYS = ("BASERT_LIB", "BASERT_KERNEL_LIB", "VIRTUAL_ENV", "PATH", "LD_LIBRARY_PATH")
@@ -126,6 +126,17 @@ def _store(path: str, cache: dict[str, Any]) -> None:
         pass  # a cache that cannot be written only costs time
 
 
+def worker_timeout(environ: Mapping[str, str]) -> float:
+    """Seconds a worker may take: ``SUPERFLUID_WORKER_TIMEOUT`` when a positive number, else the default."""
+    from superfluid.runtime.process import DEFAULT_TIMEOUT
+
+    try:
+        value = float(environ.get("SUPERFLUID_WORKER_TIMEOUT") or DEFAULT_TIMEOUT)
+    except ValueError:
+        return DEFAULT_TIMEOUT
+    return value if value > 0 else DEFAULT_TIMEOUT
+
+
 def ask(ref: WorkerRef, argv: Sequence[str], runtime_id: str, environ: Mapping[str, str], *,
         accept: Sequence[int] = (0, 1), cache: bool = True) -> tuple[Any, int]:
     """Run ``<worker> <argv...>`` and parse its one line of JSON; (answer, exit code).
@@ -141,7 +152,7 @@ def ask(ref: WorkerRef, argv: Sequence[str], runtime_id: str, environ: Mapping[s
     hit = entries.get(key)
     if isinstance(hit, dict) and _still_valid(hit):
         return hit["answer"], int(hit["code"])
-    answer, result = run_json([ref.path, *argv], environ=environ, accept=accept)
+    answer, result = run_json([ref.path, *argv], environ=environ, accept=accept, timeout=worker_timeout(environ))
     if cache:
         library = answer.get("library") if isinstance(answer, dict) else None
         deps = [_stat(library)] if isinstance(library, str) else []

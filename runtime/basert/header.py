@@ -48,7 +48,7 @@ class HeaderFacts:
 
     @property
     def version(self) -> str:
-        """``MAJOR.MINOR.PATCH``, e.g. ``0.4.0``."""
+        """``MAJOR.MINOR.PATCH``, e.g. ``1.22.3``."""
         return f"{self.major}.{self.minor}.{self.patch}"
 
 

@@ -1,0 +1,137 @@
+"""``superfluid-worker-llamacpp`` as a program: version, check (sizing, state identity), flags, exit codes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.native
+
+
+def worker(*args: str | Path, env: dict[str, str] | None = None, home: Path | None = None
+           ) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SUPERFLUID_")}
+    if home is not None:
+        base["SUPERFLUID_HOME"] = str(home)
+    base.update(env or {})
+    return subprocess.run([sys.executable, "-m", "superfluid.runtime.llamacpp.worker", *map(str, args)],
+                          cwd=ROOT, env=base, capture_output=True, text=True, timeout=120)
+
+
+def check(lib: Path, model: Path, *flags: str) -> dict[str, Any]:
+    done = worker("check", "--lib", lib, "--model", model, *flags)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("\n") == 1  # one line of JSON
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def test_check_reports_runtime_layout_devices_and_model(lib_dir: Path, models: dict[str, Path]) -> None:
+    report = check(lib_dir, models["hd32-always-the.gguf"])
+    assert report["runtime"]["id"] == "llamacpp" and report["runtime"]["version"].startswith("llama.cpp ")
+    assert report["available"] is True
+    assert report["layout"] == lib_dir.name  # the cache dir is named for the layout: v1 | v2
+    assert report["formats"][0]["id"] == "gguf"
+    assert report["named"] == "--llamacpp-lib"
+    assert any(d["backend"] == "CPU" for d in report["devices"])
+    model = report["model"]
+    assert model["reads"] is True
+    assert model["facts"]["architecture"] == "llama" and model["facts"]["n_vocab"] == 322
+    sizing = model["sizing"]
+    assert sizing["kv_bytes_per_token"] == 512 and sizing["trained_context"] == 256
+    assert sizing["weight_bytes"] == model["facts"]["weight_bytes"] > 0
+    # CPU only: host memory within 8 GiB
+    assert 0 < sizing["budget_bytes"] <= 8 << 30
+
+
+def test_cache_type_k_q8_0_changes_the_state_identity_and_unset_does_not(lib_v1_dir: Path,
+                                                                      models: dict[str, Path]) -> None:
+    path = models["hd32-always-the.gguf"]
+    weights = hashlib.sha256(path.read_bytes()).hexdigest()
+    plain = check(lib_v1_dir, path)["model"]
+    assert plain["state_identity"] == {"key": weights, "weights": weights, "settings": {}}
+    q8 = check(lib_v1_dir, path, "--cache-type-k", "q8_0")["model"]
+    assert q8["state_identity"]["key"] != weights
+    assert q8["state_identity"]["settings"] == {"cache-type-k": "q8_0"}
+    assert q8["sizing"]["kv_bytes_per_token"] == 2 * (68 + 128)  # K in q8_0 blocks, V still f16
+    # options that do not change what a KV cell means leave it alone, and so does f16 named explicitly
+    other = check(lib_v1_dir, path, "--threads", "2", "--cache-type-k", "f16")["model"]
+    assert other["state_identity"]["key"] == weights
+    rope = check(lib_v1_dir, path, "--rope-freq-base", "20000")["model"]
+    assert rope["state_identity"]["key"] not in (weights, q8["state_identity"]["key"])
+
+
+def test_a_model_that_is_not_gguf_does_not_read(lib_v1_dir: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "x.gguf"
+    bad.write_bytes(b"PK\x03\x04 not a model")
+    done = worker("check", "--lib", lib_v1_dir, "--model", bad)
+    assert done.returncode == 1
+    report = json.loads(done.stdout)
+    assert report["available"] is True
+    assert report["model"]["reads"] == f"{bad} is not a GGUF file (it starts with b'PK\\x03\\x04', not b'GGUF')"
+
+
+def test_llamas_log_is_silent_unless_asked(lib_v1_dir: Path, models: dict[str, Path]) -> None:
+    quiet = worker("check", "--lib", lib_v1_dir, "--model", models["tiny-f32.gguf"])
+    assert quiet.returncode == 0 and quiet.stderr == ""
+    loud = worker("check", "--lib", lib_v1_dir, "--model", models["tiny-f32.gguf"],
+                  env={"SUPERFLUID_LLAMA_LOG": "1"})
+    assert loud.returncode == 0 and "llama_model_loader" in loud.stderr
+
+
+def test_an_unknown_flag_or_bad_value_is_a_usage_error(lib_v1_dir: Path) -> None:
+    done = worker("check", "--lib", lib_v1_dir, "--bogus", "1")
+    assert done.returncode == 2 and "unknown flag --bogus" in done.stderr and done.stdout == ""
+    done = worker("check", "--lib", lib_v1_dir, "--cache-type-k", "q9")
+    assert done.returncode == 2 and "--cache-type-k 'q9': expected one of f32, f16" in done.stderr
+    done = worker("check", "--model")
+    assert done.returncode == 2 and "--model needs a value" in done.stderr
+
+
+def test_nothing_found_is_unavailable_with_the_places_looked(tmp_path: Path) -> None:
+    done = worker("check", home=tmp_path)
+    assert done.returncode == 1
+    why = json.loads(done.stdout)["available"]
+    assert why.startswith("llama.cpp not found (looked for libllama.so in ")
+    assert str(tmp_path / "runtimes" / "llamacpp" / "current" / "lib") in why
+    assert "superfluid runtime install llamacpp" in why
+
+
+def _install(home: Path, lib_dir: Path, version: str) -> Path:
+    """A store install of ``lib_dir``'s files, with a receipt, as the installer would leave it."""
+    install = home / "runtimes" / "llamacpp" / f"{version}-cpu"
+    (install / "lib").mkdir(parents=True)
+    for f in lib_dir.iterdir():
+        if ".so" in f.name:
+            (install / "lib" / f.name).symlink_to(f.resolve())
+    (install / "runtime.json").write_text(json.dumps({"id": "llamacpp", "version": version, "install": install.name}))
+    (home / "runtimes" / "llamacpp" / "current").symlink_to(install.name)
+    return install
+
+
+def test_the_current_install_is_found_and_its_receipt_names_the_version(lib_v2_dir: Path, tmp_path: Path) -> None:
+    _install(tmp_path, lib_v2_dir, "b11549")
+    done = worker("version", home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "llama.cpp b11549\n"
+    report = json.loads(worker("check", home=tmp_path).stdout)
+    assert report["layout"] == "v2" and "named" not in report
+
+
+def test_the_environment_names_a_directory(lib_v1_dir: Path, tmp_path: Path) -> None:
+    done = worker("check", home=tmp_path, env={"SUPERFLUID_LLAMA_LIB": str(lib_v1_dir)})
+    report = json.loads(done.stdout)
+    assert report["named"] == "SUPERFLUID_LLAMA_LIB" and report["layout"] == "v1"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = worker("version", home=tmp_path, env={"SUPERFLUID_LLAMA_LIB": str(empty)})
+    assert done.returncode == 1
+    assert f"{empty} (named by SUPERFLUID_LLAMA_LIB) holds no libllama.so" in done.stderr

@@ -132,7 +132,7 @@ class BasertAdapter(Adapter):
             else:
                 installs = True
             row: dict[str, Any] = {"version": version, "abi": abi, "installs": installs, "install": install,
-                                   "installed": install is not None and install in installed,
+                                   "installed": any(n.startswith(f"{version}-") for n in installed),
                                    "tested": judged.drives,
                                    "platforms": sorted({a["platform"] for a in pin["assets"]})}
             if asset is not None:

@@ -79,7 +79,7 @@ class MlxAdapter(Adapter):
             rows.append({
                 "version": t["version"], "mlx_lm": t["mlx_lm"], "python": self.python,
                 "installs": reason or True, "install": install,
-                "installed": install is not None and install in installed, "tested": True,
+                "installed": any(n.startswith(f"{t['version']}-") for n in installed), "tested": True,
                 "platforms": list(self.recipe["platforms"]),
                 "digest": "pinned" if wheels and all("sha256" in w for w in wheels) else "unpinned",
                 "size": sum(int(w.get("size") or 0) for w in wheels) or None,

@@ -1,0 +1,108 @@
+"""Compat documents: build one from the adapters' declarations, validate one read from elsewhere (SPEC §5.2).
+
+A compat document says what a release drives, merged from every adapter it ships::
+
+    {"schema": "superfluid-compat/1",
+     "release": {"name", "version", "tarball", "sha256"},
+     "runtimes": {"basert": {...}, "llamacpp": {...}, "mlx": {...}}}
+
+``build`` merges the parts (each adapter's ``compat()`` answer) in the order given; ``validate``
+refuses a document of a schema major we do not know, then checks it against
+``schemas/compat.schema.json``; ``parse`` does both for text read from a file or a URL (the face
+reads it: this module never downloads). ``with_tarball`` fills ``release.tarball`` and ``sha256``,
+as the release CI's pack step does once the tarball exists.
+
+``unanswered`` is set only by ``superfluid compat`` when an adapter gave no answer: the document
+is then incomplete and is never published (the command exits 1).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from superfluid.runtime.errors import BadFile
+
+__all__ = ["SCHEMA_TAG", "SCHEMA_NAME", "release_info", "build", "validate", "parse", "with_tarball"]
+
+SCHEMA_TAG = "superfluid-compat/1"
+SCHEMA_NAME = "compat"
+_TAG = re.compile(r"^superfluid-compat/(\d+)(?:\.(\d+))?$")
+
+
+def release_info(name: str, version: str, *, tarball: str | None = None,
+                 sha256: str | None = None) -> dict[str, Any]:
+    """The ``release`` object; ``tarball`` and ``sha256`` stay null until the pack step fills them."""
+    return {"name": name, "version": version, "tarball": tarball, "sha256": sha256}
+
+
+def build(release: Mapping[str, Any], parts: Mapping[str, Mapping[str, Any]], *,
+          unanswered: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The merged document: each runtime's part under its id, in the order of ``parts``."""
+    doc: dict[str, Any] = {"schema": SCHEMA_TAG, "release": dict(release),
+                           "runtimes": {rid: dict(part) for rid, part in parts.items()}}
+    if unanswered:
+        doc["unanswered"] = dict(unanswered)
+    return doc
+
+
+def validate(doc: Any, where: str) -> dict[str, Any]:
+    """Check a compat document; the document.
+
+    A ``schema`` tag of another major version is refused before the schema is applied (its shape
+    may differ in any way); a minor version only adds keys and is read.
+
+    Raises:
+        BadFile: not an object, no ``schema`` tag, a major we do not know, or a schema violation
+            (names ``where`` and the JSON path at fault).
+    """
+    if not isinstance(doc, dict):
+        raise BadFile(where, "is not a compat document (a JSON object)")
+    tag = doc.get("schema")
+    m = _TAG.match(tag) if isinstance(tag, str) else None
+    if m is None:
+        raise BadFile(where, f"has no compat schema tag (expected {SCHEMA_TAG!r}, got {tag!r})",
+                      json_path="$.schema")
+    if m.group(1) != "1":
+        raise BadFile(where, f"is a compat document of schema {tag!r}; this superfluid reads {SCHEMA_TAG}",
+                      json_path="$.schema", fix="update superfluid to read it")
+    from superfluid.runtime.schema import validate as check
+
+    check(doc, SCHEMA_NAME, where)
+    return doc
+
+
+def parse(text: str | bytes, where: str) -> dict[str, Any]:
+    """Parse and validate a compat document read from ``where``.
+
+    Raises:
+        BadFile: not JSON, or as ``validate``.
+    """
+    try:
+        doc = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise BadFile(where, f"is not JSON ({e})") from None
+    return validate(doc, where)
+
+
+def with_tarball(doc: Mapping[str, Any], tarball: str) -> dict[str, Any]:
+    """A copy of ``doc`` whose release names ``tarball`` (its file name) and its SHA-256.
+
+    Raises:
+        BadFile: the tarball cannot be read.
+    """
+    digest = hashlib.sha256()
+    try:
+        with open(tarball, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as e:
+        raise BadFile(tarball, f"cannot be read ({e.strerror or e})") from None
+    out = dict(doc)
+    out["release"] = {**dict(doc.get("release") or {}), "tarball": os.path.basename(tarball),
+                      "sha256": digest.hexdigest()}
+    return out

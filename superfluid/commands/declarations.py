@@ -1,0 +1,153 @@
+"""``superfluid runtime versions <id> [--json]`` and ``superfluid runtime options <id> [--json]`` (SPEC §6.4).
+
+Both ask the runtime through the catalog: the worker named by ``SUPERFLUID_WORKER_<ID>`` first,
+else the linked adapter in process (basert), else the runtime's worker (llamacpp, mlx). Answers
+come from the recipe alone (no network) and are cached by the catalog while nothing they depend on
+changed. A worker's answer is checked for its shape by hand (no schema library on this path: the
+command is asked on every run and must start fast); the test suite checks the full schemas.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from superfluid import catalog
+from superfluid.output import print_json, table
+from superfluid.runtime import registry
+from superfluid.runtime.errors import WorkerFailed
+
+__all__ = ["run", "ask", "versions_text", "options_text", "shape_of"]
+
+_KINDS = ("int", "float", "bool", "enum", "list", "path")
+
+
+def _bad_versions(answer: Any) -> str | None:
+    if not isinstance(answer, list):
+        return "not a list"
+    for i, row in enumerate(answer):
+        if not isinstance(row, dict) or not isinstance(row.get("version"), str):
+            return f"item {i} has no version"
+        if row.get("installs") is not True and not isinstance(row.get("installs"), str):
+            return f"item {i} ({row['version']}): installs is neither true nor a reason"
+        if not (row.get("install") is None or isinstance(row.get("install"), str)):
+            return f"item {i} ({row['version']}): install is neither null nor a name"
+        if not isinstance(row.get("installed"), bool) or not isinstance(row.get("tested"), bool):
+            return f"item {i} ({row['version']}): installed and tested must be true or false"
+    return None
+
+
+def _bad_options(answer: Any) -> str | None:
+    if not isinstance(answer, list):
+        return "not a list"
+    for i, o in enumerate(answer):
+        if not isinstance(o, dict) or not isinstance(o.get("name"), str):
+            return f"item {i} has no name"
+        if o.get("type") not in _KINDS:
+            return f"option {o['name']}: type {o.get('type')!r} is none of {', '.join(_KINDS)}"
+        if not isinstance(o.get("description"), str):
+            return f"option {o['name']} has no description"
+    return None
+
+
+_CHECKS = {"versions": _bad_versions, "options": _bad_options}
+
+
+def ask(runtime_id: str, what: str, environ: Mapping[str, str]) -> tuple[list[dict[str, Any]], str]:
+    """A runtime's ``versions`` or ``options`` answer, checked for its shape; (answer, who answered).
+
+    Raises:
+        UsageError: no such runtime.
+        WorkerFailed: the worker failed, hung, or answered something else than the list asked for.
+    """
+    registry.get(runtime_id)  # an unknown id is a usage error (exit 2), before any worker starts
+    answer, _, ref = catalog.answer(runtime_id, [what, "--json"], environ, accept=(0,))
+    who = ref.path if ref else f"the linked {runtime_id} adapter"
+    fault = _CHECKS[what](answer)
+    if fault is not None:
+        name = os.path.basename(ref.path) if ref else runtime_id
+        raise WorkerFailed(name, f"answered `{what} --json` with something that is not a {what} list: {fault}")
+    return answer, who
+
+
+def _yes(value: Any) -> str:
+    return "yes" if value is True else "no"
+
+
+def _note(row: Mapping[str, Any]) -> str:
+    """The per-runtime detail: basert's ABI, llama.cpp's layout, MLX's companions."""
+    if "abi" in row:
+        abi = row["abi"]
+        return f"ABI {abi}" if abi is not None else "unnumbered"
+    if "layout" in row:
+        return f"layout {row['layout']}" + (f", published {row['published']}" if row.get("published") else "")
+    if "mlx_lm" in row:
+        return f"mlx-lm {row['mlx_lm']}, Python {row.get('python', '?')}"
+    return ""
+
+
+def versions_text(runtime_id: str, rows: list[dict[str, Any]]) -> str:
+    """The human table: VERSION INSTALLS-HERE AS INSTALLED TESTED NOTE, then the reasons."""
+    if not rows:
+        return f"the {runtime_id} runtime installs no version on its own\n"
+    body = [[r["version"], _yes(r["installs"]), r.get("install") or "-", _yes(r["installed"]),
+             _yes(r["tested"]), _note(r)] for r in rows]
+    text = table(["VERSION", "INSTALLS HERE", "AS", "INSTALLED", "TESTED", "NOTE"], body)
+    for r in rows:
+        if r.get("verdict"):
+            text += f"{r['version']}: {r['verdict']}\n"
+    reasons = {r["installs"] for r in rows if r["installs"] is not True}
+    if len(reasons) == 1 and len(rows) > 1 and all(r["installs"] is not True for r in rows):
+        text += f"none installs here: {reasons.pop()}\n"
+    else:
+        for r in rows:
+            if r["installs"] is not True:
+                text += f"{r['version']} does not install here: {r['installs']}\n"
+    return text
+
+
+def shape_of(option: Mapping[str, Any]) -> str:
+    """The accepted shape in words, from an option's JSON (``an integer of at least -1``)."""
+    from superfluid.runtime.options import Option
+
+    try:
+        return Option(option["name"], option["type"], option.get("description", ""), option.get("default"),
+                      option.get("minimum"), option.get("maximum"), tuple(option.get("values") or ()),
+                      option.get("items") or "str").shape()
+    except (KeyError, TypeError):
+        return str(option.get("type", "?"))
+
+
+def _default(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def options_text(runtime_id: str, options: list[dict[str, Any]]) -> str:
+    """The human table: OPTION DEFAULT ACCEPTS DESCRIPTION, and how each is spelled."""
+    if not options:
+        return f"the {runtime_id} runtime takes no options\n"
+    body = [[o["name"], _default(o.get("default")), shape_of(o), o.get("description", "")] for o in options]
+    text = table(["OPTION", "DEFAULT", "ACCEPTS", "DESCRIPTION"], body)
+    first = options[0]["name"]
+    return text + (f"on serve: --{runtime_id}-<option> <value> (e.g. --{runtime_id}-{first}); "
+                   f"to the worker: --<option> <value>\n")
+
+
+def run(args: argparse.Namespace) -> int:
+    """``runtime versions|options <id> [--json]``; 0 answered, 1 the worker failed, 2 usage."""
+    environ = dict(os.environ)
+    answer, _ = ask(args.id, args.sub, environ)
+    if args.json:
+        print_json(answer)
+    elif args.sub == "versions":
+        sys.stdout.write(versions_text(args.id, answer))
+    else:
+        sys.stdout.write(options_text(args.id, answer))
+    return 0

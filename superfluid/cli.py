@@ -35,6 +35,7 @@ commands:
   runtime install <id> [flags]          fetch, verify and install a runtime (basert, llamacpp, mlx)
   runtime versions <id> [--json]        the versions a runtime installs, and which install here
   runtime options <id> [--json]         the options a runtime takes on serve
+  runtime check <id> [--<option> V]...  probe a runtime with options (checked before it starts)
   runtime update|repair|remove|use <id> manage installs
   version                               print the version
 
@@ -85,6 +86,9 @@ def _parser() -> argparse.ArgumentParser:
         q = rsub.add_parser(name, help=what)
         q.add_argument("id")
         _add_json(q)
+    q = rsub.add_parser("check", help="probe a runtime with options: check [--model PATH] [--json] [--<option> V]...")
+    q.add_argument("id")
+    q.add_argument("rest", nargs=argparse.REMAINDER, help="--model PATH, --json and --<option> <value> pairs")
     q = rsub.add_parser("update", help="install the newest installable version beside the current one")
     q.add_argument("id")
     for flag in ("--offline", "--untested", "--json", "--dry-run"):
@@ -115,6 +119,7 @@ _COMMANDS = {
     ("runtime", "use"): "manage",
     ("runtime", "versions"): "declarations",
     ("runtime", "options"): "declarations",
+    ("runtime", "check"): "check",
 }
 
 

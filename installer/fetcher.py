@@ -507,12 +507,16 @@ class RequestsFetcher(Fetcher):
 
 def _reason(e: BaseException) -> str:
     """The innermost useful words of a requests/urllib3 exception chain."""
-    text = str(e)
-    inner = e.args[0] if e.args else None
-    reason = getattr(inner, "reason", None)
-    if reason is not None:
-        text = str(reason)
-    return text.split("): ", 1)[-1] if "): " in text else text
+    for _ in range(8):  # requests wraps urllib3 wraps the socket error
+        inner = e.args[0] if e.args and isinstance(e.args[0], BaseException) else getattr(e, "reason", None)
+        if not isinstance(inner, BaseException):
+            break
+        e = inner
+    text = e.args[0] if e.args and isinstance(e.args[0], str) else str(e)
+    for sep in ("): ", ">: "):  # "HTTPConnection(host=..., port=...): Failed to establish ..."
+        if sep in text:
+            text = text.split(sep, 1)[1]
+    return text
 
 
 class FileFetcher(Fetcher):

@@ -1,0 +1,73 @@
+"""Fixtures for the installer's network half, independent of ``tests/conftest.py``.
+
+``release_server`` is a started loopback GitHub fake (``tests/release_server.py``);
+``object_store_server`` answers downloads with a redirect to a second port. ``home`` is a fresh
+``SUPERFLUID_HOME`` directory (not exported: pass ``env``), ``fast`` a ``FetchConfig`` with short
+waits so fault tests take milliseconds.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from superfluid.installer.cache import Cache
+from superfluid.installer.config import FetchConfig
+from superfluid.installer.fetcher import RequestsFetcher
+from tests.release_server import ReleaseServer
+
+REPO = "basecompute/baseRT"
+
+
+@pytest.fixture
+def release_server() -> Iterator[ReleaseServer]:
+    with ReleaseServer() as server:
+        yield server
+
+
+@pytest.fixture
+def object_store_server() -> Iterator[ReleaseServer]:
+    with ReleaseServer(object_store=True) as server:
+        yield server
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    path = tmp_path / "sfhome"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def cache(home: Path) -> Cache:
+    return Cache.for_home(home)
+
+
+@pytest.fixture
+def fast() -> FetchConfig:
+    return FetchConfig(retries=3, backoff_base=0.01, backoff_max=0.05, stall_timeout=2.0, connect_timeout=2.0,
+                       chunk_size=64 << 10)
+
+
+@pytest.fixture
+def fetcher(fast: FetchConfig) -> Iterator[RequestsFetcher]:
+    f = RequestsFetcher(fast)
+    yield f
+    f.close()
+
+
+@pytest.fixture
+def no_sockets(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Make any outgoing connection attempt fail loudly; answers the list of attempts."""
+    attempts: list[object] = []
+
+    def refuse(self: socket.socket, address: object) -> None:
+        attempts.append(address)
+        raise AssertionError(f"a connection was opened to {address!r}")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    return attempts

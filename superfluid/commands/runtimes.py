@@ -86,6 +86,14 @@ def _device(r: dict[str, Any]) -> str:
     return f"{d.get('backend', '?')}: {d.get('name', '?')}, {gb(d.get('memory'))}"
 
 
+def _worker(worker: dict[str, Any] | None) -> str:
+    if not worker:
+        return "-"
+    if worker.get("source") == "linked":
+        return "linked (answers in process)"
+    return f"{worker['source']}: {worker['path']}"
+
+
 def _human(found: list[dict[str, Any]], environ: Mapping[str, str]) -> str:
     header = ["RUNTIME", "STATE", "INSTALL", "VERSION", "ABI", "INSTALLABLE", "DEVICE", "WORKER"]
     body = []
@@ -95,7 +103,7 @@ def _human(found: list[dict[str, Any]], environ: Mapping[str, str]) -> str:
         body.append([r["id"], r["state"], r.get("install") or "-", r.get("version") or "-",
                      "-" if abi is None and r["id"] != "basert" else ("unnumbered" if abi is None else str(abi)),
                      r.get("installable") or "-", _device(r),
-                     f"{worker['source']}: {worker['path']}" if worker else "-"])
+                     _worker(worker)])
     text = table(header, body)
     for r in found:
         if r["ready"] is not True:

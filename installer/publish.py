@@ -52,7 +52,7 @@ class Published:
     cleaned: tuple[str, ...] = ()  # leftovers of dead writers removed first
 
 
-def worker_command(runtime_id: str, *, python: str | None = None) -> list[str]:
+def worker_command(runtime_id: str, *, python: str | None = None, module: str | None = None) -> list[str]:
     """The command the launcher execs: this interpreter running the adapter's worker ``main``.
 
     Why not the console script ``superfluid-worker-<id>``: the adapter's library search starts at
@@ -65,7 +65,7 @@ def worker_command(runtime_id: str, *, python: str | None = None) -> list[str]:
     runtimes`` shows the install as broken and ``superfluid runtime repair`` rewrites the launcher.
     """
     flag = "-P" if sys.version_info >= (3, 11) else "-I"
-    module = f"superfluid.runtime.{runtime_id}.worker"
+    module = module or f"superfluid.runtime.{runtime_id}.worker"
     boot = f"import sys; sys.argv[0] = sys.argv.pop(1); from {module} import main; sys.exit(main())"
     return [python or sys.executable, flag, "-c", boot]
 

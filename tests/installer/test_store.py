@@ -1,0 +1,583 @@
+"""The home layout and the install workflow (SPEC §3, §8.4): names, ranking, lock, staging, publish,
+current and pinned, remove; then real processes: two installs at once, and SIGKILL at each step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from superfluid.installer import store
+from superfluid.installer.extract import UnsafeArchive, extract_all
+from superfluid.installer.publish import install_staged, worker_command, write_worker_launcher
+from superfluid.installer.store import (
+    BadName,
+    LockBusy,
+    NoSuchInstall,
+    StoreError,
+    backend_rank,
+    check_install_name,
+    check_runtime_id,
+    clean_stale,
+    current_install,
+    install_lock,
+    list_installs,
+    lock_holder,
+    pin,
+    read_pinned,
+    remove,
+    runtime_root,
+    unpin,
+    version_key,
+)
+from superfluid.runtime.errors import WorkerFailed
+from superfluid.runtime.receipt import Receipt, Source, read_receipt, worker_path
+
+from .archives import E, make_tar, snapshot
+
+RID = "demo"
+
+
+def receipt(name: str, tag: str = "", **kw: object) -> Receipt:
+    version, backend = name.split("-", 1)
+    fields: dict[str, object] = dict(id=RID, install=name, version=version, backend=backend,
+                                     worker=worker_path(RID), sources=(Source(f"file:///{tag or name}", "0" * 64),),
+                                     tested=True, chosen_by="tested")
+    fields.update(kw)
+    return Receipt(**fields)  # type: ignore[arg-type]
+
+
+def populating(install: str, tag: str = "", files: int = 5) -> Callable[[Path], Receipt]:
+    def populate(staging: Path) -> Receipt:
+        for i in range(files):
+            (staging / "lib" / f"part{i}").write_text(tag or install)
+        return receipt(install, tag)
+    return populate
+
+
+def no_probe(staging: Path) -> None:
+    pass
+
+
+def do_install(home: Path, install: str, tag: str = "", **kw: object) -> store.Installed:
+    install_staged(home, RID, install, populating(install, tag), no_probe, **kw)  # type: ignore[arg-type]
+    return next(i for i in list_installs(runtime_root(home, RID)) if i.name == install)
+
+
+def root_of(home: Path) -> Path:
+    return runtime_root(home, RID)
+
+
+def leftovers(home: Path) -> list[str]:
+    return sorted(n for n in os.listdir(root_of(home)) if n.startswith(".") and n != ".install.lock")
+
+
+def dead_pid() -> int:
+    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    return int(proc.stdout)
+
+
+# --- names and order (pure) -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["basert", "llamacpp", "mlx", "a.b-c_d", "0x"])
+def test_runtime_ids_accepted(name: str) -> None:
+    assert check_runtime_id(name) == name
+
+
+@pytest.mark.parametrize("name", ["", "Basert", "../x", "a/b", ".hidden", "-x", "a b", "basert@0.4.0-cpu"])
+def test_runtime_ids_refused(name: str) -> None:
+    with pytest.raises(BadName, match="is not a runtime id"):
+        check_runtime_id(name)
+
+
+@pytest.mark.parametrize("name", ["0.4.0-cpu", "b11284-cuda-13.4", "custom-vulkan", "1.0+local", "x_y"])
+def test_install_names_accepted(name: str) -> None:
+    assert check_install_name(name) == name
+
+
+@pytest.mark.parametrize("name", ["", ".staging", "..", "a/b", "../x", "current", "pinned", "a b", "é", "x\n"])
+def test_install_names_refused(name: str) -> None:
+    with pytest.raises(BadName, match="is not an install name"):
+        check_install_name(name)
+
+
+@pytest.mark.parametrize(("backend", "rank"), [("metal", 0), ("cuda-13.4", 1), ("cuda_12", 1), ("rocm", 2),
+                                               ("vulkan", 3), ("sycl", 4), ("openvino", 5), ("musa", 8),
+                                               ("unknown", 8), ("cpu", 9)])
+def test_backend_rank(backend: str, rank: int) -> None:
+    assert backend_rank(backend) == rank
+
+
+@pytest.mark.parametrize("newest_first", [
+    ["0.10.0", "0.5.0", "0.5.0rc1", "0.4.0", "0.3.1", "0.3.0"],
+    ["b11642", "b11284", "b9999", "b100"],
+])
+def test_version_order(newest_first: list[str]) -> None:
+    assert sorted(newest_first, key=version_key, reverse=True) == newest_first
+
+
+# --- install_staged ---------------------------------------------------------------------------------
+
+def test_first_install_layout(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    published = install_staged(home, RID, "1.0-cpu", populating("1.0-cpu"), no_probe)
+    root = root_of(home)
+    assert published.path == root / "1.0-cpu" and not published.replaced and published.current == "1.0-cpu"
+    assert os.readlink(root / "current") == "1.0-cpu"  # relative
+    assert read_receipt(root / "current" / "runtime.json") == receipt("1.0-cpu")
+    worker = root / "1.0-cpu" / "bin" / f"superfluid-worker-{RID}"
+    assert os.access(worker, os.X_OK)
+    assert sorted(os.listdir(root)) == [".install.lock", "1.0-cpu", "current"]
+    assert (root / ".install.lock").read_text() == ""  # nobody holds it now
+
+
+def test_reinstall_replaces_in_place(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    do_install(home, "1.0-cpu", "old")
+    (root_of(home) / "1.0-cpu" / "lib" / "stray").write_text("from the old install")
+    published = install_staged(home, RID, "1.0-cpu", populating("1.0-cpu", "new"), no_probe)
+    assert published.replaced
+    lib = root_of(home) / "1.0-cpu" / "lib"
+    assert sorted(os.listdir(lib)) == [f"part{i}" for i in range(5)]
+    assert {p.read_text() for p in lib.iterdir()} == {"new"}
+    assert leftovers(home) == []
+
+
+def test_reinstall_without_atomic_exchange(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    do_install(home, "1.0-cpu", "old")
+    monkeypatch.setattr(store, "_exchange", lambda a, b: False)
+    assert install_staged(home, RID, "1.0-cpu", populating("1.0-cpu", "new"), no_probe).replaced
+    assert (root_of(home) / "1.0-cpu" / "lib" / "part0").read_text() == "new"
+    assert leftovers(home) == []
+
+
+@pytest.mark.parametrize("fail_in", ["populate", "probe"])
+def test_failure_leaves_every_install_intact(tmp_path: Path, fail_in: str) -> None:
+    home = tmp_path / "home"
+    do_install(home, "1.0-cpu", "old")
+    before = snapshot(home)
+
+    def populate(staging: Path) -> Receipt:
+        (staging / "lib" / "part0").write_text("new")
+        if fail_in == "populate":
+            raise OSError(28, "No space left on device", str(staging / "lib" / "part0"))
+        return receipt("1.0-cpu", "new")
+
+    def probe(staging: Path) -> None:
+        assert (staging / "runtime.json").is_file()  # the receipt is written before the probe
+        raise WorkerFailed(str(staging / worker_path(RID)), "the staged library states ABI 2")
+
+    error = StoreError if fail_in == "populate" else WorkerFailed
+    with pytest.raises(error, match="No space left" if fail_in == "populate" else "ABI 2"):
+        install_staged(home, RID, "1.0-cpu", populate, probe)
+    assert snapshot(home) == before
+
+
+def test_hostile_archive_installs_nothing(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    do_install(home, "1.0-cpu", "old")
+    archive = make_tar(tmp_path / "evil.tar.gz", [E("file", "ok", "x"), E("symlink", "l", "../../../../outside")])
+    before = snapshot(tmp_path)
+
+    def populate(staging: Path) -> Receipt:
+        extract_all([archive], staging / "lib")
+        return receipt("2.0-cpu")
+
+    with pytest.raises(UnsafeArchive, match="'l' links to '../../../../outside', outside the install"):
+        install_staged(home, RID, "2.0-cpu", populate, no_probe)
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize(("field", "value", "fragment"), [
+    ("id", "other", "id 'other', not 'demo'"),
+    ("install", "9.9-cpu", "install '9.9-cpu', not '1.0-cpu'"),
+    ("worker", "bin/superfluid-worker-other", "worker 'bin/superfluid-worker-other'"),
+])
+def test_receipt_must_describe_the_install(tmp_path: Path, field: str, value: str, fragment: str) -> None:
+    home = tmp_path / "home"
+    with pytest.raises(StoreError, match=fragment):
+        install_staged(home, RID, "1.0-cpu", lambda s: receipt("1.0-cpu", **{field: value}), no_probe)
+    assert sorted(os.listdir(root_of(home))) == [".install.lock"]
+
+
+def test_bad_names_touch_nothing(tmp_path: Path) -> None:
+    with pytest.raises(BadName):
+        install_staged(tmp_path / "home", RID, "../evil", populating("x-cpu"), no_probe)
+    with pytest.raises(BadName):
+        install_staged(tmp_path / "home", "../evil", "1.0-cpu", populating("1.0-cpu"), no_probe)
+    assert not (tmp_path / "home").exists()
+
+
+# --- default, pin, remove ---------------------------------------------------------------------------
+
+def test_default_is_pinned_else_best_ranked(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    root = root_of(home)
+    do_install(home, "0.4.0-cpu")
+    assert current_install(root) == "0.4.0-cpu"
+    do_install(home, "0.4.0-cuda-12.4")
+    assert current_install(root) == "0.4.0-cuda-12.4"  # cuda ranks before cpu
+    do_install(home, "0.5.0-cpu")
+    assert current_install(root) == "0.4.0-cuda-12.4"  # a newer cpu does not beat cuda
+    assert pin(home, RID, "0.4.0-cpu") == "0.4.0-cpu"
+    assert read_pinned(root) == "0.4.0-cpu" and current_install(root) == "0.4.0-cpu"
+    do_install(home, "0.6.0-cuda-12.4")
+    assert current_install(root) == "0.4.0-cpu"  # the pin holds through installs
+    assert unpin(home, RID) == "0.6.0-cuda-12.4"
+    assert read_pinned(root) is None
+    assert [i.name for i in list_installs(root)] == ["0.6.0-cuda-12.4", "0.4.0-cuda-12.4", "0.5.0-cpu", "0.4.0-cpu"]
+
+
+def test_pin_unknown_install(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    do_install(home, "1.0-cpu")
+    with pytest.raises(NoSuchInstall, match=r"demo has no install 2.0-cpu \(installed: 1.0-cpu\)"):
+        pin(home, RID, "2.0-cpu")
+
+
+def test_remove_one_then_all(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    root = root_of(home)
+    for name in ("1.0-cpu", "2.0-cpu", "1.0-vulkan"):
+        do_install(home, name)
+    pin(home, RID, "2.0-cpu")
+    assert remove(home, RID, "2.0-cpu") == (["2.0-cpu"], "1.0-vulkan")
+    assert read_pinned(root) is None  # the pin went with its install
+    assert current_install(root) == "1.0-vulkan"
+    with pytest.raises(NoSuchInstall, match=r"no install 2.0-cpu \(installed: 1.0-vulkan, 1.0-cpu\)"):
+        remove(home, RID, "2.0-cpu")
+    names, left = remove(home, RID)
+    assert sorted(names) == ["1.0-cpu", "1.0-vulkan"] and left is None
+    assert os.listdir(root) == [".install.lock"]
+    with pytest.raises(NoSuchInstall, match="demo is not installed"):
+        remove(home, RID)
+    with pytest.raises(NoSuchInstall, match="demo is not installed"):
+        unpin(home, RID)
+
+
+def test_broken_installs_listed_but_never_default(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    root = root_of(home)
+    do_install(home, "1.0-cpu")
+    (root / "9.0-metal" / "lib").mkdir(parents=True)  # no receipt
+    (root / "8.0-metal").mkdir()
+    (root / "8.0-metal" / "runtime.json").write_text(json.dumps(receipt("1.0-cpu").to_json()))  # another's
+    (root / "7.0-metal").mkdir()
+    (root / "7.0-metal" / "runtime.json").write_text("{not json")
+    found = {i.name: i for i in list_installs(root)}
+    assert found["1.0-cpu"].ok
+    assert "does not exist" in (found["9.0-metal"].problem or "")
+    assert "describes the install '1.0-cpu', not '8.0-metal'" in (found["8.0-metal"].problem or "")
+    assert "not valid JSON at line 1" in (found["7.0-metal"].problem or "")
+    assert [i.name for i in list_installs(root)][0] == "1.0-cpu"
+    assert store.default_install(root) == "1.0-cpu"
+
+
+# --- the lock ----------------------------------------------------------------------------------------
+
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from superfluid.installer.store import install_lock
+    with install_lock(sys.argv[1], command="superfluid runtime install demo"):
+        print("held", flush=True)
+        time.sleep(60)
+""")
+
+
+def test_waiter_names_the_holder_and_times_out(tmp_path: Path) -> None:
+    root = tmp_path / "runtimes" / RID
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(root)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        seen: list[store.Holder] = []
+        started = time.monotonic()
+        with pytest.raises(LockBusy) as info:
+            with install_lock(root, timeout=0.5, on_wait=seen.append):
+                pass
+        assert time.monotonic() - started >= 0.5
+        assert seen and seen[0].pid == holder.pid
+        message = str(info.value)
+        assert f"pid {holder.pid} (superfluid runtime install demo), since 20" in message
+        assert f"kill {holder.pid}" in message and ".install.lock" in message
+        busy = lock_holder(root)
+        assert busy is not None and busy.pid == holder.pid
+    finally:
+        holder.kill()
+        holder.wait()
+    assert lock_holder(root) is None  # the kernel let go with the process
+    with install_lock(root, timeout=0) as me:
+        assert me.pid == os.getpid()
+        assert json.loads((root / ".install.lock").read_text())["pid"] == os.getpid()
+
+
+def test_lock_is_exclusive_within_one_process(tmp_path: Path) -> None:
+    with install_lock(tmp_path):
+        with pytest.raises(LockBusy):
+            with install_lock(tmp_path, timeout=0.05):
+                pass
+
+
+def test_holder_command_hides_urls(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "argv", ["/usr/bin/superfluid", "runtime", "install", "basert", "--mirror",
+                                      "https://user:secret@mirror.example/x"])
+    assert store._command() == "superfluid runtime install basert --mirror <url>"
+
+
+# --- stale leftovers ------------------------------------------------------------------------------------
+
+def test_clean_stale(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    root = root_of(home)
+    do_install(home, "2.0-cpu")
+    dead, live = dead_pid(), os.getppid()
+    rand = "0123456789abcdef"
+    (root / f".staging-2.0-cpu-{dead}-{rand}" / "lib").mkdir(parents=True)
+    (root / f".staging-b11284-cuda-13.4-{dead}-{rand}").mkdir()
+    (root / f".old-1.0-cpu-{dead}-{rand}").mkdir()  # killed mid-replacement: 1.0-cpu is missing
+    (root / f".old-1.0-cpu-{dead}-{rand}" / "runtime.json").write_text(json.dumps(receipt("1.0-cpu").to_json()))
+    (root / f".old-2.0-cpu-{dead}-{rand}").mkdir()  # 2.0-cpu exists: this one is garbage
+    (root / f".removing-3.0-cpu-{dead}-{rand}").mkdir()
+    os.symlink("2.0-cpu", root / f".current-new-{dead}-{rand}")
+    (root / ".staging-18446744073709551615").mkdir()  # the daemon's own name
+    (root / f".staging-2.0-cpu-{live}-{rand}").mkdir()  # a live writer's (another namespace): kept
+    (root / ".unrelated").mkdir()
+    with install_lock(root):
+        done = clean_stale(root)
+    assert len(done) == 7
+    assert sorted(os.listdir(root)) == sorted([".install.lock", ".unrelated", f".staging-2.0-cpu-{live}-{rand}",
+                                               "1.0-cpu", "2.0-cpu", "current"])
+    assert read_receipt(root / "1.0-cpu" / "runtime.json").install == "1.0-cpu"
+
+
+# --- the launcher -----------------------------------------------------------------------------------------
+
+PROBE = "import json, sys\ndef main():\n    print(json.dumps(sys.argv))\n    return 3\n"
+
+
+@pytest.fixture
+def probe_module(tmp_path: Path) -> dict[str, str]:
+    """A module ``sfprobe`` whose main prints its argv, importable through PYTHONPATH."""
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "mods" / "sfprobe.py").write_text(PROBE)
+    return {**os.environ, "PYTHONPATH": str(tmp_path / "mods")}
+
+
+def test_launcher_hands_its_own_path_as_argv0(tmp_path: Path, probe_module: dict[str, str]) -> None:
+    install = tmp_path / "runtimes" / RID / "1.0-cpu"
+    install.mkdir(parents=True)
+    (tmp_path / "runtimes" / RID / "current").symlink_to("1.0-cpu")
+    write_worker_launcher(install, RID, argv=worker_command(RID, module="sfprobe"))
+    via_current = tmp_path / "runtimes" / RID / "current" / "bin" / f"superfluid-worker-{RID}"
+    run = subprocess.run([str(via_current), "check", "--model", "a b.gguf"], capture_output=True, text=True,
+                         env=probe_module, timeout=30)
+    assert run.returncode == 3, run.stderr  # main's return value is the exit code
+    assert json.loads(run.stdout) == [str(install / worker_path(RID)), "check", "--model", "a b.gguf"]
+
+
+def test_launcher_ignores_modules_in_the_working_directory(tmp_path: Path, probe_module: dict[str, str]) -> None:
+    install = tmp_path / "i"
+    install.mkdir()
+    write_worker_launcher(install, RID, argv=worker_command(RID, module="sfprobe"))
+    (tmp_path / "cwd").mkdir()
+    (tmp_path / "cwd" / "sfprobe.py").write_text("def main():\n    print('hijacked')\n")
+    run = subprocess.run([str(install / worker_path(RID))], capture_output=True, text=True, cwd=tmp_path / "cwd",
+                         env=probe_module, timeout=30)
+    assert run.returncode == 3 and "hijacked" not in run.stdout
+
+
+def test_default_worker_command_runs_the_adapter_main() -> None:
+    argv = worker_command("basert")
+    assert argv[0] == sys.executable and argv[1] in ("-P", "-I") and argv[2] == "-c"
+    assert "from superfluid.runtime.basert.worker import main" in argv[3]
+
+
+# --- real processes: concurrency and SIGKILL ------------------------------------------------------------------
+
+INSTALLER = textwrap.dedent("""
+    import json, os, sys, time
+    from pathlib import Path
+    from superfluid.installer import store
+    from superfluid.installer.publish import install_staged
+    from superfluid.runtime.receipt import Receipt, Source, worker_path
+
+    home, install, tag, mode, marker = sys.argv[1:6]
+
+    def block(why):
+        Path(marker).write_text(f"{os.getpid()} {why}")
+        gate = Path(marker + ".go")
+        while not gate.exists():
+            time.sleep(0.01)
+
+    def populate(staging):
+        for i in range(20):
+            (staging / "lib" / f"part{i}").write_text(tag)
+        if mode in ("populate", "gate"):
+            block("populate")
+        return Receipt(id="demo", install=install, version=install.split("-")[0], backend=install.split("-", 1)[1],
+                       worker=worker_path("demo"), sources=(Source("file:///" + tag, "0" * 64),), tested=True)
+
+    def probe(staging):
+        if mode == "probe":
+            block("probe")
+        assert all((staging / "lib" / f"part{i}").read_text() == tag for i in range(20))
+
+    if mode == "between-renames":
+        store._exchange = lambda a, b: False
+        real_rename = os.rename
+        def rename(src, dst):
+            real_rename(src, dst)
+            if os.path.basename(str(dst)).startswith(".old-"):
+                block("between renames")
+        os.rename = rename
+    if mode == "after-exchange":
+        real_remove = store.remove_tree
+        def remove_tree(path):
+            if os.path.basename(str(path)).startswith(".staging-"):
+                block("after exchange")
+            real_remove(path)
+        store.remove_tree = remove_tree
+        import superfluid.installer.publish as publish
+        publish.remove_tree = remove_tree
+
+    def on_wait(holder):
+        Path(marker + ".waited").write_text(str(holder.pid))
+
+    p = install_staged(Path(home), "demo", install, populate, probe, on_wait=on_wait, lock_timeout=60,
+                       command="test installer " + tag)
+    print(json.dumps({"current": p.current, "replaced": p.replaced, "cleaned": list(p.cleaned)}))
+""")
+
+
+def start(tmp_path: Path, home: Path, install: str, tag: str, mode: str) -> tuple[subprocess.Popen[str], Path]:
+    marker = tmp_path / f"marker-{tag}"
+    proc = subprocess.Popen([sys.executable, "-c", INSTALLER, str(home), install, tag, mode, str(marker)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return proc, marker
+
+
+def wait_for(path: Path, proc: subprocess.Popen[str], seconds: float = 30) -> str:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        if proc.poll() is not None:
+            pytest.fail(f"the installer exited {proc.returncode} early: {proc.communicate()[1][-2000:]}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"{path} never appeared")
+        time.sleep(0.01)
+    return path.read_text()
+
+
+def finish(proc: subprocess.Popen[str]) -> dict[str, object]:
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-3000:]
+    return json.loads(out)  # type: ignore[no-any-return]
+
+
+def assert_consistent(home: Path) -> Receipt:
+    """current points at a complete install whose files all come from the writer its receipt names."""
+    root = root_of(home)
+    got = read_receipt(root / "current" / "runtime.json")
+    tag = got.sources[0].url.removeprefix("file:///")
+    lib = root / "current" / "lib"
+    assert sorted(os.listdir(lib)) == sorted(f"part{i}" for i in range(20))
+    assert {p.read_text() for p in lib.iterdir()} == {tag}
+    assert os.access(root / "current" / got.worker, os.X_OK)
+    return got
+
+
+def test_second_installer_waits_then_replaces(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    first, first_marker = start(tmp_path, home, "1.0-cpu", "first", "gate")
+    wait_for(first_marker, first)
+    second, second_marker = start(tmp_path, home, "1.0-cpu", "second", "plain")
+    assert wait_for(Path(f"{second_marker}.waited"), second) == str(first.pid)  # it said whom it waits for
+    Path(f"{first_marker}.go").write_text("")
+    a, b = finish(first), finish(second)
+    assert (a["replaced"], b["replaced"]) == (False, True)
+    assert assert_consistent(home).sources[0].url == "file:///second"
+    assert leftovers(home) == []
+
+
+def test_racing_installers_end_consistent(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    procs = [start(tmp_path, home, name, f"w{i}", "plain")[0]
+             for i, name in enumerate(["1.0-cpu", "1.0-cpu", "1.0-cpu", "2.0-cpu"])]
+    for proc in procs:
+        finish(proc)
+    assert assert_consistent(home).install == "2.0-cpu"
+    assert sorted(i.name for i in list_installs(root_of(home))) == ["1.0-cpu", "2.0-cpu"]
+    one = root_of(home) / "1.0-cpu"
+    tag = read_receipt(one / "runtime.json").sources[0].url.removeprefix("file:///")
+    assert {p.read_text() for p in (one / "lib").iterdir()} == {tag}
+    assert leftovers(home) == []
+
+
+@pytest.mark.parametrize("step", ["populate", "probe"])
+def test_sigkill_before_publish_leaves_the_old_install_serving(tmp_path: Path, step: str) -> None:
+    home = tmp_path / "home"
+    proc, marker = start(tmp_path, home, "1.0-cpu", "old", "plain")
+    finish(proc)
+    before = snapshot(root_of(home) / "1.0-cpu")
+    proc, marker = start(tmp_path, home, "1.0-cpu", "new", step)
+    assert wait_for(marker, proc).endswith(step)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    root = root_of(home)
+    assert current_install(root) == "1.0-cpu"
+    assert snapshot(root / "1.0-cpu") == before
+    assert assert_consistent(home).sources[0].url == "file:///old"
+    stale = leftovers(home)
+    assert len(stale) == 1 and stale[0].startswith(f".staging-1.0-cpu-{proc.pid}-")
+    assert lock_holder(root) is None
+    published = install_staged(home, RID, "2.0-cpu", populating("2.0-cpu"), no_probe)  # the next run
+    assert published.cleaned == (stale[0],)
+    assert leftovers(home) == []
+    assert snapshot(root / "1.0-cpu") == before
+
+
+def test_sigkill_between_the_renames_is_put_back(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    proc, _ = start(tmp_path, home, "1.0-cpu", "old", "plain")
+    finish(proc)
+    before = snapshot(root_of(home) / "1.0-cpu")
+    proc, marker = start(tmp_path, home, "1.0-cpu", "new", "between-renames")
+    wait_for(marker, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    root = root_of(home)
+    assert not (root / "1.0-cpu").exists()  # the one window a filesystem without exchange has
+    aside = [n for n in leftovers(home) if n.startswith(".old-1.0-cpu-")]
+    assert len(aside) == 1 and snapshot(root / aside[0]) == before
+    install_staged(home, RID, "2.0-cpu", populating("2.0-cpu"), no_probe)  # the next run puts it back
+    assert snapshot(root / "1.0-cpu") == before
+    assert leftovers(home) == []
+    assert current_install(root) == "2.0-cpu"
+
+
+def test_sigkill_after_the_exchange_keeps_the_new_install(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").write_text("")
+    if not store._exchange(str(tmp_path / "a"), str(tmp_path / "b")):  # pragma: no cover
+        pytest.skip("this filesystem has no atomic exchange; the rename path is tested above")
+    home = tmp_path / "home"
+    proc, _ = start(tmp_path, home, "1.0-cpu", "old", "plain")
+    finish(proc)
+    proc, marker = start(tmp_path, home, "1.0-cpu", "new", "after-exchange")
+    wait_for(marker, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    stale = leftovers(home)
+    assert len(stale) == 1 and stale[0].startswith(".staging-1.0-cpu-")  # now holding the old files
+    assert assert_consistent(home).sources[0].url == "file:///new"
+    install_staged(home, RID, "2.0-cpu", populating("2.0-cpu"), no_probe)
+    assert leftovers(home) == []

@@ -1,0 +1,270 @@
+"""``superfluid runtime install|update|repair <id>``: plan, verify and install a runtime (SPEC §6.4).
+
+Exit codes (SPEC §6.1): 0 installed (or, with ``--dry-run``, planned; or nothing to update), 1 a
+run-time failure (network, verification, a refusal of the rules, the probe, the store), 2 a usage
+error (a bad flag, an unknown runtime), refused before anything is looked up.
+
+Lines about what is happening go to stderr (``superfluid: installing …``), a progress bar only on a
+terminal; the result goes to stdout, as text or, with ``--json``, as one document (schema
+``plan`` for ``--dry-run``, ``install-result`` otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from superfluid.runtime.errors import UsageError
+
+if TYPE_CHECKING:
+    from superfluid.installer.install import Outcome
+    from superfluid.installer.resolver import Plan, Request
+
+__all__ = ["run", "plan_lines", "outcome_lines"]
+
+_DIGEST_SOURCE = {
+    "pin": "pinned in this superfluid's recipe",
+    "flag": "as --sha256 names it",
+    "release": "the release's .sha256",
+    "api": "the listing's digest",
+    "computed": "none known: computed and recorded",
+}
+
+
+def _err(text: str) -> None:
+    sys.stderr.write(f"superfluid: {text}\n")
+    sys.stderr.flush()
+
+
+def _mb(size: int) -> str:
+    if not size:
+        return ""
+    return f", {size / 1e6:.1f} MB" if size >= 100_000 else f", {size / 1e3:.1f} kB"
+
+
+def plan_lines(plans: list[Plan], where: str) -> str:
+    """The plans of a ``--dry-run`` for people: one paragraph per plan, in the order tried."""
+    out = [f"plans for this machine, from {where} (tried in order; nothing was changed):"]
+    for i, p in enumerate(plans):
+        flag = "" if p.tested else " (UNTESTED with this superfluid)"
+        abi = "" if p.id != "basert" else (f", ABI {p.abi}" if p.abi is not None else ", unnumbered")
+        out.append(f"{i + 1}. {p.id} {p.install} ({p.chosen_by}{abi}){flag}: {p.why}{_mb(p.size)}")
+        for a in p.assets:
+            digest = f"sha256 {a.sha256}" if a.sha256 else "no sha256"
+            checked = " + ".join(_DIGEST_SOURCE.get(c, c) for c in a.checked) or _DIGEST_SOURCE.get(
+                a.digest_source, a.digest_source)
+            out.append(f"   from {a.url}")
+            out.append(f"     {digest} ({checked})")
+    return "\n".join(out) + "\n"
+
+
+def outcome_lines(outcome: Outcome, *, installs_before: int) -> str:
+    """What an install did, for people (stdout)."""
+    r = outcome.receipt
+    if r is None:
+        return ""
+    facts = [r.version]
+    if r.id == "basert":
+        facts.append(f"ABI {r.abi}" if r.abi is not None else "unnumbered")
+    if not r.tested:
+        facts.append("UNTESTED")
+    lines = [f"{r.id} {r.install} installed ({', '.join(facts)}, chosen by {r.chosen_by})"
+             + (", replacing the one of that name" if outcome.replaced else "")]
+    if outcome.current and (outcome.pinned or installs_before > 0 or outcome.current != r.install):
+        how = "pinned with `superfluid runtime use`" if outcome.pinned == outcome.current else "the best-ranked"
+        lines.append(f"{r.id} serves from {outcome.current} by default ({how})")
+    return "".join(f"superfluid: {line}\n" for line in lines)
+
+
+def _request(args: argparse.Namespace, **over: Any) -> Request:
+    from superfluid.installer.resolver import Request
+
+    source = over.pop("from_", getattr(args, "from_", None))
+    if source and "://" not in source:
+        source = os.path.abspath(os.path.expanduser(source))
+    return Request.parse(
+        args.id,
+        version=over.pop("version", getattr(args, "want_version", None)),
+        backend=over.pop("backend", getattr(args, "backend", None)),
+        from_=source,
+        sha256=over.pop("sha256", getattr(args, "sha256", None)),
+        untested=over.pop("untested", bool(getattr(args, "untested", False))),
+    )
+
+
+def _check_id(runtime_id: str) -> None:
+    from superfluid.installer.store import check_runtime_id
+    from superfluid.runtime import registry
+
+    check_runtime_id(runtime_id)
+    registry.get(runtime_id)  # UsageError naming the runtimes this release ships
+
+
+def _count(runtime_id: str, environ: Mapping[str, str]) -> int:
+    from superfluid.installer.store import list_installs, runtime_root
+    from superfluid.runtime.host import home
+
+    return sum(1 for i in list_installs(runtime_root(home(environ), runtime_id)) if i.ok)
+
+
+def _do(request: Request, args: argparse.Namespace, environ: Mapping[str, str], *, dry_run: bool) -> Outcome:
+    from superfluid.installer.download import progress_for
+    from superfluid.installer.install import install
+
+    say = (lambda _t: None) if args.json else _err
+    progress = progress_for(sys.stderr, environ=environ, json_mode=args.json)
+    try:
+        return install(request, environ=environ, mirror=args.mirror, offline=args.offline, dry_run=dry_run,
+                       say=say, progress=progress)
+    finally:
+        progress.close()
+
+
+def _show(outcome: Outcome, args: argparse.Namespace, before: int) -> None:
+    from superfluid.output import print_json
+
+    if args.json:
+        print_json(outcome.to_json())
+    elif outcome.dry_run:
+        sys.stdout.write(plan_lines(list(outcome.plans), outcome.source))
+    else:
+        sys.stdout.write(outcome_lines(outcome, installs_before=before))
+
+
+def _install(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    request = _request(args)
+    before = _count(args.id, environ)
+    outcome = _do(request, args, environ, dry_run=args.dry_run)
+    _show(outcome, args, before)
+    return 0
+
+
+def _default(runtime_id: str, environ: Mapping[str, str]) -> tuple[Any, Any]:
+    """The root and the default install of a runtime, or the 'not installed' refusal."""
+    from superfluid.installer.resolver import NotInstallable
+    from superfluid.installer.store import default_install, runtime_root
+    from superfluid.runtime.host import home
+
+    root = runtime_root(home(environ), runtime_id)
+    current = default_install(root)
+    if current is None:
+        raise NotInstallable(f"{runtime_id} is not installed",
+                             fix=f"`superfluid runtime install {runtime_id}` installs it")
+    return root, current
+
+
+def _update(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    """Install the newest installable build of the default install's backend family beside it;
+    the old install stays (and a pin moves to the new one)."""
+    from superfluid.installer.install import plan
+    from superfluid.installer.resolver import backend_family, version_key
+    from superfluid.installer.store import list_installs, pin, read_pinned
+    from superfluid.runtime.host import home
+    from superfluid.runtime.receipt import RECEIPT, read_receipt
+
+    root, current = _default(args.id, environ)
+    old = read_receipt(root / current / RECEIPT)
+    request = _request(args, version=None, backend=backend_family(old.backend), from_=None, sha256=None)
+    plans, _, source = plan(request, environ=environ, mirror=args.mirror, offline=args.offline)
+    if source is not None:
+        source.close()
+    first = plans[0]
+    installed = {i.name for i in list_installs(root) if i.ok}
+    if first.install in installed:
+        return _nothing(args, f"{args.id} {first.install} is installed; nothing newer installs here for "
+                              f"{backend_family(old.backend)}", current)
+    if old.version == "custom" or version_key(old.version) > version_key(first.version):
+        why = ("it is a build of your own, not one of a release" if old.version == "custom"
+               else f"it is {old.version}, newer than {first.version}, the newest that installs here")
+        fix = f"`superfluid runtime install {args.id} --version {first.version}` installs it beside it"
+        return _nothing(args, f"{args.id} {current}: {why}; nothing to update ({fix})", current)
+    before = len(installed)
+    outcome = _do(request, args, environ, dry_run=args.dry_run)
+    if not outcome.dry_run and outcome.receipt is not None and read_pinned(root) == current:
+        pin(home(environ), args.id, outcome.receipt.install)
+        if not args.json:
+            _err(f"{args.id} serves from {outcome.receipt.install} by default (the pin moved from {current})")
+    _show(outcome, args, before)
+    if not args.json and not outcome.dry_run:
+        _err(f"{args.id} {current} stays installed: `superfluid runtime remove {args.id} {current}` removes it")
+    return 0
+
+
+def _nothing(args: argparse.Namespace, message: str, current: str) -> int:
+    from superfluid.output import print_json
+
+    if args.json:
+        print_json({"id": args.id, "dry_run": bool(args.dry_run), "updated": False, "current": current,
+                    "why": message, "plans": [], "warnings": []})
+    else:
+        sys.stdout.write(f"superfluid: {message}\n")
+    return 0
+
+
+def _repair(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    """Reinstall an install in place from what its receipt says (or its name, when the receipt
+    itself is what is broken)."""
+    from superfluid.installer.resolver import NotInstallable
+    from superfluid.installer.store import check_install_name, list_installs, runtime_root
+    from superfluid.runtime.host import home
+
+    root = runtime_root(home(environ), args.id)
+    present = {i.name: i for i in list_installs(root)}
+    if args.install is not None:
+        check_install_name(args.install)
+        target = present.get(args.install)
+        if target is None:
+            raise NotInstallable(f"{args.id} has no install {args.install} "
+                                 f"(installed: {', '.join(present) or 'none'})",
+                                 fix="`superfluid runtimes` lists what is installed")
+    else:
+        _, name = _default(args.id, environ)
+        target = present[name]
+    r = target.receipt
+    if r is not None:
+        over: dict[str, Any] = {"version": r.version, "backend": r.backend, "untested": not r.tested,
+                                "from_": None, "sha256": None}
+        if r.chosen_by == "from" and r.sources:
+            over.update(from_=r.sources[0].url, sha256=r.sources[0].sha256 or None,
+                        version=None if r.version == "custom" else r.version)
+    else:
+        version, _, backend = target.name.partition("-")
+        if not backend:
+            raise NotInstallable(f"{args.id} {target.name}: {target.problem}; its name does not say what to reinstall",
+                                 fix=f"`superfluid runtime remove {args.id} {target.name}`, then install again")
+        over = {"version": version, "backend": backend, "untested": True, "from_": None, "sha256": None}
+    request = _request(args, **over)
+    outcome = _do(request, args, environ, dry_run=False)
+    _show(outcome, args, len(present))
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """Dispatch ``runtime install|update|repair``.
+
+    Raises:
+        UsageError: a bad flag value or runtime id (exit 2).
+        SuperfluidError: any run-time failure (exit 1).
+    """
+    environ = dict(os.environ)
+    for name in ("dry_run", "offline", "json", "untested"):
+        if not hasattr(args, name):
+            setattr(args, name, False)
+    for name in ("mirror",):
+        if not hasattr(args, name):
+            setattr(args, name, None)
+    _check_id(args.id)
+    if args.offline and args.mirror and "://" in args.mirror and not args.mirror.startswith("file:"):
+        pass  # an HTTP mirror offline answers from the cache, like GitHub
+    if args.sub == "install":
+        if args.from_ and args.offline and "://" in args.from_ and not args.from_.startswith("file://"):
+            raise UsageError("--from URL needs the network, and --offline forbids it: give a local file")
+        return _install(args, environ)
+    if args.sub == "update":
+        return _update(args, environ)
+    if args.sub == "repair":
+        return _repair(args, environ)
+    raise UsageError(f"runtime {args.sub}: not a command of this module")

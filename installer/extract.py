@@ -84,10 +84,14 @@ class ExtractLimits:
     max_ratio: int = 200  # uncompressed bytes per archive byte, once past ratio_floor
     ratio_floor: int = 256 << 20  # bytes always allowed, whatever the ratio
     max_name: int = 4096  # bytes of one member name
+    max_depth: int = 128  # directories a member name nests (real bundles nest fewer than 20)
 
     def allowance(self, archive_size: int) -> int:
         """Bytes of content an archive of ``archive_size`` bytes may unpack to."""
         return min(self.max_bytes, max(self.ratio_floor, self.max_ratio * archive_size))
+
+
+_DEFAULT_LIMITS = ExtractLimits()
 
 
 @dataclass(frozen=True)
@@ -174,26 +178,30 @@ def _mode(member: Member) -> int:
     return bits | (0o700 if member.kind == "dir" else 0o600)
 
 
-def judge_member(member: Member, tree: Mapping[str, Entry], *, max_name: int = 4096) -> Verdict:
+def judge_member(member: Member, tree: Mapping[str, Entry], limits: ExtractLimits | None = None) -> Verdict:
     """The one containment-and-member-type rule (SPEC §8.4): where ``member`` may land, given what
     the destination already holds (``tree``: normalized relative path → ``Entry``), or why not.
 
     Rules, in order: only files, directories and links (no devices, FIFOs or others); a name that
-    is relative, free of ``..`` and not too long; no parent that is a symlink or a file (nothing is
-    written through a link); no second member at one path (directories may repeat); a symlink whose
-    target, resolved through the links of ``tree``, stays inside; a hard link only to a regular file
-    that came earlier. Pure: no I/O; the fault is the words after "its member 'x' ".
+    is relative, free of ``..``, neither too long nor too deep (``limits``); no parent that is a
+    symlink or a file (nothing is written through a link); no second member at one path
+    (directories may repeat); a symlink whose target, resolved through the links of ``tree``, stays
+    inside; a hard link only to a regular file that came earlier. Pure: no I/O; the fault is the
+    words after "its member 'x' ".
     """
     if member.kind not in ("file", "dir", "symlink", "hardlink"):
         what = {"chardev": "a character device", "blockdev": "a block device", "fifo": "a FIFO"}
         return Verdict(None, fault=f"is {what.get(member.kind, 'a special file')}; "
                                    "only files, directories and links are installed")
-    if len(member.name.encode("utf-8", "surrogateescape")) > max_name:
-        return Verdict(None, fault=f"has a name longer than {max_name} bytes")
+    limits = limits or _DEFAULT_LIMITS
+    if len(member.name.encode("utf-8", "surrogateescape")) > limits.max_name:
+        return Verdict(None, fault=f"has a name longer than {limits.max_name} bytes")
     parts = _split(member.name)
     if parts is None:
         why = "is absolute" if member.name.startswith("/") else "climbs with '..'"
         return Verdict(None, fault=f"would land outside the install (its name {why})")
+    if len(parts) > limits.max_depth:
+        return Verdict(None, fault=f"nests deeper than {limits.max_depth} directories")
     if not parts:
         if member.kind == "dir":
             return Verdict("", _mode(member))
@@ -392,7 +400,7 @@ def _unpack(archive: str, dest: str, limits: ExtractLimits) -> dict[str, Entry]:
             if count > limits.max_members:
                 raise UnsafeArchive(archive, f"has more than {limits.max_members} members "
                                              "(a decompression bomb?)")
-            verdict = judge_member(member, tree, max_name=limits.max_name)
+            verdict = judge_member(member, tree, limits)
             if verdict.path is None:
                 raise UnsafeArchive(archive, verdict.fault or "is refused", member=member.name)
             if defence is not None:
@@ -471,16 +479,21 @@ def merge_tree(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None
     """Move the entries of ``src`` into ``dst`` by rename (both on one filesystem): names that
     exist in ``dst`` win (the first archive wins), directories merge recursively, nothing is merged
     into or through a symlink. What is not moved stays in ``src`` for the caller to remove.
+
+    Raises:
+        OSError: a rename failed.
     """
-    src_s, dst_s = os.fspath(src), os.fspath(dst)
-    with os.scandir(src_s) as it:
-        entries = list(it)
-    for entry in entries:
-        target = os.path.join(dst_s, entry.name)
-        if not os.path.lexists(target):
-            os.rename(entry.path, target)
-        elif entry.is_dir(follow_symlinks=False) and os.path.isdir(target) and not os.path.islink(target):
-            merge_tree(entry.path, target)
+    pending = [(os.fspath(src), os.fspath(dst))]
+    while pending:
+        src_s, dst_s = pending.pop()
+        with os.scandir(src_s) as it:
+            entries = list(it)
+        for entry in entries:
+            target = os.path.join(dst_s, entry.name)
+            if not os.path.lexists(target):
+                os.rename(entry.path, target)
+            elif entry.is_dir(follow_symlinks=False) and os.path.isdir(target) and not os.path.islink(target):
+                pending.append((entry.path, target))
 
 
 def extract_all(archives: Sequence[str | os.PathLike[str]], lib: str | os.PathLike[str], *,
@@ -518,7 +531,7 @@ def check_tree(root: str | os.PathLike[str], label: str) -> None:
     """
     root_s = os.fspath(root)
     tree: dict[str, Entry] = {}
-    for rel, st, target in _walk(root_s, ""):
+    for rel, st, target in _walk(root_s):
         kind = ("dir" if stat.S_ISDIR(st.st_mode) else "file" if stat.S_ISREG(st.st_mode)
                 else "symlink" if stat.S_ISLNK(st.st_mode) else _special(st.st_mode))
         if kind not in ("dir", "file", "symlink"):
@@ -542,16 +555,21 @@ def _special(mode: int) -> str:
     return "fifo" if stat.S_ISFIFO(mode) else "other"
 
 
-def _walk(root: str, rel: str) -> Iterator[tuple[str, os.stat_result, str]]:
-    with os.scandir(os.path.join(root, rel) if rel else root) as it:
-        entries = sorted(it, key=lambda e: e.name)
-    for entry in entries:
-        path = f"{rel}/{entry.name}" if rel else entry.name
-        st = entry.stat(follow_symlinks=False)
-        target = os.readlink(entry.path) if stat.S_ISLNK(st.st_mode) else ""
-        yield path, st, target
-        if stat.S_ISDIR(st.st_mode):
-            yield from _walk(root, path)
+def _walk(root: str) -> Iterator[tuple[str, os.stat_result, str]]:
+    """Every entry under ``root`` (relative path, lstat, link target), depth first, without
+    recursion: an archive may nest deeper than Python's stack."""
+    pending = [""]
+    while pending:
+        rel = pending.pop()
+        with os.scandir(os.path.join(root, rel) if rel else root) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        for entry in entries:
+            path = f"{rel}/{entry.name}" if rel else entry.name
+            st = entry.stat(follow_symlinks=False)
+            target = os.readlink(entry.path) if stat.S_ISLNK(st.st_mode) else ""
+            yield path, st, target
+            if stat.S_ISDIR(st.st_mode):
+                pending.append(path)
 
 
 class _Without(Mapping[str, Entry]):

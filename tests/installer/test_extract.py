@@ -76,6 +76,7 @@ REFUSED = [
     pytest.param(Member("odd", "other"), {}, "is a special file", id="other-type"),
     pytest.param(Member("x" * 5000, "file"), {}, "longer than 4096 bytes", id="name-too-long"),
     pytest.param(Member("", "file"), {}, "has an empty name", id="empty-name"),
+    pytest.param(Member("a/" * 128 + "x", "file"), {}, "nests deeper than 128 directories", id="too-deep"),
     pytest.param(Member("l/x", "file"), {"l": L("sub")}, "goes through the symlink 'l'", id="write-through-link"),
     pytest.param(Member("a/l/x", "dir"), {"a": D, "a/l": L(".")}, "goes through the symlink 'a/l'",
                  id="dir-through-link"),
@@ -192,6 +193,11 @@ def test_hostile_tar_refused(area: Path, entries: list[E], fragment: str) -> Non
     err = _refused(area, archive, fragment)
     assert isinstance(err, BadFile) and err.path == str(archive)
     assert (area / "outside" / "victim").read_text() == "precious\n"
+
+
+def test_deep_nesting_refused_cleanly(area: Path) -> None:
+    archive = make_tar(area / "deep.tar.gz", [E("file", "d/" * 1500 + "x", "x")])
+    _refused(area, archive, "nests deeper than 128 directories")
 
 
 def test_member_count_bomb(area: Path) -> None:

@@ -491,8 +491,16 @@ class RequestsFetcher(Fetcher):
 
         def chunks() -> Iterator[bytes]:
             received = 0
+            # read1 hands over bytes as they arrive: a stall then loses nothing already received
+            # (a partial resumes from it) and progress moves smoothly. urllib3 < 2 lacks it.
+            read1 = getattr(r.raw, "read1", None)
             try:
-                for chunk in r.raw.stream(cfg.chunk_size, decode_content=decode):
+                if read1 is None:
+                    for chunk in r.raw.stream(cfg.chunk_size, decode_content=decode):
+                        received += len(chunk)
+                        yield chunk
+                    return
+                while chunk := read1(cfg.chunk_size, decode_content=decode):
                     received += len(chunk)
                     yield chunk
             except (urllib3.exceptions.ReadTimeoutError, requests.exceptions.ReadTimeout) as e:

@@ -1,0 +1,66 @@
+"""Helpers for the declaration tests: run the real CLI, write fake workers, fixed host facts."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import VENV_BIN
+
+SUPERFLUID = VENV_BIN / "superfluid"
+
+#: a plain Linux x64 host: no NVIDIA driver, no CUDA runtime, no ROCm, no Vulkan
+LINUX_X64 = {"SUPERFLUID_HOST_OS": "linux", "SUPERFLUID_HOST_ARCH": "x64", "SUPERFLUID_HOST_NVIDIA_DRIVER": "none",
+             "SUPERFLUID_HOST_CUDA_RUNTIME": "none", "SUPERFLUID_HOST_ROCM": "0", "SUPERFLUID_HOST_VULKAN": "0"}
+MACOS_ARM64 = dict(LINUX_X64, SUPERFLUID_HOST_OS="macos", SUPERFLUID_HOST_ARCH="arm64")
+
+
+def base_env(home: Path, **extra: str) -> dict[str, str]:
+    """The caller's environment without worker overrides, with a fresh SUPERFLUID_HOME and host."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SUPERFLUID_WORKER_", "SUPERFLUID_HOST_")) and k not in ("BASERT_LIB",)}
+    env.update(LINUX_X64)
+    env["SUPERFLUID_HOME"] = str(home)
+    env.update(extra)
+    return env
+
+
+def sf(env: dict[str, str], *args: str, exe: str | Path = SUPERFLUID,
+       timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run the real ``superfluid`` command as a subprocess."""
+    return subprocess.run([str(exe), *args], env=env, capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL, check=False)
+
+
+def sf_json(env: dict[str, str], *args: str) -> Any:
+    done = sf(env, *args)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def fake_worker(path: Path, body: str) -> Path:
+    """An executable Python script at ``path``: ``body`` runs with ``args`` = its command line."""
+    path.write_text(f"#!{sys.executable}\nimport json, os, sys, time\nargs = sys.argv[1:]\n{body}\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    h = tmp_path / "sfhome"
+    h.mkdir()
+    return h
+
+
+def validate(doc: Any, name: str) -> None:
+    from superfluid.runtime.schema import errors
+
+    found = errors(doc, name)
+    assert not found, found

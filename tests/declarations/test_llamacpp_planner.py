@@ -1,0 +1,141 @@
+"""llama.cpp planner: recipe + host + request -> ordered plans (SPEC §4.2), one table per rule."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from superfluid.runtime.host import Host
+from superfluid.runtime.llamacpp.adapter import ADAPTER
+from superfluid.runtime.llamacpp.planner import PlanRefused, Want, cuda_major_for_driver, plan
+
+RECIPE = ADAPTER.recipe
+
+
+@pytest.mark.parametrize(("driver", "cuda"), [
+    pytest.param("580.95.05", 13, id="580-cuda13"), pytest.param("590.1", 13, id="590-cuda13"),
+    pytest.param("579.9", 12, id="579-cuda12"), pytest.param("525.60.13", 12, id="525-cuda12"),
+    pytest.param("470.1", None, id="470-none"), pytest.param(None, None, id="no-driver"),
+    pytest.param("garbage", None, id="unparsable"),
+])
+def test_driver_major_bounds_cuda(driver: str | None, cuda: int | None) -> None:
+    assert cuda_major_for_driver(driver) == cuda
+
+
+def _installs(host: Host, want: Want | None = None) -> list[tuple[str, list[str]]]:
+    return [(p["install"], [a["name"] for a in p["assets"]]) for p in plan(want or Want(), RECIPE, host)]
+
+
+@pytest.mark.parametrize(("host", "expected"), [
+    pytest.param(Host("linux", "x64"), [("b11642-cpu", ["llama-b11642-bin-ubuntu-x64.tar.gz"])], id="linux-cpu-only"),
+    pytest.param(Host("linux", "x64", nvidia_driver="580.95.05"), [
+        ("b11642-cuda-13.4", ["llama-b11642-bin-ubuntu-cuda-13.4-x64.tar.gz",
+                              "cudart-llama-b11642-bin-ubuntu-cuda-13.4-x64.tar.gz"]),
+        ("b11642-cpu", ["llama-b11642-bin-ubuntu-x64.tar.gz"])], id="driver-580-no-runtime-adds-cudart"),
+    pytest.param(Host("linux", "x64", nvidia_driver="580.95.05", cuda_runtime=13), [
+        ("b11642-cuda-13.4", ["llama-b11642-bin-ubuntu-cuda-13.4-x64.tar.gz"]),
+        ("b11642-cpu", ["llama-b11642-bin-ubuntu-x64.tar.gz"])], id="driver-580-system-runtime"),
+    pytest.param(Host("linux", "x64", nvidia_driver="535.54", cuda_runtime=13), [
+        ("b11642-cuda-12.8", ["llama-b11642-bin-ubuntu-cuda-12.8-x64.tar.gz",
+                              "cudart-llama-b11642-bin-ubuntu-cuda-12.8-x64.tar.gz"]),
+        ("b11642-cpu", ["llama-b11642-bin-ubuntu-x64.tar.gz"])], id="driver-535-cuda12-runtime-13-is-not-12"),
+    pytest.param(Host("linux", "x64", nvidia_driver="470.1", rocm=True, vulkan=True), [
+        ("b11642-rocm-10.0", ["llama-b11642-bin-ubuntu-rocm-10.0-x64.tar.gz"]),
+        ("b11642-vulkan", ["llama-b11642-bin-ubuntu-vulkan-x64.tar.gz"]),
+        ("b11642-cpu", ["llama-b11642-bin-ubuntu-x64.tar.gz"])], id="old-driver-then-rocm-vulkan-cpu"),
+    pytest.param(Host("linux", "arm64", nvidia_driver="580.1", vulkan=True), [
+        ("b11642-cuda-13.4", ["llama-b11642-bin-ubuntu-cuda-13.4-arm64.tar.gz",
+                              "cudart-llama-b11642-bin-ubuntu-cuda-13.4-arm64.tar.gz"]),
+        ("b11642-vulkan", ["llama-b11642-bin-ubuntu-vulkan-arm64.tar.gz"]),
+        ("b11642-cpu", ["llama-b11642-bin-ubuntu-arm64.tar.gz"])], id="linux-arm64"),
+    pytest.param(Host("macos", "arm64"), [("b11642-metal", ["llama-b11642-bin-macos-arm64.tar.gz"])], id="macos-metal"),
+    pytest.param(Host("macos", "x64"), [("b11642-cpu", ["llama-b11642-bin-macos-x64.tar.gz"])], id="macos-intel-cpu"),
+])
+def test_backend_order(host: Host, expected: list[tuple[str, list[str]]]) -> None:
+    assert _installs(host) == expected
+
+
+def test_plan_shape_and_urls() -> None:
+    first = plan(Want(version="b11284"), RECIPE, Host("linux", "x64", nvidia_driver="580.95.05"))[0]
+    assert first["id"] == "llamacpp" and first["version"] == "b11284" and first["tested"] is True
+    assert first["layout"] == "v1" and first["backend"] == "cuda-13.4"
+    assert first["why"] == ("Linux x64, NVIDIA driver 580.95.05: NVIDIA driver 580 runs CUDA 13; "
+                            "no CUDA 13 runtime on the system, so its archive too")
+    assert first["assets"][0]["url"] == ("https://github.com/ggml-org/llama.cpp/releases/download/b11284/"
+                                         "llama-b11284-bin-ubuntu-cuda-13.4-x64.tar.gz")
+    assert set(first["assets"][0]) == {"name", "url", "sha256", "size"}
+
+
+@pytest.mark.parametrize(("backend", "host", "install"), [
+    pytest.param("cuda", Host("linux", "x64", nvidia_driver="535.1"), "b11642-cuda-12.8", id="family-within-driver"),
+    pytest.param("cuda", Host("linux", "x64", nvidia_driver="580.1"), "b11642-cuda-13.4", id="family-newest"),
+    pytest.param("cuda", Host("linux", "x64"), "b11642-cuda-13.4", id="family-no-driver-newest"),
+    pytest.param("cuda-12.8", Host("linux", "x64", nvidia_driver="580.1"), "b11642-cuda-12.8", id="exact"),
+    pytest.param("sycl-fp16", Host("linux", "x64"), "b11642-sycl-fp16", id="sycl-only-when-named"),
+    pytest.param("vulkan", Host("linux", "x64"), "b11642-vulkan", id="vulkan-named-without-driver"),
+])
+def test_named_backend_gives_one_plan(backend: str, host: Host, install: str) -> None:
+    plans = plan(Want(backend=backend), RECIPE, host)
+    assert [p["install"] for p in plans] == [install]
+    assert f"{backend}, as named" in plans[0]["why"]
+
+
+def test_named_backend_missing_is_refused_with_what_there_is() -> None:
+    with pytest.raises(PlanRefused, match=r"llama.cpp b11642 has no rocm build for macos-arm64 \(it has: metal\)"):
+        plan(Want(backend="rocm"), RECIPE, Host("macos", "arm64"))
+
+
+def test_untested_build_needs_untested() -> None:
+    tested = r"b11700 is not a build this adapter was tested with \(tested: b11642, b11284\)"
+    with pytest.raises(PlanRefused, match=tested):
+        plan(Want(version="b11700"), RECIPE, Host("linux", "x64"))
+
+
+@dataclass
+class _Asset:
+    name: str
+    url: str
+    size: int | None = None
+    digest: str | None = None
+
+
+@dataclass
+class _Release:
+    tag: str
+    prerelease: bool = False
+    assets: list[_Asset] = field(default_factory=list)
+
+
+def test_untested_build_plans_from_the_listing_with_its_digests() -> None:
+    digest = "ab" * 32
+    listing = [_Release("b11700", assets=[
+        _Asset("llama-b11700-bin-ubuntu-x64.tar.gz", "https://example.invalid/cpu.tgz", 123, f"sha256:{digest}"),
+        _Asset("llama-b11700-bin-win-cpu-x64.zip", "https://example.invalid/win.zip", 9),
+    ])]
+    plans = plan(Want(version="b11700", untested=True), RECIPE, Host("linux", "x64"), listing)
+    assert len(plans) == 1
+    p = plans[0]
+    assert (p["install"], p["tested"], "layout" in p) == ("b11700-cpu", False, False)
+    assert p["assets"] == [{"name": "llama-b11700-bin-ubuntu-x64.tar.gz", "url": "https://example.invalid/cpu.tgz",
+                            "sha256": digest, "size": 123}]
+    with pytest.raises(PlanRefused, match="no release b11701 in the listing"):
+        plan(Want(version="b11701", untested=True), RECIPE, Host("linux", "x64"), listing)
+
+
+def test_from_archive_is_one_plan_as_named() -> None:
+    p = plan(Want(from_="/tmp/llama-b11284-bin-ubuntu-vulkan-x64.tar.gz", sha256="cd" * 32), RECIPE,
+             Host("macos", "arm64"))[0]
+    assert (p["install"], p["tested"], p["layout"]) == ("b11284-vulkan", True, "v1")
+    assert p["assets"][0]["sha256"] == "cd" * 32 and p["why"].endswith(", as named")
+    with pytest.raises(PlanRefused, match="custom is not a build"):
+        plan(Want(from_="/tmp/my-build.tar.gz"), RECIPE, Host("linux", "x64"))
+    custom = plan(Want(from_="/tmp/my-build.tar.gz", untested=True), RECIPE, Host("linux", "x64"))[0]
+    assert (custom["install"], custom["tested"]) == ("custom-cpu", False)
+
+
+def test_no_build_for_the_platform() -> None:
+    recipe = {**RECIPE, "tested": [{"version": "b11642", "layout": "v2",
+                                    "assets": [{"name": "llama-b11642-bin-macos-arm64.tar.gz"}]}]}
+    with pytest.raises(PlanRefused, match="publishes no build for linux-x64"):
+        plan(Want(), recipe, Host("linux", "x64"))

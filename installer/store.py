@@ -294,8 +294,9 @@ def install_lock(root: str | os.PathLike[str], *, timeout: float = 600.0,
                         raise LockBusy(path, _read_holder(fd), timeout) from None
         held = True
         me = Holder(os.getpid(), command or _command(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(me.to_json()) + "\n").encode("utf-8"), 0)
+        record = (json.dumps(me.to_json()) + "\n").encode("utf-8")
+        os.pwrite(fd, record, 0)  # then cut what a dead holder left: no instant where it reads empty
+        os.ftruncate(fd, len(record))
         yield me
     finally:
         if held:

@@ -413,8 +413,12 @@ INSTALLER = textwrap.dedent("""
 
     home, install, tag, mode, marker = sys.argv[1:6]
 
+    def put(path, text):  # whole or not at all: the test polls for the file
+        Path(path + ".tmp").write_text(text)
+        os.replace(path + ".tmp", path)
+
     def block(why):
-        Path(marker).write_text(f"{os.getpid()} {why}")
+        put(marker, f"{os.getpid()} {why}")
         gate = Path(marker + ".go")
         while not gate.exists():
             time.sleep(0.01)
@@ -451,7 +455,7 @@ INSTALLER = textwrap.dedent("""
         publish.remove_tree = remove_tree
 
     def on_wait(holder):
-        Path(marker + ".waited").write_text(str(holder.pid))
+        put(marker + ".waited", str(holder.pid))
 
     p = install_staged(Path(home), "demo", install, populate, probe, on_wait=on_wait, lock_timeout=60,
                        command="test installer " + tag)

@@ -336,8 +336,8 @@ class _Job:
         if self.size is not None and total != self.size:
             return False
         if v["etag"]:
-            return r.headers.get("etag") == v["etag"]
-        return r.headers.get("last-modified") == v["last_modified"]
+            return bool(r.headers.get("etag") == v["etag"])
+        return bool(r.headers.get("last-modified") == v["last_modified"])
 
     def _check_total(self, total: int | None) -> None:
         if total is None or self.size is None or total == self.size:
@@ -448,5 +448,5 @@ def download_many(
     errors = [f.exception() for f in futures]
     real = [e for e in errors if e is not None and not isinstance(e, _Cancelled)]
     if real or any(errors):
-        raise (real or [e for e in errors if e is not None])[0]  # type: ignore[misc]
+        raise (real or [e for e in errors if e is not None])[0]
     return [f.result() for f in futures]

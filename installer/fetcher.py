@@ -362,7 +362,9 @@ class Fetcher(ABC):
         detail = _error_detail(r)
         r.close()
         if status >= 500 or status == 408:
-            raise DownloadError(r.url, f"HTTP {status}{detail}", status=status, retryable=True)
+            # a 503 may say when to come back; waited within retry_after_max, else backoff
+            wait = retry_after if retry_after is not None and retry_after <= self.config.retry_after_max else None
+            raise DownloadError(r.url, f"HTTP {status}{detail}", status=status, retryable=True, retry_after=wait)
         if status == 401:
             raise DownloadError(
                 r.url,

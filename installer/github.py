@@ -263,6 +263,8 @@ def _load_json(body: bytes, where: str) -> Any:
         return json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise BadFile(where, f"not valid JSON: {e}", fix="the source answered something else than a listing") from e
+    except RecursionError:  # [[[[...]]]] deeper than the parser's stack
+        raise BadFile(where, "JSON nested too deeply to be a listing") from None
 
 
 # -- conditional GET through the HTTP cache ------------------------------------------------------

@@ -469,6 +469,7 @@ class ReleaseServer:
 
     def _api(self, path: str, query: dict[str, list[str]], h: Headers) -> _Reply:
         segs = path.strip("/").split("/")
+        body: Any
         if len(segs) < 4 or segs[3] != "releases":
             return _json_reply(404, {"message": "Not Found"})
         repo = f"{segs[1]}/{segs[2]}"
@@ -504,8 +505,12 @@ class ReleaseServer:
         return reply
 
     def _page(self, repo: str, query: dict[str, list[str]]) -> tuple[list[dict[str, Any]], str | None]:
-        per_page = min(100, max(1, int((query.get("per_page") or [self.default_per_page])[0])))
-        page = max(1, int((query.get("page") or ["1"])[0]))
+        def number(name: str, default: int) -> int:
+            value = (query.get(name) or [""])[0]
+            return int(value) if value.isdigit() else default
+
+        per_page = min(100, max(1, number("per_page", self.default_per_page)))
+        page = max(1, number("page", 1))
         listed = self._listed(repo)
         last = max(1, -(-len(listed) // per_page))
         items = [self._release_json(r) for r in listed[(page - 1) * per_page: page * per_page]]

@@ -116,6 +116,14 @@ class TestStatus:
         assert sleeps == [0.5, 1.0, 2.0]
 
     @responses.activate
+    def test_503_retry_after_is_honoured_within_bounds(self, rf: RequestsFetcher, sleeps: list[float]) -> None:
+        responses.get(f"{API}/a", status=503, headers={"Retry-After": "7"})
+        responses.get(f"{API}/a", status=503, headers={"Retry-After": "86400"})
+        responses.get(f"{API}/a", body=b"ok")
+        rf.get_bytes(f"{API}/a", max_bytes=100)
+        assert sleeps == [7.0, 1.0]  # a day is not waited: the backoff instead
+
+    @responses.activate
     def test_429_waits_retry_after(self, rf: RequestsFetcher, sleeps: list[float]) -> None:
         responses.get(f"{API}/a", status=429, headers={"Retry-After": "3"})
         responses.get(f"{API}/a", body=b"ok")
@@ -308,6 +316,12 @@ class TestFileFetcher:
     def test_refuses_http(self) -> None:
         with pytest.raises(DownloadError, match="http:// URLs are not fetched here"):
             FileFetcher().open("http://127.0.0.1:1/x")
+
+
+def test_the_no_sockets_fixture_catches_a_real_connection(no_sockets: list[object]) -> None:
+    with pytest.raises(DownloadError):
+        RequestsFetcher(FetchConfig(retries=0)).open("http://127.0.0.1:9/x")
+    assert no_sockets == [("127.0.0.1", 9)]
 
 
 def test_no_network_fetcher_refuses_without_connecting(no_sockets: list[object]) -> None:

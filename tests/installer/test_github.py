@@ -16,7 +16,7 @@ import responses
 
 from superfluid.installer.cache import Cache
 from superfluid.installer.config import FetchConfig
-from superfluid.installer.errors import OfflineMissing, RateLimited, ReleaseNotFound
+from superfluid.installer.errors import OfflineMissing, RateLimited, ReleaseNotFound, SizeExceeded
 from superfluid.installer.fetcher import NoNetworkFetcher, RequestsFetcher
 from superfluid.installer.github import (
     Asset,
@@ -183,6 +183,20 @@ class TestClientUnit:
         responses.get(f"{API}/repos/{REPO}/releases", body=b"<html>captive portal</html>")
         with pytest.raises(BadFile, match="not valid JSON"):
             self._client(tmp_path).releases(REPO)
+
+    @responses.activate
+    def test_json_nested_too_deep(self, tmp_path: Path) -> None:
+        responses.get(f"{API}/repos/{REPO}/releases", body=b"[" * 100_000 + b"]" * 100_000)
+        with pytest.raises(BadFile, match="nested too deeply"):
+            self._client(tmp_path).releases(REPO)
+
+    @responses.activate
+    def test_listing_over_the_cap(self, tmp_path: Path) -> None:
+        responses.get(f"{API}/repos/{REPO}/releases", body=b" " * 2000 + b"[]")
+        client = GitHubClient(RequestsFetcher(FetchConfig(retries=0, listing_max_bytes=1000)), Cache(tmp_path),
+                              api_base=API)
+        with pytest.raises(SizeExceeded):
+            client.releases(REPO)
 
     @responses.activate
     def test_unknown_repo(self, tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ verdict); this module owns where and how it lands.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import sys
@@ -35,7 +36,7 @@ from superfluid.installer.store import (
     remove_tree,
     runtime_root,
 )
-from superfluid.runtime.receipt import RECEIPT, Receipt, worker_path, write_receipt
+from superfluid.runtime.receipt import RECEIPT, Receipt, now_utc, worker_path, write_receipt
 
 __all__ = ["Published", "install_staged", "worker_command", "write_worker_launcher"]
 
@@ -129,10 +130,10 @@ def install_staged(
     ``populate(staging)`` fills the staging directory (``staging/lib`` and ``staging/bin`` exist,
     the worker launcher is written and may be replaced) and returns the receipt, which must name
     ``runtime_id``, ``install`` and ``bin/superfluid-worker-<id>``; it is written to
-    ``staging/runtime.json``. ``probe(staging)`` then checks the staged library (a worker
-    subprocess; for basert the ABI verdict) and raises to refuse it. Only then is the staging
-    renamed into place, replacing an install of that name, and ``current`` pointed at the default
-    install (the pinned one, else the best-ranked).
+    ``staging/runtime.json``, ``installed_at`` set to now when it is None. ``probe(staging)``
+    then checks the staged library (a worker subprocess; for basert the ABI verdict) and raises to
+    refuse it. Only then is the staging renamed into place, replacing an install of that name, and
+    ``current`` pointed at the default install (the pinned one, else the best-ranked).
 
     Raises:
         BadName: a bad runtime id or install name (before anything is touched).
@@ -154,6 +155,8 @@ def install_staged(
             (staging / "lib").mkdir()
             write_worker_launcher(staging, runtime_id)
             receipt = populate(staging)
+            if receipt.installed_at is None:
+                receipt = dataclasses.replace(receipt, installed_at=now_utc())
             _check_receipt(receipt, runtime_id, install)
             write_receipt(staging / RECEIPT, receipt)
             _check_staged(staging, receipt)

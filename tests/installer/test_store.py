@@ -134,7 +134,10 @@ def test_first_install_layout(tmp_path: Path) -> None:
     root = root_of(home)
     assert published.path == root / "1.0-cpu" and not published.replaced and published.current == "1.0-cpu"
     assert os.readlink(root / "current") == "1.0-cpu"  # relative
-    assert read_receipt(root / "current" / "runtime.json") == receipt("1.0-cpu")
+    written = read_receipt(root / "current" / "runtime.json")
+    assert written == published.receipt
+    assert written == receipt("1.0-cpu", installed_at=written.installed_at)
+    assert written.installed_at and written.installed_at.endswith("Z")
     worker = root / "1.0-cpu" / "bin" / f"superfluid-worker-{RID}"
     assert os.access(worker, os.X_OK)
     assert sorted(os.listdir(root)) == [".install.lock", "1.0-cpu", "current"]

@@ -162,7 +162,8 @@ def _basert_plans(request: Request, recipe: Mapping[str, Any], host: Host, sourc
     releases = source.releases(repo)
     texts = {(rel.tag, a.name): _read_text(source, a, repo=repo, tag=rel.tag)
              for rel, a in abi_assets_needed(recipe, releases, host.platform)}
-    plans = resolve(request, recipe, host, releases, texts, drives=header.ABI_VERSION, line=header.UNNUMBERED_LINE)
+    plans = resolve(request, recipe, host, releases, texts, drives=header.ABI_VERSION, line=header.UNNUMBERED_LINE,
+                    repo=repo, url_for=lambda tag, name: source.asset_url(repo, tag, name))
     return plans, releases
 
 

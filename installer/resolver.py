@@ -1,24 +1,46 @@
-"""Which build installs here: the version-choice rules of SPEC §4 and the digest policy of §8.2.
+"""Which build installs here: the version-choice rules of SPEC §4.
 
 Every rule is one pure function whose docstring states it; inputs are values (the request, the
 adapter's recipe, host facts, the release listing and the few small texts read from it), the
 output is an ordered list of ``Plan`` objects or a typed refusal that says why and what would
-install instead. Nothing here opens a file or a connection: the workflow (``install.py``) reads the
-listing, the ABI assets and the ``.sha256`` sidecars and hands their contents in.
+install instead. Nothing here opens a file or a connection: the workflow (``install``) reads the
+listing, the ABI assets and the ``.sha256`` sidecars and hands their contents in. The digest each
+planned asset must have is the digest policy's answer (``digests``, SPEC §8.2).
 
-basert (SPEC §4.1) is chosen by ABI number; llama.cpp (§4.2) by the recipe's tested builds, through
-the adapter's own planner; MLX (§4.3) by its tested versions, on macOS arm64 only.
+basert (SPEC §4.1) is chosen by ABI number, here; llama.cpp (§4.2) by the recipe's tested builds,
+through the adapter's own planner (``runtime/llamacpp/planner.py``, called by the workflow); MLX
+(§4.3) by its tested versions, on macOS arm64 only.
+
+The plan facts and the digest policy are re-exported here, so ``resolver`` is the one import for
+the rules.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
+from superfluid.installer.digests import api_sha256, expected_digest, parse_sha256_file, settle_asset
 from superfluid.installer.errors import InconsistentRelease
-from superfluid.runtime.errors import SuperfluidError, UsageError
+from superfluid.installer.plans import (
+    CHOSEN_BY,
+    DIGEST_SOURCES,
+    AssetLike,
+    DigestConflict,
+    NotInstallable,
+    Plan,
+    PlanAsset,
+    ReleaseLike,
+    Request,
+    backend_family,
+    backend_rank,
+    install_name,
+    is_local,
+    version_key,
+)
+from superfluid.runtime.errors import UsageError
 
 __all__ = [
     "CHOSEN_BY",
@@ -52,165 +74,11 @@ __all__ = [
     "resolve",
 ]
 
-#: how a plan was chosen, as the receipt records it (SPEC §5.4)
-CHOSEN_BY = ("abi", "line", "tested", "pin", "untested", "from")
-#: where an asset's expected digest comes from, strongest first
-DIGEST_SOURCES = ("pin", "flag", "release", "api", "computed")
-
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_INSTALL_NAME = re.compile(r"^[A-Za-z0-9_+-][A-Za-z0-9._+-]*$")
-_BACKEND_RANK = {"metal": 0, "cuda": 1, "rocm": 2, "vulkan": 3, "sycl": 4, "openvino": 5, "cpu": 9}
 _BUNDLE = re.compile(
     r"^basert-engine-(?P<os>linux|macos)-(?P<arch>x64|arm64)(?:-(?P<backend>[a-z][a-z0-9_.]*))?"
     r"-(?P<version>[0-9]+\.[0-9]+\.[0-9]+[0-9A-Za-z.+]*)\.tar\.gz$"
 )
 _ABI_ASSET = re.compile(r"^basert-engine-abi-(?P<n>0|[1-9][0-9]*)\.txt$")
-
-
-# -- the facts the resolver reads ----------------------------------------------------------------
-
-
-class AssetLike(Protocol):
-    """One asset of a listed release (the net helper's ``github.Asset`` has these)."""
-
-    name: str
-    url: str
-    size: int | None
-    digest: str | None  # the API's "sha256:<hex>", when the listing gives one
-
-
-class ReleaseLike(Protocol):
-    """One listed release (drafts already dropped by the source)."""
-
-    tag: str
-    prerelease: bool
-    assets: Sequence[AssetLike]
-
-
-class NotInstallable(SuperfluidError):
-    """Nothing the request names installs here; the message says why and what would instead."""
-
-    def __init__(self, message: str, *, instead: str | None = None, fix: str | None = None) -> None:
-        super().__init__(message, fix=fix)
-        self.instead = instead  # the version that would install instead, when there is one
-
-
-class DigestConflict(SuperfluidError):
-    """``--sha256`` disagrees with a pin or with what the release states; never silently resolved."""
-
-    def __init__(self, name: str, flag: str, other: str, other_source: str) -> None:
-        super().__init__(
-            f"{name}: --sha256 {flag} disagrees with {other_source} {other}",
-            fix="a pin is never overridden; drop --sha256, or check the digest you passed",
-        )
-        self.name = name
-        self.flag = flag
-        self.other = other
-        self.other_source = other_source
-
-
-@dataclass(frozen=True)
-class Request:
-    """What the user asked: ``superfluid runtime install <id> [flags]`` (SPEC §6.4)."""
-
-    id: str
-    version: str | None = None
-    backend: str | None = None
-    from_: str | None = None
-    sha256: str | None = None
-    untested: bool = False
-
-    @classmethod
-    def parse(cls, runtime_id: str, *, version: str | None = None, backend: str | None = None,
-              from_: str | None = None, sha256: str | None = None, untested: bool = False) -> Request:
-        """A request with its flags normalised: ``v`` dropped from a version, backend and digest
-        lower-cased.
-
-        Raises:
-            UsageError: a malformed ``--sha256``, ``--version`` or ``--backend`` (exit 2).
-        """
-        if version is not None:
-            version = version.strip()
-            if version[:1] in ("v", "V") and version[1:2].isdigit():
-                version = version[1:]
-            if not version or not _INSTALL_NAME.match(version):
-                raise UsageError(f"--version {version!r} is not a version (e.g. 0.4.0, b11642)")
-        if backend is not None:
-            backend = backend.strip().lower()
-            if not backend or not _INSTALL_NAME.match(backend):
-                raise UsageError(f"--backend {backend!r} is not a backend (e.g. cpu, cuda, metal, vulkan)")
-        if sha256 is not None:
-            sha256 = sha256.strip().lower().removeprefix("sha256:")
-            if not _HEX64.match(sha256):
-                raise UsageError(f"--sha256 {sha256!r} is not a SHA-256 (64 hexadecimal digits)")
-        if from_ is not None and not from_.strip():
-            raise UsageError("--from needs a path or a URL")
-        return cls(runtime_id, version, backend, from_, sha256, untested)
-
-
-@dataclass(frozen=True)
-class PlanAsset:
-    """One file a plan fetches, and the digest it must have (SPEC §8.2).
-
-    ``sha256`` is the expected digest once known (``None`` for a local file without one, or while
-    the release's ``.sha256`` is still to be read: ``sidecar`` names it); ``digest_source`` says
-    which statement it is (``DIGEST_SOURCES``); ``checked`` every statement it was agreed against.
-    """
-
-    name: str
-    url: str
-    sha256: str | None
-    size: int | None
-    digest_source: str
-    checked: tuple[str, ...] = ()
-    sidecar: str | None = None  # URL of <name>.sha256, when the release publishes one to read
-    api_sha256: str | None = None  # the listing's digest, when given
-    pin: str | None = None  # the recipe's digest, when pinned
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "url": self.url, "sha256": self.sha256, "size": self.size,
-                               "digest_source": self.digest_source, "checked": list(self.checked)}
-        if self.sidecar:
-            out["sidecar"] = self.sidecar
-        return out
-
-
-@dataclass(frozen=True)
-class Plan:
-    """One install the resolver proposes; plans come as an ordered fallback list."""
-
-    id: str
-    version: str
-    backend: str
-    assets: tuple[PlanAsset, ...]
-    tested: bool
-    chosen_by: str
-    abi: int | None
-    why: str
-    platform: str = ""
-    extra: Mapping[str, Any] | None = None
-    notes: tuple[str, ...] = field(default=())
-
-    @property
-    def install(self) -> str:
-        """The install directory name, ``<version>-<backend>``."""
-        return install_name(self.version, self.backend)
-
-    @property
-    def size(self) -> int:
-        return sum(a.size or 0 for a in self.assets)
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "id": self.id, "version": self.version, "backend": self.backend, "install": self.install,
-            "assets": [a.to_json() for a in self.assets], "tested": self.tested, "chosen_by": self.chosen_by,
-            "abi": self.abi, "why": self.why, "platform": self.platform,
-        }
-        if self.extra is not None:
-            out["extra"] = dict(self.extra)
-        if self.notes:
-            out["notes"] = list(self.notes)
-        return out
 
 
 @dataclass(frozen=True)
@@ -223,60 +91,6 @@ class Bundle:
     version: str
 
 
-# -- small shared rules ----------------------------------------------------------------------------
-
-
-def version_key(version: str) -> tuple[Any, ...]:
-    """Order versions: PEP 440 where the string is one (``0.3.1`` < ``0.4.0``, ``0.4.0rc1`` <
-    ``0.4.0``), else by its runs of digits (``b11284`` < ``b11642``)."""
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return (1, Version(version))
-    except InvalidVersion:
-        digits = re.findall(r"[0-9]+", version)
-        return (1, Version(".".join(str(int(d)) for d in digits))) if digits else (0, version)
-
-
-def backend_family(backend: str) -> str:
-    """The text before the first ``-`` or ``_``: ``cuda`` of ``cuda-13.4``."""
-    return re.split(r"[-_]", backend, maxsplit=1)[0]
-
-
-def backend_rank(backend: str) -> int:
-    """SPEC §3: metal 0, cuda 1, rocm 2, vulkan 3, sycl 4, openvino 5, other 8, cpu 9 (by family)."""
-    return _BACKEND_RANK.get(backend_family(backend), 8)
-
-
-def is_local(source: str) -> bool:
-    """A path on this machine: ``file://…`` or any string without ``://``."""
-    return source.startswith("file://") or "://" not in source
-
-
-def install_name(version: str, backend: str) -> str:
-    """``<version>-<backend>`` (SPEC §3), refused when it could not be a directory name.
-
-    Raises:
-        UsageError: the name would start with a dot or hold a character other than letters,
-            digits, ``.``, ``-``, ``_``, ``+``.
-    """
-    name = f"{version}-{backend}"
-    if not _INSTALL_NAME.match(name):
-        raise UsageError(f"'{name}' is not a name an install can have (letters, digits, '.', '-', '_', '+')")
-    return name
-
-
-def api_sha256(digest: str | None) -> str | None:
-    """The hex of a listing's ``digest`` (``"sha256:<hex>"``); None for none or another algorithm."""
-    if not digest:
-        return None
-    algo, _, hexdigest = digest.partition(":")
-    if not hexdigest:
-        algo, hexdigest = "sha256", algo
-    hexdigest = hexdigest.strip().lower()
-    return hexdigest if algo.lower() == "sha256" and _HEX64.match(hexdigest) else None
-
-
 def _version_of_tag(tag: str) -> str:
     return tag[1:] if tag[:1] in ("v", "V") and tag[1:2].isdigit() else tag
 
@@ -286,11 +100,6 @@ def _line_of(version: str) -> str | None:
     if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
         return None
     return f"{int(parts[0])}.{int(parts[1])}"
-
-
-def _describe(platform: str) -> str:
-    os_name, _, arch = platform.partition("-")
-    return ("macOS" if os_name == "macos" else "Linux") + f" {arch}"
 
 
 # -- basert: bundle names and ABI numbers (SPEC §4.1, §5.3) ----------------------------------------
@@ -407,106 +216,6 @@ def backend_runs_here(backend: str, platform: str, host: Any) -> str | None:
     return f"a {backend} engine is installed only when named with --backend {backend}"
 
 
-# -- digests (SPEC §8.2) ---------------------------------------------------------------------------
-
-
-def parse_sha256_file(repo: str, tag: str, name: str, text: str) -> str:
-    """The digest a ``<name>.sha256`` states: ``<64 hex>  <name>`` (``sha256sum``'s line; a lone
-    digest is accepted too, and a ``*`` before the name).
-
-    Raises:
-        InconsistentRelease: it holds no 64-hex digest first, or names another file.
-    """
-    words = text.split()
-    digest = words[0].lower() if words else ""
-    if not _HEX64.match(digest):
-        raise InconsistentRelease(repo, tag, "holds no SHA-256 (expected '<64 hex>  <name>')", asset=f"{name}.sha256")
-    if len(words) > 1 and words[1].lstrip("*") != name:
-        raise InconsistentRelease(repo, tag, f"is the digest of {words[1]!r}, not of {name!r}", asset=f"{name}.sha256")
-    return digest
-
-
-def expected_digest(name: str, *, pin: str | None = None, flag: str | None = None, sidecar: str | None = None,
-                    api: str | None = None, local: bool = False, sidecar_pending: bool = False,
-                    require_sidecar: bool = False,
-                    where: tuple[str, str] = ("", "")) -> tuple[str | None, str, tuple[str, ...]]:
-    """The digest an asset must have, where it comes from, and what it was agreed against (SPEC §8.2).
-
-    - A pinned asset must match its pin, and the listing's digest when it gives one; a ``--sha256``
-      that differs from the pin is an error (a pin is never overridden), as is a ``.sha256``.
-    - An unpinned asset must match every statement present: the release's ``<name>.sha256``, the
-      listing's digest and ``--sha256``; any two that disagree are fatal, naming both values.
-    - An unpinned remote asset with no statement at all is refused (nothing from the network is
-      installed unverified); a local file with none installs, its computed digest recorded:
-      ``(None, "computed", ())``.
-    - ``require_sidecar`` (baseRT, which publishes one beside every bundle): an unpinned asset
-      without ``--sha256`` needs its ``<name>.sha256``; the listing's digest alone is not enough.
-    - ``sidecar_pending``: the ``.sha256`` is published but not read yet; the answer is provisional
-      and the caller settles it once read (``settle_asset``).
-
-    Raises:
-        DigestConflict: ``--sha256`` disagrees with the pin or with the release.
-        InconsistentRelease: the pin, the listing's digest and the ``.sha256`` disagree.
-        NotInstallable: a remote asset with no digest from any statement.
-    """
-    repo, tag = where
-    if pin is not None:
-        if flag is not None and flag != pin:
-            raise DigestConflict(name, flag, pin, "the pin of this superfluid's recipe")
-        for other, what in ((api, "the listing's digest"), (sidecar, f"{name}.sha256")):
-            if other is not None and other != pin:
-                raise InconsistentRelease(repo, tag, f"{what} is {other}, and this superfluid pins {pin}",
-                                          asset=name, expected=pin, got=other,
-                                          fix="nothing was installed: the source serves other bytes than were pinned")
-        checked = ("pin",) + (("api",) if api else ()) + (("release",) if sidecar else ())
-        return pin, "pin", checked
-    if sidecar is not None and api is not None and sidecar != api:
-        raise InconsistentRelease(repo, tag, f"{name}.sha256 states {sidecar}, and the listing's digest is {api}",
-                                  asset=name, expected=sidecar, got=api,
-                                  fix="the release contradicts itself; nothing of it was installed")
-    if flag is not None:
-        for other, what in ((sidecar, f"the release's {name}.sha256"), (api, "the listing's digest")):
-            if other is not None and other != flag:
-                raise DigestConflict(name, flag, other, what)
-        checked = ("flag",) + (("release",) if sidecar else ()) + (("api",) if api else ())
-        return flag, "flag", checked
-    if sidecar is not None:
-        return sidecar, "release", ("release",) + (("api",) if api else ())
-    if sidecar_pending:
-        return api, "release", ("api",) if api else ()
-    if require_sidecar and not local:
-        raise NotInstallable(
-            f"{name}: the release publishes no {name}.sha256 beside it, and no pin names its digest",
-            fix="check the file's SHA-256 with its publisher and pass it with --sha256")
-    if api is not None:
-        return api, "api", ("api",)
-    if local:
-        return None, "computed", ()
-    raise NotInstallable(
-        f"{name}: no SHA-256 to check it against (no pin, no {name}.sha256 beside it, no digest in the listing), "
-        "and only a file on this machine is installed unchecked",
-        fix="check the file's SHA-256 with its publisher and pass it with --sha256",
-    )
-
-
-def settle_asset(asset: PlanAsset, sidecar_text: str | None, *, flag: str | None = None,
-                 where: tuple[str, str] = ("", "")) -> PlanAsset:
-    """The asset with its final expected digest once its ``.sha256`` (named by ``asset.sidecar``) was
-    read: ``sidecar_text`` is its content.
-
-    Raises:
-        InconsistentRelease: the ``.sha256`` is listed but was not read (``sidecar_text`` None).
-        DigestConflict, NotInstallable: as ``expected_digest``; as ``parse_sha256_file``.
-    """
-    if asset.sidecar and sidecar_text is None:
-        raise InconsistentRelease(where[0], where[1], f"lists {asset.name}.sha256, and it could not be read",
-                                  asset=asset.name)
-    sidecar = parse_sha256_file(where[0], where[1], asset.name, sidecar_text) if sidecar_text is not None else None
-    sha, source, checked = expected_digest(asset.name, pin=asset.pin, flag=flag, sidecar=sidecar,
-                                           api=asset.api_sha256, local=is_local(asset.url), where=where)
-    return replace(asset, sha256=sha, digest_source=source, checked=checked, sidecar=None)
-
-
 # -- basert: the candidates and the choice ---------------------------------------------------------
 
 
@@ -562,9 +271,12 @@ def _listed(rel: ReleaseLike, pin: Mapping[str, Any] | None) -> _Candidate:
                       pin is not None, (pin or {}).get("abi"))
 
 
-def _candidates(recipe: Mapping[str, Any], releases: Sequence[ReleaseLike]) -> dict[str, _Candidate]:
-    """Every version the listing or the recipe knows, with its bundles; a pin not listed is offered
-    at the recipe's URL, its ABI from the pin."""
+def _candidates(recipe: Mapping[str, Any], releases: Sequence[ReleaseLike],
+                url_for: Callable[[str, str], str] | None = None) -> dict[str, _Candidate]:
+    """Every version the listing or the recipe knows, with its bundles. A listed release offers
+    what it lists (a pin adds its digest and ABI); a pinned version the listing lacks is offered
+    at ``url_for(tag, name)`` (the source's place for it; default the recipe's URL), its ABI from
+    the pin."""
     pins = _pins(recipe)
     out: dict[str, _Candidate] = {}
     for rel in releases:
@@ -578,7 +290,8 @@ def _candidates(recipe: Mapping[str, Any], releases: Sequence[ReleaseLike]) -> d
         for a in pin.get("assets", []):
             b = parse_bundle_name(str(a["name"]))
             if b is not None:
-                offers.append(_Offer(b, _url_for(recipe, version, b.name), a.get("size"), None, a.get("sha256"), True))
+                url = url_for(f"v{version}", b.name) if url_for else _url_for(recipe, version, b.name)
+                offers.append(_Offer(b, url, a.get("size"), None, a.get("sha256"), True))
         out[version] = _Candidate(version, f"v{version}", False, tuple(offers), {}, (), True, pin.get("abi"))
     return out
 
@@ -669,7 +382,7 @@ def _newest(judged: Sequence[_Judged]) -> _Judged | None:
 
 def resolve_basert(request: Request, recipe: Mapping[str, Any], host: Any, releases: Sequence[ReleaseLike],
                    abi_texts: Mapping[tuple[str, str], str], *, drives: int, line: str | None,
-                   repo: str = "basecompute/baseRT") -> list[Plan]:
+                   repo: str = "basecompute/baseRT", url_for: Callable[[str, str], str] | None = None) -> list[Plan]:
     """basert by ABI number (SPEC §4.1): the newest release this superfluid drives that has a bundle
     for this platform, or the one ``--version`` names.
 
@@ -684,7 +397,7 @@ def resolve_basert(request: Request, recipe: Mapping[str, Any], host: Any, relea
         InconsistentRelease: the named release contradicts itself.
         DigestConflict: ``--sha256`` disagrees with a pin or the release.
     """
-    cands = _candidates(recipe, releases)
+    cands = _candidates(recipe, releases, url_for)
     here = [c for c in cands.values() if any(o.bundle.platform == host.platform for o in c.offers)]
     judged = [_judge(repo, c, abi_texts, drives, line) for c in here]
     driven = [j for j in judged if j.chosen_by is not None and not j.cand.prerelease]
@@ -775,8 +488,10 @@ def _basert_name(name: str) -> tuple[str | None, str | None, str | None]:
 
 def resolve(request: Request, recipe: Mapping[str, Any], host: Any, releases: Sequence[ReleaseLike] = (),
             abi_texts: Mapping[tuple[str, str], str] | None = None, *, drives: int | None = None,
-            line: str | None = None, planner: Callable[..., list[Plan]] | None = None) -> list[Plan]:
-    """The ordered plans for ``request`` on ``host``: one rule per runtime (SPEC §4).
+            line: str | None = None, planner: Callable[..., list[Plan]] | None = None,
+            repo: str = "basecompute/baseRT", url_for: Callable[[str, str], str] | None = None) -> list[Plan]:
+    """The ordered plans for ``request`` on ``host``: one rule per runtime (SPEC §4). ``url_for(tag,
+    name)`` places an asset the listing lacks (a recipe pin) at the source.
 
     Raises:
         NotInstallable, InconsistentRelease, DigestConflict, UsageError: as the rule for the runtime.
@@ -786,7 +501,8 @@ def resolve(request: Request, recipe: Mapping[str, Any], host: Any, releases: Se
             return resolve_from(request, recipe, host, _basert_name)
         if drives is None:
             raise ValueError("resolve: basert needs the ABI number this build drives")
-        return resolve_basert(request, recipe, host, releases, abi_texts or {}, drives=drives, line=line)
+        return resolve_basert(request, recipe, host, releases, abi_texts or {}, drives=drives, line=line, repo=repo,
+                              url_for=url_for)
     if planner is None:
         raise NotInstallable(f"this superfluid has no installer for the {request.id} runtime")
     return planner(request, recipe, host, releases)

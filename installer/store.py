@@ -64,9 +64,8 @@ __all__ = [
     "read_pinned",
     "current_install",
     "refresh_current",
-    "pin",
-    "unpin",
-    "remove",
+    "write_pinned",
+    "set_aside",
     "remove_tree",
 ]
 
@@ -525,106 +524,29 @@ def refresh_current(root: str | os.PathLike[str]) -> str | None:
     return chosen
 
 
-def _installed_names(root: str) -> str:
-    names = [i.name for i in list_installs(root)]
-    return ", ".join(names) if names else "none"
+def write_pinned(root: str | os.PathLike[str], install: str) -> None:
+    """Write ``pinned`` (``"<install>\\n"``) by temp file and rename. Call it holding the lock.
 
-
-@contextmanager
-def _changing(root: Path, what: str) -> Iterator[None]:
-    """Turn a filesystem fault into a StoreError that names what was being done."""
-    try:
-        yield
-    except OSError as e:
-        where = e.filename or root
-        raise StoreError(f"could not {what}: {where}: {e.strerror or e}",
-                         fix="check the permissions and free space of SUPERFLUID_HOME") from e
-
-
-def _write_pinned(root: str, install: str) -> None:
+    Raises:
+        OSError: it cannot be written.
+    """
     tmp = os.path.join(root, _temp_name("pinned-new"))
     with open(tmp, "x", encoding="utf-8") as f:
-        f.write(install + "\n")
+        f.write(check_install_name(install) + "\n")
     os.replace(tmp, os.path.join(root, "pinned"))
 
 
-def pin(home: str | os.PathLike[str], runtime_id: str, install: str, *, timeout: float = 600.0,
-        on_wait: Callable[[Holder], None] | None = None) -> str:
-    """``runtime use <id> <install>``: pin the default install and point ``current`` at it.
+def set_aside(root: str | os.PathLike[str], install: str) -> Path:
+    """Rename an install to ``.removing-<install>-<pid>-<rand>``: it is gone for readers at once,
+    and if we die before deleting it, the next ``clean_stale`` finishes the job. Call it holding
+    the lock.
 
     Raises:
-        BadName: a bad id or install name.
-        NoSuchInstall: ``install`` is not a readable install of the runtime.
-        LockBusy, StoreError: as ``install_lock``; a filesystem fault.
+        OSError: the rename failed.
     """
-    root = runtime_root(home, runtime_id)
-    check_install_name(install)
-    with install_lock(root, timeout=timeout, on_wait=on_wait), _changing(root, f"pin {runtime_id} {install}"):
-        clean_stale(root)
-        if install not in [i.name for i in list_installs(root) if i.ok]:
-            raise NoSuchInstall(f"{runtime_id} has no install {install} (installed: {_installed_names(str(root))})",
-                                fix="`superfluid runtimes` lists what is installed")
-        _write_pinned(str(root), install)
-        chosen = refresh_current(root)
-    return chosen or install
-
-
-def unpin(home: str | os.PathLike[str], runtime_id: str, *, timeout: float = 600.0,
-          on_wait: Callable[[Holder], None] | None = None) -> str:
-    """``runtime use <id> --auto``: drop the pin; ``current`` goes to the best-ranked install.
-
-    Raises:
-        NoSuchInstall: the runtime has no install.
-        LockBusy, StoreError: as ``install_lock``; a filesystem fault.
-    """
-    root = runtime_root(home, runtime_id)
-    with install_lock(root, timeout=timeout, on_wait=on_wait), _changing(root, f"unpin {runtime_id}"):
-        clean_stale(root)
-        try:
-            os.unlink(root / "pinned")
-        except FileNotFoundError:
-            pass
-        chosen = refresh_current(root)
-    if chosen is None:
-        raise NoSuchInstall(f"{runtime_id} is not installed", fix=f"`superfluid runtime install {runtime_id}`")
-    return chosen
-
-
-def remove(home: str | os.PathLike[str], runtime_id: str, install: str | None = None, *,
-           timeout: float = 600.0, on_wait: Callable[[Holder], None] | None = None) -> tuple[list[str], str | None]:
-    """``runtime remove <id> [<install>]``: delete one install, or all of them. Each is first
-    renamed to ``.removing-…`` (it disappears at once for readers), then ``current`` and ``pinned``
-    are brought up to date, then its files are deleted. The lock file stays (a waiter may hold it
-    open). Returns the names removed and the default install left (or None).
-
-    Raises:
-        BadName: a bad id or install name.
-        NoSuchInstall: the install (or any install) does not exist.
-        LockBusy, StoreError: as ``install_lock``; a filesystem fault.
-    """
-    root = runtime_root(home, runtime_id)
-    if install is not None:
-        check_install_name(install)
-    with install_lock(root, timeout=timeout, on_wait=on_wait), _changing(root, f"remove {runtime_id}"):
-        clean_stale(root)
-        present = [i.name for i in list_installs(root)]
-        if install is not None and install not in present:
-            raise NoSuchInstall(f"{runtime_id} has no install {install} (installed: {', '.join(present) or 'none'})",
-                                fix="`superfluid runtimes` lists what is installed")
-        if install is None and not present:
-            raise NoSuchInstall(f"{runtime_id} is not installed")
-        names = [install] if install is not None else present
-        doomed = []
-        for name in names:
-            aside = root / _temp_name("removing", name)
-            os.rename(root / name, aside)
-            doomed.append(aside)
-        if read_pinned(root) in names:
-            os.unlink(root / "pinned")
-        chosen = refresh_current(root)
-        for path in doomed:
-            remove_tree(path)
-    return names, chosen
+    aside = Path(root) / _temp_name("removing", check_install_name(install))
+    os.rename(Path(root) / install, aside)
+    return aside
 
 
 def remove_tree(path: str | os.PathLike[str]) -> None:

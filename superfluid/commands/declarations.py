@@ -63,7 +63,8 @@ def ask(runtime_id: str, what: str, environ: Mapping[str, str]) -> tuple[list[di
         UsageError: no such runtime.
         WorkerFailed: the worker failed, hung, or answered something else than the list asked for.
     """
-    registry.get(runtime_id)  # an unknown id is a usage error (exit 2), before any worker starts
+    if runtime_id not in registry.IDS:
+        registry.get(runtime_id)  # raises: an unknown id is a usage error (exit 2), before any worker starts
     answer, _, ref = catalog.answer(runtime_id, [what, "--json"], environ, accept=(0,))
     who = ref.path if ref else f"the linked {runtime_id} adapter"
     fault = _CHECKS[what](answer)

@@ -1,0 +1,82 @@
+"""CLI start-up speed: median wall time of the commands asked on every run, against `python3 -c pass`.
+
+``superfluid runtimes --json`` and ``superfluid runtime versions llamacpp --json`` are measured warm
+(their worker answers cached by the catalog after a first run, byte code compiled as an installed
+package's is) in a fresh ``SUPERFLUID_HOME``, each
+as a real subprocess, interleaved with the baseline so that machine noise hits all alike. Prints one
+line per command: its median, the baseline's median and the ratio; the target is at most 4x.
+
+Usage: ``python benchmarks/bench_cli.py [--runs N] [--json]``; exit 1 when a ratio is over target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(os.environ.get("SUPERFLUID_TEST_BIN", ROOT / ".venv" / "bin"))
+TARGET = 4.0
+COMMANDS = {
+    "superfluid runtimes --json": [str(BIN / "superfluid"), "runtimes", "--json"],
+    "superfluid runtime versions llamacpp --json": [str(BIN / "superfluid"), "runtime", "versions", "llamacpp",
+                                                    "--json"],
+}
+BASELINE = ("python3 -c pass", [sys.executable, "-c", "pass"])
+
+
+def _time(argv: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, check=False)
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"bench: {' '.join(argv)} failed ({done.returncode}): {done.stderr.decode()[-300:]}")
+    return elapsed
+
+
+def measure(runs: int) -> dict[str, dict[str, float]]:
+    """Median seconds of each command and of the baseline, and each command's ratio to it."""
+    with tempfile.TemporaryDirectory(prefix="sf-bench-") as home:
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("SUPERFLUID_WORKER_") and k != "PYTHONDONTWRITEBYTECODE"}
+        env["SUPERFLUID_HOME"] = home
+        # compiled once, as an installed package is: byte code cached outside the checkout
+        env["PYTHONPYCACHEPREFIX"] = os.path.join(home, "pycache")
+        for argv in COMMANDS.values():  # warm: the catalog caches worker answers
+            _time(argv, env)
+        samples: dict[str, list[float]] = {name: [] for name in (*COMMANDS, BASELINE[0])}
+        for _ in range(runs):
+            samples[BASELINE[0]].append(_time(BASELINE[1], env))
+            for name, argv in COMMANDS.items():
+                samples[name].append(_time(argv, env))
+    base = statistics.median(samples[BASELINE[0]])
+    return {name: {"median_s": statistics.median(s), "baseline_s": base,
+                   "ratio": statistics.median(s) / base} for name, s in samples.items() if name != BASELINE[0]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=21)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    results = measure(args.runs)
+    if args.json:
+        print(json.dumps({"target_ratio": TARGET, "results": results}, indent=2))
+    else:
+        for name, r in results.items():
+            verdict = "ok" if r["ratio"] <= TARGET else f"OVER the {TARGET:g}x target"
+            print(f"{name}: {r['median_s'] * 1000:.1f} ms median vs python3 -c pass {r['baseline_s'] * 1000:.1f} ms: "
+                  f"{r['ratio']:.2f}x ({verdict})")
+    return 0 if all(r["ratio"] <= TARGET for r in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

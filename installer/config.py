@@ -26,7 +26,8 @@ class FetchConfig:
     backoff_max: float = 20.0  # seconds; ... but never longer than this
     retry_after_max: float = 120.0  # seconds; a longer Retry-After or reset is reported, not waited
     connect_timeout: float = 30.0  # seconds to open a connection
-    stall_timeout: float = 60.0  # seconds without a single byte before a transfer is a stall
+    stall_timeout: float = 60.0  # seconds without a single byte before a transfer is a stall ...
+    stall_min_bytes: int = 1024  # bytes; ... or with fewer than this many in any such window (a trickle)
     chunk_size: int = 1 << 20  # bytes read and hashed at a time
     max_redirects: int = 5  # hops per request
     listing_max_bytes: int = 16 << 20  # bytes of one listing page (JSON)

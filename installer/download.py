@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -443,8 +443,15 @@ def download_many(
             raise
 
     workers = max(1, min(fetcher.config.parallel, len(wanted)))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="superfluid-download") as pool:
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="superfluid-download")
+    try:
         futures = [pool.submit(one, w) for w in wanted]
+        wait(futures)
+    except BaseException:  # Ctrl-C: stop the others between chunks instead of finishing them
+        cancel.set()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     errors = [f.exception() for f in futures]
     real = [e for e in errors if e is not None and not isinstance(e, _Cancelled)]
     if real or any(errors):

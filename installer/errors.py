@@ -69,11 +69,12 @@ class DownloadError(SuperfluidError):
 class DownloadStalled(DownloadError):
     """No byte arrived within the stall timeout (SPEC §8.1)."""
 
-    def __init__(self, url: str, seconds: float, *, received: int | None = None) -> None:
+    def __init__(self, url: str, seconds: float, *, received: int | None = None, trickle: int | None = None) -> None:
         got = f" after {received} bytes" if received else ""
+        what = f"only {trickle} bytes in {seconds:g} s" if trickle is not None else f"no data for {seconds:g} s"
         super().__init__(
             url,
-            f"no data for {seconds:g} s{got} (stall timeout)",
+            f"{what}{got} (stall timeout)",
             retryable=True,
             fix="check the network or the mirror, then run the same command again (downloads resume)",
         )

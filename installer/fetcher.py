@@ -385,11 +385,21 @@ class Fetcher(ABC):
 
     def _guard(self, r: FetchResponse, cap: int) -> Iterator[bytes]:
         received = 0
+        # A trickle (a byte now and then) never trips a read timeout; like curl's --speed-limit,
+        # each stall_timeout window must bring stall_min_bytes.
+        window, window_start = self.config.stall_timeout, time.monotonic()
+        window_bytes = 0
         try:
             for chunk in r:
                 received += len(chunk)
                 if received > cap:
                     raise SizeExceeded(r.url, cap, received)
+                window_bytes += len(chunk)
+                now = time.monotonic()
+                if now - window_start >= window:
+                    if window_bytes < self.config.stall_min_bytes:
+                        raise DownloadStalled(r.url, window, received=received, trickle=window_bytes)
+                    window_start, window_bytes = now, 0
                 yield chunk
         except DownloadError:
             raise

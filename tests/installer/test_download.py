@@ -318,3 +318,10 @@ def test_concurrent_processes_share_one_partial(url: str, home: Path, server: Re
     for t in threads:
         t.join()
     assert len(results) == 3 and len(server.log) == 1
+
+
+def test_an_empty_asset(release_server: ReleaseServer, cache: Cache, fetcher: RequestsFetcher) -> None:
+    release_server.add_release(REPO, "v1", {"empty": b""})
+    empty = hashlib.sha256(b"").hexdigest()
+    d = download(release_server.download_url(REPO, "v1", "empty"), empty, 0, cache=cache, fetcher=fetcher)
+    assert (d.sha256, d.size, d.path.read_bytes()) == (empty, 0, b"")

@@ -7,6 +7,7 @@ Unit tests through ``responses`` (the real ``RequestsFetcher`` over a mocked tra
 from __future__ import annotations
 
 import email.utils
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 import responses
 
 from superfluid.installer.config import FetchConfig
-from superfluid.installer.errors import DownloadError, OfflineMissing, RateLimited, SizeExceeded
+from superfluid.installer.errors import DownloadError, DownloadStalled, OfflineMissing, RateLimited, SizeExceeded
 from superfluid.installer.fetcher import (
     Credential,
     Fetcher,
@@ -253,6 +254,35 @@ class TestCaps:
         with pytest.raises(SizeExceeded) as e:
             Liar().get_bytes("https://x.test/", max_bytes=10)
         assert e.value.got == 16
+
+
+class TestStall:
+    def test_a_trickle_is_a_stall(self) -> None:
+        class Trickle(Fetcher):
+            def _fetch(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
+                def body() -> Iterator[bytes]:
+                    while True:
+                        time.sleep(0.05)
+                        yield b"x"
+
+                return FetchResponse(url, 200, {}, body())
+
+        f = Trickle(FetchConfig(retries=0, stall_timeout=0.3, stall_min_bytes=100))
+        with pytest.raises(DownloadStalled, match=r"only \d bytes in 0.3 s after \d+ bytes \(stall timeout\)"):
+            f.get_bytes("https://x.test/", max_bytes=1000)
+
+    def test_slow_but_steady_is_not_a_stall(self) -> None:
+        class Steady(Fetcher):
+            def _fetch(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
+                def body() -> Iterator[bytes]:
+                    for _ in range(12):
+                        time.sleep(0.05)
+                        yield b"x" * 100
+
+                return FetchResponse(url, 200, {}, body())
+
+        f = Steady(FetchConfig(retries=0, stall_timeout=0.2, stall_min_bytes=100))
+        assert len(f.get_bytes("https://x.test/", max_bytes=10_000)[1]) == 1200
 
 
 class TestWrapping:

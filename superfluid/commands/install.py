@@ -160,8 +160,9 @@ def _update(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     """Install the newest installable build of the default install's backend family beside it;
     the old install stays (and a pin moves to the new one)."""
     from superfluid.installer.install import plan
+    from superfluid.installer.publish import pin
     from superfluid.installer.resolver import backend_family, version_key
-    from superfluid.installer.store import list_installs, pin, read_pinned
+    from superfluid.installer.store import list_installs, read_pinned
     from superfluid.runtime.host import home
     from superfluid.runtime.receipt import RECEIPT, read_receipt
 

@@ -25,7 +25,7 @@ def _waiting(runtime_id: str):  # type: ignore[no-untyped-def]
 
 
 def _remove(args: argparse.Namespace, home: str) -> int:
-    from superfluid.installer.store import remove
+    from superfluid.installer.publish import remove
 
     names, left = remove(home, args.id, args.install, on_wait=_waiting(args.id))
     out = f"superfluid: removed {args.id} {', '.join(names)}\n"
@@ -36,7 +36,7 @@ def _remove(args: argparse.Namespace, home: str) -> int:
 
 
 def _use(args: argparse.Namespace, home: str) -> int:
-    from superfluid.installer.store import pin, unpin
+    from superfluid.installer.publish import pin, unpin
 
     if args.auto and args.install:
         raise UsageError(f"runtime use {args.id}: give an install or --auto, not both")

@@ -66,6 +66,9 @@ __all__ = [
     "refresh_current",
     "write_pinned",
     "set_aside",
+    "pin",
+    "unpin",
+    "remove",
     "remove_tree",
 ]
 
@@ -547,6 +550,99 @@ def set_aside(root: str | os.PathLike[str], install: str) -> Path:
     aside = Path(root) / _temp_name("removing", check_install_name(install))
     os.rename(Path(root) / install, aside)
     return aside
+
+
+# --- the commands' changes, each under the lock -------------------------------------------------
+
+def _installed_names(root: str) -> str:
+    names = [i.name for i in list_installs(root)]
+    return ", ".join(names) if names else "none"
+
+
+@contextmanager
+def _changing(root: Path, what: str) -> Iterator[None]:
+    """Turn a filesystem fault into a StoreError that names what was being done."""
+    try:
+        yield
+    except OSError as e:
+        where = e.filename or root
+        raise StoreError(f"could not {what}: {where}: {e.strerror or e}",
+                         fix="check the permissions and free space of SUPERFLUID_HOME") from e
+
+
+def pin(home: str | os.PathLike[str], runtime_id: str, install: str, *, timeout: float = 600.0,
+        on_wait: Callable[[Holder], None] | None = None) -> str:
+    """``runtime use <id> <install>``: pin the default install and point ``current`` at it.
+
+    Raises:
+        BadName: a bad id or install name.
+        NoSuchInstall: ``install`` is not a readable install of the runtime.
+        LockBusy, StoreError: as ``install_lock``; a filesystem fault.
+    """
+    root = runtime_root(home, runtime_id)
+    check_install_name(install)
+    with install_lock(root, timeout=timeout, on_wait=on_wait), _changing(root, f"pin {runtime_id} {install}"):
+        clean_stale(root)
+        if install not in [i.name for i in list_installs(root) if i.ok]:
+            raise NoSuchInstall(f"{runtime_id} has no install {install} (installed: {_installed_names(str(root))})",
+                                fix="`superfluid runtimes` lists what is installed")
+        write_pinned(root, install)
+        chosen = refresh_current(root)
+    return chosen or install
+
+
+def unpin(home: str | os.PathLike[str], runtime_id: str, *, timeout: float = 600.0,
+          on_wait: Callable[[Holder], None] | None = None) -> str:
+    """``runtime use <id> --auto``: drop the pin; ``current`` goes to the best-ranked install.
+
+    Raises:
+        NoSuchInstall: the runtime has no install.
+        LockBusy, StoreError: as ``install_lock``; a filesystem fault.
+    """
+    root = runtime_root(home, runtime_id)
+    with install_lock(root, timeout=timeout, on_wait=on_wait), _changing(root, f"unpin {runtime_id}"):
+        clean_stale(root)
+        try:
+            os.unlink(root / "pinned")
+        except FileNotFoundError:
+            pass
+        chosen = refresh_current(root)
+    if chosen is None:
+        raise NoSuchInstall(f"{runtime_id} is not installed", fix=f"`superfluid runtime install {runtime_id}`")
+    return chosen
+
+
+def remove(home: str | os.PathLike[str], runtime_id: str, install: str | None = None, *,
+           timeout: float = 600.0, on_wait: Callable[[Holder], None] | None = None) -> tuple[list[str], str | None]:
+    """``runtime remove <id> [<install>]``: delete one install, or all of them. Each is first
+    renamed to ``.removing-…`` (it disappears at once for readers), then ``current`` and ``pinned``
+    are brought up to date, then its files are deleted. The lock file stays (a waiter may hold it
+    open). Returns the names removed and the default install left (or None).
+
+    Raises:
+        BadName: a bad id or install name.
+        NoSuchInstall: the install (or any install) does not exist.
+        LockBusy, StoreError: as ``install_lock``; a filesystem fault.
+    """
+    root = runtime_root(home, runtime_id)
+    if install is not None:
+        check_install_name(install)
+    with install_lock(root, timeout=timeout, on_wait=on_wait), _changing(root, f"remove {runtime_id}"):
+        clean_stale(root)
+        present = [i.name for i in list_installs(root)]
+        if install is not None and install not in present:
+            raise NoSuchInstall(f"{runtime_id} has no install {install} (installed: {', '.join(present) or 'none'})",
+                                fix="`superfluid runtimes` lists what is installed")
+        if install is None and not present:
+            raise NoSuchInstall(f"{runtime_id} is not installed")
+        names = [install] if install is not None else present
+        doomed = [set_aside(root, name) for name in names]
+        if read_pinned(root) in names:
+            os.unlink(root / "pinned")
+        chosen = refresh_current(root)
+        for path in doomed:
+            remove_tree(path)
+    return names, chosen
 
 
 def remove_tree(path: str | os.PathLike[str]) -> None:

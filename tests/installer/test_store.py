@@ -18,7 +18,7 @@ import pytest
 
 from superfluid.installer import store
 from superfluid.installer.extract import UnsafeArchive, extract_all
-from superfluid.installer.publish import install_staged, pin, remove, unpin, worker_command, write_worker_launcher
+from superfluid.installer.publish import install_staged, worker_command, write_worker_launcher
 from superfluid.installer.store import (
     BadName,
     LockBusy,
@@ -32,8 +32,11 @@ from superfluid.installer.store import (
     install_lock,
     list_installs,
     lock_holder,
+    pin,
     read_pinned,
+    remove,
     runtime_root,
+    unpin,
     version_key,
 )
 from superfluid.runtime.errors import WorkerFailed

@@ -160,7 +160,6 @@ def _update(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     """Install the newest installable build of the default install's backend family beside it;
     the old install stays (and a pin moves to the new one)."""
     from superfluid.installer.install import plan
-    from superfluid.installer.publish import pin
     from superfluid.installer.resolver import backend_family, version_key
     from superfluid.installer.store import list_installs, read_pinned
     from superfluid.runtime.host import home
@@ -185,7 +184,9 @@ def _update(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     before = len(installed)
     outcome = _do(request, args, environ, dry_run=args.dry_run)
     if not outcome.dry_run and outcome.receipt is not None and read_pinned(root) == current:
-        pin(home(environ), args.id, outcome.receipt.install)
+        from superfluid.commands.manage import store_op
+
+        store_op("pin")(home(environ), args.id, outcome.receipt.install)
         if not args.json:
             _err(f"{args.id} serves from {outcome.receipt.install} by default (the pin moved from {current})")
     _show(outcome, args, before)

@@ -13,7 +13,14 @@ import sys
 
 from superfluid.runtime.errors import UsageError
 
-__all__ = ["run"]
+__all__ = ["run", "store_op"]
+
+
+def store_op(name: str):  # type: ignore[no-untyped-def]
+    """``pin``, ``unpin`` or ``remove`` of the store (they have lived in ``store`` and in ``publish``)."""
+    from superfluid.installer import publish, store
+
+    return getattr(store, name, None) or getattr(publish, name)
 
 
 def _waiting(runtime_id: str):  # type: ignore[no-untyped-def]
@@ -25,9 +32,7 @@ def _waiting(runtime_id: str):  # type: ignore[no-untyped-def]
 
 
 def _remove(args: argparse.Namespace, home: str) -> int:
-    from superfluid.installer.publish import remove
-
-    names, left = remove(home, args.id, args.install, on_wait=_waiting(args.id))
+    names, left = store_op("remove")(home, args.id, args.install, on_wait=_waiting(args.id))
     out = f"superfluid: removed {args.id} {', '.join(names)}\n"
     if left:
         out += f"superfluid: {args.id} serves from {left} by default\n"
@@ -36,8 +41,7 @@ def _remove(args: argparse.Namespace, home: str) -> int:
 
 
 def _use(args: argparse.Namespace, home: str) -> int:
-    from superfluid.installer.publish import pin, unpin
-
+    pin, unpin = store_op("pin"), store_op("unpin")
     if args.auto and args.install:
         raise UsageError(f"runtime use {args.id}: give an install or --auto, not both")
     if args.auto:

@@ -210,7 +210,7 @@ class BasertAdapter(Adapter):
         """
         from superfluid.runtime.basert.worker import check_report
 
-        return check_report(argv, environ)  # type: ignore[no-any-return]
+        return check_report(argv, environ)
 
 
 ADAPTER = BasertAdapter()

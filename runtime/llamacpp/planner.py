@@ -38,11 +38,20 @@ class PlanRefused(SuperfluidError):
 class RequestLike(Protocol):
     """What the planner reads of a request (the installer's ``Request`` has these)."""
 
-    version: str | None
-    backend: str | None
-    from_: str | None
-    sha256: str | None
-    untested: bool
+    @property
+    def version(self) -> str | None: ...
+
+    @property
+    def backend(self) -> str | None: ...
+
+    @property
+    def from_(self) -> str | None: ...
+
+    @property
+    def sha256(self) -> str | None: ...
+
+    @property
+    def untested(self) -> bool: ...
 
 
 @dataclass(frozen=True)

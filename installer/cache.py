@@ -252,6 +252,11 @@ class Cache:
         entry = HttpEntry.from_json(data)
         return entry if entry is not None and entry.url == url else None
 
+    def drop_http(self, url: str) -> None:
+        """Forget what ``url`` answered (its body blob may stay; blobs are shared by content)."""
+        with contextlib.suppress(FileNotFoundError):
+            self._entry_path(url).unlink()
+
     def http_body(self, entry: HttpEntry, *, max_bytes: int) -> bytes | None:
         """The cached body of ``entry``, or ``None`` if it is gone or damaged."""
         return self.read_blob(entry.sha256, max_bytes=max_bytes)

@@ -267,7 +267,7 @@ class _Job:
         if self.cancel is not None and self.cancel.is_set():
             raise _Cancelled(self.url)
         have, validator = self._resumable()
-        if have and self.size is not None and have == self.size:
+        if have and validator is not None and have == (self.size if self.size is not None else validator["total"]):
             return self._finish(have)  # complete from an earlier run that stopped before the rename
         headers = {"Accept-Encoding": "identity"}
         if have and validator is not None:

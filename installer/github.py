@@ -352,8 +352,12 @@ def list_pages(
         assert url is not None
         got = cached_get(url, fetcher=fetcher, cache=cache, max_bytes=config.listing_max_bytes,
                          headers=headers, credential=credential, offline=offline, what="release listing")
-        data = _load_json(got.body, url)
-        releases.extend(parse_releases(data, where=url, url_for=url_for, offset=0))
+        try:
+            data = _load_json(got.body, url)
+            releases.extend(parse_releases(data, where=url, url_for=url_for, offset=0))
+        except BadFile:
+            cache.drop_http(url)  # never revalidate a broken page into a 304 that keeps it
+            raise
         seen += len(data) if isinstance(data, list) else 0
         url = got.link_next
         if url is None:
@@ -460,7 +464,11 @@ class GitHubClient:
                 raise ReleaseNotFound(repo, f"release {tag}", where=self.api_base,
                                       fix="check the tag; the listing shows the published ones") from e
             raise
-        release = parse_release(_load_json(got.body, url), where=url)
+        try:
+            release = parse_release(_load_json(got.body, url), where=url)
+        except BadFile:
+            self.cache.drop_http(url)
+            raise
         if release.draft:
             raise ReleaseNotFound(repo, f"release {tag} (a draft)", where=self.api_base)
         return release

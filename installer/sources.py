@@ -16,6 +16,7 @@ expect is the caller's decision (SPEC §8.2); the source checks bytes against wh
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from urllib.parse import urlsplit
@@ -116,6 +117,9 @@ class ReleaseSource(ABC):
     def read(self, asset: Asset, *, max_bytes: int | None = None) -> bytes:
         """A small asset's bytes (a ``.sha256`` file, an ABI asset), cached with its ``ETag``.
 
+        The bytes are not checked against the asset's listed digest here: that comparison is a
+        rule of SPEC §8.2 and belongs to the caller (a mismatch is an ``InconsistentRelease``).
+
         Raises:
             SizeExceeded: the asset declares or sends more than ``max_bytes``
                 (default ``FetchConfig.small_asset_max_bytes``).
@@ -124,6 +128,19 @@ class ReleaseSource(ABC):
         cap = self.fetcher.config.small_asset_max_bytes if max_bytes is None else max_bytes
         if asset.size is not None and asset.size > cap:
             raise SizeExceeded(asset.url, cap, asset.size)
+        want = asset.sha256
+        if want:
+            # Listed digest: the cache answers by content. A fresh transfer is cached only when it
+            # matches, so bytes garbled once are never revalidated (304) into staying.
+            cached = self.cache.read_blob(want, max_bytes=cap)
+            if cached is not None:
+                return cached
+            if not self.offline:
+                r, data = self.fetcher.get_bytes(asset.url, max_bytes=cap, headers={"Accept-Encoding": "identity"})
+                if hashlib.sha256(data).hexdigest() == want:
+                    self.cache.put_http_body(asset.url, data, etag=r.headers.get("etag"),
+                                             last_modified=r.headers.get("last-modified"))
+                return data
         got = cached_get(asset.url, fetcher=self.fetcher, cache=self.cache, max_bytes=cap,
                          headers={"Accept-Encoding": "identity"}, offline=self.offline, what=f"asset {asset.name}")
         return got.body

@@ -416,7 +416,12 @@ class ReleaseServer:
         if path.startswith("/mirror/"):
             return self._mirror(path[len("/mirror/"):], h, fault)
         if path.startswith("/repos/"):
-            return self._api(path, parse_qs(parts.query), h)
+            reply = self._api(path, parse_qs(parts.query), h, garble=fault is not None and fault.kind == "wrong_bytes")
+            if fault is not None and reply.body:
+                if fault.kind in ("cut", "stall"):
+                    reply.cut_after = min(fault.after, len(reply.body))
+                    reply.stall = fault.seconds if fault.kind == "stall" else 0.0
+            return reply
         segs = path.strip("/").split("/")
         if len(segs) >= 6 and segs[2:4] == ["releases", "download"]:
             repo, tag, name = f"{segs[0]}/{segs[1]}", "/".join(segs[4:-1]), segs[-1]
@@ -467,7 +472,7 @@ class ReleaseServer:
             self.rate_limit_status = status
             self.rate_limit_reset = int(reset_at if reset_at is not None else time.time() + 3600)
 
-    def _api(self, path: str, query: dict[str, list[str]], h: Headers) -> _Reply:
+    def _api(self, path: str, query: dict[str, list[str]], h: Headers, *, garble: bool = False) -> _Reply:
         segs = path.strip("/").split("/")
         body: Any
         if len(segs) < 4 or segs[3] != "releases":
@@ -495,7 +500,8 @@ class ReleaseServer:
                   ("Vary", "Accept, Authorization, Cookie"), *extra]
         if h.get("if-none-match") == etag:
             return _Reply(304, common + self._rate_headers() + [("Content-Length", "0")])
-        reply = _json_reply(200, body, common, gz=self.gzip_json and "gzip" in h.get("accept-encoding", ""))
+        reply = _json_reply(200, body, common, gz=self.gzip_json and "gzip" in h.get("accept-encoding", ""),
+                            garble=garble)
         return self._counted(reply)
 
     def _counted(self, reply: _Reply) -> _Reply:
@@ -580,8 +586,11 @@ def _range_start(value: str | None) -> int | None:
     return int(first) if first.isdigit() else None
 
 
-def _json_reply(status: int, body: Any, headers: list[tuple[str, str]] | None = None, *, gz: bool = False) -> _Reply:
+def _json_reply(status: int, body: Any, headers: list[tuple[str, str]] | None = None, *, gz: bool = False,
+                garble: bool = False) -> _Reply:
     data = json.dumps(body).encode()
+    if garble:
+        data = b"]" + data[1:]
     hdrs = [("Content-Type", "application/json; charset=utf-8"), *(headers or [])]
     if gz:
         data = gzip.compress(data)

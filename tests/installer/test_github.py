@@ -354,3 +354,30 @@ class TestClientLoopback:
         for a, r in zip(rel.assets, raw["assets"], strict=True):
             assert (a.name, a.url, a.size, a.digest) == (r["name"], r["browser_download_url"], r["size"], r["digest"])
         json.dumps([a.to_json() for a in rel.assets])
+
+
+class TestListingFaults:
+    def _client(self, server: ReleaseServer, home: Path) -> GitHubClient:
+        return GitHubClient(RequestsFetcher(FetchConfig(listing_per_page=2, retries=2, backoff_base=0.01)),
+                            Cache.for_home(home), api_base=server.url)
+
+    def test_listing_cut_midway_is_fetched_again(self, release_server: ReleaseServer, home: Path) -> None:
+        _publish(release_server, 3)
+        release_server.fault(release_server.listing_path(REPO), "cut", after=50)
+        assert len(self._client(release_server, home).releases(REPO)) == 3
+        assert [r.status for r in release_server.log][:2] == [200, 200]  # cut, then whole
+
+    def test_listing_5xx_then_success(self, release_server: ReleaseServer, home: Path) -> None:
+        _publish(release_server, 1)
+        release_server.fault(release_server.listing_path(REPO), "status", status=502, times=2)
+        assert len(self._client(release_server, home).releases(REPO)) == 1
+        assert [r.status for r in release_server.log] == [502, 502, 200]
+
+    def test_garbled_listing_is_a_bad_file_and_not_cached(self, release_server: ReleaseServer, home: Path) -> None:
+        _publish(release_server, 1)
+        release_server.fault(release_server.listing_path(REPO), "wrong_bytes")
+        client = self._client(release_server, home)
+        with pytest.raises(BadFile, match="not valid JSON"):
+            client.releases(REPO)
+        assert len(client.releases(REPO)) == 1
+        assert [r.status for r in release_server.log] == [200, 200]  # the garbled page was not revalidated

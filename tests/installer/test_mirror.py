@@ -15,7 +15,7 @@ import pytest
 
 from superfluid.installer.cache import Cache
 from superfluid.installer.config import FetchConfig
-from superfluid.installer.errors import OfflineMissing, ReleaseNotFound, VerificationError
+from superfluid.installer.errors import OfflineMissing, ReleaseNotFound, SizeExceeded, VerificationError
 from superfluid.installer.mirror import asset_path, listing_path, mirror_root_url
 from superfluid.installer.sources import GitHubSource, MirrorSource, OfflineSource, source_for
 from superfluid.runtime.errors import BadFile, UsageError
@@ -193,3 +193,35 @@ def test_memory_fetcher_answers_as_the_loopback_server_does(server: ReleaseServe
     assert asset is not None
     d = download(asset.url, SHA, asset.size, cache=Cache(tmp_path / "a"), fetcher=memory.fetcher)
     assert d.path.read_bytes() == DATA
+
+
+class TestRead:
+    def test_a_garbled_sidecar_is_not_kept(self, server: ReleaseServer, home: Path) -> None:
+        source = source_for(mirror=None, offline=False, environ=env(home, SUPERFLUID_GITHUB_API=server.url),
+                            config=FAST)
+        sidecar = source.release(REPO, "v0.4.0").asset(f"{BUNDLE}.sha256")
+        assert sidecar is not None and sidecar.sha256 is not None
+        path = server.download_path(REPO, "v0.4.0", f"{BUNDLE}.sha256")
+        server.fault(path, "wrong_bytes")
+        assert source.read(sidecar) != sha256_line(BUNDLE, DATA)  # the caller sees the digest disagree
+        assert source.read(sidecar) == sha256_line(BUNDLE, DATA)  # and the next read is clean
+        server.clear_log()
+        assert source.read(sidecar) == sha256_line(BUNDLE, DATA) and server.log == []  # by content
+
+    def test_a_sidecar_without_a_listed_digest_is_revalidated(self, release_server: ReleaseServer,
+                                                              home: Path) -> None:
+        release_server.add_release(REPO, "v0.3.1", {"basert-engine-abi-1.txt": b"1\n"}, digests=False)
+        source = source_for(mirror=None, offline=False,
+                            environ=env(home, SUPERFLUID_GITHUB_API=release_server.url), config=FAST)
+        abi = source.release(REPO, "v0.3.1").asset("basert-engine-abi-1.txt")
+        assert abi is not None and abi.sha256 is None
+        assert source.read(abi) == source.read(abi) == b"1\n"
+        assert [r.status for r in release_server.requests_to(f"/{REPO}/")] == [200, 304]
+
+    def test_too_big_to_be_a_sidecar(self, server: ReleaseServer, home: Path) -> None:
+        source = source_for(mirror=None, offline=False, environ=env(home, SUPERFLUID_GITHUB_API=server.url))
+        bundle = source.release(REPO, "v0.4.0").asset(BUNDLE)
+        assert bundle is not None
+        with pytest.raises(SizeExceeded):
+            source.read(bundle)
+        assert server.requests_to(f"/{REPO}/") == []

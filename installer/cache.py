@@ -127,7 +127,12 @@ class Partial:
             data = json.loads(self.meta_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        return data if isinstance(data, dict) else None
+        if not isinstance(data, dict) or not isinstance(data.get("url"), str):
+            return None
+        types = {"etag": str, "last_modified": str, "total": int}
+        if any(data.get(k) is not None and not isinstance(data.get(k), t) for k, t in types.items()):
+            return None
+        return data
 
     def set_validator(self, *, url: str, etag: str | None, last_modified: str | None, total: int | None) -> None:
         meta = {"url": url, "etag": etag, "last_modified": last_modified, "total": total}

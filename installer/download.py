@@ -268,7 +268,11 @@ class _Job:
             raise _Cancelled(self.url)
         have, validator = self._resumable()
         if have and validator is not None and have == (self.size if self.size is not None else validator["total"]):
-            return self._finish(have)  # complete from an earlier run that stopped before the rename
+            try:  # complete from an earlier run that stopped before the rename
+                return self._finish(have)
+            except VerificationError:
+                log.info("%s: the complete partial from an earlier run is not the file; fetching again", self.url)
+                have, validator = 0, None  # _finish discarded it
         headers = {"Accept-Encoding": "identity"}
         if have and validator is not None:
             headers["Range"] = f"bytes={have}-"

@@ -325,3 +325,36 @@ def test_an_empty_asset(release_server: ReleaseServer, cache: Cache, fetcher: Re
     empty = hashlib.sha256(b"").hexdigest()
     d = download(release_server.download_url(REPO, "v1", "empty"), empty, 0, cache=cache, fetcher=fetcher)
     assert (d.sha256, d.size, d.path.read_bytes()) == (empty, 0, b"")
+
+
+def test_a_complete_partial_of_other_bytes_is_fetched_again(url: str, cache: Cache, fetcher: RequestsFetcher,
+                                                            server: ReleaseServer) -> None:
+    """An earlier run wrote every byte, then died before verifying: the bytes are checked, not trusted."""
+    with cache.partial(cache.partial_key(sha256=SHA, url=url)) as part:
+        part.path.write_bytes(b"\0" * len(DATA))
+        part.set_validator(url=url, etag=f'"{SHA[:32]}"', last_modified=None, total=len(DATA))
+    d = download(url, SHA, len(DATA), cache=cache, fetcher=fetcher)
+    assert d.path.read_bytes() == DATA and [r.header("Range") for r in server.log] == [None]
+
+
+def test_a_complete_partial_that_verifies_needs_no_request(url: str, cache: Cache, fetcher: RequestsFetcher,
+                                                           server: ReleaseServer) -> None:
+    with cache.partial(cache.partial_key(sha256=SHA, url=url)) as part:
+        part.path.write_bytes(DATA)
+        part.set_validator(url=url, etag=f'"{SHA[:32]}"', last_modified=None, total=len(DATA))
+    d = download(url, SHA, len(DATA), cache=cache, fetcher=fetcher)
+    assert d.path.read_bytes() == DATA and server.log == []
+
+
+@pytest.mark.parametrize(
+    "meta",
+    ['{"url": 1}', '{"url": "U", "total": "many", "etag": "\\"e\\""}', "[]", "not json", '{"url": "U"}'],
+    ids=["url-type", "total-type", "not-object", "not-json", "no-validator"],
+)
+def test_a_partial_with_a_broken_record_restarts(url: str, cache: Cache, fetcher: RequestsFetcher,
+                                                 server: ReleaseServer, meta: str) -> None:
+    with cache.partial(cache.partial_key(sha256=SHA, url=url)) as part:
+        part.path.write_bytes(DATA[:1000])
+        part.meta_path.write_text(meta.replace('"U"', f'"{url}"'))
+    d = download(url, SHA, len(DATA), cache=cache, fetcher=fetcher)
+    assert d.path.read_bytes() == DATA and [r.header("Range") for r in server.log] == [None]

@@ -179,9 +179,12 @@ def _llamacpp_plans(request: Request, recipe: Mapping[str, Any], host: Host, sou
     from superfluid.runtime.llamacpp import planner
     from superfluid.runtime.llamacpp.recipe import tested
 
-    version = request.version or tested(dict(recipe))[0].version
-    releases = [source.release(repo, version)]
+    builds = tested(dict(recipe))
+    version = request.version or builds[0].version
     try:
+        if version in {b.version for b in builds} or not request.untested:
+            planner.plan(request, recipe, host, ())  # the rules first: refused before any request
+        releases = [source.release(repo, version)]
         raw = planner.plan(request, recipe, host, releases)
     except planner.PlanRefused as e:
         raise NotInstallable(str(e)) from None

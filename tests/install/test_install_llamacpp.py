@@ -1,0 +1,97 @@
+"""``superfluid runtime install llamacpp`` end to end: a release of the tested build b11642 whose
+archives hold a real libllama (the v2 build), on the loopback server (SPEC §4.2, §8)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tests.install.conftest import Home
+from tests.release_server import ReleaseServer
+
+REPO = "ggml-org/llama.cpp"
+
+
+@pytest.fixture(scope="module")
+def libllama_v2() -> Path:
+    from tests.llamacpp.conftest import _build
+
+    return _build("v2")
+
+
+def _archive(lib_dir: Path) -> bytes:
+    """A flat ``.tar.gz`` of the libllama/libggml files of ``lib_dir`` (symlinks kept)."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for path in sorted(lib_dir.iterdir()):
+            if not path.name.startswith(("libllama", "libggml")):
+                continue
+            info = tarfile.TarInfo(path.name)
+            info.mtime = 1_767_225_600
+            if path.is_symlink():
+                info.type, info.linkname = tarfile.SYMTYPE, os.readlink(path)
+                tar.addfile(info)
+            else:
+                data = path.read_bytes()
+                info.size, info.mode = len(data), 0o755
+                tar.addfile(info, io.BytesIO(data))
+    out = io.BytesIO()
+    with gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as gz:
+        gz.write(raw.getvalue())
+    return out.getvalue()
+
+
+@pytest.fixture
+def llama_server(libllama_v2: Path) -> ReleaseServer:
+    data = _archive(libllama_v2)
+    with ReleaseServer() as s:
+        # the same CPU-only library under the CPU and the Vulkan names: the Vulkan one finds no device
+        s.add_release(REPO, "b11642", {"llama-b11642-bin-ubuntu-x64.tar.gz": data,
+                                       "llama-b11642-bin-ubuntu-vulkan-x64.tar.gz": data})
+        yield s
+
+
+def _install(home: Home, server: ReleaseServer, *flags: str):  # type: ignore[no-untyped-def]
+    return home.superfluid("runtime", "install", "llamacpp", "--mirror", server.mirror_url, *flags)
+
+
+def test_installs_the_newest_tested_build(home: Home, llama_server: ReleaseServer) -> None:
+    home.env["SUPERFLUID_HOST_VULKAN"] = "0"
+    run = _install(home, llama_server)
+    assert run.code == 0, run.stderr
+    r = __import__("json").loads((home.path / "runtimes" / "llamacpp" / "b11642-cpu" / "runtime.json").read_text())
+    assert (r["version"], r["backend"], r["tested"], r["chosen_by"]) == ("b11642", "cpu", True, "tested")
+    rows = home.superfluid("runtimes", "--json").json()
+    row = next(x for x in rows if x["id"] == "llamacpp")
+    assert row["state"] == "ready" and row["install"] == "b11642-cpu"
+
+
+def test_gpu_plan_without_its_device_falls_back_to_cpu(home: Home, llama_server: ReleaseServer) -> None:
+    home.env["SUPERFLUID_HOST_VULKAN"] = "1"
+    run = _install(home, llama_server, "--dry-run", "--json")
+    assert [p["install"] for p in run.json()["plans"]] == ["b11642-vulkan", "b11642-cpu"]
+    run = _install(home, llama_server, "--json")
+    assert run.code == 0, run.stderr
+    doc = run.json()
+    assert doc["installed"] == "b11642-cpu"
+    assert doc["fallbacks"][0]["install"] == "b11642-vulkan" and "no vulkan device" in doc["fallbacks"][0]["why"]
+    assert sorted(os.listdir(home.path / "runtimes" / "llamacpp")) == [".install.lock", "b11642-cpu", "current"]
+
+
+def test_untested_build_refused_without_untested(home: Home, llama_server: ReleaseServer) -> None:
+    run = _install(home, llama_server, "--version", "b11700")
+    assert run.code == 1 and "is not a build this adapter was tested with" in run.stderr
+
+
+def test_listing_digest_mismatch_installs_nothing(home: Home, llama_server: ReleaseServer) -> None:
+    home.env["SUPERFLUID_HOST_VULKAN"] = "0"
+    name = "llama-b11642-bin-ubuntu-x64.tar.gz"
+    llama_server.fault(llama_server.mirror_path(REPO, "b11642", name), "wrong_bytes", times=100)
+    run = _install(home, llama_server)
+    assert run.code == 1 and "SHA-256" in run.stderr
+    assert not (home.path / "runtimes" / "llamacpp" / "b11642-cpu").exists()

@@ -22,7 +22,6 @@ import json
 import logging
 import os
 import re
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -56,6 +55,8 @@ def _key(text: str) -> str:
 
 def _write_atomic(path: Path, data: bytes) -> None:
     """Write to a temp file in the same directory, then ``os.replace``; the temp never lingers."""
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:

@@ -30,7 +30,6 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -435,6 +434,8 @@ def download_many(
     Raises:
         VerificationError, DownloadError: the first failure, in plan order.
     """
+    from concurrent.futures import ThreadPoolExecutor, wait
+
     progress = progress or Progress()
     cancel = threading.Event()
 

@@ -23,7 +23,6 @@ starts fast; ``FileFetcher`` serves ``file://`` URLs (a mirror directory) with t
 
 from __future__ import annotations
 
-import email.utils
 import hashlib
 import ipaddress
 import json
@@ -97,6 +96,8 @@ def parse_retry_after(value: str | None, *, now: float) -> float | None:
     value = value.strip()
     if value.isdigit():
         return float(value)
+    import email.utils  # rare: an HTTP-date
+
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
@@ -556,6 +557,8 @@ class FileFetcher(Fetcher):
             return FetchResponse(url, 404, {"content-length": "0"}, iter(()))
         except OSError as e:
             raise DownloadError(url, f"cannot read {path}: {e.strerror or e}") from e
+        import email.utils
+
         st = os.fstat(f.fileno())
         etag = '"' + hashlib.sha256(f"{st.st_ino}-{st.st_mtime_ns}-{st.st_size}".encode()).hexdigest()[:32] + '"'
         modified = email.utils.formatdate(st.st_mtime, usegmt=True)

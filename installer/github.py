@@ -35,6 +35,8 @@ __all__ = [
     "GitHubClient",
     "CachedBody",
     "cached_get",
+    "list_pages",
+    "parse_asset",
     "parse_releases",
     "parse_release",
     "parse_link_next",

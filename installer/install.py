@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from superfluid.installer.errors import InconsistentRelease
 from superfluid.installer.resolver import (
+    AssetLike,
     NotInstallable,
     Plan,
     PlanAsset,
@@ -51,7 +52,7 @@ from superfluid.runtime.errors import SuperfluidError, UsageError, WorkerFailed
 if TYPE_CHECKING:
     from superfluid.installer.download import Download, Progress
     from superfluid.installer.publish import Published
-    from superfluid.installer.sources import Asset, Release, ReleaseSource
+    from superfluid.installer.sources import Release, ReleaseSource
     from superfluid.runtime.host import Host
     from superfluid.runtime.receipt import Receipt
 
@@ -79,7 +80,7 @@ class Probed:
     tested: bool
     abi: int | None
     version: str | None  # the first word of the check's runtime version ("0.4.0")
-    devices: tuple[dict[str, Any], ...] = ()
+    devices: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,7 @@ def repo_of(recipe: Mapping[str, Any], runtime_id: str) -> str:
     raise NotInstallable(f"the {runtime_id} recipe names no releases repository")
 
 
-def _read_text(source: ReleaseSource, asset: Asset, *, repo: str, tag: str) -> str:
+def _read_text(source: ReleaseSource, asset: AssetLike, *, repo: str, tag: str) -> str:
     """A small asset's text, checked against the listing's digest when it gives one. With that
     digest the cache answers by content and no request is made (a listing unchanged since, a 304,
     costs nothing more).
@@ -142,7 +143,10 @@ def _read_text(source: ReleaseSource, asset: Asset, *, repo: str, tag: str) -> s
     cap = source.fetcher.config.small_asset_max_bytes
     data = source.cache.read_blob(want, max_bytes=cap) if want else None
     if data is None:
-        data = source.read(asset)
+        from superfluid.installer.github import Asset
+
+        listed = asset if isinstance(asset, Asset) else Asset(asset.name, asset.url, asset.size, asset.digest)
+        data = source.read(listed)
         got = hashlib.sha256(data).hexdigest()
         if want and got != want:
             raise InconsistentRelease(repo, tag, f"its bytes have SHA-256 {got}, and the listing's digest is {want}",

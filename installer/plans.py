@@ -46,20 +46,27 @@ _BACKEND_RANK = {"metal": 0, "cuda": 1, "rocm": 2, "vulkan": 3, "sycl": 4, "open
 
 
 class AssetLike(Protocol):
-    """One asset of a listed release (the net helper's ``github.Asset`` has these)."""
+    """One asset of a listed release (``github.Asset`` has these)."""
 
-    name: str
-    url: str
-    size: int | None
-    digest: str | None  # the API's "sha256:<hex>", when the listing gives one
+    @property
+    def name(self) -> str: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def size(self) -> int | None: ...
+    @property
+    def digest(self) -> str | None: ...  # the API's "sha256:<hex>", when the listing gives one
 
 
 class ReleaseLike(Protocol):
-    """One listed release (drafts already dropped by the source)."""
+    """One listed release, drafts already dropped by the source (``github.Release`` has these)."""
 
-    tag: str
-    prerelease: bool
-    assets: Sequence[AssetLike]
+    @property
+    def tag(self) -> str: ...
+    @property
+    def prerelease(self) -> bool: ...
+    @property
+    def assets(self) -> Sequence[AssetLike]: ...
 
 
 class NotInstallable(SuperfluidError):

@@ -300,7 +300,7 @@ def abi_assets_needed(recipe: Mapping[str, Any], releases: Sequence[ReleaseLike]
                       platform: str) -> list[tuple[ReleaseLike, AssetLike]]:
     """The ABI assets the workflow must read before ``resolve_basert`` can choose: those of every
     release with a bundle for ``platform`` (newest first)."""
-    needed = []
+    needed: list[tuple[ReleaseLike, AssetLike]] = []
     for rel in sorted(releases, key=lambda r: version_key(_version_of_tag(r.tag)), reverse=True):
         version = _version_of_tag(rel.tag)
         if not any((b := parse_bundle_name(a.name)) and b.platform == platform and b.version == version
@@ -420,10 +420,9 @@ def resolve_basert(request: Request, recipe: Mapping[str, Any], host: Any, relea
             + (f": the newest is {instead} ({newest.why})" if newest else "") + tail, instead=instead)
     named = next((j for j in judged if j.cand.version == request.version), None)
     if named is None:
-        known = request.version in cands
-        newest = best.cand.version if best else "none"
-        fault = f"has no bundle for {host.platform}" if known else "is not published"
-        raise NotInstallable(f"baseRT {request.version} {fault} (the newest this superfluid drives here is {newest})",
+        fault = f"has no bundle for {host.platform}" if request.version in cands else "is not published"
+        drivable = best.cand.version if best else "none"
+        raise NotInstallable(f"baseRT {request.version} {fault} (the newest this superfluid drives here is {drivable})",
                              instead=best.cand.version if best else None)
     if named.error is not None:
         raise named.error

@@ -18,7 +18,6 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping
 from functools import cached_property
-from importlib import resources
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from superfluid.runtime.errors import BadFile
@@ -36,6 +35,8 @@ def load_recipe(package: str, schema: str | None = None) -> dict[str, Any]:
     Raises:
         BadFile: the recipe is not JSON or does not match its schema (names the JSON path).
     """
+    from importlib import resources
+
     ref = resources.files(package) / "recipe.json"
     where = str(ref)
     try:

@@ -98,8 +98,10 @@ def run_json(argv: Sequence[str], *, environ: Mapping[str, str] | None = None,
     if result.returncode not in accept:
         raise WorkerFailed(name, result.reason())
     text = result.stdout.strip()
+    if not text:
+        raise WorkerFailed(name, f"printed nothing ({result.reason()})")
     try:
-        return json.loads(text.splitlines()[-1] if text else ""), result
+        return json.loads(text.splitlines()[-1]), result
     except ValueError:
         shown = (text[:80] + "...") if len(text) > 80 else text
         raise WorkerFailed(name, f"answered with something other than JSON: {shown!r}") from None

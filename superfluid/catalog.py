@@ -91,7 +91,11 @@ def _key(ref: WorkerRef, argv: Sequence[str], runtime_id: str, environ: Mapping[
     except OSError:
         target = None
     env = sorted((k, v) for k, v in environ.items() if k.startswith("SUPERFLUID_") or k in _ENV_KEYS)
-    facts = [_CACHE_VERSION, ref.path, _stat(ref.path), list(argv), env, target,
+    from superfluid import __version__
+    from superfluid import runtime as _runtime_pkg
+
+    recipe = os.path.join(os.path.dirname(_runtime_pkg.__file__ or ""), runtime_id, "recipe.json")
+    facts = [_CACHE_VERSION, __version__, _stat(recipe), ref.path, _stat(ref.path), list(argv), env, target,
              _stat(os.path.join(current, "runtime.json")), _stat(root)]
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
 

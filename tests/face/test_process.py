@@ -60,3 +60,9 @@ def test_a_missing_worker_is_named(tmp_path: Path) -> None:
     with pytest.raises(WorkerFailed, match="not found at"):
         run_worker([str(tmp_path / "superfluid-worker-nope")])
     assert json.dumps(scrubbed_env({})) == "{}"
+
+
+def test_an_accepted_exit_with_no_answer_gives_the_workers_reason() -> None:
+    with pytest.raises(WorkerFailed, match=r"printed nothing \(w: libfoo is missing\)"):
+        run_json([sys.executable, "-c", "import sys; sys.stderr.write('w: libfoo is missing\\n'); sys.exit(1)"],
+                 accept=(0, 1))

@@ -172,7 +172,12 @@ class TestRecipe:
             platforms = {a.platform for a in b.archives if not a.cudart}
             assert {"macos-arm64", "linux-x64", "linux-arm64"} <= platforms
             assert all(a.build == b.version for a in b.archives)
-            assert all(a.sha256 is None for a in b.archives)  # none known: absent, never invented
+        b11642, b11284 = builds
+        assert all(a.sha256 is None for a in b11642.archives)  # none known: absent, never invented
+        pinned = {a.name: (a.size, a.sha256) for a in b11284.archives}
+        assert len(pinned) == 16 and all(sha for _, sha in pinned.values())
+        assert pinned["llama-b11284-bin-ubuntu-x64.tar.gz"] == (
+            17438632, "f53f2534e7ac8df1ef056117d215f1581feb6c426310d6423efac9adcdd5c2c8")
 
     def test_a_recipe_missing_its_tested_list_is_refused_by_the_schema(self) -> None:
         from superfluid.runtime.errors import BadFile

@@ -33,6 +33,11 @@ def _waiting(runtime_id: str):  # type: ignore[no-untyped-def]
 
 def _remove(args: argparse.Namespace, home: str) -> int:
     names, left = store_op("remove")(home, args.id, args.install, on_wait=_waiting(args.id))
+    if getattr(args, "json", False):
+        from superfluid.output import print_json
+
+        print_json({"id": args.id, "removed": list(names), "current": left})
+        return 0
     out = f"superfluid: removed {args.id} {', '.join(names)}\n"
     if left:
         out += f"superfluid: {args.id} serves from {left} by default\n"

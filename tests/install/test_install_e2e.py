@@ -248,3 +248,34 @@ def test_update_repair_use_remove(home: Home, server: ReleaseServer) -> None:
 def test_usage_errors_exit_2(home: Home, argv: list[str], fragment: str) -> None:
     run = home.superfluid(*argv)
     assert run.code == 2 and fragment in run.stderr and "Traceback" not in run.stderr
+
+
+def test_github_api_with_token_and_object_store_redirect(home: Home, engines: object) -> None:
+    with ReleaseServer(object_store=True) as gh:
+        releases.publish(gh)
+        home.env.update(SUPERFLUID_GITHUB_API=gh.url, GITHUB_TOKEN="t0ken-for-the-api-only")
+        run = home.superfluid("runtime", "install", "basert")
+        assert run.code == 0, run.stderr
+        assert home.receipt("0.4.0-cpu")["abi"] == 1
+        api = [r for r in gh.log if r.server == "api" and r.path.startswith("/repos/")]
+        objects = [r for r in gh.log if r.server == "objects"]
+        assert api and all(r.header("Authorization") == "Bearer t0ken-for-the-api-only" for r in api)
+        assert objects and all(r.header("Authorization") is None for r in objects)
+        downloads = [r for r in gh.log if r.server == "api" and "/releases/download/" in r.path]
+        assert downloads and all(r.header("Authorization") is None for r in downloads)
+
+
+def test_from_url_needs_a_digest(home: Home, server: ReleaseServer) -> None:
+    import hashlib
+
+    name = releases.bundle_name("0.3.1")
+    url = server.download_url(REPO, "v0.3.1", name)
+    run = home.superfluid("runtime", "install", "basert", "--from", url)
+    assert run.code == 1 and "no SHA-256 to check it against" in run.stderr
+    digest = hashlib.sha256(releases.bundle("0.3.1")).hexdigest()
+    run = home.superfluid("runtime", "install", "basert", "--from", url, "--sha256", digest)
+    assert run.code == 0, run.stderr
+    r = home.receipt("0.3.1-cpu")
+    assert (r["chosen_by"], r["sources"][0]["sha256"], r["abi"]) == ("from", digest, 1)
+    run = home.superfluid("runtime", "install", "basert", "--from", url, "--sha256", "0" * 64)
+    assert run.code == 1 and "SHA-256" in run.stderr

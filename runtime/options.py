@@ -8,13 +8,13 @@ reads it as ``--<id>-<name>`` on ``serve``. Pure data and pure functions: no I/O
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from superfluid.runtime.errors import UsageError
 
-__all__ = ["Option", "Kind", "check_value", "check_options", "to_argv", "options_json", "find"]
+__all__ = ["Option", "Kind", "check_value", "check_options", "to_argv", "options_json", "find", "parse_flag_pairs"]
 
 Kind = Literal["int", "float", "bool", "enum", "list", "path"]
 
@@ -132,6 +132,32 @@ def check_value(option: Option, raw: str, *, flag: str | None = None) -> Any:
     if not raw or "\0" in raw:
         raise bad
     return raw
+
+
+def parse_flag_pairs(tokens: Sequence[str], known: Callable[[str], bool] | None = None) -> list[tuple[str, str]]:
+    """``["--a", "1", "--b=2"]`` -> ``[("a", "1"), ("b", "2")]``.
+
+    ``known(name)``, when given, says which names are flags of this command line; another is
+    refused as an unknown flag before its value is looked for.
+
+    Raises:
+        UsageError: a token that is not a flag, an unknown flag, or a flag without its value.
+    """
+    pairs: list[tuple[str, str]] = []
+    rest = list(tokens)
+    while rest:
+        token = rest.pop(0)
+        if not token.startswith("--") or len(token) == 2:
+            raise UsageError(f"unexpected argument {token!r} (flags are spelled --<name> <value>)")
+        name, eq, value = token[2:].partition("=")
+        if known is not None and not known(name):
+            raise UsageError(f"unknown flag --{name}")
+        if not eq:
+            if not rest:
+                raise UsageError(f"--{name} needs a value")
+            value = rest.pop(0)
+        pairs.append((name, value))
+    return pairs
 
 
 def find(options: Iterable[Option], name: str) -> Option | None:

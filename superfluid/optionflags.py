@@ -16,30 +16,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from superfluid.runtime.errors import UsageError
+from superfluid.runtime.options import parse_flag_pairs
 
 __all__ = ["parse_flag_pairs", "check_runtime_options", "worker_argv", "split_serve_options",
            "Culprits", "find_culprits", "culprit_message"]
-
-
-def parse_flag_pairs(tokens: Sequence[str]) -> list[tuple[str, str]]:
-    """``["--a", "1", "--b=2"]`` -> ``[("a", "1"), ("b", "2")]``.
-
-    Raises:
-        UsageError: a token that is not a flag, or a flag without its value.
-    """
-    pairs: list[tuple[str, str]] = []
-    rest = list(tokens)
-    while rest:
-        token = rest.pop(0)
-        if not token.startswith("--") or len(token) == 2:
-            raise UsageError(f"unexpected argument {token!r} (options are spelled --<name> <value>)")
-        name, eq, value = token[2:].partition("=")
-        if not eq:
-            if not rest:
-                raise UsageError(f"--{name} needs a value")
-            value = rest.pop(0)
-        pairs.append((name, value))
-    return pairs
 
 
 def check_runtime_options(runtime_id: str, pairs: Sequence[tuple[str, str]], *, prefix: str = "") -> dict[str, Any]:

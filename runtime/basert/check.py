@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from superfluid.runtime.basert.header import REQUIRES, UNNUMBERED_LINE
 from superfluid.runtime.basert.locate import FLAG, namer
 from superfluid.runtime.errors import LibraryRefused, SuperfluidError, UsageError
+from superfluid.runtime.options import parse_flag_pairs
 
 if TYPE_CHECKING:
     from superfluid.runtime.basert.loader import Library
@@ -133,26 +134,13 @@ def parse_flags(argv: Sequence[str], takes: Sequence[str]) -> dict[str, str]:
             flag, or an argument that is not a flag.
     """
     out: dict[str, str] = {}
-    args = list(argv)
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if not arg.startswith("--"):
-            raise UsageError(f"unexpected argument {arg!r}")
-        name, eq, value = arg.partition("=")
-        if name not in takes:
-            raise UsageError(f"unknown flag {name}")
-        if not eq:
-            if i + 1 >= len(args):
-                raise UsageError(f"{name} needs a value")
-            i += 1
-            value = args[i]
-        if name in out:
-            raise UsageError(f"{name} is given twice")
+    for name, value in parse_flag_pairs(argv, lambda name: f"--{name}" in takes):
+        flag = f"--{name}"
+        if flag in out:
+            raise UsageError(f"{flag} is given twice")
         if not value:
-            raise UsageError(f"{name} needs a value")
-        out[name] = value
-        i += 1
+            raise UsageError(f"{flag} needs a value")
+        out[flag] = value
     return out
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from superfluid.runtime.errors import LibraryNotFound, LibraryRefused, ModelLoadFailed, UsageError
+from superfluid.runtime.errors import LibraryNotFound, LibraryRefused, ModelLoadFailed
 from superfluid.runtime.llamacpp.options import OPTIONS
 
 __all__ = ["parse_flags", "check_report", "check_argv", "version_text", "FORMATS", "RUNTIME_ID", "ALIASES"]
@@ -36,34 +36,21 @@ def parse_flags(argv: Sequence[str], *, model: bool = True) -> tuple[str | None,
     Raises:
         UsageError: an unknown flag, a flag without its value, or a value of the wrong shape.
     """
-    from superfluid.runtime.options import check_options
+    from superfluid.runtime.options import check_options, parse_flag_pairs
 
     model_path: str | None = None
     given: list[tuple[str, str]] = []
-    args = list(argv)
-    i = 0
-    while i < len(args):
-        flag = args[i]
-        if not flag.startswith("--"):
-            raise UsageError(f"unexpected argument {flag!r}")
-        name, eq, inline = flag[2:].partition("=")
-        if flag.split("=")[0] in _LIB_FLAGS:
+    def known(name: str) -> bool:
+        return (f"--{name}" in _LIB_FLAGS or (model and name == "model")
+                or any(o.name == name for o in OPTIONS))
+
+    for name, value in parse_flag_pairs(argv, known):
+        if f"--{name}" in _LIB_FLAGS:
             name = "lib"
-        known = (model and name == "model") or any(o.name == name for o in OPTIONS)
-        if not known:
-            raise UsageError(f"unknown flag {flag.split('=')[0]}")
-        if eq:
-            value = inline
-        else:
-            if i + 1 >= len(args):
-                raise UsageError(f"{flag} needs a value")
-            i += 1
-            value = args[i]
-        if name == "model":
+        if model and name == "model":
             model_path = value
         else:
             given.append((name, value))
-        i += 1
     return model_path, check_options(OPTIONS, given)
 
 

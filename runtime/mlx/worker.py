@@ -19,7 +19,6 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from superfluid.runtime.errors import UsageError
 from superfluid.runtime.mlx.adapter import ADAPTER, not_here
 
 __all__ = ["main", "check_report", "parse_check_args", "find_venv"]
@@ -44,20 +43,11 @@ def parse_check_args(argv: Sequence[str]) -> tuple[str | None, dict[str, Any]]:
     Raises:
         UsageError: an unknown flag, a flag without its value, or a value of the wrong shape.
     """
-    from superfluid.runtime.options import check_options
+    from superfluid.runtime.options import check_options, parse_flag_pairs
 
     model: str | None = None
     given: list[tuple[str, str]] = []
-    args = list(argv)
-    while args:
-        flag = args.pop(0)
-        if not flag.startswith("--"):
-            raise UsageError(f"unexpected argument {flag!r}")
-        name, eq, value = flag[2:].partition("=")
-        if not eq:
-            if not args:
-                raise UsageError(f"--{name} needs a value")
-            value = args.pop(0)
+    for name, value in parse_flag_pairs(argv):
         if name == "model":
             model = value
         else:

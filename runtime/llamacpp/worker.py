@@ -4,6 +4,11 @@ Commands here: ``version [--lib P] [--<option> V]...`` and
 ``check [--model PATH] [--lib P] [--<option> V]...``. Exit 0 done, 1 unusable (reason on stderr, or
 in the check report), 2 usage (``unknown flag --x``).
 
+``plan [--version V] [--backend B] [--from URL|PATH] [--sha256 H] [--untested]`` (``plan_cli``),
+``install --into DIR --plan JSON`` (``install_cli``) and ``serve --model PATH [--host H] [--port N]
+[--max-context N] [--<option> V]...`` (``serve``: exit 3 when the model does not load). Each prints
+one line on stdout; a refusal is ``superfluid-worker-llamacpp: <why>`` on stderr.
+
 Dispatch: when the llamacpp adapter module and the shared worker layer are there,
 ``superfluid.runtime.worker.run`` runs the command line with ``HANDLERS`` (it adds ``compat``,
 ``versions`` and ``options``); otherwise ``_dispatch`` does the same for these two.
@@ -20,7 +25,7 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib.util import find_spec
 
-from superfluid.runtime.errors import SuperfluidError, UsageError
+from superfluid.runtime.errors import ModelLoadFailed, SuperfluidError, UsageError
 from superfluid.runtime.llamacpp.check import check_argv, parse_flags, version_text
 
 __all__ = ["PROG", "HANDLERS", "main"]
@@ -49,7 +54,39 @@ def _check(argv: list[str]) -> int:
     return code
 
 
-HANDLERS: dict[str, Callable[[list[str]], int]] = {"version": _version, "check": _check}
+def _plan(argv: list[str]) -> int:
+    """``plan``: one line ``{"host", "describe", "plans"}``; exit 0, 1 refused, 2 a bad flag."""
+    from superfluid.runtime.llamacpp.plan_cli import plan_answer
+
+    answer = plan_answer(argv, os.environ)
+    sys.stdout.write(json.dumps(answer, separators=(",", ":")) + "\n")
+    return 0
+
+
+def _install(argv: list[str]) -> int:
+    """``install --into DIR --plan JSON``: write DIR/runtime.json and print it on one line; exit 0, 1, 2."""
+    from superfluid.runtime.llamacpp.install_cli import check_plan, install, parse_install
+
+    into, text = parse_install(argv)
+    receipt = install(into, check_plan(text), os.environ)
+    sys.stdout.write(json.dumps(receipt, separators=(",", ":")) + "\n")
+    return 0
+
+
+def _serve(argv: list[str]) -> int:
+    """``serve``: until SIGTERM/SIGINT; exit 0 clean, 1 serving failed, 2 bad line, 3 model not loaded."""
+    from superfluid.runtime.llamacpp.serve import serve
+
+    try:
+        return serve(argv, os.environ, sys.stdout)
+    except ModelLoadFailed as e:
+        sys.stderr.write(f"{PROG}: model load failed: {e}\n")
+        return 3
+
+
+HANDLERS: dict[str, Callable[[list[str]], int]] = {
+    "version": _version, "check": _check, "plan": _plan, "install": _install, "serve": _serve,
+}
 
 
 def _usage() -> str:

@@ -1,0 +1,125 @@
+"""The worker's ``plan``: which llama.cpp archives would install here, as the ordered plans (SPEC §6.5).
+
+``plan [--version V] [--backend B] [--from URL|PATH] [--sha256 H] [--untested]`` answers one line of
+JSON, ``{"host", "describe", "plans"}`` (notes/superfluid-contract.md §2.2), from the recipe, the
+detected host (``SUPERFLUID_HOST_*`` overrides apply) and the request, through ``planner.plan``.
+
+The worker never touches the network. A tested build is planned from the recipe alone; an untested
+build's archives are known only from the release listing, which the installer reads: ``plan`` with
+``--untested`` and no ``--from`` is refused with that said (``--from`` names the archive, so it needs
+no listing).
+
+Without ``--version`` and ``--from``, the plans of the newest tested build come first (in the
+planner's backend order), then those of each older tested build, as later fallbacks: an installer
+that finds the newest build unusable here still installs a tested one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from superfluid.runtime.errors import UsageError
+
+__all__ = ["parse_request", "plan_answer"]
+
+_VALUED = ("--version", "--backend", "--from", "--sha256")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def parse_request(argv: Sequence[str]) -> Any:
+    """The request the flags name, as a ``planner.Want``.
+
+    ``--backend`` and ``--sha256`` are lower-cased; ``--flag=value`` is read as ``--flag value``.
+
+    Raises:
+        UsageError: an unknown flag (``unknown flag X``), a flag without its value (``X needs a
+            value``), a flag given twice, a value to ``--untested``, or a ``--sha256`` that is not 64
+            hexadecimal digits.
+    """
+    from superfluid.runtime.llamacpp.planner import Want
+
+    values: dict[str, str] = {}
+    untested = False
+    args = list(argv)
+    i = 0
+    while i < len(args):
+        flag, eq, inline = args[i].partition("=")
+        if flag == "--untested":
+            if eq:
+                raise UsageError("--untested takes no value")
+            untested = True
+            i += 1
+            continue
+        if flag not in _VALUED:
+            raise UsageError(f"unknown flag {flag}")
+        if flag in values:
+            raise UsageError(f"{flag} given twice")
+        if eq:
+            value = inline
+        elif i + 1 < len(args):
+            i += 1
+            value = args[i]
+        else:
+            raise UsageError(f"{flag} needs a value")
+        if not value:
+            raise UsageError(f"{flag} needs a value")
+        values[flag] = value
+        i += 1
+    backend = values.get("--backend")
+    sha256 = values.get("--sha256")
+    if sha256 is not None:
+        sha256 = sha256.lower()
+        if not _HEX64.fullmatch(sha256):
+            raise UsageError(f"--sha256 {values['--sha256']!r}: expected 64 hexadecimal digits")
+    return Want(version=values.get("--version"), backend=backend.lower() if backend else None,
+                from_=values.get("--from"), sha256=sha256, untested=untested)
+
+
+def _plans(want: Any, recipe: Mapping[str, Any], host: Any) -> list[dict[str, Any]]:
+    """The ordered plans (see the module doc for the fallback to older tested builds).
+
+    Raises:
+        PlanRefused: the planner's refusal, or an untested build that needs the release listing.
+    """
+    from dataclasses import replace
+
+    from superfluid.runtime.llamacpp.planner import PlanRefused, plan
+    from superfluid.runtime.llamacpp.recipe import tested
+
+    builds = [b.version for b in tested(dict(recipe))]
+    if want.from_:
+        return plan(want, recipe, host)
+    if want.version and want.version not in builds and want.untested:
+        raise PlanRefused(
+            f"llama.cpp {want.version} is not a tested build, so its archives are known only from the release "
+            f"listing, and this worker never touches the network: `superfluid runtime install llamacpp "
+            f"--version {want.version} --untested` resolves it (or name its archive with --from)")
+    if want.version:
+        return plan(want, recipe, host)
+    out = plan(replace(want, version=builds[0]), recipe, host)
+    for version in builds[1:]:
+        try:
+            out += plan(replace(want, version=version), recipe, host)
+        except PlanRefused:
+            continue  # an older build with nothing for this host adds no fallback
+    return out
+
+
+def plan_answer(argv: Sequence[str], environ: Mapping[str, str]) -> dict[str, Any]:
+    """``plan <argv...>``: ``{"host", "describe", "plans"}`` for the detected host.
+
+    Raises:
+        UsageError: a bad flag (see ``parse_request``).
+        PlanRefused: nothing of the request installs here, or an untested build without
+            ``--untested``, or one that needs the release listing.
+        BadFile: the recipe is broken.
+    """
+    from superfluid.runtime.host import detect
+    from superfluid.runtime.llamacpp.planner import plans_json
+    from superfluid.runtime.llamacpp.recipe import load
+
+    want = parse_request(argv)
+    host = detect(environ)
+    return plans_json(host, _plans(want, load(), host))

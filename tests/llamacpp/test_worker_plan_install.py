@@ -1,0 +1,284 @@
+"""``superfluid-worker-llamacpp plan`` and ``install --into DIR --plan JSON``, run as programs.
+
+``plan`` is answered for hosts named by ``SUPERFLUID_HOST_*``. ``install`` is given a directory whose
+``lib`` holds a real libllama (v1 or v2, as the installer would leave it after extracting), or a
+library that is not one; each run is a child process, so a crash in the library would fail the test.
+"""
+
+from __future__ import annotations
+
+import ctypes as C
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from superfluid.runtime.llamacpp import layout as L
+from superfluid.runtime.receipt import read_receipt
+from tests.conftest import ROOT
+
+#: a Linux x64 host with no accelerator at all, whatever this machine has
+NO_GPU = {"SUPERFLUID_HOST_OS": "linux", "SUPERFLUID_HOST_ARCH": "x64", "SUPERFLUID_HOST_NVIDIA_DRIVER": "none",
+          "SUPERFLUID_HOST_CUDA_RUNTIME": "none", "SUPERFLUID_HOST_ROCM": "0", "SUPERFLUID_HOST_VULKAN": "0"}
+#: the build each real test library stands in for, by layout
+BUILD = {"v1": "b11284", "v2": "b11642"}
+
+
+def worker(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SUPERFLUID_")}
+    base.update(env or {})
+    return subprocess.run([sys.executable, "-m", "superfluid.runtime.llamacpp.worker", *map(str, args)],
+                          cwd=ROOT, env=base, capture_output=True, text=True, timeout=120)
+
+
+def plan(*flags: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    done = worker("plan", *flags, env={**NO_GPU, **(env or {})})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("\n") == 1 and done.stderr == ""  # one line of JSON
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+# -- plan ----------------------------------------------------------------------------------------
+
+def test_plan_without_a_gpu_is_the_newest_cpu_build_then_the_older_one() -> None:
+    answer = plan()
+    assert answer["describe"] == "Linux x64"
+    assert answer["host"]["os"] == "linux" and answer["host"]["nvidia_driver"] is None
+    assert [p["install"] for p in answer["plans"]] == ["b11642-cpu", "b11284-cpu"]
+    newest, older = answer["plans"]
+    assert newest["assets"] == [{"name": "llama-b11642-bin-ubuntu-x64.tar.gz", "sha256": None, "size": None,
+                                 "url": "https://github.com/ggml-org/llama.cpp/releases/download/b11642/"
+                                        "llama-b11642-bin-ubuntu-x64.tar.gz"}]
+    assert newest["tested"] is True and newest["layout"] == "v2" and newest["why"] == "Linux x64: the CPU build"
+    # b11284's digest is the published fact the recipe pins
+    assert older["layout"] == "v1" and len(older["assets"]) == 1
+    assert older["assets"][0]["sha256"] == "f53f2534e7ac8df1ef056117d215f1581feb6c426310d6423efac9adcdd5c2c8"
+    assert older["assets"][0]["size"] == 17438632
+
+
+def test_plan_with_an_nvidia_driver_puts_cuda_first_with_its_runtime_archive() -> None:
+    answer = plan(env={"SUPERFLUID_HOST_NVIDIA_DRIVER": "580.95.05"})
+    assert answer["describe"] == "Linux x64, NVIDIA driver 580.95.05"
+    assert answer["host"]["nvidia_driver"] == "580.95.05"
+    assert [p["install"] for p in answer["plans"]] == ["b11642-cuda-13.4", "b11642-cpu", "b11284-cuda-13.4",
+                                                        "b11284-cpu"]
+    cuda = answer["plans"][0]
+    assert [a["name"] for a in cuda["assets"]] == ["llama-b11642-bin-ubuntu-cuda-13.4-x64.tar.gz",
+                                                   "cudart-llama-b11642-bin-ubuntu-cuda-13.4-x64.tar.gz"]
+    assert cuda["why"].endswith("NVIDIA driver 580 runs CUDA 13; no CUDA 13 runtime on the system, so its archive too")
+    # the system's own CUDA 13 runtime serves it: no side archive
+    served = plan(env={"SUPERFLUID_HOST_NVIDIA_DRIVER": "580.95.05", "SUPERFLUID_HOST_CUDA_RUNTIME": "13"})
+    assert [a["name"] for a in served["plans"][0]["assets"]] == ["llama-b11642-bin-ubuntu-cuda-13.4-x64.tar.gz"]
+    # an older driver runs CUDA 12 at most
+    old = plan(env={"SUPERFLUID_HOST_NVIDIA_DRIVER": "535.104.05"})
+    assert old["plans"][0]["install"] == "b11642-cuda-12.8"
+
+
+def test_plan_flags_name_a_version_a_backend_or_an_archive() -> None:
+    assert [p["install"] for p in plan("--version", "b11284")["plans"]] == ["b11284-cpu"]
+    vulkan = plan("--backend", "VULKAN", "--version", "b11642")["plans"]  # lower-cased, no fallback
+    assert [p["install"] for p in vulkan] == ["b11642-vulkan"]
+    assert vulkan[0]["why"] == "Linux x64: vulkan, as named"
+    digest = "AB" * 32
+    archive = plan("--from", "/srv/llama-b11284-bin-ubuntu-x64.tar.gz", f"--sha256={digest}")["plans"]
+    assert archive == [{"id": "llamacpp", "version": "b11284", "backend": "cpu", "install": "b11284-cpu",
+                        "assets": [{"name": "llama-b11284-bin-ubuntu-x64.tar.gz",
+                                    "url": "/srv/llama-b11284-bin-ubuntu-x64.tar.gz", "sha256": digest.lower(),
+                                    "size": 17438632}],
+                        "tested": True, "why": "/srv/llama-b11284-bin-ubuntu-x64.tar.gz, as named",
+                        "platform": "linux-x64", "extra": None, "layout": "v1"}]
+
+
+def test_an_untested_build_is_refused_and_the_listing_is_left_to_the_installer() -> None:
+    done = worker("plan", "--version", "b11500", env=NO_GPU)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr == ("superfluid-worker-llamacpp: llama.cpp b11500 is not a build this adapter was tested with "
+                           "(tested: b11642, b11284); its C API may differ: pass --untested to install it anyway\n")
+    done = worker("plan", "--version", "b11500", "--untested", env=NO_GPU)
+    assert done.returncode == 1 and done.stdout == ""
+    assert "known only from the release listing, and this worker never touches the network" in done.stderr
+    assert "`superfluid runtime install llamacpp --version b11500 --untested` resolves it" in done.stderr
+    # a named archive needs no listing
+    untested = plan("--from", "https://example.invalid/llama-b11500-bin-ubuntu-x64.tar.gz", "--untested")["plans"]
+    assert [(p["install"], p["tested"]) for p in untested] == [("b11500-cpu", False)]
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--bogus"], "unknown flag --bogus"),
+    (["--version"], "--version needs a value"),
+    (["--backend", "cpu", "--backend", "cuda"], "--backend given twice"),
+    (["--sha256", "xyz"], "--sha256 'xyz': expected 64 hexadecimal digits"),
+    (["--untested=yes"], "--untested takes no value"),
+])
+def test_a_bad_plan_flag_is_a_usage_error(flags: list[str], message: str) -> None:
+    done = worker("plan", *flags, env=NO_GPU)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == f"superfluid-worker-llamacpp: {message}\n"
+
+
+# -- install -------------------------------------------------------------------------------------
+
+def extracted(into: Path, lib_dir: Path) -> Path:
+    """``into/lib`` holding ``lib_dir``'s libraries, as the installer leaves it after extracting."""
+    (into / "lib").mkdir(parents=True)
+    for f in lib_dir.iterdir():
+        if ".so" in f.name:
+            shutil.copy2(f, into / "lib" / f.name, follow_symlinks=False)
+    return into
+
+
+def verified(p: dict[str, Any]) -> dict[str, Any]:
+    """The plan as the installer passes it: every asset with the digest it verified."""
+    out = json.loads(json.dumps(p))
+    for a in out["assets"]:
+        a["sha256"] = a["sha256"] or hashlib.sha256(a["name"].encode()).hexdigest()
+    return out
+
+
+def install(into: Path, p: dict[str, Any] | str) -> subprocess.CompletedProcess[str]:
+    return worker("install", "--into", into, "--plan", p if isinstance(p, str) else json.dumps(p), env=NO_GPU)
+
+
+def test_install_writes_a_valid_receipt_for_the_library_it_finds(lib_dir: Path, tmp_path: Path) -> None:
+    import jsonschema
+
+    layout = lib_dir.name
+    into = extracted(tmp_path / "staging", lib_dir)
+    p = verified(plan("--version", BUILD[layout])["plans"][0])
+    p["chosen_by"] = "tested"
+    done = install(into, p)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "" and done.stdout.count("\n") == 1
+    printed = json.loads(done.stdout)
+    written = json.loads((into / "runtime.json").read_text())
+    assert printed == written and (into / "runtime.json").read_text().endswith("}\n")
+    schema = json.loads((ROOT / "schemas" / "runtime.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(written)
+    assert {k: written[k] for k in ("id", "install", "version", "backend", "link_w", "platforms", "worker", "tested",
+                                    "abi", "chosen_by", "layout")} == {
+        "id": "llamacpp", "install": f"{BUILD[layout]}-cpu", "version": BUILD[layout], "backend": "cpu",
+        "link_w": [8], "platforms": ["linux-x64"], "worker": "bin/superfluid-worker-llamacpp", "tested": True,
+        "abi": None, "chosen_by": "tested", "layout": layout}
+    assert written["sources"] == [{"url": a["url"], "sha256": a["sha256"]} for a in p["assets"]]
+    receipt = read_receipt(into / "runtime.json")
+    assert receipt.version == BUILD[layout] and receipt.tested is True and receipt.installed_at
+    # the loader accepts the installed library, and now names the build from the receipt
+    check = worker("check", "--lib", into / "lib")
+    report = json.loads(check.stdout)
+    assert check.returncode == 0 and report["available"] is True and report["layout"] == layout
+    assert report["runtime"]["version"] == f"llama.cpp {BUILD[layout]}"
+
+
+def test_an_untested_plan_installs_a_library_of_a_known_layout_as_untested(lib_v2_dir: Path, tmp_path: Path) -> None:
+    into = extracted(tmp_path / "staging", lib_v2_dir)
+    p = verified(plan("--from", "/srv/llama-b11549-bin-ubuntu-x64.tar.gz", "--untested")["plans"][0])
+    assert p["tested"] is False and "layout" not in p
+    done = install(into, p)
+    assert done.returncode == 0, done.stderr
+    receipt = read_receipt(into / "runtime.json")
+    assert (receipt.version, receipt.install, receipt.tested) == ("b11549", "b11549-cpu", False)
+    assert json.loads(done.stdout)["layout"] == "v2"
+
+
+def test_a_library_of_the_other_layout_than_the_plans_build_is_refused(lib_v1_dir: Path, tmp_path: Path) -> None:
+    into = extracted(tmp_path / "staging", lib_v1_dir)
+    done = install(into, verified(plan()["plans"][0]))  # b11642: v2
+    assert done.returncode == 1 and done.stdout == ""
+    assert "is laid out as v1, but llama.cpp b11642 (the plan's build) is v2" in done.stderr
+    assert not (into / "runtime.json").exists()
+
+
+needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc) to build stand-in libraries")
+
+
+@needs_cc
+def test_a_library_that_is_not_libllama_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    into = tmp_path / "staging"
+    (into / "lib").mkdir(parents=True)
+    src = tmp_path / "other.c"
+    src.write_text("int answer(void) { return 42; }\n")
+    subprocess.run(["cc", "-shared", "-fPIC", str(src), "-o", str(into / "lib" / "libllama.so")], check=True)
+    done = install(into, verified(plan()["plans"][0]))
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith(f"superfluid-worker-llamacpp: {into / 'lib' / 'libllama.so'} is a llama.cpp this "
+                                  "adapter cannot drive: it has no llama_backend_init")
+    assert not (into / "runtime.json").exists()
+
+
+@needs_cc
+def test_an_unknown_layout_is_refused_even_for_an_untested_plan(tmp_path: Path) -> None:
+    from tests.llamacpp.test_refusal import stub_library
+
+    # the 2026-06-07 layout: n_threads at 24 where v1 has n_outputs_max_per_seq (see test_refusal)
+    fields = [f for f in L._CONTEXT_HEAD + L._CONTEXT_TAIL if f[0] != "n_outputs_max_per_seq"]
+    older = type("Older", (C.Structure,), {"_fields_": [(n, t) for n, t, _ in fields]})()
+    L.fill(older, {n: d for n, _, d in fields if d is not None and n != "abort_callback"})
+    into = tmp_path / "staging"
+    (into / "lib").mkdir(parents=True)
+    stub = stub_library(tmp_path, bytes(older), L.default_image(L.LAYOUTS[1])[1][:80])
+    shutil.copy(stub, into / "lib" / "libllama.so")
+    p = verified(plan("--from", "/srv/llama-b11400-bin-ubuntu-x64.tar.gz", "--untested")["plans"][0])
+    done = install(into, p)
+    assert done.returncode == 1 and done.stdout == ""  # a refusal, not a crash (the stub aborts if driven)
+    assert "its parameter structs are laid out as no tested build's are" in done.stderr
+    assert "--untested relaxes which build is installed, never the layout" in done.stderr
+    assert not (into / "runtime.json").exists()
+    p["tested"] = True
+    done = install(into, p)
+    assert done.returncode == 1 and "--untested relaxes" not in done.stderr
+
+
+def test_a_directory_without_libllama_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "lib").mkdir()
+    done = install(tmp_path, verified(plan()["plans"][0]))
+    assert done.returncode == 1
+    assert done.stderr == (f"superfluid-worker-llamacpp: {tmp_path / 'lib'} holds no libllama.so or libllama.so.0: "
+                           "the plan's archives are not a llama.cpp build this adapter knows\n")
+    assert not (tmp_path / "runtime.json").exists()
+
+
+def _without(key: str) -> dict[str, Any]:
+    p = verified(plan()["plans"][0])
+    del p[key]
+    return p
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--into", "D"], "install needs --into and --plan"),
+    (["--plan", "{}"], "install needs --into and --plan"),
+    (["--into", "D", "--plan"], "install needs --into and --plan"),
+    (["--into", "D", "--plan", "{}", "--force"], "unknown flag --force"),
+    (["--into", "D", "--plan", "{x"], "--plan: not valid JSON (Expecting property name enclosed in double quotes: "
+                                      "line 1 column 2 (char 1))"),
+    (["--into", "D", "--plan", "[]"], "--plan: not a JSON object (it is a list)"),
+    (["--into", "D", "--plan", '{"id": "basert"}'], '--plan: a plan for "basert" given to the llamacpp runtime'),
+])
+def test_a_bad_install_line_is_a_usage_error(argv: list[str], message: str, tmp_path: Path) -> None:
+    done = worker("install", *[str(tmp_path) if a == "D" else a for a in argv])
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == f"superfluid-worker-llamacpp: {message}\n"
+
+
+def test_a_plan_missing_what_the_receipt_is_made_of_is_a_usage_error(lib_v2_dir: Path, tmp_path: Path) -> None:
+    into = extracted(tmp_path / "staging", lib_v2_dir)
+    for key in ("version", "backend", "install", "assets"):
+        done = install(into, _without(key))
+        assert done.returncode == 2 and f"--plan: {key!r} must be" in done.stderr, done.stderr
+    bad_name = verified(plan()["plans"][0]) | {"install": "../escape"}
+    done = install(into, bad_name)
+    assert done.returncode == 2 and "'install' '../escape' is not a name an install can have" in done.stderr
+    unverified = plan()["plans"][0]  # b11642's digest is null until the installer settles it
+    done = install(into, unverified)
+    assert done.returncode == 2
+    assert ("assets[0] (llama-b11642-bin-ubuntu-x64.tar.gz) has no 'sha256' of 64 hexadecimal digits (it has null); "
+            "the installer passes the digest it verified") in done.stderr
+    nameless = verified(plan()["plans"][0])
+    del nameless["assets"][0]["url"]
+    assert "assets[0] has no 'url'" in install(into, nameless).stderr
+    assert not (into / "runtime.json").exists()

@@ -198,8 +198,10 @@ def version_key(version: str) -> tuple[Any, ...]:
 def _order(installed: Installed) -> tuple[Any, ...]:
     r = installed.receipt
     if r is None:
-        return (1, 0, (), installed.name)
-    return (0, backend_rank(r.backend), _Desc(version_key(r.version)), installed.name)
+        return (1, 0, 0, (), installed.name)
+    # a tested install outranks an untested one: --untested installs what was asked, but a later
+    # tested install becomes the default rather than an engine this build may not drive
+    return (0, 0 if r.tested else 1, backend_rank(r.backend), _Desc(version_key(r.version)), installed.name)
 
 
 class _Desc:

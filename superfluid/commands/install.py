@@ -184,9 +184,9 @@ def _update(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     before = len(installed)
     outcome = _do(request, args, environ, dry_run=args.dry_run)
     if not outcome.dry_run and outcome.receipt is not None and read_pinned(root) == current:
-        from superfluid.commands.manage import store_op
+        from superfluid.installer.store import pin
 
-        store_op("pin")(home(environ), args.id, outcome.receipt.install)
+        pin(home(environ), args.id, outcome.receipt.install)
         if not args.json:
             _err(f"{args.id} serves from {outcome.receipt.install} by default (the pin moved from {current})")
     _show(outcome, args, before)

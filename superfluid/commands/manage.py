@@ -13,14 +13,7 @@ import sys
 
 from superfluid.runtime.errors import UsageError
 
-__all__ = ["run", "store_op"]
-
-
-def store_op(name: str):  # type: ignore[no-untyped-def]
-    """``pin``, ``unpin`` or ``remove`` of the store (they have lived in ``store`` and in ``publish``)."""
-    from superfluid.installer import publish, store
-
-    return getattr(store, name, None) or getattr(publish, name)
+__all__ = ["run"]
 
 
 def _waiting(runtime_id: str):  # type: ignore[no-untyped-def]
@@ -32,7 +25,9 @@ def _waiting(runtime_id: str):  # type: ignore[no-untyped-def]
 
 
 def _remove(args: argparse.Namespace, home: str) -> int:
-    names, left = store_op("remove")(home, args.id, args.install, on_wait=_waiting(args.id))
+    from superfluid.installer import store
+
+    names, left = store.remove(home, args.id, args.install, on_wait=_waiting(args.id))
     if getattr(args, "json", False):
         from superfluid.output import print_json
 
@@ -46,7 +41,8 @@ def _remove(args: argparse.Namespace, home: str) -> int:
 
 
 def _use(args: argparse.Namespace, home: str) -> int:
-    pin, unpin = store_op("pin"), store_op("unpin")
+    from superfluid.installer.store import pin, unpin
+
     if args.auto and args.install:
         raise UsageError(f"runtime use {args.id}: give an install or --auto, not both")
     if args.auto:

@@ -242,6 +242,17 @@ def test_default_is_pinned_else_best_ranked(tmp_path: Path) -> None:
     assert [i.name for i in list_installs(root)] == ["0.6.0-cuda-12.4", "0.4.0-cuda-12.4", "0.5.0-cpu", "0.4.0-cpu"]
 
 
+def test_a_tested_install_outranks_a_newer_untested_one(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    root = root_of(home)
+    install_staged(home, RID, "0.5.0-cpu", lambda s: receipt("0.5.0-cpu", tested=False, chosen_by="untested"),
+                   no_probe)
+    assert current_install(root) == "0.5.0-cpu"  # the only one: what was asked for
+    do_install(home, "0.4.0-cpu")
+    assert current_install(root) == "0.4.0-cpu"
+    assert [i.name for i in list_installs(root)] == ["0.4.0-cpu", "0.5.0-cpu"]
+
+
 def test_pin_unknown_install(tmp_path: Path) -> None:
     home = tmp_path / "home"
     do_install(home, "1.0-cpu")

@@ -381,25 +381,14 @@ def _download(assets: Sequence[PlanAsset], source: ReleaseSource | None, *, envi
 
 # -- 6: probe ---------------------------------------------------------------------------------------------
 
-_BY_NUMBER = re.compile(r"states ABI (\d+); this superfluid drives ABI \d+")
-_UNNUMBERED = re.compile(r"states no ABI number")
-
-
 def _stated(report: Mapping[str, Any]) -> tuple[bool, int | None] | None:
     """Whether a refusing check refused by ABI alone: ``(True, N)`` by number, ``(True, None)``
-    unnumbered off the line; None for any other refusal (symbols, size, not loadable)."""
+    unnumbered off the line (the report's ``stated``); None for any other refusal (symbols, size,
+    not loadable)."""
     stated = report.get("stated")
     if isinstance(stated, Mapping) and "abi" in stated:
         abi = stated.get("abi")
         return True, abi if isinstance(abi, int) else None
-    reason = report.get("available")
-    if not isinstance(reason, str):
-        return None
-    m = _BY_NUMBER.search(reason)
-    if m:
-        return True, int(m.group(1))
-    if _UNNUMBERED.search(reason):
-        return True, None
     return None
 
 

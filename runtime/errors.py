@@ -61,19 +61,29 @@ class LibraryNotFound(SuperfluidError):
 
 
 class LibraryRefused(SuperfluidError):
-    """An engine library was found but is not the one these bindings drive (symbols, layout, line)."""
+    """An engine library was found but is not the one these bindings drive (symbols, layout, line).
 
-    def __init__(self, path: str, message: str, *, fix: str | None = None) -> None:
+    ``by_abi`` is true when the refusal is the ABI verdict alone (another number, or unnumbered off
+    the line); ``stated_version`` and ``stated_abi`` then say what the library states.
+    """
+
+    def __init__(self, path: str, message: str, *, fix: str | None = None, by_abi: bool = False,
+                 stated_version: str | None = None, stated_abi: int | None = None) -> None:
         super().__init__(message, fix=fix)
         self.path = path
+        self.by_abi = by_abi
+        self.stated_version = stated_version
+        self.stated_abi = stated_abi
 
 
 class AbiRefused(LibraryRefused):
     """A library states an ABI number other than ours (SPEC §4.1 step 2)."""
 
-    def __init__(self, path: str, stated: int, drives: int, *, fix: str | None = None) -> None:
+    def __init__(self, path: str, stated: int, drives: int, *, fix: str | None = None,
+                 version: str | None = None) -> None:
         super().__init__(
-            path, f"libbaseRT at {path} states ABI {stated}; this superfluid drives ABI {drives}", fix=fix
+            path, f"libbaseRT at {path} states ABI {stated}; this superfluid drives ABI {drives}", fix=fix,
+            by_abi=True, stated_version=version, stated_abi=stated,
         )
         self.stated = stated
         self.drives = drives

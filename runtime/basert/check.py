@@ -91,6 +91,9 @@ def check_report(model: str | None = None, lib: str | None = None,
     except SuperfluidError as e:
         report["available"] = str(e)
         refused_path = e.path if isinstance(e, LibraryRefused) else None
+        if isinstance(e, LibraryRefused) and e.by_abi:
+            # what the refused library states, so an installer can tell an ABI verdict from a fault
+            report["stated"] = {"version": e.stated_version, "abi": e.stated_abi}
     if library is not None:
         report["runtime"]["version"] = f"{library.version} ({library.path})"
         report["abi"] = library.abi

@@ -76,13 +76,14 @@ def judge(probe: Probe, our_size: int, *, drives: int = ABI_VERSION,
                           f"superfluid drives (header {HEADER_VERSION}, ABI {drives})")
     if probe.abi is not None:
         if probe.abi != drives:
-            return Verdict(None, AbiRefused(p, probe.abi, drives, fix=FIX))
+            return Verdict(None, AbiRefused(p, probe.abi, drives, fix=FIX, version=probe.version))
     elif line is None or version_line(probe.version) != line:
         shown = repr(probe.version or "")
         carried = (f"only the unnumbered {line}.x line carries ABI {drives}" if line
                    else f"no unnumbered release carries ABI {drives}")
-        return _refuse(p, f"libbaseRT at {p} is version {shown} and states no ABI number; this "
-                          f"superfluid drives ABI {drives}, and {carried}")
+        return Verdict(None, LibraryRefused(
+            p, f"libbaseRT at {p} is version {shown} and states no ABI number; this superfluid drives "
+               f"ABI {drives}, and {carried}", fix=FIX, by_abi=True, stated_version=probe.version))
     if probe.has_into:
         return Verdict("into")
     if probe.config_size != our_size:

@@ -36,8 +36,10 @@ CHECKS = [
     pytest.param("0.3.0", 0, {"abi": None, "config_read": "by-value"}, None, id="0.3.0"),
     pytest.param("0.3.1", 0, {"abi": 1, "config_read": "by-value"}, None, id="0.3.1"),
     pytest.param("0.4.0", 0, {"abi": 1, "config_read": "into"}, None, id="0.4.0"),
-    pytest.param("0.5.0", 1, {}, "states ABI 2; this superfluid drives ABI 1", id="0.5.0"),
-    pytest.param("0.2.6", 1, {}, "only the unnumbered 0.3.x line carries ABI 1", id="0.2.6"),
+    pytest.param("0.5.0", 1, {"stated": {"version": "0.5.0", "abi": 2}},
+                 "states ABI 2; this superfluid drives ABI 1", id="0.5.0"),
+    pytest.param("0.2.6", 1, {"stated": {"version": "0.2.6", "abi": None}},
+                 "only the unnumbered 0.3.x line carries ABI 1", id="0.2.6"),
     pytest.param("missing-symbol", 1, {}, "lacks baseRT_decode_step", id="missing-symbol"),
     pytest.param("wrong-size", 1, {}, "in 1812 bytes where this superfluid expects 1792", id="wrong-size"),
 ]
@@ -62,6 +64,8 @@ def test_check_each_variant(engines: Path, clean_env: dict[str, str], variant: s
         assert reason in report["available"] and str(path) in report["available"]
         assert report["runtime"]["version"] is None
         assert "abi" not in report and "devices" not in report
+        # an ABI verdict says what the library states; any other refusal (a fault) does not
+        assert report.get("stated") == facts.get("stated")
 
 
 def test_check_with_a_model(engines: Path, clean_env: dict[str, str], tiny_model: Path) -> None:

@@ -43,23 +43,14 @@ def parse_install(argv: Sequence[str]) -> tuple[str, str]:
     Raises:
         UsageError: an unknown flag, a flag given twice, or ``--into``/``--plan`` missing or empty.
     """
+    from superfluid.runtime.options import parse_flag_pairs
+
     values: dict[str, str] = {}
-    args = list(argv)
-    i = 0
-    while i < len(args):
-        flag, eq, inline = args[i].partition("=")
-        if flag not in ("--into", "--plan"):
-            raise UsageError(f"unknown flag {flag}" if flag.startswith("-") else f"unexpected argument {flag!r}")
+    for name, value in parse_flag_pairs(argv, lambda n: n in ("into", "plan")):
+        flag = f"--{name}"
         if flag in values:
             raise UsageError(f"{flag} given twice")
-        if eq:
-            values[flag] = inline
-        elif i + 1 < len(args):
-            i += 1
-            values[flag] = args[i]
-        else:
-            raise UsageError(_USAGE)
-        i += 1
+        values[flag] = value
     if not values.get("--into") or not values.get("--plan"):
         raise UsageError(_USAGE)
     return values["--into"], values["--plan"]

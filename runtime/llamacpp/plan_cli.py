@@ -39,34 +39,25 @@ def parse_request(argv: Sequence[str]) -> Any:
             hexadecimal digits.
     """
     from superfluid.runtime.llamacpp.planner import Want
+    from superfluid.runtime.options import parse_flag_pairs
 
-    values: dict[str, str] = {}
     untested = False
-    args = list(argv)
-    i = 0
-    while i < len(args):
-        flag, eq, inline = args[i].partition("=")
-        if flag == "--untested":
-            if eq:
+    rest: list[str] = []
+    for token in argv:
+        if token.partition("=")[0] == "--untested":
+            if "=" in token:
                 raise UsageError("--untested takes no value")
             untested = True
-            i += 1
-            continue
-        if flag not in _VALUED:
-            raise UsageError(f"unknown flag {flag}")
+        else:
+            rest.append(token)
+    values: dict[str, str] = {}
+    for name, value in parse_flag_pairs(rest, lambda n: f"--{n}" in _VALUED):
+        flag = f"--{name}"
         if flag in values:
             raise UsageError(f"{flag} given twice")
-        if eq:
-            value = inline
-        elif i + 1 < len(args):
-            i += 1
-            value = args[i]
-        else:
-            raise UsageError(f"{flag} needs a value")
         if not value:
             raise UsageError(f"{flag} needs a value")
         values[flag] = value
-        i += 1
     backend = values.get("--backend")
     sha256 = values.get("--sha256")
     if sha256 is not None:

@@ -87,30 +87,22 @@ def parse_serve(argv: Sequence[str]) -> ServeLine:
             twice, a port outside 0-65535, or an option value of the wrong shape.
     """
     from superfluid.runtime.llamacpp.check import parse_flags
+    from superfluid.runtime.llamacpp.options import OPTIONS
+    from superfluid.runtime.options import find, parse_flag_pairs
+
+    def known(name: str) -> bool:
+        return f"--{name}" in _OWN or name in ("model", "lib", "llamacpp-lib") or find(OPTIONS, name) is not None
 
     own: dict[str, str] = {}
     rest: list[str] = []
-    args = list(argv)
-    i = 0
-    while i < len(args):
-        token = args[i]
-        flag, eq, inline = token.partition("=")
-        if flag in _OWN:
-            if flag in own:
-                raise UsageError(f"{flag} given twice")
-            if eq:
-                own[flag] = inline
-            elif i + 1 < len(args):
-                i += 1
-                own[flag] = args[i]
-            else:
-                raise UsageError(f"{flag} needs a value")
+    for name, value in parse_flag_pairs(argv, known):
+        flag = f"--{name}"
+        if flag not in _OWN:
+            rest.append(f"{flag}={value}")  # the model and the options: check.parse_flags judges them
+        elif flag in own:
+            raise UsageError(f"{flag} given twice")
         else:
-            rest.append(token)
-            if token.startswith("--") and not eq and i + 1 < len(args):
-                i += 1
-                rest.append(args[i])  # every option takes a value; parse_flags judges the flag
-        i += 1
+            own[flag] = value
     model, options = parse_flags(rest)
     if not model:
         raise UsageError("serve needs --model PATH")
@@ -326,6 +318,8 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             phrase = "error"
         refused = RequestRefused(code, message or phrase)
+        if getattr(self, "request_version", "HTTP/0.9") == "HTTP/0.9":
+            self.request_version = "HTTP/1.0"  # an unparsable line: answer with a status line all the same
         self._json(code, refused.to_json(), close=True)
 
     def _guard(self, answer: Any) -> None:

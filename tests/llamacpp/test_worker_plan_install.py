@@ -252,7 +252,7 @@ def _without(key: str) -> dict[str, Any]:
 @pytest.mark.parametrize(("argv", "message"), [
     (["--into", "D"], "install needs --into and --plan"),
     (["--plan", "{}"], "install needs --into and --plan"),
-    (["--into", "D", "--plan"], "install needs --into and --plan"),
+    (["--into", "D", "--plan"], "--plan needs a value"),
     (["--into", "D", "--plan", "{}", "--force"], "unknown flag --force"),
     (["--into", "D", "--plan", "{x"], "--plan: not valid JSON (Expecting property name enclosed in double quotes: "
                                       "line 1 column 2 (char 1))"),

@@ -1,0 +1,284 @@
+"""``superfluid-worker-llamacpp serve``: a real libllama behind a real loopback HTTP server.
+
+The worker runs as a child process on port 0; the test reads the address from its first stdout
+line, talks to it over HTTP, and ends it with SIGTERM/SIGINT. The deterministic model
+``always-the.gguf`` predicts `` the`` after anything, so every completion's text is known.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.native
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("SUPERFLUID_")}
+
+
+class Server:
+    """A running ``serve`` child and its announced address."""
+
+    def __init__(self, lib: Path, model: Path, *flags: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "superfluid.runtime.llamacpp.worker", "serve", "--lib", str(lib), "--model",
+             str(model), "--port", "0", *flags],
+            cwd=ROOT, env=_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], 60)
+        line = self.proc.stdout.readline() if ready else ""
+        if not line:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+            pytest.fail(f"serve announced nothing (exit {self.proc.returncode}): {err[-2000:]}")
+        self.ready: dict[str, Any] = json.loads(line)
+        host_port = self.ready["listening"].removeprefix("http://")
+        self.host, port = host_port.rsplit(":", 1)
+        self.port = int(port)
+
+    def request(self, method: str, path: str, body: bytes | dict[str, Any] | None = None,
+                headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
+        try:
+            data = json.dumps(body).encode() if isinstance(body, dict) else body
+            conn.request(method, path, body=data, headers={"Content-Type": "application/json", **(headers or {})})
+            resp = conn.getresponse()
+            raw = resp.read()
+            assert resp.getheader("Content-Type") == "application/json", raw
+            return resp.status, json.loads(raw)
+        finally:
+            conn.close()
+
+    def complete(self, **body: Any) -> dict[str, Any]:
+        status, answer = self.request("POST", "/v1/completions", body)
+        assert status == 200, answer
+        return answer
+
+    def stop(self, sig: int = signal.SIGTERM) -> tuple[int, str, str]:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        out, err = self.proc.communicate(timeout=30)
+        return self.proc.returncode, out, err
+
+
+@pytest.fixture
+def server(lib_dir: Path, models: dict[str, Path]) -> Iterator[Server]:
+    """``always-the.gguf`` served by each real libllama in turn."""
+    s = Server(lib_dir, models["always-the.gguf"])
+    yield s
+    if s.proc.poll() is None:
+        s.proc.kill()
+        s.proc.communicate()
+
+
+def prompt_tokens(lib: Path, model: Path, prompt: str) -> int:
+    """How many tokens the library makes of ``prompt`` (BOS included), asked in another child."""
+    argv = ["generate", str(lib / "libllama.so"), f"model={model}", f"prompt={prompt}", "n=1"]
+    done = subprocess.run([sys.executable, "-m", "tests.llamacpp.scenarios", *argv], cwd=ROOT, env=_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return len(json.loads(done.stdout)["prompt"])
+
+
+def test_the_announcement_names_the_address_model_and_layout(server: Server, lib_dir: Path,
+                                                             models: dict[str, Path]) -> None:
+    assert server.ready["listening"] == f"http://127.0.0.1:{server.port}" and server.port > 0
+    assert server.ready["model"] == "always-the"
+    assert server.ready["path"] == str(models["always-the.gguf"])
+    assert server.ready["layout"] == lib_dir.name
+    assert server.ready["n_ctx"] == 256  # the model's trained context, under the 4096 default
+
+
+def test_a_completion_is_the_models_greedy_text_with_its_usage(server: Server, lib_dir: Path,
+                                                               models: dict[str, Path]) -> None:
+    n_prompt = prompt_tokens(lib_dir, models["always-the.gguf"], "Once upon a time")
+    for n in (1, 7):
+        answer = server.complete(model="always-the", prompt="Once upon a time", max_tokens=n, temperature=0)
+        assert answer["object"] == "text_completion" and answer["model"] == "always-the"
+        assert answer["id"].startswith("cmpl-") and isinstance(answer["created"], int)
+        assert answer["choices"] == [{"text": " the" * n, "index": 0, "finish_reason": "length", "logprobs": None}]
+        assert answer["usage"] == {"prompt_tokens": n_prompt, "completion_tokens": n, "total_tokens": n_prompt + n}
+    # defaults: 16 tokens, greedy; a prompt given as a list of one string
+    default = server.complete(prompt=["Once upon a time"])
+    assert default["choices"][0]["text"] == " the" * 16 and default["usage"]["completion_tokens"] == 16
+
+
+def test_a_stop_string_ends_the_text_before_it(server: Server) -> None:
+    answer = server.complete(prompt="x", max_tokens=10, stop=["e t", "never"])
+    assert answer["choices"][0]["text"] == " th" and answer["choices"][0]["finish_reason"] == "stop"
+    assert answer["usage"]["completion_tokens"] == 2  # " the the" holds "e t"
+    whole = server.complete(prompt="x", max_tokens=10, stop=" the the the")
+    assert whole["choices"][0] == {"text": "", "index": 0, "finish_reason": "stop", "logprobs": None}
+    assert whole["usage"]["completion_tokens"] == 3
+
+
+def test_generation_stops_when_the_context_is_full(lib_v1_dir: Path, models: dict[str, Path]) -> None:
+    s = Server(lib_v1_dir, models["always-the.gguf"], "--max-context", "16")
+    try:
+        n_ctx = s.ready["n_ctx"]
+        assert n_ctx >= 16  # llama.cpp rounds the context up (to 256 on these builds); the line says what it made
+        answer = s.complete(prompt="x", max_tokens=1000)
+        used = answer["usage"]
+        # every position of the context is decoded; the last token generated needs none
+        assert used["completion_tokens"] == n_ctx - used["prompt_tokens"] + 1
+        assert answer["choices"][0]["finish_reason"] == "length"
+        assert answer["choices"][0]["text"] == " the" * used["completion_tokens"]
+        status, error = s.request("POST", "/v1/completions", {"prompt": "the " * n_ctx})
+        assert status == 400 and "the context holds" in error["error"]["message"]
+        assert error["error"]["param"] == "prompt"
+    finally:
+        code, _, err = s.stop()
+    assert code == 0, err
+
+
+def test_health_and_models(server: Server) -> None:
+    assert server.request("GET", "/health") == (200, {"status": "ok"})
+    status, listing = server.request("GET", "/v1/models")
+    assert status == 200 and listing["object"] == "list"
+    assert [(m["id"], m["object"]) for m in listing["data"]] == [("always-the", "model")]
+
+
+@pytest.mark.parametrize(("body", "param", "says"), [
+    (b"{not json", None, "the body is not valid JSON"),
+    (b"[1, 2]", None, "the body must be a JSON object (it is a list)"),
+    (b'{"max_tokens": 3}', "prompt", "'prompt' must be a string"),
+    (b'{"prompt": "x", "max_tokens": 0}', "max_tokens", "'max_tokens' must be an integer of at least 1 (it is 0)"),
+    (b'{"prompt": "x", "max_tokens": true}', "max_tokens", "'max_tokens' must be an integer"),
+    (b'{"prompt": "x", "temperature": 0.7}', "temperature", "this server decodes greedily only"),
+    (b'{"prompt": "x", "stop": 5}', "stop", "'stop' must be a string or a list of at most 4 strings"),
+    (b'{"prompt": "x", "stream": true}', "stream", "this server does not stream"),
+    (b'{"prompt": "x", "n": 2}', "n", "this server returns one choice"),
+    (b'{"prompt": "x", "frequency_penalty": 1.5}', "frequency_penalty", "without penalties"),
+])
+def test_a_bad_request_is_a_400_with_an_error_object(server: Server, body: bytes, param: str | None,
+                                                     says: str) -> None:
+    status, answer = server.request("POST", "/v1/completions", body)
+    assert status == 400
+    error = answer["error"]
+    assert error["type"] == "invalid_request_error" and error["param"] == param
+    assert says in error["message"] and "Traceback" not in error["message"]
+    assert server.request("GET", "/health") == (200, {"status": "ok"})  # and it keeps serving
+
+
+def raw_exchange(server: Server, request: bytes) -> str:
+    """Send raw bytes; everything the server answers until it closes the connection."""
+    with socket.create_connection((server.host, server.port), timeout=30) as sock:
+        sock.sendall(request)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks).decode()
+
+
+def test_wrong_paths_methods_and_framing_are_json_errors(server: Server) -> None:
+    status, answer = server.request("GET", "/v1/chat/completions")
+    assert status == 404 and answer["error"]["code"] == "not_found"
+    assert server.request("GET", "/v1/completions")[0] == 405
+    assert server.request("POST", "/health", b"{}")[0] == 405
+    assert server.request("DELETE", "/v1/models")[0] == 405
+    # no Content-Length: refused, not read until the client gives up
+    head = raw_exchange(server, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert head.startswith("HTTP/1.1 411 ") and '"type":"invalid_request_error"' in head
+    # a request line the stdlib cannot parse is answered as JSON too
+    head = raw_exchange(server, b"NONSENSE\r\n\r\n")
+    assert head.startswith("HTTP/1.1 400 ") and '{"error":' in head
+
+
+def test_concurrent_requests_are_each_answered_in_full(server: Server) -> None:
+    answers: list[dict[str, Any]] = []
+
+    def ask(n: int) -> None:
+        answers.append(server.complete(prompt="a b c", max_tokens=n))
+
+    threads = [threading.Thread(target=ask, args=(n,)) for n in (3, 5, 8, 13)]
+    for t in threads:
+        t.start()
+    assert server.request("GET", "/health") == (200, {"status": "ok"})
+    for t in threads:
+        t.join(60)
+    assert sorted(a["choices"][0]["text"] for a in answers) == sorted(" the" * n for n in (3, 5, 8, 13))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_closes_the_server_cleanly(server: Server, sig: int) -> None:
+    assert server.complete(prompt="x", max_tokens=2)["choices"][0]["text"] == " the the"
+    code, out, err = server.stop(sig)
+    assert code == 0 and out == "" and err == ""
+    with pytest.raises(OSError):
+        socket.create_connection((server.host, server.port), timeout=5).close()
+
+
+def test_sigterm_during_a_generation_answers_503_and_exits_0(lib_v1_dir: Path, models: dict[str, Path]) -> None:
+    s = Server(lib_v1_dir, models["always-the.gguf"], "--max-context", "8192")
+    result: list[tuple[int, dict[str, Any]]] = []
+    asking = threading.Thread(target=lambda: result.append(
+        s.request("POST", "/v1/completions", {"prompt": "x", "max_tokens": 8000})))
+    asking.start()
+    time.sleep(1.0)
+    start = time.monotonic()
+    code, _, err = s.stop()
+    asking.join(30)
+    assert code == 0, err
+    assert time.monotonic() - start < 10  # it did not wait for 8000 tokens
+    assert result and result[0][0] == 503
+    assert result[0][1]["error"] == {"message": "the server is shutting down", "type": "server_error",
+                                     "param": None, "code": None}
+
+
+def serve_once(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "superfluid.runtime.llamacpp.worker", "serve", *map(str, args)],
+                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120)
+
+
+def test_a_model_that_does_not_load_exits_3(lib_v2_dir: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "missing.gguf"
+    done = serve_once("--lib", lib_v2_dir, "--model", missing, "--port", "0")
+    assert done.returncode == 3 and done.stdout == ""
+    assert done.stderr == f"superfluid-worker-llamacpp: model load failed: {missing} does not exist\n"
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\xff" * 64)  # the magic, then nonsense
+    done = serve_once("--lib", lib_v2_dir, "--model", bad, "--port", "0")
+    assert done.returncode == 3 and done.stdout == ""
+    assert done.stderr.startswith(f"superfluid-worker-llamacpp: model load failed: {bad}: llama.cpp could not load")
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--port", "0"], "serve needs --model PATH"),
+    (["--model", "m.gguf", "--bogus", "1"], "unknown flag --bogus"),
+    (["--model", "m.gguf", "--port", "65536"], "--port '65536': expected an integer from 0 to 65535"),
+    (["--model", "m.gguf", "--port", "1", "--port", "2"], "--port given twice"),
+    (["--model", "m.gguf", "--threads", "0"], "--threads '0': expected an integer from 1 to 1024"),
+    (["--model"], "--model needs a value"),
+])
+def test_a_bad_serve_line_exits_2_before_loading_anything(argv: list[str], message: str) -> None:
+    done = serve_once(*argv)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith(f"superfluid-worker-llamacpp: {message}"), done.stderr
+
+
+def test_no_library_or_a_taken_port_exits_1(lib_v1_dir: Path, models: dict[str, Path], tmp_path: Path) -> None:
+    done = serve_once("--lib", tmp_path / "nope", "--model", models["always-the.gguf"])
+    assert done.returncode == 1 and "does not exist" in done.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        done = serve_once("--lib", lib_v1_dir, "--model", models["always-the.gguf"], "--port", str(port))
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith(f"superfluid-worker-llamacpp: cannot listen on 127.0.0.1:{port}: ")

@@ -345,7 +345,9 @@ def test_lock_is_exclusive_within_one_process(tmp_path: Path) -> None:
 def test_holder_command_hides_urls(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "argv", ["/usr/bin/superfluid", "runtime", "install", "basert", "--mirror",
                                       "https://user:secret@mirror.example/x"])
-    assert store._command() == "superfluid runtime install basert --mirror <url>"
+    from superfluid.installer import lock
+
+    assert lock._command() == "superfluid runtime install basert --mirror <url>"
 
 
 # --- stale leftovers ------------------------------------------------------------------------------------

@@ -1,0 +1,151 @@
+"""One install per runtime at a time, across processes: ``.install.lock`` (SPEC §3, §8.4).
+
+An exclusive ``flock`` on ``$SUPERFLUID_HOME/runtimes/<id>/.install.lock``; the holder writes its
+pid, command and start time into the file so that a waiter can say who it waits for. The kernel
+drops the lock when the holder dies, however it dies.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from superfluid.runtime.errors import SuperfluidError
+
+__all__ = ["LOCK", "Holder", "LockBusy", "LockError", "install_lock", "lock_holder"]
+
+LOCK = ".install.lock"
+
+
+class LockError(SuperfluidError):
+    """The lock file cannot be opened (permissions of the home)."""
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds (or last held) a lock, as recorded in the lock file."""
+
+    pid: int | None
+    command: str
+    started: str  # UTC, "2025-01-31T12:00:00Z"; "" when unknown
+
+    def describe(self) -> str:
+        who = f"pid {self.pid}" if self.pid else "another process"
+        what = f" ({self.command})" if self.command else ""
+        since = f", since {self.started}" if self.started else ""
+        return f"{who}{what}{since}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pid": self.pid, "command": self.command, "started": self.started}
+
+
+class LockBusy(SuperfluidError):
+    """Another process holds the runtime's install lock and did not let go within the timeout."""
+
+    def __init__(self, lock: str, holder: Holder, waited: float) -> None:
+        super().__init__(
+            f"{lock} is held by {holder.describe()}; waited {waited:g} s",
+            fix="let it finish and run the same command again"
+            + (f", or stop it (kill {holder.pid}) if it is stuck" if holder.pid else ""),
+        )
+        self.lock = lock
+        self.holder = holder
+        self.waited = waited
+
+
+def _command() -> str:
+    # argv may carry a mirror URL with credentials: keep the program name and the words that are
+    # not URLs or paths, enough for a person to recognise the process.
+    words = [os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"]
+    words += ["<url>" if "://" in a else a for a in sys.argv[1:8]]
+    return " ".join(words)
+
+
+def _read_holder(fd: int) -> Holder:
+    try:
+        raw = os.pread(fd, 4096, 0)
+        data = json.loads(raw.decode("utf-8")) if raw else {}
+        pid = data.get("pid")
+        return Holder(pid if isinstance(pid, int) and pid > 0 else None,
+                      str(data.get("command") or ""), str(data.get("started") or ""))
+    except (OSError, ValueError, AttributeError):
+        return Holder(None, "", "")
+
+
+def lock_holder(root: str | os.PathLike[str]) -> Holder | None:
+    """Who holds the install lock of the runtime at ``root`` now, or None when nobody does."""
+    import fcntl
+
+    try:
+        fd = os.open(os.path.join(root, LOCK), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_holder(fd)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def install_lock(root: str | os.PathLike[str], *, timeout: float = 600.0,
+                 on_wait: Callable[[Holder], None] | None = None, command: str | None = None,
+                 poll: float = 0.1) -> Iterator[Holder]:
+    """Hold the runtime's ``.install.lock`` (``flock``, exclusive, across processes) for the block.
+
+    The holder writes its pid, command and start time into the file, so that a waiter can say who
+    it waits for: ``on_wait`` is called once, with that record, when the lock is busy. The kernel
+    drops the lock when the holder dies, however it dies. Not reentrant.
+
+    Raises:
+        LockBusy: still held after ``timeout`` seconds (names the holder).
+        LockError: the lock file cannot be opened (permissions of the home).
+    """
+    import fcntl
+
+    path = os.path.join(root, LOCK)
+    try:
+        os.makedirs(root, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        raise LockError(f"cannot open {path}: {e.strerror or e}",
+                         fix="check the permissions of SUPERFLUID_HOME") from e
+    held = False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait is not None:
+                on_wait(_read_holder(fd))
+            deadline = time.monotonic() + timeout
+            while True:
+                time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise LockBusy(path, _read_holder(fd), timeout) from None
+        held = True
+        me = Holder(os.getpid(), command or _command(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        record = (json.dumps(me.to_json()) + "\n").encode("utf-8")
+        os.pwrite(fd, record, 0)  # then cut what a dead holder left: no instant where it reads empty
+        os.ftruncate(fd, len(record))
+        yield me
+    finally:
+        if held:
+            try:
+                os.ftruncate(fd, 0)  # the record says who holds it; nobody does now
+            except OSError:
+                pass
+        os.close(fd)

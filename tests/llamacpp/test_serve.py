@@ -128,6 +128,17 @@ def test_a_stop_string_ends_the_text_before_it(server: Server) -> None:
     assert whole["usage"]["completion_tokens"] == 3
 
 
+def test_an_end_of_generation_token_stops_with_no_text(lib_v2_dir: Path, models: dict[str, Path]) -> None:
+    s = Server(lib_v2_dir, models["always-eos.gguf"])
+    try:
+        answer = s.complete(prompt="x", max_tokens=10)
+        assert answer["choices"][0] == {"text": "", "index": 0, "finish_reason": "stop", "logprobs": None}
+        assert answer["usage"]["completion_tokens"] == 1  # the end-of-generation token itself
+    finally:
+        code, _, err = s.stop()
+    assert code == 0, err
+
+
 def test_generation_stops_when_the_context_is_full(lib_v1_dir: Path, models: dict[str, Path]) -> None:
     s = Server(lib_v1_dir, models["always-the.gguf"], "--max-context", "16")
     try:

@@ -47,6 +47,8 @@ def load_recipe(package: str, schema: str | None = None) -> dict[str, Any]:
         from superfluid.runtime.schema import validate
 
         validate(data, schema, where)
+    if not isinstance(data, dict):
+        raise BadFile(where, "a recipe is a JSON object")
     return data
 
 

@@ -207,7 +207,7 @@ class Context:
         params = lib.context_params()
         keep = apply(dict(options if options is not None else model.options), lib.model_params(), params)
         values = {"n_ctx": n_ctx, **dict(fields or {})}
-        keep += [v for v in values.values() if isinstance(v, C._CFuncPtr)]
+        keep += [v for v in values.values() if isinstance(v, C._CFuncPtr)]  # type: ignore[attr-defined]
         fill(params, values)
         lib.log.errors.clear()
         handle = lib.fn["llama_init_from_model"](model.handle, params)

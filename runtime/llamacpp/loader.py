@@ -94,7 +94,7 @@ class Library:
         except (OSError, ValueError):
             return None
         if isinstance(data, dict) and data.get("id") == "llamacpp" and isinstance(data.get("version"), str):
-            return data["version"]
+            return str(data["version"])
         return None
 
     def context_params(self) -> C.Structure:

@@ -13,7 +13,13 @@
         ``https://github.com`` (so a plain copy of the download URLs' paths is a mirror).
 
 An asset's URL is always ``<root>/<owner>/<repo>/releases/download/<tag>/<name>``: a mirror never
-sends us to another host by its listing. A mirror changes where bytes come from, never which
+sends us to another host by its listing.
+
+A mirror URL may also be a GitHub-shaped API server (a GitHub Enterprise server, a proxy, a test
+server): when the root holds no ``releases.json`` for the repository, the listing is read from
+``<root>/repos/<owner>/<repo>/releases`` (paginated, conditional), and each asset is fetched from
+its listed ``browser_download_url`` (such a server may redirect downloads to its object store). No
+token is ever sent to a mirror. A mirror changes where bytes come from, never which
 digests are accepted: recipe pins still bind, and the listing's ``digest`` and ``<asset>.sha256``
 files are checked under the same rules as GitHub's (SPEC §8.2). A static server's ``ETag`` makes
 the listing a conditional request, as with GitHub; a directory is read in place.
@@ -22,11 +28,12 @@ the listing a conditional request, as with GitHub; a directory is read in place.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 from .cache import Cache
-from .errors import DownloadError, ReleaseNotFound
+from .errors import DownloadError, OfflineMissing, ReleaseNotFound
 from .fetcher import Fetcher, origin_of, path_of_file_url
 from .github import Release, check_repo, list_pages
 
@@ -128,15 +135,36 @@ class Mirror:
         """
         url = self.listing_url(repo)
         try:
-            return list_pages(url, fetcher=self.fetcher, cache=self.cache, config=self.fetcher.config,
-                              headers={"Accept": "application/json", "Accept-Encoding": "gzip"},
-                              offline=self.offline and not self.is_local,
-                              url_for=lambda tag, name: self.asset_url(repo, tag, name))
-        except DownloadError as e:
-            if e.status == 404:
-                raise ReleaseNotFound(repo, f"listing {listing_path(repo)}", where=self.root,
-                                      fix="add the listing file to the mirror (see docs/install.md)") from e
+            return self._list(url, lambda tag, name: self.asset_url(repo, tag, name))
+        except OfflineMissing:
+            if self.is_local:
+                raise
+            try:  # the cache may hold the listing of an API-shaped mirror instead
+                return self._list(self.api_listing_url(repo), None)
+            except OfflineMissing:
+                pass
             raise
+        except DownloadError as e:
+            if e.status != 404:
+                raise
+            if not self.is_local:
+                try:
+                    return self._list(self.api_listing_url(repo), None)
+                except DownloadError as api:
+                    if api.status != 404:
+                        raise
+            raise ReleaseNotFound(repo, f"listing {listing_path(repo)}", where=self.root,
+                                  fix="add the listing file to the mirror (see docs/install.md)") from e
+
+    def api_listing_url(self, repo: str) -> str:
+        """The listing of a GitHub-shaped API server at the mirror root."""
+        owner, rname = check_repo(repo)
+        return f"{self.root}repos/{quote(owner)}/{quote(rname)}/releases?per_page=100"
+
+    def _list(self, url: str, url_for: Callable[[str, str], str] | None) -> list[Release]:
+        return list_pages(url, fetcher=self.fetcher, cache=self.cache, config=self.fetcher.config,
+                          headers={"Accept": "application/json", "Accept-Encoding": "gzip"},
+                          offline=self.offline and not self.is_local, url_for=url_for)
 
     def release(self, repo: str, tag: str) -> Release:
         """The published release ``tag`` from the mirror's listing.

@@ -265,6 +265,26 @@ def test_github_api_with_token_and_object_store_redirect(home: Home, engines: ob
         assert downloads and all(r.header("Authorization") is None for r in downloads)
 
 
+def test_mirror_that_is_a_github_shaped_api_server(home: Home, engines: object) -> None:
+    # no releases.json at the root: the listing is the API's, the bytes come from its download URLs
+    # (redirected to an object store), and no token is sent to a mirror
+    with ReleaseServer(object_store=True) as gh:
+        releases.publish(gh)
+        home.env["GITHUB_TOKEN"] = "t0ken-never-for-a-mirror"
+        run = home.superfluid("runtime", "install", "basert", "--mirror", gh.url)
+        assert run.code == 0, run.stderr
+        r = home.receipt("0.4.0-cpu")
+        assert (r["version"], r["abi"], r["chosen_by"]) == ("0.4.0", 1, "abi")
+        assert r["sources"][0]["url"] == gh.download_url(REPO, "v0.4.0", releases.bundle_name("0.4.0"))
+        assert [r.status for r in gh.log if r.path.startswith(gh.listing_path(REPO))] == [200]
+        assert any(r.server == "objects" for r in gh.log)
+        assert all(r.header("Authorization") is None for r in gh.log)
+    # the server is gone: --offline answers from what the cache holds of it
+    run = home.superfluid("runtime", "install", "basert", "--mirror", gh.url, "--offline", "--dry-run", "--json")
+    assert run.code == 0, run.stderr
+    assert run.json()["plans"][0]["install"] == "0.4.0-cpu"
+
+
 def test_from_url_needs_a_digest(home: Home, server: ReleaseServer) -> None:
     import hashlib
 

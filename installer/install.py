@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from superfluid.installer.errors import InconsistentRelease
+from superfluid.installer.errors import InconsistentRelease, ReleaseNotFound
 from superfluid.installer.resolver import (
     AssetLike,
     NotInstallable,
@@ -187,9 +187,20 @@ def _llamacpp_plans(request: Request, recipe: Mapping[str, Any], host: Host, sou
     version = request.version or builds[0].version
     try:
         if version in {b.version for b in builds} or not request.untested:
-            planner.plan(request, recipe, host, ())  # the rules first: refused before any request
+            first = planner.plan(request, recipe, host, ())  # the rules first: refused before any request
+        else:
+            first = []
+        # each planned build's release, for its download URLs and listed digests (the newest first;
+        # an older tested build is a fallback only, so its release may be missing from a mirror)
+        wanted = list(dict.fromkeys([version, *(p["version"] for p in first)]))
         releases = [source.release(repo, version)]
-        raw = planner.plan(request, recipe, host, releases)
+        for other in wanted[1:]:
+            try:
+                releases.append(source.release(repo, other))
+            except ReleaseNotFound:
+                continue
+        raw = [p for p in planner.plan(request, recipe, host, releases)
+               if p["version"] in {r.tag for r in releases}]
     except planner.PlanRefused as e:
         raise NotInstallable(str(e)) from None
     listed = {a.name: a for rel in releases for a in rel.assets}

@@ -9,9 +9,8 @@ build's archives are known only from the release listing, which the installer re
 ``--untested`` and no ``--from`` is refused with that said (``--from`` names the archive, so it needs
 no listing).
 
-Without ``--version`` and ``--from``, the plans of the newest tested build come first (in the
-planner's backend order), then those of each older tested build, as later fallbacks: an installer
-that finds the newest build unusable here still installs a tested one.
+Without ``--version`` and ``--from``, the planner falls back to older tested builds after the
+newest one's plans (``planner.plan``), as the installer does.
 """
 
 from __future__ import annotations
@@ -69,33 +68,21 @@ def parse_request(argv: Sequence[str]) -> Any:
 
 
 def _plans(want: Any, recipe: Mapping[str, Any], host: Any) -> list[dict[str, Any]]:
-    """The ordered plans (see the module doc for the fallback to older tested builds).
+    """The ordered plans (the planner's, with its fallback to older tested builds).
 
     Raises:
         PlanRefused: the planner's refusal, or an untested build that needs the release listing.
     """
-    from dataclasses import replace
-
     from superfluid.runtime.llamacpp.planner import PlanRefused, plan
     from superfluid.runtime.llamacpp.recipe import tested
 
     builds = [b.version for b in tested(dict(recipe))]
-    if want.from_:
-        return plan(want, recipe, host)
-    if want.version and want.version not in builds and want.untested:
+    if not want.from_ and want.version and want.version not in builds and want.untested:
         raise PlanRefused(
             f"llama.cpp {want.version} is not a tested build, so its archives are known only from the release "
             f"listing, and this worker never touches the network: `superfluid runtime install llamacpp "
             f"--version {want.version} --untested` resolves it (or name its archive with --from)")
-    if want.version:
-        return plan(want, recipe, host)
-    out = plan(replace(want, version=builds[0]), recipe, host)
-    for version in builds[1:]:
-        try:
-            out += plan(replace(want, version=version), recipe, host)
-        except PlanRefused:
-            continue  # an older build with nothing for this host adds no fallback
-    return out
+    return plan(want, recipe, host)
 
 
 def plan_answer(argv: Sequence[str], environ: Mapping[str, str]) -> dict[str, Any]:

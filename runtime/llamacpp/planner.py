@@ -22,7 +22,8 @@ from typing import Any, Protocol
 from superfluid.runtime.errors import SuperfluidError
 from superfluid.runtime.llamacpp.recipe import Archive, TestedBuild, parse_name, tested
 
-__all__ = ["PlanRefused", "RequestLike", "Want", "CUDA_BY_DRIVER", "cuda_major_for_driver", "plan", "plans_json"]
+__all__ = ["PlanRefused", "RequestLike", "Want", "CUDA_BY_DRIVER", "cuda_major_for_driver", "plan", "plan_build",
+           "plans_json"]
 
 RUNTIME_ID = "llamacpp"
 
@@ -235,6 +236,32 @@ def _untested_message(version: str, builds: Sequence[TestedBuild]) -> str:
 def plan(request: RequestLike, recipe: Mapping[str, Any], host: Any,
          releases: Sequence[Any] = ()) -> list[dict[str, Any]]:
     """The ordered plans for ``request`` on ``host`` (SPEC §4.2; notes §3.3).
+
+    Without ``--version`` and ``--from``, the plans of the newest tested build come first (in
+    backend order), then those of each older tested build, as later fallbacks: an installer that
+    finds the newest build unusable here still installs a tested one. An older build with nothing
+    for this host adds no fallback.
+
+    Raises:
+        PlanRefused: as ``plan_build`` for the newest (or named) build.
+    """
+    if request.from_ or request.version:
+        return plan_build(request, recipe, host, releases)
+    from dataclasses import replace
+
+    builds = [b.version for b in tested(dict(recipe))]
+    out = plan_build(replace(request, version=builds[0]), recipe, host, releases)  # type: ignore[type-var]
+    for version in builds[1:]:
+        try:
+            out += plan_build(replace(request, version=version), recipe, host, releases)  # type: ignore[type-var]
+        except PlanRefused:
+            continue
+    return out
+
+
+def plan_build(request: RequestLike, recipe: Mapping[str, Any], host: Any,
+               releases: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    """The ordered plans of one build (``request.version``, else the newest tested) on ``host``.
 
     A plan is ``{id, version, backend, install, assets: [{name, url, sha256|null, size|null}],
     tested, why, platform, layout (tested builds), extra}``. ``releases`` (objects with ``tag`` and

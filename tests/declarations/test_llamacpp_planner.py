@@ -8,7 +8,7 @@ import pytest
 
 from superfluid.runtime.host import Host
 from superfluid.runtime.llamacpp.adapter import ADAPTER
-from superfluid.runtime.llamacpp.planner import PlanRefused, Want, cuda_major_for_driver, plan
+from superfluid.runtime.llamacpp.planner import PlanRefused, Want, cuda_major_for_driver, plan, plan_build
 
 RECIPE = ADAPTER.recipe
 
@@ -24,7 +24,7 @@ def test_driver_major_bounds_cuda(driver: str | None, cuda: int | None) -> None:
 
 
 def _installs(host: Host, want: Want | None = None) -> list[tuple[str, list[str]]]:
-    return [(p["install"], [a["name"] for a in p["assets"]]) for p in plan(want or Want(), RECIPE, host)]
+    return [(p["install"], [a["name"] for a in p["assets"]]) for p in plan_build(want or Want(), RECIPE, host)]
 
 
 @pytest.mark.parametrize(("host", "expected"), [
@@ -75,10 +75,22 @@ def test_plan_shape_and_urls() -> None:
     pytest.param("sycl-fp16", Host("linux", "x64"), "b11642-sycl-fp16", id="sycl-only-when-named"),
     pytest.param("vulkan", Host("linux", "x64"), "b11642-vulkan", id="vulkan-named-without-driver"),
 ])
-def test_named_backend_gives_one_plan(backend: str, host: Host, install: str) -> None:
-    plans = plan(Want(backend=backend), RECIPE, host)
+def test_named_backend_gives_one_plan_per_build(backend: str, host: Host, install: str) -> None:
+    plans = plan_build(Want(backend=backend), RECIPE, host)
     assert [p["install"] for p in plans] == [install]
     assert f"{backend}, as named" in plans[0]["why"]
+    # without --version, the older tested build's plan follows as a fallback
+    assert [p["install"] for p in plan(Want(backend=backend), RECIPE, host)] == [
+        install, install.replace("b11642", "b11284")]
+
+
+@pytest.mark.parametrize(("want", "installs"), [
+    pytest.param(Want(), ["b11642-cuda-13.4", "b11642-cpu", "b11284-cuda-13.4", "b11284-cpu"], id="fallback"),
+    pytest.param(Want(version="b11284"), ["b11284-cuda-13.4", "b11284-cpu"], id="version-named-no-fallback"),
+])
+def test_older_tested_builds_follow_as_fallbacks(want: Want, installs: list[str]) -> None:
+    host = Host("linux", "x64", nvidia_driver="580.95.05")
+    assert [p["install"] for p in plan(want, RECIPE, host)] == installs
 
 
 def test_named_backend_missing_is_refused_with_what_there_is() -> None:

@@ -73,7 +73,7 @@ def version_text(options: Mapping[str, Any], environ: Mapping[str, str]) -> str:
     return str(lib.version)
 
 
-def _is_gguf(path: str) -> str | None:
+def gguf_fault(path: str) -> str | None:
     try:
         with open(path, "rb") as f:
             magic = f.read(4)
@@ -91,7 +91,7 @@ def model_report(lib: Any, path: str, options: Mapping[str, Any], devs: list[Any
     from superfluid.runtime.llamacpp.drive import load_model
 
     out: dict[str, Any] = {"path": path}
-    fault = _is_gguf(path)
+    fault = gguf_fault(path)
     if fault:
         out["reads"] = fault
         return out

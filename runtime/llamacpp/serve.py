@@ -416,7 +416,7 @@ def _load(line: ServeLine, environ: Mapping[str, str]) -> Engine:
         ModelLoadFailed: the model is missing, not GGUF, or llama.cpp could not load it or make a
             context for it.
     """
-    from superfluid.runtime.llamacpp.check import _is_gguf
+    from superfluid.runtime.llamacpp.check import gguf_fault
     from superfluid.runtime.llamacpp.drive import Context, load_model
     from superfluid.runtime.llamacpp.loader import load
     from superfluid.runtime.llamacpp.locate import locate
@@ -425,7 +425,7 @@ def _load(line: ServeLine, environ: Mapping[str, str]) -> Engine:
     if not os.path.isfile(line.model):
         raise ModelLoadFailed(f"{line.model} does not exist" if not os.path.exists(line.model)
                               else f"{line.model} is not a file")
-    fault = _is_gguf(line.model)
+    fault = gguf_fault(line.model)
     if fault:
         raise ModelLoadFailed(fault)
     model = load_model(lib, line.model, line.options)

@@ -14,7 +14,8 @@ from typing import Any, Literal
 
 from superfluid.runtime.errors import UsageError
 
-__all__ = ["Option", "Kind", "check_value", "check_options", "to_argv", "options_json", "find", "parse_flag_pairs"]
+__all__ = ["Option", "Kind", "check_value", "check_options", "to_argv", "options_json", "find", "parse_flag_pairs",
+           "flag_values"]
 
 Kind = Literal["int", "float", "bool", "enum", "list", "path"]
 
@@ -158,6 +159,24 @@ def parse_flag_pairs(tokens: Sequence[str], known: Callable[[str], bool] | None 
             value = rest.pop(0)
         pairs.append((name, value))
     return pairs
+
+
+def flag_values(tokens: Sequence[str], takes: Sequence[str]) -> dict[str, str]:
+    """``{"--name": value}`` of flags among ``takes`` (spelled ``--name``), each given at most once.
+
+    Raises:
+        UsageError: an unknown flag (``unknown flag --x``), a flag without its value, a repeated
+            flag, or an argument that is not a flag.
+    """
+    out: dict[str, str] = {}
+    for name, value in parse_flag_pairs(tokens, lambda n: f"--{n}" in takes):
+        flag = f"--{name}"
+        if flag in out:
+            raise UsageError(f"{flag} is given twice")
+        if not value:
+            raise UsageError(f"{flag} needs a value")
+        out[flag] = value
+    return out
 
 
 def find(options: Iterable[Option], name: str) -> Option | None:

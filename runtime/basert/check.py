@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from superfluid.runtime.basert.header import REQUIRES, UNNUMBERED_LINE
 from superfluid.runtime.basert.locate import FLAG, namer
 from superfluid.runtime.errors import LibraryRefused, SuperfluidError, UsageError
-from superfluid.runtime.options import parse_flag_pairs
+from superfluid.runtime.options import flag_values
 
 if TYPE_CHECKING:
     from superfluid.runtime.basert.loader import Library
@@ -130,21 +130,13 @@ def version_text(lib: str | None = None, environ: Mapping[str, str] | None = Non
 
 
 def parse_flags(argv: Sequence[str], takes: Sequence[str]) -> dict[str, str]:
-    """``--name value`` / ``--name=value`` flags among ``takes``, each at most once.
+    """``--name value`` / ``--name=value`` flags among ``takes``, each at most once (``flag_values``).
 
     Raises:
-        UsageError: an unknown flag (``unknown flag --x``), a flag without its value, a repeated
-            flag, or an argument that is not a flag.
+        UsageError: an unknown flag, a flag without its value, a repeated flag, or an argument that
+            is not a flag.
     """
-    out: dict[str, str] = {}
-    for name, value in parse_flag_pairs(argv, lambda name: f"--{name}" in takes):
-        flag = f"--{name}"
-        if flag in out:
-            raise UsageError(f"{flag} is given twice")
-        if not value:
-            raise UsageError(f"{flag} needs a value")
-        out[flag] = value
-    return out
+    return flag_values(argv, takes)
 
 
 def check_argv(argv: Sequence[str], environ: Mapping[str, str] | None = None, *,

@@ -43,14 +43,9 @@ def parse_install(argv: Sequence[str]) -> tuple[str, str]:
     Raises:
         UsageError: an unknown flag, a flag given twice, or ``--into``/``--plan`` missing or empty.
     """
-    from superfluid.runtime.options import parse_flag_pairs
+    from superfluid.runtime.options import flag_values
 
-    values: dict[str, str] = {}
-    for name, value in parse_flag_pairs(argv, lambda n: n in ("into", "plan")):
-        flag = f"--{name}"
-        if flag in values:
-            raise UsageError(f"{flag} given twice")
-        values[flag] = value
+    values = flag_values(argv, ("--into", "--plan"))
     if not values.get("--into") or not values.get("--plan"):
         raise UsageError(_USAGE)
     return values["--into"], values["--plan"]

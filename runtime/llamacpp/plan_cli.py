@@ -38,7 +38,7 @@ def parse_request(argv: Sequence[str]) -> Any:
             hexadecimal digits.
     """
     from superfluid.runtime.llamacpp.planner import Want
-    from superfluid.runtime.options import parse_flag_pairs
+    from superfluid.runtime.options import flag_values
 
     untested = False
     rest: list[str] = []
@@ -49,14 +49,7 @@ def parse_request(argv: Sequence[str]) -> Any:
             untested = True
         else:
             rest.append(token)
-    values: dict[str, str] = {}
-    for name, value in parse_flag_pairs(rest, lambda n: f"--{n}" in _VALUED):
-        flag = f"--{name}"
-        if flag in values:
-            raise UsageError(f"{flag} given twice")
-        if not value:
-            raise UsageError(f"{flag} needs a value")
-        values[flag] = value
+    values = flag_values(rest, _VALUED)
     backend = values.get("--backend")
     sha256 = values.get("--sha256")
     if sha256 is not None:

@@ -100,7 +100,7 @@ def parse_serve(argv: Sequence[str]) -> ServeLine:
         if flag not in _OWN:
             rest.append(f"{flag}={value}")  # the model and the options: check.parse_flags judges them
         elif flag in own:
-            raise UsageError(f"{flag} given twice")
+            raise UsageError(f"{flag} is given twice")
         else:
             own[flag] = value
     model, options = parse_flags(rest)

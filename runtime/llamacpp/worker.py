@@ -9,9 +9,8 @@ in the check report), 2 usage (``unknown flag --x``).
 [--max-context N] [--<option> V]...`` (``serve``: exit 3 when the model does not load). Each prints
 one line on stdout; a refusal is ``superfluid-worker-llamacpp: <why>`` on stderr.
 
-Dispatch: when the llamacpp adapter module and the shared worker layer are there,
-``superfluid.runtime.worker.run`` runs the command line with ``HANDLERS`` (it adds ``compat``,
-``versions`` and ``options``); otherwise ``_dispatch`` does the same for these two.
+The shared worker layer (``superfluid.runtime.worker.run``) runs the command line with ``HANDLERS``
+and answers ``compat``, ``versions`` and ``options`` from the adapter.
 
 The native library is loaded in this process only: a crash in it kills the worker, not the command
 that asked.
@@ -23,9 +22,8 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from importlib.util import find_spec
 
-from superfluid.runtime.errors import ModelLoadFailed, SuperfluidError, UsageError
+from superfluid.runtime.errors import ModelLoadFailed
 from superfluid.runtime.llamacpp.check import check_argv, parse_flags, version_text
 
 __all__ = ["PROG", "HANDLERS", "main"]
@@ -36,14 +34,7 @@ PROG = "superfluid-worker-llamacpp"
 def _version(argv: list[str]) -> int:
     """``version``: ``llama.cpp <build>`` on stdout, exit 0; the reason on stderr, exit 1."""
     _, options = parse_flags(argv, model=False)
-    try:
-        line = version_text(options, os.environ)
-    except UsageError:
-        raise
-    except SuperfluidError as e:
-        sys.stderr.write(f"{PROG}: {e}\n")
-        return 1
-    sys.stdout.write(line + "\n")
+    sys.stdout.write(version_text(options, os.environ) + "\n")
     return 0
 
 
@@ -89,36 +80,12 @@ HANDLERS: dict[str, Callable[[list[str]], int]] = {
 }
 
 
-def _usage() -> str:
-    return f"usage: {PROG} <{'|'.join(sorted(HANDLERS))}> [flags]"
-
-
-def _dispatch(args: list[str]) -> int:
-    if not args or args[0] in ("-h", "--help", "help"):
-        (sys.stdout if args else sys.stderr).write(_usage() + "\n")
-        return 0 if args else 2
-    handler = HANDLERS.get(args[0])
-    try:
-        if handler is None:
-            raise UsageError(f"unknown command {args[0]!r}; {_usage()}")
-        return handler(args[1:])
-    except UsageError as e:
-        sys.stderr.write(f"{PROG}: {e}\n")
-        return 2
-    except SuperfluidError as e:
-        sys.stderr.write(f"{PROG}: {e}\n")
-        return 1
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one worker command line; the exit code (the console script exits with it)."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if find_spec("superfluid.runtime.llamacpp.adapter") is not None:
-        from superfluid.runtime.llamacpp.adapter import ADAPTER
-        from superfluid.runtime.worker import run
+    from superfluid.runtime.llamacpp.adapter import ADAPTER
+    from superfluid.runtime.worker import run
 
-        return run(ADAPTER, args, HANDLERS)
-    return _dispatch(args)
+    return run(ADAPTER, argv, HANDLERS)
 
 
 if __name__ == "__main__":

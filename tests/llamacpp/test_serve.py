@@ -273,7 +273,7 @@ def test_a_model_that_does_not_load_exits_3(lib_v2_dir: Path, tmp_path: Path) ->
     (["--port", "0"], "serve needs --model PATH"),
     (["--model", "m.gguf", "--bogus", "1"], "unknown flag --bogus"),
     (["--model", "m.gguf", "--port", "65536"], "--port '65536': expected an integer from 0 to 65535"),
-    (["--model", "m.gguf", "--port", "1", "--port", "2"], "--port given twice"),
+    (["--model", "m.gguf", "--port", "1", "--port", "2"], "--port is given twice"),
     (["--model", "m.gguf", "--threads", "0"], "--threads '0': expected an integer from 1 to 1024"),
     (["--model"], "--model needs a value"),
 ])

@@ -112,7 +112,7 @@ def test_an_untested_build_is_refused_and_the_listing_is_left_to_the_installer()
 @pytest.mark.parametrize(("flags", "message"), [
     (["--bogus"], "unknown flag --bogus"),
     (["--version"], "--version needs a value"),
-    (["--backend", "cpu", "--backend", "cuda"], "--backend given twice"),
+    (["--backend", "cpu", "--backend", "cuda"], "--backend is given twice"),
     (["--sha256", "xyz"], "--sha256 'xyz': expected 64 hexadecimal digits"),
     (["--untested=yes"], "--untested takes no value"),
 ])

@@ -15,52 +15,27 @@ newest one's plans (``planner.plan``), as the installer does.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from superfluid.runtime.errors import UsageError
+from superfluid.runtime.plan_request import PlanRequest, parse_plan_request, plans_json
 
 __all__ = ["parse_request", "plan_answer"]
 
-_VALUED = ("--version", "--backend", "--from", "--sha256")
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 
-
-def parse_request(argv: Sequence[str]) -> Any:
-    """The request the flags name, as a ``planner.Want``.
-
-    ``--backend`` and ``--sha256`` are lower-cased; ``--flag=value`` is read as ``--flag value``.
+def parse_request(argv: Sequence[str]) -> PlanRequest:
+    """The request the flags name (``runtime.plan_request.parse_plan_request``, the same for every
+    adapter); the planner reads it as a ``planner.RequestLike``.
 
     Raises:
         UsageError: an unknown flag (``unknown flag X``), a flag without its value (``X needs a
             value``), a flag given twice, a value to ``--untested``, or a ``--sha256`` that is not 64
             hexadecimal digits.
     """
-    from superfluid.runtime.llamacpp.planner import Want
-    from superfluid.runtime.options import flag_values
-
-    untested = False
-    rest: list[str] = []
-    for token in argv:
-        if token.partition("=")[0] == "--untested":
-            if "=" in token:
-                raise UsageError("--untested takes no value")
-            untested = True
-        else:
-            rest.append(token)
-    values = flag_values(rest, _VALUED)
-    backend = values.get("--backend")
-    sha256 = values.get("--sha256")
-    if sha256 is not None:
-        sha256 = sha256.lower()
-        if not _HEX64.fullmatch(sha256):
-            raise UsageError(f"--sha256 {values['--sha256']!r}: expected 64 hexadecimal digits")
-    return Want(version=values.get("--version"), backend=backend.lower() if backend else None,
-                from_=values.get("--from"), sha256=sha256, untested=untested)
+    return parse_plan_request(argv)
 
 
-def _plans(want: Any, recipe: Mapping[str, Any], host: Any) -> list[dict[str, Any]]:
+def _plans(want: PlanRequest, recipe: Mapping[str, Any], host: Any) -> list[dict[str, Any]]:
     """The ordered plans (the planner's, with its fallback to older tested builds).
 
     Raises:
@@ -88,7 +63,6 @@ def plan_answer(argv: Sequence[str], environ: Mapping[str, str]) -> dict[str, An
         BadFile: the recipe is broken.
     """
     from superfluid.runtime.host import detect
-    from superfluid.runtime.llamacpp.planner import plans_json
     from superfluid.runtime.llamacpp.recipe import load
 
     want = parse_request(argv)

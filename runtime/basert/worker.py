@@ -3,6 +3,15 @@
 Commands here: ``version [--basert-lib P]`` and ``check [--model PATH] [--basert-lib P]``. Exit 0
 done, 1 unusable (reason on stderr, or in the check report), 2 usage (``unknown flag --x``).
 
+``plan [--version V] [--backend B] [--from URL|PATH] [--sha256 H] [--untested]`` (``plan_cli``: the
+recipe's pins for this host, no network), ``install --into DIR --plan JSON`` (``install_cli``: the
+loader's verdict on ``DIR/lib``, then the receipt) and ``serve --model PATH [--host H] [--port N]
+[--max-context N] [--basert-lib P] [--kv-bits N]`` (``serve``: exit 3 when the model does not load,
+1 when no library this build drives is found). Each prints one line on stdout; a refusal is
+``superfluid-worker-basert: <why>`` on stderr. The shared pieces (the plan line, the install line,
+the receipt, the HTTP server) are ``runtime.plan_request``, ``runtime.install_step`` and
+``runtime.serving``, as for every worker.
+
 The shared worker layer (``superfluid.runtime.worker.run``) runs the command line with ``HANDLERS``
 and answers the declarations ``compat``, ``versions`` and ``options`` from the adapter.
 """
@@ -17,6 +26,7 @@ from typing import Any
 
 from superfluid.runtime.basert.check import check_argv, parse_flags, version_text
 from superfluid.runtime.basert.locate import FLAG
+from superfluid.runtime.errors import ModelLoadFailed
 
 __all__ = ["PROG", "HANDLERS", "main", "check_report"]
 
@@ -47,7 +57,39 @@ def _check(argv: list[str]) -> int:
     return code
 
 
-HANDLERS: dict[str, Callable[[list[str]], int]] = {"version": _version, "check": _check}
+def _plan(argv: list[str]) -> int:
+    """``plan``: one line ``{"host", "describe", "plans"}``; exit 0, 1 refused, 2 a bad flag."""
+    from superfluid.runtime.basert.plan_cli import plan_answer
+
+    answer = plan_answer(argv, os.environ)
+    sys.stdout.write(json.dumps(answer, separators=(",", ":")) + "\n")
+    return 0
+
+
+def _install(argv: list[str]) -> int:
+    """``install --into DIR --plan JSON``: write DIR/runtime.json and print it on one line; exit 0, 1, 2."""
+    from superfluid.runtime.basert.install_cli import check_plan, install, parse_install
+
+    into, text = parse_install(argv)
+    receipt = install(into, check_plan(text), os.environ)
+    sys.stdout.write(json.dumps(receipt, separators=(",", ":")) + "\n")
+    return 0
+
+
+def _serve(argv: list[str]) -> int:
+    """``serve``: until SIGTERM/SIGINT; exit 0 clean, 1 no library / serving failed, 2 bad line, 3 model not loaded."""
+    from superfluid.runtime.basert.serve import serve
+
+    try:
+        return serve(argv, os.environ, sys.stdout)
+    except ModelLoadFailed as e:
+        sys.stderr.write(f"{PROG}: model load failed: {e}\n")
+        return 3
+
+
+HANDLERS: dict[str, Callable[[list[str]], int]] = {
+    "version": _version, "check": _check, "plan": _plan, "install": _install, "serve": _serve,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,208 @@
+"""The basert worker's ``serve``: one baseRT model behind the shared OpenAI-compatible server (SPEC §7).
+
+``serve --model PATH [--host H] [--port N] [--max-context N] [--basert-lib P | --lib P] [--kv-bits N]``
+
+The library is found and judged as for ``check`` (``loader.open_library``: ``--basert-lib``, then
+``BASERT_LIB``, then the search; the loader's verdict, SPEC §4.1), the model loaded with
+``baseRT_load_model(path, NULL, max_context)``; the HTTP layer, the ready line and the signal
+handling are ``superfluid.runtime.serving``'s. This module is the baseRT part: the command line and
+``BasertEngine``, the engine interface over a loaded model, generating greedily with the engine's own
+step functions (``baseRT_prefill``, then ``baseRT_decode_step`` per token).
+
+The context is the model's ``max_seq_len`` as the engine reports it through ``config_of`` (the engine
+caps it at ``--max-context`` when given). ``--kv-bits`` is checked against the adapter's declaration;
+the ABI our header binds has no KV-cache setting, so it does not reach the engine.
+
+Prompts are encoded after the model's beginning-of-text token, which ``prompt_tokens`` counts.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TextIO
+
+from superfluid.runtime.basert.locate import FLAG
+from superfluid.runtime.errors import ModelLoadFailed, SuperfluidError, UsageError
+from superfluid.runtime.serving import RequestRefused, int_flag, listen_flags, serve_engine
+
+if TYPE_CHECKING:
+    from superfluid.runtime.basert.model import Model
+
+__all__ = ["ServeLine", "BasertEngine", "parse_serve", "serve", "MAX_CONTEXT"]
+
+RUNTIME_ID = "basert"
+#: the context when the engine reports no max_seq_len
+MAX_CONTEXT = 4096
+_TAKES = ("--model", "--host", "--port", "--max-context", FLAG, "--lib", "--kv-bits")
+
+
+@dataclass(frozen=True)
+class ServeLine:
+    """What ``serve``'s command line asks for."""
+
+    model: str
+    host: str
+    port: int
+    max_context: int | None
+    lib: str | None
+    kv_bits: str
+
+
+def parse_serve(argv: Sequence[str]) -> ServeLine:
+    """The serve line, each flag at most once (``--flag value`` or ``--flag=value``).
+
+    Raises:
+        UsageError: ``--model`` missing, an unknown flag, a flag without its value, a flag given
+            twice, both ``--basert-lib`` and ``--lib``, a port outside 0-65535, a ``--max-context``
+            below 1, or a ``--kv-bits`` the adapter does not declare.
+    """
+    from superfluid.runtime.basert.adapter import OPTIONS
+    from superfluid.runtime.options import check_value, find, flag_values
+
+    flags = flag_values(argv, _TAKES)
+    if FLAG in flags and "--lib" in flags:
+        raise UsageError(f"{FLAG} and --lib name the same library: give one")
+    if not flags.get("--model"):
+        raise UsageError("serve needs --model PATH")
+    host, port = listen_flags(flags)
+    max_context = int_flag("--max-context", flags["--max-context"], 1, 1 << 24) if "--max-context" in flags else None
+    kv_bits = flags.get("--kv-bits", "0")
+    option = find(OPTIONS, "kv-bits")
+    if option is not None:
+        kv_bits = str(check_value(option, kv_bits))
+    return ServeLine(model=flags["--model"], host=host, port=port, max_context=max_context,
+                     lib=flags.get(FLAG) or flags.get("--lib"), kv_bits=kv_bits)
+
+
+def _failed(e: SuperfluidError) -> RequestRefused:
+    return RequestRefused(500, str(e), kind="server_error")
+
+
+class _Generation:
+    """The engine's state after the prompt: the token it predicts next, and the position to feed at."""
+
+    def __init__(self, model: Model, first: int, position: int, n_ctx: int) -> None:
+        self.model = model
+        self.predicted = first
+        self.position = position
+        self.n_ctx = n_ctx
+
+    def next_token(self) -> int:
+        return self.predicted
+
+    def feed(self, token: int) -> None:
+        """``baseRT_decode_step(model, token, position)``.
+
+        Raises:
+            RequestRefused: 500 with the engine's error.
+        """
+        model = self.model
+        self.predicted = int(model.library.fn("baseRT_decode_step")(model.handle, token, self.position))
+        try:
+            model._raise_on_error("decode step")  # the model's one reading of the engine's error state
+        except SuperfluidError as e:
+            raise _failed(e) from e
+        self.position += 1
+
+    def full(self) -> bool:
+        # the engine takes a token at `position` only while position + 1 < its max_seq_len
+        return self.position + 1 >= self.n_ctx
+
+
+class BasertEngine:
+    """The serving engine interface (``runtime.serving.Engine``) over one loaded baseRT model."""
+
+    runtime_id = RUNTIME_ID
+
+    def __init__(self, model: Model, model_id: str, n_ctx: int) -> None:
+        self.model = model
+        self.model_id = model_id
+        self.model_path = model.path
+        self.n_ctx = n_ctx
+        self.eos = model.eos
+        self.bos = model.bos
+
+    def tokenize(self, text: str) -> list[int]:
+        """The beginning-of-text token, then the engine's tokens of ``text``.
+
+        Raises:
+            RequestRefused: 400 when the engine refuses the text.
+        """
+        try:
+            return [self.bos, *self.model.encode(text)]
+        except SuperfluidError as e:
+            raise RequestRefused(400, str(e), param="prompt") from e
+
+    @contextmanager
+    def generation(self, prompt: list[int]) -> Iterator[_Generation]:
+        """``baseRT_prefill`` of ``prompt`` (the engine restarts its sequence on each prefill).
+
+        Raises:
+            RequestRefused: 500 with the engine's error.
+        """
+        model = self.model
+        array = (ctypes.c_uint32 * len(prompt))(*prompt)
+        first = int(model.library.fn("baseRT_prefill")(model.handle, array, len(prompt)))
+        try:
+            model._raise_on_error("prefill")
+        except SuperfluidError as e:
+            raise _failed(e) from e
+        yield _Generation(model, first, len(prompt), self.n_ctx)
+
+    def is_eos(self, token: int) -> bool:
+        return token == self.eos
+
+    def piece(self, token: int) -> bytes:
+        raw = self.model.library.fn("baseRT_decode_token")(self.model.handle, token)
+        return bytes(raw or b"")
+
+    def facts(self) -> dict[str, Any]:
+        library = self.model.library
+        return {"runtime": library.version, "abi": library.abi, "config_read": library.config_read,
+                "library": library.path}
+
+    def close(self) -> None:
+        self.model.close()
+
+
+def _load(line: ServeLine, environ: Mapping[str, str]) -> BasertEngine:
+    """The judged library and the model.
+
+    Raises:
+        LibraryNotFound, LibraryRefused, AbiRefused: no libbaseRT this build drives (exit 1).
+        ModelLoadFailed: the model is not a baseRT model file, or the engine could not load it (exit 3).
+    """
+    from superfluid.runtime.basert.loader import open_library
+    from superfluid.runtime.basert.model import Model, looks_like_model
+
+    library = open_library(line.lib, environ)
+    why = looks_like_model(line.model)
+    if why is not None:
+        raise ModelLoadFailed(why)
+    model = Model.load(library, line.model, line.max_context or 0)
+    try:
+        n_ctx = int(model.config().max_seq_len) or line.max_context or MAX_CONTEXT
+        stem = os.path.basename(line.model)
+        model_id = stem[: -len(".base")] if stem.lower().endswith(".base") else stem
+        return BasertEngine(model, model_id, n_ctx)
+    except BaseException:
+        model.close()
+        raise
+
+
+def serve(argv: Sequence[str], environ: Mapping[str, str], out: TextIO) -> int:
+    """``serve <argv...>``: load, then ``serving.serve_engine`` until SIGTERM/SIGINT; 0 on a clean close.
+
+    Raises:
+        UsageError: a bad command line (exit 2).
+        ModelLoadFailed: the model did not load (exit 3).
+        SuperfluidError: no libbaseRT this build drives, the address cannot be bound, or serving
+            failed (exit 1).
+    """
+    line = parse_serve(argv)
+    engine = _load(line, environ)
+    return serve_engine(engine, line.host, line.port, out)

@@ -1,0 +1,327 @@
+"""``superfluid-worker-basert plan`` and ``install --into DIR --plan JSON``, run as programs.
+
+``plan`` is answered for hosts named by ``SUPERFLUID_HOST_*`` from the recipe's pins. ``install`` is
+given a directory whose ``lib`` holds a real reference engine (each variant, as the installer would
+leave it after extracting); each run is a child process, so a crash in the library fails the test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from basert_helpers import LIB_NAME, ROOT, WORKER, lib_path
+
+from superfluid.runtime.receipt import read_receipt
+
+PROG = "superfluid-worker-basert"
+MACOS = {"SUPERFLUID_HOST_OS": "macos", "SUPERFLUID_HOST_ARCH": "arm64", "SUPERFLUID_HOST_NVIDIA_DRIVER": "none"}
+LINUX_ARM = {"SUPERFLUID_HOST_OS": "linux", "SUPERFLUID_HOST_ARCH": "arm64",
+             "SUPERFLUID_HOST_NVIDIA_DRIVER": "580.95.05", "SUPERFLUID_HOST_CUDA_RUNTIME": "none",
+             "SUPERFLUID_HOST_ROCM": "0", "SUPERFLUID_HOST_VULKAN": "0"}
+#: the reference engine's own platform, for which the recipe pins nothing
+LINUX_X64 = {**LINUX_ARM, "SUPERFLUID_HOST_ARCH": "x64", "SUPERFLUID_HOST_NVIDIA_DRIVER": "none"}
+RELEASE = "https://github.com/basecompute/baseRT/releases/download"
+DIGEST = hashlib.sha256(b"a verified bundle").hexdigest()
+
+
+def worker(env: dict[str, str], *args: str | Path) -> subprocess.CompletedProcess[str]:
+    assert WORKER.exists(), f"{WORKER} is missing: install the package (scripts/setup-env)"
+    return subprocess.run([str(WORKER), *map(str, args)], env=env, capture_output=True, text=True, timeout=60)
+
+
+def plan(env: dict[str, str], host: dict[str, str], *flags: str) -> dict[str, Any]:
+    done = worker({**env, **host}, "plan", *flags)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("\n") == 1 and done.stderr == ""  # one line of JSON
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def refused(env: dict[str, str], host: dict[str, str], *flags: str) -> str:
+    done = worker({**env, **host}, "plan", *flags)
+    assert done.returncode == 1 and done.stdout == "", done.stdout + done.stderr
+    assert done.stderr.startswith(f"{PROG}: ") and done.stderr.count("\n") == 1
+    return done.stderr
+
+
+# -- plan ----------------------------------------------------------------------------------------
+
+def test_plan_on_apple_silicon_is_every_driven_pin_newest_first(clean_env: dict[str, str]) -> None:
+    answer = plan(clean_env, MACOS)
+    assert answer["describe"] == "macOS arm64" and answer["host"]["os"] == "macos"
+    assert answer["plans"] == [
+        {"id": "basert", "version": "0.4.0", "backend": "metal", "install": "0.4.0-metal",
+         "assets": [{"name": "basert-engine-macos-arm64-0.4.0.tar.gz",
+                     "url": f"{RELEASE}/v0.4.0/basert-engine-macos-arm64-0.4.0.tar.gz", "sha256": None, "size": None}],
+         "tested": True, "chosen_by": "pin", "abi": 1,
+         "why": "macOS arm64: ABI 1; pinned in this superfluid's recipe; baseRT's Metal engine",
+         "platform": "macos-arm64", "extra": None},
+        {"id": "basert", "version": "0.3.0", "backend": "metal", "install": "0.3.0-metal",
+         "assets": [{"name": "basert-engine-macos-arm64-0.3.0.tar.gz",
+                     "url": f"{RELEASE}/v0.3.0/basert-engine-macos-arm64-0.3.0.tar.gz",
+                     "sha256": "c81ede9f41a5fe8636075ee41da5eb8c593c0acb85b6ffccfcef4af38a6e6dde", "size": 26436926}],
+         "tested": True, "chosen_by": "pin", "abi": None,
+         "why": "macOS arm64: unnumbered, of ABI 1's 0.3 line; pinned in this superfluid's recipe; baseRT's Metal "
+                "engine",
+         "platform": "macos-arm64", "extra": None},
+    ]  # 0.2.6 is pinned but not driven: never planned unasked
+
+
+def test_plan_on_linux_arm64_needs_the_nvidia_driver_or_a_named_backend(clean_env: dict[str, str]) -> None:
+    answer = plan(clean_env, LINUX_ARM)
+    assert [(p["install"], p["assets"][0]["name"]) for p in answer["plans"]] == [
+        ("0.4.0-cuda", "basert-engine-linux-arm64-cuda-0.4.0.tar.gz"),
+        ("0.3.0-cuda", "basert-engine-linux-arm64-cuda-0.3.0.tar.gz")]
+    assert answer["plans"][0]["why"] == ("Linux arm64, NVIDIA driver 580.95.05: ABI 1; pinned in this superfluid's "
+                                         "recipe; baseRT's CUDA engine")
+    no_driver = {**LINUX_ARM, "SUPERFLUID_HOST_NVIDIA_DRIVER": "none"}
+    assert refused(clean_env, no_driver) == (
+        f"{PROG}: baseRT's cuda engine for linux-arm64 needs an NVIDIA driver, and this is Linux arm64 "
+        "(--backend cuda plans it anyway)\n")
+    assert [p["install"] for p in plan(clean_env, no_driver, "--backend", "CUDA")["plans"]] == ["0.4.0-cuda",
+                                                                                                "0.3.0-cuda"]
+    assert refused(clean_env, MACOS, "--backend", "cuda") == (
+        f"{PROG}: baseRT's engine for macos-arm64 is metal, not cuda\n")
+
+
+def test_a_platform_the_recipe_pins_nothing_for_is_left_to_the_installer(clean_env: dict[str, str]) -> None:
+    why = refused(clean_env, LINUX_X64)
+    assert why == (f"{PROG}: this superfluid's recipe pins no baseRT bundle for linux-x64 (it pins linux-arm64 (cuda) "
+                   "and macos-arm64 (metal); this is Linux x64): the installer chooses a release for it from the "
+                   "release listing by ABI number, which this worker never reads (`superfluid runtime install "
+                   "basert`, or --mirror URL|DIR for a mirror that carries one)\n")
+
+
+def test_plan_a_named_version(clean_env: dict[str, str]) -> None:
+    only = plan(clean_env, MACOS, "--version", "0.3.0")["plans"]
+    assert [(p["install"], p["tested"], p["chosen_by"]) for p in only] == [("0.3.0-metal", True, "pin")]
+    # a pin this build does not drive: refused by its verdict, planned untested with --untested
+    assert refused(clean_env, MACOS, "--version", "0.2.6") == (
+        f"{PROG}: basert 0.2.6: unnumbered 0.2.6, not of the 0.3 line; this superfluid drives ABI 1; pass --untested "
+        "to install it anyway\n")
+    untested = plan(clean_env, MACOS, "--version", "0.2.6", "--untested")["plans"]
+    assert len(untested) == 1
+    assert {k: untested[0][k] for k in ("install", "tested", "chosen_by", "abi")} == {
+        "install": "0.2.6-metal", "tested": False, "chosen_by": "untested", "abi": None}
+    assert untested[0]["assets"][0]["sha256"] == "9bcb204b7cca56470edc41323650f97f5b5fb45499825565a476be508237c84a"
+    assert "(UNTESTED: planned with --untested)" in untested[0]["why"]
+    # a version the recipe does not pin: only the release listing knows it
+    why = refused(clean_env, MACOS, "--version", "0.4.1")
+    assert "basert 0.4.1 is not pinned in this superfluid's recipe (it pins 0.4.0, 0.3.0, 0.2.6)" in why
+    assert "`superfluid runtime install basert --version 0.4.1` resolves it" in why
+
+
+def test_plan_a_named_bundle(clean_env: dict[str, str]) -> None:
+    bundle = "/srv/basert-engine-linux-x64-0.4.0.tar.gz"
+    assert plan(clean_env, LINUX_X64, "--from", bundle, f"--sha256={DIGEST.upper()}")["plans"] == [
+        {"id": "basert", "version": "0.4.0", "backend": "cpu", "install": "0.4.0-cpu",
+         "assets": [{"name": "basert-engine-linux-x64-0.4.0.tar.gz", "url": bundle, "sha256": DIGEST, "size": None}],
+         "tested": True, "chosen_by": "from", "abi": 1, "why": f"{bundle}, as named", "platform": "linux-x64",
+         "extra": None}]
+    # a pinned file name takes the pin's digest and size; --untested marks it untested
+    pinned = plan(clean_env, MACOS, "--from", "https://mirror.invalid/basert-engine-macos-arm64-0.3.0.tar.gz",
+                  "--untested")["plans"][0]
+    assert pinned["assets"][0]["size"] == 26436926 and pinned["assets"][0]["sha256"].startswith("c81ede9f")
+    assert (pinned["tested"], pinned["chosen_by"], pinned["abi"]) == (False, "from", None)
+    assert refused(clean_env, MACOS, "--from", bundle) == (
+        f"{PROG}: {bundle} is built for linux-x64; this is macOS arm64\n")
+
+
+def test_sha256_names_the_first_plans_bundle_and_never_overrides_a_pin(clean_env: dict[str, str]) -> None:
+    named = plan(clean_env, MACOS, "--sha256", DIGEST)["plans"]
+    assert [(p["install"], p["assets"][0]["sha256"]) for p in named] == [("0.4.0-metal", DIGEST)]
+    why = refused(clean_env, MACOS, "--version", "0.3.0", "--sha256", DIGEST)
+    assert why == (f"{PROG}: --sha256 {DIGEST} disagrees with the SHA-256 this superfluid's recipe pins for "
+                   "basert-engine-macos-arm64-0.3.0.tar.gz "
+                   "(c81ede9f41a5fe8636075ee41da5eb8c593c0acb85b6ffccfcef4af38a6e6dde); a pin is never overridden\n")
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--bogus"], "unknown flag --bogus"),
+    (["--version"], "--version needs a value"),
+    (["--backend", "metal", "--backend", "cpu"], "--backend is given twice"),
+    (["--sha256", "xyz"], "--sha256 'xyz': expected 64 hexadecimal digits"),
+    (["--untested=yes"], "--untested takes no value"),
+    (["--from", "/srv/basert-engine-macos-arm64-0.4.0.tar.gz", "--version", "0.3.0"],
+     "--version 0.3.0 disagrees with basert-engine-macos-arm64-0.4.0.tar.gz, which is version 0.4.0"),
+])
+def test_a_bad_plan_flag_is_a_usage_error(clean_env: dict[str, str], flags: list[str], message: str) -> None:
+    done = worker({**clean_env, **MACOS}, "plan", *flags)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == f"{PROG}: {message}\n"
+
+
+# -- install -------------------------------------------------------------------------------------
+
+def extracted(into: Path, engines: Path, variant: str) -> Path:
+    """``into/lib`` holding ``variant``'s libbaseRT, as the installer leaves it after extracting."""
+    (into / "lib").mkdir(parents=True)
+    shutil.copy2(lib_path(engines, variant), into / "lib" / LIB_NAME)
+    return into
+
+
+def bundle_plan(env: dict[str, str], version: str, *flags: str) -> dict[str, Any]:
+    """The worker's own plan for a reference-engine bundle of ``version`` (Linux x64, by --from)."""
+    name = f"basert-engine-linux-x64-{version}.tar.gz"
+    return plan(env, LINUX_X64, "--from", f"/mirror/{name}", "--sha256", DIGEST, *flags)["plans"][0]
+
+
+def install(env: dict[str, str], into: Path, p: dict[str, Any] | str) -> subprocess.CompletedProcess[str]:
+    return worker({**env, **LINUX_X64}, "install", "--into", into, "--plan", p if isinstance(p, str) else json.dumps(p))
+
+
+SERVES = [  # variant -> (abi, config_read)
+    pytest.param("0.4.0", 1, "into", id="0.4.0"),
+    pytest.param("0.3.1", 1, "by-value", id="0.3.1"),
+    pytest.param("0.3.0", None, "by-value", id="0.3.0-unnumbered"),
+]
+
+
+@pytest.mark.parametrize(("variant", "abi", "config_read"), SERVES)
+def test_install_writes_a_valid_receipt_for_a_library_it_drives(engines: Path, clean_env: dict[str, str],
+                                                                tmp_path: Path, variant: str, abi: int | None,
+                                                                config_read: str) -> None:
+    import jsonschema
+
+    into = extracted(tmp_path / "staging", engines, variant)
+    p = bundle_plan(clean_env, variant)
+    done = install(clean_env, into, p)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "" and done.stdout.count("\n") == 1
+    printed = json.loads(done.stdout)
+    written = json.loads((into / "runtime.json").read_text())
+    assert printed == written and (into / "runtime.json").read_text().endswith("}\n")
+    schema = json.loads((ROOT / "schemas" / "runtime.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(written)
+    assert {k: v for k, v in written.items() if k != "installed_at"} == {
+        "schema": "superfluid-runtime/1", "id": "basert", "install": f"{variant}-cpu", "version": variant,
+        "backend": "cpu", "link_w": [8], "platforms": ["linux-x64"], "worker": "bin/superfluid-worker-basert",
+        "sources": [{"url": f"/mirror/basert-engine-linux-x64-{variant}.tar.gz", "sha256": DIGEST}],
+        "tested": True, "abi": abi, "chosen_by": "from", "config_read": config_read}
+    receipt = read_receipt(into / "runtime.json")
+    assert receipt.abi == abi and receipt.tested is True and receipt.installed_at
+    # the installed library is the one check drives
+    check = worker(clean_env, "check", "--basert-lib", into / "lib")
+    report = json.loads(check.stdout)
+    assert check.returncode == 0 and report["available"] is True and report["abi"] == abi
+
+
+def test_the_installers_plan_chosen_by_abi_number_is_recorded_as_such(engines: Path, clean_env: dict[str, str],
+                                                                     tmp_path: Path) -> None:
+    into = extracted(tmp_path / "staging", engines, "0.4.0")
+    # the shape the installer's resolver passes (installer.plans.Plan.to_json)
+    p = {"id": "basert", "version": "0.4.0", "backend": "cpu", "install": "0.4.0-cpu",
+         "assets": [{"name": "basert-engine-linux-x64-0.4.0.tar.gz", "url": "http://127.0.0.1:1/b.tar.gz",
+                     "sha256": DIGEST.upper(), "size": 1234, "digest_source": "sidecar", "checked": ["sidecar"]}],
+         "tested": True, "chosen_by": "abi", "abi": 1, "why": "…", "platform": "linux-x64"}
+    done = install(clean_env, into, p)
+    assert done.returncode == 0, done.stderr
+    receipt = read_receipt(into / "runtime.json")
+    assert (receipt.chosen_by, receipt.abi, receipt.tested) == ("abi", 1, True)
+    assert receipt.sources[0].sha256 == DIGEST  # lower-cased
+
+
+@pytest.mark.parametrize(("variant", "stated"), [
+    pytest.param("0.5.0", 2, id="0.5.0-ABI-2"),
+    pytest.param("0.2.6", None, id="0.2.6-unnumbered-off-the-line"),
+])
+def test_a_refusal_by_abi_alone_installs_only_from_an_untested_plan(engines: Path, clean_env: dict[str, str],
+                                                                   tmp_path: Path, variant: str,
+                                                                   stated: int | None) -> None:
+    into = extracted(tmp_path / "staging", engines, variant)
+    done = install(clean_env, into, bundle_plan(clean_env, variant))
+    assert done.returncode == 1 and done.stdout == ""
+    verdict = "states ABI 2; this superfluid drives ABI 1" if stated else "only the unnumbered 0.3.x line carries ABI 1"
+    assert verdict in done.stderr
+    assert done.stderr.rstrip("\n").endswith(f"the plan is tested, and a release of another ABI installs only untested "
+                                             f"(`superfluid runtime install basert --version {variant} --untested`)")
+    assert not (into / "runtime.json").exists()
+
+    done = install(clean_env, into, bundle_plan(clean_env, variant, "--untested"))
+    assert done.returncode == 0, done.stderr
+    receipt = read_receipt(into / "runtime.json")
+    assert (receipt.version, receipt.tested, receipt.abi, receipt.chosen_by) == (variant, False, stated, "from")
+    assert receipt.extra == {"config_read": None}
+    # installed untested, it still does not serve: the loader's verdict is the same
+    check = worker(clean_env, "check", "--basert-lib", into / "lib")
+    assert check.returncode == 1 and verdict in json.loads(check.stdout)["available"]
+
+
+@pytest.mark.parametrize(("variant", "reason"), [
+    pytest.param("missing-symbol", "lacks baseRT_decode_step", id="missing-symbol"),
+    pytest.param("wrong-size", "in 1812 bytes where this superfluid expects 1792", id="wrong-size"),
+])
+@pytest.mark.parametrize("untested", [False, True], ids=["tested", "untested"])
+def test_a_refusal_other_than_by_abi_is_final(engines: Path, clean_env: dict[str, str], tmp_path: Path,
+                                              variant: str, reason: str, untested: bool) -> None:
+    into = extracted(tmp_path / "staging", engines, variant)
+    p = bundle_plan(clean_env, "0.3.0", *(["--untested"] if untested else []))
+    done = install(clean_env, into, p)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith(f"{PROG}: libbaseRT at {into / 'lib' / LIB_NAME}") and reason in done.stderr
+    assert not (into / "runtime.json").exists()
+
+
+def test_the_library_must_be_the_release_the_plan_names(engines: Path, clean_env: dict[str, str],
+                                                       tmp_path: Path) -> None:
+    into = extracted(tmp_path / "staging", engines, "0.3.1")
+    done = install(clean_env, into, bundle_plan(clean_env, "0.4.0"))
+    assert done.returncode == 1
+    assert (f"libbaseRT at {into / 'lib' / LIB_NAME} is version '0.3.1', but the plan installs baseRT 0.4.0: the "
+            "bundle is not the release the plan names") in done.stderr
+    other = extracted(tmp_path / "other", engines, "0.5.0")
+    p = bundle_plan(clean_env, "0.5.0", "--untested") | {"abi": 1}  # the plan's release states ABI 1
+    done = install(clean_env, other, p)
+    assert done.returncode == 1 and "states ABI 2, but the plan's release (baseRT 0.5.0) states ABI 1" in done.stderr
+    assert not (into / "runtime.json").exists() and not (other / "runtime.json").exists()
+    # a bundle named without a version ("custom") is whatever it holds
+    custom = bundle_plan(clean_env, "0.4.0") | {"version": "custom", "install": "custom"}
+    done = install(clean_env, extracted(tmp_path / "custom", engines, "0.4.0"), custom)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["version"] == "custom"
+
+
+def test_a_directory_without_libbasert_is_refused(clean_env: dict[str, str], tmp_path: Path) -> None:
+    (tmp_path / "lib").mkdir()
+    done = install(clean_env, tmp_path, bundle_plan(clean_env, "0.4.0"))
+    names = " or ".join((LIB_NAME, "libbaseRT.0.dylib" if LIB_NAME.endswith(".dylib") else "libbaseRT.so.0"))
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr == (f"{PROG}: {tmp_path / 'lib'} holds no {names}: the plan's archives are not a baseRT "
+                           "bundle this adapter knows\n")
+    assert not (tmp_path / "runtime.json").exists()
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--into", "D"], "install needs --into and --plan"),
+    (["--plan", "{}"], "install needs --into and --plan"),
+    (["--into", "D", "--plan", "{}", "--force"], "unknown flag --force"),
+    (["--into", "D", "--plan", "[]"], "--plan: not a JSON object (it is a list)"),
+    (["--into", "D", "--plan", '{"id": "llamacpp"}'], '--plan: a plan for "llamacpp" given to the basert runtime'),
+])
+def test_a_bad_install_line_is_a_usage_error(clean_env: dict[str, str], tmp_path: Path, argv: list[str],
+                                             message: str) -> None:
+    done = worker(clean_env, "install", *[str(tmp_path) if a == "D" else a for a in argv])
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == f"{PROG}: {message}\n"
+
+
+def test_a_plan_missing_what_the_receipt_is_made_of_is_a_usage_error(engines: Path, clean_env: dict[str, str],
+                                                                     tmp_path: Path) -> None:
+    into = extracted(tmp_path / "staging", engines, "0.4.0")
+    good = bundle_plan(clean_env, "0.4.0")
+    for key in ("version", "backend", "install", "assets"):
+        done = install(clean_env, into, {k: v for k, v in good.items() if k != key})
+        assert done.returncode == 2 and f"--plan: {key!r} must be" in done.stderr, done.stderr
+    done = install(clean_env, into, good | {"abi": "1"})
+    assert done.returncode == 2 and "--plan: 'abi' must be a non-negative integer or null (it is '1')" in done.stderr
+    unverified = plan(clean_env, MACOS)["plans"][0]  # 0.4.0's digest is null until the installer settles it
+    done = install(clean_env, into, unverified | {"id": "basert"})
+    assert done.returncode == 2
+    assert ("assets[0] (basert-engine-macos-arm64-0.4.0.tar.gz) has no 'sha256' of 64 hexadecimal digits (it has "
+            "null); the installer passes the digest it verified") in done.stderr
+    assert not (into / "runtime.json").exists()

@@ -315,6 +315,9 @@ class Service:
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
+    # the status line and headers go out before the body, in two writes: with Nagle's algorithm a
+    # keep-alive client's delayed ACK held every answer for ~40 ms
+    disable_nagle_algorithm = True
 
     def version_string(self) -> str:
         return f"superfluid-worker-{self.server.service.engine.runtime_id}"

@@ -17,7 +17,6 @@ the rules.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +39,7 @@ from superfluid.installer.plans import (
     is_local,
     version_key,
 )
+from superfluid.runtime.basert.bundles import Bundle, parse_abi_asset_name, parse_bundle_name
 from superfluid.runtime.errors import UsageError
 
 __all__ = [
@@ -74,21 +74,6 @@ __all__ = [
     "resolve",
 ]
 
-_BUNDLE = re.compile(
-    r"^basert-engine-(?P<os>linux|macos)-(?P<arch>x64|arm64)(?:-(?P<backend>[a-z][a-z0-9_.]*))?"
-    r"-(?P<version>[0-9]+\.[0-9]+\.[0-9]+[0-9A-Za-z.+]*)\.tar\.gz$"
-)
-_ABI_ASSET = re.compile(r"^basert-engine-abi-(?P<n>0|[1-9][0-9]*)\.txt$")
-
-
-@dataclass(frozen=True)
-class Bundle:
-    """What a baseRT bundle's name says: ``basert-engine-<platform>[-<backend>]-<version>.tar.gz``."""
-
-    name: str
-    platform: str
-    backend: str
-    version: str
 
 
 def _version_of_tag(tag: str) -> str:
@@ -103,26 +88,6 @@ def _line_of(version: str) -> str | None:
 
 
 # -- basert: bundle names and ABI numbers (SPEC §4.1, §5.3) ----------------------------------------
-
-
-def parse_bundle_name(name: str) -> Bundle | None:
-    """Read ``basert-engine-<platform>[-<backend>]-<version>.tar.gz``; None for another name.
-
-    The backend is absent for the platform's own engine: ``metal`` on macos-arm64, ``cpu``
-    elsewhere (a mirror's ``linux-x64``); upstream names ``cuda`` on ``linux-arm64-cuda``.
-    """
-    m = _BUNDLE.match(name)
-    if not m:
-        return None
-    platform = f"{m['os']}-{m['arch']}"
-    backend = m["backend"] or ("metal" if platform == "macos-arm64" else "cpu")
-    return Bundle(name, platform, backend, m["version"])
-
-
-def parse_abi_asset_name(name: str) -> int | None:
-    """``N`` of an asset named ``basert-engine-abi-<N>.txt`` (decimal, no leading zero); else None."""
-    m = _ABI_ASSET.match(name)
-    return int(m["n"]) if m else None
 
 
 def read_abi_asset(repo: str, tag: str, name: str, text: str) -> int:

@@ -118,19 +118,37 @@ class Model:
         """
         tokens = [self.bos, *self.encode(prompt)]
         eos = self.eos
-        array = (ctypes.c_uint32 * len(tokens))(*tokens)
-        nxt = int(self.library.fn("baseRT_prefill")(self._open(), array, len(tokens)))
-        self._raise_on_error("prefill")
+        nxt = self.prefill(tokens)
         out: list[int] = []
         position = len(tokens)
         while nxt != eos and len(out) < max_tokens:
             out.append(nxt)
             if len(out) == max_tokens:
                 break
-            nxt = int(self.library.fn("baseRT_decode_step")(self._open(), nxt, position))
-            self._raise_on_error("decode step")
+            nxt = self.decode_step(nxt, position)
             position += 1
         return out
+
+    def prefill(self, tokens: Sequence[int]) -> int:
+        """``baseRT_prefill``: the engine restarts its sequence with ``tokens``; the next token.
+
+        Raises:
+            GenerationFailed: the engine reported an error.
+        """
+        array = (ctypes.c_uint32 * len(tokens))(*tokens)
+        nxt = int(self.library.fn("baseRT_prefill")(self._open(), array, len(tokens)))
+        self._raise_on_error("prefill")
+        return nxt
+
+    def decode_step(self, token: int, position: int) -> int:
+        """``baseRT_decode_step``: feed ``token`` at ``position``; the next token.
+
+        Raises:
+            GenerationFailed: the engine reported an error.
+        """
+        nxt = int(self.library.fn("baseRT_decode_step")(self._open(), token, position))
+        self._raise_on_error("decode step")
+        return nxt
 
     def generate(self, prompt: str, max_tokens: int = 64) -> str:
         """The text of ``generate_tokens(prompt, max_tokens)``."""

@@ -25,50 +25,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from superfluid.runtime.basert.bundles import Bundle, parse_bundle_name
 from superfluid.runtime.errors import SuperfluidError, UsageError
 from superfluid.runtime.plan_request import PlanRequest, parse_plan_request, plans_json
 
 __all__ = ["PlanRefused", "Bundle", "parse_bundle_name", "plan_pins", "plan_answer"]
 
 RUNTIME_ID = "basert"
-_BUNDLE = re.compile(
-    r"^basert-engine-(?P<os>linux|macos)-(?P<arch>x64|arm64)(?:-(?P<backend>[a-z][a-z0-9_.]*))?"
-    r"-(?P<version>[0-9]+\.[0-9]+\.[0-9]+[0-9A-Za-z.+]*)\.tar\.gz$"
-)
 _INSTALLER = "`superfluid runtime install basert`"
 
 
 class PlanRefused(SuperfluidError):
     """Nothing the request names is planned here from the recipe; the message says why."""
-
-
-@dataclass(frozen=True)
-class Bundle:
-    """What a baseRT bundle's name says: ``basert-engine-<platform>[-<backend>]-<version>.tar.gz``."""
-
-    name: str
-    platform: str
-    backend: str
-    version: str
-
-
-def parse_bundle_name(name: str) -> Bundle | None:
-    """Read a bundle name (SPEC §4.1); None for another name.
-
-    The backend is absent for the platform's own engine: ``metal`` on macos-arm64, ``cpu``
-    elsewhere. (The installer's resolver reads the same names.)
-
-    >>> parse_bundle_name("basert-engine-linux-arm64-cuda-0.4.0.tar.gz")
-    Bundle(name='basert-engine-linux-arm64-cuda-0.4.0.tar.gz', platform='linux-arm64', backend='cuda', version='0.4.0')
-    """
-    m = _BUNDLE.match(name)
-    if not m:
-        return None
-    platform = f"{m['os']}-{m['arch']}"
-    return Bundle(name, platform, m["backend"] or ("metal" if platform == "macos-arm64" else "cpu"), m["version"])
 
 
 def _version_key(version: str) -> tuple[int, ...]:

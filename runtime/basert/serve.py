@@ -18,7 +18,6 @@ Prompts are encoded after the model's beginning-of-text token, which ``prompt_to
 
 from __future__ import annotations
 
-import ctypes
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -100,10 +99,8 @@ class _Generation:
         Raises:
             RequestRefused: 500 with the engine's error.
         """
-        model = self.model
-        self.predicted = int(model.library.fn("baseRT_decode_step")(model.handle, token, self.position))
         try:
-            model._raise_on_error("decode step")  # the model's one reading of the engine's error state
+            self.predicted = self.model.decode_step(token, self.position)
         except SuperfluidError as e:
             raise _failed(e) from e
         self.position += 1
@@ -144,14 +141,11 @@ class BasertEngine:
         Raises:
             RequestRefused: 500 with the engine's error.
         """
-        model = self.model
-        array = (ctypes.c_uint32 * len(prompt))(*prompt)
-        first = int(model.library.fn("baseRT_prefill")(model.handle, array, len(prompt)))
         try:
-            model._raise_on_error("prefill")
+            first = self.model.prefill(prompt)
         except SuperfluidError as e:
             raise _failed(e) from e
-        yield _Generation(model, first, len(prompt), self.n_ctx)
+        yield _Generation(self.model, first, len(prompt), self.n_ctx)
 
     def is_eos(self, token: int) -> bool:
         return token == self.eos

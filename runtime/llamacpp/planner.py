@@ -22,8 +22,7 @@ from typing import Any, Protocol
 from superfluid.runtime.errors import SuperfluidError
 from superfluid.runtime.llamacpp.recipe import Archive, TestedBuild, parse_name, tested
 
-__all__ = ["PlanRefused", "RequestLike", "Want", "CUDA_BY_DRIVER", "cuda_major_for_driver", "plan", "plan_build",
-           "plans_json"]
+__all__ = ["PlanRefused", "RequestLike", "Want", "CUDA_BY_DRIVER", "cuda_major_for_driver", "plan", "plan_build"]
 
 RUNTIME_ID = "llamacpp"
 
@@ -305,9 +304,3 @@ def plan_build(request: RequestLike, recipe: Mapping[str, Any], host: Any,
         raise PlanRefused(f"no llama.cpp {version} build for {describe} runs here "
                           f"(it has: {', '.join(sorted(a.backend for a in mains))})")
     return out
-
-
-def plans_json(host: Any, plans: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The worker's ``plan`` answer: ``{"host", "describe", "plans"}`` (notes §2.2)."""
-    return {"host": host.to_json(), "describe": host.describe(), "plans": [dict(p) for p in plans]}
-

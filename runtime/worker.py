@@ -18,7 +18,7 @@ from superfluid.runtime.errors import SuperfluidError, UsageError
 if TYPE_CHECKING:
     from superfluid.runtime.adapter import Adapter
 
-__all__ = ["run", "installed_installs", "Handler"]
+__all__ = ["run", "installed_installs", "Handler", "engine_handlers"]
 
 Handler = Callable[[list[str]], int]
 
@@ -36,6 +36,49 @@ def installed_installs(runtime_id: str, environ: dict[str, str] | None = None) -
                   and os.path.isfile(os.path.join(root, n, "runtime.json")))
 
 
+def _line(doc: object) -> None:
+    sys.stdout.write(json.dumps(doc, separators=(",", ":")) + "\n")
+
+
+def engine_handlers(package: str, prog: str) -> dict[str, Handler]:
+    """``check``, ``plan``, ``install`` and ``serve`` of an adapter package that has the standard
+    modules: ``check.check_argv``, ``plan_cli.plan_answer``, ``install_cli.{check_plan, install}``
+    and ``serve.serve`` (imported when their command runs, so a worker starts fast).
+
+    Exit codes: ``check`` 0 available, else 1; ``plan``/``install`` 0, 1 refused, 2 a bad line;
+    ``serve`` 0 clean stop, 1 serving failed, 2 a bad line, 3 the model did not load.
+    """
+    from importlib import import_module
+
+    from superfluid.runtime.errors import ModelLoadFailed
+
+    def check(argv: list[str]) -> int:
+        report, code = import_module(f"{package}.check").check_argv(argv, os.environ)
+        _line(report)
+        return int(code)
+
+    def plan(argv: list[str]) -> int:
+        _line(import_module(f"{package}.plan_cli").plan_answer(argv, os.environ))
+        return 0
+
+    def install(argv: list[str]) -> int:
+        from superfluid.runtime.install_step import parse_install
+
+        step = import_module(f"{package}.install_cli")
+        into, text = parse_install(argv)
+        _line(step.install(into, step.check_plan(text), os.environ))
+        return 0
+
+    def serve(argv: list[str]) -> int:
+        try:
+            return int(import_module(f"{package}.serve").serve(argv, os.environ, sys.stdout))
+        except ModelLoadFailed as e:
+            sys.stderr.write(f"{prog}: model load failed: {e}\n")
+            return 3
+
+    return {"check": check, "plan": plan, "install": install, "serve": serve}
+
+
 def _declaration(adapter: Adapter, command: str, rest: list[str]) -> int:
     if rest != ["--json"]:
         raise UsageError(f"{command} takes exactly --json (got {' '.join(rest) or 'nothing'})")
@@ -49,7 +92,7 @@ def _declaration(adapter: Adapter, command: str, rest: list[str]) -> int:
         from superfluid.runtime.options import options_json
 
         doc = options_json(adapter.options())
-    sys.stdout.write(json.dumps(doc, separators=(",", ":")) + "\n")
+    _line(doc)
     return 0
 
 

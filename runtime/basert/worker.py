@@ -18,7 +18,6 @@ and answers the declarations ``compat``, ``versions`` and ``options`` from the a
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -26,7 +25,7 @@ from typing import Any
 
 from superfluid.runtime.basert.check import check_argv, parse_flags, version_text
 from superfluid.runtime.basert.locate import FLAG
-from superfluid.runtime.errors import ModelLoadFailed
+from superfluid.runtime.worker import engine_handlers
 
 __all__ = ["PROG", "HANDLERS", "main", "check_report"]
 
@@ -50,45 +49,8 @@ def _version(argv: list[str]) -> int:
     return 0
 
 
-def _check(argv: list[str]) -> int:
-    """``check``: one line of JSON on stdout; exit 0 available (and the model read), else 1."""
-    report, code = check_argv(argv, os.environ)
-    sys.stdout.write(json.dumps(report, separators=(",", ":")) + "\n")
-    return code
-
-
-def _plan(argv: list[str]) -> int:
-    """``plan``: one line ``{"host", "describe", "plans"}``; exit 0, 1 refused, 2 a bad flag."""
-    from superfluid.runtime.basert.plan_cli import plan_answer
-
-    answer = plan_answer(argv, os.environ)
-    sys.stdout.write(json.dumps(answer, separators=(",", ":")) + "\n")
-    return 0
-
-
-def _install(argv: list[str]) -> int:
-    """``install --into DIR --plan JSON``: write DIR/runtime.json and print it on one line; exit 0, 1, 2."""
-    from superfluid.runtime.basert.install_cli import check_plan, install, parse_install
-
-    into, text = parse_install(argv)
-    receipt = install(into, check_plan(text), os.environ)
-    sys.stdout.write(json.dumps(receipt, separators=(",", ":")) + "\n")
-    return 0
-
-
-def _serve(argv: list[str]) -> int:
-    """``serve``: until SIGTERM/SIGINT; exit 0 clean, 1 no library / serving failed, 2 bad line, 3 model not loaded."""
-    from superfluid.runtime.basert.serve import serve
-
-    try:
-        return serve(argv, os.environ, sys.stdout)
-    except ModelLoadFailed as e:
-        sys.stderr.write(f"{PROG}: model load failed: {e}\n")
-        return 3
-
-
 HANDLERS: dict[str, Callable[[list[str]], int]] = {
-    "version": _version, "check": _check, "plan": _plan, "install": _install, "serve": _serve,
+    "version": _version, **engine_handlers("superfluid.runtime.basert", PROG),
 }
 
 

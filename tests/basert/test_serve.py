@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import select
 import signal
 import socket
 import subprocess
@@ -25,58 +24,25 @@ from basert_helpers import WORKER, lib_path
 
 from superfluid.runtime.basert.loader import load_library
 from superfluid.runtime.basert.model import Model
+from tests.serving_client import ServeProcess
 
 PROG = "superfluid-worker-basert"
 COMPLETION = " a time the tiny reference engine spoke plainly and stopped"
 
 
-class Server:
-    """A running ``serve`` child and its announced address."""
+class Server(ServeProcess):
+    """The basert worker's ``serve`` on port 0 (its replies name the worker in ``Server``)."""
 
     def __init__(self, env: dict[str, str], lib: Path, model: Path, *flags: str) -> None:
         assert WORKER.exists(), f"{WORKER} is missing: install the package (scripts/setup-env)"
-        self.proc = subprocess.Popen(
-            [str(WORKER), "serve", "--basert-lib", str(lib), "--model", str(model), "--port", "0", *flags],
-            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], 60)
-        line = self.proc.stdout.readline() if ready else ""
-        if not line:
-            self.proc.kill()
-            _, err = self.proc.communicate()
-            pytest.fail(f"serve announced nothing (exit {self.proc.returncode}): {err[-2000:]}")
-        self.ready: dict[str, Any] = json.loads(line)
-        self.host, port = self.ready["listening"].removeprefix("http://").rsplit(":", 1)
-        self.port = int(port)
+        super().__init__([str(WORKER), "serve", "--basert-lib", str(lib), "--model", str(model), "--port", "0", *flags],
+                         env)
 
-    def request(self, method: str, path: str, body: bytes | dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
-        try:
-            data = json.dumps(body).encode() if isinstance(body, dict) else body
-            conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
-            resp = conn.getresponse()
-            raw = resp.read()
-            assert resp.getheader("Content-Type") == "application/json", raw
-            assert resp.getheader("Server", "").startswith(PROG)
-            return resp.status, json.loads(raw)
-        finally:
-            conn.close()
-
-    def complete(self, **body: Any) -> dict[str, Any]:
-        status, answer = self.request("POST", "/v1/completions", body)
-        assert status == 200, answer
-        return answer
-
-    def stop(self, sig: int = signal.SIGTERM) -> tuple[int, str, str]:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        out, err = self.proc.communicate(timeout=30)
-        return self.proc.returncode, out, err
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.communicate()
+    def request(self, method: str, path: str, body: bytes | dict[str, Any] | None = None,
+                headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+        resp, raw = self.raw(method, path, body, headers)
+        assert resp.getheader("Server", "").startswith(PROG)
+        return resp.status, json.loads(raw)
 
 
 @pytest.fixture(params=["0.4.0", "0.3.1", "0.3.0"])

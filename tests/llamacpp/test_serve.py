@@ -7,10 +7,8 @@ line, talks to it over HTTP, and ends it with SIGTERM/SIGINT. The deterministic 
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
-import select
 import signal
 import socket
 import subprocess
@@ -24,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT
+from tests.serving_client import ServeProcess
 
 pytestmark = pytest.mark.native
 
@@ -32,49 +31,12 @@ def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("SUPERFLUID_")}
 
 
-class Server:
-    """A running ``serve`` child and its announced address."""
+class Server(ServeProcess):
+    """The llama.cpp worker's ``serve`` on port 0."""
 
     def __init__(self, lib: Path, model: Path, *flags: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "superfluid.runtime.llamacpp.worker", "serve", "--lib", str(lib), "--model",
-             str(model), "--port", "0", *flags],
-            cwd=ROOT, env=_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], 60)
-        line = self.proc.stdout.readline() if ready else ""
-        if not line:
-            self.proc.kill()
-            _, err = self.proc.communicate()
-            pytest.fail(f"serve announced nothing (exit {self.proc.returncode}): {err[-2000:]}")
-        self.ready: dict[str, Any] = json.loads(line)
-        host_port = self.ready["listening"].removeprefix("http://")
-        self.host, port = host_port.rsplit(":", 1)
-        self.port = int(port)
-
-    def request(self, method: str, path: str, body: bytes | dict[str, Any] | None = None,
-                headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
-        try:
-            data = json.dumps(body).encode() if isinstance(body, dict) else body
-            conn.request(method, path, body=data, headers={"Content-Type": "application/json", **(headers or {})})
-            resp = conn.getresponse()
-            raw = resp.read()
-            assert resp.getheader("Content-Type") == "application/json", raw
-            return resp.status, json.loads(raw)
-        finally:
-            conn.close()
-
-    def complete(self, **body: Any) -> dict[str, Any]:
-        status, answer = self.request("POST", "/v1/completions", body)
-        assert status == 200, answer
-        return answer
-
-    def stop(self, sig: int = signal.SIGTERM) -> tuple[int, str, str]:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        out, err = self.proc.communicate(timeout=30)
-        return self.proc.returncode, out, err
+        super().__init__([sys.executable, "-m", "superfluid.runtime.llamacpp.worker", "serve", "--lib", str(lib),
+                          "--model", str(model), "--port", "0", *flags], _env(), cwd=ROOT)
 
 
 @pytest.fixture

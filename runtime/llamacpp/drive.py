@@ -8,7 +8,6 @@ assignments for either layout.
 from __future__ import annotations
 
 import ctypes as C
-import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -29,7 +28,7 @@ class DecodeFailed(SuperfluidError):
     """``llama_decode`` returned a status other than 0."""
 
     def __init__(self, status: int, detail: str = "") -> None:
-        why = {1: "no KV slot for the batch", 2: "aborted"}.get(status, "failed")
+        why = {1: "no KV slot for the batch", DECODE_ABORTED: "aborted"}.get(status, "failed")
         super().__init__(f"llama_decode returned {status} ({why}){': ' + detail if detail else ''}")
         self.status = status
 
@@ -261,8 +260,8 @@ class Context:
         n = lib.fn["llama_model_n_embd"](self.model.handle)
         return list((C.c_float * n).from_address(C.addressof(ptr.contents)))
 
-    def generate(self, prompt: list[int], max_tokens: int, *, stop_at_eog: bool = True) -> list[int]:
-        """Greedy decoding: up to ``max_tokens`` new ids after ``prompt``.
+    def generate(self, prompt: list[int], max_tokens: int) -> list[int]:
+        """Greedy decoding: up to ``max_tokens`` new ids after ``prompt``, ending at an end-of-generation token.
 
         Raises:
             DecodeFailed: llama_decode returned a non-zero status (e.g. 2 when aborted).
@@ -274,14 +273,10 @@ class Context:
         while len(out) < max_tokens:
             token = self.argmax()
             out.append(token)
-            if stop_at_eog and self.model.is_eog(token):
+            if self.model.is_eog(token):
                 break
             status = self.decode([token])
             if status != 0:
                 raise DecodeFailed(status, self.model.lib.log.last())
         return out
 
-
-def describe_devices(devs: list[Device]) -> str:
-    """One JSON line of the device list, for logs and messages."""
-    return json.dumps([d.to_json() for d in devs])

@@ -24,10 +24,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from superfluid.runtime.errors import LibraryRefused, UsageError
-from superfluid.runtime.install_step import LINK_W, find_library, parse_install, write_install_receipt
 from superfluid.runtime.install_step import check_plan as check_any_plan
+from superfluid.runtime.install_step import find_library, write_install_receipt
 
-__all__ = ["LINK_W", "parse_install", "check_plan", "install"]
+__all__ = ["check_plan", "install"]
 
 RUNTIME_ID = "llamacpp"
 

@@ -20,19 +20,7 @@ from typing import Any
 
 from superfluid.runtime.plan_request import PlanRequest, parse_plan_request, plans_json
 
-__all__ = ["parse_request", "plan_answer"]
-
-
-def parse_request(argv: Sequence[str]) -> PlanRequest:
-    """The request the flags name (``runtime.plan_request.parse_plan_request``, the same for every
-    adapter); the planner reads it as a ``planner.RequestLike``.
-
-    Raises:
-        UsageError: an unknown flag (``unknown flag X``), a flag without its value (``X needs a
-            value``), a flag given twice, a value to ``--untested``, or a ``--sha256`` that is not 64
-            hexadecimal digits.
-    """
-    return parse_plan_request(argv)
+__all__ = ["plan_answer"]
 
 
 def _plans(want: PlanRequest, recipe: Mapping[str, Any], host: Any) -> list[dict[str, Any]]:
@@ -57,7 +45,7 @@ def plan_answer(argv: Sequence[str], environ: Mapping[str, str]) -> dict[str, An
     """``plan <argv...>``: ``{"host", "describe", "plans"}`` for the detected host.
 
     Raises:
-        UsageError: a bad flag (see ``parse_request``).
+        UsageError: a bad flag (see ``runtime.plan_request.parse_plan_request``).
         PlanRefused: nothing of the request installs here, or an untested build without
             ``--untested``, or one that needs the release listing.
         BadFile: the recipe is broken.
@@ -65,6 +53,6 @@ def plan_answer(argv: Sequence[str], environ: Mapping[str, str]) -> dict[str, An
     from superfluid.runtime.host import detect
     from superfluid.runtime.llamacpp.recipe import load
 
-    want = parse_request(argv)
+    want = parse_plan_request(argv)
     host = detect(environ)
     return plans_json(host, _plans(want, load(), host))

@@ -202,15 +202,15 @@ class BasertAdapter(Adapter):
     def check(self, argv: list[str], environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
         """The worker's ``check`` in process: the report and its exit code (SPEC §6.5).
 
-        Delegates to ``superfluid.runtime.basert.worker.check_report``; imported here so that the
+        ``check.check_argv``, what the worker's ``check`` prints; imported here so that the
         declarations never load the ``ctypes`` bindings.
 
         Raises:
             UsageError: an unknown flag or a bad option value.
         """
-        from superfluid.runtime.basert.worker import check_report
+        from superfluid.runtime.basert.check import check_argv
 
-        return check_report(argv, environ)
+        return check_argv(argv, environ)
 
 
 ADAPTER = BasertAdapter()

@@ -23,8 +23,7 @@ from superfluid.runtime.options import flag_values
 if TYPE_CHECKING:
     from superfluid.runtime.basert.loader import Library
 
-__all__ = ["RUNTIME_ID", "FORMATS", "devices", "model_report", "check_report", "check_argv",
-           "version_text", "parse_flags"]
+__all__ = ["RUNTIME_ID", "FORMATS", "devices", "model_report", "check_report", "check_argv", "version_text"]
 
 RUNTIME_ID = "basert"
 FORMATS: tuple[dict[str, Any], ...] = (
@@ -129,16 +128,6 @@ def version_text(lib: str | None = None, environ: Mapping[str, str] | None = Non
     return f"{library.version} ({library.path})"
 
 
-def parse_flags(argv: Sequence[str], takes: Sequence[str]) -> dict[str, str]:
-    """``--name value`` / ``--name=value`` flags among ``takes``, each at most once (``flag_values``).
-
-    Raises:
-        UsageError: an unknown flag, a flag without its value, a repeated flag, or an argument that
-            is not a flag.
-    """
-    return flag_values(argv, takes)
-
-
 def check_argv(argv: Sequence[str], environ: Mapping[str, str] | None = None, *,
                executable: str | None = None) -> tuple[dict[str, Any], int]:
     """``check [--model PATH] [--basert-lib PATH] [--kv-bits N]`` parsed, then ``check_report``.
@@ -148,9 +137,9 @@ def check_argv(argv: Sequence[str], environ: Mapping[str, str] | None = None, *,
     the report (a check loads no KV cache).
 
     Raises:
-        UsageError: as ``parse_flags``; both ``--basert-lib`` and ``--lib``; a bad ``--kv-bits``.
+        UsageError: as ``options.flag_values``; both ``--basert-lib`` and ``--lib``; a bad ``--kv-bits``.
     """
-    flags = parse_flags(argv, ("--model", FLAG, "--lib", "--kv-bits"))
+    flags = flag_values(argv, ("--model", FLAG, "--lib", "--kv-bits"))
     if FLAG in flags and "--lib" in flags:
         raise UsageError(f"{FLAG} and --lib name the same library: give one")
     if "--kv-bits" in flags:

@@ -30,9 +30,9 @@ from typing import Any
 
 from superfluid.runtime.errors import LibraryRefused, UsageError
 from superfluid.runtime.install_step import check_plan as check_any_plan
-from superfluid.runtime.install_step import find_library, parse_install, write_install_receipt
+from superfluid.runtime.install_step import find_library, write_install_receipt
 
-__all__ = ["parse_install", "check_plan", "judge", "install"]
+__all__ = ["check_plan", "judge", "install"]
 
 RUNTIME_ID = "basert"
 _REPAIR = "`superfluid runtime repair basert` fetches it again"

@@ -54,13 +54,6 @@ class Library:
         """``baseRT_device_memory_budget()``: bytes of device memory to plan with, 0 = no device."""
         return int(self.fn("baseRT_device_memory_budget")())
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"path": self.path, "version": self.version, "abi": self.abi,
-                               "config_read": self.config_read}
-        if self.named:
-            out["named"] = self.named
-        return out
-
 
 def dlopen(path: str) -> ctypes.CDLL:
     """Load the shared library at ``path`` with its symbols kept local to it.

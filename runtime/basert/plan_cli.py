@@ -27,11 +27,11 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from superfluid.runtime.basert.bundles import Bundle, parse_bundle_name
+from superfluid.runtime.basert.bundles import parse_bundle_name
 from superfluid.runtime.errors import SuperfluidError, UsageError
 from superfluid.runtime.plan_request import PlanRequest, parse_plan_request, plans_json
 
-__all__ = ["PlanRefused", "Bundle", "parse_bundle_name", "plan_pins", "plan_answer"]
+__all__ = ["PlanRefused", "plan_pins", "plan_answer"]
 
 RUNTIME_ID = "basert"
 _INSTALLER = "`superfluid runtime install basert`"

@@ -20,31 +20,21 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
-from superfluid.runtime.basert.check import check_argv, parse_flags, version_text
+from superfluid.runtime.basert.check import version_text
 from superfluid.runtime.basert.locate import FLAG
+from superfluid.runtime.options import flag_values
 from superfluid.runtime.worker import engine_handlers
 
-__all__ = ["PROG", "HANDLERS", "main", "check_report"]
+__all__ = ["PROG", "HANDLERS", "main"]
 
 PROG = "superfluid-worker-basert"
 
 
-def check_report(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
-    """The linked adapter's in-process ``check`` (``BasertAdapter.check``): the worker's report for
-    the command line ``check <argv...>`` and its exit code. Same as ``check.check_argv``.
-
-    Raises:
-        UsageError: an unknown flag or a bad value.
-    """
-    return check_argv(argv, environ)
-
-
 def _version(argv: list[str]) -> int:
     """``version``: ``<version> (<path>)`` on stdout, exit 0; the reason on stderr, exit 1."""
-    flags = parse_flags(argv, (FLAG,))
+    flags = flag_values(argv, (FLAG,))
     sys.stdout.write(version_text(flags.get(FLAG), os.environ) + "\n")
     return 0
 

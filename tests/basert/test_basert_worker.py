@@ -168,7 +168,7 @@ def test_flag_forms(engines: Path, clean_env: dict[str, str]) -> None:
 
 def test_linked_check_equals_the_worker(engines: Path, clean_env: dict[str, str], tiny_model: Path) -> None:
     """The face asks basert in process; it must answer exactly what the worker prints."""
-    from superfluid.runtime.basert.worker import check_report
+    from superfluid.runtime.registry import get
 
     args = ["--basert-lib", str(lib_path(engines, "0.3.1")), "--model", str(tiny_model)]
-    assert check_report(args, clean_env) == check(clean_env, *args)
+    assert get("basert").check(args, clean_env) == check(clean_env, *args)

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any, Protocol
 
 from superfluid.runtime.errors import SuperfluidError
 from superfluid.runtime.llamacpp.recipe import Archive, TestedBuild, parse_name, tested
+from superfluid.runtime.plan_request import PlanRequest
 
 __all__ = ["PlanRefused", "RequestLike", "Want", "CUDA_BY_DRIVER", "cuda_major_for_driver", "plan", "plan_build"]
 
@@ -54,15 +55,9 @@ class RequestLike(Protocol):
     def untested(self) -> bool: ...
 
 
-@dataclass(frozen=True)
-class Want:
-    """A plain request, for callers without the installer's (``versions``, tests)."""
-
-    version: str | None = None
-    backend: str | None = None
-    from_: str | None = None
-    sha256: str | None = None
-    untested: bool = False
+#: a plain request, for callers without the installer's (``versions``, tests): the worker's own
+#: ``runtime.plan_request.PlanRequest``, which has every field ``RequestLike`` reads
+Want = PlanRequest
 
 
 def cuda_major_for_driver(driver: str | None) -> int | None:
@@ -95,9 +90,14 @@ def _asset(archive: Archive, url: str) -> dict[str, Any]:
     return {"name": archive.name, "url": url, "sha256": archive.sha256, "size": archive.size}
 
 
+def _release(version: str, releases: Sequence[Any]) -> Any | None:
+    """The listing's release of ``version``, or None."""
+    return next((r for r in releases if getattr(r, "tag", None) == version), None)
+
+
 def _release_archives(version: str, releases: Sequence[Any]) -> tuple[Archive, ...] | None:
     """An untested build's archives from the release listing (digests as the listing states them)."""
-    release = next((r for r in releases if getattr(r, "tag", None) == version), None)
+    release = _release(version, releases)
     if release is None:
         return None
     out = []
@@ -107,16 +107,14 @@ def _release_archives(version: str, releases: Sequence[Any]) -> tuple[Archive, .
             continue
         digest = getattr(a, "digest", None)
         sha = digest[len("sha256:"):] if isinstance(digest, str) and digest.startswith("sha256:") else None
-        out.append(Archive(parsed.name, parsed.build, parsed.platform, parsed.backend, parsed.cudart,
-                           getattr(a, "size", None), sha))
+        out.append(replace(parsed, size=getattr(a, "size", None), sha256=sha))
     return tuple(out)
 
 
 def _urls(version: str, releases: Sequence[Any]) -> dict[str, str]:
     """name -> URL: the listing's download URL when it names one, else the recipe's template."""
     urls: dict[str, str] = {}
-    release = next((r for r in releases if getattr(r, "tag", None) == version), None)
-    for a in getattr(release, "assets", ()) if release is not None else ():
+    for a in getattr(_release(version, releases), "assets", ()):
         url = getattr(a, "url", None)
         if isinstance(url, str):
             urls[a.name] = url
@@ -246,8 +244,6 @@ def plan(request: RequestLike, recipe: Mapping[str, Any], host: Any,
     """
     if request.from_ or request.version:
         return plan_build(request, recipe, host, releases)
-    from dataclasses import replace
-
     builds = [b.version for b in tested(dict(recipe))]
     out = plan_build(replace(request, version=builds[0]), recipe, host, releases)  # type: ignore[type-var]
     for version in builds[1:]:

@@ -10,7 +10,7 @@ xcframework) is not an archive this adapter knows. An empty backend is ``metal``
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -82,8 +82,7 @@ def _archive(asset: dict[str, Any]) -> Archive | None:
     digest = asset.get("sha256")
     if digest is None and isinstance(asset.get("digest"), str) and asset["digest"].startswith("sha256:"):
         digest = asset["digest"][len("sha256:"):]
-    return Archive(parsed.name, parsed.build, parsed.platform, parsed.backend, parsed.cudart,
-                   asset.get("size"), digest)
+    return replace(parsed, size=asset.get("size"), sha256=digest)
 
 
 @lru_cache(maxsize=1)

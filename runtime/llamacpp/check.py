@@ -14,13 +14,14 @@ then applied to the model and context parameters, so they count for availability
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from superfluid.runtime.errors import LibraryNotFound, LibraryRefused, ModelLoadFailed
 from superfluid.runtime.llamacpp.options import OPTIONS
 
-__all__ = ["parse_flags", "check_report", "check_argv", "version_text", "FORMATS", "RUNTIME_ID", "ALIASES"]
+__all__ = ["parse_flags", "is_flag", "read_pairs", "check_report", "check_argv", "version_text", "FORMATS",
+           "RUNTIME_ID", "ALIASES"]
 
 RUNTIME_ID = "llamacpp"
 ALIASES = ["llama.cpp", "llama-cpp"]
@@ -28,23 +29,25 @@ FORMATS = [{"id": "gguf", "describe": "a GGUF file", "file": {"extensions": ["gg
 _LIB_FLAGS = ("--lib", "--llamacpp-lib")
 
 
-def parse_flags(argv: Sequence[str], *, model: bool = True) -> tuple[str | None, dict[str, Any]]:
-    """``(--model path, {option: checked value})`` from a worker command line.
+def is_flag(name: str, *, model: bool = True) -> bool:
+    """Whether ``--name`` is a flag of this line: ``--lib``/``--llamacpp-lib``, ``--model`` (when
+    ``model``) or an option."""
+    return f"--{name}" in _LIB_FLAGS or (model and name == "model") or any(o.name == name for o in OPTIONS)
+
+
+def read_pairs(pairs: Iterable[tuple[str, str]], *, model: bool = True) -> tuple[str | None, dict[str, Any]]:
+    """``(--model path, {option: checked value})`` from ``(name, value)`` pairs that ``is_flag`` knows.
 
     ``--lib`` (or ``--llamacpp-lib``) is the ``lib`` option.
 
     Raises:
-        UsageError: an unknown flag, a flag without its value, or a value of the wrong shape.
+        UsageError: a value of the wrong shape.
     """
-    from superfluid.runtime.options import check_options, parse_flag_pairs
+    from superfluid.runtime.options import check_options
 
     model_path: str | None = None
     given: list[tuple[str, str]] = []
-    def known(name: str) -> bool:
-        return (f"--{name}" in _LIB_FLAGS or (model and name == "model")
-                or any(o.name == name for o in OPTIONS))
-
-    for name, value in parse_flag_pairs(argv, known):
+    for name, value in pairs:
         if f"--{name}" in _LIB_FLAGS:
             name = "lib"
         if model and name == "model":
@@ -52,6 +55,17 @@ def parse_flags(argv: Sequence[str], *, model: bool = True) -> tuple[str | None,
         else:
             given.append((name, value))
     return model_path, check_options(OPTIONS, given)
+
+
+def parse_flags(argv: Sequence[str], *, model: bool = True) -> tuple[str | None, dict[str, Any]]:
+    """``(--model path, {option: checked value})`` from a worker command line (see ``read_pairs``).
+
+    Raises:
+        UsageError: an unknown flag, a flag without its value, or a value of the wrong shape.
+    """
+    from superfluid.runtime.options import parse_flag_pairs
+
+    return read_pairs(parse_flag_pairs(argv, lambda name: is_flag(name, model=model)), model=model)
 
 
 def _load(options: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[Any, str | None]:

@@ -42,30 +42,26 @@ class ServeLine:
 
 
 def parse_serve(argv: Sequence[str]) -> ServeLine:
-    """The serve line: ``--host``, ``--port`` and ``--max-context`` here, the rest through ``check.parse_flags``.
+    """The serve line: ``--host``, ``--port`` and ``--max-context`` here, the rest as ``check`` reads them.
 
     Raises:
         UsageError: ``--model`` missing, an unknown flag, a flag without its value, a flag given
             twice, a port outside 0-65535, or an option value of the wrong shape.
     """
-    from superfluid.runtime.llamacpp.check import parse_flags
-    from superfluid.runtime.llamacpp.options import OPTIONS
-    from superfluid.runtime.options import find, parse_flag_pairs
-
-    def known(name: str) -> bool:
-        return f"--{name}" in _OWN or name in ("model", "lib", "llamacpp-lib") or find(OPTIONS, name) is not None
+    from superfluid.runtime.llamacpp.check import is_flag, read_pairs
+    from superfluid.runtime.options import parse_flag_pairs
 
     own: dict[str, str] = {}
-    rest: list[str] = []
-    for name, value in parse_flag_pairs(argv, known):
+    rest: list[tuple[str, str]] = []
+    for name, value in parse_flag_pairs(argv, lambda n: f"--{n}" in _OWN or is_flag(n)):
         flag = f"--{name}"
         if flag not in _OWN:
-            rest.append(f"{flag}={value}")  # the model and the options: check.parse_flags judges them
+            rest.append((name, value))  # the model and the options: check.read_pairs judges them
         elif flag in own:
             raise UsageError(f"{flag} is given twice")
         else:
             own[flag] = value
-    model, options = parse_flags(rest)
+    model, options = read_pairs(rest)
     if not model:
         raise UsageError("serve needs --model PATH")
     host, port = listen_flags(own)

@@ -23,7 +23,8 @@ from superfluid.runtime.options import flag_values
 if TYPE_CHECKING:
     from superfluid.runtime.basert.loader import Library
 
-__all__ = ["RUNTIME_ID", "FORMATS", "devices", "model_report", "check_report", "check_argv", "version_text"]
+__all__ = ["RUNTIME_ID", "FORMATS", "devices", "model_report", "check_report", "check_argv", "version_text",
+           "lib_flag", "kv_bits_flag"]
 
 RUNTIME_ID = "basert"
 FORMATS: tuple[dict[str, Any], ...] = (
@@ -128,6 +129,31 @@ def version_text(lib: str | None = None, environ: Mapping[str, str] | None = Non
     return f"{library.version} ({library.path})"
 
 
+def lib_flag(flags: Mapping[str, str]) -> str | None:
+    """The library ``--basert-lib`` names, or ``--lib`` (the face's spelling of the adapter's ``lib``).
+
+    Raises:
+        UsageError: both are given.
+    """
+    if FLAG in flags and "--lib" in flags:
+        raise UsageError(f"{FLAG} and --lib name the same library: give one")
+    return flags.get(FLAG) or flags.get("--lib")
+
+
+def kv_bits_flag(flags: Mapping[str, str]) -> str:
+    """``--kv-bits`` (default ``"0"``) checked against the adapter's declaration.
+
+    Raises:
+        UsageError: a value the declaration does not list.
+    """
+    from superfluid.runtime.basert.adapter import OPTIONS
+    from superfluid.runtime.options import check_value, find
+
+    option = find(OPTIONS, "kv-bits")
+    assert option is not None
+    return str(check_value(option, flags.get("--kv-bits", "0")))
+
+
 def check_argv(argv: Sequence[str], environ: Mapping[str, str] | None = None, *,
                executable: str | None = None) -> tuple[dict[str, Any], int]:
     """``check [--model PATH] [--basert-lib PATH] [--kv-bits N]`` parsed, then ``check_report``.
@@ -140,14 +166,6 @@ def check_argv(argv: Sequence[str], environ: Mapping[str, str] | None = None, *,
         UsageError: as ``options.flag_values``; both ``--basert-lib`` and ``--lib``; a bad ``--kv-bits``.
     """
     flags = flag_values(argv, ("--model", FLAG, "--lib", "--kv-bits"))
-    if FLAG in flags and "--lib" in flags:
-        raise UsageError(f"{FLAG} and --lib name the same library: give one")
-    if "--kv-bits" in flags:
-        from superfluid.runtime.basert.adapter import OPTIONS
-        from superfluid.runtime.options import check_value, find
-
-        option = find(OPTIONS, "kv-bits")
-        if option is not None:
-            check_value(option, flags["--kv-bits"])
-    lib = flags.get(FLAG) or flags.get("--lib")
+    lib = lib_flag(flags)
+    kv_bits_flag(flags)
     return check_report(flags.get("--model"), lib, environ, executable=executable)

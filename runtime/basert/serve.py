@@ -59,22 +59,17 @@ def parse_serve(argv: Sequence[str]) -> ServeLine:
             twice, both ``--basert-lib`` and ``--lib``, a port outside 0-65535, a ``--max-context``
             below 1, or a ``--kv-bits`` the adapter does not declare.
     """
-    from superfluid.runtime.basert.adapter import OPTIONS
-    from superfluid.runtime.options import check_value, find, flag_values
+    from superfluid.runtime.basert.check import kv_bits_flag, lib_flag
+    from superfluid.runtime.options import flag_values
 
     flags = flag_values(argv, _TAKES)
-    if FLAG in flags and "--lib" in flags:
-        raise UsageError(f"{FLAG} and --lib name the same library: give one")
+    lib = lib_flag(flags)
     if not flags.get("--model"):
         raise UsageError("serve needs --model PATH")
     host, port = listen_flags(flags)
     max_context = int_flag("--max-context", flags["--max-context"], 1, 1 << 24) if "--max-context" in flags else None
-    kv_bits = flags.get("--kv-bits", "0")
-    option = find(OPTIONS, "kv-bits")
-    if option is not None:
-        kv_bits = str(check_value(option, kv_bits))
-    return ServeLine(model=flags["--model"], host=host, port=port, max_context=max_context,
-                     lib=flags.get(FLAG) or flags.get("--lib"), kv_bits=kv_bits)
+    return ServeLine(model=flags["--model"], host=host, port=port, max_context=max_context, lib=lib,
+                     kv_bits=kv_bits_flag(flags))
 
 
 def _failed(e: SuperfluidError) -> RequestRefused:

@@ -50,7 +50,6 @@ __all__ = [
     "Request",
     "PlanAsset",
     "Plan",
-    "Bundle",
     "NotInstallable",
     "DigestConflict",
     "version_key",
@@ -58,8 +57,6 @@ __all__ = [
     "backend_family",
     "is_local",
     "install_name",
-    "parse_bundle_name",
-    "parse_abi_asset_name",
     "read_abi_asset",
     "release_abi",
     "abi_choice",
@@ -73,7 +70,6 @@ __all__ = [
     "resolve_from",
     "resolve",
 ]
-
 
 
 def _version_of_tag(tag: str) -> str:

@@ -17,14 +17,13 @@ from superfluid.installer.resolver import (
     backend_rank,
     expected_digest,
     install_name,
-    parse_abi_asset_name,
-    parse_bundle_name,
     parse_sha256_file,
     read_abi_asset,
     resolve,
     settle_asset,
     version_key,
 )
+from superfluid.runtime.basert.bundles import parse_abi_asset_name, parse_bundle_name
 from superfluid.runtime.errors import UsageError
 from superfluid.runtime.host import Host
 

@@ -102,9 +102,12 @@ class Model:
             raise GenerationFailed(f"libbaseRT could not tokenize the prompt: {_error(self.library)}")
         return list(out[:n])
 
+    def token_bytes(self, token: int) -> bytes:
+        """``baseRT_decode_token``: the bytes of one token's text (a character may span tokens)."""
+        return bytes(self.library.fn("baseRT_decode_token")(self._open(), token) or b"")
+
     def token_text(self, token: int) -> str:
-        raw = self.library.fn("baseRT_decode_token")(self._open(), token)
-        return (raw or b"").decode("utf-8", "replace")
+        return self.token_bytes(token).decode("utf-8", "replace")
 
     def decode(self, tokens: Sequence[int]) -> str:
         """The text of ``tokens``, concatenated."""

@@ -146,8 +146,7 @@ class BasertEngine:
         return token == self.eos
 
     def piece(self, token: int) -> bytes:
-        raw = self.model.library.fn("baseRT_decode_token")(self.model.handle, token)
-        return bytes(raw or b"")
+        return self.model.token_bytes(token)
 
     def facts(self) -> dict[str, Any]:
         library = self.model.library

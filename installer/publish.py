@@ -22,13 +22,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from superfluid.installer.lock import Holder, install_lock
 from superfluid.installer.store import (
-    Holder,
     StoreError,
     check_install_name,
     clean_stale,
     current_install,
-    install_lock,
     make_staging,
     publish,
     read_pinned,

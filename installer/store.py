@@ -36,25 +36,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from superfluid.installer.lock import LOCK, Holder, LockBusy, install_lock, lock_holder
+from superfluid.installer.lock import Holder, install_lock
 from superfluid.runtime.errors import SuperfluidError, UsageError
 from superfluid.runtime.receipt import RECEIPT, Receipt, read_receipt
 
 __all__ = [
     "StoreError",
-    "LockBusy",
     "NoSuchInstall",
     "BadName",
-    "Holder",
     "Installed",
-    "LOCK",
     "check_runtime_id",
     "check_install_name",
     "runtime_root",
     "backend_rank",
     "version_key",
-    "install_lock",
-    "lock_holder",
     "clean_stale",
     "make_staging",
     "publish",

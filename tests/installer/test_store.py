@@ -18,10 +18,10 @@ import pytest
 
 from superfluid.installer import store
 from superfluid.installer.extract import UnsafeArchive, extract_all
+from superfluid.installer.lock import Holder, LockBusy, install_lock, lock_holder
 from superfluid.installer.publish import install_staged, worker_command, write_worker_launcher
 from superfluid.installer.store import (
     BadName,
-    LockBusy,
     NoSuchInstall,
     StoreError,
     backend_rank,
@@ -29,9 +29,7 @@ from superfluid.installer.store import (
     check_runtime_id,
     clean_stale,
     current_install,
-    install_lock,
     list_installs,
-    lock_holder,
     pin,
     read_pinned,
     remove,
@@ -302,7 +300,7 @@ def test_broken_installs_listed_but_never_default(tmp_path: Path) -> None:
 
 HOLDER = textwrap.dedent("""
     import sys, time
-    from superfluid.installer.store import install_lock
+    from superfluid.installer.lock import install_lock
     with install_lock(sys.argv[1], command="superfluid runtime install demo"):
         print("held", flush=True)
         time.sleep(60)
@@ -314,7 +312,7 @@ def test_waiter_names_the_holder_and_times_out(tmp_path: Path) -> None:
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(root)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-        seen: list[store.Holder] = []
+        seen: list[Holder] = []
         started = time.monotonic()
         with pytest.raises(LockBusy) as info:
             with install_lock(root, timeout=0.5, on_wait=seen.append):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import ctypes as C
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,12 +115,15 @@ _MODEL: list[_Field] = [
 ]
 
 
-def _struct(name: str, fields: list[_Field]) -> type[C.Structure]:
+def _struct(name: str, fields: Sequence[_Field]) -> type[C.Structure]:
     return type(name, (C.Structure,), {"_fields_": [(n, t) for n, t, _ in fields]})
 
 
-ContextParamsV1 = _struct("ContextParamsV1", _CONTEXT_HEAD + _CONTEXT_TAIL)
-ContextParamsV2 = _struct("ContextParamsV2", _CONTEXT_HEAD + _MOE + _CONTEXT_TAIL)
+_CONTEXT_V1 = tuple(_CONTEXT_HEAD + _CONTEXT_TAIL)
+_CONTEXT_V2 = tuple(_CONTEXT_HEAD + _MOE + _CONTEXT_TAIL)
+
+ContextParamsV1 = _struct("ContextParamsV1", _CONTEXT_V1)
+ContextParamsV2 = _struct("ContextParamsV2", _CONTEXT_V2)
 ModelParams = _struct("ModelParams", _MODEL)
 
 
@@ -179,10 +182,8 @@ class Layout:
 
 
 LAYOUTS: tuple[Layout, ...] = (
-    Layout("v2", ContextParamsV2, ModelParams, tuple(_CONTEXT_HEAD + _MOE + _CONTEXT_TAIL), tuple(_MODEL),
-           ("b11642", "b11549", "b11669", "b11739")),
-    Layout("v1", ContextParamsV1, ModelParams, tuple(_CONTEXT_HEAD + _CONTEXT_TAIL), tuple(_MODEL),
-           ("b11284", "b11312", "b11434")),
+    Layout("v2", ContextParamsV2, ModelParams, _CONTEXT_V2, tuple(_MODEL), ("b11642", "b11549", "b11669", "b11739")),
+    Layout("v1", ContextParamsV1, ModelParams, _CONTEXT_V1, tuple(_MODEL), ("b11284", "b11312", "b11434")),
 )
 
 

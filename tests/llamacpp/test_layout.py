@@ -123,20 +123,25 @@ def test_the_same_image_with_the_inserted_field_reads_as_v2() -> None:
     assert L.detect(with_moe.ljust(L.IMAGE_BYTES, b"\0"), model).name == "v2"
 
 
-def _older_layout() -> type[C.Structure]:
+def older_layout() -> type[C.Structure]:
     """The 2026-06-07 layout (notes §4 history): 160 bytes like v1, without n_outputs_max_per_seq."""
-    fields = [(n, t) for n, t, _ in L._CONTEXT_HEAD + L._CONTEXT_TAIL if n != "n_outputs_max_per_seq"]
+    fields = [(n, t) for n, t, _ in L._CONTEXT_V1 if n != "n_outputs_max_per_seq"]
     return type("ContextParams20260607", (C.Structure,), {"_fields_": fields})
 
 
-def test_an_older_layout_of_the_same_size_reads_as_neither() -> None:
-    older = _older_layout()
-    assert C.sizeof(older) == 160  # same sizeof as v1: size alone cannot tell them apart
-    ctx = older()
-    L.fill(ctx, {n: d for n, _, d in L._CONTEXT_HEAD + L._CONTEXT_TAIL
+def older_defaults() -> bytes:
+    """The context defaults a library of ``older_layout`` returns: n_threads (4) sits at byte 24,
+    where v1 has n_outputs_max_per_seq (1)."""
+    ctx = older_layout()()
+    L.fill(ctx, {n: d for n, _, d in L._CONTEXT_V1
                  if d is not None and n not in ("abort_callback", "n_outputs_max_per_seq")})
+    return bytes(ctx)
+
+
+def test_an_older_layout_of_the_same_size_reads_as_neither() -> None:
+    assert C.sizeof(older_layout()) == 160  # same sizeof as v1: size alone cannot tell them apart
     with pytest.raises(L.LayoutUnknown) as caught:
-        L.detect(bytes(ctx).ljust(L.IMAGE_BYTES, b"\0"), L.default_image(V1)[1])
+        L.detect(older_defaults().ljust(L.IMAGE_BYTES, b"\0"), L.default_image(V1)[1])
     found = {m.field: (m.offset, m.found, m.expected) for m in caught.value.mismatches}
     # n_threads (4) now sits where v1 has n_outputs_max_per_seq (1)
     assert found["n_outputs_max_per_seq"] == (24, 4, 1)

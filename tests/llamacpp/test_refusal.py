@@ -22,6 +22,7 @@ import pytest
 from superfluid.runtime.llamacpp import bindings
 from superfluid.runtime.llamacpp import layout as L
 from tests.conftest import ROOT
+from tests.llamacpp.test_layout import older_defaults
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc) to build stand-in libraries")
 
@@ -106,11 +107,8 @@ def test_a_library_lacking_one_function_is_refused_naming_it(tmp_path: Path) -> 
 
 def test_an_unknown_layout_is_refused_naming_field_found_and_expected(tmp_path: Path) -> None:
     # the 2026-06-07 layout: 160 bytes like v1, but n_threads at 24 where v1 has n_outputs_max_per_seq
-    fields = [f for f in L._CONTEXT_HEAD + L._CONTEXT_TAIL if f[0] != "n_outputs_max_per_seq"]
-    older = type("Older", (C.Structure,), {"_fields_": [(n, t) for n, t, _ in fields]})()
-    L.fill(older, {n: d for n, _, d in fields if d is not None and n != "abort_callback"})
     model = L.default_image(L.LAYOUTS[1])[1][:80]
-    lib = stub_library(tmp_path, bytes(older), model)
+    lib = stub_library(tmp_path, older_defaults(), model)
     code, report, _ = check(lib)
     assert code == 1  # and no crash: llama_backend_init (abort()) was never called
     why = str(report["available"])

@@ -7,7 +7,6 @@ library that is not one; each run is a child process, so a crash in the library 
 
 from __future__ import annotations
 
-import ctypes as C
 import hashlib
 import json
 import os
@@ -213,15 +212,13 @@ def test_a_library_that_is_not_libllama_is_refused_and_nothing_is_written(tmp_pa
 
 @needs_cc
 def test_an_unknown_layout_is_refused_even_for_an_untested_plan(tmp_path: Path) -> None:
+    from tests.llamacpp.test_layout import older_defaults
     from tests.llamacpp.test_refusal import stub_library
 
-    # the 2026-06-07 layout: n_threads at 24 where v1 has n_outputs_max_per_seq (see test_refusal)
-    fields = [f for f in L._CONTEXT_HEAD + L._CONTEXT_TAIL if f[0] != "n_outputs_max_per_seq"]
-    older = type("Older", (C.Structure,), {"_fields_": [(n, t) for n, t, _ in fields]})()
-    L.fill(older, {n: d for n, _, d in fields if d is not None and n != "abort_callback"})
+    # the 2026-06-07 layout: n_threads at 24 where v1 has n_outputs_max_per_seq (see test_layout)
     into = tmp_path / "staging"
     (into / "lib").mkdir(parents=True)
-    stub = stub_library(tmp_path, bytes(older), L.default_image(L.LAYOUTS[1])[1][:80])
+    stub = stub_library(tmp_path, older_defaults(), L.default_image(L.LAYOUTS[1])[1][:80])
     shutil.copy(stub, into / "lib" / "libllama.so")
     p = verified(plan("--from", "/srv/llama-b11400-bin-ubuntu-x64.tar.gz", "--untested")["plans"][0])
     done = install(into, p)

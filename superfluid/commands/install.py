@@ -252,15 +252,7 @@ def run(args: argparse.Namespace) -> int:
         SuperfluidError: any run-time failure (exit 1).
     """
     environ = dict(os.environ)
-    for name in ("dry_run", "offline", "json", "untested"):
-        if not hasattr(args, name):
-            setattr(args, name, False)
-    for name in ("mirror",):
-        if not hasattr(args, name):
-            setattr(args, name, None)
     _check_id(args.id)
-    if args.offline and args.mirror and "://" in args.mirror and not args.mirror.startswith("file:"):
-        pass  # an HTTP mirror offline answers from the cache, like GitHub
     if args.sub == "install":
         if args.from_ and args.offline and "://" in args.from_ and not args.from_.startswith("file://"):
             raise UsageError("--from URL needs the network, and --offline forbids it: give a local file")

@@ -28,7 +28,7 @@ def _remove(args: argparse.Namespace, home: str) -> int:
     from superfluid.installer import store
 
     names, left = store.remove(home, args.id, args.install, on_wait=_waiting(args.id))
-    if getattr(args, "json", False):
+    if args.json:
         from superfluid.output import print_json
 
         print_json({"id": args.id, "removed": list(names), "current": left})

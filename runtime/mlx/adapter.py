@@ -33,10 +33,6 @@ def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(d) for d in re.findall(r"\d+", version))
 
 
-def _major_minor(version: str) -> str:
-    return ".".join(version.split(".")[:2])
-
-
 def not_here(host: Host, platforms: Collection[str]) -> str | None:
     """Why MLX cannot install or run on ``host``, or None when it can (SPEC §4.3)."""
     if host.platform in platforms:
@@ -59,12 +55,16 @@ class MlxAdapter(Adapter):
         """The full version of the private Python the recipe installs (``3.12.14``)."""
         return str(self.recipe["python"]["version"])
 
+    @property
+    def python_line(self) -> str:
+        """Its major.minor (``3.12``): what an MLX environment's Python must run."""
+        return ".".join(self.python.split(".")[:2])
+
     def compat(self) -> dict[str, Any]:
         """The tested versions and the Python they run on, the platforms, the options."""
         from superfluid.runtime.options import options_json
 
-        python = _major_minor(self.python)
-        installs = [{"mlx": t["version"], "mlx_lm": t["mlx_lm"], "python": python} for t in self._tested()]
+        installs = [{"mlx": t["version"], "mlx_lm": t["mlx_lm"], "python": self.python_line} for t in self._tested()]
         return {"installs": installs, "platforms": list(self.recipe["platforms"]),
                 "options": options_json(self.options())}
 

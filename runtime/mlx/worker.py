@@ -115,7 +115,7 @@ def _availability(options: Mapping[str, Any], environ: Mapping[str, str]) -> tup
     facts = _probe(venv, environ)
     if isinstance(facts, str):
         return facts, {}
-    want = ".".join(ADAPTER.python.split(".")[:2])
+    want = ADAPTER.python_line
     if facts.get("python") != want:
         return (f"the MLX environment {venv} runs Python {facts.get('python')}, and the MLX runtime "
                 f"installs Python {want}: `superfluid runtime repair mlx` reinstalls it"), facts

@@ -24,7 +24,7 @@ from superfluid.runtime.options import Option
 if TYPE_CHECKING:
     from superfluid.runtime.host import Host
 
-__all__ = ["ADAPTER", "BasertAdapter", "PinVerdict", "pin_verdict", "OPTIONS"]
+__all__ = ["ADAPTER", "BasertAdapter", "PinVerdict", "pin_verdict", "pins_newest_first", "OPTIONS"]
 
 #: basert's serve options (SPEC §7): spelled ``--basert-<name>`` on serve, ``--<name>`` to the worker
 OPTIONS: tuple[Option, ...] = (
@@ -37,6 +37,11 @@ OPTIONS: tuple[Option, ...] = (
 def _version_key(version: str) -> tuple[int, ...]:
     """Every run of digits as an integer, compared in order (``0.2.6`` < ``0.3.0`` < ``0.10.0``)."""
     return tuple(int(d) for d in re.findall(r"\d+", version))
+
+
+def pins_newest_first(recipe: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The recipe's ``pinned`` releases, newest version first."""
+    return sorted(recipe["pinned"], key=lambda p: _version_key(p["version"]), reverse=True)
 
 
 def _line_of(version: str) -> str:
@@ -133,14 +138,10 @@ class BasertAdapter(Adapter):
     def recipe(self) -> dict[str, Any]:
         return _validated_recipe(self.package, "basert-recipe")
 
-    def _pins(self) -> list[dict[str, Any]]:
-        pins = list(self.recipe["pinned"])
-        return sorted(pins, key=lambda p: _version_key(p["version"]), reverse=True)
-
     def compat(self) -> dict[str, Any]:
         """``requires`` (from the header), the unnumbered line, the pins it installs on its own."""
         installs = []
-        for pin in self._pins():
+        for pin in pins_newest_first(self.recipe):
             abi = pin.get("abi")
             if pin_verdict(pin["version"], abi).drives:
                 platforms = sorted({a["platform"] for a in pin["assets"]})
@@ -166,7 +167,7 @@ class BasertAdapter(Adapter):
         """The recipe's pins, newest first, each judged for ``host`` (no network)."""
         entry, not_here = self._where(host)
         rows = []
-        for pin in self._pins():
+        for pin in pins_newest_first(self.recipe):
             version, abi = pin["version"], pin.get("abi")
             judged = pin_verdict(version, abi)
             asset = None

@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from superfluid.runtime.basert.bundles import parse_bundle_name
+from superfluid.runtime.basert.bundles import default_backend, parse_bundle_name
 from superfluid.runtime.errors import SuperfluidError, UsageError
 from superfluid.runtime.plan_request import PlanRequest, parse_plan_request, plans_json
 
@@ -39,10 +39,6 @@ _INSTALLER = "`superfluid runtime install basert`"
 
 class PlanRefused(SuperfluidError):
     """Nothing the request names is planned here from the recipe; the message says why."""
-
-
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(d) for d in re.findall(r"\d+", version))
 
 
 def _family(backend: str) -> str:
@@ -117,7 +113,7 @@ def _plan_from(want: PlanRequest, recipe: Mapping[str, Any], host: Any) -> dict[
     if want.version and bundle is not None and want.version != bundle.version:
         raise UsageError(f"--version {want.version} disagrees with {name}, which is version {bundle.version}")
     version = want.version or (bundle.version if bundle else "custom")
-    backend = want.backend or (bundle.backend if bundle else ("metal" if host.platform == "macos-arm64" else "cpu"))
+    backend = want.backend or (bundle.backend if bundle else default_backend(host.platform))
     pin = next((p for p in recipe["pinned"] if p["version"] == version), None)
     pinned = next((a for a in (pin or {}).get("assets", []) if a["name"] == name), None)
     sha = _digest(name, (pinned or {}).get("sha256"), want.sha256)
@@ -135,13 +131,13 @@ def plan_pins(want: PlanRequest, recipe: Mapping[str, Any], host: Any) -> list[d
         PlanRefused: nothing of the request is planned here (says why, and what plans it instead).
         UsageError: as ``_plan_from``.
     """
-    from superfluid.runtime.basert.adapter import pin_verdict
+    from superfluid.runtime.basert.adapter import pin_verdict, pins_newest_first
     from superfluid.runtime.basert.header import ABI_VERSION, UNNUMBERED_LINE
 
     if want.from_:
         return [_plan_from(want, recipe, host)]
     entry = _entry(recipe, host, want.backend)
-    pins = sorted(recipe["pinned"], key=lambda p: _version_key(p["version"]), reverse=True)
+    pins = pins_newest_first(recipe)
     here = [(p, a) for p in pins for a in p["assets"]
             if a["platform"] == host.platform and a["backend"] == entry["backend"]]
     if want.version:

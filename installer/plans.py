@@ -216,8 +216,9 @@ def backend_family(backend: str) -> str:
 
 
 def backend_rank(backend: str) -> int:
-    """SPEC §3: metal 0, cuda 1, rocm 2, vulkan 3, sycl 4, openvino 5, other 8, cpu 9 (by family)."""
-    return _BACKEND_RANK.get(backend_family(backend), 8)
+    """SPEC §3: metal 0, cuda 1, rocm 2, vulkan 3, sycl 4, openvino 5, other 8, cpu 9 (by family,
+    in any case): the resolver's order of bundles and the store's order of installs."""
+    return _BACKEND_RANK.get(backend_family(backend).lower(), 8)
 
 
 def is_local(source: str) -> bool:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from superfluid.installer.lock import Holder, install_lock
+from superfluid.installer.plans import backend_rank, version_key
 from superfluid.runtime.errors import SuperfluidError, UsageError
 from superfluid.runtime.receipt import RECEIPT, Receipt, read_receipt
 
@@ -48,8 +49,6 @@ __all__ = [
     "check_runtime_id",
     "check_install_name",
     "runtime_root",
-    "backend_rank",
-    "version_key",
     "clean_stale",
     "make_staging",
     "publish",
@@ -69,7 +68,6 @@ __all__ = [
 _RUNTIME_ID = re.compile(r"[a-z0-9][a-z0-9._-]*")
 _INSTALL = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]*")
 _RESERVED = ("current", "pinned")
-_RANKS = {"metal": 0, "cuda": 1, "rocm": 2, "vulkan": 3, "sycl": 4, "openvino": 5, "cpu": 9}
 # names a writer leaves while it works: kind, then (for the first three) the install, pid, 64 random bits
 _TEMP = re.compile(r"\.(?P<kind>staging|old|removing)-(?P<install>.+)-(?P<pid>\d+)-[0-9a-f]{16}"
                    r"|\.(?P<kind2>current-new|pinned-new)-(?P<pid2>\d+)-[0-9a-f]{16}"
@@ -135,25 +133,6 @@ def runtime_root(home: str | os.PathLike[str], runtime_id: str) -> Path:
         BadName: ``runtime_id`` is not a runtime id.
     """
     return Path(home) / "runtimes" / check_runtime_id(runtime_id)
-
-
-def backend_rank(backend: str) -> int:
-    """Rank of a backend by its family (the text before the first ``-`` or ``_``), lower first:
-    metal 0, cuda 1, rocm 2, vulkan 3, sycl 4, openvino 5, anything else 8, cpu 9 (SPEC §3)."""
-    family = re.split(r"[-_]", backend, maxsplit=1)[0].lower()
-    return _RANKS.get(family, 8)
-
-
-def version_key(version: str) -> tuple[Any, ...]:
-    """A sort key, larger for newer: PEP 440 where the version is one (``0.4.0``, ``0.5.0rc1``),
-    else numbers compared as numbers (``b11642`` > ``b9999``)."""
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return (1, Version(version))
-    except InvalidVersion:
-        parts = re.findall(r"\d+|[^\d]+", version)
-        return (0, tuple((1, int(p), "") if p.isdigit() else (0, 0, p) for p in parts))
 
 
 def _order(installed: Installed) -> tuple[Any, ...]:

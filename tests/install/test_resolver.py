@@ -429,11 +429,12 @@ ORDERED = ["0.2.6", "0.3.0", "0.3.1", "0.4.0rc1", "0.4.0", "0.10.0", "1.0.0"]
 
 def test_version_order() -> None:
     assert sorted(reversed(ORDERED), key=version_key) == ORDERED
-    assert sorted(["b11642", "b11284", "b9999"], key=version_key) == ["b9999", "b11284", "b11642"]
+    assert sorted(["b11642", "b11284", "b9999", "b100"], key=version_key) == ["b100", "b9999", "b11284", "b11642"]
 
 
-@pytest.mark.parametrize("backend,rank", [("metal", 0), ("cuda-13.4", 1), ("rocm", 2), ("vulkan", 3),
-                                          ("sycl-fp16", 4), ("openvino", 5), ("weird", 8), ("cpu", 9)])
+@pytest.mark.parametrize("backend,rank", [("metal", 0), ("cuda-13.4", 1), ("cuda_12", 1), ("CUDA-12", 1), ("rocm", 2),
+                                          ("vulkan", 3), ("sycl-fp16", 4), ("openvino", 5), ("musa", 8),
+                                          ("weird", 8), ("cpu", 9)])
 def test_backend_rank(backend: str, rank: int) -> None:
     assert backend_rank(backend) == rank
 

@@ -24,7 +24,6 @@ from superfluid.installer.store import (
     BadName,
     NoSuchInstall,
     StoreError,
-    backend_rank,
     check_install_name,
     check_runtime_id,
     clean_stale,
@@ -35,7 +34,6 @@ from superfluid.installer.store import (
     remove,
     runtime_root,
     unpin,
-    version_key,
 )
 from superfluid.runtime.errors import WorkerFailed
 from superfluid.runtime.receipt import Receipt, Source, read_receipt, worker_path
@@ -107,21 +105,6 @@ def test_install_names_accepted(name: str) -> None:
 def test_install_names_refused(name: str) -> None:
     with pytest.raises(BadName, match="is not an install name"):
         check_install_name(name)
-
-
-@pytest.mark.parametrize(("backend", "rank"), [("metal", 0), ("cuda-13.4", 1), ("cuda_12", 1), ("rocm", 2),
-                                               ("vulkan", 3), ("sycl", 4), ("openvino", 5), ("musa", 8),
-                                               ("unknown", 8), ("cpu", 9)])
-def test_backend_rank(backend: str, rank: int) -> None:
-    assert backend_rank(backend) == rank
-
-
-@pytest.mark.parametrize("newest_first", [
-    ["0.10.0", "0.5.0", "0.5.0rc1", "0.4.0", "0.3.1", "0.3.0"],
-    ["b11642", "b11284", "b9999", "b100"],
-])
-def test_version_order(newest_first: list[str]) -> None:
-    assert sorted(newest_first, key=version_key, reverse=True) == newest_first
 
 
 # --- install_staged ---------------------------------------------------------------------------------

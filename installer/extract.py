@@ -20,12 +20,10 @@ tree: this is what catches a link made safe by order alone, or unsafe by merging
 
 from __future__ import annotations
 
-import errno
 import os
 import secrets
 import shutil
 import stat
-import sys
 import tarfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -33,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, NamedTuple
 
+from superfluid.installer.store import remove_tree
 from superfluid.runtime.errors import BadFile, SuperfluidError
 
 __all__ = [
@@ -470,7 +469,7 @@ def extract_archive(archive: str | os.PathLike[str], dest: str | os.PathLike[str
         root = _descend(archive_s, dest_s, tree) if descend else dest_s
         check_tree(root, archive_s)
     except BaseException:
-        _rmtree(dest_s)
+        remove_tree(dest_s)
         raise
     return Path(root)
 
@@ -517,7 +516,7 @@ def extract_all(archives: Sequence[str | os.PathLike[str]], lib: str | os.PathLi
         except OSError as e:
             raise ExtractFailed(os.fspath(archive), lib_s, e.strerror or str(e)) from e
         finally:
-            _rmtree(tmp)
+            remove_tree(tmp)
     names = ", ".join(os.path.basename(os.fspath(a)) for a in archives)
     check_tree(lib_s, f"{lib_s} (merged from {names})")
 
@@ -589,24 +588,3 @@ class _Without(Mapping[str, Entry]):
     def __len__(self) -> int:
         return len(self._tree) - (self._key in self._tree)
 
-
-def _rmtree(path: str) -> None:
-    def retry(func: Callable[..., object], p: str, _exc: object) -> None:
-        try:
-            os.chmod(os.path.dirname(p), 0o700)
-            func(p)
-        except FileNotFoundError:
-            pass
-
-    if os.path.lexists(path):
-        if os.path.isdir(path) and not os.path.islink(path):
-            if sys.version_info >= (3, 12):
-                shutil.rmtree(path, onexc=retry)
-            else:
-                shutil.rmtree(path, onerror=retry)
-        else:
-            try:
-                os.unlink(path)
-            except OSError as e:
-                if e.errno != errno.ENOENT:
-                    raise

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from superfluid.runtime.errors import UsageError
@@ -35,7 +35,6 @@ class Option:
     maximum: float | None = None
     values: tuple[str, ...] = ()  # enum: the accepted values
     item: Literal["int", "float", "str"] = "str"  # list: the type of each comma-separated item
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def shape(self) -> str:
         """The accepted shape in words, for error messages: ``an integer from 0 to 999``."""

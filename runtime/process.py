@@ -61,15 +61,13 @@ class WorkerResult:
 
 
 def run_worker(argv: Sequence[str], *, environ: Mapping[str, str] | None = None,
-               timeout: float = DEFAULT_TIMEOUT, extra_env: Mapping[str, str] | None = None) -> WorkerResult:
+               timeout: float = DEFAULT_TIMEOUT) -> WorkerResult:
     """Run a worker command line in a scrubbed environment with stdin closed.
 
     Raises:
         WorkerFailed: it could not start, or it did not finish within ``timeout`` seconds.
     """
     env = scrubbed_env(environ)
-    if extra_env:
-        env.update(extra_env)
     name = os.path.basename(argv[0])
     try:
         done = subprocess.run(list(argv), stdin=subprocess.DEVNULL, capture_output=True, text=True,

@@ -42,7 +42,6 @@ SCHEMA = "superfluid-runtime/1"
 RECEIPT = "runtime.json"
 
 ChosenBy = Literal["abi", "line", "tested", "pin", "untested", "from"]
-_CHOSEN_BY = ("abi", "line", "tested", "pin", "untested", "from")
 _SCHEMA_TAG = re.compile(r"superfluid-runtime/(\d+)(?:\.\d+)*")
 
 

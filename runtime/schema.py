@@ -24,13 +24,17 @@ def _path(error: Any) -> str:
     return "$" + parts
 
 
-def errors(data: Any, name: str) -> list[str]:
-    """Every violation as ``"$.json.path: message"`` (empty when valid)."""
+def _violations(data: Any, name: str) -> list[Any]:
+    """The validator's errors, ordered by JSON path."""
     from jsonschema import Draft202012Validator
 
     validator = Draft202012Validator(load(name))
-    found = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
-    return [f"{_path(e)}: {e.message}" for e in found]
+    return sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+
+
+def errors(data: Any, name: str) -> list[str]:
+    """Every violation as ``"$.json.path: message"`` (empty when valid)."""
+    return [f"{_path(e)}: {e.message}" for e in _violations(data, name)]
 
 
 def validate(data: Any, name: str, where: str) -> None:
@@ -39,9 +43,6 @@ def validate(data: Any, name: str, where: str) -> None:
     Raises:
         BadFile: names ``where`` and the JSON path of the first violation.
     """
-    from jsonschema import Draft202012Validator
-
-    validator = Draft202012Validator(load(name))
-    error = next(iter(sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))), None)
+    error = next(iter(_violations(data, name)), None)
     if error is not None:
         raise BadFile(where, f"does not match schema {name}: {error.message}", json_path=_path(error))

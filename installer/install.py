@@ -42,6 +42,7 @@ from superfluid.installer.resolver import (
     Request,
     abi_assets_needed,
     api_sha256,
+    backend_family,
     expected_digest,
     is_local,
     resolve,
@@ -131,28 +132,22 @@ def repo_of(recipe: Mapping[str, Any], runtime_id: str) -> str:
 
 
 def _read_text(source: ReleaseSource, asset: AssetLike, *, repo: str, tag: str) -> str:
-    """A small asset's text, checked against the listing's digest when it gives one. With that
-    digest the cache answers by content and no request is made (a listing unchanged since, a 304,
-    costs nothing more).
+    """A small asset's text, checked against the listing's digest when it gives one (with that
+    digest ``ReleaseSource.read`` answers from the cache by content, and no request is made).
 
     Raises:
         InconsistentRelease: the bytes are not the ones the listing's digest names, or not text.
         DownloadError, OfflineMissing, SizeExceeded: as ``ReleaseSource.read``.
     """
-    want = api_sha256(asset.digest)
-    cap = source.fetcher.config.small_asset_max_bytes
-    data = source.cache.read_blob(want, max_bytes=cap) if want else None
-    if data is None:
-        from superfluid.installer.github import Asset
+    from superfluid.installer.github import Asset
 
-        listed = asset if isinstance(asset, Asset) else Asset(asset.name, asset.url, asset.size, asset.digest)
-        data = source.read(listed)
-        got = hashlib.sha256(data).hexdigest()
-        if want and got != want:
-            raise InconsistentRelease(repo, tag, f"its bytes have SHA-256 {got}, and the listing's digest is {want}",
-                                      asset=asset.name, expected=want, got=got)
-        if want:
-            source.cache.put_bytes(data)
+    listed = asset if isinstance(asset, Asset) else Asset(asset.name, asset.url, asset.size, asset.digest)
+    data = source.read(listed)
+    want = api_sha256(asset.digest)
+    got = hashlib.sha256(data).hexdigest()
+    if want and got != want:
+        raise InconsistentRelease(repo, tag, f"its bytes have SHA-256 {got}, and the listing's digest is {want}",
+                                  asset=asset.name, expected=want, got=got)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -325,12 +320,6 @@ def _from_planner(request: Request, recipe: Mapping[str, Any], host: Any, releas
 # -- 5: download and verify --------------------------------------------------------------------------
 
 
-def _local_path(url: str) -> str:
-    from urllib.parse import unquote, urlsplit
-
-    return unquote(urlsplit(url).path) if url.startswith("file://") else url
-
-
 def _fetch(p: Plan, source: ReleaseSource | None, *, environ: Mapping[str, str], progress: Progress | None,
            say: Say) -> list[tuple[PlanAsset, Path, str]]:
     """Every asset of ``p`` verified on disk: ``(asset, path, computed sha256)``, in plan order.
@@ -340,11 +329,12 @@ def _fetch(p: Plan, source: ReleaseSource | None, *, environ: Mapping[str, str],
 
     Raises:
         VerificationError: bytes other than the digest names (nothing kept).
-        DownloadError, OfflineMissing: the transfer failed.
+        DownloadError, OfflineMissing: the transfer failed, or a ``file://`` URL names another host.
         UsageError: a local file that does not exist.
     """
     from superfluid.installer.cache import sha256_file
     from superfluid.installer.errors import VerificationError
+    from superfluid.installer.fetcher import path_of_file_url
 
     out: list[tuple[PlanAsset, Path, str]] = []
     remote: list[PlanAsset] = []
@@ -352,7 +342,7 @@ def _fetch(p: Plan, source: ReleaseSource | None, *, environ: Mapping[str, str],
         if not is_local(a.url):
             remote.append(a)
             continue
-        path = Path(_local_path(a.url))
+        path = Path(path_of_file_url(a.url) if a.url.startswith("file://") else a.url)
         if not path.is_file():
             raise UsageError(f"--from {a.url}: no such file")
         got = sha256_file(path)
@@ -445,7 +435,7 @@ def _device_fits(p: Plan, probed: Probed) -> str | None:
     """A GPU build must find a device of its backend family; a CPU build any (SPEC §3.5 step 6)."""
     if p.id == "basert" or p.backend == "cpu":
         return None
-    family = re.split(r"[-_]", p.backend, maxsplit=1)[0].lower()
+    family = backend_family(p.backend).lower()
     seen = [str(d.get("backend", "?")) for d in probed.devices]
     if any(s.lower() == family for s in seen):
         return None

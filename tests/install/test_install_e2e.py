@@ -91,6 +91,15 @@ def test_wrong_digest_installs_nothing_and_old_install_keeps_serving(home: Home,
     assert next(x for x in rows if x["id"] == "basert")["state"] == "ready"
 
 
+def test_abi_asset_bytes_disagreeing_with_listing_are_fatal(home: Home, server: ReleaseServer) -> None:
+    server.fault(server.mirror_path(REPO, "v0.4.0", "basert-engine-abi-1.txt"), "wrong_bytes", times=100)
+    run = _install(home, server)
+    assert run.code == 1
+    assert "v0.4.0 asset basert-engine-abi-1.txt: its bytes have SHA-256" in run.stderr
+    assert "the listing's digest is" in run.stderr
+    assert home.installs() == [] and home.leftovers() == []
+
+
 def test_sha256_file_disagreeing_with_listing_is_fatal(home: Home, server: ReleaseServer) -> None:
     name = releases.bundle_name("0.4.0")
     server.add_asset(REPO, "v0.4.0", name + ".sha256", f"{'0' * 64}  {name}\n".encode())

@@ -7,19 +7,19 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import ROOT, VENV_BIN, native_cache
+
+__all__ = ["ROOT", "ENGINE_DIR", "BUILD_SH", "LIB_NAME", "VARIANTS", "WORKER", "native_cache", "build_engines",
+           "lib_path"]
+
 ENGINE_DIR = ROOT / "tests" / "engines" / "basert"
 BUILD_SH = ENGINE_DIR / "build.sh"
 LIB_NAME = "libbaseRT.dylib" if sys.platform == "darwin" else "libbaseRT.so"
 VARIANTS = ("0.2.6", "0.3.0", "0.3.1", "0.4.0", "0.5.0", "missing-symbol", "wrong-size")
-WORKER = Path(os.environ.get("SUPERFLUID_TEST_BIN", ROOT / ".venv" / "bin")) / "superfluid-worker-basert"
+WORKER = VENV_BIN / "superfluid-worker-basert"
 
 if str(ENGINE_DIR) not in sys.path:
     sys.path.insert(0, str(ENGINE_DIR))  # make_model.py
-
-
-def native_cache() -> Path:
-    return Path(os.environ.get("SUPERFLUID_NATIVE_CACHE") or ROOT / ".cache" / "native")
 
 
 def build_engines(cache: Path) -> subprocess.CompletedProcess[str]:

@@ -107,10 +107,10 @@ def locate(flag: str | None = None, environ: Mapping[str, str] | None = None, *,
     if env.get(ENV):
         return _named(env[ENV], ENV, names)
     looked: list[str] = []
-    for directory in search_dirs(executable, env):
+    dirs = search_dirs(executable, env)
+    for directory in dirs:
         looked += [os.path.join(directory, n) for n in names]
         found = _in_dir(directory, names)
         if found is not None:
             return Located(os.path.abspath(found), None, tuple(looked))
-    dirs = ", ".join(search_dirs(executable, env))
-    raise LibraryNotFound(f"libbaseRT not found (looked in {dirs})", looked=looked, fix=FIX)
+    raise LibraryNotFound(f"libbaseRT not found (looked in {', '.join(dirs)})", looked=looked, fix=FIX)

@@ -24,8 +24,10 @@ Handler = Callable[[list[str]], int]
 
 
 def installed_installs(runtime_id: str, environ: dict[str, str] | None = None) -> list[str]:
-    """Names of the installs under ``$SUPERFLUID_HOME/runtimes/<id>/`` that hold a receipt."""
+    """Names of the installs under ``$SUPERFLUID_HOME/runtimes/<id>/`` that hold a receipt file
+    (read or not: a broken install is still installed)."""
     from superfluid.runtime.host import home
+    from superfluid.runtime.receipt import RECEIPT
 
     root = os.path.join(home(environ), "runtimes", runtime_id)
     try:
@@ -33,7 +35,7 @@ def installed_installs(runtime_id: str, environ: dict[str, str] | None = None) -
     except OSError:
         return []
     return sorted(n for n in names if not n.startswith(".") and n not in ("current", "pinned")
-                  and os.path.isfile(os.path.join(root, n, "runtime.json")))
+                  and os.path.isfile(os.path.join(root, n, RECEIPT)))
 
 
 def _line(doc: object) -> None:

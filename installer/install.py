@@ -14,14 +14,8 @@
    probe found, and only then is the staging renamed into place and ``current`` swapped.
 7. A plan whose probe refuses is recorded and the next plan is tried (a GPU build that finds no
    device falls back to the next backend); when every plan is refused, nothing was installed.
-
-The probe and ``--untested`` (documented in docs/install.md): a tested plan publishes only when
-the worker's check says ``available: true``. An untested plan (another ABI number, or an
-unnumbered release off our line) is published only when the check refuses the library *by its
-ABI* — by number, stating the number the release stated, or as unnumbered off the line — and for
-no other reason (a missing symbol, a library that does not load, the wrong size): ``--untested``
-relaxes the version rule, never the library's integrity. Its receipt records ``tested: false`` and
-the number the library states.
+   The check's report is judged by ``probe.judge_probe`` (which also states what ``--untested``
+   allows).
 """
 
 from __future__ import annotations
@@ -34,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from superfluid.installer.errors import InconsistentRelease, ReleaseNotFound
+from superfluid.installer.probe import Probed, ProbeRefused, probe
 from superfluid.installer.resolver import (
     AssetLike,
     NotInstallable,
@@ -42,13 +37,12 @@ from superfluid.installer.resolver import (
     Request,
     abi_assets_needed,
     api_sha256,
-    backend_family,
     expected_digest,
     is_local,
     resolve,
     settle_asset,
 )
-from superfluid.runtime.errors import SuperfluidError, UsageError, WorkerFailed
+from superfluid.runtime.errors import UsageError
 
 if TYPE_CHECKING:
     from superfluid.installer.download import Download, Progress
@@ -57,31 +51,10 @@ if TYPE_CHECKING:
     from superfluid.runtime.host import Host
     from superfluid.runtime.receipt import Receipt
 
-__all__ = ["Outcome", "ProbeRefused", "Probed", "install", "plan", "repo_of", "judge_probe"]
+__all__ = ["Outcome", "install", "plan", "repo_of"]
 
-#: seconds the staged worker's check may take before it is killed
-PROBE_TIMEOUT = 60.0
 _REPO = re.compile(r"/repos/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)/releases")
 Say = Callable[[str], None]
-
-
-class ProbeRefused(SuperfluidError):
-    """The staged install's check refused it; nothing of it was published."""
-
-    def __init__(self, plan: Plan, reason: str, *, fix: str | None = None) -> None:
-        super().__init__(f"{plan.id} {plan.install}: {reason}", fix=fix)
-        self.plan = plan
-        self.reason = reason
-
-
-@dataclass(frozen=True)
-class Probed:
-    """What the staged worker's check found, as the receipt records it."""
-
-    tested: bool
-    abi: int | None
-    version: str | None  # the first word of the check's runtime version ("0.4.0")
-    devices: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -382,94 +355,6 @@ def _download(assets: Sequence[PlanAsset], source: ReleaseSource | None, *, envi
 
 # -- 6: probe ---------------------------------------------------------------------------------------------
 
-def _stated(report: Mapping[str, Any]) -> tuple[bool, int | None] | None:
-    """Whether a refusing check refused by ABI alone: ``(True, N)`` by number, ``(True, None)``
-    unnumbered off the line (the report's ``stated``); None for any other refusal (symbols, size,
-    not loadable)."""
-    stated = report.get("stated")
-    if isinstance(stated, Mapping) and "abi" in stated:
-        abi = stated.get("abi")
-        return True, abi if isinstance(abi, int) else None
-    return None
-
-
-def judge_probe(p: Plan, report: Mapping[str, Any], *, untested: bool) -> Probed:
-    """The verdict on a staged install from its worker's check report (see the module doc).
-
-    - ``available: true``: published; ``tested`` unless the plan was chosen untested; the version
-      the library states must be the plan's (else the bundle is not what its release says), except
-      for a ``--from`` archive of no known version;
-    - refused by ABI alone, for a plan chosen ``untested`` (or ``--from`` with ``--untested``),
-      stating the number the release stated: published with ``tested: false``;
-    - anything else: refused (``ProbeRefused``), naming the check's reason.
-
-    Raises:
-        ProbeRefused: the staged library is not published.
-    """
-    available = report.get("available")
-    runtime = report.get("runtime") if isinstance(report.get("runtime"), Mapping) else {}
-    version_text = runtime.get("version") if isinstance(runtime, Mapping) else None
-    version = version_text.split()[0] if isinstance(version_text, str) and version_text.split() else None
-    abi = report.get("abi") if isinstance(report.get("abi"), int) else None
-    devices = tuple(d for d in report.get("devices") or () if isinstance(d, Mapping))
-    if available is True:
-        if p.id == "basert" and p.version != "custom" and version is not None and version != p.version:
-            raise ProbeRefused(p, f"the bundle of baseRT {p.version} holds libbaseRT {version}: the release "
-                                  "is not what it says", fix="nothing was installed; report it to its publisher")
-        return Probed(p.chosen_by != "untested", abi, version, devices)
-    reason = available if isinstance(available, str) else "its check said nothing about availability"
-    by_abi = _stated(report)
-    may = p.chosen_by == "untested" or (p.chosen_by == "from" and untested)
-    if may and by_abi is not None:
-        _, stated = by_abi
-        if p.chosen_by == "untested" and stated != p.abi:
-            raise ProbeRefused(p, f"its library states ABI {stated}, and the release states {p.abi}: {reason}")
-        return Probed(False, stated, p.version if p.version != "custom" else None, devices)
-    fix = None
-    if by_abi is not None and p.chosen_by == "from":
-        fix = "--untested installs it anyway (recorded as untested)"
-    raise ProbeRefused(p, f"the staged library was refused by its check: {reason}", fix=fix)
-
-
-def _device_fits(p: Plan, probed: Probed) -> str | None:
-    """A GPU build must find a device of its backend family; a CPU build any (SPEC §3.5 step 6)."""
-    if p.id == "basert" or p.backend == "cpu":
-        return None
-    family = backend_family(p.backend).lower()
-    seen = [str(d.get("backend", "?")) for d in probed.devices]
-    if any(s.lower() == family for s in seen):
-        return None
-    return f"its check finds no {p.backend} device here (it sees: {', '.join(seen) or 'none'})"
-
-
-def _probe(p: Plan, staging: Path, *, environ: Mapping[str, str], untested: bool) -> Probed:
-    """Run the staged worker's check in a subprocess (scrubbed environment, stdin closed, timeout).
-
-    Raises:
-        ProbeRefused: the check refused the staged library, or it found no device of its backend.
-    """
-    from superfluid.runtime.process import run_json
-    from superfluid.runtime.receipt import worker_path
-
-    worker = staging / worker_path(p.id)
-    argv = [str(worker), "check"]
-    if p.id == "basert":
-        argv += ["--basert-lib", str(staging / "lib")]
-    env = {k: v for k, v in environ.items()
-           if not k.startswith("SUPERFLUID_WORKER_") and k not in ("BASERT_LIB", "SUPERFLUID_LLAMA_LIB")}
-    try:
-        report, _ = run_json(argv, environ=env, timeout=PROBE_TIMEOUT, accept=(0, 1))
-    except WorkerFailed as e:
-        raise ProbeRefused(p, f"its check failed: {e.reason}") from None
-    if not isinstance(report, Mapping):
-        raise ProbeRefused(p, "its check answered with something other than a report")
-    probed = judge_probe(p, report, untested=untested)
-    why = _device_fits(p, probed)
-    if why:
-        raise ProbeRefused(p, why)
-    return probed
-
-
 # -- 6: stage, extract, publish -------------------------------------------------------------------------
 
 
@@ -490,7 +375,7 @@ def _install_one(p: Plan, fetched: Sequence[tuple[PlanAsset, Path, str]], *, hom
 
     def populate(staging: Path) -> Receipt:
         extract_all([path for _, path, _ in fetched], staging / "lib")
-        probed = _probe(p, staging, environ=environ, untested=untested)
+        probed = probe(p, staging, environ=environ, untested=untested)
         return _receipt(p, fetched, probed)
 
     def waiting(holder: Any) -> None:

@@ -34,7 +34,7 @@ from urllib.parse import quote, urlsplit
 
 from .cache import Cache
 from .errors import DownloadError, OfflineMissing, ReleaseNotFound
-from .fetcher import Fetcher, origin_of, path_of_file_url
+from .fetcher import Fetcher, path_of_file_url
 from .github import Release, check_repo, list_pages
 
 __all__ = [
@@ -109,10 +109,6 @@ class Mirror:
     def is_local(self) -> bool:
         """Whether the mirror is a directory (reading it opens no connection)."""
         return self.root.startswith("file:")
-
-    @property
-    def origin(self) -> str:
-        return origin_of(self.root)
 
     def describe(self) -> str:
         return f"mirror {self.root}"

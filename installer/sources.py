@@ -177,7 +177,7 @@ class OfflineSource(ReleaseSource):
     offline = True
 
     def __init__(self, lister: GitHubClient | Mirror, cache: Cache, *, fix: str | None = None) -> None:
-        super().__init__(lister, cache, NoNetworkFetcher(_fetcher_config(lister)))
+        super().__init__(lister, cache, NoNetworkFetcher(lister.fetcher.config))
         self.fix = fix
 
     def describe(self) -> str:
@@ -227,10 +227,6 @@ class OfflineSource(ReleaseSource):
         self, items: Sequence[tuple[Asset, str | None]], *, progress: Progress | None = None
     ) -> list[Download]:
         return [self.fetch(a, sha256=s) for a, s in items]
-
-
-def _fetcher_config(lister: GitHubClient | Mirror) -> FetchConfig:
-    return lister.fetcher.config
 
 
 def fetcher_for(url: str, config: FetchConfig | None = None, *, plain_http: bool = False) -> Fetcher:

@@ -40,8 +40,8 @@ from typing import Any, Protocol, TextIO
 from superfluid.runtime.errors import SuperfluidError, UsageError
 
 __all__ = ["Engine", "Generation", "Service", "CompletionRequest", "RequestRefused", "parse_completion",
-           "int_flag", "listen_flags", "make_server", "serve_engine", "DEFAULT_HOST", "DEFAULT_PORT",
-           "MAX_BODY", "DEFAULT_MAX_TOKENS"]
+           "int_flag", "listen_flags", "max_context_flag", "make_server", "serve_engine", "DEFAULT_HOST",
+           "DEFAULT_PORT", "MAX_BODY", "DEFAULT_MAX_TOKENS"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
@@ -134,6 +134,15 @@ def listen_flags(values: Mapping[str, str]) -> tuple[str, int]:
         raise UsageError("--host needs a value")
     port = int_flag("--port", values["--port"], 0, 65535) if "--port" in values else DEFAULT_PORT
     return host, port
+
+
+def max_context_flag(values: Mapping[str, str]) -> int | None:
+    """``--max-context N`` from ``values`` (1 to 2**24 tokens), or None when it is absent.
+
+    Raises:
+        UsageError: not an integer in that range.
+    """
+    return int_flag("--max-context", values["--max-context"], 1, 1 << 24) if "--max-context" in values else None
 
 
 class RequestRefused(Exception):

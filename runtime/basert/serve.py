@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from superfluid.runtime.basert.locate import FLAG
 from superfluid.runtime.errors import ModelLoadFailed, SuperfluidError, UsageError
-from superfluid.runtime.serving import RequestRefused, int_flag, listen_flags, serve_engine
+from superfluid.runtime.serving import RequestRefused, listen_flags, max_context_flag, serve_engine
 
 if TYPE_CHECKING:
     from superfluid.runtime.basert.model import Model
@@ -67,8 +67,7 @@ def parse_serve(argv: Sequence[str]) -> ServeLine:
     if not flags.get("--model"):
         raise UsageError("serve needs --model PATH")
     host, port = listen_flags(flags)
-    max_context = int_flag("--max-context", flags["--max-context"], 1, 1 << 24) if "--max-context" in flags else None
-    return ServeLine(model=flags["--model"], host=host, port=port, max_context=max_context, lib=lib,
+    return ServeLine(model=flags["--model"], host=host, port=port, max_context=max_context_flag(flags), lib=lib,
                      kv_bits=kv_bits_flag(flags))
 
 

@@ -256,6 +256,8 @@ def run(args: argparse.Namespace) -> int:
     if args.sub == "install":
         if args.from_ and args.offline and "://" in args.from_ and not args.from_.startswith("file://"):
             raise UsageError("--from URL needs the network, and --offline forbids it: give a local file")
+        if args.from_ and "://" not in args.from_ and not os.path.isfile(os.path.expanduser(args.from_)):
+            raise UsageError(f"--from {args.from_}: no such file")
         return _install(args, environ)
     if args.sub == "update":
         return _update(args, environ)

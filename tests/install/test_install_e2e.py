@@ -252,11 +252,13 @@ def test_update_repair_use_remove(home: Home, server: ReleaseServer) -> None:
     (["runtime", "install", "nope"], "no runtime 'nope'"),
     (["runtime", "install", "basert", "--version", "../x"], "is not a version"),
     (["runtime", "install", "basert", "--mirror", "/does/not/exist"], "no such directory"),
+    (["runtime", "install", "basert", "--from", "/does/not/exist.tar.gz"], "--from /does/not/exist.tar.gz: no such file"),
     (["runtime", "use", "basert"], "needs an install"),
 ])
 def test_usage_errors_exit_2(home: Home, argv: list[str], fragment: str) -> None:
     run = home.superfluid(*argv)
     assert run.code == 2 and fragment in run.stderr and "Traceback" not in run.stderr
+    assert "installing" not in run.stderr  # refused before anything was looked up
 
 
 def test_github_api_with_token_and_object_store_redirect(home: Home, engines: object) -> None:

@@ -39,7 +39,7 @@ from superfluid.installer.plans import (
     is_local,
     version_key,
 )
-from superfluid.runtime.basert.bundles import Bundle, parse_abi_asset_name, parse_bundle_name
+from superfluid.runtime.basert.bundles import Bundle, default_backend, parse_abi_asset_name, parse_bundle_name
 from superfluid.runtime.errors import UsageError
 
 __all__ = [
@@ -426,7 +426,7 @@ def resolve_from(request: Request, recipe: Mapping[str, Any], host: Any,
     if request.version and version and request.version != version:
         raise UsageError(f"--version {request.version} disagrees with {name}, which is version {version}")
     version = request.version or version or "custom"
-    backend = request.backend or backend or ("metal" if host.platform == "macos-arm64" else "cpu")
+    backend = request.backend or backend or default_backend(host.platform)
     pin = None
     for p in recipe.get("pinned", []) + recipe.get("tested", []):
         if str(p.get("version")) == version:

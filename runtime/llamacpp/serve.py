@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from superfluid.runtime.errors import ModelLoadFailed, UsageError
-from superfluid.runtime.serving import RequestRefused, int_flag, listen_flags, serve_engine
+from superfluid.runtime.serving import RequestRefused, listen_flags, max_context_flag, serve_engine
 
 __all__ = ["ServeLine", "LlamaEngine", "parse_serve", "serve", "MAX_CONTEXT"]
 
@@ -65,8 +65,7 @@ def parse_serve(argv: Sequence[str]) -> ServeLine:
     if not model:
         raise UsageError("serve needs --model PATH")
     host, port = listen_flags(own)
-    max_context = int_flag("--max-context", own["--max-context"], 1, 1 << 24) if "--max-context" in own else None
-    return ServeLine(model=model, host=host, port=port, max_context=max_context, options=options)
+    return ServeLine(model=model, host=host, port=port, max_context=max_context_flag(own), options=options)
 
 
 class _Generation:

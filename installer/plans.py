@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from superfluid.runtime.errors import SuperfluidError, UsageError
+from superfluid.runtime.ordering import backend_family
 
 __all__ = [
     "CHOSEN_BY",
@@ -208,11 +209,6 @@ def version_key(version: str) -> tuple[Any, ...]:
     except InvalidVersion:
         digits = re.findall(r"[0-9]+", version)
         return (1, Version(".".join(str(int(d)) for d in digits))) if digits else (0, version)
-
-
-def backend_family(backend: str) -> str:
-    """The text before the first ``-`` or ``_``: ``cuda`` of ``cuda-13.4``."""
-    return re.split(r"[-_]", backend, maxsplit=1)[0]
 
 
 def backend_rank(backend: str) -> int:

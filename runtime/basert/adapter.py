@@ -11,7 +11,6 @@ unnumbered line (0.3.x for ABI 1); anything else installs only with ``--untested
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from superfluid.runtime.adapter import Adapter
 from superfluid.runtime.basert import header
 from superfluid.runtime.options import Option
+from superfluid.runtime.ordering import digits_key
 
 if TYPE_CHECKING:
     from superfluid.runtime.host import Host
@@ -34,14 +34,9 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 
-def _version_key(version: str) -> tuple[int, ...]:
-    """Every run of digits as an integer, compared in order (``0.2.6`` < ``0.3.0`` < ``0.10.0``)."""
-    return tuple(int(d) for d in re.findall(r"\d+", version))
-
-
 def pins_newest_first(recipe: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The recipe's ``pinned`` releases, newest version first."""
-    return sorted(recipe["pinned"], key=lambda p: _version_key(p["version"]), reverse=True)
+    return sorted(recipe["pinned"], key=lambda p: digits_key(p["version"]), reverse=True)
 
 
 def _line_of(version: str) -> str:

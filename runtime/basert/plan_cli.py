@@ -23,12 +23,12 @@ detected host (``SUPERFLUID_HOST_*`` overrides apply). The worker never touches 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from superfluid.runtime.basert.bundles import default_backend, parse_bundle_name
 from superfluid.runtime.errors import SuperfluidError, UsageError
+from superfluid.runtime.ordering import backend_family
 from superfluid.runtime.plan_request import PlanRequest, parse_plan_request, plans_json
 
 __all__ = ["PlanRefused", "plan_pins", "plan_answer"]
@@ -39,10 +39,6 @@ _INSTALLER = "`superfluid runtime install basert`"
 
 class PlanRefused(SuperfluidError):
     """Nothing the request names is planned here from the recipe; the message says why."""
-
-
-def _family(backend: str) -> str:
-    return re.split(r"[-_]", backend, maxsplit=1)[0]
 
 
 def _url(recipe: Mapping[str, Any], version: str, name: str) -> str:
@@ -76,7 +72,7 @@ def _entry(recipe: Mapping[str, Any], host: Any, backend: str | None) -> dict[st
             f"this superfluid's recipe pins no baseRT bundle for {host.platform} (it pins {published}; this is "
             f"{host.describe()}): the installer chooses a release for it from the release listing by ABI number, "
             f"which this worker never reads ({_INSTALLER}, or --mirror URL|DIR for a mirror that carries one)")
-    if backend is not None and backend not in (entry["backend"], _family(entry["backend"])):
+    if backend is not None and backend not in (entry["backend"], backend_family(entry["backend"])):
         raise PlanRefused(f"baseRT's engine for {host.platform} is {entry['backend']}, not {backend}")
     if backend is None and entry.get("needs") == "nvidia_driver" and not host.nvidia_driver:
         raise PlanRefused(f"baseRT's {entry['backend']} engine for {host.platform} needs an NVIDIA driver, and "

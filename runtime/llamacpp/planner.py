@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from superfluid.runtime.errors import SuperfluidError
 from superfluid.runtime.llamacpp.recipe import Archive, TestedBuild, parse_name, tested
+from superfluid.runtime.ordering import backend_family
 from superfluid.runtime.plan_request import PlanRequest
 
 __all__ = ["PlanRefused", "RequestLike", "Want", "CUDA_BY_DRIVER", "cuda_major_for_driver", "plan", "plan_build"]
@@ -75,13 +76,9 @@ def cuda_major_for_driver(driver: str | None) -> int | None:
     return next((cuda for least, cuda in CUDA_BY_DRIVER if major >= least), None)
 
 
-def _family(backend: str) -> str:
-    return re.split(r"[-_]", backend, maxsplit=1)[0]
-
-
 def _cuda_version(backend: str) -> tuple[int, ...]:
     """``cuda-13.4`` -> (13, 4); () for a backend that is not CUDA."""
-    if _family(backend) != "cuda":
+    if backend_family(backend) != "cuda":
         return ()
     return tuple(int(d) for d in re.findall(r"\d+", backend))
 
@@ -159,7 +156,7 @@ def _by_backend(want: str, mains: Sequence[Archive], host: Any, version: str) ->
     Raises:
         PlanRefused: the build has no such backend for this platform.
     """
-    fits = [a for a in mains if a.backend == want or _family(a.backend) == want]
+    fits = [a for a in mains if a.backend == want or backend_family(a.backend) == want]
     if not fits:
         have = ", ".join(sorted({a.backend for a in mains}))
         raise PlanRefused(f"llama.cpp {version} has no {want} build for {host.platform} (it has: {have})")
@@ -188,7 +185,7 @@ def _ordered(mains: Sequence[Archive], host: Any) -> list[tuple[Archive, str]]:
             out.append((max(cuda, key=lambda a: _cuda_version(a.backend)),
                         f"NVIDIA driver {driver_major} runs CUDA {runs}"))
     if getattr(host, "rocm", False):
-        rocm = sorted((a for a in mains if _family(a.backend) == "rocm"), key=lambda a: a.backend, reverse=True)
+        rocm = sorted((a for a in mains if backend_family(a.backend) == "rocm"), key=lambda a: a.backend, reverse=True)
         if rocm:
             out.append((rocm[0], "ROCm"))
     if getattr(host, "vulkan", False) and "vulkan" in by_backend:

@@ -7,12 +7,12 @@ marked not installable here, with the reason.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.adapter import Adapter
 from superfluid.runtime.options import Option
+from superfluid.runtime.ordering import digits_key
 
 if TYPE_CHECKING:
     from superfluid.runtime.host import Host
@@ -27,10 +27,6 @@ OPTIONS: tuple[Option, ...] = (
     Option("cache-limit-mb", "int", "MLX's buffer cache limit in MiB (0: keep no cache; unset: MLX's default)",
            minimum=0, maximum=1 << 24),
 )
-
-
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(d) for d in re.findall(r"\d+", version))
 
 
 def not_here(host: Host, platforms: Collection[str]) -> str | None:
@@ -48,7 +44,7 @@ class MlxAdapter(Adapter):
     recipe_schema = "mlx-recipe"
 
     def _tested(self) -> list[dict[str, Any]]:
-        return sorted(self.recipe["tested"], key=lambda t: _version_key(t["version"]), reverse=True)
+        return sorted(self.recipe["tested"], key=lambda t: digits_key(t["version"]), reverse=True)
 
     @property
     def python(self) -> str:

@@ -79,6 +79,8 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compat", help="what this release drives")
     _add_json(p)
     p.add_argument("--release", metavar="FILE|URL", help="read and verify another release's compat.json")
+    p.add_argument("--key", action="append", metavar="FILE", help="also trust this minisign public key (repeatable)")
+    p.add_argument("--require-signature", action="store_true", help="refuse a --release document with no signature")
     runtime = sub.add_parser("runtime", help="install and manage runtimes")
     rsub = runtime.add_subparsers(dest="sub", parser_class=_Parser, required=True)
     _install_flags(rsub.add_parser("install", help="fetch, verify and install a runtime"))

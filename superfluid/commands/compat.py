@@ -9,29 +9,42 @@ answers something that is not its compat part is named on stderr with the reason
 1 (so a release pipeline never publishes it).
 
 With ``--release``: read another release's compat document (a file, or an ``http(s)`` URL fetched
-through the installer's fetcher), validate it and print it. Its signature (``.minisig``) is not
-verified yet.
+through the installer's fetcher) and its signature beside it (``<file|url>.minisig``), verify the
+signature against the trusted keys (the package's ``superfluid/keys/*.pub``,
+``$SUPERFLUID_HOME/keys/*.pub`` and each ``--key FILE``) before the document is parsed, validate it,
+check the tarball it names when that file is beside it, and print it with the verdict
+(``manifest.verdict``): ``verified by key <ID>``, or ``unsigned`` (a warning; exit 1 with
+``--require-signature``). A signature that does not verify, a key nobody trusts or a tarball of
+another digest is exit 1 with the reason. ``--json`` carries the verdict under ``verification``.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from superfluid import __version__, catalog
 from superfluid.output import print_json, table
 from superfluid.runtime import registry
-from superfluid.runtime.errors import BadFile, WorkerFailed
+from superfluid.runtime.errors import BadFile, UsageError, WorkerFailed
 
-__all__ = ["run", "gather", "read_release", "compat_text", "RELEASE_NAME"]
+if TYPE_CHECKING:
+    from superfluid.installer.fetcher import Fetcher
+    from superfluid.manifest.verdict import Verdict
+
+__all__ = ["run", "gather", "read_release", "compat_text", "verdict_text", "RELEASE_NAME"]
 
 #: the name this toolchain's release carries in its compat document
 RELEASE_NAME = "superfluid-toolchain"
 #: bytes a compat document read with --release may have
 _MAX_BYTES = 4 << 20
+#: bytes a .minisig may have (minisign's own line limits, with room)
+_MAX_SIGNATURE_BYTES = 16 << 10
 
 
 def _part_fault(runtime_id: str, part: Any) -> str | None:
@@ -66,33 +79,154 @@ def gather(environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
     return parts, failed
 
 
-def read_release(source: str) -> dict[str, Any]:
-    """Read and validate another release's compat document from a file or an ``http(s)`` URL.
+class _Beside:
+    """The document's place (a file path or an ``http(s)`` URL) and the files read beside it."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.is_url = source.startswith(("https://", "http://"))
+        self._fetcher: Fetcher | None = None
+
+    def sibling(self, name: str) -> str:
+        """Where a file named ``name`` beside the document is."""
+        if self.is_url:
+            return urljoin(self.source, name)
+        return os.path.join(os.path.dirname(self.source), name)
+
+    def signature(self) -> str:
+        """``<source>.minisig`` (for a URL, on its path, before any query)."""
+        from superfluid.manifest.verdict import SIGNATURE_SUFFIX
+
+        if not self.is_url:
+            return self.source + SIGNATURE_SUFFIX
+        parts = urlsplit(self.source)
+        return urlunsplit(parts._replace(path=parts.path + SIGNATURE_SUFFIX))
+
+    def _web(self) -> Fetcher:
+        if self._fetcher is None:
+            from superfluid.installer.fetcher import RequestsFetcher
+
+            # the user named the origin: plain http is theirs to choose
+            self._fetcher = RequestsFetcher(plain_http_origins=[self.source])
+        return self._fetcher
+
+    def read(self, where: str, *, max_bytes: int, optional: bool = False) -> bytes | None:
+        """The bytes at ``where``; None when ``optional`` and it is not there.
+
+        Raises:
+            BadFile: a file that cannot be read, or is larger than ``max_bytes``.
+            DownloadError: a URL that could not be fetched (a 404 too, unless ``optional``).
+        """
+        if self.is_url:
+            response, body = self._web().get_bytes(where, max_bytes=max_bytes, accept=(404,) if optional else ())
+            return None if response.status == 404 else body
+        try:
+            with open(where, "rb") as f:
+                body = f.read(max_bytes + 1)
+        except FileNotFoundError:
+            if optional:
+                return None
+            raise BadFile(where, "cannot be read (no such file)",
+                          fix="name a compat.json file or an https:// URL with --release") from None
+        except OSError as e:
+            raise BadFile(where, f"cannot be read ({e.strerror or e})") from None
+        if len(body) > max_bytes:
+            raise BadFile(where, f"is larger than {max_bytes} bytes; not what --release reads")
+        return body
+
+    def sha256(self, where: str) -> str | None:
+        """The SHA-256 of the file at ``where``, streamed; None when it is not there.
+
+        Raises:
+            BadFile: it exists and cannot be read.
+            DownloadError: the URL could not be fetched (other than a 404).
+        """
+        if self.is_url:
+            web = self._web()
+
+            def attempt(_: int) -> str | None:
+                hashed = hashlib.sha256()  # a retry hashes from the start
+                with web.open(where, accept=(404,)) as response:
+                    if response.status == 404:
+                        return None
+                    for chunk in response:
+                        hashed.update(chunk)
+                return hashed.hexdigest()
+
+            return web.retry(where, attempt)
+        digest = hashlib.sha256()
+        try:
+            with open(where, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(chunk)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise BadFile(where, f"cannot be read ({e.strerror or e})") from None
+        return digest.hexdigest()
+
+    def close(self) -> None:
+        if self._fetcher is not None:
+            self._fetcher.close()
+
+
+def read_release(source: str, *, keys: list[str] | None = None, home: str | None = None,
+                 require_signature: bool = False) -> tuple[dict[str, Any], Verdict]:
+    """Read, verify and validate another release's compat document from a file or an ``http(s)`` URL.
+
+    The signature beside it is judged over the bytes as fetched, before the document is parsed;
+    the tarball the document names is checked when it is beside it.
 
     Raises:
-        BadFile: unreadable, not JSON, a schema major we do not know, or not a compat document.
-        DownloadError: the URL could not be fetched.
+        BadFile: unreadable, not JSON, a schema major we do not know, not a compat document; or a
+            trusted key file that does not read.
+        BadKey: a trusted key file that is not a minisign public key.
+        SignatureError: the signature does not verify, its key is not trusted, or (with
+            ``require_signature``) there is none; ``BadSignatureFile`` when it does not parse.
+        TarballMismatch: the tarball beside it has another SHA-256 than the document says.
+        DownloadError: a URL could not be fetched.
     """
     from superfluid.manifest.compat import parse
+    from superfluid.manifest.keys import trusted_keys
+    from superfluid.manifest.verdict import judge_signature, judge_tarball, tarball_name
+    from superfluid.runtime.home import home as home_of
 
-    if source.startswith(("https://", "http://")):
-        from superfluid.installer.fetcher import RequestsFetcher
-
-        fetcher = RequestsFetcher(plain_http_origins=[source])  # the user named it: http is theirs to choose
-        try:
-            _, body = fetcher.get_bytes(source, max_bytes=_MAX_BYTES)
-        finally:
-            fetcher.close()
-        return parse(body, source)
+    trusted = trusted_keys(home if home is not None else home_of(), keys or [])
+    beside = _Beside(source)
     try:
-        with open(source, "rb") as f:
-            body = f.read(_MAX_BYTES + 1)
-    except OSError as e:
-        raise BadFile(source, f"cannot be read ({e.strerror or e})",
-                      fix="name a compat.json file or an https:// URL with --release") from None
-    if len(body) > _MAX_BYTES:
-        raise BadFile(source, f"is larger than {_MAX_BYTES} bytes; not a compat document")
-    return parse(body, source)
+        body = beside.read(source, max_bytes=_MAX_BYTES)
+        assert body is not None
+        signature_at = beside.signature()
+        signature = beside.read(signature_at, max_bytes=_MAX_SIGNATURE_BYTES, optional=True)
+        verdict = judge_signature(body, signature, trusted, where=source, signature_where=signature_at,
+                                  require=require_signature)
+        doc = parse(body, source)
+        name = tarball_name(doc)
+        digest = beside.sha256(beside.sibling(name)) if name is not None else None
+        return doc, judge_tarball(verdict, doc, digest, where=source)
+    finally:
+        beside.close()
+
+
+def verdict_text(verdict: Verdict) -> str:
+    """The verdict's lines under the document's tables."""
+    line = f"signature: {verdict.text}"
+    if verdict.signature == "verified":
+        line += f" ({verdict.key_source}); trusted comment: {verdict.trusted_comment}"
+    tarball = {"checked": "its SHA-256 checked", "absent": "not beside the document, not checked",
+               "unnamed": "none named"}[verdict.tarball]
+    return f"{line}\ntarball: {tarball}\n"
+
+
+def _key_flags(args: argparse.Namespace) -> list[str]:
+    """``--key`` files, each checked to exist before anything is fetched (exit 2 when not)."""
+    keys: list[str] = list(getattr(args, "key", None) or [])
+    if (keys or getattr(args, "require_signature", False)) and not args.release:
+        raise UsageError("--key and --require-signature go with --release FILE|URL (see 'superfluid compat --help')")
+    for path in keys:
+        if not os.path.isfile(path):
+            raise UsageError(f"--key {path}: no such file (name a minisign public key, e.g. minisign.pub)")
+    return keys
 
 
 def _runtime_text(runtime_id: str, part: Mapping[str, Any]) -> str:
@@ -140,11 +274,14 @@ def compat_text(doc: Mapping[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """0 the document is complete; 1 a runtime gave no answer, or --release could not be read."""
+    """0 the document is complete (or --release was read: verified, or unsigned with a warning); 1 a
+    runtime gave no answer, or --release could not be read or verified; 2 a bad flag."""
     from superfluid.manifest.compat import build, release_info, validate
 
+    keys = _key_flags(args)
+    verdict: Verdict | None = None
     if args.release:
-        doc = read_release(args.release)
+        doc, verdict = read_release(args.release, keys=keys, require_signature=args.require_signature)
         failed: dict[str, str] = {}
     else:
         environ = dict(os.environ)
@@ -152,9 +289,14 @@ def run(args: argparse.Namespace) -> int:
         doc = build(release_info(RELEASE_NAME, __version__), parts, unanswered=failed)
         validate(doc, "superfluid compat")
     if args.json:
-        print_json(doc)
+        print_json(doc if verdict is None else {**doc, "verification": verdict.to_json()})
     else:
         sys.stdout.write(compat_text(doc))
+        if verdict is not None:
+            sys.stdout.write("\n" + verdict_text(verdict))
+    if verdict is not None and verdict.signature == "unsigned":
+        sys.stderr.write(f"superfluid: warning: {args.release} is unsigned (no .minisig beside it): its content "
+                         f"is not verified; --require-signature refuses it\n")
     for runtime_id, why in failed.items():
         sys.stderr.write(f"superfluid: {runtime_id} gave no compat answer: {why}\n")
     return 1 if failed else 0

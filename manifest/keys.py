@@ -1,0 +1,153 @@
+"""Where keys come from: the trusted public keys a reader verifies with, the secret key release CI
+signs with, and a new key pair's two files (SPEC §8.3).
+
+Trusted keys, in this order: the ones this package ships (``superfluid/keys/*.pub``), the user's
+(``$SUPERFLUID_HOME/keys/*.pub``) and any named on the command line (``--key FILE``). A ``.pub``
+file in a trusted place that does not read is an error, never skipped: a broken trust store must
+not quietly shrink.
+
+The signing key arrives as CI secrets do: the file named by ``SUPERFLUID_SIGNING_KEY_FILE``, or the
+file's content in ``SUPERFLUID_SIGNING_KEY``. No function here prints, logs or copies a secret key's
+content; error messages name where the key came from, never what it holds.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from superfluid.manifest.minisign import PublicKey, SecretKey, parse_public_key, parse_secret_key
+from superfluid.runtime.errors import BadFile, UsageError
+
+__all__ = [
+    "KEY_SUFFIX",
+    "ENV_KEY",
+    "ENV_KEY_FILE",
+    "SECRET_KEY_NAME",
+    "PUBLIC_KEY_NAME",
+    "TrustedKey",
+    "package_keys_dir",
+    "read_public_key",
+    "read_key_dir",
+    "trusted_keys",
+    "signing_key",
+    "write_key_pair",
+]
+
+KEY_SUFFIX = ".pub"
+#: the secret key's content (how a CI secret arrives)
+ENV_KEY = "SUPERFLUID_SIGNING_KEY"
+#: the path of the secret key file
+ENV_KEY_FILE = "SUPERFLUID_SIGNING_KEY_FILE"
+#: the file names ``minisign -G`` uses by default, and ``ci/keygen`` too
+SECRET_KEY_NAME = "minisign.key"
+PUBLIC_KEY_NAME = "minisign.pub"
+_MAX_KEY_BYTES = 4096  # a key file is two short lines
+
+
+@dataclass(frozen=True)
+class TrustedKey:
+    """A public key and the file it was read from."""
+
+    key: PublicKey
+    source: str
+
+
+def package_keys_dir() -> Path:
+    """``superfluid/keys``: the public keys this package ships (none until a maintainer adds one)."""
+    import superfluid
+
+    return Path(superfluid.__file__).resolve().parent / "keys"
+
+
+def _read(path: str | os.PathLike[str]) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(_MAX_KEY_BYTES + 1)
+    except OSError as e:
+        raise BadFile(os.fspath(path), f"cannot be read ({e.strerror or e})") from None
+
+
+def read_public_key(path: str | os.PathLike[str]) -> TrustedKey:
+    """The public key in the file at ``path``.
+
+    Raises:
+        BadFile: it cannot be read.
+        BadKey: it is not a minisign public key.
+    """
+    where = os.fspath(path)
+    return TrustedKey(parse_public_key(_read(path)[:_MAX_KEY_BYTES], where), where)
+
+
+def read_key_dir(directory: str | os.PathLike[str]) -> list[TrustedKey]:
+    """Every ``*.pub`` in ``directory``, by name; none when the directory does not exist.
+
+    Raises:
+        BadFile: a key file cannot be read.
+        BadKey: a ``.pub`` there is not a minisign public key.
+    """
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.endswith(KEY_SUFFIX))
+    except FileNotFoundError:
+        return []
+    except OSError as e:
+        raise BadFile(os.fspath(directory), f"cannot be listed ({e.strerror or e})") from None
+    return [read_public_key(os.path.join(directory, n)) for n in names]
+
+
+def trusted_keys(home: str, named: Sequence[str] = ()) -> list[TrustedKey]:
+    """The keys a compat document may be signed with: the package's, ``<home>/keys``'s, ``named``.
+
+    Raises:
+        BadFile: a key file cannot be read.
+        BadKey: a key file is not a minisign public key.
+    """
+    keys = read_key_dir(package_keys_dir()) + read_key_dir(os.path.join(home, "keys"))
+    return keys + [read_public_key(path) for path in named]
+
+
+def signing_key(environ: Mapping[str, str]) -> tuple[SecretKey, str] | None:
+    """The secret key to sign with and where it came from, or None when none is given.
+
+    Raises:
+        UsageError: both variables are set.
+        BadFile: the named file cannot be read.
+        BadKey: not an unencrypted minisign secret key (``EncryptedKey`` for a password's).
+    """
+    path, content = environ.get(ENV_KEY_FILE) or "", environ.get(ENV_KEY) or ""
+    if path and content:
+        raise UsageError(f"both {ENV_KEY_FILE} and {ENV_KEY} are set; give the secret key one way")
+    if path:
+        return parse_secret_key(_read(path)[:_MAX_KEY_BYTES], path), path
+    if content.strip():
+        where = f"the secret key in {ENV_KEY}"
+        return parse_secret_key(content, where), ENV_KEY
+    return None
+
+
+def write_key_pair(directory: str | os.PathLike[str], key: SecretKey) -> tuple[Path, Path]:
+    """Write ``minisign.key`` (owner-only) and ``minisign.pub`` into ``directory``, as
+    ``minisign -G -W -s DIR/minisign.key -p DIR/minisign.pub`` does; answers (secret, public).
+
+    Neither file may exist already (as minisign, which needs ``-f`` to overwrite a pair).
+
+    Raises:
+        UsageError: either file exists.
+        BadFile: the directory cannot be made or written.
+    """
+    root = Path(directory)
+    secret, public = root / SECRET_KEY_NAME, root / PUBLIC_KEY_NAME
+    for existing in (secret, public):
+        if existing.exists():
+            raise UsageError(f"{existing} already exists; a new key pair never replaces one (remove it first)")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(key.to_text())
+        public.write_text(key.public().to_text(), encoding="ascii")
+    except OSError as e:
+        raise BadFile(os.fspath(e.filename or root), f"cannot be written ({e.strerror or e})") from None
+    return secret, public

@@ -18,7 +18,6 @@ is then incomplete and is never published (the command exits 1).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -95,14 +94,12 @@ def with_tarball(doc: Mapping[str, Any], tarball: str) -> dict[str, Any]:
     Raises:
         BadFile: the tarball cannot be read.
     """
-    digest = hashlib.sha256()
+    from superfluid.manifest.release_files import file_sha256
+
     try:
-        with open(tarball, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                digest.update(chunk)
+        digest = file_sha256(tarball)
     except OSError as e:
         raise BadFile(tarball, f"cannot be read ({e.strerror or e})") from None
     out = dict(doc)
-    out["release"] = {**dict(doc.get("release") or {}), "tarball": os.path.basename(tarball),
-                      "sha256": digest.hexdigest()}
+    out["release"] = {**dict(doc.get("release") or {}), "tarball": os.path.basename(tarball), "sha256": digest}
     return out

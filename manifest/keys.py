@@ -151,3 +151,36 @@ def write_key_pair(directory: str | os.PathLike[str], key: SecretKey) -> tuple[P
     except OSError as e:
         raise BadFile(os.fspath(e.filename or root), f"cannot be written ({e.strerror or e})") from None
     return secret, public
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``ci/keygen DIR [--project ROOT]``: a new key pair in ``DIR`` (0 written, 2 refused)."""
+    import argparse
+    import sys
+
+    from superfluid.manifest.minisign import generate
+
+    p = argparse.ArgumentParser(prog="ci/keygen", description="Write a new minisign key pair (unencrypted secret "
+                                f"key {SECRET_KEY_NAME}, public key {PUBLIC_KEY_NAME}) into DIR.")
+    p.add_argument("dir", metavar="DIR")
+    p.add_argument("--project", metavar="ROOT", help="refuse a DIR inside this checkout (a secret key never "
+                                                     "enters the repository)")
+    args = p.parse_args(argv)
+    target = Path(args.dir).resolve()
+    try:
+        if args.project and target.is_relative_to(Path(args.project).resolve()):
+            raise UsageError(f"{args.dir} is inside the project checkout {args.project}; a secret key never "
+                             f"goes into the repository: name a directory outside it")
+        key = generate()
+        secret, public = write_key_pair(target, key)
+    except (UsageError, BadFile) as e:
+        sys.stderr.write(f"ci/keygen: {e}\n")
+        return 2 if isinstance(e, UsageError) else 1
+    sys.stdout.write(f"secret key: {secret} (keep it secret: store its content as the release workflow's "
+                     f"{ENV_KEY} secret)\npublic key: {public} (key id {key.id}; ship it as "
+                     f"superfluid/keys/<name>.pub)\nverify a file with: minisign -Vm FILE -P {key.public().base64}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

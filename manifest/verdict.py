@@ -26,11 +26,9 @@ from superfluid.manifest.keys import TrustedKey
 from superfluid.manifest.minisign import SignatureError, parse_signature, verify
 from superfluid.runtime.errors import SuperfluidError
 
-__all__ = ["Verdict", "Unsigned", "TarballMismatch", "SIGNATURE_SUFFIX", "judge_signature", "tarball_name",
+__all__ = ["Verdict", "Unsigned", "TarballMismatch", "judge_signature", "tarball_name",
            "judge_tarball"]
 
-#: the signature of ``<file>`` is ``<file>.minisig`` (minisign's default)
-SIGNATURE_SUFFIX = ".minisig"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 TarballCheck = Literal["checked", "absent", "unnamed"]

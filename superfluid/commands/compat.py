@@ -95,7 +95,7 @@ class _Beside:
 
     def signature(self) -> str:
         """``<source>.minisig`` (for a URL, on its path, before any query)."""
-        from superfluid.manifest.verdict import SIGNATURE_SUFFIX
+        from superfluid.manifest.release_files import SIGNATURE_SUFFIX
 
         if not self.is_url:
             return self.source + SIGNATURE_SUFFIX

@@ -1,0 +1,49 @@
+"""The files a release carries beside each artifact, and how they are named and written (SPEC §5.2, §9).
+
+Beside each artifact ``<artifact>`` (an sdist, a wheel, an engine bundle) a release carries:
+
+- ``<artifact>.sha256``: ``<64 lower-case hex>  <artifact>\\n`` (``sha256sum``'s line, which
+  ``sha256sum -c`` checks and the installer reads);
+- for this toolchain's own artifacts, ``<artifact>.compat.json`` (what the artifact drives) and
+  ``<artifact>.compat.json.minisig`` (its minisign signature).
+
+``PACK_SUFFIXES`` is the one list of those kinds; the release workflow must upload every one
+(a test reads the workflow against it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+__all__ = ["SHA256_SUFFIX", "COMPAT_SUFFIX", "SIGNATURE_SUFFIX", "PACK_SUFFIXES", "file_sha256", "sha256_line"]
+
+SHA256_SUFFIX = ".sha256"
+COMPAT_SUFFIX = ".compat.json"
+SIGNATURE_SUFFIX = ".minisig"
+#: what ci/pack writes beside each artifact, by suffix
+PACK_SUFFIXES = (SHA256_SUFFIX, COMPAT_SUFFIX, COMPAT_SUFFIX + SIGNATURE_SUFFIX)
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """The lower-case hex SHA-256 of the file at ``path``, read in chunks.
+
+    Raises:
+        OSError: it cannot be read.
+    """
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def sha256_line(name: str, hexdigest: str) -> str:
+    """The content of ``<name>.sha256``.
+
+    >>> sha256_line("a.tar.gz", "0" * 64)
+    '0000000000000000000000000000000000000000000000000000000000000000  a.tar.gz\\n'
+    """
+    if os.path.basename(name) != name or "\n" in name:
+        raise ValueError(f"a .sha256 line names a file in the same directory, got {name!r}")
+    return f"{hexdigest.lower()}  {name}\n"

@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from superfluid.runtime.home import cache_dir
+
 __all__ = ["Cache", "HttpEntry", "Partial", "sha256_file", "is_sha256"]
 
 log = logging.getLogger(__name__)
@@ -162,7 +164,7 @@ class Cache:
     @classmethod
     def for_home(cls, home: str | os.PathLike[str]) -> Cache:
         """The cache of a ``SUPERFLUID_HOME``."""
-        return cls(Path(home) / "cache")
+        return cls(cache_dir(home))
 
     def _ensure(self) -> None:
         for d in (self.blob_dir, self.partial_dir, self.http_dir):

@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from superfluid.runtime.errors import SuperfluidError
+from superfluid.runtime.home import LOCK
 
-__all__ = ["LOCK", "Holder", "LockBusy", "LockError", "install_lock", "lock_holder"]
-
-LOCK = ".install.lock"
+__all__ = ["Holder", "LockBusy", "LockError", "install_lock", "lock_holder"]
 
 
 class LockError(SuperfluidError):

@@ -35,7 +35,8 @@ from superfluid.installer.store import (
     remove_tree,
     runtime_root,
 )
-from superfluid.runtime.receipt import RECEIPT, Receipt, now_utc, worker_path, write_receipt
+from superfluid.runtime.home import CURRENT, LIB, worker_path
+from superfluid.runtime.receipt import RECEIPT, Receipt, now_utc, write_receipt
 
 __all__ = ["Published", "install_staged", "worker_command", "write_worker_launcher"]
 
@@ -83,10 +84,10 @@ def write_worker_launcher(install_dir: str | os.PathLike[str], runtime_id: str, 
     path.parent.mkdir(parents=True, exist_ok=True)
     script = (
         "#!/bin/sh\n"
-        f"# superfluid-worker-{runtime_id}: written by superfluid's installer; runs the adapter's worker\n"
+        f"# {path.name}: written by superfluid's installer; runs the adapter's worker\n"
         "# of the toolchain that made this install, with this file as argv[0] (its ../lib holds the engine).\n"
         'here=$(cd -- "$(dirname -- "$0")" && pwd -P) || exit 127\n'
-        f'exec {" ".join(shlex.quote(a) for a in command)} "$here/superfluid-worker-{runtime_id}" "$@"\n'
+        f'exec {" ".join(shlex.quote(a) for a in command)} "$here/{path.name}" "$@"\n'
     )
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(script, encoding="utf-8")
@@ -151,7 +152,7 @@ def install_staged(
             raise StoreError(f"could not prepare {root}: {e.strerror or e}",
                              fix="check the permissions and free space of SUPERFLUID_HOME") from e
         try:
-            (staging / "lib").mkdir()
+            (staging / LIB).mkdir()
             write_worker_launcher(staging, runtime_id)
             receipt = populate(staging)
             if receipt.installed_at is None:
@@ -171,7 +172,7 @@ def install_staged(
         try:
             chosen = refresh_current(root)
         except OSError as e:
-            raise StoreError(f"{runtime_id} {install} is installed, but {root / 'current'} could not be "
+            raise StoreError(f"{runtime_id} {install} is installed, but {root / CURRENT} could not be "
                              f"updated: {e.strerror or e}",
                              fix=f"`superfluid runtime use {runtime_id} --auto` retries it") from e
     return Published(receipt, root / install, replaced, chosen if chosen else current_install(root),

@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from urllib.parse import urlsplit
 
-from superfluid.runtime import host as _host
+from superfluid.runtime import home as _home
 from superfluid.runtime.errors import UsageError
 
 from .cache import Cache
@@ -264,7 +264,7 @@ def source_for(
         UsageError: ``--mirror`` is neither an http(s) URL nor a directory.
     """
     config = config or (fetcher.config if fetcher is not None else FetchConfig())
-    cache = cache or Cache.for_home(_host.home(environ))
+    cache = cache or Cache.for_home(_home.home(environ))
     mirror = mirror or environ.get("SUPERFLUID_MIRROR") or None
     if mirror:
         try:

@@ -1,14 +1,13 @@
-"""The home layout of installed runtimes (SPEC §3, §8.4; notes/superfluid-contract.md §2.5, §5.3).
+"""Changing the installs of a runtime: staging, publishing, listing, ``current`` and ``pinned``
+(SPEC §3, §8.4; notes/superfluid-contract.md §2.5, §5.3). The fixed names of the home are
+``superfluid.runtime.home``'s; this module adds the temporary ones its writers leave:
 
 ```
-$SUPERFLUID_HOME/runtimes/<id>/<install>/           one install: lib/, bin/superfluid-worker-<id>, runtime.json
-$SUPERFLUID_HOME/runtimes/<id>/current -> <install> relative symlink to the default install
-$SUPERFLUID_HOME/runtimes/<id>/pinned               "<install>\\n" when `runtime use` pinned one
-$SUPERFLUID_HOME/runtimes/<id>/.install.lock        flock: one writer per runtime, across processes
 $SUPERFLUID_HOME/runtimes/<id>/.staging-<install>-<pid>-<rand>/   an install being made
 $SUPERFLUID_HOME/runtimes/<id>/.old-<install>-<pid>-<rand>/       an install set aside while replaced
 $SUPERFLUID_HOME/runtimes/<id>/.removing-<install>-<pid>-<rand>/  an install being deleted
 $SUPERFLUID_HOME/runtimes/<id>/.current-new-<pid>-<rand>          a symlink about to replace `current`
+$SUPERFLUID_HOME/runtimes/<id>/.pinned-new-<pid>-<rand>           a file about to replace `pinned`
 ```
 
 Every change happens under the runtime's lock and by rename, so a crash at any point (SIGKILL
@@ -37,8 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from superfluid.installer.lock import Holder, install_lock
-from superfluid.installer.plans import backend_rank, version_key
 from superfluid.runtime.errors import SuperfluidError, UsageError
+from superfluid.runtime.home import CURRENT, PINNED, installs_in, is_install_entry, runtime_dir
+from superfluid.runtime.ordering import backend_rank, version_key
 from superfluid.runtime.receipt import RECEIPT, Receipt, read_receipt
 
 __all__ = [
@@ -67,7 +67,6 @@ __all__ = [
 
 _RUNTIME_ID = re.compile(r"[a-z0-9][a-z0-9._-]*")
 _INSTALL = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]*")
-_RESERVED = ("current", "pinned")
 # names a writer leaves while it works: kind, then (for the first three) the install, pid, 64 random bits
 _TEMP = re.compile(r"\.(?P<kind>staging|old|removing)-(?P<install>.+)-(?P<pid>\d+)-[0-9a-f]{16}"
                    r"|\.(?P<kind2>current-new|pinned-new)-(?P<pid2>\d+)-[0-9a-f]{16}"
@@ -120,7 +119,7 @@ def check_install_name(install: str) -> str:
     Raises:
         BadName: it cannot.
     """
-    if not _INSTALL.fullmatch(install) or install in _RESERVED:
+    if not _INSTALL.fullmatch(install) or not is_install_entry(install):
         raise BadName(f"{install!r} is not an install name (letters, digits, '.', '-', '_', '+'; "
                       "not starting with '.'; not 'current' or 'pinned')")
     return install
@@ -132,7 +131,7 @@ def runtime_root(home: str | os.PathLike[str], runtime_id: str) -> Path:
     Raises:
         BadName: ``runtime_id`` is not a runtime id.
     """
-    return Path(home) / "runtimes" / check_runtime_id(runtime_id)
+    return Path(runtime_dir(home, check_runtime_id(runtime_id)))
 
 
 def _order(installed: Installed) -> tuple[Any, ...]:
@@ -291,18 +290,12 @@ def publish(root: str | os.PathLike[str], staging: str | os.PathLike[str], insta
 # --- listing, default, current, pin -----------------------------------------------------------------
 
 def list_installs(root: str | os.PathLike[str]) -> list[Installed]:
-    """Every install directory of the runtime at ``root`` (non-dot directories other than
-    ``current``), readable ones first in default order (backend rank, newest version, name), then
-    the broken ones (no receipt that reads, or one naming another install) by name."""
-    try:
-        names = os.listdir(root)
-    except (FileNotFoundError, NotADirectoryError):
-        return []
+    """Every install directory of the runtime at ``root`` (``installs_in``), readable ones first in
+    default order (backend rank, newest version, name), then the broken ones (no receipt that
+    reads, or one naming another install) by name."""
     found: list[Installed] = []
-    for name in names:
+    for name in installs_in(root):
         path = Path(root) / name
-        if name.startswith(".") or name in _RESERVED or not path.is_dir() or path.is_symlink():
-            continue
         try:
             receipt = read_receipt(path / RECEIPT)
         except SuperfluidError as e:
@@ -319,7 +312,7 @@ def list_installs(root: str | os.PathLike[str]) -> list[Installed]:
 def read_pinned(root: str | os.PathLike[str]) -> str | None:
     """The install named by ``pinned`` (whether or not it exists), or None."""
     try:
-        with open(os.path.join(root, "pinned"), encoding="utf-8") as f:
+        with open(os.path.join(root, PINNED), encoding="utf-8") as f:
             name = f.read(4096).strip()
     except (OSError, UnicodeDecodeError):
         return None
@@ -338,7 +331,7 @@ def default_install(root: str | os.PathLike[str]) -> str | None:
 def current_install(root: str | os.PathLike[str]) -> str | None:
     """The install ``current`` points at, or None."""
     try:
-        return os.path.basename(os.readlink(os.path.join(root, "current")))
+        return os.path.basename(os.readlink(os.path.join(root, CURRENT)))
     except OSError:
         return None
 
@@ -347,7 +340,7 @@ def _point_current(root: str, install: str) -> None:
     tmp = os.path.join(root, _temp_name("current-new"))
     os.symlink(install, tmp)  # relative: the home can move
     try:
-        os.replace(tmp, os.path.join(root, "current"))
+        os.replace(tmp, os.path.join(root, CURRENT))
     except BaseException:
         os.unlink(tmp)
         raise
@@ -363,13 +356,13 @@ def refresh_current(root: str | os.PathLike[str]) -> str | None:
     root_s = os.fspath(root)
     chosen = default_install(root_s)
     if chosen is None:
-        for name in ("current", "pinned"):
+        for name in (CURRENT, PINNED):
             try:
                 os.unlink(os.path.join(root_s, name))
             except FileNotFoundError:
                 pass
         return None
-    if current_install(root_s) != chosen or not os.path.islink(os.path.join(root_s, "current")):
+    if current_install(root_s) != chosen or not os.path.islink(os.path.join(root_s, CURRENT)):
         _point_current(root_s, chosen)
         _fsync_dir(root_s)
     return chosen
@@ -384,7 +377,7 @@ def write_pinned(root: str | os.PathLike[str], install: str) -> None:
     tmp = os.path.join(root, _temp_name("pinned-new"))
     with open(tmp, "x", encoding="utf-8") as f:
         f.write(check_install_name(install) + "\n")
-    os.replace(tmp, os.path.join(root, "pinned"))
+    os.replace(tmp, os.path.join(root, PINNED))
 
 
 def set_aside(root: str | os.PathLike[str], install: str) -> Path:
@@ -451,7 +444,7 @@ def unpin(home: str | os.PathLike[str], runtime_id: str, *, timeout: float = 600
     with install_lock(root, timeout=timeout, on_wait=on_wait), _changing(root, f"unpin {runtime_id}"):
         clean_stale(root)
         try:
-            os.unlink(root / "pinned")
+            os.unlink(root / PINNED)
         except FileNotFoundError:
             pass
         chosen = refresh_current(root)
@@ -486,7 +479,7 @@ def remove(home: str | os.PathLike[str], runtime_id: str, install: str | None = 
         names = [install] if install is not None else present
         doomed = [set_aside(root, name) for name in names]
         if read_pinned(root) in names:
-            os.unlink(root / "pinned")
+            os.unlink(root / PINNED)
         chosen = refresh_current(root)
         for path in doomed:
             remove_tree(path)

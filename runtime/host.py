@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
-__all__ = ["Host", "detect", "platform_string", "home"]
+__all__ = ["Host", "detect", "platform_string"]
 
 _NONE = ("none", "no", "false", "0", "")
 
@@ -161,13 +161,3 @@ def _detect(overrides: tuple[tuple[str, str], ...]) -> Host:
         glibc=(glibc or None) if glibc is not None else _glibc(),
         memory=int(memory) if memory else _memory(),
     )
-
-
-def home(environ: Mapping[str, str] | None = None) -> str:
-    """``SUPERFLUID_HOME``, default ``~/.superfluid`` (empty means unset)."""
-    env = os.environ if environ is None else environ
-    value = env.get("SUPERFLUID_HOME")
-    if value:
-        return os.path.abspath(value)
-    user_home = env.get("HOME") or os.path.expanduser("~")
-    return os.path.join(user_home if os.path.isabs(user_home) else "/", ".superfluid")

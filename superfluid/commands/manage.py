@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     """
     from superfluid.installer.store import check_runtime_id
     from superfluid.runtime import registry
-    from superfluid.runtime.host import home
+    from superfluid.runtime.home import home
 
     check_runtime_id(args.id)
     registry.get(args.id)

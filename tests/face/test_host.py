@@ -1,8 +1,6 @@
 from __future__ import annotations
 
-import pytest
-
-from superfluid.runtime.host import detect, home
+from superfluid.runtime.host import detect
 
 
 def test_overrides_set_every_fact() -> None:
@@ -18,12 +16,3 @@ def test_overrides_set_every_fact() -> None:
 def test_none_override_clears_a_fact() -> None:
     host = detect({"SUPERFLUID_HOST_NVIDIA_DRIVER": "none", "SUPERFLUID_HOST_CUDA_RUNTIME": "none"})
     assert host.nvidia_driver is None and host.cuda_runtime is None
-
-
-@pytest.mark.parametrize(("env", "want"), [
-    ({"SUPERFLUID_HOME": "/srv/sf", "HOME": "/root"}, "/srv/sf"),
-    ({"SUPERFLUID_HOME": "", "HOME": "/home/u"}, "/home/u/.superfluid"),
-    ({"HOME": "relative"}, "/.superfluid"),
-])
-def test_home(env: dict[str, str], want: str) -> None:
-    assert home(env) == want

@@ -36,7 +36,8 @@ from superfluid.installer.store import (
     unpin,
 )
 from superfluid.runtime.errors import WorkerFailed
-from superfluid.runtime.receipt import Receipt, Source, read_receipt, worker_path
+from superfluid.runtime.home import worker_path
+from superfluid.runtime.receipt import Receipt, Source, read_receipt
 
 from .archives import E, make_tar, snapshot
 
@@ -406,7 +407,8 @@ INSTALLER = textwrap.dedent("""
     from pathlib import Path
     from superfluid.installer import store
     from superfluid.installer.publish import install_staged
-    from superfluid.runtime.receipt import Receipt, Source, worker_path
+    from superfluid.runtime.home import worker_path
+    from superfluid.runtime.receipt import Receipt, Source
 
     home, install, tag, mode, marker = sys.argv[1:6]
 

@@ -1,4 +1,5 @@
-"""Pure parts of the llama.cpp adapter: budget, state identity, locator, recipe, options, log tail."""
+"""Pure parts of the llama.cpp adapter: budget, state identity, recipe, options, log tail (the
+locator's rules are tests/runtime/test_locate.py's)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.runtime.errors import LibraryNotFound, UsageError
+from superfluid.runtime.errors import UsageError
 from superfluid.runtime.llamacpp import layout as L
 from superfluid.runtime.llamacpp import options as O
 from superfluid.runtime.llamacpp import recipe as R
 from superfluid.runtime.llamacpp.drive import Device
 from superfluid.runtime.llamacpp.loader import LogTail
-from superfluid.runtime.llamacpp.locate import locate
 from superfluid.runtime.llamacpp.sizing import (
     HEADROOM,
     HOST_LIMIT,
@@ -96,50 +96,6 @@ class TestStateIdentity:
 
     def test_f16_named_is_the_default(self) -> None:
         assert state_identity(self.W, {"cache-type-k": "f16", "cache-type-v": "f16"})["key"] == self.W
-
-
-# --- locate --------------------------------------------------------------------------------------
-
-class TestLocate:
-    def test_a_named_file_is_taken_as_is(self, tmp_path: Path) -> None:
-        lib = tmp_path / "custom.so"
-        lib.write_bytes(b"")
-        found = locate(str(lib), environ={})
-        assert (found.path, found.named) == (str(lib), "--llamacpp-lib")
-
-    def test_a_named_directory_must_hold_libllama(self, tmp_path: Path) -> None:
-        with pytest.raises(LibraryNotFound, match="holds no libllama.so"):
-            locate(str(tmp_path), environ={})
-        (tmp_path / "libllama.so.0").write_bytes(b"")
-        assert locate(str(tmp_path), environ={}).path == str(tmp_path / "libllama.so.0")
-
-    def test_the_flag_wins_over_the_environment(self, tmp_path: Path) -> None:
-        (tmp_path / "a").mkdir()
-        (tmp_path / "a" / "libllama.so").write_bytes(b"")
-        found = locate(str(tmp_path / "a"), environ={"SUPERFLUID_LLAMA_LIB": "/nonexistent"})
-        assert found.named == "--llamacpp-lib"
-        with pytest.raises(LibraryNotFound, match="/nonexistent .named by SUPERFLUID_LLAMA_LIB. does not exist"):
-            locate(None, environ={"SUPERFLUID_LLAMA_LIB": "/nonexistent"})
-
-    def test_search_order_worker_dir_then_lib_then_home(self, tmp_path: Path) -> None:
-        bin_dir, lib_dir = tmp_path / "inst" / "bin", tmp_path / "inst" / "lib"
-        home_lib = tmp_path / "home" / "runtimes" / "llamacpp" / "current" / "lib"
-        for d in (bin_dir, lib_dir, home_lib):
-            d.mkdir(parents=True)
-        env = {"SUPERFLUID_HOME": str(tmp_path / "home")}
-        (home_lib / "libllama.so").write_bytes(b"")
-        assert locate(environ=env, worker_dir=str(bin_dir)).path == str(home_lib / "libllama.so")
-        (lib_dir / "libllama.so").write_bytes(b"")
-        assert locate(environ=env, worker_dir=str(bin_dir)).path == str(lib_dir / "libllama.so")
-        (bin_dir / "libllama.so").write_bytes(b"")
-        found = locate(environ=env, worker_dir=str(bin_dir))
-        assert found.path == str(bin_dir / "libllama.so") and found.named is None
-
-    def test_nothing_anywhere_names_every_place(self, tmp_path: Path) -> None:
-        with pytest.raises(LibraryNotFound) as caught:
-            locate(environ={"SUPERFLUID_HOME": str(tmp_path)}, worker_dir=str(tmp_path / "bin"))
-        assert len(caught.value.looked) == 3
-        assert "superfluid runtime install llamacpp" in str(caught.value)
 
 
 # --- recipe --------------------------------------------------------------------------------------

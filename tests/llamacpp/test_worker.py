@@ -134,4 +134,4 @@ def test_the_environment_names_a_directory(lib_v1_dir: Path, tmp_path: Path) -> 
     empty.mkdir()
     done = worker("version", home=tmp_path, env={"SUPERFLUID_LLAMA_LIB": str(empty)})
     assert done.returncode == 1
-    assert f"{empty} (named by SUPERFLUID_LLAMA_LIB) holds no libllama.so" in done.stderr
+    assert f"SUPERFLUID_LLAMA_LIB names the directory {empty}, which holds neither libllama.so nor" in done.stderr

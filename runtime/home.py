@@ -1,0 +1,111 @@
+"""The layout of ``SUPERFLUID_HOME`` (SPEC §3), written once for the adapters, the installer and the face.
+
+``home()`` reads where the home is and ``installs_in`` lists a runtime's installs; every other
+function is a pure path of a home (or an install) directory and touches no file. The Rust daemon
+reads the same layout, so a name here is a contract, not a choice of this package.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from superfluid.runtime.registry import worker_command
+
+__all__ = [
+    "CURRENT",
+    "PINNED",
+    "LOCK",
+    "LIB",
+    "home",
+    "runtimes_dir",
+    "runtime_dir",
+    "current_dir",
+    "current_lib",
+    "current_worker",
+    "worker_path",
+    "cache_dir",
+    "is_install_entry",
+    "installs_in",
+]
+
+#: in ``runtimes/<id>/``: the relative symlink to the default install
+CURRENT = "current"
+#: in ``runtimes/<id>/``: ``"<install>\n"`` when ``runtime use`` pinned one
+PINNED = "pinned"
+#: in ``runtimes/<id>/``: the ``flock`` that lets one process at a time change the runtime
+LOCK = ".install.lock"
+#: in an install: the engine's files
+LIB = "lib"
+
+_PathLike = str | os.PathLike[str]
+
+
+def home(environ: Mapping[str, str] | None = None) -> str:
+    """``SUPERFLUID_HOME`` as an absolute path, default ``~/.superfluid`` (empty means unset)."""
+    env = os.environ if environ is None else environ
+    value = env.get("SUPERFLUID_HOME")
+    if value:
+        return os.path.abspath(value)
+    user_home = env.get("HOME") or os.path.expanduser("~")
+    return os.path.join(user_home if os.path.isabs(user_home) else "/", ".superfluid")
+
+
+def runtimes_dir(home: _PathLike) -> str:
+    """``<home>/runtimes``: one directory per runtime id."""
+    return os.path.join(home, "runtimes")
+
+
+def runtime_dir(home: _PathLike, runtime_id: str) -> str:
+    """``<home>/runtimes/<id>``: the runtime's installs, ``current``, ``pinned`` and its lock."""
+    return os.path.join(runtimes_dir(home), runtime_id)
+
+
+def current_dir(home: _PathLike, runtime_id: str) -> str:
+    """``<home>/runtimes/<id>/current``: the default install, through its symlink."""
+    return os.path.join(runtime_dir(home, runtime_id), CURRENT)
+
+
+def current_lib(home: _PathLike, runtime_id: str) -> str:
+    """``<home>/runtimes/<id>/current/lib``: the engine files of the default install."""
+    return os.path.join(current_dir(home, runtime_id), LIB)
+
+
+def worker_path(runtime_id: str) -> str:
+    """The worker program of an install, relative to it: ``bin/superfluid-worker-<id>``."""
+    return f"bin/{worker_command(runtime_id)}"
+
+
+def current_worker(home: _PathLike, runtime_id: str) -> str:
+    """``<home>/runtimes/<id>/current/bin/superfluid-worker-<id>``: the default install's worker."""
+    return os.path.join(current_dir(home, runtime_id), worker_path(runtime_id))
+
+
+def cache_dir(home: _PathLike) -> str:
+    """``<home>/cache``: downloads (content-addressed by sha256) and cached answers."""
+    return os.path.join(home, "cache")
+
+
+def is_install_entry(name: str) -> bool:
+    """Whether an entry of ``runtimes/<id>/`` may be an install: not ``current`` or ``pinned``, and
+    not a dot name (the lock, and what writers leave while they work)."""
+    return not name.startswith(".") and name not in (CURRENT, PINNED)
+
+
+def installs_in(runtime_dir: _PathLike) -> list[str]:
+    """The installs of ``runtimes/<id>/``, sorted: entries ``is_install_entry`` admits that are
+    directories, not links (``current`` is the one link; another is no install). Empty when the
+    directory is absent.
+
+    Raises:
+        OSError: the directory exists but cannot be listed.
+    """
+    try:
+        names = os.listdir(runtime_dir)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(n for n in names if is_install_entry(n) and _real_dir(os.path.join(runtime_dir, n)))
+
+
+def _real_dir(path: str) -> bool:
+    return os.path.isdir(path) and not os.path.islink(path)

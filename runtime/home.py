@@ -25,6 +25,7 @@ __all__ = [
     "current_worker",
     "worker_path",
     "cache_dir",
+    "keys_dir",
     "is_install_entry",
     "installs_in",
 ]
@@ -84,6 +85,11 @@ def current_worker(home: _PathLike, runtime_id: str) -> str:
 def cache_dir(home: _PathLike) -> str:
     """``<home>/cache``: downloads (content-addressed by sha256) and cached answers."""
     return os.path.join(home, "cache")
+
+
+def keys_dir(home: _PathLike) -> str:
+    """``<home>/keys``: the user's minisign public keys (``*.pub``) a compat document may be signed with."""
+    return os.path.join(home, "keys")
 
 
 def is_install_entry(name: str) -> bool:

@@ -40,6 +40,7 @@ def test_a_relative_home_is_made_absolute(tmp_path: Path, monkeypatch: pytest.Mo
                  id="current-worker"),
     pytest.param(lambda: h.worker_path("llamacpp"), "bin/superfluid-worker-llamacpp", id="worker-in-an-install"),
     pytest.param(lambda: h.cache_dir("/H"), "/H/cache", id="cache"),
+    pytest.param(lambda: h.keys_dir("/H"), "/H/keys", id="keys"),
     pytest.param(lambda: os.path.join("/H/runtimes/basert", h.PINNED), "/H/runtimes/basert/pinned", id="pinned"),
     pytest.param(lambda: os.path.join("/H/runtimes/basert", h.LOCK), "/H/runtimes/basert/.install.lock", id="lock"),
     pytest.param(lambda: str(Cache.for_home("/H").root), "/H/cache", id="the-download-cache-is-the-home-cache"),

@@ -9,6 +9,10 @@ from its recipe alone (no network, no native code), so the face can ask them on 
   "installed": bool, "tested": bool, ...}``;
 - ``options()``: the options it takes on serve (``superfluid.runtime.options.Option``).
 
+Every adapter ships in this package, so the face asks these in its own process. Only ``check``
+loads a native library: a linked adapter (basert) checks in process, the others in their worker,
+which the face starts only when ``nothing_to_load`` finds something there to check.
+
 The registry (``superfluid.runtime.registry``) names the adapters this release ships.
 """
 
@@ -30,33 +34,77 @@ __all__ = ["Adapter", "load_recipe"]
 
 
 def load_recipe(package: str, schema: str | None = None) -> dict[str, Any]:
-    """Read and validate ``recipe.json`` of an adapter package (the trust root, §5.1).
+    """Read and validate ``recipe.json`` of an adapter package (the trust root, §5.1), validated
+    against ``schemas/<schema>.schema.json`` once per content (SPEC §6.3: fast on every run).
+
+    The face reads every adapter's recipe on every ``superfluid runtimes``, and the schema library
+    alone costs more than the rest of the command. A stamp named for the SHA-256 of the recipe's and
+    the schema's bytes, under ``$SUPERFLUID_HOME/cache/validated/``, records a validation that
+    passed; any change to either file changes the name, so it is validated again. No stamp, or no
+    cache that can be written: validated every time.
 
     Raises:
         BadFile: the recipe is not JSON or does not match its schema (names the JSON path).
     """
-    from importlib import resources
+    import os
+    from importlib import import_module
 
-    ref = resources.files(package) / "recipe.json"
-    where = str(ref)
+    # plain paths, not importlib.resources: its readers import zipfile, a cost on every run
+    where = os.path.join(os.path.dirname(str(import_module(package).__file__)), "recipe.json")
     try:
-        data = json.loads(ref.read_text(encoding="utf-8"))
+        with open(where, "rb") as f:
+            text = f.read()
+        data = json.loads(text)
     except (OSError, ValueError) as e:
         raise BadFile(where, f"not a readable JSON recipe ({e})") from e
     if schema is not None:
-        from superfluid.runtime.schema import validate
+        stamp = _stamp(text, schema)
+        if stamp is None or not os.path.isfile(stamp):
+            from superfluid.runtime.schema import validate
 
-        validate(data, schema, where)
+            validate(data, schema, where)
+            _write_stamp(stamp, where)
     if not isinstance(data, dict):
         raise BadFile(where, "a recipe is a JSON object")
     return data
+
+
+def _stamp(text: bytes, schema: str) -> str | None:
+    """The stamp of a passed validation of ``text`` against ``schema`` (None: no schema file)."""
+    import hashlib
+    import os
+
+    from superfluid import schemas
+    from superfluid.runtime.home import cache_dir, home
+
+    try:
+        with open(os.path.join(os.path.dirname(str(schemas.__file__)), f"{schema}.schema.json"), "rb") as f:
+            schema_text = f.read()
+    except OSError:
+        return None  # validate() names the missing schema
+    digest = hashlib.sha256(len(text).to_bytes(8, "big") + text + schema_text).hexdigest()
+    return os.path.join(cache_dir(home()), "validated", f"{schema}-{digest}")
+
+
+def _write_stamp(stamp: str | None, where: str) -> None:
+    import os
+
+    if stamp is None:
+        return
+    try:
+        os.makedirs(os.path.dirname(stamp), exist_ok=True)
+        with open(stamp, "w", encoding="utf-8") as f:
+            f.write(f"{where}\n")
+    except OSError:
+        pass  # a stamp that cannot be written only costs time
 
 
 class Adapter(ABC):
     """One runtime's declarations. Subclasses set ``id`` and implement the three declarations."""
 
     id: ClassVar[str]
-    #: answers in process (basert); otherwise the face asks its worker
+    #: its ``check`` runs in process (basert); otherwise in its worker, so that a crash in the
+    #: library kills the worker, not the face (the declarations always answer in process)
     linked: ClassVar[bool] = False
     #: the package holding recipe.json
     package: ClassVar[str]
@@ -82,6 +130,15 @@ class Adapter(ABC):
     def check(self, argv: list[str], environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
         """A linked adapter's in-process ``check``: the worker's report and exit code (SPEC §6.5).
 
-        Only linked adapters answer in process; the others are asked through their worker.
+        Only linked adapters check in process; the others are asked through their worker.
         """
         raise NotImplementedError(f"the {self.id} adapter is not linked; ask its worker")
+
+    def nothing_to_load(self, environ: Mapping[str, str], worker: str) -> str | None:
+        """Why a plain ``check`` by ``worker`` would find nothing here to load (no library, no
+        environment, another platform), from file lookups alone: the reason it would report.
+
+        None when there is something, which only ``check`` (in the worker) can judge. The default
+        knows of nothing to look up, so the check is always asked.
+        """
+        return None

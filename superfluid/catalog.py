@@ -1,13 +1,15 @@
 """Where the face finds each runtime's worker, and how it asks one (SPEC §2 Workers, §6.3, §6.5).
 
-Order, for every command: the worker named by ``SUPERFLUID_WORKER_<ID>``; else the linked adapter
-(answers in process); else the worker of the current install; else the worker shipped beside the
-real ``superfluid`` executable (symlinks resolved, so a ``superfluid`` reached through a package
-manager's ``bin/`` link or a shim still finds it).
+The worker named by ``SUPERFLUID_WORKER_<ID>`` is asked first, for every command. Otherwise the
+declarations (``compat``, ``versions``, ``options``) are answered by the adapter in process: every
+adapter ships in this package. ``check`` loads a native library: a linked adapter (basert) checks in
+process; any other is checked by its worker: the worker of the current install, else the one
+shipped beside the real ``superfluid`` executable (symlinks resolved, so a ``superfluid`` reached
+through a package manager's ``bin/`` link or a shim still finds it).
 
-Answers are cached in ``$SUPERFLUID_HOME/cache/answers.json``, keyed on everything they depend on
-(the worker file, the install it would use, the environment it reads), so ``superfluid runtimes``
-repeats no check while nothing changed.
+Workers' ``check`` answers are cached in ``$SUPERFLUID_HOME/cache/answers.json``, keyed on
+everything they depend on (the worker file, the install it would use, the environment it reads), so
+``superfluid runtimes`` repeats no check while nothing changed.
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ from typing import Any
 from superfluid.runtime import registry
 from superfluid.runtime.host import home
 
-__all__ = ["WorkerRef", "locate", "ask", "shipped_dirs", "worker_timeout"]
+__all__ = ["WorkerRef", "locate", "ask", "answer", "nothing_to_load", "shipped_dirs", "worker_timeout"]
+
+#: what every adapter answers in process, from its recipe and code (SPEC §2)
+_DECLARATIONS = ("compat", "versions", "options")
 
 # Environment a worker's answer may depend on (besides SUPERFLUID_* and SUPERFLUID_HOST_*).
 _ENV_KEYS = ("BASERT_LIB", "BASERT_KERNEL_LIB", "VIRTUAL_ENV", "PATH", "LD_LIBRARY_PATH")
@@ -58,7 +63,8 @@ def _executable(path: str) -> bool:
 
 
 def locate(runtime_id: str, environ: Mapping[str, str]) -> WorkerRef | None:
-    """The worker to ask for ``runtime_id`` (None: ask the linked adapter, or there is none)."""
+    """The worker to ask for ``runtime_id``'s ``check`` (None: the linked adapter checks in
+    process, or there is none); the one named by ``SUPERFLUID_WORKER_<ID>`` for every command."""
     named = environ.get(registry.env_override(runtime_id))
     if named:
         return WorkerRef(named, "environment")
@@ -145,11 +151,14 @@ def ask(ref: WorkerRef, argv: Sequence[str], runtime_id: str, environ: Mapping[s
         accept: Sequence[int] = (0, 1), cache: bool = True) -> tuple[Any, int]:
     """Run ``<worker> <argv...>`` and parse its one line of JSON; (answer, exit code).
 
+    Only ``check`` answers are cached (SPEC §6.3); a named worker's declarations are asked each time.
+
     Raises:
         WorkerFailed: the worker could not start, hung, or did not answer with JSON.
     """
     from superfluid.runtime.process import run_json
 
+    cache = cache and argv[:1] == ["check"]
     path = _cache_path(environ)
     key = _key(ref, argv, runtime_id, environ)
     entries = _load_cache(path) if cache else {}
@@ -188,7 +197,8 @@ def _in_process(runtime_id: str, argv: Sequence[str], environ: Mapping[str, str]
 
 def answer(runtime_id: str, argv: Sequence[str], environ: Mapping[str, str], *,
            accept: Sequence[int] = (0, 1)) -> tuple[Any, int, WorkerRef | None]:
-    """Ask a runtime: its named worker, else the linked adapter in process, else its worker.
+    """Ask a runtime: its named worker, else the adapter in process (the declarations, and a
+    linked adapter's ``check``), else its worker (any other ``check``).
 
     ``argv`` is a worker command line (``["check"]``, ``["versions", "--json"]``...). Returns the
     parsed answer, the exit code and the worker asked (None when answered in process).
@@ -199,13 +209,29 @@ def answer(runtime_id: str, argv: Sequence[str], environ: Mapping[str, str], *,
     from superfluid.runtime.errors import WorkerFailed
 
     ref = locate(runtime_id, environ)
-    if ref is None:
-        if registry.get(runtime_id).linked:
+    if ref is None or ref.source != "environment":
+        if argv[0] in _DECLARATIONS or registry.get(runtime_id).linked:
             got, code = _in_process(runtime_id, argv, environ)
             return got, code, None
+    if ref is None:
         looked = ", ".join(shipped_dirs())
         raise WorkerFailed(registry.worker_command(runtime_id),
                            f"not found (looked in {looked}; set {registry.env_override(runtime_id)} "
                            f"or reinstall superfluid)")
     got, code = ask(ref, argv, runtime_id, environ, accept=accept)
     return got, code, ref
+
+
+def nothing_to_load(runtime_id: str, ref: WorkerRef | None, environ: Mapping[str, str]) -> str | None:
+    """Why ``ref``'s plain ``check`` would find nothing here to load, decided in process from the
+    lookups it would make, so that no worker starts for a runtime that is not installed (SPEC §6.3).
+
+    None when only the worker can tell: it is named by ``SUPERFLUID_WORKER_<ID>`` (asked first, for
+    everything), the check is linked (in process anyway), or there is something to load.
+    """
+    if ref is None or ref.source == "environment":
+        return None
+    from superfluid.runtime.process import scrubbed_env
+
+    # the environment the worker would get (SPEC §8.4), so both look in the same places
+    return registry.get(runtime_id).nothing_to_load(scrubbed_env(environ), ref.path)

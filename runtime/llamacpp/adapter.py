@@ -1,13 +1,14 @@
 """The llama.cpp adapter's declarations: compat, versions and options, from the recipe alone.
 
-The face never loads libllama (SPEC §2): it asks ``superfluid-worker-llamacpp``, which answers these
-from this module. Importing it loads no native code: the recipe, the planner and the option
-declarations are pure Python.
+The face answers these in its own process; it never loads libllama (SPEC §2): only ``check`` loads
+it, in ``superfluid-worker-llamacpp``, started when ``nothing_to_load`` finds a library to check.
+Importing this module loads no native code: the recipe, the planner and the option declarations
+are pure Python.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.adapter import Adapter
@@ -72,6 +73,18 @@ class LlamacppAdapter(Adapter):
         from superfluid.runtime.llamacpp.options import OPTIONS
 
         return list(OPTIONS)
+
+    def nothing_to_load(self, environ: Mapping[str, str], worker: str) -> str | None:
+        """Why ``worker``'s plain ``check`` would find no libllama: the search it would make, made
+        here without loading anything (None: there is one, and only the worker may load it)."""
+        from superfluid.runtime.errors import LibraryNotFound
+        from superfluid.runtime.llamacpp.locate import locate
+
+        try:
+            locate(None, environ, executable=worker)
+        except LibraryNotFound as e:
+            return str(e)
+        return None
 
 
 ADAPTER = LlamacppAdapter()

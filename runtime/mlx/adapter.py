@@ -7,7 +7,7 @@ marked not installable here, with the reason.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.adapter import Adapter
@@ -84,6 +84,14 @@ class MlxAdapter(Adapter):
 
     def options(self) -> list[Option]:
         return list(OPTIONS)
+
+    def nothing_to_load(self, environ: Mapping[str, str], worker: str) -> str | None:
+        """Why ``worker``'s plain ``check`` would find no MLX to probe here: another platform, or no
+        MLX environment where it would look (None: there is one, and only the worker probes it)."""
+        from superfluid.runtime.mlx.worker import environment
+
+        venv, why = environment({}, environ, worker)
+        return why if venv is None else None
 
 
 ADAPTER = MlxAdapter()

@@ -21,7 +21,7 @@ from typing import Any
 
 from superfluid.runtime.mlx.adapter import ADAPTER, not_here
 
-__all__ = ["main", "check_report", "parse_check_args", "find_venv"]
+__all__ = ["main", "check_report", "parse_check_args", "find_venv", "environment"]
 
 _FORMATS = [{"id": "mlx", "describe": "an MLX model directory",
              "directory": {"files": ["config.json"], "extensions": ["safetensors"]}}]
@@ -55,10 +55,11 @@ def parse_check_args(argv: Sequence[str]) -> tuple[str | None, dict[str, Any]]:
     return model, check_options(ADAPTER.options(), given)
 
 
-def find_venv(options: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[str | None, list[str]]:
-    """The MLX environment to use and every place looked: ``--venv``, the install's ``env``,
-    ``SUPERFLUID_MLX_VENV``, ``VIRTUAL_ENV``, in that order."""
-    install = os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[0] or ".")))
+def find_venv(options: Mapping[str, Any], environ: Mapping[str, str],
+              worker: str | None = None) -> tuple[str | None, list[str]]:
+    """The MLX environment to use and every place looked: ``--venv``, the install's ``env`` (of the
+    install ``worker`` runs from; default this process), ``SUPERFLUID_MLX_VENV``, ``VIRTUAL_ENV``."""
+    install = os.path.dirname(os.path.dirname(os.path.realpath(worker or sys.argv[0] or ".")))
     # only a worker run from an install (<install>/bin/, beside its receipt) uses <install>/env
     install_env = os.path.join(install, "env") if os.path.isfile(os.path.join(install, "runtime.json")) else None
     candidates = [options.get("venv"), install_env, environ.get("SUPERFLUID_MLX_VENV"), environ.get("VIRTUAL_ENV")]
@@ -100,18 +101,27 @@ def _model_facts(path: str) -> bool | str:
     return True
 
 
-def _availability(options: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[bool | str, dict[str, Any]]:
+def environment(options: Mapping[str, Any], environ: Mapping[str, str],
+                worker: str | None = None) -> tuple[str | None, str]:
+    """The MLX environment to probe, or None and why there is none here (another platform, or no
+    environment where ``find_venv`` looks); from file lookups alone, nothing is run."""
     from superfluid.runtime.host import detect
 
-    host = detect(environ)
-    reason = not_here(host, ADAPTER.recipe["platforms"])
+    reason = not_here(detect(environ), ADAPTER.recipe["platforms"])
     if reason:
-        return reason, {}
-    venv, looked = find_venv(options, environ)
+        return None, reason
+    venv, looked = find_venv(options, environ, worker)
     if venv is None:
         where = ", ".join(looked) or "no --venv, no install, no SUPERFLUID_MLX_VENV or VIRTUAL_ENV"
-        return ("the mlx runtime is not installed: no MLX environment here (looked at: " + where
-                + "): install it with `superfluid runtime install mlx`"), {}
+        return None, ("the mlx runtime is not installed: no MLX environment here (looked at: " + where
+                      + "): install it with `superfluid runtime install mlx`")
+    return venv, ""
+
+
+def _availability(options: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[bool | str, dict[str, Any]]:
+    venv, why = environment(options, environ)
+    if venv is None:
+        return why, {}
     facts = _probe(venv, environ)
     if isinstance(facts, str):
         return facts, {}

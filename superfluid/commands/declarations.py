@@ -1,10 +1,10 @@
 """``superfluid runtime versions <id> [--json]`` and ``superfluid runtime options <id> [--json]`` (SPEC §6.4).
 
 Both ask the runtime through the catalog: the worker named by ``SUPERFLUID_WORKER_<ID>`` first,
-else the linked adapter in process (basert), else the runtime's worker (llamacpp, mlx). Answers
-come from the recipe alone (no network) and are cached by the catalog while nothing they depend on
-changed. A worker's answer is checked for its shape by hand (no schema library on this path: the
-command is asked on every run and must start fast); the test suite checks the full schemas.
+else the adapter in process (every adapter ships in this package; no worker starts). Answers come
+from the recipe alone (no network). A named worker's answer is checked for its shape by hand (no
+schema library on this path: the command is asked on every run and must start fast); the test
+suite checks the full schemas.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """``superfluid runtimes [--json]``: one row per runtime, what is installed and ready (SPEC §6.3).
 
-Never touches the network; each answer comes from the catalog, which repeats no check while nothing
-it depends on changed.
+Never touches the network. The declarations (installable, options) are the adapters' own, in
+process; a runtime's check comes from the catalog, which repeats no check while nothing it depends
+on changed, and starts no worker for a runtime that has nothing here to load.
 """
 
 from __future__ import annotations
@@ -43,11 +44,17 @@ def row(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
     """The JSON row of one runtime (SPEC §6.3)."""
     out: dict[str, Any] = {"id": runtime_id}
     current = _current(runtime_id, environ)
-    try:
-        report, _, ref = catalog.answer(runtime_id, ["check"], environ)
-    except WorkerFailed as e:
-        out.update(state="missing", ready=e.reason)
-        report, ref = None, None
+    ref = catalog.locate(runtime_id, environ)
+    nothing = catalog.nothing_to_load(runtime_id, ref, environ)
+    report: dict[str, Any] | None
+    if nothing is not None:
+        report = {"available": nothing}  # its check's own words, and no worker started
+    else:
+        try:
+            report, _, ref = catalog.answer(runtime_id, ["check"], environ)
+        except WorkerFailed as e:
+            out.update(state="missing", ready=e.reason)
+            report, ref = None, None
     if report is not None:
         ready = report.get("available", "the worker's check said nothing about availability")
         out["ready"] = ready

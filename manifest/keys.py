@@ -104,7 +104,9 @@ def trusted_keys(home: str, named: Sequence[str] = ()) -> list[TrustedKey]:
         BadFile: a key file cannot be read.
         BadKey: a key file is not a minisign public key.
     """
-    keys = read_key_dir(package_keys_dir()) + read_key_dir(os.path.join(home, "keys"))
+    from superfluid.runtime.home import keys_dir
+
+    keys = read_key_dir(package_keys_dir()) + read_key_dir(keys_dir(home))
     return keys + [read_public_key(path) for path in named]
 
 

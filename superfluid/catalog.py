@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from superfluid.runtime import registry
-from superfluid.runtime.host import home
+from superfluid.runtime.home import cache_dir, current_dir, current_worker, home, runtime_dir
 
 __all__ = ["WorkerRef", "locate", "ask", "answer", "nothing_to_load", "shipped_dirs", "worker_timeout"]
 
@@ -71,7 +71,7 @@ def locate(runtime_id: str, environ: Mapping[str, str]) -> WorkerRef | None:
     if registry.get(runtime_id).linked:
         return None
     name = registry.worker_command(runtime_id)
-    installed = os.path.join(home(environ), "runtimes", runtime_id, "current", "bin", name)
+    installed = current_worker(home(environ), runtime_id)
     if _executable(installed):
         return WorkerRef(installed, "installed")
     for d in shipped_dirs():
@@ -90,8 +90,8 @@ def _stat(path: str) -> list[Any]:
 
 
 def _key(ref: WorkerRef, argv: Sequence[str], runtime_id: str, environ: Mapping[str, str]) -> str:
-    root = os.path.join(home(environ), "runtimes", runtime_id)
-    current = os.path.join(root, "current")
+    root = runtime_dir(home(environ), runtime_id)
+    current = current_dir(home(environ), runtime_id)
     try:
         target = os.readlink(current)
     except OSError:
@@ -107,7 +107,7 @@ def _key(ref: WorkerRef, argv: Sequence[str], runtime_id: str, environ: Mapping[
 
 
 def _cache_path(environ: Mapping[str, str]) -> str:
-    return os.path.join(home(environ), "cache", "answers.json")
+    return os.path.join(cache_dir(home(environ)), "answers.json")
 
 
 def _load_cache(path: str) -> dict[str, Any]:

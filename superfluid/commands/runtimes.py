@@ -17,14 +17,14 @@ from superfluid import catalog
 from superfluid.output import gb, print_json, table
 from superfluid.runtime import registry
 from superfluid.runtime.errors import WorkerFailed
-from superfluid.runtime.host import home
+from superfluid.runtime.home import current_dir, home, runtimes_dir
 
 __all__ = ["run", "rows"]
 
 
 def _current(runtime_id: str, environ: Mapping[str, str]) -> str | None:
     try:
-        return os.path.basename(os.readlink(os.path.join(home(environ), "runtimes", runtime_id, "current")))
+        return os.path.basename(os.readlink(current_dir(home(environ), runtime_id)))
     except OSError:
         return None
 
@@ -119,7 +119,7 @@ def _human(found: list[dict[str, Any]], environ: Mapping[str, str]) -> str:
     if basert and "requires" in basert:
         req = basert["requires"]
         text += f"basert: this superfluid drives baseRT ABI {req['abi']} (header {req['header']})\n"
-    text += f"installed runtimes: {os.path.join(home(environ), 'runtimes')}\n"
+    text += f"installed runtimes: {runtimes_dir(home(environ))}\n"
     return text
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.adapter import Adapter
@@ -74,53 +73,6 @@ def pin_verdict(version: str, abi: int | None, *, drives: int = header.ABI_VERSI
     return PinVerdict(False, f"unnumbered {version}, {where}; this superfluid drives ABI {drives}")
 
 
-def _validated_recipe(package: str, schema: str) -> dict[str, Any]:
-    """The recipe, validated against its schema once per content (SPEC §5, §6.3).
-
-    basert is asked in process on every ``superfluid runtimes``; the schema library alone costs
-    more than the rest of the command. A stamp named for the SHA-256 of the recipe's and the
-    schema's bytes, under ``$SUPERFLUID_HOME/cache/validated/``, records a validation that passed;
-    any change to either file changes the name, so it is validated again. No stamp, or no cache
-    that can be written: validated every time.
-
-    Raises:
-        BadFile: the recipe is not JSON or does not match its schema (names the JSON path).
-    """
-    import hashlib
-    import json
-    import os
-    from importlib import import_module
-
-    from superfluid import schemas
-    from superfluid.runtime.errors import BadFile
-    from superfluid.runtime.host import home
-
-    # plain paths, not importlib.resources: its readers import zipfile, a cost on every run
-    ref = os.path.join(os.path.dirname(str(import_module(package).__file__)), "recipe.json")
-    try:
-        with open(ref, "rb") as f:
-            text = f.read()
-        with open(os.path.join(os.path.dirname(str(schemas.__file__)), f"{schema}.schema.json"), "rb") as f:
-            schema_text = f.read()
-        data = json.loads(text)
-    except (OSError, ValueError) as e:
-        raise BadFile(ref, f"not a readable JSON recipe ({e})") from e
-    digest = hashlib.sha256(len(text).to_bytes(8, "big") + text + schema_text).hexdigest()
-    stamp = os.path.join(home(), "cache", "validated", f"{schema}-{digest}")
-    if os.path.isfile(stamp):
-        return data  # type: ignore[no-any-return]
-    from superfluid.runtime.schema import validate
-
-    validate(data, schema, ref)
-    try:
-        os.makedirs(os.path.dirname(stamp), exist_ok=True)
-        with open(stamp, "w", encoding="utf-8") as f:
-            f.write(f"{ref}\n")
-    except OSError:
-        pass  # a stamp that cannot be written only costs time
-    return data  # type: ignore[no-any-return]
-
-
 class BasertAdapter(Adapter):
     """baseRT: a closed engine with a public C ABI, driven through our header (SPEC §4.1)."""
 
@@ -128,10 +80,6 @@ class BasertAdapter(Adapter):
     linked = True
     package = "superfluid.runtime.basert"
     recipe_schema = "basert-recipe"
-
-    @cached_property
-    def recipe(self) -> dict[str, Any]:
-        return _validated_recipe(self.package, "basert-recipe")
 
     def compat(self) -> dict[str, Any]:
         """``requires`` (from the header), the unnumbered line, the pins it installs on its own."""

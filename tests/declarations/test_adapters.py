@@ -151,30 +151,3 @@ def test_llamacpp_versions_newest_first() -> None:
     assert rows["b11642"]["layout"] == "v2"
     mac = _rows(LLAMACPP.versions(MACOS_ARM64, []))
     assert mac["b11642"]["install"] == "b11642-metal"
-
-
-def test_basert_recipe_is_validated_once_per_content(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import json
-    import sys
-
-    from superfluid.runtime.basert.adapter import _validated_recipe
-    from superfluid.runtime.errors import BadFile
-
-    monkeypatch.setenv("SUPERFLUID_HOME", str(tmp_path / "home"))
-    pkg = tmp_path / "lib" / "fake_recipe_pkg"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text("")
-    monkeypatch.syspath_prepend(str(tmp_path / "lib"))
-    good = dict(BASERT.recipe)
-    (pkg / "recipe.json").write_text(json.dumps(good))
-    assert _validated_recipe("fake_recipe_pkg", "basert-recipe") == good
-    stamps = list((tmp_path / "home" / "cache" / "validated").iterdir())
-    assert len(stamps) == 1 and stamps[0].name.startswith("basert-recipe-")
-    bad = dict(good, pinned=[{"version": "0.4", "assets": []}])
-    (pkg / "recipe.json").write_text(json.dumps(bad))
-    with pytest.raises(BadFile, match=r"recipe.json at \$.pinned\[0\]"):
-        _validated_recipe("fake_recipe_pkg", "basert-recipe")
-    (pkg / "recipe.json").write_text("{not json")
-    with pytest.raises(BadFile, match="not a readable JSON recipe"):
-        _validated_recipe("fake_recipe_pkg", "basert-recipe")
-    sys.modules.pop("fake_recipe_pkg", None)

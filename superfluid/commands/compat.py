@@ -1,12 +1,12 @@
 """``superfluid compat [--json] [--release FILE|URL]``: what this release drives (SPEC §5.2, §6.2).
 
 Without ``--release``: every adapter this release ships is asked for its part (the worker named by
-``SUPERFLUID_WORKER_<ID>`` first, else basert's linked adapter in process, else the runtime's
-worker, in a scrubbed environment with a timeout) and the parts are merged into one compat
-document, validated against ``schemas/compat.schema.json``. A runtime whose worker fails, hangs or
-answers something that is not its compat part is named on stderr with the reason, listed under
-``unanswered``, and the others still answer; the document is then incomplete and the command exits
-1 (so a release pipeline never publishes it).
+``SUPERFLUID_WORKER_<ID>`` first, in a scrubbed environment with a timeout; else the adapter in
+process, no worker started) and the parts are merged into one compat document, validated against
+``schemas/compat.schema.json``. A runtime whose named worker fails, hangs or answers something that
+is not its compat part is named on stderr with the reason, listed under ``unanswered``, and the
+others still answer; the document is then incomplete and the command exits 1 (so a release
+pipeline never publishes it).
 
 With ``--release``: read another release's compat document (a file, or an ``http(s)`` URL fetched
 through the installer's fetcher) and its signature beside it (``<file|url>.minisig``), verify the

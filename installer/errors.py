@@ -3,8 +3,6 @@
 - ``DownloadError`` and its subclasses: the transfer failed (network, HTTP status, stall, size cap,
   rate limit). ``retryable`` tells the fetcher's retry loop whether another attempt may help.
 - ``VerificationError``: bytes arrived but are not the ones we accept (digest or size mismatch).
-- ``InconsistentRelease``: a release contradicts itself (a ``.sha256`` against the API ``digest``,
-  an ABI asset whose content is not the number in its name).
 - ``ReleaseNotFound``: the repository or the tag is not published where we looked.
 - ``OfflineMissing``: ``--offline`` was asked and the cache lacks something; says what and how to
   fill the cache.
@@ -25,7 +23,6 @@ __all__ = [
     "SizeExceeded",
     "RateLimited",
     "VerificationError",
-    "InconsistentRelease",
     "ReleaseNotFound",
     "OfflineMissing",
 ]
@@ -159,33 +156,6 @@ class VerificationError(SuperfluidError):
         )
         self.url = url
         self.what = what
-        self.expected = expected
-        self.got = got
-
-
-class InconsistentRelease(SuperfluidError):
-    """A release contradicts itself: two statements of one fact disagree (SPEC §4.1, §8.2).
-
-    E.g. ``<asset>.sha256`` against the API ``digest``, or ``basert-engine-abi-2.txt`` holding 1.
-    """
-
-    def __init__(
-        self,
-        repo: str,
-        tag: str,
-        fault: str,
-        *,
-        asset: str | None = None,
-        expected: str | None = None,
-        got: str | None = None,
-        fix: str | None = None,
-    ) -> None:
-        where = f"{repo} {tag}" + (f" asset {asset}" if asset else "")
-        super().__init__(f"{where}: {fault}", fix=fix)
-        self.repo = repo
-        self.tag = tag
-        self.asset = asset
-        self.fault = fault
         self.expected = expected
         self.got = got
 

@@ -29,6 +29,8 @@ from superfluid.runtime.errors import BadFile
 if TYPE_CHECKING:
     from superfluid.runtime.host import Host
     from superfluid.runtime.options import Option
+    from superfluid.runtime.planning import Listing, Plan, Request
+    from superfluid.runtime.probe import Probed
 
 __all__ = ["Adapter", "load_recipe"]
 
@@ -142,3 +144,56 @@ class Adapter(ABC):
         knows of nothing to look up, so the check is always asked.
         """
         return None
+
+    # -- installing (SPEC §2: the installer reaches a runtime only through these) ----------------------
+
+    #: the staged library must state the plan's version (a bundle is the release it says)
+    holds_version: ClassVar[bool] = False
+    #: a build of another backend than cpu must see a device of its family when probed
+    needs_device: ClassVar[bool] = True
+    #: keys of the check's report that the receipt records
+    receipt_keys: ClassVar[tuple[str, ...]] = ()
+
+    @property
+    def repo(self) -> str:
+        """``owner/name`` of the GitHub repository the recipe's ``releases`` (or ``api``) URL names.
+
+        Raises:
+            NotInstallable: the recipe names no releases repository.
+        """
+        import re
+
+        from superfluid.runtime.planning import NotInstallable
+
+        for key in ("releases", "api"):
+            m = re.search(r"/repos/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)/releases", str(self.recipe.get(key) or ""))
+            if m is not None:
+                return m.group(1)
+        raise NotInstallable(f"the {self.id} recipe names no releases repository")
+
+    def plan(self, request: Request, host: Host, listing: Listing | None = None) -> list[Plan]:
+        """The ordered plans for ``request`` on ``host``, from the recipe and, when given, the
+        release listing (without one: the recipe alone, as the worker's ``plan`` answers).
+
+        Raises:
+            NotInstallable: nothing the request names installs here (the message says why).
+            InconsistentRelease, DigestConflict, UsageError: the adapter's rules refuse.
+        """
+        from superfluid.runtime.planning import NotInstallable
+
+        raise NotInstallable(f"this superfluid has no installer for the {self.id} runtime")
+
+    def probe_argv(self, lib_dir: str) -> list[str]:
+        """The worker line that checks the library extracted into ``lib_dir``."""
+        return ["check", "--lib", lib_dir]
+
+    def judge_probe(self, plan: Plan, report: Mapping[str, Any], *, untested: bool) -> Probed:
+        """The verdict on a staged install from its check's report (``runtime.probe.judge_probe``).
+
+        Raises:
+            ProbeRefused: the staged library is not published.
+        """
+        from superfluid.runtime.probe import judge_probe
+
+        return judge_probe(plan, report, untested=untested, holds_version=self.holds_version,
+                           needs_device=self.needs_device, keeps=self.receipt_keys)

@@ -17,6 +17,7 @@ __all__ = [
     "NotServable",
     "ModelLoadFailed",
     "WorkerFailed",
+    "InconsistentRelease",
 ]
 
 
@@ -104,3 +105,30 @@ class WorkerFailed(SuperfluidError):
         super().__init__(f"worker {worker}: {reason}")
         self.worker = worker
         self.reason = reason
+
+
+class InconsistentRelease(SuperfluidError):
+    """A release contradicts itself: two statements of one fact disagree (SPEC §4.1, §8.2).
+
+    E.g. ``<asset>.sha256`` against the API ``digest``, or ``basert-engine-abi-2.txt`` holding 1.
+    """
+
+    def __init__(
+        self,
+        repo: str,
+        tag: str,
+        fault: str,
+        *,
+        asset: str | None = None,
+        expected: str | None = None,
+        got: str | None = None,
+        fix: str | None = None,
+    ) -> None:
+        where = f"{repo} {tag}" + (f" asset {asset}" if asset else "")
+        super().__init__(f"{where}: {fault}", fix=fix)
+        self.repo = repo
+        self.tag = tag
+        self.asset = asset
+        self.fault = fault
+        self.expected = expected
+        self.got = got

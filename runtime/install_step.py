@@ -1,32 +1,43 @@
-"""The worker's ``install --into DIR --plan JSON``, the part every adapter shares (SPEC §5.4, §6.5).
+"""The workers' ``plan`` and ``install --into DIR --plan JSON`` (SPEC §6.5): thin wrappers over the
+functions the installer uses, for a daemon that drives the install itself.
 
-The installer has already downloaded, verified and extracted the plan's archives into ``DIR/lib``:
-the worker never downloads. Each adapter's ``install`` reads the line and the plan here
-(``parse_install``, ``check_plan``), finds its library in ``DIR/lib`` (``find_library``), judges it
-with its own loader, and writes the receipt here (``write_install_receipt``). A bad line or plan is
-a usage error (exit 2), refused before the library is looked at; nothing is written unless the
-library is accepted.
+``plan`` answers the adapter's plans for the detected host from its recipe alone (the worker never
+touches the network). ``install`` is handed a directory whose ``lib/`` the caller already
+downloaded, verified and extracted: it runs the adapter's check on it in this process, judges the
+report by the probe's verdict and writes the receipt. A bad line or plan is a usage error (exit 2),
+refused before the library is looked at; nothing is written unless the library is accepted.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping, Sequence
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any
 
-from superfluid.runtime.errors import LibraryNotFound, SuperfluidError, UsageError
-from superfluid.runtime.receipt import ChosenBy
+from superfluid.runtime.errors import SuperfluidError, UsageError
+from superfluid.runtime.planning import CHOSEN_BY, Plan, PlanAsset, parse_sha256
 
-__all__ = ["LINK_W", "parse_install", "check_plan", "find_library", "write_install_receipt"]
+if TYPE_CHECKING:
+    from superfluid.runtime.adapter import Adapter
 
-#: the Link W protocol versions our workers speak, as receipts record them (notes §2.3)
-LINK_W = (8,)
-_HEX64 = re.compile(r"[0-9a-fA-F]{64}")
-_INSTALL = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]*")
-_CHOSEN_BY: tuple[str, ...] = get_args(ChosenBy)
-_USAGE = "install needs --into and --plan"
+__all__ = ["plan_answer", "parse_install", "plan_of_json", "install"]
+
+
+def plan_answer(adapter: Adapter, argv: Sequence[str], environ: Mapping[str, str]) -> dict[str, Any]:
+    """``plan <argv...>``: ``{"host", "describe", "plans"}`` for the detected host.
+
+    Raises:
+        UsageError: a bad flag (``planning.Request.from_argv``).
+        NotInstallable, DigestConflict: the adapter's rules refuse.
+    """
+    from superfluid.runtime.host import detect
+    from superfluid.runtime.planning import Request
+
+    request = Request.from_argv(adapter.id, argv)
+    host = detect(environ)
+    plans = adapter.plan(request, host)
+    return {"host": host.to_json(), "describe": host.describe(), "plans": [p.to_json() for p in plans]}
 
 
 def parse_install(argv: Sequence[str]) -> tuple[str, str]:
@@ -39,7 +50,7 @@ def parse_install(argv: Sequence[str]) -> tuple[str, str]:
 
     values = flag_values(argv, ("--into", "--plan"))
     if not values.get("--into") or not values.get("--plan"):
-        raise UsageError(_USAGE)
+        raise UsageError("install needs --into and --plan")
     return values["--into"], values["--plan"]
 
 
@@ -54,100 +65,87 @@ def _text(plan: Mapping[str, Any], key: str) -> str:
     return value
 
 
-def _check_assets(assets: Any) -> None:
+def _assets(assets: Any) -> tuple[PlanAsset, ...]:
     if not isinstance(assets, list) or not assets:
         raise _bad("'assets' must be a non-empty list (the archives the installer extracted)")
+    out = []
     for n, asset in enumerate(assets):
         if not isinstance(asset, dict):
             raise _bad(f"assets[{n}] is not an object")
         for key in ("name", "url"):
             if not isinstance(asset.get(key), str) or not asset[key]:
                 raise _bad(f"assets[{n}] has no {key!r}")
-        digest = asset.get("sha256")
-        if not isinstance(digest, str) or not _HEX64.fullmatch(digest):
+        digest = parse_sha256(asset.get("sha256")) if isinstance(asset.get("sha256"), str) else None
+        if digest is None or asset["sha256"].lower().startswith("sha256:"):
             raise _bad(f"assets[{n}] ({asset['name']}) has no 'sha256' of 64 hexadecimal digits (it has "
-                       f"{json.dumps(digest)}); the installer passes the digest it verified")
+                       f"{json.dumps(asset.get('sha256'))}); the installer passes the digest it verified")
+        out.append(PlanAsset(asset["name"], asset["url"], digest, None, "verified"))
+    return tuple(out)
 
 
-def check_plan(text: str, runtime_id: str) -> dict[str, Any]:
-    """The plan JSON, checked: a plan for ``runtime_id`` with every key the receipt is made of.
+def plan_of_json(text: str, runtime_id: str) -> Plan:
+    """The ``--plan`` JSON as a plan for ``runtime_id``.
 
-    Required: ``id`` (equal to ``runtime_id``), ``version``, ``backend``, ``install`` (a name a
-    directory can have) and ``assets`` (each ``name``, ``url`` and the ``sha256`` the installer
-    verified). Optional: ``tested`` (true or false; absent is false), ``chosen_by`` (one of the
-    receipt's). Other keys are the adapter's to check.
+    Required: ``id`` (equal to ``runtime_id``), ``version``, ``backend``, ``install`` (equal to
+    ``<version>-<backend>``) and ``assets`` (each ``name``, ``url`` and the ``sha256`` the installer
+    verified). Optional: ``tested`` (absent is false), ``chosen_by`` (one of the receipt's; absent:
+    ``tested`` or ``untested``), ``abi`` (an integer or null), ``platform``, ``layout`` (a string).
 
     Raises:
-        UsageError: not JSON, not an object, a plan for another runtime, a required key missing or
-            of the wrong type, an install name a directory cannot have, or an asset without its
-            verified SHA-256 (the message starts ``--plan:``).
+        UsageError: anything else (the message starts ``--plan:``).
     """
     try:
-        plan = json.loads(text)
+        doc = json.loads(text)
     except ValueError as e:
         raise _bad(f"not valid JSON ({e})") from None
-    if not isinstance(plan, dict):
-        raise _bad(f"not a JSON object (it is a {type(plan).__name__})")
-    if plan.get("id") != runtime_id:
-        raise _bad(f"a plan for {json.dumps(plan.get('id'))} given to the {runtime_id} runtime")
-    for key in ("version", "backend", "install"):
-        _text(plan, key)
-    if not _INSTALL.fullmatch(plan["install"]):
-        raise _bad(f"'install' {plan['install']!r} is not a name an install can have (letters, digits, . _ + -)")
-    _check_assets(plan.get("assets"))
-    if not isinstance(plan.get("tested", False), bool):
+    if not isinstance(doc, dict):
+        raise _bad(f"not a JSON object (it is a {type(doc).__name__})")
+    if doc.get("id") != runtime_id:
+        raise _bad(f"a plan for {json.dumps(doc.get('id'))} given to the {runtime_id} runtime")
+    version, backend, install = (_text(doc, k) for k in ("version", "backend", "install"))
+    tested = doc.get("tested", False)
+    if not isinstance(tested, bool):
         raise _bad("'tested' must be true or false")
-    chosen = plan.get("chosen_by")
-    if chosen is not None and chosen not in _CHOSEN_BY:
-        raise _bad(f"'chosen_by' {json.dumps(chosen)} is not one of {', '.join(_CHOSEN_BY)}")
+    chosen = doc.get("chosen_by") or ("tested" if tested else "untested")
+    if chosen not in CHOSEN_BY:
+        raise _bad(f"'chosen_by' {json.dumps(chosen)} is not one of {', '.join(CHOSEN_BY)}")
+    abi = doc.get("abi")
+    if abi is not None and (not isinstance(abi, int) or isinstance(abi, bool) or abi < 0):
+        raise _bad(f"'abi' must be a non-negative integer or null (it is {abi!r})")
+    layout = doc.get("layout")
+    if layout is not None and not isinstance(layout, str):
+        raise _bad("'layout' must be a string")
+    plan = Plan(runtime_id, version, backend, _assets(doc.get("assets")), tested, chosen, abi,
+                str(doc.get("why") or ""), str(doc.get("platform") or ""), {"layout": layout} if layout else {})
+    try:
+        named = plan.install
+    except UsageError:
+        raise _bad(f"'install' {install!r} is not a name an install can have (letters, digits, . _ + -)") from None
+    if named != install:
+        raise _bad(f"'install' {install!r} is not {named!r}, the name of {version} with backend {backend}")
     return plan
 
 
-def find_library(lib_dir: str, names: Sequence[str], kind: str) -> str:
-    """The first of ``names`` that is a file in ``lib_dir``.
+def install(adapter: Adapter, into: str, plan: Plan, environ: Mapping[str, str]) -> dict[str, Any]:
+    """Check ``into/lib`` in this process, judge it against ``plan`` and write ``into/runtime.json``;
+    the receipt as JSON.
 
     Raises:
-        LibraryNotFound: none there (``<dir> holds no A or B: the plan's archives are not <kind>
-            this adapter knows``).
-    """
-    for name in names:
-        candidate = os.path.join(lib_dir, name)
-        if os.path.isfile(candidate):
-            return candidate
-    raise LibraryNotFound(f"{lib_dir} holds no {' or '.join(names)}: the plan's archives are not {kind} "
-                          f"this adapter knows", looked=[lib_dir])
-
-
-def write_install_receipt(into: str, plan: Mapping[str, Any], runtime_id: str, environ: Mapping[str, str], *,
-                          abi: int | None, tested: bool, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Write ``into/runtime.json`` for a checked ``plan`` whose library was accepted; the receipt as JSON.
-
-    ``id``, ``install``, ``version``, ``backend``, ``sources`` (each asset's ``url`` and ``sha256``)
-    and ``chosen_by`` come from the plan; ``platforms`` is the host's, ``link_w`` ours, ``worker``
-    ``bin/superfluid-worker-<id>``; ``abi``, ``tested`` and ``extra`` are the adapter's verdict.
-
-    Raises:
-        BadFile: the receipt made from the plan does not validate against its schema (nothing written).
+        ProbeRefused: the library is not the one the plan names, or not one this adapter drives.
+        BadFile: the receipt made from the plan does not validate against its schema.
         SuperfluidError: the receipt could not be written.
     """
-    from superfluid.runtime.host import detect
-    from superfluid.runtime.receipt import RECEIPT, Receipt, Source, now_utc, worker_path, write_receipt
+    from importlib import import_module
 
-    receipt = Receipt(
-        id=runtime_id,
-        install=plan["install"],
-        version=plan["version"],
-        backend=plan["backend"],
-        worker=worker_path(runtime_id),
-        link_w=LINK_W,
-        platforms=(detect(environ).platform,),
-        sources=tuple(Source(a["url"], a["sha256"].lower()) for a in plan["assets"]),
-        tested=tested,
-        abi=abi,
-        chosen_by=plan.get("chosen_by"),
-        installed_at=now_utc(),
-        extra=dict(extra or {}),
-    )
+    from superfluid.runtime.home import LIB
+    from superfluid.runtime.host import detect
+    from superfluid.runtime.receipt import RECEIPT, Receipt, Source, receipt_for, write_receipt
+
+    argv = adapter.probe_argv(os.path.join(into, LIB))
+    report, _ = import_module(f"{adapter.package}.check").check_argv(argv[1:], environ)
+    probed = adapter.judge_probe(plan, report, untested=not plan.tested)
+    sources = [Source(a.url, a.sha256 or "") for a in plan.assets]
+    receipt = receipt_for(plan, sources, probed, detect(environ).platform)
     doc = receipt.to_json()
     target = os.path.join(into, RECEIPT)
     Receipt.from_json(doc, target)  # the schema's word before anything is written

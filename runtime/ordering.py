@@ -1,10 +1,19 @@
-"""Small ordering rules every adapter uses on names from its recipe (pure, no heavy imports)."""
+"""The order of versions and of backends: the one sort key each, for planners, stores and listings.
+
+Pure and cheap to import (``packaging`` is imported on the first version that needs it).
+"""
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
-__all__ = ["backend_family", "digits_key"]
+__all__ = ["backend_family", "backend_rank", "version_key", "version_line"]
+
+#: SPEC §3: metal 0, cuda 1, rocm 2, vulkan 3, sycl 4, openvino 5, other 8, cpu 9
+_BACKEND_RANK = {"metal": 0, "cuda": 1, "rocm": 2, "vulkan": 3, "sycl": 4, "openvino": 5, "cpu": 9}
+_DIGITS = re.compile(r"[0-9]+")
+_PLAIN = re.compile(r"[0-9]+(?:\.[0-9]+)*")
 
 
 def backend_family(backend: str) -> str:
@@ -12,9 +21,44 @@ def backend_family(backend: str) -> str:
     return re.split(r"[-_]", backend, maxsplit=1)[0]
 
 
-def digits_key(version: str) -> tuple[int, ...]:
-    """Every run of digits as an integer, compared in order (``0.2.6`` < ``0.3.0`` < ``0.10.0``).
+def backend_rank(backend: str) -> int:
+    """A backend's rank by family, in any case (lower is preferred): the order of bundles a
+    planner tries and of installs a store serves by default."""
+    return _BACKEND_RANK.get(backend_family(backend).lower(), 8)
 
-    Cheap on purpose: the declarations are asked on every ``superfluid runtimes``.
+
+def version_key(version: str) -> tuple[Any, ...]:
+    """Order versions: PEP 440 where the string is one (``0.3.1`` < ``0.4.0``, ``0.4.0rc1`` <
+    ``0.4.0``), else by its runs of digits (``b11284`` < ``b11642``); a version without digits
+    sorts first.
+
+    Plain dotted numbers (the common case, asked on every ``superfluid runtimes``) are keyed
+    without importing ``packaging``; they compare as PEP 440 would (trailing zeros aside).
     """
-    return tuple(int(d) for d in re.findall(r"\d+", version))
+    if _PLAIN.fullmatch(version):
+        return (1, _release(version.split(".")), (1,))
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        digits = _DIGITS.findall(version)
+        return (1, _release(digits), (1,)) if digits else (0, version)
+    final = v.pre is None and v.dev is None
+    return (1, _release([str(n) for n in v.release]), (1,) if final else (0, v))
+
+
+def _release(parts: list[str]) -> tuple[int, ...]:
+    numbers = [int(p) for p in parts]
+    while len(numbers) > 1 and numbers[-1] == 0:
+        numbers.pop()
+    return tuple(numbers)
+
+
+def version_line(version: str | None) -> str | None:
+    """``MAJOR.MINOR`` of a version (``0.3.1`` -> ``0.3``, ``0.03.2`` -> ``0.3``), or None when it
+    has no such numeric prefix."""
+    parts = (version or "").split(".")
+    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return None
+    return f"{int(parts[0])}.{int(parts[1])}"

@@ -20,9 +20,16 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from superfluid.runtime.errors import BadFile
+from superfluid.runtime.home import worker_path
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from superfluid.runtime.planning import Plan
+    from superfluid.runtime.probe import Probed
 
 __all__ = [
     "SCHEMA",
@@ -30,7 +37,8 @@ __all__ = [
     "ChosenBy",
     "Source",
     "Receipt",
-    "worker_path",
+    "LINK_W",
+    "receipt_for",
     "now_utc",
     "read_receipt",
     "write_receipt",
@@ -40,14 +48,11 @@ __all__ = [
 SCHEMA = "superfluid-runtime/1"
 #: the receipt's file name inside an install
 RECEIPT = "runtime.json"
+#: the Link W protocol versions our workers speak, as receipts record them (notes §2.3)
+LINK_W = (8,)
 
 ChosenBy = Literal["abi", "line", "tested", "pin", "untested", "from"]
 _SCHEMA_TAG = re.compile(r"superfluid-runtime/(\d+)(?:\.\d+)*")
-
-
-def worker_path(runtime_id: str) -> str:
-    """The worker program of an install, relative to it: ``bin/superfluid-worker-<id>``."""
-    return f"bin/superfluid-worker-{runtime_id}"
 
 
 def now_utc() -> str:
@@ -138,6 +143,16 @@ class Receipt:
             installed_at=data.get("installed_at"),
             extra={k: v for k, v in data.items() if k not in known},
         )
+
+
+def receipt_for(plan: Plan, sources: Sequence[Source], probed: Probed, platform: str) -> Receipt:
+    """The receipt of an install of ``plan`` whose staged library ``probed`` found, fetched from
+    ``sources``, on ``platform`` (the plan's own when it names one): the one place receipts are made."""
+    return Receipt(id=plan.id, install=plan.install, version=plan.version, backend=plan.backend,
+                   worker=worker_path(plan.id), link_w=LINK_W, platforms=(plan.platform or platform,),
+                   sources=tuple(sources), tested=probed.tested, abi=probed.abi,
+                   chosen_by=plan.chosen_by,  # type: ignore[arg-type]
+                   installed_at=now_utc(), extra=dict(probed.extra))
 
 
 def _check_schema_tag(data: Any, where: str) -> None:

@@ -26,16 +26,15 @@ Handler = Callable[[list[str]], int]
 def installed_installs(runtime_id: str, environ: dict[str, str] | None = None) -> list[str]:
     """Names of the installs under ``$SUPERFLUID_HOME/runtimes/<id>/`` that hold a receipt file
     (read or not: a broken install is still installed)."""
-    from superfluid.runtime.host import home
+    from superfluid.runtime.home import home, installs_in, runtime_dir
     from superfluid.runtime.receipt import RECEIPT
 
-    root = os.path.join(home(environ), "runtimes", runtime_id)
+    root = runtime_dir(home(environ), runtime_id)
     try:
-        names = os.listdir(root)
+        names = installs_in(root)
     except OSError:
         return []
-    return sorted(n for n in names if not n.startswith(".") and n not in ("current", "pinned")
-                  and os.path.isfile(os.path.join(root, n, RECEIPT)))
+    return [n for n in names if os.path.isfile(os.path.join(root, n, RECEIPT))]
 
 
 def _line(doc: object) -> None:
@@ -44,8 +43,8 @@ def _line(doc: object) -> None:
 
 def engine_handlers(package: str, prog: str) -> dict[str, Handler]:
     """``check``, ``plan``, ``install`` and ``serve`` of an adapter package that has the standard
-    modules: ``check.check_argv``, ``plan_cli.plan_answer``, ``install_cli.{check_plan, install}``
-    and ``serve.serve`` (imported when their command runs, so a worker starts fast).
+    modules: ``adapter.ADAPTER``, ``check.check_argv`` and ``serve.serve`` (imported when their
+    command runs, so a worker starts fast); ``plan`` and ``install`` are ``runtime.install_step``'s.
 
     Exit codes: ``check`` 0 available, else 1; ``plan``/``install`` 0, 1 refused, 2 a bad line;
     ``serve`` 0 clean stop, 1 serving failed, 2 a bad line, 3 the model did not load.
@@ -60,15 +59,17 @@ def engine_handlers(package: str, prog: str) -> dict[str, Handler]:
         return int(code)
 
     def plan(argv: list[str]) -> int:
-        _line(import_module(f"{package}.plan_cli").plan_answer(argv, os.environ))
+        from superfluid.runtime import install_step
+
+        _line(install_step.plan_answer(import_module(f"{package}.adapter").ADAPTER, argv, os.environ))
         return 0
 
     def install(argv: list[str]) -> int:
-        from superfluid.runtime.install_step import parse_install
+        from superfluid.runtime import install_step
 
-        step = import_module(f"{package}.install_cli")
-        into, text = parse_install(argv)
-        _line(step.install(into, step.check_plan(text), os.environ))
+        adapter = import_module(f"{package}.adapter").ADAPTER
+        into, text = install_step.parse_install(argv)
+        _line(install_step.install(adapter, into, install_step.plan_of_json(text, adapter.id), os.environ))
         return 0
 
     def serve(argv: list[str]) -> int:

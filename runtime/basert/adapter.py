@@ -1,29 +1,27 @@
-"""The basert adapter's declarations: compat, versions and options, from our header and the recipe.
+"""The basert adapter: compat, versions and options from our header and the recipe; plans by the
+ABI rule (``abi.abi_verdict``, through ``planner``).
 
 basert is *linked*: the face asks it in process (SPEC §2), so this module stays light — it reads
 ``include/baseRT.h`` (through ``header``) and ``recipe.json``, and imports the ``ctypes`` loader only
 when ``check`` runs.
-
-Which pins this build drives is one pure rule, ``pin_verdict`` (SPEC §4.1, install choice): a pin
-stating our ABI number is driven; a pin stating none is driven only when it is of our ABI's
-unnumbered line (0.3.x for ABI 1); anything else installs only with ``--untested``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.adapter import Adapter
 from superfluid.runtime.basert import header
+from superfluid.runtime.basert.abi import abi_verdict
 from superfluid.runtime.options import Option
-from superfluid.runtime.ordering import digits_key
+from superfluid.runtime.ordering import version_key
 
 if TYPE_CHECKING:
     from superfluid.runtime.host import Host
+    from superfluid.runtime.planning import Listing, Plan, Request
 
-__all__ = ["ADAPTER", "BasertAdapter", "PinVerdict", "pin_verdict", "pins_newest_first", "OPTIONS"]
+__all__ = ["ADAPTER", "BasertAdapter", "pins_newest_first", "OPTIONS"]
 
 #: basert's serve options (SPEC §7): spelled ``--basert-<name>`` on serve, ``--<name>`` to the worker
 OPTIONS: tuple[Option, ...] = (
@@ -35,42 +33,7 @@ OPTIONS: tuple[Option, ...] = (
 
 def pins_newest_first(recipe: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The recipe's ``pinned`` releases, newest version first."""
-    return sorted(recipe["pinned"], key=lambda p: digits_key(p["version"]), reverse=True)
-
-
-def _line_of(version: str) -> str:
-    """``major.minor`` of a version: ``0.3.1`` -> ``0.3``."""
-    return ".".join(version.split(".")[:2])
-
-
-@dataclass(frozen=True)
-class PinVerdict:
-    """Whether this build drives a pinned release, and the short reason when it does not."""
-
-    drives: bool
-    verdict: str  # "ABI 1", "unnumbered, of ABI 1's 0.3 line", or why not
-
-
-def pin_verdict(version: str, abi: int | None, *, drives: int = header.ABI_VERSION,
-                line: str | None = header.UNNUMBERED_LINE) -> PinVerdict:
-    """The ABI verdict on a release from its stated number (SPEC §4.1, install choice).
-
-    A stated number must equal ours, whatever the version says; a release stating none is driven
-    only if it is of the unnumbered line of our ABI (``0.3`` for ABI 1); no other is.
-
-    >>> pin_verdict("0.5.0", 2, drives=1, line="0.3").verdict
-    'ABI 2; this superfluid drives ABI 1'
-    >>> pin_verdict("0.2.6", None, drives=1, line="0.3").verdict
-    'unnumbered 0.2.6, not of the 0.3 line; this superfluid drives ABI 1'
-    """
-    if abi is not None:
-        if abi == drives:
-            return PinVerdict(True, f"ABI {abi}")
-        return PinVerdict(False, f"ABI {abi}; this superfluid drives ABI {drives}")
-    if line is not None and _line_of(version) == line:
-        return PinVerdict(True, f"unnumbered, of ABI {drives}'s {line} line")
-    where = f"not of the {line} line" if line else "states no ABI number"
-    return PinVerdict(False, f"unnumbered {version}, {where}; this superfluid drives ABI {drives}")
+    return sorted(recipe["pinned"], key=lambda p: version_key(p["version"]), reverse=True)
 
 
 class BasertAdapter(Adapter):
@@ -78,6 +41,9 @@ class BasertAdapter(Adapter):
 
     id = "basert"
     linked = True
+    holds_version = True
+    needs_device = False
+    receipt_keys = ("config_read",)
     package = "superfluid.runtime.basert"
     recipe_schema = "basert-recipe"
 
@@ -86,7 +52,7 @@ class BasertAdapter(Adapter):
         installs = []
         for pin in pins_newest_first(self.recipe):
             abi = pin.get("abi")
-            if pin_verdict(pin["version"], abi).drives:
+            if abi_verdict(pin["version"], abi).driven:
                 platforms = sorted({a["platform"] for a in pin["assets"]})
                 installs.append({"version": pin["version"], "abi": abi, "platforms": platforms})
         from superfluid.runtime.options import options_json
@@ -112,7 +78,7 @@ class BasertAdapter(Adapter):
         rows = []
         for pin in pins_newest_first(self.recipe):
             version, abi = pin["version"], pin.get("abi")
-            judged = pin_verdict(version, abi)
+            judged = abi_verdict(version, abi)
             asset = None
             if entry is not None:
                 asset = next((a for a in pin["assets"] if a["platform"] == host.platform
@@ -122,27 +88,32 @@ class BasertAdapter(Adapter):
                 installs: bool | str = not_here
             elif asset is None:
                 installs = f"basert {version} has no engine for {host.platform} in this superfluid's recipe"
-            elif not judged.drives:
-                installs = f"{judged.verdict} (`superfluid runtime install basert --version {version} " \
+            elif not judged.driven:
+                installs = f"{judged.short} (`superfluid runtime install basert --version {version} " \
                            f"--untested` installs it anyway)"
             else:
                 installs = True
             row: dict[str, Any] = {"version": version, "abi": abi, "installs": installs, "install": install,
                                    "installed": any(n.startswith(f"{version}-") for n in installed),
-                                   "tested": judged.drives,
+                                   "tested": judged.driven,
                                    "platforms": sorted({a["platform"] for a in pin["assets"]})}
             if asset is not None:
                 # "pinned": checked against the recipe's digest; "release": against the release's
                 # own <name>.sha256 and the listing's digest, which must agree (SPEC §8.2)
                 row["digest"] = "pinned" if "sha256" in asset else "release"
-            if not judged.drives:
-                row["verdict"] = judged.verdict
+            if not judged.driven:
+                row["verdict"] = judged.short
             rows.append(row)
         return rows
 
     def options(self) -> list[Option]:
         return list(OPTIONS)
 
+    def plan(self, request: Request, host: Host, listing: Listing | None = None) -> list[Plan]:
+        """The plans by the ABI rule for the ABI our header states (``planner.plan``)."""
+        from superfluid.runtime.basert.planner import plan
+
+        return plan(request, self.recipe, host, listing, drives=header.ABI_VERSION, line=header.UNNUMBERED_LINE)
     def check(self, argv: list[str], environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
         """The worker's ``check`` in process: the report and its exit code (SPEC §6.5).
 

@@ -18,10 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from superfluid.runtime.basert.abi import abi_verdict
 from superfluid.runtime.basert.header import ABI_VERSION, HEADER_VERSION, UNNUMBERED_LINE
 from superfluid.runtime.errors import AbiRefused, LibraryRefused
 
-__all__ = ["Probe", "Verdict", "ConfigRead", "FIX", "judge", "version_line"]
+__all__ = ["Probe", "Verdict", "ConfigRead", "FIX", "judge"]
 
 ConfigRead = Literal["into", "by-value"]
 
@@ -53,15 +54,6 @@ class Verdict:
         return self.refusal is None
 
 
-def version_line(version: str | None) -> str | None:
-    """``MAJOR.MINOR`` of a version string (``"0.3.1"`` → ``"0.3"``), or None when it has no such
-    numeric prefix."""
-    parts = (version or "").split(".")
-    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
-        return None
-    return f"{int(parts[0])}.{int(parts[1])}"
-
-
 def _refuse(path: str, message: str) -> Verdict:
     return Verdict(None, LibraryRefused(path, message, fix=FIX))
 
@@ -74,16 +66,13 @@ def judge(probe: Probe, our_size: int, *, drives: int = ABI_VERSION,
     if probe.missing:
         return _refuse(p, f"libbaseRT at {p} lacks {probe.missing}: it is not a baseRT library this "
                           f"superfluid drives (header {HEADER_VERSION}, ABI {drives})")
-    if probe.abi is not None:
-        if probe.abi != drives:
-            return Verdict(None, AbiRefused(p, probe.abi, drives, fix=FIX, version=probe.version))
-    elif line is None or version_line(probe.version) != line:
-        shown = repr(probe.version or "")
-        carried = (f"only the unnumbered {line}.x line carries ABI {drives}" if line
-                   else f"no unnumbered release carries ABI {drives}")
+    rule = abi_verdict(probe.version, probe.abi, drives=drives, line=line)
+    if not rule.driven and probe.abi is not None:
+        return Verdict(None, AbiRefused(p, probe.abi, drives, fix=FIX, version=probe.version))
+    if not rule.driven:
         return Verdict(None, LibraryRefused(
-            p, f"libbaseRT at {p} is version {shown} and states no ABI number; this superfluid drives "
-               f"ABI {drives}, and {carried}", fix=FIX, by_abi=True, stated_version=probe.version))
+            p, f"libbaseRT at {p} is version {probe.version or ''!r} and states no ABI number; this superfluid "
+               f"drives ABI {drives}, and {rule.carried}", fix=FIX, by_abi=True, stated_version=probe.version))
     if probe.has_into:
         return Verdict("into")
     if probe.config_size != our_size:

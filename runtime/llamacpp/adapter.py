@@ -16,6 +16,7 @@ from superfluid.runtime.adapter import Adapter
 if TYPE_CHECKING:
     from superfluid.runtime.host import Host
     from superfluid.runtime.options import Option
+    from superfluid.runtime.planning import Listing, Plan, Request
 
 __all__ = ["ADAPTER", "LlamacppAdapter"]
 
@@ -26,6 +27,7 @@ class LlamacppAdapter(Adapter):
     id = "llamacpp"
     package = "superfluid.runtime.llamacpp"
     recipe_schema = "llamacpp-recipe"
+    receipt_keys = ("layout",)
 
     def compat(self) -> dict[str, Any]:
         """The builds it was built and tested against, newest first, each with its struct layout."""
@@ -42,20 +44,20 @@ class LlamacppAdapter(Adapter):
 
     def versions(self, host: Host, installed: Collection[str]) -> list[dict[str, Any]]:
         """Each tested build, newest first: what it installs here first (``b11642-cpu``) or why nothing."""
-        from superfluid.runtime.llamacpp.planner import PlanRefused, Want, plan
         from superfluid.runtime.llamacpp.recipe import tested
+        from superfluid.runtime.planning import NotInstallable, Request
 
         rows = []
         for b in tested(self.recipe):
             try:
-                first = plan(Want(version=b.version), self.recipe, host)[0]
-            except PlanRefused as e:
+                first = self.plan(Request(self.id, version=b.version), host)[0]
+            except NotInstallable as e:
                 installs: bool | str = e.message
                 install = backend = None
                 digest = None
             else:
-                installs, install, backend = True, first["install"], first["backend"]
-                digest = "pinned" if all(a.get("sha256") for a in first["assets"]) else "release"
+                installs, install, backend = True, first.install, first.backend
+                digest = "pinned" if all(a.pin for a in first.assets) else "release"
             row: dict[str, Any] = {"version": b.version, "layout": b.layout, "installs": installs,
                                    "install": install,
                                    "installed": any(n.startswith(f"{b.version}-") for n in installed),
@@ -73,6 +75,12 @@ class LlamacppAdapter(Adapter):
         from superfluid.runtime.llamacpp.options import OPTIONS
 
         return list(OPTIONS)
+
+    def plan(self, request: Request, host: Host, listing: Listing | None = None) -> list[Plan]:
+        """The tested builds' plans, newest first, in backend order (``planner.plan``)."""
+        from superfluid.runtime.llamacpp.planner import plan
+
+        return plan(request, self.recipe, host, listing)
 
     def nothing_to_load(self, environ: Mapping[str, str], worker: str) -> str | None:
         """Why ``worker``'s plain ``check`` would find no libllama: the search it would make, made

@@ -1,10 +1,11 @@
 """Which llama.cpp archives install here: recipe + host + request -> ordered plans (SPEC §4.2).
 
-Pure: no file, no network, no environment. The recipe names the tested builds and their archives;
-the host says which backend can run; the request may name a version, a backend, an archive
-(``--from``) and allow an untested build (whose archives then come from the release listing the
-caller read, with the listing's digests). The plans are an ordered fallback list: the installer
-tries them in turn and keeps the first whose staged worker finds its device.
+The recipe names the tested builds and their archives; the host says which backend can run; the
+request may name a version, a backend, an archive (``--from``) and allow an untested build (whose
+archives then come from the release listing, with the listing's digests). With a listing, each
+planned build's release gives the download URLs and listed digests; without one (the worker's
+``plan``), the recipe's URLs. The plans are an ordered fallback list: the installer tries them in
+turn and keeps the first whose staged worker finds its device.
 
 Backend order without ``--backend`` (Linux): CUDA when an NVIDIA driver is present (the newest
 CUDA build the driver's major runs, plus the ``cudart-`` side archive when the system has no CUDA
@@ -15,50 +16,35 @@ and OpenVINO builds are never chosen unasked.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from superfluid.runtime.errors import SuperfluidError
+from superfluid.runtime.digests import api_sha256, expected_digest
 from superfluid.runtime.llamacpp.recipe import Archive, TestedBuild, parse_name, tested
 from superfluid.runtime.ordering import backend_family
-from superfluid.runtime.plan_request import PlanRequest
+from superfluid.runtime.planning import (
+    Listing,
+    NameFacts,
+    NotInstallable,
+    Plan,
+    PlanAsset,
+    ReleaseLike,
+    Request,
+    parse_sha256,
+    plan_from,
+)
 
-__all__ = ["PlanRefused", "RequestLike", "Want", "CUDA_BY_DRIVER", "cuda_major_for_driver", "plan", "plan_build"]
+if TYPE_CHECKING:
+    from superfluid.runtime.host import Host
+
+__all__ = ["CUDA_BY_DRIVER", "cuda_major_for_driver", "plan", "plan_build"]
 
 RUNTIME_ID = "llamacpp"
 
 #: NVIDIA driver major (at least) -> the newest CUDA major it runs, newest first (CUDA's own table
 #: of minimum drivers: 580 for CUDA 13.x, 525 for CUDA 12.x)
 CUDA_BY_DRIVER: tuple[tuple[int, int], ...] = ((580, 13), (525, 12))
-
-
-class PlanRefused(SuperfluidError):
-    """No llama.cpp archive of the request installs here; the message says why."""
-
-
-class RequestLike(Protocol):
-    """What the planner reads of a request (the installer's ``Request`` has these)."""
-
-    @property
-    def version(self) -> str | None: ...
-
-    @property
-    def backend(self) -> str | None: ...
-
-    @property
-    def from_(self) -> str | None: ...
-
-    @property
-    def sha256(self) -> str | None: ...
-
-    @property
-    def untested(self) -> bool: ...
-
-
-#: a plain request, for callers without the installer's (``versions``, tests): the worker's own
-#: ``runtime.plan_request.PlanRequest``, which has every field ``RequestLike`` reads
-Want = PlanRequest
 
 
 def cuda_major_for_driver(driver: str | None) -> int | None:
@@ -83,64 +69,13 @@ def _cuda_version(backend: str) -> tuple[int, ...]:
     return tuple(int(d) for d in re.findall(r"\d+", backend))
 
 
-def _asset(archive: Archive, url: str) -> dict[str, Any]:
-    return {"name": archive.name, "url": url, "sha256": archive.sha256, "size": archive.size}
-
-
-def _release(version: str, releases: Sequence[Any]) -> Any | None:
-    """The listing's release of ``version``, or None."""
-    return next((r for r in releases if getattr(r, "tag", None) == version), None)
-
-
-def _release_archives(version: str, releases: Sequence[Any]) -> tuple[Archive, ...] | None:
-    """An untested build's archives from the release listing (digests as the listing states them)."""
-    release = _release(version, releases)
-    if release is None:
-        return None
-    out = []
-    for a in getattr(release, "assets", ()):
-        parsed = parse_name(a.name)
-        if parsed is None or parsed.build != version:
-            continue
-        digest = getattr(a, "digest", None)
-        sha = digest[len("sha256:"):] if isinstance(digest, str) and digest.startswith("sha256:") else None
-        out.append(replace(parsed, size=getattr(a, "size", None), sha256=sha))
-    return tuple(out)
-
-
-def _urls(version: str, releases: Sequence[Any]) -> dict[str, str]:
-    """name -> URL: the listing's download URL when it names one, else the recipe's template."""
-    urls: dict[str, str] = {}
-    for a in getattr(_release(version, releases), "assets", ()):
-        url = getattr(a, "url", None)
-        if isinstance(url, str):
-            urls[a.name] = url
-    return urls
-
-
-def _url(recipe: Mapping[str, Any], version: str, name: str, urls: Mapping[str, str]) -> str:
-    return urls.get(name) or str(recipe["release"]).format(version=version, name=name)
-
-
-def _plan(version: str, archive: Archive, extra: Sequence[Archive], why: str, *, tested_build: TestedBuild | None,
-          recipe: Mapping[str, Any], urls: Mapping[str, str]) -> dict[str, Any]:
-    assets = [_asset(a, _url(recipe, version, a.name, urls)) for a in (archive, *extra)]
-    out: dict[str, Any] = {"id": RUNTIME_ID, "version": version, "backend": archive.backend,
-                           "install": f"{version}-{archive.backend}", "assets": assets,
-                           "tested": tested_build is not None, "why": why, "platform": archive.platform,
-                           "extra": {}}
-    if tested_build is not None:
-        out["layout"] = tested_build.layout
-    return out
-
-
-def _cudart(archive: Archive, archives: Sequence[Archive], host: Any) -> tuple[list[Archive], str]:
+def _cudart(archive: Archive, archives: Sequence[Archive], host: Host) -> tuple[list[Archive], str]:
     """The CUDA runtime side archive a CUDA plan also fetches, when the system has no runtime of its major."""
     version = _cuda_version(archive.backend)
     if not version:
         return [], ""
     major = version[0]
-    if getattr(host, "cuda_runtime", None) == major:
+    if host.cuda_runtime == major:
         return [], f"; the system's CUDA {major} runtime serves it"
     side = next((a for a in archives if a.cudart and a.backend == archive.backend
                  and a.platform == archive.platform), None)
@@ -149,18 +84,18 @@ def _cudart(archive: Archive, archives: Sequence[Archive], host: Any) -> tuple[l
     return [side], f"; no CUDA {major} runtime on the system, so its archive too"
 
 
-def _by_backend(want: str, mains: Sequence[Archive], host: Any, version: str) -> Archive:
+def _by_backend(want: str, mains: Sequence[Archive], host: Host, version: str) -> Archive:
     """``--backend B``: the archive named by backend or by family (``cuda`` -> the newest CUDA the
     driver runs, else the newest CUDA). One plan, no fallback.
 
     Raises:
-        PlanRefused: the build has no such backend for this platform.
+        NotInstallable: the build has no such backend for this platform.
     """
     fits = [a for a in mains if a.backend == want or backend_family(a.backend) == want]
     if not fits:
         have = ", ".join(sorted({a.backend for a in mains}))
-        raise PlanRefused(f"llama.cpp {version} has no {want} build for {host.platform} (it has: {have})")
-    runs = cuda_major_for_driver(getattr(host, "nvidia_driver", None))
+        raise NotInstallable(f"llama.cpp {version} has no {want} build for {host.platform} (it has: {have})")
+    runs = cuda_major_for_driver(host.nvidia_driver)
     exact = [a for a in fits if a.backend == want]
     runnable = [a for a in fits if _cuda_version(a.backend) and runs is not None
                 and _cuda_version(a.backend)[0] <= runs]
@@ -168,7 +103,7 @@ def _by_backend(want: str, mains: Sequence[Archive], host: Any, version: str) ->
     return max(pool, key=lambda a: _cuda_version(a.backend))
 
 
-def _ordered(mains: Sequence[Archive], host: Any) -> list[tuple[Archive, str]]:
+def _ordered(mains: Sequence[Archive], host: Host) -> list[tuple[Archive, str]]:
     """Without ``--backend``: the archives to try, in order, each with why it is tried."""
     by_backend = {a.backend: a for a in mains}
     if host.os == "macos":
@@ -177,48 +112,22 @@ def _ordered(mains: Sequence[Archive], host: Any) -> list[tuple[Archive, str]]:
                 return [(by_backend[backend], why)]
         return []
     out: list[tuple[Archive, str]] = []
-    runs = cuda_major_for_driver(getattr(host, "nvidia_driver", None))
+    runs = cuda_major_for_driver(host.nvidia_driver)
     if runs is not None:
         cuda = [a for a in mains if _cuda_version(a.backend) and _cuda_version(a.backend)[0] <= runs]
         if cuda:
-            driver_major = re.match(r"\d+", host.nvidia_driver).group(0)  # type: ignore[union-attr]
+            driver_major = re.split(r"\D", host.nvidia_driver or "", maxsplit=1)[0]
             out.append((max(cuda, key=lambda a: _cuda_version(a.backend)),
                         f"NVIDIA driver {driver_major} runs CUDA {runs}"))
-    if getattr(host, "rocm", False):
+    if host.rocm:
         rocm = sorted((a for a in mains if backend_family(a.backend) == "rocm"), key=lambda a: a.backend, reverse=True)
         if rocm:
             out.append((rocm[0], "ROCm"))
-    if getattr(host, "vulkan", False) and "vulkan" in by_backend:
+    if host.vulkan and "vulkan" in by_backend:
         out.append((by_backend["vulkan"], "a Vulkan driver"))
     if "cpu" in by_backend:
         out.append((by_backend["cpu"], "the CPU build"))
     return out
-
-
-def _plan_from(request: RequestLike, builds: Sequence[TestedBuild]) -> list[dict[str, Any]]:
-    """``--from URL|PATH``: one plan for that archive, as named; no host-platform check.
-
-    Raises:
-        PlanRefused: a version that is not tested, without ``--untested``.
-    """
-    source = str(request.from_)
-    name = source.rstrip("/").rsplit("/", 1)[-1]
-    parsed = parse_name(name)
-    version = request.version or (parsed.build if parsed else "custom")
-    build = next((b for b in builds if b.version == version), None)
-    if build is None and not request.untested:
-        raise PlanRefused(_untested_message(version, builds))
-    backend = request.backend or (parsed.backend if parsed else "cpu")
-    pinned = next((a for a in build.archives if a.name == name), None) if build else None
-    digest = request.sha256 or (pinned.sha256 if pinned else None)
-    asset = {"name": name, "url": source, "sha256": digest, "size": pinned.size if pinned else None}
-    out: dict[str, Any] = {"id": RUNTIME_ID, "version": version, "backend": backend,
-                           "install": f"{version}-{backend}", "assets": [asset], "tested": build is not None,
-                           "why": f"{source}, as named", "platform": parsed.platform if parsed else None,
-                           "extra": None}
-    if build is not None:
-        out["layout"] = build.layout
-    return [out]
 
 
 def _untested_message(version: str, builds: Sequence[TestedBuild]) -> str:
@@ -227,73 +136,125 @@ def _untested_message(version: str, builds: Sequence[TestedBuild]) -> str:
             f"may differ: pass --untested to install it anyway")
 
 
-def plan(request: RequestLike, recipe: Mapping[str, Any], host: Any,
-         releases: Sequence[Any] = ()) -> list[dict[str, Any]]:
+def _listed_archives(release: ReleaseLike) -> tuple[Archive, ...]:
+    """An untested build's archives from its release (digests as the listing states them)."""
+    out = []
+    for a in release.assets:
+        parsed = parse_name(a.name)
+        if parsed is not None and parsed.build == release.tag:
+            out.append(replace(parsed, size=a.size, sha256=api_sha256(a.digest)))
+    return tuple(out)
+
+
+def _plan(request: Request, recipe: Mapping[str, Any], host: Host, build: TestedBuild | None, version: str,
+          archives: Sequence[Archive], release: ReleaseLike | None, repo: str, why: str) -> Plan:
+    """One plan: ``archives`` (the main one first) at the release's URLs, else the recipe's; each
+    asset's digest from the recipe (a tested build) and the listing, ``--sha256`` naming the first."""
+    listed = {a.name: a for a in release.assets} if release is not None else {}
+    assets = []
+    for i, archive in enumerate(archives):
+        at = listed.get(archive.name)
+        api = api_sha256(at.digest) if at is not None else None
+        pin = parse_sha256(archive.sha256) if build is not None else None
+        # without a listing the release's statements are still to be read: the digest is provisional
+        sha, source, checked = expected_digest(archive.name, pin=pin, flag=request.sha256 if i == 0 else None,
+                                               api=api, sidecar_pending=release is None, where=(repo, version))
+        size = archive.size if archive.size is not None else (at.size if at is not None else None)
+        url = at.url if at is not None else str(recipe["release"]).format(version=version, name=archive.name)
+        assets.append(PlanAsset(archive.name, url, sha, size, source, checked, None, api, pin))
+    main = archives[0]
+    facts = {"layout": build.layout} if build is not None else {}
+    return Plan(RUNTIME_ID, version, main.backend, tuple(assets), build is not None,
+                "tested" if build is not None else "untested", None, why, main.platform, facts)
+
+
+def plan_build(request: Request, recipe: Mapping[str, Any], host: Host, listing: Listing | None = None,
+               *, required: bool = True) -> list[Plan]:
+    """The ordered plans of one build (``request.version``, else the newest tested) on ``host``.
+
+    An untested build's archives are known only from its release in the listing. With
+    ``required`` false, a build whose release the listing lacks plans nothing (an older build as
+    a fallback).
+
+    Raises:
+        NotInstallable: an untested build without ``--untested``, or without a listing; no archive
+            of the build for this platform, or of the named backend; nothing of it runs here.
+    """
+    builds = tested(dict(recipe))
+    version = request.version or builds[0].version
+    build = next((b for b in builds if b.version == version), None)
+    if build is None and not request.untested:
+        raise NotInstallable(_untested_message(version, builds))
+    release = listing.release(version, optional=not required) if listing is not None else None
+    if listing is not None and release is None:
+        return []
+    if build is not None:
+        archives: Sequence[Archive] = build.archives
+    elif release is None:
+        raise NotInstallable(
+            f"llama.cpp {version} is not a tested build, so its archives are known only from the release "
+            f"listing, and this worker never touches the network: `superfluid runtime install llamacpp "
+            f"--version {version} --untested` resolves it (or name its archive with --from)")
+    else:
+        archives = _listed_archives(release)
+    repo = listing.repo if listing is not None else "llama.cpp"
+    mains = [a for a in archives if not a.cudart and a.platform == host.platform]
+    if not mains:
+        raise NotInstallable(f"llama.cpp {version} publishes no build for {host.platform}")
+    describe = host.describe()
+    if request.backend:
+        chosen = _by_backend(request.backend, mains, host, version)
+        side, note = _cudart(chosen, archives, host)
+        return [_plan(request, recipe, host, build, version, [chosen, *side], release, repo,
+                      f"{describe}: {request.backend}, as named{note}")]
+    out = []
+    for archive, why in _ordered(mains, host):
+        side, note = _cudart(archive, archives, host)
+        out.append(_plan(request, recipe, host, build, version, [archive, *side], release, repo,
+                         f"{describe}: {why}{note}"))
+    if not out:
+        raise NotInstallable(f"no llama.cpp {version} build for {describe} runs here "
+                             f"(it has: {', '.join(sorted(a.backend for a in mains))})")
+    return out
+
+
+def _read_name(builds: Sequence[TestedBuild], untested: bool) -> Callable[[str, str | None], NameFacts]:
+    def read(name: str, version: str | None) -> NameFacts:
+        parsed = parse_name(name)
+        version = version or (parsed.build if parsed else "custom")
+        build = next((b for b in builds if b.version == version), None)
+        if build is None and not untested:
+            raise NotInstallable(_untested_message(version, builds))
+        pinned = next((a for a in build.archives if a.name == name), None) if build else None
+        return NameFacts(parsed.platform if parsed else None, parsed.backend if parsed else None,
+                         parsed.build if parsed else None, parse_sha256(pinned.sha256) if pinned else None,
+                         pinned.size if pinned else None, None, {"layout": build.layout} if build else {},
+                         tested=build is not None)
+    return read
+
+
+def plan(request: Request, recipe: Mapping[str, Any], host: Host, listing: Listing | None = None) -> list[Plan]:
     """The ordered plans for ``request`` on ``host`` (SPEC §4.2; notes §3.3).
 
     Without ``--version`` and ``--from``, the plans of the newest tested build come first (in
     backend order), then those of each older tested build, as later fallbacks: an installer that
     finds the newest build unusable here still installs a tested one. An older build with nothing
-    for this host adds no fallback.
+    for this host, or whose release the listing lacks, adds no fallback. ``--from`` plans that
+    archive (``planning.plan_from``); a build not tested needs ``--untested``.
 
     Raises:
-        PlanRefused: as ``plan_build`` for the newest (or named) build.
-    """
-    if request.from_ or request.version:
-        return plan_build(request, recipe, host, releases)
-    builds = [b.version for b in tested(dict(recipe))]
-    out = plan_build(replace(request, version=builds[0]), recipe, host, releases)  # type: ignore[type-var]
-    for version in builds[1:]:
-        try:
-            out += plan_build(replace(request, version=version), recipe, host, releases)  # type: ignore[type-var]
-        except PlanRefused:
-            continue
-    return out
-
-
-def plan_build(request: RequestLike, recipe: Mapping[str, Any], host: Any,
-               releases: Sequence[Any] = ()) -> list[dict[str, Any]]:
-    """The ordered plans of one build (``request.version``, else the newest tested) on ``host``.
-
-    A plan is ``{id, version, backend, install, assets: [{name, url, sha256|null, size|null}],
-    tested, why, platform, layout (tested builds), extra}``. ``releases`` (objects with ``tag`` and
-    ``assets`` of ``name, url, size, digest``) is read only for an untested build.
-
-    Raises:
-        PlanRefused: an untested build without ``--untested``; no archive of the build for this
-            platform, or of the named backend; nothing of it runs here.
+        NotInstallable: as ``plan_build`` for the newest (or named) build; as ``plan_from``.
+        DigestConflict, UsageError: as ``plan_from``.
     """
     builds = tested(dict(recipe))
     if request.from_:
-        return _plan_from(request, builds)
-    version = request.version or builds[0].version
-    build = next((b for b in builds if b.version == version), None)
-    if build is None:
-        if not request.untested:
-            raise PlanRefused(_untested_message(version, builds))
-        listed = _release_archives(version, releases)
-        if listed is None:
-            raise PlanRefused(f"llama.cpp {version} publishes no archive this adapter knows "
-                              f"(no release {version} in the listing)")
-        archives: Sequence[Archive] = listed
-    else:
-        archives = build.archives
-    urls = _urls(version, releases)
-    mains = [a for a in archives if not a.cudart and a.platform == host.platform]
-    if not mains:
-        raise PlanRefused(f"llama.cpp {version} publishes no build for {host.platform}")
-    describe = host.describe()
-    if request.backend:
-        chosen = _by_backend(request.backend, mains, host, version)
-        side, note = _cudart(chosen, archives, host)
-        return [_plan(version, chosen, side, f"{describe}: {request.backend}, as named{note}",
-                      tested_build=build, recipe=recipe, urls=urls)]
-    out = []
-    for archive, why in _ordered(mains, host):
-        side, note = _cudart(archive, archives, host)
-        out.append(_plan(version, archive, side, f"{describe}: {why}{note}", tested_build=build,
-                         recipe=recipe, urls=urls))
-    if not out:
-        raise PlanRefused(f"no llama.cpp {version} build for {describe} runs here "
-                          f"(it has: {', '.join(sorted(a.backend for a in mains))})")
+        return [plan_from(request, host, _read_name(builds, request.untested), default_backend="cpu")]
+    if request.version:
+        return plan_build(request, recipe, host, listing)
+    out = plan_build(replace(request, version=builds[0].version), recipe, host, listing)
+    for b in builds[1:]:
+        try:
+            out += plan_build(replace(request, version=b.version), recipe, host, listing, required=False)
+        except NotInstallable:
+            continue
     return out

@@ -14,7 +14,9 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["Archive", "TestedBuild", "parse_name", "load", "tested", "build_key", "PACKAGE", "SCHEMA"]
+from superfluid.runtime.ordering import version_key
+
+__all__ = ["Archive", "TestedBuild", "parse_name", "load", "tested", "PACKAGE", "SCHEMA"]
 
 PACKAGE = "superfluid.runtime.llamacpp"
 SCHEMA = "llamacpp-recipe"
@@ -59,12 +61,6 @@ def parse_name(name: str) -> Archive | None:
                    cudart=bool(m["cudart"]))
 
 
-def build_key(build: str) -> int:
-    """``b11642`` -> 11642, for ordering builds."""
-    digits = re.sub(r"\D", "", build)
-    return int(digits) if digits else -1
-
-
 @dataclass(frozen=True)
 class TestedBuild:
     """A build the adapter was tested against."""
@@ -104,4 +100,4 @@ def tested(recipe: dict[str, Any] | None = None) -> list[TestedBuild]:
     for entry in recipe["tested"]:
         archives = tuple(a for a in (_archive(x) for x in entry["assets"]) if a is not None)
         out.append(TestedBuild(entry["version"], entry["layout"], entry.get("published"), archives))
-    return sorted(out, key=lambda b: build_key(b.version), reverse=True)
+    return sorted(out, key=lambda b: version_key(b.version), reverse=True)

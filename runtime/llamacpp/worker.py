@@ -4,8 +4,8 @@ Commands here: ``version [--lib P] [--<option> V]...`` and
 ``check [--model PATH] [--lib P] [--<option> V]...``. Exit 0 done, 1 unusable (reason on stderr, or
 in the check report), 2 usage (``unknown flag --x``).
 
-``plan [--version V] [--backend B] [--from URL|PATH] [--sha256 H] [--untested]`` (``plan_cli``),
-``install --into DIR --plan JSON`` (``install_cli``) and ``serve --model PATH [--host H] [--port N]
+``plan [--version V] [--backend B] [--from URL|PATH] [--sha256 H] [--untested]`` and
+``install --into DIR --plan JSON`` (``runtime.install_step``) and ``serve --model PATH [--host H] [--port N]
 [--max-context N] [--<option> V]...`` (``serve``: exit 3 when the model does not load). Each prints
 one line on stdout; a refusal is ``superfluid-worker-llamacpp: <why>`` on stderr.
 

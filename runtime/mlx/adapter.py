@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.adapter import Adapter
 from superfluid.runtime.options import Option
-from superfluid.runtime.ordering import digits_key
+from superfluid.runtime.ordering import version_key
 
 if TYPE_CHECKING:
     from superfluid.runtime.host import Host
+    from superfluid.runtime.planning import Listing, Plan, Request
 
 __all__ = ["ADAPTER", "MlxAdapter", "OPTIONS", "not_here"]
 
@@ -44,7 +45,7 @@ class MlxAdapter(Adapter):
     recipe_schema = "mlx-recipe"
 
     def _tested(self) -> list[dict[str, Any]]:
-        return sorted(self.recipe["tested"], key=lambda t: digits_key(t["version"]), reverse=True)
+        return sorted(self.recipe["tested"], key=lambda t: version_key(t["version"]), reverse=True)
 
     @property
     def python(self) -> str:
@@ -84,6 +85,23 @@ class MlxAdapter(Adapter):
 
     def options(self) -> list[Option]:
         return list(OPTIONS)
+
+    def plan(self, request: Request, host: Host, listing: Listing | None = None) -> list[Plan]:
+        """MLX runs on Apple silicon only (SPEC §4.3): elsewhere a clear refusal.
+
+        Raises:
+            NotInstallable: always on a host other than macOS arm64; on one, the install of wheels
+                into a private Python is not part of this toolchain yet.
+        """
+        from superfluid.runtime.planning import NotInstallable
+
+        reason = not_here(host, self.recipe["platforms"])
+        if reason:
+            raise NotInstallable(f"{reason}: nothing of mlx installs here",
+                                 fix="`superfluid runtime versions mlx` lists the tested versions and why")
+        raise NotInstallable("installing MLX (a private Python with pinned wheels) is not done by this toolchain "
+                             "yet", fix="install mlx and mlx-lm into a Python 3.12 virtual environment and name it "
+                                        "with --mlx-venv on serve")
 
     def nothing_to_load(self, environ: Mapping[str, str], worker: str) -> str | None:
         """Why ``worker``'s plain ``check`` would find no MLX to probe here: another platform, or no

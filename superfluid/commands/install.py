@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 from superfluid.runtime.errors import UsageError
 
 if TYPE_CHECKING:
-    from superfluid.installer.install import Outcome
-    from superfluid.installer.resolver import Plan, Request
+    from superfluid.installer.install import Event, Outcome
+    from superfluid.runtime.planning import Plan, Request
 
-__all__ = ["run", "plan_lines", "outcome_lines"]
+__all__ = ["run", "plan_lines", "outcome_lines", "event_lines"]
 
 _DIGEST_SOURCE = {
     "pin": "pinned in this superfluid's recipe",
@@ -80,7 +80,7 @@ def outcome_lines(outcome: Outcome, *, installs_before: int) -> str:
 
 
 def _request(args: argparse.Namespace, **over: Any) -> Request:
-    from superfluid.installer.resolver import Request
+    from superfluid.runtime.planning import Request
 
     source = over.pop("from_", getattr(args, "from_", None))
     if source and "://" not in source:
@@ -105,20 +105,41 @@ def _check_id(runtime_id: str) -> None:
 
 def _count(runtime_id: str, environ: Mapping[str, str]) -> int:
     from superfluid.installer.store import list_installs, runtime_root
-    from superfluid.runtime.host import home
+    from superfluid.runtime.home import home
 
     return sum(1 for i in list_installs(runtime_root(home(environ), runtime_id)) if i.ok)
+
+
+def event_lines(event: Event) -> list[str]:
+    """What an install tells while it runs, for people (stderr)."""
+    p = event.plan
+    if event.kind == "trying" and p is not None:
+        lead = "installing" if event.index == 0 else "  then, if it does not run:"
+        untested = "" if p.tested else " (UNTESTED with this superfluid)"
+        return [f"{lead} {p.id} {p.install}: {p.why}{_mb(p.size)}{untested}", *(f"  from {a.url}" for a in p.assets)]
+    if event.kind == "fell-back" and p is not None:
+        return [f"{p.id} {p.install} does not run here ({event.reason}); falling back to the next"]
+    if event.kind == "unchecked":
+        return [f"warning: {event.path} has no SHA-256 to check it against: installing a local file unchecked "
+                f"(its SHA-256 is {event.sha256})"]
+    if event.kind == "waiting" and p is not None:
+        return [f"another install of {p.id} is running ({event.holder}); waiting for it"]
+    return []
 
 
 def _do(request: Request, args: argparse.Namespace, environ: Mapping[str, str], *, dry_run: bool) -> Outcome:
     from superfluid.installer.download import progress_for
     from superfluid.installer.install import install
 
-    say = (lambda _t: None) if args.json else _err
+    def tell(event: Event) -> None:
+        if not args.json:
+            for line in event_lines(event):
+                _err(line)
+
     progress = progress_for(sys.stderr, environ=environ, json_mode=args.json)
     try:
         return install(request, environ=environ, mirror=args.mirror, offline=args.offline, dry_run=dry_run,
-                       say=say, progress=progress)
+                       tell=tell, progress=progress)
     finally:
         progress.close()
 
@@ -144,9 +165,9 @@ def _install(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 
 def _default(runtime_id: str, environ: Mapping[str, str]) -> tuple[Any, Any]:
     """The root and the default install of a runtime, or the 'not installed' refusal."""
-    from superfluid.installer.resolver import NotInstallable
     from superfluid.installer.store import default_install, runtime_root
-    from superfluid.runtime.host import home
+    from superfluid.runtime.home import home
+    from superfluid.runtime.planning import NotInstallable
 
     root = runtime_root(home(environ), runtime_id)
     current = default_install(root)
@@ -160,9 +181,9 @@ def _update(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     """Install the newest installable build of the default install's backend family beside it;
     the old install stays (and a pin moves to the new one)."""
     from superfluid.installer.install import plan
-    from superfluid.installer.resolver import backend_family, version_key
     from superfluid.installer.store import list_installs, read_pinned
-    from superfluid.runtime.host import home
+    from superfluid.runtime.home import home
+    from superfluid.runtime.ordering import backend_family, version_key
     from superfluid.runtime.receipt import RECEIPT, read_receipt
 
     root, current = _default(args.id, environ)
@@ -209,9 +230,9 @@ def _nothing(args: argparse.Namespace, message: str, current: str) -> int:
 def _repair(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     """Reinstall an install in place from what its receipt says (or its name, when the receipt
     itself is what is broken)."""
-    from superfluid.installer.resolver import NotInstallable
     from superfluid.installer.store import check_install_name, list_installs, runtime_root
-    from superfluid.runtime.host import home
+    from superfluid.runtime.home import home
+    from superfluid.runtime.planning import NotInstallable
 
     root = runtime_root(home(environ), args.id)
     present = {i.name: i for i in list_installs(root)}

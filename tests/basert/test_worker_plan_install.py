@@ -52,83 +52,70 @@ def refused(env: dict[str, str], host: dict[str, str], *flags: str) -> str:
 
 # -- plan ----------------------------------------------------------------------------------------
 
-def test_plan_on_apple_silicon_is_every_driven_pin_newest_first(clean_env: dict[str, str]) -> None:
+def test_plan_on_apple_silicon_is_the_newest_driven_pin(clean_env: dict[str, str]) -> None:
     answer = plan(clean_env, MACOS)
     assert answer["describe"] == "macOS arm64" and answer["host"]["os"] == "macos"
-    assert answer["plans"] == [
+    assert answer["plans"] == [  # the installer's rule, from the recipe alone: the newest release it drives
         {"id": "basert", "version": "0.4.0", "backend": "metal", "install": "0.4.0-metal",
          "assets": [{"name": "basert-engine-macos-arm64-0.4.0.tar.gz",
-                     "url": f"{RELEASE}/v0.4.0/basert-engine-macos-arm64-0.4.0.tar.gz", "sha256": None, "size": None}],
+                     "url": f"{RELEASE}/v0.4.0/basert-engine-macos-arm64-0.4.0.tar.gz", "sha256": None, "size": None,
+                     "digest_source": "release", "checked": []}],
          "tested": True, "chosen_by": "pin", "abi": 1,
-         "why": "macOS arm64: ABI 1; pinned in this superfluid's recipe; baseRT's Metal engine",
-         "platform": "macos-arm64", "extra": None},
-        {"id": "basert", "version": "0.3.0", "backend": "metal", "install": "0.3.0-metal",
-         "assets": [{"name": "basert-engine-macos-arm64-0.3.0.tar.gz",
-                     "url": f"{RELEASE}/v0.3.0/basert-engine-macos-arm64-0.3.0.tar.gz",
-                     "sha256": "c81ede9f41a5fe8636075ee41da5eb8c593c0acb85b6ffccfcef4af38a6e6dde", "size": 26436926}],
-         "tested": True, "chosen_by": "pin", "abi": None,
-         "why": "macOS arm64: unnumbered, of ABI 1's 0.3 line; pinned in this superfluid's recipe; baseRT's Metal "
-                "engine",
-         "platform": "macos-arm64", "extra": None},
-    ]  # 0.2.6 is pinned but not driven: never planned unasked
+         "why": "macOS arm64: baseRT 0.4.0 states ABI 1, the ABI this superfluid drives (as this superfluid's recipe "
+                "pins it); pinned in this superfluid's recipe; the metal bundle",
+         "platform": "macos-arm64"},
+    ]
 
 
 def test_plan_on_linux_arm64_needs_the_nvidia_driver_or_a_named_backend(clean_env: dict[str, str]) -> None:
     answer = plan(clean_env, LINUX_ARM)
     assert [(p["install"], p["assets"][0]["name"]) for p in answer["plans"]] == [
-        ("0.4.0-cuda", "basert-engine-linux-arm64-cuda-0.4.0.tar.gz"),
-        ("0.3.0-cuda", "basert-engine-linux-arm64-cuda-0.3.0.tar.gz")]
-    assert answer["plans"][0]["why"] == ("Linux arm64, NVIDIA driver 580.95.05: ABI 1; pinned in this superfluid's "
-                                         "recipe; baseRT's CUDA engine")
+        ("0.4.0-cuda", "basert-engine-linux-arm64-cuda-0.4.0.tar.gz")]
+    assert answer["plans"][0]["why"].startswith("Linux arm64, NVIDIA driver 580.95.05: baseRT 0.4.0 states ABI 1")
     no_driver = {**LINUX_ARM, "SUPERFLUID_HOST_NVIDIA_DRIVER": "none"}
-    assert refused(clean_env, no_driver) == (
-        f"{PROG}: baseRT's cuda engine for linux-arm64 needs an NVIDIA driver, and this is Linux arm64 "
-        "(--backend cuda plans it anyway)\n")
-    assert [p["install"] for p in plan(clean_env, no_driver, "--backend", "CUDA")["plans"]] == ["0.4.0-cuda",
-                                                                                                "0.3.0-cuda"]
+    assert "cuda: it needs an NVIDIA driver, and none was found" in refused(clean_env, no_driver)
+    assert [p["install"] for p in plan(clean_env, no_driver, "--backend", "CUDA")["plans"]] == ["0.4.0-cuda"]
     assert refused(clean_env, MACOS, "--backend", "cuda") == (
-        f"{PROG}: baseRT's engine for macos-arm64 is metal, not cuda\n")
+        f"{PROG}: baseRT 0.4.0 has no cuda bundle for macos-arm64 (it has: metal): name one of those with "
+        "--backend, or leave --backend out\n")
 
 
 def test_a_platform_the_recipe_pins_nothing_for_is_left_to_the_installer(clean_env: dict[str, str]) -> None:
     why = refused(clean_env, LINUX_X64)
-    assert why == (f"{PROG}: this superfluid's recipe pins no baseRT bundle for linux-x64 (it pins linux-arm64 (cuda) "
-                   "and macos-arm64 (metal); this is Linux x64): the installer chooses a release for it from the "
-                   "release listing by ABI number, which this worker never reads (`superfluid runtime install "
-                   "basert`, or --mirror URL|DIR for a mirror that carries one)\n")
+    assert why == (f"{PROG}: baseRT publishes no bundle for linux-x64 (this is Linux x64; bundles exist for "
+                   "linux-arm64, macos-arm64): use a mirror that carries one (--mirror URL|DIR), or --from PATH|URL "
+                   "with --sha256\n")
 
 
 def test_plan_a_named_version(clean_env: dict[str, str]) -> None:
     only = plan(clean_env, MACOS, "--version", "0.3.0")["plans"]
     assert [(p["install"], p["tested"], p["chosen_by"]) for p in only] == [("0.3.0-metal", True, "pin")]
-    # a pin this build does not drive: refused by its verdict, planned untested with --untested
+    # a pin this build does not drive: refused by the ABI rule, planned untested with --untested
     assert refused(clean_env, MACOS, "--version", "0.2.6") == (
-        f"{PROG}: basert 0.2.6: unnumbered 0.2.6, not of the 0.3 line; this superfluid drives ABI 1; pass --untested "
-        "to install it anyway\n")
+        f"{PROG}: baseRT 0.2.6 states no ABI number; this superfluid drives ABI 1, and only the unnumbered 0.3.x "
+        "line carries ABI 1: the newest it drives is 0.4.0; --untested installs 0.2.6 anyway\n")
     untested = plan(clean_env, MACOS, "--version", "0.2.6", "--untested")["plans"]
     assert len(untested) == 1
     assert {k: untested[0][k] for k in ("install", "tested", "chosen_by", "abi")} == {
         "install": "0.2.6-metal", "tested": False, "chosen_by": "untested", "abi": None}
     assert untested[0]["assets"][0]["sha256"] == "9bcb204b7cca56470edc41323650f97f5b5fb45499825565a476be508237c84a"
-    assert "(UNTESTED: planned with --untested)" in untested[0]["why"]
+    assert "(UNTESTED: installed with --untested)" in untested[0]["why"]
     # a version the recipe does not pin: only the release listing knows it
-    why = refused(clean_env, MACOS, "--version", "0.4.1")
-    assert "basert 0.4.1 is not pinned in this superfluid's recipe (it pins 0.4.0, 0.3.0, 0.2.6)" in why
-    assert "`superfluid runtime install basert --version 0.4.1` resolves it" in why
+    assert "baseRT 0.4.1 is not published" in refused(clean_env, MACOS, "--version", "0.4.1")
 
 
 def test_plan_a_named_bundle(clean_env: dict[str, str]) -> None:
     bundle = "/srv/basert-engine-linux-x64-0.4.0.tar.gz"
     assert plan(clean_env, LINUX_X64, "--from", bundle, f"--sha256={DIGEST.upper()}")["plans"] == [
         {"id": "basert", "version": "0.4.0", "backend": "cpu", "install": "0.4.0-cpu",
-         "assets": [{"name": "basert-engine-linux-x64-0.4.0.tar.gz", "url": bundle, "sha256": DIGEST, "size": None}],
-         "tested": True, "chosen_by": "from", "abi": 1, "why": f"{bundle}, as named", "platform": "linux-x64",
-         "extra": None}]
-    # a pinned file name takes the pin's digest and size; --untested marks it untested
+         "assets": [{"name": "basert-engine-linux-x64-0.4.0.tar.gz", "url": bundle, "sha256": DIGEST, "size": None,
+                     "digest_source": "flag", "checked": ["flag"]}],
+         "tested": True, "chosen_by": "from", "abi": 1, "why": f"{bundle}, as named", "platform": "linux-x64"}]
+    # a pinned file name takes the pin's digest and size; the probe decides whether it is driven
     pinned = plan(clean_env, MACOS, "--from", "https://mirror.invalid/basert-engine-macos-arm64-0.3.0.tar.gz",
                   "--untested")["plans"][0]
     assert pinned["assets"][0]["size"] == 26436926 and pinned["assets"][0]["sha256"].startswith("c81ede9f")
-    assert (pinned["tested"], pinned["chosen_by"], pinned["abi"]) == (False, "from", None)
+    assert (pinned["chosen_by"], pinned["abi"]) == ("from", None)
     assert refused(clean_env, MACOS, "--from", bundle) == (
         f"{PROG}: {bundle} is built for linux-x64; this is macOS arm64\n")
 
@@ -137,16 +124,16 @@ def test_sha256_names_the_first_plans_bundle_and_never_overrides_a_pin(clean_env
     named = plan(clean_env, MACOS, "--sha256", DIGEST)["plans"]
     assert [(p["install"], p["assets"][0]["sha256"]) for p in named] == [("0.4.0-metal", DIGEST)]
     why = refused(clean_env, MACOS, "--version", "0.3.0", "--sha256", DIGEST)
-    assert why == (f"{PROG}: --sha256 {DIGEST} disagrees with the SHA-256 this superfluid's recipe pins for "
-                   "basert-engine-macos-arm64-0.3.0.tar.gz "
-                   "(c81ede9f41a5fe8636075ee41da5eb8c593c0acb85b6ffccfcef4af38a6e6dde); a pin is never overridden\n")
+    assert why == (f"{PROG}: basert-engine-macos-arm64-0.3.0.tar.gz: --sha256 {DIGEST} disagrees with the pin of "
+                   "this superfluid's recipe c81ede9f41a5fe8636075ee41da5eb8c593c0acb85b6ffccfcef4af38a6e6dde: a pin "
+                   "is never overridden; drop --sha256, or check the digest you passed\n")
 
 
 @pytest.mark.parametrize(("flags", "message"), [
     (["--bogus"], "unknown flag --bogus"),
     (["--version"], "--version needs a value"),
     (["--backend", "metal", "--backend", "cpu"], "--backend is given twice"),
-    (["--sha256", "xyz"], "--sha256 'xyz': expected 64 hexadecimal digits"),
+    (["--sha256", "xyz"], "--sha256 'xyz' is not a SHA-256 (64 hexadecimal digits)"),
     (["--untested=yes"], "--untested takes no value"),
     (["--from", "/srv/basert-engine-macos-arm64-0.4.0.tar.gz", "--version", "0.3.0"],
      "--version 0.3.0 disagrees with basert-engine-macos-arm64-0.4.0.tar.gz, which is version 0.4.0"),
@@ -229,8 +216,7 @@ def test_a_refusal_by_abi_alone_installs_only_from_an_untested_plan(engines: Pat
     assert done.returncode == 1 and done.stdout == ""
     verdict = "states ABI 2; this superfluid drives ABI 1" if stated else "only the unnumbered 0.3.x line carries ABI 1"
     assert verdict in done.stderr
-    assert done.stderr.rstrip("\n").endswith(f"the plan is tested, and a release of another ABI installs only untested "
-                                             f"(`superfluid runtime install basert --version {variant} --untested`)")
+    assert done.stderr.rstrip("\n").endswith("--untested installs it anyway (recorded as untested)")
     assert not (into / "runtime.json").exists()
 
     done = install(clean_env, into, bundle_plan(clean_env, variant, "--untested"))
@@ -254,7 +240,8 @@ def test_a_refusal_other_than_by_abi_is_final(engines: Path, clean_env: dict[str
     p = bundle_plan(clean_env, "0.3.0", *(["--untested"] if untested else []))
     done = install(clean_env, into, p)
     assert done.returncode == 1 and done.stdout == ""
-    assert done.stderr.startswith(f"{PROG}: libbaseRT at {into / 'lib' / LIB_NAME}") and reason in done.stderr
+    assert done.stderr.startswith(f"{PROG}: basert 0.3.0-cpu: the staged library was refused by its check: "
+                                  f"libbaseRT at {into / 'lib' / LIB_NAME}") and reason in done.stderr
     assert not (into / "runtime.json").exists()
 
 
@@ -263,15 +250,14 @@ def test_the_library_must_be_the_release_the_plan_names(engines: Path, clean_env
     into = extracted(tmp_path / "staging", engines, "0.3.1")
     done = install(clean_env, into, bundle_plan(clean_env, "0.4.0"))
     assert done.returncode == 1
-    assert (f"libbaseRT at {into / 'lib' / LIB_NAME} is version '0.3.1', but the plan installs baseRT 0.4.0: the "
-            "bundle is not the release the plan names") in done.stderr
+    assert "the bundle of basert 0.4.0 holds a library of version 0.3.1: the release is not what it says" in done.stderr
     other = extracted(tmp_path / "other", engines, "0.5.0")
     p = bundle_plan(clean_env, "0.5.0", "--untested") | {"abi": 1}  # the plan's release states ABI 1
     done = install(clean_env, other, p)
-    assert done.returncode == 1 and "states ABI 2, but the plan's release (baseRT 0.5.0) states ABI 1" in done.stderr
+    assert done.returncode == 1 and "its library states ABI 2, and the release states 1" in done.stderr
     assert not (into / "runtime.json").exists() and not (other / "runtime.json").exists()
     # a bundle named without a version ("custom") is whatever it holds
-    custom = bundle_plan(clean_env, "0.4.0") | {"version": "custom", "install": "custom"}
+    custom = bundle_plan(clean_env, "0.4.0") | {"version": "custom", "install": "custom-cpu"}
     done = install(clean_env, extracted(tmp_path / "custom", engines, "0.4.0"), custom)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["version"] == "custom"
@@ -280,10 +266,10 @@ def test_the_library_must_be_the_release_the_plan_names(engines: Path, clean_env
 def test_a_directory_without_libbasert_is_refused(clean_env: dict[str, str], tmp_path: Path) -> None:
     (tmp_path / "lib").mkdir()
     done = install(clean_env, tmp_path, bundle_plan(clean_env, "0.4.0"))
-    names = " or ".join((LIB_NAME, "libbaseRT.0.dylib" if LIB_NAME.endswith(".dylib") else "libbaseRT.so.0"))
+    names = " nor ".join((LIB_NAME, "libbaseRT.0.dylib" if LIB_NAME.endswith(".dylib") else "libbaseRT.so.0"))
     assert done.returncode == 1 and done.stdout == ""
-    assert done.stderr == (f"{PROG}: {tmp_path / 'lib'} holds no {names}: the plan's archives are not a baseRT "
-                           "bundle this adapter knows\n")
+    assert f"the staged library was refused by its check: --basert-lib names the directory {tmp_path / 'lib'}, " \
+           f"which holds neither {names}" in done.stderr
     assert not (tmp_path / "runtime.json").exists()
 
 

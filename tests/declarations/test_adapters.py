@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from superfluid.runtime.basert.adapter import ADAPTER as BASERT
-from superfluid.runtime.basert.adapter import pin_verdict
 from superfluid.runtime.host import Host
 from superfluid.runtime.llamacpp.adapter import ADAPTER as LLAMACPP
 from superfluid.runtime.mlx.adapter import ADAPTER as MLX
@@ -19,26 +16,6 @@ LINUX_ARM64 = Host("linux", "arm64")
 MACOS_ARM64 = Host("macos", "arm64")
 
 # -- basert ---------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("version", "abi", "drives", "verdict"),
-    [
-        pytest.param("0.4.0", 1, True, "ABI 1", id="our-abi"),
-        pytest.param("0.9.9", 1, True, "ABI 1", id="our-abi-whatever-the-version"),
-        pytest.param("0.5.0", 2, False, "ABI 2; this superfluid drives ABI 1", id="other-abi"),
-        pytest.param("0.3.1", 2, False, "ABI 2; this superfluid drives ABI 1", id="numbered-on-the-line-other-abi"),
-        pytest.param("0.3.0", None, True, "unnumbered, of ABI 1's 0.3 line", id="unnumbered-on-the-line"),
-        pytest.param("0.3.7", None, True, "unnumbered, of ABI 1's 0.3 line", id="unnumbered-patch-on-the-line"),
-        pytest.param("0.2.6", None, False, "unnumbered 0.2.6, not of the 0.3 line; this superfluid drives ABI 1",
-                     id="unnumbered-off-the-line"),
-        pytest.param("0.4.0", None, False, "unnumbered 0.4.0, not of the 0.3 line; this superfluid drives ABI 1",
-                     id="unnumbered-later"),
-    ],
-)
-def test_pin_verdict(version: str, abi: int | None, drives: bool, verdict: str) -> None:
-    judged = pin_verdict(version, abi, drives=1, line="0.3")
-    assert (judged.drives, judged.verdict) == (drives, verdict)
 
 
 def test_basert_recipe_carries_upstream_pins_and_no_invented_digest() -> None:

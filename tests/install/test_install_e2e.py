@@ -215,7 +215,7 @@ def test_bundle_with_a_broken_library_is_refused_even_untested(home: Home, serve
 def test_bundle_whose_library_is_another_version_is_refused(home: Home, server: ReleaseServer) -> None:
     server.add_release(REPO, "v0.4.1", releases.release_assets("0.4.1", 1, variant="0.4.0"), sha256_files=True)
     run = _install(home, server)
-    assert run.code == 1 and "the bundle of baseRT 0.4.1 holds libbaseRT 0.4.0" in run.stderr
+    assert run.code == 1 and "the bundle of basert 0.4.1 holds a library of version 0.4.0" in run.stderr
     assert home.installs() == []
 
 

@@ -53,7 +53,8 @@ def test_plan_without_a_gpu_is_the_newest_cpu_build_then_the_older_one() -> None
     newest, older = answer["plans"]
     assert newest["assets"] == [{"name": "llama-b11642-bin-ubuntu-x64.tar.gz", "sha256": None, "size": None,
                                  "url": "https://github.com/ggml-org/llama.cpp/releases/download/b11642/"
-                                        "llama-b11642-bin-ubuntu-x64.tar.gz"}]
+                                        "llama-b11642-bin-ubuntu-x64.tar.gz",
+                                 "digest_source": "release", "checked": []}]  # settled by the installer
     assert newest["tested"] is True and newest["layout"] == "v2" and newest["why"] == "Linux x64: the CPU build"
     # b11284's digest is the published fact the recipe pins
     assert older["layout"] == "v1" and len(older["assets"]) == 1
@@ -84,14 +85,17 @@ def test_plan_flags_name_a_version_a_backend_or_an_archive() -> None:
     vulkan = plan("--backend", "VULKAN", "--version", "b11642")["plans"]  # lower-cased, no fallback
     assert [p["install"] for p in vulkan] == ["b11642-vulkan"]
     assert vulkan[0]["why"] == "Linux x64: vulkan, as named"
-    digest = "AB" * 32
+    digest = "F53F2534E7AC8DF1EF056117D215F1581FEB6C426310D6423EFAC9ADCDD5C2C8"  # the pin, in upper case
     archive = plan("--from", "/srv/llama-b11284-bin-ubuntu-x64.tar.gz", f"--sha256={digest}")["plans"]
     assert archive == [{"id": "llamacpp", "version": "b11284", "backend": "cpu", "install": "b11284-cpu",
                         "assets": [{"name": "llama-b11284-bin-ubuntu-x64.tar.gz",
                                     "url": "/srv/llama-b11284-bin-ubuntu-x64.tar.gz", "sha256": digest.lower(),
-                                    "size": 17438632}],
-                        "tested": True, "why": "/srv/llama-b11284-bin-ubuntu-x64.tar.gz, as named",
-                        "platform": "linux-x64", "extra": None, "layout": "v1"}]
+                                    "size": 17438632, "digest_source": "pin", "checked": ["pin"]}],
+                        "tested": True, "chosen_by": "from", "abi": None,
+                        "why": "/srv/llama-b11284-bin-ubuntu-x64.tar.gz, as named",
+                        "platform": "linux-x64", "layout": "v1"}]
+    other = worker("plan", "--from", "/srv/llama-b11284-bin-ubuntu-x64.tar.gz", "--sha256=" + "ab" * 32, env=NO_GPU)
+    assert other.returncode == 1 and "a pin is never overridden" in other.stderr
 
 
 def test_an_untested_build_is_refused_and_the_listing_is_left_to_the_installer() -> None:
@@ -103,16 +107,21 @@ def test_an_untested_build_is_refused_and_the_listing_is_left_to_the_installer()
     assert done.returncode == 1 and done.stdout == ""
     assert "known only from the release listing, and this worker never touches the network" in done.stderr
     assert "`superfluid runtime install llamacpp --version b11500 --untested` resolves it" in done.stderr
-    # a named archive needs no listing
-    untested = plan("--from", "https://example.invalid/llama-b11500-bin-ubuntu-x64.tar.gz", "--untested")["plans"]
+    # a named archive needs no listing, but a remote one needs a digest (nothing is fetched unverified)
+    digest = "ab" * 32
+    untested = plan("--from", "https://example.invalid/llama-b11500-bin-ubuntu-x64.tar.gz", "--untested",
+                    f"--sha256={digest}")["plans"]
     assert [(p["install"], p["tested"]) for p in untested] == [("b11500-cpu", False)]
+    done = worker("plan", "--from", "https://example.invalid/llama-b11500-bin-ubuntu-x64.tar.gz", "--untested",
+                  env=NO_GPU)
+    assert done.returncode == 1 and "no SHA-256 to check it against" in done.stderr
 
 
 @pytest.mark.parametrize(("flags", "message"), [
     (["--bogus"], "unknown flag --bogus"),
     (["--version"], "--version needs a value"),
     (["--backend", "cpu", "--backend", "cuda"], "--backend is given twice"),
-    (["--sha256", "xyz"], "--sha256 'xyz': expected 64 hexadecimal digits"),
+    (["--sha256", "xyz"], "--sha256 'xyz' is not a SHA-256 (64 hexadecimal digits)"),
     (["--untested=yes"], "--untested takes no value"),
 ])
 def test_a_bad_plan_flag_is_a_usage_error(flags: list[str], message: str) -> None:
@@ -180,7 +189,7 @@ def test_a_library_of_the_other_layout_than_the_plans_build_is_refused(lib_v1_di
     into = extracted(tmp_path / "staging", lib_v1_dir)
     done = install(into, verified(plan()["plans"][0]))  # b11642: v2
     assert done.returncode == 1 and done.stdout == ""
-    assert "is laid out as v1, but llama.cpp b11642 (the plan's build) is v2" in done.stderr
+    assert "its library is laid out as v1, but llamacpp b11642 was tested as v2" in done.stderr
     assert not (into / "runtime.json").exists()
 
 
@@ -196,8 +205,8 @@ def test_a_library_that_is_not_libllama_is_refused_and_nothing_is_written(tmp_pa
     subprocess.run(["cc", "-shared", "-fPIC", str(src), "-o", str(into / "lib" / "libllama.so")], check=True)
     done = install(into, verified(plan()["plans"][0]))
     assert done.returncode == 1 and done.stdout == ""
-    assert done.stderr.startswith(f"superfluid-worker-llamacpp: {into / 'lib' / 'libllama.so'} is a llama.cpp this "
-                                  "adapter cannot drive: it has no llama_backend_init")
+    assert (f"the staged library was refused by its check: {into / 'lib' / 'libllama.so'} is a llama.cpp this "
+            "adapter cannot drive: it has no llama_backend_init") in done.stderr
     assert not (into / "runtime.json").exists()
 
 
@@ -215,7 +224,7 @@ def test_an_unknown_layout_is_refused_even_for_an_untested_plan(tmp_path: Path) 
     done = install(into, p)
     assert done.returncode == 1 and done.stdout == ""  # a refusal, not a crash (the stub aborts if driven)
     assert "its parameter structs are laid out as no tested build's are" in done.stderr
-    assert "--untested relaxes which build is installed, never the layout" in done.stderr
+    assert "the staged library was refused by its check" in done.stderr and "layout" in done.stderr
     assert not (into / "runtime.json").exists()
     p["tested"] = True
     done = install(into, p)
@@ -226,8 +235,8 @@ def test_a_directory_without_libllama_is_refused(tmp_path: Path) -> None:
     (tmp_path / "lib").mkdir()
     done = install(tmp_path, verified(plan()["plans"][0]))
     assert done.returncode == 1
-    assert done.stderr == (f"superfluid-worker-llamacpp: {tmp_path / 'lib'} holds no libllama.so or libllama.so.0: "
-                           "the plan's archives are not a llama.cpp build this adapter knows\n")
+    assert (f"names the directory {tmp_path / 'lib'}, which holds neither libllama.so nor libllama.so.0"
+            in done.stderr)
     assert not (tmp_path / "runtime.json").exists()
 
 
@@ -260,7 +269,7 @@ def test_a_plan_missing_what_the_receipt_is_made_of_is_a_usage_error(lib_v2_dir:
         assert done.returncode == 2 and f"--plan: {key!r} must be" in done.stderr, done.stderr
     bad_name = verified(plan()["plans"][0]) | {"install": "../escape"}
     done = install(into, bad_name)
-    assert done.returncode == 2 and "'install' '../escape' is not a name an install can have" in done.stderr
+    assert done.returncode == 2 and "'install' '../escape' is not 'b11642-cpu'" in done.stderr
     unverified = plan()["plans"][0]  # b11642's digest is null until the installer settles it
     done = install(into, unverified)
     assert done.returncode == 2

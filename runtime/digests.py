@@ -2,34 +2,30 @@
 
 Pure: the statements (a recipe pin, ``--sha256``, the release's ``<asset>.sha256``, the listing's
 ``digest``) are values; the answer is the digest to check the bytes against, or a typed refusal
-that names both values of any disagreement. The download (``download``) then checks the bytes.
+that names both values of any disagreement. The installer then checks the bytes against it.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
-from superfluid.installer.errors import InconsistentRelease
-from superfluid.installer.plans import DigestConflict, NotInstallable, PlanAsset, is_local
+from superfluid.runtime.errors import InconsistentRelease
+from superfluid.runtime.planning import DigestConflict, NotInstallable, PlanAsset, Sha256, is_local, parse_sha256
 
 __all__ = ["api_sha256", "parse_sha256_file", "expected_digest", "settle_asset"]
 
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
-
-def api_sha256(digest: str | None) -> str | None:
+def api_sha256(digest: str | None) -> Sha256 | None:
     """The hex of a listing's ``digest`` (``"sha256:<hex>"``); None for none or another algorithm."""
     if not digest:
         return None
     algo, _, hexdigest = digest.partition(":")
     if not hexdigest:
         algo, hexdigest = "sha256", algo
-    hexdigest = hexdigest.strip().lower()
-    return hexdigest if algo.lower() == "sha256" and _HEX64.match(hexdigest) else None
+    return parse_sha256(hexdigest) if algo.strip().lower() == "sha256" else None
 
 
-def parse_sha256_file(repo: str, tag: str, name: str, text: str) -> str:
+def parse_sha256_file(repo: str, tag: str, name: str, text: str) -> Sha256:
     """The digest a ``<name>.sha256`` states: ``<64 hex>  <name>`` (``sha256sum``'s line; a lone
     digest is accepted too, and a ``*`` before the name).
 
@@ -37,18 +33,18 @@ def parse_sha256_file(repo: str, tag: str, name: str, text: str) -> str:
         InconsistentRelease: it holds no 64-hex digest first, or names another file.
     """
     words = text.split()
-    digest = words[0].lower() if words else ""
-    if not _HEX64.match(digest):
+    digest = parse_sha256(words[0]) if words and not words[0].lower().startswith("sha256:") else None
+    if digest is None:
         raise InconsistentRelease(repo, tag, "holds no SHA-256 (expected '<64 hex>  <name>')", asset=f"{name}.sha256")
     if len(words) > 1 and words[1].lstrip("*") != name:
         raise InconsistentRelease(repo, tag, f"is the digest of {words[1]!r}, not of {name!r}", asset=f"{name}.sha256")
     return digest
 
 
-def expected_digest(name: str, *, pin: str | None = None, flag: str | None = None, sidecar: str | None = None,
-                    api: str | None = None, local: bool = False, sidecar_pending: bool = False,
-                    require_sidecar: bool = False,
-                    where: tuple[str, str] = ("", "")) -> tuple[str | None, str, tuple[str, ...]]:
+def expected_digest(name: str, *, pin: Sha256 | None = None, flag: Sha256 | None = None,
+                    sidecar: Sha256 | None = None, api: Sha256 | None = None, local: bool = False,
+                    sidecar_pending: bool = False, require_sidecar: bool = False,
+                    where: tuple[str, str] = ("", "")) -> tuple[Sha256 | None, str, tuple[str, ...]]:
     """The digest an asset must have, where it comes from, and what it was agreed against (SPEC §8.2).
 
     - A pinned asset must match its pin, and the listing's digest when it gives one; a ``--sha256``
@@ -108,7 +104,7 @@ def expected_digest(name: str, *, pin: str | None = None, flag: str | None = Non
     )
 
 
-def settle_asset(asset: PlanAsset, sidecar_text: str | None, *, flag: str | None = None,
+def settle_asset(asset: PlanAsset, sidecar_text: str | None, *, flag: Sha256 | None = None,
                  where: tuple[str, str] = ("", "")) -> PlanAsset:
     """The asset with its final expected digest once its ``.sha256`` (named by ``asset.sidecar``) was
     read: ``sidecar_text`` is its content.

@@ -1,31 +1,18 @@
-"""The resolver's rules, table-driven on synthetic release facts (no network, no files)."""
+"""basert's planner (and the digest policy and ``--from`` rule it calls), table-driven on synthetic
+release facts served by an in-memory listing (no network, no files)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import pytest
 
-from superfluid.installer.errors import InconsistentRelease
-from superfluid.installer.resolver import (
-    DigestConflict,
-    NotInstallable,
-    Request,
-    abi_assets_needed,
-    abi_choice,
-    api_sha256,
-    backend_rank,
-    expected_digest,
-    install_name,
-    parse_sha256_file,
-    read_abi_asset,
-    resolve,
-    settle_asset,
-    version_key,
-)
 from superfluid.runtime.basert.bundles import parse_abi_asset_name, parse_bundle_name
-from superfluid.runtime.errors import UsageError
+from superfluid.runtime.basert.planner import plan, read_abi_asset
+from superfluid.runtime.digests import api_sha256, expected_digest, parse_sha256_file, settle_asset
+from superfluid.runtime.errors import InconsistentRelease, UsageError
 from superfluid.runtime.host import Host
+from superfluid.runtime.ordering import backend_rank, version_key
+from superfluid.runtime.planning import DigestConflict, NotInstallable, Request, install_name
+from tests.memory_listing import Asset, MemoryListing, Release
 
 LINUX = Host("linux", "x64")
 LINUX_ARM = Host("linux", "arm64")
@@ -34,23 +21,8 @@ MAC = Host("macos", "arm64")
 D = {c: c * 64 for c in "abcdef"}  # six distinct digests
 
 
-@dataclass(frozen=True)
-class A:
-    name: str
-    url: str = ""
-    size: int | None = 10
-    digest: str | None = None
-
-    def __post_init__(self) -> None:
-        if not self.url:
-            object.__setattr__(self, "url", f"http://mirror.test/{self.name}")
-
-
-@dataclass(frozen=True)
-class R:
-    tag: str
-    assets: tuple[A, ...] = field(default_factory=tuple)
-    prerelease: bool = False
+A = Asset
+R = Release
 
 
 def release(version: str, abi: int | None = None, *, platforms: tuple[str, ...] = ("linux-x64",),
@@ -96,7 +68,8 @@ STANDARD = [release("0.5.0", 2), release("0.4.0", 1), release("0.3.1", 1), relea
 
 def plans(request: Request, releases: list[R], *, host: Host = LINUX, recipe: dict = NO_PINS,
           texts: dict | None = None) -> list:
-    return resolve(request, recipe, host, releases, texts_for(releases, texts), drives=1, line="0.3")
+    listing = MemoryListing(releases, texts_for(releases, texts), repo="basecompute/baseRT")
+    return plan(request, recipe, host, listing, drives=1, line="0.3")
 
 
 def req(**kw: object) -> Request:
@@ -229,8 +202,12 @@ def test_pinned_digest_from_recipe_when_not_listed() -> None:
     got = plans(req(version="0.3.0"), [], host=MAC, recipe=RECIPE)
     a = got[0].assets[0]
     assert (got[0].chosen_by, a.sha256, a.digest_source, a.size) == ("pin", D["c"], "pin", 5)
-    assert a.url == "https://example.invalid/v0.3.0/basert-engine-macos-arm64-0.3.0.tar.gz"
+    assert a.url == "http://mirror.test/v0.3.0/basert-engine-macos-arm64-0.3.0.tar.gz"  # where the source has it
     assert got[0].backend == "metal" and got[0].install == "0.3.0-metal"
+    # without a listing (the worker's plan), at the recipe's URL, digests of unpinned bundles provisional
+    alone = plan(req(), RECIPE, MAC, None, drives=1, line="0.3")
+    assert [(p.install, p.assets[0].url, p.assets[0].sha256) for p in alone] == [
+        ("0.4.0-metal", "https://example.invalid/v0.4.0/basert-engine-macos-arm64-0.4.0.tar.gz", None)]
 
 
 def test_pin_abi_chooses_listed_release_without_abi_asset() -> None:
@@ -266,10 +243,11 @@ def test_plans_ordered_by_backend_rank() -> None:
     assert [p.backend for p in got] == ["cuda", "cpu"]
 
 
-def test_abi_assets_needed_only_for_this_platform() -> None:
+def test_abi_assets_read_only_for_this_platform() -> None:
     rels = [release("0.4.0", 1), release("0.9.0", 3, platforms=("macos-arm64",))]
-    needed = abi_assets_needed(NO_PINS, rels, "linux-x64")
-    assert [(r.tag, a.name) for r, a in needed] == [("v0.4.0", "basert-engine-abi-1.txt")]
+    listing = MemoryListing(rels, texts_for(rels))
+    plan(req(), NO_PINS, LINUX, listing, drives=1, line="0.3")
+    assert listing.read == [("v0.4.0", "basert-engine-abi-1.txt")]
 
 
 # -- the digest policy (SPEC §8.2) ----------------------------------------------------------------------
@@ -437,14 +415,6 @@ def test_version_order() -> None:
                                           ("weird", 8), ("cpu", 9)])
 def test_backend_rank(backend: str, rank: int) -> None:
     assert backend_rank(backend) == rank
-
-
-@pytest.mark.parametrize("version,abi,expected", [
-    ("0.4.0", 1, "abi"), ("0.5.0", 2, None), ("0.3.0", None, "line"), ("0.3.7", None, "line"),
-    ("0.2.6", None, None), ("0.4.0", None, None), ("0.3.1", 2, None),
-])
-def test_abi_choice(version: str, abi: int | None, expected: str | None) -> None:
-    assert abi_choice(version, abi, 1, "0.3")[0] == expected
 
 
 def test_install_name_refuses_odd_names() -> None:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import pytest
 
 from superfluid.runtime.host import Host
 from superfluid.runtime.llamacpp.adapter import ADAPTER
-from superfluid.runtime.llamacpp.planner import PlanRefused, Want, cuda_major_for_driver, plan, plan_build
+from superfluid.runtime.llamacpp.planner import cuda_major_for_driver, plan, plan_build
+from superfluid.runtime.planning import NotInstallable as PlanRefused
+from superfluid.runtime.planning import DigestConflict, Request
+from tests.memory_listing import Asset, MemoryListing, Release
+
+
+def Want(**kw: object) -> Request:  # noqa: N802 (reads as the request it builds)
+    return Request.parse("llamacpp", **kw)  # type: ignore[arg-type]
 
 RECIPE = ADAPTER.recipe
 
@@ -24,7 +29,7 @@ def test_driver_major_bounds_cuda(driver: str | None, cuda: int | None) -> None:
 
 
 def _installs(host: Host, want: Want | None = None) -> list[tuple[str, list[str]]]:
-    return [(p["install"], [a["name"] for a in p["assets"]]) for p in plan_build(want or Want(), RECIPE, host)]
+    return [(p.install, [a.name for a in p.assets]) for p in plan_build(want or Want(), RECIPE, host)]
 
 
 @pytest.mark.parametrize(("host", "expected"), [
@@ -57,14 +62,15 @@ def test_backend_order(host: Host, expected: list[tuple[str, list[str]]]) -> Non
 
 
 def test_plan_shape_and_urls() -> None:
-    first = plan(Want(version="b11284"), RECIPE, Host("linux", "x64", nvidia_driver="580.95.05"))[0]
+    first = plan(Want(version="b11284"), RECIPE, Host("linux", "x64", nvidia_driver="580.95.05"))[0].to_json()
     assert first["id"] == "llamacpp" and first["version"] == "b11284" and first["tested"] is True
-    assert first["layout"] == "v1" and first["backend"] == "cuda-13.4"
+    assert first["layout"] == "v1" and first["backend"] == "cuda-13.4" and first["chosen_by"] == "tested"
     assert first["why"] == ("Linux x64, NVIDIA driver 580.95.05: NVIDIA driver 580 runs CUDA 13; "
                             "no CUDA 13 runtime on the system, so its archive too")
     assert first["assets"][0]["url"] == ("https://github.com/ggml-org/llama.cpp/releases/download/b11284/"
                                          "llama-b11284-bin-ubuntu-cuda-13.4-x64.tar.gz")
-    assert set(first["assets"][0]) == {"name", "url", "sha256", "size"}
+    assert set(first["assets"][0]) == {"name", "url", "sha256", "size", "digest_source", "checked"}
+    assert first["assets"][0]["sha256"] is not None and first["assets"][0]["digest_source"] == "pin"
 
 
 @pytest.mark.parametrize(("backend", "host", "install"), [
@@ -77,10 +83,10 @@ def test_plan_shape_and_urls() -> None:
 ])
 def test_named_backend_gives_one_plan_per_build(backend: str, host: Host, install: str) -> None:
     plans = plan_build(Want(backend=backend), RECIPE, host)
-    assert [p["install"] for p in plans] == [install]
-    assert f"{backend}, as named" in plans[0]["why"]
+    assert [p.install for p in plans] == [install]
+    assert f"{backend}, as named" in plans[0].why
     # without --version, the older tested build's plan follows as a fallback
-    assert [p["install"] for p in plan(Want(backend=backend), RECIPE, host)] == [
+    assert [p.install for p in plan(Want(backend=backend), RECIPE, host)] == [
         install, install.replace("b11642", "b11284")]
 
 
@@ -88,9 +94,9 @@ def test_named_backend_gives_one_plan_per_build(backend: str, host: Host, instal
     pytest.param(Want(), ["b11642-cuda-13.4", "b11642-cpu", "b11284-cuda-13.4", "b11284-cpu"], id="fallback"),
     pytest.param(Want(version="b11284"), ["b11284-cuda-13.4", "b11284-cpu"], id="version-named-no-fallback"),
 ])
-def test_older_tested_builds_follow_as_fallbacks(want: Want, installs: list[str]) -> None:
+def test_older_tested_builds_follow_as_fallbacks(want: Request, installs: list[str]) -> None:
     host = Host("linux", "x64", nvidia_driver="580.95.05")
-    assert [p["install"] for p in plan(want, RECIPE, host)] == installs
+    assert [p.install for p in plan(want, RECIPE, host)] == installs
 
 
 def test_named_backend_missing_is_refused_with_what_there_is() -> None:
@@ -104,46 +110,50 @@ def test_untested_build_needs_untested() -> None:
         plan(Want(version="b11700"), RECIPE, Host("linux", "x64"))
 
 
-@dataclass
-class _Asset:
-    name: str
-    url: str
-    size: int | None = None
-    digest: str | None = None
-
-
-@dataclass
-class _Release:
-    tag: str
-    prerelease: bool = False
-    assets: list[_Asset] = field(default_factory=list)
-
-
 def test_untested_build_plans_from_the_listing_with_its_digests() -> None:
     digest = "ab" * 32
-    listing = [_Release("b11700", assets=[
-        _Asset("llama-b11700-bin-ubuntu-x64.tar.gz", "https://example.invalid/cpu.tgz", 123, f"sha256:{digest}"),
-        _Asset("llama-b11700-bin-win-cpu-x64.zip", "https://example.invalid/win.zip", 9),
-    ])]
+    listing = MemoryListing([Release("b11700", assets=(
+        Asset("llama-b11700-bin-ubuntu-x64.tar.gz", "https://example.invalid/cpu.tgz", 123, f"sha256:{digest}"),
+        Asset("llama-b11700-bin-win-cpu-x64.zip", "https://example.invalid/win.zip", 9),
+    ))])
     plans = plan(Want(version="b11700", untested=True), RECIPE, Host("linux", "x64"), listing)
     assert len(plans) == 1
-    p = plans[0]
-    assert (p["install"], p["tested"], "layout" in p) == ("b11700-cpu", False, False)
+    p = plans[0].to_json()
+    assert (p["install"], p["tested"], p["chosen_by"], "layout" in p) == ("b11700-cpu", False, "untested", False)
     assert p["assets"] == [{"name": "llama-b11700-bin-ubuntu-x64.tar.gz", "url": "https://example.invalid/cpu.tgz",
-                            "sha256": digest, "size": 123}]
-    with pytest.raises(PlanRefused, match="no release b11701 in the listing"):
+                            "sha256": digest, "size": 123, "digest_source": "api", "checked": ["api"]}]
+    with pytest.raises(LookupError, match="release b11701 not found"):  # the source's own error
         plan(Want(version="b11701", untested=True), RECIPE, Host("linux", "x64"), listing)
+    # without a listing an untested build cannot be planned: its archives are known only from there
+    with pytest.raises(PlanRefused, match="known only from the release listing"):
+        plan(Want(version="b11700", untested=True), RECIPE, Host("linux", "x64"))
+
+
+def test_listed_urls_and_digests_for_a_tested_build_and_a_fallback_missing_from_the_listing() -> None:
+    listing = MemoryListing([Release("b11642", assets=(
+        Asset("llama-b11642-bin-ubuntu-x64.tar.gz", "https://mirror.test/x.tgz", 5, "sha256:" + "cd" * 32),))])
+    plans = plan(Want(), RECIPE, Host("linux", "x64"), listing)  # b11284 is not in the listing: no fallback
+    assert [(p.install, p.assets[0].url, p.assets[0].sha256, p.assets[0].digest_source) for p in plans] == [
+        ("b11642-cpu", "https://mirror.test/x.tgz", "cd" * 32, "api")]
 
 
 def test_from_archive_is_one_plan_as_named() -> None:
-    p = plan(Want(from_="/tmp/llama-b11284-bin-ubuntu-vulkan-x64.tar.gz", sha256="cd" * 32), RECIPE,
-             Host("macos", "arm64"))[0]
-    assert (p["install"], p["tested"], p["layout"]) == ("b11284-vulkan", True, "v1")
+    p = plan(Want(from_="/tmp/llama-b11642-bin-ubuntu-vulkan-x64.tar.gz", sha256="cd" * 32), RECIPE,
+             Host("linux", "x64"))[0].to_json()
+    assert (p["install"], p["tested"], p["layout"], p["chosen_by"]) == ("b11642-vulkan", True, "v2", "from")
     assert p["assets"][0]["sha256"] == "cd" * 32 and p["why"].endswith(", as named")
+    pinned = plan(Want(from_="/tmp/llama-b11284-bin-ubuntu-vulkan-x64.tar.gz"), RECIPE, Host("linux", "x64"))[0]
+    assert (pinned.assets[0].digest_source, pinned.facts) == ("pin", {"layout": "v1"})  # the recipe's digest
+    with pytest.raises(DigestConflict, match="a pin is never overridden"):
+        plan(Want(from_="/tmp/llama-b11284-bin-ubuntu-vulkan-x64.tar.gz", sha256="cd" * 32), RECIPE,
+             Host("linux", "x64"))
+    with pytest.raises(PlanRefused, match="is built for linux-x64; this is macOS arm64"):
+        plan(Want(from_="/tmp/llama-b11284-bin-ubuntu-vulkan-x64.tar.gz", sha256="cd" * 32), RECIPE,
+             Host("macos", "arm64"))
     with pytest.raises(PlanRefused, match="custom is not a build"):
         plan(Want(from_="/tmp/my-build.tar.gz"), RECIPE, Host("linux", "x64"))
     custom = plan(Want(from_="/tmp/my-build.tar.gz", untested=True), RECIPE, Host("linux", "x64"))[0]
-    assert (custom["install"], custom["tested"]) == ("custom-cpu", False)
+    assert (custom.install, custom.tested) == ("custom-cpu", False)
 
 
 def test_no_build_for_the_platform() -> None:

@@ -1,0 +1,365 @@
+"""The planning interface between the adapters and the installer: a request, the plans an adapter
+proposes for it, and the listing a planner reads (SPEC §4, §6.4, §8.2).
+
+Values only, and the few rules every adapter shares: install names, where a backend runs, and the
+one ``--from`` rule. An adapter's ``plan(request, host, listing)`` answers ordered ``Plan``s; the
+installer settles their digests, downloads, probes and publishes them, and never chooses.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NewType, Protocol
+
+from superfluid.runtime.errors import SuperfluidError, UsageError
+from superfluid.runtime.ordering import backend_family
+
+if TYPE_CHECKING:
+    from superfluid.runtime.host import Host
+
+__all__ = [
+    "CHOSEN_BY",
+    "DIGEST_SOURCES",
+    "Sha256",
+    "InstallName",
+    "Platform",
+    "AssetLike",
+    "ReleaseLike",
+    "Listing",
+    "NotInstallable",
+    "DigestConflict",
+    "Request",
+    "PlanAsset",
+    "Plan",
+    "NameFacts",
+    "parse_sha256",
+    "install_name",
+    "is_local",
+    "backend_runs_here",
+    "plan_from",
+]
+
+#: how a plan was chosen, as the receipt records it (SPEC §5.4)
+CHOSEN_BY = ("abi", "line", "tested", "pin", "untested", "from")
+#: where an asset's expected digest comes from, strongest first
+DIGEST_SOURCES = ("pin", "flag", "release", "api", "computed")
+
+#: 64 lower-case hexadecimal digits
+Sha256 = NewType("Sha256", str)
+#: ``<version>-<backend>``, a name a directory can have
+InstallName = NewType("InstallName", str)
+#: ``<os>-<arch>``: ``linux-x64``, ``macos-arm64``
+Platform = NewType("Platform", str)
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_NAME = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]*")
+
+
+def parse_sha256(text: str | None) -> Sha256 | None:
+    """``text`` as a digest (case and a ``sha256:`` prefix forgiven), or None when it is not one."""
+    if not isinstance(text, str):
+        return None
+    hexdigest = text.strip().lower().removeprefix("sha256:")
+    return Sha256(hexdigest) if _HEX64.fullmatch(hexdigest) else None
+
+
+def install_name(version: str, backend: str) -> InstallName:
+    """``<version>-<backend>`` (SPEC §3), refused when it could not be a directory name.
+
+    Raises:
+        UsageError: the name would start with a dot or hold a character other than letters,
+            digits, ``.``, ``-``, ``_``, ``+``.
+    """
+    name = f"{version}-{backend}"
+    if not _NAME.fullmatch(name):
+        raise UsageError(f"'{name}' is not a name an install can have (letters, digits, '.', '-', '_', '+')")
+    return InstallName(name)
+
+
+def is_local(source: str) -> bool:
+    """A path on this machine: ``file://…`` or any string without ``://``."""
+    return source.startswith("file://") or "://" not in source
+
+
+# -- what a planner reads ---------------------------------------------------------------------------
+
+
+class AssetLike(Protocol):
+    """One asset of a listed release."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def size(self) -> int | None: ...
+    @property
+    def digest(self) -> str | None: ...  # the listing's "sha256:<hex>", when it gives one
+
+
+class ReleaseLike(Protocol):
+    """One listed release, drafts already dropped by the source."""
+
+    @property
+    def tag(self) -> str: ...
+    @property
+    def prerelease(self) -> bool: ...
+    @property
+    def assets(self) -> Sequence[AssetLike]: ...
+
+
+class Listing(Protocol):
+    """The releases of one runtime's repository, as a planner reads them (the installer's source).
+
+    ``repo`` names the repository in messages. ``release(tag, optional=True)`` answers None for a
+    tag that is not published; without ``optional`` the source's own error says so. ``text``
+    reads a small asset, checked against the listing's digest. ``asset_url`` places an asset the
+    listing lacks (a recipe pin) at the source.
+    """
+
+    @property
+    def repo(self) -> str: ...
+    def releases(self) -> Sequence[ReleaseLike]: ...
+    def release(self, tag: str, *, optional: bool = False) -> ReleaseLike | None: ...
+    def text(self, release: ReleaseLike, asset: AssetLike) -> str: ...
+    def asset_url(self, tag: str, name: str) -> str: ...
+
+
+# -- refusals ---------------------------------------------------------------------------------------
+
+
+class NotInstallable(SuperfluidError):
+    """Nothing the request names installs here; the message says why and what would instead."""
+
+    def __init__(self, message: str, *, instead: str | None = None, fix: str | None = None) -> None:
+        super().__init__(message, fix=fix)
+        self.instead = instead  # the version that would install instead, when there is one
+
+
+class DigestConflict(SuperfluidError):
+    """``--sha256`` disagrees with a pin or with what the release states; never silently resolved."""
+
+    def __init__(self, name: str, flag: str, other: str, other_source: str) -> None:
+        super().__init__(
+            f"{name}: --sha256 {flag} disagrees with {other_source} {other}",
+            fix="a pin is never overridden; drop --sha256, or check the digest you passed",
+        )
+        self.name = name
+        self.flag = flag
+        self.other = other
+        self.other_source = other_source
+
+
+# -- the request and the plans ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Request:
+    """What is asked: ``runtime install <id> [--version V] [--backend B] [--from URL|PATH]
+    [--sha256 H] [--untested]`` (SPEC §6.4), and the worker's ``plan`` line (§6.5)."""
+
+    id: str
+    version: str | None = None
+    backend: str | None = None
+    from_: str | None = None
+    sha256: Sha256 | None = None
+    untested: bool = False
+
+    @classmethod
+    def parse(cls, runtime_id: str, *, version: str | None = None, backend: str | None = None,
+              from_: str | None = None, sha256: str | None = None, untested: bool = False) -> Request:
+        """A request with its flags normalised: ``v`` dropped from a version, backend and digest
+        lower-cased.
+
+        Raises:
+            UsageError: a malformed ``--sha256``, ``--version`` or ``--backend`` (exit 2).
+        """
+        if version is not None:
+            version = version.strip()
+            if version[:1] in ("v", "V") and version[1:2].isdigit():
+                version = version[1:]
+            if not version or not _NAME.fullmatch(version):
+                raise UsageError(f"--version {version!r} is not a version (e.g. 0.4.0, b11642)")
+        if backend is not None:
+            backend = backend.strip().lower()
+            if not backend or not _NAME.fullmatch(backend):
+                raise UsageError(f"--backend {backend!r} is not a backend (e.g. cpu, cuda, metal, vulkan)")
+        digest = None
+        if sha256 is not None:
+            digest = parse_sha256(sha256)
+            if digest is None:
+                raise UsageError(f"--sha256 {sha256!r} is not a SHA-256 (64 hexadecimal digits)")
+        if from_ is not None and not from_.strip():
+            raise UsageError("--from needs a path or a URL")
+        return cls(runtime_id, version, backend, from_, digest, untested)
+
+    @classmethod
+    def from_argv(cls, runtime_id: str, argv: Sequence[str]) -> Request:
+        """The worker's ``plan`` line: ``[--version V] [--backend B] [--from URL|PATH] [--sha256 H]
+        [--untested]``; ``--flag=value`` is read as ``--flag value``.
+
+        Raises:
+            UsageError: an unknown flag, a flag without its value or given twice, a value to
+                ``--untested``, or a malformed value (as ``parse``).
+        """
+        from superfluid.runtime.options import flag_values
+
+        untested = False
+        rest: list[str] = []
+        for token in argv:
+            if token.partition("=")[0] == "--untested":
+                if "=" in token:
+                    raise UsageError("--untested takes no value")
+                untested = True
+            else:
+                rest.append(token)
+        values = flag_values(rest, ("--version", "--backend", "--from", "--sha256"))
+        return cls.parse(runtime_id, version=values.get("--version"), backend=values.get("--backend"),
+                         from_=values.get("--from"), sha256=values.get("--sha256"), untested=untested)
+
+
+@dataclass(frozen=True)
+class PlanAsset:
+    """One file a plan fetches, and the digest it must have (SPEC §8.2).
+
+    ``sha256`` is the expected digest once known (None for a local file without one, or while the
+    release's ``.sha256`` is still to be read: ``sidecar`` names it); ``digest_source`` says which
+    statement it is (``DIGEST_SOURCES``); ``checked`` every statement it was agreed against.
+    """
+
+    name: str
+    url: str
+    sha256: Sha256 | None
+    size: int | None
+    digest_source: str
+    checked: tuple[str, ...] = ()
+    sidecar: str | None = None  # URL of <name>.sha256, when the release publishes one to read
+    api_sha256: Sha256 | None = None  # the listing's digest, when given
+    pin: Sha256 | None = None  # the recipe's digest, when pinned
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "url": self.url, "sha256": self.sha256, "size": self.size,
+                               "digest_source": self.digest_source, "checked": list(self.checked)}
+        if self.sidecar:
+            out["sidecar"] = self.sidecar
+        return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One install an adapter proposes; plans come as an ordered fallback list.
+
+    ``facts`` are the adapter's own facts the probe holds the staged library to (llama.cpp's
+    ``layout``); they are written at the top level of the plan's JSON.
+    """
+
+    id: str
+    version: str
+    backend: str
+    assets: tuple[PlanAsset, ...]
+    tested: bool
+    chosen_by: str
+    abi: int | None
+    why: str
+    platform: str = ""
+    facts: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def install(self) -> InstallName:
+        """The install directory name, ``<version>-<backend>``."""
+        return install_name(self.version, self.backend)
+
+    @property
+    def size(self) -> int:
+        return sum(a.size or 0 for a in self.assets)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id, "version": self.version, "backend": self.backend, "install": self.install,
+            "assets": [a.to_json() for a in self.assets], "tested": self.tested, "chosen_by": self.chosen_by,
+            "abi": self.abi, "why": self.why, "platform": self.platform,
+        }
+        for key, value in self.facts.items():
+            out.setdefault(key, value)
+        return out
+
+
+# -- rules every adapter shares ---------------------------------------------------------------------
+
+
+def backend_runs_here(backend: str, platform: str, host: Host) -> str | None:
+    """None when an engine of ``backend`` built for ``platform`` can run on ``host``, else why not.
+
+    The platform must be the host's. ``cpu`` runs anywhere; ``metal`` on macOS arm64; ``cuda``
+    needs an NVIDIA driver; ``rocm`` ROCm; ``vulkan`` a Vulkan driver; others are never chosen on
+    their own (``--backend`` names them).
+    """
+    if platform != host.platform:
+        return f"it is built for {platform}; this is {host.describe()}"
+    family = backend_family(backend)
+    if family == "cpu":
+        return None
+    if family == "metal":
+        return None if host.platform == "macos-arm64" else "Metal runs on Apple silicon only"
+    if family == "cuda":
+        return None if host.nvidia_driver else "it needs an NVIDIA driver, and none was found"
+    if family == "rocm":
+        return None if host.rocm else "it needs ROCm, and none was found"
+    if family == "vulkan":
+        return None if host.vulkan else "it needs a Vulkan driver, and none was found"
+    return f"a {backend} engine is installed only when named with --backend {backend}"
+
+
+@dataclass(frozen=True)
+class NameFacts:
+    """What an archive's file name says (each None when it does not say), and what the adapter's
+    recipe knows of that version: the file's pinned digest and size, its ABI, the facts a plan of
+    it carries, and whether it is tested (True: a library the probe finds driven is)."""
+
+    platform: str | None = None
+    backend: str | None = None
+    version: str | None = None
+    pin: Sha256 | None = None
+    size: int | None = None
+    abi: int | None = None
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    tested: bool = True
+
+
+def plan_from(request: Request, host: Host, read_name: Callable[[str, str | None], NameFacts], *,
+              default_backend: str) -> Plan:
+    """``--from URL|PATH``: one plan for exactly that archive (SPEC §6.4, §8.2).
+
+    Version = ``--version``, else read from the name, else ``custom``; backend = ``--backend``,
+    else the name's, else ``default_backend``. A name for another platform is refused. The digest
+    is ``--sha256``, else the recipe's pin for exactly this file name, else none: a local file then
+    installs with a warning and its computed digest recorded; a remote one is refused. The probe of
+    the staged library decides whether it is driven; ``tested`` is false with ``--untested`` or for
+    a version the adapter knows untested; ``chosen_by`` is ``"from"``.
+
+    ``read_name(name, version)`` is the adapter's reading of the file name, for the version the
+    request names (None: the name's own).
+
+    Raises:
+        NotInstallable: the archive is for another platform, or remote without a digest.
+        DigestConflict: ``--sha256`` disagrees with the pin for that file.
+        UsageError: ``--version`` disagrees with the version in the archive's name.
+    """
+    from superfluid.runtime.digests import expected_digest
+
+    src = request.from_ or ""
+    name = src.rstrip("/").rsplit("/", 1)[-1]
+    said = read_name(name, request.version)
+    if said.platform is not None and said.platform != host.platform:
+        raise NotInstallable(f"{src} is built for {said.platform}; this is {host.describe()}")
+    if request.version and said.version and request.version != said.version:
+        raise UsageError(f"--version {request.version} disagrees with {name}, which is version {said.version}")
+    version = request.version or said.version or "custom"
+    backend = request.backend or said.backend or default_backend
+    sha, source, checked = expected_digest(name, pin=said.pin, flag=request.sha256, local=is_local(src))
+    asset = PlanAsset(name, src, sha, said.size, source, checked, None, None, said.pin)
+    why = f"{src}, as named" + ("" if sha else " (no digest given: its computed SHA-256 is recorded)")
+    return Plan(request.id, version, backend, (asset,), said.tested and not request.untested, "from", said.abi, why,
+                host.platform, said.facts)

@@ -1,0 +1,116 @@
+"""The verdict on a staged install: is the library its worker's ``check`` found the one the plan names?
+
+One rule for the installer's probe and the workers' ``install --into``. A tested plan passes only
+when the check says ``available: true``. An untested plan (another ABI number, or unnumbered off
+our line) passes only when the check refuses the library *by its ABI* — stating the number the
+release stated — and for no other reason (a missing symbol, a library that does not load, the
+wrong size, a layout no tested build has): ``--untested`` relaxes the version rule, never the
+library's integrity. The plan's own facts (llama.cpp's ``layout``) must be what the check reports,
+and a GPU build must find a device of its backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from superfluid.runtime.errors import SuperfluidError
+from superfluid.runtime.ordering import backend_family
+from superfluid.runtime.planning import Plan
+
+__all__ = ["ProbeRefused", "Probed", "judge_probe"]
+
+
+class ProbeRefused(SuperfluidError):
+    """The staged install's check refused it; nothing of it is published."""
+
+    def __init__(self, plan: Plan, reason: str, *, fix: str | None = None) -> None:
+        super().__init__(f"{plan.id} {plan.install}: {reason}", fix=fix)
+        self.plan = plan
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Probed:
+    """What the staged worker's check found, as the receipt records it."""
+
+    tested: bool
+    abi: int | None
+    version: str | None  # the first word of the check's runtime version ("0.4.0")
+    devices: tuple[Mapping[str, Any], ...] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict)  # the report's facts the receipt keeps
+
+
+def _by_abi(report: Mapping[str, Any]) -> tuple[int | None] | None:
+    """``(N,)`` when a refusing check refused by ABI alone (``N`` the number stated, None when
+    unnumbered off the line: the report's ``stated``); None for any other refusal."""
+    stated = report.get("stated")
+    if isinstance(stated, Mapping) and "abi" in stated:
+        abi = stated.get("abi")
+        return (abi if isinstance(abi, int) else None,)
+    return None
+
+
+def _device_fits(p: Plan, devices: Sequence[Mapping[str, Any]]) -> str | None:
+    """A GPU build must find a device of its backend family; a CPU build any."""
+    if p.backend == "cpu":
+        return None
+    family = backend_family(p.backend).lower()
+    seen = [str(d.get("backend", "?")) for d in devices]
+    if any(s.lower() == family for s in seen):
+        return None
+    return f"its check finds no {p.backend} device here (it sees: {', '.join(seen) or 'none'})"
+
+
+def _hold_to_plan(p: Plan, report: Mapping[str, Any], version: str | None, holds_version: bool) -> None:
+    if holds_version and p.version != "custom" and version is not None and version != p.version:
+        raise ProbeRefused(p, f"the bundle of {p.id} {p.version} holds a library of version {version}: the release "
+                              "is not what it says", fix="nothing was installed; report it to its publisher")
+    for key, want in p.facts.items():
+        got = report.get(key)
+        if got is not None and got != want:
+            raise ProbeRefused(p, f"its library is laid out as {got}, but {p.id} {p.version} was tested as {want}"
+                               if key == "layout" else f"its check reports {key} {got!r}, and the plan says {want!r}",
+                               fix="nothing was installed: the archives are not the build the plan names")
+
+
+def judge_probe(p: Plan, report: Mapping[str, Any], *, untested: bool, holds_version: bool = False,
+                needs_device: bool = True, keeps: Sequence[str] = ()) -> Probed:
+    """The verdict on a staged install from its worker's check report (see the module doc).
+
+    ``holds_version``: the library must state the plan's version (unless ``custom``).
+    ``needs_device``: a build of another backend than ``cpu`` must see a device of its family.
+    ``keeps``: the report's keys the receipt records.
+
+    Raises:
+        ProbeRefused: the staged library is not published.
+    """
+    available = report.get("available")
+    runtime = report.get("runtime") if isinstance(report.get("runtime"), Mapping) else {}
+    version_text = runtime.get("version") if isinstance(runtime, Mapping) else None
+    version = version_text.split()[0] if isinstance(version_text, str) and version_text.split() else None
+    abi = report.get("abi") if isinstance(report.get("abi"), int) else None
+    devices = tuple(d for d in report.get("devices") or () if isinstance(d, Mapping))
+    extra = {k: report.get(k) for k in keeps}
+    if available is True:
+        _hold_to_plan(p, report, version, holds_version)
+        why = _device_fits(p, devices) if needs_device else None
+        if why:
+            raise ProbeRefused(p, why)
+        return Probed(p.tested, abi, version, devices, extra)
+    reason = available if isinstance(available, str) else "its check said nothing about availability"
+    by_abi = _by_abi(report)
+    may = p.chosen_by == "untested" or (p.chosen_by == "from" and untested)
+    if may and by_abi is not None:
+        (stated,) = by_abi
+        if (p.chosen_by == "untested" or p.abi is not None) and stated != p.abi:
+            raise ProbeRefused(p, f"its library states ABI {stated}, and the release states {p.abi}: {reason}")
+        return Probed(False, stated, p.version if p.version != "custom" else None, devices, extra)
+    fix = None
+    if by_abi is not None and p.chosen_by == "from":
+        fix = "--untested installs it anyway (recorded as untested)"
+    elif by_abi is not None and not may:
+        fix = f"a release of another ABI installs only untested (`superfluid runtime install {p.id} --version " \
+              f"{p.version} --untested`)"
+    raise ProbeRefused(p, f"the staged library was refused by its check: {reason}", fix=fix)

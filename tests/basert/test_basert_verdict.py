@@ -19,8 +19,8 @@ from superfluid.runtime.basert.header import ABI_VERSION, UNNUMBERED_LINE
 from superfluid.runtime.basert.loader import config_of, dlopen, load_library
 from superfluid.runtime.basert.model import Model
 from superfluid.runtime.basert.verdict import Probe, judge
-from superfluid.runtime.ordering import version_line
 from superfluid.runtime.errors import AbiRefused, LibraryRefused
+from superfluid.runtime.ordering import version_line
 
 EXTRA = 5 * 4  # the 0.4.0, 0.5.0 and wrong-size engines append five uint32 fields to our struct
 

@@ -7,8 +7,8 @@ import pytest
 from superfluid.runtime.host import Host
 from superfluid.runtime.llamacpp.adapter import ADAPTER
 from superfluid.runtime.llamacpp.planner import cuda_major_for_driver, plan, plan_build
-from superfluid.runtime.planning import NotInstallable as PlanRefused
 from superfluid.runtime.planning import DigestConflict, Request
+from superfluid.runtime.planning import NotInstallable as PlanRefused
 from tests.memory_listing import Asset, MemoryListing, Release
 
 

@@ -113,17 +113,8 @@ class InconsistentRelease(SuperfluidError):
     E.g. ``<asset>.sha256`` against the API ``digest``, or ``basert-engine-abi-2.txt`` holding 1.
     """
 
-    def __init__(
-        self,
-        repo: str,
-        tag: str,
-        fault: str,
-        *,
-        asset: str | None = None,
-        expected: str | None = None,
-        got: str | None = None,
-        fix: str | None = None,
-    ) -> None:
+    def __init__(self, repo: str, tag: str, fault: str, *, asset: str | None = None, expected: str | None = None,
+                 got: str | None = None, fix: str | None = None) -> None:
         where = f"{repo} {tag}" + (f" asset {asset}" if asset else "")
         super().__init__(f"{where}: {fault}", fix=fix)
         self.repo = repo

@@ -20,12 +20,10 @@ from superfluid.runtime.digests import api_sha256, expected_digest
 from superfluid.runtime.errors import InconsistentRelease
 from superfluid.runtime.ordering import backend_family, backend_rank, version_key
 from superfluid.runtime.planning import (
-    Listing,
     NameFacts,
     NotInstallable,
     Plan,
     PlanAsset,
-    ReleaseLike,
     Request,
     Sha256,
     backend_runs_here,
@@ -35,6 +33,7 @@ from superfluid.runtime.planning import (
 
 if TYPE_CHECKING:
     from superfluid.runtime.host import Host
+    from superfluid.runtime.planning import Listing, ReleaseLike
 
 __all__ = ["read_abi_asset", "release_abi", "plan"]
 

@@ -24,12 +24,10 @@ from superfluid.runtime.digests import api_sha256, expected_digest
 from superfluid.runtime.llamacpp.recipe import Archive, TestedBuild, parse_name, tested
 from superfluid.runtime.ordering import backend_family
 from superfluid.runtime.planning import (
-    Listing,
     NameFacts,
     NotInstallable,
     Plan,
     PlanAsset,
-    ReleaseLike,
     Request,
     parse_sha256,
     plan_from,
@@ -37,6 +35,7 @@ from superfluid.runtime.planning import (
 
 if TYPE_CHECKING:
     from superfluid.runtime.host import Host
+    from superfluid.runtime.planning import Listing, ReleaseLike
 
 __all__ = ["CUDA_BY_DRIVER", "cuda_major_for_driver", "plan", "plan_build"]
 

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.errors import UsageError
 
+__all__ = ["run", "plan_lines", "outcome_lines", "event_lines"]
+
 if TYPE_CHECKING:
     from superfluid.installer.install import Event, Outcome
     from superfluid.runtime.planning import Plan, Request
-
-__all__ = ["run", "plan_lines", "outcome_lines", "event_lines"]
 
 _DIGEST_SOURCE = {
     "pin": "pinned in this superfluid's recipe",

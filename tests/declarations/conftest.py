@@ -64,3 +64,12 @@ def validate(doc: Any, name: str) -> None:
 
     found = errors(doc, name)
     assert not found, found
+
+
+#: the llama.cpp options SPEC §7 names, in its order
+SPEC_LLAMA_OPTIONS = [
+    "n-gpu-layers", "main-gpu", "split-mode", "tensor-split", "load-mode", "lazy-mode", "repack", "threads",
+    "threads-batch", "batch-size", "ubatch-size", "flash-attn", "cache-type-k", "cache-type-v", "kv-offload",
+    "op-offload", "swa-full", "rope-scaling", "rope-freq-base", "rope-freq-scale", "yarn-ext-factor",
+    "yarn-attn-factor", "yarn-beta-fast", "yarn-beta-slow", "yarn-orig-ctx", "lib",
+]

@@ -8,7 +8,7 @@ from superfluid.runtime.basert.adapter import ADAPTER as BASERT
 from superfluid.runtime.host import Host
 from superfluid.runtime.llamacpp.adapter import ADAPTER as LLAMACPP
 from superfluid.runtime.mlx.adapter import ADAPTER as MLX
-from tests.declarations.conftest import validate
+from tests.declarations.conftest import SPEC_LLAMA_OPTIONS, validate
 
 LINUX_X64 = Host("linux", "x64")
 LINUX_ARM64_GPU = Host("linux", "arm64", nvidia_driver="580.95.05")
@@ -106,14 +106,6 @@ def test_mlx_compat_and_versions() -> None:
 def test_llamacpp_compat_lists_the_tested_builds_with_their_layouts() -> None:
     part = LLAMACPP.compat()
     assert [(t["build"], t["layout"]) for t in part["tested"]] == [("b11642", "v2"), ("b11284", "v1")]
-
-
-SPEC_LLAMA_OPTIONS = [
-    "n-gpu-layers", "main-gpu", "split-mode", "tensor-split", "load-mode", "lazy-mode", "repack", "threads",
-    "threads-batch", "batch-size", "ubatch-size", "flash-attn", "cache-type-k", "cache-type-v", "kv-offload",
-    "op-offload", "swa-full", "rope-scaling", "rope-freq-base", "rope-freq-scale", "yarn-ext-factor",
-    "yarn-attn-factor", "yarn-beta-fast", "yarn-beta-slow", "yarn-orig-ctx", "lib",
-]
 
 
 def test_llamacpp_options_are_the_spec_list() -> None:

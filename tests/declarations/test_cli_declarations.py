@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.declarations.conftest import MACOS_ARM64, base_env, sf, sf_json, validate
-from tests.declarations.test_adapters import SPEC_LLAMA_OPTIONS
+from tests.declarations.conftest import MACOS_ARM64, SPEC_LLAMA_OPTIONS, base_env, sf, sf_json, validate
 
 
 def test_compat_json_is_the_merged_document(home: Path) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from superfluid.runtime.llamacpp import layout as L
+from tests.llamacpp.stubs import older_defaults, older_layout
 
 V1_CONTEXT = {
     "n_ctx": 0, "n_batch": 4, "n_ubatch": 8, "n_seq_max": 12, "n_rs_seq": 16, "n_outputs_max": 20,
@@ -121,21 +122,6 @@ def test_the_same_image_with_the_inserted_field_reads_as_v2() -> None:
     with_moe = ctx[:112] + (0).to_bytes(8, "little") + ctx[112:160]  # size_t moe_cache_size = 0 after type_v
     assert with_moe[:168] == L.default_image(V2)[0][:168]
     assert L.detect(with_moe.ljust(L.IMAGE_BYTES, b"\0"), model).name == "v2"
-
-
-def older_layout() -> type[C.Structure]:
-    """The 2026-06-07 layout (notes §4 history): 160 bytes like v1, without n_outputs_max_per_seq."""
-    fields = [(n, t) for n, t, _ in L._CONTEXT_V1 if n != "n_outputs_max_per_seq"]
-    return type("ContextParams20260607", (C.Structure,), {"_fields_": fields})
-
-
-def older_defaults() -> bytes:
-    """The context defaults a library of ``older_layout`` returns: n_threads (4) sits at byte 24,
-    where v1 has n_outputs_max_per_seq (1)."""
-    ctx = older_layout()()
-    L.fill(ctx, {n: d for n, _, d in L._CONTEXT_V1
-                 if d is not None and n not in ("abort_callback", "n_outputs_max_per_seq")})
-    return bytes(ctx)
 
 
 def test_an_older_layout_of_the_same_size_reads_as_neither() -> None:

@@ -22,37 +22,9 @@ import pytest
 from superfluid.runtime.llamacpp import bindings
 from superfluid.runtime.llamacpp import layout as L
 from tests.conftest import ROOT
-from tests.llamacpp.test_layout import older_defaults
+from tests.llamacpp.stubs import older_defaults, stub_library
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc) to build stand-in libraries")
-
-
-def stub_library(tmp: Path, context_image: bytes, model_image: bytes, *, omit: tuple[str, ...] = ()) -> Path:
-    """A shared library exporting the adapter's functions, with these default-params images."""
-
-    def array(data: bytes) -> str:
-        return ", ".join(str(b) for b in data)
-
-    lines = ["#include <stdlib.h>", "#include <string.h>",
-             f"struct ctx_img {{ unsigned char b[{len(context_image)}]; }} __attribute__((aligned(8)));",
-             f"struct model_img {{ unsigned char b[{len(model_image)}]; }} __attribute__((aligned(8)));",
-             f"static const unsigned char CTX[] = {{{array(context_image)}}};",
-             f"static const unsigned char MODEL[] = {{{array(model_image)}}};",
-             "struct ctx_img llama_context_default_params(void) { struct ctx_img s; memcpy(s.b, CTX, sizeof CTX); "
-             "return s; }",
-             "struct model_img llama_model_default_params(void) { struct model_img s; memcpy(s.b, MODEL, "
-             "sizeof MODEL); return s; }",
-             "void llama_log_set(void *cb, void *data) { (void)cb; (void)data; }"]
-    special = {"llama_context_default_params", "llama_model_default_params", "llama_log_set"}
-    for name in bindings.FUNCTIONS:
-        if name in special or name in omit:
-            continue
-        lines.append(f"void {name}(void) {{ abort(); }}")
-    src = tmp / "stub.c"
-    src.write_text("\n".join(lines) + "\n")
-    lib = tmp / "libllama.so"
-    subprocess.run(["cc", "-shared", "-fPIC", "-O1", str(src), "-o", str(lib)], check=True, capture_output=True)
-    return lib
 
 
 def check(lib: Path) -> tuple[int, dict[str, object], str]:

@@ -212,8 +212,7 @@ def test_a_library_that_is_not_libllama_is_refused_and_nothing_is_written(tmp_pa
 
 @needs_cc
 def test_an_unknown_layout_is_refused_even_for_an_untested_plan(tmp_path: Path) -> None:
-    from tests.llamacpp.test_layout import older_defaults
-    from tests.llamacpp.test_refusal import stub_library
+    from tests.llamacpp.stubs import older_defaults, stub_library
 
     # the 2026-06-07 layout: n_threads at 24 where v1 has n_outputs_max_per_seq (see test_layout)
     into = tmp_path / "staging"

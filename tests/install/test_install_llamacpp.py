@@ -95,3 +95,31 @@ def test_listing_digest_mismatch_installs_nothing(home: Home, llama_server: Rele
     run = _install(home, llama_server)
     assert run.code == 1 and "SHA-256" in run.stderr
     assert not (home.path / "runtimes" / "llamacpp" / "b11642-cpu").exists()
+
+
+@pytest.fixture(scope="module")
+def libllama_v1() -> Path:
+    from tests.llamacpp.conftest import _build
+
+    return _build("v1")
+
+
+def test_receipt_records_the_tested_layout(home: Home, llama_server: ReleaseServer) -> None:
+    home.env["SUPERFLUID_HOST_VULKAN"] = "0"
+    assert _install(home, llama_server).code == 0
+    r = __import__("json").loads((home.path / "runtimes" / "llamacpp" / "b11642-cpu" / "runtime.json").read_text())
+    assert r["layout"] == "v2"
+
+
+def test_v1_library_under_the_b11642_name_is_refused(home: Home, libllama_v1: Path) -> None:
+    """Issue 14 item 1: b11642 was tested as v2; a release of that name whose libllama is laid out as
+    v1 (the real v1 build) installs nothing, and says why."""
+    home.env["SUPERFLUID_HOST_VULKAN"] = "0"
+    with ReleaseServer() as s:
+        s.add_release(REPO, "b11642", {"llama-b11642-bin-ubuntu-x64.tar.gz": _archive(libllama_v1)})
+        run = _install(home, s)
+    assert run.code == 1, run.stderr
+    assert "is laid out as v1, but llamacpp b11642 was tested as v2" in run.stderr
+    assert "Traceback" not in run.stderr
+    root = home.path / "runtimes" / "llamacpp"
+    assert sorted(os.listdir(root)) == [".install.lock"]

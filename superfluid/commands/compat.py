@@ -1,4 +1,5 @@
-"""``superfluid compat [--json] [--release FILE|URL]``: what this release drives (SPEC §5.2, §6.2).
+"""``superfluid compat [--json] [--release FILE|URL [--key FILE]... [--require-signature]]``: what this
+release drives (SPEC §5.2, §6.2).
 
 Without ``--release``: every adapter this release ships is asked for its part (the worker named by
 ``SUPERFLUID_WORKER_<ID>`` first, in a scrubbed environment with a timeout; else the adapter in

@@ -106,6 +106,7 @@ def test_release_url_over_loopback(home: Path, document: dict, served: tuple[str
     base, root = served
     (root / "r.compat.json").write_text(json.dumps(document))
     got = sf_json(base_env(home), "compat", "--release", f"{base}/r.compat.json", "--json")
+    assert got.pop("verification")["verdict"] == "unsigned"
     assert got == document
     done = sf(base_env(home), "compat", "--release", f"{base}/missing.compat.json")
     assert done.returncode == 1 and "404" in done.stderr

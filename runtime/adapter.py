@@ -122,8 +122,10 @@ class Adapter(ABC):
         """This adapter's part of the compat document (SPEC §5.2)."""
 
     @abstractmethod
-    def versions(self, host: Host, installed: Collection[str]) -> list[dict[str, Any]]:
-        """Versions it installs on its own, newest first, planned for ``host`` (recipe alone)."""
+    def versions(self, host: Host, installed: Collection[str],
+                 driven: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Versions it installs on its own, newest first, planned for ``host`` (recipe alone), judged for
+        ``driven`` (this runtime's part of a compat document; None: ours)."""
 
     @abstractmethod
     def options(self) -> list[Option]:
@@ -173,11 +175,45 @@ class Adapter(ABC):
 
     def plan(self, request: Request, host: Host, listing: Listing | None = None) -> list[Plan]:
         """The ordered plans for ``request`` on ``host``, from the recipe and, when given, the
-        release listing (without one: the recipe alone, as the worker's ``plan`` answers).
+        release listing (without one: the recipe alone, as the worker's ``plan`` answers), for
+        what this release drives — or, with ``request.for_``, what that release's compat document
+        says it drives (the same rules, another input).
 
         Raises:
             NotInstallable: nothing the request names installs here (the message says why).
             InconsistentRelease, DigestConflict, UsageError: the adapter's rules refuse.
+        """
+        from dataclasses import replace
+
+        plans = self.plan_for(request, host, listing, self.driven(request))
+        if request.for_ is None:
+            return plans
+        made_for = request.for_.to_json()
+        return [replace(p, made_for=made_for) for p in plans]
+
+    def driven(self, request: Request) -> Mapping[str, Any]:
+        """This runtime's part of the compat document the request plans for: ours (``compat()``),
+        or the ``--for`` release's.
+
+        Raises:
+            NotInstallable: the ``--for`` release drives nothing of this runtime.
+        """
+        if request.for_ is None:
+            return self.compat()
+        part = request.for_.runtimes.get(self.id)
+        if not isinstance(part, Mapping):
+            from superfluid.runtime.planning import NotInstallable
+
+            raise NotInstallable(f"superfluid {request.for_.version} ({request.for_.release}) drives no {self.id}: "
+                                 f"its compat document has no runtimes.{self.id}")
+        return part
+
+    def plan_for(self, request: Request, host: Host, listing: Listing | None,
+                 driven: Mapping[str, Any]) -> list[Plan]:
+        """The adapter's rule: ``plan`` for ``driven``, this runtime's part of a compat document.
+
+        Raises:
+            NotInstallable: as ``plan``; the default installs nothing.
         """
         from superfluid.runtime.planning import NotInstallable
 

@@ -89,7 +89,8 @@ def plan_of_json(text: str, runtime_id: str) -> Plan:
     Required: ``id`` (equal to ``runtime_id``), ``version``, ``backend``, ``install`` (equal to
     ``<version>-<backend>``) and ``assets`` (each ``name``, ``url`` and the ``sha256`` the installer
     verified). Optional: ``tested`` (absent is false), ``chosen_by`` (one of the receipt's; absent:
-    ``tested`` or ``untested``), ``abi`` (an integer or null), ``platform``, ``layout`` (a string).
+    ``tested`` or ``untested``), ``abi`` (an integer or null), ``platform``, ``layout`` (a string),
+    ``for`` (the release a ``--for`` plan was made for).
 
     Raises:
         UsageError: anything else (the message starts ``--plan:``).
@@ -115,8 +116,12 @@ def plan_of_json(text: str, runtime_id: str) -> Plan:
     layout = doc.get("layout")
     if layout is not None and not isinstance(layout, str):
         raise _bad("'layout' must be a string")
+    made_for = doc.get("for")
+    if made_for is not None and not (isinstance(made_for, dict) and all(isinstance(v, str) for v in made_for.values())):
+        raise _bad("'for' must be an object of strings (release, version, compat_sha256)")
     plan = Plan(runtime_id, version, backend, _assets(doc.get("assets")), tested, chosen, abi,
-                str(doc.get("why") or ""), str(doc.get("platform") or ""), {"layout": layout} if layout else {})
+                str(doc.get("why") or ""), str(doc.get("platform") or ""), {"layout": layout} if layout else {},
+                made_for)
     try:
         named = plan.install
     except UsageError:

@@ -28,6 +28,7 @@ __all__ = [
     "AssetLike",
     "ReleaseLike",
     "Listing",
+    "Driven",
     "NotInstallable",
     "DigestConflict",
     "Request",
@@ -156,6 +157,21 @@ class DigestConflict(SuperfluidError):
 
 
 @dataclass(frozen=True)
+class Driven:
+    """What a superfluid release drives: its compat document's ``runtimes`` (SPEC §5.2), and which
+    release it is. A request with none plans for this package's own document."""
+
+    release: str
+    version: str
+    compat_sha256: str
+    runtimes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, compare=False)
+
+    def to_json(self) -> dict[str, str]:
+        """What a plan and a receipt record: ``{"release", "version", "compat_sha256"}``."""
+        return {"release": self.release, "version": self.version, "compat_sha256": self.compat_sha256}
+
+
+@dataclass(frozen=True)
 class Request:
     """What is asked: ``runtime install <id> [--version V] [--backend B] [--from URL|PATH]
     [--sha256 H] [--untested]`` (SPEC §6.4), and the worker's ``plan`` line (§6.5)."""
@@ -166,10 +182,12 @@ class Request:
     from_: str | None = None
     sha256: Sha256 | None = None
     untested: bool = False
+    for_: Driven | None = None  # plan for another release's compat document (``--for``)
 
     @classmethod
     def parse(cls, runtime_id: str, *, version: str | None = None, backend: str | None = None,
-              from_: str | None = None, sha256: str | None = None, untested: bool = False) -> Request:
+              from_: str | None = None, sha256: str | None = None, untested: bool = False,
+              for_: Driven | None = None) -> Request:
         """A request with its flags normalised: ``v`` dropped from a version, backend and digest
         lower-cased.
 
@@ -193,7 +211,7 @@ class Request:
                 raise UsageError(f"--sha256 {sha256!r} is not a SHA-256 (64 hexadecimal digits)")
         if from_ is not None and not from_.strip():
             raise UsageError("--from needs a path or a URL")
-        return cls(runtime_id, version, backend, from_, digest, untested)
+        return cls(runtime_id, version, backend, from_, digest, untested, for_)
 
     @classmethod
     def from_argv(cls, runtime_id: str, argv: Sequence[str]) -> Request:
@@ -252,7 +270,8 @@ class Plan:
     """One install an adapter proposes; plans come as an ordered fallback list.
 
     ``facts`` are the adapter's own facts the probe holds the staged library to (llama.cpp's
-    ``layout``); they are written at the top level of the plan's JSON.
+    ``layout``); they are written at the top level of the plan's JSON. ``made_for`` names the release
+    a ``--for`` plan was made for (``Driven.to_json``): ``tested`` and ``abi`` are then that release's.
     """
 
     id: str
@@ -265,6 +284,7 @@ class Plan:
     why: str
     platform: str = ""
     facts: Mapping[str, Any] = field(default_factory=dict)
+    made_for: Mapping[str, str] | None = None
 
     @property
     def install(self) -> InstallName:
@@ -283,6 +303,8 @@ class Plan:
         }
         for key, value in self.facts.items():
             out.setdefault(key, value)
+        if self.made_for is not None:
+            out["for"] = dict(self.made_for)
         return out
 
 

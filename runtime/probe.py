@@ -5,8 +5,9 @@ when the check says ``available: true``. An untested plan (another ABI number, o
 our line) passes only when the check refuses the library *by its ABI* — stating the number the
 release stated — and for no other reason (a missing symbol, a library that does not load, the
 wrong size, a layout no tested build has): ``--untested`` relaxes the version rule, never the
-library's integrity. The plan's own facts (llama.cpp's ``layout``) must be what the check reports,
-and a GPU build must find a device of its backend.
+library's integrity. A plan made for another release (``--for``) is held to that release's ABI
+instead of ours. The plan's own facts (llama.cpp's ``layout``) must be what the check reports, and a
+GPU build must find a device of its backend.
 """
 
 from __future__ import annotations
@@ -95,18 +96,23 @@ def judge_probe(p: Plan, report: Mapping[str, Any], *, untested: bool, holds_ver
     extra = {k: report.get(k) for k in keeps}
     if available is True:
         _hold_to_plan(p, report, version, holds_version)
+        if p.abi is not None and abi is not None and abi != p.abi:
+            raise ProbeRefused(p, f"its library states ABI {abi}, and the release states {p.abi}",
+                               fix="nothing was installed: the bundle is not the release it says")
         why = _device_fits(p, devices) if needs_device else None
         if why:
             raise ProbeRefused(p, why)
         return Probed(p.tested, abi, version, devices, extra)
     reason = available if isinstance(available, str) else "its check said nothing about availability"
     by_abi = _by_abi(report)
-    may = p.chosen_by == "untested" or (p.chosen_by == "from" and untested)
+    # a plan made for another release (--for) is judged by that release's ABI, which the plan states
+    may = p.chosen_by == "untested" or (p.chosen_by == "from" and untested) or p.made_for is not None
     if may and by_abi is not None:
         (stated,) = by_abi
         if (p.chosen_by == "untested" or p.abi is not None) and stated != p.abi:
             raise ProbeRefused(p, f"its library states ABI {stated}, and the release states {p.abi}: {reason}")
-        return Probed(False, stated, p.version if p.version != "custom" else None, devices, extra)
+        tested = p.tested and p.made_for is not None and stated == p.abi
+        return Probed(tested, stated, p.version if p.version != "custom" else None, devices, extra)
     fix = None
     if by_abi is not None and p.chosen_by == "from":
         fix = "--untested installs it anyway (recorded as untested)"

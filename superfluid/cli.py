@@ -66,6 +66,13 @@ def _install_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--offline", action="store_true", help="use the cache only; never open a connection")
     p.add_argument("--mirror", metavar="URL|DIR", help="fetch releases from this mirror (or SUPERFLUID_MIRROR)")
     _add_json(p)
+    _for_flags(p)
+
+
+def _for_flags(p: argparse.ArgumentParser) -> None:
+    from superfluid.commands.for_release import add_flags
+
+    add_flags(p)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -88,6 +95,8 @@ def _parser() -> argparse.ArgumentParser:
         q = rsub.add_parser(name, help=what)
         q.add_argument("id")
         _add_json(q)
+        if name == "versions":
+            _for_flags(q)
     q = rsub.add_parser("check", help="probe a runtime with options: check [--model PATH] [--json] [--<option> V]...")
     q.add_argument("id")
     q.add_argument("rest", nargs=argparse.REMAINDER, help="--model PATH, --json and --<option> <value> pairs")
@@ -96,6 +105,7 @@ def _parser() -> argparse.ArgumentParser:
     for flag in ("--offline", "--untested", "--json", "--dry-run"):
         q.add_argument(flag, action="store_true")
     q.add_argument("--mirror", metavar="URL|DIR")
+    _for_flags(q)
     q = rsub.add_parser("repair", help="reinstall an install in place (default: the current one)")
     q.add_argument("id")
     q.add_argument("install", nargs="?")

@@ -72,13 +72,15 @@ class BasertAdapter(Adapter):
                          f"and this is {host.describe()}"
         return entry, None
 
-    def versions(self, host: Host, installed: Collection[str]) -> list[dict[str, Any]]:
+    def versions(self, host: Host, installed: Collection[str],
+                 driven: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """The recipe's pins, newest first, each judged for ``host`` (no network)."""
         entry, not_here = self._where(host)
+        drives, line = self._drives(driven)
         rows = []
         for pin in pins_newest_first(self.recipe):
             version, abi = pin["version"], pin.get("abi")
-            judged = abi_verdict(version, abi)
+            judged = abi_verdict(version, abi, drives=drives, line=line)
             asset = None
             if entry is not None:
                 asset = next((a for a in pin["assets"] if a["platform"] == host.platform
@@ -109,11 +111,32 @@ class BasertAdapter(Adapter):
     def options(self) -> list[Option]:
         return list(OPTIONS)
 
-    def plan(self, request: Request, host: Host, listing: Listing | None = None) -> list[Plan]:
-        """The plans by the ABI rule for the ABI our header states (``planner.plan``)."""
+    @staticmethod
+    def _drives(driven: Mapping[str, Any] | None) -> tuple[int, str | None]:
+        """The ABI number ``driven`` requires and its unnumbered line (None: ours, from the header).
+
+        Raises:
+            BadFile: ``driven`` states no ABI number.
+        """
+        if driven is None:
+            return header.ABI_VERSION, header.UNNUMBERED_LINE
+        from superfluid.runtime.errors import BadFile
+
+        abi = (driven.get("requires") or {}).get("abi")
+        if not isinstance(abi, int) or isinstance(abi, bool):
+            raise BadFile("the compat document", "states no ABI number for basert",
+                          json_path="$.runtimes.basert.requires.abi")
+        line = driven.get("unnumbered_line")
+        return abi, line if isinstance(line, str) else None
+
+    def plan_for(self, request: Request, host: Host, listing: Listing | None,
+                 driven: Mapping[str, Any]) -> list[Plan]:
+        """The plans by the ABI rule for the ABI ``driven`` requires, and its unnumbered line
+        (``planner.plan``)."""
         from superfluid.runtime.basert.planner import plan
 
-        return plan(request, self.recipe, host, listing, drives=header.ABI_VERSION, line=header.UNNUMBERED_LINE)
+        drives, line = self._drives(driven)
+        return plan(request, self.recipe, host, listing, drives=drives, line=line)
     def check(self, argv: list[str], environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
         """The worker's ``check`` in process: the report and its exit code (SPEC §6.5).
 

@@ -42,15 +42,17 @@ class LlamacppAdapter(Adapter):
             builds.append(entry)
         return {"tested": builds, "options": options_json(self.options())}
 
-    def versions(self, host: Host, installed: Collection[str]) -> list[dict[str, Any]]:
+    def versions(self, host: Host, installed: Collection[str],
+                 driven: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """Each tested build, newest first: what it installs here first (``b11642-cpu``) or why nothing."""
-        from superfluid.runtime.llamacpp.recipe import tested
+        from superfluid.runtime.llamacpp.recipe import tested, tested_of
         from superfluid.runtime.planning import NotInstallable, Request
 
+        part = driven if driven is not None else self.compat()
         rows = []
-        for b in tested(self.recipe):
+        for b in (tested(self.recipe) if driven is None else tested_of(self.recipe, driven)):
             try:
-                first = self.plan(Request(self.id, version=b.version), host)[0]
+                first = self.plan_for(Request(self.id, version=b.version), host, None, part)[0]
             except NotInstallable as e:
                 installs: bool | str = e.message
                 install = backend = None
@@ -76,11 +78,14 @@ class LlamacppAdapter(Adapter):
 
         return list(OPTIONS)
 
-    def plan(self, request: Request, host: Host, listing: Listing | None = None) -> list[Plan]:
-        """The tested builds' plans, newest first, in backend order (``planner.plan``)."""
+    def plan_for(self, request: Request, host: Host, listing: Listing | None,
+                 driven: Mapping[str, Any]) -> list[Plan]:
+        """The plans of the builds ``driven`` lists as tested (ours: the recipe's), newest first, in
+        backend order (``planner.plan``)."""
         from superfluid.runtime.llamacpp.planner import plan
+        from superfluid.runtime.llamacpp.recipe import tested_of
 
-        return plan(request, self.recipe, host, listing)
+        return plan(request, self.recipe, host, listing, builds=tested_of(self.recipe, driven))
 
     def nothing_to_load(self, environ: Mapping[str, str], worker: str) -> str | None:
         """Why ``worker``'s plain ``check`` would find no libllama: the search it would make, made

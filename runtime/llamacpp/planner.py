@@ -154,7 +154,7 @@ def _plan(request: Request, recipe: Mapping[str, Any], host: Host, build: Tested
     for i, archive in enumerate(archives):
         at = listed.get(archive.name)
         api = api_sha256(at.digest) if at is not None else None
-        pin = parse_sha256(archive.sha256) if build is not None else None
+        pin = parse_sha256(archive.sha256) if build is not None and build.archives else None
         # without a listing the release's statements are still to be read: the digest is provisional
         sha, source, checked = expected_digest(archive.name, pin=pin, flag=request.sha256 if i == 0 else None,
                                                api=api, sidecar_pending=release is None, where=(repo, version))
@@ -168,18 +168,21 @@ def _plan(request: Request, recipe: Mapping[str, Any], host: Host, build: Tested
 
 
 def plan_build(request: Request, recipe: Mapping[str, Any], host: Host, listing: Listing | None = None,
-               *, required: bool = True) -> list[Plan]:
+               *, required: bool = True, builds: Sequence[TestedBuild] | None = None) -> list[Plan]:
     """The ordered plans of one build (``request.version``, else the newest tested) on ``host``.
 
-    An untested build's archives are known only from its release in the listing. With
-    ``required`` false, a build whose release the listing lacks plans nothing (an older build as
-    a fallback).
+    ``builds`` are the tested builds (default: the recipe's). A build whose archives the recipe does
+    not know (untested, or tested by another release's compat document) is known only from its
+    release in the listing. With ``required`` false, a build whose release the listing lacks plans
+    nothing (an older build as a fallback).
 
     Raises:
         NotInstallable: an untested build without ``--untested``, or without a listing; no archive
             of the build for this platform, or of the named backend; nothing of it runs here.
     """
-    builds = tested(dict(recipe))
+    builds = builds if builds is not None else tested(dict(recipe))
+    if not builds:
+        raise NotInstallable("no llama.cpp build is tested for this superfluid")
     version = request.version or builds[0].version
     build = next((b for b in builds if b.version == version), None)
     if build is None and not request.untested:
@@ -187,11 +190,12 @@ def plan_build(request: Request, recipe: Mapping[str, Any], host: Host, listing:
     release = listing.release(version, optional=not required) if listing is not None else None
     if listing is not None and release is None:
         return []
-    if build is not None:
+    if build is not None and build.archives:
         archives: Sequence[Archive] = build.archives
     elif release is None:
         raise NotInstallable(
-            f"llama.cpp {version} is not a tested build, so its archives are known only from the release "
+            f"llama.cpp {version} is not a build this superfluid's recipe carries, so its archives are known only "
+            f"from the release "
             f"listing, and this worker never touches the network: `superfluid runtime install llamacpp "
             f"--version {version} --untested` resolves it (or name its archive with --from)")
     else:
@@ -232,7 +236,8 @@ def _read_name(builds: Sequence[TestedBuild], untested: bool) -> Callable[[str, 
     return read
 
 
-def plan(request: Request, recipe: Mapping[str, Any], host: Host, listing: Listing | None = None) -> list[Plan]:
+def plan(request: Request, recipe: Mapping[str, Any], host: Host, listing: Listing | None = None, *,
+         builds: Sequence[TestedBuild] | None = None) -> list[Plan]:
     """The ordered plans for ``request`` on ``host`` (SPEC §4.2; notes §3.3).
 
     Without ``--version`` and ``--from``, the plans of the newest tested build come first (in
@@ -245,15 +250,16 @@ def plan(request: Request, recipe: Mapping[str, Any], host: Host, listing: Listi
         NotInstallable: as ``plan_build`` for the newest (or named) build; as ``plan_from``.
         DigestConflict, UsageError: as ``plan_from``.
     """
-    builds = tested(dict(recipe))
+    builds = builds if builds is not None else tested(dict(recipe))
     if request.from_:
         return [plan_from(request, host, _read_name(builds, request.untested), default_backend="cpu")]
-    if request.version:
-        return plan_build(request, recipe, host, listing)
-    out = plan_build(replace(request, version=builds[0].version), recipe, host, listing)
+    if request.version or not builds:
+        return plan_build(request, recipe, host, listing, builds=builds)
+    out = plan_build(replace(request, version=builds[0].version), recipe, host, listing, builds=builds)
     for b in builds[1:]:
         try:
-            out += plan_build(replace(request, version=b.version), recipe, host, listing, required=False)
+            out += plan_build(replace(request, version=b.version), recipe, host, listing, required=False,
+                              builds=builds)
         except NotInstallable:
             continue
     return out

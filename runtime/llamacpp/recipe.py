@@ -16,7 +16,7 @@ from typing import Any
 
 from superfluid.runtime.ordering import version_key
 
-__all__ = ["Archive", "TestedBuild", "parse_name", "load", "tested", "PACKAGE", "SCHEMA"]
+__all__ = ["Archive", "TestedBuild", "parse_name", "load", "tested", "tested_of", "PACKAGE", "SCHEMA"]
 
 PACKAGE = "superfluid.runtime.llamacpp"
 SCHEMA = "llamacpp-recipe"
@@ -100,4 +100,30 @@ def tested(recipe: dict[str, Any] | None = None) -> list[TestedBuild]:
     for entry in recipe["tested"]:
         archives = tuple(a for a in (_archive(x) for x in entry["assets"]) if a is not None)
         out.append(TestedBuild(entry["version"], entry["layout"], entry.get("published"), archives))
+    return sorted(out, key=lambda b: version_key(b.version), reverse=True)
+
+
+def tested_of(recipe: dict[str, Any], driven: Any) -> list[TestedBuild]:
+    """The builds a compat document's ``runtimes.llamacpp.tested`` lists (``[{"build", "layout"}]``),
+    newest first: the recipe's entry (its archives, pinned digests) where it has the build, else the
+    build with no archives known (the release listing gives them).
+
+    Raises:
+        BadFile: ``tested`` is not a list of ``{"build": "b<N>", "layout": str}``.
+    """
+    from superfluid.runtime.errors import BadFile
+
+    ours = {b.version: b for b in tested(recipe)}
+    listed = driven.get("tested") if isinstance(driven, dict) else None
+    if not isinstance(listed, list):
+        raise BadFile("the compat document", "lists no tested llama.cpp builds", json_path="$.runtimes.llamacpp.tested")
+    out = []
+    for n, entry in enumerate(listed):
+        build = entry.get("build") if isinstance(entry, dict) else None
+        layout = entry.get("layout") if isinstance(entry, dict) else None
+        if not isinstance(build, str) or not re.fullmatch(r"b\d+", build) or not isinstance(layout, str):
+            raise BadFile("the compat document", "is not {\"build\": \"b<N>\", \"layout\": \"v<N>\"}",
+                          json_path=f"$.runtimes.llamacpp.tested[{n}]")
+        known = ours.get(build)
+        out.append(replace(known, layout=layout) if known else TestedBuild(build, layout, None, ()))
     return sorted(out, key=lambda b: version_key(b.version), reverse=True)

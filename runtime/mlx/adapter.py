@@ -65,7 +65,8 @@ class MlxAdapter(Adapter):
         return {"installs": installs, "platforms": list(self.recipe["platforms"]),
                 "options": options_json(self.options())}
 
-    def versions(self, host: Host, installed: Collection[str]) -> list[dict[str, Any]]:
+    def versions(self, host: Host, installed: Collection[str],
+                 driven: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """Each tested version, newest first: installable here or why not (no network)."""
         reason = not_here(host, self.recipe["platforms"])
         backend = self.recipe["backend"]
@@ -86,7 +87,8 @@ class MlxAdapter(Adapter):
     def options(self) -> list[Option]:
         return list(OPTIONS)
 
-    def plan(self, request: Request, host: Host, listing: Listing | None = None) -> list[Plan]:
+    def plan_for(self, request: Request, host: Host, listing: Listing | None,
+                 driven: Mapping[str, Any]) -> list[Plan]:
         """MLX runs on Apple silicon only (SPEC §4.3): elsewhere a clear refusal.
 
         Raises:

@@ -25,7 +25,7 @@ from tests.conftest import ROOT, native_cache
 from tests.release_server import ReleaseServer
 
 __all__ = ["REPO", "STANDARD", "engine_lib", "bundle_name", "bundle", "release_assets", "publish", "make_mirror",
-           "build_engines"]
+           "build_engines", "libllama_archive"]
 
 REPO = "basecompute/baseRT"
 #: (version, ABI number its release states or None), oldest first: the reference variants
@@ -129,3 +129,25 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def libllama_archive(lib_dir: Path) -> bytes:
+    """A flat ``.tar.gz`` of the libllama/libggml files of ``lib_dir`` (symlinks kept)."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for path in sorted(lib_dir.iterdir()):
+            if not path.name.startswith(("libllama", "libggml")):
+                continue
+            info = tarfile.TarInfo(path.name)
+            info.mtime = 1_767_225_600
+            if path.is_symlink():
+                info.type, info.linkname = tarfile.SYMTYPE, os.readlink(path)
+                tar.addfile(info)
+            else:
+                data = path.read_bytes()
+                info.size, info.mode = len(data), 0o755
+                tar.addfile(info, io.BytesIO(data))
+    out = io.BytesIO()
+    with gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as gz:
+        gz.write(raw.getvalue())
+    return out.getvalue()

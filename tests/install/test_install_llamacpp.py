@@ -3,15 +3,13 @@ archives hold a real libllama (the v2 build), on the loopback server (SPEC §4.2
 
 from __future__ import annotations
 
-import gzip
-import io
 import os
-import tarfile
 from pathlib import Path
 
 import pytest
 
 from tests.install.conftest import Home
+from tests.install.releases import libllama_archive
 from tests.release_server import ReleaseServer
 
 REPO = "ggml-org/llama.cpp"
@@ -24,31 +22,9 @@ def libllama_v2() -> Path:
     return _build("v2")
 
 
-def _archive(lib_dir: Path) -> bytes:
-    """A flat ``.tar.gz`` of the libllama/libggml files of ``lib_dir`` (symlinks kept)."""
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for path in sorted(lib_dir.iterdir()):
-            if not path.name.startswith(("libllama", "libggml")):
-                continue
-            info = tarfile.TarInfo(path.name)
-            info.mtime = 1_767_225_600
-            if path.is_symlink():
-                info.type, info.linkname = tarfile.SYMTYPE, os.readlink(path)
-                tar.addfile(info)
-            else:
-                data = path.read_bytes()
-                info.size, info.mode = len(data), 0o755
-                tar.addfile(info, io.BytesIO(data))
-    out = io.BytesIO()
-    with gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as gz:
-        gz.write(raw.getvalue())
-    return out.getvalue()
-
-
 @pytest.fixture
 def llama_server(libllama_v2: Path) -> ReleaseServer:
-    data = _archive(libllama_v2)
+    data = libllama_archive(libllama_v2)
     with ReleaseServer() as s:
         # the same CPU-only library under the CPU and the Vulkan names: the Vulkan one finds no device
         s.add_release(REPO, "b11642", {"llama-b11642-bin-ubuntu-x64.tar.gz": data,
@@ -116,7 +92,7 @@ def test_v1_library_under_the_b11642_name_is_refused(home: Home, libllama_v1: Pa
     v1 (the real v1 build) installs nothing, and says why."""
     home.env["SUPERFLUID_HOST_VULKAN"] = "0"
     with ReleaseServer() as s:
-        s.add_release(REPO, "b11642", {"llama-b11642-bin-ubuntu-x64.tar.gz": _archive(libllama_v1)})
+        s.add_release(REPO, "b11642", {"llama-b11642-bin-ubuntu-x64.tar.gz": libllama_archive(libllama_v1)})
         run = _install(home, s)
     assert run.code == 1, run.stderr
     assert "is laid out as v1, but llamacpp b11642 was tested as v2" in run.stderr

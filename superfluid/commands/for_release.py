@@ -1,0 +1,155 @@
+"""``--for FILE|URL|VERSION``: plan for the superfluid release that will run the engine (its compat.json).
+
+FILE or URL is a release's compat document, verified as ``compat --release`` verifies it (the
+``.minisig`` beside it against the trusted keys; ``--require-signature`` refuses an unsigned one).
+VERSION is looked up from the manifest service (``SUPERFLUID_MANIFEST_URL``: its
+``/v1/releases/<version>`` answers the document's bytes and signature), or else from the superfluid
+releases on GitHub (``SUPERFLUID_RELEASES_REPO``, default ``superfluid/superfluid-toolchain``;
+``SUPERFLUID_GITHUB_API`` honoured): the release ``v<VERSION>``'s ``*.compat.json`` and its
+``.minisig``. ``SUPERFLUID_FOR`` sets it for every command. The answer is a ``planning.Driven``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from superfluid.runtime.errors import BadFile, UsageError
+from superfluid.runtime.planning import Driven
+
+__all__ = ["add_flags", "driven_for", "RELEASES_REPO"]
+
+#: where the superfluid releases are published (``SUPERFLUID_RELEASES_REPO`` overrides)
+RELEASES_REPO = "superfluid/superfluid-toolchain"
+_MAX_BYTES = 4 << 20
+
+
+def add_flags(p: argparse.ArgumentParser) -> None:
+    """``--for``, ``--key`` and ``--require-signature`` on a command that plans."""
+    p.add_argument("--for", dest="for_", metavar="FILE|URL|VERSION",
+                   help="plan for another superfluid release: its compat.json, or its version (or SUPERFLUID_FOR)")
+    if not any(a.dest == "key" for a in p._actions):
+        p.add_argument("--key", action="append", metavar="FILE",
+                       help="also trust this minisign public key for --for (repeatable)")
+    if not any(a.dest == "require_signature" for a in p._actions):
+        p.add_argument("--require-signature", action="store_true", help="refuse a --for document with no signature")
+
+
+def _is_version(value: str) -> bool:
+    return "://" not in value and not os.path.exists(value) and not value.endswith(".json") and "/" not in value
+
+
+def _driven(doc: Mapping[str, Any], body: bytes, where: str) -> Driven:
+    release = doc.get("release")
+    if not isinstance(release, Mapping):
+        release = {}
+    runtimes = doc.get("runtimes")
+    if not isinstance(runtimes, Mapping):
+        raise BadFile(where, "has no runtimes", json_path="$.runtimes")
+    return Driven(str(release.get("name") or "superfluid"), str(release.get("version") or "?"),
+                  hashlib.sha256(body).hexdigest(), {str(k): v for k, v in runtimes.items()})
+
+
+def _verified(body: bytes, signature: bytes | None, where: str, *, keys: list[str], home: str,
+              require_signature: bool) -> Driven:
+    from superfluid.manifest.compat import parse
+    from superfluid.manifest.keys import trusted_keys
+    from superfluid.manifest.verdict import judge_signature
+
+    verdict = judge_signature(body, signature, trusted_keys(home, keys), where=where,
+                              signature_where=f"{where}.minisig", require=require_signature)
+    _warn_unsigned(verdict.signature, where)
+    return _driven(parse(body, where), body, where)
+
+
+def _warn_unsigned(signature: str, where: str) -> None:
+    if signature == "unsigned":
+        import sys
+
+        sys.stderr.write(f"superfluid: warning: {where} is unsigned: planning for it unverified "
+                         "(--require-signature refuses it)\n")
+
+
+def _from_service(url: str, version: str, **verify: Any) -> Driven:
+    """The release's document and signature as the manifest service answers them.
+
+    Raises:
+        ReleaseNotFound-like DownloadError: the service has no such release (404) or fails.
+        BadFile: the answer is not the service's shape.
+    """
+    from superfluid.installer.fetcher import RequestsFetcher
+
+    where = f"{url.rstrip('/')}/v1/releases/{version}"
+    fetcher = RequestsFetcher(plain_http_origins=[url])
+    try:
+        _, body = fetcher.get_bytes(where, max_bytes=_MAX_BYTES)
+    finally:
+        fetcher.close()
+    try:
+        answer = json.loads(body)
+        document = answer["document"].encode("utf-8")
+        signature = answer.get("signature")
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise BadFile(where, f"is not the manifest service's answer for a release ({e})") from None
+    return _verified(document, signature.encode("utf-8") if isinstance(signature, str) else None, where, **verify)
+
+
+def _from_github(version: str, environ: Mapping[str, str], **verify: Any) -> Driven:
+    """The release ``v<version>``'s compat document and its signature from the superfluid releases.
+
+    Raises:
+        ReleaseNotFound: no such release; NotInstallable-like BadFile: it carries no compat.json.
+    """
+    from superfluid.installer.sources import source_for
+
+    repo = environ.get("SUPERFLUID_RELEASES_REPO") or RELEASES_REPO
+    source = source_for(mirror=None, offline=False, environ=environ)
+    try:
+        release = source.release(repo, f"v{version.removeprefix('v')}")
+        names = {a.name: a for a in release.assets}
+        docs = sorted(n for n in names if n.endswith(".compat.json"))
+        if not docs:
+            raise BadFile(f"{repo} {release.tag}", "publishes no .compat.json",
+                          fix="name the document with --for FILE|URL")
+        doc = names[docs[-1]]  # the wheel's and the sdist's describe the same release
+        body = source.read(doc, max_bytes=_MAX_BYTES)
+        sig = names.get(doc.name + ".minisig")
+        signature = source.read(sig, max_bytes=64 << 10) if sig is not None else None
+        return _verified(body, signature, doc.url, **verify)
+    finally:
+        source.close()
+
+
+def driven_for(args: argparse.Namespace, environ: Mapping[str, str]) -> Driven | None:
+    """The release ``--for`` (else ``SUPERFLUID_FOR``) names, read and verified; None for neither.
+
+    Raises:
+        UsageError: an empty value.
+        BadFile, SignatureError, TarballMismatch, DownloadError, ReleaseNotFound: as reading it.
+    """
+    from superfluid.runtime.home import home
+
+    value = getattr(args, "for_", None) or environ.get("SUPERFLUID_FOR") or None
+    if value is None:
+        return None
+    value = value.strip()
+    if not value:
+        raise UsageError("--for needs a compat.json file, a URL or a superfluid version")
+    keys = list(getattr(args, "key", None) or [])
+    require = bool(getattr(args, "require_signature", False))
+    verify: dict[str, Any] = {"keys": keys, "home": home(environ), "require_signature": require}
+    if not _is_version(value):
+        from superfluid.commands.compat import read_release
+
+        doc, verdict, digest = read_release(value, keys=keys, home=home(environ), require_signature=require)
+        _warn_unsigned(verdict.signature, value)
+        driven = _driven(doc, b"", value)
+        return Driven(driven.release, driven.version, digest, driven.runtimes)
+    service = environ.get("SUPERFLUID_MANIFEST_URL")
+    if service:
+        return _from_service(service, value, **verify)
+    return _from_github(value, environ, **verify)

@@ -1,0 +1,142 @@
+"""``--for FILE|URL|VERSION``: install for the superfluid release that will run the engine, chosen by
+that release's compat.json (issue 16), against the loopback release server."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from superfluid.manifest import minisign
+from tests.conftest import VENV_BIN
+from tests.install.conftest import Home
+from tests.install.releases import libllama_archive
+from tests.release_server import ReleaseServer
+
+
+def _ours() -> dict[str, Any]:
+    done = subprocess.run([str(VENV_BIN / "superfluid"), "compat", "--json"], capture_output=True, text=True,
+                          check=True, timeout=60)
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def key() -> minisign.SecretKey:
+    return minisign.generate()
+
+
+def _document(tmp: Path, key: minisign.SecretKey | None, *, abi: int = 2, builds: tuple[str, ...] = ("b11549",),
+              version: str = "0.9.0") -> Path:
+    """Superfluid ``version``'s compat.json (driving basert ``abi`` and llama.cpp ``builds``, v2), signed
+    with ``key`` unless None; its public key beside it as ``minisign.pub``."""
+    doc = copy.deepcopy(_ours())
+    doc["release"] = {"name": "superfluid", "version": version}
+    doc["runtimes"]["basert"]["requires"] = {"header": f"{version}", "abi": abi}
+    doc["runtimes"]["basert"]["unnumbered_line"] = None
+    doc["runtimes"]["basert"]["installs"] = []
+    doc["runtimes"]["llamacpp"]["tested"] = [{"build": b, "layout": "v2"} for b in builds]
+    tmp.mkdir(parents=True, exist_ok=True)
+    path = tmp / f"superfluid-{version}.compat.json"
+    body = (json.dumps(doc, indent=2) + "\n").encode()
+    path.write_bytes(body)
+    if key is not None:
+        sig = minisign.sign(body, key, trusted_comment=f"superfluid {version}")
+        (tmp / (path.name + ".minisig")).write_text(sig.to_text())
+        (tmp / "minisign.pub").write_text(key.public().to_text())
+    return path
+
+
+def _install(home: Home, server: ReleaseServer, *flags: str):  # type: ignore[no-untyped-def]
+    return home.superfluid("runtime", "install", "basert", "--mirror", server.mirror_url, *flags)
+
+
+def test_an_abi_2_release_installs_by_number_for_a_document_stating_abi_2(
+        home: Home, server: ReleaseServer, tmp_path: Path, key: minisign.SecretKey) -> None:
+    doc = _document(tmp_path / "doc", key)
+    pub = str(tmp_path / "doc" / "minisign.pub")
+    plans = _install(home, server, "--for", str(doc), "--key", pub, "--dry-run", "--json")
+    assert plans.code == 0, plans.stderr
+    first = plans.json()["plans"][0]
+    assert (first["version"], first["abi"], first["chosen_by"], first["tested"]) == ("0.5.0", 2, "abi", True)
+    run = _install(home, server, "--for", str(doc), "--key", pub)
+    assert run.code == 0, run.stderr
+    receipt = home.receipt("0.5.0-" + first["backend"])
+    digest = __import__("hashlib").sha256(doc.read_bytes()).hexdigest()
+    assert receipt["for"] == {"release": "superfluid", "version": "0.9.0", "compat_sha256": digest}
+    assert (receipt["tested"], receipt["abi"], receipt["chosen_by"]) == (True, 2, "abi")
+    # our own document, the same listing: the ABI-1 release
+    ours = _install(home, server, "--dry-run", "--json").json()["plans"][0]
+    assert (ours["version"], ours["abi"], "for" in ours) == ("0.4.0", 1, False)
+    # versions --for judges the recipe's pins by that release's ABI: 0.4.0 (ABI 1) is not driven by it
+    rows = {r["version"]: r for r in home.superfluid("runtime", "versions", "basert", "--for", str(doc), "--key",
+                                                     pub, "--json").json()}
+    assert rows["0.4.0"]["tested"] is False and "ABI 1; this superfluid drives ABI 2" in rows["0.4.0"]["verdict"]
+
+
+@pytest.mark.parametrize("case", ["tampered", "unsigned-required", "untrusted-key", "malformed"])
+def test_a_document_that_is_not_believed_is_refused_and_nothing_is_written(
+        home: Home, server: ReleaseServer, tmp_path: Path, key: minisign.SecretKey, case: str) -> None:
+    doc = _document(tmp_path / "doc", None if case == "unsigned-required" else key)
+    flags = ["--for", str(doc)]
+    if case != "untrusted-key":
+        flags += ["--key", str(tmp_path / "doc" / "minisign.pub")] if case != "unsigned-required" else []
+    if case == "tampered":
+        doc.write_bytes(doc.read_bytes().replace(b'"abi": 2', b'"abi": 1'))
+    if case == "unsigned-required":
+        flags.append("--require-signature")
+    if case == "malformed":
+        text = json.loads(doc.read_text())
+        text["runtimes"]["basert"]["requires"]["abi"] = "two"
+        body = (json.dumps(text) + "\n").encode()
+        doc.write_bytes(body)
+        (tmp_path / "doc" / (doc.name + ".minisig")).write_text(
+            minisign.sign(body, key, trusted_comment="malformed").to_text())
+    run = _install(home, server, *flags)
+    assert run.code == 1 and "Traceback" not in run.stderr, run.stderr
+    expect = {"tampered": "does not verify", "unsigned-required": "unsigned", "untrusted-key": "trust",
+              "malformed": "abi"}[case]
+    assert expect in run.stderr.lower(), run.stderr
+    assert home.installs() == []
+
+
+def test_for_version_through_the_github_releases(home: Home, server: ReleaseServer, tmp_path: Path,
+                                                 key: minisign.SecretKey) -> None:
+    doc = _document(tmp_path / "doc", key, version="0.9.0")
+    server.add_release("superfluid/superfluid-toolchain", "v0.9.0", {
+        doc.name: doc.read_bytes(), doc.name + ".minisig": (tmp_path / "doc" / (doc.name + ".minisig")).read_bytes()})
+    home.env["SUPERFLUID_GITHUB_API"] = server.url
+    home.env["SUPERFLUID_FOR"] = "0.9.0"
+    run = _install(home, server, "--key", str(tmp_path / "doc" / "minisign.pub"), "--dry-run", "--json")
+    assert run.code == 0, run.stderr
+    assert run.json()["plans"][0]["version"] == "0.5.0"
+    assert run.json()["plans"][0]["for"]["version"] == "0.9.0"
+
+
+@pytest.fixture(scope="module")
+def libllama_v2() -> Path:
+    from tests.llamacpp.conftest import _build
+
+    return _build("v2")
+
+
+def test_llamacpp_for_a_release_testing_only_b11549_installs_b11549(
+        home: Home, tmp_path: Path, key: minisign.SecretKey, libllama_v2: Path) -> None:
+    data = libllama_archive(libllama_v2)
+    doc = _document(tmp_path / "doc", key, builds=("b11549",))
+    home.env["SUPERFLUID_HOST_VULKAN"] = "0"
+    with ReleaseServer() as s:
+        s.add_release("ggml-org/llama.cpp", "b11549", {"llama-b11549-bin-ubuntu-x64.tar.gz": data})
+        s.add_release("ggml-org/llama.cpp", "b11642", {"llama-b11642-bin-ubuntu-x64.tar.gz": data})
+        run = home.superfluid("runtime", "install", "llamacpp", "--mirror", s.mirror_url, "--for", str(doc),
+                              "--key", str(tmp_path / "doc" / "minisign.pub"), "--json")
+    assert run.code == 0, run.stderr
+    out = run.json()
+    assert [p["version"] for p in out["plans"]] == ["b11549"]
+    receipt = json.loads((home.path / "runtimes" / "llamacpp" / "b11549-cpu" / "runtime.json").read_text())
+    assert (receipt["tested"], receipt["chosen_by"], receipt["layout"]) == (True, "tested", "v2")
+    assert receipt["for"]["version"] == "0.9.0"
+    assert not (home.path / "runtimes" / "llamacpp" / "b11642-cpu").exists()

@@ -17,16 +17,44 @@ from superfluid import catalog
 from superfluid.output import gb, print_json, table
 from superfluid.runtime import registry
 from superfluid.runtime.errors import WorkerFailed
-from superfluid.runtime.home import current_dir, home, runtimes_dir
+from superfluid.runtime.home import current_target, home, runtime_dir, runtimes_dir
 
 __all__ = ["run", "rows"]
 
 
-def _current(runtime_id: str, environ: Mapping[str, str]) -> str | None:
+def _current(runtime_id: str, environ: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """The install ``current`` names, and why the runtime's installs are broken there (None: they
+    are not): ``current`` is not a good link (dangling, a loop, out of the home, a file...), or the
+    receipt of the install it names does not read. Nothing is followed out of the home."""
+    from superfluid.runtime.errors import BadFile
+    from superfluid.runtime.receipt import RECEIPT, read_receipt
+
+    root = runtime_dir(home(environ), runtime_id)
+    name, problem = current_target(root)
+    if problem is not None:
+        return None, f"{problem}: `superfluid runtime use {runtime_id} --auto` points it at the best install"
+    if name is None:
+        return None, None
     try:
-        return os.path.basename(os.readlink(current_dir(home(environ), runtime_id)))
-    except OSError:
+        receipt = read_receipt(os.path.join(root, name, RECEIPT))
+    except BadFile as e:
+        return name, f"{name} is broken: {e.message}: `superfluid runtime repair {runtime_id}` reinstalls it"
+    if receipt.id != runtime_id or receipt.install != name:
+        return name, (f"{name} is broken: its receipt describes {receipt.id} {receipt.install}: "
+                      f"`superfluid runtime repair {runtime_id}` reinstalls it")
+    return name, None
+
+
+def _made_for(runtime_id: str, install: str, environ: Mapping[str, str]) -> dict[str, Any] | None:
+    """The release an install was made for (its receipt's ``for``, from ``--for``), or None."""
+    from superfluid.runtime.errors import BadFile
+    from superfluid.runtime.receipt import RECEIPT, read_receipt
+
+    try:
+        made_for = read_receipt(os.path.join(runtime_dir(home(environ), runtime_id), install, RECEIPT)).extra.get("for")
+    except BadFile:
         return None
+    return made_for if isinstance(made_for, dict) else None
 
 
 def _installable(runtime_id: str, environ: Mapping[str, str]) -> tuple[str | None, list[Any]]:
@@ -40,14 +68,27 @@ def _installable(runtime_id: str, environ: Mapping[str, str]) -> tuple[str | Non
     return (best.get("install") or best.get("version")) if best else None, options
 
 
+def _requires(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
+    """``{"requires": ...}`` from the runtime's compat declaration when it states one (basert), else {}."""
+    try:
+        compat, _, _ = catalog.answer(runtime_id, ["compat", "--json"], environ, accept=(0,))
+    except WorkerFailed:
+        return {}
+    return {"requires": compat["requires"]} if isinstance(compat, dict) and "requires" in compat else {}
+
+
 def row(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
     """The JSON row of one runtime (SPEC §6.3)."""
     out: dict[str, Any] = {"id": runtime_id}
-    current = _current(runtime_id, environ)
+    current, broken = _current(runtime_id, environ)
     ref = catalog.locate(runtime_id, environ)
-    nothing = catalog.nothing_to_load(runtime_id, ref, environ)
     report: dict[str, Any] | None
-    if nothing is not None:
+    if broken is not None:
+        out.update(state="broken", ready=broken)
+        report = None
+        out["worker"] = ref.to_json() if ref else {"path": "linked", "source": "linked"}
+        out.update(_requires(runtime_id, environ))
+    elif (nothing := catalog.nothing_to_load(runtime_id, ref, environ)) is not None:
         report = {"available": nothing}  # its check's own words, and no worker started
     else:
         try:
@@ -55,6 +96,14 @@ def row(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
         except WorkerFailed as e:
             out.update(state="missing", ready=e.reason)
             report, ref = None, None
+    made_for = _made_for(runtime_id, current, environ) if current else None
+    if made_for is not None:
+        out["for"] = made_for
+        stated = report.get("stated") if report is not None else None
+        if isinstance(stated, dict) and "abi" in stated:
+            # installed for another release (--for): judged by that release's ABI, not ours
+            report = {**report, "available": True, "abi": stated.get("abi"),
+                      "runtime": {"version": stated.get("version")}}
     if report is not None:
         ready = report.get("available", "the worker's check said nothing about availability")
         out["ready"] = ready

@@ -68,6 +68,9 @@ def test_an_abi_2_release_installs_by_number_for_a_document_stating_abi_2(
     digest = __import__("hashlib").sha256(doc.read_bytes()).hexdigest()
     assert receipt["for"] == {"release": "superfluid", "version": "0.9.0", "compat_sha256": digest}
     assert (receipt["tested"], receipt["abi"], receipt["chosen_by"]) == (True, 2, "abi")
+    # listed for the release it serves, not judged by our ABI
+    row = next(r for r in home.superfluid("runtimes", "--json").json() if r["id"] == "basert")
+    assert (row["state"], row["abi"], row["for"]["version"]) == ("ready", 2, "0.9.0"), row
     # our own document, the same listing: the ABI-1 release
     ours = _install(home, server, "--dry-run", "--json").json()["plans"][0]
     assert (ours["version"], ours["abi"], "for" in ours) == ("0.4.0", 1, False)

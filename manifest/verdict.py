@@ -18,7 +18,7 @@ unverified document is read.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -27,7 +27,7 @@ from superfluid.manifest.minisign import SignatureError, parse_signature, verify
 from superfluid.runtime.errors import SuperfluidError
 
 __all__ = ["Verdict", "Unsigned", "TarballMismatch", "judge_signature", "tarball_name",
-           "judge_tarball"]
+           "judge_tarball", "judge_release"]
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -123,3 +123,27 @@ def judge_tarball(verdict: Verdict, doc: Mapping[str, Any], sha256: str | None, 
     if sha256.lower() != expected:
         raise TarballMismatch(where, name, expected, sha256.lower())
     return replace(verdict, tarball="checked")
+
+
+def judge_release(document: bytes, signature: bytes | None, keys: Sequence[TrustedKey], *, where: str,
+                  signature_where: str, tarball_sha256: Callable[[str], str | None],
+                  require: bool = False) -> tuple[dict[str, Any], Verdict]:
+    """The whole check of a release's compat document, in order: the signature over the bytes as
+    fetched (``judge_signature``), then the document parsed and validated, then the tarball it
+    names (``tarball_sha256(name)``: the SHA-256 of that file beside the document, or None when it
+    is not there). ``superfluid compat --release`` and the manifest service both read releases
+    through this; each fetches the bytes its own way.
+
+    Raises:
+        as ``judge_signature``; BadFile: not JSON, a schema major we do not know, not a compat
+        document; TarballMismatch: the tarball has another SHA-256; and whatever ``tarball_sha256``
+        raises.
+    """
+    from superfluid.manifest.compat import parse
+
+    verdict = judge_signature(document, signature, keys, where=where, signature_where=signature_where,
+                              require=require)
+    doc = parse(document, where)
+    name = tarball_name(doc)
+    digest = tarball_sha256(name) if name is not None else None
+    return doc, judge_tarball(verdict, doc, digest, where=where)

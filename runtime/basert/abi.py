@@ -52,8 +52,9 @@ class AbiVerdict:
 
     @property
     def why(self) -> str:
-        """A sentence about a release: ``baseRT 0.4.0 states ABI 1, the ABI this superfluid drives``."""
-        v = f"baseRT {self.version}"
+        """A sentence about a release: ``baseRT 0.4.0 states ABI 1, the ABI this superfluid drives``
+        (``a baseRT library states ABI 2; ...`` when no version is known)."""
+        v = f"baseRT {self.version}" if self.version is not None else "a baseRT library"
         if self.abi is not None:
             if self.driven:
                 return f"{v} states ABI {self.abi}, the ABI this superfluid drives"

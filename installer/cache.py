@@ -21,7 +21,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -34,12 +33,11 @@ __all__ = ["Cache", "HttpEntry", "Partial", "sha256_file", "is_sha256"]
 
 log = logging.getLogger(__name__)
 
-_HEX64 = re.compile(r"[0-9a-f]{64}")
-
-
 def is_sha256(value: str) -> bool:
     """Whether ``value`` is 64 lower-case hex digits."""
-    return bool(_HEX64.fullmatch(value))
+    from superfluid.runtime.planning import parse_sha256
+
+    return parse_sha256(value) == value
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:

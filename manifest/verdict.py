@@ -17,7 +17,6 @@ unverified document is read.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -25,11 +24,11 @@ from typing import Any, Literal
 from superfluid.manifest.keys import TrustedKey
 from superfluid.manifest.minisign import SignatureError, parse_signature, verify
 from superfluid.runtime.errors import SuperfluidError
+from superfluid.runtime.planning import parse_sha256
 
 __all__ = ["Verdict", "Unsigned", "TarballMismatch", "judge_signature", "tarball_name",
            "judge_tarball", "judge_release"]
 
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 TarballCheck = Literal["checked", "absent", "unnamed"]
 
@@ -100,7 +99,7 @@ def tarball_name(doc: Mapping[str, Any]) -> str | None:
     if not isinstance(release, Mapping):
         return None
     name, sha = release.get("tarball"), release.get("sha256")
-    if not isinstance(name, str) or not isinstance(sha, str) or not _HEX64.match(sha):
+    if not isinstance(name, str) or not isinstance(sha, str) or parse_sha256(sha) != sha:
         return None
     if name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
         return None

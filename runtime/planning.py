@@ -36,6 +36,7 @@ __all__ = [
     "Plan",
     "NameFacts",
     "parse_sha256",
+    "is_install_name",
     "install_name",
     "is_local",
     "backend_runs_here",
@@ -66,6 +67,12 @@ def parse_sha256(text: str | None) -> Sha256 | None:
     return Sha256(hexdigest) if _HEX64.fullmatch(hexdigest) else None
 
 
+def is_install_name(name: str) -> bool:
+    """Whether ``name`` can name an install's directory: letters, digits, ``.``, ``-``, ``_``,
+    ``+``, not starting with a dot."""
+    return bool(_NAME.fullmatch(name))
+
+
 def install_name(version: str, backend: str) -> InstallName:
     """``<version>-<backend>`` (SPEC §3), refused when it could not be a directory name.
 
@@ -74,7 +81,7 @@ def install_name(version: str, backend: str) -> InstallName:
             digits, ``.``, ``-``, ``_``, ``+``.
     """
     name = f"{version}-{backend}"
-    if not _NAME.fullmatch(name):
+    if not is_install_name(name):
         raise UsageError(f"'{name}' is not a name an install can have (letters, digits, '.', '-', '_', '+')")
     return InstallName(name)
 

@@ -67,14 +67,54 @@ def _command() -> str:
 
 
 def _read_holder(fd: int) -> Holder:
+    from superfluid.runtime.jsonread import loads
+
     try:
         raw = os.pread(fd, 4096, 0)
-        data = json.loads(raw.decode("utf-8")) if raw else {}
+        data = loads(raw, max_bytes=4096, max_depth=2) if raw.strip() else {}
+        if not isinstance(data, dict):
+            return Holder(None, "", "")
         pid = data.get("pid")
-        return Holder(pid if isinstance(pid, int) and pid > 0 else None,
-                      str(data.get("command") or ""), str(data.get("started") or ""))
-    except (OSError, ValueError, AttributeError):
+        return Holder(pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None,
+                      str(data.get("command") or "")[:200], str(data.get("started") or "")[:40])
+    except (OSError, ValueError):
         return Holder(None, "", "")
+
+
+def _wait_for_record(fd: int, patience: float, poll: float) -> Holder:
+    """The holder's record, waiting up to ``patience`` seconds for it: a waiter may arrive between
+    the holder's ``flock`` and its writing the record (or read a dead holder's, cut to nothing)."""
+    deadline = time.monotonic() + patience
+    while True:
+        holder = _read_holder(fd)
+        if holder.pid is not None or time.monotonic() >= deadline:
+            return holder
+        time.sleep(poll)
+
+
+def _open_lock(path: str) -> int:
+    """The lock file, opened for writing its record without following a link or blocking on a
+    FIFO; anything but a regular file in its place is refused, never written through.
+
+    Raises:
+        LockError: it cannot be opened, or is not a regular file.
+    """
+    import stat
+
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+    fix = f"remove {path} (superfluid makes a new one) and run the command again"
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as e:
+        if os.path.islink(path):
+            raise LockError(f"{path} is a symbolic link; the install lock is never written through one", fix=fix) from e
+        raise LockError(f"cannot open {path}: {e.strerror or e}", fix="check the permissions of SUPERFLUID_HOME") from e
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        os.close(fd)
+        what = "has other hard links" if stat.S_ISREG(st.st_mode) else "is not a regular file"
+        raise LockError(f"{path} {what}; the install lock is never written there", fix=fix)
+    return fd
 
 
 def lock_holder(root: str | os.PathLike[str]) -> Holder | None:
@@ -82,8 +122,9 @@ def lock_holder(root: str | os.PathLike[str]) -> Holder | None:
     import fcntl
 
     try:
-        fd = os.open(os.path.join(root, LOCK), os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
+        fd = os.open(os.path.join(root, LOCK),
+                     os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:  # absent, or a link or something else planted: nobody holds a lock there
         return None
     try:
         try:
@@ -99,8 +140,9 @@ def lock_holder(root: str | os.PathLike[str]) -> Holder | None:
 @contextmanager
 def install_lock(root: str | os.PathLike[str], *, timeout: float = 600.0,
                  on_wait: Callable[[Holder], None] | None = None, command: str | None = None,
-                 poll: float = 0.1) -> Iterator[Holder]:
-    """Hold the runtime's ``.install.lock`` (``flock``, exclusive, across processes) for the block.
+                 poll: float = 0.1, name: str = LOCK) -> Iterator[Holder]:
+    """Hold the runtime's ``.install.lock`` (``flock``, exclusive, across processes) for the block;
+    ``name``: another lock file in ``root`` held the same way (``serve --sessions``' directory).
 
     The holder writes its pid, command and start time into the file, so that a waiter can say who
     it waits for: ``on_wait`` is called once, with that record, when the lock is busy. The kernel
@@ -112,21 +154,23 @@ def install_lock(root: str | os.PathLike[str], *, timeout: float = 600.0,
     """
     import fcntl
 
-    path = os.path.join(root, LOCK)
+    path = os.path.join(root, name)
     try:
         os.makedirs(root, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError as e:
-        raise LockError(f"cannot open {path}: {e.strerror or e}",
-                         fix="check the permissions of SUPERFLUID_HOME") from e
+        raise LockError(f"cannot make {e.filename or root}: {e.strerror or e}",
+                        fix="check that SUPERFLUID_HOME is a writable directory") from e
+    fd = _open_lock(path)
     held = False
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            if on_wait is not None:
-                on_wait(_read_holder(fd))
             deadline = time.monotonic() + timeout
+            if on_wait is not None:
+                # the holder writes its record right after its flock: give it a moment, so the
+                # message names it (and go on waiting when the lock comes free meanwhile)
+                on_wait(_wait_for_record(fd, min(2.0, timeout), min(poll, 0.05)))
             while True:
                 time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
                 try:
@@ -134,7 +178,7 @@ def install_lock(root: str | os.PathLike[str], *, timeout: float = 600.0,
                     break
                 except BlockingIOError:
                     if time.monotonic() >= deadline:
-                        raise LockBusy(path, _read_holder(fd), timeout) from None
+                        raise LockBusy(path, _wait_for_record(fd, 0.5, min(poll, 0.05)), timeout) from None
         held = True
         me = Holder(os.getpid(), command or _command(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         record = (json.dumps(me.to_json()) + "\n").encode("utf-8")

@@ -29,7 +29,7 @@ import secrets
 import shutil
 import stat
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,8 +37,10 @@ from typing import Any
 
 from superfluid.installer.lock import Holder, install_lock
 from superfluid.runtime.errors import SuperfluidError, UsageError
-from superfluid.runtime.home import CURRENT, PINNED, installs_in, is_install_entry, runtime_dir
+from superfluid.runtime.home import CURRENT, PINNED, current_target, installs_in, is_install_entry, runtime_dir
+from superfluid.runtime.jsonread import read_bytes
 from superfluid.runtime.ordering import backend_rank, version_key
+from superfluid.runtime.planning import is_install_name
 from superfluid.runtime.receipt import RECEIPT, Receipt, read_receipt
 
 __all__ = [
@@ -56,6 +58,7 @@ __all__ = [
     "default_install",
     "read_pinned",
     "current_install",
+    "current_problem",
     "refresh_current",
     "write_pinned",
     "set_aside",
@@ -66,7 +69,6 @@ __all__ = [
 ]
 
 _RUNTIME_ID = re.compile(r"[a-z0-9][a-z0-9._-]*")
-_INSTALL = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]*")
 # names a writer leaves while it works: kind, then (for the first three) the install, pid, 64 random bits
 _TEMP = re.compile(r"\.(?P<kind>staging|old|removing)-(?P<install>.+)-(?P<pid>\d+)-[0-9a-f]{16}"
                    r"|\.(?P<kind2>current-new|pinned-new)-(?P<pid2>\d+)-[0-9a-f]{16}"
@@ -119,7 +121,7 @@ def check_install_name(install: str) -> str:
     Raises:
         BadName: it cannot.
     """
-    if not _INSTALL.fullmatch(install) or not is_install_entry(install):
+    if not is_install_name(install) or not is_install_entry(install):
         raise BadName(f"{install!r} is not an install name (letters, digits, '.', '-', '_', '+'; "
                       "not starting with '.'; not 'current' or 'pinned')")
     return install
@@ -311,17 +313,17 @@ def list_installs(root: str | os.PathLike[str]) -> list[Installed]:
 
 def read_pinned(root: str | os.PathLike[str]) -> str | None:
     """The install named by ``pinned`` (whether or not it exists), or None."""
-    try:
-        with open(os.path.join(root, PINNED), encoding="utf-8") as f:
-            name = f.read(4096).strip()
+    try:  # a regular file only: a FIFO or a link to a device is no pin (and never waited on)
+        name = read_bytes(os.path.join(root, PINNED), max_bytes=4096).decode("utf-8").strip()
     except (OSError, UnicodeDecodeError):
         return None
     return name or None
 
 
-def default_install(root: str | os.PathLike[str]) -> str | None:
-    """The pinned install if it exists and reads, else the best-ranked readable one, else None."""
-    ready = [i.name for i in list_installs(root) if i.ok]
+def default_install(root: str | os.PathLike[str], *, leaving: Collection[str] = ()) -> str | None:
+    """The pinned install if it exists and reads, else the best-ranked readable one, else None;
+    installs named in ``leaving`` (about to be removed) are not candidates."""
+    ready = [i.name for i in list_installs(root) if i.ok and i.name not in leaving]
     pinned = read_pinned(root)
     if pinned in ready:
         return pinned
@@ -329,43 +331,65 @@ def default_install(root: str | os.PathLike[str]) -> str | None:
 
 
 def current_install(root: str | os.PathLike[str]) -> str | None:
-    """The install ``current`` points at, or None."""
-    try:
-        return os.path.basename(os.readlink(os.path.join(root, CURRENT)))
-    except OSError:
-        return None
+    """The install ``current`` points at, or None (absent, or not a good link: ``current_problem``)."""
+    return current_target(root)[0]
+
+
+def current_problem(root: str | os.PathLike[str]) -> str | None:
+    """Why ``current`` is not a link to an install of the runtime (dangling, a loop, out of the
+    runtime's folder, a file, a directory), or None."""
+    return current_target(root)[1]
 
 
 def _point_current(root: str, install: str) -> None:
     tmp = os.path.join(root, _temp_name("current-new"))
     os.symlink(install, tmp)  # relative: the home can move
+    target = os.path.join(root, CURRENT)
+    aside = None
+    if os.path.isdir(target) and not os.path.islink(target):
+        # a directory is in the link's place: renamed away first (a rename cannot replace it), deleted after
+        aside = os.path.join(root, _temp_name("removing", CURRENT))
+        os.rename(target, aside)
     try:
-        os.replace(tmp, os.path.join(root, CURRENT))
+        os.replace(tmp, target)
     except BaseException:
         os.unlink(tmp)
         raise
+    if aside is not None:
+        remove_tree(aside)
 
 
-def refresh_current(root: str | os.PathLike[str]) -> str | None:
-    """Point ``current`` at the default install (one atomic rename); with no install left, remove
-    ``current`` and ``pinned``. Returns the default. Call it holding the lock.
+def refresh_current(root: str | os.PathLike[str], *, leaving: Collection[str] = ()) -> str | None:
+    """Point ``current`` at the default install (one atomic rename) and return it; installs named
+    in ``leaving`` are about to be removed and are not chosen. Call it holding the lock.
+
+    ``current`` moves only to a good install (one whose receipt reads). With none, it is left where
+    it is when it names an install that stays (a broken one: repair it), and otherwise removed when
+    it is a link (it names nothing that stays); ``pinned`` goes when it names a leaving install,
+    or when no install stays at all. A ``current`` that is a file or a directory is replaced only
+    by a good link.
 
     Raises:
         OSError: the directory cannot be changed.
     """
     root_s = os.fspath(root)
-    chosen = default_install(root_s)
-    if chosen is None:
-        for name in (CURRENT, PINNED):
-            try:
-                os.unlink(os.path.join(root_s, name))
-            except FileNotFoundError:
-                pass
-        return None
-    if current_install(root_s) != chosen or not os.path.islink(os.path.join(root_s, CURRENT)):
-        _point_current(root_s, chosen)
-        _fsync_dir(root_s)
-    return chosen
+    pin = read_pinned(root_s)
+    if pin is not None and pin in leaving:
+        os.unlink(os.path.join(root_s, PINNED))
+    chosen = default_install(root_s, leaving=leaving)
+    if chosen is not None:
+        if current_install(root_s) != chosen:
+            _point_current(root_s, chosen)
+            _fsync_dir(root_s)
+        return chosen
+    staying = [n for n in installs_in(root_s) if n not in leaving]
+    named = current_install(root_s)
+    link = os.path.join(root_s, CURRENT)
+    if (named is None or named in leaving) and os.path.islink(link):
+        os.unlink(link)
+    if not staying:
+        remove_tree(os.path.join(root_s, PINNED))
+    return None
 
 
 def write_pinned(root: str | os.PathLike[str], install: str) -> None:
@@ -424,7 +448,12 @@ def pin(home: str | os.PathLike[str], runtime_id: str, install: str, *, timeout:
     check_install_name(install)
     with install_lock(root, timeout=timeout, on_wait=on_wait), _changing(root, f"pin {runtime_id} {install}"):
         clean_stale(root)
-        if install not in [i.name for i in list_installs(root) if i.ok]:
+        found = {i.name: i for i in list_installs(root)}
+        if install in found and not found[install].ok:
+            raise NoSuchInstall(f"{runtime_id} {install} is broken ({found[install].problem}); "
+                                "it is not made the default",
+                                fix=f"`superfluid runtime repair {runtime_id} {install}` reinstalls it")
+        if install not in found:
             raise NoSuchInstall(f"{runtime_id} has no install {install} (installed: {_installed_names(str(root))})",
                                 fix="`superfluid runtimes` lists what is installed")
         write_pinned(root, install)
@@ -443,11 +472,14 @@ def unpin(home: str | os.PathLike[str], runtime_id: str, *, timeout: float = 600
     root = runtime_root(home, runtime_id)
     with install_lock(root, timeout=timeout, on_wait=on_wait), _changing(root, f"unpin {runtime_id}"):
         clean_stale(root)
-        try:
-            os.unlink(root / PINNED)
-        except FileNotFoundError:
-            pass
+        remove_tree(root / PINNED)  # whatever is there: a file, or something planted in its place
         chosen = refresh_current(root)
+        broken = [i for i in list_installs(root) if not i.ok]
+        left = current_install(root)
+    if chosen is None and broken:
+        where = f"; current still names {left}" if left else ""
+        raise NoSuchInstall(f"no install of {runtime_id} reads ({'; '.join(i.problem or i.name for i in broken)})"
+                            f"{where}", fix=f"`superfluid runtime repair {runtime_id} <install>` reinstalls one")
     if chosen is None:
         raise NoSuchInstall(f"{runtime_id} is not installed", fix=f"`superfluid runtime install {runtime_id}`")
     return chosen
@@ -455,10 +487,12 @@ def unpin(home: str | os.PathLike[str], runtime_id: str, *, timeout: float = 600
 
 def remove(home: str | os.PathLike[str], runtime_id: str, install: str | None = None, *,
            timeout: float = 600.0, on_wait: Callable[[Holder], None] | None = None) -> tuple[list[str], str | None]:
-    """``runtime remove <id> [<install>]``: delete one install, or all of them. Each is first
-    renamed to ``.removing-…`` (it disappears at once for readers), then ``current`` and ``pinned``
-    are brought up to date, then its files are deleted. The lock file stays (a waiter may hold it
-    open). Returns the names removed and the default install left (or None).
+    """``runtime remove <id> [<install>]``: delete one install (a broken one too), or all of them.
+    First ``current`` and ``pinned`` stop naming them (``current`` moves to the default of the
+    installs that stay), then each is renamed to ``.removing-…`` (it disappears at once for
+    readers), then its files are deleted; a kill between any two steps leaves a consistent home, and
+    the next writer deletes what was renamed. The lock file stays (a waiter may hold it open).
+    Returns the names removed and the default install left (or None).
 
     Raises:
         BadName: a bad id or install name.
@@ -477,10 +511,11 @@ def remove(home: str | os.PathLike[str], runtime_id: str, install: str | None = 
         if install is None and not present:
             raise NoSuchInstall(f"{runtime_id} is not installed")
         names = [install] if install is not None else present
+        # every prefix of these steps leaves a consistent home: `current` and `pinned` stop naming
+        # the doomed installs first, then each is renamed away (gone for readers at once; a
+        # `.removing-` name the next writer deletes), then deleted
+        chosen = refresh_current(root, leaving=names)
         doomed = [set_aside(root, name) for name in names]
-        if read_pinned(root) in names:
-            os.unlink(root / PINNED)
-        chosen = refresh_current(root)
         for path in doomed:
             remove_tree(path)
     return names, chosen

@@ -8,6 +8,7 @@ reads the same layout, so a name here is a contract, not a choice of this packag
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 
 from superfluid.runtime.registry import worker_command
@@ -28,6 +29,7 @@ __all__ = [
     "keys_dir",
     "is_install_entry",
     "installs_in",
+    "current_target",
 ]
 
 #: in ``runtimes/<id>/``: the relative symlink to the default install
@@ -115,3 +117,46 @@ def installs_in(runtime_dir: _PathLike) -> list[str]:
 
 def _real_dir(path: str) -> bool:
     return os.path.isdir(path) and not os.path.islink(path)
+
+
+def current_target(runtime_dir: _PathLike) -> tuple[str | None, str | None]:
+    """What ``<runtime_dir>/current`` names: ``(install, None)`` when it is a symbolic link to an
+    install directory of this runtime (relative, as we write it, or absolute into the same folder);
+    ``(None, None)`` when there is no ``current``; else ``(None, why)``: dangling, a loop, a link out
+    of the runtime's folder or to a non-install, a regular file, a directory. Nothing is followed
+    out of the folder to decide.
+    """
+    root = os.fspath(runtime_dir)
+    path = os.path.join(root, CURRENT)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None, None
+    except OSError as e:
+        return None, f"{path} cannot be read ({e.strerror or e})"
+    if not stat.S_ISLNK(st.st_mode):
+        what = "a directory" if stat.S_ISDIR(st.st_mode) else (
+            "a regular file" if stat.S_ISREG(st.st_mode) else "not a link")
+        return None, f"{path} is {what}, not a link to an install"
+    try:
+        target = os.readlink(path)
+    except OSError as e:
+        return None, f"{path} cannot be read ({e.strerror or e})"
+    name = target
+    if "/" in target:
+        full = os.path.normpath(os.path.join(root, target))
+        inside = {os.path.normpath(os.path.abspath(root)), os.path.realpath(root)}
+        if os.path.dirname(full) not in inside:
+            return None, f"{path} points outside {root} (to {target})"
+        name = os.path.basename(full)
+    if name == CURRENT:
+        return None, f"{path} is a link loop (it points at itself)"
+    if not is_install_entry(name):
+        return None, f"{path} points at {target}, which is not an install"
+    install = os.path.join(root, name)
+    if os.path.islink(install):
+        return None, f"{path} points at {target}, a link, not an install"
+    if not os.path.isdir(install):
+        what = "does not exist" if not os.path.lexists(install) else "is not a directory"
+        return None, f"{path} is dangling: {target} {what}"
+    return name, None

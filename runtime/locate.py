@@ -56,10 +56,12 @@ def library_names(library: Library, platform: str | None = None) -> tuple[str, s
     return (f"lib{library.stem}.so", f"lib{library.stem}.so.0")
 
 
-def namer(library: Library, flag: str | None, environ: Mapping[str, str]) -> str | None:
-    """Who names the library: its flag, its variable, or None when it is searched for."""
+def namer(library: Library, flag: str | None, environ: Mapping[str, str], *,
+          spelled: str | None = None) -> str | None:
+    """Who names the library: its flag (as ``spelled`` when the user gave another spelling of it,
+    e.g. ``--lib``), its variable, or None when it is searched for."""
     if flag:
-        return library.flag
+        return spelled or library.flag
     return library.env if environ.get(library.env) else None
 
 
@@ -74,7 +76,10 @@ def search_dirs(library: Library, executable: str | None = None,
         # file it really is, so its ``../lib`` is its own install's and not the link's neighbour's
         beside = os.path.dirname(os.path.realpath(exe))
         dirs += [beside, os.path.normpath(os.path.join(beside, "..", _home.LIB))]
-    dirs.append(_home.current_lib(_home.home(environ), library.runtime_id))
+    home = _home.home(environ)
+    # only through a good `current` (a link to an install of this runtime): never followed out of the home
+    if _home.current_target(_home.runtime_dir(home, library.runtime_id))[0] is not None:
+        dirs.append(_home.current_lib(home, library.runtime_id))
     return dirs
 
 
@@ -102,7 +107,7 @@ def _named(library: Library, path: str, by: str, names: tuple[str, ...]) -> Loca
 
 
 def locate(library: Library, flag: str | None = None, environ: Mapping[str, str] | None = None, *,
-           executable: str | None = None, platform: str | None = None) -> Located:
+           executable: str | None = None, platform: str | None = None, spelled: str | None = None) -> Located:
     """The library to load: ``flag``, else the library's variable, else the search.
 
     Args:
@@ -111,6 +116,8 @@ def locate(library: Library, flag: str | None = None, environ: Mapping[str, str]
         environ: the environment for the variable and ``SUPERFLUID_HOME`` (default: ours).
         executable: the path whose directory is searched first (default: ``sys.argv[0]``).
         platform: ``sys.platform`` value choosing the file names (default: this one).
+        spelled: how the flag was given when not as ``library.flag`` (``--lib``): messages and
+            ``Located.named`` say what the user typed.
 
     Raises:
         LibraryNotFound: a named path holds no library, or the search found none (lists where it
@@ -118,7 +125,7 @@ def locate(library: Library, flag: str | None = None, environ: Mapping[str, str]
     """
     env = os.environ if environ is None else environ
     names = library_names(library, platform)
-    by = namer(library, flag, env)
+    by = namer(library, flag, env, spelled=spelled)
     if by is not None:
         return _named(library, flag or env[library.env], by, names)
     looked: list[str] = []

@@ -26,7 +26,7 @@ from superfluid.runtime.errors import BadFile
 from superfluid.runtime.home import worker_path
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from superfluid.runtime.planning import Plan
     from superfluid.runtime.probe import Probed
@@ -48,6 +48,8 @@ __all__ = [
 SCHEMA = "superfluid-runtime/1"
 #: the receipt's file name inside an install
 RECEIPT = "runtime.json"
+#: the most bytes a receipt is read of (ours are under 2 KiB)
+MAX_BYTES = 256 << 10
 #: the Link W protocol versions our workers speak, as receipts record them (notes §2.3)
 LINK_W = (8,)
 
@@ -112,17 +114,21 @@ class Receipt:
         return doc
 
     @classmethod
-    def from_json(cls, data: Any, where: str = RECEIPT) -> Receipt:
-        """Build a receipt from parsed JSON read from ``where``.
+    def from_json(cls, data: Any, where: str = RECEIPT, *, raw: bytes | None = None) -> Receipt:
+        """Build a receipt from parsed JSON read from ``where`` (``raw``: the bytes it was parsed
+        from, whose schema check is then done once per content).
 
         Raises:
             BadFile: not an object, a ``schema`` tag of another major, a schema violation, or a
                 worker that is not ``bin/superfluid-worker-<id>``; names ``where`` and the JSON path.
         """
         _check_schema_tag(data, where)
-        from superfluid.runtime.schema import validate
+        from superfluid.runtime.schema import validate, validate_once
 
-        validate(data, "runtime", where)
+        if raw is not None:
+            validate_once(data, raw, "runtime", where)
+        else:
+            validate(data, "runtime", where)
         if data["worker"] != worker_path(data["id"]):
             raise BadFile(where, f"names the worker {data['worker']!r}; an install of {data['id']} runs "
                           f"{worker_path(data['id'])!r}", json_path="$.worker",
@@ -145,14 +151,18 @@ class Receipt:
         )
 
 
-def receipt_for(plan: Plan, sources: Sequence[Source], probed: Probed, platform: str) -> Receipt:
+def receipt_for(plan: Plan, sources: Sequence[Source], probed: Probed, platform: str, *,
+                lock: Mapping[str, str] | None = None) -> Receipt:
     """The receipt of an install of ``plan`` whose staged library ``probed`` found, fetched from
-    ``sources``, on ``platform`` (the plan's own when it names one): the one place receipts are made."""
+    ``sources``, on ``platform`` (the plan's own when it names one): the one place receipts are made.
+    ``lock`` (``{"file", "sha256"}``) names the lock the plan came from (``install --locked``)."""
     return Receipt(id=plan.id, install=plan.install, version=plan.version, backend=plan.backend,
                    worker=worker_path(plan.id), link_w=LINK_W, platforms=(plan.platform or platform,),
                    sources=tuple(sources), tested=probed.tested, abi=probed.abi,
                    chosen_by=plan.chosen_by,  # type: ignore[arg-type]
-                   installed_at=now_utc(), extra=dict(probed.extra))
+                   installed_at=now_utc(),
+                   extra={**probed.extra, **({"for": dict(plan.made_for)} if plan.made_for else {}),
+                          **({"lock": dict(lock)} if lock else {})})
 
 
 def _check_schema_tag(data: Any, where: str) -> None:
@@ -173,24 +183,25 @@ def read_receipt(path: str | os.PathLike[str]) -> Receipt:
     """Read and validate the receipt at ``path``.
 
     Raises:
-        BadFile: missing, unreadable, not JSON (with line and column), or not a valid receipt.
+        BadFile: missing, not a regular file (a link, a FIFO, a device: never followed or waited on),
+            larger than ``MAX_BYTES``, not strict UTF-8 JSON within the depth cap (with line and
+            column), or not a valid receipt.
     """
+    from superfluid.runtime.jsonread import UntrustedJson, loads, read_bytes
+
     where = os.fspath(path)
     try:
-        with open(where, encoding="utf-8") as f:
-            text = f.read()
+        raw = read_bytes(where, max_bytes=MAX_BYTES)
+        data = loads(raw, max_bytes=MAX_BYTES)
     except FileNotFoundError as e:
         raise BadFile(where, "does not exist (the install is incomplete)",
                       fix="`superfluid runtime repair` reinstalls it") from e
-    except (OSError, UnicodeDecodeError) as e:
-        raise BadFile(where, f"cannot be read ({getattr(e, 'strerror', None) or e})") from e
-    try:
-        data = json.loads(text)
-    except ValueError as e:
-        line, col = getattr(e, "lineno", None), getattr(e, "colno", None)
-        at = f" at line {line}, column {col}" if line else ""
-        raise BadFile(where, f"is not valid JSON{at} ({getattr(e, 'msg', e)})") from e
-    return Receipt.from_json(data, where)
+    except OSError as e:  # a link, a FIFO, a device, too large, unreadable: never followed or waited on
+        raise BadFile(where, f"cannot be read: it {e.strerror or e}" if e.strerror and e.strerror.startswith("is ")
+                      else f"cannot be read ({e.strerror or e})") from None
+    except UntrustedJson as e:
+        raise BadFile(where, e.fault if e.fault.startswith("is ") else f"is not read: {e.fault}") from None
+    return Receipt.from_json(data, where, raw=raw)
 
 
 def write_receipt(path: str | os.PathLike[str], receipt: Receipt) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from superfluid.runtime.errors import BadFile
 
-__all__ = ["load", "validate", "errors"]
+__all__ = ["load", "validate", "validate_once", "errors"]
 
 
 @cache
@@ -46,3 +46,36 @@ def validate(data: Any, name: str, where: str) -> None:
     error = next(iter(_violations(data, name)), None)
     if error is not None:
         raise BadFile(where, f"does not match schema {name}: {error.message}", json_path=_path(error))
+
+
+def validate_once(data: Any, raw: bytes, name: str, where: str) -> None:
+    """``validate``, skipped when these exact bytes (``raw``, parsed as ``data``) passed against
+    this schema before: a stamp named for their SHA-256 and the schema's, in the home's
+    ``cache/validated/``, records a pass (the schema library costs more than a fast command's
+    whole run). No stamp, or none that can be written: validated.
+
+    Raises:
+        BadFile: as ``validate``.
+    """
+    import hashlib
+    import os
+
+    from superfluid import schemas
+    from superfluid.runtime.home import cache_dir, home
+
+    try:  # a plain path, not importlib.resources (whose readers import zipfile on every run)
+        with open(os.path.join(os.path.dirname(str(schemas.__file__)), f"{name}.schema.json"), "rb") as f:
+            schema_text = f.read()
+    except OSError:
+        schema_text = b""
+    digest = hashlib.sha256(len(raw).to_bytes(8, "big") + raw + schema_text).hexdigest()
+    stamp = os.path.join(cache_dir(home()), "validated", f"{name}-{digest}")
+    if os.path.isfile(stamp) and not os.path.islink(stamp):
+        return
+    validate(data, name, where)
+    try:
+        os.makedirs(os.path.dirname(stamp), exist_ok=True)
+        fd = os.open(stamp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        os.close(fd)
+    except OSError:
+        pass  # a stamp that cannot be written only costs time

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from superfluid.runtime import registry
-from superfluid.runtime.home import cache_dir, current_dir, current_worker, home, runtime_dir
+from superfluid.runtime.home import cache_dir, current_dir, current_target, current_worker, home, runtime_dir
 
 __all__ = ["WorkerRef", "locate", "ask", "answer", "nothing_to_load", "shipped_dirs", "worker_timeout"]
 
@@ -62,17 +62,19 @@ def _executable(path: str) -> bool:
     return os.path.isfile(path) and os.access(path, os.X_OK)
 
 
-def locate(runtime_id: str, environ: Mapping[str, str]) -> WorkerRef | None:
+def locate(runtime_id: str, environ: Mapping[str, str], *, serving: bool = False) -> WorkerRef | None:
     """The worker to ask for ``runtime_id``'s ``check`` (None: the linked adapter checks in
-    process, or there is none); the one named by ``SUPERFLUID_WORKER_<ID>`` for every command."""
+    process, or there is none); the one named by ``SUPERFLUID_WORKER_<ID>`` for every command.
+    ``serving``: the worker that serves, which a linked adapter has like any other."""
     named = environ.get(registry.env_override(runtime_id))
     if named:
         return WorkerRef(named, "environment")
-    if registry.get(runtime_id).linked:
+    if registry.get(runtime_id).linked and not serving:
         return None
     name = registry.worker_command(runtime_id)
     installed = current_worker(home(environ), runtime_id)
-    if _executable(installed):
+    # only through a good `current` (a link to an install of this runtime): never run from out of the home
+    if current_target(runtime_dir(home(environ), runtime_id))[0] is not None and _executable(installed):
         return WorkerRef(installed, "installed")
     for d in shipped_dirs():
         candidate = os.path.join(d, name)

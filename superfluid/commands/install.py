@@ -229,6 +229,30 @@ def _nothing(args: argparse.Namespace, message: str, current: str) -> int:
     return 0
 
 
+def _repair_target(runtime_id: str, root: Any, present: Mapping[str, Any]) -> Any:
+    """What a bare ``runtime repair`` repairs: the install ``current`` names, broken or not (never
+    another one in its place), else the default install, else the one install there is.
+
+    Raises:
+        NotInstallable: nothing is installed, or several broken installs and no ``current`` to choose.
+    """
+    from superfluid.installer.store import current_install, default_install
+    from superfluid.runtime.planning import NotInstallable
+
+    name = current_install(root)
+    if name is None or name not in present:
+        name = default_install(root)
+    if name is None and len(present) == 1:
+        name = next(iter(present))
+    if name is None:
+        if present:
+            raise NotInstallable(f"{runtime_id}: several installs are broken ({', '.join(present)}) and none is the "
+                                 "current one", fix=f"name one: `superfluid runtime repair {runtime_id} <install>`")
+        raise NotInstallable(f"{runtime_id} is not installed",
+                             fix=f"`superfluid runtime install {runtime_id}` installs it")
+    return present[name]
+
+
 def _repair(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     """Reinstall an install in place from what its receipt says (or its name, when the receipt
     itself is what is broken)."""
@@ -246,8 +270,7 @@ def _repair(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
                                  f"(installed: {', '.join(present) or 'none'})",
                                  fix="`superfluid runtimes` lists what is installed")
     else:
-        _, name = _default(args.id, environ)
-        target = present[name]
+        target = _repair_target(args.id, root, present)
     r = target.receipt
     if r is not None:
         over: dict[str, Any] = {"version": r.version, "backend": r.backend, "untested": not r.tested,
@@ -279,8 +302,14 @@ def run(args: argparse.Namespace) -> int:
     if args.sub == "install":
         if args.from_ and args.offline and "://" in args.from_ and not args.from_.startswith("file://"):
             raise UsageError("--from URL needs the network, and --offline forbids it: give a local file")
-        if args.from_ and "://" not in args.from_ and not os.path.isfile(os.path.expanduser(args.from_)):
-            raise UsageError(f"--from {args.from_}: no such file")
+        if args.from_ and "://" not in args.from_:
+            local = os.path.expanduser(args.from_)
+            if os.path.isdir(local):
+                raise UsageError(f"--from {args.from_} is a directory: name the archive file in it "
+                                 f"(e.g. {os.path.join(args.from_, '<name>.tar.gz')}); --mirror {args.from_} "
+                                 f"reads a directory of release files")
+            if not os.path.isfile(local):
+                raise UsageError(f"--from {args.from_}: no such file")
         return _install(args, environ)
     if args.sub == "update":
         return _update(args, environ)

@@ -1,0 +1,180 @@
+"""Reading files and JSON that came from outside, within limits (SPEC §8.5).
+
+Everything under ``SUPERFLUID_HOME`` and everything a server or a worker sends may be broken or
+hostile: a receipt that is a FIFO (an ``open`` that never returns), a link to ``/dev/zero`` (a read
+that never ends), a link out of the home, a document nested 100000 deep (a ``RecursionError`` in
+the parser or in the schema check after it), a string holding a lone UTF-16 surrogate (text no
+UTF-8 writer can write back). Two functions stand between those and the rest of the package:
+
+- ``read_bytes(path, max_bytes)``: the bytes of a *regular file*, opened without following a
+  final symbolic link and without blocking, at most ``max_bytes`` of them;
+- ``loads(data, max_bytes)``: JSON of strict UTF-8, within a size and a nesting depth, with no
+  lone surrogate and no ``NaN``/``Infinity``.
+
+``read_json`` is both. Every reader of untrusted JSON (receipts, the answer cache, the HTTP cache,
+release listings, ``compat --release``, recipes, workers' answers, the lock record) goes through
+``loads``; every reader of a file of the home goes through ``read_bytes``.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import stat
+from itertools import accumulate
+from typing import Any
+
+__all__ = ["MAX_DEPTH", "UntrustedJson", "NotRegularFile", "read_bytes", "loads", "read_json"]
+
+#: the deepest nesting of arrays and objects read; our own documents stay below 12
+MAX_DEPTH = 64
+
+# a JSON string token (escapes included): removed before brackets are counted
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+class UntrustedJson(ValueError):
+    """JSON refused by ``loads``: ``fault`` says why (with a line and column when the parser gave one)."""
+
+    def __init__(self, fault: str) -> None:
+        super().__init__(fault)
+        self.fault = fault
+
+
+class NotRegularFile(OSError):
+    """A path ``read_bytes`` does not read: a symbolic link, a FIFO, a device, a directory, or a
+    file larger than asked. ``strerror`` words it (``"is a FIFO, not a regular file"``)."""
+
+
+def _kind(mode: int) -> str:
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link"))
+    for test, name in kinds:
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def read_bytes(path: str | os.PathLike[str], *, max_bytes: int) -> bytes:
+    """The bytes of the regular file at ``path``, at most ``max_bytes``.
+
+    The last component is opened with ``O_NOFOLLOW`` (a symbolic link is refused, never followed
+    out of the home) and ``O_NONBLOCK`` (a FIFO cannot hold the open), then ``fstat`` must say
+    regular file; the read stops one byte past the cap.
+
+    Raises:
+        FileNotFoundError: nothing is there.
+        NotRegularFile: a link, FIFO, device, socket or directory, or more than ``max_bytes``.
+        OSError: it cannot be opened or read (permissions, I/O).
+    """
+    where = os.fspath(path)
+    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(where, flags)
+    except OSError as e:
+        if e.errno == errno.ELOOP and os.path.islink(where):
+            raise NotRegularFile(errno.ELOOP, "is a symbolic link, which is not followed", where) from None
+        if e.errno == errno.ENXIO:  # a FIFO or socket with no writer, opened non-blocking for writing
+            raise NotRegularFile(errno.ENXIO, "is not a regular file", where) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFile(errno.EINVAL, f"is {_kind(st.st_mode)}, not a regular file", where)
+        if st.st_size > max_bytes:
+            raise NotRegularFile(errno.EFBIG, f"is larger than {max_bytes} bytes ({st.st_size})", where)
+        chunks: list[bytes] = []
+        got = 0
+        while got <= max_bytes:
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - got))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        if got > max_bytes:  # grew while read
+            raise NotRegularFile(errno.EFBIG, f"is larger than {max_bytes} bytes", where)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _depth(text: str) -> int:
+    """The deepest nesting of ``[``/``{`` in ``text``, strings left out, without recursion."""
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    if not brackets:
+        return 0
+    return max(accumulate(1 if c in "[{" else -1 for c in brackets))
+
+
+def _no_constant(name: str) -> Any:
+    raise UntrustedJson(f"{name} is not a JSON value")
+
+
+def _check_strings(doc: Any) -> None:
+    """Every string (keys too) encodes as UTF-8: a lone surrogate from a ``\\ud800`` escape does not."""
+    stack = [doc]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            items: Any = (item,)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+            items = item.keys()
+        elif isinstance(item, list):
+            stack.extend(item)
+            continue
+        else:
+            continue
+        for s in items:
+            try:
+                s.encode("utf-8")
+            except UnicodeEncodeError:
+                raise UntrustedJson(f"a string holds a lone surrogate ({s[:40]!r})") from None
+
+
+def loads(data: bytes | str, *, max_bytes: int, max_depth: int = MAX_DEPTH) -> Any:
+    """Parse untrusted JSON: at most ``max_bytes`` of strict UTF-8, nested at most ``max_depth``
+    deep, no lone surrogate in any string, no ``NaN``/``Infinity``.
+
+    Raises:
+        UntrustedJson: any of those, or not JSON (with line and column).
+    """
+    if isinstance(data, bytes):
+        if len(data) > max_bytes:
+            raise UntrustedJson(f"is larger than {max_bytes} bytes ({len(data)})")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise UntrustedJson(f"is not UTF-8 (byte {e.start}: {data[e.start:e.start + 1]!r})") from None
+    else:
+        text = data
+        if len(text) > max_bytes:
+            raise UntrustedJson(f"is larger than {max_bytes} characters ({len(text)})")
+    depth = _depth(text)
+    if depth > max_depth:
+        raise UntrustedJson(f"is nested {depth} deep; at most {max_depth} is read")
+    try:
+        doc = json.loads(text, parse_constant=_no_constant)
+    except UntrustedJson:
+        raise
+    except RecursionError:  # unreachable after the depth check; kept as a backstop
+        raise UntrustedJson("is nested too deeply") from None
+    except ValueError as e:
+        line, col = getattr(e, "lineno", None), getattr(e, "colno", None)
+        at = f" at line {line}, column {col}" if line else ""
+        raise UntrustedJson(f"is not valid JSON{at} ({getattr(e, 'msg', e)})") from None
+    _check_strings(doc)
+    return doc
+
+
+def read_json(path: str | os.PathLike[str], *, max_bytes: int, max_depth: int = MAX_DEPTH) -> Any:
+    """``loads(read_bytes(path))``.
+
+    Raises:
+        FileNotFoundError, NotRegularFile, OSError: as ``read_bytes``.
+        UntrustedJson: as ``loads``.
+    """
+    return loads(read_bytes(path, max_bytes=max_bytes), max_bytes=max_bytes, max_depth=max_depth)

@@ -131,6 +131,12 @@ class Adapter(ABC):
     def options(self) -> list[Option]:
         """The options the runtime takes on serve (SPEC §7)."""
 
+    def formats(self) -> list[dict[str, Any]]:
+        """The model formats the runtime reads, as its ``check`` reports them (``formats``): how
+        ``superfluid serve`` picks the runtime for a model (``superfluid.runtime.formats``). The
+        default reads none."""
+        return []
+
     def check(self, argv: list[str], environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
         """A linked adapter's in-process ``check``: the worker's report and exit code (SPEC §6.5).
 

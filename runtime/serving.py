@@ -1,61 +1,87 @@
 """The OpenAI-compatible HTTP layer every serving worker shares (SPEC §7).
 
 A worker's ``serve`` loads its model into an ``Engine`` (the small interface below: tokenize, a
-greedy generation step by step, a token's bytes, end-of-generation, the model's name and context
-size) and hands it to ``serve_engine``. Everything else is here, written once:
+generation step by step, a token's bytes, end-of-generation, the chat prompt, the model's name and
+context size) and hands it to ``serve_engine``. Everything else is here, written once; the request
+bodies and answer shapes are ``superfluid.runtime.completions``'s:
 
-- ``POST /v1/completions`` ``{"model", "prompt", "max_tokens", "temperature", "stop"}`` ->
-  ``{"id", "object": "text_completion", "created", "model", "choices": [{"text", "index": 0,
-  "finish_reason": "length"|"stop", "logprobs": null}], "usage": {"prompt_tokens",
-  "completion_tokens", "total_tokens"}}``. Decoding is greedy only: ``temperature`` absent, null or 0;
-  any other temperature, ``stream``, ``n``/``best_of`` other than 1, ``echo``, ``logprobs``,
-  ``suffix``, ``logit_bias`` and non-zero penalties are refused with 400 rather than silently
-  ignored. ``model`` is accepted whatever it names (the server has one model; the answer names it).
+- ``POST /v1/completions`` -> a ``text_completion`` with ``usage``; ``POST /v1/chat/completions``
+  -> a ``chat.completion``: the messages formatted by the model's own chat template (the engine's
+  ``chat_prompt``; a model without one is refused with a 400).
+- Decoding is greedy unless ``temperature`` > 0; then the engine draws the next token with
+  ``top_k``, ``top_p`` and ``seed`` (the same seed, prompt and settings give the same text; no seed:
+  a fresh one per request). An engine that cannot draw refuses with a 400.
+- ``"stream": true``: server-sent events in a chunked response: ``data: {chunk}`` per piece of
+  text (held back while it may be the start of a stop string; a character split across tokens is
+  sent whole), the last chunk with the ``finish_reason``, then with
+  ``stream_options.include_usage`` a chunk carrying ``usage``, then ``data: [DONE]``. A failure once
+  the stream has begun is an event ``data: {"error": {...}}`` before ``[DONE]``.
 - ``GET /v1/models`` -> the one model; ``GET /health`` -> ``{"status": "ok"}``.
 - A bad request is a 4xx with an OpenAI-style error object, a failure a 500, never a traceback.
-- Requests are answered concurrently; generation is serialized by a lock (one model at a time).
+- One model, one generation at a time: requests are read concurrently; one generates while up to
+  ``queue`` more wait for the engine (``--queue N``); another beyond those, or one that waited
+  ``WAIT_SECONDS``, is answered 503 with ``Retry-After``. Nothing crashes for want of capacity.
 - When ready, one line of JSON on stdout: ``{"listening": "http://H:P", "model", "path", <the
   engine's facts>, "n_ctx"}`` (``--port 0`` picks a free port, which the line names).
 - SIGTERM or SIGINT shuts it down cleanly: no new request is taken, a generation in flight stops
-  at its next token with a 503, the engine is closed, ``serve_engine`` returns 0.
+  at its next token with a 503 (an error event when streaming), the engine is closed,
+  ``serve_engine`` returns 0.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
-import math
 import os
 import secrets
 import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from dataclasses import replace
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol, TextIO
 
+from superfluid.runtime.completions import (
+    DEFAULT_MAX_TOKENS,
+    CompletionRequest,
+    RequestRefused,
+    Sampling,
+    answer,
+    chunk,
+    parse_chat,
+    parse_completion,
+    usage_chunk,
+)
 from superfluid.runtime.errors import SuperfluidError, UsageError
 
-__all__ = ["Engine", "Generation", "Service", "CompletionRequest", "RequestRefused", "parse_completion",
-           "int_flag", "listen_flags", "max_context_flag", "make_server", "serve_engine", "DEFAULT_HOST",
-           "DEFAULT_PORT", "MAX_BODY", "DEFAULT_MAX_TOKENS"]
+__all__ = ["Engine", "Generation", "Service", "Run", "CompletionRequest", "Sampling", "RequestRefused",
+           "parse_completion", "parse_chat", "int_flag", "listen_flags", "max_context_flag", "queue_flag",
+           "make_server", "serve_engine", "DEFAULT_HOST", "DEFAULT_PORT", "DEFAULT_QUEUE", "WAIT_SECONDS", "MAX_BODY",
+           "DEFAULT_MAX_TOKENS"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
 #: the largest request body read, in bytes
 MAX_BODY = 8 << 20
-#: OpenAI's default for max_tokens
-DEFAULT_MAX_TOKENS = 16
+#: requests that may wait for the engine besides the one generating (``--queue``)
+DEFAULT_QUEUE = 16
+#: seconds a request waits for the engine before it is answered 503
+WAIT_SECONDS = 300.0
+#: seconds a connection may stay silent (an idle keep-alive, a client that stopped reading a stream)
+IO_TIMEOUT = 120.0
+#: seconds a shutdown waits for the answers being written (the 503s of generations it stopped)
+DRAIN_SECONDS = 10.0
 
 
 class Generation(Protocol):
-    """One greedy generation in progress: the engine's state after the prompt (and each token fed)."""
+    """One generation in progress: the engine's state after the prompt (and each token fed)."""
 
     def next_token(self) -> int:
-        """The most likely next token (greedy)."""
+        """The next token: the most likely one (greedy), or the one the engine draws when sampling."""
 
     def feed(self, token: int) -> None:
         """Append ``token`` to the context, so that ``next_token`` predicts the one after it.
@@ -80,18 +106,28 @@ class Engine(Protocol):
     #: tokens one generation may hold, prompt included
     n_ctx: int
 
-    def tokenize(self, text: str) -> list[int]:
-        """The prompt's tokens as the engine feeds them (a beginning-of-text token included).
+    def tokenize(self, text: str, *, special: bool = False) -> list[int]:
+        """The prompt's tokens as the engine feeds them (a beginning-of-text token included);
+        ``special``: the text is a formatted chat, whose control tokens are read as such.
 
         Raises:
             RequestRefused: 400 when the engine refuses the text.
         """
 
-    def generation(self, prompt: list[int]) -> AbstractContextManager[Generation]:
-        """A fresh generation with ``prompt`` fed (nothing of an earlier one is seen).
+    def chat_prompt(self, messages: Sequence[tuple[str, str]]) -> str:
+        """The ``(role, content)`` messages formatted by the model's chat template, ending where
+        the assistant's answer begins.
 
         Raises:
-            RequestRefused: 500 when the engine fails on the prompt.
+            RequestRefused: 400 when the model carries no chat template the engine can apply.
+        """
+
+    def generation(self, prompt: list[int], sampling: Sampling | None) -> AbstractContextManager[Generation]:
+        """A fresh generation with ``prompt`` fed (nothing of an earlier one is seen), greedy when
+        ``sampling`` is None, else drawing by it (its ``seed`` is always set here).
+
+        Raises:
+            RequestRefused: 400 when the engine cannot sample; 500 when it fails on the prompt.
         """
 
     def is_eos(self, token: int) -> bool:
@@ -102,7 +138,7 @@ class Engine(Protocol):
 
     def facts(self) -> dict[str, Any]:
         """What the ready line says of the engine besides the address, model and context
-        (e.g. ``{"runtime": "<version>", "layout": "v2"}``)."""
+        (e.g. ``{"runtime": "<version>", "layout": "v2", "library": "<path>"}``)."""
 
     def close(self) -> None:
         """Free the model (called once, with no generation running)."""
@@ -145,174 +181,194 @@ def max_context_flag(values: Mapping[str, str]) -> int | None:
     return int_flag("--max-context", values["--max-context"], 1, 1 << 24) if "--max-context" in values else None
 
 
-class RequestRefused(Exception):
-    """A request the server answers with an error object (status, message, OpenAI error type)."""
-
-    def __init__(self, status: int, message: str, *, kind: str = "invalid_request_error",
-                 param: str | None = None, code: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.kind = kind
-        self.param = param
-        self.code = code
-
-    def to_json(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
-
-
-@dataclass(frozen=True)
-class CompletionRequest:
-    """A checked ``/v1/completions`` request."""
-
-    prompt: str
-    max_tokens: int
-    stop: tuple[str, ...]
-
-
-def _refuse(message: str, param: str | None = None) -> RequestRefused:
-    return RequestRefused(400, message, param=param)
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _stops(stop: Any) -> list[str]:
-    if stop is None:
-        return []
-    if isinstance(stop, str):
-        return [stop]
-    if isinstance(stop, list) and all(isinstance(s, str) for s in stop) and len(stop) <= 4:
-        return list(stop)
-    raise _refuse("'stop' must be a string or a list of at most 4 strings", "stop")
-
-
-def _refuse_unsupported(data: Mapping[str, Any]) -> None:
-    """400 for what this server does not do, rather than ignoring it."""
-    if data.get("stream"):
-        raise _refuse("'stream': this server does not stream; leave it out or send false", "stream")
-    for key in ("n", "best_of"):
-        if data.get(key) not in (None, 1):
-            raise _refuse(f"{key!r} {json.dumps(data[key])}: this server returns one choice; send 1 or leave it out",
-                          key)
-    if data.get("echo"):
-        raise _refuse("'echo': this server does not echo the prompt; leave it out or send false", "echo")
-    for key in ("logprobs", "suffix"):
-        if data.get(key) is not None:
-            raise _refuse(f"{key!r}: this server does not support it; leave it out", key)
-    if data.get("logit_bias"):
-        raise _refuse("'logit_bias': this server does not support it; leave it out", "logit_bias")
-    for key in ("presence_penalty", "frequency_penalty"):
-        value = data.get(key)
-        if value is not None and (not _number(value) or value != 0):
-            raise _refuse(f"{key!r} {json.dumps(value)}: this server decodes greedily without penalties; send 0 "
-                          f"or leave it out", key)
-
-
-def parse_completion(body: bytes) -> CompletionRequest:
-    """Check a ``/v1/completions`` body.
+def queue_flag(values: Mapping[str, str]) -> int:
+    """``--queue N`` from ``values``: requests that may wait besides the one generating (0 to 4096;
+    absent: ``DEFAULT_QUEUE``).
 
     Raises:
-        RequestRefused: 400 for a body that is not a JSON object, a field of the wrong type, or a
-            request for something this server does not do (sampling, streaming, several choices...).
+        UsageError: not an integer in that range.
     """
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise _refuse(f"the body is not valid JSON ({e})") from None
-    if not isinstance(data, dict):
-        raise _refuse(f"the body must be a JSON object (it is a {type(data).__name__})")
-    if "model" in data and data["model"] is not None and not isinstance(data["model"], str):
-        raise _refuse("'model' must be a string", "model")
-    prompt = data.get("prompt")
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-        prompt = prompt[0]
-    if not isinstance(prompt, str):
-        raise _refuse("'prompt' must be a string (or a list of one string)", "prompt")
-    max_tokens = data.get("max_tokens")
-    if max_tokens is None:
-        max_tokens = DEFAULT_MAX_TOKENS
-    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-        raise _refuse(f"'max_tokens' must be an integer of at least 1 (it is {json.dumps(max_tokens)})", "max_tokens")
-    temperature = data.get("temperature")
-    if temperature is not None and (not _number(temperature) or temperature != 0):
-        raise _refuse(f"'temperature' {json.dumps(temperature)}: this server decodes greedily only; send 0 or "
-                      f"leave it out", "temperature")
-    stops = _stops(data.get("stop"))
-    _refuse_unsupported(data)
-    return CompletionRequest(prompt=prompt, max_tokens=max_tokens, stop=tuple(s for s in stops if s))
+    return int_flag("--queue", values["--queue"], 0, 4096) if "--queue" in values else DEFAULT_QUEUE
 
 
 def _shutting_down() -> RequestRefused:
     return RequestRefused(503, "the server is shutting down", kind="server_error")
 
 
-class Service:
-    """An engine behind the lock that serializes generation on it, and the flag that stops it."""
+def _busy(message: str) -> RequestRefused:
+    return RequestRefused(503, message, kind="server_error", code="busy", headers={"Retry-After": "1"})
 
-    def __init__(self, engine: Engine) -> None:
+
+def _held_back(text: str, stops: Sequence[str]) -> int:
+    """How many characters at the end of ``text`` may be the start of a stop string (not sent yet)."""
+    longest = max((len(s) for s in stops), default=0)
+    for k in range(min(len(text), longest - 1), 0, -1):
+        tail = text[-k:]
+        if any(s.startswith(tail) for s in stops):
+            return k
+    return 0
+
+
+class Run:
+    """One request's generation, holding the engine until ``close()``.
+
+    ``pieces()`` yields the text as it is made; then ``finish`` (``"stop"`` or ``"length"``),
+    ``n_prompt`` and ``n_out`` are final. Every generated token counts, the end-of-generation token
+    and the one that completed a stop string included; the last one is never fed (nothing is asked
+    after it).
+    """
+
+    def __init__(self, service: Service, request: CompletionRequest, stack: ExitStack) -> None:
+        engine = service.engine
+        self.service = service
+        self.request = request
+        self._stack = stack
+        self.id = f"{'chatcmpl' if request.chat else 'cmpl'}-{secrets.token_hex(12)}"
+        self.created = int(time.time())
+        text = engine.chat_prompt(request.messages) if request.messages is not None else request.prompt
+        prompt = engine.tokenize(text, special=request.chat)
+        if not prompt:
+            raise RequestRefused(400, "the prompt is empty and the model adds no beginning-of-text token",
+                                 param="prompt")
+        if len(prompt) >= engine.n_ctx:
+            raise RequestRefused(400, f"the prompt is {len(prompt)} tokens; the context holds {engine.n_ctx} (serve "
+                                      f"--max-context N), leaving no room to generate",
+                                 param="messages" if request.chat else "prompt")
+        sampling = request.sampling
+        if sampling is not None and sampling.seed is None:
+            sampling = replace(sampling, seed=secrets.randbits(32))
+        self._gen = stack.enter_context(engine.generation(prompt, sampling))
+        self.n_prompt = len(prompt)
+        self.n_out = 0
+        self.finish = "length"
+
+    def pieces(self) -> Iterator[str]:
+        """The text, piece by piece: never a piece that may begin a stop string, nor half a character.
+
+        Raises:
+            RequestRefused: 503 when the server shuts down; 500 when the engine fails.
+        """
+        engine, gen, request = self.service.engine, self._gen, self.request
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        text, sent = "", 0
+        while request.max_tokens is None or self.n_out < request.max_tokens:
+            if self.service.closing.is_set():
+                raise _shutting_down()
+            token = gen.next_token()
+            self.n_out += 1
+            if engine.is_eos(token):
+                self.finish = "stop"
+                break
+            text += decoder.decode(engine.piece(token))
+            cut = min((i for i in (text.find(s, sent) for s in request.stop) if i >= 0), default=-1)
+            if cut >= 0:
+                self.finish = "stop"
+                yield text[sent:cut]
+                return
+            safe = len(text) - _held_back(text, request.stop)
+            if safe > sent:
+                yield text[sent:safe]
+                sent = safe
+            if self.n_out == request.max_tokens or gen.full():
+                break  # done, or the context is full: "length" either way
+            gen.feed(token)
+        text += decoder.decode(b"", final=True)
+        if len(text) > sent:
+            yield text[sent:]
+
+    def answer(self) -> dict[str, Any]:
+        """Generate to the end; the whole answer (``text_completion`` or ``chat.completion``)."""
+        text = "".join(self.pieces())
+        return answer(self.request, self.id, self.created, self.service.engine.model_id, text, self.finish,
+                      self.n_prompt, self.n_out)
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        """Generate to the end, chunk by chunk as streamed (a chat opens with the role)."""
+        request, model = self.request, self.service.engine.model_id
+        if request.chat:
+            yield chunk(request, self.id, self.created, model, None, None)
+        for text in self.pieces():
+            if text:
+                yield chunk(request, self.id, self.created, model, text, None)
+        yield chunk(request, self.id, self.created, model, "", self.finish)
+        if request.include_usage:
+            yield usage_chunk(request, self.id, self.created, model, self.n_prompt, self.n_out)
+
+    def close(self) -> None:
+        """Let go of the engine (the generation, the lock, the place in the queue)."""
+        self._stack.close()
+
+
+class Service:
+    """An engine behind the lock that serializes generation on it, the queue before that lock, and
+    the flag that stops it."""
+
+    def __init__(self, engine: Engine, *, queue: int = DEFAULT_QUEUE, wait: float = WAIT_SECONDS) -> None:
         self.engine = engine
         self.created = int(time.time())
         self.lock = threading.Lock()
         self.closing = threading.Event()
+        self.queue = queue
+        self.wait = wait
+        self._admitted = threading.BoundedSemaphore(queue + 1)
+        self._answering = 0
+        self._answered = threading.Condition()
 
-    def complete(self, request: CompletionRequest) -> dict[str, Any]:
-        """Generate greedily for ``request``; the OpenAI ``text_completion`` answer.
+    @contextmanager
+    def answering(self) -> Iterator[None]:
+        """Count a request as being answered for the block (``drain`` waits for the count to fall)."""
+        with self._answered:
+            self._answering += 1
+        try:
+            yield
+        finally:
+            with self._answered:
+                self._answering -= 1
+                self._answered.notify_all()
+
+    def drain(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for every answer being written (a 503 after a shutdown
+        included) to go out; False when some did not."""
+        with self._answered:
+            return self._answered.wait_for(lambda: self._answering == 0, timeout)
+
+    def start(self, request: CompletionRequest) -> Run:
+        """Admit ``request``, wait for the engine and feed the prompt: the ``Run`` (the caller closes it).
 
         Raises:
-            RequestRefused: 400 when the prompt leaves no room in the context; 503 when the server
-                shuts down; 500 when the engine fails.
+            RequestRefused: 503 when the queue is full, the wait too long or the server shutting down;
+                400 when the prompt leaves no room in the context or the engine refuses the request;
+                500 when the engine fails.
         """
-        with self.lock:
+        stack = ExitStack()
+        try:
             if self.closing.is_set():
                 raise _shutting_down()
-            text, finish, n_prompt, n_out = self._generate(request)
-        return {
-            "id": f"cmpl-{secrets.token_hex(12)}",
-            "object": "text_completion",
-            "created": int(time.time()),
-            "model": self.engine.model_id,
-            "choices": [{"text": text, "index": 0, "finish_reason": finish, "logprobs": None}],
-            "usage": {"prompt_tokens": n_prompt, "completion_tokens": n_out, "total_tokens": n_prompt + n_out},
-        }
+            if not self._admitted.acquire(blocking=False):
+                raise _busy(f"the server is busy: one request is generating and {self.queue} wait for the model "
+                            f"(serve --queue N); try again")
+            stack.callback(self._admitted.release)
+            if not self.lock.acquire(timeout=self.wait):
+                raise _busy(f"the server is busy: the model was not free within {self.wait:g} s; try again")
+            stack.callback(self.lock.release)
+            if self.closing.is_set():
+                raise _shutting_down()
+            return Run(self, request, stack)
+        except BaseException:
+            stack.close()
+            raise
 
-    def _generate(self, request: CompletionRequest) -> tuple[str, str, int, int]:
-        """``(text, finish_reason, prompt tokens, completion tokens)``.
+    def complete(self, request: CompletionRequest) -> dict[str, Any]:
+        """The whole answer to ``request`` (see ``start`` and ``Run.answer``).
 
-        Every generated token counts, the end-of-generation token and the one that completed a
-        stop string included; the last one is never fed (nothing is asked after it).
+        Raises:
+            RequestRefused: as ``start``, and 503/500 while generating.
         """
-        engine = self.engine
-        prompt = engine.tokenize(request.prompt)
-        if not prompt:
-            raise _refuse("the prompt is empty and the model adds no beginning-of-text token", "prompt")
-        if len(prompt) >= engine.n_ctx:
-            raise _refuse(f"the prompt is {len(prompt)} tokens; the context holds {engine.n_ctx} (serve "
-                          f"--max-context N), leaving no room to generate", "prompt")
-        with engine.generation(prompt) as gen:
-            out: list[int] = []
-            data = b""
-            finish = "length"
-            text = ""
-            while len(out) < request.max_tokens:
-                if self.closing.is_set():
-                    raise _shutting_down()
-                token = gen.next_token()
-                out.append(token)
-                if engine.is_eos(token):
-                    finish = "stop"
-                    break
-                data += engine.piece(token)
-                text = data.decode("utf-8", "replace")
-                cut = min((i for i in (text.find(s) for s in request.stop) if i >= 0), default=-1)
-                if cut >= 0:
-                    text, finish = text[:cut], "stop"
-                    break
-                if len(out) == request.max_tokens or gen.full():
-                    break  # done, or the context is full: "length" either way
-                gen.feed(token)
-            return text, finish, len(prompt), len(out)
+        run = self.start(request)
+        try:
+            return run.answer()
+        finally:
+            run.close()
 
     def close(self) -> None:
         """Stop taking generations, wait for the one in flight, close the engine."""
@@ -321,12 +377,22 @@ class Service:
             self.engine.close()
 
 
+#: POST endpoint -> the parser of its body
+_POSTS: dict[str, Callable[[bytes], CompletionRequest]] = {
+    "/v1/completions": parse_completion,
+    "/v1/chat/completions": parse_chat,
+}
+_ENDPOINTS = "POST /v1/completions, POST /v1/chat/completions, GET /v1/models and GET /health"
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
     # the status line and headers go out before the body, in two writes: with Nagle's algorithm a
     # keep-alive client's delayed ACK held every answer for ~40 ms
     disable_nagle_algorithm = True
+    # a client that stops reading a stream cannot hold the model for ever
+    timeout = IO_TIMEOUT
 
     def version_string(self) -> str:
         return f"superfluid-worker-{self.server.service.engine.runtime_id}"
@@ -335,11 +401,14 @@ class _Handler(BaseHTTPRequestHandler):
         if self.server.echo_log:
             super().log_message(format, *args)
 
-    def _json(self, status: int, doc: Mapping[str, Any], *, close: bool = False) -> None:
+    def _json(self, status: int, doc: Mapping[str, Any], *, close: bool = False,
+              headers: Mapping[str, str] | None = None) -> None:
         body = (json.dumps(doc, separators=(",", ":")) + "\n").encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         if close:
             self.send_header("Connection", "close")
             self.close_connection = True
@@ -362,8 +431,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             answer()
         except RequestRefused as e:
-            self._json(e.status, e.to_json(), close=e.status in (411, 413))
-        except (BrokenPipeError, ConnectionResetError):
+            self._json(e.status, e.to_json(), close=e.status in (411, 413), headers=e.headers)
+        except (BrokenPipeError, ConnectionResetError, TimeoutError):
             self.close_connection = True
         except Exception as e:  # noqa: BLE001 - a request never gets a traceback, only an error object
             self._json(500, RequestRefused(500, f"internal error: {type(e).__name__}: {e}",
@@ -376,7 +445,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._guard(self._get)
 
     def do_POST(self) -> None:  # noqa: N802
-        self._guard(self._post)
+        with self.server.service.answering():
+            self._guard(self._post)
 
     def _method_not_allowed(self) -> None:
         self._json(405, RequestRefused(405, f"{self.command} is not allowed here").to_json(), close=True)
@@ -396,19 +466,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(200, {"object": "list", "data": [
                 {"id": engine.model_id, "object": "model", "created": service.created,
                  "owned_by": engine.runtime_id}]})
-        elif path == "/v1/completions":
-            raise RequestRefused(405, "/v1/completions takes POST")
+        elif path in _POSTS:
+            raise RequestRefused(405, f"{path} takes POST")
         else:
-            raise RequestRefused(404, f"no such endpoint: {path} (this server answers POST /v1/completions, "
-                                      f"GET /v1/models and GET /health)", code="not_found")
+            raise RequestRefused(404, f"no such endpoint: {path} (this server answers {_ENDPOINTS})", code="not_found")
 
     def _post(self) -> None:
         path = self._path()
-        if path != "/v1/completions":
+        parse = _POSTS.get(path)
+        if parse is None:
             if path in ("/health", "/v1/models"):
                 raise RequestRefused(405, f"{path} takes GET")
-            raise RequestRefused(404, f"no such endpoint: {path} (this server answers POST /v1/completions)",
-                                 code="not_found")
+            raise RequestRefused(404, f"no such endpoint: {path} (this server answers {_ENDPOINTS})", code="not_found")
         if self.headers.get("Transfer-Encoding"):
             raise RequestRefused(411, "send the body with a Content-Length (chunked bodies are not read)")
         length = self.headers.get("Content-Length")
@@ -416,8 +485,43 @@ class _Handler(BaseHTTPRequestHandler):
             raise RequestRefused(411, "a Content-Length is required")
         if int(length) > MAX_BODY:
             raise RequestRefused(413, f"the body is {length} bytes; at most {MAX_BODY} are read")
-        request = parse_completion(self.rfile.read(int(length)))
-        self._json(200, self.server.service.complete(request))
+        request = parse(self.rfile.read(int(length)))
+        service = self.server.service
+        if not request.stream:
+            self._json(200, service.complete(request))
+            return
+        run = service.start(request)  # a refusal here is still an ordinary JSON answer
+        try:
+            self._stream(run)
+        finally:
+            run.close()
+
+    def _send_chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%X\r\n%s\r\n" % (len(data), data))
+
+    def _event(self, doc: Mapping[str, Any]) -> None:
+        self._send_chunk(b"data: " + json.dumps(doc, separators=(",", ":")).encode() + b"\n\n")
+
+    def _stream(self, run: Run) -> None:
+        """Server-sent events in a chunked response: the chunks, then ``[DONE]``; a failure once the
+        stream has begun is an error event (the status line is already sent)."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for event in run.events():
+                self._event(event)
+        except RequestRefused as e:
+            self._event(e.to_json())
+        except (BrokenPipeError, ConnectionResetError, TimeoutError):
+            raise
+        except Exception as e:  # noqa: BLE001 - a stream never gets a traceback, only an error event
+            self._event(RequestRefused(500, f"internal error: {type(e).__name__}: {e}", kind="server_error").to_json())
+            self.close_connection = True
+        self._send_chunk(b"data: [DONE]\n\n")
+        self._send_chunk(b"")
 
 
 class _Server(ThreadingHTTPServer):
@@ -446,16 +550,18 @@ def _url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def serve_engine(engine: Engine, host: str, port: int, out: TextIO, *, echo_log: bool = False) -> int:
+def serve_engine(engine: Engine, host: str, port: int, out: TextIO, *, echo_log: bool = False,
+                 queue: int = DEFAULT_QUEUE) -> int:
     """Listen on ``host:port``, announce on ``out``, serve until SIGTERM/SIGINT; 0 on a clean close.
 
-    The engine is closed on every way out, including a failure to bind.
+    ``queue`` requests may wait for the engine besides the one generating. The engine is closed on
+    every way out, including a failure to bind.
 
     Raises:
         SuperfluidError: the address cannot be bound, the ready line cannot be written, or serving
             failed (exit 1).
     """
-    service = Service(engine)
+    service = Service(engine, queue=queue)
     try:
         server = make_server(service, host, port, echo_log=echo_log)
     except OSError as e:
@@ -490,6 +596,7 @@ def serve_engine(engine: Engine, host: str, port: int, out: TextIO, *, echo_log:
         server.shutdown()
         server.server_close()
         service.close()
+        service.drain(DRAIN_SECONDS)
         for s, handler in previous.items():
             signal.signal(s, handler)
     if failure:

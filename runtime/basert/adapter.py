@@ -111,6 +111,11 @@ class BasertAdapter(Adapter):
     def options(self) -> list[Option]:
         return list(OPTIONS)
 
+    def formats(self) -> list[dict[str, Any]]:
+        from superfluid.runtime.basert.check import FORMATS
+
+        return [dict(f) for f in FORMATS]
+
     @staticmethod
     def _drives(driven: Mapping[str, Any] | None) -> tuple[int, str | None]:
         """The ABI number ``driven`` requires and its unnumbered line (None: ours, from the header).

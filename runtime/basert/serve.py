@@ -1,6 +1,6 @@
 """The basert worker's ``serve``: one baseRT model behind the shared OpenAI-compatible server (SPEC §7).
 
-``serve --model PATH [--host H] [--port N] [--max-context N] [--basert-lib P | --lib P] [--kv-bits N]``
+``serve --model PATH [--host H] [--port N] [--max-context N] [--queue N] [--basert-lib P | --lib P] [--kv-bits N]``
 
 The library is found and judged as for ``check`` (``loader.open_library``: ``--basert-lib``, then
 ``BASERT_LIB``, then the search; the loader's verdict, SPEC §4.1), the model loaded with
@@ -14,6 +14,10 @@ caps it at ``--max-context`` when given). ``--kv-bits`` is checked against the a
 the ABI our header binds has no KV-cache setting, so it does not reach the engine.
 
 Prompts are encoded after the model's beginning-of-text token, which ``prompt_tokens`` counts.
+
+baseRT's C ABI returns the next token, not a distribution over tokens, so this engine decodes
+greedily only: a request with ``temperature`` > 0 is refused with a 400. Its model files carry no
+chat template: ``/v1/chat/completions`` is refused with a 400 too.
 """
 
 from __future__ import annotations
@@ -26,17 +30,18 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from superfluid.runtime.basert.locate import FLAG
 from superfluid.runtime.errors import ModelLoadFailed, SuperfluidError, UsageError
-from superfluid.runtime.serving import RequestRefused, listen_flags, max_context_flag, serve_engine
+from superfluid.runtime.serving import RequestRefused, listen_flags, max_context_flag, queue_flag, serve_engine
 
 if TYPE_CHECKING:
     from superfluid.runtime.basert.model import Model
+    from superfluid.runtime.serving import Sampling
 
 __all__ = ["ServeLine", "BasertEngine", "parse_serve", "serve", "MAX_CONTEXT"]
 
 RUNTIME_ID = "basert"
 #: the context when the engine reports no max_seq_len
 MAX_CONTEXT = 4096
-_TAKES = ("--model", "--host", "--port", "--max-context", FLAG, "--lib", "--kv-bits")
+_TAKES = ("--model", "--host", "--port", "--max-context", "--queue", FLAG, "--lib", "--kv-bits")
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,7 @@ class ServeLine:
     max_context: int | None
     lib: str | None
     kv_bits: str
+    queue: int
 
 
 def parse_serve(argv: Sequence[str]) -> ServeLine:
@@ -57,7 +63,7 @@ def parse_serve(argv: Sequence[str]) -> ServeLine:
     Raises:
         UsageError: ``--model`` missing, an unknown flag, a flag without its value, a flag given
             twice, both ``--basert-lib`` and ``--lib``, a port outside 0-65535, a ``--max-context``
-            below 1, or a ``--kv-bits`` the adapter does not declare.
+            below 1, a ``--queue`` outside 0-4096, or a ``--kv-bits`` the adapter does not declare.
     """
     from superfluid.runtime.basert.check import kv_bits_flag, lib_flag
     from superfluid.runtime.options import flag_values
@@ -68,7 +74,7 @@ def parse_serve(argv: Sequence[str]) -> ServeLine:
         raise UsageError("serve needs --model PATH")
     host, port = listen_flags(flags)
     return ServeLine(model=flags["--model"], host=host, port=port, max_context=max_context_flag(flags), lib=lib,
-                     kv_bits=kv_bits_flag(flags))
+                     kv_bits=kv_bits_flag(flags), queue=queue_flag(flags))
 
 
 def _failed(e: SuperfluidError) -> RequestRefused:
@@ -117,8 +123,9 @@ class BasertEngine:
         self.eos = model.eos
         self.bos = model.bos
 
-    def tokenize(self, text: str) -> list[int]:
-        """The beginning-of-text token, then the engine's tokens of ``text``.
+    def tokenize(self, text: str, *, special: bool = False) -> list[int]:
+        """The beginning-of-text token, then the engine's tokens of ``text`` (it has no control
+        tokens to read in text, so ``special`` changes nothing).
 
         Raises:
             RequestRefused: 400 when the engine refuses the text.
@@ -128,13 +135,27 @@ class BasertEngine:
         except SuperfluidError as e:
             raise RequestRefused(400, str(e), param="prompt") from e
 
+    def chat_prompt(self, messages: Sequence[tuple[str, str]]) -> str:
+        """Refused: a baseRT model file carries no chat template.
+
+        Raises:
+            RequestRefused: 400, always.
+        """
+        raise RequestRefused(400, f"the model {self.model_id} carries no chat template (baseRT model files have "
+                                  f"none): send its prompt to /v1/completions", param="messages")
+
     @contextmanager
-    def generation(self, prompt: list[int]) -> Iterator[_Generation]:
+    def generation(self, prompt: list[int], sampling: Sampling | None = None) -> Iterator[_Generation]:
         """``baseRT_prefill`` of ``prompt`` (the engine restarts its sequence on each prefill).
 
         Raises:
-            RequestRefused: 500 with the engine's error.
+            RequestRefused: 400 for ``sampling`` (the engine decodes greedily only); 500 with the
+                engine's error.
         """
+        if sampling is not None:
+            raise RequestRefused(400, f"'temperature' {sampling.temperature:g}: the basert runtime decodes greedily "
+                                      f"only (baseRT returns the next token, not a distribution to draw from); send "
+                                      f"0 or leave it out", param="temperature")
         try:
             first = self.model.prefill(prompt)
         except SuperfluidError as e:
@@ -192,4 +213,4 @@ def serve(argv: Sequence[str], environ: Mapping[str, str], out: TextIO) -> int:
     """
     line = parse_serve(argv)
     engine = _load(line, environ)
-    return serve_engine(engine, line.host, line.port, out)
+    return serve_engine(engine, line.host, line.port, out, queue=line.queue)

@@ -78,6 +78,11 @@ class LlamacppAdapter(Adapter):
 
         return list(OPTIONS)
 
+    def formats(self) -> list[dict[str, Any]]:
+        from superfluid.runtime.llamacpp.check import FORMATS
+
+        return [dict(f) for f in FORMATS]
+
     def plan_for(self, request: Request, host: Host, listing: Listing | None,
                  driven: Mapping[str, Any]) -> list[Plan]:
         """The plans of the builds ``driven`` lists as tested (ours: the recipe's), newest first, in

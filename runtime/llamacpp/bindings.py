@@ -17,13 +17,27 @@ from typing import Any
 
 from superfluid.runtime.llamacpp.layout import Batch, DefaultsImage, Layout
 
-__all__ = ["FUNCTIONS", "OPTIONAL", "REQUIRED", "LogCallback", "CONTEXT", "MODEL", "missing", "bind", "bind_defaults"]
+__all__ = ["FUNCTIONS", "OPTIONAL", "REQUIRED", "LogCallback", "CONTEXT", "MODEL", "SamplerChainParams", "ChatMessage",
+           "missing", "bind", "bind_defaults"]
 
 CONTEXT = "CONTEXT"  # marker: the layout's llama_context_params
 MODEL = "MODEL"  # marker: llama_model_params
 
 #: ``void (*ggml_log_callback)(enum ggml_log_level level, const char * text, void * user_data)``
 LogCallback = C.CFUNCTYPE(None, C.c_int, C.c_char_p, C.c_void_p)
+
+
+class SamplerChainParams(C.Structure):
+    """``struct llama_sampler_chain_params { bool no_perf; }`` (returned and passed by value)."""
+
+    _fields_ = [("no_perf", C.c_bool)]
+
+
+class ChatMessage(C.Structure):
+    """``struct llama_chat_message { const char * role; const char * content; }``."""
+
+    _fields_ = [("role", C.c_char_p), ("content", C.c_char_p)]
+
 
 _p = C.c_void_p
 _i32 = C.c_int32
@@ -67,6 +81,19 @@ FUNCTIONS: dict[str, tuple[list[Any], Any]] = {
     "llama_vocab_is_eog": ([_p, _i32], C.c_bool),
     "llama_tokenize": ([_p, C.c_char_p, _i32, _i32p, _i32, C.c_bool, C.c_bool], _i32),
     "llama_token_to_piece": ([_p, _i32, C.c_char_p, _i32, _i32, C.c_bool], _i32),
+    # sampling: a chain of llama.cpp's own samplers (top-k, top-p, temperature, seeded draw)
+    "llama_sampler_chain_default_params": ([], SamplerChainParams),
+    "llama_sampler_chain_init": ([SamplerChainParams], _p),
+    "llama_sampler_chain_add": ([_p, _p], None),
+    "llama_sampler_init_top_k": ([_i32], _p),
+    "llama_sampler_init_top_p": ([C.c_float, _sz], _p),
+    "llama_sampler_init_temp": ([C.c_float], _p),
+    "llama_sampler_init_dist": ([C.c_uint32], _p),
+    "llama_sampler_sample": ([_p, _p, _i32], _i32),
+    "llama_sampler_free": ([_p], None),
+    # chat: the model's template and llama.cpp's own formatter of it
+    "llama_model_chat_template": ([_p, C.c_char_p], C.c_char_p),
+    "llama_chat_apply_template": ([C.c_char_p, C.POINTER(ChatMessage), _sz, C.c_bool, C.c_char_p, _i32], _i32),
     # ggml: types and the backend registry
     "ggml_row_size": ([C.c_int, C.c_int64], _sz),
     "ggml_blck_size": ([C.c_int], C.c_int64),

@@ -1,4 +1,5 @@
-"""Driving a loaded libllama: devices, a model and its facts, tokenize, greedy decode, detokenize.
+"""Driving a loaded libllama: devices, a model and its facts, tokenize, greedy decode, detokenize;
+sampling with llama.cpp's own sampler chain, and chat prompts with its own template formatter.
 
 Every struct handed to the library is made from the library's own defaults in its own layout
 (``Library.context_params``/``model_params``), then set through ``layout.fill`` — the same
@@ -13,15 +14,19 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from superfluid.runtime.errors import ModelLoadFailed, SuperfluidError
+from superfluid.runtime.llamacpp.bindings import ChatMessage
 from superfluid.runtime.llamacpp.layout import fill
 from superfluid.runtime.llamacpp.loader import Library
 from superfluid.runtime.llamacpp.options import apply
 
-__all__ = ["Device", "devices", "Model", "load_model", "Context", "DecodeFailed", "meta"]
+__all__ = ["Device", "devices", "Model", "load_model", "Context", "DecodeFailed", "meta", "Sampler",
+           "apply_chat_template", "ChatTemplateRefused"]
 
 _DEV_TYPES = {0: "cpu", 1: "gpu", 2: "igpu", 3: "accel"}
 #: llama_decode: 2 = aborted by the abort callback (llama.h)
 DECODE_ABORTED = 2
+#: LLAMA_DEFAULT_SEED: llama_sampler_init_dist draws a random seed for it (llama.h)
+_RANDOM_SEED = 0xFFFFFFFF
 
 
 class DecodeFailed(SuperfluidError):
@@ -142,6 +147,89 @@ class Model:
 
     def is_eog(self, token: int) -> bool:
         return bool(self.lib.fn["llama_vocab_is_eog"](self.vocab, token))
+
+    def chat_template(self) -> str | None:
+        """The model's default chat template (GGUF ``tokenizer.chat_template``), or None when it has none."""
+        raw = self.lib.fn["llama_model_chat_template"](self.handle, None)
+        return raw.decode("utf-8", "replace") if raw else None
+
+
+class ChatTemplateRefused(SuperfluidError):
+    """``llama_chat_apply_template`` does not know the template (it is not one of llama.cpp's built-in ones)."""
+
+
+def apply_chat_template(lib: Library, template: str, messages: list[tuple[str, str]], *,
+                        add_assistant: bool = True) -> str:
+    """``messages`` (role, content) formatted by llama.cpp's ``llama_chat_apply_template`` with
+    ``template``, ending with the opening of the assistant's turn when ``add_assistant``.
+
+    Raises:
+        ChatTemplateRefused: llama.cpp does not recognise the template.
+    """
+    encoded = [(role.encode("utf-8"), content.encode("utf-8")) for role, content in messages]
+    chat = (ChatMessage * max(1, len(encoded)))(*(ChatMessage(r, c) for r, c in encoded))
+    fn = lib.fn["llama_chat_apply_template"]
+    tmpl = template.encode("utf-8")
+    size = 2 * sum(len(r) + len(c) for r, c in encoded) + 256
+    for _ in range(2):
+        buf = C.create_string_buffer(size)
+        n = int(fn(tmpl, chat, len(encoded), add_assistant, buf, size))
+        if n < 0:
+            raise ChatTemplateRefused("llama.cpp's llama_chat_apply_template does not know the model's chat "
+                                      "template (it formats only its built-in templates)")
+        if n <= size:
+            return buf.raw[:n].decode("utf-8", "replace")
+        size = n + 1  # the length it needs: once more with room for it
+    raise ChatTemplateRefused(f"llama_chat_apply_template asked for {size} bytes twice")
+
+
+@dataclass
+class Sampler:
+    """A llama.cpp sampler chain: top-k, then top-p, then temperature, then a draw seeded by ``seed``.
+
+    ``sample(ctx)`` draws the next token from the context's last logits (and the chain accepts it),
+    so the same seed over the same logits draws the same tokens. ``close()`` frees the chain.
+    """
+
+    lib: Library
+    handle: int
+
+    @classmethod
+    def create(cls, lib: Library, *, temperature: float, top_p: float = 1.0, top_k: int = 0, seed: int) -> Sampler:
+        """The chain for these settings (``top_k`` 0 and ``top_p`` 1 leave those steps out). Any
+        integer seeds it: folded into 0 to 2**32 - 2, since 2**32 - 1 asks llama.cpp for a random seed.
+
+        Raises:
+            SuperfluidError: llama.cpp made no sampler.
+        """
+        fn = lib.fn
+        chain = fn["llama_sampler_chain_init"](fn["llama_sampler_chain_default_params"]())
+        if not chain:
+            raise SuperfluidError("llama_sampler_chain_init returned no sampler chain")
+        steps = []
+        if top_k > 0:
+            steps.append(fn["llama_sampler_init_top_k"](top_k))
+        if top_p < 1.0:
+            steps.append(fn["llama_sampler_init_top_p"](top_p, 1))
+        steps += [fn["llama_sampler_init_temp"](temperature), fn["llama_sampler_init_dist"](seed % _RANDOM_SEED)]
+        for step in steps:
+            fn["llama_sampler_chain_add"](chain, step)  # the chain owns it from here
+        return cls(lib=lib, handle=chain)
+
+    def sample(self, ctx: Context) -> int:
+        """The token drawn after the last decoded position of ``ctx``."""
+        return int(self.lib.fn["llama_sampler_sample"](self.handle, ctx.handle, -1))
+
+    def close(self) -> None:
+        if self.handle:
+            self.lib.fn["llama_sampler_free"](self.handle)
+            self.handle = 0
+
+    def __enter__(self) -> Sampler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def meta(model: Model, key: str) -> str | None:

@@ -1,6 +1,6 @@
 """The worker's ``serve``: one GGUF model behind the shared OpenAI-compatible server (SPEC §7).
 
-``serve --model PATH [--host H] [--port N] [--max-context N] [--lib P] [--<option> V]...``
+``serve --model PATH [--host H] [--port N] [--max-context N] [--queue N] [--lib P] [--<option> V]...``
 
 The model is loaded through the loader and ``drive`` with the options applied to the model and
 context parameters (checked against their declarations first: a bad one exits 2). The HTTP layer,
@@ -9,25 +9,34 @@ llama.cpp part: the command line and ``LlamaEngine``, the engine interface over 
 
 Each completion runs in a fresh context of ``--max-context`` tokens (default the model's trained
 context, at most 4096), so nothing of one request is seen by the next. The ready line names the
-library's build (``runtime``) and its struct layout (``layout``) besides the address.
+library's build (``runtime``), its struct layout (``layout``) and its path (``library``) besides
+the address.
+
+Greedy decoding takes the logits' argmax; with ``temperature`` > 0 each generation draws with a
+fresh llama.cpp sampler chain (top-k, top-p, temperature, a seeded draw: ``drive.Sampler``). A chat
+is formatted by llama.cpp's own ``llama_chat_apply_template`` with the model's template
+(``tokenizer.chat_template``); a model without one is refused with a 400.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from superfluid.runtime.errors import ModelLoadFailed, UsageError
-from superfluid.runtime.serving import RequestRefused, listen_flags, max_context_flag, serve_engine
+from superfluid.runtime.serving import RequestRefused, listen_flags, max_context_flag, queue_flag, serve_engine
+
+if TYPE_CHECKING:
+    from superfluid.runtime.serving import Sampling
 
 __all__ = ["ServeLine", "LlamaEngine", "parse_serve", "serve", "MAX_CONTEXT"]
 
 #: the context size when --max-context is not given (or the model's trained context, if smaller)
 MAX_CONTEXT = 4096
-_OWN = ("--host", "--port", "--max-context")
+_OWN = ("--host", "--port", "--max-context", "--queue")
 
 
 @dataclass(frozen=True)
@@ -39,14 +48,17 @@ class ServeLine:
     port: int
     max_context: int | None
     options: dict[str, Any]
+    queue: int
 
 
 def parse_serve(argv: Sequence[str]) -> ServeLine:
-    """The serve line: ``--host``, ``--port`` and ``--max-context`` here, the rest as ``check`` reads them.
+    """The serve line: ``--host``, ``--port``, ``--max-context`` and ``--queue`` here, the rest as
+    ``check`` reads them.
 
     Raises:
         UsageError: ``--model`` missing, an unknown flag, a flag without its value, a flag given
-            twice, a port outside 0-65535, or an option value of the wrong shape.
+            twice, a port outside 0-65535, a ``--queue`` outside 0-4096, or an option value of the
+            wrong shape.
     """
     from superfluid.runtime.llamacpp.check import is_flag, read_pairs
     from superfluid.runtime.options import parse_flag_pairs
@@ -65,17 +77,22 @@ def parse_serve(argv: Sequence[str]) -> ServeLine:
     if not model:
         raise UsageError("serve needs --model PATH")
     host, port = listen_flags(own)
-    return ServeLine(model=model, host=host, port=port, max_context=max_context_flag(own), options=options)
+    return ServeLine(model=model, host=host, port=port, max_context=max_context_flag(own), options=options,
+                     queue=queue_flag(own))
 
 
 class _Generation:
-    """A fresh llama_context with the prompt decoded (in batches of ``batch-size``)."""
+    """A fresh llama_context with the prompt decoded (in batches of ``batch-size``), and the sampler
+    chain that draws from it (None: greedy)."""
 
-    def __init__(self, engine: LlamaEngine, ctx: Any) -> None:
+    def __init__(self, engine: LlamaEngine, ctx: Any, sampler: Any = None) -> None:
         self.engine = engine
         self.ctx = ctx
+        self.sampler = sampler
 
     def next_token(self) -> int:
+        if self.sampler is not None:
+            return int(self.sampler.sample(self.ctx))
         return int(self.ctx.argmax())
 
     def feed(self, token: int) -> None:
@@ -96,19 +113,43 @@ class LlamaEngine:
         self.model_path = model_path
         self.n_ctx = n_ctx
         self.options = dict(options)
+        self.template: str | None = model.chat_template()
 
-    def tokenize(self, text: str) -> list[int]:
-        return list(self.model.tokenize(text))
+    def tokenize(self, text: str, *, special: bool = False) -> list[int]:
+        return list(self.model.tokenize(text, parse_special=special))
+
+    def chat_prompt(self, messages: Sequence[tuple[str, str]]) -> str:
+        """The messages through ``llama_chat_apply_template`` with the model's own template.
+
+        Raises:
+            RequestRefused: 400 when the model has no template, or one llama.cpp does not know.
+        """
+        from superfluid.runtime.llamacpp.drive import ChatTemplateRefused, apply_chat_template
+
+        if self.template is None:
+            raise RequestRefused(400, f"the model {self.model_id} carries no chat template (its GGUF has no "
+                                      f"tokenizer.chat_template): send a prompt to /v1/completions", param="messages")
+        try:
+            return apply_chat_template(self.model.lib, self.template, list(messages))
+        except ChatTemplateRefused as e:
+            raise RequestRefused(400, f"the model {self.model_id}: {e}; send a prompt to /v1/completions",
+                                 param="messages") from e
 
     @contextmanager
-    def generation(self, prompt: list[int]) -> Iterator[_Generation]:
-        from superfluid.runtime.llamacpp.drive import Context
+    def generation(self, prompt: list[int], sampling: Sampling | None = None) -> Iterator[_Generation]:
+        from superfluid.runtime.llamacpp.drive import Context, Sampler
 
-        with Context.create(self.model, n_ctx=self.n_ctx, options=self.options) as ctx:
+        with ExitStack() as stack:
+            ctx = stack.enter_context(Context.create(self.model, n_ctx=self.n_ctx, options=self.options))
             step = max(1, min(int(self.options.get("batch-size", 2048)), ctx.n_ctx))
             for start in range(0, len(prompt), step):
                 self.decode(ctx, prompt[start:start + step])
-            yield _Generation(self, ctx)
+            sampler = None
+            if sampling is not None:
+                sampler = stack.enter_context(Sampler.create(
+                    self.model.lib, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
+                    seed=sampling.seed or 0))
+            yield _Generation(self, ctx, sampler)
 
     def decode(self, ctx: Any, tokens: list[int]) -> None:
         """Decode ``tokens`` in ``ctx``.
@@ -130,7 +171,7 @@ class LlamaEngine:
 
     def facts(self) -> dict[str, Any]:
         lib = self.model.lib
-        return {"runtime": lib.version, "layout": lib.layout.name}
+        return {"runtime": lib.version, "layout": lib.layout.name, "library": lib.path}
 
     def close(self) -> None:
         self.model.close()
@@ -180,4 +221,5 @@ def serve(argv: Sequence[str], environ: Mapping[str, str], out: TextIO) -> int:
     """
     line = parse_serve(argv)
     engine = _load(line, environ)
-    return serve_engine(engine, line.host, line.port, out, echo_log=environ.get("SUPERFLUID_LLAMA_LOG") == "1")
+    return serve_engine(engine, line.host, line.port, out, echo_log=environ.get("SUPERFLUID_LLAMA_LOG") == "1",
+                        queue=line.queue)

@@ -87,6 +87,11 @@ class MlxAdapter(Adapter):
     def options(self) -> list[Option]:
         return list(OPTIONS)
 
+    def formats(self) -> list[dict[str, Any]]:
+        from superfluid.runtime.mlx.worker import FORMATS
+
+        return [dict(f) for f in FORMATS]
+
     def plan_for(self, request: Request, host: Host, listing: Listing | None,
                  driven: Mapping[str, Any]) -> list[Plan]:
         """MLX runs on Apple silicon only (SPEC §4.3): elsewhere a clear refusal.

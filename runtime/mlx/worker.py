@@ -21,9 +21,9 @@ from typing import Any
 
 from superfluid.runtime.mlx.adapter import ADAPTER, not_here
 
-__all__ = ["main", "check_report", "parse_check_args", "find_venv", "environment"]
+__all__ = ["main", "check_report", "parse_check_args", "find_venv", "environment", "FORMATS"]
 
-_FORMATS = [{"id": "mlx", "describe": "an MLX model directory",
+FORMATS = [{"id": "mlx", "describe": "an MLX model directory",
              "directory": {"files": ["config.json"], "extensions": ["safetensors"]}}]
 _PROBE_TIMEOUT = 60.0  # seconds: importing mlx in a cold environment is slow
 _PROBE = (
@@ -145,7 +145,7 @@ def check_report(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[dict[
     version = f"mlx {facts['mlx']} mlx-lm {facts['mlx_lm']}" if available is True else None
     report: dict[str, Any] = {
         "runtime": {"id": ADAPTER.id, "version": version, "aliases": []},
-        "available": available, "formats": _FORMATS, "tokenizer": {"from": "huggingface"},
+        "available": available, "formats": FORMATS, "tokenizer": {"from": "huggingface"},
         "devices": [{"backend": "Metal", "name": facts.get("device") or "Apple GPU", "memory": facts.get("memory")}]
         if available is True else [],
         "platforms": list(ADAPTER.recipe["platforms"]),

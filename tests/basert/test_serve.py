@@ -112,17 +112,19 @@ def test_health_and_models(server: Server) -> None:
     status, listing = server.request("GET", "/v1/models")
     assert status == 200 and listing["object"] == "list"
     assert [(m["id"], m["object"], m["owned_by"]) for m in listing["data"]] == [("tiny", "model", "basert")]
-    status, answer = server.request("GET", "/v1/chat/completions")
+    status, answer = server.request("GET", "/v1/embeddings")
     assert status == 404 and answer["error"]["code"] == "not_found"
     assert server.request("GET", "/v1/completions")[0] == 405
+    assert server.request("GET", "/v1/chat/completions")[0] == 405
 
 
 @pytest.mark.parametrize(("body", "param", "says"), [
     (b"{not json", None, "the body is not valid JSON"),
     (b'{"max_tokens": 3}', "prompt", "'prompt' must be a string"),
     (b'{"prompt": "x", "max_tokens": 0}', "max_tokens", "'max_tokens' must be an integer of at least 1 (it is 0)"),
-    (b'{"prompt": "x", "temperature": 0.7}', "temperature", "this server decodes greedily only"),
-    (b'{"prompt": "x", "stream": true}', "stream", "this server does not stream"),
+    (b'{"prompt": "x", "temperature": 0.7}', "temperature", "the basert runtime decodes greedily only"),
+    (b'{"prompt": "x", "temperature": 2.5}', "temperature", "'temperature' must be a number from 0 to 2"),
+    (b'{"prompt": "x", "stream": "yes"}', "stream", "'stream' must be true or false"),
 ])
 def test_a_bad_request_is_a_400_with_an_error_object(engines: Path, tiny_model: Path, clean_env: dict[str, str],
                                                      body: bytes, param: str | None, says: str) -> None:

@@ -133,9 +133,12 @@ def test_health_and_models(server: Server) -> None:
     (b'{"max_tokens": 3}', "prompt", "'prompt' must be a string"),
     (b'{"prompt": "x", "max_tokens": 0}', "max_tokens", "'max_tokens' must be an integer of at least 1 (it is 0)"),
     (b'{"prompt": "x", "max_tokens": true}', "max_tokens", "'max_tokens' must be an integer"),
-    (b'{"prompt": "x", "temperature": 0.7}', "temperature", "this server decodes greedily only"),
+    (b'{"prompt": "x", "temperature": -0.5}', "temperature", "'temperature' must be a number from 0 to 2"),
+    (b'{"prompt": "x", "temperature": 1, "top_p": 0}', "top_p", "'top_p' must be a number above 0 and at most 1"),
+    (b'{"prompt": "x", "temperature": 1, "top_k": -1}', "top_k", "'top_k' must be an integer of at least 0"),
+    (b'{"prompt": "x", "temperature": 1, "seed": 1.5}', "seed", "'seed' must be an integer"),
     (b'{"prompt": "x", "stop": 5}', "stop", "'stop' must be a string or a list of at most 4 strings"),
-    (b'{"prompt": "x", "stream": true}', "stream", "this server does not stream"),
+    (b'{"prompt": "x", "stream": 1}', "stream", "'stream' must be true or false"),
     (b'{"prompt": "x", "n": 2}', "n", "this server returns one choice"),
     (b'{"prompt": "x", "frequency_penalty": 1.5}', "frequency_penalty", "without penalties"),
 ])
@@ -160,9 +163,10 @@ def raw_exchange(server: Server, request: bytes) -> str:
 
 
 def test_wrong_paths_methods_and_framing_are_json_errors(server: Server) -> None:
-    status, answer = server.request("GET", "/v1/chat/completions")
+    status, answer = server.request("GET", "/v1/embeddings")
     assert status == 404 and answer["error"]["code"] == "not_found"
     assert server.request("GET", "/v1/completions")[0] == 405
+    assert server.request("GET", "/v1/chat/completions")[0] == 405
     assert server.request("POST", "/health", b"{}")[0] == 405
     assert server.request("DELETE", "/v1/models")[0] == 405
     # no Content-Length: refused, not read until the client gives up

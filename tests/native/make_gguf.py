@@ -45,6 +45,7 @@ class TinyModel:
     seed: int = 0
     name: str = "tiny-llama"
     extra: dict[str, object] = field(default_factory=dict)
+    chat_template: str | None = None  # tokenizer.chat_template, when the model carries one
 
 
 def vocabulary() -> list[str]:
@@ -104,6 +105,8 @@ def write(out: Path, model: TinyModel) -> Path:
     w.add_unk_token_id(0)
     w.add_add_bos_token(True)
     w.add_add_eos_token(False)
+    if model.chat_template is not None:
+        w.add_chat_template(model.chat_template)
 
     wt = np.float16 if model.f16 else np.float32
     det = model.always is not None
@@ -146,12 +149,18 @@ def write(out: Path, model: TinyModel) -> Path:
     return out
 
 
+#: a ChatML chat template (as Qwen's and others' GGUFs carry it)
+CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
+          "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+
 # The set the tests use: file name -> model.
 STANDARD: dict[str, TinyModel] = {
     "tiny-f32.gguf": TinyModel(),
     "tiny-f16.gguf": TinyModel(f16=True),
     "always-the.gguf": TinyModel(always="▁the", name="tiny-always-the"),
     "always-eos.gguf": TinyModel(always="</s>", name="tiny-always-eos"),
+    # carries a ChatML template, which llama.cpp's llama_chat_apply_template knows
+    "chat-always-the.gguf": TinyModel(always="▁the", name="tiny-chat-always-the", chat_template=CHATML),
     # head dim 32, so quantized KV cache types (32-value blocks) fit its rows
     "hd32-always-the.gguf": TinyModel(dim=128, ff=256, always="▁the", name="tiny-hd32-always-the"),
 }

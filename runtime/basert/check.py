@@ -70,7 +70,7 @@ def model_report(library: Library | None, path: str) -> dict[str, Any]:
 
 def check_report(model: str | None = None, lib: str | None = None,
                  environ: Mapping[str, str] | None = None, *,
-                 executable: str | None = None) -> tuple[dict[str, Any], int]:
+                 executable: str | None = None, spelled: str | None = None) -> tuple[dict[str, Any], int]:
     """The check report and its exit code (0 available and the model read, else 1).
 
     Args:
@@ -78,6 +78,8 @@ def check_report(model: str | None = None, lib: str | None = None,
         lib: ``--basert-lib`` value, or None.
         environ: the environment (``BASERT_LIB``, ``SUPERFLUID_HOME``, host overrides); default ours.
         executable: the path whose directory the search starts in (default ``sys.argv[0]``).
+        spelled: the flag ``lib`` was given as, when not ``--basert-lib`` (``--lib``): ``named``
+            and the messages say what the user typed.
     """
     from superfluid.runtime.basert.loader import open_library
     from superfluid.runtime.host import detect
@@ -87,7 +89,7 @@ def check_report(model: str | None = None, lib: str | None = None,
     library: Library | None = None
     refused_path: str | None = None
     try:
-        library = open_library(lib, env, executable=executable)
+        library = open_library(lib, env, executable=executable, spelled=spelled)
     except SuperfluidError as e:
         report["available"] = str(e)
         refused_path = e.path if isinstance(e, LibraryRefused) else None
@@ -99,7 +101,7 @@ def check_report(model: str | None = None, lib: str | None = None,
         report["abi"] = library.abi
     report["requires"] = dict(REQUIRES)
     report["unnumbered_line"] = UNNUMBERED_LINE
-    named = namer(lib, env)
+    named = namer(lib, env, spelled=spelled)
     if named:
         report["named"] = named
     if library is not None:
@@ -168,4 +170,5 @@ def check_argv(argv: Sequence[str], environ: Mapping[str, str] | None = None, *,
     flags = flag_values(argv, ("--model", FLAG, "--lib", "--kv-bits"))
     lib = lib_flag(flags)
     kv_bits_flag(flags)
-    return check_report(flags.get("--model"), lib, environ, executable=executable)
+    spelled = "--lib" if "--lib" in flags else None  # ``named`` says which flag was given
+    return check_report(flags.get("--model"), lib, environ, executable=executable, spelled=spelled)

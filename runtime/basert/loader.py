@@ -115,15 +115,16 @@ def load_library(path: str, named: str | None = None) -> Library:
 
 
 def open_library(flag: str | None = None, environ: Mapping[str, str] | None = None, *,
-                 executable: str | None = None) -> Library:
+                 executable: str | None = None, spelled: str | None = None) -> Library:
     """Find (``--basert-lib`` value, ``BASERT_LIB``, the search), load and judge libbaseRT.
+    ``spelled`` is the flag as given when not ``--basert-lib`` (``--lib``).
 
     Raises:
         LibraryNotFound: nothing where it was named or searched.
         LibraryRefused: as ``load_library``.
         AbiRefused: as ``load_library``.
     """
-    found = locate(flag, environ, executable=executable)
+    found = locate(flag, environ, executable=executable, spelled=spelled)
     return load_library(found.path, named=found.named)
 
 

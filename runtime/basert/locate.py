@@ -23,16 +23,17 @@ def library_names(platform: str | None = None) -> tuple[str, str]:
     return _locate.library_names(LIBRARY, platform)
 
 
-def namer(flag: str | None, environ: Mapping[str, str]) -> str | None:
-    """Who names the library: ``"--basert-lib"``, ``"BASERT_LIB"``, or None when it is searched for."""
-    return _locate.namer(LIBRARY, flag, environ)
+def namer(flag: str | None, environ: Mapping[str, str], *, spelled: str | None = None) -> str | None:
+    """Who names the library: ``"--basert-lib"`` (or ``spelled``: ``"--lib"``), ``"BASERT_LIB"``, or
+    None when it is searched for."""
+    return _locate.namer(LIBRARY, flag, environ, spelled=spelled)
 
 
 def locate(flag: str | None = None, environ: Mapping[str, str] | None = None, *,
-           executable: str | None = None, platform: str | None = None) -> Located:
+           executable: str | None = None, platform: str | None = None, spelled: str | None = None) -> Located:
     """libbaseRT: ``--basert-lib``, else ``BASERT_LIB``, else the search (see ``runtime.locate``).
 
     Raises:
         LibraryNotFound: a named path holds no library, or the search found none.
     """
-    return _locate.locate(LIBRARY, flag, environ, executable=executable, platform=platform)
+    return _locate.locate(LIBRARY, flag, environ, executable=executable, platform=platform, spelled=spelled)

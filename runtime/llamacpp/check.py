@@ -4,9 +4,10 @@
 
 ``runtime`` {id, version, aliases}, ``available`` (true or the reason), ``layout`` (v1|v2),
 ``library``, ``devices`` (ggml's backend registry), ``formats`` ([gguf]), ``named`` (who named the
-library, only when someone did), and with ``--model``: ``model`` {path, reads (true or the reason),
-facts, sizing {weight_bytes, kv_bytes_per_token, trained_context, budget_bytes, budget_why} (or the
-reason it cannot be priced), state_identity {key, weights, settings}}.
+library, only when someone did: the flag as given, ``--lib`` or ``--llamacpp-lib``, or the
+variable; whether or not a library was found there), and with ``--model``: ``model`` {path, reads
+(true or the reason), facts, sizing {weight_bytes, kv_bytes_per_token, trained_context, budget_bytes,
+budget_why} (or the reason it cannot be priced), state_identity {key, weights, settings}}.
 
 The options are checked against their declarations first (a bad one is a usage error, exit 2) and
 then applied to the model and context parameters, so they count for availability and sizing.
@@ -68,12 +69,21 @@ def parse_flags(argv: Sequence[str], *, model: bool = True) -> tuple[str | None,
     return read_pairs(parse_flag_pairs(argv, lambda name: is_flag(name, model=model)), model=model)
 
 
-def _load(options: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[Any, str | None]:
+def _load(options: Mapping[str, Any], environ: Mapping[str, str], *, spelled: str | None = None) -> Any:
     from superfluid.runtime.llamacpp.loader import load
     from superfluid.runtime.llamacpp.locate import locate
 
-    found = locate(options.get("lib"), environ=environ)
-    return load(found.path, environ=dict(environ)), found.named
+    found = locate(options.get("lib"), environ=environ, spelled=spelled)
+    return load(found.path, environ=dict(environ))
+
+
+def _spelled(argv: Sequence[str]) -> str | None:
+    """The library flag as the command line gives it (``--lib`` or ``--llamacpp-lib``), if given."""
+    for token in argv:
+        flag = token.partition("=")[0]
+        if flag in _LIB_FLAGS:
+            return flag
+    return None
 
 
 def version_text(options: Mapping[str, Any], environ: Mapping[str, str]) -> str:
@@ -83,7 +93,7 @@ def version_text(options: Mapping[str, Any], environ: Mapping[str, str]) -> str:
         LibraryNotFound: no libllama where named or searched.
         LibraryRefused: a libllama these bindings do not drive.
     """
-    lib, _ = _load(options, environ)
+    lib = _load(options, environ)
     return str(lib.version)
 
 
@@ -133,16 +143,22 @@ def model_report(lib: Any, path: str, options: Mapping[str, Any], devs: list[Any
 
 
 def check_report(model_path: str | None, options: Mapping[str, Any],
-                 environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
-    """The check report and its exit code: 0 when available (and the model reads), else 1."""
+                 environ: Mapping[str, str], *, spelled: str | None = None) -> tuple[dict[str, Any], int]:
+    """The check report and its exit code: 0 when available (and the model reads), else 1.
+    ``spelled`` is the library flag as given (``named`` says it; default ``--llamacpp-lib``)."""
     from superfluid.runtime.host import detect
+    from superfluid.runtime.llamacpp.locate import LIBRARY
+    from superfluid.runtime.locate import namer
 
     report: dict[str, Any] = {"runtime": {"id": RUNTIME_ID, "version": None, "aliases": ALIASES},
                               "available": True, "formats": FORMATS, "devices": []}
+    named = namer(LIBRARY, options.get("lib"), environ, spelled=spelled)
     try:
-        lib, named = _load(options, environ)
+        lib = _load(options, environ, spelled=spelled)
     except (LibraryNotFound, LibraryRefused) as e:
         report["available"] = str(e)
+        if named:
+            report["named"] = named
         return report, 1
     from superfluid.runtime.llamacpp.drive import devices
 
@@ -166,4 +182,4 @@ def check_argv(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[dict[st
         UsageError: an unknown flag or a bad option value.
     """
     model_path, options = parse_flags(argv)
-    return check_report(model_path, options, environ)
+    return check_report(model_path, options, environ, spelled=_spelled(argv))

@@ -26,10 +26,10 @@ def library_names(platform: str | None = None) -> tuple[str, str]:
 
 
 def locate(named: str | None = None, environ: Mapping[str, str] | None = None, *,
-           executable: str | None = None, platform: str | None = None) -> Located:
+           executable: str | None = None, platform: str | None = None, spelled: str | None = None) -> Located:
     """libllama: ``--llamacpp-lib``, else ``SUPERFLUID_LLAMA_LIB``, else the search (see ``runtime.locate``).
 
     Raises:
         LibraryNotFound: a named file or directory holds no libllama, or no searched place does.
     """
-    return _locate.locate(LIBRARY, named, environ, executable=executable, platform=platform)
+    return _locate.locate(LIBRARY, named, environ, executable=executable, platform=platform, spelled=spelled)

@@ -4,6 +4,11 @@ Asks the runtime's ``check`` with options: each value is checked against the run
 options before any worker starts (a wrong one exits 2, naming the option, the value and the
 accepted shape), then forwarded as ``--<name> <value>``. When the check fails with options and
 passes without them, the options at fault are named.
+
+An option may also be spelled as on ``serve``, ``--<id>-<name>`` (``--basert-lib P``,
+``--llamacpp-lib P``: the spelling the fix hints name). The library flag is forwarded as it was
+spelled (every worker takes both), so the report's ``named`` says which flag the user gave. With
+``--json`` a failed check's report carries ``error`` (``{"code", "message", "exit"}``).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from superfluid import catalog
 from superfluid.optionflags import check_runtime_options, culprit_message, find_culprits, parse_flag_pairs, worker_argv
 from superfluid.output import print_json
 
-__all__ = ["run", "split_args"]
+__all__ = ["run", "split_args", "read_options", "options_help"]
 
 
 def split_args(tokens: Sequence[str]) -> tuple[str | None, bool, list[tuple[str, str]]]:
@@ -49,6 +54,45 @@ def split_args(tokens: Sequence[str]) -> tuple[str | None, bool, list[tuple[str,
     return model, as_json, parse_flag_pairs(rest)
 
 
+def read_options(runtime_id: str, pairs: Sequence[tuple[str, str]]) -> tuple[dict[str, Any], list[str]]:
+    """The checked option values, and the worker line that forwards them.
+
+    ``--<id>-<name>`` (serve's spelling) is ``--<name>``; the library flag is forwarded as spelled.
+
+    Raises:
+        UsageError: an option the runtime does not take, a value of the wrong shape, or one option
+            given in both spellings.
+    """
+    lead = f"{runtime_id}-"
+    plain = [(n, v) for n, v in pairs if not n.startswith(lead)]
+    prefixed = [(n[len(lead):], v) for n, v in pairs if n.startswith(lead)]
+    values = check_runtime_options(runtime_id, plain)
+    spelled = check_runtime_options(runtime_id, prefixed, prefix=lead)
+    for name in values.keys() & spelled.keys():
+        from superfluid.runtime.errors import UsageError
+
+        raise UsageError(f"--{lead}{name} and --{name} name the same option: give one")
+    values.update(spelled)
+    argv = worker_argv({n: v for n, v in values.items() if not (n == "lib" and n in spelled)})
+    if "lib" in spelled:
+        argv += [f"--{lead}lib", str(spelled["lib"])]
+    return values, argv
+
+
+def options_help(runtime_id: str) -> str:
+    """The options ``runtime check <id>`` takes, for its ``--help``: flag, accepted shape, words."""
+    from superfluid.output import table
+    from superfluid.runtime import registry
+
+    declared = registry.get(runtime_id).options()
+    if not declared:
+        return f"the {runtime_id} runtime takes no options\n"
+    rows = [[f"--{o.name}", o.shape(), o.description] for o in declared]
+    text = table(["OPTION", "ACCEPTS", "DESCRIPTION"], rows)
+    return (f"options of {runtime_id} (--<option> V, or as on serve --{runtime_id}-<option> V):\n"
+            + "".join(f"  {line}\n" for line in text.splitlines()))
+
+
 def _report_ok(report: Any, code: int) -> tuple[bool, str]:
     available = report.get("available") if isinstance(report, dict) else None
     if code == 0 and available is True:
@@ -62,7 +106,7 @@ def _report_ok(report: Any, code: int) -> tuple[bool, str]:
 def run(args: argparse.Namespace) -> int:
     """0 the runtime is available with these options; 1 it is not (named options at fault); 2 usage."""
     model, as_json, pairs = split_args(args.rest)
-    values = check_runtime_options(args.id, pairs)  # before any worker starts
+    values, forwarded = read_options(args.id, pairs)  # before any worker starts
     environ: Mapping[str, str] = dict(os.environ)
     head = ["check", *(["--model", model] if model else [])]
 
@@ -70,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         report, code, _ = catalog.answer(args.id, [*head, *argv], environ)
         return _report_ok(report, code)
 
-    report, code, _ = catalog.answer(args.id, [*head, *worker_argv(values)], environ)
+    report, code, _ = catalog.answer(args.id, [*head, *forwarded], environ)
     ok, reason = _report_ok(report, code)
     if not ok and values:
         culprits = find_culprits(probe, values)
@@ -79,6 +123,11 @@ def run(args: argparse.Namespace) -> int:
             if isinstance(report, dict):
                 report = {**report, "options_at_fault": culprits.names}
     if as_json:
+        if not ok:
+            from superfluid.output import error_doc
+
+            failure = error_doc("not-available", reason, 1)
+            report = {**report, **failure} if isinstance(report, dict) else failure
         print_json(report)
     elif ok:
         version = (report.get("runtime") or {}).get("version") if isinstance(report, dict) else None

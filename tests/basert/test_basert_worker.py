@@ -159,11 +159,24 @@ def test_no_command_exits_2(clean_env: dict[str, str]) -> None:
     assert done.returncode == 2 and done.stderr.startswith(f"usage: {PROG} ")
 
 
-def test_flag_forms(engines: Path, clean_env: dict[str, str]) -> None:
+@pytest.mark.parametrize(("form", "named"), [
+    (["--basert-lib={}"], "--basert-lib"),
+    (["--lib", "{}"], "--lib"),  # "named" is the flag as given (issue 15), not its other spelling
+    (["--lib={}"], "--lib"),
+    (["--kv-bits", "8", "--basert-lib", "{}"], "--basert-lib"),
+])
+def test_flag_forms(engines: Path, clean_env: dict[str, str], form: list[str], named: str) -> None:
     path = lib_path(engines, "0.3.0")
-    for args in (["--basert-lib=" + str(path)], ["--lib", str(path)], ["--kv-bits", "8", "--basert-lib", str(path)]):
-        report, rc = check(clean_env, *args)
-        assert rc == 0 and report["named"] == "--basert-lib", args
+    report, rc = check(clean_env, *(a.format(path) for a in form))
+    assert rc == 0 and report["named"] == named
+    assert schema_errors(report, "basert-check") == []
+
+
+@pytest.mark.parametrize("flag", ["--lib", "--basert-lib"])
+def test_a_missing_library_is_named_by_the_flag_given(clean_env: dict[str, str], tmp_path: Path, flag: str) -> None:
+    report, rc = check(clean_env, flag, str(tmp_path / "nope"))
+    assert rc == 1 and report["named"] == flag
+    assert report["available"].startswith(f"{flag} names {tmp_path / 'nope'}, which does not exist")
 
 
 def test_linked_check_equals_the_worker(engines: Path, clean_env: dict[str, str], tiny_model: Path) -> None:

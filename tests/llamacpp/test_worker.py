@@ -34,13 +34,23 @@ def check(lib: Path, model: Path, *flags: str) -> dict[str, Any]:
     return json.loads(done.stdout)  # type: ignore[no-any-return]
 
 
+@pytest.mark.parametrize("flag", ["--lib", "--llamacpp-lib"])
+def test_named_is_the_flag_given_found_or_not(lib_v1_dir: Path, tmp_path: Path, flag: str) -> None:
+    found = worker("check", flag, lib_v1_dir)
+    assert found.returncode == 0 and json.loads(found.stdout)["named"] == flag
+    missing = worker("check", f"{flag}={tmp_path / 'nope'}")
+    report = json.loads(missing.stdout)
+    assert missing.returncode == 1 and report["named"] == flag
+    assert report["available"].startswith(f"{flag} names {tmp_path / 'nope'}, which does not exist")
+
+
 def test_check_reports_runtime_layout_devices_and_model(lib_dir: Path, models: dict[str, Path]) -> None:
     report = check(lib_dir, models["hd32-always-the.gguf"])
     assert report["runtime"]["id"] == "llamacpp" and report["runtime"]["version"].startswith("llama.cpp ")
     assert report["available"] is True
     assert report["layout"] == lib_dir.name  # the cache dir is named for the layout: v1 | v2
     assert report["formats"][0]["id"] == "gguf"
-    assert report["named"] == "--llamacpp-lib"
+    assert report["named"] == "--lib"  # the flag as given (issue 15)
     assert any(d["backend"] == "CPU" for d in report["devices"])
     model = report["model"]
     assert model["reads"] is True

@@ -1,0 +1,295 @@
+"""The words of ``--help``: what each command does, an example or two, and its exit codes (SPEC §6.1).
+
+``superfluid.cli`` builds the parser tree and asks ``describe(path)`` for each command it adds, so
+that every ``superfluid … --help`` ends the same way: ``examples:`` then ``exit codes:``. A
+command missing here still gets a help page (its one-line summary), and a test lists the commands
+of the tree that have no entry.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+__all__ = ["Help", "HELP", "FLAG_HELP", "describe", "Formatter", "COMMON_EXITS", "children", "walk", "find", "dress",
+           "overview", "synopsis"]
+
+#: the exit codes every command shares (SPEC §6.1), worded once
+COMMON_EXITS = {
+    0: "done",
+    1: "a run-time failure (network, verification, install, load, a worker that failed)",
+    2: "a usage error: a bad flag or value, refused before anything is looked up or changed",
+}
+
+
+@dataclass(frozen=True)
+class Help:
+    """One command's help page: the summary listed by its parent, a paragraph, examples, exit codes."""
+
+    summary: str
+    description: str
+    examples: tuple[str, ...]
+    exits: tuple[tuple[int, str], ...]
+
+    def epilog(self) -> str:
+        lines = ["examples:"]
+        lines += [f"  {e}" for e in self.examples]
+        lines += ["", "exit codes:"]
+        lines += [f"  {code}  {what}" for code, what in self.exits]
+        return "\n".join(lines)
+
+
+def _exits(**special: str) -> tuple[tuple[int, str], ...]:
+    """The common codes with a command's own words for some (``_0="installed"``)."""
+    words = {**COMMON_EXITS, **{int(k[1:]): v for k, v in special.items()}}
+    return tuple(sorted(words.items()))
+
+
+_RUNTIME_ID = "basert, llamacpp or mlx"
+
+HELP: dict[str, Help] = {
+    "": Help(
+        "install, verify and drive superfluid's inference engines",
+        "Install, verify and drive superfluid's inference engines (baseRT, llama.cpp, MLX).",
+        ("superfluid runtimes", "superfluid runtime install basert", "superfluid runtime check llamacpp --help"),
+        _exits(_3="(workers serving) the model did not load",
+               _4="(serve) the runtime for the model is not installed or cannot run here"),
+    ),
+    "version": Help(
+        "print the version",
+        "Print 'superfluid <version>' (also: superfluid --version, superfluid -V).",
+        ("superfluid version",),
+        ((0, "printed"), (2, "a usage error")),
+    ),
+    "runtimes": Help(
+        "what is installed and ready here",
+        "One row per runtime: its state (ready, not installed, broken, missing), the default install, its "
+        "version and ABI, the newest version that installs here, its device and who checks it. Never touches "
+        "the network; repeats no check while nothing it depends on changed.",
+        ("superfluid runtimes", "superfluid runtimes --json | jq -r '.[] | select(.ready == true) | .id'"),
+        ((0, "the table is the answer, even when nothing is ready"), (2, COMMON_EXITS[2])),
+    ),
+    "compat": Help(
+        "what this release drives (or another release's compat.json)",
+        "This release's compat document, merged from every adapter it ships; with --release, another "
+        "release's compat.json read from a file or URL, its .minisig verified against the trusted keys "
+        "(the package's, $SUPERFLUID_HOME/keys/*.pub, each --key) before it is read.",
+        ("superfluid compat --json > superfluid.compat.json",
+         "superfluid compat --release https://example.org/r/superfluid-0.2.0.compat.json --require-signature"),
+        _exits(_0="the document is complete (or --release was read: verified, or unsigned with a warning)",
+               _1="a runtime gave no answer, or --release could not be read, verified or validated"),
+    ),
+    "runtime": Help(
+        "install and manage runtimes",
+        "Install, inspect and manage the runtimes (" + _RUNTIME_ID + ") under $SUPERFLUID_HOME/runtimes.",
+        ("superfluid runtime install basert", "superfluid runtime versions llamacpp"),
+        _exits(),
+    ),
+    "runtime install": Help(
+        "fetch, verify and install a runtime",
+        "Choose the newest version that installs here (by ABI number for basert, by the tested-build list "
+        "for llama.cpp), download it into the cache with its digest checked, probe it in a worker, then "
+        "publish it under $SUPERFLUID_HOME/runtimes/<id>/ in one rename. Progress goes to stderr (a bar on "
+        "a terminal only), the result to stdout.",
+        ("superfluid runtime install basert", "superfluid runtime install llamacpp --version b11642 --dry-run",
+         "superfluid runtime install basert --from ./basert-engine-linux-x64-0.4.0.tar.gz --sha256 <hex>",
+         "superfluid runtime install basert --mirror /srv/mirror --offline"),
+        _exits(_0="installed (or planned, with --dry-run)",
+               _1="a run-time failure: network, verification, a refusal of the rules, the staged worker's probe"),
+    ),
+    "runtime versions": Help(
+        "the versions a runtime installs, and which install here",
+        "The versions the runtime installs on its own, newest first, judged for this machine from the recipe "
+        "alone (no network): whether each installs here, as what, and whether it is installed.",
+        ("superfluid runtime versions basert", "superfluid runtime versions llamacpp --json"),
+        _exits(_0="answered", _1="the runtime's worker failed, hung or answered something else"),
+    ),
+    "runtime options": Help(
+        "the options a runtime takes on serve",
+        "The options the runtime takes, their defaults and accepted values. On serve they are spelled "
+        "--<id>-<option> V; on runtime check and to the worker, --<option> V.",
+        ("superfluid runtime options llamacpp", "superfluid runtime options basert --json"),
+        _exits(_0="answered", _1="the runtime's worker failed, hung or answered something else"),
+    ),
+    "runtime check": Help(
+        "probe a runtime with options (checked before any worker starts)",
+        "Ask the runtime's check, with options. Every option value is checked against the runtime's "
+        "declaration before any worker starts; when the check fails with options and passes without them, "
+        "the options at fault are named. Options are spelled --<option> V or, as on serve, --<id>-<option> V "
+        "(--basert-lib P, --llamacpp-lib P); 'superfluid runtime check <id> --help' lists the runtime's options.",
+        ("superfluid runtime check basert --basert-lib ./build/libbaseRT.so",
+         "superfluid runtime check llamacpp --model tiny.gguf --n-gpu-layers 0 --json"),
+        _exits(_0="available (and, with --model, the model reads)",
+               _1="not available here (the reason on stderr; with --json in the report's 'available')"),
+    ),
+    "runtime update": Help(
+        "install the newest installable version beside the current one",
+        "Install the newest installable version of the default install's backend family beside it; the old "
+        "install stays (remove it with runtime remove), and a pin moves to the new one.",
+        ("superfluid runtime update llamacpp", "superfluid runtime update basert --dry-run --json"),
+        _exits(_0="updated, planned (--dry-run), or nothing newer installs here",
+               _1="not installed, or a run-time failure as install's"),
+    ),
+    "runtime repair": Help(
+        "reinstall an install in place (default: the current one)",
+        "Reinstall an install from what its receipt records (the same version, backend and source), which "
+        "also rewrites its worker launcher.",
+        ("superfluid runtime repair basert", "superfluid runtime repair llamacpp b11642-cpu --offline"),
+        _exits(_0="reinstalled", _1="no such install, or a run-time failure as install's"),
+    ),
+    "runtime remove": Help(
+        "remove an install (default: every install of the runtime)",
+        "Remove one install, or every install of the runtime; current moves to the best-ranked install left.",
+        ("superfluid runtime remove basert 0.3.1-cpu", "superfluid runtime remove llamacpp --json"),
+        _exits(_0="removed", _1="no such install (or none installed), or a filesystem fault"),
+    ),
+    "runtime use": Help(
+        "pin an install as the default, or --auto to unpin",
+        "Pin the install a runtime serves from by default ($SUPERFLUID_HOME/runtimes/<id>/pinned), or with "
+        "--auto go back to the best-ranked one.",
+        ("superfluid runtime use basert 0.3.1-cpu", "superfluid runtime use basert --auto"),
+        _exits(_0="pinned (or unpinned)", _1="no such install"),
+    ),
+    "completion": Help(
+        "print a shell completion script (bash, zsh or fish)",
+        "Print a completion script for the shell, generated from this superfluid's own commands and flags "
+        "(and each runtime's options on runtime check).",
+        ("source <(superfluid completion bash)          # in ~/.bashrc",
+         "superfluid completion zsh > \"${fpath[1]}/_superfluid\"",
+         "superfluid completion fish > ~/.config/fish/completions/superfluid.fish"),
+        ((0, "printed"), (2, "a usage error (a shell other than bash, zsh, fish)")),
+    ),
+}
+
+
+def describe(path: str) -> Help | None:
+    """The help of the command at ``path`` (``"runtime install"``; ``""`` for superfluid itself)."""
+    return HELP.get(path)
+
+
+class Formatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions re-wrapped to the terminal, epilogs (examples, exit codes) kept as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith(("examples:", "exit codes:")):
+            return super()._fill_text(text, width, indent)
+        return argparse.HelpFormatter._fill_text(self, text, width, indent)
+
+
+#: the words of a flag or argument that a parser added without its own help (the same flag says the
+#: same thing on every command)
+FLAG_HELP = {
+    "--json": "print JSON (schema'd) on stdout instead of text; a failure prints {\"error\": {...}}",
+    "--offline": "use the download cache only; never open a connection",
+    "--untested": "allow a version of another ABI or not tested (the receipt records tested: false)",
+    "--dry-run": "print the ordered plans and change nothing",
+    "--mirror": "fetch release files from this mirror: an http(s):// URL or a directory (or SUPERFLUID_MIRROR)",
+    "--auto": "unpin: serve from the best-ranked install",
+    "-h": "show this help (flags, examples, exit codes) and exit",
+    "-V": "print the version and exit",
+    "id": "runtime id: " + _RUNTIME_ID,
+    "install": "an install name as `superfluid runtimes` shows it (e.g. 0.4.0-cpu, b11642-cpu)",
+}
+
+
+def children(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The subcommands of ``parser`` by name (none for a leaf)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def walk(parser: argparse.ArgumentParser, path: str = "") -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """Every command of the tree with its path (``""``, ``"runtime"``, ``"runtime install"``...)."""
+    yield path, parser
+    for name, child in children(parser).items():
+        yield from walk(child, f"{path} {name}".strip())
+
+
+def find(parser: argparse.ArgumentParser, path: str) -> argparse.ArgumentParser | None:
+    """The command at ``path``, or None."""
+    for word in path.split():
+        parser = children(parser).get(word)  # type: ignore[assignment]
+        if parser is None:
+            return None
+    return parser
+
+
+def _nonempty(flag: str, metavar: str) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        if value == "":
+            raise argparse.ArgumentTypeError(f"needs {metavar}, not an empty string")
+        return value
+
+    check.__name__ = flag  # argparse names the type in some of its own messages
+    return check
+
+
+def dress(top: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Give every command of the tree its help page and every flag its words; make every flag's value
+    non-empty (``--release ''`` is a usage error, not "no flag"). Answers ``top``."""
+    for path, parser in walk(top):
+        page = describe(path)
+        parser.formatter_class = Formatter
+        if page is not None:
+            parser.description = parser.description or page.description
+            parser.epilog = parser.epilog or page.epilog()
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                action.metavar = action.metavar or "<command>"
+                for choice in action._choices_actions:
+                    sub = describe(f"{path} {choice.dest}".strip())
+                    choice.help = sub.summary if sub else choice.help
+                continue
+            if action.nargs == argparse.REMAINDER:
+                action.metavar = action.metavar or "flags"
+            key = action.option_strings[0] if action.option_strings else action.dest
+            if action.help is None:
+                action.help = FLAG_HELP.get(key)
+            takes_value = action.option_strings and action.nargs is None and action.type is None \
+                and isinstance(action, (argparse._StoreAction, argparse._AppendAction))
+            if takes_value:
+                action.type = _nonempty(key, action.metavar if isinstance(action.metavar, str) else "a value")
+    return top
+
+
+def synopsis(path: str, parser: argparse.ArgumentParser) -> str:
+    """``runtime install <id> [flags]``: the command, its arguments, and its flags when few."""
+    words = [path] if path else []
+    flags = [a for a in parser._actions if a.option_strings and not isinstance(a, argparse._HelpAction)]
+    for a in parser._actions:
+        if a.option_strings or isinstance(a, argparse._SubParsersAction):
+            continue
+        if a.nargs == argparse.REMAINDER:
+            words.append("[flags]")
+            flags = []
+        elif a.choices:
+            words.append("|".join(map(str, a.choices)))
+        else:
+            words.append(f"[<{a.dest}>]" if a.nargs == "?" else f"<{a.dest}>")
+    if len(flags) > 2:
+        words.append("[flags]")
+    for a in flags if len(flags) <= 2 else []:
+        words.append(f"[{a.option_strings[-1]}" + (f" {a.metavar}]" if a.metavar else "]"))
+    return " ".join(words)
+
+
+def overview(top: argparse.ArgumentParser) -> str:
+    """``superfluid`` with no command: every command's synopsis and summary, then the exit codes."""
+    rows: list[tuple[str, str]] = []
+    for path, parser in walk(top):
+        if not path or children(parser):
+            continue
+        page = describe(path)
+        rows.append((synopsis(path, parser), page.summary if page else ""))
+    width = max(len(s) for s, _ in rows) + 2
+    head = describe("")
+    assert head is not None
+    lines = [f"superfluid: {head.summary}", "", "commands:"]
+    lines += [f"  {s.ljust(width)}{what}".rstrip() for s, what in rows]
+    lines += ["", "Run 'superfluid <command> --help' for a command's flags, examples and exit codes.",
+              "Exit codes: 0 done, 1 run-time failure, 2 usage error, 3 model did not load, 4 runtime not",
+              "installed or cannot run here (serve). With --json, a failure is {\"error\": {...}} on stdout."]
+    return "\n".join(lines) + "\n"

@@ -268,7 +268,8 @@ def test_a_directory_without_libbasert_is_refused(clean_env: dict[str, str], tmp
     done = install(clean_env, tmp_path, bundle_plan(clean_env, "0.4.0"))
     names = " nor ".join((LIB_NAME, "libbaseRT.0.dylib" if LIB_NAME.endswith(".dylib") else "libbaseRT.so.0"))
     assert done.returncode == 1 and done.stdout == ""
-    assert f"the staged library was refused by its check: --basert-lib names the directory {tmp_path / 'lib'}, " \
+    # the staged probe names the library with --lib (the adapter's probe line), and the check says so
+    assert f"the staged library was refused by its check: --lib names the directory {tmp_path / 'lib'}, " \
            f"which holds neither {names}" in done.stderr
     assert not (tmp_path / "runtime.json").exists()
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from superfluid.runtime.planning import AssetLike, ReleaseLike
     from superfluid.runtime.receipt import Receipt
 
-__all__ = ["Event", "Outcome", "SourceListing", "install", "plan"]
+__all__ = ["Event", "Outcome", "SourceListing", "install", "install_plans", "plan"]
 
 #: seconds the staged worker's check may take before it is killed
 PROBE_TIMEOUT = 60.0
@@ -279,7 +279,8 @@ def _probe(adapter: Adapter, p: Plan, staging: Path, *, environ: Mapping[str, st
 
 
 def _install_one(adapter: Adapter, p: Plan, fetched: Sequence[tuple[PlanAsset, Path, str]], *, home: str,
-                 environ: Mapping[str, str], untested: bool, platform: str, tell: Tell) -> Published:
+                 environ: Mapping[str, str], untested: bool, platform: str, tell: Tell,
+                 lock: Mapping[str, str] | None = None) -> Published:
     from superfluid.installer.extract import extract_all
     from superfluid.installer.publish import install_staged
     from superfluid.runtime.home import LIB
@@ -288,7 +289,7 @@ def _install_one(adapter: Adapter, p: Plan, fetched: Sequence[tuple[PlanAsset, P
     def populate(staging: Path) -> Receipt:
         extract_all([path for _, path, _ in fetched], staging / LIB)
         probed = _probe(adapter, p, staging, environ=environ, untested=untested)
-        return receipt_for(p, [Source(a.url, sha) for a, _, sha in fetched], probed, platform)
+        return receipt_for(p, [Source(a.url, sha) for a, _, sha in fetched], probed, platform, lock=lock)
 
     def waiting(holder: Any) -> None:
         tell(Event("waiting", p, holder=holder.describe()))
@@ -311,8 +312,6 @@ def install(request: Request, *, environ: Mapping[str, str], mirror: str | None 
         DownloadError, OfflineMissing, ReleaseNotFound, BadFile: reading the source.
         UnsafeArchive, StoreError, LockBusy: extraction and the store (nothing installed).
     """
-    from superfluid.runtime import registry
-    from superfluid.runtime.home import home as home_of
     from superfluid.runtime.host import detect
 
     tell = tell or (lambda _event: None)
@@ -321,35 +320,60 @@ def install(request: Request, *, environ: Mapping[str, str], mirror: str | None 
     try:
         if dry_run:
             return Outcome(request.id, tuple(plans), True, where)
-        adapter = registry.get(request.id)
-        fallbacks: list[tuple[str, str]] = []
-        warnings: list[str] = []
-
-        def note(event: Event) -> None:
-            if event.kind == "unchecked":
-                warnings.append(f"{event.path} has no SHA-256 to check it against: installing a local file "
-                                f"unchecked (its SHA-256 is {event.sha256})")
-            tell(event)
-
-        for i, p in enumerate(plans):
-            tell(Event("trying", p, index=i))
-            fetched = _fetch(p, src, environ=environ, progress=progress, tell=note)
-            try:
-                published = _install_one(adapter, p, fetched, home=home_of(environ), environ=environ,
-                                         untested=request.untested, platform=host.platform, tell=tell)
-            except ProbeRefused as e:
-                fallbacks.append((p.install, e.reason))
-                if i + 1 < len(plans):
-                    tell(Event("fell-back", p, index=i, reason=e.reason))
-                    continue
-                if len(plans) == 1:
-                    raise
-                raise NotInstallable(f"no {p.id} build runs here: "
-                                     + "; ".join(f"{n}: {w}" for n, w in fallbacks)) from None
-            return Outcome(request.id, tuple(plans), False, where, published.receipt, str(published.path),
-                           published.replaced, published.current, published.pinned, tuple(fallbacks),
-                           tuple(warnings), published.cleaned)
-        raise NotInstallable(f"nothing of {request.id} to install here")
+        return install_plans(request.id, plans, environ=environ, source=src, where=where, untested=request.untested,
+                             tell=tell, progress=progress, platform=host.platform)
     finally:
         if src is not None:
             src.close()
+
+
+def install_plans(runtime_id: str, plans: Sequence[Plan], *, environ: Mapping[str, str], where: str,
+                  source: ReleaseSource | None = None, untested: bool = False, tell: Tell | None = None,
+                  progress: Progress | None = None, platform: str | None = None,
+                  lock: Mapping[str, str] | None = None) -> Outcome:
+    """Download, verify, stage, probe and publish the first of ``plans`` (digests already settled)
+    that runs here; the others are its fallbacks. No listing is read: ``source`` (None: each URL
+    as given, through the home's cache) only fetches. ``lock`` names the lock the plans came from
+    (``{"file", "sha256"}``), which the receipt records.
+
+    Raises:
+        NotInstallable: every plan's probe refused (names each reason), or there is none.
+        ProbeRefused: the only plan's probe refused.
+        VerificationError, DownloadError, OfflineMissing, UsageError: fetching (nothing installed).
+        UnsafeArchive, StoreError, LockBusy: extraction and the store (nothing installed).
+    """
+    from superfluid.runtime import registry
+    from superfluid.runtime.home import home as home_of
+    from superfluid.runtime.host import detect
+
+    tell = tell or (lambda _event: None)
+    platform = platform or detect(environ).platform
+    adapter = registry.get(runtime_id)
+    fallbacks: list[tuple[str, str]] = []
+    warnings: list[str] = []
+
+    def note(event: Event) -> None:
+        if event.kind == "unchecked":
+            warnings.append(f"{event.path} has no SHA-256 to check it against: installing a local file "
+                            f"unchecked (its SHA-256 is {event.sha256})")
+        tell(event)
+
+    for i, p in enumerate(plans):
+        tell(Event("trying", p, index=i))
+        fetched = _fetch(p, source, environ=environ, progress=progress, tell=note)
+        try:
+            published = _install_one(adapter, p, fetched, home=home_of(environ), environ=environ,
+                                     untested=untested, platform=platform, tell=tell, lock=lock)
+        except ProbeRefused as e:
+            fallbacks.append((p.install, e.reason))
+            if i + 1 < len(plans):
+                tell(Event("fell-back", p, index=i, reason=e.reason))
+                continue
+            if len(plans) == 1:
+                raise
+            raise NotInstallable(f"no {p.id} build runs here: "
+                                 + "; ".join(f"{n}: {w}" for n, w in fallbacks)) from None
+        return Outcome(runtime_id, tuple(plans), False, where, published.receipt, str(published.path),
+                       published.replaced, published.current, published.pinned, tuple(fallbacks),
+                       tuple(warnings), published.cleaned)
+    raise NotInstallable(f"nothing of {runtime_id} to install here")

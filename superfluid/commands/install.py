@@ -298,6 +298,12 @@ def run(args: argparse.Namespace) -> int:
         SuperfluidError: any run-time failure (exit 1).
     """
     environ = dict(os.environ)
+    if args.sub == "install" and getattr(args, "locked", None) is not None:
+        from superfluid.commands.lock import install_locked
+
+        return install_locked(args, environ)
+    if args.id is None:
+        raise UsageError("runtime install needs a runtime id (basert, llamacpp, mlx), or --locked [FILE]")
     _check_id(args.id)
     if args.sub == "install":
         if args.from_ and args.offline and "://" in args.from_ and not args.from_.startswith("file://"):

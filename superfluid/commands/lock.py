@@ -1,0 +1,350 @@
+"""``superfluid lock`` and ``superfluid runtime install --locked``: one reviewed file that says which
+engine build every machine of a fleet gets, by digest, and an install of exactly that (SPEC §12).
+
+``superfluid lock [--runtime ID]... [--platform P]... [--backend B]... [--mirror SRC] [--offline]
+[-o FILE] [--check | --upgrade [ID]]``. The targets are every runtime x platform x kind of machine
+(``--backend``: cpu, cuda, rocm, vulkan, metal); flags add to the targets a lock already records.
+An engine already locked is kept (no network) unless ``--upgrade`` (every runtime) or
+``--upgrade ID`` re-chooses it; a target without one is planned. ``--check`` changes nothing.
+
+Exit codes (SPEC §6.1): 0 written, up to date, or (``--check``) nothing would move; 1 a run-time
+failure: the network, a release the rules refuse, a broken lock, or (``--check``) something would
+move (a digest changed under the same name is reported as an error); 2 a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from superfluid.runtime.errors import SuperfluidError, UsageError
+
+if TYPE_CHECKING:
+    from superfluid.installer.install import Event
+    from superfluid.installer.lockfile import Engine, Lock, Target
+    from superfluid.installer.locking import Change
+
+__all__ = ["run", "install_locked", "lock_path", "LockOutdated", "change_lines"]
+
+
+class LockOutdated(SuperfluidError):
+    """``lock --check``: the lock no longer matches what would be chosen now (exit 1)."""
+
+
+def _err(text: str) -> None:
+    sys.stderr.write(f"superfluid: {text}\n")
+    sys.stderr.flush()
+
+
+def lock_path(given: str | None, environ: Mapping[str, str]) -> str:
+    """The lock file: as given, else ``SUPERFLUID_LOCK``, else ``./superfluid.lock``."""
+    from superfluid.installer.lockfile import DEFAULT_NAME
+
+    return given or environ.get("SUPERFLUID_LOCK") or DEFAULT_NAME
+
+
+# -- superfluid lock ---------------------------------------------------------------------------------
+
+
+def _targets(args: argparse.Namespace, old: Lock | None, environ: Mapping[str, str]
+             ) -> tuple[list[Target], bool]:
+    """The targets (the old lock's, with the flags added; defaults when neither names a dimension),
+    and whether the runtimes were defaulted (every runtime this superfluid ships)."""
+    from superfluid.installer.locking import kinds_of, targets_of
+    from superfluid.runtime import registry
+    from superfluid.runtime.host import detect
+
+    runtimes = sorted(set(old.runtimes if old else ()) | set(args.runtime or ()))
+    platforms = sorted(set(old.platforms if old else ()) | set(args.platform or ()))
+    backends = sorted(set(old.backends if old else ()) | set(args.backend or ()))
+    defaulted = not runtimes
+    here = detect(environ)
+    platforms = platforms or [here.platform]
+    if not backends:  # the plain machine, and this one's accelerators where it is one of the platforms
+        backends = sorted({"cpu", *(kinds_of(here) if here.platform in platforms else ())})
+    return targets_of(runtimes or registry.IDS, platforms, backends), defaulted
+
+
+def _upgrading(args: argparse.Namespace) -> set[str] | None:
+    """The runtimes ``--upgrade`` re-chooses (``{"*"}``: all), or None."""
+    if args.upgrade is None:
+        return None
+    return {u or "*" for u in args.upgrade}
+
+
+def _plan(target: Target, args: argparse.Namespace, environ: Mapping[str, str]) -> Engine:
+    from superfluid.installer.locking import plan_engine
+    from superfluid.runtime.planning import Request
+
+    return plan_engine(Request(target.runtime), target, environ=environ, mirror=args.mirror, offline=args.offline)
+
+
+def _now(targets: list[Target], args: argparse.Namespace, environ: Mapping[str, str],
+         keep: Lock | None, upgrade: set[str] | None) -> dict[Target, Engine | str]:
+    """Each target's engine: kept from ``keep`` unless upgraded, else planned now; or why nothing
+    of it installs on such a machine (the rules refuse, or nothing is published for it)."""
+    from superfluid.runtime.errors import InconsistentRelease
+    from superfluid.runtime.planning import DigestConflict, NotInstallable
+
+    out: dict[Target, Engine | str] = {}
+    for t in targets:
+        kept = keep.engine(t) if keep is not None else None
+        if kept is not None and not (upgrade and ({"*", t.runtime} & upgrade)):
+            out[t] = kept
+            continue
+        try:
+            out[t] = _plan(t, args, environ)
+        except (NotInstallable, InconsistentRelease, DigestConflict) as e:
+            out[t] = str(e)
+    return out
+
+
+def _same_release(args: argparse.Namespace, environ: Mapping[str, str]) -> Any:
+    from dataclasses import replace
+
+    from superfluid.installer.locking import plan_engine
+    from superfluid.runtime.planning import Request
+
+    def again(old: Engine) -> Engine | None:
+        try:
+            request = Request(old.target.runtime, version=old.version, backend=old.backend)
+            engine = plan_engine(request, old.target, environ=environ, mirror=args.mirror, offline=args.offline)
+        except SuperfluidError:
+            return None  # its release is gone, or no longer planned: the move says what is chosen
+        return replace(engine, target=old.target) if engine.install == old.install else None
+
+    return again
+
+
+def _short(e: Engine) -> list[str]:
+    return [f"{e.install}  {f.name}  sha256 {f.sha256}" for f in e.assets]
+
+
+def change_lines(changes: list[Change]) -> str:
+    """A diff-style report: ``~`` moved, ``+`` new, ``-`` gone, ``!`` an error, then ``-``/``+`` lines."""
+    out = []
+    for c in changes:
+        t = c.target.describe()
+        if c.kind == "digest":
+            out.append(f"! {t}: ERROR: a file's bytes changed under the same name ({c.why}): its release was "
+                       "replaced; find out why before you trust or upgrade it")
+            continue
+        if c.kind == "gone":
+            out.append(f"! {t}: ERROR: nothing installs any more ({c.why})")
+            out += [f"  - {line}" for line in _short(c.old)] if c.old else []
+            continue
+        mark, what = {"moved": ("~", "moved"), "new": ("+", "new"), "changed": ("~", "changed")}[c.kind]
+        out.append(f"{mark} {t}: {what}: {c.why}")
+        out += [f"  - {line}" for line in _short(c.old)] if c.old else []
+        out += [f"  + {line}" for line in _short(c.new)] if c.new else []
+    return "".join(line + "\n" for line in out)
+
+
+def _check(path: str, old: Lock, targets: list[Target], args: argparse.Namespace,
+           environ: Mapping[str, str]) -> int:
+    from superfluid import __version__
+    from superfluid.installer.locking import compare
+
+    now = _now(targets, args, environ, None, None)
+    changes = compare(old, now, _same_release(args, environ))
+    if not changes:
+        sys.stdout.write(f"{path}: up to date ({len(old.engines)} engines, as superfluid {__version__} "
+                         "would choose them now)\n")
+        return 0
+    sys.stdout.write(change_lines(changes))
+    errors = sum(1 for c in changes if c.error)
+    moved = len(changes) - errors
+    raise LockOutdated(f"{path} does not match what would be chosen now: {moved} to move, {errors} error(s)"
+                       + (f" (written by superfluid {old.superfluid}, this is {__version__})"
+                          if old.superfluid != __version__ else ""),
+                       fix="`superfluid lock --upgrade` writes the new choice" if not errors else
+                       "a release changed under its name or vanished: nothing was written")
+
+
+def _write(path: str, old: Lock | None, targets: list[Target], defaulted: bool, args: argparse.Namespace,
+           environ: Mapping[str, str]) -> int:
+    from superfluid import __version__
+    from superfluid.installer import lockfile
+    from superfluid.installer.locking import compare
+
+    upgrade = _upgrading(args)
+    now = _now(targets, args, environ, old, upgrade)
+    engines = [e for e in now.values() if not isinstance(e, str)]
+    for t, why in now.items():
+        if isinstance(why, str):
+            _err(f"{t.describe()}: not locked: {why}")
+    named = set(args.runtime or ()) | (set(old.runtimes) if old and not defaulted else set())
+    for r in sorted(named):
+        if not any(e.target.runtime == r for e in engines):
+            raise lockfile.LockError(f"nothing of {r} installs on any machine asked: nothing was written",
+                                     fix="see the reasons above; name other platforms or kinds of machine")
+    if not engines:
+        raise lockfile.LockError("nothing installs on any machine asked: nothing was written")
+    runtimes = sorted({t.runtime for t in targets} if not defaulted else {e.target.runtime for e in engines})
+    new = lockfile.Lock(__version__, tuple(runtimes), tuple(sorted({t.platform for t in targets})),
+                        tuple(sorted({t.host for t in targets})), tuple(engines))
+    if old is not None and upgrade:
+        changes = compare(old, {e.target: e for e in engines})
+        if changes:
+            sys.stderr.write(change_lines(changes))
+    text = lockfile.dumps(new)
+    try:
+        with open(path, encoding="utf-8") as f:
+            same = f.read() == text
+    except (OSError, UnicodeDecodeError):
+        same = False
+    if same:
+        sys.stdout.write(f"superfluid: {path} is up to date ({len(engines)} engines)\n")
+        return 0
+    try:
+        digest = lockfile.write(path, new)
+    except OSError as e:
+        raise lockfile.LockError(f"{path}: cannot be written ({e.strerror or e})") from None
+    sys.stdout.write(f"superfluid: wrote {path}: {len(engines)} engines (sha256 {digest})\n")
+    for engine in new.engines:
+        sys.stdout.write(f"  {engine.target.describe()}: {engine.install} ({engine.chosen_by}"
+                         + (f", ABI {engine.abi}" if engine.abi is not None else "") + ")\n")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """``superfluid lock``.
+
+    Raises:
+        UsageError: a bad flag (exit 2), refused before anything is read or looked up.
+        LockOutdated: ``--check`` found something that would move (exit 1).
+        SuperfluidError: a broken lock, the network, a release the rules refuse (exit 1).
+    """
+    from superfluid.installer import lockfile
+    from superfluid.installer.locking import check_targets
+
+    environ = dict(os.environ)
+    if args.check and args.upgrade is not None:
+        raise UsageError("--check changes nothing and --upgrade writes: name one")
+    check_targets(args.runtime or (), args.platform or (), args.backend or ())
+    check_targets([u for u in args.upgrade or () if u], (), ())
+    if args.offline and args.mirror and "://" in args.mirror and not args.mirror.startswith("file:"):
+        _err("--offline: the mirror's listings are read from the cache")
+    path = lock_path(args.output, environ)
+    old = lockfile.read(path)[0] if args.check or os.path.exists(path) else None
+    targets, defaulted = _targets(args, old, environ)
+    if args.check:
+        assert old is not None
+        return _check(path, old, targets, args, environ)
+    return _write(path, old, targets, defaulted, args, environ)
+
+
+# -- superfluid runtime install --locked -------------------------------------------------------------
+
+
+def _refuse_flags(args: argparse.Namespace) -> None:
+    for dest, flag in (("want_version", "--version"), ("backend", "--backend"), ("from_", "--from"),
+                       ("sha256", "--sha256"), ("untested", "--untested"), ("for_", "--for")):
+        if getattr(args, dest, None):
+            raise UsageError(f"--locked installs what the lock names: {flag} cannot be given with it",
+                             fix="change the lock with `superfluid lock`, or install without --locked")
+
+
+def _mirror_root(args: argparse.Namespace, environ: Mapping[str, str]) -> str | None:
+    from superfluid.installer.mirror import mirror_root_url
+
+    where = args.mirror or environ.get("SUPERFLUID_MIRROR") or None
+    if where is None:
+        return None
+    try:
+        return mirror_root_url(where)
+    except ValueError as e:
+        raise UsageError(str(e), fix="give --mirror an http(s):// URL or an existing directory") from None
+
+
+def _verified(e: Any, path: str) -> SuperfluidError:
+    from superfluid.installer.errors import VerificationError
+
+    return VerificationError(e.url, e.what, e.expected, e.got,
+                             fix=f"{path} pins {e.expected}; nothing was installed: the source serves other bytes "
+                                 "than were locked (`superfluid lock --check` says whether the release changed)")
+
+
+def install_locked(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    """``superfluid runtime install [<id>] --locked [FILE]``: the lock's engines for this machine's
+    platform and kinds (best first, the others its fallbacks), fetched from the lock's URLs (or the
+    same paths below ``--mirror``), each byte checked against the lock's digest. No listing is read.
+
+    Raises:
+        UsageError: a flag that chooses (``--version``, ``--backend``...), a bad ``--mirror`` (exit 2).
+        BadFile: the lock is missing or malformed (nothing changed).
+        LockError: the lock has nothing for this platform or runtime (says the command that adds it).
+        VerificationError: bytes other than the lock's (names the asset, expected and got).
+        SuperfluidError: as ``runtime install`` (exit 1).
+    """
+    from superfluid.commands.install import event_lines, outcome_lines, plan_lines
+    from superfluid.installer import lockfile
+    from superfluid.installer.download import progress_for
+    from superfluid.installer.errors import VerificationError
+    from superfluid.installer.install import install_plans
+    from superfluid.installer.locking import kinds_of, select
+    from superfluid.output import print_json
+    from superfluid.runtime.host import detect
+
+    _refuse_flags(args)
+    root = _mirror_root(args, environ)
+    path = lock_path(args.locked or None, environ)
+    if args.id is not None:
+        from superfluid.commands.install import _check_id
+
+        _check_id(args.id)
+    lock, digest = lockfile.read(path)
+    host = detect(environ)
+    chosen = select(lock, host, args.id, lock_name=path)
+    ref = {"file": os.path.abspath(path), "sha256": digest}
+    kinds = kinds_of(host)
+    where = f"the lock {path} (sha256 {digest[:12]}…)" + (f", below the mirror {root}" if root else "")
+    if not args.json:
+        _err(f"installing from {path} (sha256 {digest}) for {host.platform} ({', '.join(kinds)} machine)")
+        for r, engines in chosen.items():
+            if kinds[0] in ("cuda", "rocm", "vulkan") and engines[0].target.host != kinds[0]:
+                _err(f"note: this is a {kinds[0]} machine, and {path} has no {kinds[0]} engine of {r} for "
+                     f"{host.platform}: `superfluid lock --platform {host.platform} --backend {kinds[0]}` adds one")
+    source = None
+    if args.offline:
+        from superfluid.installer.sources import source_for
+
+        source = source_for(mirror=None, offline=True, environ=environ,
+                            fix=f"run `superfluid runtime install --locked {path}` once without --offline")
+
+    def tell(event: Event) -> None:
+        if not args.json:
+            for line in event_lines(event):
+                _err(line)
+
+    results: list[dict[str, Any]] = []
+    progress = progress_for(sys.stderr, environ=environ, json_mode=args.json)
+    try:
+        for r, engines in chosen.items():
+            plans = [e.to_plan(root) for e in engines]
+            if args.dry_run:
+                results.append({"id": r, "dry_run": True, "source": where, "plans": [p.to_json() for p in plans],
+                                "warnings": []})
+                if not args.json:
+                    sys.stdout.write(plan_lines(plans, where))
+                continue
+            try:
+                outcome = install_plans(r, plans, environ=environ, where=where, source=source,
+                                        untested=not all(p.tested for p in plans), tell=tell, progress=progress,
+                                        platform=host.platform, lock=ref)
+            except VerificationError as e:
+                raise _verified(e, path) from None
+            results.append(outcome.to_json())
+            if not args.json:
+                sys.stdout.write(outcome_lines(outcome, installs_before=1))
+    finally:
+        progress.close()
+        if source is not None:
+            source.close()
+    if args.json:
+        print_json({"lock": ref, "platform": host.platform, "kinds": kinds, "dry_run": bool(args.dry_run),
+                    "installs": results})
+    return 0

@@ -1,0 +1,83 @@
+"""``superfluid mirror sync|verify DIR [--lock FILE]``: a static mirror of what a lock names (SPEC §12).
+
+``sync`` fetches every file the lock names into ``DIR`` in the layout ``--mirror`` reads (resumable,
+each file verified against the lock; what is already there with the right digest is not fetched
+again) and writes each repository's ``releases.json``. ``verify`` rechecks every digest and listing
+and changes nothing. Put ``DIR`` behind any static web server, CDN or object store; machines then
+install with ``superfluid runtime install --locked --mirror URL``.
+
+Exit codes (SPEC §6.1): 0 synced, or every file verified; 1 a broken lock, a download or a
+verification that failed, or (``verify``) a file missing or with other bytes; 2 a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from superfluid.runtime.errors import SuperfluidError, UsageError
+
+__all__ = ["run", "MirrorMismatch"]
+
+
+class MirrorMismatch(SuperfluidError):
+    """``mirror verify``: a file is missing or holds other bytes than the lock pins (exit 1)."""
+
+
+def _sync(args: argparse.Namespace, path: str) -> int:
+    from superfluid.installer import lockfile
+    from superfluid.installer.download import progress_for
+    from superfluid.installer.mirror_sync import sync
+
+    lock, digest = lockfile.read(path)
+    environ = dict(os.environ)
+    progress = progress_for(sys.stderr, environ=environ)
+    def tell(line: str) -> None:
+        sys.stderr.write(f"superfluid: {line}\n")
+
+    try:
+        done = sync(lock, args.dir, environ=environ, progress=progress, tell=tell)
+    finally:
+        progress.close()
+    for p in done.replaced:
+        sys.stderr.write(f"superfluid: {p} held other bytes than the lock pins: replaced\n")
+    sys.stdout.write(f"superfluid: {args.dir}: {len(done.fetched)} fetched, {len(done.present)} already in place "
+                     f"({len(done.fetched) + len(done.present)} files of {path}, sha256 {digest[:12]}…)"
+                     + (f"; wrote {', '.join(done.listings)}" if done.listings else "") + "\n")
+    return 0
+
+
+def _verify(args: argparse.Namespace, path: str) -> int:
+    from superfluid.installer import lockfile
+    from superfluid.installer.mirror_sync import verify
+
+    lock, _ = lockfile.read(path)
+    if not os.path.isdir(args.dir):
+        raise MirrorMismatch(f"{args.dir}: no such directory", fix=f"`superfluid mirror sync {args.dir} --lock {path}`")
+    good, problems = verify(lock, args.dir)
+    for p in problems:
+        sys.stdout.write(f"{p.path}: {p.fault}\n")
+    if problems:
+        raise MirrorMismatch(f"{args.dir}: {len(problems)} problem(s) against {path} ({good} files verified)",
+                             fix=f"`superfluid mirror sync {args.dir} --lock {path}` fetches what is missing or wrong")
+    sys.stdout.write(f"superfluid: {args.dir}: every file of {path} verified ({good} files)\n")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """Dispatch ``mirror sync|verify``.
+
+    Raises:
+        UsageError: an empty directory name (exit 2).
+        MirrorMismatch: ``verify`` found a problem (exit 1).
+        SuperfluidError: a broken lock, a download or verification failure (exit 1).
+    """
+    from superfluid.commands.lock import lock_path
+
+    if not args.dir:
+        raise UsageError("mirror needs a directory")
+    path = lock_path(args.lock, os.environ)
+    if args.sub == "sync":
+        return _sync(args, path)
+    return _verify(args, path)

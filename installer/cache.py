@@ -21,17 +21,26 @@ import hashlib
 import json
 import logging
 import os
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from superfluid.runtime.home import cache_dir
+from superfluid.runtime.jsonread import UntrustedJson, read_bytes, read_json
 
 __all__ = ["Cache", "HttpEntry", "Partial", "sha256_file", "is_sha256"]
 
 log = logging.getLogger(__name__)
+
+#: bytes of one record of ours (an HTTP entry, a partial's validator); a larger file is not ours
+_RECORD_MAX_BYTES = 64 << 10
+#: a file the cache writes in place is opened with these: a link or a FIFO planted at its name is
+#: never written through, nor waited on
+_NO_FOLLOW = os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+
 
 def is_sha256(value: str) -> bool:
     """Whether ``value`` is 64 lower-case hex digits."""
@@ -47,6 +56,14 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def _read_record(path: Path) -> Any:
+    """A JSON record of ours, or None when it is absent, not a regular file, too large or not JSON."""
+    try:
+        return read_json(path, max_bytes=_RECORD_MAX_BYTES)
+    except (OSError, UntrustedJson):
+        return None
 
 
 def _key(text: str) -> str:
@@ -116,18 +133,39 @@ class Partial:
         self.meta_path = cache.partial_dir / f"{key}.json"
 
     def size(self) -> int:
-        """Bytes already on disk (0 when there is no partial)."""
+        """Bytes already on disk (0 when there is no partial; anything but a regular file in its
+        place is discarded, never followed or read)."""
         try:
-            return self.path.stat().st_size
+            st = os.lstat(self.path)
         except FileNotFoundError:
             return 0
+        if not stat.S_ISREG(st.st_mode):
+            self.discard()
+            return 0
+        return st.st_size
+
+    def open_for_write(self, offset: int) -> BinaryIO:
+        """The partial file for writing from ``offset`` (0: a new, empty file), never through a
+        link or into a FIFO planted at its name.
+
+        Raises:
+            OSError: it cannot be opened, or is not a regular file.
+        """
+        if offset == 0:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _NO_FOLLOW, 0o644)
+        else:
+            fd = os.open(self.path, os.O_RDWR | _NO_FOLLOW)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError(f"{self.path} is not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "r+b")
 
     def validator(self) -> dict[str, Any] | None:
         """The ``url``/``etag``/``last_modified``/``total`` the partial bytes came with, if recorded."""
-        try:
-            data = json.loads(self.meta_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
+        data = _read_record(self.meta_path)
         if not isinstance(data, dict) or not isinstance(data.get("url"), str):
             return None
         types = {"etag": str, "last_modified": str, "total": int}
@@ -184,13 +222,20 @@ class Cache:
         """The cached blob of ``sha256`` if present and intact, else ``None``.
 
         A blob of the wrong size, or (with ``rehash``) of other content, is removed: the cache
-        never hands out bytes it cannot vouch for.
+        never hands out bytes it cannot vouch for. So is anything but a regular file in its place
+        (a link, a FIFO, a device: never followed, read or waited on).
         """
         path = self.blob_path(sha256)
         try:
-            actual = path.stat().st_size
-        except FileNotFoundError:
+            st = os.lstat(path)
+        except OSError:
             return None
+        if not stat.S_ISREG(st.st_mode):
+            log.warning("%s is not a regular file; removing it", path)
+            with contextlib.suppress(OSError):
+                path.unlink()
+            return None
+        actual = st.st_size
         if (size is not None and actual != size) or (rehash and sha256_file(path) != sha256):
             log.warning("cached %s is damaged; removing it", path)
             with contextlib.suppress(FileNotFoundError):
@@ -217,9 +262,12 @@ class Cache:
     def read_blob(self, sha256: str, *, max_bytes: int) -> bytes | None:
         """A small blob's bytes if present, intact and within ``max_bytes``."""
         path = self.find_blob(sha256, rehash=False)
-        if path is None or path.stat().st_size > max_bytes:
+        if path is None:
             return None
-        data = path.read_bytes()
+        try:
+            data = read_bytes(path, max_bytes=max_bytes)
+        except OSError:
+            return None
         return data if hashlib.sha256(data).hexdigest() == sha256 else None
 
     # -- partial downloads ----------------------------------------------------------------------
@@ -233,7 +281,15 @@ class Cache:
         """Hold the partial download ``key`` exclusively, across threads and processes."""
         self._ensure()
         lock_path = self.partial_dir / f"{key}.lock"
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | _NO_FOLLOW, 0o644)
+        except OSError:  # something planted at the lock's name: replaced by a fresh lock file
+            with contextlib.suppress(OSError):
+                os.unlink(lock_path)
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _NO_FOLLOW, 0o644)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError(f"{lock_path} is not a regular file")
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -251,11 +307,7 @@ class Cache:
 
     def http_entry(self, url: str) -> HttpEntry | None:
         """What was last received from ``url``, or ``None`` (absent, unreadable or not ours)."""
-        try:
-            data = json.loads(self._entry_path(url).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        entry = HttpEntry.from_json(data)
+        entry = HttpEntry.from_json(_read_record(self._entry_path(url)))
         return entry if entry is not None and entry.url == url else None
 
     def drop_http(self, url: str) -> None:

@@ -369,7 +369,7 @@ class _Job:
     def _receive(self, r: FetchResponse, offset: int) -> Download:
         received = offset
         h = self._hasher_at(offset)
-        with open(self.part.path, "r+b" if offset else "wb") as f:
+        with self.part.open_for_write(offset) as f:
             f.seek(offset)
             f.truncate()
             for chunk in r:

@@ -101,10 +101,12 @@ class ModelLoadFailed(SuperfluidError):
 class WorkerFailed(SuperfluidError):
     """A worker failed, hung or answered with something other than its contract."""
 
-    def __init__(self, worker: str, reason: str) -> None:
+    def __init__(self, worker: str, reason: str, *, lasting: bool = False) -> None:
         super().__init__(f"worker {worker}: {reason}")
         self.worker = worker
         self.reason = reason
+        #: it hung or could not start: asking it something else now would fail the same way
+        self.lasting = lasting
 
 
 class InconsistentRelease(SuperfluidError):

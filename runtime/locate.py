@@ -77,8 +77,9 @@ def search_dirs(library: Library, executable: str | None = None,
         beside = os.path.dirname(os.path.realpath(exe))
         dirs += [beside, os.path.normpath(os.path.join(beside, "..", _home.LIB))]
     home = _home.home(environ)
-    # only through a good `current` (a link to an install of this runtime): never followed out of the home
-    if _home.current_target(_home.runtime_dir(home, library.runtime_id))[0] is not None:
+    # through `current` only when it is absent or a good link to an install of this runtime: a bad
+    # one (dangling, a loop, out of the home) is never followed
+    if _home.current_target(_home.runtime_dir(home, library.runtime_id))[1] is None:
         dirs.append(_home.current_lib(home, library.runtime_id))
     return dirs
 

@@ -6,37 +6,55 @@ install). Nothing here imports a native library.
 
 from __future__ import annotations
 
-import json
 import os
 import re
+import signal
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from superfluid.runtime.errors import WorkerFailed
 
-__all__ = ["scrubbed_env", "is_secret", "WorkerResult", "run_worker", "run_json"]
+__all__ = ["scrubbed_env", "is_secret", "WorkerResult", "run_worker", "run_json", "DEFAULT_TIMEOUT",
+           "OUTPUT_MAX_BYTES"]
 
-_SECRET_SUFFIXES = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIALS", "PAT")
-_USERINFO_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/@\s]+@")
+#: words of a variable's name that make it a credential (the name split at ``_``, ``-``, ``.``)
+_SECRET_WORDS = frozenset({
+    "TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWORDS", "PASSWD", "PASS", "PASSPHRASE",
+    "KEY", "KEYS", "APIKEY", "CREDENTIAL", "CREDENTIALS", "CRED", "CREDS", "AUTH", "OAUTH", "AUTHORIZATION",
+    "JWT", "COOKIE", "COOKIES", "WEBHOOK", "PAT", "PRIVATE", "SESSION", "DSN", "SIGNING",
+})
+#: and parts of a name that make it one even run together (``GITHUBTOKEN``, ``DBPASSWORD``)
+_SECRET_PARTS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "APIKEY", "ACCESSKEY",
+                 "PRIVATEKEY", "WEBHOOK")
+_USERINFO_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/@\s]+@")
+_PEM_KEY = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")
 
 #: seconds a worker may take to answer a declaration or a check
 DEFAULT_TIMEOUT = 30.0
+#: bytes of a worker's stdout and of its stderr kept; a worker printing more is stopped
+OUTPUT_MAX_BYTES = 4 << 20
+#: seconds a killed worker's pipes are still read for its last words
+_DRAIN = 2.0
 
 
 def is_secret(name: str, value: str) -> bool:
-    """A credential by name (``*_TOKEN``, ``*SECRET*``...) or a URL carrying userinfo (``u:p@``)."""
+    """A credential: by a word of its name (``AWS_ACCESS_KEY_ID``, ``CI_JOB_JWT``, ``VAULT_TOKEN_FILE``,
+    ``SLACK_WEBHOOK_URL``, ``DOCKER_AUTH_CONFIG``, ``SSH_PASSPHRASE``...), by a part of it run
+    together (``GITHUBTOKEN``), or by its value: a URL carrying userinfo (``u:p@``) anywhere in it, or
+    a PEM private key."""
     upper = name.upper()
-    if any(upper.endswith(s) or upper.endswith(s + "S") for s in _SECRET_SUFFIXES):
+    if set(re.split(r"[^A-Z0-9]+", upper)) & _SECRET_WORDS:
         return True
-    if "SECRET" in upper or "PASSWORD" in upper:
+    if any(part in upper for part in _SECRET_PARTS):
         return True
-    return bool(_USERINFO_URL.match(value.strip()))
+    return bool(_USERINFO_URL.search(value) or _PEM_KEY.search(value))
 
 
 def scrubbed_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The caller's environment without credentials (SPEC §8.4)."""
+    """The caller's environment without credentials (SPEC §8.4; ``is_secret``)."""
     env = os.environ if environ is None else environ
     return {k: v for k, v in env.items() if not is_secret(k, v)}
 
@@ -60,27 +78,110 @@ class WorkerResult:
         return f"exited {self.returncode} without saying why"
 
 
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the worker's whole process group: children it started die with it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _exited(pid: int, deadline: float) -> bool:
+    """Whether ``pid`` exits by ``deadline``, left unreaped (``WNOWAIT``)."""
+    while True:
+        try:
+            info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True
+        if info is not None:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.005)
+
+
+def _collect(proc: subprocess.Popen[bytes], deadline: float) -> tuple[bytes, bytes, str | None]:
+    """Read stdout and stderr until both close, the deadline passes or one is too long; answers
+    what was read (each capped) and why reading stopped early (None: both closed)."""
+    import selectors
+
+    assert proc.stdout is not None and proc.stderr is not None
+    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    got = {out_fd: bytearray(), err_fd: bytearray()}
+    sel = selectors.DefaultSelector()
+    for fd in got:
+        os.set_blocking(fd, False)
+        sel.register(fd, selectors.EVENT_READ)
+    why = None
+    exited = False
+    try:
+        while sel.get_map():
+            if not exited and _exited(proc.pid, 0):
+                # it is done; a child it left may hold the pipes open: what is there is read, briefly
+                exited, deadline = True, min(deadline, time.monotonic() + 0.2)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                why = None if exited else "timeout"
+                break
+            for key, _ in sel.select(min(left, 0.05)):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    sel.unregister(key.fd)
+                    continue
+                buf = got[key.fd]
+                buf += chunk[: OUTPUT_MAX_BYTES + 1 - len(buf)]
+                if len(buf) > OUTPUT_MAX_BYTES:
+                    why = "output"
+                    break
+            if why:
+                break
+    finally:
+        sel.close()
+    return bytes(got[out_fd][:OUTPUT_MAX_BYTES]), bytes(got[err_fd][:OUTPUT_MAX_BYTES]), why
+
+
 def run_worker(argv: Sequence[str], *, environ: Mapping[str, str] | None = None,
                timeout: float = DEFAULT_TIMEOUT) -> WorkerResult:
-    """Run a worker command line in a scrubbed environment with stdin closed.
+    """Run a worker command line in a scrubbed environment with stdin closed, in a process group
+    of its own, its output capped at ``OUTPUT_MAX_BYTES`` a stream.
+
+    The timeout bounds the whole run: a worker still running (or whose children still hold its
+    output open) when it passes is killed with its process group, children included.
 
     Raises:
-        WorkerFailed: it could not start, or it did not finish within ``timeout`` seconds.
+        WorkerFailed: it could not start, did not finish within ``timeout`` seconds, or printed
+            more than the cap (``lasting`` for the first two: asking again now fails the same way).
     """
     env = scrubbed_env(environ)
     name = os.path.basename(argv[0])
     try:
-        done = subprocess.run(list(argv), stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              env=env, timeout=timeout, check=False)
+        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env, start_new_session=True)
     except FileNotFoundError:
-        raise WorkerFailed(name, f"not found at {argv[0]}") from None
+        raise WorkerFailed(name, f"not found at {argv[0]}", lasting=True) from None
     except PermissionError:
-        raise WorkerFailed(name, f"{argv[0]} is not executable") from None
-    except subprocess.TimeoutExpired:
-        raise WorkerFailed(name, f"did not answer within {timeout:g} s") from None
+        raise WorkerFailed(name, f"{argv[0]} is not executable", lasting=True) from None
     except OSError as e:
-        raise WorkerFailed(name, f"could not start: {e}") from None
-    return WorkerResult(tuple(argv), done.returncode, done.stdout, done.stderr)
+        raise WorkerFailed(name, f"could not start: {e}", lasting=True) from None
+    why: str | None = "interrupted"
+    try:
+        deadline = time.monotonic() + timeout
+        out, err, why = _collect(proc, deadline)
+        if why is None and not _exited(proc.pid, min(deadline, time.monotonic() + _DRAIN)):
+            why = "timeout"
+    finally:
+        # the worker has exited (a zombie, not reaped, so its group id cannot be reused) or is to be
+        # stopped: either way whatever is left of its process group goes, then it is reaped
+        _kill_group(proc)
+        code = proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+    if why == "timeout":
+        raise WorkerFailed(name, f"did not answer within {timeout:g} s", lasting=True)
+    if why == "output":
+        raise WorkerFailed(name, f"printed more than {OUTPUT_MAX_BYTES} bytes (stopped)")
+    return WorkerResult(tuple(argv), code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
 
 
 def run_json(argv: Sequence[str], *, environ: Mapping[str, str] | None = None,
@@ -98,8 +199,11 @@ def run_json(argv: Sequence[str], *, environ: Mapping[str, str] | None = None,
     text = result.stdout.strip()
     if not text:
         raise WorkerFailed(name, f"printed nothing ({result.reason()})")
+    from superfluid.runtime.jsonread import UntrustedJson, loads
+
     try:
-        return json.loads(text.splitlines()[-1]), result
-    except ValueError:
+        return loads(text.splitlines()[-1], max_bytes=OUTPUT_MAX_BYTES), result
+    except UntrustedJson as e:
         shown = (text[:80] + "...") if len(text) > 80 else text
-        raise WorkerFailed(name, f"answered with something other than JSON: {shown!r}") from None
+        why = "" if e.fault.startswith("is not valid JSON") else f" ({e.fault})"
+        raise WorkerFailed(name, f"answered with something other than JSON: {shown!r}{why}") from None

@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +33,16 @@ _DECLARATIONS = ("compat", "versions", "options")
 
 # Environment a worker's answer may depend on (besides SUPERFLUID_* and SUPERFLUID_HOST_*).
 _ENV_KEYS = ("BASERT_LIB", "BASERT_KERNEL_LIB", "VIRTUAL_ENV", "PATH", "LD_LIBRARY_PATH")
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2
+#: bytes of the answer cache read (64 answers of a few KiB each)
+_CACHE_MAX_BYTES = 4 << 20
+#: seconds a worker that hung or could not start is not asked again (one timeout, not one per question)
+FAILURE_TTL = 60.0
+#: what a worker's answer to each command is, checked before it is used: ``check`` against its
+#: schema (once per content), the declarations for their kind here and for their shape by
+#: ``commands.declarations`` (by hand: that path is asked on every run)
+_ANSWER_SCHEMAS = {"check": "check"}
+_ANSWER_KINDS: dict[str, type] = {"versions": list, "options": list, "compat": dict}
 
 
 @dataclass(frozen=True)
@@ -113,10 +123,13 @@ def _cache_path(environ: Mapping[str, str]) -> str:
 
 
 def _load_cache(path: str) -> dict[str, Any]:
+    """The answer cache, or {} when it is absent or is not one (a link, a FIFO, too large, not
+    JSON, too deep): the cache only saves time, so a bad one is ignored and written anew."""
+    from superfluid.runtime.jsonread import UntrustedJson, read_json
+
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
+        data = read_json(path, max_bytes=_CACHE_MAX_BYTES)
+    except (OSError, UntrustedJson):
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -128,14 +141,68 @@ def _still_valid(entry: dict[str, Any]) -> bool:
 
 
 def _store(path: str, cache: dict[str, Any]) -> None:
+    tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
+        # a fresh file (O_EXCL never follows a link planted at the name), then one rename
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(cache, f)
         os.replace(tmp, path)
     except OSError:
-        pass  # a cache that cannot be written only costs time
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass  # a cache that cannot be written only costs time
+
+
+def _trimmed(entries: dict[str, Any]) -> dict[str, Any]:
+    return dict(list(entries.items())[-64:]) if len(entries) > 64 else entries
+
+
+def _failure_key(ref: WorkerRef, environ: Mapping[str, str]) -> str:
+    """One worker file (as it is now) in one environment: what a remembered failure is of."""
+    env = sorted((k, v) for k, v in environ.items() if k.startswith("SUPERFLUID_") or k in _ENV_KEYS)
+    facts = ["failed", _CACHE_VERSION, ref.path, _stat(ref.path), env]
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
+
+
+def _remembered_failure(entry: Any, ref: WorkerRef) -> None:
+    """Raise the failure of ``ref`` remembered less than ``FAILURE_TTL`` seconds ago, if any."""
+    from superfluid.runtime.errors import WorkerFailed
+
+    if not isinstance(entry, dict) or not isinstance(entry.get("at"), (int, float)):
+        return
+    age = time.time() - float(entry["at"])
+    if 0 <= age < FAILURE_TTL:
+        reason = str(entry.get("failed") or "failed")[:300]
+        raise WorkerFailed(os.path.basename(ref.path), f"{reason} ({age:.0f} s ago; not asked again for "
+                                                      f"{FAILURE_TTL:g} s after a failure)")
+
+
+def _checked(answer: Any, argv: Sequence[str], ref: WorkerRef) -> Any:
+    """``answer`` when it is what its command answers (its schema in ``schemas/``), else the
+    worker failed: a wrong answer is never used, whatever its shape.
+
+    Raises:
+        WorkerFailed: the answer does not match its schema (names the JSON path at fault).
+    """
+    from superfluid.runtime.errors import BadFile, WorkerFailed
+    from superfluid.runtime.schema import validate_once
+
+    command = argv[0] if argv else ""
+    name = _ANSWER_SCHEMAS.get(command)
+    if name is None:
+        kind = _ANSWER_KINDS.get(command, (dict, list))
+        if not isinstance(answer, kind):
+            raise WorkerFailed(os.path.basename(ref.path), f"answered `{command}` with a JSON "
+                                                          f"{type(answer).__name__}, not what it answers")
+        return answer
+    try:
+        validate_once(answer, json.dumps(answer, sort_keys=True).encode(), name, f"its {argv[0]} answer")
+    except BadFile as e:
+        raise WorkerFailed(os.path.basename(ref.path), e.message) from None
+    return answer
 
 
 def worker_timeout(environ: Mapping[str, str]) -> float:
@@ -158,24 +225,38 @@ def ask(ref: WorkerRef, argv: Sequence[str], runtime_id: str, environ: Mapping[s
     Raises:
         WorkerFailed: the worker could not start, hung, or did not answer with JSON.
     """
+    from superfluid.runtime.errors import WorkerFailed
     from superfluid.runtime.process import run_json
 
     cache = cache and argv[:1] == ["check"]
     path = _cache_path(environ)
     key = _key(ref, argv, runtime_id, environ)
-    entries = _load_cache(path) if cache else {}
-    hit = entries.get(key)
-    if isinstance(hit, dict) and _still_valid(hit):
-        return hit["answer"], int(hit["code"])
-    answer, result = run_json([ref.path, *argv], environ=environ, accept=accept, timeout=worker_timeout(environ))
+    entries = _load_cache(path)
+    hit = entries.get(key) if cache else None
+    if isinstance(hit, dict) and _still_valid(hit) and isinstance(hit.get("code"), int):
+        try:
+            return _checked(hit.get("answer"), argv, ref), int(hit["code"])
+        except WorkerFailed:
+            pass  # a cache entry that is not an answer: asked again
+    failed_key = _failure_key(ref, environ)
+    _remembered_failure(entries.get(failed_key), ref)
+    try:
+        answer, result = run_json([ref.path, *argv], environ=environ, accept=accept,
+                                  timeout=worker_timeout(environ))
+    except WorkerFailed as e:
+        if e.lasting:
+            entries[failed_key] = {"failed": e.reason, "at": time.time()}
+            _store(path, _trimmed(entries))
+        raise
+    answer = _checked(answer, argv, ref)
+    if entries.pop(failed_key, None) is not None and not cache:
+        _store(path, entries)
     if cache:
         library = answer.get("library") if isinstance(answer, dict) else None
         deps = [_stat(library)] if isinstance(library, str) else []
         entries = {k: v for k, v in entries.items() if k != key}
         entries[key] = {"answer": answer, "code": result.returncode, "deps": deps}
-        if len(entries) > 64:
-            entries = dict(list(entries.items())[-64:])
-        _store(path, entries)
+        _store(path, _trimmed(entries))
     return answer, result.returncode
 
 

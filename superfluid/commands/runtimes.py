@@ -57,6 +57,19 @@ def _made_for(runtime_id: str, install: str, environ: Mapping[str, str]) -> dict
     return made_for if isinstance(made_for, dict) else None
 
 
+def _locked_by(runtime_id: str, install: str, environ: Mapping[str, str]) -> dict[str, Any] | None:
+    """The lock an install came from (its receipt's ``lock``: ``{"file", "sha256"}``, from
+    ``install --locked``), or None."""
+    from superfluid.runtime.errors import BadFile
+    from superfluid.runtime.receipt import RECEIPT, read_receipt
+
+    try:
+        lock = read_receipt(os.path.join(runtime_dir(home(environ), runtime_id), install, RECEIPT)).extra.get("lock")
+    except BadFile:
+        return None
+    return lock if isinstance(lock, dict) else None
+
+
 def _installable(runtime_id: str, environ: Mapping[str, str]) -> tuple[str | None, list[Any]]:
     """The newest version installable here (its install name) and the options, or None/[]."""
     try:
@@ -64,8 +77,11 @@ def _installable(runtime_id: str, environ: Mapping[str, str]) -> tuple[str | Non
         options, _, _ = catalog.answer(runtime_id, ["options", "--json"], environ, accept=(0,))
     except WorkerFailed:
         return None, []
+    if not isinstance(versions, list) or not isinstance(options, list):
+        return None, []
     best = next((v for v in versions if isinstance(v, dict) and v.get("installs") is True), None)
-    return (best.get("install") or best.get("version")) if best else None, options
+    install = (best.get("install") or best.get("version")) if best else None
+    return install if isinstance(install, str) else None, options
 
 
 def _requires(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
@@ -100,7 +116,7 @@ def row(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
     if made_for is not None:
         out["for"] = made_for
         stated = report.get("stated") if report is not None else None
-        if isinstance(stated, dict) and "abi" in stated:
+        if report is not None and isinstance(stated, dict) and "abi" in stated:
             # installed for another release (--for): judged by that release's ABI, not ours
             report = {**report, "available": True, "abi": stated.get("abi"),
                       "runtime": {"version": stated.get("version")}}
@@ -125,6 +141,8 @@ def row(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
     out["state"] = out.get("state", "missing")
     if current:
         out["install"] = current
+        if (lock := _locked_by(runtime_id, current, environ)) is not None:
+            out["lock"] = lock
     out["installable"], out["options"] = _installable(runtime_id, environ)
     # keep the documented key order: id, state, ready first
     return {k: out[k] for k in ("id", "state", "ready", *[k for k in out if k not in ("id", "state", "ready")])}

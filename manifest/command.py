@@ -1,0 +1,203 @@
+"""``superfluid-manifest``: the compat manifest service's command (SPEC §10, docs/manifest-service.md).
+
+- ``serve --source SRC [--host H] [--port N] [--key PUB]... [--ttl S] [--max-age S] [--quiet]``:
+  the WSGI application (``manifest.service``) under the standard library's threaded server, for
+  local use (scale out with any WSGI server: ``gunicorn superfluid.manifest.service:app``);
+- ``export --source SRC [--key PUB]... OUT_DIR``: every answer as a static file;
+- ``check --source SRC [--key PUB]... [--json]``: verify every release and print the table.
+
+``SRC`` defaults to ``$SUPERFLUID_MANIFEST_SOURCE``; the trusted keys are the package's, the files
+in ``$SUPERFLUID_MANIFEST_KEYS`` and each ``--key``. Exit codes: 0 done; 1 the source cannot be
+read, or (``check``) a release is rejected; 2 a usage error (nothing was read).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any, NoReturn
+
+from superfluid.runtime.errors import SuperfluidError, UsageError
+
+__all__ = ["main"]
+
+_PROG = "superfluid-manifest"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--source", metavar="SRC", help="a directory of release folders (as ci/pack writes them), a "
+                   "mirror URL (https://HOST/ROOT/OWNER/REPO/) or github:OWNER/REPO (default: "
+                   "$SUPERFLUID_MANIFEST_SOURCE)")
+    p.add_argument("--key", action="append", default=[], metavar="PUB",
+                   help="trust this minisign public key (repeatable; also $SUPERFLUID_MANIFEST_KEYS, ':'-separated); "
+                        "with any key, every release must be signed")
+
+
+def _parser() -> argparse.ArgumentParser:
+    top = _Parser(prog=_PROG, description="The compat manifest service: which superfluid release drives an engine.")
+    sub = top.add_subparsers(dest="command", parser_class=_Parser, required=True)
+    p = sub.add_parser("serve", help="answer over HTTP (the standard library's server, for local use)")
+    _common(p)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8750, help="port (default 8750; 0: any free port)")
+    p.add_argument("--ttl", type=float, metavar="S", help="seconds between looks at the source for changes "
+                   "(default 1 for a directory, 60 for a URL)")
+    p.add_argument("--max-age", type=int, default=60, metavar="S", help="Cache-Control max-age of answers (default 60)")
+    p.add_argument("--quiet", action="store_true", help="log no request")
+    p = sub.add_parser("export", help="write every answer as a static file under OUT_DIR")
+    _common(p)
+    p.add_argument("out", metavar="OUT_DIR")
+    p = sub.add_parser("check", help="verify every release and print the table (exit 1 if any is rejected)")
+    _common(p)
+    p.add_argument("--json", action="store_true", help="print /v1/releases's answer")
+    return top
+
+
+def _setup(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[Any, Any]:
+    """The source and the trusted keys the flags and the environment name.
+
+    Raises:
+        UsageError: no source, a --key that is not a file; BadFile/BadKey: a key file.
+    """
+    from superfluid.manifest.service import ENV_KEYS, ENV_SOURCE, keys_from
+    from superfluid.manifest.sources import source_from
+
+    spec = args.source or environ.get(ENV_SOURCE, "").strip()
+    if not spec:
+        raise UsageError(f"--source is missing (or set {ENV_SOURCE})")
+    named = [p for p in environ.get(ENV_KEYS, "").split(os.pathsep) if p.strip()] + list(args.key)
+    for path in named:
+        if not os.path.isfile(path):
+            raise UsageError(f"--key {path}: no such file (name a minisign public key, e.g. minisign.pub)")
+    return source_from(spec, environ), keys_from(named)
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n" for r in rows)
+
+
+def _report(index: Any, out: Any) -> None:
+    """The table of verified releases, then the rejected ones with their reasons."""
+    rows = [["VERSION", "NAME", "SIGNED BY", "BASERT", "LLAMACPP", "MLX"]]
+    for r in index.releases:
+        runtimes = r.compat.get("runtimes") or {}
+        basert = runtimes.get("basert")
+        line = basert.get("unnumbered_line") if basert else None
+        rows.append([r.version, r.name, r.main.verdict.key_id or "not checked",
+                     (f"ABI {basert['requires']['abi']}" + (f", {line}.x" if line else "")) if basert else "-",
+                     ", ".join(t["build"] for t in (runtimes.get("llamacpp") or {}).get("tested", [])) or "-",
+                     ", ".join(i["mlx"] for i in (runtimes.get("mlx") or {}).get("installs", [])) or "-"])
+    out.write(_table(rows))
+    for r in index.rejected:
+        out.write(f"rejected {r.version or '?'} ({r.where}): {r.reason}\n")
+    if not index.keys:
+        out.write("no trusted keys: signatures were not checked (name one with --key)\n")
+
+
+def _serve(args: argparse.Namespace, service: Any) -> int:
+    from socketserver import ThreadingMixIn
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+    class Server(ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+        request_queue_size = 256  # connections waiting to be accepted (the default 5 refuses a burst)
+
+    quiet = args.quiet
+
+    class Handler(WSGIRequestHandler):
+        def log_message(self, format: str, *a: Any) -> None:  # noqa: A002 - the stdlib's name
+            if not quiet:
+                sys.stderr.write(f"{self.address_string()} {format % a}\n")
+
+    try:
+        httpd = make_server(args.host, args.port, service, server_class=Server, handler_class=Handler)
+    except OSError as e:
+        raise SuperfluidError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
+    host, port = args.host, httpd.server_address[1]
+
+    def stop(signum: int, frame: Any) -> None:
+        threading.Thread(target=httpd.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    index = service.current().index
+    sys.stderr.write(f"{_PROG}: {len(index.releases)} releases verified, {len(index.rejected)} rejected, from "
+                     f"{service.source.describe()}\n")
+    for r in index.rejected:
+        sys.stderr.write(f"{_PROG}: rejected {r.version or '?'} ({r.where}): {r.reason}\n")
+    sys.stderr.write(f"{_PROG}: serving on http://{host}:{port}/\n")
+    sys.stderr.flush()
+    try:
+        httpd.serve_forever(poll_interval=0.2)
+    finally:
+        httpd.server_close()
+        service.close()
+    return 0
+
+
+def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    """One subcommand; 0, or 1 when ``check`` found a rejected release.
+
+    Raises:
+        UsageError, SuperfluidError: as the subcommands say.
+    """
+    from superfluid.manifest.service import Service, ServiceConfig
+
+    source, keys = _setup(args, environ)
+    config = ServiceConfig(ttl=getattr(args, "ttl", None), max_age=getattr(args, "max_age", 60))
+    if config.max_age < 0 or (config.ttl is not None and config.ttl < 0):
+        raise UsageError("--ttl and --max-age must not be negative")
+    service = Service(source, keys, config)
+    index = service.load()
+    if args.command == "serve":
+        return _serve(args, service)
+    service.close()
+    if args.command == "export":
+        from superfluid.manifest.export import export
+
+        written = export(index, args.out)
+        sys.stdout.write(f"{len(written)} files written to {args.out} ({len(index.releases)} releases, "
+                         f"{len(index.rejected)} rejected)\n")
+        return 0
+    if args.json:
+        from superfluid.manifest.answers import encode, releases_answer
+
+        sys.stdout.write(encode(releases_answer(index)).decode("utf-8"))
+    else:
+        _report(index, sys.stdout)
+    return 1 if index.rejected else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``superfluid-manifest``: 0 done; 1 a run-time failure or a rejected release (check); 2 usage."""
+    try:
+        args = _parser().parse_args(argv)
+        if args.command == "serve" and not args.quiet:
+            logging.basicConfig(level=logging.INFO, format=f"{_PROG}: %(message)s")
+        else:
+            logging.basicConfig(level=logging.WARNING, format=f"{_PROG}: %(message)s")
+        return run(args, os.environ)
+    except UsageError as e:
+        sys.stderr.write(f"{_PROG}: {e}\n")
+        return 2
+    except SuperfluidError as e:
+        sys.stderr.write(f"{_PROG}: {e}\n")
+        return 1
+    except KeyboardInterrupt:
+        sys.stderr.write(f"{_PROG}: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

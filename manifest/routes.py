@@ -1,0 +1,250 @@
+"""The manifest service's paths: one grammar for the server, the static export and the client (SPEC §10).
+
+Every answer lives at a path that a static file can have, so that an export served by any static
+host or CDN answers the same bytes at the same paths as the server:
+
+==========================================================  ==========================================
+``/v1/releases.json``                                        every verified release, and the rejected
+``/v1/releases/<version>.json``                              one verified release
+``/v1/choose/<runtime>/<kind>/<value>.json``                 the releases that drive it, newest first
+``/v1/choose/<runtime>/<kind>/<value>/<platform>.json``      the same, on one platform
+``/index.html`` (and ``/``)                                  a page a person can read
+==========================================================  ==========================================
+
+The server also answers each JSON path without ``.json``, the choose paths with ``?platform=P``
+instead of the last segment, the query form ``/v1/choose?runtime=basert&abi=2[&platform=P]``, and
+``/health``. Kinds: ``basert`` ``abi`` (a library stating ABI N) or ``version`` (an unnumbered
+library of that version); ``llamacpp`` ``build`` (``b11642``); ``mlx`` ``version``.
+
+Values are taken in one canonical spelling only (``2``, never ``02``), so that one answer has one
+path. Anything else is a ``RouteError`` naming the parameter at fault. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import parse_qs, quote
+
+__all__ = [
+    "RUNTIMES",
+    "PLATFORMS",
+    "RouteError",
+    "Health",
+    "Page",
+    "ReleaseList",
+    "ReleaseOne",
+    "Choose",
+    "Route",
+    "parse_route",
+    "version_usable",
+    "value_usable",
+    "choose_route",
+]
+
+#: runtime id -> the kinds of value it is asked by
+RUNTIMES: Mapping[str, tuple[str, ...]] = {"basert": ("abi", "version"), "llamacpp": ("build",), "mlx": ("version",)}
+#: the platform strings of SPEC §3
+PLATFORMS = ("linux-x64", "linux-arm64", "macos-x64", "macos-arm64")
+
+_VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+_!-]{0,63}")
+_GRAMMAR = {
+    "abi": (re.compile(r"[1-9][0-9]{0,8}"), "a positive whole number without leading zeros, e.g. 2"),
+    "build": (re.compile(r"b[1-9][0-9]{0,9}"), "a llama.cpp build, e.g. b11642"),
+    "version": (_VERSION, "a version, e.g. 0.3.0"),
+}
+_JSON = ".json"
+
+
+class RouteError(Exception):
+    """A request the service cannot answer: ``status`` (400 or 404 or 405) and the parameter at fault."""
+
+    def __init__(self, status: int, parameter: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.parameter = parameter
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Health:
+    """``/health``: the service itself (never exported)."""
+
+    path = "/health"
+
+
+@dataclass(frozen=True)
+class Page:
+    """``/`` and ``/index.html``."""
+
+    path = "/index.html"
+
+
+@dataclass(frozen=True)
+class ReleaseList:
+    """``/v1/releases``."""
+
+    path = "/v1/releases.json"
+
+
+@dataclass(frozen=True)
+class ReleaseOne:
+    """``/v1/releases/<version>``."""
+
+    version: str
+
+    @property
+    def path(self) -> str:
+        return f"/v1/releases/{quote(self.version, safe='')}{_JSON}"
+
+
+@dataclass(frozen=True)
+class Choose:
+    """``/v1/choose/<runtime>/<kind>/<value>[/<platform>]``: which releases drive it."""
+
+    runtime: str
+    kind: str
+    value: str
+    platform: str | None = None
+
+    @property
+    def path(self) -> str:
+        tail = f"/{self.platform}" if self.platform else ""
+        return f"/v1/choose/{self.runtime}/{self.kind}/{quote(self.value, safe='')}{tail}{_JSON}"
+
+    @property
+    def asked(self) -> str:
+        """What was asked, in words: ``basert ABI 2``, ``llamacpp build b11642 on linux-x64``."""
+        words = {"abi": f"ABI {self.value}", "build": f"build {self.value}",
+                 "version": f"{'unnumbered version' if self.runtime == 'basert' else 'version'} {self.value}"}
+        return f"{self.runtime} {words[self.kind]}" + (f" on {self.platform}" if self.platform else "")
+
+
+Route = Health | Page | ReleaseList | ReleaseOne | Choose
+
+
+def version_usable(version: str) -> bool:
+    """Whether a release version can name a path (and an exported file): one segment of letters,
+    digits and ``.+_!-``, starting with a letter or digit, at most 64 characters, not ending in
+    ``.json``."""
+    return bool(_VERSION.fullmatch(version)) and not version.endswith(_JSON)
+
+
+def value_usable(kind: str, value: str) -> bool:
+    """Whether ``value`` is the canonical spelling of a value of ``kind`` (``abi``, ``build``, ``version``)."""
+    pattern = _GRAMMAR[kind][0]
+    return bool(pattern.fullmatch(value)) and not value.endswith(_JSON)
+
+
+def choose_route(runtime: str, kind: str, value: str, platform: str | None = None) -> Choose:
+    """The ``Choose`` route of a question asked by values (as the command line asks it).
+
+    Raises:
+        RouteError: an unknown runtime, a kind it is not asked by, a malformed value or platform.
+    """
+    kinds = _runtime(runtime)
+    if kind not in kinds:
+        raise RouteError(400, kind, f"{runtime} is asked by {' or '.join(kinds)}, not by {kind}")
+    return Choose(runtime, kind, _value(kind, value), _platform(platform))
+
+
+def _query(query: str) -> dict[str, str]:
+    try:
+        pairs = parse_qs(query, keep_blank_values=True, strict_parsing=False, max_num_fields=16)
+    except ValueError:
+        raise RouteError(400, "query", "the query string has too many fields") from None
+    out = {}
+    for key, values in pairs.items():
+        if len(values) != 1:
+            raise RouteError(400, key, f"{key} is given {len(values)} times; give it once")
+        out[key] = values[0]
+    return out
+
+
+def _value(kind: str, value: str) -> str:
+    if not value_usable(kind, value):
+        words = _GRAMMAR[kind][1]
+        raise RouteError(400, kind, f"{kind} {value!r} is malformed: expected {words}")
+    return value
+
+
+def _platform(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if value not in PLATFORMS:
+        raise RouteError(400, "platform", f"platform {value!r} is not one of {', '.join(PLATFORMS)}")
+    return value
+
+
+def _runtime(value: str) -> tuple[str, ...]:
+    kinds = RUNTIMES.get(value)
+    if kinds is None:
+        raise RouteError(404, "runtime", f"no runtime {value!r}: the runtimes are {', '.join(RUNTIMES)}")
+    return kinds
+
+
+def _choose_query(params: dict[str, str]) -> Choose:
+    """``/v1/choose?runtime=R&<kind>=V[&platform=P]``."""
+    runtime = params.pop("runtime", None)
+    if runtime is None:
+        raise RouteError(400, "runtime", "runtime is missing: e.g. /v1/choose?runtime=basert&abi=2")
+    kinds = _runtime(runtime)
+    platform = _platform(params.pop("platform", None))
+    given = [k for k in kinds if k in params]
+    for key in params:
+        if key not in kinds:
+            raise RouteError(400, key, f"{key} is not asked of {runtime}: give one of {', '.join(kinds)}")
+    if len(given) != 1:
+        raise RouteError(400, kinds[0], f"give exactly one of {', '.join(kinds)} for {runtime}")
+    return Choose(runtime, given[0], _value(given[0], params[given[0]]), platform)
+
+
+def _choose_path(parts: list[str], params: dict[str, str]) -> Choose:
+    """``/v1/choose/<runtime>/<kind>/<value>[/<platform>]`` (``parts`` after ``choose``)."""
+    if not parts or len(parts) > 4:
+        raise RouteError(404, "path", "expected /v1/choose/<runtime>/<kind>/<value>[/<platform>]")
+    kinds = _runtime(parts[0])
+    if len(parts) < 3:
+        raise RouteError(404, "path", f"expected /v1/choose/{parts[0]}/<{'|'.join(kinds)}>/<value>")
+    if parts[1] not in kinds:
+        raise RouteError(404, "kind", f"{parts[0]} is asked by {' or '.join(kinds)}, not {parts[1]!r}")
+    in_path = parts[3] if len(parts) == 4 else None
+    in_query = params.pop("platform", None)
+    for key in params:
+        raise RouteError(400, key, f"unknown query parameter {key!r} (only platform is taken here)")
+    if in_path is not None and in_query is not None:
+        raise RouteError(400, "platform", "platform is given in the path and in the query; give it once")
+    return Choose(parts[0], parts[1], _value(parts[1], parts[2]), _platform(in_path or in_query))
+
+
+def parse_route(path: str, query: str = "") -> Route:
+    """The route of a request path (percent-decoded, as WSGI's ``PATH_INFO``) and query string.
+
+    Raises:
+        RouteError: an unknown path (404), runtime (404) or kind (404), a malformed value or an
+            unknown query parameter (400).
+    """
+    params = _query(query)
+    if path in ("", "/", "/index.html"):
+        route: Route = Page()
+    elif path in ("/health", "/health.json"):
+        route = Health()
+    else:
+        parts = path.strip("/").split("/")
+        parts[-1] = parts[-1].removesuffix(_JSON)
+        if parts[:1] != ["v1"] or len(parts) < 2 or parts[1] not in ("releases", "choose"):
+            raise RouteError(404, "path", f"no such path {path!r}: see /index.html for the paths answered")
+        if parts[1] == "choose":
+            return _choose_query(params) if len(parts) == 2 else _choose_path(parts[2:], params)
+        if len(parts) == 2:
+            route = ReleaseList()
+        elif len(parts) == 3 and parts[2]:
+            if not version_usable(parts[2]):
+                raise RouteError(400, "version", f"version {parts[2]!r} is malformed: expected a version, e.g. 0.3.0")
+            route = ReleaseOne(parts[2])
+        else:
+            raise RouteError(404, "path", f"no such path {path!r}: expected /v1/releases/<version>")
+    for key in params:
+        raise RouteError(400, key, f"unknown query parameter {key!r}: this path takes none")
+    return route

@@ -1,0 +1,299 @@
+"""Where the manifest service reads releases (SPEC §10): a directory of release folders, a mirror URL,
+or a GitHub repository's releases.
+
+Each source answers a ``Snapshot``: a ``stamp`` that changes when the source changes, and one
+``Folder`` per release, whose files are read by name. The three kinds:
+
+- a **directory** whose sub-directories are release folders as ``ci/pack --out DIR`` writes them
+  (``<artifact>``, ``<artifact>.sha256``, ``<artifact>.compat.json``,
+  ``<artifact>.compat.json.minisig``); hidden ones (``.name``) are skipped, so a release can be
+  written beside and renamed in. The stamp is every file's name, size and modification time;
+- a **mirror URL** ``https://HOST/ROOT/OWNER/REPO/``: the installer's mirror layout (its
+  ``releases.json`` listing, ``releases/download/<tag>/<name>``; ``installer/mirror.py``), or a
+  GitHub-shaped API server at ``ROOT``;
+- ``github:OWNER/REPO``: the repository's releases through the installer's GitHub client
+  (pagination, ``ETag``, the token for the API host only, ``SUPERFLUID_GITHUB_API``).
+
+For the last two the stamp is the listing itself, fetched by conditional requests (a ``304`` costs
+no body); each release's assets are its folder, read through the installer's release source and
+its cache. The network is the installer's: this module fetches nothing itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
+
+from superfluid.runtime.errors import BadFile, UsageError
+
+if TYPE_CHECKING:
+    from superfluid.installer.github import Release
+    from superfluid.installer.sources import ReleaseSource
+
+__all__ = ["Folder", "Snapshot", "ManifestSource", "DirectorySource", "ListingSource", "source_from",
+           "DIRECTORY_TTL", "URL_TTL"]
+
+DIRECTORY_TTL = 1.0  # seconds between looks at a directory's listing
+URL_TTL = 60.0  # seconds between conditional requests for a URL source's listing
+
+
+class Folder(ABC):
+    """One release's files, read by name."""
+
+    where: str  # for messages and answers: the folder's name, or the release's tag
+    names: frozenset[str]
+
+    @abstractmethod
+    def read(self, name: str, *, max_bytes: int) -> bytes | None:
+        """The bytes of file ``name``, or None when the folder has no such file.
+
+        Raises:
+            BadFile: it cannot be read, or holds more than ``max_bytes``.
+            DownloadError: the source could not be reached (the service keeps its last answers).
+        """
+
+    @abstractmethod
+    def sha256(self, name: str) -> str | None:
+        """The SHA-256 of file ``name``, or None when there is none.
+
+        Raises:
+            as ``read``.
+        """
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The source as it is now: a stamp that changes with it, and its release folders."""
+
+    stamp: str
+    folders: tuple[Folder, ...]
+
+
+class ManifestSource(ABC):
+    """A place holding releases."""
+
+    ttl: float = DIRECTORY_TTL
+
+    @abstractmethod
+    def describe(self) -> str:
+        """Where the releases come from, for messages and ``/health``."""
+
+    @abstractmethod
+    def snapshot(self) -> Snapshot:
+        """The release folders as they are now.
+
+        Raises:
+            BadFile: the source cannot be listed, or its listing is broken.
+            DownloadError, ReleaseNotFound: the source could not be reached, or has no such repository.
+        """
+
+    def close(self) -> None:  # noqa: B027 - optional hook: only a network source holds connections
+        """Release pooled connections."""
+
+
+# -- a directory of release folders ---------------------------------------------------------------
+
+
+class _DirectoryFolder(Folder):
+    def __init__(self, source: DirectorySource, path: Path, names: frozenset[str]) -> None:
+        self.source = source
+        self.path = path
+        self.where = path.name
+        self.names = names
+
+    def read(self, name: str, *, max_bytes: int) -> bytes | None:
+        if name not in self.names:
+            return None
+        where = self.path / name
+        try:
+            with open(where, "rb") as f:
+                body = f.read(max_bytes + 1)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise BadFile(str(where), f"cannot be read ({e.strerror or e})") from None
+        if len(body) > max_bytes:
+            raise BadFile(str(where), f"is larger than {max_bytes} bytes")
+        return body
+
+    def sha256(self, name: str) -> str | None:
+        return self.source.file_sha256(self.path / name) if name in self.names else None
+
+
+class DirectorySource(ManifestSource):
+    """A directory of release folders (see the module doc)."""
+
+    ttl = DIRECTORY_TTL
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root).resolve()
+        self._digests: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> sha256
+
+    def describe(self) -> str:
+        return f"the release folders in {self.root}"
+
+    def _list(self, path: Path) -> list[os.DirEntry[str]]:
+        try:
+            with os.scandir(path) as it:
+                return sorted((e for e in it if not e.name.startswith(".")), key=lambda e: e.name)
+        except OSError as e:
+            raise BadFile(str(path), f"cannot be listed ({e.strerror or e})") from None
+
+    def snapshot(self) -> Snapshot:
+        stamp = hashlib.sha256()
+        folders: list[Folder] = []
+        for entry in self._list(self.root):
+            if not entry.is_dir():
+                continue
+            names = []
+            for file in self._list(Path(entry.path)):
+                try:
+                    st = file.stat()
+                except OSError:
+                    continue  # removed while listed: the next look sees the folder as it is then
+                names.append(file.name)
+                stamp.update(f"{entry.name}/{file.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            folders.append(_DirectoryFolder(self, Path(entry.path), frozenset(names)))
+        return Snapshot(stamp.hexdigest(), tuple(folders))
+
+    def file_sha256(self, path: Path) -> str | None:
+        """The SHA-256 of a file, remembered while its size and modification time stay the same.
+
+        Raises:
+            BadFile: it cannot be read.
+        """
+        from superfluid.manifest.release_files import file_sha256
+
+        try:
+            st = path.stat()
+            key = (str(path), st.st_size, st.st_mtime_ns)
+            if key not in self._digests:
+                self._digests[key] = file_sha256(path)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise BadFile(str(path), f"cannot be read ({e.strerror or e})") from None
+        return self._digests[key]
+
+
+# -- a repository's releases: a mirror URL or GitHub ------------------------------------------------
+
+
+class _ReleaseFolder(Folder):
+    def __init__(self, source: ReleaseSource, release: Release) -> None:
+        self.source = source
+        self.release = release
+        self.where = release.tag
+        self.names = frozenset(a.name for a in release.assets)
+
+    def read(self, name: str, *, max_bytes: int) -> bytes | None:
+        from superfluid.installer.errors import SizeExceeded
+
+        asset = self.release.asset(name)
+        if asset is None:
+            return None
+        try:
+            return self.source.read(asset, max_bytes=max_bytes)
+        except SizeExceeded:
+            raise BadFile(asset.url, f"is larger than {max_bytes} bytes") from None
+
+    def sha256(self, name: str) -> str | None:
+        from superfluid.installer.errors import VerificationError
+
+        asset = self.release.asset(name)
+        if asset is None:
+            return None
+        if asset.sha256 is not None:  # the listing's digest: no need to fetch the tarball
+            return asset.sha256
+        try:
+            return self.source.fetch(asset, sha256=None).sha256
+        except VerificationError as e:
+            raise BadFile(asset.url, str(e)) from None
+
+
+class ListingSource(ManifestSource):
+    """The releases of ``repo`` as an installer release source lists them (GitHub or a mirror)."""
+
+    ttl = URL_TTL
+
+    def __init__(self, source: ReleaseSource, repo: str) -> None:
+        self.source = source
+        self.repo = repo
+
+    def describe(self) -> str:
+        return f"the releases of {self.repo} from {self.source.describe()}"
+
+    def snapshot(self) -> Snapshot:
+        releases = self.source.releases(self.repo)
+        listing = json.dumps([r.to_json() for r in releases], sort_keys=True).encode("utf-8")
+        return Snapshot(hashlib.sha256(listing).hexdigest(), tuple(_ReleaseFolder(self.source, r) for r in releases))
+
+    def close(self) -> None:
+        self.source.close()
+
+
+def _mirror_parts(url: str) -> tuple[str, str]:
+    """``(root, "OWNER/REPO")`` of a mirror URL ``.../ROOT/OWNER/REPO/``.
+
+    Raises:
+        UsageError: the URL's path does not end in two segments.
+    """
+    parts = urlsplit(url)
+    segments = [s for s in parts.path.split("/") if s]
+    if len(segments) < 2:
+        raise UsageError(f"--source {url}: a mirror URL names a repository's folder, "
+                         f"e.g. https://mirror.example/releases/OWNER/REPO/")
+    root_path = "/" + "".join(f"{s}/" for s in segments[:-2])
+    return urlunsplit((parts.scheme, parts.netloc, root_path, "", "")), "/".join(segments[-2:])
+
+
+def _release_source(mirror: str | None, environ: Mapping[str, str]) -> ReleaseSource:
+    from superfluid.installer.sources import source_for
+
+    # github: means GitHub, whatever SUPERFLUID_MIRROR says; a mirror is named in the source itself
+    env = {k: v for k, v in environ.items() if k != "SUPERFLUID_MIRROR"}
+    return source_for(mirror=mirror, offline=False, environ=env)
+
+
+def source_from(spec: str, environ: Mapping[str, str]) -> ManifestSource:
+    """The source ``spec`` names: ``github:OWNER/REPO``, an ``http(s)://`` mirror URL of a
+    repository's folder, or a directory (a path or a ``file://`` URL).
+
+    ``environ`` gives ``SUPERFLUID_GITHUB_API``, ``GH_TOKEN``/``GITHUB_TOKEN`` and
+    ``SUPERFLUID_HOME`` (whose ``cache/`` keeps listings and assets between conditional requests).
+
+    Raises:
+        UsageError: none of these, a repository not of the form ``OWNER/REPO``, or no such directory.
+    """
+    from superfluid.installer.fetcher import path_of_file_url
+    from superfluid.installer.github import check_repo
+
+    if spec.startswith("github:"):
+        repo = spec[len("github:"):]
+        try:
+            check_repo(repo)
+        except ValueError as e:
+            raise UsageError(f"--source {spec}: {e}") from None
+        return ListingSource(_release_source(None, environ), repo)
+    scheme = urlsplit(spec).scheme.lower()
+    if scheme in ("http", "https"):
+        root, repo = _mirror_parts(spec)
+        try:
+            check_repo(repo)
+        except ValueError as e:
+            raise UsageError(f"--source {spec}: {e}") from None
+        return ListingSource(_release_source(root, environ), repo)
+    path = path_of_file_url(spec) if scheme == "file" else spec
+    if "://" in spec and scheme != "file":
+        raise UsageError(f"--source {spec}: give a directory, an http(s):// mirror URL or github:OWNER/REPO")
+    if not os.path.isdir(path):
+        raise UsageError(f"--source {spec}: no such directory (give a directory of release folders, an "
+                         f"http(s):// mirror URL or github:OWNER/REPO)")
+    return DirectorySource(path)

@@ -1,0 +1,183 @@
+"""``superfluid completion bash|zsh|fish`` (issue 15, item 6): one generator, three shells, each run.
+
+bash: the script is sourced by a real bash, ``complete -p superfluid`` names its function, and the
+function is called with ``COMP_WORDS``/``COMP_CWORD`` as bash sets them. zsh: sourced after
+``compinit`` (it registers itself with ``compdef``) and autoloaded from ``$fpath`` as ``_superfluid``;
+its function is called with ``words``/``CURRENT``, ``compadd``/``_files`` stubbed to print what
+they are given (they work only inside zsh's completion widget). fish: ``complete -C`` asks fish
+itself what it would offer for a command line. The same table of command lines runs in each.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from superfluid.cli import parser
+from superfluid.helptext import children, find
+from superfluid.runtime import registry
+from tests.conftest import VENV_BIN
+
+FILES = {"a.tar.gz", "b.gguf"}  # and the directory sub/, in the working directory
+
+
+def _flags(path: str) -> set[str]:
+    node = find(parser(), path)
+    assert node is not None
+    return {s for a in node._actions for s in a.option_strings}
+
+
+def _option_values(runtime_id: str, name: str) -> set[str]:
+    option = next(o for o in registry.get(runtime_id).options() if o.name == name)
+    return set(option.values)
+
+
+def _check_flags(runtime_id: str) -> set[str]:
+    names = {o.name for o in registry.get(runtime_id).options()}
+    return {"-h", "--help", "--json", "--model"} | {f"--{n}" for n in names} | {f"--{runtime_id}-{n}" for n in names}
+
+
+#: (words before the cursor, the word at the cursor, what is offered: a set of words, or "files")
+CASES = [
+    pytest.param([], "", set(children(parser())), id="commands"),
+    pytest.param([], "ru", {"runtime", "runtimes"}, id="commands-by-prefix"),
+    pytest.param(["runtime"], "", set(children(find(parser(), "runtime"))), id="runtime-subcommands"),  # type: ignore[arg-type]
+    pytest.param(["runtime", "install"], "", set(registry.IDS), id="runtime-ids"),
+    pytest.param(["runtime", "install", "basert"], "--f", {f for f in _flags("runtime install") if f.startswith("--f")},
+                 id="flags-by-prefix"),
+    pytest.param(["runtime", "install", "basert", "--from"], "", "files", id="a-flag-taking-a-file"),
+    pytest.param(["runtime", "install", "--mirror", "sub", "basert", "--dry-run"], "--js", {"--json"},
+                 id="a-flag-value-is-skipped"),
+    pytest.param(["runtime", "check", "llamacpp", "--cache-type-k"], "", _option_values("llamacpp", "cache-type-k"),
+                 id="an-enum-option-offers-its-values"),
+    pytest.param(["runtime", "check", "llamacpp", "--llamacpp-split-mode"], "", _option_values("llamacpp", "split-mode"),
+                 id="serve-spelling-of-an-option"),
+    pytest.param(["runtime", "check", "basert"], "--", {f for f in _check_flags("basert") if f.startswith("--")},
+                 id="a-runtimes-own-options"),
+    pytest.param(["runtime", "check", "llamacpp", "--n-gpu-layers"], "", set(), id="a-number-offers-nothing"),
+    pytest.param(["completion"], "", {"bash", "zsh", "fish"}, id="completion-shells"),
+    pytest.param(["compat"], "--re", {"--release", "--require-signature"} & _flags("compat") | (
+        {f for f in _flags("compat") if f.startswith("--re")}), id="compat-flags"),
+]
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("completion")
+    for name in FILES:
+        (d / name).write_text("")
+    (d / "sub").mkdir()
+    for shell in ("bash", "zsh", "fish"):
+        done = subprocess.run([str(VENV_BIN / "superfluid"), "completion", shell], capture_output=True, text=True,
+                              check=True, timeout=60)
+        (d / f"script.{shell}").write_text(done.stdout)
+    (d / "fpath").mkdir()
+    (d / "fpath" / "_superfluid").write_text((d / "script.zsh").read_text())
+    return d
+
+
+def _need(shell: str) -> str:
+    path = shutil.which(shell)
+    if path is None:
+        pytest.skip(f"{shell} is not installed (.ci/run installs it)")
+    return path
+
+
+def _run(argv: list[str], cwd: Path) -> str:
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    return done.stdout
+
+
+def _assert_offers(got: set[str], want: set[str] | str, *, files: set[str]) -> None:
+    if want == "files":
+        assert FILES <= got or got == files, got
+    else:
+        assert got == want
+
+
+@pytest.mark.parametrize(("before", "cur", "want"), CASES)
+def test_bash(workdir: Path, before: list[str], cur: str, want: set[str] | str) -> None:
+    bash = _need("bash")
+    words = " ".join(f"'{w}'" for w in ["superfluid", *before, cur])
+    out = _run([bash, "--norc", "-c", f"source {workdir / 'script.bash'}; COMP_WORDS=({words}); "
+                f"COMP_CWORD={len(before) + 1}; _superfluid; printf '%s\\n' \"${{COMPREPLY[@]}}\""], workdir)
+    _assert_offers({w for w in out.splitlines() if w}, want, files=FILES | {"sub"})
+
+
+def test_bash_registers_the_function_and_sources_from_process_substitution(workdir: Path) -> None:
+    bash = _need("bash")
+    out = _run([bash, "--norc", "-c", f"source <({VENV_BIN / 'superfluid'} completion bash); complete -p superfluid"],
+               workdir)
+    assert out.strip() == "complete -F _superfluid superfluid"
+
+
+def test_bash_completes_a_value_after_equals(workdir: Path) -> None:
+    """bash splits ``--from=a`` into ``--from``, ``=``, ``a`` (COMP_WORDBREAKS)."""
+    bash = _need("bash")
+    out = _run([bash, "--norc", "-c", f"source {workdir / 'script.bash'}; "
+                "COMP_WORDS=(superfluid runtime install basert --from = a); COMP_CWORD=6; _superfluid; "
+                "printf '%s\\n' \"${COMPREPLY[@]}\""], workdir)
+    assert out.split() == ["a.tar.gz"]
+
+
+# compadd offers only the words that match what is typed (zsh's PREFIX); the stub does the same
+_ZSH_STUBS = ("compadd() { while [[ $1 != -- ]]; do shift; done; shift; local w; for w in \"$@\"; do "
+              "[[ $w == ${words[CURRENT]}* ]] && print -r -- $w; done; true }; "
+              "_files() { print -r -- FILES }; _message() { : }; compset() { : }; ")
+
+
+@pytest.mark.parametrize(("before", "cur", "want"), CASES)
+def test_zsh(workdir: Path, before: list[str], cur: str, want: set[str] | str) -> None:
+    zsh = _need("zsh")
+    words = " ".join(f"'{w}'" for w in ["superfluid", *before, cur])
+    out = _run([zsh, "-f", "-c", f"autoload -Uz compinit && compinit -u -d {workdir / '.zcompdump'}; "
+                f"source {workdir / 'script.zsh'}; {_ZSH_STUBS} words=({words}); CURRENT={len(before) + 2}; "
+                "_superfluid"], workdir)
+    _assert_offers({w for w in out.splitlines() if w}, want, files={"FILES"})
+
+
+def test_zsh_registers_with_compdef_when_sourced_and_autoloads_from_fpath(workdir: Path) -> None:
+    zsh = _need("zsh")
+    sourced = _run([zsh, "-f", "-c", f"autoload -Uz compinit && compinit -u -d {workdir / '.zc1'}; "
+                    f"source {workdir / 'script.zsh'}; print -r -- $_comps[superfluid]"], workdir)
+    assert sourced.strip() == "_superfluid"
+    autoloaded = _run([zsh, "-f", "-c", f"fpath=({workdir / 'fpath'} $fpath); autoload -Uz compinit && "
+                       f"compinit -u -d {workdir / '.zc2'}; print -r -- $_comps[superfluid]; {_ZSH_STUBS} "
+                       "words=(superfluid completion ''); CURRENT=3; _superfluid"], workdir)
+    assert autoloaded.split() == ["_superfluid", "bash", "zsh", "fish"]
+
+
+@pytest.mark.parametrize(("before", "cur", "want"), CASES)
+def test_fish(workdir: Path, before: list[str], cur: str, want: set[str] | str) -> None:
+    fish = _need("fish")
+    line = " ".join(["superfluid", *before, cur])
+    out = _run([fish, "--no-config", "-c", f"source {workdir / 'script.fish'}; complete -C'{line}'"], workdir)
+    got = {w.split("\t")[0] for w in out.splitlines() if w}
+    _assert_offers(got, want, files=FILES | {"sub/"})
+
+
+def test_an_unknown_shell_is_a_usage_error() -> None:
+    done = subprocess.run([str(VENV_BIN / "superfluid"), "completion", "tcsh"], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 2 and done.stdout == ""
+    assert "invalid choice: 'tcsh'" in done.stderr and "(see 'superfluid completion --help')" in done.stderr
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_the_script_names_every_command_and_is_stable(workdir: Path, shell: str) -> None:
+    """Generated from the tree: every command and flag is in it, and twice is the same bytes."""
+    text = (workdir / f"script.{shell}").read_text()
+    from superfluid.commands.completion import model, render
+
+    assert render(shell, model(parser())) == text
+    from superfluid.helptext import walk
+
+    for path, node in walk(parser()):
+        for flag in {s for a in node._actions for s in a.option_strings}:
+            assert flag in text, (shell, path, flag)
+        for name in children(node):
+            assert name in text, (shell, path, name)

@@ -86,6 +86,7 @@ def _now(targets: list[Target], args: argparse.Namespace, environ: Mapping[str, 
          keep: Lock | None, upgrade: set[str] | None) -> dict[Target, Engine | str]:
     """Each target's engine: kept from ``keep`` unless upgraded, else planned now; or why nothing
     of it installs on such a machine (the rules refuse, or nothing is published for it)."""
+    from superfluid.installer.errors import ReleaseNotFound
     from superfluid.runtime.errors import InconsistentRelease
     from superfluid.runtime.planning import DigestConflict, NotInstallable
 
@@ -97,7 +98,7 @@ def _now(targets: list[Target], args: argparse.Namespace, environ: Mapping[str, 
             continue
         try:
             out[t] = _plan(t, args, environ)
-        except (NotInstallable, InconsistentRelease, DigestConflict) as e:
+        except (NotInstallable, ReleaseNotFound, InconsistentRelease, DigestConflict) as e:
             out[t] = str(e)
     return out
 

@@ -1,10 +1,12 @@
-"""A worker's ``serve`` as a child process on port 0, and a small HTTP client for it (shared by the
-basert and llama.cpp serve tests)."""
+"""A worker's ``serve`` (or ``superfluid serve``) as a child process on port 0, and a small HTTP
+client for it (shared by the basert, llama.cpp and ``superfluid serve`` tests)."""
 
 from __future__ import annotations
 
 import http.client
 import json
+import os
+import re
 import select
 import signal
 import subprocess
@@ -14,7 +16,11 @@ from typing import Any
 
 import pytest
 
-__all__ = ["ServeProcess"]
+__all__ = ["ServeProcess", "SuperfluidServe", "STARTUP"]
+
+#: ``superfluid serve``'s startup line
+STARTUP = re.compile(r"^superfluid: (?P<runtime>\S+) (?P<version>.+?) serves (?P<model>\S+) on "
+                     r"(?P<listening>http://\S+) \((?P<where>.+)\)$")
 
 
 class ServeProcess:
@@ -30,9 +36,18 @@ class ServeProcess:
             self.proc.kill()
             _, err = self.proc.communicate()
             pytest.fail(f"serve announced nothing (exit {self.proc.returncode}): {err[-2000:]}")
-        self.ready: dict[str, Any] = json.loads(line)
+        self.ready: dict[str, Any] = self.parse_ready(line)
         self.host, port = self.ready["listening"].removeprefix("http://").rsplit(":", 1)
         self.port = int(port)
+
+    def parse_ready(self, line: str) -> dict[str, Any]:
+        """The ready line: a worker's is JSON with ``listening``."""
+        ready: dict[str, Any] = json.loads(line)
+        return ready
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
 
     def raw(self, method: str, path: str, body: bytes | dict[str, Any] | None = None,
             headers: dict[str, str] | None = None) -> tuple[http.client.HTTPResponse, bytes]:
@@ -68,3 +83,44 @@ class ServeProcess:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.communicate()
+
+
+class SuperfluidServe(ServeProcess):
+    """``superfluid serve`` as a child: its startup line (``STARTUP``) read as the ready line."""
+
+    def parse_ready(self, line: str) -> dict[str, Any]:
+        m = STARTUP.match(line.rstrip("\n"))
+        if m is None:
+            self.proc.kill()
+            pytest.fail(f"superfluid serve's first line is not its startup line: {line!r}")
+        return {**m.groupdict(), "line": line.rstrip("\n")}
+
+    def children(self) -> list[int]:
+        """The pids of its child processes (the worker), from /proc."""
+        return children_of(self.proc.pid)
+
+
+def children_of(pid: int) -> list[int]:
+    """The pids whose parent is ``pid`` (Linux /proc)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # the command may hold spaces and parentheses: the fields after the last ")" are fixed
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            out.append(int(entry))
+    return out
+
+
+def alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -1,0 +1,203 @@
+"""``superfluid serve``'s child: start the worker's ``serve``, announce it, forward signals, end with it.
+
+The worker runs as ``superfluid-worker-<id> serve --model PATH --host H --port N [--max-context N]
+--queue N [--<option> V]...`` with the scrubbed environment every worker gets (SPEC §8.4), stdin
+closed, and (on Linux) the kernel's promise to send it SIGTERM should this process die first, so
+that no worker outlives its server. Its first stdout line is its ready line (JSON); this process
+then prints the startup line and passes the worker's stderr through. SIGTERM, SIGINT and SIGHUP
+are forwarded to the worker; when it has stopped, so does this process: exit 0 for a clean stop.
+
+A worker that ends before its ready line gives its reason on stderr: exit 3 (the model did not
+load) becomes ``ModelLoadFailed`` with that reason; anything else a ``SuperfluidError`` (exit 1).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from superfluid.runtime.errors import ModelLoadFailed, SuperfluidError
+
+if TYPE_CHECKING:
+    from superfluid.commands.serve import Ready, ServeLine
+
+__all__ = ["serve_child", "worker_line", "startup_line", "worker_reason"]
+
+#: signals forwarded to the worker (each stops it cleanly)
+_FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+#: PR_SET_PDEATHSIG (linux/prctl.h): the signal the kernel sends a child when its parent dies
+_PR_SET_PDEATHSIG = 1
+
+
+def worker_line(ready: Ready, line: ServeLine) -> list[str]:
+    """The worker's command line: its serve flags, then the runtime's checked options."""
+    from superfluid.commands.serve import runtime_argv
+
+    argv = [ready.worker, "serve", "--model", line.model, "--host", line.host, "--port", str(line.port),
+            "--queue", str(line.queue)]
+    if line.max_context is not None:
+        argv += ["--max-context", str(line.max_context)]
+    return argv + runtime_argv(ready.runtime_id, ready.values)
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: the forwarded signals are the only stop
+
+
+def worker_reason(stderr_lines: list[str], runtime_id: str) -> str:
+    """The worker's last words without its name (``superfluid-worker-<id>: ``) or ``model load failed: ``."""
+    lines = [ln.strip() for ln in stderr_lines if ln.strip()]
+    if not lines:
+        return ""
+    last = lines[-1]
+    for prefix in (f"superfluid-worker-{runtime_id}: ", "model load failed: "):
+        last = last.removeprefix(prefix)
+    return last
+
+
+def _where(ready: Ready, library: str | None, environ: Mapping[str, str]) -> str:
+    """``installed: <install dir>`` or ``library: <path>, named by <flag or variable>``."""
+    from superfluid.runtime.home import home, runtime_dir
+
+    if not library:
+        return f"worker: {ready.worker}"
+    root = os.path.realpath(runtime_dir(home(environ), ready.runtime_id))
+    real = os.path.realpath(library)
+    if real.startswith(root + os.sep):
+        install = real[len(root) + 1:].split(os.sep, 1)[0]
+        return f"installed: {os.path.join(runtime_dir(home(environ), ready.runtime_id), install)}"
+    named = ready.report.get("named")
+    if "lib" in ready.values:
+        named = f"--{ready.runtime_id}-lib"
+    return f"library: {library}" + (f", named by {named}" if named else "")
+
+
+def startup_line(ready: Ready, announced: Mapping[str, Any], environ: Mapping[str, str]) -> str:
+    """``superfluid: llamacpp b11312 (v1) serves tiny.gguf on http://127.0.0.1:8080 (installed: ...)``."""
+    version = str(announced.get("runtime") or "").removeprefix("llama.cpp ")
+    if "layout" in announced:
+        detail = f" ({announced['layout']})"
+    elif "abi" in announced:
+        detail = f" (ABI {announced['abi']})" if announced["abi"] is not None else " (unnumbered)"
+    else:
+        detail = ""
+    model = os.path.basename(str(announced.get("path") or ""))
+    where = _where(ready, announced.get("library"), environ)
+    return (f"superfluid: {ready.runtime_id} {version}{detail} serves {model} on {announced.get('listening')} "
+            f"({where})")
+
+
+class _Child:
+    """The running worker: its stderr kept (and passed through once it is ready), the signals forwarded."""
+
+    def __init__(self, argv: list[str], environ: Mapping[str, str]) -> None:
+        from superfluid.runtime.process import scrubbed_env
+
+        self.stopping: int | None = None
+        self.lines: list[str] = []
+        self.passing = False
+        self.lock = threading.Lock()
+        self.previous = {s: signal.signal(s, self._forward) for s in _FORWARDED}
+        try:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, env=scrubbed_env(environ),
+                                         preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+        except OSError as e:
+            self.restore()
+            raise SuperfluidError(f"cannot start {argv[0]}: {e.strerror or e}") from e
+        self.reader = threading.Thread(target=self._read_stderr, name="worker-stderr", daemon=True)
+        self.reader.start()
+        if self.stopping is not None:  # a signal came while it started
+            self.proc.send_signal(self.stopping)
+
+    def _forward(self, signum: int, frame: FrameType | None) -> None:
+        self.stopping = signum
+        proc = getattr(self, "proc", None)
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signum)
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for raw in self.proc.stderr:
+            text = raw.decode("utf-8", "replace")
+            with self.lock:
+                self.lines.append(text)
+                if self.passing:
+                    sys.stderr.write(text)
+                    sys.stderr.flush()
+
+    def ready_line(self) -> dict[str, Any] | None:
+        """The worker's ready line, or None when it ended (or said something else) first."""
+        assert self.proc.stdout is not None
+        raw = self.proc.stdout.readline()
+        try:
+            announced = json.loads(raw) if raw.strip() else None
+        except ValueError:
+            return None
+        return announced if isinstance(announced, dict) and "listening" in announced else None
+
+    def wait(self) -> int:
+        code = self.proc.wait()
+        self.reader.join(5)
+        return code
+
+    def restore(self) -> None:
+        for s, handler in self.previous.items():
+            signal.signal(s, handler)
+
+
+def _ended(child: _Child, code: int, runtime_id: str, ready: bool) -> int:
+    """The exit code of this process after the worker ended with ``code``.
+
+    Raises:
+        ModelLoadFailed: it exited 3 before it was ready.
+        SuperfluidError: it failed otherwise.
+    """
+    if child.stopping is not None and code in (0, -child.stopping, -signal.SIGTERM):
+        return 0  # stopped as asked
+    if ready and code == 0:
+        return 0
+    reason = worker_reason(child.lines, runtime_id)
+    if not ready and code == 3:
+        raise ModelLoadFailed(f"the model did not load: {reason or 'the worker gave no reason'}")
+    if code < 0:
+        reason = reason or f"killed by signal {-code}"
+    what = "stopped" if ready else "did not start serving"
+    raise SuperfluidError(f"the {runtime_id} worker {what} (exit {code}): {reason or 'it gave no reason'}")
+
+
+def serve_child(ready: Ready, line: ServeLine, environ: Mapping[str, str]) -> int:
+    """Run the worker until it stops; 0 for a clean stop.
+
+    Raises:
+        ModelLoadFailed: the worker could not load the model (exit 3).
+        SuperfluidError: it could not start, or failed (exit 1).
+    """
+    child = _Child(worker_line(ready, line), environ)
+    try:
+        announced = child.ready_line()
+        if announced is None:
+            return _ended(child, child.wait(), ready.runtime_id, False)
+        with child.lock:
+            sys.stderr.writelines(child.lines)  # what it said while loading (warnings), now that it serves
+            child.passing = True
+        sys.stdout.write(startup_line(ready, announced, environ) + "\n")
+        sys.stdout.flush()
+        return _ended(child, child.wait(), ready.runtime_id, True)
+    finally:
+        if child.proc.poll() is None:
+            child.proc.kill()  # an exception on our side: never leave the worker behind
+            child.proc.wait()
+        child.restore()

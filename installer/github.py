@@ -14,7 +14,6 @@ listing file has the same shape.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Callable, Mapping
@@ -261,12 +260,14 @@ def parse_link_next(value: str | None) -> str | None:
 
 
 def _load_json(body: bytes, where: str) -> Any:
-    try:
-        return json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise BadFile(where, f"not valid JSON: {e}", fix="the source answered something else than a listing") from e
-    except RecursionError:  # [[[[...]]]] deeper than the parser's stack
-        raise BadFile(where, "JSON nested too deeply to be a listing") from None
+    from superfluid.runtime.jsonread import UntrustedJson, loads
+
+    try:  # within the body's own (already capped) size, a depth cap, strict UTF-8 (runtime/jsonread)
+        return loads(body, max_bytes=max(len(body), 1))
+    except UntrustedJson as e:
+        fault = f"it {e.fault}" if e.fault.startswith("is ") else e.fault
+        raise BadFile(where, f"not valid JSON: {fault}",
+                      fix="the source answered something else than a listing") from None
 
 
 # -- conditional GET through the HTTP cache ------------------------------------------------------

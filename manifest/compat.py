@@ -14,11 +14,14 @@ as the release CI's pack step does once the tarball exists.
 
 ``unanswered`` is set only by ``superfluid compat`` when an adapter gave no answer: the document
 is then incomplete and is never published (the command exits 1).
+
+Forward compatibility (SPEC §5): a newer release's document may name a runtime this superfluid does
+not ship; the schema accepts any object under an unknown id, the reader keeps it as given and
+``unknown_runtimes`` names it, so that it is shown as unknown and never refused.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping
@@ -26,7 +29,8 @@ from typing import Any
 
 from superfluid.runtime.errors import BadFile
 
-__all__ = ["SCHEMA_TAG", "SCHEMA_NAME", "release_info", "build", "validate", "parse", "with_tarball"]
+__all__ = ["SCHEMA_TAG", "SCHEMA_NAME", "release_info", "build", "validate", "parse", "with_tarball",
+           "unknown_runtimes"]
 
 SCHEMA_TAG = "superfluid-compat/1"
 SCHEMA_NAME = "compat"
@@ -81,11 +85,23 @@ def parse(text: str | bytes, where: str) -> dict[str, Any]:
     Raises:
         BadFile: not JSON, or as ``validate``.
     """
-    try:
-        doc = json.loads(text)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise BadFile(where, f"is not JSON ({e})") from None
+    from superfluid.runtime.jsonread import UntrustedJson, loads
+
+    try:  # a hostile document is refused by size, depth and encoding too (runtime/jsonread)
+        doc = loads(text, max_bytes=max(len(text), 1))
+    except UntrustedJson as e:
+        raise BadFile(where, f"is not JSON ({e.fault})") from None
+    except RecursionError:  # [[[[...]]]] deeper than the parser's stack
+        raise BadFile(where, "is not JSON (nested too deeply to be a compat document)") from None
     return validate(doc, where)
+
+
+def unknown_runtimes(doc: Mapping[str, Any]) -> list[str]:
+    """The runtime ids of ``doc`` that this superfluid does not ship, in the document's order."""
+    from superfluid.runtime.registry import IDS
+
+    runtimes = doc.get("runtimes")
+    return [str(r) for r in runtimes if r not in IDS] if isinstance(runtimes, Mapping) else []
 
 
 def with_tarball(doc: Mapping[str, Any], tarball: str) -> dict[str, Any]:

@@ -18,7 +18,6 @@ The registry (``superfluid.runtime.registry``) names the adapters this release s
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping
 from functools import cached_property
@@ -33,6 +32,9 @@ if TYPE_CHECKING:
     from superfluid.runtime.probe import Probed
 
 __all__ = ["Adapter", "load_recipe"]
+
+#: bytes of a recipe read (ours are a few KiB)
+_RECIPE_MAX_BYTES = 4 << 20
 
 
 def load_recipe(package: str, schema: str | None = None) -> dict[str, Any]:
@@ -53,11 +55,13 @@ def load_recipe(package: str, schema: str | None = None) -> dict[str, Any]:
 
     # plain paths, not importlib.resources: its readers import zipfile, a cost on every run
     where = os.path.join(os.path.dirname(str(import_module(package).__file__)), "recipe.json")
-    try:
+    from superfluid.runtime.jsonread import UntrustedJson, loads
+
+    try:  # a file of the package (a link to it is fine: packagers link files), read within limits
         with open(where, "rb") as f:
-            text = f.read()
-        data = json.loads(text)
-    except (OSError, ValueError) as e:
+            text = f.read(_RECIPE_MAX_BYTES + 1)
+        data = loads(text, max_bytes=_RECIPE_MAX_BYTES)
+    except (OSError, UntrustedJson) as e:
         raise BadFile(where, f"not a readable JSON recipe ({e})") from e
     if schema is not None:
         stamp = _stamp(text, schema)

@@ -95,10 +95,12 @@ def plan_of_json(text: str, runtime_id: str) -> Plan:
     Raises:
         UsageError: anything else (the message starts ``--plan:``).
     """
+    from superfluid.runtime.jsonread import UntrustedJson, loads
+
     try:
-        doc = json.loads(text)
-    except ValueError as e:
-        raise _bad(f"not valid JSON ({e})") from None
+        doc = loads(text, max_bytes=1 << 20)
+    except UntrustedJson as e:
+        raise _bad(f"not valid JSON ({e.detail})") from None
     if not isinstance(doc, dict):
         raise _bad(f"not a JSON object (it is a {type(doc).__name__})")
     if doc.get("id") != runtime_id:

@@ -39,9 +39,11 @@ _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 class UntrustedJson(ValueError):
     """JSON refused by ``loads``: ``fault`` says why (with a line and column when the parser gave one)."""
 
-    def __init__(self, fault: str) -> None:
+    def __init__(self, fault: str, *, detail: str | None = None) -> None:
         super().__init__(fault)
         self.fault = fault
+        #: the parser's own words, for a document that is not JSON at all
+        self.detail = detail if detail is not None else fault
 
 
 class NotRegularFile(OSError):
@@ -58,12 +60,13 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def read_bytes(path: str | os.PathLike[str], *, max_bytes: int) -> bytes:
+def read_bytes(path: str | os.PathLike[str], *, max_bytes: int, follow: bool = False) -> bytes:
     """The bytes of the regular file at ``path``, at most ``max_bytes``.
 
     The last component is opened with ``O_NOFOLLOW`` (a symbolic link is refused, never followed
-    out of the home) and ``O_NONBLOCK`` (a FIFO cannot hold the open), then ``fstat`` must say
-    regular file; the read stops one byte past the cap.
+    out of the home; ``follow``: a path the user named, whose links are followed) and
+    ``O_NONBLOCK`` (a FIFO cannot hold the open), then ``fstat`` must say regular file; the read
+    stops one byte past the cap.
 
     Raises:
         FileNotFoundError: nothing is there.
@@ -71,7 +74,7 @@ def read_bytes(path: str | os.PathLike[str], *, max_bytes: int) -> bytes:
         OSError: it cannot be opened or read (permissions, I/O).
     """
     where = os.fspath(path)
-    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | (0 if follow else getattr(os, "O_NOFOLLOW", 0))
     try:
         fd = os.open(where, flags)
     except OSError as e:
@@ -148,14 +151,14 @@ def loads(data: bytes | str, *, max_bytes: int, max_depth: int = MAX_DEPTH) -> A
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise UntrustedJson(f"is not UTF-8 (byte {e.start}: {data[e.start:e.start + 1]!r})") from None
+            raise UntrustedJson(f"is not UTF-8 text (byte {e.start}: {data[e.start:e.start + 1]!r})") from None
     else:
         text = data
         if len(text) > max_bytes:
             raise UntrustedJson(f"is larger than {max_bytes} characters ({len(text)})")
     depth = _depth(text)
     if depth > max_depth:
-        raise UntrustedJson(f"is nested {depth} deep; at most {max_depth} is read")
+        raise UntrustedJson(f"is nested too deeply ({depth} levels; at most {max_depth} are read)")
     try:
         doc = json.loads(text, parse_constant=_no_constant)
     except UntrustedJson:
@@ -165,7 +168,7 @@ def loads(data: bytes | str, *, max_bytes: int, max_depth: int = MAX_DEPTH) -> A
     except ValueError as e:
         line, col = getattr(e, "lineno", None), getattr(e, "colno", None)
         at = f" at line {line}, column {col}" if line else ""
-        raise UntrustedJson(f"is not valid JSON{at} ({getattr(e, 'msg', e)})") from None
+        raise UntrustedJson(f"is not valid JSON{at} ({getattr(e, 'msg', e)})", detail=str(e)) from None
     _check_strings(doc)
     return doc
 

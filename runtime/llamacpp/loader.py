@@ -15,7 +15,6 @@ The order matters, and is the whole point of this module:
 from __future__ import annotations
 
 import ctypes as C
-import json
 import os
 import sys
 from collections import deque
@@ -87,11 +86,13 @@ class Library:
     @property
     def build(self) -> str | None:
         """The build named by ``<lib dir>/../runtime.json`` of an install, if any."""
+        from superfluid.runtime.jsonread import UntrustedJson, read_json
+        from superfluid.runtime.receipt import MAX_BYTES
+
         receipt = os.path.join(os.path.dirname(self.path), "..", "runtime.json")
-        try:
-            with open(receipt, encoding="utf-8") as f:
-                data = json.load(f)
-        except (OSError, ValueError):
+        try:  # a regular file only, within the receipt's cap: a FIFO or a device there is no receipt
+            data = read_json(receipt, max_bytes=MAX_BYTES)
+        except (OSError, UntrustedJson):
             return None
         if isinstance(data, dict) and data.get("id") == "llamacpp" and isinstance(data.get("version"), str):
             return str(data["version"])

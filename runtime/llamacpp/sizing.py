@@ -71,9 +71,11 @@ def _ints(text: str | None) -> list[int] | None:
     """A metadata value as a list of ints: ``"4"`` -> [4], ``"[4, 4, 0]"`` -> [4, 4, 0]."""
     if text is None:
         return None
-    try:
-        value = json.loads(text)
-    except ValueError:
+    from superfluid.runtime.jsonread import UntrustedJson, loads
+
+    try:  # the model's metadata: untrusted, read within limits
+        value = loads(text, max_bytes=1 << 16, max_depth=2)
+    except UntrustedJson:
         return None
     if isinstance(value, bool):
         return None

@@ -84,9 +84,11 @@ def _probe(venv: str, environ: Mapping[str, str]) -> dict[str, Any] | str:
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
         return f"{python} cannot import mlx and mlx-lm ({last})"
+    from superfluid.runtime.jsonread import UntrustedJson, loads
+
     try:
-        facts = json.loads(done.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
+        facts = loads(done.stdout.strip().splitlines()[-1], max_bytes=1 << 20)
+    except (UntrustedJson, IndexError):
         return f"{python} answered the MLX probe with something other than JSON"
     return facts if isinstance(facts, dict) else f"{python} answered the MLX probe with {facts!r}"
 

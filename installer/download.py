@@ -16,8 +16,9 @@ The rule, in order, for ``download(url, sha256, size, ...)``:
    raises ``VerificationError`` naming both digests, so nothing unverified stays in the cache.
 6. The verified file enters the cache by one ``os.replace``.
 
-``download_many`` runs several such downloads in threads; ``progress_for`` picks a progress bar on a
-terminal and silence otherwise (``CI`` set, not a TTY, ``--json``).
+``download_many`` runs several such downloads in threads, reporting to a ``Progress``
+(``installer.progress``: ``progress_for`` picks a bar on a terminal and silence otherwise: ``CI``
+set, not a TTY, ``--json``; re-exported here).
 """
 
 from __future__ import annotations
@@ -26,20 +27,20 @@ import hashlib
 import logging
 import os
 import re
-import sys
 import threading
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from .cache import Cache, Partial, is_sha256
 from .errors import DownloadError, SizeExceeded, VerificationError
 from .fetcher import Fetcher, FetchResponse
+from .progress import Progress, TerminalProgress, progress_for
 
 __all__ = [
     "Download",
+    "Tee",
     "Wanted",
     "download",
     "download_many",
@@ -51,6 +52,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
+
+#: ``(offset, chunk)``: a chunk of a download as it is written and hashed (see ``download``'s ``tee``)
+Tee = Callable[[int, bytes], None]
 
 
 @dataclass(frozen=True)
@@ -74,98 +78,6 @@ class Wanted:
     name: str | None = None  # shown in progress; defaults to the URL's last segment
 
 
-class Progress:
-    """Progress reports for downloads; this base says nothing (CI, not a TTY, ``--json``)."""
-
-    def start(self, name: str, total: int | None, done: int = 0) -> None:
-        """A transfer of ``name`` begins (or restarts) with ``done`` bytes already present."""
-
-    def advance(self, name: str, n: int) -> None:
-        """``n`` more bytes of ``name`` arrived."""
-
-    def finish(self, name: str) -> None:
-        """``name`` is complete (or abandoned)."""
-
-    def close(self) -> None:
-        """No more transfers."""
-
-
-class TerminalProgress(Progress):
-    """One self-rewriting line on a terminal: files, bytes, percent, rate. Thread-safe."""
-
-    def __init__(self, stream: IO[str], *, interval: float = 0.1) -> None:
-        self._stream = stream
-        self._interval = interval
-        self._lock = threading.Lock()
-        self._items: dict[str, list[int | None]] = {}
-        self._started = time.monotonic()
-        self._last = 0.0
-        self._moved = 0
-
-    def start(self, name: str, total: int | None, done: int = 0) -> None:
-        with self._lock:
-            self._items[name] = [done, total]
-            self._draw(force=True)
-
-    def advance(self, name: str, n: int) -> None:
-        with self._lock:
-            item = self._items.setdefault(name, [0, None])
-            item[0] = (item[0] or 0) + n
-            self._moved += n
-            self._draw()
-
-    def finish(self, name: str) -> None:
-        with self._lock:
-            self._items.pop(name, None)
-            self._draw(force=True)
-
-    def close(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self._stream.write("\r\x1b[K")
-            self._stream.flush()
-
-    def _draw(self, *, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._last < self._interval:
-            return
-        self._last = now
-        if not self._items:
-            self._stream.write("\r\x1b[K")
-            self._stream.flush()
-            return
-        done = sum(int(d or 0) for d, _ in self._items.values())
-        totals = [t for _, t in self._items.values()]
-        what = next(iter(self._items)) if len(self._items) == 1 else f"{len(self._items)} files"
-        line = f"downloading {what}  {done / 1e6:.1f}"
-        if all(t is not None for t in totals):
-            total = sum(int(t or 0) for t in totals)
-            line += f"/{total / 1e6:.1f} MB  {100 * done // max(total, 1)}%"
-        else:
-            line += " MB"
-        elapsed = now - self._started
-        if elapsed > 0.5:
-            line += f"  {self._moved / elapsed / 1e6:.1f} MB/s"
-        self._stream.write("\r\x1b[K" + line)
-        self._stream.flush()
-
-
-def progress_for(stream: IO[str] | None = None, *, environ: Mapping[str, str], json_mode: bool = False) -> Progress:
-    """A progress bar on ``stream`` (default stderr) when it is a terminal; silence with ``CI``
-    set (non-empty), when it is not a TTY, or in ``--json`` mode."""
-    stream = sys.stderr if stream is None else stream
-    if json_mode or environ.get("CI") or not _isatty(stream):
-        return Progress()
-    return TerminalProgress(stream)
-
-
-def _isatty(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
-
-
 class _Cancelled(DownloadError):
     def __init__(self, url: str) -> None:
         super().__init__(url, "cancelled because another download of the same plan failed")
@@ -181,6 +93,8 @@ def download(
     progress: Progress | None = None,
     name: str | None = None,
     cancel: threading.Event | None = None,
+    tee: Tee | None = None,
+    keep_partial: bool = True,
 ) -> Download:
     """Fetch ``url`` into the cache, verified against ``sha256`` and ``size`` when given.
 
@@ -193,6 +107,11 @@ def download(
         progress: where to report bytes (silent by default).
         name: shown in progress (default: the URL's last segment).
         cancel: set by a sibling download that failed; stops this one between chunks.
+        tee: called with ``(offset, chunk)`` for every chunk as it is written and hashed, so that
+            another consumer (``stream``'s extraction) reads the same bytes in the same pass. A
+            resume continues at the offset where the partial ends; a restart begins again at 0.
+        keep_partial: ``False`` discards the partial bytes when the download fails, instead of
+            keeping them for the next run to resume.
 
     Returns:
         The verified blob: its path in the cache, digest and size.
@@ -219,9 +138,13 @@ def download(
         hit = _cached(url, sha256, size, cache, fetcher)  # another process may have finished it
         if hit is not None:
             return hit
-        job = _Job(url, sha256, size, cache, fetcher, part, progress, name, cancel)
+        job = _Job(url, sha256, size, cache, fetcher, part, progress, name, cancel, tee)
         try:
             return fetcher.retry(url, job.attempt)
+        except BaseException:
+            if not keep_partial:
+                part.discard()
+            raise
         finally:
             progress.finish(name)
 
@@ -254,10 +177,12 @@ class _Job:
         progress: Progress,
         name: str,
         cancel: threading.Event | None,
+        tee: Tee | None = None,
     ) -> None:
         self.url, self.sha256, self.size = url, sha256, size
         self.cache, self.fetcher, self.part = cache, fetcher, part
         self.progress, self.name, self.cancel = progress, name, cancel
+        self.tee = tee
         self.cap = size if size is not None else fetcher.config.max_download_bytes
         self._hasher: Any = None
         self._hashed = 0  # bytes of the partial the hasher has seen
@@ -381,6 +306,8 @@ class _Job:
                 f.write(chunk)
                 h.update(chunk)
                 self._hashed = received
+                if self.tee is not None:
+                    self.tee(received - len(chunk), chunk)
                 self.progress.advance(self.name, len(chunk))
                 if self.cancel is not None and self.cancel.is_set():
                     raise _Cancelled(self.url)

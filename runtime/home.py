@@ -11,6 +11,7 @@ import os
 import stat
 from collections.abc import Mapping
 
+from superfluid.runtime.errors import SuperfluidError
 from superfluid.runtime.registry import worker_command
 
 __all__ = [
@@ -30,6 +31,9 @@ __all__ = [
     "is_install_entry",
     "installs_in",
     "current_target",
+    "HomeUnusable",
+    "home_fault",
+    "writable_home",
 ]
 
 #: in ``runtimes/<id>/``: the relative symlink to the default install
@@ -160,3 +164,51 @@ def current_target(runtime_dir: _PathLike) -> tuple[str | None, str | None]:
         what = "does not exist" if not os.path.lexists(install) else "is not a directory"
         return None, f"{path} is dangling: {target} {what}"
     return name, None
+
+
+class HomeUnusable(SuperfluidError):
+    """``SUPERFLUID_HOME`` cannot hold installs: not a directory, not writable, or on a read-only
+    file system. The message names the path."""
+
+
+def home_fault(path: _PathLike) -> str | None:
+    """Why nothing can be written under the home at ``path`` (None: it is, or can be made, a
+    writable directory): it is a file, a dangling link, on a read-only file system, not writable,
+    or cannot be made where it is. Touches nothing."""
+    where = os.fspath(path)
+    probe = where
+    while not os.path.lexists(probe):  # the nearest part that exists is where it would be made
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if os.path.islink(probe) and not os.path.exists(probe):
+        return f"SUPERFLUID_HOME ({where}): {probe} is a dangling link"
+    if not os.path.isdir(probe):
+        what = "is a file, not a directory" if os.path.isfile(probe) else "is not a directory"
+        return f"SUPERFLUID_HOME ({where}) {what}" if probe == where else \
+            f"SUPERFLUID_HOME ({where}) cannot be made: {probe} {what}"
+    made = "" if probe == where else f" cannot be made: {probe}"
+    try:
+        read_only = bool(os.statvfs(probe).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        read_only = False
+    if read_only:
+        return f"SUPERFLUID_HOME ({where}){made or ''} is on a read-only file system"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"SUPERFLUID_HOME ({where}){made} is not writable" if made else \
+            f"SUPERFLUID_HOME ({where}) is not writable by this user"
+    return None
+
+
+def writable_home(environ: Mapping[str, str] | None = None) -> str:
+    """``home(environ)``, checked to be (or to be able to become) a writable directory.
+
+    Raises:
+        HomeUnusable: it is not (names the path and why).
+    """
+    where = home(environ)
+    fault = home_fault(where)
+    if fault is not None:
+        raise HomeUnusable(fault, fix="point SUPERFLUID_HOME at a writable directory (or unset it for ~/.superfluid)")
+    return where

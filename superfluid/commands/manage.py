@@ -66,11 +66,11 @@ def run(args: argparse.Namespace) -> int:
     """
     from superfluid.installer.store import check_runtime_id
     from superfluid.runtime import registry
-    from superfluid.runtime.home import home
+    from superfluid.runtime.home import writable_home
 
     check_runtime_id(args.id)
     registry.get(args.id)
-    where = home(dict(os.environ))
+    where = writable_home(dict(os.environ))  # a file, an unwritable or read-only home: named, before anything
     if args.sub == "remove":
         return _remove(args, where)
     if args.sub == "use":

@@ -7,7 +7,9 @@
 library, only when someone did: the flag as given, ``--lib`` or ``--llamacpp-lib``, or the
 variable; whether or not a library was found there), and with ``--model``: ``model`` {path, reads
 (true or the reason), facts, sizing {weight_bytes, kv_bytes_per_token, trained_context, budget_bytes,
-budget_why} (or the reason it cannot be priced), state_identity {key, weights, settings}}.
+budget_why} (or the reason it cannot be priced), ``serves`` (present when an option keeps the model
+from serving: the reason; the check then exits 1, as serve would exit 3), state_identity {key,
+weights, settings}}.
 
 The options are checked against their declarations first (a bad one is a usage error, exit 2) and
 then applied to the model and context parameters, so they count for availability and sizing.
@@ -134,6 +136,8 @@ def model_report(lib: Any, path: str, options: Mapping[str, Any], devs: list[Any
                                            options.get("cache-type-v", "f16"))
         except sizing.SizingRefused as e:
             out["sizing"] = str(e)
+            if e.option is not None:  # llama.cpp makes no context with it: serving would fail (exit 3)
+                out["serves"] = f"it does not serve with --{e.option} {options.get(e.option)}: {e}"
         else:
             out["sizing"] = {"weight_bytes": facts["weight_bytes"], "kv_bytes_per_token": kv,
                              "trained_context": facts["trained_context"], "budget_bytes": budget.bytes,
@@ -172,7 +176,8 @@ def check_report(model_path: str | None, options: Mapping[str, Any],
     if model_path is None:
         return report, 0
     report["model"] = model_report(lib, model_path, options, devs, detect(environ).memory)
-    return report, 0 if report["model"]["reads"] is True else 1
+    ok = report["model"]["reads"] is True and report["model"].get("serves", True) is True
+    return report, 0 if ok else 1
 
 
 def check_argv(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:

@@ -48,7 +48,13 @@ HEADROOM = 1 * GiB
 
 
 class SizingRefused(ValueError):
-    """The model cannot be priced under the chosen cache types (the message says why)."""
+    """The model cannot be priced under the chosen cache types (the message says why). ``option``
+    names the option at fault (``cache-type-k``) when one is: llama.cpp then refuses to make a
+    context with it, so the model does not serve with it either."""
+
+    def __init__(self, message: str, *, option: str | None = None) -> None:
+        super().__init__(message)
+        self.option = option
 
 
 class LayerWidths(NamedTuple):
@@ -117,12 +123,12 @@ def layer_widths(model: Model) -> list[LayerWidths]:
     return out
 
 
-def _type_id(lib: Library, name: str) -> int:
+def _type_id(lib: Library, name: str, which: str) -> int:
     type_id = CACHE_TYPES[name]
     reported = lib.fn["ggml_type_name"](type_id)
     if (reported or b"").decode() != name:
         raise SizingRefused(f"this llama.cpp numbers its ggml types differently: type {type_id} is "
-                            f"{reported!r}, not {name}")
+                            f"{reported!r}, not {name}", option=f"cache-type-{which}")
     return type_id
 
 
@@ -134,7 +140,7 @@ def _row(lib: Library, type_id: int, name: str, width: int, head: int, which: st
     # would abort the process on a width it does not divide): refuse before calling it
     if head % block or width % block:
         raise SizingRefused(f"cache-type-{which} {name} packs {block} values a block, which does not divide "
-                            f"this model's {which.upper()} head size {head}")
+                            f"this model's {which.upper()} head size {head}", option=f"cache-type-{which}")
     return int(lib.fn["ggml_row_size"](type_id, width))
 
 
@@ -146,7 +152,7 @@ def kv_bytes_per_token(lib: Library, widths: Sequence[LayerWidths], cache_type_k
         SizingRefused: a cache type the library numbers differently, or whose block does not
             divide the model's head size.
     """
-    tk, tv = _type_id(lib, cache_type_k), _type_id(lib, cache_type_v)
+    tk, tv = _type_id(lib, cache_type_k, "k"), _type_id(lib, cache_type_v, "v")
     total = 0
     for w in widths:
         total += _row(lib, tk, cache_type_k, w.k, w.head_k, "k") + _row(lib, tv, cache_type_v, w.v, w.head_v, "v")

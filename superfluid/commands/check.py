@@ -100,6 +100,8 @@ def _report_ok(report: Any, code: int) -> tuple[bool, str]:
     model = report.get("model") if isinstance(report, dict) else None
     if available is True and isinstance(model, dict) and model.get("reads") is not True:
         return False, str(model.get("reads"))
+    if available is True and isinstance(model, dict) and model.get("serves", True) is not True:
+        return False, str(model.get("serves"))
     return False, str(available) if available is not None else f"its check exited {code}"
 
 

@@ -313,6 +313,17 @@ class Service:
         self._admitted = threading.BoundedSemaphore(queue + 1)
         self._answering = 0
         self._answered = threading.Condition()
+        self._in = 0
+        self._in_lock = threading.Lock()
+
+    def _count(self, step: int) -> None:
+        with self._in_lock:
+            self._in += step
+
+    @property
+    def admitted(self) -> int:
+        """Requests admitted now: the one generating and those waiting for the model."""
+        return self._in
 
     @contextmanager
     def answering(self) -> Iterator[None]:
@@ -348,6 +359,8 @@ class Service:
                 raise _busy(f"the server is busy: one request is generating and {self.queue} wait for the model "
                             f"(serve --queue N); try again")
             stack.callback(self._admitted.release)
+            self._count(+1)
+            stack.callback(self._count, -1)
             if not self.lock.acquire(timeout=self.wait):
                 raise _busy(f"the server is busy: the model was not free within {self.wait:g} s; try again")
             stack.callback(self.lock.release)

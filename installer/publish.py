@@ -37,8 +37,9 @@ from superfluid.installer.store import (
 )
 from superfluid.runtime.home import CURRENT, LIB, worker_path
 from superfluid.runtime.receipt import RECEIPT, Receipt, now_utc, write_receipt
+from superfluid.runtime.registry import worker_command as registry_worker
 
-__all__ = ["Published", "install_staged", "worker_command", "write_worker_launcher"]
+__all__ = ["Published", "install_staged", "worker_command", "write_worker_launcher", "launcher_script"]
 
 
 @dataclass(frozen=True)
@@ -61,9 +62,8 @@ def worker_command(runtime_id: str, *, python: str | None = None, module: str | 
     there, not the install's. Running ``main`` from a ``-c`` bootstrap lets the launcher hand over
     its own path as ``argv[0]`` (the real path of ``<install>/bin/…``, even through ``current``).
     ``-P`` (3.11+) or ``-I`` keeps the working directory off ``sys.path``, so a ``superfluid/``
-    directory where the daemon runs cannot replace our modules. The install is tied to the
-    environment that made it: when that environment is gone, the worker fails, ``superfluid
-    runtimes`` shows the install as broken and ``superfluid runtime repair`` rewrites the launcher.
+    directory where the daemon runs cannot replace our modules. This names one interpreter for
+    good; an install's own launcher finds its Python each time it runs (``launcher_script``).
     """
     flag = "-P" if sys.version_info >= (3, 11) else "-I"
     module = module or f"superfluid.runtime.{runtime_id}.worker"
@@ -71,24 +71,109 @@ def worker_command(runtime_id: str, *, python: str | None = None, module: str | 
     return [python or sys.executable, flag, "-c", boot]
 
 
+def _boot(runtime_id: str, module: str) -> str:
+    """The ``-c`` program the launcher runs: the adapter's worker ``main`` with the launcher as
+    ``argv[0]``, or, when this Python has no superfluid, one line saying which command restores it."""
+    name = registry_worker(runtime_id)
+    return "\n".join([
+        "import os, sys",
+        "if sys.path and sys.path[0] in ('', '.'):",
+        "    del sys.path[0]  # the working directory: never a source of our modules (as -P, any Python 3)",
+        "sys.argv[0] = sys.argv.pop(1)",
+        "try:",
+        f"    from {module} import main",
+        "except ImportError as e:",
+        "    install = os.path.basename(os.path.dirname(os.path.dirname(sys.argv[0])))",
+        f"    sys.stderr.write(f'{name}: {{sys.executable}} has no superfluid to run this install ({{e}}); '",
+        f"                     f'`superfluid runtime repair {runtime_id} {{install}}` rewrites its launcher\\n')",
+        "    sys.exit(127)",
+        "sys.exit(main())",
+    ])
+
+
+def launcher_script(runtime_id: str, *, made_by: str | None = None, module: str | None = None) -> str:
+    """The POSIX sh launcher of an install: it runs the adapter's worker with its own path as
+    ``argv[0]`` (its ``../lib`` holds the engine) under the first Python that is there, in order:
+
+    1. ``$SUPERFLUID_PYTHON``: the superfluid that starts a worker names its own Python;
+    2. the Python of the ``superfluid`` on ``PATH``, found as the catalog finds workers (symlinks
+       resolved, so a package manager's ``bin/`` link or a shim leads to the real one): its
+       ``#!`` interpreter, else the ``python3`` beside it;
+    3. ``made_by``, the Python that made the install (default: this one), while it still exists.
+
+    No path is needed but the last, so moving or deleting the environment that made the install
+    breaks nothing while a superfluid is on ``PATH`` (or asks); with none anywhere, the launcher
+    exits 127 naming the command that restores it (``superfluid runtime repair <id> <install>``).
+    """
+    name = registry_worker(runtime_id)
+    boot = _boot(runtime_id, module or f"superfluid.runtime.{runtime_id}.worker")
+    made = made_by or sys.executable
+    # one line (a worker's reason is its last line of stderr), naming the command that restores it
+    missing = (f"{name}: no superfluid to run this install's worker: SUPERFLUID_PYTHON is not set, no "
+               "superfluid is on PATH, and $made_by (the Python that made this install) is gone; install "
+               "superfluid (or put it on PATH), then \\`superfluid runtime repair "
+               f"{runtime_id} $install\\` rewrites this launcher")
+    return f"""#!/bin/sh
+# {name}: written by superfluid's installer. It runs the {runtime_id} adapter's worker with this
+# file as argv[0] (its ../lib holds the engine), under the first Python found: $SUPERFLUID_PYTHON
+# (set by the superfluid that starts it), the Python of the `superfluid` on PATH, or the one that
+# made this install. Moving or deleting that environment breaks nothing while a superfluid is on PATH.
+here=$(cd -- "$(dirname -- "$0")" && pwd -P) || exit 127
+made_by={shlex.quote(made)}
+py=${{SUPERFLUID_PYTHON:-}}
+if [ -n "$py" ] && [ ! -x "$py" ]; then py=; fi
+if [ -z "$py" ]; then
+  sf=$(command -v superfluid 2>/dev/null) || sf=
+  case $sf in /*) ;; *) sf= ;; esac
+  hops=0
+  while [ -n "$sf" ] && [ -L "$sf" ] && [ "$hops" -lt 40 ]; do
+    link=$(readlink -- "$sf") || break
+    case $link in /*) sf=$link ;; *) sf=$(dirname -- "$sf")/$link ;; esac
+    hops=$((hops + 1))
+  done
+  if [ -n "$sf" ] && [ -f "$sf" ]; then
+    first=
+    IFS= read -r first < "$sf" || true
+    case $first in
+      '#!/'*) first=${{first#??}}; first=${{first%% *}}
+        case ${{first##*/}} in python*) if [ -x "$first" ]; then py=$first; fi ;; esac ;;
+    esac
+    for candidate in "$(dirname -- "$sf")/python3" "$(dirname -- "$sf")/python"; do
+      if [ -z "$py" ] && [ -x "$candidate" ]; then py=$candidate; fi
+    done
+  fi
+fi
+if [ -z "$py" ] && [ -x "$made_by" ]; then py=$made_by; fi
+if [ -z "$py" ]; then
+  install=$(basename -- "$(dirname -- "$here")")
+  echo "{missing}" >&2
+  exit 127
+fi
+exec "$py" -c {shlex.quote(boot)} "$here/{name}" "$@"
+"""
+
+
 def write_worker_launcher(install_dir: str | os.PathLike[str], runtime_id: str, *,
                           argv: Sequence[str] | None = None) -> Path:
-    """Write ``<install_dir>/bin/superfluid-worker-<id>``: a POSIX sh script that execs ``argv``
-    (default ``worker_command(id)``) with the launcher's own path and its arguments.
+    """Write ``<install_dir>/bin/superfluid-worker-<id>``: a POSIX sh script, by default
+    ``launcher_script(id)`` (it finds a Python with superfluid each time it runs); with ``argv``,
+    one that execs exactly ``argv`` with the launcher's own path and its arguments.
 
     Raises:
         OSError: it cannot be written.
     """
-    command = list(argv) if argv is not None else worker_command(runtime_id)
     path = Path(install_dir) / worker_path(runtime_id)
     path.parent.mkdir(parents=True, exist_ok=True)
-    script = (
-        "#!/bin/sh\n"
-        f"# {path.name}: written by superfluid's installer; runs the adapter's worker\n"
-        "# of the toolchain that made this install, with this file as argv[0] (its ../lib holds the engine).\n"
-        'here=$(cd -- "$(dirname -- "$0")" && pwd -P) || exit 127\n'
-        f'exec {" ".join(shlex.quote(a) for a in command)} "$here/{path.name}" "$@"\n'
-    )
+    if argv is None:
+        script = launcher_script(runtime_id)
+    else:
+        script = (
+            "#!/bin/sh\n"
+            f"# {path.name}: written by superfluid's installer; runs the adapter's worker\n"
+            "# with this file as argv[0] (its ../lib holds the engine).\n"
+            'here=$(cd -- "$(dirname -- "$0")" && pwd -P) || exit 127\n'
+            f'exec {" ".join(shlex.quote(a) for a in argv)} "$here/{path.name}" "$@"\n'
+        )
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(script, encoding="utf-8")
     os.chmod(tmp, 0o755)

@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,8 +18,8 @@ from typing import Any
 
 from superfluid.runtime.errors import WorkerFailed
 
-__all__ = ["scrubbed_env", "is_secret", "WorkerResult", "run_worker", "run_json", "DEFAULT_TIMEOUT",
-           "OUTPUT_MAX_BYTES"]
+__all__ = ["scrubbed_env", "worker_env", "is_secret", "WorkerResult", "run_worker", "run_json", "DEFAULT_TIMEOUT",
+           "OUTPUT_MAX_BYTES", "PYTHON_VARIABLE"]
 
 #: words of a variable's name that make it a credential (the name split at ``_``, ``-``, ``.``)
 _SECRET_WORDS = frozenset({
@@ -32,6 +33,9 @@ _SECRET_PARTS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENT
 _USERINFO_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/@\s]+@")
 _PEM_KEY = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")
 
+#: the Python that runs this superfluid, handed to every worker it starts: an install's launcher
+#: (``bin/superfluid-worker-<id>``) runs the adapter's worker with it (installer/publish.py)
+PYTHON_VARIABLE = "SUPERFLUID_PYTHON"
 #: seconds a worker may take to answer a declaration or a check
 DEFAULT_TIMEOUT = 30.0
 #: bytes of a worker's stdout and of its stderr kept; a worker printing more is stopped
@@ -57,6 +61,16 @@ def scrubbed_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The caller's environment without credentials (SPEC §8.4; ``is_secret``)."""
     env = os.environ if environ is None else environ
     return {k: v for k, v in env.items() if not is_secret(k, v)}
+
+
+def worker_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A worker's environment: ``scrubbed_env``, and ``SUPERFLUID_PYTHON`` naming this Python
+    (unless the caller names one), so that an install's launcher runs the worker with the
+    superfluid that asks, wherever the environment that made the install went."""
+    env = scrubbed_env(environ)
+    if not env.get(PYTHON_VARIABLE) and sys.executable:
+        env[PYTHON_VARIABLE] = sys.executable
+    return env
 
 
 @dataclass(frozen=True)
@@ -152,7 +166,7 @@ def run_worker(argv: Sequence[str], *, environ: Mapping[str, str] | None = None,
         WorkerFailed: it could not start, did not finish within ``timeout`` seconds, or printed
             more than the cap (``lasting`` for the first two: asking again now fails the same way).
     """
-    env = scrubbed_env(environ)
+    env = worker_env(environ)
     name = os.path.basename(argv[0])
     try:
         proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

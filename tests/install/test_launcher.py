@@ -1,0 +1,146 @@
+"""Installs survive the toolchain moving (issue 15, item 7).
+
+An install's launcher (``<install>/bin/superfluid-worker-<id>``) does not exec the Python of the
+environment that made it: it runs the worker under ``$SUPERFLUID_PYTHON`` (which every superfluid
+sets for the workers it starts), else the Python of the ``superfluid`` on ``PATH``, else the one
+that made the install while it exists; with none, it exits 127 naming the command that restores it.
+The table runs a real launcher (``/bin/sh``) in each situation; the end-to-end test installs from
+a throwaway environment, deletes that environment, and runs the install's worker as the daemon
+would and through another superfluid.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from superfluid.installer.publish import launcher_script
+from tests.conftest import VENV_BIN
+from tests.install.conftest import Home
+from tests.release_server import ReleaseServer
+
+SYSTEM_PATH = "/usr/bin:/bin"
+GONE = "/nonexistent/venv/bin/python"
+
+
+def _install_dir(root: Path, made_by: str) -> Path:
+    """``root/runtimes/basert/0.4.0-cpu`` with the launcher an install of it gets."""
+    install = root / "runtimes" / "basert" / "0.4.0-cpu"
+    (install / "bin").mkdir(parents=True)
+    launcher = install / "bin" / "superfluid-worker-basert"
+    launcher.write_text(launcher_script("basert", made_by=made_by))
+    launcher.chmod(0o755)
+    return install
+
+
+def _linked_superfluid(d: Path) -> Path:
+    """A ``bin/`` holding ``superfluid`` as a package manager's link to the real one."""
+    d.mkdir()
+    (d / "superfluid").symlink_to(VENV_BIN / "superfluid")
+    return d
+
+
+def _copied_superfluid(d: Path) -> Path:
+    """A ``bin/`` holding a copy of the console script (its ``#!`` names the real Python), no python beside."""
+    d.mkdir()
+    shutil.copy(VENV_BIN / "superfluid", d / "superfluid")
+    return d
+
+
+def _run(install: Path, env: dict[str, str], *argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(install / "bin" / "superfluid-worker-basert"), *argv], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+@pytest.mark.parametrize(("made_by", "situation", "runs"), [
+    (GONE, "superfluid-on-path-as-a-link", True),
+    (GONE, "superfluid-on-path-as-a-copy", True),
+    (GONE, "superfluid-python-set", True),
+    (sys.executable, "nothing-else", True),  # the environment that made it is still there
+    (GONE, "nothing-else", False),
+    (GONE, "superfluid-python-without-superfluid", False),
+], ids=lambda v: v if isinstance(v, str) and not v.startswith("/") else None)
+def test_the_launcher_finds_a_superfluid(tmp_path: Path, made_by: str, situation: str, runs: bool) -> None:
+    install = _install_dir(tmp_path, made_by)
+    env = {"PATH": SYSTEM_PATH, "HOME": str(tmp_path), "SUPERFLUID_HOME": str(tmp_path)}
+    if situation == "superfluid-on-path-as-a-link":
+        env["PATH"] = f"{_linked_superfluid(tmp_path / 'bin')}:{SYSTEM_PATH}"
+    elif situation == "superfluid-on-path-as-a-copy":
+        env["PATH"] = f"{_copied_superfluid(tmp_path / 'bin')}:{SYSTEM_PATH}"
+    elif situation == "superfluid-python-set":
+        env["SUPERFLUID_PYTHON"] = sys.executable
+    elif situation == "superfluid-python-without-superfluid":
+        env["SUPERFLUID_PYTHON"] = shutil.which("python3", path=SYSTEM_PATH) or "/usr/bin/python3"
+    done = _run(install, env, "compat", "--json")
+    if runs:
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["requires"]["abi"] == 1
+        return
+    assert done.returncode == 127 and done.stdout == ""
+    assert done.stderr.count("\n") == 1  # one line: a worker's reason is its last line
+    assert "`superfluid runtime repair basert 0.4.0-cpu` rewrites" in done.stderr
+    if situation == "nothing-else":
+        assert f"no superfluid is on PATH, and {GONE} (the Python that made this install) is gone" in done.stderr
+
+
+def test_the_launcher_hands_over_its_path_and_ignores_the_working_directory(tmp_path: Path) -> None:
+    install = _install_dir(tmp_path, sys.executable)
+    (tmp_path / "cwd" / "superfluid").mkdir(parents=True)
+    (tmp_path / "cwd" / "superfluid" / "__init__.py").write_text("raise SystemExit('hijacked')\n")
+    env = {"PATH": SYSTEM_PATH, "SUPERFLUID_HOME": str(tmp_path)}
+    done = _run(install, env, "check", cwd=tmp_path / "cwd")
+    assert "hijacked" not in done.stderr
+    report = json.loads(done.stdout)
+    # the search started beside the launcher: its ../lib is the install's lib
+    assert str(install / "lib") in report["available"]
+
+
+def _throwaway_superfluid(root: Path) -> Path:
+    """A fresh virtual environment whose ``superfluid`` is this checkout (a .pth naming our site-packages)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True, timeout=120)
+    python = root / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    ours = sysconfig.get_paths()["purelib"]
+    Path(purelib, "superfluid-checkout.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
+    script = root / "bin" / "superfluid"
+    script.write_text(f"#!{python}\nimport sys\nfrom superfluid.cli import main\nsys.exit(main())\n")
+    script.chmod(0o755)
+    return script
+
+
+def test_an_install_survives_the_environment_that_made_it_being_deleted(tmp_path: Path, home: Home,
+                                                                          server: ReleaseServer) -> None:
+    made_with = _throwaway_superfluid(tmp_path / "old-venv")
+    env = {**home.env, "PATH": SYSTEM_PATH}
+    done = subprocess.run([str(made_with), "runtime", "install", "basert", "--mirror", server.mirror_url], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    launcher = home.basert / "0.4.0-cpu" / "bin" / "superfluid-worker-basert"
+    assert str(tmp_path / "old-venv") in launcher.read_text()  # named, as the last resort only
+    shutil.rmtree(tmp_path / "old-venv")
+
+    # the daemon runs the worker with a superfluid on PATH: it answers from the install's own lib
+    on_path = {**env, "PATH": f"{_linked_superfluid(tmp_path / 'bin')}:{SYSTEM_PATH}"}
+    check = subprocess.run([str(launcher), "check"], env=on_path, capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stderr
+    report = json.loads(check.stdout)
+    assert report["available"] is True and report["library"].startswith(str(home.basert / "0.4.0-cpu" / "lib"))
+
+    # another superfluid asking the install's worker names its own Python: no PATH needed
+    other = {**env, "SUPERFLUID_WORKER_BASERT": str(launcher)}
+    rows = subprocess.run([str(VENV_BIN / "superfluid"), "runtimes", "--json"], env=other, capture_output=True,
+                          text=True, timeout=60, check=False)
+    row = next(r for r in json.loads(rows.stdout) if r["id"] == "basert")
+    assert (row["state"], row["ready"]) == ("ready", True), rows.stderr
+
+    # with no superfluid anywhere: one line naming the command that restores it
+    alone = subprocess.run([str(launcher), "check"], env=env, capture_output=True, text=True, timeout=60)
+    assert alone.returncode == 127
+    assert "`superfluid runtime repair basert 0.4.0-cpu` rewrites this launcher" in alone.stderr

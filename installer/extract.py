@@ -297,9 +297,12 @@ def _tar_defence(archive: str, dest: str, ti: tarfile.TarInfo) -> _Defence | Non
     return defend
 
 
-def _tar_members(archive: str, dest: str) -> Iterator[tuple[Member, _Opener | None, _Defence | None]]:
+def _tar_members(archive: str, dest: str,
+                 stream: IO[bytes] | None = None) -> Iterator[tuple[Member, _Opener | None, _Defence | None]]:
     # Stream mode ("r|*"): one pass, whatever the compression; members come in archive order.
-    with tarfile.open(archive, mode="r|*", bufsize=_CHUNK) as tar:
+    # ``stream``: the tar's bytes as they arrive, already decompressed ("r|"; ``archive`` only names it).
+    with tarfile.open(None if stream is not None else archive, mode="r|*" if stream is None else "r|",
+                      fileobj=stream, bufsize=_CHUNK) as tar:
         for ti in tar:
             member = Member(ti.name, _tar_kind(ti), ti.size, ti.mode, ti.linkname)
             opener = (lambda ti=ti: tar.extractfile(ti)) if member.kind == "file" else None
@@ -387,12 +390,16 @@ def _ensure_parents(root: str, path: str, tree: dict[str, Entry], dir_modes: dic
             dir_modes[prefix] = 0o755
 
 
-def _unpack(archive: str, dest: str, limits: ExtractLimits) -> dict[str, Entry]:
+def _unpack(archive: str, dest: str, limits: ExtractLimits, stream: IO[bytes] | None = None,
+            size: int | None = None) -> dict[str, Entry]:
     tree: dict[str, Entry] = {}
     dir_modes: dict[str, int] = {}
-    allowance = limits.allowance(os.path.getsize(archive))
+    allowance = limits.allowance(size if size is not None else os.path.getsize(archive))
     count = total = 0
-    members = _zip_members(archive) if _is_zip(archive) else _tar_members(archive, dest)
+    if stream is not None:
+        members = _tar_members(archive, dest, stream)
+    else:
+        members = _zip_members(archive) if _is_zip(archive) else _tar_members(archive, dest)
     with _reading(archive):
         for member, opener, defence in members:
             count += 1
@@ -446,10 +453,16 @@ def _descend(archive: str, dest: str, tree: Mapping[str, Entry]) -> str:
 
 
 def extract_archive(archive: str | os.PathLike[str], dest: str | os.PathLike[str], *,
-                    limits: ExtractLimits | None = None, descend: bool = True) -> Path:
+                    limits: ExtractLimits | None = None, descend: bool = True,
+                    stream: IO[bytes] | None = None, size: int | None = None) -> Path:
     """Extract ``archive`` into ``dest``, a new directory (its parent must exist), and return the
     root of the content: ``dest`` itself, or with ``descend`` the directory reached through single
     top-level directories (``pkg-1.0/`` of ``pkg-1.0.tar.gz``).
+
+    With ``stream``, the archive is a tar read from it front to back as its bytes arrive, already
+    decompressed (``superfluid.installer.stream`` decompresses as the download flows), and
+    ``archive`` only names it in errors; ``size`` is then the archive's size as downloaded, which
+    the bomb allowance is reckoned from. Every member is judged exactly as from a file.
 
     On any error ``dest`` is removed: nothing is left behind and nothing was written outside it.
 
@@ -457,15 +470,18 @@ def extract_archive(archive: str | os.PathLike[str], dest: str | os.PathLike[str
         UnsafeArchive: a member is refused by ``judge_member`` or the caps (names the member).
         BadFile: the archive is corrupt, truncated or not an archive.
         ExtractFailed: the disk refused a write (space, permissions).
+        ValueError: a ``stream`` without its ``size``.
     """
     archive_s, dest_s = os.fspath(archive), os.path.abspath(os.fspath(dest))
     limits = limits or ExtractLimits()
+    if stream is not None and size is None:
+        raise ValueError("a streamed archive needs its size")
     try:
         os.mkdir(dest_s, 0o755)
     except OSError as e:
         raise ExtractFailed(archive_s, dest_s, e.strerror or str(e)) from e
     try:
-        tree = _unpack(archive_s, dest_s, limits)
+        tree = _unpack(archive_s, dest_s, limits, stream, size)
         root = _descend(archive_s, dest_s, tree) if descend else dest_s
         check_tree(root, archive_s)
     except BaseException:

@@ -3,10 +3,14 @@ download → stage → probe → publish, in that order, for any adapter.
 
 The adapter chooses (``Adapter.plan``, reading the release listing through ``SourceListing``) and
 judges (``Adapter.judge_probe``); this module only carries the plans out. Nothing is downloaded
-before every digest is settled (SPEC §8.2), no lock is taken before the bytes are verified, and a
-staged install is published only when its worker's check passes. A plan whose probe refuses is
-recorded and the next is tried; when every plan is refused, nothing was installed. What happens
-is told through ``Event``s, which the face words.
+before every digest is settled (SPEC §8.2), and a staged install is published only when its bytes
+matched their digest and its worker's check passes. A plan of one remote archive whose digest is
+known and that is not in the cache yet is downloaded and extracted in one pass
+(``stream.download_and_extract``), into the staging directory under the runtime's lock; any other
+plan is downloaded and verified into the cache first (no lock taken), then extracted from it. A
+plan whose probe refuses is recorded and the next is tried; when every plan is refused, nothing was
+installed. What happens is told through ``Event``s, which the face words; with a ``Phases`` the
+wall-clock spans of listing, download, extract, probe and publish are recorded on it.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from superfluid.runtime.probe import ProbeRefused
 
 if TYPE_CHECKING:
     from superfluid.installer.download import Download, Progress
+    from superfluid.installer.phases import Phases
     from superfluid.installer.publish import Published
     from superfluid.installer.sources import Asset, Release, ReleaseSource
     from superfluid.runtime.adapter import Adapter
@@ -109,12 +114,22 @@ class SourceListing:
         return self._releases
 
     def release(self, tag: str, *, optional: bool = False) -> ReleaseLike | None:
-        from superfluid.installer.errors import ReleaseNotFound
+        """The published release ``tag``; with ``optional``, None when it is not published or, offline,
+        not in the cache (an older build's fallback plans that were never fetched are simply absent).
+
+        Raises:
+            ReleaseNotFound, OfflineMissing: (without ``optional``) as ``ReleaseSource.release``.
+        """
+        from superfluid.installer.errors import OfflineMissing, ReleaseNotFound
 
         try:
             return self._remember(self.source.release(self.repo, tag))
         except ReleaseNotFound:
             if optional:
+                return None
+            raise
+        except OfflineMissing:
+            if optional and self.source.offline:
                 return None
             raise
 
@@ -278,31 +293,95 @@ def _probe(adapter: Adapter, p: Plan, staging: Path, *, environ: Mapping[str, st
     return adapter.judge_probe(p, report, untested=untested)
 
 
-def _install_one(adapter: Adapter, p: Plan, fetched: Sequence[tuple[PlanAsset, Path, str]], *, home: str,
-                 environ: Mapping[str, str], untested: bool, platform: str, tell: Tell,
-                 lock: Mapping[str, str] | None = None) -> Published:
-    from superfluid.installer.extract import extract_all
+#: fills a staging's ``lib/`` with a plan's verified archives; answers them as ``_fetch`` does
+_Fill = Callable[[Path], Sequence[tuple[PlanAsset, Path, str]]]
+
+
+def _extracting(fetched: Sequence[tuple[PlanAsset, Path, str]], phases: Phases | None) -> _Fill:
+    """The fill of archives already verified in the cache: ``extract_all`` from their files."""
+
+    def fill(lib: Path) -> Sequence[tuple[PlanAsset, Path, str]]:
+        from superfluid.installer.extract import extract_all
+        from superfluid.installer.phases import phase
+
+        with phase(phases, "extract"):
+            extract_all([path for _, path, _ in fetched], lib)
+        return fetched
+
+    return fill
+
+
+def _streaming(p: Plan, source: ReleaseSource | None, *, environ: Mapping[str, str], progress: Progress | None,
+               phases: Phases | None) -> _Fill | None:
+    """The fill that downloads ``p``'s archive and extracts it in the same pass (the bytes
+    verified before anything extracted is kept), or None when ``p`` is not such a plan: one remote
+    tar whose digest and size are known, from a source that may connect, not in the cache yet."""
+    from superfluid.installer.cache import Cache
+    from superfluid.installer.stream import download_and_extract, streams
+    from superfluid.runtime.home import home
+
+    if len(p.assets) != 1 or (source is not None and source.offline):
+        return None
+    a = p.assets[0]
+    if is_local(a.url) or a.sha256 is None or a.size is None or not streams(a.name):
+        return None
+    cache = source.cache if source is not None else Cache.for_home(home(environ))
+    if cache.blob_path(a.sha256).exists():
+        return None  # the warm cache: extracted from the verified file
+    sha256, size = a.sha256, a.size
+
+    def fill(lib: Path) -> Sequence[tuple[PlanAsset, Path, str]]:
+        from superfluid.installer.sources import fetcher_for
+
+        fetcher = source.fetcher if source is not None else fetcher_for(a.url, plain_http=True)
+        try:
+            got = download_and_extract(a.url, sha256, size, lib, cache=cache, fetcher=fetcher, progress=progress,
+                                       name=a.name, phases=phases)
+        finally:
+            if source is None:
+                fetcher.close()
+        return [(a, got.path, got.sha256)]
+
+    return fill
+
+
+def _install_one(adapter: Adapter, p: Plan, fill: _Fill, *, home: str, environ: Mapping[str, str], untested: bool,
+                 platform: str, tell: Tell, lock: Mapping[str, str] | None = None,
+                 phases: Phases | None = None) -> Published:
+    import time
+
+    from superfluid.installer.phases import phase
     from superfluid.installer.publish import install_staged
     from superfluid.runtime.home import LIB
     from superfluid.runtime.receipt import Source, receipt_for
 
+    populated = 0.0
+
     def populate(staging: Path) -> Receipt:
-        extract_all([path for _, path, _ in fetched], staging / LIB)
-        probed = _probe(adapter, p, staging, environ=environ, untested=untested)
-        return receipt_for(p, [Source(a.url, sha) for a, _, sha in fetched], probed, platform, lock=lock)
+        nonlocal populated
+        fetched = fill(staging / LIB)
+        with phase(phases, "probe"):
+            probed = _probe(adapter, p, staging, environ=environ, untested=untested)
+        receipt = receipt_for(p, [Source(a.url, sha) for a, _, sha in fetched], probed, platform, lock=lock)
+        populated = time.monotonic()
+        return receipt
 
     def waiting(holder: Any) -> None:
         tell(Event("waiting", p, holder=holder.describe()))
 
-    return install_staged(home, p.id, p.install, populate, lambda _staging: None, on_wait=waiting,
-                          command=f"superfluid runtime install {p.id}")
+    published = install_staged(home, p.id, p.install, populate, lambda _staging: None, on_wait=waiting,
+                               command=f"superfluid runtime install {p.id}")
+    if phases is not None and populated:
+        phases.add("publish", populated, time.monotonic())
+    return published
 
 
 def install(request: Request, *, environ: Mapping[str, str], mirror: str | None = None, offline: bool = False,
             dry_run: bool = False, tell: Tell | None = None, progress: Progress | None = None,
-            host: Host | None = None, source: ReleaseSource | None = None) -> Outcome:
+            host: Host | None = None, source: ReleaseSource | None = None, phases: Phases | None = None) -> Outcome:
     """``superfluid runtime install``: plan, and unless ``dry_run``, download, verify, stage,
-    probe and publish the first plan that runs here (see the module doc for the sequence).
+    probe and publish the first plan that runs here (see the module doc for the sequence); the
+    phases' spans are recorded on ``phases`` when given.
 
     Raises:
         UsageError: as ``plan``.
@@ -312,16 +391,18 @@ def install(request: Request, *, environ: Mapping[str, str], mirror: str | None 
         DownloadError, OfflineMissing, ReleaseNotFound, BadFile: reading the source.
         UnsafeArchive, StoreError, LockBusy: extraction and the store (nothing installed).
     """
+    from superfluid.installer.phases import phase
     from superfluid.runtime.host import detect
 
     tell = tell or (lambda _event: None)
     host = host or detect(environ)
-    plans, where, src = plan(request, environ=environ, mirror=mirror, offline=offline, host=host, source=source)
+    with phase(phases, "listing"):
+        plans, where, src = plan(request, environ=environ, mirror=mirror, offline=offline, host=host, source=source)
     try:
         if dry_run:
             return Outcome(request.id, tuple(plans), True, where)
         return install_plans(request.id, plans, environ=environ, source=src, where=where, untested=request.untested,
-                             tell=tell, progress=progress, platform=host.platform)
+                             tell=tell, progress=progress, platform=host.platform, phases=phases)
     finally:
         if src is not None:
             src.close()
@@ -330,11 +411,11 @@ def install(request: Request, *, environ: Mapping[str, str], mirror: str | None 
 def install_plans(runtime_id: str, plans: Sequence[Plan], *, environ: Mapping[str, str], where: str,
                   source: ReleaseSource | None = None, untested: bool = False, tell: Tell | None = None,
                   progress: Progress | None = None, platform: str | None = None,
-                  lock: Mapping[str, str] | None = None) -> Outcome:
+                  lock: Mapping[str, str] | None = None, phases: Phases | None = None) -> Outcome:
     """Download, verify, stage, probe and publish the first of ``plans`` (digests already settled)
     that runs here; the others are its fallbacks. No listing is read: ``source`` (None: each URL
     as given, through the home's cache) only fetches. ``lock`` names the lock the plans came from
-    (``{"file", "sha256"}``), which the receipt records.
+    (``{"file", "sha256"}``), which the receipt records. ``phases`` records the phases' spans.
 
     Raises:
         NotInstallable: every plan's probe refused (names each reason), or there is none.
@@ -342,6 +423,7 @@ def install_plans(runtime_id: str, plans: Sequence[Plan], *, environ: Mapping[st
         VerificationError, DownloadError, OfflineMissing, UsageError: fetching (nothing installed).
         UnsafeArchive, StoreError, LockBusy: extraction and the store (nothing installed).
     """
+    from superfluid.installer.phases import phase
     from superfluid.runtime import registry
     from superfluid.runtime.home import home as home_of
     from superfluid.runtime.host import detect
@@ -359,11 +441,24 @@ def install_plans(runtime_id: str, plans: Sequence[Plan], *, environ: Mapping[st
         tell(event)
 
     for i, p in enumerate(plans):
+        absent = [a.name for a in p.assets if a.digest_source == "absent"]
+        if absent:  # the release does not publish this plan's archive: the next plan is tried
+            reason = f"{', '.join(absent)} {'is' if len(absent) == 1 else 'are'} not in this release"
+            fallbacks.append((p.install, reason))
+            if i + 1 < len(plans):
+                tell(Event("fell-back", p, index=i, reason=reason))
+                continue
+            raise NotInstallable(f"no {p.id} build installs here: " + "; ".join(f"{n}: {w}" for n, w in fallbacks)
+                                 if len(plans) > 1 else f"{p.id} {p.install}: {reason}")
         tell(Event("trying", p, index=i))
-        fetched = _fetch(p, source, environ=environ, progress=progress, tell=note)
+        fill = _streaming(p, source, environ=environ, progress=progress, phases=phases)
+        if fill is None:
+            with phase(phases, "download"):
+                fetched = _fetch(p, source, environ=environ, progress=progress, tell=note)
+            fill = _extracting(fetched, phases)
         try:
-            published = _install_one(adapter, p, fetched, home=home_of(environ), environ=environ,
-                                     untested=untested, platform=platform, tell=tell, lock=lock)
+            published = _install_one(adapter, p, fill, home=home_of(environ), environ=environ,
+                                     untested=untested, platform=platform, tell=tell, lock=lock, phases=phases)
         except ProbeRefused as e:
             fallbacks.append((p.install, e.reason))
             if i + 1 < len(plans):

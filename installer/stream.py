@@ -1,0 +1,319 @@
+"""One pass from the network into the staging directory (SPEC §8.1, §8.2, §8.4).
+
+A bundle's bytes flow once. ``download`` (with a ``tee``) writes each chunk into the cache's
+partial file and the SHA-256 as it always does, and hands the same chunk to a pipeline of two
+threads: one decompresses it (gzip, xz or bzip2, in bounded steps), the other reads the tar and
+writes each member as ``extract.extract_archive`` judges it (``judge_member``, the caps) into a
+fresh directory beside the staging's ``lib/``. Receiving, hashing, decompressing and writing run
+mostly outside the GIL, so on two cores the network, the decompressor and the disk overlap.
+
+The rule, in order:
+
+1. Nothing extracted is used before the whole download matched its size and digest (``download``
+   checks both and moves the file into the cache); only then do the extracted files move into
+   ``lib/``, and the tree is checked once more (``check_tree``).
+2. The bytes extracted are the bytes hashed: each chunk must reach the pipeline at the offset where
+   the one before ended. A resume (``Range``) continues the stream. A download that starts again
+   from byte 0, resumes an earlier run's partial or is answered from the cache is extracted from
+   the verified file instead (``extract_all``), exactly as without streaming.
+3. When the archive is refused mid-stream (a member the judge refuses, a bomb, corrupt data), the
+   download still runs to its end: a digest that does not match is the error (the refusal judged
+   bytes that were not the release's); a digest that matches lets the refusal stand.
+4. Any failure stops the pipeline and removes what it extracted, and the partial download is
+   discarded (``keep_partial=False``): nothing unverified is kept.
+"""
+
+from __future__ import annotations
+
+import bz2
+import collections
+import lzma
+import os
+import secrets
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, cast
+
+from .download import Download, Progress, download
+from .extract import ExtractFailed, ExtractLimits, check_tree, extract_all, extract_archive, merge_tree
+from .phases import Phases, phase
+from .store import remove_tree
+
+if TYPE_CHECKING:
+    from .cache import Cache
+    from .fetcher import Fetcher
+
+__all__ = ["download_and_extract", "streams"]
+
+_STEP = 1 << 20  # bytes of output per decompression call: memory stays bounded whatever the ratio
+_QUEUED = 8 << 20  # bytes waiting between two stages before the writer waits
+_ZIP_NAMES = (".zip",)
+
+# The compressions tarfile's "r|*" recognizes, by the same leading bytes.
+_GZIP = b"\x1f\x8b\x08"
+_BZIP2 = b"BZh91"
+_XZ = (b"\xfd7zXZ", b"\x5d\x00\x00\x80")
+
+
+def streams(name: str) -> bool:
+    """Whether an archive of this file name can be extracted as it downloads: a tar of any
+    compression, not a zip (whose directory sits at its end)."""
+    return not name.lower().endswith(_ZIP_NAMES)
+
+
+class _Stopped(Exception):
+    """The pipeline was stopped from outside (the download failed or lost its place)."""
+
+
+class _Channel:
+    """Byte chunks handed from one thread to the next, at most ``capacity`` bytes waiting.
+
+    The writer ``put``s and ``finish``es; the reader ``get``s (``b""`` at the end). The reader
+    ``cancel``s when it needs no more (the writer's later chunks are dropped, so it never blocks on
+    a reader that is gone); ``abort`` makes the reader's next ``get`` raise.
+    """
+
+    def __init__(self, capacity: int = _QUEUED) -> None:
+        self._capacity = capacity
+        self._chunks: collections.deque[bytes] = collections.deque()
+        self._queued = 0
+        self._done = False
+        self._cancelled = False
+        self._error: BaseException | None = None
+        self._cond = threading.Condition()
+
+    def put(self, chunk: bytes) -> bool:
+        """Hand over ``chunk``; False (and dropped) when the reader cancelled."""
+        with self._cond:
+            while self._queued >= self._capacity and not self._cancelled and self._error is None:
+                self._cond.wait()
+            if self._cancelled or self._error is not None:
+                return False
+            self._chunks.append(chunk)
+            self._queued += len(chunk)
+            self._cond.notify_all()
+            return True
+
+    def finish(self) -> None:
+        with self._cond:
+            self._done = True
+            self._cond.notify_all()
+
+    def abort(self, error: BaseException) -> None:
+        with self._cond:
+            self._error = error
+            self._chunks.clear()
+            self._cond.notify_all()
+
+    def cancel(self) -> None:
+        with self._cond:
+            self._cancelled = True
+            self._chunks.clear()
+            self._queued = 0
+            self._cond.notify_all()
+
+    def get(self) -> bytes:
+        """The next chunk, ``b""`` when the writer finished.
+
+        Raises:
+            the error given to ``abort``.
+        """
+        with self._cond:
+            while not self._chunks and not self._done and self._error is None:
+                self._cond.wait()
+            if self._error is not None:
+                raise self._error
+            if not self._chunks:
+                return b""
+            chunk = self._chunks.popleft()
+            self._queued -= len(chunk)
+            self._cond.notify_all()
+            return chunk
+
+
+class _Reader:
+    """The read side of a channel as the file object tarfile reads (``read(n)`` only)."""
+
+    def __init__(self, channel: _Channel, pipeline: _Pipeline) -> None:
+        self._channel = channel
+        self._pipeline = pipeline
+        self._rest = b""
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._rest or self._channel.get()
+        if not self._pipeline.started:
+            self._pipeline.started = time.monotonic()
+        if 0 <= n < len(data):
+            self._rest = data[n:]
+            return data[:n]
+        self._rest = b""
+        return data
+
+
+class _Decompressor:
+    """The archive's outer compression, recognized by its first bytes; an uncompressed tar passes."""
+
+    def __init__(self, head: bytes) -> None:
+        self._zlib: Any = None
+        self._other: Any = None
+        if head.startswith(_GZIP):
+            self._zlib = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif head.startswith(_BZIP2):
+            self._other = bz2.BZ2Decompressor()
+        elif head.startswith(_XZ):
+            self._other = lzma.LZMADecompressor()
+
+    def feed(self, data: bytes, put: Callable[[bytes], bool]) -> bool:
+        """Decompress ``data`` and ``put`` the output in steps of at most ``_STEP`` bytes; False
+        when ``put`` refused (the reader is gone) or the compressed stream has ended.
+
+        Raises:
+            zlib.error, lzma.LZMAError, OSError, EOFError: corrupt compressed data.
+        """
+        if self._zlib is not None:
+            while data and not self._zlib.eof:
+                out = self._zlib.decompress(data, _STEP)
+                data = self._zlib.unconsumed_tail
+                if out and not put(out):
+                    return False
+            return not self._zlib.eof  # what follows the first member is never read, as tarfile's
+        if self._other is not None:
+            while not self._other.eof:
+                out = self._other.decompress(data, _STEP)
+                data = b""
+                if out and not put(out):
+                    return False
+                if self._other.needs_input:
+                    return True
+            return False
+        return put(data)
+
+
+class _Pipeline:
+    """Decompress and extract in two threads what ``tee`` receives (see the module doc)."""
+
+    def __init__(self, label: str, dest: str, size: int, limits: ExtractLimits | None, descend: bool,
+                 phases: Phases | None) -> None:
+        self.label, self.dest, self.size, self.limits, self.descend = label, dest, size, limits, descend
+        self.phases = phases
+        self.fed = 0  # bytes handed to the pipeline, contiguous from byte 0
+        self.lost = False  # the download left the pipeline's place: extract from the file instead
+        self.root: Path | None = None
+        self.error: BaseException | None = None
+        self.started = 0.0  # time.monotonic() when the first bytes reached the tar reader
+        self._compressed = _Channel()
+        self._tar = _Channel()
+        self._threads = [threading.Thread(target=self._inflate, name="superfluid-inflate", daemon=True),
+                         threading.Thread(target=self._extract, name="superfluid-extract", daemon=True)]
+
+    def start(self) -> None:
+        for t in self._threads:
+            t.start()
+
+    def tee(self, offset: int, chunk: bytes) -> None:
+        if self.lost:
+            return
+        if offset != self.fed:
+            self.lost = True
+            self._compressed.abort(_Stopped())
+            return
+        self.fed += len(chunk)
+        self._compressed.put(chunk)  # refused once the reader is gone: the download goes on for its digest
+
+    def _inflate(self) -> None:
+        src, dst = self._compressed, self._tar
+        try:
+            head = b""
+            while len(head) < 6 and (chunk := src.get()):
+                head += chunk
+            decompressor = _Decompressor(head)
+            data = head
+            while data and decompressor.feed(data, dst.put):
+                data = src.get()
+            dst.finish()
+        except BaseException as e:  # corrupt data or stopped: the tar reader raises it in its turn
+            dst.abort(e)
+        finally:
+            src.cancel()
+
+    def _extract(self) -> None:
+        try:
+            self.root = extract_archive(self.label, self.dest, limits=self.limits, descend=self.descend,
+                                        stream=cast("IO[bytes]", _Reader(self._tar, self)), size=self.size)
+        except BaseException as e:
+            self.error = e
+        finally:
+            self._tar.cancel()  # the tar ended (or failed): the rest of the download is hashed, not read
+
+    def stop(self) -> None:
+        """Stop both threads and remove what they wrote."""
+        self._compressed.abort(_Stopped())
+        self._tar.abort(_Stopped())
+        self.join()
+        remove_tree(self.dest)
+
+    def join(self) -> None:
+        self._compressed.finish()
+        for t in self._threads:
+            t.join()
+
+
+def download_and_extract(url: str, sha256: str, size: int, lib: str | os.PathLike[str], *, cache: Cache,
+                         fetcher: Fetcher, progress: Progress | None = None, name: str | None = None,
+                         limits: ExtractLimits | None = None, descend: bool = True,
+                         phases: Phases | None = None) -> Download:
+    """Download ``url`` into the cache, verified against ``sha256`` and ``size``, and extract it into
+    ``lib`` (created if missing) in the same pass; ``extract_all``'s result, ``download``'s answer.
+
+    Args:
+        url, sha256, size: the archive and what it must be (both known: nothing unverified is used).
+        lib: where the archive's content lands, as ``extract_all`` places it.
+        cache, fetcher, progress, name: as ``download``.
+        limits, descend: as ``extract_all``.
+        phases: where the ``download`` and ``extract`` spans are recorded, if anywhere.
+
+    Raises:
+        VerificationError: the bytes are not the expected ones (whatever the extraction said of them).
+        SizeExceeded, DownloadError: as ``download``; the partial download is not kept.
+        UnsafeArchive, BadFile, ExtractFailed: the verified archive is refused, or the disk refused.
+    """
+    lib_s = os.path.abspath(os.fspath(lib))
+    os.makedirs(lib_s, exist_ok=True)
+    label = name or url.rstrip("/").rsplit("/", 1)[-1] or url
+    tmp = os.path.join(os.path.dirname(lib_s), f".stream-{secrets.token_hex(8)}")
+    pipeline = _Pipeline(label, tmp, size, limits, descend, phases)
+    pipeline.start()
+    start = time.monotonic()
+    try:
+        got = download(url, sha256, size, cache=cache, fetcher=fetcher, progress=progress, name=name,
+                       tee=pipeline.tee, keep_partial=False)
+    except BaseException:
+        pipeline.stop()
+        raise
+    finally:
+        if phases is not None:
+            phases.add("download", start, time.monotonic())
+    try:
+        pipeline.join()
+        if got.cached or pipeline.lost or pipeline.fed != got.size:
+            remove_tree(tmp)
+            with phase(phases, "extract"):
+                extract_all([got.path], lib_s, limits=limits, descend=descend)
+            return got
+        if pipeline.error is not None:
+            raise pipeline.error
+        assert pipeline.root is not None
+        try:
+            merge_tree(pipeline.root, lib_s)
+        except OSError as e:
+            raise ExtractFailed(label, lib_s, e.strerror or str(e)) from e
+        check_tree(lib_s, label)
+        if phases is not None:
+            phases.add("extract", pipeline.started or start, time.monotonic())
+        return got
+    finally:
+        remove_tree(tmp)
+

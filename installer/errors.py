@@ -20,6 +20,7 @@ from superfluid.runtime.errors import SuperfluidError
 __all__ = [
     "DownloadError",
     "DownloadStalled",
+    "HostUnreachable",
     "SizeExceeded",
     "RateLimited",
     "VerificationError",
@@ -77,6 +78,22 @@ class DownloadStalled(DownloadError):
         )
         self.seconds = seconds
         self.received = received
+
+
+class HostUnreachable(DownloadError):
+    """The host's name does not resolve (DNS): no connection could be tried. Retried once only
+    (``FetchConfig.unresolved_retries``): a name that did not resolve twice rarely resolves on the
+    fifth try, and the user is better told at once where else the bytes can come from."""
+
+    def __init__(self, url: str, host: str, detail: str) -> None:
+        super().__init__(
+            url,
+            f"cannot reach {host}: its name does not resolve ({detail})",
+            retryable=True,
+            fix="check the network connection and DNS; or install from elsewhere with --mirror URL|DIR "
+                "(a mirror or a directory of release files) or --offline (the download cache)",
+        )
+        self.host = host
 
 
 class SizeExceeded(DownloadError):

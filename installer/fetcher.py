@@ -28,6 +28,7 @@ import ipaddress
 import json
 import logging
 import os
+import socket
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, urljoin, urlsplit
 
 from .config import FetchConfig
-from .errors import DownloadError, DownloadStalled, OfflineMissing, RateLimited, SizeExceeded
+from .errors import DownloadError, DownloadStalled, HostUnreachable, OfflineMissing, RateLimited, SizeExceeded
 
 if TYPE_CHECKING:
     import requests
@@ -290,7 +291,8 @@ class Fetcher(ABC):
         """Run ``op(attempt)`` until it returns, retrying a retryable ``DownloadError``.
 
         Waits ``Retry-After`` when the server asked (within ``config.retry_after_max``), else
-        ``config.backoff(attempt)``; at most ``config.retries`` further attempts.
+        ``config.backoff(attempt)``; at most ``config.retries`` further attempts
+        (``config.unresolved_retries`` when the host's name did not resolve).
 
         Raises:
             DownloadError: the last error, marked with the number of attempts made.
@@ -300,7 +302,8 @@ class Fetcher(ABC):
             try:
                 return op(attempt)
             except DownloadError as e:
-                if not e.retryable or attempt >= self.config.retries:
+                limit = self.config.unresolved_retries if isinstance(e, HostUnreachable) else self.config.retries
+                if not e.retryable or attempt >= limit:
                     e.gave_up(attempt + 1)
                     raise
                 delay = e.retry_after if e.retry_after is not None else self.config.backoff(attempt)
@@ -318,6 +321,8 @@ class Fetcher(ABC):
             return self._fetch(url, headers)
         except (DownloadError, OfflineMissing):
             raise
+        except socket.gaierror as e:
+            raise HostUnreachable(url, urlsplit(url).hostname or url, e.strerror or str(e)) from e
         except OSError as e:
             raise DownloadError(url, f"connection failed: {e}", retryable=True) from e
         except Exception as e:
@@ -496,6 +501,9 @@ class RequestsFetcher(Fetcher):
                 fix="if a proxy re-signs traffic, point REQUESTS_CA_BUNDLE at its CA certificate",
             ) from e
         except requests.exceptions.ConnectionError as e:
+            unresolved = _unresolved(e)
+            if unresolved is not None:
+                raise HostUnreachable(url, urlsplit(url).hostname or url, unresolved) from e
             raise DownloadError(url, f"could not connect: {_reason(e)}", retryable=True) from e
         except requests.exceptions.RequestException as e:
             raise DownloadError(url, f"request failed: {e}") from e
@@ -524,6 +532,26 @@ class RequestsFetcher(Fetcher):
                 ) from e
 
         return FetchResponse(url, r.status_code, Headers(r.headers), chunks(), r.close)
+
+
+def _unresolved(e: BaseException) -> str | None:
+    """The resolver's words when a requests/urllib3 connection error is a host name that did not
+    resolve (DNS), else None."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [e]
+    found: str | None = None
+    while todo:
+        cur = todo.pop()
+        if id(cur) in seen:
+            continue
+        seen.add(id(cur))
+        if isinstance(cur, socket.gaierror):
+            return cur.strerror or str(cur)
+        if type(cur).__name__ == "NameResolutionError":  # urllib3 2: wraps the gaierror
+            found = found or _reason(cur)
+        todo += [x for x in (*cur.args, getattr(cur, "reason", None), cur.__cause__, cur.__context__)
+                 if isinstance(x, BaseException)]
+    return found
 
 
 def _reason(e: BaseException) -> str:

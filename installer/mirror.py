@@ -69,23 +69,25 @@ def asset_path(repo: str, tag: str, name: str) -> str:
     return f"{owner}/{rname}/releases/download/{tag}/{name}"
 
 
-def mirror_root_url(where: str) -> str:
+def mirror_root_url(where: str, *, named_by: str = "--mirror") -> str:
     """The mirror root as a URL ending in ``/``: an ``http(s)://`` or ``file://`` URL as given, a
-    directory path as ``file://``.
+    directory path as ``file://``. ``named_by`` is who gave it (``--mirror``, or a variable such as
+    ``SUPERFLUID_MIRROR``), for the message.
 
     Raises:
         ValueError: a URL of another scheme, or a path that is not a directory.
     """
+    given = f"{named_by} {where}" if named_by.startswith("-") else f"{named_by}={where}"
     scheme = urlsplit(where).scheme.lower()
     if scheme in ("http", "https", "file"):
         if scheme == "file" and not os.path.isdir(path_of_file_url(where)):
-            raise ValueError(f"--mirror {where}: no such directory")
+            raise ValueError(f"{given}: no such directory")
         return where if where.endswith("/") else where + "/"
     if "://" in where:
-        raise ValueError(f"--mirror {where}: only http://, https:// URLs and directories are mirrors")
+        raise ValueError(f"{given}: only http://, https:// URLs and directories are mirrors")
     path = Path(where).expanduser()
     if not path.is_dir():
-        raise ValueError(f"--mirror {where}: no such directory")
+        raise ValueError(f"{given}: no such directory" + (" (it is a file)" if path.exists() else ""))
     return path.resolve().as_uri() + "/"
 
 

@@ -261,16 +261,20 @@ def source_for(
         fix: the command that fills the cache, quoted when ``offline`` lacks something.
 
     Raises:
-        UsageError: ``--mirror`` is neither an http(s) URL nor a directory.
+        UsageError: ``--mirror`` (or ``SUPERFLUID_MIRROR``, named as such) is neither an http(s) URL
+            nor a directory.
     """
     config = config or (fetcher.config if fetcher is not None else FetchConfig())
     cache = cache or Cache.for_home(_home.home(environ))
+    named_by = "--mirror" if mirror else "SUPERFLUID_MIRROR"
     mirror = mirror or environ.get("SUPERFLUID_MIRROR") or None
     if mirror:
         try:
-            root = mirror_root_url(mirror)
+            root = mirror_root_url(mirror, named_by=named_by)
         except ValueError as e:
-            raise UsageError(str(e), fix="give --mirror an http(s):// URL or an existing directory") from e
+            fix = ("give --mirror an http(s):// URL or an existing directory" if named_by == "--mirror" else
+                   "set SUPERFLUID_MIRROR to an http(s):// URL or an existing directory, or unset it")
+            raise UsageError(str(e), fix=fix) from e
         if root.startswith("file:"):
             local = FileFetcher(config)
             return MirrorSource(Mirror(root, local, cache), cache, local)

@@ -94,7 +94,8 @@ HELP: dict[str, Help] = {
         "a terminal only), the result to stdout.",
         ("superfluid runtime install basert", "superfluid runtime install llamacpp --version b11642 --dry-run",
          "superfluid runtime install basert --from ./basert-engine-linux-x64-0.4.0.tar.gz --sha256 <hex>",
-         "superfluid runtime install basert --mirror /srv/mirror --offline"),
+         "superfluid runtime install basert --mirror /srv/mirror --offline",
+         "superfluid runtime install --locked superfluid.lock --mirror https://mirror.example.org/engines/"),
         _exits(_0="installed (or planned, with --dry-run)",
                _1="a run-time failure: network, verification, a refusal of the rules, the staged worker's probe"),
     ),
@@ -150,6 +151,57 @@ HELP: dict[str, Help] = {
         "--auto go back to the best-ranked one.",
         ("superfluid runtime use basert 0.3.1-cpu", "superfluid runtime use basert --auto"),
         _exits(_0="pinned (or unpinned)", _1="no such install"),
+    ),
+    "lock": Help(
+        "pin the engine builds of a fleet in superfluid.lock",
+        "Write superfluid.lock (TOML): for every runtime x platform x kind of machine (--backend: cpu, cuda, "
+        "rocm, vulkan, metal, each a set of declared host facts), the install the installer would choose on "
+        "such a machine, with every asset's URL, size and SHA-256 as an install settles them. Engines already "
+        "locked are kept; flags add targets. --check says what would move and why (a digest changed under the "
+        "same name is an error); --upgrade [ID] writes the new choice. See docs/fleet.md.",
+        ("superfluid lock --runtime basert --runtime llamacpp --platform linux-x64 --backend cpu --backend cuda",
+         "superfluid lock --check", "superfluid lock --upgrade llamacpp"),
+        _exits(_0="written or up to date (--check: nothing would move)",
+               _1="the network, a release the rules refuse, a broken lock; --check: something would move"),
+    ),
+    "mirror": Help(
+        "a static mirror of what a lock names",
+        "Make and check a directory that holds every file a lock names, in the layout --mirror reads; serve "
+        "it with any static web server, CDN or object store.",
+        ("superfluid mirror sync ./engines --lock superfluid.lock", "superfluid mirror verify ./engines"),
+        _exits(),
+    ),
+    "mirror sync": Help(
+        "fetch every file a lock names into DIR",
+        "Fetch every file the lock names into DIR (<owner>/<repo>/releases/download/<tag>/<name>, and each "
+        "repository's releases.json), each verified against the lock; resumable, and what is already there "
+        "with the right digest is not fetched again.",
+        ("superfluid mirror sync ./engines --lock superfluid.lock",),
+        _exits(_0="synced", _1="a broken lock, a download or a verification that failed"),
+    ),
+    "mirror verify": Help(
+        "recheck DIR against a lock",
+        "Recheck every file the lock names in DIR against its digest, and each listing; change nothing.",
+        ("superfluid mirror verify ./engines --lock superfluid.lock",),
+        _exits(_0="every file verified", _1="a file missing or with other bytes, a listing that disagrees"),
+    ),
+    "serve": Help(
+        "serve a model over an OpenAI-compatible HTTP API",
+        "Serve one model: the runtime is --runtime's, else the one whose format the model is (.gguf: "
+        "llamacpp, a baseRT model file: basert, an MLX directory: mlx); it must be installed and able to run "
+        "here (the check of superfluid runtimes), then a worker process loads the model through ctypes and "
+        "answers POST /v1/completions and /v1/chat/completions (streamed with stream: true), GET /v1/models "
+        "and /health. The whole line is checked first; each runtime option is spelled --<id>-<option> V. "
+        "The startup line on stdout says what serves and from where; SIGTERM or SIGINT stops it and its "
+        "worker. docs/host-contract.md is the contract for hosts.",
+        ("superfluid serve --model tiny.gguf",
+         "superfluid serve --model tiny.base --basert-lib ./build/libbaseRT.so --port 0",
+         "superfluid serve --model m.gguf --runtime llamacpp@b11642-cpu --llamacpp-n-gpu-layers 0 --offline"),
+        _exits(_0="stopped cleanly by SIGTERM or SIGINT",
+               _1="a run-time failure: the address cannot be bound, the worker failed",
+               _2=COMMON_EXITS[2] + "; a model no runtime reads; --sessions held by another server",
+               _3="the model did not load (the worker's reason)",
+               _4="the runtime is not installed or cannot run here (its reason and the command that fixes it)"),
     ),
     "completion": Help(
         "print a shell completion script (bash, zsh or fish)",

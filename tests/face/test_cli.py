@@ -31,7 +31,7 @@ def test_exit_code_table(error: SuperfluidError, code: int) -> None:
 def test_no_arguments_prints_overview_on_stderr_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
     out, err = capsys.readouterr()
-    assert out == "" and "runtime install <id>" in err
+    assert out == "" and "runtime install [<id>]" in err
 
 
 def test_help_and_version_exit_0(capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,9 +15,10 @@ One state (repositories, releases, assets, faults, rate limit) answered three wa
 
 Faults are injected per URL path (``fault(path, kind, ...)``) and consumed in order: ``status``
 (N x 5xx then success), ``rate_limit`` (429/403 with ``Retry-After``), ``cut`` (close mid-body),
-``stall`` (send some bytes, then nothing), ``wrong_bytes``, ``ignore_range`` (200 to a ``Range``),
-``bad_range`` (206 starting elsewhere), ``redirect``, ``drop`` (close before answering). Every
-request is logged (server, method, path, headers, monotonic time, status) for assertions.
+``stall`` (send some bytes, then nothing), ``wrong_bytes`` (the byte at ``after`` flipped),
+``ignore_range`` (200 to a ``Range``), ``bad_range`` (206 starting elsewhere), ``redirect``, ``drop``
+(close before answering). Every request is logged (server, method, path, headers, monotonic time,
+status) for assertions.
 
 Usage::
 
@@ -544,8 +545,9 @@ class ReleaseServer:
     def _file_reply(self, data: bytes, etag: str, h: Headers, fault: Fault | None,
                     content_type: str = "application/octet-stream") -> _Reply:
         kind = fault.kind if fault is not None else None
-        if kind == "wrong_bytes":
-            data = bytes([data[0] ^ 0xFF]) + data[1:] if data else b"x"
+        if kind == "wrong_bytes" and fault is not None:  # one byte flipped: the first, or the one at ``after``
+            at = min(fault.after, len(data) - 1)
+            data = data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:] if data else b"x"
         if h.get("if-none-match") == etag and kind is None:
             return _Reply(304, [("ETag", etag), ("Content-Length", "0")])
         common = [("ETag", etag), ("Last-Modified", formatdate(_EPOCH, usegmt=True)),

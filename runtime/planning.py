@@ -46,7 +46,7 @@ __all__ = [
 #: how a plan was chosen, as the receipt records it (SPEC §5.4)
 CHOSEN_BY = ("abi", "line", "tested", "pin", "untested", "from")
 #: where an asset's expected digest comes from, strongest first
-DIGEST_SOURCES = ("pin", "flag", "release", "api", "computed")
+DIGEST_SOURCES = ("pin", "flag", "release", "api", "computed", "absent")  # absent: not in the listed release
 
 #: 64 lower-case hexadecimal digits
 Sha256 = NewType("Sha256", str)

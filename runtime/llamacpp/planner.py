@@ -148,11 +148,17 @@ def _listed_archives(release: ReleaseLike) -> tuple[Archive, ...]:
 def _plan(request: Request, recipe: Mapping[str, Any], host: Host, build: TestedBuild | None, version: str,
           archives: Sequence[Archive], release: ReleaseLike | None, repo: str, why: str) -> Plan:
     """One plan: ``archives`` (the main one first) at the release's URLs, else the recipe's; each
-    asset's digest from the recipe (a tested build) and the listing, ``--sha256`` naming the first."""
+    asset's digest from the recipe (a tested build) and the listing, ``--sha256`` naming the first.
+    An archive the listed release does not publish is ``absent`` (no digest is asked of it): the
+    plan is shown, and the installer skips it as not in this release."""
     listed = {a.name: a for a in release.assets} if release is not None else {}
     assets = []
     for i, archive in enumerate(archives):
         at = listed.get(archive.name)
+        if release is not None and at is None:
+            url = str(recipe["release"]).format(version=version, name=archive.name)
+            assets.append(PlanAsset(archive.name, url, None, archive.size, "absent"))
+            continue
         api = api_sha256(at.digest) if at is not None else None
         pin = parse_sha256(archive.sha256) if build is not None and build.archives else None
         # without a listing the release's statements are still to be read: the digest is provisional

@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.errors import UsageError
 
-__all__ = ["run", "plan_lines", "outcome_lines", "event_lines"]
+__all__ = ["run", "plan_lines", "outcome_lines", "event_lines", "timing_lines"]
 
 if TYPE_CHECKING:
     from superfluid.installer.install import Event, Outcome
+    from superfluid.installer.phases import Phases
     from superfluid.runtime.planning import Plan, Request
 
 _DIGEST_SOURCE = {
@@ -31,6 +32,7 @@ _DIGEST_SOURCE = {
     "release": "the release's .sha256",
     "api": "the listing's digest",
     "computed": "none known: computed and recorded",
+    "absent": "not in this release: this plan is skipped",
 }
 
 
@@ -120,6 +122,8 @@ def event_lines(event: Event) -> list[str]:
         untested = "" if p.tested else " (UNTESTED with this superfluid)"
         return [f"{lead} {p.id} {p.install}: {p.why}{_mb(p.size)}{untested}", *(f"  from {a.url}" for a in p.assets)]
     if event.kind == "fell-back" and p is not None:
+        if event.reason.endswith("not in this release"):
+            return [f"{p.id} {p.install}: {event.reason}; falling back to the next"]
         return [f"{p.id} {p.install} does not run here ({event.reason}); falling back to the next"]
     if event.kind == "unchecked":
         return [f"warning: {event.path} has no SHA-256 to check it against: installing a local file unchecked "
@@ -127,6 +131,13 @@ def event_lines(event: Event) -> list[str]:
     if event.kind == "waiting" and p is not None:
         return [f"another install of {p.id} is running ({event.holder}); waiting for it"]
     return []
+
+
+def timing_lines(phases: Phases) -> str:
+    """``--timings`` for people (stderr): one line per phase, its start and length in seconds since
+    the process started (``start`` covers the interpreter, the imports and the command line)."""
+    return "".join(f"superfluid: timing {name:<9} {start:7.3f} s .. {end:7.3f} s  {end - start:7.3f} s\n"
+                   for name, start, end in phases.spans())
 
 
 def _do(request: Request, args: argparse.Namespace, environ: Mapping[str, str], *, dry_run: bool) -> Outcome:
@@ -138,10 +149,16 @@ def _do(request: Request, args: argparse.Namespace, environ: Mapping[str, str], 
             for line in event_lines(event):
                 _err(line)
 
+    phases = None
+    if getattr(args, "timings", False):
+        from superfluid.installer.phases import Phases
+
+        phases = Phases.since_process_start()
+        args.phases = phases
     progress = progress_for(sys.stderr, environ=environ, json_mode=args.json)
     try:
         return install(request, environ=environ, mirror=args.mirror, offline=args.offline, dry_run=dry_run,
-                       tell=tell, progress=progress)
+                       tell=tell, progress=progress, phases=phases)
     finally:
         progress.close()
 
@@ -149,8 +166,14 @@ def _do(request: Request, args: argparse.Namespace, environ: Mapping[str, str], 
 def _show(outcome: Outcome, args: argparse.Namespace, before: int) -> None:
     from superfluid.output import print_json
 
+    phases: Phases | None = getattr(args, "phases", None)
+    if phases is not None and not args.json:
+        sys.stderr.write(timing_lines(phases))
     if args.json:
-        print_json(outcome.to_json())
+        doc = outcome.to_json()
+        if phases is not None:
+            doc["timings"] = phases.to_json()
+        print_json(doc)
     elif outcome.dry_run:
         sys.stdout.write(plan_lines(list(outcome.plans), outcome.source))
     else:
@@ -316,9 +339,25 @@ def run(args: argparse.Namespace) -> int:
                                  f"reads a directory of release files")
             if not os.path.isfile(local):
                 raise UsageError(f"--from {args.from_}: no such file")
+        _home_holds(args, environ)
         return _install(args, environ)
     if args.sub == "update":
+        _home_holds(args, environ)
         return _update(args, environ)
     if args.sub == "repair":
+        _home_holds(args, environ)
         return _repair(args, environ)
     raise UsageError(f"runtime {args.sub}: not a command of this module")
+
+
+def _home_holds(args: argparse.Namespace, environ: Mapping[str, str]) -> None:
+    """Downloads and installs land in the home: one that cannot hold them (a file, not writable, a
+    read-only file system) is named before anything is fetched (an offline dry run writes nothing).
+
+    Raises:
+        HomeUnusable: it cannot.
+    """
+    from superfluid.runtime.home import writable_home
+
+    if not (getattr(args, "dry_run", False) and getattr(args, "offline", False)):
+        writable_home(environ)

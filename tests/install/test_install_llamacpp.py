@@ -3,6 +3,7 @@ archives hold a real libllama (the v2 build), on the loopback server (SPEC §4.2
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -99,3 +100,63 @@ def test_v1_library_under_the_b11642_name_is_refused(home: Home, libllama_v1: Pa
     assert "Traceback" not in run.stderr
     root = home.path / "runtimes" / "llamacpp"
     assert sorted(os.listdir(root)) == [".install.lock"]
+
+
+def _api_env(home: Home, server: ReleaseServer, **facts: str) -> None:
+    home.env.update(SUPERFLUID_GITHUB_API=server.url, SUPERFLUID_HOST_VULKAN="0", **facts)
+
+
+def test_offline_install_and_update_without_version_after_an_online_install(home: Home,
+                                                                            llama_server: ReleaseServer) -> None:
+    """Issue 14 item 4: what installed online (the API's /releases/tags, no --version) installs
+    again from the cache with --offline, without --version, and opens no connection."""
+    _api_env(home, llama_server)
+    assert home.superfluid("runtime", "install", "llamacpp").code == 0
+    (home.path / "runtimes" / "llamacpp" / "b11642-cpu" / "runtime.json").write_text("broken")
+    llama_server.clear_log()
+    for argv in (["runtime", "install", "llamacpp", "--offline"], ["runtime", "repair", "llamacpp", "--offline"],
+                 ["runtime", "update", "llamacpp", "--offline"], ["runtime", "install", "llamacpp", "--offline",
+                                                                   "--dry-run", "--json"]):
+        run = home.superfluid(*argv)
+        assert run.code == 0, (argv, run.stderr)
+        assert "Traceback" not in run.stderr
+    assert llama_server.log == []  # no connection at all
+    r = json.loads((home.path / "runtimes" / "llamacpp" / "b11642-cpu" / "runtime.json").read_text())
+    assert (r["version"], r["layout"]) == ("b11642", "v2")
+
+
+def test_a_backend_the_release_lacks_falls_back_to_the_next_plan(home: Home, llama_server: ReleaseServer) -> None:
+    """Issue 14 item 5: CUDA host facts and a release with the CPU archive only (and a Vulkan one):
+    the CUDA plan is 'not in this release' (not 'no digest'), and the next plan is tried."""
+    _api_env(home, llama_server, SUPERFLUID_HOST_NVIDIA_DRIVER="580.95.05", SUPERFLUID_HOST_CUDA_RUNTIME="13")
+    dry = home.superfluid("runtime", "install", "llamacpp", "--dry-run", "--json")
+    assert dry.code == 0, dry.stderr
+    plans = dry.json()["plans"]
+    assert [p["install"] for p in plans][:2] == ["b11642-cuda-13.4", "b11642-cpu"]
+    from superfluid.runtime.schema import errors
+
+    assert errors(dry.json(), "plan") == []
+    assert plans[0]["assets"][0]["digest_source"] == "absent" and plans[0]["assets"][0]["sha256"] is None
+    text = home.superfluid("runtime", "install", "llamacpp", "--dry-run")
+    assert text.code == 0 and "not in this release" in text.stdout
+    run = home.superfluid("runtime", "install", "llamacpp", "--json")
+    assert run.code == 0, run.stderr
+    doc = run.json()
+    assert doc["installed"] == "b11642-cpu"
+    assert doc["fallbacks"][0] == {"install": "b11642-cuda-13.4",
+                                   "why": "llama-b11642-bin-ubuntu-cuda-13.4-x64.tar.gz is not in this release"}
+    human = home.superfluid("runtime", "install", "llamacpp")
+    assert human.code == 0 and "is not in this release; falling back to the next" in human.stderr
+    assert "no SHA-256" not in human.stderr
+
+
+def test_every_plan_absent_installs_nothing_and_says_why(home: Home, libllama_v2: Path) -> None:
+    home.env.update(SUPERFLUID_HOST_VULKAN="0")
+    with ReleaseServer() as s:
+        s.add_release(REPO, "b11642", {"llama-b11642-bin-ubuntu-arm64.tar.gz": libllama_archive(libllama_v2)})
+        _api_env(home, s)
+        run = home.superfluid("runtime", "install", "llamacpp", "--version", "b11642")
+    assert run.code == 1 and "Traceback" not in run.stderr
+    assert "llama-b11642-bin-ubuntu-x64.tar.gz is not in this release" in run.stderr
+    assert not (home.path / "runtimes" / "llamacpp").exists() or \
+        sorted(os.listdir(home.path / "runtimes" / "llamacpp")) in ([], [".install.lock"])

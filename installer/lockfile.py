@@ -45,6 +45,7 @@ import hashlib
 import os
 import re
 import secrets
+import stat
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -64,6 +65,7 @@ else:  # pragma: no cover - Python 3.10
 __all__ = [
     "SCHEMA",
     "DEFAULT_NAME",
+    "MAX_BYTES",
     "LockError",
     "Target",
     "LockedFile",
@@ -81,6 +83,8 @@ __all__ = [
 SCHEMA = "superfluid-lock/1"
 #: the lock's file name, in the directory a command runs in (``SUPERFLUID_LOCK`` overrides)
 DEFAULT_NAME = "superfluid.lock"
+#: the most bytes a lock is read of (a lock of a large fleet is under 1 MiB)
+MAX_BYTES = 16 << 20
 
 _SCHEMA_TAG = re.compile(r"superfluid-lock/(\d+)(?:\.\d+)*")
 _HEADER = """\
@@ -319,12 +323,19 @@ def read(path: str | os.PathLike[str]) -> tuple[Lock, str]:
     """
     where = os.fspath(path)
     try:
-        with open(where, "rb") as f:
-            data = f.read()
+        # a link to a lock is followed (a repository may keep it elsewhere); a FIFO cannot hold the open
+        fd = os.open(where, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except FileNotFoundError:
         raise BadFile(where, "does not exist", fix="`superfluid lock` writes one") from None
     except OSError as e:
         raise BadFile(where, f"cannot be read ({e.strerror or e})") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise BadFile(where, "is not a regular file")
+        data = f.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise BadFile(where, f"is larger than {MAX_BYTES} bytes, more than any lock")
     return loads(data, where), hashlib.sha256(data).hexdigest()
 
 

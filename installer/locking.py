@@ -22,7 +22,7 @@ from superfluid.installer.sources import Download, ReleaseSource
 from superfluid.runtime.errors import UsageError
 from superfluid.runtime.host import Host
 from superfluid.runtime.ordering import backend_rank, version_key
-from superfluid.runtime.planning import Request, backend_runs_here
+from superfluid.runtime.planning import NotInstallable, Request, backend_runs_here
 
 if TYPE_CHECKING:
     from superfluid.installer.download import Progress
@@ -156,7 +156,8 @@ def plan_engine(request: Request, target: Target, *, environ: Mapping[str, str],
                 offline: bool = False) -> Engine:
     """The engine of ``target``: the first plan ``install.plan`` answers for ``request`` on a machine
     of the target's kind (``host_for``), its digests settled, with the evidence it was chosen on.
-    Every lock's engine comes from here.
+    Every lock's engine comes from here. A plan whose files the release does not publish (``absent``)
+    is skipped, as an install skips it.
 
     Raises:
         NotInstallable: nothing of the runtime installs on such a machine.
@@ -173,7 +174,11 @@ def plan_engine(request: Request, target: Target, *, environ: Mapping[str, str],
                                    fix="run `superfluid lock` once without --offline"))
     plans, _, _ = plan(request, environ=environ, host=host_for(target.platform, target.host), source=source)
     source.close()
-    first = plans[0]
+    # the plan an install tries first: one whose files the release publishes (an "absent" one is skipped)
+    first = next((p for p in plans if all(a.digest_source != "absent" for a in p.assets)), None)
+    if first is None:
+        raise NotInstallable(f"{target.describe()}: the release publishes none of the files its plans name ("
+                             + "; ".join(f"{p.install}: {', '.join(a.name for a in p.assets)}" for p in plans) + ")")
     release = path_of_url(first.assets[0].url)
     evidence = [(url, size, sha) for url, (size, sha) in source.read_files.items()
                 if release is not None and (path_of_url(url) or ("", "", ""))[:2] == release[:2]]

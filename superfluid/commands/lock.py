@@ -288,6 +288,7 @@ def install_locked(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     from superfluid.installer.install import install_plans
     from superfluid.installer.locking import kinds_of, select
     from superfluid.output import print_json
+    from superfluid.runtime import registry
     from superfluid.runtime.host import detect
 
     _refuse_flags(args)
@@ -300,6 +301,12 @@ def install_locked(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     lock, digest = lockfile.read(path)
     host = detect(environ)
     chosen = select(lock, host, args.id, lock_name=path)
+    for r in chosen:
+        try:
+            registry.get(r)
+        except UsageError:
+            raise lockfile.LockError(f"{path} names the runtime {r!r}, which this superfluid does not ship",
+                                     fix="install with the superfluid that wrote the lock, or lock again") from None
     ref = {"file": os.path.abspath(path), "sha256": digest}
     kinds = kinds_of(host)
     where = f"the lock {path} (sha256 {digest[:12]}…)" + (f", below the mirror {root}" if root else "")

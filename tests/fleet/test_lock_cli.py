@@ -1,0 +1,207 @@
+"""``superfluid lock`` and ``runtime install --locked`` through the real CLI against the loopback
+release server: basert and llama.cpp locked for linux-x64 cpu and cuda machines from declared host
+facts, stable bytes, the check, the upgrade, and a lock whose digest differs refused (SPEC §12)."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+from superfluid.installer import lockfile
+from superfluid.runtime.schema import errors as schema_errors
+from tests.fleet.conftest import BASERT, CUDA_BUNDLE, Machine, machine_at
+from tests.install import releases
+from tests.release_server import ReleaseServer, sha256_line
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+LOCK_ARGS = ("lock", "--runtime", "basert", "--runtime", "llamacpp", "--platform", "linux-x64",
+             "--backend", "cpu", "--backend", "cuda")
+BUNDLE = releases.bundle_name("0.4.0", "linux-x64")
+
+
+def _lock(admin: Machine, *extra: str) -> Path:
+    run = admin.superfluid(*LOCK_ARGS, *extra)
+    assert run.code == 0, run.stderr
+    return admin.cwd / "superfluid.lock"
+
+
+def _sha(server: ReleaseServer, repo: str, tag: str, name: str) -> str:
+    return next(a["digest"] for r in server.releases_json(repo) if r["tag_name"] == tag
+                for a in r["assets"] if a["name"] == name).removeprefix("sha256:")
+
+
+def test_locks_basert_and_llamacpp_for_cpu_and_cuda_machines(admin: Machine, server: ReleaseServer) -> None:
+    path = _lock(admin)
+    text = path.read_text()
+    lock, _ = lockfile.read(path)
+    got = {(e.target.runtime, e.target.host): (e.install, e.chosen_by, [a.name for a in e.assets])
+           for e in lock.engines}
+    assert got == {
+        ("basert", "cpu"): ("0.4.0-cpu", "abi", [BUNDLE]),
+        ("basert", "cuda"): ("0.4.0-cuda", "abi", [CUDA_BUNDLE]),
+        ("llamacpp", "cpu"): ("b11642-cpu", "tested", ["llama-b11642-bin-ubuntu-x64.tar.gz"]),
+        # a cuda machine declares a driver and no CUDA runtime: the build comes with its runtime archive
+        ("llamacpp", "cuda"): ("b11642-cuda-13.4", "tested", ["llama-b11642-bin-ubuntu-cuda-13.4-x64.tar.gz",
+                                                              "cudart-llama-b11642-bin-ubuntu-cuda-13.4-x64.tar.gz"]),
+    }
+    for e in lock.engines:  # every digest is the one the release states, settled as an install settles it
+        for a in e.assets:
+            tag = "v0.4.0" if e.target.runtime == "basert" else "b11642"
+            assert a.sha256 == _sha(server, e.repo, tag, a.name) and a.size > 0
+            assert a.url == server.download_url(e.repo, tag, a.name)
+        assert e.abi == (1 if e.target.runtime == "basert" else None) and e.tested
+    basert_cpu = next(e for e in lock.engines if e.target == lockfile.Target("basert", "linux-x64", "cpu"))
+    assert basert_cpu.assets[0].checked == ("release", "api")
+    assert [f.name for f in basert_cpu.evidence] == ["basert-engine-abi-1.txt", BUNDLE + ".sha256"]
+    assert "NVIDIA driver 580" in next(e.why for e in lock.engines if e.target.host == "cuda")
+    # the TOML parses back to the same content, valid against the schema
+    doc = tomllib.loads(text)
+    assert doc == lock.to_toml() and schema_errors(doc, "lock") == []
+    assert (doc["schema"], doc["targets"]) == ("superfluid-lock/1", {
+        "runtimes": ["basert", "llamacpp"], "platforms": ["linux-x64"], "backends": ["cuda", "cpu"]})
+    # locking again against the same releases: the same bytes, into another file and onto this one
+    other = admin.superfluid(*LOCK_ARGS, "-o", "again.lock")
+    assert other.code == 0 and (admin.cwd / "again.lock").read_text() == text
+    again = admin.superfluid("lock")  # the targets come from the lock itself
+    assert again.code == 0 and "is up to date" in again.stdout and path.read_text() == text
+    fresh = machine_at(admin.cwd.parent, "admin2", SUPERFLUID_GITHUB_API=server.url)
+    assert fresh.superfluid(*LOCK_ARGS).code == 0 and (fresh.cwd / "superfluid.lock").read_text() == text
+
+
+def test_one_changed_digest_in_the_file_makes_install_refuse(admin: Machine, server: ReleaseServer) -> None:
+    path = _lock(admin)
+    real = _sha(server, BASERT, "v0.4.0", BUNDLE)
+    forged = hashlib.sha256(b"not the bundle").hexdigest()
+    path.write_text(path.read_text().replace(real, forged))
+    node = machine_at(admin.cwd.parent, "node")
+    run = node.superfluid("runtime", "install", "basert", "--locked", str(path))
+    assert run.code == 1
+    assert BUNDLE in run.stderr and f"SHA-256 {real}, expected {forged}" in run.stderr, run.stderr
+    assert f"{path} pins {forged}" in run.stderr and "Traceback" not in run.stderr
+    assert node.installs("basert") == []
+
+
+def test_install_locked_reads_no_listing_and_records_the_lock(admin: Machine, server: ReleaseServer) -> None:
+    path = _lock(admin)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    node = machine_at(admin.cwd.parent, "node", SUPERFLUID_LOCK=str(path))
+    server.clear_log()
+    run = node.superfluid("runtime", "install", "basert", "--locked", "--json")
+    assert run.code == 0, run.stderr
+    doc = run.json()
+    assert schema_errors(doc, "locked-install") == []
+    assert (doc["lock"]["sha256"], doc["kinds"], doc["installs"][0]["installed"]) == (digest, ["cpu"], "0.4.0-cpu")
+    assert [r.path for r in server.log] == [server.download_path(BASERT, "v0.4.0", BUNDLE)]  # the bytes, nothing else
+    receipt = node.receipt("basert", "0.4.0-cpu")
+    assert receipt["lock"] == {"file": str(path), "sha256": digest} and schema_errors(receipt, "runtime") == []
+    rows = node.superfluid("runtimes", "--json").json()
+    row = next(r for r in rows if r["id"] == "basert")
+    assert row["lock"] == {"file": str(path), "sha256": digest} and schema_errors(rows, "runtimes") == []
+
+
+def test_a_cuda_machine_falls_back_to_the_cpu_engine_when_its_probe_refuses(admin: Machine,
+                                                                              server: ReleaseServer) -> None:
+    path = _lock(admin)
+    node = machine_at(admin.cwd.parent, "gpu", SUPERFLUID_HOST_NVIDIA_DRIVER="580.95.05")
+    run = node.superfluid("runtime", "install", "llamacpp", "--locked", str(path), "--json")
+    assert run.code == 0, run.stderr
+    result = run.json()["installs"][0]
+    assert [p["install"] for p in result["plans"]] == ["b11642-cuda-13.4", "b11642-cpu"]
+    assert result["installed"] == "b11642-cpu" and result["fallbacks"][0]["install"] == "b11642-cuda-13.4"
+    assert "finds no cuda-13.4 device" in result["fallbacks"][0]["why"]
+
+
+def test_a_platform_the_lock_lacks_is_refused_with_the_command_that_adds_it(admin: Machine) -> None:
+    path = _lock(admin)
+    node = machine_at(admin.cwd.parent, "arm", SUPERFLUID_HOST_ARCH="arm64")
+    run = node.superfluid("runtime", "install", "--locked", str(path))
+    assert run.code == 1 and "has no engine for linux-arm64" in run.stderr
+    assert "`superfluid lock --platform linux-arm64` adds it" in run.stderr
+    assert not (node.home / "runtimes").exists()
+
+
+def test_locked_refuses_flags_that_choose(admin: Machine) -> None:
+    for flag in (["--version", "0.4.0"], ["--backend", "cpu"], ["--untested"], ["--sha256", "a" * 64]):
+        run = admin.superfluid("runtime", "install", "basert", *flag, "--locked")
+        assert run.code == 2 and "--locked installs what the lock names" in run.stderr
+
+
+def test_check_reports_nothing_on_an_unchanged_source(admin: Machine) -> None:
+    _lock(admin)
+    run = admin.superfluid("lock", "--check")
+    assert run.code == 0, run.stdout + run.stderr
+    assert "up to date (4 engines" in run.stdout
+
+
+def test_check_reports_a_new_abi_release_and_upgrade_writes_it(admin: Machine, server: ReleaseServer) -> None:
+    path = _lock(admin)
+    before = path.read_text()
+    server.add_release(BASERT, "v0.4.1", releases.release_assets("0.4.1", 1, variant="0.4.0", platform="linux-x64"),
+                       sha256_files=True)
+    run = admin.superfluid("lock", "--check")
+    assert run.code == 1
+    assert "~ basert linux-x64 (cpu): moved: a new ABI-1 release" in run.stdout
+    assert "  - 0.4.0-cpu  basert-engine-linux-x64-0.4.0.tar.gz" in run.stdout
+    assert "  + 0.4.1-cpu  basert-engine-linux-x64-0.4.1.tar.gz" in run.stdout
+    assert "does not match what would be chosen now: 2 to move, 0 error(s)" in run.stderr  # cpu, and cuda -> 0.4.1-cpu
+    assert path.read_text() == before
+    assert admin.superfluid("lock").code == 0 and path.read_text() == before  # a plain lock keeps what is locked
+    run = admin.superfluid("lock", "--upgrade", "llamacpp")
+    assert run.code == 0 and path.read_text() == before  # llama.cpp did not move
+    run = admin.superfluid("lock", "--upgrade", "basert")
+    assert run.code == 0, run.stderr
+    upgraded = {(e.target.runtime, e.target.host): e.install for e in lockfile.read(path)[0].engines}
+    assert upgraded[("basert", "cpu")] == "0.4.1-cpu" and upgraded[("llamacpp", "cpu")] == "b11642-cpu"
+    assert admin.superfluid("lock", "--check").code == 0
+
+
+def test_check_reports_a_newer_tested_build(admin: Machine) -> None:
+    """A lock written when b11284 was the newest tested build (by an older superfluid)."""
+    path = _lock(admin)
+    text = path.read_text()
+    old = text.replace('version = "b11642"\nbackend = "cpu"', 'version = "b11284"\nbackend = "cpu"').replace(
+        "download/b11642/llama-b11642-bin-ubuntu-x64", "download/b11284/llama-b11284-bin-ubuntu-x64").replace(
+        '"llama-b11642-bin-ubuntu-x64.tar.gz"', '"llama-b11284-bin-ubuntu-x64.tar.gz"')
+    assert old != text
+    path.write_text(old)
+    run = admin.superfluid("lock", "--check")
+    assert run.code == 1
+    assert "~ llamacpp linux-x64 (cpu): moved: a newer tested build" in run.stdout, run.stdout
+    assert "  - b11284-cpu  llama-b11284-bin-ubuntu-x64.tar.gz" in run.stdout
+    assert "1 to move, 0 error(s)" in run.stderr
+
+
+def test_check_reports_bytes_changed_under_the_same_name_as_an_error(admin: Machine, server: ReleaseServer) -> None:
+    path = _lock(admin)
+    before = path.read_text()
+    old_sha = _sha(server, BASERT, "v0.4.0", BUNDLE)
+    replaced = releases.bundle("0.4.0", extra={"NOTICE": b"rebuilt\n"})
+    server.add_asset(BASERT, "v0.4.0", BUNDLE, replaced)
+    server.add_asset(BASERT, "v0.4.0", BUNDLE + ".sha256", sha256_line(BUNDLE, replaced))
+    run = admin.superfluid("lock", "--check")
+    assert run.code == 1
+    new_sha = hashlib.sha256(replaced).hexdigest()
+    assert (f"! basert linux-x64 (cpu): ERROR: a file's bytes changed under the same name ({BUNDLE}: locked "
+            f"sha256 {old_sha}, now {new_sha}") in run.stdout, run.stdout
+    assert "0 to move, 2 error(s)" in run.stderr  # the bundle, and its .sha256 beside it
+    assert "nothing was written" in run.stderr and path.read_text() == before
+
+
+def test_lock_from_a_mirror_and_of_nothing_installable(admin: Machine, server: ReleaseServer, tmp_path: Path) -> None:
+    mirror = server.write_mirror(tmp_path / "upstream")
+    run = admin.superfluid("lock", "--runtime", "basert", "--platform", "linux-x64", "--mirror", str(mirror),
+                           "-o", "m.lock")
+    assert run.code == 0, run.stderr
+    engine = lockfile.read(admin.cwd / "m.lock")[0].engines[0]
+    assert engine.assets[0].url == (mirror / engine.assets[0].path).as_uri()
+    run = admin.superfluid("lock", "--runtime", "basert", "--platform", "macos-x64", "-o", "none.lock")
+    assert run.code == 1 and "nothing of basert installs on any machine asked" in run.stderr
+    assert "baseRT publishes no bundle for macos-x64" in run.stderr
+    assert not (admin.cwd / "none.lock").exists()
+    run = admin.superfluid("lock", "--backend", "tpu")
+    assert run.code == 2 and "not a kind of machine" in run.stderr

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from superfluid.installer.install import Event
     from superfluid.installer.lockfile import Engine, Lock, Target
     from superfluid.installer.locking import Change
+    from superfluid.installer.sources import ReleaseSource
+    from superfluid.runtime.host import Host
 
 __all__ = ["run", "install_locked", "lock_path", "LockOutdated", "change_lines"]
 
@@ -269,31 +271,19 @@ def _verified(e: Any, path: str) -> SuperfluidError:
                                  "than were locked (`superfluid lock --check` says whether the release changed)")
 
 
-def install_locked(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
-    """``superfluid runtime install [<id>] --locked [FILE]``: the lock's engines for this machine's
-    platform and kinds (best first, the others its fallbacks), fetched from the lock's URLs (or the
-    same paths below ``--mirror``), each byte checked against the lock's digest. No listing is read.
+def _chosen(args: argparse.Namespace, path: str, environ: Mapping[str, str]
+            ) -> tuple[str, Host, dict[str, list[Engine]]]:
+    """The lock's digest, this host, and what it installs from the lock, per runtime.
 
     Raises:
-        UsageError: a flag that chooses (``--version``, ``--backend``...), a bad ``--mirror`` (exit 2).
-        BadFile: the lock is missing or malformed (nothing changed).
-        LockError: the lock has nothing for this platform or runtime (says the command that adds it).
-        VerificationError: bytes other than the lock's (names the asset, expected and got).
-        SuperfluidError: as ``runtime install`` (exit 1).
+        UsageError: an unknown runtime id (exit 2).
+        BadFile, LockError: as ``lockfile.read`` and ``locking.select``; a runtime not shipped.
     """
-    from superfluid.commands.install import event_lines, outcome_lines, plan_lines
     from superfluid.installer import lockfile
-    from superfluid.installer.download import progress_for
-    from superfluid.installer.errors import VerificationError
-    from superfluid.installer.install import install_plans
-    from superfluid.installer.locking import kinds_of, select
-    from superfluid.output import print_json
+    from superfluid.installer.locking import select
     from superfluid.runtime import registry
     from superfluid.runtime.host import detect
 
-    _refuse_flags(args)
-    root = _mirror_root(args, environ)
-    path = lock_path(args.locked or None, environ)
     if args.id is not None:
         from superfluid.commands.install import _check_id
 
@@ -307,21 +297,49 @@ def install_locked(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         except UsageError:
             raise lockfile.LockError(f"{path} names the runtime {r!r}, which this superfluid does not ship",
                                      fix="install with the superfluid that wrote the lock, or lock again") from None
-    ref = {"file": os.path.abspath(path), "sha256": digest}
-    kinds = kinds_of(host)
-    where = f"the lock {path} (sha256 {digest[:12]}…)" + (f", below the mirror {root}" if root else "")
-    if not args.json:
-        _err(f"installing from {path} (sha256 {digest}) for {host.platform} ({', '.join(kinds)} machine)")
-        for r, engines in chosen.items():
-            if kinds[0] in ("cuda", "rocm", "vulkan") and engines[0].target.host != kinds[0]:
-                _err(f"note: this is a {kinds[0]} machine, and {path} has no {kinds[0]} engine of {r} for "
-                     f"{host.platform}: `superfluid lock --platform {host.platform} --backend {kinds[0]}` adds one")
-    source = None
-    if args.offline:
-        from superfluid.installer.sources import source_for
+    return digest, host, chosen
 
-        source = source_for(mirror=None, offline=True, environ=environ,
-                            fix=f"run `superfluid runtime install --locked {path}` once without --offline")
+
+def _notes(path: str, host: Host, chosen: Mapping[str, list[Engine]]) -> None:
+    """Say what is installed from where, and when this machine is a better kind than the lock has."""
+    from superfluid.installer.locking import kinds_of
+
+    kinds = kinds_of(host)
+    _err(f"installing from {path} for {host.platform} ({', '.join(kinds)} machine)")
+    for r, engines in chosen.items():
+        if kinds[0] in ("cuda", "rocm", "vulkan") and engines[0].target.host != kinds[0]:
+            _err(f"note: this is a {kinds[0]} machine, and {path} has no {kinds[0]} engine of {r} for "
+                 f"{host.platform}: `superfluid lock --platform {host.platform} --backend {kinds[0]}` adds one")
+
+
+def install_locked(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    """``superfluid runtime install [<id>] --locked [FILE]``: the lock's engines for this machine's
+    platform and kinds (best first, the others its fallbacks), fetched from the lock's URLs (or the
+    same paths below ``--mirror``), each byte checked against the lock's digest. No listing is read.
+
+    Raises:
+        UsageError: a flag that chooses (``--version``, ``--backend``...), a bad ``--mirror`` (exit 2).
+        BadFile: the lock is missing or malformed (nothing changed).
+        LockError: the lock has nothing for this platform or runtime (says the command that adds it).
+        VerificationError: bytes other than the lock's (names the asset, expected and got).
+        SuperfluidError: as ``runtime install`` (exit 1).
+    """
+    from superfluid.commands.install import event_lines, outcome_lines, plan_lines
+    from superfluid.installer.download import progress_for
+    from superfluid.installer.errors import VerificationError
+    from superfluid.installer.install import install_plans
+    from superfluid.installer.locking import kinds_of
+    from superfluid.output import print_json
+
+    _refuse_flags(args)
+    root = _mirror_root(args, environ)
+    path = lock_path(args.locked or None, environ)
+    digest, host, chosen = _chosen(args, path, environ)
+    ref = {"file": os.path.abspath(path), "sha256": digest}
+    where = f"the lock {path} (sha256 {digest})" + (f", below the mirror {root}" if root else "")
+    if not args.json:
+        _notes(f"{path} (sha256 {digest})", host, chosen)
+    source = _offline_source(path, environ) if args.offline else None
 
     def tell(event: Event) -> None:
         if not args.json:
@@ -353,6 +371,14 @@ def install_locked(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         if source is not None:
             source.close()
     if args.json:
-        print_json({"lock": ref, "platform": host.platform, "kinds": kinds, "dry_run": bool(args.dry_run),
+        print_json({"lock": ref, "platform": host.platform, "kinds": kinds_of(host), "dry_run": bool(args.dry_run),
                     "installs": results})
     return 0
+
+
+def _offline_source(path: str, environ: Mapping[str, str]) -> ReleaseSource:
+    """The cache alone (``--offline``): assets by the lock's digests, never a connection."""
+    from superfluid.installer.sources import source_for
+
+    return source_for(mirror=None, offline=True, environ=environ,
+                      fix=f"run `superfluid runtime install --locked {path}` once without --offline")

@@ -102,6 +102,14 @@ def test_install_locked_reads_no_listing_and_records_the_lock(admin: Machine, se
     rows = node.superfluid("runtimes", "--json").json()
     row = next(r for r in rows if r["id"] == "basert")
     assert row["lock"] == {"file": str(path), "sha256": digest} and schema_errors(rows, "runtimes") == []
+    # again, offline: from the cache by the lock's digests, not one connection
+    assert node.superfluid("runtime", "remove", "basert").code == 0
+    server.clear_log()
+    dry = node.superfluid("runtime", "install", "basert", "--locked", "--offline", "--dry-run")
+    assert dry.code == 0 and "basert 0.4.0-cpu (abi, ABI 1)" in dry.stdout and node.installs("basert") == []
+    run = node.superfluid("runtime", "install", "basert", "--locked", "--offline")
+    assert run.code == 0, run.stderr
+    assert "basert 0.4.0-cpu installed" in run.stdout and server.log == []
 
 
 def test_a_cuda_machine_falls_back_to_the_cpu_engine_when_its_probe_refuses(admin: Machine,
@@ -205,3 +213,9 @@ def test_lock_from_a_mirror_and_of_nothing_installable(admin: Machine, server: R
     assert not (admin.cwd / "none.lock").exists()
     run = admin.superfluid("lock", "--backend", "tpu")
     assert run.code == 2 and "not a kind of machine" in run.stderr
+    # no runtime named: every runtime that installs on a machine asked (MLX is said not to, and left out)
+    run = admin.superfluid("lock", "--platform", "linux-x64", "-o", "all.lock")
+    assert run.code == 0, run.stderr
+    assert "superfluid: mlx linux-x64 (cpu): not locked: " in run.stderr
+    every = lockfile.read(admin.cwd / "all.lock")[0]
+    assert every.runtimes == ("basert", "llamacpp") and every.backends == ("cpu",)

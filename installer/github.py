@@ -217,7 +217,8 @@ def parse_release(
     prerelease = bool(_field(obj, "prerelease", bool, where, path, required=False))
     name = _field(obj, "name", str, where, path, required=False) or tag
     published = _field(obj, "published_at", str, where, path, required=False)
-    raw_assets = _field(obj, "assets", list, where, path, required=False) or []
+    # absent: no assets (a hand-written mirror listing); present, it must be a list (`null` is not one)
+    raw_assets = _field(obj, "assets", list, where, path) if "assets" in obj else []
     per_asset = (lambda n: url_for(tag, n)) if url_for is not None else None
     assets = tuple(
         parse_asset(a, where=where, path=f"{path}.assets[{i}]", url_for=per_asset) for i, a in enumerate(raw_assets)
@@ -226,16 +227,30 @@ def parse_release(
 
 
 def parse_releases(
-    data: Any, *, where: str, url_for: Callable[[str, str], str] | None = None, offset: int = 0
+    data: Any, *, where: str, url_for: Callable[[str, str], str] | None = None, offset: int = 0,
+    warn: Callable[[str], None] | None = None,
 ) -> list[Release]:
     """A listing page (a JSON array of release objects), drafts skipped, in listed order.
 
+    A malformed entry (a field of the wrong type, ``assets: null``, an unusable tag or asset) is
+    skipped, never trusted in part, and ``warn`` is told which (its JSON path, its tag when it has
+    one, and the fault); without ``warn`` it is logged. The other releases are still listed.
+
     Raises:
-        BadFile: not an array, or a bad release in it (JSON path ``$[i]...``, ``offset`` added to i).
+        BadFile: not an array.
     """
     if not isinstance(data, list):
         raise _fault(where, "$", f"expected a JSON array of releases, got {type(data).__name__}")
-    releases = [parse_release(r, where=where, path=f"$[{offset + i}]", url_for=url_for) for i, r in enumerate(data)]
+    releases = []
+    for i, r in enumerate(data):
+        path = f"$[{offset + i}]"
+        try:
+            releases.append(parse_release(r, where=where, path=path, url_for=url_for))
+        except BadFile as e:
+            tag = r.get("tag_name") if isinstance(r, dict) else None
+            named = f"release {tag!r} ({path})" if isinstance(tag, str) and tag else f"release {path}"
+            message = f"{where}: {named} skipped: {e.json_path or path}: {e.fault}"
+            (warn or log.warning)(message)
     return [r for r in releases if not r.draft]
 
 
@@ -339,8 +354,10 @@ def list_pages(
     credential: Credential | None = None,
     offline: bool = False,
     url_for: Callable[[str, str], str] | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> list[Release]:
-    """Every release of a paginated listing, following ``Link: rel="next"`` within one origin.
+    """Every release of a paginated listing, following ``Link: rel="next"`` within one origin
+    (a malformed entry skipped, ``warn`` told: see ``parse_releases``).
 
     Stops after ``config.listing_max_pages`` pages (logged), keeping the newest.
 
@@ -357,7 +374,7 @@ def list_pages(
                          headers=headers, credential=credential, offline=offline, what="release listing")
         try:
             data = _load_json(got.body, url)
-            releases.extend(parse_releases(data, where=url, url_for=url_for, offset=0))
+            releases.extend(parse_releases(data, where=url, url_for=url_for, offset=0, warn=warn))
         except BadFile:
             cache.drop_http(url)  # never revalidate a broken page into a 304 that keeps it
             raise
@@ -403,6 +420,8 @@ class GitHubClient:
         self.api_base = api_base.rstrip("/")
         self.web_base = (web_base or web_base_for(self.api_base)).rstrip("/")
         self.offline = offline
+        #: what listing read so far was not trusted (malformed entries skipped), for the user
+        self.warnings: list[str] = []
         self.credential: Credential | None = None
         if token:
             origin = origin_of(self.api_base)
@@ -413,6 +432,12 @@ class GitHubClient:
 
     def describe(self) -> str:
         return f"GitHub releases at {self.api_base}"
+
+    def warn(self, message: str) -> None:
+        """Keep a warning about what was read (once)."""
+        if message not in self.warnings:
+            log.info("%s", message)
+            self.warnings.append(message)
 
     def listing_url(self, repo: str) -> str:
         """The first page of ``repo``'s release listing.
@@ -442,7 +467,8 @@ class GitHubClient:
         url = self.listing_url(repo)
         try:
             return list_pages(url, fetcher=self.fetcher, cache=self.cache, config=self.fetcher.config,
-                              headers=_ACCEPT_JSON, credential=self.credential, offline=self.offline)
+                              headers=_ACCEPT_JSON, credential=self.credential, offline=self.offline,
+                              warn=self.warn)
         except DownloadError as e:
             if e.status == 404:
                 raise ReleaseNotFound(repo, "repository", where=self.api_base,

@@ -45,7 +45,8 @@ PROBE_TIMEOUT = 60.0
 class Event:
     """Something the workflow tells while it runs: ``kind`` is ``"trying"`` (``plan``, ``index``),
     ``"fell-back"`` (``plan``, ``reason``), ``"unchecked"`` (``path``, ``sha256``: a local file
-    with no digest to check) or ``"waiting"`` (``holder``: another install holds the lock)."""
+    with no digest to check), ``"waiting"`` (``holder``: another install holds the lock) or
+    ``"warning"`` (``reason``: something read was not trusted, e.g. a malformed listing entry skipped)."""
 
     kind: str
     plan: Plan | None = None
@@ -399,10 +400,14 @@ def install(request: Request, *, environ: Mapping[str, str], mirror: str | None 
     with phase(phases, "listing"):
         plans, where, src = plan(request, environ=environ, mirror=mirror, offline=offline, host=host, source=source)
     try:
+        listed = tuple(src.warnings) if src is not None else ()
+        for warning in listed:  # a malformed release entry was skipped: said, never silent
+            tell(Event("warning", reason=warning))
         if dry_run:
-            return Outcome(request.id, tuple(plans), True, where)
-        return install_plans(request.id, plans, environ=environ, source=src, where=where, untested=request.untested,
+            return Outcome(request.id, tuple(plans), True, where, warnings=listed)
+        done = install_plans(request.id, plans, environ=environ, source=src, where=where, untested=request.untested,
                              tell=tell, progress=progress, platform=host.platform, phases=phases)
+        return replace(done, warnings=listed + done.warnings)
     finally:
         if src is not None:
             src.close()

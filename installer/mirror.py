@@ -106,6 +106,13 @@ class Mirror:
         self.fetcher = fetcher
         self.cache = cache
         self.offline = offline
+        #: what listing read so far was not trusted (malformed entries skipped), for the user
+        self.warnings: list[str] = []
+
+    def warn(self, message: str) -> None:
+        """Keep a warning about what was read (once)."""
+        if message not in self.warnings:
+            self.warnings.append(message)
 
     @property
     def is_local(self) -> bool:
@@ -162,7 +169,7 @@ class Mirror:
     def _list(self, url: str, url_for: Callable[[str, str], str] | None) -> list[Release]:
         return list_pages(url, fetcher=self.fetcher, cache=self.cache, config=self.fetcher.config,
                           headers={"Accept": "application/json", "Accept-Encoding": "gzip"},
-                          offline=self.offline and not self.is_local, url_for=url_for)
+                          offline=self.offline and not self.is_local, url_for=url_for, warn=self.warn)
 
     def release(self, repo: str, tag: str) -> Release:
         """The published release ``tag`` from the mirror's listing.

@@ -65,6 +65,11 @@ class ReleaseSource(ABC):
         """Where releases come from, for messages: ``GitHub releases at https://api.github.com``."""
         return self.lister.describe()
 
+    @property
+    def warnings(self) -> list[str]:
+        """What the listings read so far did not trust (a malformed release entry skipped, named)."""
+        return list(self.lister.warnings)
+
     def releases(self, repo: str) -> list[Release]:
         """Every published release of ``repo`` (drafts skipped, prereleases marked), as listed.
 

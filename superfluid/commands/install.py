@@ -125,6 +125,8 @@ def event_lines(event: Event) -> list[str]:
         if event.reason.endswith("not in this release"):
             return [f"{p.id} {p.install}: {event.reason}; falling back to the next"]
         return [f"{p.id} {p.install} does not run here ({event.reason}); falling back to the next"]
+    if event.kind == "warning":
+        return [f"warning: {event.reason}"]
     if event.kind == "unchecked":
         return [f"warning: {event.path} has no SHA-256 to check it against: installing a local file unchecked "
                 f"(its SHA-256 is {event.sha256})"]

@@ -81,32 +81,57 @@ class TestParse:
                             url_for=lambda tag, name: f"https://m.test/{tag}/{name}")
         assert rel.assets[0].url == "https://m.test/v1/a"
 
+    def test_not_an_array_is_refused(self) -> None:
+        with pytest.raises(BadFile, match="expected a JSON array") as e:
+            parse_releases({"tag_name": "v1"}, where="https://api/x")
+        assert e.value.json_path == "$" and e.value.path == "https://api/x"
+
     @pytest.mark.parametrize(
-        ("data", "json_path", "fault"),
+        ("entry", "json_path", "fault"),
         [
-            ({"tag_name": "v1"}, "$", "expected a JSON array"),
-            ([42], "$[0]", "expected a release object"),
-            ([_release("v1"), {"name": "x"}], "$[1].tag_name", "expected str, got NoneType"),
-            ([_release("../../etc")], "$[0].tag_name", "not a usable tag"),
-            ([_release("")], "$[0].tag_name", "not a usable tag"),
-            ([_release("v1", draft="no")], "$[0].draft", "expected bool"),
-            ([_release("v1", assets={"a": 1})], "$[0].assets", "expected list"),
-            ([_release("v1", assets=[_asset("../evil")])], "$[0].assets[0].name", "not a usable file name"),
-            ([_release("v1", assets=[_asset("a\x00b")])], "$[0].assets[0].name", "not a usable file name"),
-            ([_release("v1", assets=[_asset("a", size="10")])], "$[0].assets[0].size", "expected int"),
-            ([_release("v1", assets=[_asset("a", size=True)])], "$[0].assets[0].size", "expected int"),
-            ([_release("v1", assets=[_asset("a", size=-1)])], "$[0].assets[0].size", "negative size"),
-            ([_release("v1", assets=[_asset("a", digest="sha256:xyz")])], "$[0].assets[0].digest", "malformed"),
-            ([_release("v1", assets=[_asset("a", browser_download_url="file:///etc/passwd")])],
-             "$[0].assets[0].browser_download_url", r"not an http\(s\) URL"),
+            (42, "$[1]", "expected a release object"),
+            ({"name": "x"}, "$[1].tag_name", "expected str, got NoneType"),
+            (_release("../../etc"), "$[1].tag_name", "not a usable tag"),
+            (_release(""), "$[1].tag_name", "not a usable tag"),
+            (_release("v1", draft="no"), "$[1].draft", "expected bool"),
+            (_release("v1", assets={"a": 1}), "$[1].assets", "expected list"),
+            (_release("v1", assets=None), "$[1].assets", "expected list, got NoneType"),
+            (_release("v1", assets=[_asset("../evil")]), "$[1].assets[0].name", "not a usable file name"),
+            (_release("v1", assets=[_asset("a\x00b")]), "$[1].assets[0].name", "not a usable file name"),
+            (_release("v1", assets=[_asset("a", size="10")]), "$[1].assets[0].size", "expected int"),
+            (_release("v1", assets=[_asset("a", size=True)]), "$[1].assets[0].size", "expected int"),
+            (_release("v1", assets=[_asset("a", size=-1)]), "$[1].assets[0].size", "negative size"),
+            (_release("v1", assets=[_asset("a", digest="sha256:xyz")]), "$[1].assets[0].digest", "malformed"),
+            (_release("v1", assets=[_asset("a", browser_download_url="file:///etc/passwd")]),
+             "$[1].assets[0].browser_download_url", "not an http(s) URL"),
         ],
-        ids=["not-array", "not-object", "no-tag", "traversal-tag", "empty-tag", "draft-type", "assets-type",
+        ids=["not-object", "no-tag", "traversal-tag", "empty-tag", "draft-type", "assets-type", "assets-null",
              "traversal-name", "nul-name", "size-string", "size-bool", "size-negative", "bad-digest", "file-url"],
     )
-    def test_hostile_listing(self, data: Any, json_path: str, fault: str) -> None:
-        with pytest.raises(BadFile, match=fault) as e:
-            parse_releases(data, where="https://api/x")
-        assert e.value.json_path == json_path and e.value.path == "https://api/x"
+    def test_a_malformed_entry_is_skipped_with_a_warning_naming_it(self, entry: Any, json_path: str,
+                                                                  fault: str) -> None:
+        """Issue 14 item 14: one malformed release entry costs that release, never the listing, and
+        never silently: the warning names the listing, the entry (its tag when it has one) and the fault."""
+        warnings: list[str] = []
+        rels = parse_releases([_release("v2"), entry, _release("v0")], where="https://api/x", warn=warnings.append)
+        assert [r.tag for r in rels] == ["v2", "v0"]
+        assert len(warnings) == 1
+        assert warnings[0].startswith("https://api/x: release ") and "skipped" in warnings[0]
+        assert json_path in warnings[0] and fault in warnings[0]
+        tag = entry.get("tag_name") if isinstance(entry, dict) else None
+        if tag:
+            assert repr(tag) in warnings[0]
+
+    def test_without_a_listener_the_skip_is_logged(self, caplog: pytest.LogCaptureFixture) -> None:
+        with caplog.at_level("WARNING"):
+            rels = parse_releases([_release("v1", assets=None), _release("v0")], where="https://api/x")
+        assert [r.tag for r in rels] == ["v0"]
+        assert "release 'v1' ($[0]) skipped: $[0].assets: expected list, got NoneType" in caplog.text
+
+    def test_one_release_alone_is_still_refused(self) -> None:
+        with pytest.raises(BadFile, match="expected list") as e:
+            parse_release(_release("v1", assets=None), where="https://api/x/tags/v1")
+        assert e.value.json_path == "$.assets"
 
 
 class TestHelpers:

@@ -117,14 +117,26 @@ class TestDirectoryMirror:
             assert source.read(rels[0].asset("basert-engine-abi-1.txt")) == b"1\n"  # type: ignore[arg-type]
         assert no_sockets == [] and server.log == []
 
-    def test_a_hostile_listing_is_refused_by_name(self, tmp_path: Path, home: Path) -> None:
+    def test_a_hostile_listing_entry_is_skipped_by_name(self, tmp_path: Path, home: Path) -> None:
         listing = tmp_path / "m" / listing_path(REPO)
         listing.parent.mkdir(parents=True)
-        listing.write_text(json.dumps([{"tag_name": "../../..", "assets": []}]))
+        listing.write_text(json.dumps([{"tag_name": "../../..", "assets": []}, {"tag_name": "v1", "assets": None},
+                                       {"tag_name": "v0", "assets": []}]))
         source = source_for(mirror=str(tmp_path / "m"), offline=False, environ=env(home))
-        with pytest.raises(BadFile, match="not a usable tag") as e:
+        assert [r.tag for r in source.releases(REPO)] == ["v0"]
+        first, second = source.warnings
+        assert first.endswith("releases.json: release '../../..' ($[0]) skipped: $[0].tag_name: "
+                              "not a usable tag: '../../..'")
+        assert second.endswith("releases.json: release 'v1' ($[1]) skipped: $[1].assets: expected list, got NoneType")
+
+    def test_a_listing_that_is_no_array_is_refused_by_name(self, tmp_path: Path, home: Path) -> None:
+        listing = tmp_path / "m" / listing_path(REPO)
+        listing.parent.mkdir(parents=True)
+        listing.write_text(json.dumps({"tag_name": "v1"}))
+        source = source_for(mirror=str(tmp_path / "m"), offline=False, environ=env(home))
+        with pytest.raises(BadFile, match="expected a JSON array") as e:
             source.releases(REPO)
-        assert e.value.json_path == "$[0].tag_name" and e.value.path.endswith("releases.json")
+        assert e.value.json_path == "$" and e.value.path.endswith("releases.json")
 
 
 class TestOffline:

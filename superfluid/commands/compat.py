@@ -22,6 +22,7 @@ another digest is exit 1 with the reason. ``--json`` carries the verdict under `
 from __future__ import annotations
 
 import argparse
+import errno
 import hashlib
 import os
 import sys
@@ -121,9 +122,14 @@ class _Beside:
         if self.is_url:
             response, body = self._web().get_bytes(where, max_bytes=max_bytes, accept=(404,) if optional else ())
             return None if response.status == 404 else body
-        try:
-            with open(where, "rb") as f:
-                body = f.read(max_bytes + 1)
+        from superfluid.runtime.jsonread import NotRegularFile, read_bytes
+
+        try:  # a regular file (a FIFO or a device is never waited on or read without end)
+            body = read_bytes(where, max_bytes=max_bytes, follow=True)
+        except NotRegularFile as e:
+            if e.errno == errno.EFBIG:
+                raise BadFile(where, f"is larger than {max_bytes} bytes; not what --release reads") from None
+            raise BadFile(where, f"cannot be read: it {e.strerror}") from None
         except FileNotFoundError:
             if optional:
                 return None
@@ -157,6 +163,8 @@ class _Beside:
             return web.retry(where, attempt)
         digest = hashlib.sha256()
         try:
+            if os.path.exists(where) and not os.path.isfile(where):  # a FIFO or a device is never read
+                raise BadFile(where, "cannot be read: it is not a regular file")
             with open(where, "rb") as f:
                 for chunk in iter(lambda: f.read(1 << 20), b""):
                     digest.update(chunk)
@@ -172,8 +180,9 @@ class _Beside:
 
 
 def read_release(source: str, *, keys: list[str] | None = None, home: str | None = None,
-                 require_signature: bool = False) -> tuple[dict[str, Any], Verdict]:
-    """Read, verify and validate another release's compat document from a file or an ``http(s)`` URL.
+                 require_signature: bool = False) -> tuple[dict[str, Any], Verdict, str]:
+    """Read, verify and validate another release's compat document from a file or an ``http(s)`` URL:
+    the document, the verdict, and the SHA-256 of its bytes.
 
     The signature beside it is judged over the bytes as fetched, before the document is parsed;
     the tarball the document names is checked when it is beside it.
@@ -187,9 +196,8 @@ def read_release(source: str, *, keys: list[str] | None = None, home: str | None
         TarballMismatch: the tarball beside it has another SHA-256 than the document says.
         DownloadError: a URL could not be fetched.
     """
-    from superfluid.manifest.compat import parse
     from superfluid.manifest.keys import trusted_keys
-    from superfluid.manifest.verdict import judge_signature, judge_tarball, tarball_name
+    from superfluid.manifest.verdict import judge_release
     from superfluid.runtime.home import home as home_of
 
     trusted = trusted_keys(home if home is not None else home_of(), keys or [])
@@ -199,12 +207,10 @@ def read_release(source: str, *, keys: list[str] | None = None, home: str | None
         assert body is not None
         signature_at = beside.signature()
         signature = beside.read(signature_at, max_bytes=_MAX_SIGNATURE_BYTES, optional=True)
-        verdict = judge_signature(body, signature, trusted, where=source, signature_where=signature_at,
-                                  require=require_signature)
-        doc = parse(body, source)
-        name = tarball_name(doc)
-        digest = beside.sha256(beside.sibling(name)) if name is not None else None
-        return doc, judge_tarball(verdict, doc, digest, where=source)
+        doc, verdict = judge_release(body, signature, trusted, where=source, signature_where=signature_at,
+                                     tarball_sha256=lambda name: beside.sha256(beside.sibling(name)),
+                                     require=require_signature)
+        return doc, verdict, hashlib.sha256(body).hexdigest()
     finally:
         beside.close()
 
@@ -232,6 +238,10 @@ def _key_flags(args: argparse.Namespace) -> list[str]:
 
 def _runtime_text(runtime_id: str, part: Mapping[str, Any]) -> str:
     lines: list[str] = []
+    if runtime_id not in registry.IDS:
+        lines.append(f"{runtime_id}: unknown (a runtime this superfluid does not ship; kept as the document "
+                     f"gives it: {', '.join(map(str, part)) or 'empty'})")
+        return "\n".join(lines) + "\n"
     if "requires" in part:
         req = part["requires"]
         line = part.get("unnumbered_line")
@@ -279,10 +289,14 @@ def run(args: argparse.Namespace) -> int:
     runtime gave no answer, or --release could not be read or verified; 2 a bad flag."""
     from superfluid.manifest.compat import build, release_info, validate
 
+    if args.service or args.runtime:  # which releases drive an engine: asked of a manifest service
+        from superfluid.commands.compat_service import run as ask_service
+
+        return ask_service(args)
     keys = _key_flags(args)
     verdict: Verdict | None = None
     if args.release:
-        doc, verdict = read_release(args.release, keys=keys, require_signature=args.require_signature)
+        doc, verdict, _ = read_release(args.release, keys=keys, require_signature=args.require_signature)
         failed: dict[str, str] = {}
     else:
         environ = dict(os.environ)
@@ -290,7 +304,18 @@ def run(args: argparse.Namespace) -> int:
         doc = build(release_info(RELEASE_NAME, __version__), parts, unanswered=failed)
         validate(doc, "superfluid compat")
     if args.json:
-        print_json(doc if verdict is None else {**doc, "verification": verdict.to_json()})
+        from superfluid.manifest.compat import unknown_runtimes
+
+        shown = {**doc} if verdict is None else {**doc, "verification": verdict.to_json()}
+        unknown = unknown_runtimes(doc)
+        if unknown:
+            shown["unknown_runtimes"] = unknown
+        if failed:
+            from superfluid.output import error_doc
+
+            shown.update(error_doc("unanswered", f"no compat answer from {', '.join(failed)}: the document "
+                                   f"is incomplete and must not be published", 1))
+        print_json(shown)
     else:
         sys.stdout.write(compat_text(doc))
         if verdict is not None:

@@ -1,0 +1,143 @@
+"""``superfluid compat --service URL --runtime ID (--abi N | --build B | --version V) [--platform P]
+[--json]``: which superfluid releases drive an engine, asked of a compat manifest service (SPEC §10).
+
+The URL is ``--service``, else ``$SUPERFLUID_MANIFEST_URL``: the service (``superfluid-manifest
+serve``, or the application under any WSGI server) or a static export of it on any static host
+(or a local directory). The question is checked before anything is fetched (exit 2), then asked at
+its ``.json`` path (``manifest.routes``), which both answer; the answer is validated against
+``schemas/manifest-choose.schema.json`` and printed: the releases that drive it newest first with
+why, the others with why, and the ones the service rejected (never chosen). The rules are the
+service's; nothing is judged here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from superfluid.output import print_json, table
+from superfluid.runtime.errors import BadFile, SuperfluidError, UsageError
+
+__all__ = ["run", "ENV_URL"]
+
+ENV_URL = "SUPERFLUID_MANIFEST_URL"
+_MAX_BYTES = 16 << 20  # bytes of one answer
+_KIND_FLAGS = (("abi", "--abi"), ("build", "--build"), ("version", "--version"))
+
+
+def _question(args: argparse.Namespace) -> Any:
+    """The ``Choose`` route the flags ask (exit 2 when they do not make one)."""
+    from superfluid.manifest.routes import RUNTIMES, RouteError, choose_route
+
+    if not args.runtime:
+        raise UsageError("--service asks which releases drive an engine: give --runtime basert|llamacpp|mlx with "
+                         "--abi N, --build bNNNN or --version V")
+    values = {"abi": args.ask_abi, "build": args.ask_build, "version": args.ask_version}
+    given = [(kind, flag) for kind, flag in _KIND_FLAGS if values[kind] is not None]
+    kinds = RUNTIMES.get(args.runtime, ())
+    if len(given) != 1:
+        flags = " or ".join(flag for kind, flag in _KIND_FLAGS if kind in kinds) or "--abi, --build or --version"
+        raise UsageError(f"--runtime {args.runtime} needs one of {flags}")
+    kind, flag = given[0]
+    try:
+        return choose_route(args.runtime, kind, str(values[kind]), args.platform)
+    except RouteError as e:
+        name = {"abi": "--abi", "build": "--build", "version": "--version", "platform": "--platform"}.get(e.parameter,
+                                                                                                       "--runtime")
+        raise UsageError(f"{name}: {e.message}") from None
+
+
+def _base(url: str) -> str:
+    """The service's base URL, ending in ``/``; a directory becomes a ``file://`` URL."""
+    scheme = urlsplit(url).scheme.lower()
+    if scheme in ("http", "https", "file"):
+        return url if url.endswith("/") else url + "/"
+    if "://" in url:
+        raise UsageError(f"--service {url}: give an http(s):// URL or a directory holding a static export")
+    if not os.path.isdir(url):
+        raise UsageError(f"--service {url}: no such directory (give the service's http(s):// URL)")
+    return Path(url).resolve().as_uri() + "/"
+
+
+def _ask(base: str, path: str) -> tuple[int, bytes]:
+    """GET ``base`` + ``path`` through the installer's fetcher: (status, body); 404 is an answer.
+
+    Raises:
+        DownloadError: the service could not be reached, or answered another error.
+    """
+    from superfluid.installer.sources import fetcher_for
+
+    url = base + path.lstrip("/")
+    fetcher = fetcher_for(url, plain_http=True)  # the user named the service: plain http is theirs to choose
+    try:
+        response, body = fetcher.get_bytes(url, max_bytes=_MAX_BYTES, accept=(400, 404),
+                                           headers={"Accept": "application/json"})
+    finally:
+        fetcher.close()
+    return response.status, body
+
+
+def _not_answered(base: str, route: Any, status: int, body: bytes) -> SuperfluidError:
+    try:
+        message = json.loads(body)["error"]
+    except (ValueError, TypeError, KeyError, UnicodeDecodeError):
+        message = None
+    if isinstance(message, str):
+        return SuperfluidError(f"{base}: {message}")
+    return SuperfluidError(f"{base} has no answer for {route.asked} (HTTP {status}): a static export holds answers "
+                           f"only for the values its releases name", fix="ask the service itself (superfluid-manifest "
+                           "serve, or its WSGI application) for any other value")
+
+
+def _rows(rows: list[dict[str, Any]]) -> str:
+    return table(["VERSION", "RELEASE", "WHY"], [[r["version"], r["name"], r["why"]] for r in rows])
+
+
+def _text(answer: dict[str, Any], base: str) -> str:
+    question = answer["question"]
+    drives, others, rejected = answer["drives"], answer["others"], answer["rejected"]
+    out = []
+    if drives:
+        out.append(f"releases that drive {question}, newest first ({base}):\n{_rows(drives)}")
+    else:
+        out.append(f"no release drives {question} ({base})\n")
+    if others:
+        out.append(f"releases that do not:\n{_rows(others)}")
+    if rejected:
+        lines = "".join(f"  {r['version'] or '?'} ({r['where']}): {r['reason']}\n" for r in rejected)
+        out.append(f"rejected by the service, never chosen:\n{lines}")
+    return "\n".join(out)
+
+
+def run(args: argparse.Namespace) -> int:
+    """0 the service answered (whether or not a release drives it); 1 it could not be asked or its
+    answer is not one; 2 a bad flag."""
+    from superfluid.runtime.schema import validate
+
+    if args.release or getattr(args, "key", None) or getattr(args, "require_signature", False):
+        raise UsageError("--service asks a manifest service; --release, --key and --require-signature read one "
+                         "compat.json: give one or the other")
+    route = _question(args)
+    url = args.service or os.environ.get(ENV_URL, "").strip()
+    if not url:
+        raise UsageError(f"--runtime asks a compat manifest service: give --service URL (or set {ENV_URL})")
+    base = _base(url)
+    status, body = _ask(base, route.path)
+    if status != 200:
+        raise _not_answered(base, route, status, body)
+    where = base + route.path.lstrip("/")
+    try:
+        answer = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise BadFile(where, f"is not JSON ({e})") from None
+    validate(answer, "manifest-choose", where)
+    if args.json:
+        print_json({**answer, "service": base})
+    else:
+        sys.stdout.write(_text(answer, base))
+    return 0

@@ -74,11 +74,17 @@ HELP: dict[str, Help] = {
         "what this release drives (or another release's compat.json)",
         "This release's compat document, merged from every adapter it ships; with --release, another "
         "release's compat.json read from a file or URL, its .minisig verified against the trusted keys "
-        "(the package's, $SUPERFLUID_HOME/keys/*.pub, each --key) before it is read.",
+        "(the package's, $SUPERFLUID_HOME/keys/*.pub, each --key) before it is read. With --service URL (or "
+        "$SUPERFLUID_MANIFEST_URL) and --runtime: which superfluid releases drive an engine, newest first with "
+        "why, asked of a compat manifest service or its static export (docs/manifest-service.md).",
         ("superfluid compat --json > superfluid.compat.json",
-         "superfluid compat --release https://example.org/r/superfluid-0.2.0.compat.json --require-signature"),
-        _exits(_0="the document is complete (or --release was read: verified, or unsigned with a warning)",
-               _1="a runtime gave no answer, or --release could not be read, verified or validated"),
+         "superfluid compat --release https://example.org/r/superfluid-0.2.0.compat.json --require-signature",
+         "superfluid compat --service https://manifest.example.org --runtime basert --abi 2",
+         "superfluid compat --service ./site --runtime llamacpp --build b11549 --platform linux-x64 --json"),
+        _exits(_0="the document is complete (or --release was read: verified, or unsigned with a warning; or "
+                  "--service answered)",
+               _1="a runtime gave no answer, --release could not be read, verified or validated, or --service "
+                  "could not be asked"),
     ),
     "runtime": Help(
         "install and manage runtimes",

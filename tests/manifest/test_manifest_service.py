@@ -330,10 +330,13 @@ def test_superfluid_compat_asks_the_service_and_a_static_export(server: Served, 
     (["--runtime", "basert", "--abi", "2", "--platform", "linux"], 2, "--platform: platform 'linux'"),
     (["--runtime", "basert", "--abi", "2", "--release", "x.json"], 2, "give one or the other"),
 ])
-def test_superfluid_compat_refuses_a_bad_question_before_asking(server: Served, env: dict[str, str],
-                                                                args: list[str], code: int, fragment: str) -> None:
-    done = _sf(env, "compat", "--service", server.url, *args)
-    assert done.returncode == code and fragment in done.stderr and done.stdout == "", done.stderr
+def test_superfluid_compat_refuses_a_bad_question_before_asking(args: list[str], code: int, fragment: str,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from superfluid.cli import main
+
+    assert main(["compat", "--service", "http://127.0.0.1:9/", *args]) == code  # nothing listens: nothing is asked
+    out, err = capsys.readouterr()
+    assert fragment in err and out == "", err
 
 
 def test_superfluid_compat_a_value_the_export_does_not_hold(exported: Path, env: dict[str, str]) -> None:
@@ -366,9 +369,20 @@ def test_check_prints_the_table_and_exits_1_on_a_rejected_release(releases: Rele
     (["check", "--source", ".", "--key", "/nonexistent.pub"], 2, "--key /nonexistent.pub: no such file"),
     (["serve", "--source", ".", "--port", "many"], 2, "invalid int value"),
 ])
-def test_usage_errors_exit_2(env: dict[str, str], args: list[str], code: int, fragment: str) -> None:
-    done = _manifest(env, *args)
-    assert done.returncode == code and fragment in done.stderr and "Traceback" not in done.stderr, done.stderr
+def test_usage_errors_exit_2(env: dict[str, str], args: list[str], code: int, fragment: str,
+                            monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from superfluid.manifest.command import main
+
+    monkeypatch.delenv("SUPERFLUID_MANIFEST_SOURCE", raising=False)
+    monkeypatch.delenv("SUPERFLUID_MANIFEST_KEYS", raising=False)
+    assert main(args) == code
+    err = capsys.readouterr().err
+    assert fragment in err and "Traceback" not in err, err
+
+
+def test_usage_error_through_the_console_script(env: dict[str, str]) -> None:
+    done = _manifest(env, "serve")
+    assert done.returncode == 2 and done.stderr.startswith("superfluid-manifest: --source is missing"), done.stderr
 
 
 # -- reloading, gunicorn, GitHub and mirror sources -------------------------------------------------
@@ -464,3 +478,16 @@ def test_github_and_mirror_sources(releases: Releases, env: dict[str, str], tmp_
             assert not any(r.header("Authorization") for r in github.requests_to(f"/{REPO}/releases/download/"))
             tarball = f"/{REPO}/releases/download/v0.1.0/superfluid_toolchain-0.1.0.tar.gz"
             assert not [r for r in github.requests_to(tarball) if r.path == tarball]  # the listing's digest is used
+
+
+def test_the_load_benchmark_runs_bounded(env: dict[str, str]) -> None:
+    """benchmarks/bench_manifest.py, small: both servers answer every request (scripts/bench runs it full)."""
+    from tests.conftest import ROOT
+
+    done = subprocess.run([str(VENV_BIN / "python"), str(ROOT / "benchmarks" / "bench_manifest.py"), "--requests", "90",
+                           "--clients", "6", "--json"], env=env, capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL, check=False)
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout)["results"]
+    assert set(results) == {"superfluid-manifest serve", "gunicorn -w 4"}
+    assert all(r["requests"] == 90 and r["failed"] == 0 and r["rps"] > 0 for r in results.values())

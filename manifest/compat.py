@@ -53,11 +53,13 @@ def build(release: Mapping[str, Any], parts: Mapping[str, Mapping[str, Any]], *,
     return doc
 
 
-def validate(doc: Any, where: str) -> dict[str, Any]:
+def validate(doc: Any, where: str, *, once: bool = False) -> dict[str, Any]:
     """Check a compat document; the document.
 
     A ``schema`` tag of another major version is refused before the schema is applied (its shape
-    may differ in any way); a minor version only adds keys and is read.
+    may differ in any way); a minor version only adds keys and is read. ``once``: the schema check is
+    skipped for a document of the same content that passed it before (``schema.validate_once``; for
+    the document this release merges on every ``superfluid compat``).
 
     Raises:
         BadFile: not an object, no ``schema`` tag, a major we do not know, or a schema violation
@@ -73,6 +75,13 @@ def validate(doc: Any, where: str) -> dict[str, Any]:
     if m.group(1) != "1":
         raise BadFile(where, f"is a compat document of schema {tag!r}; this superfluid reads {SCHEMA_TAG}",
                       json_path="$.schema", fix="update superfluid to read it")
+    if once:
+        import json
+
+        from superfluid.runtime.schema import validate_once
+
+        validate_once(doc, json.dumps(doc, sort_keys=True).encode(), SCHEMA_NAME, where)
+        return doc
     from superfluid.runtime.schema import validate as check
 
     check(doc, SCHEMA_NAME, where)

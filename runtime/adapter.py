@@ -42,10 +42,9 @@ def load_recipe(package: str, schema: str | None = None) -> dict[str, Any]:
     against ``schemas/<schema>.schema.json`` once per content (SPEC §6.3: fast on every run).
 
     The face reads every adapter's recipe on every ``superfluid runtimes``, and the schema library
-    alone costs more than the rest of the command. A stamp named for the SHA-256 of the recipe's and
-    the schema's bytes, under ``$SUPERFLUID_HOME/cache/validated/``, records a validation that
-    passed; any change to either file changes the name, so it is validated again. No stamp, or no
-    cache that can be written: validated every time.
+    alone costs more than the rest of the command: ``schema.validate_once`` records a validation that
+    passed in a stamp named for the SHA-256 of the recipe's and the schema's bytes (any change to
+    either file changes the name, so it is validated again).
 
     Raises:
         BadFile: the recipe is not JSON or does not match its schema (names the JSON path).
@@ -64,45 +63,12 @@ def load_recipe(package: str, schema: str | None = None) -> dict[str, Any]:
     except (OSError, UntrustedJson) as e:
         raise BadFile(where, f"not a readable JSON recipe ({e})") from e
     if schema is not None:
-        stamp = _stamp(text, schema)
-        if stamp is None or not os.path.isfile(stamp):
-            from superfluid.runtime.schema import validate
+        from superfluid.runtime.schema import validate_once
 
-            validate(data, schema, where)
-            _write_stamp(stamp, where)
+        validate_once(data, text, schema, where, shipped=True)
     if not isinstance(data, dict):
         raise BadFile(where, "a recipe is a JSON object")
     return data
-
-
-def _stamp(text: bytes, schema: str) -> str | None:
-    """The stamp of a passed validation of ``text`` against ``schema`` (None: no schema file)."""
-    import hashlib
-    import os
-
-    from superfluid import schemas
-    from superfluid.runtime.home import cache_dir, home
-
-    try:
-        with open(os.path.join(os.path.dirname(str(schemas.__file__)), f"{schema}.schema.json"), "rb") as f:
-            schema_text = f.read()
-    except OSError:
-        return None  # validate() names the missing schema
-    digest = hashlib.sha256(len(text).to_bytes(8, "big") + text + schema_text).hexdigest()
-    return os.path.join(cache_dir(home()), "validated", f"{schema}-{digest}")
-
-
-def _write_stamp(stamp: str | None, where: str) -> None:
-    import os
-
-    if stamp is None:
-        return
-    try:
-        os.makedirs(os.path.dirname(stamp), exist_ok=True)
-        with open(stamp, "w", encoding="utf-8") as f:
-            f.write(f"{where}\n")
-    except OSError:
-        pass  # a stamp that cannot be written only costs time
 
 
 class Adapter(ABC):

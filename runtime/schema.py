@@ -48,31 +48,54 @@ def validate(data: Any, name: str, where: str) -> None:
         raise BadFile(where, f"does not match schema {name}: {error.message}", json_path=_path(error))
 
 
-def validate_once(data: Any, raw: bytes, name: str, where: str) -> None:
+def validate_once(data: Any, raw: bytes, name: str, where: str, *, shipped: bool = False) -> None:
     """``validate``, skipped when these exact bytes (``raw``, parsed as ``data``) passed against
     this schema before: a stamp named for their SHA-256 and the schema's, in the home's
-    ``cache/validated/``, records a pass (the schema library costs more than a fast command's
-    whole run). No stamp, or none that can be written: validated.
+    ``cache/validated/``, records a pass (the schema library costs more than a fast command's whole
+    run). A file this package ships (``shipped``: a recipe) is also stamped where Python keeps this
+    package's byte code, ``schemas/__pycache__/``, so that it is validated once per installation,
+    not once per fresh home (whoever may write there may change the code itself). No stamp, or none
+    that can be written: validated.
 
     Raises:
         BadFile: as ``validate``.
     """
+    import os
+
+    stamps = _stamps(raw, name, shipped)
+    found = [s for s in stamps if os.path.isfile(s) and not os.path.islink(s)]
+    if not found:
+        validate(data, name, where)
+    for stamp in stamps:
+        if stamp not in found:
+            _touch(stamp)
+
+
+def _stamps(raw: bytes, name: str, shipped: bool) -> list[str]:
+    """Where a passed validation of ``raw`` against schema ``name`` is recorded: the home's stamp,
+    then (``shipped``) the package's."""
     import hashlib
     import os
 
     from superfluid import schemas
     from superfluid.runtime.home import cache_dir, home
 
+    here = os.path.dirname(str(schemas.__file__))
     try:  # a plain path, not importlib.resources (whose readers import zipfile on every run)
-        with open(os.path.join(os.path.dirname(str(schemas.__file__)), f"{name}.schema.json"), "rb") as f:
+        with open(os.path.join(here, f"{name}.schema.json"), "rb") as f:
             schema_text = f.read()
     except OSError:
         schema_text = b""
     digest = hashlib.sha256(len(raw).to_bytes(8, "big") + raw + schema_text).hexdigest()
-    stamp = os.path.join(cache_dir(home()), "validated", f"{name}-{digest}")
-    if os.path.isfile(stamp) and not os.path.islink(stamp):
-        return
-    validate(data, name, where)
+    stamps = [os.path.join(cache_dir(home()), "validated", f"{name}-{digest}")]
+    if shipped:
+        stamps.append(os.path.join(here, "__pycache__", f"validated-{name}-{digest}"))
+    return stamps
+
+
+def _touch(stamp: str) -> None:
+    import os
+
     try:
         os.makedirs(os.path.dirname(stamp), exist_ok=True)
         fd = os.open(stamp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)

@@ -1,0 +1,72 @@
+"""The commands asked on every run import only what they use (issue 13, item 2).
+
+The real console script runs in a subprocess under ``python -X importtime``, in a home where basert
+is installed and every command has run once (warm: the recipes and the receipt validated once per
+content, the workers' answers cached); the modules it imported are read from that report. None of
+the network or schema libraries may be among them: an install imports them, a listing does not.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+
+from tests.conftest import VENV_BIN
+from tests.install.conftest import Home
+from tests.release_server import ReleaseServer
+
+#: what a command that reads only the home and the recipes never needs
+HEAVY = ("requests", "urllib3", "jsonschema", "cryptography")
+FAST = [
+    ["--version"],
+    ["runtimes", "--json"],
+    ["runtime", "versions", "basert", "--json"],
+    ["runtime", "versions", "llamacpp", "--json"],
+    ["runtime", "options", "basert", "--json"],
+    ["compat", "--json"],
+]
+_IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)\s*$")
+
+
+def imported(home: Home, argv: list[str]) -> set[str]:
+    """The modules ``superfluid <argv>`` imports (the console script itself, as installed)."""
+    done = subprocess.run([str(VENV_BIN / "python"), "-X", "importtime", str(VENV_BIN / "superfluid"), *argv],
+                          env=home.env, capture_output=True, text=True, timeout=60, check=False,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = {m.group(1) for line in done.stderr.splitlines() if (m := _IMPORTED.match(line))}
+    assert "superfluid" in found, "no import report: -X importtime did not run"
+    return found
+
+
+def heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if m.split(".")[0] in HEAVY)
+
+
+def test_fast_commands_import_no_network_or_schema_library(home: Home, server: ReleaseServer) -> None:
+    run = home.superfluid("runtime", "install", "basert", "--mirror", server.mirror_url)
+    assert run.code == 0, run.stderr
+    assert heavy(imported(home, ["runtime", "install", "basert", "--mirror", server.mirror_url, "--dry-run"]))
+    for argv in FAST:  # warm: what is checked once per content is checked now
+        assert home.superfluid(*argv).code == 0
+    found = {" ".join(argv): heavy(imported(home, argv)) for argv in FAST}
+    assert found == {" ".join(argv): [] for argv in FAST}
+
+
+def test_a_fresh_home_does_not_validate_the_shipped_recipes_again(home: Home) -> None:
+    """The recipes ship with the package: validated once per installation (a stamp beside the
+    package's byte code), not once per home."""
+    import os
+
+    from superfluid import schemas
+
+    assert home.superfluid("runtime", "versions", "basert", "--json").code == 0  # stamps, wherever allowed
+    stamps = os.path.join(os.path.dirname(str(schemas.__file__)), "__pycache__")
+    if not any(n.startswith("validated-basert-recipe-") for n in os.listdir(stamps)):
+        pytest.skip(f"{stamps} is not writable here: every fresh home validates the recipes")
+    fresh = Home(home.path.parent / "fresh", {**home.env, "SUPERFLUID_HOME": str(home.path.parent / "fresh")})
+    fresh.path.mkdir()
+    assert heavy(imported(fresh, ["runtime", "versions", "basert", "--json"])) == []
+    assert any(n.startswith("basert-recipe-") for n in os.listdir(fresh.path / "cache" / "validated"))

@@ -111,17 +111,17 @@ class _DirectoryFolder(Folder):
     def read(self, name: str, *, max_bytes: int) -> bytes | None:
         if name not in self.names:
             return None
+        from superfluid.runtime.jsonread import NotRegularFile, read_bytes
+
         where = self.path / name
-        try:
-            with open(where, "rb") as f:
-                body = f.read(max_bytes + 1)
+        try:  # a regular file only: a FIFO or a device in a release folder is never waited on
+            return read_bytes(where, max_bytes=max_bytes, follow=True)
         except FileNotFoundError:
             return None
+        except NotRegularFile as e:
+            raise BadFile(str(where), str(e.strerror)) from None
         except OSError as e:
             raise BadFile(str(where), f"cannot be read ({e.strerror or e})") from None
-        if len(body) > max_bytes:
-            raise BadFile(str(where), f"is larger than {max_bytes} bytes")
-        return body
 
     def sha256(self, name: str) -> str | None:
         return self.source.file_sha256(self.path / name) if name in self.names else None
@@ -169,10 +169,14 @@ class DirectorySource(ManifestSource):
         Raises:
             BadFile: it cannot be read.
         """
+        import stat
+
         from superfluid.manifest.release_files import file_sha256
 
         try:
             st = path.stat()
+            if not stat.S_ISREG(st.st_mode):
+                raise BadFile(str(path), "is not a regular file")
             key = (str(path), st.st_size, st.st_mtime_ns)
             if key not in self._digests:
                 self._digests[key] = file_sha256(path)

@@ -6,6 +6,7 @@ list, version ordering), pinned to the same functions."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,15 @@ def _utf16(folder: Path, key: SecretKey) -> None:
     _signed(doc.read_text().encode("utf-16"))(folder, key)  # JSON all the same, but not the bytes a client reads
 
 
+def _fifo(name: str) -> Callable[[Path, SecretKey], None]:
+    def attack(folder: Path, key: SecretKey) -> None:
+        path = folder / name.format(v="0.9.0")
+        path.unlink()
+        os.mkfifo(path)  # nothing ever writes to it: a reader that opens it blocking would hang
+
+    return attack
+
+
 def _no_compat(folder: Path, key: SecretKey) -> None:
     for path in folder.glob("*.compat.json*"):
         path.unlink()
@@ -134,6 +144,9 @@ BAD = [
     pytest.param(_utf16, "is not UTF-8 text", id="utf-16"),
     pytest.param(_write(DOC, b" " * (4 << 20) + b"{}"), "is larger than", id="too-large"),
     pytest.param(_wheel_says_other_version, "state different versions", id="documents-disagree"),
+    pytest.param(_fifo(DOC), "is a FIFO, not a regular file", id="compat-json-a-fifo"),
+    pytest.param(_fifo(DOC + ".minisig"), "is a FIFO, not a regular file", id="signature-a-fifo"),
+    pytest.param(_fifo("superfluid_toolchain-{v}.tar.gz"), "is not a regular file", id="tarball-a-fifo"),
 ]
 
 

@@ -121,3 +121,22 @@ def test_one_pass_install_records_its_phases(old: Home, big: ReleaseServer, big_
     assert spans["extract"][0] < spans["download"][1] <= spans["probe"][0]  # overlapped, verified before the probe
     assert spans["probe"][1] <= spans["publish"][0]
     assert {p.suffix for p in (old.path / "cache" / "partial").iterdir()} == {".lock"}
+
+
+def test_timings_are_recorded_when_asked(home: Home, big: ReleaseServer) -> None:
+    from superfluid.runtime.schema import errors as schema_errors
+
+    run = home.superfluid("runtime", "install", "basert", "--mirror", big.mirror_url, "--version", "0.3.1", "--json",
+                          "--timings")
+    assert run.code == 0, run.stderr
+    doc = run.json()
+    assert schema_errors(doc, "install-result") == []
+    phases = [t["phase"] for t in doc["timings"]]
+    assert phases[:2] == ["start", "listing"] and phases[-2:] == ["probe", "publish"]
+    assert {"download", "extract"} <= set(phases)
+    assert all(t["seconds"] >= 0 and t["end"] >= t["start"] for t in doc["timings"])
+    run = home.superfluid("runtime", "install", "basert", "--mirror", big.mirror_url, "--version", "0.3.1",
+                          "--dry-run", "--timings")
+    assert run.code == 0 and "superfluid: timing listing" in run.stderr and "timing download" not in run.stderr
+    plain = home.superfluid("runtime", "install", "basert", "--mirror", big.mirror_url, "--dry-run", "--json")
+    assert "timings" not in plain.json()

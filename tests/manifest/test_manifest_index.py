@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -320,3 +321,90 @@ def test_releases_answer_matches_its_schema(fleet: Index) -> None:
     assert errors(answer, "manifest-releases") == []
     assert [r["version"] for r in answer["releases"]] == ["0.10.0", "0.3.0", "0.2.0", "0.1.0"]
     assert answer["signatures_required"] is True and len(answer["keys"]) == 1
+
+
+# -- the WSGI application in process: reloading, a source gone, the environment ---------------------
+
+
+def _call(app: Any, path: str, query: str = "", **headers: str) -> tuple[str, dict[str, str], bytes]:
+    got: dict[str, Any] = {}
+
+    def start_response(status: str, hdrs: list[tuple[str, str]]) -> None:
+        got.update(status=status, headers={k.lower(): v for k, v in hdrs})
+
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": query,
+               **{f"HTTP_{k.upper()}": v for k, v in headers.items()}}
+    body = b"".join(app(environ, start_response))
+    return got["status"], got["headers"], body
+
+
+def test_a_source_that_cannot_be_read_keeps_the_last_good_answers(tmp_path: Path, doc: dict[str, Any],
+                                                                  key: SecretKey, trusted: list[TrustedKey]) -> None:
+    from superfluid.manifest.service import Service, ServiceConfig
+
+    root = tmp_path / "releases"
+    write_release(root, "a", vary(doc, "0.1.0"), key)
+    now = [0.0]
+    service = Service(DirectorySource(root), trusted, ServiceConfig(ttl=10), clock=lambda: now[0])
+    status, headers, body = _call(service, "/v1/choose/basert/abi/1")
+    assert status == "200 OK" and [r["version"] for r in json.loads(body)["drives"]] == ["0.1.0"]
+    write_release(root, "b", vary(doc, "0.2.0"), key)
+    assert _call(service, "/v1/choose/basert/abi/1")[2] == body  # within the TTL: not looked at
+    now[0] = 11
+    again = _call(service, "/v1/choose/basert/abi/1")
+    assert [r["version"] for r in json.loads(again[2])["drives"]] == ["0.2.0", "0.1.0"]
+    assert again[1]["etag"] != headers["etag"]
+    shutil.rmtree(root)
+    now[0] = 22
+    assert _call(service, "/v1/choose/basert/abi/1")[2] == again[2]  # the last good index still answers
+    health = json.loads(_call(service, "/health")[2])
+    assert health["status"] == "stale" and "cannot be listed" in health["error"]
+
+
+def test_no_index_yet_answers_503(tmp_path: Path) -> None:
+    from superfluid.manifest.service import Service
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    source = DirectorySource(gone)
+    gone.rmdir()
+    status, headers, body = _call(Service(source, []), "/v1/releases")
+    assert status.startswith("503") and json.loads(body)["parameter"] == "source"
+    assert _call(Service(source, []), "/health")[0].startswith("503")
+
+
+@pytest.mark.parametrize(("variables", "fragment"), [
+    ({}, "SUPERFLUID_MANIFEST_SOURCE is not set"),
+    ({"SUPERFLUID_MANIFEST_SOURCE": "/nonexistent/releases"}, "no such directory"),
+    ({"SUPERFLUID_MANIFEST_SOURCE": ".", "SUPERFLUID_MANIFEST_TTL": "soon"}, "not a number of seconds"),
+])
+def test_the_application_misconfigured_answers_503_with_the_reason(monkeypatch: pytest.MonkeyPatch,
+                                                                   variables: dict[str, str], fragment: str) -> None:
+    from superfluid.manifest import service
+
+    for name in ("SUPERFLUID_MANIFEST_SOURCE", "SUPERFLUID_MANIFEST_KEYS", "SUPERFLUID_MANIFEST_TTL"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    status, _, body = _call(service._FromEnvironment(), "/v1/releases")
+    answer = json.loads(body)
+    assert status.startswith("503") and answer["parameter"] == "configuration" and fragment in answer["error"]
+
+
+def test_the_application_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, doc: dict[str, Any],
+                                              key: SecretKey) -> None:
+    from superfluid.manifest import service
+
+    write_release(tmp_path / "r", "a", vary(doc, "0.1.0"), key)
+    (tmp_path / "k.pub").write_text(key.public().to_text())
+    monkeypatch.setenv("SUPERFLUID_MANIFEST_SOURCE", str(tmp_path / "r"))
+    monkeypatch.setenv("SUPERFLUID_MANIFEST_KEYS", f"{tmp_path / 'nothing.pub'}:{tmp_path / 'k.pub'}")
+    status, _, body = _call(service._FromEnvironment(), "/v1/releases")
+    assert status.startswith("503") and "nothing.pub" in json.loads(body)["error"]  # a named key must read
+    monkeypatch.setenv("SUPERFLUID_MANIFEST_KEYS", str(tmp_path / "k.pub"))
+    monkeypatch.setenv("SUPERFLUID_MANIFEST_MAX_AGE", "5")
+    app = service._FromEnvironment()
+    status, headers, body = _call(app, "/v1/releases.json")
+    assert status == "200 OK" and headers["cache-control"] == "public, max-age=5"
+    assert json.loads(body)["keys"] == [key.id]
+    assert _call(app, "/v1/releases.json", if_none_match=headers["etag"])[0] == "304 Not Modified"

@@ -94,6 +94,7 @@ def _lock_parsers(sub: Any) -> None:
     p.add_argument("--check", action="store_true", help="say what would move and why; change nothing")
     p.add_argument("--upgrade", nargs="?", const="", action="append", metavar="ID",
                    help="choose anew (every runtime, or ID's engines) and write it")
+    _for_flags(p)
     mirror = sub.add_parser("mirror", help="a static mirror of what a lock names")
     msub = mirror.add_subparsers(dest="sub", parser_class=_Parser, required=True)
     for name, what in (("sync", "fetch every file a lock names into DIR"), ("verify", "recheck DIR against a lock")):

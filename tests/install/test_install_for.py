@@ -143,3 +143,21 @@ def test_llamacpp_for_a_release_testing_only_b11549_installs_b11549(
     assert (receipt["tested"], receipt["chosen_by"], receipt["layout"]) == (True, "tested", "v2")
     assert receipt["for"]["version"] == "0.9.0"
     assert not (home.path / "runtimes" / "llamacpp" / "b11642-cpu").exists()
+
+
+def test_lock_for_a_document_locks_what_that_release_drives(home: Home, server: ReleaseServer, tmp_path: Path,
+                                                           key: minisign.SecretKey) -> None:
+    import tomllib
+
+    doc = _document(tmp_path / "doc", key)
+    out = tmp_path / "superfluid.lock"
+    run = home.superfluid("lock", "--runtime", "basert", "--platform", "linux-x64", "--mirror", server.mirror_url,
+                          "--for", str(doc), "--key", str(tmp_path / "doc" / "minisign.pub"), "-o", str(out))
+    assert run.code == 0, run.stderr
+    engines = tomllib.loads(out.read_text())["engine"]
+    assert [(e["runtime"], e["version"]) for e in engines] == [("basert", "0.5.0")]
+    ours = tmp_path / "ours.lock"
+    run = home.superfluid("lock", "--runtime", "basert", "--platform", "linux-x64", "--mirror", server.mirror_url,
+                          "-o", str(ours))
+    assert run.code == 0, run.stderr
+    assert [e["version"] for e in tomllib.loads(ours.read_text())["engine"]] == ["0.4.0"]

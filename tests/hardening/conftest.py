@@ -1,0 +1,121 @@
+"""Fixtures for issue 14's hardening tests: a home with two real baseRT installs (0.3.1-cpu and
+0.4.0-cpu, both ABI 1) made once by the real CLI from a mirror directory and copied per test, and
+the real ``superfluid`` run with a short timeout (a hang fails the test in seconds, never stalls CI).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import VENV_BIN
+
+#: seconds any one command of these tests may take (installs from a local mirror take ~0.5 s)
+TIMEOUT = 20.0
+
+
+@dataclass
+class Run:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+@dataclass
+class Home:
+    """A SUPERFLUID_HOME with basert 0.3.1-cpu and 0.4.0-cpu installed (current: 0.4.0-cpu)."""
+
+    path: Path
+    mirror: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def basert(self) -> Path:
+        return self.path / "runtimes" / "basert"
+
+    def current(self) -> str | None:
+        try:
+            return os.readlink(self.basert / "current")
+        except OSError:
+            return None
+
+    def sf(self, *argv: str, timeout: float = TIMEOUT, env: dict[str, str] | None = None) -> Run:
+        try:
+            done = subprocess.run([str(VENV_BIN / "superfluid"), *argv], env=env or self.env, capture_output=True,
+                                  text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL,
+                                  start_new_session=True)
+        except subprocess.TimeoutExpired as e:
+            pytest.fail(f"`superfluid {' '.join(argv)}` hung for {timeout:g} s: {e.stderr!r}")
+        assert "Traceback" not in done.stderr, done.stderr
+        return Run(done.returncode, done.stdout, done.stderr)
+
+    def repair_flags(self) -> list[str]:
+        return ["--mirror", str(self.mirror)]
+
+
+def tree_digest(path: Path) -> str:
+    """A digest of a directory tree's names, kinds and bytes (links by target): unchanged or not."""
+    h = hashlib.sha256()
+    for root, dirs, files in sorted(os.walk(path)):
+        dirs.sort()
+        for name in sorted(files + [d for d in dirs if os.path.islink(os.path.join(root, d))]):
+            p = os.path.join(root, name)
+            h.update(os.path.relpath(p, path).encode() + b"\0")
+            if os.path.islink(p):
+                h.update(b"L" + os.readlink(p).encode())
+            elif os.path.isfile(p):
+                with open(p, "rb") as f:
+                    h.update(b"F" + f.read())
+            else:
+                h.update(b"?")
+    return h.hexdigest()
+
+
+def clean_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SUPERFLUID_", "BASERT_")) and k not in ("GITHUB_TOKEN", "GH_TOKEN", "CI")}
+    env["SUPERFLUID_HOME"] = str(home)
+    if os.environ.get("SUPERFLUID_NATIVE_CACHE"):
+        env["SUPERFLUID_NATIVE_CACHE"] = os.environ["SUPERFLUID_NATIVE_CACHE"]
+    return env
+
+
+@pytest.fixture(scope="session")
+def mirror_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.install import releases
+
+    if shutil.which(os.environ.get("CC", "cc")) is None:
+        pytest.fail("no C compiler (cc): the reference engine cannot be built")
+    releases.build_engines()
+    return releases.make_mirror(tmp_path_factory.mktemp("mirror"))
+
+
+@pytest.fixture(scope="session")
+def template(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Path:
+    path = tmp_path_factory.mktemp("template") / "home"
+    path.mkdir()
+    h = Home(path, mirror_dir, clean_env(path))
+    for version in ("0.3.1", "0.4.0"):
+        run = h.sf("runtime", "install", "basert", "--mirror", str(mirror_dir), "--version", version)
+        assert run.code == 0, run.stderr
+    assert h.current() == "0.4.0-cpu"
+    return path
+
+
+@pytest.fixture
+def home(tmp_path: Path, template: Path, mirror_dir: Path) -> Iterator[Home]:
+    path = tmp_path / "home"
+    shutil.copytree(template, path, symlinks=True)
+    yield Home(path, mirror_dir, clean_env(path))

@@ -1,0 +1,318 @@
+"""Nothing under SUPERFLUID_HOME is trusted to be what its name says (issue 14, items 2, 8, 9, 10).
+
+Each table plants one hostile or broken thing in a home holding two good baseRT installs, then runs
+the real commands: none hangs (each has seconds), none prints a traceback, none writes outside the
+home, a good install is never changed, ``current`` is never removed while it could name a good
+install, and each command says what it found.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from .conftest import Home, tree_digest
+
+OUTSIDE_TEXT = "precious: not superfluid's\n"
+
+
+def _outside(tmp_path: Path) -> Path:
+    target = tmp_path / "outside.json"
+    target.write_text(OUTSIDE_TEXT)
+    return target
+
+
+def _replace(path: Path, make: Callable[[Path], None]) -> None:
+    if path.is_dir() and not path.is_symlink():
+        import shutil
+
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+    make(path)
+
+
+def _write(data: bytes) -> Callable[[Path], None]:
+    return lambda p: p.write_bytes(data)
+
+
+def _fifo(p: Path) -> None:
+    os.mkfifo(p)
+
+
+def _link_to(target: str) -> Callable[[Path], None]:
+    return lambda p: os.symlink(target, p)
+
+
+def _sparse(size: int) -> Callable[[Path], None]:
+    def make(p: Path) -> None:
+        with open(p, "wb") as f:
+            f.truncate(size)
+    return make
+
+
+def _dir(p: Path) -> None:
+    p.mkdir()
+    (p / "x").write_text("{}")
+
+
+#: hostile receipts: (id, how it is made, a fragment of the reason runtimes gives)
+RECEIPTS = [
+    pytest.param(_write(b"garbage\n"), "is not valid JSON", id="garbage"),
+    pytest.param(_write(b'{"id": "basert", "version": "\xff\xfe"}'), "not UTF-8", id="not-utf8"),
+    pytest.param(_write(b"[" * 100000 + b"]" * 100000), "nested too deeply", id="nested-100000"),
+    pytest.param(_write(b'{"schema": "superfluid-runtime/1", "id": "basert", "install": "0.4.0-cpu", '
+                        b'"version": "\\ud800", "worker": "bin/superfluid-worker-basert"}'), "lone surrogate",
+                 id="lone-surrogate"),
+    pytest.param(_fifo, "FIFO", id="fifo"),
+    pytest.param(_link_to("/dev/zero"), "symbolic link", id="link-to-dev-zero"),
+    pytest.param(_sparse(1 << 30), "larger than", id="one-gib"),
+    pytest.param(_dir, "directory", id="directory"),
+    pytest.param(_write(b"[]"), "not a JSON object", id="array"),
+    pytest.param(_write(b'{"schema": "superfluid-runtime/1", "id": "basert", "install": "0.3.1-cpu", '
+                        b'"version": "0.3.1", "backend": "cpu", "worker": "bin/superfluid-worker-basert", '
+                        b'"tested": true}'), "describes basert 0.3.1-cpu", id="another-install"),
+]
+
+
+@pytest.mark.parametrize(("make", "reason"), RECEIPTS)
+def test_a_broken_current_receipt_is_shown_then_repaired_in_place(home: Home, make: Callable[[Path], None],
+                                                                  reason: str) -> None:
+    receipt = home.basert / "0.4.0-cpu" / "runtime.json"
+    _replace(receipt, make)
+    other = tree_digest(home.basert / "0.3.1-cpu")
+
+    row = next(r for r in home.sf("runtimes", "--json").json() if r["id"] == "basert")
+    assert row["state"] == "broken" and row["install"] == "0.4.0-cpu"
+    assert reason in row["ready"] and "superfluid runtime repair basert" in row["ready"]
+    assert row["requires"] == {"header": "0.4.0", "abi": 1}
+
+    run = home.sf("runtime", "use", "basert", "0.4.0-cpu")
+    assert run.code == 1 and "0.4.0-cpu is broken" in run.stderr
+    assert home.current() == "0.4.0-cpu"  # a refused use changes nothing
+
+    run = home.sf("runtime", "repair", "basert", *home.repair_flags())
+    assert run.code == 0, run.stderr
+    assert "basert 0.4.0-cpu installed" in run.stdout  # that install, not the older one
+    assert home.current() == "0.4.0-cpu"
+    assert json.loads(receipt.read_text())["install"] == "0.4.0-cpu"
+    assert tree_digest(home.basert / "0.3.1-cpu") == other
+    assert next(r for r in home.sf("runtimes", "--json").json() if r["id"] == "basert")["state"] == "ready"
+
+
+@pytest.mark.parametrize(("make", "reason"), RECEIPTS)
+def test_a_broken_install_is_removed_and_current_moves_first(home: Home, make: Callable[[Path], None],
+                                                            reason: str) -> None:
+    _replace(home.basert / "0.4.0-cpu" / "runtime.json", make)
+    run = home.sf("runtime", "remove", "basert", "0.4.0-cpu")
+    assert run.code == 0, run.stderr
+    assert not (home.basert / "0.4.0-cpu").exists()
+    assert home.current() == "0.3.1-cpu"
+    assert sorted(n for n in os.listdir(home.basert) if n.startswith(".")) == [".install.lock"]
+
+
+def test_use_auto_never_removes_current_when_no_receipt_reads(home: Home) -> None:
+    for install in ("0.3.1-cpu", "0.4.0-cpu"):
+        (home.basert / install / "runtime.json").write_text("unreadable")
+    before = tree_digest(home.basert)
+    run = home.sf("runtime", "use", "basert", "--auto")
+    assert run.code == 1
+    assert "no install of basert reads" in run.stderr and "current still names 0.4.0-cpu" in run.stderr
+    assert "superfluid runtime repair basert" in run.stderr
+    assert home.current() == "0.4.0-cpu" and tree_digest(home.basert) == before
+    row = next(r for r in home.sf("runtimes", "--json").json() if r["id"] == "basert")
+    assert row["state"] == "broken" and row["install"] == "0.4.0-cpu"
+
+
+def test_a_receipt_linked_out_of_the_home_is_not_followed(home: Home, tmp_path: Path) -> None:
+    good = tmp_path / "good-receipt.json"
+    good.write_text((home.basert / "0.4.0-cpu" / "runtime.json").read_text())
+    _replace(home.basert / "0.4.0-cpu" / "runtime.json", _link_to(str(good)))
+    before = good.read_bytes()
+    row = next(r for r in home.sf("runtimes", "--json").json() if r["id"] == "basert")
+    assert row["state"] == "broken" and "symbolic link" in row["ready"]
+    assert home.sf("runtime", "repair", "basert", *home.repair_flags()).code == 0
+    assert good.read_bytes() == before and not (home.basert / "0.4.0-cpu" / "runtime.json").is_symlink()
+
+
+# -- current ----------------------------------------------------------------------------------------
+
+
+def _current_outside(tmp_path: Path) -> Callable[[Path], None]:
+    def make(p: Path) -> None:
+        out = tmp_path / "elsewhere" / "0.4.0-cpu"
+        out.parent.mkdir()
+        import shutil
+
+        shutil.copytree(p.parent / "0.4.0-cpu", out, symlinks=True)
+        os.symlink(str(out), p)
+    return make
+
+
+#: hostile `current`: (maker given the tmp_path, fragment of the reason runtimes gives)
+CURRENTS = [
+    pytest.param(lambda t: _link_to("9.9.9-cpu"), "is dangling", id="dangling"),
+    pytest.param(lambda t: _link_to("current"), "loop", id="loop-to-itself"),
+    pytest.param(lambda t: _write(b"0.3.1-cpu\n"), "is a regular file", id="regular-file"),
+    pytest.param(lambda t: _dir, "is a directory", id="directory"),
+    pytest.param(_current_outside, "points outside", id="outside-the-home"),
+    pytest.param(lambda t: _link_to("../../../../../../etc"), "points outside", id="dotdot-out"),
+    pytest.param(lambda t: _link_to(".install.lock"), "not an install", id="the-lock"),
+]
+
+
+@pytest.mark.parametrize(("maker", "fragment"), CURRENTS)
+def test_a_bad_current_is_reported_and_fixed_without_changing_an_install(
+        home: Home, tmp_path: Path, maker: Callable[[Path], Callable[[Path], None]], fragment: str) -> None:
+    installs = {n: tree_digest(home.basert / n) for n in ("0.3.1-cpu", "0.4.0-cpu")}
+    _replace(home.basert / "current", maker(tmp_path))
+
+    row = next(r for r in home.sf("runtimes", "--json").json() if r["id"] == "basert")
+    assert row["state"] == "broken" and fragment in row["ready"], row
+    assert "elsewhere" not in json.dumps(row) or "points outside" in row["ready"]
+    assert "abi" not in row and "install" not in row
+
+    run = home.sf("runtime", "use", "basert", "--auto")
+    assert run.code == 0, run.stderr
+    assert home.current() == "0.4.0-cpu"
+    assert {n: tree_digest(home.basert / n) for n in installs} == installs
+
+    _replace(home.basert / "current", _link_to("9.9.9-cpu"))
+    run = home.sf("runtime", "repair", "basert", *home.repair_flags())
+    assert run.code == 0, run.stderr
+    assert home.current() == "0.4.0-cpu"
+    assert tree_digest(home.basert / "0.3.1-cpu") == installs["0.3.1-cpu"]
+
+
+def test_nothing_runs_from_a_current_that_points_out_of_the_home(home: Home, tmp_path: Path) -> None:
+    """A llama.cpp `current` linked to a directory outside the home whose worker would leave a mark:
+    `runtimes` never runs it, and reports the link."""
+    mark = tmp_path / "ran"
+    out = tmp_path / "evil"
+    (out / "bin").mkdir(parents=True)
+    (out / "lib").mkdir()
+    worker = out / "bin" / "superfluid-worker-llamacpp"
+    worker.write_text(f"#!/bin/sh\ntouch {mark}\necho '{{\"available\": true}}'\n")
+    worker.chmod(0o755)
+    (out / "lib" / "libllama.so").write_bytes(b"\x7fELF not really")
+    root = home.path / "runtimes" / "llamacpp"
+    root.mkdir()
+    os.symlink(str(out), root / "current")
+    row = next(r for r in home.sf("runtimes", "--json").json() if r["id"] == "llamacpp")
+    assert not mark.exists()
+    assert row["state"] == "broken" and "points outside" in row["ready"]
+    run = home.sf("runtime", "check", "llamacpp")
+    assert not mark.exists() and run.code == 1
+
+
+# -- pinned, the lock, the caches -------------------------------------------------------------------
+
+
+PINNED = [
+    pytest.param(_fifo, id="fifo"),
+    pytest.param(_link_to("/dev/zero"), id="link-to-dev-zero"),
+    pytest.param(_dir, id="directory"),
+    pytest.param(_write(b"\xff\xfe\x00garbage"), id="not-utf8"),
+    pytest.param(_write(b"../../etc\n"), id="traversal"),
+]
+
+
+@pytest.mark.parametrize("make", PINNED)
+def test_a_hostile_pinned_is_no_pin(home: Home, make: Callable[[Path], None]) -> None:
+    _replace(home.basert / "pinned", make)
+    assert home.sf("runtimes").code == 0
+    run = home.sf("runtime", "use", "basert", "--auto")
+    assert run.code == 0, run.stderr
+    assert home.current() == "0.4.0-cpu" and not (home.basert / "pinned").exists()
+    _replace(home.basert / "pinned", make)
+    assert home.sf("runtime", "remove", "basert", "0.3.1-cpu").code == 0
+    assert home.current() == "0.4.0-cpu"
+
+
+LOCKS = [
+    pytest.param("symlink", "is a symbolic link", id="symlink-out"),
+    pytest.param("hardlink", "other hard links", id="hardlink-out"),
+    pytest.param("fifo", "not a regular file", id="fifo"),
+    pytest.param("dir", "cannot open", id="directory"),
+]
+
+
+@pytest.mark.parametrize(("kind", "fragment"), LOCKS)
+def test_a_lock_file_that_is_not_one_is_refused_and_nothing_outside_is_written(home: Home, tmp_path: Path,
+                                                                              kind: str, fragment: str) -> None:
+    outside = _outside(tmp_path)
+    lock = home.basert / ".install.lock"
+    lock.unlink()
+    if kind == "symlink":
+        os.symlink(str(outside), lock)
+    elif kind == "hardlink":
+        try:
+            os.link(outside, lock)
+        except OSError:
+            pytest.skip("the temporary directory and the home are on different file systems")
+    elif kind == "fifo":
+        os.mkfifo(lock)
+    else:
+        lock.mkdir()
+    before = tree_digest(home.basert)
+    for argv in (["runtime", "use", "basert", "--auto"], ["runtime", "remove", "basert", "0.3.1-cpu"],
+                 ["runtime", "install", "basert", "--mirror", str(home.mirror), "--version", "0.3.1"]):
+        run = home.sf(*argv)
+        assert run.code == 1 and fragment in run.stderr and str(lock) in run.stderr, (argv, run.stderr)
+    assert outside.read_text() == OUTSIDE_TEXT
+    assert tree_digest(home.basert) == before
+
+
+ANSWER_CACHES = [
+    pytest.param(_link_to("/dev/zero"), id="link-to-dev-zero"),
+    pytest.param(_fifo, id="fifo"),
+    pytest.param(_write(b'{"a": ' * 100000), id="nested-100000"),
+    pytest.param(_write(b"\xff" * 64), id="not-utf8"),
+    pytest.param(_sparse(1 << 30), id="one-gib"),
+]
+
+CHECKER = """#!/bin/sh
+echo '{"runtime": {"id": "llamacpp", "version": "llama.cpp test"}, "available": true, "devices": []}'
+"""
+
+
+@pytest.mark.parametrize("make", ANSWER_CACHES)
+def test_a_hostile_answer_cache_is_ignored_and_replaced(home: Home, tmp_path: Path,
+                                                       make: Callable[[Path], None]) -> None:
+    worker = tmp_path / "checker"
+    worker.write_text(CHECKER)
+    worker.chmod(0o755)
+    cache = home.path / "cache" / "answers.json"
+    _replace(cache, make)
+    env = dict(home.env, SUPERFLUID_WORKER_LLAMACPP=str(worker))
+    for _ in range(2):
+        run = home.sf("runtimes", "--json", env=env)
+        assert run.code == 0
+        assert next(r for r in run.json() if r["id"] == "llamacpp")["state"] == "ready"
+    assert cache.is_file() and not cache.is_symlink() and cache.stat().st_size < 1 << 20
+
+
+def test_hostile_http_cache_records_and_blobs_are_never_followed(home: Home, tmp_path: Path) -> None:
+    """Every HTTP record a link to /dev/zero, every cached blob a FIFO, a partial download linked
+    to a file outside the home: installing again from the mirror still works, and writes nothing
+    out of the home."""
+    outside = _outside(tmp_path)
+    cache = home.path / "cache"
+    for record in (cache / "http").iterdir():
+        _replace(record, _link_to("/dev/zero"))
+    for blob in (cache / "sha256").iterdir():
+        _replace(blob, _fifo)
+    from tests.install.releases import bundle_name
+
+    digest = (home.mirror / "basecompute" / "baseRT" / "releases" / "download" / "v0.3.1" /
+              f"{bundle_name('0.3.1')}.sha256").read_text().split()[0]
+    (cache / "partial").mkdir(exist_ok=True)
+    os.symlink(str(outside), cache / "partial" / f"sha256-{digest}.partial")
+    run = home.sf("runtime", "install", "basert", "--mirror", str(home.mirror), "--version", "0.3.1")
+    assert run.code == 0, run.stderr
+    assert outside.read_text() == OUTSIDE_TEXT
+    assert json.loads((home.basert / "0.3.1-cpu" / "runtime.json").read_text())["version"] == "0.3.1"

@@ -149,8 +149,9 @@ class PublicKey:
         return base64.b64encode(_ED + self.key_id + self.key).decode("ascii")
 
     def to_text(self) -> str:
-        """The public key file, as ``minisign -G`` writes it."""
-        return f"{_UNTRUSTED}minisign public key {self.id}\n{self.base64}\n"
+        """The public key file, as ``minisign -G`` writes it (its comment prints the id as ``%llX``:
+        no leading zeros, unlike ``id``)."""
+        return f"{_UNTRUSTED}minisign public key {int.from_bytes(self.key_id, 'little'):X}\n{self.base64}\n"
 
 
 @dataclass(frozen=True, repr=False)

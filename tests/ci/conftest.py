@@ -45,7 +45,8 @@ class KeyPair:
 
     @property
     def key_id(self) -> str:
-        return self.public.read_text().splitlines()[0].rsplit(" ", 1)[1]
+        # minisign's comment drops leading zeros (%llX); we print the id's 16 digits
+        return self.public.read_text().splitlines()[0].rsplit(" ", 1)[1].zfill(16)
 
 
 def make_key_pair(directory: Path) -> KeyPair:

@@ -1,0 +1,94 @@
+"""``--help`` on every command (issue 15, item 2): each command of the tree answers ``--help`` (and
+``-h``) with exit 0 on stdout: what it does, every flag with words, an example or two, and its exit
+codes; ``runtime check <id> --help`` also lists that runtime's options; the overview names every
+command; a usage error points at its own command's help."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import re
+from contextlib import redirect_stderr, redirect_stdout
+
+import pytest
+
+from superfluid.cli import main, parser
+from superfluid.helptext import HELP, children, walk
+from superfluid.runtime import registry
+
+COMMANDS = [path for path, _ in walk(parser()) if path]
+
+
+def _run(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_every_command_of_the_tree_has_a_help_page() -> None:
+    """A command added without its page in superfluid/helptext.py is named here."""
+    assert sorted(set(COMMANDS) - set(HELP)) == []
+    assert "runtime check" in COMMANDS and "completion" in COMMANDS
+
+
+@pytest.mark.parametrize("path", COMMANDS)
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_on_every_command(path: str, flag: str) -> None:
+    code, out, err = _run([*path.split(), flag])
+    assert (code, err) == (0, "")
+    assert out.startswith("usage: superfluid " + path)
+    page = HELP[path]
+    assert re.sub(r"\s+", " ", page.description)[:60] in re.sub(r"\s+", " ", out)
+    examples = out.index("examples:\n")
+    exits = out.index("exit codes:\n")
+    assert examples < exits
+    assert all(f"  {e}" in out for e in page.examples) and page.examples
+    assert re.search(r"^  0  ", out[exits:], re.M) and re.search(r"^  2  ", out[exits:], re.M)
+
+
+@pytest.mark.parametrize("path", COMMANDS)
+def test_every_flag_and_argument_has_words(path: str) -> None:
+    node = dict(walk(parser()))[path]
+    for action in node._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            assert all(c.help for c in action._choices_actions), path
+            continue
+        assert action.help and action.help != argparse.SUPPRESS, f"{path}: {action.option_strings or action.dest}"
+
+
+@pytest.mark.parametrize("runtime_id", registry.IDS)
+def test_runtime_check_id_help_lists_that_runtimes_options(runtime_id: str) -> None:
+    """It answered 'superfluid: --help needs a value' (exit 2) before."""
+    code, out, err = _run(["runtime", "check", runtime_id, "--help"])
+    assert (code, err) == (0, "")
+    assert out.startswith("usage: superfluid runtime check") and "exit codes:" in out
+    for option in registry.get(runtime_id).options():
+        assert re.search(rf"^\s+--{re.escape(option.name)}\s", out, re.M), option.name
+    assert f"--{runtime_id}-<option>" in out
+    code, out, err = _run(["runtime", "check", runtime_id, "--model", "m.gguf", "-h"])
+    assert code == 0 and "options of" in out
+
+
+def test_runtime_check_help_of_an_unknown_runtime_is_a_usage_error() -> None:
+    code, out, err = _run(["runtime", "check", "nope", "--help"])
+    assert code == 2 and out == "" and "no runtime 'nope'" in err
+
+
+def test_the_overview_names_every_command_and_the_exit_codes() -> None:
+    code, out, err = _run(["--help"])
+    assert (code, err) == (0, "")
+    for path, node in walk(parser()):
+        if path and not children(node):
+            assert re.search(rf"^  {re.escape(path)}\b", out, re.M), path
+    assert "Exit codes: 0 done, 1 run-time failure, 2 usage error" in out
+    code, out2, err2 = _run([])
+    assert code == 2 and out2 == "" and err2 == out  # no command: the same overview, on stderr
+
+
+@pytest.mark.parametrize("path", [p for p in COMMANDS if children(dict(walk(parser()))[p]) == {}])
+def test_a_usage_error_points_at_its_own_help(path: str) -> None:
+    code, out, err = _run([*path.split(), "--no-such-flag"])
+    assert code == 2 and out == ""
+    assert err.endswith(f"(see 'superfluid {path} --help')\n") or (
+        path == "runtime check" and "--help" in err), err

@@ -1,0 +1,90 @@
+"""Errors in ``--json`` mode are JSON (issue 15, item 4): every command that takes ``--json``, made
+to fail, prints ``{"error": {"code", "message", "exit"}}`` on stdout (schema ``error``) and the
+same words on stderr, and exits with ``error.exit``. A command whose answer is itself the report
+of the failure (``runtime check``, ``compat`` with a runtime unanswered) carries ``error`` inside
+that document."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from superfluid.cli import parser
+from superfluid.helptext import walk
+from superfluid.runtime.schema import errors as schema_errors
+from tests.conftest import VENV_BIN
+
+MISSING_WORKER = {"SUPERFLUID_WORKER_LLAMACPP": "/nonexistent/superfluid-worker-llamacpp"}
+
+#: (command path, argv, environment, exit code, error code): a failure of each command that takes --json
+FAILURES = [
+    ("runtimes", ["runtimes", "--json", "--bogus"], {}, 2, "usage"),
+    ("compat", ["compat", "--json", "--release", "{tmp}/nope.compat.json"], {}, 1, "bad-file"),
+    ("compat", ["compat", "--json", "--release", ""], {}, 2, "usage"),
+    ("runtime install", ["runtime", "install", "basert", "--json", "--offline"], {}, 1, "offline-missing"),
+    ("runtime install", ["runtime", "install", "nope", "--json"], {}, 2, "usage"),
+    ("runtime install", ["runtime", "install", "basert", "--json", "--from", "{tmp}"], {}, 2, "usage"),
+    ("runtime versions", ["runtime", "versions", "llamacpp", "--json"], MISSING_WORKER, 1, "worker-failed"),
+    ("runtime versions", ["runtime", "versions", "nope", "--json"], {}, 2, "usage"),
+    ("runtime options", ["runtime", "options", "llamacpp", "--json"], MISSING_WORKER, 1, "worker-failed"),
+    ("runtime update", ["runtime", "update", "basert", "--json"], {}, 1, "not-installable"),
+    ("runtime repair", ["runtime", "repair", "basert", "--json"], {}, 1, "not-installable"),
+    ("runtime remove", ["runtime", "remove", "basert", "0.4.0-cpu", "--json"], {}, 1, "no-such-install"),
+    ("runtime check", ["runtime", "check", "llamacpp", "--json", "--n-gpu-layers", "lots"], {}, 2, "usage"),
+]
+
+
+def _sf(tmp_path: Path, argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("SUPERFLUID_", "BASERT_"))}
+    base.update({"SUPERFLUID_HOME": str(home), **env})
+    return subprocess.run([str(VENV_BIN / "superfluid"), *(a.format(tmp=tmp_path) for a in argv)], env=base,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_the_table_covers_every_command_that_takes_json() -> None:
+    takes = {p for p, n in walk(parser()) if any("--json" in a.option_strings for a in n._actions)}
+    assert takes | {"runtime check"} <= {path for path, *_ in FAILURES}
+
+
+@pytest.mark.parametrize(("path", "argv", "env", "code", "kind"), FAILURES,
+                         ids=[f"{f[0]}:{f[4]}" for f in FAILURES])
+def test_a_failure_in_json_mode_is_json(tmp_path: Path, path: str, argv: list[str], env: dict[str, str], code: int,
+                                        kind: str) -> None:
+    done = _sf(tmp_path, argv, env)
+    assert done.returncode == code, done.stderr
+    doc: Any = json.loads(done.stdout)  # nothing else on stdout
+    assert schema_errors(doc, "error") == []
+    error = doc["error"]
+    assert (error["code"], error["exit"]) == (kind, code)
+    assert done.stderr == f"superfluid: {error['message']}\n"  # the same words, once, on stderr
+    if error.get("fix"):
+        assert error["message"].endswith(error["fix"]) or error["fix"] in error["message"]
+
+
+def test_without_json_nothing_is_printed_on_stdout(tmp_path: Path) -> None:
+    done = _sf(tmp_path, ["runtime", "update", "basert"], {})
+    assert done.returncode == 1 and done.stdout == "" and done.stderr.startswith("superfluid: basert is not installed")
+
+
+def test_a_failed_check_carries_the_error_in_its_report(tmp_path: Path) -> None:
+    done = _sf(tmp_path, ["runtime", "check", "basert", "--json", "--basert-lib", "{tmp}/nope"], {})
+    assert done.returncode == 1
+    report = json.loads(done.stdout)
+    assert report["available"].startswith(f"--basert-lib names {tmp_path}/nope")
+    assert report["error"] == {"code": "not-available", "message": report["available"], "exit": 1}
+    assert schema_errors(report, "basert-check") == []
+
+
+def test_compat_with_a_runtime_unanswered_carries_the_error(tmp_path: Path) -> None:
+    done = _sf(tmp_path, ["compat", "--json"], MISSING_WORKER)
+    assert done.returncode == 1
+    doc = json.loads(done.stdout)
+    assert "llamacpp" in doc["unanswered"] and doc["error"]["code"] == "unanswered" and doc["error"]["exit"] == 1
+    assert schema_errors(doc, "compat") == []

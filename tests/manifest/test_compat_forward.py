@@ -1,0 +1,85 @@
+"""Forward compatibility of compat.json (issue 15, item 8): a newer release's document naming a
+runtime this superfluid does not ship validates; the runtime is kept as given and shown as unknown,
+never refused. The runtimes this superfluid knows are still held to their shape."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from superfluid.manifest.compat import parse, unknown_runtimes, validate
+from superfluid.runtime.errors import BadFile
+from tests.conftest import VENV_BIN
+
+#: what a newer release might say about an engine this one has never heard of: other keys, other
+#: option types, no options at all
+VLLM = {"engines": [{"version": "0.9.1", "cuda": "12.8"}],
+        "options": [{"name": "tensor-parallel", "type": "ratio", "description": "a type we do not know"}]}
+SGLANG: dict[str, Any] = {}
+
+
+@pytest.fixture(scope="module")
+def ours() -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SUPERFLUID_")}
+    done = subprocess.run([str(VENV_BIN / "superfluid"), "compat", "--json"], env=env, capture_output=True, text=True,
+                          timeout=120, check=True)
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def _newer(ours: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    doc = json.loads(json.dumps(ours))
+    doc["schema"] = "superfluid-compat/1.3"  # a newer minor: only adds keys
+    doc["release"]["version"] = "9.0.0"
+    doc["runtimes"].update(extra)
+    return doc
+
+
+def test_an_unknown_runtime_validates_and_is_named(ours: dict[str, Any]) -> None:
+    doc = _newer(ours, vllm=VLLM, sglang=SGLANG)
+    got = parse(json.dumps(doc), "newer.compat.json")
+    assert got["runtimes"]["vllm"] == VLLM and got["runtimes"]["sglang"] == {}  # kept as given
+    assert unknown_runtimes(got) == ["vllm", "sglang"]
+    assert unknown_runtimes(ours) == []
+
+
+@pytest.mark.parametrize(("runtime_id", "part", "path"), [
+    ("basert", {"installs": []}, "$.runtimes.basert"),  # no requires
+    ("llamacpp", {"tested": "b11642", "options": []}, "$.runtimes.llamacpp.tested"),
+    ("vllm", ["not", "an", "object"], "$.runtimes.vllm"),
+])
+def test_what_is_still_refused(ours: dict[str, Any], runtime_id: str, part: Any, path: str) -> None:
+    with pytest.raises(BadFile) as e:
+        validate(_newer(ours, **{runtime_id: part}), "newer.compat.json")
+    assert e.value.json_path is not None and e.value.json_path.startswith(path)
+
+
+def _compat_release(tmp_path: Path, doc: dict[str, Any], *flags: str) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / "superfluid-9.0.0.compat.json"
+    path.write_text(json.dumps(doc, indent=2))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SUPERFLUID_")}
+    env["SUPERFLUID_HOME"] = str(tmp_path / "home")
+    return subprocess.run([str(VENV_BIN / "superfluid"), "compat", "--release", str(path), *flags], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_compat_release_shows_an_unknown_runtime_as_unknown(tmp_path: Path, ours: dict[str, Any]) -> None:
+    done = _compat_release(tmp_path, _newer(ours, vllm=VLLM))
+    assert done.returncode == 0, done.stderr  # unsigned: read with a warning, not refused
+    assert "vllm: unknown (a runtime this superfluid does not ship; kept as the document gives it: engines, " \
+           "options)" in done.stdout
+    assert "basert: drives baseRT ABI 1" in done.stdout
+
+
+def test_compat_release_json_keeps_it_and_lists_it(tmp_path: Path, ours: dict[str, Any]) -> None:
+    done = _compat_release(tmp_path, _newer(ours, vllm=VLLM), "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["runtimes"]["vllm"] == VLLM and doc["unknown_runtimes"] == ["vllm"]
+    from superfluid.runtime.schema import errors
+
+    assert errors(doc, "compat") == []

@@ -30,6 +30,7 @@ from typing import Any, BinaryIO
 
 from superfluid.runtime.home import cache_dir
 from superfluid.runtime.jsonread import UntrustedJson, read_bytes, read_json
+from superfluid.runtime.redact import redact_url
 
 __all__ = ["Cache", "HttpEntry", "Partial", "sha256_file", "is_sha256"]
 
@@ -174,7 +175,7 @@ class Partial:
         return data
 
     def set_validator(self, *, url: str, etag: str | None, last_modified: str | None, total: int | None) -> None:
-        meta = {"url": url, "etag": etag, "last_modified": last_modified, "total": total}
+        meta = {"url": redact_url(url), "etag": etag, "last_modified": last_modified, "total": total}
         _write_atomic(self.meta_path, json.dumps(meta).encode())
 
     def discard(self) -> None:
@@ -274,7 +275,7 @@ class Cache:
 
     def partial_key(self, *, sha256: str | None, url: str) -> str:
         """The expected digest when known (one partial per content), else a digest of the URL."""
-        return f"sha256-{sha256}" if sha256 else f"url-{_key(url)}"
+        return f"sha256-{sha256}" if sha256 else f"url-{_key(redact_url(url))}"
 
     @contextlib.contextmanager
     def partial(self, key: str) -> Iterator[Partial]:
@@ -303,12 +304,12 @@ class Cache:
     # -- HTTP cache -----------------------------------------------------------------------------
 
     def _entry_path(self, url: str) -> Path:
-        return self.http_dir / f"{_key(url)}.json"
+        return self.http_dir / f"{_key(redact_url(url))}.json"  # keyed, and kept, without user:password@
 
     def http_entry(self, url: str) -> HttpEntry | None:
         """What was last received from ``url``, or ``None`` (absent, unreadable or not ours)."""
         entry = HttpEntry.from_json(_read_record(self._entry_path(url)))
-        return entry if entry is not None and entry.url == url else None
+        return entry if entry is not None and entry.url == redact_url(url) else None
 
     def drop_http(self, url: str) -> None:
         """Forget what ``url`` answered (its body blob may stay; blobs are shared by content)."""
@@ -331,7 +332,8 @@ class Cache:
     ) -> HttpEntry:
         """Record what ``url`` answered (its body already a blob of ``sha256``)."""
         self._ensure()
-        entry = HttpEntry(url, sha256, size, etag, last_modified, link_next, time.time())
+        entry = HttpEntry(redact_url(url), sha256, size, etag, last_modified,
+                          redact_url(link_next) if link_next else None, time.time())
         _write_atomic(self._entry_path(url), json.dumps(entry.to_json(), indent=1).encode())
         return entry
 

@@ -29,6 +29,7 @@ class FetchConfig:
     connect_timeout: float = 30.0  # seconds to open a connection
     stall_timeout: float = 60.0  # seconds without a single byte before a transfer is a stall ...
     stall_min_bytes: int = 1024  # bytes; ... or with fewer than this many in any such window (a trickle)
+    patience: float = 120.0  # seconds one request may go without a byte, over all its attempts and waits
     chunk_size: int = 1 << 20  # bytes read and hashed at a time
     max_redirects: int = 5  # hops per request
     listing_max_bytes: int = 16 << 20  # bytes of one listing page (JSON)
@@ -58,6 +59,7 @@ class FetchConfig:
             "parallel",
             "stall_timeout",
             "connect_timeout",
+            "patience",
         )
         for name in positive:
             if getattr(self, name) <= 0:

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from superfluid.runtime.redact import redact_url
+
 from .cache import Cache, Partial, is_sha256
 from .errors import DownloadError, SizeExceeded, VerificationError
 from .fetcher import Fetcher, FetchResponse
@@ -214,7 +216,7 @@ class _Job:
         v = self.part.validator()
         ok = (
             v is not None
-            and v.get("url") == self.url
+            and v.get("url") == redact_url(self.url)
             and (_strong_etag(v.get("etag")) or v.get("last_modified"))
             and have <= self.cap
             and (v.get("total") is None or have <= v["total"])

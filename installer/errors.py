@@ -48,6 +48,9 @@ class DownloadError(SuperfluidError):
         retry_after: float | None = None,
         fix: str | None = None,
     ) -> None:
+        from superfluid.runtime.redact import redact_url
+
+        url = redact_url(url)  # a URL's user:password@ is never shown
         super().__init__(f"{url}: {reason}", fix=fix)
         self.url = url
         self.reason = reason

@@ -192,6 +192,8 @@ class Fetcher(ABC):
         plain_http_origins: origins the user named explicitly that may be spoken to over ``http://``.
         sleep: how to wait between attempts (tests pass a recorder).
         clock: epoch seconds now (for ``X-RateLimit-Reset``).
+        credential: an ``Authorization`` for one origin sent with every request there that names
+            no credential of its own (a URL's ``user:password@``, taken out of the URL).
     """
 
     schemes: frozenset[str] = frozenset({"https", "http"})
@@ -203,12 +205,16 @@ class Fetcher(ABC):
         plain_http_origins: Collection[str] = (),
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
+        credential: Credential | None = None,
     ) -> None:
         self.config = config or FetchConfig()
         self.plain_http_origins = frozenset(origin_of(o) for o in plain_http_origins)
+        #: sent to its origin on every request that names none (a mirror's ``user:password@``)
+        self.credential = credential
         self._sleep = sleep
         self._clock = clock
         self._count_lock = threading.Lock()
+        self._waiting = threading.local()  # per thread: when the request being retried last got a byte
         self.requests_made = 0  # _fetch calls so far (the benchmark counts warm listings)
 
     @abstractmethod
@@ -246,6 +252,7 @@ class Fetcher(ABC):
             SizeExceeded: ``Content-Length`` or the body beyond ``max_bytes``.
         """
         cap = self.config.max_download_bytes if max_bytes is None else max_bytes
+        credential = credential or self.credential
         current = url
         for hop in range(self.config.max_redirects + 1):
             self._check_url(current, redirected_from=url if hop else None)
@@ -298,18 +305,45 @@ class Fetcher(ABC):
             DownloadError: the last error, marked with the number of attempts made.
         """
         attempt = 0
-        while True:
-            try:
-                return op(attempt)
-            except DownloadError as e:
-                limit = self.config.unresolved_retries if isinstance(e, HostUnreachable) else self.config.retries
-                if not e.retryable or attempt >= limit:
-                    e.gave_up(attempt + 1)
-                    raise
-                delay = e.retry_after if e.retry_after is not None else self.config.backoff(attempt)
-                log.info("%s; retrying in %.1f s", e.message, delay)
-                self._sleep(delay)
-                attempt += 1
+        outer = getattr(self._waiting, "since", None)  # a retry inside a retry shares its deadline
+        if outer is None:
+            self._waiting.since = time.monotonic()
+        try:
+            while True:
+                try:
+                    return op(attempt)
+                except DownloadError as e:
+                    limit = self.config.unresolved_retries if isinstance(e, HostUnreachable) else self.config.retries
+                    if not e.retryable or attempt >= limit:
+                        e.gave_up(attempt + 1)
+                        raise
+                    delay = e.retry_after if e.retry_after is not None else self.config.backoff(attempt)
+                    idle = time.monotonic() - self._waiting.since
+                    if idle + delay >= self.config.patience:
+                        # one overall deadline: no byte for `patience` seconds, however many attempts
+                        e.gave_up(attempt + 1)
+                        e.message += (f"; no byte arrived for {idle:.0f} s over {attempt + 1} attempts: "
+                                      f"gave up at the overall deadline of {self.config.patience:g} s")
+                        raise
+                    log.info("%s; retrying in %.1f s", e.message, delay)
+                    self._sleep(delay)
+                    attempt += 1
+        finally:
+            if outer is None:
+                self._waiting.since = None
+
+    def _time_left(self, limit: float) -> float:
+        """``limit`` seconds, or fewer when the request being retried is near its overall deadline
+        (``config.patience`` without a byte): a stalled server costs one deadline, not one per attempt."""
+        since: float | None = getattr(self._waiting, "since", None)
+        if since is None:
+            return limit
+        return max(0.1, min(limit, self.config.patience - (time.monotonic() - since)))
+
+    def _got_bytes(self) -> None:
+        """A byte arrived: the request's time without one starts again."""
+        if getattr(self._waiting, "since", None) is not None:
+            self._waiting.since = time.monotonic()
 
     # -- rules written once -----------------------------------------------------------------------
 
@@ -401,6 +435,8 @@ class Fetcher(ABC):
                 if received > cap:
                     raise SizeExceeded(r.url, cap, received)
                 window_bytes += len(chunk)
+                if chunk:
+                    self._got_bytes()
                 now = time.monotonic()
                 if now - window_start >= window:
                     if window_bytes < self.config.stall_min_bytes:
@@ -481,19 +517,20 @@ class RequestsFetcher(Fetcher):
         import urllib3.exceptions
 
         cfg = self.config
+        connect_timeout, stall_timeout = self._time_left(cfg.connect_timeout), self._time_left(cfg.stall_timeout)
         try:
             r = self._session().get(
                 url,
                 headers=dict(headers),
                 stream=True,
                 allow_redirects=False,
-                timeout=(cfg.connect_timeout, cfg.stall_timeout),
+                timeout=(connect_timeout, stall_timeout),
                 auth=_NoAuth(),
             )
         except requests.exceptions.ConnectTimeout as e:
-            raise DownloadError(url, f"could not connect within {cfg.connect_timeout:g} s", retryable=True) from e
+            raise DownloadError(url, f"could not connect within {connect_timeout:g} s", retryable=True) from e
         except requests.exceptions.ReadTimeout as e:
-            raise DownloadStalled(url, cfg.stall_timeout) from e
+            raise DownloadStalled(url, stall_timeout) from e
         except requests.exceptions.SSLError as e:
             raise DownloadError(
                 url,
@@ -525,7 +562,7 @@ class RequestsFetcher(Fetcher):
                     received += len(chunk)
                     yield chunk
             except (urllib3.exceptions.ReadTimeoutError, requests.exceptions.ReadTimeout) as e:
-                raise DownloadStalled(url, cfg.stall_timeout, received=received) from e
+                raise DownloadStalled(url, stall_timeout, received=received) from e
             except (urllib3.exceptions.HTTPError, requests.exceptions.RequestException, OSError) as e:
                 raise DownloadError(
                     url, f"connection broken after {received} bytes: {_reason(e)}", retryable=True

@@ -192,7 +192,9 @@ def plan(request: Request, *, environ: Mapping[str, str], mirror: str | None = N
     adapter = registry.get(request.id)
     host = host or detect(environ)
     if request.from_:
-        return adapter.plan(request, host), request.from_, None
+        from superfluid.runtime.redact import redact_url
+
+        return adapter.plan(request, host), redact_url(request.from_), None
     if source is None:
         from superfluid.installer.sources import source_for
 

@@ -28,7 +28,7 @@ from .cache import Cache
 from .config import DEFAULT_GITHUB_API, FetchConfig
 from .download import Download, Progress, Wanted, download, download_many
 from .errors import OfflineMissing, SizeExceeded
-from .fetcher import Fetcher, FileFetcher, NoNetworkFetcher, RequestsFetcher
+from .fetcher import Credential, Fetcher, FileFetcher, NoNetworkFetcher, RequestsFetcher, origin_of
 from .github import Asset, GitHubClient, Release, cached_get, token_from
 from .mirror import Mirror, mirror_root_url
 
@@ -234,12 +234,28 @@ class OfflineSource(ReleaseSource):
         return [self.fetch(a, sha256=s) for a, s in items]
 
 
+def basic_credential(url: str) -> tuple[str, Credential | None]:
+    """``url`` without its ``user:password@``, and that userinfo as a Basic credential for the
+    URL's origin alone (None when it has none): the URL is then kept and shown, the secret never."""
+    import base64
+
+    from superfluid.runtime.redact import split_userinfo
+
+    clean, user, password = split_userinfo(url)
+    if user is None and password is None:
+        return url, None
+    token = base64.b64encode(f"{user or ''}:{password or ''}".encode()).decode("ascii")
+    return clean, Credential(origin_of(clean), f"Basic {token}")
+
+
 def fetcher_for(url: str, config: FetchConfig | None = None, *, plain_http: bool = False) -> Fetcher:
     """A fetcher for one URL given by the user (``--from``): ``FileFetcher`` for ``file://``,
-    else ``RequestsFetcher`` (``plain_http`` allows ``http://`` to that URL's host)."""
+    else ``RequestsFetcher`` (``plain_http`` allows ``http://`` to that URL's host; a
+    ``user:password@`` in it is sent to that origin as Basic authorization)."""
     if urlsplit(url).scheme == "file":
         return FileFetcher(config)
-    return RequestsFetcher(config, plain_http_origins=[url] if plain_http else ())
+    clean, credential = basic_credential(url)
+    return RequestsFetcher(config, plain_http_origins=[clean] if plain_http else (), credential=credential)
 
 
 def source_for(
@@ -279,13 +295,20 @@ def source_for(
         except ValueError as e:
             fix = ("give --mirror an http(s):// URL or an existing directory" if named_by == "--mirror" else
                    "set SUPERFLUID_MIRROR to an http(s):// URL or an existing directory, or unset it")
-            raise UsageError(str(e), fix=fix) from e
+            from superfluid.runtime.redact import redact_text
+
+            raise UsageError(redact_text(str(e)), fix=fix) from e
         if root.startswith("file:"):
             local = FileFetcher(config)
             return MirrorSource(Mirror(root, local, cache), cache, local)
+        # a `user:password@` leaves the URL here: sent to the mirror's origin as a credential, never
+        # kept in a receipt, a cache entry or a message (their URLs are the clean root's)
+        root, credential = basic_credential(root)
         if offline:
             return OfflineSource(Mirror(root, NoNetworkFetcher(config), cache, offline=True), cache, fix=fix)
-        net = fetcher or RequestsFetcher(config, plain_http_origins=[root])
+        if fetcher is not None and credential is not None and fetcher.credential is None:
+            fetcher.credential = credential
+        net = fetcher or RequestsFetcher(config, plain_http_origins=[root], credential=credential)
         return MirrorSource(Mirror(root, net, cache), cache, net)
     api_set = environ.get("SUPERFLUID_GITHUB_API") or ""
     api = api_set or DEFAULT_GITHUB_API

@@ -265,7 +265,9 @@ class PlanAsset:
     pin: Sha256 | None = None  # the recipe's digest, when pinned
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "url": self.url, "sha256": self.sha256, "size": self.size,
+        from superfluid.runtime.redact import redact_url
+
+        out: dict[str, Any] = {"name": self.name, "url": redact_url(self.url), "sha256": self.sha256, "size": self.size,
                                "digest_source": self.digest_source, "checked": list(self.checked)}
         if self.sidecar:
             out["sidecar"] = self.sidecar

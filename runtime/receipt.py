@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from superfluid.runtime.errors import BadFile
 from superfluid.runtime.home import worker_path
+from superfluid.runtime.redact import redact_url
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -158,7 +159,8 @@ def receipt_for(plan: Plan, sources: Sequence[Source], probed: Probed, platform:
     ``lock`` (``{"file", "sha256"}``) names the lock the plan came from (``install --locked``)."""
     return Receipt(id=plan.id, install=plan.install, version=plan.version, backend=plan.backend,
                    worker=worker_path(plan.id), link_w=LINK_W, platforms=(plan.platform or platform,),
-                   sources=tuple(sources), tested=probed.tested, abi=probed.abi,
+                   sources=tuple(Source(redact_url(s.url), s.sha256) for s in sources),  # never user:password@
+                   tested=probed.tested, abi=probed.abi,
                    chosen_by=plan.chosen_by,  # type: ignore[arg-type]
                    installed_at=now_utc(),
                    extra={**probed.extra, **({"for": dict(plan.made_for)} if plan.made_for else {}),

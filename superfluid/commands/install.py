@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.errors import UsageError
+from superfluid.runtime.redact import redact_url
 
 __all__ = ["run", "plan_lines", "outcome_lines", "event_lines", "timing_lines"]
 
@@ -58,7 +59,7 @@ def plan_lines(plans: list[Plan], where: str) -> str:
             digest = f"sha256 {a.sha256}" if a.sha256 else "no sha256"
             checked = " + ".join(_DIGEST_SOURCE.get(c, c) for c in a.checked) or _DIGEST_SOURCE.get(
                 a.digest_source, a.digest_source)
-            out.append(f"   from {a.url}")
+            out.append(f"   from {redact_url(a.url)}")
             out.append(f"     {digest} ({checked})")
     return "\n".join(out) + "\n"
 
@@ -120,7 +121,8 @@ def event_lines(event: Event) -> list[str]:
     if event.kind == "trying" and p is not None:
         lead = "installing" if event.index == 0 else "  then, if it does not run:"
         untested = "" if p.tested else " (UNTESTED with this superfluid)"
-        return [f"{lead} {p.id} {p.install}: {p.why}{_mb(p.size)}{untested}", *(f"  from {a.url}" for a in p.assets)]
+        return [f"{lead} {p.id} {p.install}: {p.why}{_mb(p.size)}{untested}",
+                *(f"  from {redact_url(a.url)}" for a in p.assets)]
     if event.kind == "fell-back" and p is not None:
         if event.reason.endswith("not in this release"):
             return [f"{p.id} {p.install}: {event.reason}; falling back to the next"]

@@ -1,0 +1,92 @@
+"""Bounded waiting and malformed listings (issue 14, item 14): a server that stalls for good fails
+after one overall deadline (not one stall timeout per attempt), and says so; a server that keeps
+sending, however slowly, is not cut off by it; a release whose listing entry is malformed is
+skipped with a warning naming it. Real HTTP on loopback, the real CLI."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from superfluid.installer.cache import Cache
+from superfluid.installer.config import FetchConfig
+from superfluid.installer.download import download
+from superfluid.installer.errors import DownloadError
+from superfluid.installer.fetcher import RequestsFetcher
+from tests.install import releases
+from tests.release_server import ReleaseServer
+
+from .conftest import Home, clean_env
+
+DATA = bytes(range(256)) * 64  # 16 KiB
+
+
+@pytest.fixture
+def server() -> Iterator[ReleaseServer]:
+    with ReleaseServer() as s:
+        s.add_release(releases.REPO, "v9.9.9", {"blob.bin": DATA})
+        yield s
+
+
+def _config(**over: float) -> FetchConfig:
+    values: dict[str, float] = dict(stall_timeout=0.6, connect_timeout=0.6, patience=1.5, retries=4,
+                                    backoff_base=0.1, backoff_max=0.2, stall_min_bytes=1)
+    values.update(over)
+    return FetchConfig(**values)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("first", [0, 4096], ids=["stalls-before-a-byte", "stalls-for-good-mid-body"])
+def test_a_server_that_stalls_for_good_costs_one_deadline(server: ReleaseServer, tmp_path: Path,
+                                                          first: int) -> None:
+    path = server.download_path(releases.REPO, "v9.9.9", "blob.bin")
+    server.fault(path, "stall", after=first, seconds=60, times=1)  # the first answer: `first` bytes, then nothing
+    server.fault(path, "stall", after=0, seconds=60, times=100)  # every later one: nothing at all
+    fetcher = RequestsFetcher(_config())
+    started = time.monotonic()
+    with pytest.raises(DownloadError) as e:
+        download(server.download_url(releases.REPO, "v9.9.9", "blob.bin"), None, len(DATA),
+                 cache=Cache(tmp_path / "cache"), fetcher=fetcher)
+    took = time.monotonic() - started
+    fetcher.close()
+    # five attempts of 0.6 s and their waits would take over 3.2 s; the deadline is 1.5 s
+    assert took < 2.8, took
+    assert "gave up at the overall deadline of 1.5 s" in str(e.value)
+    assert "attempts" in str(e.value)
+
+
+def test_a_slow_steady_body_is_not_cut_off_by_the_deadline(server: ReleaseServer, tmp_path: Path) -> None:
+    """Each attempt brings bytes before it stalls: the deadline counts time without a byte, so the
+    download resumes across attempts past the deadline and completes."""
+    path = server.download_path(releases.REPO, "v9.9.9", "blob.bin")
+    for after in (4096, 8192, 12288):  # three cuts after a stall each, then the rest
+        server.fault(path, "stall", after=after, seconds=0.7, times=1)
+    fetcher = RequestsFetcher(_config(stall_timeout=0.5, patience=1.2, retries=6))
+    got = download(server.download_url(releases.REPO, "v9.9.9", "blob.bin"), None, len(DATA),
+                   cache=Cache(tmp_path / "cache"), fetcher=fetcher)
+    fetcher.close()
+    assert got.path.read_bytes() == DATA
+
+
+def test_a_malformed_release_entry_is_skipped_with_a_warning_naming_it(tmp_path: Path, mirror_dir: Path) -> None:
+    listing = mirror_dir / "basecompute" / "baseRT" / "releases.json"
+    mirror = tmp_path / "mirror"
+    import shutil
+
+    shutil.copytree(mirror_dir, mirror)
+    doc = json.loads(listing.read_text())
+    doc.insert(0, {"tag_name": "v0.6.0", "name": "broken", "assets": None})
+    (mirror / "basecompute" / "baseRT" / "releases.json").write_text(json.dumps(doc))
+    home = Home(tmp_path / "home", mirror, clean_env(tmp_path / "home"))
+    home.path.mkdir()
+    dry = home.sf("runtime", "install", "basert", "--mirror", str(mirror), "--dry-run", "--json")
+    assert dry.code == 0, dry.stderr
+    warnings = dry.json()["warnings"]
+    assert len(warnings) == 1 and "release 'v0.6.0' ($[0]) skipped: $[0].assets: expected list" in warnings[0]
+    run = home.sf("runtime", "install", "basert", "--mirror", str(mirror))
+    assert run.code == 0, run.stderr
+    assert "superfluid: warning: " in run.stderr and "release 'v0.6.0' ($[0]) skipped" in run.stderr
+    assert (home.path / "runtimes" / "basert" / "0.4.0-cpu").is_dir()

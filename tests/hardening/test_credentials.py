@@ -1,0 +1,145 @@
+"""Credentials are never stored or shown (issue 14, item 13): a ``user:password@`` in a mirror URL
+(``--mirror`` or ``SUPERFLUID_MIRROR``) is sent to the mirror as a credential and found nowhere
+else: not in the receipt, the cache, the progress or ``from`` lines, ``--dry-run --json``, or an
+error message. Workers never see credentials by common names."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from superfluid.runtime.process import is_secret, scrubbed_env
+from superfluid.runtime.redact import redact_text, redact_url, split_userinfo
+from tests.install import releases
+from tests.release_server import ReleaseServer
+
+from .conftest import Home, clean_env
+
+SECRET = "s3cr3t-pa55"
+
+
+@pytest.fixture
+def server(mirror_dir: Path) -> Iterator[ReleaseServer]:
+    with ReleaseServer() as s:
+        releases.publish(s, [("0.4.0", 1)])
+        yield s
+
+
+def _with_userinfo(url: str) -> str:
+    scheme, rest = url.split("://", 1)
+    return f"{scheme}://mirror-user:{SECRET}@{rest}"
+
+
+def _everything_under(path: Path) -> bytes:
+    out = b""
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            p = Path(root) / name
+            out += str(p).encode() + b"\n"
+            if p.is_file() and not p.is_symlink():
+                out += p.read_bytes()
+    return out
+
+
+@pytest.mark.parametrize("how", ["flag", "variable"])
+def test_a_mirror_password_is_used_and_never_kept_or_shown(tmp_path: Path, server: ReleaseServer, how: str) -> None:
+    home = Home(tmp_path / "home", tmp_path, clean_env(tmp_path / "home"))
+    home.path.mkdir()
+    url = _with_userinfo(server.mirror_url)
+    flags = ["--mirror", url] if how == "flag" else []
+    env = dict(home.env, SUPERFLUID_MIRROR=url) if how == "variable" else home.env
+    dry = home.sf("runtime", "install", "basert", *flags, "--dry-run", "--json", env=env)
+    run = home.sf("runtime", "install", "basert", *flags, env=env)
+    assert dry.code == 0 and run.code == 0, run.stderr
+    assert json.loads(dry.stdout)["plans"][0]["assets"][0]["url"].startswith(server.mirror_url)
+    for text in (dry.stdout, dry.stderr, run.stdout, run.stderr):
+        assert SECRET not in text and "mirror-user" not in text
+    stored = _everything_under(home.path)
+    assert SECRET.encode() not in stored and b"mirror-user" not in stored
+    receipt = json.loads((home.path / "runtimes" / "basert" / "0.4.0-cpu" / "runtime.json").read_text())
+    assert receipt["sources"][0]["url"].startswith(server.mirror_url)
+    # the credential was sent, to the mirror, as HTTP Basic authorization
+    import base64
+
+    want = "Basic " + base64.b64encode(f"mirror-user:{SECRET}".encode()).decode()
+    assert server.log and all(entry.header("authorization") == want for entry in server.log)
+
+
+def test_a_failing_mirror_with_a_password_names_it_without_the_password(tmp_path: Path,
+                                                                       server: ReleaseServer) -> None:
+    home = Home(tmp_path / "home", tmp_path, clean_env(tmp_path / "home"))
+    home.path.mkdir()
+    name = releases.bundle_name("0.4.0")
+    server.fault(server.mirror_path(releases.REPO, "v0.4.0", name), "status", status=404, times=100)
+    run = home.sf("runtime", "install", "basert", "--mirror", _with_userinfo(server.mirror_url))
+    assert run.code == 1
+    assert SECRET not in run.stderr and "mirror-user" not in run.stderr
+    assert SECRET.encode() not in _everything_under(home.path)
+
+
+@pytest.mark.parametrize(("url", "clean"), [
+    ("https://u:p@h.example/x", "https://h.example/x"),
+    ("http://user@127.0.0.1:8080/a/b?c=d", "http://127.0.0.1:8080/a/b?c=d"),
+    ("https://u%40x:p%3Aw@h.example:8443/r/", "https://h.example:8443/r/"),
+    ("https://h.example/a@b", "https://h.example/a@b"),
+    ("file:///srv/mirror", "file:///srv/mirror"),
+    ("/a/path/with@at", "/a/path/with@at"),
+], ids=["user-password", "user-only", "quoted", "at-in-path", "file-url", "local-path"])
+def test_redact_url(url: str, clean: str) -> None:
+    assert redact_url(url) == clean
+    assert split_userinfo(url)[0] == clean
+    assert redact_text(f"GET {url} failed") == f"GET {clean} failed"
+
+
+CREDENTIALS = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "CI_JOB_JWT", "CI_JOB_JWT_V2",
+               "VAULT_TOKEN_FILE", "SLACK_WEBHOOK_URL", "DOCKER_AUTH_CONFIG", "SSH_PASSPHRASE", "SSH_AUTH_SOCK",
+               "GITHUB_TOKEN", "GH_TOKEN", "NPM_AUTH_TOKEN", "TWINE_PASSWORD", "DB_PASS", "SENTRY_DSN",
+               "GOOGLE_APPLICATION_CREDENTIALS", "AZURE_CLIENT_SECRET", "SUPERFLUID_SIGNING_KEY", "HF_TOKEN",
+               "GITHUBTOKEN", "MY_PRIVATE_KEY", "COOKIE_JAR", "OAUTH_CLIENT", "API_KEY", "APIKEY"]
+ORDINARY = ["PATH", "HOME", "LANG", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "GGML_CUDA_NO_PINNED", "KEYBOARD",
+            "MONKEY_PATCH", "SUPERFLUID_HOME", "SUPERFLUID_HOST_VULKAN", "BASERT_LIB", "VIRTUAL_ENV", "TMPDIR"]
+
+
+@pytest.mark.parametrize("name", CREDENTIALS)
+def test_credential_names_are_scrubbed(name: str) -> None:
+    assert is_secret(name, "value") and name not in scrubbed_env({name: "value"})
+
+
+@pytest.mark.parametrize("name", ORDINARY)
+def test_what_engines_need_stays(name: str) -> None:
+    assert not is_secret(name, "/usr/lib") and scrubbed_env({name: "/usr/lib"}) == {name: "/usr/lib"}
+
+
+@pytest.mark.parametrize("value", ["https://u:p@proxy.example:3128", "--index-url https://tok@pypi.example/simple",
+                                   "-----BEGIN OPENSSH PRIVATE KEY-----\nabc"], ids=["proxy", "in-text", "pem"])
+def test_credential_values_are_scrubbed(value: str) -> None:
+    assert is_secret("INNOCENT_NAME", value)
+
+
+ENV_WORKER = """#!{python}
+import json, os, sys
+if sys.argv[1:2] == ["check"]:
+    print(json.dumps({{"available": True, "runtime": {{"id": "llamacpp", "version": "t"}}, "env": sorted(os.environ)}}))
+else:
+    print("[]")
+"""
+
+
+def test_a_real_worker_sees_none_of_them(tmp_path: Path) -> None:
+    worker = tmp_path / "env-worker"
+    worker.write_text(ENV_WORKER.format(python=sys.executable))
+    worker.chmod(0o755)
+    env = clean_env(tmp_path / "home")
+    env.update({name: "value" for name in CREDENTIALS}, SUPERFLUID_WORKER_LLAMACPP=str(worker),
+               SUPERFLUID_MIRROR=f"https://u:{SECRET}@mirror.example/")
+    home = Home(tmp_path / "home", tmp_path, env)
+    run = home.sf("runtime", "check", "llamacpp", "--json")
+    assert run.code == 0, run.stderr
+    seen = set(run.json()["env"])
+    assert not seen & set(CREDENTIALS) and "SUPERFLUID_MIRROR" not in seen
+    assert {"PATH", "SUPERFLUID_HOME"} <= seen

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, NamedTuple
+from typing import IO, NamedTuple, cast
 
 from superfluid.installer.store import remove_tree
 from superfluid.runtime.errors import BadFile, SuperfluidError
@@ -297,16 +297,104 @@ def _tar_defence(archive: str, dest: str, ti: tarfile.TarInfo) -> _Defence | Non
     return defend
 
 
+class _Forward:
+    """A tar arriving as a stream, as tarfile's reader of files sees it: ``read`` and ``readinto``,
+    and ``seek``/``tell`` that only ever move forward (by skipping). tarfile's own stream mode
+    ("r|") copies every byte through two buffers; this hands each one over once, whole chunks as
+    they are."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._stream = stream
+        self._chunk = b""
+        self._at = 0  # in _chunk
+        self._pos = 0  # in the archive
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        if whence != 0 or pos < self._pos:
+            raise tarfile.ReadError("it goes back to an earlier member, which a stream cannot")
+        while self._pos < pos and self._next(pos - self._pos):
+            self._skip(min(pos - self._pos, len(self._chunk) - self._at))
+        return self._pos
+
+    def _next(self, want: int) -> bool:
+        """Whether bytes are available (reading the next chunk when the last is used up)."""
+        if self._at < len(self._chunk):
+            return True
+        self._chunk, self._at = self._stream.read(max(want, _CHUNK)), 0
+        return bool(self._chunk)
+
+    def _skip(self, n: int) -> None:
+        self._at += n
+        self._pos += n
+
+    def read(self, n: int = -1) -> bytes:
+        parts = []
+        while (n < 0 or n > 0) and self._next(n):
+            take = len(self._chunk) - self._at if n < 0 else min(n, len(self._chunk) - self._at)
+            whole = self._at == 0 and take == len(self._chunk)
+            parts.append(self._chunk if whole else self._chunk[self._at:self._at + take])
+            self._skip(take)
+            n -= take if n > 0 else 0
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def readinto(self, view: memoryview, limit: int) -> int:
+        """Up to ``min(len(view), limit)`` bytes into ``view``, in one copy; 0 at the end."""
+        filled, want = 0, min(len(view), limit)
+        while filled < want and self._next(want - filled):
+            take = min(want - filled, len(self._chunk) - self._at)
+            view[filled:filled + take] = memoryview(self._chunk)[self._at:self._at + take]
+            self._skip(take)
+            filled += take
+        return filled
+
+
+class _Content:
+    """A regular member's bytes, read straight from a ``_Forward`` (what ``extractfile`` answers,
+    without its two copies)."""
+
+    def __init__(self, source: _Forward, offset: int, size: int) -> None:
+        self._source, self._offset, self._left = source, offset, size
+
+    def readinto(self, view: memoryview) -> int:
+        if self._source.tell() != self._offset:
+            self._source.seek(self._offset)
+        n = self._source.readinto(view, self._left)
+        self._offset += n
+        self._left -= n
+        return n
+
+    def __enter__(self) -> _Content:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
 def _tar_members(archive: str, dest: str,
                  stream: IO[bytes] | None = None) -> Iterator[tuple[Member, _Opener | None, _Defence | None]]:
     # Stream mode ("r|*"): one pass, whatever the compression; members come in archive order.
-    # ``stream``: the tar's bytes as they arrive, already decompressed ("r|"; ``archive`` only names it).
-    with tarfile.open(None if stream is not None else archive, mode="r|*" if stream is None else "r|",
-                      fileobj=stream, bufsize=_CHUNK) as tar:
+    # ``stream``: the tar's bytes as they arrive, already decompressed (``archive`` only names it),
+    # read through a ``_Forward``, which only ever moves forward as the stream mode does.
+    if stream is None:
+        tar = tarfile.open(archive, mode="r|*", bufsize=_CHUNK)
+        forward = None
+    else:
+        forward = _Forward(stream)
+        tar = tarfile.open(fileobj=cast("IO[bytes]", forward), mode="r:")
+    with tar:
         for ti in tar:
             member = Member(ti.name, _tar_kind(ti), ti.size, ti.mode, ti.linkname)
-            opener = (lambda ti=ti: tar.extractfile(ti)) if member.kind == "file" else None
-            yield member, opener, _tar_defence(archive, dest, ti)  # type: ignore[misc]
+            opener = _tar_opener(tar, forward, ti) if member.kind == "file" else None
+            yield member, opener, _tar_defence(archive, dest, ti)
+
+
+def _tar_opener(tar: tarfile.TarFile, forward: _Forward | None, ti: tarfile.TarInfo) -> _Opener:
+    if forward is not None and not ti.issparse():
+        return lambda: cast("IO[bytes]", _Content(forward, ti.offset_data, ti.size))
+    return lambda: cast("IO[bytes]", tar.extractfile(ti))
 
 
 def _zip_members(archive: str) -> Iterator[tuple[Member, _Opener | None, _Defence | None]]:

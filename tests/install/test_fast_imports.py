@@ -53,6 +53,11 @@ def test_fast_commands_import_no_network_or_schema_library(home: Home, server: R
         assert home.superfluid(*argv).code == 0
     found = {" ".join(argv): heavy(imported(home, argv)) for argv in FAST}
     assert found == {" ".join(argv): [] for argv in FAST}
+    # an install needs the network library, and not the schema library: the recipes were validated
+    # once, and the receipts it writes and reads back are its own
+    install = heavy(imported(home, ["runtime", "install", "basert", "--mirror", server.mirror_url, "--version",
+                                    "0.3.1"]))
+    assert "requests" in install and "jsonschema" not in install
 
 
 def test_a_fresh_home_does_not_validate_the_shipped_recipes_again(home: Home) -> None:

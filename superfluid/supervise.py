@@ -103,7 +103,7 @@ class _Child:
     """The running worker: its stderr kept (and passed through once it is ready), the signals forwarded."""
 
     def __init__(self, argv: list[str], environ: Mapping[str, str]) -> None:
-        from superfluid.runtime.process import scrubbed_env
+        from superfluid.runtime.process import worker_env
 
         self.stopping: int | None = None
         self.lines: list[str] = []
@@ -112,7 +112,7 @@ class _Child:
         self.previous = {s: signal.signal(s, self._forward) for s in _FORWARDED}
         try:
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, env=scrubbed_env(environ),
+                                         stderr=subprocess.PIPE, env=worker_env(environ),
                                          preexec_fn=_die_with_parent if sys.platform == "linux" else None)
         except OSError as e:
             self.restore()

@@ -604,6 +604,9 @@ def _json_reply(status: int, body: Any, headers: list[tuple[str, str]] | None = 
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY, as real servers set it: the headers and the body are two writes, and with Nagle's
+    # algorithm the second waits for the client's delayed ACK (~40 ms for every small answer)
+    disable_nagle_algorithm = True
     fake: ReleaseServer
     server_name_: str
 

@@ -1,11 +1,11 @@
 """One pass from the network into the staging directory (SPEC §8.1, §8.2, §8.4).
 
 A bundle's bytes flow once. ``download`` (with a ``tee``) writes each chunk into the cache's
-partial file and the SHA-256 as it always does, and hands the same chunk to a pipeline of two
-threads: one decompresses it (gzip, xz or bzip2, in bounded steps), the other reads the tar and
-writes each member as ``extract.extract_archive`` judges it (``judge_member``, the caps) into a
-fresh directory beside the staging's ``lib/``. Receiving, hashing, decompressing and writing run
-mostly outside the GIL, so on two cores the network, the decompressor and the disk overlap.
+partial file and the SHA-256 as it always does, and hands the same chunk to the decompressor
+(gzip, xz or bzip2, in bounded steps) in the same thread; a second thread reads the tar and writes
+each member as ``extract.extract_archive`` judges it (``judge_member``, the caps) into a fresh
+directory beside the staging's ``lib/``. Receiving, hashing, decompressing and writing run mostly
+outside the GIL, so the network, the decompressor and the disk overlap.
 
 The rule, in order:
 
@@ -193,51 +193,53 @@ class _Decompressor:
 
 
 class _Pipeline:
-    """Decompress and extract in two threads what ``tee`` receives (see the module doc)."""
+    """Decompress what ``tee`` receives, in the downloading thread, and read the tar in another
+    (see the module doc).
 
-    def __init__(self, label: str, dest: str, size: int, limits: ExtractLimits | None, descend: bool,
-                 phases: Phases | None) -> None:
+    Why two threads and not three: on the two cores this was measured on, a third thread for the
+    decompressor made the pass slower (more hand-overs, no more parallelism); zlib, lzma and bz2
+    release the GIL while they work, so the tar reader and the disk still overlap with them.
+    """
+
+    def __init__(self, label: str, dest: str, size: int, limits: ExtractLimits | None, descend: bool) -> None:
         self.label, self.dest, self.size, self.limits, self.descend = label, dest, size, limits, descend
-        self.phases = phases
         self.fed = 0  # bytes handed to the pipeline, contiguous from byte 0
         self.lost = False  # the download left the pipeline's place: extract from the file instead
         self.root: Path | None = None
         self.error: BaseException | None = None
         self.started = 0.0  # time.monotonic() when the first bytes reached the tar reader
-        self._compressed = _Channel()
+        self._head = b""  # the first bytes, until the compression can be told from them
+        self._decompressor: _Decompressor | None = None
+        self._feeding = True  # False once the reader is gone or the data is corrupt: hash only
         self._tar = _Channel()
-        self._threads = [threading.Thread(target=self._inflate, name="superfluid-inflate", daemon=True),
-                         threading.Thread(target=self._extract, name="superfluid-extract", daemon=True)]
+        self._thread = threading.Thread(target=self._extract, name="superfluid-extract", daemon=True)
 
     def start(self) -> None:
-        for t in self._threads:
-            t.start()
+        self._thread.start()
 
     def tee(self, offset: int, chunk: bytes) -> None:
         if self.lost:
             return
         if offset != self.fed:
             self.lost = True
-            self._compressed.abort(_Stopped())
+            self._tar.abort(_Stopped())
             return
         self.fed += len(chunk)
-        self._compressed.put(chunk)  # refused once the reader is gone: the download goes on for its digest
+        if self._feeding:
+            self._feed(chunk)
 
-    def _inflate(self) -> None:
-        src, dst = self._compressed, self._tar
+    def _feed(self, chunk: bytes, *, last: bool = False) -> None:
+        if self._decompressor is None:
+            self._head += chunk
+            if len(self._head) < 6 and not last:
+                return
+            self._decompressor, chunk, self._head = _Decompressor(self._head), self._head, b""
         try:
-            head = b""
-            while len(head) < 6 and (chunk := src.get()):
-                head += chunk
-            decompressor = _Decompressor(head)
-            data = head
-            while data and decompressor.feed(data, dst.put):
-                data = src.get()
-            dst.finish()
-        except BaseException as e:  # corrupt data or stopped: the tar reader raises it in its turn
-            dst.abort(e)
-        finally:
-            src.cancel()
+            # refused once the reader is gone: the download goes on for its digest
+            self._feeding = self._decompressor.feed(chunk, self._tar.put)
+        except Exception as e:  # corrupt data: the tar reader raises it in its turn (a bad file)
+            self._tar.abort(e)
+            self._feeding = False
 
     def _extract(self) -> None:
         try:
@@ -249,16 +251,17 @@ class _Pipeline:
             self._tar.cancel()  # the tar ended (or failed): the rest of the download is hashed, not read
 
     def stop(self) -> None:
-        """Stop both threads and remove what they wrote."""
-        self._compressed.abort(_Stopped())
+        """Stop the reader and remove what it wrote."""
         self._tar.abort(_Stopped())
-        self.join()
+        self._thread.join()
         remove_tree(self.dest)
 
     def join(self) -> None:
-        self._compressed.finish()
-        for t in self._threads:
-            t.join()
+        """The whole download was handed over: let the reader finish."""
+        if self._feeding and self._decompressor is None:
+            self._feed(b"", last=True)  # an archive of fewer than 6 bytes
+        self._tar.finish()
+        self._thread.join()
 
 
 def download_and_extract(url: str, sha256: str, size: int, lib: str | os.PathLike[str], *, cache: Cache,
@@ -284,7 +287,7 @@ def download_and_extract(url: str, sha256: str, size: int, lib: str | os.PathLik
     os.makedirs(lib_s, exist_ok=True)
     label = name or url.rstrip("/").rsplit("/", 1)[-1] or url
     tmp = os.path.join(os.path.dirname(lib_s), f".stream-{secrets.token_hex(8)}")
-    pipeline = _Pipeline(label, tmp, size, limits, descend, phases)
+    pipeline = _Pipeline(label, tmp, size, limits, descend)
     pipeline.start()
     start = time.monotonic()
     try:

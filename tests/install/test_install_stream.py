@@ -28,7 +28,7 @@ from tests.install.conftest import Home
 from tests.release_server import ReleaseServer
 
 REPO = releases.REPO
-PADDING = 48 << 20  # more than the pipeline holds between the socket and the tar reader (~22 MB)
+PADDING = 48 << 20  # far more than the pipeline holds between the socket and the tar reader (~10 MB)
 
 
 @pytest.fixture(scope="module")

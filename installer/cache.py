@@ -204,6 +204,18 @@ class Cache:
         return cls(cache_dir(home))
 
     def _ensure(self) -> None:
+        """Make the cache's directories (before anything is written).
+
+        Raises:
+            OSError: they cannot be made, or one (or the cache itself) is a symbolic link: the cache
+                never writes through one, out of the home.
+        """
+        import errno
+
+        for d in (self.root, self.blob_dir, self.partial_dir, self.http_dir):
+            if d.is_symlink():
+                raise OSError(errno.ELOOP, "is a symbolic link; superfluid writes nothing through a link inside "
+                                           "SUPERFLUID_HOME (remove it)", str(d))
         for d in (self.blob_dir, self.partial_dir, self.http_dir):
             d.mkdir(parents=True, exist_ok=True)
 

@@ -28,6 +28,7 @@ from superfluid.installer.store import (
     check_install_name,
     clean_stale,
     current_install,
+    guard_root,
     make_staging,
     publish,
     read_pinned,
@@ -229,6 +230,7 @@ def install_staged(
     """
     check_install_name(install)
     root = runtime_root(home, runtime_id)
+    guard_root(root)
     with install_lock(root, timeout=lock_timeout, on_wait=on_wait, command=command):
         try:
             cleaned = tuple(clean_stale(root))

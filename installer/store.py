@@ -51,6 +51,7 @@ __all__ = [
     "check_runtime_id",
     "check_install_name",
     "runtime_root",
+    "guard_root",
     "clean_stale",
     "make_staging",
     "publish",
@@ -134,6 +135,21 @@ def runtime_root(home: str | os.PathLike[str], runtime_id: str) -> Path:
         BadName: ``runtime_id`` is not a runtime id.
     """
     return Path(runtime_dir(home, check_runtime_id(runtime_id)))
+
+
+def guard_root(root: str | os.PathLike[str]) -> None:
+    """Refuse to change a runtime whose folder (or ``runtimes/``) is a symbolic link: installs,
+    ``current`` and the lock would be written wherever it points, outside the home. (The home
+    itself may be a link: it is where the user points.)
+
+    Raises:
+        StoreError: one of them is a link (names it).
+    """
+    for path in (os.path.dirname(os.fspath(root)), os.fspath(root)):
+        if os.path.islink(path):
+            raise StoreError(f"{path} is a symbolic link (to {os.readlink(path)}); superfluid writes nothing "
+                             "through a link inside SUPERFLUID_HOME",
+                             fix=f"remove the link {path} (or point SUPERFLUID_HOME at the directory it names)")
 
 
 def _order(installed: Installed) -> tuple[Any, ...]:
@@ -446,6 +462,7 @@ def pin(home: str | os.PathLike[str], runtime_id: str, install: str, *, timeout:
     """
     root = runtime_root(home, runtime_id)
     check_install_name(install)
+    guard_root(root)
     with install_lock(root, timeout=timeout, on_wait=on_wait), _changing(root, f"pin {runtime_id} {install}"):
         clean_stale(root)
         found = {i.name: i for i in list_installs(root)}
@@ -470,6 +487,7 @@ def unpin(home: str | os.PathLike[str], runtime_id: str, *, timeout: float = 600
         LockBusy, StoreError: as ``install_lock``; a filesystem fault.
     """
     root = runtime_root(home, runtime_id)
+    guard_root(root)
     with install_lock(root, timeout=timeout, on_wait=on_wait), _changing(root, f"unpin {runtime_id}"):
         clean_stale(root)
         remove_tree(root / PINNED)  # whatever is there: a file, or something planted in its place
@@ -502,6 +520,7 @@ def remove(home: str | os.PathLike[str], runtime_id: str, install: str | None = 
     root = runtime_root(home, runtime_id)
     if install is not None:
         check_install_name(install)
+    guard_root(root)
     with install_lock(root, timeout=timeout, on_wait=on_wait), _changing(root, f"remove {runtime_id}"):
         clean_stale(root)
         present = [i.name for i in list_installs(root)]

@@ -34,6 +34,7 @@ __all__ = [
     "HomeUnusable",
     "home_fault",
     "writable_home",
+    "linked_between",
 ]
 
 #: in ``runtimes/<id>/``: the relative symlink to the default install
@@ -212,3 +213,19 @@ def writable_home(environ: Mapping[str, str] | None = None) -> str:
     if fault is not None:
         raise HomeUnusable(fault, fix="point SUPERFLUID_HOME at a writable directory (or unset it for ~/.superfluid)")
     return where
+
+
+def linked_between(home: _PathLike, path: _PathLike) -> str | None:
+    """The first part of ``path`` below ``home`` that is a symbolic link (``path`` itself included),
+    or None: a writer of the home's caches writes nothing through such a link, out of the home."""
+    top = os.path.abspath(os.fspath(home))
+    here = os.path.abspath(os.fspath(path))
+    rel = os.path.relpath(here, top)
+    if rel == os.curdir or rel.startswith(os.pardir):
+        return None
+    current = top
+    for part in rel.split(os.sep):
+        current = os.path.join(current, part)
+        if os.path.islink(current):
+            return current
+    return None

@@ -103,6 +103,10 @@ def _stamps(raw: bytes, name: str, shipped: bool) -> list[str]:
 def _touch(stamp: str) -> None:
     import os
 
+    from superfluid.runtime.home import home, linked_between
+
+    if linked_between(home(), os.path.dirname(stamp)) is not None:
+        return  # never written through a link inside the home (out of it)
     try:
         os.makedirs(os.path.dirname(stamp), exist_ok=True)
         fd = os.open(stamp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)

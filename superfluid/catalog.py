@@ -141,6 +141,10 @@ def _still_valid(entry: dict[str, Any]) -> bool:
 
 
 def _store(path: str, cache: dict[str, Any]) -> None:
+    from superfluid.runtime.home import linked_between
+
+    if linked_between(os.path.dirname(os.path.dirname(path)), os.path.dirname(path)) is not None:
+        return  # `cache` linked out of the home: never written through (a cache only saves time)
     tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)

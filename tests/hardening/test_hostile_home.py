@@ -94,6 +94,9 @@ def test_a_broken_current_receipt_is_shown_then_repaired_in_place(home: Home, ma
     run = home.sf("runtime", "use", "basert", "0.4.0-cpu")
     assert run.code == 1 and "0.4.0-cpu is broken" in run.stderr
     assert home.current() == "0.4.0-cpu"  # a refused use changes nothing
+    run = home.sf("runtime", "update", "basert", *home.repair_flags())  # reads every receipt: never hangs
+    assert run.code == 0, run.stderr
+    assert tree_digest(home.basert / "0.3.1-cpu") == other
 
     run = home.sf("runtime", "repair", "basert", *home.repair_flags())
     assert run.code == 0, run.stderr
@@ -316,3 +319,27 @@ def test_hostile_http_cache_records_and_blobs_are_never_followed(home: Home, tmp
     assert run.code == 0, run.stderr
     assert outside.read_text() == OUTSIDE_TEXT
     assert json.loads((home.basert / "0.3.1-cpu" / "runtime.json").read_text())["version"] == "0.3.1"
+
+
+@pytest.mark.parametrize("linked", ["runtimes/basert", "runtimes", "cache"])
+def test_a_folder_of_the_home_linked_out_is_never_written_through(home: Home, tmp_path: Path, linked: str) -> None:
+    """A link inside the home to a directory outside it (a copy of what was there): no command writes
+    through it, each says which link, and what it points at is unchanged."""
+    import shutil
+
+    inside = home.path / linked
+    outside = tmp_path / "outside" / linked.replace("/", "-")
+    outside.parent.mkdir()
+    shutil.move(str(inside), str(outside))
+    os.symlink(str(outside), inside)
+    before = tree_digest(outside)
+    for argv in (["runtime", "use", "basert", "--auto"], ["runtime", "remove", "basert", "0.3.1-cpu"],
+                 ["runtime", "install", "basert", "--mirror", str(home.mirror), "--version", "0.3.0"],
+                 ["runtime", "repair", "basert", "--mirror", str(home.mirror)]):
+        run = home.sf(*argv)
+        if linked == "cache" and argv[1] != "install":
+            # they write nothing to the cache (a repair finds its bytes there): read through the link is fine
+            assert run.code == 0, run.stderr
+            continue
+        assert run.code == 1 and "is a symbolic link" in run.stderr and str(inside) in run.stderr, (argv, run.stderr)
+    assert tree_digest(outside) == before

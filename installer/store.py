@@ -490,9 +490,12 @@ def unpin(home: str | os.PathLike[str], runtime_id: str, *, timeout: float = 600
     guard_root(root)
     with install_lock(root, timeout=timeout, on_wait=on_wait), _changing(root, f"unpin {runtime_id}"):
         clean_stale(root)
-        remove_tree(root / PINNED)  # whatever is there: a file, or something planted in its place
-        chosen = refresh_current(root)
-        broken = [i for i in list_installs(root) if not i.ok]
+        found = list_installs(root)
+        broken = [i for i in found if not i.ok]
+        chosen = None
+        if not found or len(broken) < len(found):  # a good install to point at (or nothing left to name)
+            remove_tree(root / PINNED)  # whatever is there: a file, or something planted in its place
+            chosen = refresh_current(root)
         left = current_install(root)
     if chosen is None and broken:
         where = f"; current still names {left}" if left else ""

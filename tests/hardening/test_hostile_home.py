@@ -119,6 +119,7 @@ def test_a_broken_install_is_removed_and_current_moves_first(home: Home, make: C
 
 
 def test_use_auto_never_removes_current_when_no_receipt_reads(home: Home) -> None:
+    assert home.sf("runtime", "use", "basert", "0.4.0-cpu").code == 0  # pinned: the pin stays too
     for install in ("0.3.1-cpu", "0.4.0-cpu"):
         (home.basert / install / "runtime.json").write_text("unreadable")
     before = tree_digest(home.basert)
@@ -127,6 +128,7 @@ def test_use_auto_never_removes_current_when_no_receipt_reads(home: Home) -> Non
     assert "no install of basert reads" in run.stderr and "current still names 0.4.0-cpu" in run.stderr
     assert "superfluid runtime repair basert" in run.stderr
     assert home.current() == "0.4.0-cpu" and tree_digest(home.basert) == before
+    assert (home.basert / "pinned").read_text() == "0.4.0-cpu\n"
     row = next(r for r in home.sf("runtimes", "--json").json() if r["id"] == "basert")
     assert row["state"] == "broken" and row["install"] == "0.4.0-cpu"
 

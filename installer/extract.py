@@ -298,10 +298,10 @@ def _tar_defence(archive: str, dest: str, ti: tarfile.TarInfo) -> _Defence | Non
 
 
 class _Forward:
-    """A tar arriving as a stream, as tarfile's reader of files sees it: ``read`` and ``readinto``,
-    and ``seek``/``tell`` that only ever move forward (by skipping). tarfile's own stream mode
-    ("r|") copies every byte through two buffers; this hands each one over once, whole chunks as
-    they are."""
+    """A tar arriving as a stream, as tarfile's reader of files sees it: ``read``, and
+    ``seek``/``tell`` that only ever move forward (by skipping); ``take`` hands a member's bytes
+    over in the pieces they arrived in. tarfile's own stream mode ("r|") copies every byte through
+    two buffers and ``extractfile`` through two more; a member written from ``take`` is not copied."""
 
     def __init__(self, stream: IO[bytes]) -> None:
         self._stream = stream
@@ -340,31 +340,29 @@ class _Forward:
             n -= take if n > 0 else 0
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    def readinto(self, view: memoryview, limit: int) -> int:
-        """Up to ``min(len(view), limit)`` bytes into ``view``, in one copy; 0 at the end."""
-        filled, want = 0, min(len(view), limit)
-        while filled < want and self._next(want - filled):
-            take = min(want - filled, len(self._chunk) - self._at)
-            view[filled:filled + take] = memoryview(self._chunk)[self._at:self._at + take]
-            self._skip(take)
-            filled += take
-        return filled
+    def take(self, limit: int) -> memoryview:
+        """The next at most ``limit`` bytes as they arrived, without a copy (empty at the end)."""
+        if limit <= 0 or not self._next(limit):
+            return memoryview(b"")
+        take = min(limit, len(self._chunk) - self._at)
+        piece = memoryview(self._chunk)[self._at:self._at + take]
+        self._skip(take)
+        return piece
 
 
 class _Content:
-    """A regular member's bytes, read straight from a ``_Forward`` (what ``extractfile`` answers,
-    without its two copies)."""
+    """A regular member's bytes, in the pieces they arrived in from a ``_Forward`` (what
+    ``extractfile`` answers, without its copies)."""
 
     def __init__(self, source: _Forward, offset: int, size: int) -> None:
         self._source, self._offset, self._left = source, offset, size
 
-    def readinto(self, view: memoryview) -> int:
+    def pieces(self) -> Iterator[memoryview]:
         if self._source.tell() != self._offset:
             self._source.seek(self._offset)
-        n = self._source.readinto(view, self._left)
-        self._offset += n
-        self._left -= n
-        return n
+        while self._left and (piece := self._source.take(self._left)):
+            self._left -= len(piece)
+            yield piece
 
     def __enter__(self) -> _Content:
         return self
@@ -424,19 +422,26 @@ def _zip_members(archive: str) -> Iterator[tuple[Member, _Opener | None, _Defenc
 # --- the writer -------------------------------------------------------------------------------------
 
 def _copy(src: IO[bytes], fd: int, size: int, archive: str, name: str) -> None:
-    buf = bytearray(_CHUNK)
-    view = memoryview(buf)
     written = 0
-    while True:
-        n = src.readinto(view)  # type: ignore[attr-defined]
-        if not n:
-            break
-        written += n
+    for piece in _pieces(src):
+        written += len(piece)
         if written > size:  # a zip entry longer than its declared size: a bomb's trick
             raise UnsafeArchive(archive, f"holds more than the {size} bytes it declares", member=name)
-        _write_all(fd, view[:n])
+        _write_all(fd, piece)
     if written != size:
         raise BadFile(archive, f"its member {name!r} holds {written} bytes, not the {size} it declares")
+
+
+def _pieces(src: IO[bytes]) -> Iterator[memoryview]:
+    """The bytes of ``src``, each piece written before the next is asked for: a streamed member's
+    own pieces (no copy), else read into one reused buffer."""
+    own = getattr(src, "pieces", None)
+    if own is not None:
+        yield from own()
+        return
+    view = memoryview(bytearray(_CHUNK))
+    while n := src.readinto(view):  # type: ignore[attr-defined]
+        yield view[:n]
 
 
 def _write_all(fd: int, data: memoryview) -> None:

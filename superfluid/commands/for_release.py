@@ -16,10 +16,13 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.errors import BadFile, UsageError
-from superfluid.runtime.planning import Driven
+
+if TYPE_CHECKING:  # the parser of every command adds this module's flags: it imports little
+    from superfluid.runtime.planning import Driven
 
 __all__ = ["add_flags", "driven_for", "RELEASES_REPO"]
 
@@ -44,6 +47,8 @@ def _is_version(value: str) -> bool:
 
 
 def _driven(doc: Mapping[str, Any], body: bytes, where: str) -> Driven:
+    from superfluid.runtime.planning import Driven
+
     release = doc.get("release")
     if not isinstance(release, Mapping):
         release = {}
@@ -83,7 +88,7 @@ def _from_service(url: str, version: str, **verify: Any) -> Driven:
     """
     from superfluid.installer.fetcher import RequestsFetcher
 
-    where = f"{url.rstrip('/')}/v1/releases/{version}"
+    where = f"{url.rstrip('/')}/v1/releases/{version}.json"  # served by the service and by a static export
     fetcher = RequestsFetcher(plain_http_origins=[url])
     try:
         _, body = fetcher.get_bytes(where, max_bytes=_MAX_BYTES)
@@ -148,7 +153,7 @@ def driven_for(args: argparse.Namespace, environ: Mapping[str, str]) -> Driven |
         doc, verdict, digest = read_release(value, keys=keys, home=home(environ), require_signature=require)
         _warn_unsigned(verdict.signature, value)
         driven = _driven(doc, b"", value)
-        return Driven(driven.release, driven.version, digest, driven.runtimes)
+        return replace(driven, compat_sha256=digest)
     service = environ.get("SUPERFLUID_MANIFEST_URL")
     if service:
         return _from_service(service, value, **verify)

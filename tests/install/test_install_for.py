@@ -161,3 +161,37 @@ def test_lock_for_a_document_locks_what_that_release_drives(home: Home, server: 
                           "-o", str(ours))
     assert run.code == 0, run.stderr
     assert [e["version"] for e in tomllib.loads(ours.read_text())["engine"]] == ["0.4.0"]
+
+
+def test_for_version_through_a_running_manifest_service(home: Home, server: ReleaseServer, tmp_path: Path,
+                                                       key: minisign.SecretKey) -> None:
+    import signal
+
+    from tests.manifest.release_folders import base_document, vary, write_release
+
+    root = tmp_path / "releases"
+    write_release(root, "0.9.0", vary(base_document(), "0.9.0", abi=2, line=None), key)
+    write_release(root, "0.8.0", vary(base_document(), "0.8.0"), key)
+    pub = tmp_path / "release.pub"
+    pub.write_text(key.public().to_text())
+    proc = subprocess.Popen([str(VENV_BIN / "superfluid-manifest"), "serve", "--source", str(root), "--port", "0",
+                             "--quiet", "--key", str(pub)], env=home.env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        lines: list[str] = []
+        while not lines or ("serving on " not in lines[-1] and lines[-1] and len(lines) < 10):
+            lines.append(proc.stderr.readline())  # its summary, then where it serves
+        line = lines[-1]
+        assert "serving on " in line, lines
+        home.env["SUPERFLUID_MANIFEST_URL"] = line.split("serving on ", 1)[1].split()[0]
+        for version, expect in (("0.9.0", "0.5.0"), ("0.8.0", "0.4.0")):
+            run = _install(home, server, "--for", version, "--key", str(pub), "--dry-run", "--json")
+            assert run.code == 0, run.stderr
+            first = run.json()["plans"][0]
+            assert (first["version"], first["for"]["version"]) == (expect, version)
+        missing = _install(home, server, "--for", "0.7.0", "--key", str(pub), "--dry-run")
+        assert missing.code == 1 and "0.7.0" in missing.stderr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)

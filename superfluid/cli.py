@@ -261,10 +261,33 @@ def _warn_home() -> None:
                          "answering from what can be read\n")
 
 
+def _pause_gc(args_in: Sequence[str]) -> bool:
+    """Stop the cyclic garbage collector for the short life of a command (not for ``serve``, which
+    lives as long as its server); answers whether it was on. A command's imports make tens of
+    thousands of objects that every full collection walks again (measured: ~60 ms of a 0.7 s
+    install); the few cycles it leaves die with the process."""
+    import gc
+
+    on = gc.isenabled()
+    if on and list(args_in[:1]) != ["serve"]:
+        gc.disable()
+    return on
+
+
+def _resume_gc(was_on: bool, *, exiting: bool) -> None:
+    import gc
+
+    if was_on:
+        gc.enable()
+        if exiting:  # the process ends now: no last full collection over everything it made
+            gc.freeze()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     as_json = _wants_json(args_in)
     args: argparse.Namespace | None = None
+    collecting = _pause_gc(args_in)
     try:
         top = _parser()
         if not args_in:
@@ -304,3 +327,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(e, 130, args, as_json)
     except BrokenPipeError:
         return 1
+    finally:
+        _resume_gc(collecting, exiting=argv is None)

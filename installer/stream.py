@@ -301,6 +301,10 @@ def download_and_extract(url: str, sha256: str, size: int, lib: str | os.PathLik
             phases.add("download", start, time.monotonic())
     try:
         pipeline.join()
+    except BaseException:  # interrupted while the reader finishes: stop it before its files go
+        pipeline.stop()
+        raise
+    try:
         if got.cached or pipeline.lost or pipeline.fed != got.size:
             remove_tree(tmp)
             with phase(phases, "extract"):

@@ -1,10 +1,12 @@
 """CLI start-up speed: median wall time of the commands asked on every run, against `python3 -c pass`.
 
-``superfluid runtimes --json`` and ``superfluid runtime versions llamacpp --json`` are measured warm
-(their worker answers cached by the catalog after a first run, byte code compiled as an installed
-package's is) in a fresh ``SUPERFLUID_HOME``, each
-as a real subprocess, interleaved with the baseline so that machine noise hits all alike. Prints one
-line per command: its median, the baseline's median and the ratio; the target is at most 4x.
+``superfluid --version``, ``runtimes --json``, ``runtime versions basert|llamacpp --json`` are
+measured warm (their worker answers cached by the catalog after a first run, byte code compiled as
+an installed package's is) in a ``SUPERFLUID_HOME`` where basert is installed (from a mirror
+directory of the reference engine's fixture releases), each as a real subprocess, interleaved with
+the baseline so that machine noise hits all alike. Prints one line per command: its median, the
+baseline's median and the ratio; the targets are at most 2x for ``runtimes --json`` (issue 13) and
+4x for the others.
 
 Usage: ``python benchmarks/bench_cli.py [--runs N] [--json]``; exit 1 when a ratio is over target.
 """
@@ -22,10 +24,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 BIN = Path(os.environ.get("SUPERFLUID_TEST_BIN", ROOT / ".venv" / "bin"))
 TARGET = 4.0
+TARGETS = {"superfluid runtimes --json": 2.0}  # issue 13; the others TARGET
 COMMANDS = {
+    "superfluid --version": [str(BIN / "superfluid"), "--version"],
     "superfluid runtimes --json": [str(BIN / "superfluid"), "runtimes", "--json"],
+    "superfluid runtime versions basert --json": [str(BIN / "superfluid"), "runtime", "versions", "basert", "--json"],
     "superfluid runtime versions llamacpp --json": [str(BIN / "superfluid"), "runtime", "versions", "llamacpp",
                                                     "--json"],
 }
@@ -42,6 +48,15 @@ def _time(argv: list[str], env: dict[str, str]) -> float:
     return elapsed
 
 
+def _install_basert(home: str, env: dict[str, str]) -> None:
+    """basert installed in ``home`` from a mirror directory of the fixture releases."""
+    from tests.install import releases
+
+    releases.build_engines()
+    mirror = releases.make_mirror(os.path.join(home, "mirror"))
+    _time([str(BIN / "superfluid"), "runtime", "install", "basert", "--mirror", str(mirror)], {**env, "CI": "1"})
+
+
 def measure(runs: int) -> dict[str, dict[str, float]]:
     """Median seconds of each command and of the baseline, and each command's ratio to it."""
     with tempfile.TemporaryDirectory(prefix="sf-bench-") as home:
@@ -50,6 +65,7 @@ def measure(runs: int) -> dict[str, dict[str, float]]:
         env["SUPERFLUID_HOME"] = home
         # compiled once, as an installed package is: byte code cached outside the checkout
         env["PYTHONPYCACHEPREFIX"] = os.path.join(home, "pycache")
+        _install_basert(home, env)
         for argv in COMMANDS.values():  # warm: the catalog caches worker answers
             _time(argv, env)
         samples: dict[str, list[float]] = {name: [] for name in (*COMMANDS, BASELINE[0])}
@@ -68,14 +84,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     results = measure(args.runs)
+    for name, r in results.items():
+        r["target"] = TARGETS.get(name, TARGET)
     if args.json:
         print(json.dumps({"target_ratio": TARGET, "results": results}, indent=2))
     else:
         for name, r in results.items():
-            verdict = "ok" if r["ratio"] <= TARGET else f"OVER the {TARGET:g}x target"
+            verdict = "ok" if r["ratio"] <= r["target"] else f"OVER the {r['target']:g}x target"
             print(f"{name}: {r['median_s'] * 1000:.1f} ms median vs python3 -c pass {r['baseline_s'] * 1000:.1f} ms: "
                   f"{r['ratio']:.2f}x ({verdict})")
-    return 0 if all(r["ratio"] <= TARGET for r in results.values()) else 1
+    return 0 if all(r["ratio"] <= r["target"] for r in results.values()) else 1
 
 
 if __name__ == "__main__":

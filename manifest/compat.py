@@ -58,8 +58,9 @@ def validate(doc: Any, where: str, *, once: bool = False) -> dict[str, Any]:
 
     A ``schema`` tag of another major version is refused before the schema is applied (its shape
     may differ in any way); a minor version only adds keys and is read. ``once``: the schema check is
-    skipped for a document of the same content that passed it before (``schema.validate_once``; for
-    the document this release merges on every ``superfluid compat``).
+    skipped for a document of the same content that passed it before, in this installation
+    (``schema.validate_once``; for the document this release merges from what it ships, on every
+    ``superfluid compat``).
 
     Raises:
         BadFile: not an object, no ``schema`` tag, a major we do not know, or a schema violation
@@ -80,7 +81,7 @@ def validate(doc: Any, where: str, *, once: bool = False) -> dict[str, Any]:
 
         from superfluid.runtime.schema import validate_once
 
-        validate_once(doc, json.dumps(doc, sort_keys=True).encode(), SCHEMA_NAME, where)
+        validate_once(doc, json.dumps(doc, sort_keys=True).encode(), SCHEMA_NAME, where, shipped=True)
         return doc
     from superfluid.runtime.schema import validate as check
 

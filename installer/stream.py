@@ -87,6 +87,8 @@ class _Channel:
 
     def put(self, chunk: bytes) -> bool:
         """Hand over ``chunk``; False (and dropped) when the reader cancelled."""
+        if not chunk:  # b"" is how the reader learns of the end: never a chunk
+            return not self._cancelled and self._error is None
         with self._cond:
             while self._queued >= self._capacity and not self._cancelled and self._error is None:
                 self._cond.wait()

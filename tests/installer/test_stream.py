@@ -262,3 +262,12 @@ def test_the_decompressor_keeps_memory_bounded() -> None:
     put: Callable[[bytes], bool] = lambda out: sizes.append(len(out)) is None  # noqa: E731
     stream._Decompressor(data[:6]).feed(data, put)
     assert sum(sizes) == 32 << 20 and max(sizes) <= 1 << 20
+
+
+@pytest.mark.parametrize("data", [b"", b"\x1f\x8b", b"junk!"], ids=["empty", "two-bytes-of-gzip", "five-bytes"])
+def test_an_archive_too_short_to_tell_is_a_bad_file(data: bytes, release_server: ReleaseServer, area: Path,
+                                                    cache: Cache, fetcher: RequestsFetcher) -> None:
+    release_server.add_release(REPO, "v1", {NAME: data})
+    with pytest.raises(BadFile, match="not a readable archive"):
+        _run(release_server.download_url(REPO, "v1", NAME), data, area, cache, fetcher)
+    assert os.listdir(area / "staging") == ["lib"] and os.listdir(area / "staging" / "lib") == []

@@ -8,12 +8,12 @@ schema cannot state (URLs, mirror paths, duplicates). Its shape::
     superfluid = "0.1.0"               # the superfluid that wrote it
 
     [targets]                          # what was asked: every runtime x platform x backend
-    runtimes = ["basert", "llamacpp"]
+    runtimes = ["<id>", "<id>"]
     platforms = ["linux-x64"]
     backends = ["cpu", "cuda"]         # kinds of machine (see ``locking.HOSTS``)
 
     [[engine]]                         # one per target that installs something, sorted
-    runtime = "basert"
+    runtime = "<id>"
     platform = "linux-x64"
     host = "cpu"                       # the kind of machine this engine is for
     repo = "basecompute/baseRT"

@@ -542,6 +542,16 @@ class _Server(ThreadingHTTPServer):
     service: Service
     echo_log: bool = False
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (a reset, a broken pipe: common as a server stops under a
+        keep-alive client) is not a fault of ours; anything else is one line, never a traceback."""
+        import sys
+
+        error = sys.exc_info()[1]
+        if isinstance(error, (ConnectionError, TimeoutError)):
+            return
+        sys.stderr.write(f"serving: a request from {client_address[0]} failed: {error!r}\n")
+
 
 class _Server6(_Server):
     address_family = socket.AF_INET6

@@ -20,18 +20,14 @@ import signal
 import sys
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
+from superfluid.manifest.command_line import Parser, guarded
 from superfluid.runtime.errors import SuperfluidError, UsageError
 
 __all__ = ["main"]
 
 _PROG = "superfluid-manifest"
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -44,8 +40,8 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    top = _Parser(prog=_PROG, description="The compat manifest service: which superfluid release drives an engine.")
-    sub = top.add_subparsers(dest="command", parser_class=_Parser, required=True)
+    top = Parser(prog=_PROG, description="The compat manifest service: which superfluid release drives an engine.")
+    sub = top.add_subparsers(dest="command", parser_class=Parser, required=True)
     p = sub.add_parser("serve", help="answer over HTTP (the standard library's server, for local use)")
     _common(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
@@ -181,19 +177,14 @@ def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``superfluid-manifest``: 0 done; 1 a run-time failure or a rejected release (check); 2 usage."""
-    try:
+    def main_line() -> int:
         args = _parser().parse_args(argv)
-        if args.command == "serve" and not args.quiet:
-            logging.basicConfig(level=logging.INFO, format=f"{_PROG}: %(message)s")
-        else:
-            logging.basicConfig(level=logging.WARNING, format=f"{_PROG}: %(message)s")
+        level = logging.INFO if args.command == "serve" and not args.quiet else logging.WARNING
+        logging.basicConfig(level=level, format=f"{_PROG}: %(message)s")
         return run(args, os.environ)
-    except UsageError as e:
-        sys.stderr.write(f"{_PROG}: {e}\n")
-        return 2
-    except SuperfluidError as e:
-        sys.stderr.write(f"{_PROG}: {e}\n")
-        return 1
+
+    try:
+        return guarded(_PROG, main_line)
     except KeyboardInterrupt:
         sys.stderr.write(f"{_PROG}: interrupted\n")
         return 130

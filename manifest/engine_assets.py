@@ -30,8 +30,8 @@ import tarfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
 
+from superfluid.manifest.command_line import Parser, guarded
 from superfluid.manifest.release_files import SHA256_SUFFIX, sha256_line
 from superfluid.runtime.errors import SuperfluidError, UsageError
 
@@ -161,13 +161,8 @@ def write_assets(lib: str, *, platform: str, version: str, out: Path, backend: s
     return Written(facts, tuple(written))
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see '{self.prog} --help')")
-
-
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=_PROG, description="Write a baseRT release's assets from a built libbaseRT: the bundle, its "
+    p = Parser(prog=_PROG, description="Write a baseRT release's assets from a built libbaseRT: the bundle, its "
                                          ".sha256 and basert-engine-abi-<N>.txt with the number the library states.")
     p.add_argument("--lib", required=True, metavar="PATH", help="the built libbaseRT (.so or .dylib)")
     p.add_argument("--platform", required=True, metavar="P", help="linux-x64, linux-arm64, macos-arm64 ...")
@@ -180,17 +175,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``ci/engine-assets``: 0 written; 1 the library is refused; 2 a usage error."""
-    try:
-        args = _parser().parse_args(argv)
-        epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
-        done = write_assets(args.lib, platform=args.platform, version=args.version, backend=args.backend,
-                            out=Path(args.out), add=args.add, mtime=int(epoch) if epoch.isdigit() else 0)
-    except UsageError as e:
-        sys.stderr.write(f"{_PROG}: {e}\n")
-        return 2
-    except SuperfluidError as e:
-        sys.stderr.write(f"{_PROG}: {e}\n")
-        return 1
+    return guarded(_PROG, lambda: _main(argv))
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    args = _parser().parse_args(argv)
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
+    done = write_assets(args.lib, platform=args.platform, version=args.version, backend=args.backend,
+                        out=Path(args.out), add=args.add, mtime=int(epoch) if epoch.isdigit() else 0)
     f = done.facts
     stated = f"states ABI {f.abi}" if f.abi is not None else "states no ABI number (no ABI asset written)"
     driven = "this superfluid drives it" if f.driven is None else f"this superfluid refuses it: {f.driven}"

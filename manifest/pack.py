@@ -32,8 +32,9 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
+from superfluid.manifest.command_line import Parser, guarded
 from superfluid.manifest.keys import ENV_KEY, ENV_KEY_FILE, signing_key
 from superfluid.manifest.minisign import SecretKey, sign, verify
 from superfluid.manifest.release_files import COMPAT_SUFFIX, SHA256_SUFFIX, SIGNATURE_SUFFIX, file_sha256, sha256_line
@@ -228,13 +229,8 @@ def pack(source: Path, out: Path, environ: Mapping[str, str], *, unsigned: bool 
     return Packed((out / sdist.name, out / wheel.name), tuple(moved), key.id if key is not None else None)
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see '{self.prog} --help')")
-
-
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=_PROG, description="Build the sdist and the wheel into DIR, each with its .sha256, its "
+    p = Parser(prog=_PROG, description="Build the sdist and the wheel into DIR, each with its .sha256, its "
                                          ".compat.json and that document's minisign signature (.minisig).")
     p.add_argument("--out", required=True, metavar="DIR", help="an empty (or new) directory to write into")
     p.add_argument("--unsigned", action="store_true",
@@ -245,15 +241,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``ci/pack``: 0 written; 1 a step failed; 2 a usage error (nothing was built)."""
-    try:
-        args = _parser().parse_args(argv)
-        packed = pack(Path(args.source).resolve(), Path(args.out).resolve(), os.environ, unsigned=args.unsigned)
-    except UsageError as e:
-        sys.stderr.write(f"{_PROG}: {e}\n")
-        return 2
-    except SuperfluidError as e:
-        sys.stderr.write(f"{_PROG}: {e}\n")
-        return 1
+    return guarded(_PROG, lambda: _main(argv))
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    args = _parser().parse_args(argv)
+    packed = pack(Path(args.source).resolve(), Path(args.out).resolve(), os.environ, unsigned=args.unsigned)
     if packed.key_id is not None:
         sys.stderr.write(f"{_PROG}: signed with key {packed.key_id}\n")
     else:

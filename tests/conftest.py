@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,3 +48,15 @@ def printed_receipt(done: subprocess.CompletedProcess[str], into: Path) -> dict[
     assert printed == written and text.endswith("}\n")
     assert errors(written, "runtime") == []
     return written
+
+
+@dataclass
+class Run:
+    """One finished ``superfluid`` run."""
+
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import VENV_BIN
+from tests.conftest import VENV_BIN, Run
 from tests.install import releases
 from tests.release_server import ReleaseServer, sha256_line
 
@@ -35,16 +35,6 @@ LLAMA_ASSETS = ("llama-b11642-bin-ubuntu-x64.tar.gz", "llama-b11642-bin-ubuntu-c
 #: a plain linux-x64 machine, whatever this one is (the libraries are built for this one)
 PLAIN = {"SUPERFLUID_HOST_OS": "linux", "SUPERFLUID_HOST_ARCH": "x64", "SUPERFLUID_HOST_NVIDIA_DRIVER": "none",
          "SUPERFLUID_HOST_CUDA_RUNTIME": "none", "SUPERFLUID_HOST_ROCM": "0", "SUPERFLUID_HOST_VULKAN": "0"}
-
-
-@dataclass
-class Run:
-    code: int
-    stdout: str
-    stderr: str
-
-    def json(self) -> Any:
-        return json.loads(self.stdout)
 
 
 @dataclass

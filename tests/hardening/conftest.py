@@ -6,31 +6,19 @@ the real ``superfluid`` run with a short timeout (a hang fails the test in secon
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.conftest import VENV_BIN
+from tests.conftest import VENV_BIN, Run
 
 #: seconds any one command of these tests may take (installs from a local mirror take ~0.5 s)
 TIMEOUT = 20.0
-
-
-@dataclass
-class Run:
-    code: int
-    stdout: str
-    stderr: str
-
-    def json(self) -> Any:
-        return json.loads(self.stdout)
 
 
 @dataclass

@@ -14,21 +14,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import VENV_BIN
+from tests.conftest import VENV_BIN, Run
 from tests.install import releases
 from tests.release_server import ReleaseServer
-
-
-@dataclass
-class Run:
-    """One finished ``superfluid`` run."""
-
-    code: int
-    stdout: str
-    stderr: str
-
-    def json(self) -> Any:
-        return json.loads(self.stdout)
 
 
 @dataclass

@@ -72,18 +72,9 @@ def _key(text: str) -> str:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    """Write to a temp file in the same directory, then ``os.replace``; the temp never lingers."""
-    import tempfile
+    from superfluid.runtime.atomic import write_atomic
 
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, data, mode=0o600)
 
 
 @dataclass(frozen=True)

@@ -44,12 +44,10 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import secrets
 import stat
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
@@ -294,21 +292,10 @@ def write(path: str | os.PathLike[str], lock: Lock) -> str:
     Raises:
         OSError: the directory is not writable (the temp file is removed).
     """
+    from superfluid.runtime.atomic import write_atomic
+
     data = dumps(lock).encode("utf-8")
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
-    try:
-        with open(tmp, "xb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomic(path, data, durable=True)
     return hashlib.sha256(data).hexdigest()
 
 

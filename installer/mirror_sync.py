@@ -192,17 +192,10 @@ def _existing(base: Path, repo: str) -> list[Any]:
 
 
 def _write_text(path: Path, text: str) -> None:
+    from superfluid.runtime.atomic import write_atomic
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, text.encode("utf-8"))
 
 
 def _version_of(tag: str) -> str:

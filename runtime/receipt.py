@@ -16,10 +16,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from superfluid.runtime.errors import BadFile
@@ -213,22 +211,10 @@ def write_receipt(path: str | os.PathLike[str], receipt: Receipt) -> None:
     Raises:
         OSError: the directory is not writable (the temp file is removed).
     """
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
+    from superfluid.runtime.atomic import write_atomic
+
     text = json.dumps(receipt.to_json(), indent=2) + "\n"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomic(path, text.encode("utf-8"), durable=True)
     from superfluid.runtime.schema import mark_valid
 
     mark_valid(text.encode("utf-8"), "runtime")  # made from a Receipt: read back, it needs no schema check

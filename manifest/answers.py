@@ -18,7 +18,7 @@ from superfluid.manifest.choose import choose, choose_routes
 from superfluid.manifest.index import Good, Index
 from superfluid.manifest.routes import Choose, Page, ReleaseList, ReleaseOne, Route
 
-__all__ = ["Body", "JSON", "HTML", "encode", "error_body", "render", "releases_answer"]
+__all__ = ["Body", "JSON", "HTML", "encode", "error_body", "render", "releases_answer", "drives_cells"]
 
 JSON = "application/json; charset=utf-8"
 HTML = "text/html; charset=utf-8"
@@ -88,7 +88,9 @@ def _link(path: str, text: str | None = None) -> str:
     return f'<a href="{html.escape(path.lstrip("/"))}">{html.escape(text or path)}</a>'
 
 
-def _drives(release: Good) -> list[str]:
+def drives_cells(release: Good) -> list[str]:
+    """What a release drives, one short cell per runtime (basert, llamacpp, mlx): the index page's
+    and ``check``'s table."""
     runtimes = release.compat.get("runtimes") or {}
     basert, llamacpp, mlx = runtimes.get("basert"), runtimes.get("llamacpp"), runtimes.get("mlx")
     cells = ["-", "-", "-"]
@@ -106,7 +108,7 @@ def page(index: Index) -> str:
     """``index.html``: the releases, the rejected ones and every exported answer, linked."""
     rows = "".join(
         "<tr>" + f"<td>{_link(ReleaseOne(r.version).path, r.version)}</td>" + _cell(r.name)
-        + _cell(r.main.verdict.key_id or "not checked (no keys)") + "".join(_cell(c) for c in _drives(r)) + "</tr>"
+        + _cell(r.main.verdict.key_id or "not checked (no keys)") + "".join(_cell(c) for c in drives_cells(r)) + "</tr>"
         for r in index.releases)
     refused = "".join("<tr>" + _cell(r.version or "?") + _cell(r.where) + _cell(r.reason) + "</tr>"
                       for r in index.rejected)

@@ -27,14 +27,15 @@ __all__ = ["choose", "choose_routes"]
 
 
 def _basert(release: Good, part: Mapping[str, Any], q: Choose) -> dict[str, Any]:
-    from superfluid.runtime.basert.abi import abi_verdict
+    from superfluid.runtime.basert.abi import abi_verdict, drives_of
 
-    requires, line = part["requires"], part.get("unnumbered_line")
+    drives, line = drives_of(part)
     if q.kind == "abi":
-        rule = abi_verdict(None, int(q.value), drives=int(requires["abi"]), line=line)
+        rule = abi_verdict(None, int(q.value), drives=drives, line=line)
     else:
-        rule = abi_verdict(q.value, None, drives=int(requires["abi"]), line=line)
-    row = {"by": rule.by, "short": rule.short, "why": rule.why, "requires": dict(requires), "unnumbered_line": line}
+        rule = abi_verdict(q.value, None, drives=drives, line=line)
+    row: dict[str, Any] = {"by": rule.by, "short": rule.short, "why": rule.why,
+                           "requires": dict(part["requires"]), "unnumbered_line": line}
     if q.platform is not None:
         row["installs"] = [p["version"] for p in part.get("installs") or [] if q.platform in (p.get("platforms") or [])]
     return row

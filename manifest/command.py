@@ -22,8 +22,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from superfluid.manifest.command_line import Parser, guarded
-from superfluid.runtime.errors import SuperfluidError, UsageError
+from superfluid.manifest.command_line import Parser
+from superfluid.runtime.errors import SuperfluidError, UsageError, guarded
 
 __all__ = ["main"]
 
@@ -86,14 +86,10 @@ def _table(rows: list[list[str]]) -> str:
 def _report(index: Any, out: Any) -> None:
     """The table of verified releases, then the rejected ones with their reasons."""
     rows = [["VERSION", "NAME", "SIGNED BY", "BASERT", "LLAMACPP", "MLX"]]
+    from superfluid.manifest.answers import drives_cells
+
     for r in index.releases:
-        runtimes = r.compat.get("runtimes") or {}
-        basert = runtimes.get("basert")
-        line = basert.get("unnumbered_line") if basert else None
-        rows.append([r.version, r.name, r.main.verdict.key_id or "not checked",
-                     (f"ABI {basert['requires']['abi']}" + (f", {line}.x" if line else "")) if basert else "-",
-                     ", ".join(t["build"] for t in (runtimes.get("llamacpp") or {}).get("tested", [])) or "-",
-                     ", ".join(i["mlx"] for i in (runtimes.get("mlx") or {}).get("installs", [])) or "-"])
+        rows.append([r.version, r.name, r.main.verdict.key_id or "not checked", *drives_cells(r)])
     out.write(_table(rows))
     for r in index.rejected:
         out.write(f"rejected {r.version or '?'} ({r.where}): {r.reason}\n")

@@ -31,9 +31,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from superfluid.manifest.command_line import Parser, guarded
+from superfluid.manifest.command_line import Parser
 from superfluid.manifest.release_files import SHA256_SUFFIX, sha256_line
-from superfluid.runtime.errors import SuperfluidError, UsageError
+from superfluid.runtime.errors import SuperfluidError, UsageError, guarded
 
 __all__ = ["EngineRefused", "LibraryFacts", "Written", "bundle_name", "abi_asset_name", "library_facts",
            "write_assets", "main"]

@@ -34,11 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from superfluid.manifest.command_line import Parser, guarded
+from superfluid.manifest.command_line import Parser
 from superfluid.manifest.keys import ENV_KEY, ENV_KEY_FILE, signing_key
 from superfluid.manifest.minisign import SecretKey, sign, verify
 from superfluid.manifest.release_files import COMPAT_SUFFIX, SHA256_SUFFIX, SIGNATURE_SUFFIX, file_sha256, sha256_line
-from superfluid.runtime.errors import SuperfluidError, UsageError
+from superfluid.runtime.errors import SuperfluidError, UsageError, guarded
 
 __all__ = ["PackError", "Packed", "pack", "compat_of_wheel", "main"]
 

@@ -7,6 +7,8 @@ module exits or formats an error. Subclasses live beside the code that raises th
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 __all__ = [
     "SuperfluidError",
     "UsageError",
@@ -18,6 +20,7 @@ __all__ = [
     "ModelLoadFailed",
     "WorkerFailed",
     "InconsistentRelease",
+    "guarded",
 ]
 
 
@@ -125,3 +128,18 @@ class InconsistentRelease(SuperfluidError):
         self.fault = fault
         self.expected = expected
         self.got = got
+
+
+def guarded(prog: str, run: Callable[[], int]) -> int:
+    """``run()``'s exit code for a program that is not the face (a worker, a release tool): a usage
+    error is ``prog: <message>`` on stderr and 2, any other typed error the same and 1."""
+    import sys
+
+    try:
+        return run()
+    except UsageError as e:
+        sys.stderr.write(f"{prog}: {e}\n")
+        return 2
+    except SuperfluidError as e:
+        sys.stderr.write(f"{prog}: {e}\n")
+        return 1

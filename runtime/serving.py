@@ -408,7 +408,9 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = IO_TIMEOUT
 
     def version_string(self) -> str:
-        return f"superfluid-worker-{self.server.service.engine.runtime_id}"
+        from superfluid.runtime.registry import worker_command
+
+        return worker_command(self.server.service.engine.runtime_id)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
         if self.server.echo_log:

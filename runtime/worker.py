@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from superfluid.runtime.errors import SuperfluidError, UsageError
+from superfluid.runtime.errors import UsageError, guarded
 
 if TYPE_CHECKING:
     from superfluid.runtime.adapter import Adapter
@@ -101,28 +101,29 @@ def _declaration(adapter: Adapter, command: str, rest: list[str]) -> int:
 
 def _usage(adapter_id: str, handlers: dict[str, Handler]) -> str:
     commands = sorted({"compat", "versions", "options", *handlers})
-    return f"usage: superfluid-worker-{adapter_id} <{'|'.join(commands)}> [flags]"
+    from superfluid.runtime.registry import worker_command
+
+    return f"usage: {worker_command(adapter_id)} <{'|'.join(commands)}> [flags]"
 
 
 def run(adapter: Adapter, argv: Sequence[str] | None, handlers: dict[str, Handler]) -> int:
     """Dispatch one worker command line; the exit code (0 ok, 1 failure, 2 usage)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    prog = f"superfluid-worker-{adapter.id}"
+    from superfluid.runtime.registry import worker_command
+
+    prog = worker_command(adapter.id)
     if not args or args[0] in ("-h", "--help", "help"):
         stream = sys.stdout if args else sys.stderr
         stream.write(_usage(adapter.id, handlers) + "\n")
         return 0 if args else 2
     command, rest = args[0], args[1:]
-    try:
+
+    def dispatch() -> int:
         if command in ("compat", "versions", "options"):
             return _declaration(adapter, command, rest)
         handler = handlers.get(command)
         if handler is None:
             raise UsageError(f"unknown command {command!r}; {_usage(adapter.id, handlers)}")
         return handler(rest)
-    except UsageError as e:
-        sys.stderr.write(f"{prog}: {e}\n")
-        return 2
-    except SuperfluidError as e:
-        sys.stderr.write(f"{prog}: {e}\n")
-        return 1
+
+    return guarded(prog, dispatch)

@@ -8,13 +8,14 @@ when its version is of our ABI's unnumbered line (0.3.x for ABI 1); no other is.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from superfluid.runtime.basert.header import ABI_VERSION, UNNUMBERED_LINE
 from superfluid.runtime.ordering import version_line
 
-__all__ = ["AbiVerdict", "abi_verdict"]
+__all__ = ["AbiVerdict", "abi_verdict", "drives_of"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,25 @@ class AbiVerdict:
         if self.driven:
             return f"{v} states no ABI number and is of the {self.line}.x line, which carries ABI {self.drives}"
         return f"{v} states no ABI number; this superfluid drives ABI {self.drives}, and {self.carried}"
+
+
+def drives_of(part: Mapping[str, Any] | None) -> tuple[int, str | None]:
+    """What a compat document's ``runtimes.basert`` part drives: the ABI number it requires and its
+    unnumbered line (None: ours, from our header).
+
+    Raises:
+        BadFile: the part states no ABI number.
+    """
+    if part is None:
+        return ABI_VERSION, UNNUMBERED_LINE
+    from superfluid.runtime.errors import BadFile
+
+    abi = (part.get("requires") or {}).get("abi")
+    if not isinstance(abi, int) or isinstance(abi, bool):
+        raise BadFile("the compat document", "states no ABI number for basert",
+                      json_path="$.runtimes.basert.requires.abi")
+    line = part.get("unnumbered_line")
+    return abi, line if isinstance(line, str) else None
 
 
 def abi_verdict(version: str | None, abi: int | None, *, drives: int = ABI_VERSION,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.adapter import Adapter
 from superfluid.runtime.basert import header
-from superfluid.runtime.basert.abi import abi_verdict
+from superfluid.runtime.basert.abi import abi_verdict, drives_of
 from superfluid.runtime.options import Option
 from superfluid.runtime.ordering import version_key
 
@@ -76,7 +76,7 @@ class BasertAdapter(Adapter):
                  driven: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """The recipe's pins, newest first, each judged for ``host`` (no network)."""
         entry, not_here = self._where(host)
-        drives, line = self._drives(driven)
+        drives, line = drives_of(driven)
         rows = []
         for pin in pins_newest_first(self.recipe):
             version, abi = pin["version"], pin.get("abi")
@@ -116,31 +116,13 @@ class BasertAdapter(Adapter):
 
         return [dict(f) for f in FORMATS]
 
-    @staticmethod
-    def _drives(driven: Mapping[str, Any] | None) -> tuple[int, str | None]:
-        """The ABI number ``driven`` requires and its unnumbered line (None: ours, from the header).
-
-        Raises:
-            BadFile: ``driven`` states no ABI number.
-        """
-        if driven is None:
-            return header.ABI_VERSION, header.UNNUMBERED_LINE
-        from superfluid.runtime.errors import BadFile
-
-        abi = (driven.get("requires") or {}).get("abi")
-        if not isinstance(abi, int) or isinstance(abi, bool):
-            raise BadFile("the compat document", "states no ABI number for basert",
-                          json_path="$.runtimes.basert.requires.abi")
-        line = driven.get("unnumbered_line")
-        return abi, line if isinstance(line, str) else None
-
     def plan_for(self, request: Request, host: Host, listing: Listing | None,
                  driven: Mapping[str, Any]) -> list[Plan]:
         """The plans by the ABI rule for the ABI ``driven`` requires, and its unnumbered line
         (``planner.plan``)."""
         from superfluid.runtime.basert.planner import plan
 
-        drives, line = self._drives(driven)
+        drives, line = drives_of(driven)
         return plan(request, self.recipe, host, listing, drives=drives, line=line)
     def check(self, argv: list[str], environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
         """The worker's ``check`` in process: the report and its exit code (SPEC §6.5).

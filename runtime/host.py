@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
-__all__ = ["Host", "detect", "platform_string"]
+__all__ = ["Host", "detect", "platform_string", "PROBED"]
 
 _NONE = ("none", "no", "false", "0", "")
 
@@ -79,9 +79,19 @@ def _arch() -> str:
     return "arm64" if machine in ("arm64", "aarch64") else "x64"
 
 
+_NVIDIA_VERSION = "/proc/driver/nvidia/version"
+_CUDA_DIRS = ("/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib",
+              "/usr/local/cuda/targets/sbsa-linux/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu")
+_VULKAN_ICD_DIRS = ("/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d", "/usr/local/share/vulkan/icd.d")
+_KFD, _ROCM = "/dev/kfd", "/opt/rocm"
+#: what the probes below read: a file or directory whose change (a driver, a CUDA runtime, ROCm or
+#: Vulkan installed or removed) may change a fact; for keepers of answers computed from the facts
+PROBED: tuple[str, ...] = (_NVIDIA_VERSION, *_CUDA_DIRS, _KFD, _ROCM, "/usr/lib", *_VULKAN_ICD_DIRS)
+
+
 def _nvidia_driver() -> str | None:
     try:
-        with open("/proc/driver/nvidia/version", encoding="utf-8", errors="replace") as f:
+        with open(_NVIDIA_VERSION, encoding="utf-8", errors="replace") as f:
             first = f.readline()
     except OSError:
         return None
@@ -92,10 +102,8 @@ def _nvidia_driver() -> str | None:
 
 
 def _cuda_runtime() -> int | None:
-    dirs = ["/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib",
-            "/usr/local/cuda/targets/sbsa-linux/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu"]
     majors: set[int] = set()
-    for d in dirs:
+    for d in _CUDA_DIRS:
         rt = {int(m.group(1)) for p in glob.glob(f"{d}/libcudart.so.*")
               if (m := re.search(r"libcudart\.so\.(\d+)", p))}
         blas = {int(m.group(1)) for p in glob.glob(f"{d}/libcublas.so.*")
@@ -105,13 +113,12 @@ def _cuda_runtime() -> int | None:
 
 
 def _rocm() -> bool:
-    return os.path.exists("/dev/kfd") and os.path.isdir("/opt/rocm")
+    return os.path.exists(_KFD) and os.path.isdir(_ROCM)
 
 
 def _vulkan() -> bool:
     libs = glob.glob("/usr/lib/*/libvulkan.so.1*") + glob.glob("/usr/lib/libvulkan.so.1*")
-    icds = [p for d in ("/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d", "/usr/local/share/vulkan/icd.d")
-            for p in glob.glob(f"{d}/*.json")]
+    icds = [p for d in _VULKAN_ICD_DIRS for p in glob.glob(f"{d}/*.json")]
     return bool(libs) and bool(icds)
 
 

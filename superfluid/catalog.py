@@ -26,13 +26,13 @@ from typing import Any
 from superfluid.runtime import registry
 from superfluid.runtime.home import cache_dir, current_dir, current_target, current_worker, home, runtime_dir
 
-__all__ = ["WorkerRef", "locate", "ask", "answer", "nothing_to_load", "shipped_dirs", "worker_timeout"]
+__all__ = ["ENV_KEYS", "WorkerRef", "locate", "ask", "answer", "nothing_to_load", "shipped_dirs", "worker_timeout"]
 
 #: what every adapter answers in process, from its recipe and code (SPEC §2)
 _DECLARATIONS = ("compat", "versions", "options")
 
-# Environment a worker's answer may depend on (besides SUPERFLUID_* and SUPERFLUID_HOST_*).
-_ENV_KEYS = ("BASERT_LIB", "BASERT_KERNEL_LIB", "VIRTUAL_ENV", "PATH", "LD_LIBRARY_PATH")
+#: environment a worker's answer may depend on (besides SUPERFLUID_* and SUPERFLUID_HOST_*)
+ENV_KEYS = ("BASERT_LIB", "BASERT_KERNEL_LIB", "VIRTUAL_ENV", "PATH", "LD_LIBRARY_PATH")
 _CACHE_VERSION = 2
 #: bytes of the answer cache read (64 answers of a few KiB each)
 _CACHE_MAX_BYTES = 4 << 20
@@ -108,7 +108,7 @@ def _key(ref: WorkerRef, argv: Sequence[str], runtime_id: str, environ: Mapping[
         target = os.readlink(current)
     except OSError:
         target = None
-    env = sorted((k, v) for k, v in environ.items() if k.startswith("SUPERFLUID_") or k in _ENV_KEYS)
+    env = sorted((k, v) for k, v in environ.items() if k.startswith("SUPERFLUID_") or k in ENV_KEYS)
     from superfluid import __version__
     from superfluid import runtime as _runtime_pkg
 
@@ -166,7 +166,7 @@ def _trimmed(entries: dict[str, Any]) -> dict[str, Any]:
 
 def _failure_key(ref: WorkerRef, environ: Mapping[str, str]) -> str:
     """One worker file (as it is now) in one environment: what a remembered failure is of."""
-    env = sorted((k, v) for k, v in environ.items() if k.startswith("SUPERFLUID_") or k in _ENV_KEYS)
+    env = sorted((k, v) for k, v in environ.items() if k.startswith("SUPERFLUID_") or k in ENV_KEYS)
     facts = ["failed", _CACHE_VERSION, ref.path, _stat(ref.path), env]
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
 

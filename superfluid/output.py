@@ -21,8 +21,13 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def json_text(doc: Any) -> str:
+    """``doc`` as the face prints JSON: indented, one newline after."""
+    return json.dumps(doc, indent=2) + "\n"
+
+
 def print_json(doc: Any) -> None:
-    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    sys.stdout.write(json_text(doc))
 
 
 def gb(n: int | None) -> str:

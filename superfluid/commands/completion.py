@@ -369,7 +369,7 @@ def render(shell: str, m: Model) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Print the script; 0 (a shell other than bash, zsh, fish is refused by the parser: exit 2)."""
-    from superfluid.cli import parser
+    from superfluid.parser import parser
 
     sys.stdout.write(render(args.shell, model(parser())))
     return 0

@@ -10,11 +10,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Mapping
 from typing import Any
 
-from superfluid import catalog
-from superfluid.output import gb, print_json, table
+from superfluid import answer_cache, catalog
+from superfluid.output import gb, json_text, table
 from superfluid.runtime import registry
 from superfluid.runtime.errors import WorkerFailed
 from superfluid.runtime.home import current_target, home, runtime_dir, runtimes_dir
@@ -191,10 +192,11 @@ def _human(found: list[dict[str, Any]], environ: Mapping[str, str]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    began = time.time()
     environ = dict(os.environ)
     found = rows(environ)
-    if args.json:
-        print_json(found)
-    else:
-        sys.stdout.write(_human(found, environ))
+    text = json_text(found) if args.json else _human(found, environ)
+    if all(r["state"] != "missing" for r in found):  # no worker failed: nothing here expires by itself
+        answer_cache.keep(["runtimes", *(["--json"] if args.json else [])], environ, text, began=began)
+    sys.stdout.write(text)
     return 0

@@ -280,8 +280,8 @@ def readiness(runtime_id: str, line: ServeLine, environ: Mapping[str, str]) -> R
 def usage() -> str:
     """``superfluid serve --help``: the help page of the face's tree, then every runtime's options as
     spelled on serve."""
-    from superfluid.cli import parser
     from superfluid.helptext import find
+    from superfluid.parser import parser
     from superfluid.runtime import registry
 
     page = find(parser(), "serve")

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.cli import parser
 from superfluid.helptext import children, find
+from superfluid.parser import parser
 from superfluid.runtime import registry
 from tests.conftest import VENV_BIN
 

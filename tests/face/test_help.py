@@ -12,8 +12,9 @@ from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
 
-from superfluid.cli import main, parser
+from superfluid.cli import main
 from superfluid.helptext import HELP, children, walk
+from superfluid.parser import parser
 from superfluid.runtime import registry
 
 COMMANDS = [path for path, _ in walk(parser()) if path]

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.cli import parser
 from superfluid.helptext import children, find, walk
+from superfluid.parser import parser
 from superfluid.runtime import registry
 from tests.conftest import ROOT, VENV_BIN
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from superfluid.cli import parser
 from superfluid.helptext import walk
+from superfluid.parser import parser
 from superfluid.runtime.schema import errors as schema_errors
 from tests.conftest import VENV_BIN
 

@@ -1,0 +1,201 @@
+"""A read-only command's whole output, kept while nothing it was computed from has changed.
+
+``superfluid runtimes [--json]`` is asked often (a host asks it before it serves) and its answer
+rarely changes, yet computing it imports every adapter, loads baseRT and probes the host. So its
+output is kept in ``$SUPERFLUID_HOME/cache/outputs.json`` with what it was computed from, and printed
+again, before the command line is parsed or an adapter imported, while all of that is the same:
+
+- the command line, this superfluid's version, the interpreter (``sys.executable``, ``sys.argv[0]``),
+  the working directory and the environment, less the shell's own bookkeeping (``_``, ``OLDPWD``,
+  ``PWD``, ``SHLVL``);
+- the ``lstat`` (and through a link the ``stat``) of every path it depends on: the home's runtimes
+  folder to the files of each install's folders (every runtime, install, ``current``, receipt and
+  library), the folders workers and libraries are searched in and their files, every path the
+  environment names (``PATH``, ``LD_LIBRARY_PATH``, ``BASERT_LIB``, ``SUPERFLUID_*``...), what the
+  host probes read (``host.PROBED``), the interpreter, and the files beside every module of
+  superfluid the computation imported (its code and recipes);
+- its age: at most ``KEEP_SECONDS``.
+
+An output is kept only when its command says it may be (no worker failed: a failure is remembered
+for a minute only), never while a ``SUPERFLUID_WORKER_<ID>`` names a worker (its answers may change
+at any time), and never when a path it depends on changed less than ``RACY_SECONDS`` before the
+computation began (or during it: such a change could be half seen). Printing a kept output imports
+no more than ``json`` and the home's layout.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from superfluid import __version__
+from superfluid.runtime.home import cache_dir, home, runtimes_dir
+
+__all__ = ["KEPT_COMMANDS", "KEEP_SECONDS", "RACY_SECONDS", "lookup", "keep", "depends_on"]
+
+#: the commands whose output may be kept (the first word of the command line)
+KEPT_COMMANDS = frozenset({"runtimes"})
+#: seconds a kept output is printed again at most (a bound on what no stat sees: a GPU plugged in)
+KEEP_SECONDS = 300.0
+#: a path changed this close before the computation began (or later) keeps nothing: file times are
+#: coarser than the clock (a tick of the kernel), so a change during it may carry an earlier time
+RACY_SECONDS = 0.2
+_FORMAT = 1
+_FILE = "outputs.json"
+#: command lines kept at once (``runtimes``, ``runtimes --json``... the newest last)
+_MAX_ENTRIES = 8
+_MAX_BYTES = 1 << 20
+#: the shell's bookkeeping, not the command's input (the working directory is taken as such)
+_SHELL_VARS = frozenset({"_", "OLDPWD", "PWD", "SHLVL"})
+#: how deep the home's runtimes folder is recorded: runtimes/<id>/<install>/<folder>/<file>
+_HOME_DEPTH = 4
+
+
+def _path(environ: Mapping[str, str]) -> str:
+    return os.path.join(cache_dir(home(environ)), _FILE)
+
+
+def _inputs(argv: Sequence[str], environ: Mapping[str, str]) -> list[Any]:
+    """What the output is a function of besides the files: command line, version, interpreter,
+    working directory, environment."""
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        cwd = None
+    env = sorted([k, v] for k, v in environ.items() if k not in _SHELL_VARS)
+    return [_FORMAT, __version__, list(argv), sys.executable, sys.argv[0] if sys.argv else "", cwd, env]
+
+
+def _stat(path: str) -> list[Any] | None:
+    """What a change to ``path`` would change: its ``lstat`` (kind, inode, size, times), and the
+    ``stat`` of what a link leads to; None when it does not exist."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    facts: list[Any] = [st.st_mode, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            to = os.stat(path)
+            facts += [to.st_mode, to.st_ino, to.st_size, to.st_mtime_ns, to.st_ctime_ns]
+        except OSError:
+            facts.append(None)
+    return facts
+
+
+def _times(facts: list[Any] | None) -> list[Any]:
+    """The modification and change times in ``_stat``'s facts (the link's, and its target's)."""
+    return [] if facts is None else facts[3:5] + facts[8:10]
+
+
+def lookup(argv: Sequence[str], environ: Mapping[str, str]) -> str | None:
+    """The kept output of ``superfluid <argv>`` when nothing it was computed from has changed, else None."""
+    if not argv or argv[0] not in KEPT_COMMANDS or any(k.startswith("SUPERFLUID_WORKER_") for k in environ):
+        return None
+    from superfluid.runtime.jsonread import UntrustedJson, read_json
+
+    try:
+        kept = read_json(_path(environ), max_bytes=_MAX_BYTES)
+    except (OSError, UntrustedJson):
+        return None  # none kept, or not a kept file: computed anew (and written anew)
+    entry = kept.get(" ".join(argv)) if isinstance(kept, dict) else None
+    if not isinstance(entry, dict) or not isinstance(entry.get("output"), str):
+        return None
+    at, deps = entry.get("at"), entry.get("deps")
+    if not isinstance(at, (int, float)) or not 0 <= time.time() - at < KEEP_SECONDS or not isinstance(deps, list):
+        return None
+    if entry.get("inputs") != _inputs(argv, environ):
+        return None
+    for dep in deps:
+        if not isinstance(dep, list) or len(dep) != 2 or not isinstance(dep[0], str) or _stat(dep[0]) != dep[1]:
+            return None
+    output: str = entry["output"]
+    return output
+
+
+def _entries(folder: str, depth: int) -> Iterator[str]:
+    """``folder`` and what is in it to ``depth`` levels, links not followed."""
+    yield folder
+    if depth == 0:
+        return
+    try:
+        with os.scandir(folder) as it:
+            found = [(e.path, e.is_dir(follow_symlinks=False)) for e in it]
+    except OSError:
+        return
+    for path, is_dir in sorted(found):
+        if is_dir:
+            yield from _entries(path, depth - 1)
+        else:
+            yield path
+
+
+def depends_on(environ: Mapping[str, str]) -> list[str]:
+    """The paths an answer about the runtimes here depends on (see the module's docstring)."""
+    from superfluid.catalog import ENV_KEYS, shipped_dirs
+    from superfluid.runtime.host import PROBED
+
+    paths: list[str] = [*_entries(runtimes_dir(home(environ)), _HOME_DEPTH)]
+    for folder in shipped_dirs():  # workers beside superfluid, and the libraries searched there
+        paths += _entries(folder, 1)
+        paths += _entries(os.path.normpath(os.path.join(folder, "..", "lib")), 1)
+    for key, value in environ.items():
+        if key in ENV_KEYS or key.startswith("SUPERFLUID_"):
+            paths += [p for p in value.split(os.pathsep) if os.path.isabs(p)]
+    paths += [*PROBED, sys.executable]
+    files = [getattr(m, "__file__", None) for name, m in list(sys.modules.items())
+             if name.split(".")[0] == "superfluid"]
+    folders = {os.path.dirname(f) for f in files if isinstance(f, str)}
+    for folder in sorted(folders):
+        paths += _entries(folder, 1)
+    # byte code is written as modules are first imported: what it is compiled from is recorded instead
+    return [p for p in dict.fromkeys(paths) if not p.endswith((".pyc", "__pycache__"))]
+
+
+def keep(argv: Sequence[str], environ: Mapping[str, str], output: str, *, began: float,
+         deps: Iterable[str] | None = None) -> bool:
+    """Keep ``output`` of ``superfluid <argv>``, computed from ``began`` (a ``time.time()``) on;
+    ``deps`` default ``depends_on(environ)``. Answers whether it was kept: never for a command not
+    in ``KEPT_COMMANDS``, while a worker is named, after a racy change, or where the home's cache
+    cannot be written (or is a link out of it: nothing is written through one)."""
+    from superfluid.runtime.atomic import write_atomic
+    from superfluid.runtime.home import linked_between
+    from superfluid.runtime.jsonread import UntrustedJson, read_json
+
+    if not argv or argv[0] not in KEPT_COMMANDS or any(k.startswith("SUPERFLUID_WORKER_") for k in environ):
+        return False
+    path = _path(environ)
+    folder = os.path.dirname(path)
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError:
+        return False  # a home nothing is written to: the answer is computed every time
+    if linked_between(home(environ), folder) is not None:
+        return False
+    stats = [(p, _stat(p)) for p in (depends_on(environ) if deps is None else deps)]
+    racy = int((began - RACY_SECONDS) * 1e9)
+    if any(isinstance(t, int) and t >= racy for _, facts in stats for t in _times(facts)):
+        return False
+    try:
+        kept = read_json(path, max_bytes=_MAX_BYTES)
+    except (OSError, UntrustedJson):
+        kept = {}
+    kept = dict(kept) if isinstance(kept, dict) else {}
+    kept.pop(" ".join(argv), None)
+    kept = dict(list(kept.items())[-(_MAX_ENTRIES - 1):])
+    kept[" ".join(argv)] = {"at": began, "inputs": _inputs(argv, environ),
+                            "deps": [[p, facts] for p, facts in stats], "output": output}
+    import json
+
+    data = json.dumps(kept).encode()
+    if len(data) > _MAX_BYTES:
+        return False
+    try:
+        write_atomic(path, data)
+    except OSError:
+        return False
+    return True

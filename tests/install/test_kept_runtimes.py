@@ -1,0 +1,136 @@
+"""``superfluid runtimes [--json]`` prints a kept answer while nothing it was computed from changed
+(issue 13: its wall time), and a fresh one after any change a person or an installer makes.
+
+Real installs from the loopback release server, the real console script, real libraries: after each
+change the printed answer must be the one computed with no kept answer at all (the cache file
+removed), and it must differ from the answer before where the change shows."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from typing import Any
+
+import pytest
+
+from superfluid import answer_cache
+from tests.conftest import VENV_BIN, Run
+from tests.install import releases
+from tests.install.conftest import Home
+from tests.release_server import ReleaseServer
+
+_IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)\s*$")
+
+
+def _runtimes(home: Home, *argv: str, env: dict[str, str] | None = None) -> tuple[Run, set[str]]:
+    """``superfluid runtimes <argv>`` and the modules it imported."""
+    done = subprocess.run([str(VENV_BIN / "python"), "-X", "importtime", str(VENV_BIN / "superfluid"), "runtimes",
+                           *argv], env=env or home.env, capture_output=True, text=True, timeout=60, check=False,
+                          stdin=subprocess.DEVNULL)
+    modules = {m.group(1) for line in done.stderr.splitlines() if (m := _IMPORTED.match(line))}
+    stderr = "\n".join(line for line in done.stderr.splitlines() if not line.startswith("import time:"))
+    return Run(done.returncode, done.stdout, stderr), modules
+
+
+def _computed(modules: set[str]) -> bool:
+    """The answer was computed: the command line was parsed and the adapters imported."""
+    return "superfluid.parser" in modules and "superfluid.runtime.basert.check" in modules
+
+
+def _fresh(home: Home, *argv: str, env: dict[str, str] | None = None) -> str:
+    """The answer computed with nothing kept."""
+    (home.path / "cache" / "outputs.json").unlink(missing_ok=True)
+    run, modules = _runtimes(home, *argv, env=env)
+    assert run.code == 0 and _computed(modules), run.stderr
+    return run.stdout
+
+
+def _settled() -> None:
+    """Past the racy window: what was just written may be kept from now on."""
+    time.sleep(answer_cache.RACY_SECONDS + 0.1)
+
+
+def _basert(stdout: str) -> dict[str, Any]:
+    rows: list[dict[str, Any]] = json.loads(stdout)
+    return next(r for r in rows if r["id"] == "basert")
+
+
+@pytest.mark.native
+def test_a_kept_answer_is_the_computed_one_until_anything_changes(home: Home, server: ReleaseServer) -> None:
+    assert home.superfluid("runtime", "install", "basert", "--mirror", server.mirror_url).code == 0
+    _settled()
+    first, modules = _runtimes(home, "--json")
+    assert first.code == 0 and _computed(modules), first.stderr
+    again, modules = _runtimes(home, "--json")
+    assert again.code == 0 and again.stdout == first.stdout and again.stderr == ""
+    assert not _computed(modules), "kept: neither the parser nor an adapter is imported"
+    assert not {"ctypes", "superfluid.catalog"} & modules
+    human, modules = _runtimes(home)  # the table is its own command line: computed, then kept
+    assert _computed(modules) and "0.4.0-cpu" in human.stdout
+    assert _basert(first.stdout)["install"] == "0.4.0-cpu"
+
+    # another install made current: the answer moves with it
+    assert home.superfluid("runtime", "install", "basert", "--mirror", server.mirror_url, "--version",
+                           "0.3.1").code == 0
+    assert home.superfluid("runtime", "use", "basert", "0.3.1-cpu").code == 0
+    _settled()
+    moved, modules = _runtimes(home, "--json")
+    assert _computed(modules) and _basert(moved.stdout)["install"] == "0.3.1-cpu"
+    assert moved.stdout == _fresh(home, "--json")
+
+    # the current library overwritten in place by one of another ABI (same path, new bytes)
+    _settled()
+    kept, modules = _runtimes(home, "--json")
+    assert not _computed(modules) and kept.stdout == moved.stdout
+    lib = home.basert / "0.3.1-cpu" / "lib" / "libbaseRT.so"
+    assert lib.is_file()
+    lib.write_bytes(releases.engine_lib("0.5.0").read_bytes())
+    _settled()
+    swapped, modules = _runtimes(home, "--json")
+    assert _computed(modules) and _basert(swapped.stdout)["ready"] is not True
+    assert swapped.stdout == _fresh(home, "--json")
+
+    # the environment names another library
+    _settled()
+    assert not _computed(_runtimes(home, "--json")[1])
+    named = {**home.env, "BASERT_LIB": str(releases.engine_lib("0.4.0"))}
+    other, modules = _runtimes(home, "--json", env=named)
+    assert _computed(modules) and _basert(other.stdout)["ready"] is True
+    assert other.stdout == _fresh(home, "--json", env=named)
+
+    # every install removed
+    assert home.superfluid("runtime", "remove", "basert").code == 0
+    _settled()
+    gone, modules = _runtimes(home, "--json")
+    assert _computed(modules) and _basert(gone.stdout)["state"] != "ready" and "install" not in _basert(gone.stdout)
+    assert gone.stdout == _fresh(home, "--json")
+
+
+@pytest.mark.native
+def test_superfluid_changed_computes_anew(home: Home, server: ReleaseServer) -> None:
+    """A module of superfluid the answer came from changed (an upgrade, an edit in a checkout): here
+    its change time moves (its times set to what they are), and nothing else."""
+    import superfluid.commands.runtimes as module
+
+    assert home.superfluid("runtime", "install", "basert", "--mirror", server.mirror_url).code == 0
+    _settled()
+    _runtimes(home, "--json")
+    assert not _computed(_runtimes(home, "--json")[1])
+    assert module.__file__ is not None
+    st = os.stat(module.__file__)
+    os.utime(module.__file__, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert _computed(_runtimes(home, "--json")[1])
+
+
+@pytest.mark.native
+def test_a_failed_worker_keeps_nothing(home: Home, server: ReleaseServer) -> None:
+    """A worker's failure is remembered for a minute only: an answer that holds one is not kept."""
+    broken = {**home.env, "SUPERFLUID_WORKER_LLAMACPP": "/nonexistent/superfluid-worker-llamacpp"}
+    _settled()
+    for _ in range(2):
+        run, modules = _runtimes(home, "--json", env=broken)
+        assert _computed(modules) and json.loads(run.stdout)[1]["state"] == "missing"
+    assert not (home.path / "cache" / "outputs.json").exists()

@@ -1,11 +1,11 @@
 """One pass from the network into the staging directory (SPEC §8.1, §8.2, §8.4).
 
 A bundle's bytes flow once. ``download`` (with a ``tee``) writes each chunk into the cache's
-partial file and the SHA-256 as it always does, and hands the same chunk to the decompressor
-(gzip, xz or bzip2, in bounded steps) in the same thread; a second thread reads the tar and writes
-each member as ``extract.extract_archive`` judges it (``judge_member``, the caps) into a fresh
-directory beside the staging's ``lib/``. Receiving, hashing, decompressing and writing run mostly
-outside the GIL, so the network, the decompressor and the disk overlap.
+partial file and the SHA-256 as it always does, and hands the same chunk to a second thread, which
+decompresses it (gzip, xz or bzip2, in bounded steps), reads the tar and writes each member as
+``extract.extract_archive`` judges it (``judge_member``, the caps) into a fresh directory beside
+the staging's ``lib/``. Receiving, hashing, decompressing and writing run mostly outside the GIL,
+so the network, the decompressor and the disk overlap.
 
 The rule, in order:
 
@@ -33,7 +33,6 @@ import secrets
 import threading
 import time
 import zlib
-from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
@@ -136,16 +135,81 @@ class _Channel:
             return chunk
 
 
+class _Decompressor:
+    """The archive's outer compression, recognized by its first bytes; an uncompressed tar passes.
+    Fed compressed chunks (``give``), it answers at most ``_STEP`` bytes at a time (``take``)."""
+
+    def __init__(self, head: bytes) -> None:
+        self._input = b""
+        self._engine: Any = None
+        self._zlib = head.startswith(_GZIP)
+        if self._zlib:
+            self._engine = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif head.startswith(_BZIP2):
+            self._engine = bz2.BZ2Decompressor()
+        elif head.startswith(_XZ):
+            self._engine = lzma.LZMADecompressor()
+
+    @property
+    def ended(self) -> bool:
+        """The compressed stream ended (what follows its first member is never read, as tarfile's)."""
+        return self._engine is not None and bool(self._engine.eof)
+
+    @property
+    def hungry(self) -> bool:
+        """Nothing more comes out before more input goes in."""
+        if self._engine is None or self._zlib:
+            return not self._input
+        return bool(self._engine.needs_input)
+
+    def give(self, data: bytes) -> None:
+        self._input = self._input + data if self._input else data
+
+    def take(self) -> bytes:
+        """The next decompressed bytes (at most ``_STEP``; maybe none while it reads a header).
+
+        Raises:
+            zlib.error, lzma.LZMAError, OSError, EOFError: corrupt compressed data.
+        """
+        if self._engine is None:
+            out, self._input = self._input, b""
+            return out
+        out = self._engine.decompress(self._input, _STEP)
+        self._input = self._engine.unconsumed_tail if self._zlib else b""
+        return bytes(out)
+
+
 class _Reader:
-    """The read side of a channel as the file object tarfile reads (``read(n)`` only)."""
+    """The tar as tarfile reads it (``read(n)`` only): the compressed chunks from the channel,
+    decompressed here, in the reader's thread."""
 
     def __init__(self, channel: _Channel, pipeline: _Pipeline) -> None:
         self._channel = channel
         self._pipeline = pipeline
         self._rest = b""
+        self._decompressor: _Decompressor | None = None
+
+    def _next(self) -> bytes:
+        """The next decompressed bytes, ``b""`` at the end of the stream (or of the download)."""
+        if self._decompressor is None:
+            head = b""
+            while len(head) < 6 and (chunk := self._channel.get()):
+                head += chunk
+            self._decompressor = _Decompressor(head)
+            self._decompressor.give(head)
+        d = self._decompressor
+        while not d.ended:
+            if d.hungry:
+                chunk = self._channel.get()
+                if not chunk:
+                    return b""
+                d.give(chunk)
+            if out := d.take():
+                return out
+        return b""
 
     def read(self, n: int = -1) -> bytes:
-        data = self._rest or self._channel.get()
+        data = self._rest or self._next()
         if not self._pipeline.started:
             self._pipeline.started = time.monotonic()
         if 0 <= n < len(data):
@@ -155,52 +219,14 @@ class _Reader:
         return data
 
 
-class _Decompressor:
-    """The archive's outer compression, recognized by its first bytes; an uncompressed tar passes."""
-
-    def __init__(self, head: bytes) -> None:
-        self._zlib: Any = None
-        self._other: Any = None
-        if head.startswith(_GZIP):
-            self._zlib = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        elif head.startswith(_BZIP2):
-            self._other = bz2.BZ2Decompressor()
-        elif head.startswith(_XZ):
-            self._other = lzma.LZMADecompressor()
-
-    def feed(self, data: bytes, put: Callable[[bytes], bool]) -> bool:
-        """Decompress ``data`` and ``put`` the output in steps of at most ``_STEP`` bytes; False
-        when ``put`` refused (the reader is gone) or the compressed stream has ended.
-
-        Raises:
-            zlib.error, lzma.LZMAError, OSError, EOFError: corrupt compressed data.
-        """
-        if self._zlib is not None:
-            while data and not self._zlib.eof:
-                out = self._zlib.decompress(data, _STEP)
-                data = self._zlib.unconsumed_tail
-                if out and not put(out):
-                    return False
-            return not self._zlib.eof  # what follows the first member is never read, as tarfile's
-        if self._other is not None:
-            while not self._other.eof:
-                out = self._other.decompress(data, _STEP)
-                data = b""
-                if out and not put(out):
-                    return False
-                if self._other.needs_input:
-                    return True
-            return False
-        return put(data)
-
-
 class _Pipeline:
-    """Decompress what ``tee`` receives, in the downloading thread, and read the tar in another
-    (see the module doc).
+    """Hand what ``tee`` receives to a second thread, which decompresses it and reads the tar (see
+    the module doc).
 
-    Why two threads and not three: on the two cores this was measured on, a third thread for the
-    decompressor made the pass slower (more hand-overs, no more parallelism); zlib, lzma and bz2
-    release the GIL while they work, so the tar reader and the disk still overlap with them.
+    Why the decompressor sits in the reader's thread: the downloading thread already writes and
+    hashes every byte; measured on two cores, the pass is shortest when the two threads carry about
+    the same work (a third thread for the decompressor only added hand-overs). zlib, lzma and bz2
+    release the GIL while they work, as do the hash and the writes.
     """
 
     def __init__(self, label: str, dest: str, size: int, limits: ExtractLimits | None, descend: bool) -> None:
@@ -210,9 +236,7 @@ class _Pipeline:
         self.root: Path | None = None
         self.error: BaseException | None = None
         self.started = 0.0  # time.monotonic() when the first bytes reached the tar reader
-        self._head = b""  # the first bytes, until the compression can be told from them
-        self._decompressor: _Decompressor | None = None
-        self._feeding = True  # False once the reader is gone or the data is corrupt: hash only
+        self._feeding = True  # False once the reader is gone: hash only
         self._tar = _Channel()
         self._thread = threading.Thread(target=self._extract, name="superfluid-extract", daemon=True)
 
@@ -227,27 +251,14 @@ class _Pipeline:
             self._tar.abort(_Stopped())
             return
         self.fed += len(chunk)
-        if self._feeding:
-            self._feed(chunk)
-
-    def _feed(self, chunk: bytes, *, last: bool = False) -> None:
-        if self._decompressor is None:
-            self._head += chunk
-            if len(self._head) < 6 and not last:
-                return
-            self._decompressor, chunk, self._head = _Decompressor(self._head), self._head, b""
-        try:
-            # refused once the reader is gone: the download goes on for its digest
-            self._feeding = self._decompressor.feed(chunk, self._tar.put)
-        except Exception as e:  # corrupt data: the tar reader raises it in its turn (a bad file)
-            self._tar.abort(e)
-            self._feeding = False
+        if self._feeding:  # refused once the reader is gone: the download goes on for its digest
+            self._feeding = self._tar.put(chunk)
 
     def _extract(self) -> None:
         try:
             self.root = extract_archive(self.label, self.dest, limits=self.limits, descend=self.descend,
                                         stream=cast("IO[bytes]", _Reader(self._tar, self)), size=self.size)
-        except BaseException as e:
+        except BaseException as e:  # corrupt compressed data among them: a bad file, in its turn
             self.error = e
         finally:
             self._tar.cancel()  # the tar ended (or failed): the rest of the download is hashed, not read
@@ -260,8 +271,6 @@ class _Pipeline:
 
     def join(self) -> None:
         """The whole download was handed over: let the reader finish."""
-        if self._feeding and self._decompressor is None:
-            self._feed(b"", last=True)  # an archive of fewer than 6 bytes
         self._tar.finish()
         self._thread.join()
 

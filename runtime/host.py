@@ -13,7 +13,6 @@ Overrides (empty means unset):
 
 from __future__ import annotations
 
-import glob
 import os
 import platform as _platform
 import re
@@ -83,10 +82,10 @@ _NVIDIA_VERSION = "/proc/driver/nvidia/version"
 _CUDA_DIRS = ("/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib",
               "/usr/local/cuda/targets/sbsa-linux/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu")
 _VULKAN_ICD_DIRS = ("/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d", "/usr/local/share/vulkan/icd.d")
-_KFD, _ROCM = "/dev/kfd", "/opt/rocm"
+_KFD, _ROCM, _USR_LIB = "/dev/kfd", "/opt/rocm", "/usr/lib"
 #: what the probes below read: a file or directory whose change (a driver, a CUDA runtime, ROCm or
 #: Vulkan installed or removed) may change a fact; for keepers of answers computed from the facts
-PROBED: tuple[str, ...] = (_NVIDIA_VERSION, *_CUDA_DIRS, _KFD, _ROCM, "/usr/lib", *_VULKAN_ICD_DIRS)
+PROBED: tuple[str, ...] = (_NVIDIA_VERSION, *_CUDA_DIRS, _KFD, _ROCM, _USR_LIB, *_VULKAN_ICD_DIRS)
 
 
 def _nvidia_driver() -> str | None:
@@ -101,14 +100,27 @@ def _nvidia_driver() -> str | None:
     return None
 
 
+def _names(folder: str) -> list[str]:
+    """The names in ``folder`` (none when it cannot be listed): each folder is listed once."""
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+_CUDA_SONAME = re.compile(r"(libcudart|libcublas)\.so\.(\d+)")
+
+
 def _cuda_runtime() -> int | None:
+    """The newest CUDA major whose runtime (``libcudart.so.<N>``) and cuBLAS (``libcublas.so.<N>``)
+    sit in the same one of the folders."""
     majors: set[int] = set()
     for d in _CUDA_DIRS:
-        rt = {int(m.group(1)) for p in glob.glob(f"{d}/libcudart.so.*")
-              if (m := re.search(r"libcudart\.so\.(\d+)", p))}
-        blas = {int(m.group(1)) for p in glob.glob(f"{d}/libcublas.so.*")
-                if (m := re.search(r"libcublas\.so\.(\d+)", p))}
-        majors |= rt & blas
+        found: dict[str, set[int]] = {"libcudart": set(), "libcublas": set()}
+        for name in _names(d):
+            if name.startswith(("libcudart.so.", "libcublas.so.")) and (m := _CUDA_SONAME.match(name)):
+                found[m.group(1)].add(int(m.group(2)))
+        majors |= found["libcudart"] & found["libcublas"]
     return max(majors) if majors else None
 
 
@@ -117,9 +129,12 @@ def _rocm() -> bool:
 
 
 def _vulkan() -> bool:
-    libs = glob.glob("/usr/lib/*/libvulkan.so.1*") + glob.glob("/usr/lib/libvulkan.so.1*")
-    icds = [p for d in _VULKAN_ICD_DIRS for p in glob.glob(f"{d}/*.json")]
-    return bool(libs) and bool(icds)
+    """A Vulkan loader by the name programs open it (``libvulkan.so.1``, in ``/usr/lib`` or a folder
+    of it) and an installable client driver (a ``.json`` in an ICD folder)."""
+    loader = "libvulkan.so.1"
+    libs = os.path.exists(os.path.join(_USR_LIB, loader)) or any(
+        os.path.exists(os.path.join(_USR_LIB, d, loader)) for d in _names(_USR_LIB))
+    return libs and any(n.endswith(".json") for d in _VULKAN_ICD_DIRS for n in _names(d))
 
 
 def _glibc() -> str | None:

@@ -361,3 +361,21 @@ def test_a_partial_with_a_broken_record_restarts(url: str, cache: Cache, fetcher
         part.meta_path.write_text(meta.replace('"U"', f'"{url}"'))
     d = download(url, SHA, len(DATA), cache=cache, fetcher=fetcher)
     assert d.path.read_bytes() == DATA and [r.header("Range") for r in server.log] == [None]
+
+
+@pytest.mark.parametrize("fsync", [False, True])
+def test_a_download_is_flushed_to_disk_only_when_configured(server: ReleaseServer, cache: Cache, fsync: bool,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """By default a blob enters the cache unflushed (a torn one fails its re-hash and is fetched
+    again); ``fsync=True`` flushes it, with write-behind along the way (the body passes 16 MiB)."""
+    data = os.urandom(20 << 20)
+    server.add_release(REPO, "v9", {"big.tar.gz": data})
+    flushed: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (flushed.append(fd), real(fd))[1])
+    fetcher = RequestsFetcher(FetchConfig(fsync=fsync))
+    assert FetchConfig().fsync is False and FetchConfig().rehash_cached is True
+    d = download(server.download_url(REPO, "v9", "big.tar.gz"), hashlib.sha256(data).hexdigest(), len(data),
+                 cache=cache, fetcher=fetcher)
+    assert d.path.read_bytes() == data
+    assert bool(flushed) is fsync

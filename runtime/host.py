@@ -118,7 +118,7 @@ def _cuda_runtime() -> int | None:
     for d in _CUDA_DIRS:
         found: dict[str, set[int]] = {"libcudart": set(), "libcublas": set()}
         for name in _names(d):
-            if name.startswith(("libcudart.so.", "libcublas.so.")) and (m := _CUDA_SONAME.match(name)):
+            if m := _CUDA_SONAME.match(name):
                 found[m.group(1)].add(int(m.group(2)))
         majors |= found["libcudart"] & found["libcublas"]
     return max(majors) if majors else None

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from superfluid.runtime import home as _home
 from superfluid.runtime.errors import LibraryNotFound
 
-__all__ = ["Library", "Located", "library_names", "namer", "search_dirs", "locate"]
+__all__ = ["Library", "Located", "library_names", "namer", "beside", "search_dirs", "locate"]
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,11 @@ def namer(library: Library, flag: str | None, environ: Mapping[str, str], *,
     return library.env if environ.get(library.env) else None
 
 
+def beside(folder: str) -> list[str]:
+    """The folders searched beside an executable in ``folder``: ``folder`` and its ``../lib``."""
+    return [folder, os.path.normpath(os.path.join(folder, "..", _home.LIB))]
+
+
 def search_dirs(library: Library, executable: str | None = None,
                 environ: Mapping[str, str] | None = None) -> list[str]:
     """The searched directories, in order: beside the executable (default ``sys.argv[0]``; none
@@ -74,8 +79,7 @@ def search_dirs(library: Library, executable: str | None = None,
     if exe:
         # realpath: a worker reached through a link (a shim, ``current/bin/…``) searches beside the
         # file it really is, so its ``../lib`` is its own install's and not the link's neighbour's
-        beside = os.path.dirname(os.path.realpath(exe))
-        dirs += [beside, os.path.normpath(os.path.join(beside, "..", _home.LIB))]
+        dirs += beside(os.path.dirname(os.path.realpath(exe)))
     home = _home.home(environ)
     # through `current` only when it is absent or a good link to an install of this runtime: a bad
     # one (dangling, a loop, out of the home) is never followed

@@ -101,15 +101,8 @@ def _stamps(raw: bytes, name: str, shipped: bool) -> list[str]:
 
 
 def _touch(stamp: str) -> None:
-    import os
+    """Write an (empty) stamp; one that cannot be written only costs time."""
+    from superfluid.runtime.home import home
+    from superfluid.runtime.home_cache import write
 
-    from superfluid.runtime.home import home, linked_between
-
-    if linked_between(home(), os.path.dirname(stamp)) is not None:
-        return  # never written through a link inside the home (out of it)
-    try:
-        os.makedirs(os.path.dirname(stamp), exist_ok=True)
-        fd = os.open(stamp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-        os.close(fd)
-    except OSError:
-        pass  # a stamp that cannot be written only costs time
+    write(home(), stamp, b"")

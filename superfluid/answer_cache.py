@@ -26,14 +26,15 @@ no more than ``json`` and the home's layout.
 from __future__ import annotations
 
 import os
-import stat
 import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from superfluid import __version__
+from superfluid.runtime import registry
 from superfluid.runtime.home import cache_dir, home, runtimes_dir
+from superfluid.runtime.home_cache import changed_at, fingerprint, read_object
 
 __all__ = ["KEPT_COMMANDS", "KEEP_SECONDS", "RACY_SECONDS", "lookup", "keep", "depends_on"]
 
@@ -70,39 +71,18 @@ def _inputs(argv: Sequence[str], environ: Mapping[str, str]) -> list[Any]:
     return [_FORMAT, __version__, list(argv), sys.executable, sys.argv[0] if sys.argv else "", cwd, env]
 
 
-def _stat(path: str) -> list[Any] | None:
-    """What a change to ``path`` would change: its ``lstat`` (kind, inode, size, times), and the
-    ``stat`` of what a link leads to; None when it does not exist."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None
-    facts: list[Any] = [st.st_mode, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
-    if stat.S_ISLNK(st.st_mode):
-        try:
-            to = os.stat(path)
-            facts += [to.st_mode, to.st_ino, to.st_size, to.st_mtime_ns, to.st_ctime_ns]
-        except OSError:
-            facts.append(None)
-    return facts
-
-
-def _times(facts: list[Any] | None) -> list[Any]:
-    """The modification and change times in ``_stat``'s facts (the link's, and its target's)."""
-    return [] if facts is None else facts[3:5] + facts[8:10]
+def _kept_here(argv: Sequence[str], environ: Mapping[str, str]) -> bool:
+    """Whether ``superfluid <argv>`` may be answered from, or into, the kept outputs: a kept
+    command, and no worker named (``registry.env_override``, empty meaning unset as for the catalog)."""
+    return bool(argv) and argv[0] in KEPT_COMMANDS and not any(
+        environ.get(registry.env_override(runtime_id)) for runtime_id in registry.IDS)
 
 
 def lookup(argv: Sequence[str], environ: Mapping[str, str]) -> str | None:
     """The kept output of ``superfluid <argv>`` when nothing it was computed from has changed, else None."""
-    if not argv or argv[0] not in KEPT_COMMANDS or any(k.startswith("SUPERFLUID_WORKER_") for k in environ):
+    if not _kept_here(argv, environ):
         return None
-    from superfluid.runtime.jsonread import UntrustedJson, read_json
-
-    try:
-        kept = read_json(_path(environ), max_bytes=_MAX_BYTES)
-    except (OSError, UntrustedJson):
-        return None  # none kept, or not a kept file: computed anew (and written anew)
-    entry = kept.get(" ".join(argv)) if isinstance(kept, dict) else None
+    entry = read_object(_path(environ), max_bytes=_MAX_BYTES).get(" ".join(argv))
     if not isinstance(entry, dict) or not isinstance(entry.get("output"), str):
         return None
     at, deps = entry.get("at"), entry.get("deps")
@@ -111,7 +91,7 @@ def lookup(argv: Sequence[str], environ: Mapping[str, str]) -> str | None:
     if entry.get("inputs") != _inputs(argv, environ):
         return None
     for dep in deps:
-        if not isinstance(dep, list) or len(dep) != 2 or not isinstance(dep[0], str) or _stat(dep[0]) != dep[1]:
+        if not isinstance(dep, list) or len(dep) != 2 or not isinstance(dep[0], str) or fingerprint(dep[0]) != dep[1]:
             return None
     output: str = entry["output"]
     return output
@@ -138,13 +118,14 @@ def depends_on(environ: Mapping[str, str]) -> list[str]:
     """The paths an answer about the runtimes here depends on (see the module's docstring)."""
     from superfluid.catalog import ENV_KEYS, shipped_dirs
     from superfluid.runtime.host import PROBED
+    from superfluid.runtime.locate import beside
 
     paths: list[str] = [*_entries(runtimes_dir(home(environ)), _HOME_DEPTH)]
     for folder in shipped_dirs():  # workers beside superfluid, and the libraries searched there
-        paths += _entries(folder, 1)
-        paths += _entries(os.path.normpath(os.path.join(folder, "..", "lib")), 1)
-    for key, value in environ.items():
-        if key in ENV_KEYS or key.startswith("SUPERFLUID_"):
+        for searched in beside(folder):
+            paths += _entries(searched, 1)
+    for key, value in environ.items():  # the home itself is not: its runtimes are, its cache is not
+        if (key in ENV_KEYS or key.startswith("SUPERFLUID_")) and key != "SUPERFLUID_HOME":
             paths += [p for p in value.split(os.pathsep) if os.path.isabs(p)]
     paths += [*PROBED, sys.executable]
     files = [getattr(m, "__file__", None) for name, m in list(sys.modules.items())
@@ -162,29 +143,15 @@ def keep(argv: Sequence[str], environ: Mapping[str, str], output: str, *, began:
     ``deps`` default ``depends_on(environ)``. Answers whether it was kept: never for a command not
     in ``KEPT_COMMANDS``, while a worker is named, after a racy change, or where the home's cache
     cannot be written (or is a link out of it: nothing is written through one)."""
-    from superfluid.runtime.atomic import write_atomic
-    from superfluid.runtime.home import linked_between
-    from superfluid.runtime.jsonread import UntrustedJson, read_json
+    from superfluid.runtime.home_cache import write
 
-    if not argv or argv[0] not in KEPT_COMMANDS or any(k.startswith("SUPERFLUID_WORKER_") for k in environ):
+    if not _kept_here(argv, environ):
+        return False
+    stats = [(p, fingerprint(p)) for p in (depends_on(environ) if deps is None else deps)]
+    if any(changed_at(facts) >= (began - RACY_SECONDS) * 1e9 for _, facts in stats):
         return False
     path = _path(environ)
-    folder = os.path.dirname(path)
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError:
-        return False  # a home nothing is written to: the answer is computed every time
-    if linked_between(home(environ), folder) is not None:
-        return False
-    stats = [(p, _stat(p)) for p in (depends_on(environ) if deps is None else deps)]
-    racy = int((began - RACY_SECONDS) * 1e9)
-    if any(isinstance(t, int) and t >= racy for _, facts in stats for t in _times(facts)):
-        return False
-    try:
-        kept = read_json(path, max_bytes=_MAX_BYTES)
-    except (OSError, UntrustedJson):
-        kept = {}
-    kept = dict(kept) if isinstance(kept, dict) else {}
+    kept = read_object(path, max_bytes=_MAX_BYTES)
     kept.pop(" ".join(argv), None)
     kept = dict(list(kept.items())[-(_MAX_ENTRIES - 1):])
     kept[" ".join(argv)] = {"at": began, "inputs": _inputs(argv, environ),
@@ -192,10 +159,4 @@ def keep(argv: Sequence[str], environ: Mapping[str, str], output: str, *, began:
     import json
 
     data = json.dumps(kept).encode()
-    if len(data) > _MAX_BYTES:
-        return False
-    try:
-        write_atomic(path, data)
-    except OSError:
-        return False
-    return True
+    return len(data) <= _MAX_BYTES and write(home(environ), path, data)

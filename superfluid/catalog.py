@@ -25,6 +25,7 @@ from typing import Any
 
 from superfluid.runtime import registry
 from superfluid.runtime.home import cache_dir, current_dir, current_target, current_worker, home, runtime_dir
+from superfluid.runtime.home_cache import fingerprint, read_object, write
 
 __all__ = ["ENV_KEYS", "WorkerRef", "locate", "ask", "answer", "nothing_to_load", "shipped_dirs", "worker_timeout"]
 
@@ -33,7 +34,7 @@ _DECLARATIONS = ("compat", "versions", "options")
 
 #: environment a worker's answer may depend on (besides SUPERFLUID_* and SUPERFLUID_HOST_*)
 ENV_KEYS = ("BASERT_LIB", "BASERT_KERNEL_LIB", "VIRTUAL_ENV", "PATH", "LD_LIBRARY_PATH")
-_CACHE_VERSION = 2
+_CACHE_VERSION = 3
 #: bytes of the answer cache read (64 answers of a few KiB each)
 _CACHE_MAX_BYTES = 4 << 20
 #: seconds a worker that hung or could not start is not asked again (one timeout, not one per question)
@@ -94,11 +95,7 @@ def locate(runtime_id: str, environ: Mapping[str, str], *, serving: bool = False
 
 
 def _stat(path: str) -> list[Any]:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return [path, None]
-    return [path, st.st_mtime_ns, st.st_size, st.st_ino]
+    return [path, fingerprint(path)]
 
 
 def _key(ref: WorkerRef, argv: Sequence[str], runtime_id: str, environ: Mapping[str, str]) -> str:
@@ -122,18 +119,6 @@ def _cache_path(environ: Mapping[str, str]) -> str:
     return os.path.join(cache_dir(home(environ)), "answers.json")
 
 
-def _load_cache(path: str) -> dict[str, Any]:
-    """The answer cache, or {} when it is absent or is not one (a link, a FIFO, too large, not
-    JSON, too deep): the cache only saves time, so a bad one is ignored and written anew."""
-    from superfluid.runtime.jsonread import UntrustedJson, read_json
-
-    try:
-        data = read_json(path, max_bytes=_CACHE_MAX_BYTES)
-    except (OSError, UntrustedJson):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def _still_valid(entry: dict[str, Any]) -> bool:
     """An answer that named a library stays valid only while that file is unchanged."""
     deps = entry.get("deps") or []
@@ -141,23 +126,8 @@ def _still_valid(entry: dict[str, Any]) -> bool:
 
 
 def _store(path: str, cache: dict[str, Any]) -> None:
-    from superfluid.runtime.home import linked_between
-
-    if linked_between(os.path.dirname(os.path.dirname(path)), os.path.dirname(path)) is not None:
-        return  # `cache` linked out of the home: never written through (a cache only saves time)
-    tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        # a fresh file (O_EXCL never follows a link planted at the name), then one rename
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(cache, f)
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass  # a cache that cannot be written only costs time
+    """Write the answer cache (not through a link out of the home: a cache only saves time)."""
+    write(os.path.dirname(os.path.dirname(path)), path, json.dumps(cache).encode())
 
 
 def _trimmed(entries: dict[str, Any]) -> dict[str, Any]:
@@ -235,7 +205,7 @@ def ask(ref: WorkerRef, argv: Sequence[str], runtime_id: str, environ: Mapping[s
     cache = cache and argv[:1] == ["check"]
     path = _cache_path(environ)
     key = _key(ref, argv, runtime_id, environ)
-    entries = _load_cache(path)
+    entries = read_object(path, max_bytes=_CACHE_MAX_BYTES)
     hit = entries.get(key) if cache else None
     if isinstance(hit, dict) and _still_valid(hit) and isinstance(hit.get("code"), int):
         try:

@@ -1,0 +1,69 @@
+"""Files of the home's cache, which only ever save time: the workers' answers, the kept outputs of
+read-only commands, the validation stamps.
+
+- ``read_object``: a cache file's JSON object, or ``{}`` when it is absent or is not one (a link, a
+  FIFO, too large, not JSON, too deep): a bad one is ignored and written anew.
+- ``write``: the file whole (``write_atomic``) or not at all, never through a link inside the home
+  (out of it), and a failure is no error: the next run computes again.
+- ``fingerprint``: what a change to a path would change, for answers that depend on files.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import Any
+
+__all__ = ["read_object", "write", "fingerprint", "changed_at"]
+
+
+def read_object(path: str, *, max_bytes: int) -> dict[str, Any]:
+    """The JSON object in ``path``, or {} (see the module's docstring)."""
+    from superfluid.runtime.jsonread import UntrustedJson, read_json
+
+    try:
+        data = read_json(path, max_bytes=max_bytes)
+    except (OSError, UntrustedJson):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write(home: str, path: str, data: bytes) -> bool:
+    """Write ``data`` as ``path`` under ``home`` (its folders made); answers whether it was written:
+    not when a part of the path below the home is a link, nor when the file system refused."""
+    from superfluid.runtime.atomic import write_atomic
+    from superfluid.runtime.home import linked_between
+
+    folder = os.path.dirname(path)
+    if linked_between(home, folder) is not None:
+        return False
+    try:
+        os.makedirs(folder, exist_ok=True)
+        write_atomic(path, data)
+    except OSError:
+        return False
+    return True
+
+
+def fingerprint(path: str) -> list[Any] | None:
+    """What a change to ``path`` would change: its ``lstat`` (kind, inode, size, modification and
+    change times), and through a link the same of what it leads to (None there when it leads
+    nowhere); None when ``path`` does not exist."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    facts: list[Any] = [st.st_mode, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            to = os.stat(path)
+            facts += [to.st_mode, to.st_ino, to.st_size, to.st_mtime_ns, to.st_ctime_ns]
+        except OSError:
+            facts.append(None)
+    return facts
+
+
+def changed_at(facts: list[Any] | None) -> int:
+    """The latest modification or change time (ns) in a ``fingerprint``; 0 for none."""
+    times = [] if facts is None else facts[3:5] + facts[8:10]
+    return max((t for t in times if isinstance(t, int)), default=0)

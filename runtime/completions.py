@@ -11,8 +11,8 @@ for a completion, up to the context for a chat), ``stop`` (a string or up to 4),
 null or 0: greedy, and the others change nothing), ``top_p`` in (0, 1], ``top_k`` (0: off) and
 ``seed`` (any integer). What this server does not do is refused rather than ignored: ``n`` or
 ``best_of`` other than 1, ``echo``, ``logprobs``, ``suffix``, ``logit_bias``, tools and non-zero
-penalties. ``model`` is accepted whatever it names (a server has one model). Other fields are
-ignored, as OpenAI-compatible servers do.
+penalties. ``model`` is kept for the server to hold to the one model it serves; a message's role is
+one of ``ROLES``. Other fields are ignored, as OpenAI-compatible servers do.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["RequestRefused", "Sampling", "CompletionRequest", "parse_completion", "parse_chat", "answer", "chunk",
-           "usage_chunk", "DEFAULT_MAX_TOKENS", "MAX_TEMPERATURE"]
+           "usage_chunk", "DEFAULT_MAX_TOKENS", "MAX_TEMPERATURE", "ROLES"]
 
 #: OpenAI's default for a completion's max_tokens
 DEFAULT_MAX_TOKENS = 16
@@ -73,10 +73,20 @@ class CompletionRequest:
     include_usage: bool = False
     sampling: Sampling | None = None
     messages: tuple[tuple[str, str], ...] | None = None  # (role, content) of a chat, in order
+    model: str | None = None  # the model asked for (None: not named, the served one)
 
     @property
     def chat(self) -> bool:
         return self.messages is not None
+
+
+#: the roles of a chat message (OpenAI's, ``developer`` being its newer name for ``system``)
+ROLES = ("system", "developer", "user", "assistant", "tool")
+
+
+def _model(data: Mapping[str, Any]) -> str | None:
+    model = data.get("model")
+    return model or None
 
 
 def _refuse(message: str, param: str | None = None) -> RequestRefused:
@@ -201,7 +211,7 @@ def parse_completion(body: bytes) -> CompletionRequest:
     stream, include_usage = _stream(data)
     _refuse_unsupported(data, chat=False)
     return CompletionRequest(prompt=prompt, max_tokens=max_tokens, stop=stops, stream=stream,
-                             include_usage=include_usage, sampling=sampling)
+                             include_usage=include_usage, sampling=sampling, model=_model(data))
 
 
 def _content(value: Any, where: str) -> str:
@@ -232,6 +242,9 @@ def _messages(value: Any) -> tuple[tuple[str, str], ...]:
         role = message.get("role")
         if not isinstance(role, str) or not role:
             raise _refuse(f"'{where}.role' must be a non-empty string (system, user, assistant...)", "messages")
+        if role not in ROLES:
+            raise _refuse(f"'{where}.role' {json.dumps(role)[:40]} is not a role: give one of {', '.join(ROLES)}",
+                          "messages")
         out.append((role, _content(message.get("content"), where)))
     return tuple(out)
 
@@ -252,7 +265,7 @@ def parse_chat(body: bytes) -> CompletionRequest:
     stream, include_usage = _stream(data)
     _refuse_unsupported(data, chat=True)
     return CompletionRequest(prompt="", max_tokens=max_tokens, stop=stops, stream=stream,
-                             include_usage=include_usage, sampling=sampling, messages=messages)
+                             include_usage=include_usage, sampling=sampling, messages=messages, model=_model(data))
 
 
 def _usage(n_prompt: int, n_out: int) -> dict[str, int]:

@@ -16,11 +16,14 @@ bodies and answer shapes are ``superfluid.runtime.completions``'s:
   sent whole), the last chunk with the ``finish_reason``, then with
   ``stream_options.include_usage`` a chunk carrying ``usage``, then ``data: [DONE]``. A failure once
   the stream has begun is an event ``data: {"error": {...}}`` before ``[DONE]``.
-- ``GET /v1/models`` -> the one model; ``GET /health`` -> ``{"status": "ok"}``.
+- ``GET /v1/models`` -> the one model, ``GET /v1/models/<id>`` -> it; ``GET /health`` -> ``{"status": "ok"}``.
+  A request naming another ``model`` is a 404 ``model_not_found``, as OpenAI answers it.
 - A bad request is a 4xx with an OpenAI-style error object, a failure a 500, never a traceback.
 - One model, one generation at a time: requests are read concurrently; one generates while up to
   ``queue`` more wait for the engine (``--queue N``); another beyond those, or one that waited
-  ``WAIT_SECONDS``, is answered 503 with ``Retry-After``. Nothing crashes for want of capacity.
+  ``WAIT_SECONDS``, is answered 503 with ``Retry-After``. Nothing crashes for want of capacity, and
+  the listen backlog (``BACKLOG``) holds a burst of connections for them to be answered, never reset.
+  A client that goes away stops its generation at the next token, streamed or not.
 - When ready, one line of JSON on stdout: ``{"listening": "http://H:P", "model", "path", <the
   engine's facts>, "n_ctx"}`` (``--port 0`` picks a free port, which the line names).
 - SIGTERM or SIGINT shuts it down cleanly: no new request is taken, a generation in flight stops
@@ -75,6 +78,8 @@ WAIT_SECONDS = 300.0
 IO_TIMEOUT = 120.0
 #: seconds a shutdown waits for the answers being written (the 503s of generations it stopped)
 DRAIN_SECONDS = 10.0
+#: connections the kernel holds before they are accepted (the stdlib's 5 reset a burst of clients)
+BACKLOG = 1024
 
 
 class Generation(Protocol):
@@ -218,11 +223,13 @@ class Run:
     after it).
     """
 
-    def __init__(self, service: Service, request: CompletionRequest, stack: ExitStack) -> None:
+    def __init__(self, service: Service, request: CompletionRequest, stack: ExitStack,
+                 gone: Callable[[], bool] | None = None) -> None:
         engine = service.engine
         self.service = service
         self.request = request
         self._stack = stack
+        self._gone = gone
         self.id = f"{'chatcmpl' if request.chat else 'cmpl'}-{secrets.token_hex(12)}"
         self.created = int(time.time())
         text = engine.chat_prompt(request.messages) if request.messages is not None else request.prompt
@@ -247,6 +254,7 @@ class Run:
 
         Raises:
             RequestRefused: 503 when the server shuts down; 500 when the engine fails.
+            ConnectionResetError: the client went away (``gone``): nobody waits for the rest.
         """
         engine, gen, request = self.service.engine, self._gen, self.request
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
@@ -254,6 +262,8 @@ class Run:
         while request.max_tokens is None or self.n_out < request.max_tokens:
             if self.service.closing.is_set():
                 raise _shutting_down()
+            if self._gone is not None and self._gone():
+                raise ConnectionResetError("the client went away")
             token = gen.next_token()
             self.n_out += 1
             if engine.is_eos(token):
@@ -343,7 +353,7 @@ class Service:
         with self._answered:
             return self._answered.wait_for(lambda: self._answering == 0, timeout)
 
-    def start(self, request: CompletionRequest) -> Run:
+    def start(self, request: CompletionRequest, gone: Callable[[], bool] | None = None) -> Run:
         """Admit ``request``, wait for the engine and feed the prompt: the ``Run`` (the caller closes it).
 
         Raises:
@@ -366,18 +376,20 @@ class Service:
             stack.callback(self.lock.release)
             if self.closing.is_set():
                 raise _shutting_down()
-            return Run(self, request, stack)
+            return Run(self, request, stack, gone)
         except BaseException:
             stack.close()
             raise
 
-    def complete(self, request: CompletionRequest) -> dict[str, Any]:
-        """The whole answer to ``request`` (see ``start`` and ``Run.answer``).
+    def complete(self, request: CompletionRequest, gone: Callable[[], bool] | None = None) -> dict[str, Any]:
+        """The whole answer to ``request`` (see ``start`` and ``Run.answer``); ``gone`` tells that
+        its client went away, which stops the generation.
 
         Raises:
             RequestRefused: as ``start``, and 503/500 while generating.
+            ConnectionResetError: ``gone`` said so.
         """
-        run = self.start(request)
+        run = self.start(request, gone)
         try:
             return run.answer()
         finally:
@@ -396,6 +408,20 @@ _POSTS: dict[str, Callable[[bytes], CompletionRequest]] = {
     "/v1/chat/completions": parse_chat,
 }
 _ENDPOINTS = "POST /v1/completions, POST /v1/chat/completions, GET /v1/models and GET /health"
+_MODELS = "/v1/models"
+
+
+def _peer_gone(conn: socket.socket) -> bool:
+    """Whether the client closed its side of ``conn`` (readable, and nothing left to read); bytes
+    waiting (a pipelined request) are not a close."""
+    import select
+
+    try:
+        if not select.select([conn], [], [], 0)[0]:
+            return False
+        return conn.recv(1, socket.MSG_PEEK) == b""
+    except (OSError, ValueError):
+        return True
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -472,25 +498,38 @@ class _Handler(BaseHTTPRequestHandler):
         return self.path.split("?", 1)[0].rstrip("/") or "/"
 
     def _get(self) -> None:
-        service = self.server.service
         path = self._path()
         if path == "/health":
             self._json(200, {"status": "ok"})
-        elif path == "/v1/models":
-            engine = service.engine
-            self._json(200, {"object": "list", "data": [
-                {"id": engine.model_id, "object": "model", "created": service.created,
-                 "owned_by": engine.runtime_id}]})
+        elif path == _MODELS:
+            self._json(200, {"object": "list", "data": [self._model()]})
+        elif path.startswith(_MODELS + "/"):
+            from urllib.parse import unquote
+
+            self._served(unquote(path[len(_MODELS) + 1:]))
+            self._json(200, self._model())
         elif path in _POSTS:
             raise RequestRefused(405, f"{path} takes POST")
         else:
             raise RequestRefused(404, f"no such endpoint: {path} (this server answers {_ENDPOINTS})", code="not_found")
 
+    def _model(self) -> dict[str, Any]:
+        service = self.server.service
+        return {"id": service.engine.model_id, "object": "model", "created": service.created,
+                "owned_by": service.engine.runtime_id}
+
+    def _served(self, model: str | None) -> None:
+        """Refuse a request for a model this server does not serve (404, in OpenAI's shape)."""
+        served = self.server.service.engine.model_id
+        if model is not None and model != served:
+            raise RequestRefused(404, f"the model {model!r} does not exist here: this server serves {served!r} "
+                                      f"(GET {_MODELS})", param="model", code="model_not_found")
+
     def _post(self) -> None:
         path = self._path()
         parse = _POSTS.get(path)
         if parse is None:
-            if path in ("/health", "/v1/models"):
+            if path in ("/health", _MODELS) or path.startswith(_MODELS + "/"):
                 raise RequestRefused(405, f"{path} takes GET")
             raise RequestRefused(404, f"no such endpoint: {path} (this server answers {_ENDPOINTS})", code="not_found")
         if self.headers.get("Transfer-Encoding"):
@@ -501,9 +540,10 @@ class _Handler(BaseHTTPRequestHandler):
         if int(length) > MAX_BODY:
             raise RequestRefused(413, f"the body is {length} bytes; at most {MAX_BODY} are read")
         request = parse(self.rfile.read(int(length)))
+        self._served(request.model)
         service = self.server.service
         if not request.stream:
-            self._json(200, service.complete(request))
+            self._json(200, service.complete(request, lambda: _peer_gone(self.connection)))
             return
         run = service.start(request)  # a refusal here is still an ordinary JSON answer
         try:
@@ -541,6 +581,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = BACKLOG
     service: Service
     echo_log: bool = False
 
@@ -591,7 +632,10 @@ def serve_engine(engine: Engine, host: str, port: int, out: TextIO, *, echo_log:
         server = make_server(service, host, port, echo_log=echo_log)
     except OSError as e:
         service.close()
-        raise SuperfluidError(f"cannot listen on {host}:{port}: {e.strerror or e}") from e
+        import errno
+
+        fix = "give another --port, or --port 0 for a free one" if e.errno == errno.EADDRINUSE else None
+        raise SuperfluidError(f"cannot listen on {host}:{port}: {e.strerror or e}", fix=fix) from e
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
     failure: list[BaseException] = []

@@ -258,3 +258,5 @@ def test_an_address_that_cannot_be_bound_exits_1(home: Path, tiny: Path) -> None
     assert done.returncode == 1, done.stderr
     assert done.stderr.startswith(f"superfluid: the basert worker did not start serving (exit 1): cannot listen on "
                                   f"127.0.0.1:{port}: ")
+    assert done.stderr.rstrip("\n").endswith("Address already in use: give another --port, or --port 0 for a free one")
+    assert hinted_flags(done.stderr) == ["--port", "--port"]

@@ -198,14 +198,14 @@ def test_llamacpp_chat_uses_the_models_template(llama_lib: Path, gguf: dict[str,
     try:
         c = client(s)
         messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}]
-        answer = c.chat.completions.create(model="m", messages=messages, max_tokens=3, temperature=0)
+        answer = c.chat.completions.create(model="chat-always-the", messages=messages, max_tokens=3, temperature=0)
         assert answer.object == "chat.completion"
         assert answer.choices[0].message.role == "assistant" and answer.choices[0].message.content == " the the the"
         # the ChatML text llama.cpp's own formatter makes, tokenized byte by byte by the tiny vocabulary
         formatted = "<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n"
-        plain = c.completions.create(model="m", prompt=formatted, max_tokens=1)
+        plain = c.completions.create(model="chat-always-the", prompt=formatted, max_tokens=1)
         assert answer.usage.prompt_tokens == plain.usage.prompt_tokens
-        deltas = list(c.chat.completions.create(model="m", messages=messages, max_tokens=2, stream=True))
+        deltas = list(c.chat.completions.create(model="chat-always-the", messages=messages, max_tokens=2, stream=True))
         assert deltas[0].choices[0].delta.role == "assistant"
         assert "".join(d.choices[0].delta.content or "" for d in deltas) == " the the"
         assert deltas[-1].choices[0].finish_reason == "length"
@@ -215,7 +215,8 @@ def test_llamacpp_chat_uses_the_models_template(llama_lib: Path, gguf: dict[str,
     plain_model = start(tmp_path, "--model", gguf["always-the.gguf"], "--llamacpp-lib", llama_lib)
     try:
         with pytest.raises(openai.BadRequestError, match="carries no chat template"):
-            client(plain_model).chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+            client(plain_model).chat.completions.create(model="always-the",
+                                                        messages=[{"role": "user", "content": "hi"}])
         stop_cleanly(plain_model)
     finally:
         plain_model.close()

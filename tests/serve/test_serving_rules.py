@@ -243,3 +243,114 @@ def test_a_chats_max_tokens_defaults_to_the_context_and_takes_either_name() -> N
     assert parse_chat(json.dumps({"messages": chat, "max_tokens": 5, "max_completion_tokens": 3}).encode()
                       ).max_tokens == 3
     assert parse_completion(b'{"prompt": "x"}').max_tokens == 16
+
+
+def test_an_unknown_chat_role_is_refused_naming_messages() -> None:
+    with pytest.raises(RequestRefused) as e:
+        parse_chat(json.dumps({"messages": [{"role": "user", "content": "x"}, {"role": "wizard", "content": "y"}]})
+                   .encode())
+    assert (e.value.status, e.value.param) == (400, "messages")
+    assert "'messages[1].role' \"wizard\" is not a role" in e.value.message
+    for role in ("system", "developer", "user", "assistant", "tool"):
+        assert parse_chat(json.dumps({"messages": [{"role": role, "content": "x"}]}).encode()).messages == (
+            (role, "x"),)
+
+
+def get(port: int, path: str) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def test_a_request_for_another_model_is_a_404_in_openais_shape() -> None:
+    engine = Script([b"x"])
+    with serving(engine) as (_, port):
+        chat = {"messages": [{"role": "user", "content": "a"}], "model": "gpt-4"}
+        for path, body in (("/v1/completions", {"prompt": "a", "model": "gpt-4"}), ("/v1/chat/completions", chat)):
+            status, _, raw = post(port, path, body)
+            error = json.loads(raw)["error"]
+            assert status == 404, path
+            assert (error["type"], error["param"], error["code"]) == ("invalid_request_error", "model",
+                                                                      "model_not_found")
+            assert "'gpt-4' does not exist here: this server serves 'script'" in error["message"]
+        assert post(port, "/v1/completions", {"prompt": "a", "model": "script"})[0] == 200
+        assert post(port, "/v1/completions", {"prompt": "a"})[0] == 200  # not named: the one served
+
+
+def test_one_model_is_retrieved_by_its_id() -> None:
+    with serving(Script([b"x"])) as (service, port):
+        status, raw = get(port, "/v1/models/script")
+        assert status == 200
+        assert json.loads(raw) == {"id": "script", "object": "model", "created": service.created, "owned_by": "script"}
+        status, raw = get(port, "/v1/models/other")
+        assert status == 404 and json.loads(raw)["error"]["code"] == "model_not_found"
+
+
+def test_a_generation_stops_when_its_client_goes_away_without_streaming() -> None:
+    import socket
+
+    class Slow(Script):  # 10 ms a token: the whole answer would hold the engine for 100 s
+        def piece(self, token: int) -> bytes:
+            time.sleep(0.01)
+            return super().piece(token)
+
+    engine = Slow([b"x"] * 10_000)
+    with serving(engine) as (service, port):
+        engine.asked.clear()
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        body = json.dumps({"prompt": "a", "max_tokens": 10_000}).encode()
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        assert engine.started.wait(10)
+        sock.close()  # the client gives up while the engine is held
+        engine.asked.set()
+        for _ in range(500):  # the engine is let go well before 10,000 tokens
+            if not service.lock.locked():
+                break
+            time.sleep(0.01)
+        assert not service.lock.locked()
+        status, _, raw = post(port, "/v1/completions", {"prompt": "b", "max_tokens": 2})
+        assert status == 200 and json.loads(raw)["choices"][0]["text"] == "xx"
+
+
+def test_a_burst_of_fifty_streams_is_answered_never_reset() -> None:
+    engine = Script([b"x"] * 3)
+    results: list[int | str] = []
+    lock = threading.Lock()
+
+    def one() -> None:
+        try:
+            status, _, raw = post(port, "/v1/completions", {"prompt": "a", "stream": True})
+            outcome: int | str = status if status == 503 or events(raw)[-1] == "[DONE]" else f"{status} unfinished"
+        except OSError as e:  # a reset connection: the fault this test is for
+            outcome = f"{type(e).__name__}: {e}"
+        with lock:
+            results.append(outcome)
+
+    with serving(engine, queue=16) as (_, port):
+        engine.asked.clear()  # the first holds the engine while the rest connect at once
+        threads = [threading.Thread(target=one) for _ in range(50)]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)
+        engine.asked.set()
+        for t in threads:
+            t.join(60)
+    assert len(results) == 50
+    assert set(results) <= {200, 503}, [r for r in results if r not in (200, 503)]
+    assert 200 in results
+
+
+def test_the_listen_backlog_holds_a_burst() -> None:
+    from superfluid.runtime.serving import BACKLOG
+
+    assert BACKLOG >= 128  # the stdlib's default of 5 reset connections of a burst (SYN cookies)
+    server = make_server(Service(Script([b"x"])), "127.0.0.1", 0)
+    try:
+        assert server.request_queue_size == BACKLOG
+    finally:
+        server.server_close()

@@ -173,4 +173,6 @@ def test_ci_runs_the_readmes_test_command_on_push_and_pull_request() -> None:
     assert ".ci/run" in runs
     assert "bash scripts/test" in (ROOT / ".ci" / "run").read_text()
     assert "scripts/test" in (ROOT / "README.md").read_text()
-    assert "need+=(minisign)" in (ROOT / ".ci" / "run").read_text()  # the fresh CI machine gets minisign
+    # the fresh CI machine gets minisign: scripts/test installs the system tools first
+    assert '"minisign minisign"' in (ROOT / "scripts" / "system-tools").read_text()
+    assert "bash scripts/system-tools test" in (ROOT / "scripts" / "test").read_text()

@@ -101,3 +101,18 @@ def test_every_readme_command_calls_it_first() -> None:
         assert lines[0] == f"bash scripts/system-tools {purpose}", script
     assert "scripts/test" in (ROOT / ".ci" / "run").read_text()
     assert os.access(SCRIPT, os.X_OK)
+
+
+@pytest.mark.parametrize(("args", "code", "says"), [
+    pytest.param(["--help"], 0, "scripts/make-mirror DIR", id="help"),
+    pytest.param(["-h"], 0, "superfluid runtime install basert --mirror DIR", id="h"),
+    pytest.param(["--nope"], 2, "unknown option --nope", id="unknown-option"),
+    pytest.param([], 2, "usage: scripts/make-mirror DIR", id="no-dir"),
+])
+def test_make_mirror_answers_help_and_refuses_a_wrong_line(args: list[str], code: int, says: str,
+                                                           tmp_path: Path) -> None:
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "make-mirror"), *args], capture_output=True, text=True,
+                          timeout=60, check=False, cwd=tmp_path)
+    assert done.returncode == code
+    assert says in (done.stdout if code == 0 else done.stderr)
+    assert list(tmp_path.iterdir()) == []  # nothing made

@@ -23,6 +23,7 @@ class FetchConfig:
 
     retries: int = 4  # further attempts after the first, per request
     unresolved_retries: int = 1  # further attempts after a host name did not resolve (DNS)
+    refused_retries: int = 1  # further attempts after a connection was refused (nothing listens)
     backoff_base: float = 0.5  # seconds; attempt n waits backoff_base * 2**n ...
     backoff_max: float = 20.0  # seconds; ... but never longer than this
     retry_after_max: float = 120.0  # seconds; a longer Retry-After or reset is reported, not waited

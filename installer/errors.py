@@ -21,6 +21,7 @@ __all__ = [
     "DownloadError",
     "DownloadStalled",
     "HostUnreachable",
+    "ConnectionRefused",
     "SizeExceeded",
     "RateLimited",
     "VerificationError",
@@ -97,6 +98,23 @@ class HostUnreachable(DownloadError):
                 "(a mirror or a directory of release files) or --offline (the download cache)",
         )
         self.host = host
+
+
+class ConnectionRefused(DownloadError):
+    """Nothing listens at the address: the connection was refused. Retried once only
+    (``FetchConfig.refused_retries``): a server that is not running is not cured by waiting, and
+    the user is better told at once to start it or to take the bytes from elsewhere."""
+
+    def __init__(self, url: str, address: str) -> None:
+        super().__init__(
+            url,
+            f"connection refused by {address}: nothing listens there",
+            retryable=True,
+            fix=f"check that the server at {address} is running and that the URL names its port; or install "
+                "from elsewhere with --mirror URL|DIR (a mirror or a directory of release files) or --offline "
+                "(the download cache)",
+        )
+        self.address = address
 
 
 class SizeExceeded(DownloadError):

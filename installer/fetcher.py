@@ -38,7 +38,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, urljoin, urlsplit
 
 from .config import FetchConfig
-from .errors import DownloadError, DownloadStalled, HostUnreachable, OfflineMissing, RateLimited, SizeExceeded
+from .errors import (
+    ConnectionRefused,
+    DownloadError,
+    DownloadStalled,
+    HostUnreachable,
+    OfflineMissing,
+    RateLimited,
+    SizeExceeded,
+)
 
 if TYPE_CHECKING:
     import requests
@@ -299,7 +307,8 @@ class Fetcher(ABC):
 
         Waits ``Retry-After`` when the server asked (within ``config.retry_after_max``), else
         ``config.backoff(attempt)``; at most ``config.retries`` further attempts
-        (``config.unresolved_retries`` when the host's name did not resolve).
+        (``config.unresolved_retries`` when the host's name did not resolve, ``config.refused_retries``
+        when the connection was refused).
 
         Raises:
             DownloadError: the last error, marked with the number of attempts made.
@@ -313,7 +322,7 @@ class Fetcher(ABC):
                 try:
                     return op(attempt)
                 except DownloadError as e:
-                    limit = self.config.unresolved_retries if isinstance(e, HostUnreachable) else self.config.retries
+                    limit = self._retries_for(e)
                     if not e.retryable or attempt >= limit:
                         e.gave_up(attempt + 1)
                         raise
@@ -331,6 +340,15 @@ class Fetcher(ABC):
         finally:
             if outer is None:
                 self._waiting.since = None
+
+    def _retries_for(self, e: DownloadError) -> int:
+        """Further attempts a fault is worth: few where waiting cures nothing (a name that does not
+        resolve, a connection refused), ``config.retries`` otherwise."""
+        if isinstance(e, HostUnreachable):
+            return self.config.unresolved_retries
+        if isinstance(e, ConnectionRefused):
+            return self.config.refused_retries
+        return self.config.retries
 
     def _time_left(self, limit: float) -> float:
         """``limit`` seconds, or fewer when the request being retried is near its overall deadline
@@ -357,6 +375,8 @@ class Fetcher(ABC):
             raise
         except socket.gaierror as e:
             raise HostUnreachable(url, urlsplit(url).hostname or url, e.strerror or str(e)) from e
+        except ConnectionRefusedError as e:
+            raise ConnectionRefused(url, _address(url)) from e
         except OSError as e:
             raise DownloadError(url, f"connection failed: {e}", retryable=True) from e
         except Exception as e:
@@ -541,6 +561,8 @@ class RequestsFetcher(Fetcher):
             unresolved = _unresolved(e)
             if unresolved is not None:
                 raise HostUnreachable(url, urlsplit(url).hostname or url, unresolved) from e
+            if _refused(e):
+                raise ConnectionRefused(url, _address(url)) from e
             raise DownloadError(url, f"could not connect: {_reason(e)}", retryable=True) from e
         except requests.exceptions.RequestException as e:
             raise DownloadError(url, f"request failed: {e}") from e
@@ -571,24 +593,45 @@ class RequestsFetcher(Fetcher):
         return FetchResponse(url, r.status_code, Headers(r.headers), chunks(), r.close)
 
 
-def _unresolved(e: BaseException) -> str | None:
-    """The resolver's words when a requests/urllib3 connection error is a host name that did not
-    resolve (DNS), else None."""
+def _chain(e: BaseException) -> Iterator[BaseException]:
+    """``e`` and every exception it wraps (requests wraps urllib3 wraps the socket error)."""
     seen: set[int] = set()
     todo: list[BaseException] = [e]
-    found: str | None = None
     while todo:
         cur = todo.pop()
         if id(cur) in seen:
             continue
         seen.add(id(cur))
+        yield cur
+        todo += [x for x in (*cur.args, getattr(cur, "reason", None), cur.__cause__, cur.__context__)
+                 if isinstance(x, BaseException)]
+
+
+def _unresolved(e: BaseException) -> str | None:
+    """The resolver's words when a requests/urllib3 connection error is a host name that did not
+    resolve (DNS), else None."""
+    found: str | None = None
+    for cur in _chain(e):
         if isinstance(cur, socket.gaierror):
             return cur.strerror or str(cur)
         if type(cur).__name__ == "NameResolutionError":  # urllib3 2: wraps the gaierror
             found = found or _reason(cur)
-        todo += [x for x in (*cur.args, getattr(cur, "reason", None), cur.__cause__, cur.__context__)
-                 if isinstance(x, BaseException)]
     return found
+
+
+def _refused(e: BaseException) -> bool:
+    """Whether a requests/urllib3 connection error is a refused connection (nothing listens)."""
+    return any(isinstance(cur, ConnectionRefusedError) for cur in _chain(e))
+
+
+def _address(url: str) -> str:
+    """``host:port`` of ``url``, the port its scheme's default when none is written."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return f"{parts.hostname}:{port or (443 if parts.scheme == 'https' else 80)}"
 
 
 def _reason(e: BaseException) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from superfluid.installer.config import FetchConfig
-from superfluid.installer.errors import DownloadError, HostUnreachable
+from superfluid.installer.errors import ConnectionRefused, DownloadError, HostUnreachable
 from superfluid.installer.fetcher import Fetcher, FetchResponse, RequestsFetcher
 from tests.conftest import VENV_BIN
 
@@ -128,12 +128,54 @@ def test_requests_reports_the_real_resolver_failure_as_unreachable() -> None:
 
 
 def test_other_connection_faults_keep_every_retry() -> None:
+    class Reset(_Unresolvable):
+        def _fetch(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
+            raise ConnectionResetError(104, "Connection reset by peer")
+
+    fetcher = Reset()
+    with pytest.raises(DownloadError) as e:
+        fetcher.get_bytes("https://127.0.0.1:9/x", max_bytes=1024)
+    assert not isinstance(e.value, (HostUnreachable, ConnectionRefused))
+    assert e.value.attempts == FetchConfig().retries + 1
+
+
+def test_a_refused_connection_is_retried_once() -> None:
     class Refused(_Unresolvable):
         def _fetch(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
             raise ConnectionRefusedError(111, "Connection refused")
 
     fetcher = Refused()
-    with pytest.raises(DownloadError) as e:
+    with pytest.raises(ConnectionRefused) as e:
         fetcher.get_bytes("https://127.0.0.1:9/x", max_bytes=1024)
-    assert not isinstance(e.value, HostUnreachable)
-    assert e.value.attempts == FetchConfig().retries + 1
+    assert e.value.attempts == 2 and fetcher.waits == [FetchConfig().backoff(0)]
+    assert e.value.address == "127.0.0.1:9"
+
+
+def test_requests_reports_a_real_refused_connection_as_refused() -> None:
+    with socket.socket() as s:  # a port nothing listens on: bound, never listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        waits: list[float] = []
+        fetcher = RequestsFetcher(FetchConfig(), sleep=waits.append)
+        with pytest.raises(ConnectionRefused) as e:
+            fetcher.get_bytes(f"http://127.0.0.1:{port}/x.json", max_bytes=1024)
+    assert e.value.attempts == 2 and len(waits) == 1
+    assert f"connection refused by 127.0.0.1:{port}: nothing listens there" in str(e.value)
+
+
+def test_install_from_a_mirror_nobody_serves_fails_fast_naming_what_to_do(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("SUPERFLUID_")},
+               "SUPERFLUID_HOME": str(tmp_path / "home")}
+        started = time.monotonic()
+        done = subprocess.run([str(VENV_BIN / "superfluid"), "runtime", "install", "basert", "--mirror",
+                               f"http://127.0.0.1:{port}/"], env=env, capture_output=True, text=True, timeout=60,
+                              check=False, stdin=subprocess.DEVNULL)
+        took = time.monotonic() - started
+    assert done.returncode == 1, done.stderr
+    assert f"connection refused by 127.0.0.1:{port}" in done.stderr
+    assert "is running" in done.stderr and "--offline" in done.stderr and "Traceback" not in done.stderr
+    assert took < 5, took  # one retry after 0.5 s, not four with backoff (7.7 s)
+    assert not (tmp_path / "home" / "runtimes").exists()

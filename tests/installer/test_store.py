@@ -18,7 +18,7 @@ import pytest
 
 from superfluid.installer import store
 from superfluid.installer.extract import UnsafeArchive, extract_all
-from superfluid.installer.lock import Holder, LockBusy, install_lock, lock_holder
+from superfluid.installer.flock import Holder, LockBusy, install_lock, lock_holder
 from superfluid.installer.publish import install_staged, worker_command, write_worker_launcher
 from superfluid.installer.store import (
     BadName,
@@ -284,7 +284,7 @@ def test_broken_installs_listed_but_never_default(tmp_path: Path) -> None:
 
 HOLDER = textwrap.dedent("""
     import sys, time
-    from superfluid.installer.lock import install_lock
+    from superfluid.installer.flock import install_lock
     with install_lock(sys.argv[1], command="superfluid runtime install demo"):
         print("held", flush=True)
         time.sleep(60)
@@ -327,7 +327,7 @@ def test_lock_is_exclusive_within_one_process(tmp_path: Path) -> None:
 def test_holder_command_hides_urls(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "argv", ["/usr/bin/superfluid", "runtime", "install", "basert", "--mirror",
                                       "https://user:secret@mirror.example/x"])
-    from superfluid.installer import lock
+    from superfluid.installer import flock as lock
 
     assert lock._command() == "superfluid runtime install basert --mirror <url>"
 

@@ -90,18 +90,21 @@ def plan(request: Request, *, environ: Mapping[str, str], mirror: str | None = N
         NotInstallable, InconsistentRelease, DigestConflict: the adapter's refusals.
         DownloadError, RateLimited, OfflineMissing, ReleaseNotFound, BadFile: reading the listing.
     """
-    from superfluid.installer.listing import SourceListing
-    from superfluid.installer.sources import source_for
     from superfluid.runtime import registry
     from superfluid.runtime.host import detect
-    from superfluid.runtime.redact import redact_url
 
     adapter = registry.get(request.id)
     host = host or detect(environ)
     if request.from_:
+        from superfluid.runtime.redact import redact_url
+
         return adapter.plan(request, host), redact_url(request.from_), None
-    source = source or source_for(mirror=mirror, offline=offline, environ=environ,
-                                  fix=f"run `superfluid runtime install {request.id}` once without --offline")
+    from superfluid.installer.listing import SourceListing
+    from superfluid.installer.sources import source_for
+
+    if source is None:
+        source = source_for(mirror=mirror, offline=offline, environ=environ,
+                            fix=f"run `superfluid runtime install {request.id}` once without --offline")
     try:
         listing = SourceListing(source, adapter.repo)
         plans = [listing.settle(p, request.sha256) for p in adapter.plan(request, host, listing)]

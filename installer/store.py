@@ -1,6 +1,6 @@
 """Changing the installs of a runtime: staging, publishing, listing, ``current`` and ``pinned``
-(SPEC §3, §8.4; notes/superfluid-contract.md §2.5, §5.3). The fixed names of the home are
-``superfluid.runtime.home``'s; this module adds the temporary ones its writers leave:
+(docs/install.md). The fixed names of the home are ``superfluid.runtime.home``'s; this module
+adds the temporary ones its writers leave:
 
 ```
 $SUPERFLUID_HOME/runtimes/<id>/.staging-<install>-<pid>-<rand>/   an install being made

@@ -3,8 +3,8 @@
 ``install_staged`` is the one function that makes an install. In order, holding the runtime's
 lock: clean what dead writers left; make a fresh staging directory beside the installs; write the
 worker launcher; let the caller stage it (fill ``lib/``); let the caller probe the staged library
-(a worker subprocess, which sees no receipt yet: it judges the library, not what we say of it);
-write the receipt; publish with one rename; point ``current`` at the default install. Any failure
+(a worker subprocess; the installer's sees no receipt yet, so it judges the library and not what
+we say of it); write the receipt; publish with one rename; point ``current`` at the default install. Any failure
 before the rename deletes the staging and leaves every install as it was; a SIGKILL leaves the
 staging for the next run to delete.
 

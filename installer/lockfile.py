@@ -163,11 +163,12 @@ class Engine:
         """The plan an install of this engine carries out: digests fixed, URLs the lock's (or, with
         ``mirror_root``, the same paths below that mirror)."""
         assets = tuple(
-            PlanAsset(a.name, url_below(mirror_root, a.path) if mirror_root else a.url, a.sha256, a.size,
-                      a.digest_source, a.checked)
+            PlanAsset(name=a.name, url=url_below(mirror_root, a.path) if mirror_root else a.url, sha256=a.sha256,
+                      size=a.size, digest_source=a.digest_source, checked=a.checked)
             for a in self.assets)
-        return Plan(self.target.runtime, self.version, self.backend, assets, self.tested, self.chosen_by, self.abi,
-                    self.why, self.target.platform, dict(self.facts))
+        return Plan(id=self.target.runtime, version=self.version, backend=self.backend, assets=assets,
+                    tested=self.tested, chosen_by=self.chosen_by, abi=self.abi, why=self.why,
+                    platform=self.target.platform, facts=dict(self.facts))
 
     @classmethod
     def from_plan(cls, target: Target, repo: str, plan: Plan,

@@ -17,11 +17,9 @@ object store. ``verify`` rechecks every file's digest and the listings, and chan
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,18 +87,12 @@ def _holds(path: Path, f: LockedFile) -> bool:
 
 
 def _place(blob: Path, target: Path) -> None:
-    """Copy a verified blob to ``target``: a temp file in its directory, then ``os.replace``."""
+    """Copy a verified blob to ``target``, whole or not at all (``atomic_file``)."""
+    from superfluid.runtime.atomic import atomic_file
+
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as out, open(blob, "rb") as src:
-            shutil.copyfileobj(src, out, 1 << 20)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with atomic_file(target) as out, open(blob, "rb") as src:
+        shutil.copyfileobj(src, out, 1 << 20)
 
 
 def _fetch(files: Sequence[LockedFile], *, environ: Mapping[str, str], progress: Any) -> list[Path]:

@@ -1,14 +1,14 @@
-"""The install workflow: staged, probed, then published by rename (SPEC §8.4).
+"""Where an install lands: staged beside the installs, probed, then published by one rename (docs/install.md).
 
 ``install_staged`` is the one function that makes an install. In order, holding the runtime's
 lock: clean what dead writers left; make a fresh staging directory beside the installs; write the
-worker launcher; let the caller populate the staging (extract the verified archives into ``lib/``)
-and describe it (the receipt); write the receipt; let the caller probe the staged library in a
-worker subprocess; publish with one rename; point ``current`` at the default install. Any failure
+worker launcher; let the caller stage it (fill ``lib/``); let the caller probe the staged library
+(a worker subprocess; the installer's sees no receipt yet, so it judges the library and not what
+we say of it); write the receipt; publish with one rename; point ``current`` at the default install. Any failure
 before the rename deletes the staging and leaves every install as it was; a SIGKILL leaves the
 staging for the next run to delete.
 
-The caller owns what is installed and how it is judged (plans, downloads, digests, the ABI
+The caller owns what is installed and how it is judged (plans, downloads, digests, the probe's
 verdict); this module owns where and how it lands.
 """
 
@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from superfluid.installer.lock import Holder, install_lock
+from superfluid.installer.flock import Holder, install_lock
 from superfluid.installer.store import (
     StoreError,
     check_install_name,
@@ -36,11 +36,11 @@ from superfluid.installer.store import (
     remove_tree,
     runtime_root,
 )
+from superfluid.runtime.atomic import write_atomic
 from superfluid.runtime.home import CURRENT, LIB, worker_path
 from superfluid.runtime.receipt import RECEIPT, Receipt, now_utc, write_receipt
-from superfluid.runtime.registry import worker_command as registry_worker
 
-__all__ = ["Published", "install_staged", "worker_command", "write_worker_launcher", "launcher_script"]
+__all__ = ["Published", "install_staged", "worker_argv", "write_worker_launcher", "launcher_script"]
 
 
 @dataclass(frozen=True)
@@ -55,8 +55,9 @@ class Published:
     cleaned: tuple[str, ...] = ()  # leftovers of dead writers removed first
 
 
-def worker_command(runtime_id: str, *, python: str | None = None, module: str | None = None) -> list[str]:
-    """The command the launcher execs: this interpreter running the adapter's worker ``main``.
+def worker_argv(runtime_id: str, *, python: str | None = None, module: str | None = None) -> list[str]:
+    """The command a launcher written with ``argv`` execs: this interpreter running the adapter's
+    worker ``main``.
 
     Why not the console script ``superfluid-worker-<id>``: the adapter's library search starts at
     ``sys.argv[0]`` (``../lib`` beside the worker), and a console script would put its own path
@@ -72,10 +73,25 @@ def worker_command(runtime_id: str, *, python: str | None = None, module: str | 
     return [python or sys.executable, flag, "-c", boot]
 
 
+def _layout(runtime_id: str) -> tuple[str, int]:
+    """The launcher's file name, and how many folders its install is above the folder holding it
+    (``worker_path``: ``bin/<name>``, one)."""
+    *folders, name = worker_path(runtime_id).split("/")
+    return name, len(folders)
+
+
+def _engine_note(runtime_id: str) -> str:
+    """Where the engine is, seen from the launcher: ``../lib``."""
+    return "../" * _layout(runtime_id)[1] + LIB
+
+
 def _boot(runtime_id: str, module: str) -> str:
     """The ``-c`` program the launcher runs: the adapter's worker ``main`` with the launcher as
     ``argv[0]``, or, when this Python has no superfluid, one line saying which command restores it."""
-    name = registry_worker(runtime_id)
+    name, up = _layout(runtime_id)
+    install = "sys.argv[0]"
+    for _ in range(up + 1):
+        install = f"os.path.dirname({install})"
     return "\n".join([
         "import os, sys",
         "if sys.path and sys.path[0] in ('', '.'):",
@@ -84,7 +100,7 @@ def _boot(runtime_id: str, module: str) -> str:
         "try:",
         f"    from {module} import main",
         "except ImportError as e:",
-        "    install = os.path.basename(os.path.dirname(os.path.dirname(sys.argv[0])))",
+        f"    install = os.path.basename({install})",
         f"    sys.stderr.write(f'{name}: {{sys.executable}} has no superfluid to run this install ({{e}}); '",
         f"                     f'`superfluid runtime repair {runtime_id} {{install}}` rewrites its launcher\\n')",
         "    sys.exit(127)",
@@ -106,7 +122,11 @@ def launcher_script(runtime_id: str, *, made_by: str | None = None, module: str 
     breaks nothing while a superfluid is on ``PATH`` (or asks); with none anywhere, the launcher
     exits 127 naming the command that restores it (``superfluid runtime repair <id> <install>``).
     """
-    name = registry_worker(runtime_id)
+    name, up = _layout(runtime_id)
+    engine = _engine_note(runtime_id)
+    install_dir = '"$here"'
+    for _ in range(up):
+        install_dir = f'"$(dirname -- {install_dir})"'
     boot = _boot(runtime_id, module or f"superfluid.runtime.{runtime_id}.worker")
     made = made_by or sys.executable
     # one line (a worker's reason is its last line of stderr), naming the command that restores it
@@ -116,7 +136,7 @@ def launcher_script(runtime_id: str, *, made_by: str | None = None, module: str 
                f"{runtime_id} $install\\` rewrites this launcher")
     return f"""#!/bin/sh
 # {name}: written by superfluid's installer. It runs the {runtime_id} adapter's worker with this
-# file as argv[0] (its ../lib holds the engine), under the first Python found: $SUPERFLUID_PYTHON
+# file as argv[0] (its {engine} holds the engine), under the first Python found: $SUPERFLUID_PYTHON
 # (set by the superfluid that starts it), the Python of the `superfluid` on PATH, or the one that
 # made this install. Moving or deleting that environment breaks nothing while a superfluid is on PATH.
 here=$(cd -- "$(dirname -- "$0")" && pwd -P) || exit 127
@@ -146,7 +166,7 @@ if [ -z "$py" ]; then
 fi
 if [ -z "$py" ] && [ -x "$made_by" ]; then py=$made_by; fi
 if [ -z "$py" ]; then
-  install=$(basename -- "$(dirname -- "$here")")
+  install=$(basename -- {install_dir})
   echo "{missing}" >&2
   exit 127
 fi
@@ -171,14 +191,11 @@ def write_worker_launcher(install_dir: str | os.PathLike[str], runtime_id: str, 
         script = (
             "#!/bin/sh\n"
             f"# {path.name}: written by superfluid's installer; runs the adapter's worker\n"
-            "# with this file as argv[0] (its ../lib holds the engine).\n"
+            f"# with this file as argv[0] (its {_engine_note(runtime_id)} holds the engine).\n"
             'here=$(cd -- "$(dirname -- "$0")" && pwd -P) || exit 127\n'
             f'exec {" ".join(shlex.quote(a) for a in argv)} "$here/{path.name}" "$@"\n'
         )
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(script, encoding="utf-8")
-    os.chmod(tmp, 0o755)
-    os.replace(tmp, path)
+    write_atomic(path, script.encode("utf-8"), mode=0o755)
     return path
 
 
@@ -200,32 +217,46 @@ def _check_staged(staging: Path, receipt: Receipt) -> None:
         raise StoreError(f"the staged install has no runnable worker at {worker}")
 
 
+def _describe(staging: Path, receipt: Receipt, runtime_id: str, install: str) -> Receipt:
+    """Write the receipt of the staged install (``installed_at`` now when None), once it is known
+    to describe this install and the staged worker is there to run."""
+    if receipt.installed_at is None:
+        receipt = dataclasses.replace(receipt, installed_at=now_utc())
+    _check_receipt(receipt, runtime_id, install)
+    write_receipt(staging / RECEIPT, receipt)
+    _check_staged(staging, receipt)
+    return receipt
+
+
 def install_staged(
     home: str | os.PathLike[str],
     runtime_id: str,
     install: str,
-    populate: Callable[[Path], Receipt],
-    probe: Callable[[Path], None],
+    stage: Callable[[Path], Receipt | None],
+    probe: Callable[[Path], Receipt | None],
     *,
     lock_timeout: float = 600.0,
     on_wait: Callable[[Holder], None] | None = None,
     command: str | None = None,
 ) -> Published:
-    """Install ``<home>/runtimes/<id>/<install>`` from a staging directory, atomically.
+    """Install ``<home>/runtimes/<id>/<install>`` from a staging directory, atomically: stage →
+    probe → receipt → publish.
 
-    ``populate(staging)`` fills the staging directory (``staging/lib`` and ``staging/bin`` exist,
-    the worker launcher is written and may be replaced) and returns the receipt, which must name
-    ``runtime_id``, ``install`` and ``bin/superfluid-worker-<id>``; it is written to
-    ``staging/runtime.json``, ``installed_at`` set to now when it is None. ``probe(staging)``
-    then checks the staged library (a worker subprocess; for basert the ABI verdict) and raises to
-    refuse it. Only then is the staging renamed into place, replacing an install of that name, and
-    ``current`` pointed at the default install (the pinned one, else the best-ranked).
+    ``stage(staging)`` fills the staging directory (``staging/lib`` and ``staging/bin`` exist, the
+    worker launcher is written and may be replaced). ``probe(staging)`` then checks the staged
+    library (a worker subprocess) and raises to refuse it. The receipt is what the probe answers,
+    made of its verdict (the installer's case); when the staged files alone describe the install,
+    ``stage`` answers it instead and it is written before the probe runs (a probe that answers one
+    too replaces it). It must name ``runtime_id``, ``install`` and ``bin/superfluid-worker-<id>``,
+    and is written to ``staging/runtime.json``, ``installed_at`` set to now when it is None. Only
+    then is the staging renamed into place, replacing an install of that name, and ``current``
+    pointed at the default install (the pinned one, else the best-ranked).
 
     Raises:
         BadName: a bad runtime id or install name (before anything is touched).
         LockBusy: another process held the lock past ``lock_timeout`` seconds.
-        StoreError: a filesystem fault, or a receipt that does not describe this install.
-        Whatever ``populate`` or ``probe`` raise (UnsafeArchive, AbiRefused, WorkerFailed, …):
+        StoreError: a filesystem fault, or no receipt, or one that does not describe this install.
+        Whatever ``stage`` or ``probe`` raise (UnsafeArchive, ProbeRefused, WorkerFailed, …):
             the staging is deleted, installs are as they were.
     """
     check_install_name(install)
@@ -241,13 +272,14 @@ def install_staged(
         try:
             (staging / LIB).mkdir()
             write_worker_launcher(staging, runtime_id)
-            receipt = populate(staging)
-            if receipt.installed_at is None:
-                receipt = dataclasses.replace(receipt, installed_at=now_utc())
-            _check_receipt(receipt, runtime_id, install)
-            write_receipt(staging / RECEIPT, receipt)
-            _check_staged(staging, receipt)
-            probe(staging)
+            receipt = stage(staging)
+            if receipt is not None:  # described by what was staged: in place for the probe to see
+                receipt = _describe(staging, receipt, runtime_id, install)
+            judged = probe(staging)
+            if judged is not None:
+                receipt = _describe(staging, judged, runtime_id, install)
+            if receipt is None:
+                raise StoreError(f"nothing described the staged {runtime_id} {install}: it has no receipt")
             replaced = publish(root, staging, install)
         except BaseException as e:
             remove_tree(staging)

@@ -1,6 +1,6 @@
 """Changing the installs of a runtime: staging, publishing, listing, ``current`` and ``pinned``
-(SPEC §3, §8.4; notes/superfluid-contract.md §2.5, §5.3). The fixed names of the home are
-``superfluid.runtime.home``'s; this module adds the temporary ones its writers leave:
+(docs/install.md). The fixed names of the home are ``superfluid.runtime.home``'s; this module
+adds the temporary ones its writers leave:
 
 ```
 $SUPERFLUID_HOME/runtimes/<id>/.staging-<install>-<pid>-<rand>/   an install being made
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from superfluid.installer.lock import Holder, install_lock
+from superfluid.installer.flock import Holder, install_lock
 from superfluid.runtime.errors import SuperfluidError, UsageError
 from superfluid.runtime.home import CURRENT, PINNED, current_target, installs_in, is_install_entry, runtime_dir
 from superfluid.runtime.jsonread import read_bytes
@@ -409,15 +409,16 @@ def refresh_current(root: str | os.PathLike[str], *, leaving: Collection[str] = 
 
 
 def write_pinned(root: str | os.PathLike[str], install: str) -> None:
-    """Write ``pinned`` (``"<install>\\n"``) by temp file and rename. Call it holding the lock.
+    """Write ``pinned`` (``"<install>\\n"``) whole (``write_atomic``, through a temp name
+    ``clean_stale`` knows). Call it holding the lock.
 
     Raises:
         OSError: it cannot be written.
     """
-    tmp = os.path.join(root, _temp_name("pinned-new"))
-    with open(tmp, "x", encoding="utf-8") as f:
-        f.write(check_install_name(install) + "\n")
-    os.replace(tmp, os.path.join(root, PINNED))
+    from superfluid.runtime.atomic import write_atomic
+
+    data = (check_install_name(install) + "\n").encode("utf-8")
+    write_atomic(os.path.join(root, PINNED), data, temp=_temp_name("pinned-new"))
 
 
 def set_aside(root: str | os.PathLike[str], install: str) -> Path:

@@ -79,7 +79,7 @@ def _assets(assets: Any) -> tuple[PlanAsset, ...]:
         if digest is None or asset["sha256"].lower().startswith("sha256:"):
             raise _bad(f"assets[{n}] ({asset['name']}) has no 'sha256' of 64 hexadecimal digits (it has "
                        f"{json.dumps(asset.get('sha256'))}); the installer passes the digest it verified")
-        out.append(PlanAsset(asset["name"], asset["url"], digest, None, "verified"))
+        out.append(PlanAsset(name=asset["name"], url=asset["url"], sha256=digest, size=None, digest_source="verified"))
     return tuple(out)
 
 
@@ -121,9 +121,9 @@ def plan_of_json(text: str, runtime_id: str) -> Plan:
     made_for = doc.get("for")
     if made_for is not None and not (isinstance(made_for, dict) and all(isinstance(v, str) for v in made_for.values())):
         raise _bad("'for' must be an object of strings (release, version, compat_sha256)")
-    plan = Plan(runtime_id, version, backend, _assets(doc.get("assets")), tested, chosen, abi,
-                str(doc.get("why") or ""), str(doc.get("platform") or ""), {"layout": layout} if layout else {},
-                made_for)
+    plan = Plan(id=runtime_id, version=version, backend=backend, assets=_assets(doc.get("assets")), tested=tested,
+                chosen_by=chosen, abi=abi, why=str(doc.get("why") or ""), platform=str(doc.get("platform") or ""),
+                facts={"layout": layout} if layout else {}, made_for=made_for)
     try:
         named = plan.install
     except UsageError:

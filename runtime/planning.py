@@ -245,7 +245,7 @@ class Request:
                          from_=values.get("--from"), sha256=values.get("--sha256"), untested=untested)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PlanAsset:
     """One file a plan fetches, and the digest it must have (SPEC §8.2).
 
@@ -274,7 +274,7 @@ class PlanAsset:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Plan:
     """One install an adapter proposes; plans come as an ordered fallback list.
 
@@ -390,7 +390,9 @@ def plan_from(request: Request, host: Host, read_name: Callable[[str, str | None
     version = request.version or said.version or "custom"
     backend = request.backend or said.backend or default_backend
     sha, source, checked = expected_digest(name, pin=said.pin, flag=request.sha256, local=is_local(src))
-    asset = PlanAsset(name, src, sha, said.size, source, checked, None, None, said.pin)
+    asset = PlanAsset(name=name, url=src, sha256=sha, size=said.size, digest_source=source, checked=checked,
+                      pin=said.pin)
     why = f"{src}, as named" + ("" if sha else " (no digest given: its computed SHA-256 is recorded)")
-    return Plan(request.id, version, backend, (asset,), said.tested and not request.untested, "from", said.abi, why,
-                host.platform, said.facts)
+    return Plan(id=request.id, version=version, backend=backend, assets=(asset,),
+                tested=said.tested and not request.untested, chosen_by="from", abi=said.abi, why=why,
+                platform=host.platform, facts=said.facts)

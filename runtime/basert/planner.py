@@ -245,15 +245,17 @@ def _plans_for(judged: _Judged, host: Host, request: Request, untested: bool, re
                                                sidecar_pending=name in cand.sidecars or repo is None,
                                                require_sidecar=True,
                                                where=(repo or _REPO, cand.tag))
-        asset = PlanAsset(name, o.url, sha, o.size, source, checked, cand.sidecars.get(name), o.api, o.pin)
+        asset = PlanAsset(name=name, url=o.url, sha256=sha, size=o.size, digest_source=source, checked=checked,
+                          sidecar=cand.sidecars.get(name), api_sha256=o.api, pin=o.pin)
         if untested:
             chosen_by, why = "untested", f"{judged.why} (UNTESTED: installed with --untested)"
         elif o.pinned:
             chosen_by, why = "pin", f"{judged.why}; pinned in this superfluid's recipe"
         else:
             chosen_by, why = judged.chosen_by or "abi", judged.why
-        plans.append(Plan("basert", cand.version, o.bundle.backend, (asset,), not untested, chosen_by, judged.abi,
-                          f"{host.describe()}: {why}; the {o.bundle.backend} bundle", host.platform))
+        plans.append(Plan(id="basert", version=cand.version, backend=o.bundle.backend, assets=(asset,),
+                          tested=not untested, chosen_by=chosen_by, abi=judged.abi,
+                          why=f"{host.describe()}: {why}; the {o.bundle.backend} bundle", platform=host.platform))
     return plans
 
 

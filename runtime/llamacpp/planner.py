@@ -157,7 +157,7 @@ def _plan(request: Request, recipe: Mapping[str, Any], host: Host, build: Tested
         at = listed.get(archive.name)
         if release is not None and at is None:
             url = str(recipe["release"]).format(version=version, name=archive.name)
-            assets.append(PlanAsset(archive.name, url, None, archive.size, "absent"))
+            assets.append(PlanAsset(name=archive.name, url=url, sha256=None, size=archive.size, digest_source="absent"))
             continue
         api = api_sha256(at.digest) if at is not None else None
         pin = parse_sha256(archive.sha256) if build is not None and build.archives else None
@@ -166,11 +166,13 @@ def _plan(request: Request, recipe: Mapping[str, Any], host: Host, build: Tested
                                                api=api, sidecar_pending=release is None, where=(repo, version))
         size = archive.size if archive.size is not None else (at.size if at is not None else None)
         url = at.url if at is not None else str(recipe["release"]).format(version=version, name=archive.name)
-        assets.append(PlanAsset(archive.name, url, sha, size, source, checked, None, api, pin))
+        assets.append(PlanAsset(name=archive.name, url=url, sha256=sha, size=size, digest_source=source,
+                                checked=checked, api_sha256=api, pin=pin))
     main = archives[0]
     facts = {"layout": build.layout} if build is not None else {}
-    return Plan(RUNTIME_ID, version, main.backend, tuple(assets), build is not None,
-                "tested" if build is not None else "untested", None, why, main.platform, facts)
+    return Plan(id=RUNTIME_ID, version=version, backend=main.backend, assets=tuple(assets), tested=build is not None,
+                chosen_by="tested" if build is not None else "untested", abi=None, why=why, platform=main.platform,
+                facts=facts)
 
 
 def plan_build(request: Request, recipe: Mapping[str, Any], host: Host, listing: Listing | None = None,

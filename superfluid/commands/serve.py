@@ -327,7 +327,7 @@ def _hold_sessions(directory: str | None) -> Iterator[None]:
     if directory is None:
         yield
         return
-    from superfluid.installer.lock import LockBusy, LockError, install_lock
+    from superfluid.installer.flock import LockBusy, LockError, install_lock
 
     with ExitStack() as stack:
         try:

@@ -18,8 +18,8 @@ import pytest
 
 from superfluid.installer import store
 from superfluid.installer.extract import UnsafeArchive, extract_all
-from superfluid.installer.lock import Holder, LockBusy, install_lock, lock_holder
-from superfluid.installer.publish import install_staged, worker_command, write_worker_launcher
+from superfluid.installer.flock import Holder, LockBusy, install_lock, lock_holder
+from superfluid.installer.publish import install_staged, worker_argv, write_worker_launcher
 from superfluid.installer.store import (
     BadName,
     NoSuchInstall,
@@ -284,7 +284,7 @@ def test_broken_installs_listed_but_never_default(tmp_path: Path) -> None:
 
 HOLDER = textwrap.dedent("""
     import sys, time
-    from superfluid.installer.lock import install_lock
+    from superfluid.installer.flock import install_lock
     with install_lock(sys.argv[1], command="superfluid runtime install demo"):
         print("held", flush=True)
         time.sleep(60)
@@ -327,7 +327,7 @@ def test_lock_is_exclusive_within_one_process(tmp_path: Path) -> None:
 def test_holder_command_hides_urls(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "argv", ["/usr/bin/superfluid", "runtime", "install", "basert", "--mirror",
                                       "https://user:secret@mirror.example/x"])
-    from superfluid.installer import lock
+    from superfluid.installer import flock as lock
 
     assert lock._command() == "superfluid runtime install basert --mirror <url>"
 
@@ -375,7 +375,7 @@ def test_launcher_hands_its_own_path_as_argv0(tmp_path: Path, probe_module: dict
     install = tmp_path / "runtimes" / RID / "1.0-cpu"
     install.mkdir(parents=True)
     (tmp_path / "runtimes" / RID / "current").symlink_to("1.0-cpu")
-    write_worker_launcher(install, RID, argv=worker_command(RID, module="sfprobe"))
+    write_worker_launcher(install, RID, argv=worker_argv(RID, module="sfprobe"))
     via_current = tmp_path / "runtimes" / RID / "current" / "bin" / f"superfluid-worker-{RID}"
     run = subprocess.run([str(via_current), "check", "--model", "a b.gguf"], capture_output=True, text=True,
                          env=probe_module, timeout=30)
@@ -386,7 +386,7 @@ def test_launcher_hands_its_own_path_as_argv0(tmp_path: Path, probe_module: dict
 def test_launcher_ignores_modules_in_the_working_directory(tmp_path: Path, probe_module: dict[str, str]) -> None:
     install = tmp_path / "i"
     install.mkdir()
-    write_worker_launcher(install, RID, argv=worker_command(RID, module="sfprobe"))
+    write_worker_launcher(install, RID, argv=worker_argv(RID, module="sfprobe"))
     (tmp_path / "cwd").mkdir()
     (tmp_path / "cwd" / "sfprobe.py").write_text("def main():\n    print('hijacked')\n")
     run = subprocess.run([str(install / worker_path(RID))], capture_output=True, text=True, cwd=tmp_path / "cwd",
@@ -395,7 +395,7 @@ def test_launcher_ignores_modules_in_the_working_directory(tmp_path: Path, probe
 
 
 def test_default_worker_command_runs_the_adapter_main() -> None:
-    argv = worker_command("basert")
+    argv = worker_argv("basert")
     assert argv[0] == sys.executable and argv[1] in ("-P", "-I") and argv[2] == "-c"
     assert "from superfluid.runtime.basert.worker import main" in argv[3]
 
@@ -584,3 +584,28 @@ def test_sigkill_after_the_exchange_keeps_the_new_install(tmp_path: Path) -> Non
     assert assert_consistent(home).sources[0].url == "file:///new"
     install_staged(home, RID, "2.0-cpu", populating("2.0-cpu"), no_probe)
     assert leftovers(home) == []
+
+
+# --- pinned, written whole ---------------------------------------------------------------------------------
+
+def test_pinned_goes_through_a_temp_name_clean_stale_knows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import superfluid.runtime.atomic as atomic
+
+    home = tmp_path / "home"
+    do_install(home, "1.0-cpu")
+    do_install(home, "2.0-cpu")
+    root = root_of(home)
+    pin(home, RID, "1.0-cpu")
+    temps: list[str] = []
+
+    def failing(src: str, dst: object) -> None:
+        temps.append(os.path.basename(src))
+        raise OSError(28, "No space left on device", src)
+
+    monkeypatch.setattr(atomic.os, "replace", failing)
+    with pytest.raises(StoreError, match="No space left"):
+        pin(home, RID, "2.0-cpu")
+    monkeypatch.undo()
+    assert len(temps) == 1 and store._TEMP.fullmatch(temps[0]) and temps[0].startswith(".pinned-new-")
+    assert leftovers(home) == []  # the temp file is removed, whatever failed
+    assert read_pinned(root) == "1.0-cpu" and current_install(root) == "1.0-cpu"

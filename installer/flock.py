@@ -1,8 +1,8 @@
-"""One install per runtime at a time, across processes: ``.install.lock`` (SPEC §3, §8.4).
+"""The install flock: one process at a time changes a runtime (``runtimes/<id>/.install.lock``).
 
-An exclusive ``flock`` on ``$SUPERFLUID_HOME/runtimes/<id>/.install.lock``; the holder writes its
-pid, command and start time into the file so that a waiter can say who it waits for. The kernel
-drops the lock when the holder dies, however it dies.
+An exclusive ``flock`` whose holder writes its pid, command and start time into the file, so that a
+waiter can say who it waits for; the kernel drops it when the holder dies, however it dies. (The
+fleet's lock file, ``superfluid.lock``, is ``lockfile.py``/``locking.py``.)
 """
 
 from __future__ import annotations

@@ -279,6 +279,12 @@ class Adapter(ABC):
     #: the heading of the index page's column of what each release drives of it (empty: the id)
     column: ClassVar[str] = ""
 
+    def abi_words(self, abi: int | None) -> str | None:
+        """``ABI 2`` or ``unnumbered`` when its libraries state ABI numbers (``numbered_abi``); else None."""
+        if not self.numbered_abi:
+            return None
+        return f"ABI {abi}" if abi is not None else "unnumbered"
+
     def question(self, kind: str) -> Question | None:
         """The question of ``kind`` it is asked, or None."""
         return next((q for q in self.questions if q.kind == kind), None)
@@ -305,6 +311,10 @@ class Adapter(ABC):
     def shown(self, part: Mapping[str, Any]) -> Shown:
         """Its compat part as ``superfluid compat`` prints it (the options line follows, for all)."""
         return Shown(f"{self.id}:")
+
+    def version_note(self, row: Mapping[str, Any]) -> str:
+        """The NOTE of one of its ``versions`` rows in ``superfluid runtime versions``."""
+        return ""
 
     def requires_text(self, requires: Mapping[str, Any]) -> str | None:
         """The line under ``superfluid runtimes`` for the ``requires`` its row states, or None."""

@@ -188,6 +188,9 @@ class BasertAdapter(Adapter):
                      + (f"; unnumbered libraries of the {line} line too" if line else ""),
                      ("INSTALLS", "ABI", "PLATFORMS"), rows)
 
+    def version_note(self, row: Mapping[str, Any]) -> str:
+        return (self.abi_words(row["abi"]) or "") if "abi" in row else ""
+
     def requires_text(self, requires: Mapping[str, Any]) -> str | None:
         return f"{self.id}: this superfluid drives baseRT ABI {requires['abi']} (header {requires['header']})"
 

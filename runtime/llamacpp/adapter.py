@@ -139,5 +139,10 @@ class LlamacppAdapter(Adapter):
         return Shown(f"{self.id}: built and tested against these llama.cpp builds", ("BUILD", "LAYOUT", "PUBLISHED"),
                      rows)
 
+    def version_note(self, row: Mapping[str, Any]) -> str:
+        if "layout" not in row:
+            return ""
+        return f"layout {row['layout']}" + (f", published {row['published']}" if row.get("published") else "")
+
 
 ADAPTER = LlamacppAdapter()

@@ -150,5 +150,8 @@ class MlxAdapter(Adapter):
         return Shown(f"{self.id}: installs on {', '.join(part.get('platforms') or []) or '-'}",
                      ("MLX", "MLX-LM", "PYTHON"), rows)
 
+    def version_note(self, row: Mapping[str, Any]) -> str:
+        return f"mlx-lm {row['mlx_lm']}, Python {row.get('python', '?')}" if "mlx_lm" in row else ""
+
 
 ADAPTER = MlxAdapter()

@@ -49,12 +49,10 @@ def _mb(size: int) -> str:
 
 
 def _abi(runtime_id: str, abi: int | None) -> str | None:
-    """``ABI 2`` or ``unnumbered`` for a runtime whose libraries state an ABI number (or none); else None."""
+    """``ABI 2`` or ``unnumbered`` for a runtime whose libraries state ABI numbers; else None."""
     from superfluid.runtime import registry
 
-    if not registry.get(runtime_id).numbered_abi:
-        return None
-    return f"ABI {abi}" if abi is not None else "unnumbered"
+    return registry.get(runtime_id).abi_words(abi)
 
 
 def plan_lines(plans: list[Plan], where: str) -> str:

@@ -189,6 +189,9 @@ class Adapter(ABC):
     needs_device: ClassVar[bool] = True
     #: keys of the check's report that the receipt records
     receipt_keys: ClassVar[tuple[str, ...]] = ()
+    #: the variables its worker reads besides ``SUPERFLUID_*`` (``BASERT_LIB``): an answer kept for
+    #: one value is not used for another
+    environment: ClassVar[tuple[str, ...]] = ()
 
     @property
     def repo(self) -> str:

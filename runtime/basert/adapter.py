@@ -55,6 +55,7 @@ class BasertAdapter(Adapter):
     package = "superfluid.runtime.basert"
     recipe_schema = "basert-recipe"
     numbered_abi = True
+    environment = ("BASERT_LIB", "BASERT_KERNEL_LIB")
     questions = QUESTIONS
     serve_flags = (ServeFlag("lib", "P", "the libbaseRT file or directory to serve with (else BASERT_LIB, else the "
                                          "install's)"),)

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from superfluid.manifest.choose import choose, choose_routes
 from superfluid.manifest.index import Good, Index
 from superfluid.manifest.routes import Choose, Page, ReleaseList, ReleaseOne, Route
+from superfluid.runtime import registry
 
 __all__ = ["Body", "JSON", "HTML", "encode", "error_body", "render", "releases_answer", "drives_cells"]
 
@@ -89,19 +90,21 @@ def _link(path: str, text: str | None = None) -> str:
 
 
 def drives_cells(release: Good) -> list[str]:
-    """What a release drives, one short cell per runtime (basert, llamacpp, mlx): the index page's
-    and ``check``'s table."""
+    """What a release drives, one short cell per runtime this superfluid ships (``Adapter.drives_cell``;
+    ``-`` for none): the index page's and ``check``'s table."""
     runtimes = release.compat.get("runtimes") or {}
-    basert, llamacpp, mlx = runtimes.get("basert"), runtimes.get("llamacpp"), runtimes.get("mlx")
-    cells = ["-", "-", "-"]
-    if isinstance(basert, dict):
-        line = basert.get("unnumbered_line")
-        cells[0] = f"ABI {basert['requires']['abi']}" + (f"; unnumbered {line}.x" if line else "")
-    if isinstance(llamacpp, dict):
-        cells[1] = ", ".join(t["build"] for t in llamacpp["tested"])
-    if isinstance(mlx, dict):
-        cells[2] = ", ".join(i["mlx"] for i in mlx["installs"]) + f" ({', '.join(mlx['platforms'])})"
-    return cells
+    return [registry.get(rid).drives_cell(part) if isinstance(part := runtimes.get(rid), dict) else "-"
+            for rid in registry.IDS]
+
+
+def _choose_paths() -> str:
+    """``<code>/v1/choose/basert/abi/&lt;N&gt;.json</code>, ...``: every question's path, on the page."""
+    return ", ".join(f"<code>/v1/choose/{html.escape(rid)}/{html.escape(q.kind)}/&lt;{html.escape(q.sample)}&gt;.json"
+                     f"</code>{html.escape(q.note)}" for rid in registry.IDS for q in registry.get(rid).questions)
+
+
+def _columns() -> str:
+    return "".join(f"<th>{html.escape(a.column or a.id)}</th>" for a in map(registry.get, registry.IDS))
 
 
 def page(index: Index) -> str:
@@ -119,11 +122,9 @@ def page(index: Index) -> str:
         f"<style>{_STYLE}</style></head><body>\n<h1>superfluid compat manifest</h1>\n"
         f"<p>Which superfluid release drives your engine. Trusted keys: {html.escape(keys)}. As JSON: "
         f"{_link(ReleaseList.path)}; one release: <code>/v1/releases/&lt;version&gt;.json</code>; which releases "
-        "drive an engine: <code>/v1/choose/basert/abi/&lt;N&gt;.json</code>, "
-        "<code>/v1/choose/basert/version/&lt;V&gt;.json</code> (unnumbered), "
-        "<code>/v1/choose/llamacpp/build/&lt;bNNNN&gt;.json</code>, <code>/v1/choose/mlx/version/&lt;V&gt;.json</code>"
-        ", each also per platform (<code>.../&lt;value&gt;/linux-x64.json</code>).</p>\n"
+        f"drive an engine: {_choose_paths()}, each also per platform (<code>.../&lt;value&gt;/linux-x64.json</code>)."
+        "</p>\n"
         f"<h2>Verified releases, newest first</h2>\n<table><tr><th>version</th><th>name</th><th>signed by</th>"
-        f"<th>baseRT</th><th>llama.cpp builds</th><th>MLX</th></tr>{rows}</table>\n"
+        f"{_columns()}</tr>{rows}</table>\n"
         f"<h2>Rejected (never chosen)</h2>\n<table><tr><th>version</th><th>where</th><th>reason</th></tr>{refused}"
         f"</table>\n<h2>Answers</h2>\n<ul>{answers}</ul>\n</body></html>\n")

@@ -85,8 +85,10 @@ def _table(rows: list[list[str]]) -> str:
 
 def _report(index: Any, out: Any) -> None:
     """The table of verified releases, then the rejected ones with their reasons."""
-    rows = [["VERSION", "NAME", "SIGNED BY", "BASERT", "LLAMACPP", "MLX"]]
     from superfluid.manifest.answers import drives_cells
+    from superfluid.runtime import registry
+
+    rows = [["VERSION", "NAME", "SIGNED BY", *(rid.upper() for rid in registry.IDS)]]
 
     for r in index.releases:
         rows.append([r.version, r.name, r.main.verdict.key_id or "not checked", *drives_cells(r)])

@@ -4,7 +4,7 @@ A compat document says what a release drives, merged from every adapter it ships
 
     {"schema": "superfluid-compat/1",
      "release": {"name", "version", "tarball", "sha256"},
-     "runtimes": {"basert": {...}, "llamacpp": {...}, "mlx": {...}}}
+     "runtimes": {"<id>": {...}, ...}}
 
 ``build`` merges the parts (each adapter's ``compat()`` answer) in the order given; ``validate``
 refuses a document of a schema major we do not know, then checks it against

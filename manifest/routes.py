@@ -13,22 +13,28 @@ host or CDN answers the same bytes at the same paths as the server:
 
 The server also answers each JSON path without ``.json``, the choose paths with ``?platform=P``
 instead of the last segment, the query form ``/v1/choose?runtime=basert&abi=2[&platform=P]``, and
-``/health``. Kinds: ``basert`` ``abi`` (a library stating ABI N) or ``version`` (an unnumbered
-library of that version); ``llamacpp`` ``build`` (``b11642``); ``mlx`` ``version``.
+``/health``. The runtimes are the registry's; the kinds each is asked, their spelling and their words
+are its adapter's (``Adapter.questions``), e.g. ``basert`` ``abi`` (a library stating ABI N).
 
 Values are taken in one canonical spelling only (``2``, never ``02``), so that one answer has one
-path. Anything else is a ``RouteError`` naming the parameter at fault. Pure: no I/O.
+path. Anything else is a ``RouteError`` naming the parameter at fault. Pure: no I/O of its own.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, quote
 
+from superfluid.runtime import registry
+from superfluid.runtime.adapter import VERSION_PATTERN
+
+if TYPE_CHECKING:
+    from superfluid.runtime.adapter import Question
+
 __all__ = [
-    "RUNTIMES",
+    "asked_by",
     "PLATFORMS",
     "RouteError",
     "Health",
@@ -43,18 +49,23 @@ __all__ = [
     "choose_route",
 ]
 
-#: runtime id -> the kinds of value it is asked by
-RUNTIMES: Mapping[str, tuple[str, ...]] = {"basert": ("abi", "version"), "llamacpp": ("build",), "mlx": ("version",)}
 #: the platform strings of SPEC §3
 PLATFORMS = ("linux-x64", "linux-arm64", "macos-x64", "macos-arm64")
 
-_VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+_!-]{0,63}")
-_GRAMMAR = {
-    "abi": (re.compile(r"[1-9][0-9]{0,8}"), "a positive whole number without leading zeros, e.g. 2"),
-    "build": (re.compile(r"b[1-9][0-9]{0,9}"), "a llama.cpp build, e.g. b11642"),
-    "version": (_VERSION, "a version, e.g. 0.3.0"),
-}
+_VERSION = re.compile(VERSION_PATTERN)
 _JSON = ".json"
+
+
+def asked_by(runtime: str) -> tuple[str, ...]:
+    """The kinds of value ``runtime`` is asked by (its adapter's questions, its main one first); none
+    for a runtime this superfluid does not ship."""
+    if runtime not in registry.IDS:
+        return ()
+    return tuple(q.kind for q in registry.get(runtime).questions)
+
+
+def _question(runtime: str, kind: str) -> Question | None:
+    return registry.get(runtime).question(kind) if runtime in registry.IDS else None
 
 
 class RouteError(Exception):
@@ -115,10 +126,10 @@ class Choose:
 
     @property
     def asked(self) -> str:
-        """What was asked, in words: ``basert ABI 2``, ``llamacpp build b11642 on linux-x64``."""
-        words = {"abi": f"ABI {self.value}", "build": f"build {self.value}",
-                 "version": f"{'unnumbered version' if self.runtime == 'basert' else 'version'} {self.value}"}
-        return f"{self.runtime} {words[self.kind]}" + (f" on {self.platform}" if self.platform else "")
+        """What was asked, in words (the adapter's): ``basert ABI 2``, ``llamacpp build b11642 on linux-x64``."""
+        question = _question(self.runtime, self.kind)
+        words = question.named(self.value) if question is not None else f"{self.kind} {self.value}"
+        return f"{self.runtime} {words}" + (f" on {self.platform}" if self.platform else "")
 
 
 Route = Health | Page | ReleaseList | ReleaseOne | Choose
@@ -131,10 +142,11 @@ def version_usable(version: str) -> bool:
     return bool(_VERSION.fullmatch(version)) and not version.endswith(_JSON)
 
 
-def value_usable(kind: str, value: str) -> bool:
-    """Whether ``value`` is the canonical spelling of a value of ``kind`` (``abi``, ``build``, ``version``)."""
-    pattern = _GRAMMAR[kind][0]
-    return bool(pattern.fullmatch(value)) and not value.endswith(_JSON)
+def value_usable(runtime: str, kind: str, value: str) -> bool:
+    """Whether ``value`` is the canonical spelling of a value of ``kind`` asked of ``runtime`` (its
+    adapter's question)."""
+    question = _question(runtime, kind)
+    return question is not None and question.usable(value) and not value.endswith(_JSON)
 
 
 def choose_route(runtime: str, kind: str, value: str, platform: str | None = None) -> Choose:
@@ -146,7 +158,7 @@ def choose_route(runtime: str, kind: str, value: str, platform: str | None = Non
     kinds = _runtime(runtime)
     if kind not in kinds:
         raise RouteError(400, kind, f"{runtime} is asked by {' or '.join(kinds)}, not by {kind}")
-    return Choose(runtime, kind, _value(kind, value), _platform(platform))
+    return Choose(runtime, kind, _value(runtime, kind, value), _platform(platform))
 
 
 def _query(query: str) -> dict[str, str]:
@@ -162,9 +174,10 @@ def _query(query: str) -> dict[str, str]:
     return out
 
 
-def _value(kind: str, value: str) -> str:
-    if not value_usable(kind, value):
-        words = _GRAMMAR[kind][1]
+def _value(runtime: str, kind: str, value: str) -> str:
+    if not value_usable(runtime, kind, value):
+        question = _question(runtime, kind)
+        words = question.expected if question is not None else kind
         raise RouteError(400, kind, f"{kind} {value!r} is malformed: expected {words}")
     return value
 
@@ -178,10 +191,9 @@ def _platform(value: str | None) -> str | None:
 
 
 def _runtime(value: str) -> tuple[str, ...]:
-    kinds = RUNTIMES.get(value)
-    if kinds is None:
-        raise RouteError(404, "runtime", f"no runtime {value!r}: the runtimes are {', '.join(RUNTIMES)}")
-    return kinds
+    if value not in registry.IDS:
+        raise RouteError(404, "runtime", f"no runtime {value!r}: the runtimes are {', '.join(registry.IDS)}")
+    return asked_by(value)
 
 
 def _choose_query(params: dict[str, str]) -> Choose:
@@ -197,7 +209,7 @@ def _choose_query(params: dict[str, str]) -> Choose:
             raise RouteError(400, key, f"{key} is not asked of {runtime}: give one of {', '.join(kinds)}")
     if len(given) != 1:
         raise RouteError(400, kinds[0], f"give exactly one of {', '.join(kinds)} for {runtime}")
-    return Choose(runtime, given[0], _value(given[0], params[given[0]]), platform)
+    return Choose(runtime, given[0], _value(runtime, given[0], params[given[0]]), platform)
 
 
 def _choose_path(parts: list[str], params: dict[str, str]) -> Choose:
@@ -215,7 +227,7 @@ def _choose_path(parts: list[str], params: dict[str, str]) -> Choose:
         raise RouteError(400, key, f"unknown query parameter {key!r} (only platform is taken here)")
     if in_path is not None and in_query is not None:
         raise RouteError(400, "platform", "platform is given in the path and in the query; give it once")
-    return Choose(parts[0], parts[1], _value(parts[1], parts[2]), _platform(in_path or in_query))
+    return Choose(parts[0], parts[1], _value(parts[0], parts[1], parts[2]), _platform(in_path or in_query))
 
 
 def parse_route(path: str, query: str = "") -> Route:

@@ -1,27 +1,20 @@
-"""The adapter interface: what every runtime declares (SPEC §2, §5.2, §6.2–6.5).
+"""The adapter interface: what every runtime declares, and how the face and the manifest show it.
 
-An adapter is one package ``runtime/<id>/`` exposing one ``Adapter`` subclass. Its declarations come
-from its recipe alone (no network, no native code), so the face can ask them on every run:
-
-- ``compat()``: its part of the release's compat document (§5.2);
-- ``versions(host, installed)``: each version it installs on its own, newest first, planned for
-  ``host``: ``{"version", "installs": true | "<reason>", "install": "<version>-<backend>" | null,
-  "installed": bool, "tested": bool, ...}``;
-- ``options()``: the options it takes on serve (``superfluid.runtime.options.Option``).
-
-Every adapter ships in this package, so the face asks these in its own process. Only ``check``
-loads a native library: a linked adapter (basert) checks in process, the others in their worker,
-which the face starts only when ``nothing_to_load`` finds something there to check.
-
-The registry (``superfluid.runtime.registry``) names the adapters this release ships.
+An adapter is one package ``runtime/<id>/`` exposing one ``Adapter`` subclass as ``ADAPTER``, named by
+one line of ``runtime/registry.py``. Its declarations come from its recipe and its class alone (no
+network, no native code), so the face asks them in process on every run; only ``check`` loads a
+native library (a linked adapter in process, the others in their worker). docs/adapters.md is the
+interface with a worked example, and the recipe for a new engine.
 """
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from superfluid.runtime.errors import BadFile
 
@@ -31,10 +24,74 @@ if TYPE_CHECKING:
     from superfluid.runtime.planning import Listing, Plan, Request
     from superfluid.runtime.probe import Probed
 
-__all__ = ["Adapter", "load_recipe"]
+__all__ = ["Adapter", "load_recipe", "Question", "ServeFlag", "Shown", "VERSION_PATTERN", "by_kind"]
 
 #: bytes of a recipe read (ours are a few KiB)
 _RECIPE_MAX_BYTES = 4 << 20
+#: a version as a question spells it: one path segment (the manifest's release versions alike)
+VERSION_PATTERN = r"[0-9A-Za-z][0-9A-Za-z.+_!-]{0,63}"
+
+
+@dataclass(frozen=True)
+class Question:
+    """A kind of value the compat manifest is asked about a runtime (``/v1/choose/<id>/<kind>/<value>``,
+    ``superfluid compat --service URL --runtime <id> --<kind> V``): its one spelling, and its words."""
+
+    kind: str
+    #: the canonical spelling, matched whole: one answer has one path (``2``, never ``02``)
+    pattern: str = VERSION_PATTERN
+    #: what a malformed value should have been
+    expected: str = "a version, e.g. 0.3.0"
+    #: the value asked, in words, ``{value}`` filled in (empty: ``<kind> {value}``)
+    words: str = ""
+    #: the value's name in ``--<kind>``'s usage
+    metavar: str = "V"
+    #: the value's name in a path of the index page and in a usage error (empty: ``metavar``)
+    placeholder: str = ""
+    #: what ``--<kind>`` names of this runtime, in its help (``a build, e.g. b11642``)
+    flag: str = ""
+    #: words after the path on the index page (`` (unnumbered)``)
+    note: str = ""
+    #: asked as a JSON integer in the answer's ``asked`` (``"abi": 2``)
+    number: bool = False
+
+    def usable(self, value: str) -> bool:
+        """Whether ``value`` is the canonical spelling of this kind of value."""
+        return re.fullmatch(self.pattern, value) is not None
+
+    def named(self, value: str) -> str:
+        """The value asked, in words: ``ABI 2``, ``build b11642``."""
+        return (self.words or f"{self.kind} {{value}}").format(value=value)
+
+    @property
+    def sample(self) -> str:
+        return self.placeholder or self.metavar
+
+
+class ServeFlag(NamedTuple):
+    """One of a runtime's options shown among serve's own flags, as ``--<id>-<option> METAVAR``."""
+
+    option: str
+    metavar: str
+    words: str
+
+
+class Shown(NamedTuple):
+    """A compat part as ``superfluid compat`` prints it: one line, then a table when it has rows."""
+
+    line: str
+    header: tuple[str, ...] = ()
+    rows: tuple[tuple[str, ...], ...] = ()
+
+
+def by_kind(adapters: Iterable[Adapter]) -> dict[str, list[tuple[Adapter, Question]]]:
+    """Every kind of question the adapters are asked, in name order, each with the adapters asked it:
+    those asked it first (their first question) before the others, each group in the order given."""
+    found: dict[str, list[tuple[int, int, Adapter, Question]]] = {}
+    for n, adapter in enumerate(adapters):
+        for rank, q in enumerate(adapter.questions):
+            found.setdefault(q.kind, []).append((rank, n, adapter, q))
+    return {kind: [(a, q) for _, _, a, q in sorted(found[kind], key=lambda f: f[:2])] for kind in sorted(found)}
 
 
 def load_recipe(package: str, schema: str | None = None) -> dict[str, Any]:
@@ -72,7 +129,8 @@ def load_recipe(package: str, schema: str | None = None) -> dict[str, Any]:
 
 
 class Adapter(ABC):
-    """One runtime's declarations. Subclasses set ``id`` and implement the three declarations."""
+    """One runtime's declarations. Subclasses set ``id`` and ``package`` and implement the three
+    declarations; the rest has defaults (docs/adapters.md)."""
 
     id: ClassVar[str]
     #: its ``check`` runs in process (basert); otherwise in its worker, so that a crash in the
@@ -131,6 +189,9 @@ class Adapter(ABC):
     needs_device: ClassVar[bool] = True
     #: keys of the check's report that the receipt records
     receipt_keys: ClassVar[tuple[str, ...]] = ()
+    #: the variables its worker reads besides ``SUPERFLUID_*`` (``BASERT_LIB``): an answer kept for
+    #: one value is not used for another
+    environment: ClassVar[tuple[str, ...]] = ()
 
     @property
     def repo(self) -> str:
@@ -209,3 +270,55 @@ class Adapter(ABC):
 
         return judge_probe(plan, report, untested=untested, holds_version=self.holds_version,
                            needs_device=self.needs_device, keeps=self.receipt_keys)
+
+    # -- how the face and the compat manifest show it (docs/adapters.md) ------------------------------
+
+    #: its libraries state an ABI number, or none (unnumbered): its plans, installs and row say which
+    numbered_abi: ClassVar[bool] = False
+    #: what the compat manifest is asked about it (``/v1/choose/<id>/<kind>/...``), its main one first
+    questions: ClassVar[tuple[Question, ...]] = ()
+    #: its options shown among serve's own flags (``superfluid serve --help``), with their words there
+    serve_flags: ClassVar[tuple[ServeFlag, ...]] = ()
+    #: the heading of the index page's column of what each release drives of it (empty: the id)
+    column: ClassVar[str] = ""
+
+    def abi_words(self, abi: int | None) -> str | None:
+        """``ABI 2`` or ``unnumbered`` when its libraries state ABI numbers (``numbered_abi``); else None."""
+        if not self.numbered_abi:
+            return None
+        return f"ABI {abi}" if abi is not None else "unnumbered"
+
+    def question(self, kind: str) -> Question | None:
+        """The question of ``kind`` it is asked, or None."""
+        return next((q for q in self.questions if q.kind == kind), None)
+
+    def judge(self, part: Mapping[str, Any], kind: str, value: str, platform: str | None,
+              release: str) -> dict[str, Any]:
+        """Whether a release (``release``: its name and version) whose compat part for this runtime is
+        ``part`` drives the ``kind`` ``value`` (on ``platform``): ``{"by", "short", "why", ...}``, ``by``
+        None when it does not (the manifest's ``/v1/choose`` rows).
+
+        Raises:
+            NotImplementedError: it declares no questions (the default).
+        """
+        raise NotImplementedError(f"the {self.id} adapter is asked no questions")
+
+    def named(self, part: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+        """``(kind, value)`` of every value a release's part names: the answers a static export holds."""
+        return iter(())
+
+    def drives_cell(self, part: Mapping[str, Any]) -> str:
+        """What a release drives of it, in one short cell (the index page, ``superfluid-manifest check``)."""
+        return "yes"
+
+    def shown(self, part: Mapping[str, Any]) -> Shown:
+        """Its compat part as ``superfluid compat`` prints it (the options line follows, for all)."""
+        return Shown(f"{self.id}:")
+
+    def version_note(self, row: Mapping[str, Any]) -> str:
+        """The NOTE of one of its ``versions`` rows in ``superfluid runtime versions``."""
+        return ""
+
+    def requires_text(self, requires: Mapping[str, Any]) -> str | None:
+        """The line under ``superfluid runtimes`` for the ``requires`` its row states, or None."""
+        return None

@@ -116,7 +116,7 @@ def _entries(folder: str, depth: int) -> Iterator[str]:
 
 def depends_on(environ: Mapping[str, str]) -> list[str]:
     """The paths an answer about the runtimes here depends on (see the module's docstring)."""
-    from superfluid.catalog import ENV_KEYS, shipped_dirs
+    from superfluid.catalog import env_keys, shipped_dirs
     from superfluid.runtime.host import PROBED
     from superfluid.runtime.locate import beside
 
@@ -124,8 +124,9 @@ def depends_on(environ: Mapping[str, str]) -> list[str]:
     for folder in shipped_dirs():  # workers beside superfluid, and the libraries searched there
         for searched in beside(folder):
             paths += _entries(searched, 1)
+    keys = {k for runtime_id in registry.IDS for k in env_keys(runtime_id)}
     for key, value in environ.items():  # the home itself is not: its runtimes are, its cache is not
-        if (key in ENV_KEYS or key.startswith("SUPERFLUID_")) and key != "SUPERFLUID_HOME":
+        if (key in keys or key.startswith("SUPERFLUID_")) and key != "SUPERFLUID_HOME":
             paths += [p for p in value.split(os.pathsep) if os.path.isabs(p)]
     paths += [*PROBED, sys.executable]
     files = [getattr(m, "__file__", None) for name, m in list(sys.modules.items())

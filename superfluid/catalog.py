@@ -27,13 +27,15 @@ from superfluid.runtime import registry
 from superfluid.runtime.home import cache_dir, current_dir, current_target, current_worker, home, runtime_dir
 from superfluid.runtime.home_cache import fingerprint, read_object, write
 
-__all__ = ["ENV_KEYS", "WorkerRef", "locate", "ask", "answer", "nothing_to_load", "shipped_dirs", "worker_timeout"]
+__all__ = ["ENV_KEYS", "env_keys", "WorkerRef", "locate", "ask", "answer", "nothing_to_load", "shipped_dirs",
+           "worker_timeout"]
 
 #: what every adapter answers in process, from its recipe and code (SPEC §2)
 _DECLARATIONS = ("compat", "versions", "options")
 
-#: environment a worker's answer may depend on (besides SUPERFLUID_* and SUPERFLUID_HOST_*)
-ENV_KEYS = ("BASERT_LIB", "BASERT_KERNEL_LIB", "VIRTUAL_ENV", "PATH", "LD_LIBRARY_PATH")
+#: environment every worker's answer may depend on (besides SUPERFLUID_* and SUPERFLUID_HOST_*; each
+#: runtime's own variables are its adapter's ``environment``: ``env_keys``)
+ENV_KEYS = ("VIRTUAL_ENV", "PATH", "LD_LIBRARY_PATH")
 _CACHE_VERSION = 3
 #: bytes of the answer cache read (64 answers of a few KiB each)
 _CACHE_MAX_BYTES = 4 << 20
@@ -94,6 +96,11 @@ def locate(runtime_id: str, environ: Mapping[str, str], *, serving: bool = False
     return None
 
 
+def env_keys(runtime_id: str) -> tuple[str, ...]:
+    """The variables (besides ``SUPERFLUID_*``) a worker's answer for ``runtime_id`` may depend on."""
+    return (*ENV_KEYS, *registry.get(runtime_id).environment)
+
+
 def _stat(path: str) -> list[Any]:
     return [path, fingerprint(path)]
 
@@ -105,7 +112,8 @@ def _key(ref: WorkerRef, argv: Sequence[str], runtime_id: str, environ: Mapping[
         target = os.readlink(current)
     except OSError:
         target = None
-    env = sorted((k, v) for k, v in environ.items() if k.startswith("SUPERFLUID_") or k in ENV_KEYS)
+    keys = env_keys(runtime_id)
+    env = sorted((k, v) for k, v in environ.items() if k.startswith("SUPERFLUID_") or k in keys)
     from superfluid import __version__
     from superfluid import runtime as _runtime_pkg
 
@@ -134,9 +142,10 @@ def _trimmed(entries: dict[str, Any]) -> dict[str, Any]:
     return dict(list(entries.items())[-64:]) if len(entries) > 64 else entries
 
 
-def _failure_key(ref: WorkerRef, environ: Mapping[str, str]) -> str:
+def _failure_key(ref: WorkerRef, runtime_id: str, environ: Mapping[str, str]) -> str:
     """One worker file (as it is now) in one environment: what a remembered failure is of."""
-    env = sorted((k, v) for k, v in environ.items() if k.startswith("SUPERFLUID_") or k in ENV_KEYS)
+    keys = env_keys(runtime_id)
+    env = sorted((k, v) for k, v in environ.items() if k.startswith("SUPERFLUID_") or k in keys)
     facts = ["failed", _CACHE_VERSION, ref.path, _stat(ref.path), env]
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
 
@@ -212,7 +221,7 @@ def ask(ref: WorkerRef, argv: Sequence[str], runtime_id: str, environ: Mapping[s
             return _checked(hit.get("answer"), argv, ref), int(hit["code"])
         except WorkerFailed:
             pass  # a cache entry that is not an answer: asked again
-    failed_key = _failure_key(ref, environ)
+    failed_key = _failure_key(ref, runtime_id, environ)
     _remembered_failure(entries.get(failed_key), ref)
     try:
         answer, result = run_json([ref.path, *argv], environ=environ, accept=accept,

@@ -140,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from superfluid.helptext import overview
         from superfluid.parser import check_help, parser
 
-        top = parser()
+        top = parser(args_in)  # the adapters' flags only on the command the line names
         if not args_in:
             sys.stderr.write(overview(top))
             return 2

@@ -9,11 +9,13 @@ of the tree that have no entry.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Help", "HELP", "FLAG_HELP", "describe", "Formatter", "COMMON_EXITS", "children", "walk", "find", "dress",
-           "overview", "synopsis"]
+from superfluid.runtime.registry import IDS
+
+__all__ = ["Help", "HELP", "FLAG_HELP", "RUNTIME_IDS", "either", "describe", "Formatter", "COMMON_EXITS", "children",
+           "walk", "find", "dress", "overview", "synopsis"]
 
 #: the exit codes every command shares (SPEC §6.1), worded once
 COMMON_EXITS = {
@@ -46,7 +48,13 @@ def _exits(**special: str) -> tuple[tuple[int, str], ...]:
     return tuple(sorted(words.items()))
 
 
-_RUNTIME_ID = "basert, llamacpp or mlx"
+def either(words: Sequence[str]) -> str:
+    """``a, b or c``."""
+    return " or ".join(filter(None, (", ".join(words[:-1]), words[-1] if words else "")))
+
+
+#: the runtimes this release ships, in words: ``basert, llamacpp or mlx``
+RUNTIME_IDS = either(IDS)
 
 HELP: dict[str, Help] = {
     "": Help(
@@ -88,7 +96,7 @@ HELP: dict[str, Help] = {
     ),
     "runtime": Help(
         "install and manage runtimes",
-        "Install, inspect and manage the runtimes (" + _RUNTIME_ID + ") under $SUPERFLUID_HOME/runtimes.",
+        "Install, inspect and manage the runtimes (" + RUNTIME_IDS + ") under $SUPERFLUID_HOME/runtimes.",
         ("superfluid runtime install basert", "superfluid runtime versions llamacpp"),
         _exits(),
     ),
@@ -246,7 +254,7 @@ FLAG_HELP = {
     "--auto": "unpin: serve from the best-ranked install",
     "-h": "show this help (flags, examples, exit codes) and exit",
     "-V": "print the version and exit",
-    "id": "runtime id: " + _RUNTIME_ID,
+    "id": "runtime id: " + RUNTIME_IDS,
     "install": "an install name as `superfluid runtimes` shows it (e.g. 0.4.0-cpu, b11642-cpu)",
 }
 

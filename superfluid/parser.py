@@ -1,18 +1,20 @@
 """The command tree of ``superfluid``: every command, flag and help page, as argparse parsers.
 
 Built when a command line is parsed (never for an answer the face keeps, see ``answer_cache``), and
-whole for ``completion`` and the tests. Help pages come from ``superfluid.helptext``; a parser's
-error is a ``UsageError`` and its own exit (``--help`` printed) an ``Exit``, so that the face's one
-table decides every exit code.
+whole for ``completion`` and the tests. The flags the adapters declare (compat's questions, the
+options serve shows) are declared only on the command a line names, so that no other command imports
+every adapter. Help pages come from ``superfluid.helptext``; a parser's error is a ``UsageError`` and
+its own exit (``--help`` printed) an ``Exit``, so that the face's one table decides every exit code.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from superfluid.helptext import FLAG_HELP, dress, find
+from superfluid.helptext import FLAG_HELP, RUNTIME_IDS, dress, find
 from superfluid.runtime.errors import UsageError
 
 __all__ = ["Exit", "parser", "check_help"]
@@ -43,7 +45,7 @@ def _add_json(p: argparse.ArgumentParser) -> None:
 
 
 def _install_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("id", nargs="?", help="runtime id: basert, llamacpp or mlx (with --locked: every runtime locked)")
+    p.add_argument("id", nargs="?", help=f"runtime id: {RUNTIME_IDS} (with --locked: every runtime locked)")
     p.add_argument("--locked", nargs="?", const="", metavar="FILE",
                    help="install what this lock names for this machine (default ./superfluid.lock or SUPERFLUID_LOCK)")
     p.add_argument("--version", dest="want_version", metavar="V", help="install this version (e.g. 0.4.0, b11642)")
@@ -89,14 +91,35 @@ def _lock_parsers(sub: Any) -> None:
         q.add_argument("--lock", metavar="FILE", help="the lock (default ./superfluid.lock or SUPERFLUID_LOCK)")
 
 
-def _serve_parser(sub: Any) -> None:
+def _serve_parser(sub: Any, *, shown: bool) -> None:
     from superfluid.commands.serve import add_flags
 
-    add_flags(sub.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API"))
+    add_flags(sub.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API"), shown=shown)
 
 
-def parser() -> argparse.ArgumentParser:
-    """The whole command tree (every command, flag and help page)."""
+def _question_flags(p: argparse.ArgumentParser) -> None:
+    """``--<kind> V`` for each kind of question the adapters are asked (``compat --service``), in name
+    order, with what it names of each runtime asked it (``Adapter.questions``)."""
+    from superfluid.runtime import registry
+    from superfluid.runtime.adapter import by_kind
+
+    for kind, asked in by_kind(map(registry.get, registry.IDS)).items():
+        p.add_argument(f"--{kind}", dest=f"ask_{kind}", metavar=asked[0][1].metavar,
+                       help="; ".join(f"--runtime {adapter.id}: {q.flag}" for adapter, q in asked))
+
+
+def _named(argv: Sequence[str] | None) -> set[str]:
+    """The commands whose adapter-declared flags the tree needs: the one ``argv`` names (its first
+    word), or every one (no ``argv``: the whole tree)."""
+    if argv is None:
+        return {"compat", "serve"}
+    return {next((a for a in argv if not a.startswith("-")), "")}
+
+
+def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The command tree (every command, flag and help page); with ``argv``, the line it is built to
+    parse, the adapters' flags only on the command it names."""
+    named = _named(argv)
     top = _Parser(prog="superfluid", add_help=False)
     top.add_argument("-h", "--help", action="store_true", help="show the commands and exit")
     top.add_argument("-V", "--version", action="store_true", help="print the version and exit")
@@ -111,11 +134,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--require-signature", action="store_true", help="refuse a --release document with no signature")
     p.add_argument("--service", metavar="URL", help="ask this compat manifest service (or static export) which "
                    "releases drive an engine (or SUPERFLUID_MANIFEST_URL)")
-    p.add_argument("--runtime", metavar="ID", help="the engine asked about with --service: basert, llamacpp or mlx")
-    p.add_argument("--abi", dest="ask_abi", metavar="N", help="--runtime basert: a library stating ABI N")
-    p.add_argument("--build", dest="ask_build", metavar="B", help="--runtime llamacpp: a build, e.g. b11642")
-    p.add_argument("--version", dest="ask_version", metavar="V",
-                   help="--runtime mlx: an mlx version; --runtime basert: an unnumbered library's version")
+    p.add_argument("--runtime", metavar="ID", help=f"the engine asked about with --service: {RUNTIME_IDS}")
+    if "compat" in named:
+        _question_flags(p)
     p.add_argument("--platform", metavar="P", help="with --service: on this platform (e.g. linux-x64)")
     runtime = sub.add_parser("runtime", help="install and manage runtimes")
     rsub = runtime.add_subparsers(dest="sub", parser_class=_Parser, required=True)
@@ -150,7 +171,7 @@ def parser() -> argparse.ArgumentParser:
     q.add_argument("install", nargs="?")
     q.add_argument("--auto", action="store_true")
     _lock_parsers(sub)
-    _serve_parser(sub)
+    _serve_parser(sub, shown="serve" in named)
     p = sub.add_parser("completion", help="print a shell completion script (bash, zsh or fish)")
     p.add_argument("shell", choices=("bash", "zsh", "fish"), help="the shell to complete for")
     return dress(top)

@@ -8,10 +8,10 @@ when ``check`` runs.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from superfluid.runtime.adapter import Adapter
+from superfluid.runtime.adapter import Adapter, Question, ServeFlag, Shown
 from superfluid.runtime.basert import header
 from superfluid.runtime.basert.abi import abi_verdict, drives_of
 from superfluid.runtime.options import Option
@@ -21,13 +21,21 @@ if TYPE_CHECKING:
     from superfluid.runtime.host import Host
     from superfluid.runtime.planning import Listing, Plan, Request
 
-__all__ = ["ADAPTER", "BasertAdapter", "pins_newest_first", "OPTIONS"]
+__all__ = ["ADAPTER", "BasertAdapter", "pins_newest_first", "OPTIONS", "QUESTIONS"]
 
 #: basert's serve options (SPEC §7): spelled ``--basert-<name>`` on serve, ``--<name>`` to the worker
 OPTIONS: tuple[Option, ...] = (
     Option("kv-bits", "enum", "bits per KV-cache element (0: the engine's default; 84: K 8-bit, V 4-bit)",
            default="0", values=("0", "4", "8", "16", "84")),
     Option("lib", "path", "the libbaseRT file (or directory holding it) to load instead of the installed one"),
+)
+
+#: what the compat manifest is asked about baseRT: the ABI a library states, or an unnumbered one's version
+QUESTIONS: tuple[Question, ...] = (
+    Question("abi", pattern=r"[1-9][0-9]{0,8}", expected="a positive whole number without leading zeros, e.g. 2",
+             words="ABI {value}", metavar="N", flag="a library stating ABI N", number=True),
+    Question("version", words="unnumbered version {value}", flag="an unnumbered library's version",
+             note=" (unnumbered)"),
 )
 
 
@@ -46,6 +54,12 @@ class BasertAdapter(Adapter):
     receipt_keys = ("config_read",)
     package = "superfluid.runtime.basert"
     recipe_schema = "basert-recipe"
+    numbered_abi = True
+    environment = ("BASERT_LIB", "BASERT_KERNEL_LIB")
+    questions = QUESTIONS
+    serve_flags = (ServeFlag("lib", "P", "the libbaseRT file or directory to serve with (else BASERT_LIB, else the "
+                                         "install's)"),)
+    column = "baseRT"
 
     def compat(self) -> dict[str, Any]:
         """``requires`` (from the header), the unnumbered line, the pins it installs on its own."""
@@ -124,6 +138,7 @@ class BasertAdapter(Adapter):
 
         drives, line = drives_of(driven)
         return plan(request, self.recipe, host, listing, drives=drives, line=line)
+
     def check(self, argv: list[str], environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
         """The worker's ``check`` in process: the report and its exit code (SPEC §6.5).
 
@@ -136,6 +151,49 @@ class BasertAdapter(Adapter):
         from superfluid.runtime.basert.check import check_argv
 
         return check_argv(argv, environ)
+
+
+    def judge(self, part: Mapping[str, Any], kind: str, value: str, platform: str | None,
+              release: str) -> dict[str, Any]:
+        """The ABI rule (``abi.abi_verdict``) for a library stating ABI ``value`` (``abi``) or an
+        unnumbered one of version ``value`` (``version``), against the part's ``requires.abi`` and
+        ``unnumbered_line``; with a platform, also the pins it installs there on its own."""
+        drives, line = drives_of(part)
+        if kind == "abi":
+            rule = abi_verdict(None, int(value), drives=drives, line=line)
+        else:
+            rule = abi_verdict(value, None, drives=drives, line=line)
+        row: dict[str, Any] = {"by": rule.by, "short": rule.short, "why": rule.why,
+                               "requires": dict(part["requires"]), "unnumbered_line": line}
+        if platform is not None:
+            row["installs"] = [p["version"] for p in part.get("installs") or []
+                               if platform in (p.get("platforms") or [])]
+        return row
+
+    def named(self, part: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+        """The ABI it requires, each pin's ABI, and the version of each unnumbered pin."""
+        yield "abi", str(part["requires"]["abi"])
+        for pin in part.get("installs") or []:
+            yield ("abi", str(pin["abi"])) if pin.get("abi") is not None else ("version", str(pin["version"]))
+
+    def drives_cell(self, part: Mapping[str, Any]) -> str:
+        line = part.get("unnumbered_line")
+        return f"ABI {part['requires']['abi']}" + (f"; unnumbered {line}.x" if line else "")
+
+    def shown(self, part: Mapping[str, Any]) -> Shown:
+        req = part["requires"]
+        line = part.get("unnumbered_line")
+        rows = tuple((i.get("version", "?"), "unnumbered" if i.get("abi") is None else str(i["abi"]),
+                      ", ".join(i.get("platforms") or []) or "-") for i in part.get("installs") or [])
+        return Shown(f"{self.id}: drives baseRT ABI {req.get('abi')} (header {req.get('header')})"
+                     + (f"; unnumbered libraries of the {line} line too" if line else ""),
+                     ("INSTALLS", "ABI", "PLATFORMS"), rows)
+
+    def version_note(self, row: Mapping[str, Any]) -> str:
+        return (self.abi_words(row["abi"]) or "") if "abi" in row else ""
+
+    def requires_text(self, requires: Mapping[str, Any]) -> str | None:
+        return f"{self.id}: this superfluid drives baseRT ABI {requires['abi']} (header {requires['header']})"
 
 
 ADAPTER = BasertAdapter()

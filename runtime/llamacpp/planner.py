@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.digests import api_sha256, expected_digest
-from superfluid.runtime.llamacpp.recipe import Archive, TestedBuild, parse_name, tested
+from superfluid.runtime.llamacpp.recipe import Archive, TestedBuild, find_tested, parse_name, tested
 from superfluid.runtime.ordering import backend_family
 from superfluid.runtime.planning import (
     NameFacts,
@@ -192,7 +192,7 @@ def plan_build(request: Request, recipe: Mapping[str, Any], host: Host, listing:
     if not builds:
         raise NotInstallable("no llama.cpp build is tested for this superfluid")
     version = request.version or builds[0].version
-    build = next((b for b in builds if b.version == version), None)
+    build = find_tested(builds, version)
     if build is None and not request.untested:
         raise NotInstallable(_untested_message(version, builds))
     release = listing.release(version, optional=not required) if listing is not None else None
@@ -233,7 +233,7 @@ def _read_name(builds: Sequence[TestedBuild], untested: bool) -> Callable[[str, 
     def read(name: str, version: str | None) -> NameFacts:
         parsed = parse_name(name)
         version = version or (parsed.build if parsed else "custom")
-        build = next((b for b in builds if b.version == version), None)
+        build = find_tested(builds, version)
         if build is None and not untested:
             raise NotInstallable(_untested_message(version, builds))
         pinned = next((a for a in build.archives if a.name == name), None) if build else None

@@ -10,13 +10,15 @@ xcframework) is not an archive this adapter knows. An empty backend is ``metal``
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
 from superfluid.runtime.ordering import version_key
 
-__all__ = ["Archive", "TestedBuild", "parse_name", "load", "tested", "tested_of", "PACKAGE", "SCHEMA"]
+__all__ = ["Archive", "TestedBuild", "parse_name", "load", "tested", "tested_of", "listed", "find_tested", "PACKAGE",
+           "SCHEMA"]
 
 PACKAGE = "superfluid.runtime.llamacpp"
 SCHEMA = "llamacpp-recipe"
@@ -103,27 +105,42 @@ def tested(recipe: dict[str, Any] | None = None) -> list[TestedBuild]:
     return sorted(out, key=lambda b: version_key(b.version), reverse=True)
 
 
-def tested_of(recipe: dict[str, Any], driven: Any) -> list[TestedBuild]:
-    """The builds a compat document's ``runtimes.llamacpp.tested`` lists (``[{"build", "layout"}]``),
-    newest first: the recipe's entry (its archives, pinned digests) where it has the build, else the
-    build with no archives known (the release listing gives them).
+def find_tested(builds: Iterable[TestedBuild], version: str) -> TestedBuild | None:
+    """The build ``version`` among ``builds`` (the tested ones), or None: it is not tested."""
+    return next((b for b in builds if b.version == version), None)
+
+
+def listed(driven: Any) -> list[TestedBuild]:
+    """The builds a compat document's ``runtimes.llamacpp.tested`` lists (``[{"build", "layout"}]``), in
+    its order, with no archives known.
 
     Raises:
         BadFile: ``tested`` is not a list of ``{"build": "b<N>", "layout": str}``.
     """
     from superfluid.runtime.errors import BadFile
 
-    ours = {b.version: b for b in tested(recipe)}
-    listed = driven.get("tested") if isinstance(driven, dict) else None
-    if not isinstance(listed, list):
+    entries = driven.get("tested") if isinstance(driven, dict) else None
+    if not isinstance(entries, list):
         raise BadFile("the compat document", "lists no tested llama.cpp builds", json_path="$.runtimes.llamacpp.tested")
     out = []
-    for n, entry in enumerate(listed):
+    for n, entry in enumerate(entries):
         build = entry.get("build") if isinstance(entry, dict) else None
         layout = entry.get("layout") if isinstance(entry, dict) else None
         if not isinstance(build, str) or not re.fullmatch(r"b\d+", build) or not isinstance(layout, str):
             raise BadFile("the compat document", "is not {\"build\": \"b<N>\", \"layout\": \"v<N>\"}",
                           json_path=f"$.runtimes.llamacpp.tested[{n}]")
-        known = ours.get(build)
-        out.append(replace(known, layout=layout) if known else TestedBuild(build, layout, None, ()))
+        out.append(TestedBuild(build, layout, None, ()))
+    return out
+
+
+def tested_of(recipe: dict[str, Any], driven: Any) -> list[TestedBuild]:
+    """The builds a compat document's ``runtimes.llamacpp.tested`` lists, newest first: the recipe's
+    entry (its archives, pinned digests) where it has the build, else the build with no archives known
+    (the release listing gives them).
+
+    Raises:
+        BadFile: as ``listed``.
+    """
+    ours = {b.version: b for b in tested(recipe)}
+    out = [replace(ours[b.version], layout=b.layout) if b.version in ours else b for b in listed(driven)]
     return sorted(out, key=lambda b: version_key(b.version), reverse=True)

@@ -7,10 +7,10 @@ marked not installable here, with the reason.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from superfluid.runtime.adapter import Adapter
+from superfluid.runtime.adapter import Adapter, Question, Shown
 from superfluid.runtime.options import Option
 from superfluid.runtime.ordering import version_key
 
@@ -43,6 +43,9 @@ class MlxAdapter(Adapter):
     id = "mlx"
     package = "superfluid.runtime.mlx"
     recipe_schema = "mlx-recipe"
+    #: what the compat manifest is asked about MLX: an mlx version
+    questions = (Question("version", flag="an mlx version"),)
+    column = "MLX"
 
     def _tested(self) -> list[dict[str, Any]]:
         return sorted(self.recipe["tested"], key=lambda t: version_key(t["version"]), reverse=True)
@@ -117,6 +120,38 @@ class MlxAdapter(Adapter):
 
         venv, why = environment({}, environ, worker)
         return why if venv is None else None
+
+
+    def judge(self, part: Mapping[str, Any], kind: str, value: str, platform: str | None,
+              release: str) -> dict[str, Any]:
+        """Whether mlx ``value`` is a version the part lists as tested, on its platforms."""
+        platforms = list(part["platforms"])
+        if platform is not None and platform not in platforms:
+            return {"by": None, "short": f"not on {platform}",
+                    "why": f"{release} runs mlx on {', '.join(platforms)} only"}
+        hit = next((i for i in part["installs"] if i["mlx"] == value), None)
+        if hit is not None:
+            return {"by": "tested", "short": f"tested, with mlx-lm {hit['mlx_lm']} on Python {hit['python']}",
+                    "why": f"mlx {value} is a version {release} was tested with (mlx-lm {hit['mlx_lm']}, Python "
+                           f"{hit['python']}, on {', '.join(platforms)})"}
+        names = ", ".join(i["mlx"] for i in part["installs"])
+        return {"by": None, "short": "not tested",
+                "why": f"mlx {value} is not a version {release} was tested with (tested: {names})"}
+
+    def named(self, part: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+        """Each tested mlx version."""
+        return (("version", str(i["mlx"])) for i in part["installs"])
+
+    def drives_cell(self, part: Mapping[str, Any]) -> str:
+        return ", ".join(i["mlx"] for i in part["installs"]) + f" ({', '.join(part['platforms'])})"
+
+    def shown(self, part: Mapping[str, Any]) -> Shown:
+        rows = tuple((i.get("mlx", "?"), i.get("mlx_lm", "?"), i.get("python", "?")) for i in part["installs"])
+        return Shown(f"{self.id}: installs on {', '.join(part.get('platforms') or []) or '-'}",
+                     ("MLX", "MLX-LM", "PYTHON"), rows)
+
+    def version_note(self, row: Mapping[str, Any]) -> str:
+        return f"mlx-lm {row['mlx_lm']}, Python {row.get('python', '?')}" if "mlx_lm" in row else ""
 
 
 ADAPTER = MlxAdapter()

@@ -265,25 +265,10 @@ def _runtime_text(runtime_id: str, part: Mapping[str, Any]) -> str:
         lines.append(f"{runtime_id}: unknown (a runtime this superfluid does not ship; kept as the document "
                      f"gives it: {', '.join(map(str, part)) or 'empty'})")
         return "\n".join(lines) + "\n"
-    if "requires" in part:
-        req = part["requires"]
-        line = part.get("unnumbered_line")
-        lines.append(f"{runtime_id}: drives baseRT ABI {req.get('abi')} (header {req.get('header')})"
-                     + (f"; unnumbered libraries of the {line} line too" if line else ""))
-        rows = [[i.get("version", "?"), "unnumbered" if i.get("abi") is None else str(i["abi"]),
-                 ", ".join(i.get("platforms") or []) or "-"] for i in part.get("installs") or []]
-        if rows:
-            lines.append(_indent(table(["INSTALLS", "ABI", "PLATFORMS"], rows)))
-    elif "tested" in part:
-        lines.append(f"{runtime_id}: built and tested against these llama.cpp builds")
-        rows = [[t.get("build", "?"), t.get("layout", "?"), t.get("published") or "-"] for t in part["tested"]]
-        lines.append(_indent(table(["BUILD", "LAYOUT", "PUBLISHED"], rows)))
-    elif "installs" in part:
-        lines.append(f"{runtime_id}: installs on {', '.join(part.get('platforms') or []) or '-'}")
-        rows = [[i.get("mlx", "?"), i.get("mlx_lm", "?"), i.get("python", "?")] for i in part["installs"]]
-        lines.append(_indent(table(["MLX", "MLX-LM", "PYTHON"], rows)))
-    else:
-        lines.append(f"{runtime_id}:")
+    shown = registry.get(runtime_id).shown(part)  # what the part means is its adapter's to say
+    lines.append(shown.line)
+    if shown.rows:
+        lines.append(_indent(table(shown.header, shown.rows)))
     names = [o.get("name", "?") for o in part.get("options") or [] if isinstance(o, dict)]
     lines.append(f"  options: {', '.join(names) if names else 'none'}")
     return "\n".join(lines) + "\n"

@@ -27,28 +27,29 @@ __all__ = ["run", "ENV_URL"]
 
 ENV_URL = "SUPERFLUID_MANIFEST_URL"
 _MAX_BYTES = 16 << 20  # bytes of one answer
-_KIND_FLAGS = (("abi", "--abi"), ("build", "--build"), ("version", "--version"))
 
 
 def _question(args: argparse.Namespace) -> Any:
     """The ``Choose`` route the flags ask (exit 2 when they do not make one)."""
-    from superfluid.manifest.routes import RUNTIMES, RouteError, choose_route
+    from superfluid.helptext import either
+    from superfluid.manifest.routes import RouteError, asked_by, choose_route
+    from superfluid.runtime import registry
+    from superfluid.runtime.adapter import by_kind
 
+    kinds = by_kind(map(registry.get, registry.IDS))  # each --<kind> the parser declared
     if not args.runtime:
-        raise UsageError("--service asks which releases drive an engine: give --runtime basert|llamacpp|mlx with "
-                         "--abi N, --build bNNNN or --version V")
-    values = {"abi": args.ask_abi, "build": args.ask_build, "version": args.ask_version}
-    given = [(kind, flag) for kind, flag in _KIND_FLAGS if values[kind] is not None]
-    kinds = RUNTIMES.get(args.runtime, ())
+        raise UsageError(f"--service asks which releases drive an engine: give --runtime {'|'.join(registry.IDS)} "
+                         f"with {either([f'--{k} {asked[0][1].sample}' for k, asked in kinds.items()])}")
+    values = {kind: getattr(args, f"ask_{kind}", None) for kind in kinds}
+    given = [kind for kind in kinds if values[kind] is not None]
     if len(given) != 1:
-        flags = " or ".join(flag for kind, flag in _KIND_FLAGS if kind in kinds) or "--abi, --build or --version"
+        flags = " or ".join(f"--{k}" for k in kinds if k in asked_by(args.runtime)) or either([f"--{k}" for k in kinds])
         raise UsageError(f"--runtime {args.runtime} needs one of {flags}")
-    kind, flag = given[0]
+    kind = given[0]
     try:
         return choose_route(args.runtime, kind, str(values[kind]), args.platform)
     except RouteError as e:
-        name = {"abi": "--abi", "build": "--build", "version": "--version", "platform": "--platform"}.get(e.parameter,
-                                                                                                       "--runtime")
+        name = f"--{e.parameter}" if e.parameter in (*kinds, "platform") else "--runtime"
         raise UsageError(f"{name}: {e.message}") from None
 
 

@@ -78,24 +78,13 @@ def _yes(value: Any) -> str:
     return "yes" if value is True else "no"
 
 
-def _note(row: Mapping[str, Any]) -> str:
-    """The per-runtime detail: basert's ABI, llama.cpp's layout, MLX's companions."""
-    if "abi" in row:
-        abi = row["abi"]
-        return f"ABI {abi}" if abi is not None else "unnumbered"
-    if "layout" in row:
-        return f"layout {row['layout']}" + (f", published {row['published']}" if row.get("published") else "")
-    if "mlx_lm" in row:
-        return f"mlx-lm {row['mlx_lm']}, Python {row.get('python', '?')}"
-    return ""
-
-
 def versions_text(runtime_id: str, rows: list[dict[str, Any]]) -> str:
     """The human table: VERSION INSTALLS-HERE AS INSTALLED TESTED NOTE, then the reasons."""
     if not rows:
         return f"the {runtime_id} runtime installs no version on its own\n"
+    note = registry.get(runtime_id).version_note  # the per-runtime detail is its adapter's
     body = [[r["version"], _yes(r["installs"]), r.get("install") or "-", _yes(r["installed"]),
-             _yes(r["tested"]), _note(r)] for r in rows]
+             _yes(r["tested"]), note(r)] for r in rows]
     text = table(["VERSION", "INSTALLS HERE", "AS", "INSTALLED", "TESTED", "NOTE"], body)
     for r in rows:
         if r.get("verdict"):

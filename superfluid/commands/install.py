@@ -48,12 +48,19 @@ def _mb(size: int) -> str:
     return f", {size / 1e6:.1f} MB" if size >= 100_000 else f", {size / 1e3:.1f} kB"
 
 
+def _abi(runtime_id: str, abi: int | None) -> str | None:
+    """``ABI 2`` or ``unnumbered`` for a runtime whose libraries state ABI numbers; else None."""
+    from superfluid.runtime import registry
+
+    return registry.get(runtime_id).abi_words(abi)
+
+
 def plan_lines(plans: list[Plan], where: str) -> str:
     """The plans of a ``--dry-run`` for people: one paragraph per plan, in the order tried."""
     out = [f"plans for this machine, from {where} (tried in order; nothing was changed):"]
     for i, p in enumerate(plans):
         flag = "" if p.tested else " (UNTESTED with this superfluid)"
-        abi = "" if p.id != "basert" else (f", ABI {p.abi}" if p.abi is not None else ", unnumbered")
+        abi = f", {words}" if (words := _abi(p.id, p.abi)) else ""
         out.append(f"{i + 1}. {p.id} {p.install} ({p.chosen_by}{abi}){flag}: {p.why}{_mb(p.size)}")
         for a in p.assets:
             digest = f"sha256 {a.sha256}" if a.sha256 else "no sha256"
@@ -70,8 +77,8 @@ def outcome_lines(outcome: Outcome, *, installs_before: int) -> str:
     if r is None:
         return ""
     facts = [r.version]
-    if r.id == "basert":
-        facts.append(f"ABI {r.abi}" if r.abi is not None else "unnumbered")
+    if (words := _abi(r.id, r.abi)) is not None:
+        facts.append(words)
     if not r.tested:
         facts.append("UNTESTED")
     lines = [f"{r.id} {r.install} installed ({', '.join(facts)}, chosen by {r.chosen_by})"

@@ -86,7 +86,7 @@ def _installable(runtime_id: str, environ: Mapping[str, str]) -> tuple[str | Non
 
 
 def _requires(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
-    """``{"requires": ...}`` from the runtime's compat declaration when it states one (basert), else {}."""
+    """``{"requires": ...}`` from the runtime's compat declaration when it states one, else {}."""
     try:
         compat, _, _ = catalog.answer(runtime_id, ["compat", "--json"], environ, accept=(0,))
     except WorkerFailed:
@@ -174,19 +174,19 @@ def _human(found: list[dict[str, Any]], environ: Mapping[str, str]) -> str:
     body = []
     for r in found:
         abi = r.get("abi", "-") if r.get("state") == "ready" else "-"
+        numbered = registry.get(r["id"]).numbered_abi  # an ABI it does not state is "unnumbered"
         worker = r.get("worker")
         body.append([r["id"], r["state"], r.get("install") or "-", r.get("version") or "-",
-                     "-" if abi is None and r["id"] != "basert" else ("unnumbered" if abi is None else str(abi)),
+                     "-" if abi is None and not numbered else ("unnumbered" if abi is None else str(abi)),
                      r.get("installable") or "-", _device(r),
                      _worker(worker)])
     text = table(header, body)
     for r in found:
         if r["ready"] is not True:
             text += f"{r['id']}: {r['ready']}\n"
-    basert = next((r for r in found if r["id"] == "basert"), None)
-    if basert and "requires" in basert:
-        req = basert["requires"]
-        text += f"basert: this superfluid drives baseRT ABI {req['abi']} (header {req['header']})\n"
+    for r in found:
+        said = registry.get(r["id"]).requires_text(r["requires"]) if "requires" in r else None
+        text += f"{said}\n" if said else ""
     text += f"installed runtimes: {runtimes_dir(home(environ))}\n"
     return text
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from superfluid.runtime.errors import NotServable, SuperfluidError, UsageError
 
-__all__ = ["ServeLine", "Ready", "FLAGS", "SHOWN_OPTIONS", "add_flags", "parse_line", "choose_runtime", "readiness",
+__all__ = ["ServeLine", "Ready", "FLAGS", "shown_options", "add_flags", "parse_line", "choose_runtime", "readiness",
            "runtime_argv", "main", "usage", "SESSIONS_LOCK"]
 
 #: the lock file a server holds in its ``--sessions`` directory
@@ -49,21 +49,25 @@ FLAGS: dict[str, tuple[str | None, str]] = {
     "--max-context": ("N", "tokens one generation may hold, prompt included (default: the model's, at most 4096)"),
     "--queue": ("N", "requests that may wait while one generates (default 16); more are answered 503"),
 }
-#: the runtime options the host contract names, shown among serve's flags (every --<id>-<option> is taken)
-SHOWN_OPTIONS = {
-    "--basert-lib": ("P", "the libbaseRT file or directory to serve with (else BASERT_LIB, else the install's)"),
-    "--llamacpp-lib": ("P", "the libllama file or directory to serve with (else SUPERFLUID_LLAMA_LIB, else the "
-                            "install's)"),
-}
 _VALUED = {flag: meta for flag, (meta, _) in FLAGS.items() if meta is not None}
 _SWITCHES = tuple(flag for flag, (meta, _) in FLAGS.items() if meta is None)
 _HELP = "see 'superfluid serve --help'"
 
 
-def add_flags(parser: argparse.ArgumentParser) -> None:
+def shown_options() -> dict[str, tuple[str, str]]:
+    """The runtime options shown among serve's flags, ``--<id>-<option>`` -> (its value's name, what it
+    does): each adapter's ``serve_flags`` (every ``--<id>-<option>`` is taken; these the host contract
+    names)."""
+    from superfluid.runtime import registry
+
+    return {f"--{rid}-{f.option}": (f.metavar, f.words) for rid in registry.IDS for f in registry.get(rid).serve_flags}
+
+
+def add_flags(parser: argparse.ArgumentParser, *, shown: bool = True) -> None:
     """Declare serve's flags on ``parser`` (its help page, completion and the hint checks read them;
-    the line itself is read by ``parse_line``, since each ``--<id>-<option>`` is an adapter's)."""
-    for flag, (meta, what) in {**FLAGS, **SHOWN_OPTIONS}.items():
+    the line itself is read by ``parse_line``, since each ``--<id>-<option>`` is an adapter's), and with
+    ``shown`` the runtime options shown among them (every adapter is imported)."""
+    for flag, (meta, what) in {**FLAGS, **(shown_options() if shown else {})}.items():
         if meta is None:
             parser.add_argument(flag, action="store_true", help=what)
         else:

@@ -147,6 +147,10 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         _add_json(q)
         if name == "versions":
             _for_flags(q)
+            q.add_argument("--mirror", metavar="URL|DIR",
+                           help="also say what this mirror's release listing offers here (or SUPERFLUID_MIRROR)")
+            q.add_argument("--offline", action="store_true",
+                           help="also say what the cached release listing offers here (no connection)")
     q = rsub.add_parser("check", help="probe a runtime with options: check [--model PATH] [--json] [--<option> V]...")
     q.add_argument("id")
     q.add_argument("rest", nargs=argparse.REMAINDER, help="--model PATH, --json and --<option> <value> pairs")

@@ -2,9 +2,11 @@
 
 Both ask the runtime through the catalog: the worker named by ``SUPERFLUID_WORKER_<ID>`` first,
 else the adapter in process (every adapter ships in this package; no worker starts). Answers come
-from the recipe alone (no network). A named worker's answer is checked for its shape by hand (no
-schema library on this path: the command is asked on every run and must start fast); the test
-suite checks the full schemas.
+from the recipe alone (no network); with ``--mirror`` (or ``SUPERFLUID_MIRROR``) or ``--offline``,
+``versions`` also plans as ``runtime install --dry-run`` does from that release listing, and marks
+the version it would install (``"source": "listing"``), so that the two never disagree. A named
+worker's answer is checked for its shape by hand (no schema library on this path: the command is
+asked on every run and must start fast); the test suite checks the full schemas.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from superfluid.output import print_json, table
 from superfluid.runtime import registry
 from superfluid.runtime.errors import WorkerFailed
 
-__all__ = ["run", "ask", "versions_text", "options_text", "shape_of"]
+__all__ = ["run", "ask", "versions_text", "with_listing", "options_text", "shape_of"]
 
 _KINDS = ("int", "float", "bool", "enum", "list", "path")
 
@@ -78,8 +80,46 @@ def _yes(value: Any) -> str:
     return "yes" if value is True else "no"
 
 
-def versions_text(runtime_id: str, rows: list[dict[str, Any]]) -> str:
-    """The human table: VERSION INSTALLS-HERE AS INSTALLED TESTED NOTE, then the reasons."""
+def with_listing(rows: list[dict[str, Any]], chosen: Mapping[str, Any], installed: Any) -> list[dict[str, Any]]:
+    """``rows`` with the version ``chosen`` (a plan's JSON, what ``install`` would install from the
+    listing) marked as installing here as its install, added in version order when the recipe does
+    not pin it. Pure."""
+    from superfluid.runtime.ordering import version_key
+
+    mark = {"installs": True, "install": chosen["install"], "source": "listing", "chosen_by": chosen["chosen_by"]}
+    out = [dict(r, **mark) if r["version"] == chosen["version"] else dict(r) for r in rows]
+    if not any(r["version"] == chosen["version"] for r in rows):
+        row = {"version": chosen["version"], "abi": chosen.get("abi"), **mark,
+               "installed": any(n.startswith(f"{chosen['version']}-") for n in installed),
+               "tested": chosen["tested"], "platforms": [chosen["platform"]] if chosen.get("platform") else []}
+        out = sorted([*out, row], key=lambda r: version_key(r["version"]), reverse=True)
+    return out
+
+
+def _listing_choice(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[dict[str, Any] | str, str] | None:
+    """What ``runtime install <id> --dry-run`` would choose from the listing ``--mirror``,
+    ``SUPERFLUID_MIRROR`` or ``--offline`` names: (the first plan's JSON, or why nothing installs;
+    where the listing came from). None when no such listing is asked for."""
+    mirror = getattr(args, "mirror", None) or environ.get("SUPERFLUID_MIRROR") or None
+    offline = bool(getattr(args, "offline", False))
+    if mirror is None and not offline:
+        return None
+    from superfluid.installer.install import plan
+    from superfluid.runtime.planning import NotInstallable, Request
+
+    try:
+        plans, where, source = plan(Request(args.id), environ=environ, mirror=mirror, offline=offline)
+    except NotInstallable as e:
+        return str(e), mirror or "the cache"
+    if source is not None:
+        source.close()
+    return plans[0].to_json(), where
+
+
+def versions_text(runtime_id: str, rows: list[dict[str, Any]], listing: tuple[Any, str] | None = None) -> str:
+    """The human table: VERSION INSTALLS-HERE AS INSTALLED TESTED NOTE, then the reasons; then what
+    the release listing offers (``listing``: the choice and where it came from), or, without one,
+    that the table holds the recipe's pins only."""
     if not rows:
         return f"the {runtime_id} runtime installs no version on its own\n"
     note = registry.get(runtime_id).version_note  # the per-runtime detail is its adapter's
@@ -90,12 +130,26 @@ def versions_text(runtime_id: str, rows: list[dict[str, Any]]) -> str:
         if r.get("verdict"):
             text += f"{r['version']}: {r['verdict']}\n"
     reasons = {r["installs"] for r in rows if r["installs"] is not True}
+    pins = "none of the recipe's pins installs here" if listing is None else "none installs here"
     if len(reasons) == 1 and len(rows) > 1 and all(r["installs"] is not True for r in rows):
-        text += f"none installs here: {reasons.pop()}\n"
+        text += f"{pins}: {reasons.pop()}\n"
     else:
         for r in rows:
             if r["installs"] is not True:
                 text += f"{r['version']} does not install here: {r['installs']}\n"
+    if listing is None:
+        if any(r.get("source") == "listing" for r in rows):
+            return text
+        text += (f"these are the versions this superfluid's recipe pins; the release listing may offer more here "
+                 f"(by ABI number or tested build): `superfluid runtime install {runtime_id} --dry-run` asks it, "
+                 f"or `superfluid runtime versions {runtime_id} --mirror URL|DIR` (or --offline, from the cache)\n")
+    else:
+        choice, where = listing
+        if isinstance(choice, str):
+            text += f"from the release listing ({where}): nothing installs here: {choice}\n"
+        else:
+            text += (f"from the release listing ({where}): `superfluid runtime install {runtime_id}` installs "
+                     f"{choice['version']} as {choice['install']} ({choice['why']})\n")
     return text
 
 
@@ -148,10 +202,15 @@ def run(args: argparse.Namespace) -> int:
         answer = adapter.versions(detect(environ), installed_installs(args.id, environ), part)
     else:
         answer, _ = ask(args.id, args.sub, environ)
+    listing = _listing_choice(args, environ) if args.sub == "versions" and driven is None else None
+    if listing is not None and not isinstance(listing[0], str):
+        from superfluid.runtime.worker import installed_installs
+
+        answer = with_listing(answer, listing[0], installed_installs(args.id, environ))
     if args.json:
         print_json(answer)
     elif args.sub == "versions":
-        sys.stdout.write(versions_text(args.id, answer))
+        sys.stdout.write(versions_text(args.id, answer, listing))
     else:
         sys.stdout.write(options_text(args.id, answer))
     return 0

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-import json
 import logging
 import os
 import socket
@@ -482,13 +481,16 @@ def _int_or_none(value: str | None) -> int | None:
 
 def _error_detail(r: FetchResponse) -> str:
     """A short reason from an error body (GitHub's JSON ``message``), best effort."""
+    from superfluid.runtime.jsonread import loads
+
     try:
         body = b""
         for chunk in r:
             body += chunk
             if len(body) >= 2048:
                 break
-        message = json.loads(body.decode("utf-8", "replace")).get("message") if body else None
+        text = body.decode("utf-8", "replace")  # a label only: a stray byte does not hide the message
+        message = loads(text, max_bytes=len(text)).get("message") if body else None
     except Exception:
         return ""
     return f": {str(message)[:200]}" if isinstance(message, str) and message else ""

@@ -171,11 +171,13 @@ def _existing(base: Path, repo: str) -> list[Any]:
     path = _listing_path(base, repo)
     if not path.is_file():
         return []
-    try:
-        with open(path, "rb") as f:
-            doc = json.loads(f.read(_LISTING_MAX_BYTES + 1).decode("utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
-        raise BadFile(str(path), f"is not a readable JSON listing ({e})",
+    from superfluid.runtime.jsonread import UntrustedJson, read_json
+
+    try:  # a regular file within the cap (a FIFO there is refused, not waited on); a mirror's links are its owner's
+        doc = read_json(path, max_bytes=_LISTING_MAX_BYTES, follow=True)
+    except (OSError, UntrustedJson) as e:
+        reason = e.detail if isinstance(e, UntrustedJson) else e
+        raise BadFile(str(path), f"is not a readable JSON listing ({reason})",
                       fix="remove it (sync writes it anew) or repair it") from None
     if not isinstance(doc, list) or not all(isinstance(r, dict) for r in doc):
         raise BadFile(str(path), "is not a JSON array of release objects", json_path="$",

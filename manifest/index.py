@@ -16,7 +16,6 @@ Verified releases are ordered newest first by ``runtime.ordering.version_key``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -117,9 +116,11 @@ class Index:
 def _stated_version(body: bytes | None) -> str | None:
     """The version a document states, for naming a rejected one (read from unverified bytes:
     a label, never a fact acted on)."""
+    from superfluid.runtime.jsonread import UntrustedJson, loads
+
     try:
-        version = json.loads(body or b"")["release"]["version"]
-    except (ValueError, TypeError, KeyError, UnicodeDecodeError, RecursionError):
+        version = loads(body or b"", max_bytes=MAX_DOCUMENT_BYTES)["release"]["version"]
+    except (UntrustedJson, TypeError, KeyError):
         return None
     return version if isinstance(version, str) and version_usable(version) else None
 

@@ -131,10 +131,14 @@ def compat_of_wheel(wheel: Path, workdir: Path, environ: Mapping[str, str]) -> d
                  PATH=os.pathsep.join([str(bindir), clean.get("PATH", os.defpath)]))
     done = _run([str(bindir / "superfluid"), "compat", "--json"], env=clean, timeout=_COMPAT_TIMEOUT,
                 what=f"superfluid compat --json of {wheel.name}", cwd=str(workdir))
+    from superfluid.manifest.index import MAX_DOCUMENT_BYTES
+    from superfluid.runtime.jsonread import UntrustedJson, loads
+
     try:
-        doc = json.loads(done.stdout)
-    except ValueError as e:
-        raise PackError(f"superfluid compat --json of {wheel.name} answered something other than JSON ({e})") from None
+        doc = loads(done.stdout, max_bytes=MAX_DOCUMENT_BYTES)
+    except UntrustedJson as e:
+        raise PackError(f"superfluid compat --json of {wheel.name} answered something other than JSON "
+                        f"({e.detail})") from None
     validate(doc, f"superfluid compat --json of {wheel.name}")
     if doc.get("unanswered"):
         raise PackError(f"superfluid compat --json of {wheel.name} is incomplete: {doc['unanswered']}")

@@ -102,10 +102,12 @@ def _integer(value: Any) -> bool:
 
 
 def _object(body: bytes) -> dict[str, Any]:
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise _refuse(f"the body is not valid JSON ({e})") from None
+    from superfluid.runtime.jsonread import UntrustedJson, loads
+
+    try:  # the HTTP layer capped its size (serving.MAX_BODY); the gate adds depth and strict UTF-8
+        data = loads(body, max_bytes=max(len(body), 1))
+    except UntrustedJson as e:
+        raise _refuse(f"the body is not valid JSON ({e.detail})") from None
     if not isinstance(data, dict):
         raise _refuse(f"the body must be a JSON object (it is a {type(data).__name__})")
     if "model" in data and data["model"] is not None and not isinstance(data["model"], str):

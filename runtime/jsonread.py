@@ -1,19 +1,12 @@
-"""Reading files and JSON that came from outside, within limits (SPEC §8.5).
+"""The one gate for JSON and files that came from outside: disk, a worker, a server, a document.
 
-Everything under ``SUPERFLUID_HOME`` and everything a server or a worker sends may be broken or
-hostile: a receipt that is a FIFO (an ``open`` that never returns), a link to ``/dev/zero`` (a read
-that never ends), a link out of the home, a document nested 100000 deep (a ``RecursionError`` in
-the parser or in the schema check after it), a string holding a lone UTF-16 surrogate (text no
-UTF-8 writer can write back). Two functions stand between those and the rest of the package:
-
-- ``read_bytes(path, max_bytes)``: the bytes of a *regular file*, opened without following a
-  final symbolic link and without blocking, at most ``max_bytes`` of them;
-- ``loads(data, max_bytes)``: JSON of strict UTF-8, within a size and a nesting depth, with no
-  lone surrogate and no ``NaN``/``Infinity``.
-
-``read_json`` is both. Every reader of untrusted JSON (receipts, the answer cache, the HTTP cache,
-release listings, ``compat --release``, recipes, workers' answers, the lock record) goes through
-``loads``; every reader of a file of the home goes through ``read_bytes``.
+Anything under ``SUPERFLUID_HOME`` and anything a server, a worker or a document sends may be
+broken or hostile: a receipt that is a FIFO (an ``open`` that never returns), a link to
+``/dev/zero`` (a read that never ends), a document nested 100000 deep (a ``RecursionError``), a
+lone UTF-16 surrogate (text no UTF-8 writer can write back). ``read_bytes`` reads a regular file
+within a size (never following a final link unless asked, never waiting on a FIFO); ``loads``
+parses strict UTF-8 JSON within a size and a depth; ``read_json`` is both. No other module of the
+package calls ``json.load``/``json.loads`` (``tests/runtime/test_jsonread.py`` fails if one does).
 """
 
 from __future__ import annotations
@@ -173,11 +166,12 @@ def loads(data: bytes | str, *, max_bytes: int, max_depth: int = MAX_DEPTH) -> A
     return doc
 
 
-def read_json(path: str | os.PathLike[str], *, max_bytes: int, max_depth: int = MAX_DEPTH) -> Any:
-    """``loads(read_bytes(path))``.
+def read_json(path: str | os.PathLike[str], *, max_bytes: int, max_depth: int = MAX_DEPTH,
+              follow: bool = False) -> Any:
+    """``loads(read_bytes(path))`` (``follow``: as ``read_bytes``).
 
     Raises:
         FileNotFoundError, NotRegularFile, OSError: as ``read_bytes``.
         UntrustedJson: as ``loads``.
     """
-    return loads(read_bytes(path, max_bytes=max_bytes), max_bytes=max_bytes, max_depth=max_depth)
+    return loads(read_bytes(path, max_bytes=max_bytes, follow=follow), max_bytes=max_bytes, max_depth=max_depth)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -11,12 +10,17 @@ from superfluid.runtime.errors import BadFile
 
 __all__ = ["load", "validate", "validate_once", "mark_valid", "errors"]
 
+#: bytes of one schema read (ours are under 10 KiB)
+_MAX_BYTES = 1 << 20
+
 
 @cache
 def load(name: str) -> dict[str, Any]:
     """The schema ``schemas/<name>.schema.json``."""
-    text = (resources.files("superfluid.schemas") / f"{name}.schema.json").read_text(encoding="utf-8")
-    return json.loads(text)  # type: ignore[no-any-return]
+    from superfluid.runtime.jsonread import loads
+
+    data = (resources.files("superfluid.schemas") / f"{name}.schema.json").read_bytes()
+    return loads(data, max_bytes=_MAX_BYTES)  # type: ignore[no-any-return]
 
 
 def _path(error: Any) -> str:

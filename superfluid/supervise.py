@@ -13,7 +13,6 @@ load) becomes ``ModelLoadFailed`` with that reason; anything else a ``Superfluid
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -34,6 +33,8 @@ __all__ = ["serve_child", "worker_line", "startup_line", "worker_reason"]
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 #: PR_SET_PDEATHSIG (linux/prctl.h): the signal the kernel sends a child when its parent dies
 _PR_SET_PDEATHSIG = 1
+#: bytes of the worker's ready line read (one small JSON object)
+_READY_MAX = 64 << 10
 
 
 def worker_line(ready: Ready, line: ServeLine) -> list[str]:
@@ -141,10 +142,12 @@ class _Child:
     def ready_line(self) -> dict[str, Any] | None:
         """The worker's ready line, or None when it ended (or said something else) first."""
         assert self.proc.stdout is not None
-        raw = self.proc.stdout.readline()
+        from superfluid.runtime.jsonread import UntrustedJson, loads
+
+        raw = self.proc.stdout.readline(_READY_MAX + 1)
         try:
-            announced = json.loads(raw) if raw.strip() else None
-        except ValueError:
+            announced = loads(raw, max_bytes=_READY_MAX) if raw.strip() else None
+        except UntrustedJson:
             return None
         return announced if isinstance(announced, dict) and "listening" in announced else None
 

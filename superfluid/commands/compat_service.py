@@ -13,7 +13,6 @@ service's; nothing is judged here.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -84,9 +83,11 @@ def _ask(base: str, path: str) -> tuple[int, bytes]:
 
 
 def _not_answered(base: str, route: Any, status: int, body: bytes) -> SuperfluidError:
+    from superfluid.runtime.jsonread import UntrustedJson, loads
+
     try:
-        message = json.loads(body)["error"]
-    except (ValueError, TypeError, KeyError, UnicodeDecodeError):
+        message = loads(body, max_bytes=_MAX_BYTES)["error"]
+    except (UntrustedJson, TypeError, KeyError):
         message = None
     if isinstance(message, str):
         return SuperfluidError(f"{base}: {message}")
@@ -118,6 +119,7 @@ def _text(answer: dict[str, Any], base: str) -> str:
 def run(args: argparse.Namespace) -> int:
     """0 the service answered (whether or not a release drives it); 1 it could not be asked or its
     answer is not one; 2 a bad flag."""
+    from superfluid.runtime.jsonread import UntrustedJson, loads
     from superfluid.runtime.schema import validate
 
     if args.release or getattr(args, "key", None) or getattr(args, "require_signature", False):
@@ -133,9 +135,9 @@ def run(args: argparse.Namespace) -> int:
         raise _not_answered(base, route, status, body)
     where = base + route.path.lstrip("/")
     try:
-        answer = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise BadFile(where, f"is not JSON ({e})") from None
+        answer = loads(body, max_bytes=_MAX_BYTES)
+    except UntrustedJson as e:
+        raise BadFile(where, f"is not JSON ({e.detail})") from None
     validate(answer, "manifest-choose", where)
     if args.json:
         print_json({**answer, "service": base})

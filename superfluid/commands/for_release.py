@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import replace
@@ -87,6 +86,7 @@ def _from_service(url: str, version: str, **verify: Any) -> Driven:
         BadFile: the answer is not the service's shape.
     """
     from superfluid.installer.fetcher import RequestsFetcher
+    from superfluid.runtime.jsonread import UntrustedJson, loads
 
     where = f"{url.rstrip('/')}/v1/releases/{version}.json"  # served by the service and by a static export
     fetcher = RequestsFetcher(plain_http_origins=[url])
@@ -95,11 +95,12 @@ def _from_service(url: str, version: str, **verify: Any) -> Driven:
     finally:
         fetcher.close()
     try:
-        answer = json.loads(body)
+        answer = loads(body, max_bytes=_MAX_BYTES)
         document = answer["document"].encode("utf-8")
         signature = answer.get("signature")
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise BadFile(where, f"is not the manifest service's answer for a release ({e})") from None
+    except (UntrustedJson, KeyError, TypeError, AttributeError) as e:
+        reason = e.detail if isinstance(e, UntrustedJson) else e
+        raise BadFile(where, f"is not the manifest service's answer for a release ({reason})") from None
     return _verified(document, signature.encode("utf-8") if isinstance(signature, str) else None, where, **verify)
 
 

@@ -165,3 +165,217 @@ def test_the_parser_is_never_asked_to_recurse_deeply() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == 128
+
+
+# -- the gate on a file: every kind of path a reader may meet, one row each ---------------------------
+
+
+def _file(data: bytes) -> Callable[[Path], None]:
+    return lambda p: p.write_bytes(data)
+
+
+def _link_to_fifo(p: Path) -> None:
+    os.mkfifo(p.parent / "fifo")
+    os.symlink(p.parent / "fifo", p)
+
+
+GATE = [
+    pytest.param(_file(b'{"a": [1]}'), False, None, {"a": [1]}, id="good"),
+    pytest.param(_file(b" " * ((1 << 20) + 1)), False, NotRegularFile, "larger than 1048576 bytes", id="too-big"),
+    pytest.param(_file(b"[" * 100000 + b"]" * 100000), False, UntrustedJson, "nested too deeply", id="too-deep"),
+    pytest.param(_file(b'{"a": "\xff"}'), False, UntrustedJson, "not UTF-8", id="bad-utf8"),
+    pytest.param(_fifo, False, NotRegularFile, "is a FIFO", id="fifo"),
+    pytest.param(_directory, False, NotRegularFile, "is a directory", id="directory"),
+    pytest.param(lambda p: None, False, FileNotFoundError, "", id="missing"),
+    pytest.param(_link_out, False, NotRegularFile, "symbolic link", id="link"),
+    pytest.param(_link_out, True, None, {}, id="link-followed-when-asked"),
+    pytest.param(_link_to_fifo, True, NotRegularFile, "is a FIFO", id="followed-link-to-fifo"),
+]
+
+
+@pytest.mark.parametrize(("make", "follow", "error", "expected"), GATE)
+def test_read_json(tmp_path: Path, make: Callable[[Path], None], follow: bool, error: type[Exception] | None,
+                   expected: Any) -> None:
+    path = tmp_path / "doc.json"
+    make(path)
+    if error is None:
+        assert within(5, lambda: read_json(path, max_bytes=1 << 20, follow=follow)) == expected
+        return
+    with pytest.raises(error) as e:
+        within(5, lambda: read_json(path, max_bytes=1 << 20, follow=follow))
+    words = e.value.fault if isinstance(e.value, UntrustedJson) else (getattr(e.value, "strerror", "") or "")
+    assert expected in words
+
+
+# -- the callers that read JSON from a worker, a server or a document: each refuses hostile JSON its own
+# -- way (the message it always gave), none recurses, none crashes
+
+DEEP = b"[" * 100000 + b"]" * 100000
+
+
+@pytest.mark.parametrize(("body", "fault"), [
+    pytest.param(DEEP, "nested too deeply", id="deep"),
+    pytest.param(b'{"prompt": "\\ud800"}', "lone surrogate", id="lone-surrogate"),
+    pytest.param(b'{"prompt": NaN}', "NaN is not a JSON value", id="nan"),
+    pytest.param(b"{not json", "Expecting property name", id="not-json"),
+])
+def test_a_completion_body(body: bytes, fault: str) -> None:
+    from superfluid.runtime.completions import RequestRefused, parse_completion
+
+    with pytest.raises(RequestRefused) as e:
+        within(5, lambda: parse_completion(body))
+    assert e.value.status == 400 and "the body is not valid JSON" in str(e.value) and fault in str(e.value)
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    pytest.param(b'{"listening": "http://127.0.0.1:1"}\n', {"listening": "http://127.0.0.1:1"}, id="ready"),
+    pytest.param(DEEP + b"\n", None, id="deep"),
+    pytest.param(b"[" * (64 << 10) + b"\n", None, id="longer-than-a-ready-line"),
+    pytest.param(b"\n", None, id="empty"),
+])
+def test_a_worker_ready_line(line: bytes, expected: Any) -> None:
+    import io
+    from types import SimpleNamespace
+
+    from superfluid.supervise import _Child
+
+    child = SimpleNamespace(proc=SimpleNamespace(stdout=io.BytesIO(line)))
+    assert within(5, lambda: _Child.ready_line(child)) == expected  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    pytest.param(b'{"message": "Not Found"}', ": Not Found", id="message"),
+    pytest.param(DEEP[:2048], "", id="deep"),
+    pytest.param(b'{"message": "caf\xe9"}', ": caf\ufffd", id="stray-byte-replaced"),
+])
+def test_an_error_body_of_a_server(body: bytes, expected: str) -> None:
+    from superfluid.installer.fetcher import _error_detail
+
+    assert _error_detail(iter([body])) == expected  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    pytest.param(b'{"release": {"version": "0.1.0"}}', "0.1.0", id="stated"),
+    pytest.param(DEEP, None, id="deep"),
+    pytest.param(b'{"release": {"version": "\\ud800"}}', None, id="lone-surrogate"),
+    pytest.param(None, None, id="none"),
+])
+def test_the_version_a_rejected_document_states(body: bytes | None, expected: str | None) -> None:
+    from superfluid.manifest.index import _stated_version
+
+    assert within(5, lambda: _stated_version(body)) == expected
+
+
+def test_a_mirror_listing_nested_too_deeply(tmp_path: Path) -> None:
+    from superfluid.installer.mirror_sync import _existing, _listing_path
+    from superfluid.runtime.errors import BadFile
+
+    path = _listing_path(tmp_path, "owner/repo")
+    path.parent.mkdir(parents=True)
+    path.write_bytes(DEEP)
+    with pytest.raises(BadFile, match="is not a readable JSON listing \\(is nested too deeply"):
+        within(5, lambda: _existing(tmp_path, "owner/repo"))
+
+
+def test_a_service_answer_nested_too_deeply(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+    from types import SimpleNamespace
+
+    from superfluid.commands import compat_service
+    from superfluid.runtime.errors import BadFile, SuperfluidError
+
+    route = SimpleNamespace(asked="llamacpp build b1")
+    not_answered = compat_service._not_answered("http://x/", route, 404, DEEP)
+    assert isinstance(not_answered, SuperfluidError) and "has no answer for llamacpp build b1" in str(not_answered)
+    monkeypatch.setattr(compat_service, "_ask", lambda base, path: (200, DEEP))
+    args = argparse.Namespace(release=None, key=None, require_signature=False, runtime="llamacpp", ask_abi=None,
+                              ask_build="b1", ask_version=None, platform=None, service=str(tmp_path), json=True)
+    with pytest.raises(BadFile, match="is not JSON \\(is nested too deeply"):
+        within(5, lambda: compat_service.run(args))
+
+
+def test_a_release_answer_nested_too_deeply(monkeypatch: pytest.MonkeyPatch) -> None:
+    from superfluid.commands import for_release
+    from superfluid.installer import fetcher
+    from superfluid.runtime.errors import BadFile
+
+    class Fake:
+        def __init__(self, **_: Any) -> None:
+            pass
+
+        def get_bytes(self, url: str, **_: Any) -> tuple[None, bytes]:
+            return None, DEEP
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(fetcher, "RequestsFetcher", Fake)
+    with pytest.raises(BadFile, match="is not the manifest service's answer for a release \\(is nested too deeply"):
+        within(5, lambda: for_release._from_service("http://x", "0.1.0", keys=[], home="/nonexistent",
+                                                    require_signature=False))
+
+
+# -- no reader passes the gate by: a scan of the package's source --------------------------------------
+
+#: modules of the package that may parse JSON themselves, by path, with the reason
+ALLOWED = {"runtime/jsonread.py": "the gate itself"}
+PACKAGE = ("runtime", "installer", "manifest", "superfluid")
+
+
+def _offences(source: str) -> list[str]:
+    """Each place ``source`` parses JSON without the gate: ``json.load(s)``, ``json.JSONDecoder``,
+    ``raw_decode``, ``from json import load(s)``, ``json`` imported under another name, and a
+    ``.json()`` call (requests' ``Response.json``)."""
+    import ast
+
+    names = {"json"}
+    found = []
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.asname for a in node.names if a.name == "json" and a.asname}
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in names \
+                and node.attr in ("load", "loads", "JSONDecoder", "decoder", "scanner"):
+            found.append(f"{line}: json.{node.attr}")
+        elif isinstance(node, ast.Attribute) and node.attr == "raw_decode":
+            found.append(f"{line}: raw_decode")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "json" \
+                and (node.module != "json" or any(a.name in ("load", "loads", "JSONDecoder") for a in node.names)):
+            found.append(f"{line}: from {node.module} import ...")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "json" \
+                and not node.args:
+            found.append(f"{line}: .json()")
+    return found
+
+
+@pytest.mark.parametrize(("source", "offends"), [
+    pytest.param("import json\njson.loads(b)", True, id="json.loads"),
+    pytest.param("import json\nwith open(p) as f:\n    json.load(f)", True, id="json.load"),
+    pytest.param("import json as j\nj.loads(b)", True, id="renamed"),
+    pytest.param("from json import loads\nloads(b)", True, id="from-import"),
+    pytest.param("from json.decoder import JSONDecoder", True, id="decoder-module"),
+    pytest.param("import json\njson.JSONDecoder().raw_decode(s)", True, id="raw-decode"),
+    pytest.param("r = session.get(url)\nr.json()", True, id="response-json"),
+    pytest.param("import json\njson.dumps(doc)", False, id="a-writer"),
+    pytest.param("from superfluid.runtime.jsonread import loads\nloads(b, max_bytes=1)", False, id="the-gate"),
+    pytest.param("from json import JSONDecodeError, dumps", False, id="dumps-and-the-error"),
+])
+def test_the_scan_finds_a_reader_that_bypasses_the_gate(source: str, offends: bool) -> None:
+    assert bool(_offences(source)) is offends
+
+
+def test_no_module_parses_json_outside_the_gate() -> None:
+    from tests.conftest import ROOT
+
+    bypassing = {}
+    files = [p for top in PACKAGE for p in sorted((ROOT / top).rglob("*.py"))]
+    assert len(files) > 50  # the package was found
+    for path in files:
+        rel = path.relative_to(ROOT).as_posix()
+        if rel not in ALLOWED:
+            found = _offences(path.read_text(encoding="utf-8"))
+            if found:
+                bypassing[rel] = found
+    assert bypassing == {}, "parse through superfluid.runtime.jsonread (read_json, read_bytes + loads)"

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from superfluid.runtime.probe import Probed, ProbeRefused, judge_probe
 from superfluid.runtime.planning import Plan
+from superfluid.runtime.probe import Probed, ProbeRefused, judge_probe
 
 TESTED = Plan(id="basert", version="0.4.0", backend="cpu", assets=(), tested=True, chosen_by="abi", abi=1,
               why="the newest release of ABI 1")

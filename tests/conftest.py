@@ -1,16 +1,25 @@
-"""Shared test fixtures: the native artifact cache and an isolated SUPERFLUID_HOME; and the check of
-a worker's ``install`` answer."""
+"""Shared test fixtures, each defined once: a fresh home (as a directory, exported, or with the CLI's
+environment), the loopback release server, the reference engine's variants, the real libllama
+builds and the tiny GGUF models; and the check of a worker's ``install`` answer."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import shutil
 import subprocess
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.release_server import ReleaseServer
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(os.environ.get("SUPERFLUID_TEST_BIN", ROOT / ".venv" / "bin"))
@@ -20,11 +29,85 @@ def native_cache() -> Path:
     return Path(os.environ.get("SUPERFLUID_NATIVE_CACHE") or ROOT / ".cache" / "native")
 
 
+def isolated_env(home: Path, **extra: str) -> dict[str, str]:
+    """Our environment without superfluid's or baseRT's variables, GitHub tokens or ``CI``, naming
+    ``home`` as SUPERFLUID_HOME (the native cache kept when set), then ``extra``."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SUPERFLUID_", "BASERT_")) and k not in ("GITHUB_TOKEN", "GH_TOKEN", "CI")}
+    if os.environ.get("SUPERFLUID_NATIVE_CACHE"):
+        env["SUPERFLUID_NATIVE_CACHE"] = os.environ["SUPERFLUID_NATIVE_CACHE"]
+    env["SUPERFLUID_HOME"] = str(home)
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Run:
+    """One finished ``superfluid`` run."""
+
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+@dataclass
+class Home:
+    """A SUPERFLUID_HOME, the environment that names it, and the real ``superfluid`` run against it."""
+
+    path: Path
+    env: dict[str, str]
+
+    @property
+    def basert(self) -> Path:
+        return self.path / "runtimes" / "basert"
+
+    def receipt(self, install: str) -> dict[str, Any]:
+        return json.loads((self.basert / install / "runtime.json").read_text())
+
+    def current(self) -> str | None:
+        try:
+            return os.readlink(self.basert / "current")
+        except OSError:
+            return None
+
+    def installs(self) -> list[str]:
+        if not self.basert.is_dir():
+            return []
+        return sorted(n for n in os.listdir(self.basert) if not n.startswith(".") and n not in ("current", "pinned"))
+
+    def leftovers(self) -> list[str]:
+        if not self.basert.is_dir():
+            return []
+        return sorted(n for n in os.listdir(self.basert) if n.startswith(".") and n != ".install.lock")
+
+    def superfluid(self, *argv: str, timeout: float = 120) -> Run:
+        done = subprocess.run([str(VENV_BIN / "superfluid"), *argv], env=self.env, capture_output=True, text=True,
+                              timeout=timeout, check=False, stdin=subprocess.DEVNULL)
+        return Run(done.returncode, done.stdout, done.stderr)
+
+    def popen(self, *argv: str) -> subprocess.Popen[str]:
+        return subprocess.Popen([str(VENV_BIN / "superfluid"), *argv], env=self.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+# -- homes -------------------------------------------------------------------------------------------
+
+
 @pytest.fixture
-def sf_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A fresh SUPERFLUID_HOME for one test, set in the environment."""
-    home = tmp_path / "sfhome"
-    home.mkdir()
+def home(tmp_path: Path) -> Path:
+    """A fresh, empty SUPERFLUID_HOME directory (not exported: pass it in an environment)."""
+    path = tmp_path / "sfhome"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def sf_home(home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``home``, set as SUPERFLUID_HOME in this process's environment, without the variables that
+    would name a library, a mirror or a worker instead."""
     monkeypatch.setenv("SUPERFLUID_HOME", str(home))
     for name in ("BASERT_LIB", "SUPERFLUID_LLAMA_LIB", "SUPERFLUID_MIRROR"):
         monkeypatch.delenv(name, raising=False)
@@ -32,6 +115,95 @@ def sf_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         if name.startswith("SUPERFLUID_WORKER_"):
             monkeypatch.delenv(name, raising=False)
     return home
+
+
+@pytest.fixture
+def cli_home(home: Path) -> Home:
+    """``home`` with an isolated environment naming it, to run the real CLI in."""
+    return Home(home, isolated_env(home))
+
+
+# -- servers -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def release_server() -> Iterator[ReleaseServer]:
+    """The loopback GitHub fake (``tests/release_server.py``), started, with no releases yet."""
+    from tests.release_server import ReleaseServer
+
+    with ReleaseServer() as server:
+        yield server
+
+
+# -- native artifacts --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def engines() -> Path:
+    """``<cache>/basert``: one directory per variant of the reference engine holding its libbaseRT,
+    and ``models/tiny.base``; built once (the build is skipped while its inputs are unchanged)."""
+    from tests.basert.basert_helpers import build_engines
+
+    if shutil.which(os.environ.get("CC", "cc")) is None:
+        pytest.fail("no C compiler (cc): the reference engine cannot be built")
+    done = build_engines(native_cache())
+    if done.returncode != 0:
+        pytest.fail(f"tests/engines/basert/build.sh failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+    return native_cache() / "basert"
+
+
+def native_script(name: str) -> ModuleType:
+    """``tests/native/<name>.py`` as a module, loaded once."""
+    key = f"_sf_native_{name}"
+    if key in sys.modules:
+        return sys.modules[key]
+    spec = importlib.util.spec_from_file_location(key, ROOT / "tests" / "native" / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[key] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def libllama(layout: str) -> Path:
+    """The directory of the real libllama of ``layout`` (``v1``, ``v2``), built by
+    ``tests/native/build_libllama.py`` into the native cache (about 80 s each on 2 cores the first
+    time, then nothing while the pinned inputs are unchanged). Skipped only when the build itself
+    cannot run here (no compiler, no cmake, no sdist), and never on CI (``CI`` set): there it fails."""
+    build = native_script("build_libllama")
+    try:
+        return Path(build.build(layout))
+    except build.BuildFailed as e:
+        if os.environ.get("CI"):
+            pytest.fail(f"building libllama {layout} failed on CI: {e}")
+        pytest.skip(f"cannot build libllama {layout} here: {e}")
+
+
+@pytest.fixture(scope="session")
+def libllama_v1() -> Path:
+    """The directory of the real v1 libllama (llama.cpp b11312)."""
+    return libllama("v1")
+
+
+@pytest.fixture(scope="session")
+def libllama_v2() -> Path:
+    """The directory of the real v2 libllama (llama.cpp b11549)."""
+    return libllama("v2")
+
+
+@pytest.fixture(scope="session", params=["v1", "v2"])
+def libllama_each(request: pytest.FixtureRequest) -> Path:
+    """The directory of each real libllama in turn."""
+    return libllama(str(request.param))
+
+
+@pytest.fixture(scope="session")
+def gguf_models() -> dict[str, Path]:
+    """The standard tiny GGUF models, by file name (``always-the.gguf``...)."""
+    return dict(native_script("make_gguf").write_standard())
+
+
+# -- checks ------------------------------------------------------------------------------------------
 
 
 def printed_receipt(done: subprocess.CompletedProcess[str], into: Path) -> dict[str, Any]:
@@ -48,15 +220,3 @@ def printed_receipt(done: subprocess.CompletedProcess[str], into: Path) -> dict[
     assert printed == written and text.endswith("}\n")
     assert errors(written, "runtime") == []
     return written
-
-
-@dataclass
-class Run:
-    """One finished ``superfluid`` run."""
-
-    code: int
-    stdout: str
-    stderr: str
-
-    def json(self) -> Any:
-        return json.loads(self.stdout)

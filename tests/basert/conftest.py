@@ -1,24 +1,12 @@
-"""Fixtures for the basert tests: the reference engine's variants, built once per session."""
+"""Fixtures for the basert tests: the tiny model of the reference engine (whose variants, ``engines``,
+come from ``tests/conftest.py``) and an environment for worker subprocesses."""
 
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
-from basert_helpers import build_engines, native_cache
-
-
-@pytest.fixture(scope="session")
-def engines() -> Path:
-    """``<cache>/basert``: one directory per variant holding its libbaseRT, and ``models/tiny.base``."""
-    if shutil.which(os.environ.get("CC", "cc")) is None:
-        pytest.fail("no C compiler (cc): the reference engine cannot be built")
-    done = build_engines(native_cache())
-    if done.returncode != 0:
-        pytest.fail(f"tests/engines/basert/build.sh failed ({done.returncode}):\n{done.stdout}{done.stderr}")
-    return native_cache() / "basert"
 
 
 @pytest.fixture(scope="session")

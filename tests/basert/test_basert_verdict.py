@@ -20,7 +20,6 @@ from superfluid.runtime.basert.loader import config_of, dlopen, load_library
 from superfluid.runtime.basert.model import Model
 from superfluid.runtime.basert.verdict import Probe, judge
 from superfluid.runtime.errors import AbiRefused, LibraryRefused
-from superfluid.runtime.ordering import version_line
 
 EXTRA = 5 * 4  # the 0.4.0, 0.5.0 and wrong-size engines append five uint32 fields to our struct
 
@@ -238,9 +237,3 @@ def test_judge(change: dict[str, Any], config_read: str | None, refusal: str | N
 def test_an_abi_without_unnumbered_line_refuses_every_unnumbered_library() -> None:
     verdict = judge(Probe("/x", version="0.3.0", config_size=1792), 1792, drives=2, line=None)
     assert verdict.refusal is not None and "no unnumbered release carries ABI 2" in verdict.refusal.message
-
-
-@pytest.mark.parametrize(("version", "line"), [("0.3.1", "0.3"), ("1.20.3-rc1", "1.20"), ("0.3", "0.3"),
-                                               ("3", None), ("a.b.c", None), (None, None), ("00.03.1", "0.3")])
-def test_version_line(version: str | None, line: str | None) -> None:
-    assert version_line(version) == line

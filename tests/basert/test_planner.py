@@ -1,16 +1,15 @@
-"""basert's planner (and the digest policy and ``--from`` rule it calls), table-driven on synthetic
-release facts served by an in-memory listing (no network, no files)."""
+"""basert's planner (and the ``--from`` rule it calls, and the digest policy as it applies it),
+table-driven on synthetic release facts served by an in-memory listing (no network, no files)."""
 
 from __future__ import annotations
 
 import pytest
 
-from superfluid.runtime.basert.bundles import parse_abi_asset_name, parse_bundle_name
+from superfluid.runtime.basert.bundles import parse_abi_asset_name
 from superfluid.runtime.basert.planner import plan, read_abi_asset
-from superfluid.runtime.digests import api_sha256, expected_digest, parse_sha256_file, settle_asset
+from superfluid.runtime.digests import settle_asset
 from superfluid.runtime.errors import InconsistentRelease, UsageError
 from superfluid.runtime.host import Host
-from superfluid.runtime.ordering import backend_rank, version_key
 from superfluid.runtime.planning import DigestConflict, NotInstallable, Request, install_name
 from tests.memory_listing import Asset, MemoryListing, Release
 
@@ -250,42 +249,6 @@ def test_abi_assets_read_only_for_this_platform() -> None:
     assert listing.read == [("v0.4.0", "basert-engine-abi-1.txt")]
 
 
-# -- the digest policy (SPEC §8.2) ----------------------------------------------------------------------
-
-DIGESTS = [
-    # id, kwargs, expected (sha, source, checked) or (error class, fragment)
-    ("pin", {"pin": D["a"]}, (D["a"], "pin", ("pin",))),
-    ("sidecar-required", {"api": D["a"], "require_sidecar": True}, (NotInstallable, "publishes no x.tar.gz.sha256")),
-    ("pin-and-api-agree", {"pin": D["a"], "api": D["a"]}, (D["a"], "pin", ("pin", "api"))),
-    ("pin-and-flag-agree", {"pin": D["a"], "flag": D["a"]}, (D["a"], "pin", ("pin",))),
-    ("flag-never-overrides-pin", {"pin": D["a"], "flag": D["b"]}, (DigestConflict, D["b"])),
-    ("api-against-pin", {"pin": D["a"], "api": D["b"]}, (InconsistentRelease, D["b"])),
-    ("sidecar-against-pin", {"pin": D["a"], "sidecar": D["b"]}, (InconsistentRelease, D["a"])),
-    ("sidecar-and-api", {"sidecar": D["a"], "api": D["a"]}, (D["a"], "release", ("release", "api"))),
-    ("sidecar-alone", {"sidecar": D["a"]}, (D["a"], "release", ("release",))),
-    ("sidecar-against-api", {"sidecar": D["a"], "api": D["b"]}, (InconsistentRelease, f"{D['a']}, and the listing")),
-    ("flag-and-release-agree", {"flag": D["a"], "sidecar": D["a"], "api": D["a"]},
-     (D["a"], "flag", ("flag", "release", "api"))),
-    ("flag-against-sidecar", {"flag": D["a"], "sidecar": D["b"]}, (DigestConflict, D["b"])),
-    ("flag-against-api", {"flag": D["a"], "api": D["b"]}, (DigestConflict, "the listing's digest")),
-    ("flag-alone", {"flag": D["a"]}, (D["a"], "flag", ("flag",))),
-    ("api-alone", {"api": D["a"]}, (D["a"], "api", ("api",))),
-    ("pending-sidecar", {"api": D["a"], "sidecar_pending": True}, (D["a"], "release", ("api",))),
-    ("remote-without-digest", {}, (NotInstallable, "no SHA-256 to check it against")),
-    ("local-without-digest", {"local": True}, (None, "computed", ())),
-]
-
-
-@pytest.mark.parametrize("kwargs,expected", [c[1:] for c in DIGESTS], ids=[c[0] for c in DIGESTS])
-def test_expected_digest(kwargs: dict, expected: tuple) -> None:
-    if isinstance(expected[0], type):
-        with pytest.raises(expected[0]) as caught:
-            expected_digest("x.tar.gz", **kwargs)
-        assert expected[1] in str(caught.value)
-    else:
-        assert expected_digest("x.tar.gz", **kwargs) == expected
-
-
 def test_settle_reads_the_sidecar() -> None:
     rels = [release("0.4.0", 1, digest="sha256:" + D["a"])]
     asset = plans(req(), rels)[0].assets[0]
@@ -306,34 +269,6 @@ def test_basert_bundle_needs_its_sha256() -> None:
         plans(req(), rels)
     got = plans(req(sha256=D["a"]), rels)[0].assets[0]
     assert (got.sha256, got.digest_source, got.checked) == (D["a"], "flag", ("flag", "api"))
-
-
-SHA_FILES = [
-    ("sha256sum", f"{D['a']}  x.tar.gz\n", D["a"]),
-    ("binary-star", f"{D['a']} *x.tar.gz\n", D["a"]),
-    ("lone-digest", f"{D['a']}\n", D["a"]),
-    ("upper-case", f"{D['a'].upper()}  x.tar.gz\n", D["a"]),
-    ("other-file", f"{D['a']}  y.tar.gz\n", "digest of 'y.tar.gz'"),
-    ("short", "abc  x.tar.gz\n", "holds no SHA-256"),
-    ("empty", "", "holds no SHA-256"),
-]
-
-
-@pytest.mark.parametrize("text,expected", [c[1:] for c in SHA_FILES], ids=[c[0] for c in SHA_FILES])
-def test_parse_sha256_file(text: str, expected: str) -> None:
-    if len(expected) == 64:
-        assert parse_sha256_file("r", "t", "x.tar.gz", text) == expected
-    else:
-        with pytest.raises(InconsistentRelease, match=expected):
-            parse_sha256_file("r", "t", "x.tar.gz", text)
-
-
-@pytest.mark.parametrize("digest,expected", [
-    ("sha256:" + D["a"], D["a"]), ("SHA256:" + D["a"].upper(), D["a"]), (D["a"], D["a"]),
-    ("sha512:" + D["a"], None), (None, None), ("sha256:zz", None),
-])
-def test_api_sha256(digest: str | None, expected: str | None) -> None:
-    assert api_sha256(digest) == expected
 
 
 # -- --from ----------------------------------------------------------------------------------------------
@@ -375,47 +310,6 @@ def test_from_refused(flags: dict, error: type, fragment: str) -> None:
 
 
 # -- small rules --------------------------------------------------------------------------------------------
-
-BUNDLES = [
-    ("basert-engine-macos-arm64-0.3.0.tar.gz", ("macos-arm64", "metal", "0.3.0")),
-    ("basert-engine-linux-arm64-cuda-0.3.0.tar.gz", ("linux-arm64", "cuda", "0.3.0")),
-    ("basert-engine-linux-x64-0.4.0.tar.gz", ("linux-x64", "cpu", "0.4.0")),
-    ("basert-engine-linux-x64-0.4.1rc1.tar.gz", ("linux-x64", "cpu", "0.4.1rc1")),
-    ("basert-engine-win-x64-0.4.0.zip", None),
-    ("basert-engine-linux-x64-0.4.0.tar.gz.sha256", None),
-    ("basert-engine-abi-1.txt", None),
-    ("baseRT-engine-linux-x64-0.4.0.tar.gz", None),
-]
-
-
-@pytest.mark.parametrize("name,expected", BUNDLES, ids=[b[0] for b in BUNDLES])
-def test_parse_bundle_name(name: str, expected: tuple | None) -> None:
-    b = parse_bundle_name(name)
-    assert (None if b is None else (b.platform, b.backend, b.version)) == expected
-
-
-@pytest.mark.parametrize("name,expected", [
-    ("basert-engine-abi-1.txt", 1), ("basert-engine-abi-12.txt", 12), ("basert-engine-abi-01.txt", None),
-    ("basert-engine-abi-.txt", None), ("basert-engine-abi-1.txt.sha256", None),
-])
-def test_parse_abi_asset_name(name: str, expected: int | None) -> None:
-    assert parse_abi_asset_name(name) == expected
-
-
-ORDERED = ["0.2.6", "0.3.0", "0.3.1", "0.4.0rc1", "0.4.0", "0.10.0", "1.0.0"]
-
-
-def test_version_order() -> None:
-    assert sorted(reversed(ORDERED), key=version_key) == ORDERED
-    assert sorted(["b11642", "b11284", "b9999", "b100"], key=version_key) == ["b100", "b9999", "b11284", "b11642"]
-
-
-@pytest.mark.parametrize("backend,rank", [("metal", 0), ("cuda-13.4", 1), ("cuda_12", 1), ("CUDA-12", 1), ("rocm", 2),
-                                          ("vulkan", 3), ("sycl-fp16", 4), ("openvino", 5), ("musa", 8),
-                                          ("weird", 8), ("cpu", 9)])
-def test_backend_rank(backend: str, rank: int) -> None:
-    assert backend_rank(backend) == rank
-
 
 def test_install_name_refuses_odd_names() -> None:
     assert install_name("0.4.0", "cpu") == "0.4.0-cpu"

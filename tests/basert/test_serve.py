@@ -52,7 +52,8 @@ def variant(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def server(engines: Path, tiny_model: Path, clean_env: dict[str, str], variant: str) -> Iterator[Server]:
+def basert_serve(engines: Path, tiny_model: Path, clean_env: dict[str, str], variant: str) -> Iterator[Server]:
+    """The basert worker's ``serve`` of the tiny model on each reference engine in turn."""
     s = Server(clean_env, lib_path(engines, variant).parent, tiny_model)
     yield s
     s.close()
@@ -64,58 +65,60 @@ def prompt_tokens(engines: Path, variant: str, model: Path, prompt: str) -> int:
         return 1 + len(m.encode(prompt))
 
 
-def test_the_announcement_names_the_address_model_and_library(server: Server, engines: Path, tiny_model: Path,
+def test_the_announcement_names_the_address_model_and_library(basert_serve: Server, engines: Path, tiny_model: Path,
                                                               variant: str) -> None:
     path = lib_path(engines, variant)
-    assert server.ready == {
-        "listening": f"http://127.0.0.1:{server.port}", "model": "tiny", "path": str(tiny_model),
+    assert basert_serve.ready == {
+        "listening": f"http://127.0.0.1:{basert_serve.port}", "model": "tiny", "path": str(tiny_model),
         "runtime": variant, "abi": None if variant == "0.3.0" else 1,
         "config_read": "into" if variant == "0.4.0" else "by-value", "library": str(path),
         "n_ctx": 128}  # the model's max_seq_len, through config_of
-    assert server.port > 0
+    assert basert_serve.port > 0
 
 
-def test_a_completion_is_the_engines_greedy_text_with_its_usage(server: Server, engines: Path, tiny_model: Path,
+def test_a_completion_is_the_engines_greedy_text_with_its_usage(basert_serve: Server, engines: Path, tiny_model: Path,
                                                                 variant: str) -> None:
     n_prompt = prompt_tokens(engines, variant, tiny_model, "once upon")
     assert n_prompt == 3
-    answer = server.complete(model="tiny", prompt="once upon", max_tokens=64, temperature=0)
+    answer = basert_serve.complete(model="tiny", prompt="once upon", max_tokens=64, temperature=0)
     assert answer["object"] == "text_completion" and answer["model"] == "tiny"
     assert answer["id"].startswith("cmpl-") and isinstance(answer["created"], int)
     assert answer["choices"] == [{"text": COMPLETION, "index": 0, "finish_reason": "stop", "logprobs": None}]
     # ten words, then the end token, which counts and adds no text
     assert answer["usage"] == {"prompt_tokens": 3, "completion_tokens": 11, "total_tokens": 14}
-    short = server.complete(prompt=["once upon"], max_tokens=3)
+    short = basert_serve.complete(prompt=["once upon"], max_tokens=3)
     assert short["choices"][0]["text"] == " a time the" and short["choices"][0]["finish_reason"] == "length"
     assert short["usage"] == {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}
     # the default max_tokens (16) reaches the end of the sentence; each request starts afresh
-    assert server.complete(prompt="the tiny")["choices"][0]["text"] == " reference engine spoke plainly and stopped"
-    assert server.complete(prompt="once upon")["choices"][0]["text"] == COMPLETION
+    assert (basert_serve.complete(prompt="the tiny")["choices"][0]["text"]
+            == " reference engine spoke plainly and stopped")
+    assert basert_serve.complete(prompt="once upon")["choices"][0]["text"] == COMPLETION
 
 
-def test_the_server_says_what_the_engine_says(server: Server, engines: Path, tiny_model: Path, variant: str) -> None:
+def test_the_server_says_what_the_engine_says(basert_serve: Server, engines: Path, tiny_model: Path,
+                                              variant: str) -> None:
     with Model.load(load_library(str(lib_path(engines, variant))), str(tiny_model)) as model:
         for prompt, n in (("", 64), ("the tiny", 2), ("hello", 64), ("spoke", 1)):
-            answer = server.complete(prompt=prompt, max_tokens=n)
+            answer = basert_serve.complete(prompt=prompt, max_tokens=n)
             assert answer["choices"][0]["text"] == model.generate(prompt, n), prompt
             assert answer["usage"]["prompt_tokens"] == 1 + len(model.encode(prompt))
 
 
-def test_a_stop_string_ends_the_text_before_it(server: Server) -> None:
-    answer = server.complete(prompt="once upon", max_tokens=64, stop=["tiny", "never"])
+def test_a_stop_string_ends_the_text_before_it(basert_serve: Server) -> None:
+    answer = basert_serve.complete(prompt="once upon", max_tokens=64, stop=["tiny", "never"])
     assert answer["choices"][0] == {"text": " a time the ", "index": 0, "finish_reason": "stop", "logprobs": None}
     assert answer["usage"]["completion_tokens"] == 4  # " tiny" completed the stop string
 
 
-def test_health_and_models(server: Server) -> None:
-    assert server.request("GET", "/health") == (200, {"status": "ok"})
-    status, listing = server.request("GET", "/v1/models")
+def test_health_and_models(basert_serve: Server) -> None:
+    assert basert_serve.request("GET", "/health") == (200, {"status": "ok"})
+    status, listing = basert_serve.request("GET", "/v1/models")
     assert status == 200 and listing["object"] == "list"
     assert [(m["id"], m["object"], m["owned_by"]) for m in listing["data"]] == [("tiny", "model", "basert")]
-    status, answer = server.request("GET", "/v1/embeddings")
+    status, answer = basert_serve.request("GET", "/v1/embeddings")
     assert status == 404 and answer["error"]["code"] == "not_found"
-    assert server.request("GET", "/v1/completions")[0] == 405
-    assert server.request("GET", "/v1/chat/completions")[0] == 405
+    assert basert_serve.request("GET", "/v1/completions")[0] == 405
+    assert basert_serve.request("GET", "/v1/chat/completions")[0] == 405
 
 
 @pytest.mark.parametrize(("body", "param", "says"), [
@@ -269,10 +272,10 @@ def test_kv_bits_is_taken(engines: Path, tiny_model: Path, clean_env: dict[str, 
     assert code == 0, err
 
 
-def test_keep_alive_answers_are_not_held_back(server: Server) -> None:
+def test_keep_alive_answers_are_not_held_back(basert_serve: Server) -> None:
     """Headers and body go out in two writes: with Nagle's algorithm on, a keep-alive client's
     delayed ACK held each answer back by ~40 ms (50 requests: 2 s and more)."""
-    conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
+    conn = http.client.HTTPConnection(basert_serve.host, basert_serve.port, timeout=30)
     try:
         start = time.monotonic()
         for _ in range(50):

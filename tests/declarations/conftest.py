@@ -10,8 +10,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.conftest import VENV_BIN
 
 SUPERFLUID = VENV_BIN / "superfluid"
@@ -50,13 +48,6 @@ def fake_worker(path: Path, body: str) -> Path:
     path.write_text(f"#!{sys.executable}\nimport json, os, sys, time\nargs = sys.argv[1:]\n{body}\n")
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return path
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    h = tmp_path / "sfhome"
-    h.mkdir()
-    return h
 
 
 def validate(doc: Any, name: str) -> None:

@@ -3,23 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 
-import pytest
-
-from tests.basert.basert_helpers import build_engines, lib_path, native_cache
+from tests.basert.basert_helpers import lib_path
 from tests.declarations.conftest import base_env, sf, sf_json, validate
-
-
-@pytest.fixture(scope="module")
-def engines() -> Path:
-    if shutil.which(os.environ.get("CC", "cc")) is None:
-        pytest.fail("no C compiler (cc): the reference engine cannot be built")
-    done = build_engines(native_cache())
-    assert done.returncode == 0, done.stdout + done.stderr
-    return native_cache() / "basert"
 
 
 def test_runtimes_json_with_a_ready_basert(home: Path, engines: Path) -> None:

@@ -16,14 +16,13 @@ import json
 import os
 import subprocess
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import VENV_BIN, Run
+from tests.conftest import VENV_BIN, Run, isolated_env
 from tests.install import releases
 from tests.release_server import ReleaseServer, sha256_line
 
@@ -71,18 +70,7 @@ def machine_at(base: Path, name: str, **env: str) -> Machine:
     cwd = base / name
     home = cwd / "sfhome"
     home.mkdir(parents=True)
-    clean = {k: v for k, v in os.environ.items()
-             if not k.startswith(("SUPERFLUID_", "BASERT_")) and k not in ("GITHUB_TOKEN", "GH_TOKEN", "CI")}
-    if os.environ.get("SUPERFLUID_NATIVE_CACHE"):
-        clean["SUPERFLUID_NATIVE_CACHE"] = os.environ["SUPERFLUID_NATIVE_CACHE"]
-    return Machine(cwd, home, {**clean, **PLAIN, "SUPERFLUID_HOME": str(home), **env})
-
-
-@pytest.fixture(scope="module")
-def libllama_v2() -> Path:
-    from tests.llamacpp.conftest import _build
-
-    return _build("v2")
+    return Machine(cwd, home, isolated_env(home, **{**PLAIN, **env}))
 
 
 def publish_fleet_releases(server: ReleaseServer, llama: bytes) -> None:
@@ -94,23 +82,16 @@ def publish_fleet_releases(server: ReleaseServer, llama: bytes) -> None:
 
 
 @pytest.fixture
-def server(engines: Path, libllama_v2: Path) -> Iterator[ReleaseServer]:
+def fleet_server(release_server: ReleaseServer, engines: Path, libllama_v2: Path) -> ReleaseServer:
     """The loopback GitHub fake with the fleet's releases (fresh for each test: tests change them)."""
-    llama = releases.libllama_archive(libllama_v2)
-    with ReleaseServer() as s:
-        publish_fleet_releases(s, llama)
-        yield s
-
-
-@pytest.fixture(scope="session")
-def engines() -> Path:
-    return releases.build_engines()
+    publish_fleet_releases(release_server, releases.libllama_archive(libllama_v2))
+    return release_server
 
 
 @pytest.fixture
-def admin(tmp_path: Path, server: ReleaseServer) -> Machine:
+def admin(tmp_path: Path, fleet_server: ReleaseServer) -> Machine:
     """The machine that writes the lock: it reads the releases from the loopback 'GitHub'."""
-    return machine_at(tmp_path, "admin", SUPERFLUID_GITHUB_API=server.url)
+    return machine_at(tmp_path, "admin", SUPERFLUID_GITHUB_API=fleet_server.url)
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):

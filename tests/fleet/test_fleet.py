@@ -32,7 +32,7 @@ def test_the_walkthrough_names_each_step() -> None:
                      "runtimes --json"]
 
 
-def test_one_lock_one_mirror_three_machines(tmp_path: Path, admin: Machine, server: ReleaseServer) -> None:
+def test_one_lock_one_mirror_three_machines(tmp_path: Path, admin: Machine, fleet_server: ReleaseServer) -> None:
     steps = walkthrough()
     for argv in steps[:4]:  # the admin machine: lock, check, sync, verify
         run = admin.superfluid(*argv[1:])
@@ -45,22 +45,22 @@ def test_one_lock_one_mirror_three_machines(tmp_path: Path, admin: Machine, serv
     assert {str(p.relative_to(mirror)) for p in mirror.rglob("*") if p.is_file() and p.name != "releases.json"} == files
 
     # re-running the sync fetches nothing: every file is in place with its digest
-    server.clear_log()
+    fleet_server.clear_log()
     again = admin.superfluid("mirror", "sync", "engines", "--lock", "superfluid.lock")
     assert again.code == 0 and f"0 fetched, {len(files)} already in place" in again.stdout
-    assert server.log == []
+    assert fleet_server.log == []
 
     httpd, thread, url = static_server(mirror)
     try:
         nodes = [machine_at(tmp_path, f"node{i}") for i in range(3)]
         install = [url if a == DOC_MIRROR else a for a in steps[4][1:]]
-        server.clear_log()
+        fleet_server.clear_log()
         for node in nodes:
             shutil.copy(lock_path, node.cwd / "superfluid.lock")  # each machine checks the lock out
         procs = [node.popen(*install) for node in nodes]
         outs = [p.communicate(timeout=120) for p in procs]
         assert [p.returncode for p in procs] == [0, 0, 0], outs
-        assert server.log == []  # not one request reached the release server: not a listing, not a byte
+        assert fleet_server.log == []  # not one request reached the release server: not a listing, not a byte
     finally:
         httpd.shutdown()
         httpd.server_close()
@@ -86,7 +86,7 @@ def test_one_lock_one_mirror_three_machines(tmp_path: Path, admin: Machine, serv
 
 
 def test_sync_resumes_verifies_and_the_mirror_serves_a_plain_install(tmp_path: Path, admin: Machine,
-                                                                     server: ReleaseServer) -> None:
+                                                                     fleet_server: ReleaseServer) -> None:
     run = admin.superfluid("lock", "--runtime", "basert", "--platform", "linux-x64")
     assert run.code == 0, run.stderr
     lock = lockfile.read(admin.cwd / "superfluid.lock")[0]
@@ -96,10 +96,11 @@ def test_sync_resumes_verifies_and_the_mirror_serves_a_plain_install(tmp_path: P
     listing = mirror / "basecompute/baseRT/releases.json"
     listing.parent.mkdir(parents=True)
     listing.write_text(json.dumps([{"tag_name": "v9.9.9", "assets": [{"name": "other.tar.gz", "size": 1}]}]))
-    server.fault(server.download_path(BASERT, "v0.4.0", bundle.name), "cut", after=2000)
+    fleet_server.fault(fleet_server.download_path(BASERT, "v0.4.0", bundle.name), "cut", after=2000)
     run = admin.superfluid("mirror", "sync", "engines")
     assert run.code == 0, run.stderr  # the cut download resumed (Range) and was verified
-    ranged = [r for r in server.requests_to(server.download_path(BASERT, "v0.4.0", bundle.name)) if r.header("range")]
+    bundle_path = fleet_server.download_path(BASERT, "v0.4.0", bundle.name)
+    ranged = [r for r in fleet_server.requests_to(bundle_path) if r.header("range")]
     assert ranged and ranged[0].header("range") == "bytes=2000-"
     tags = [r["tag_name"] for r in json.loads(listing.read_text())]
     assert tags == ["v9.9.9", "v0.4.0"]

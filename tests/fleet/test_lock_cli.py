@@ -35,7 +35,7 @@ def _sha(server: ReleaseServer, repo: str, tag: str, name: str) -> str:
                 for a in r["assets"] if a["name"] == name).removeprefix("sha256:")
 
 
-def test_locks_basert_and_llamacpp_for_cpu_and_cuda_machines(admin: Machine, server: ReleaseServer) -> None:
+def test_locks_basert_and_llamacpp_for_cpu_and_cuda_machines(admin: Machine, fleet_server: ReleaseServer) -> None:
     path = _lock(admin)
     text = path.read_text()
     lock, _ = lockfile.read(path)
@@ -52,8 +52,8 @@ def test_locks_basert_and_llamacpp_for_cpu_and_cuda_machines(admin: Machine, ser
     for e in lock.engines:  # every digest is the one the release states, settled as an install settles it
         for a in e.assets:
             tag = "v0.4.0" if e.target.runtime == "basert" else "b11642"
-            assert a.sha256 == _sha(server, e.repo, tag, a.name) and a.size > 0
-            assert a.url == server.download_url(e.repo, tag, a.name)
+            assert a.sha256 == _sha(fleet_server, e.repo, tag, a.name) and a.size > 0
+            assert a.url == fleet_server.download_url(e.repo, tag, a.name)
         assert e.abi == (1 if e.target.runtime == "basert" else None) and e.tested
     basert_cpu = next(e for e in lock.engines if e.target == lockfile.Target("basert", "linux-x64", "cpu"))
     assert basert_cpu.assets[0].checked == ("release", "api")
@@ -69,13 +69,13 @@ def test_locks_basert_and_llamacpp_for_cpu_and_cuda_machines(admin: Machine, ser
     assert other.code == 0 and (admin.cwd / "again.lock").read_text() == text
     again = admin.superfluid("lock")  # the targets come from the lock itself
     assert again.code == 0 and "is up to date" in again.stdout and path.read_text() == text
-    fresh = machine_at(admin.cwd.parent, "admin2", SUPERFLUID_GITHUB_API=server.url)
+    fresh = machine_at(admin.cwd.parent, "admin2", SUPERFLUID_GITHUB_API=fleet_server.url)
     assert fresh.superfluid(*LOCK_ARGS).code == 0 and (fresh.cwd / "superfluid.lock").read_text() == text
 
 
-def test_one_changed_digest_in_the_file_makes_install_refuse(admin: Machine, server: ReleaseServer) -> None:
+def test_one_changed_digest_in_the_file_makes_install_refuse(admin: Machine, fleet_server: ReleaseServer) -> None:
     path = _lock(admin)
-    real = _sha(server, BASERT, "v0.4.0", BUNDLE)
+    real = _sha(fleet_server, BASERT, "v0.4.0", BUNDLE)
     forged = hashlib.sha256(b"not the bundle").hexdigest()
     path.write_text(path.read_text().replace(real, forged))
     node = machine_at(admin.cwd.parent, "node")
@@ -86,17 +86,18 @@ def test_one_changed_digest_in_the_file_makes_install_refuse(admin: Machine, ser
     assert node.installs("basert") == []
 
 
-def test_install_locked_reads_no_listing_and_records_the_lock(admin: Machine, server: ReleaseServer) -> None:
+def test_install_locked_reads_no_listing_and_records_the_lock(admin: Machine, fleet_server: ReleaseServer) -> None:
     path = _lock(admin)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     node = machine_at(admin.cwd.parent, "node", SUPERFLUID_LOCK=str(path))
-    server.clear_log()
+    fleet_server.clear_log()
     run = node.superfluid("runtime", "install", "basert", "--locked", "--json")
     assert run.code == 0, run.stderr
     doc = run.json()
     assert schema_errors(doc, "locked-install") == []
     assert (doc["lock"]["sha256"], doc["kinds"], doc["installs"][0]["installed"]) == (digest, ["cpu"], "0.4.0-cpu")
-    assert [r.path for r in server.log] == [server.download_path(BASERT, "v0.4.0", BUNDLE)]  # the bytes, nothing else
+    # the bytes, nothing else
+    assert [r.path for r in fleet_server.log] == [fleet_server.download_path(BASERT, "v0.4.0", BUNDLE)]
     receipt = node.receipt("basert", "0.4.0-cpu")
     assert receipt["lock"] == {"file": str(path), "sha256": digest} and schema_errors(receipt, "runtime") == []
     rows = node.superfluid("runtimes", "--json").json()
@@ -104,16 +105,16 @@ def test_install_locked_reads_no_listing_and_records_the_lock(admin: Machine, se
     assert row["lock"] == {"file": str(path), "sha256": digest} and schema_errors(rows, "runtimes") == []
     # again, offline: from the cache by the lock's digests, not one connection
     assert node.superfluid("runtime", "remove", "basert").code == 0
-    server.clear_log()
+    fleet_server.clear_log()
     dry = node.superfluid("runtime", "install", "basert", "--locked", "--offline", "--dry-run")
     assert dry.code == 0 and "basert 0.4.0-cpu (abi, ABI 1)" in dry.stdout and node.installs("basert") == []
     run = node.superfluid("runtime", "install", "basert", "--locked", "--offline")
     assert run.code == 0, run.stderr
-    assert "basert 0.4.0-cpu installed" in run.stdout and server.log == []
+    assert "basert 0.4.0-cpu installed" in run.stdout and fleet_server.log == []
 
 
 def test_a_cuda_machine_falls_back_to_the_cpu_engine_when_its_probe_refuses(admin: Machine,
-                                                                              server: ReleaseServer) -> None:
+                                                                            fleet_server: ReleaseServer) -> None:
     path = _lock(admin)
     node = machine_at(admin.cwd.parent, "gpu", SUPERFLUID_HOST_NVIDIA_DRIVER="580.95.05")
     run = node.superfluid("runtime", "install", "llamacpp", "--locked", str(path), "--json")
@@ -146,11 +147,12 @@ def test_check_reports_nothing_on_an_unchanged_source(admin: Machine) -> None:
     assert "up to date (4 engines" in run.stdout
 
 
-def test_check_reports_a_new_abi_release_and_upgrade_writes_it(admin: Machine, server: ReleaseServer) -> None:
+def test_check_reports_a_new_abi_release_and_upgrade_writes_it(admin: Machine, fleet_server: ReleaseServer) -> None:
     path = _lock(admin)
     before = path.read_text()
-    server.add_release(BASERT, "v0.4.1", releases.release_assets("0.4.1", 1, variant="0.4.0", platform="linux-x64"),
-                       sha256_files=True)
+    fleet_server.add_release(BASERT, "v0.4.1",
+                             releases.release_assets("0.4.1", 1, variant="0.4.0", platform="linux-x64"),
+                             sha256_files=True)
     run = admin.superfluid("lock", "--check")
     assert run.code == 1
     assert "~ basert linux-x64 (cpu): moved: a new ABI-1 release" in run.stdout
@@ -184,13 +186,14 @@ def test_check_reports_a_newer_tested_build(admin: Machine) -> None:
     assert "1 to move, 0 error(s)" in run.stderr
 
 
-def test_check_reports_bytes_changed_under_the_same_name_as_an_error(admin: Machine, server: ReleaseServer) -> None:
+def test_check_reports_bytes_changed_under_the_same_name_as_an_error(admin: Machine,
+                                                                     fleet_server: ReleaseServer) -> None:
     path = _lock(admin)
     before = path.read_text()
-    old_sha = _sha(server, BASERT, "v0.4.0", BUNDLE)
+    old_sha = _sha(fleet_server, BASERT, "v0.4.0", BUNDLE)
     replaced = releases.bundle("0.4.0", extra={"NOTICE": b"rebuilt\n"})
-    server.add_asset(BASERT, "v0.4.0", BUNDLE, replaced)
-    server.add_asset(BASERT, "v0.4.0", BUNDLE + ".sha256", sha256_line(BUNDLE, replaced))
+    fleet_server.add_asset(BASERT, "v0.4.0", BUNDLE, replaced)
+    fleet_server.add_asset(BASERT, "v0.4.0", BUNDLE + ".sha256", sha256_line(BUNDLE, replaced))
     run = admin.superfluid("lock", "--check")
     assert run.code == 1
     new_sha = hashlib.sha256(replaced).hexdigest()
@@ -200,8 +203,9 @@ def test_check_reports_bytes_changed_under_the_same_name_as_an_error(admin: Mach
     assert "nothing was written" in run.stderr and path.read_text() == before
 
 
-def test_lock_from_a_mirror_and_of_nothing_installable(admin: Machine, server: ReleaseServer, tmp_path: Path) -> None:
-    mirror = server.write_mirror(tmp_path / "upstream")
+def test_lock_from_a_mirror_and_of_nothing_installable(admin: Machine, fleet_server: ReleaseServer,
+                                                       tmp_path: Path) -> None:
+    mirror = fleet_server.write_mirror(tmp_path / "upstream")
     run = admin.superfluid("lock", "--runtime", "basert", "--platform", "linux-x64", "--mirror", str(mirror),
                            "-o", "m.lock")
     assert run.code == 0, run.stderr

@@ -9,35 +9,23 @@ import hashlib
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import VENV_BIN, Run
+from tests import conftest as shared
+from tests.conftest import VENV_BIN, Run, isolated_env
 
 #: seconds any one command of these tests may take (installs from a local mirror take ~0.5 s)
 TIMEOUT = 20.0
 
 
 @dataclass
-class Home:
-    """A SUPERFLUID_HOME with basert 0.3.1-cpu and 0.4.0-cpu installed (current: 0.4.0-cpu)."""
+class Home(shared.Home):
+    """A SUPERFLUID_HOME and the mirror it repairs from; ``sf`` runs the CLI with a short timeout."""
 
-    path: Path
     mirror: Path
-    env: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def basert(self) -> Path:
-        return self.path / "runtimes" / "basert"
-
-    def current(self) -> str | None:
-        try:
-            return os.readlink(self.basert / "current")
-        except OSError:
-            return None
 
     def sf(self, *argv: str, timeout: float = TIMEOUT, env: dict[str, str] | None = None) -> Run:
         try:
@@ -71,22 +59,10 @@ def tree_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def clean_env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SUPERFLUID_", "BASERT_")) and k not in ("GITHUB_TOKEN", "GH_TOKEN", "CI")}
-    env["SUPERFLUID_HOME"] = str(home)
-    if os.environ.get("SUPERFLUID_NATIVE_CACHE"):
-        env["SUPERFLUID_NATIVE_CACHE"] = os.environ["SUPERFLUID_NATIVE_CACHE"]
-    return env
-
-
 @pytest.fixture(scope="session")
-def mirror_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def mirror_dir(tmp_path_factory: pytest.TempPathFactory, engines: Path) -> Path:
     from tests.install import releases
 
-    if shutil.which(os.environ.get("CC", "cc")) is None:
-        pytest.fail("no C compiler (cc): the reference engine cannot be built")
-    releases.build_engines()
     return releases.make_mirror(tmp_path_factory.mktemp("mirror"))
 
 
@@ -94,7 +70,7 @@ def mirror_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def template(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Path:
     path = tmp_path_factory.mktemp("template") / "home"
     path.mkdir()
-    h = Home(path, mirror_dir, clean_env(path))
+    h = Home(path, isolated_env(path), mirror_dir)
     for version in ("0.3.1", "0.4.0"):
         run = h.sf("runtime", "install", "basert", "--mirror", str(mirror_dir), "--version", version)
         assert run.code == 0, run.stderr
@@ -103,7 +79,8 @@ def template(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Path
 
 
 @pytest.fixture
-def home(tmp_path: Path, template: Path, mirror_dir: Path) -> Iterator[Home]:
+def installed_home(tmp_path: Path, template: Path, mirror_dir: Path) -> Home:
+    """A copy of the home with basert 0.3.1-cpu and 0.4.0-cpu installed (current: 0.4.0-cpu)."""
     path = tmp_path / "home"
     shutil.copytree(template, path, symlinks=True)
-    yield Home(path, mirror_dir, clean_env(path))
+    return Home(path, isolated_env(path), mirror_dir)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,19 +16,20 @@ from superfluid.installer.config import FetchConfig
 from superfluid.installer.download import download
 from superfluid.installer.errors import DownloadError
 from superfluid.installer.fetcher import RequestsFetcher
+from tests.conftest import isolated_env
 from tests.install import releases
 from tests.release_server import ReleaseServer
 
-from .conftest import Home, clean_env
+from .conftest import Home
 
 DATA = bytes(range(256)) * 64  # 16 KiB
 
 
 @pytest.fixture
-def server() -> Iterator[ReleaseServer]:
-    with ReleaseServer() as s:
-        s.add_release(releases.REPO, "v9.9.9", {"blob.bin": DATA})
-        yield s
+def blob_server(release_server: ReleaseServer) -> ReleaseServer:
+    """The loopback server with one release holding ``blob.bin`` (16 KiB)."""
+    release_server.add_release(releases.REPO, "v9.9.9", {"blob.bin": DATA})
+    return release_server
 
 
 def _config(**over: float) -> FetchConfig:
@@ -40,15 +40,15 @@ def _config(**over: float) -> FetchConfig:
 
 
 @pytest.mark.parametrize("first", [0, 4096], ids=["stalls-before-a-byte", "stalls-for-good-mid-body"])
-def test_a_server_that_stalls_for_good_costs_one_deadline(server: ReleaseServer, tmp_path: Path,
+def test_a_server_that_stalls_for_good_costs_one_deadline(blob_server: ReleaseServer, tmp_path: Path,
                                                           first: int) -> None:
-    path = server.download_path(releases.REPO, "v9.9.9", "blob.bin")
-    server.fault(path, "stall", after=first, seconds=60, times=1)  # the first answer: `first` bytes, then nothing
-    server.fault(path, "stall", after=0, seconds=60, times=100)  # every later one: nothing at all
+    path = blob_server.download_path(releases.REPO, "v9.9.9", "blob.bin")
+    blob_server.fault(path, "stall", after=first, seconds=60, times=1)  # the first answer: `first` bytes, then nothing
+    blob_server.fault(path, "stall", after=0, seconds=60, times=100)  # every later one: nothing at all
     fetcher = RequestsFetcher(_config())
     started = time.monotonic()
     with pytest.raises(DownloadError) as e:
-        download(server.download_url(releases.REPO, "v9.9.9", "blob.bin"), None, len(DATA),
+        download(blob_server.download_url(releases.REPO, "v9.9.9", "blob.bin"), None, len(DATA),
                  cache=Cache(tmp_path / "cache"), fetcher=fetcher)
     took = time.monotonic() - started
     fetcher.close()
@@ -58,14 +58,14 @@ def test_a_server_that_stalls_for_good_costs_one_deadline(server: ReleaseServer,
     assert "attempts" in str(e.value)
 
 
-def test_a_slow_steady_body_is_not_cut_off_by_the_deadline(server: ReleaseServer, tmp_path: Path) -> None:
+def test_a_slow_steady_body_is_not_cut_off_by_the_deadline(blob_server: ReleaseServer, tmp_path: Path) -> None:
     """Each attempt brings bytes before it stalls: the deadline counts time without a byte, so the
     download resumes across attempts past the deadline and completes."""
-    path = server.download_path(releases.REPO, "v9.9.9", "blob.bin")
+    path = blob_server.download_path(releases.REPO, "v9.9.9", "blob.bin")
     for after in (4096, 8192, 12288):  # three cuts after a stall each, then the rest
-        server.fault(path, "stall", after=after, seconds=0.7, times=1)
+        blob_server.fault(path, "stall", after=after, seconds=0.7, times=1)
     fetcher = RequestsFetcher(_config(stall_timeout=0.5, patience=1.2, retries=6))
-    got = download(server.download_url(releases.REPO, "v9.9.9", "blob.bin"), None, len(DATA),
+    got = download(blob_server.download_url(releases.REPO, "v9.9.9", "blob.bin"), None, len(DATA),
                    cache=Cache(tmp_path / "cache"), fetcher=fetcher)
     fetcher.close()
     assert got.path.read_bytes() == DATA
@@ -80,7 +80,7 @@ def test_a_malformed_release_entry_is_skipped_with_a_warning_naming_it(tmp_path:
     doc = json.loads(listing.read_text())
     doc.insert(0, {"tag_name": "v0.6.0", "name": "broken", "assets": None})
     (mirror / "basecompute" / "baseRT" / "releases.json").write_text(json.dumps(doc))
-    home = Home(tmp_path / "home", mirror, clean_env(tmp_path / "home"))
+    home = Home(tmp_path / "home", isolated_env(tmp_path / "home"), mirror)
     home.path.mkdir()
     dry = home.sf("runtime", "install", "basert", "--mirror", str(mirror), "--dry-run", "--json")
     assert dry.code == 0, dry.stderr

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import VENV_BIN
+from tests.conftest import VENV_BIN, Run, isolated_env
 
-from .conftest import TIMEOUT, Home, Run, clean_env, tree_digest
+from .conftest import TIMEOUT, Home, tree_digest
 
 CHANGING = [
     ["runtime", "install", "basert", "--version", "0.3.1"],
@@ -65,7 +65,7 @@ def test_a_home_that_is_a_file(tmp_path: Path, mirror_dir: Path, under: bool) ->
     afile = tmp_path / "home-file"
     afile.write_text("not a directory\n")
     where = afile / "sub" if under else afile
-    env = clean_env(where)
+    env = isolated_env(where)
     for argv in CHANGING:
         _assert_refused(_run(_mirror_flags(argv, mirror_dir), env), where,
                         "cannot be made" if under else "is a file, not a directory")
@@ -86,22 +86,22 @@ def _unshare_prefix() -> list[str] | None:
     return None
 
 
-def test_a_home_on_a_read_only_file_system(home: Home, tmp_path: Path) -> None:
+def test_a_home_on_a_read_only_file_system(installed_home: Home, tmp_path: Path) -> None:
     prefix = _unshare_prefix()
     if prefix is None:
         pytest.skip("no mount namespace can be made here (unshare -m and -rm both refused)")
-    before = tree_digest(home.path / "runtimes")
-    script = f"mount --bind {shlex.quote(str(home.path))} {shlex.quote(str(home.path))} && " \
-             f"mount -o remount,bind,ro {shlex.quote(str(home.path))} && exec \"$@\""
+    before = tree_digest(installed_home.path / "runtimes")
+    script = f"mount --bind {shlex.quote(str(installed_home.path))} {shlex.quote(str(installed_home.path))} && " \
+             f"mount -o remount,bind,ro {shlex.quote(str(installed_home.path))} && exec \"$@\""
     for argv in CHANGING:
-        run = _run(_mirror_flags(argv, home.mirror), home.env, [*prefix, "sh", "-c", script, "sh"])
-        _assert_refused(run, home.path, "is on a read-only file system")
+        run = _run(_mirror_flags(argv, installed_home.mirror), installed_home.env, [*prefix, "sh", "-c", script, "sh"])
+        _assert_refused(run, installed_home.path, "is on a read-only file system")
     for argv in READING:
-        run = _run(argv, home.env, [*prefix, "sh", "-c", script, "sh"])
-        _assert_answers_with_one_warning(run, home.path)
-    rows = _run(["runtimes", "--json"], home.env, [*prefix, "sh", "-c", script, "sh"])
+        run = _run(argv, installed_home.env, [*prefix, "sh", "-c", script, "sh"])
+        _assert_answers_with_one_warning(run, installed_home.path)
+    rows = _run(["runtimes", "--json"], installed_home.env, [*prefix, "sh", "-c", script, "sh"])
     assert next(r for r in rows.json() if r["id"] == "basert")["state"] == "ready"  # read what it could
-    assert tree_digest(home.path / "runtimes") == before
+    assert tree_digest(installed_home.path / "runtimes") == before
 
 
 @pytest.fixture
@@ -127,7 +127,7 @@ def unwritable(template: Path, mirror_dir: Path) -> Iterator[tuple[Home, list[st
                 for d in dirs:
                     os.chmod(os.path.join(root, d), 0o555)
             os.chmod(path, 0o555)
-        yield Home(path, mirror_dir, clean_env(path)), prefix
+        yield Home(path, isolated_env(path), mirror_dir), prefix
     finally:
         for root, dirs, _ in os.walk(base):
             for d in dirs:

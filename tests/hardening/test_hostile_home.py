@@ -80,68 +80,69 @@ RECEIPTS = [
 
 
 @pytest.mark.parametrize(("make", "reason"), RECEIPTS)
-def test_a_broken_current_receipt_is_shown_then_repaired_in_place(home: Home, make: Callable[[Path], None],
+def test_a_broken_current_receipt_is_shown_then_repaired_in_place(installed_home: Home, make: Callable[[Path], None],
                                                                   reason: str) -> None:
-    receipt = home.basert / "0.4.0-cpu" / "runtime.json"
+    receipt = installed_home.basert / "0.4.0-cpu" / "runtime.json"
     _replace(receipt, make)
-    other = tree_digest(home.basert / "0.3.1-cpu")
+    other = tree_digest(installed_home.basert / "0.3.1-cpu")
 
-    row = next(r for r in home.sf("runtimes", "--json").json() if r["id"] == "basert")
+    row = next(r for r in installed_home.sf("runtimes", "--json").json() if r["id"] == "basert")
     assert row["state"] == "broken" and row["install"] == "0.4.0-cpu"
     assert reason in row["ready"] and "superfluid runtime repair basert" in row["ready"]
     assert row["requires"] == {"header": "0.4.0", "abi": 1}
 
-    run = home.sf("runtime", "use", "basert", "0.4.0-cpu")
+    run = installed_home.sf("runtime", "use", "basert", "0.4.0-cpu")
     assert run.code == 1 and "0.4.0-cpu is broken" in run.stderr
-    assert home.current() == "0.4.0-cpu"  # a refused use changes nothing
-    run = home.sf("runtime", "update", "basert", *home.repair_flags())  # reads every receipt: never hangs
+    assert installed_home.current() == "0.4.0-cpu"  # a refused use changes nothing
+    run = installed_home.sf("runtime", "update", "basert",
+                            *installed_home.repair_flags())  # reads every receipt: never hangs
     assert run.code == 0, run.stderr
-    assert tree_digest(home.basert / "0.3.1-cpu") == other
+    assert tree_digest(installed_home.basert / "0.3.1-cpu") == other
 
-    run = home.sf("runtime", "repair", "basert", *home.repair_flags())
+    run = installed_home.sf("runtime", "repair", "basert", *installed_home.repair_flags())
     assert run.code == 0, run.stderr
     assert "basert 0.4.0-cpu installed" in run.stdout  # that install, not the older one
-    assert home.current() == "0.4.0-cpu"
+    assert installed_home.current() == "0.4.0-cpu"
     assert json.loads(receipt.read_text())["install"] == "0.4.0-cpu"
-    assert tree_digest(home.basert / "0.3.1-cpu") == other
-    assert next(r for r in home.sf("runtimes", "--json").json() if r["id"] == "basert")["state"] == "ready"
+    assert tree_digest(installed_home.basert / "0.3.1-cpu") == other
+    assert next(r for r in installed_home.sf("runtimes", "--json").json() if r["id"] == "basert")["state"] == "ready"
 
 
 @pytest.mark.parametrize(("make", "reason"), RECEIPTS)
-def test_a_broken_install_is_removed_and_current_moves_first(home: Home, make: Callable[[Path], None],
+def test_a_broken_install_is_removed_and_current_moves_first(installed_home: Home, make: Callable[[Path], None],
                                                             reason: str) -> None:
-    _replace(home.basert / "0.4.0-cpu" / "runtime.json", make)
-    run = home.sf("runtime", "remove", "basert", "0.4.0-cpu")
+    _replace(installed_home.basert / "0.4.0-cpu" / "runtime.json", make)
+    run = installed_home.sf("runtime", "remove", "basert", "0.4.0-cpu")
     assert run.code == 0, run.stderr
-    assert not (home.basert / "0.4.0-cpu").exists()
-    assert home.current() == "0.3.1-cpu"
-    assert sorted(n for n in os.listdir(home.basert) if n.startswith(".")) == [".install.lock"]
+    assert not (installed_home.basert / "0.4.0-cpu").exists()
+    assert installed_home.current() == "0.3.1-cpu"
+    assert sorted(n for n in os.listdir(installed_home.basert) if n.startswith(".")) == [".install.lock"]
 
 
-def test_use_auto_never_removes_current_when_no_receipt_reads(home: Home) -> None:
-    assert home.sf("runtime", "use", "basert", "0.4.0-cpu").code == 0  # pinned: the pin stays too
+def test_use_auto_never_removes_current_when_no_receipt_reads(installed_home: Home) -> None:
+    assert installed_home.sf("runtime", "use", "basert", "0.4.0-cpu").code == 0  # pinned: the pin stays too
     for install in ("0.3.1-cpu", "0.4.0-cpu"):
-        (home.basert / install / "runtime.json").write_text("unreadable")
-    before = tree_digest(home.basert)
-    run = home.sf("runtime", "use", "basert", "--auto")
+        (installed_home.basert / install / "runtime.json").write_text("unreadable")
+    before = tree_digest(installed_home.basert)
+    run = installed_home.sf("runtime", "use", "basert", "--auto")
     assert run.code == 1
     assert "no install of basert reads" in run.stderr and "current still names 0.4.0-cpu" in run.stderr
     assert "superfluid runtime repair basert" in run.stderr
-    assert home.current() == "0.4.0-cpu" and tree_digest(home.basert) == before
-    assert (home.basert / "pinned").read_text() == "0.4.0-cpu\n"
-    row = next(r for r in home.sf("runtimes", "--json").json() if r["id"] == "basert")
+    assert installed_home.current() == "0.4.0-cpu" and tree_digest(installed_home.basert) == before
+    assert (installed_home.basert / "pinned").read_text() == "0.4.0-cpu\n"
+    row = next(r for r in installed_home.sf("runtimes", "--json").json() if r["id"] == "basert")
     assert row["state"] == "broken" and row["install"] == "0.4.0-cpu"
 
 
-def test_a_receipt_linked_out_of_the_home_is_not_followed(home: Home, tmp_path: Path) -> None:
+def test_a_receipt_linked_out_of_the_home_is_not_followed(installed_home: Home, tmp_path: Path) -> None:
     good = tmp_path / "good-receipt.json"
-    good.write_text((home.basert / "0.4.0-cpu" / "runtime.json").read_text())
-    _replace(home.basert / "0.4.0-cpu" / "runtime.json", _link_to(str(good)))
+    good.write_text((installed_home.basert / "0.4.0-cpu" / "runtime.json").read_text())
+    _replace(installed_home.basert / "0.4.0-cpu" / "runtime.json", _link_to(str(good)))
     before = good.read_bytes()
-    row = next(r for r in home.sf("runtimes", "--json").json() if r["id"] == "basert")
+    row = next(r for r in installed_home.sf("runtimes", "--json").json() if r["id"] == "basert")
     assert row["state"] == "broken" and "symbolic link" in row["ready"]
-    assert home.sf("runtime", "repair", "basert", *home.repair_flags()).code == 0
-    assert good.read_bytes() == before and not (home.basert / "0.4.0-cpu" / "runtime.json").is_symlink()
+    assert installed_home.sf("runtime", "repair", "basert", *installed_home.repair_flags()).code == 0
+    assert good.read_bytes() == before and not (installed_home.basert / "0.4.0-cpu" / "runtime.json").is_symlink()
 
 
 # -- current ----------------------------------------------------------------------------------------
@@ -172,28 +173,28 @@ CURRENTS = [
 
 @pytest.mark.parametrize(("maker", "fragment"), CURRENTS)
 def test_a_bad_current_is_reported_and_fixed_without_changing_an_install(
-        home: Home, tmp_path: Path, maker: Callable[[Path], Callable[[Path], None]], fragment: str) -> None:
-    installs = {n: tree_digest(home.basert / n) for n in ("0.3.1-cpu", "0.4.0-cpu")}
-    _replace(home.basert / "current", maker(tmp_path))
+        installed_home: Home, tmp_path: Path, maker: Callable[[Path], Callable[[Path], None]], fragment: str) -> None:
+    installs = {n: tree_digest(installed_home.basert / n) for n in ("0.3.1-cpu", "0.4.0-cpu")}
+    _replace(installed_home.basert / "current", maker(tmp_path))
 
-    row = next(r for r in home.sf("runtimes", "--json").json() if r["id"] == "basert")
+    row = next(r for r in installed_home.sf("runtimes", "--json").json() if r["id"] == "basert")
     assert row["state"] == "broken" and fragment in row["ready"], row
     assert "elsewhere" not in json.dumps(row) or "points outside" in row["ready"]
     assert "abi" not in row and "install" not in row
 
-    run = home.sf("runtime", "use", "basert", "--auto")
+    run = installed_home.sf("runtime", "use", "basert", "--auto")
     assert run.code == 0, run.stderr
-    assert home.current() == "0.4.0-cpu"
-    assert {n: tree_digest(home.basert / n) for n in installs} == installs
+    assert installed_home.current() == "0.4.0-cpu"
+    assert {n: tree_digest(installed_home.basert / n) for n in installs} == installs
 
-    _replace(home.basert / "current", _link_to("9.9.9-cpu"))
-    run = home.sf("runtime", "repair", "basert", *home.repair_flags())
+    _replace(installed_home.basert / "current", _link_to("9.9.9-cpu"))
+    run = installed_home.sf("runtime", "repair", "basert", *installed_home.repair_flags())
     assert run.code == 0, run.stderr
-    assert home.current() == "0.4.0-cpu"
-    assert tree_digest(home.basert / "0.3.1-cpu") == installs["0.3.1-cpu"]
+    assert installed_home.current() == "0.4.0-cpu"
+    assert tree_digest(installed_home.basert / "0.3.1-cpu") == installs["0.3.1-cpu"]
 
 
-def test_nothing_runs_from_a_current_that_points_out_of_the_home(home: Home, tmp_path: Path) -> None:
+def test_nothing_runs_from_a_current_that_points_out_of_the_home(installed_home: Home, tmp_path: Path) -> None:
     """A llama.cpp `current` linked to a directory outside the home whose worker would leave a mark:
     `runtimes` never runs it, and reports the link."""
     mark = tmp_path / "ran"
@@ -204,13 +205,13 @@ def test_nothing_runs_from_a_current_that_points_out_of_the_home(home: Home, tmp
     worker.write_text(f"#!/bin/sh\ntouch {mark}\necho '{{\"available\": true}}'\n")
     worker.chmod(0o755)
     (out / "lib" / "libllama.so").write_bytes(b"\x7fELF not really")
-    root = home.path / "runtimes" / "llamacpp"
+    root = installed_home.path / "runtimes" / "llamacpp"
     root.mkdir()
     os.symlink(str(out), root / "current")
-    row = next(r for r in home.sf("runtimes", "--json").json() if r["id"] == "llamacpp")
+    row = next(r for r in installed_home.sf("runtimes", "--json").json() if r["id"] == "llamacpp")
     assert not mark.exists()
     assert row["state"] == "broken" and "points outside" in row["ready"]
-    run = home.sf("runtime", "check", "llamacpp")
+    run = installed_home.sf("runtime", "check", "llamacpp")
     assert not mark.exists() and run.code == 1
 
 
@@ -227,15 +228,15 @@ PINNED = [
 
 
 @pytest.mark.parametrize("make", PINNED)
-def test_a_hostile_pinned_is_no_pin(home: Home, make: Callable[[Path], None]) -> None:
-    _replace(home.basert / "pinned", make)
-    assert home.sf("runtimes").code == 0
-    run = home.sf("runtime", "use", "basert", "--auto")
+def test_a_hostile_pinned_is_no_pin(installed_home: Home, make: Callable[[Path], None]) -> None:
+    _replace(installed_home.basert / "pinned", make)
+    assert installed_home.sf("runtimes").code == 0
+    run = installed_home.sf("runtime", "use", "basert", "--auto")
     assert run.code == 0, run.stderr
-    assert home.current() == "0.4.0-cpu" and not (home.basert / "pinned").exists()
-    _replace(home.basert / "pinned", make)
-    assert home.sf("runtime", "remove", "basert", "0.3.1-cpu").code == 0
-    assert home.current() == "0.4.0-cpu"
+    assert installed_home.current() == "0.4.0-cpu" and not (installed_home.basert / "pinned").exists()
+    _replace(installed_home.basert / "pinned", make)
+    assert installed_home.sf("runtime", "remove", "basert", "0.3.1-cpu").code == 0
+    assert installed_home.current() == "0.4.0-cpu"
 
 
 LOCKS = [
@@ -247,10 +248,10 @@ LOCKS = [
 
 
 @pytest.mark.parametrize(("kind", "fragment"), LOCKS)
-def test_a_lock_file_that_is_not_one_is_refused_and_nothing_outside_is_written(home: Home, tmp_path: Path,
+def test_a_lock_file_that_is_not_one_is_refused_and_nothing_outside_is_written(installed_home: Home, tmp_path: Path,
                                                                               kind: str, fragment: str) -> None:
     outside = _outside(tmp_path)
-    lock = home.basert / ".install.lock"
+    lock = installed_home.basert / ".install.lock"
     lock.unlink()
     if kind == "symlink":
         os.symlink(str(outside), lock)
@@ -263,13 +264,13 @@ def test_a_lock_file_that_is_not_one_is_refused_and_nothing_outside_is_written(h
         os.mkfifo(lock)
     else:
         lock.mkdir()
-    before = tree_digest(home.basert)
+    before = tree_digest(installed_home.basert)
     for argv in (["runtime", "use", "basert", "--auto"], ["runtime", "remove", "basert", "0.3.1-cpu"],
-                 ["runtime", "install", "basert", "--mirror", str(home.mirror), "--version", "0.3.1"]):
-        run = home.sf(*argv)
+                 ["runtime", "install", "basert", "--mirror", str(installed_home.mirror), "--version", "0.3.1"]):
+        run = installed_home.sf(*argv)
         assert run.code == 1 and fragment in run.stderr and str(lock) in run.stderr, (argv, run.stderr)
     assert outside.read_text() == OUTSIDE_TEXT
-    assert tree_digest(home.basert) == before
+    assert tree_digest(installed_home.basert) == before
 
 
 ANSWER_CACHES = [
@@ -286,59 +287,61 @@ echo '{"runtime": {"id": "llamacpp", "version": "llama.cpp test"}, "available": 
 
 
 @pytest.mark.parametrize("make", ANSWER_CACHES)
-def test_a_hostile_answer_cache_is_ignored_and_replaced(home: Home, tmp_path: Path,
+def test_a_hostile_answer_cache_is_ignored_and_replaced(installed_home: Home, tmp_path: Path,
                                                        make: Callable[[Path], None]) -> None:
     worker = tmp_path / "checker"
     worker.write_text(CHECKER)
     worker.chmod(0o755)
-    cache = home.path / "cache" / "answers.json"
+    cache = installed_home.path / "cache" / "answers.json"
     _replace(cache, make)
-    env = dict(home.env, SUPERFLUID_WORKER_LLAMACPP=str(worker))
+    env = dict(installed_home.env, SUPERFLUID_WORKER_LLAMACPP=str(worker))
     for _ in range(2):
-        run = home.sf("runtimes", "--json", env=env)
+        run = installed_home.sf("runtimes", "--json", env=env)
         assert run.code == 0
         assert next(r for r in run.json() if r["id"] == "llamacpp")["state"] == "ready"
     assert cache.is_file() and not cache.is_symlink() and cache.stat().st_size < 1 << 20
 
 
-def test_hostile_http_cache_records_and_blobs_are_never_followed(home: Home, tmp_path: Path) -> None:
+def test_hostile_http_cache_records_and_blobs_are_never_followed(installed_home: Home, tmp_path: Path) -> None:
     """Every HTTP record a link to /dev/zero, every cached blob a FIFO, a partial download linked
     to a file outside the home: installing again from the mirror still works, and writes nothing
     out of the home."""
     outside = _outside(tmp_path)
-    cache = home.path / "cache"
+    cache = installed_home.path / "cache"
     for record in (cache / "http").iterdir():
         _replace(record, _link_to("/dev/zero"))
     for blob in (cache / "sha256").iterdir():
         _replace(blob, _fifo)
     from tests.install.releases import bundle_name
 
-    digest = (home.mirror / "basecompute" / "baseRT" / "releases" / "download" / "v0.3.1" /
+    digest = (installed_home.mirror / "basecompute" / "baseRT" / "releases" / "download" / "v0.3.1" /
               f"{bundle_name('0.3.1')}.sha256").read_text().split()[0]
     (cache / "partial").mkdir(exist_ok=True)
     os.symlink(str(outside), cache / "partial" / f"sha256-{digest}.partial")
-    run = home.sf("runtime", "install", "basert", "--mirror", str(home.mirror), "--version", "0.3.1")
+    run = installed_home.sf("runtime", "install", "basert", "--mirror", str(installed_home.mirror), "--version",
+                            "0.3.1")
     assert run.code == 0, run.stderr
     assert outside.read_text() == OUTSIDE_TEXT
-    assert json.loads((home.basert / "0.3.1-cpu" / "runtime.json").read_text())["version"] == "0.3.1"
+    assert json.loads((installed_home.basert / "0.3.1-cpu" / "runtime.json").read_text())["version"] == "0.3.1"
 
 
 @pytest.mark.parametrize("linked", ["runtimes/basert", "runtimes", "cache"])
-def test_a_folder_of_the_home_linked_out_is_never_written_through(home: Home, tmp_path: Path, linked: str) -> None:
+def test_a_folder_of_the_home_linked_out_is_never_written_through(installed_home: Home, tmp_path: Path,
+                                                                  linked: str) -> None:
     """A link inside the home to a directory outside it (a copy of what was there): no command writes
     through it, each says which link, and what it points at is unchanged."""
     import shutil
 
-    inside = home.path / linked
+    inside = installed_home.path / linked
     outside = tmp_path / "outside" / linked.replace("/", "-")
     outside.parent.mkdir()
     shutil.move(str(inside), str(outside))
     os.symlink(str(outside), inside)
     before = tree_digest(outside)
     for argv in (["runtime", "use", "basert", "--auto"], ["runtime", "remove", "basert", "0.3.1-cpu"],
-                 ["runtime", "install", "basert", "--mirror", str(home.mirror), "--version", "0.3.0"],
-                 ["runtime", "repair", "basert", "--mirror", str(home.mirror)]):
-        run = home.sf(*argv)
+                 ["runtime", "install", "basert", "--mirror", str(installed_home.mirror), "--version", "0.3.0"],
+                 ["runtime", "repair", "basert", "--mirror", str(installed_home.mirror)]):
+        run = installed_home.sf(*argv)
         if linked == "cache" and argv[1] != "install":
             # they write nothing to the cache (a repair finds its bytes there): read through the link is fine
             assert run.code == 0, run.stderr

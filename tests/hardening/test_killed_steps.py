@@ -81,24 +81,24 @@ def _consistent(home: Home) -> str:
 
 @pytest.mark.parametrize("step", ["new-link-made", "renamed-aside", "before-delete"])
 @pytest.mark.parametrize("pinned", [False, True], ids=["unpinned", "pinned"])
-def test_a_remove_killed_at_any_step_leaves_a_consistent_home(home: Home, tmp_path: Path, step: str,
+def test_a_remove_killed_at_any_step_leaves_a_consistent_home(installed_home: Home, tmp_path: Path, step: str,
                                                               pinned: bool) -> None:
     if pinned:
-        assert home.sf("runtime", "use", "basert", "0.4.0-cpu").code == 0
+        assert installed_home.sf("runtime", "use", "basert", "0.4.0-cpu").code == 0
     marker = tmp_path / "marker"
-    proc = subprocess.Popen([sys.executable, "-c", REMOVER, str(home.path), "0.4.0-cpu", step, str(marker)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=home.env)
+    proc = subprocess.Popen([sys.executable, "-c", REMOVER, str(installed_home.path), "0.4.0-cpu", step, str(marker)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=installed_home.env)
     assert _wait_for(marker, proc).endswith(step)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert _consistent(home) in ("0.3.1-cpu", "0.4.0-cpu")  # whatever the step: consistent
+    assert _consistent(installed_home) in ("0.3.1-cpu", "0.4.0-cpu")  # whatever the step: consistent
     # the next command finishes (or undoes) what was begun
-    if (home.basert / "0.4.0-cpu").exists():
-        assert home.sf("runtime", "remove", "basert", "0.4.0-cpu").code == 0
+    if (installed_home.basert / "0.4.0-cpu").exists():
+        assert installed_home.sf("runtime", "remove", "basert", "0.4.0-cpu").code == 0
     else:
-        assert home.sf("runtime", "use", "basert", "--auto").code == 0
-    assert _consistent(home) == "0.3.1-cpu"
-    assert sorted(os.listdir(home.basert)) == [".install.lock", "0.3.1-cpu", "current"]
+        assert installed_home.sf("runtime", "use", "basert", "--auto").code == 0
+    assert _consistent(installed_home) == "0.3.1-cpu"
+    assert sorted(os.listdir(installed_home.basert)) == [".install.lock", "0.3.1-cpu", "current"]
 
 
 HOLDER = textwrap.dedent("""
@@ -116,18 +116,18 @@ HOLDER = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("late", [0.0, 0.8], ids=["record-written", "waiter-before-the-record"])
-def test_a_waiter_names_the_holder(home: Home, tmp_path: Path, late: float) -> None:
+def test_a_waiter_names_the_holder(installed_home: Home, tmp_path: Path, late: float) -> None:
     marker = tmp_path / "held"
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(home.basert / ".install.lock"), str(marker),
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(installed_home.basert / ".install.lock"), str(marker),
                                str(late)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 10
         while not marker.exists() and time.monotonic() < deadline:
             time.sleep(0.01)
-        run = home.sf("runtime", "use", "basert", "0.3.1-cpu")
+        run = installed_home.sf("runtime", "use", "basert", "0.3.1-cpu")
         assert run.code == 0, run.stderr
         assert f"pid {holder.pid} (holder of the test" in run.stderr, run.stderr
-        assert home.current() == "0.3.1-cpu"
+        assert installed_home.current() == "0.3.1-cpu"
     finally:
         holder.kill()
         holder.wait()

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import Home, clean_env
+from tests.conftest import isolated_env
+
+from .conftest import Home
 
 HEAD = f"#!{sys.executable}\nimport json, os, sys, time\n"
 
@@ -42,10 +44,10 @@ ANSWERS = [
 
 
 @pytest.mark.parametrize(("answer", "reason"), ANSWERS)
-def test_a_wrong_answer_marks_its_row_and_the_others_answer(home: Home, tmp_path: Path, answer: str,
+def test_a_wrong_answer_marks_its_row_and_the_others_answer(installed_home: Home, tmp_path: Path, answer: str,
                                                             reason: str) -> None:
-    env = dict(home.env, SUPERFLUID_WORKER_LLAMACPP=str(_worker(tmp_path / "wrong", answer)))
-    run = home.sf("runtimes", "--json", env=env)
+    env = dict(installed_home.env, SUPERFLUID_WORKER_LLAMACPP=str(_worker(tmp_path / "wrong", answer)))
+    run = installed_home.sf("runtimes", "--json", env=env)
     assert run.code == 0
     rows = {r["id"]: r for r in run.json()}
     assert rows["llamacpp"]["state"] == "missing" and reason in rows["llamacpp"]["ready"], rows["llamacpp"]
@@ -53,32 +55,33 @@ def test_a_wrong_answer_marks_its_row_and_the_others_answer(home: Home, tmp_path
     from superfluid.runtime.schema import errors
 
     assert errors(run.json(), "runtimes") == []
-    check = home.sf("runtime", "check", "llamacpp", env=env)
+    check = installed_home.sf("runtime", "check", "llamacpp", env=env)
     assert check.code == 1 and reason in check.stderr
 
 
-def test_a_hanging_worker_costs_one_timeout_and_is_remembered(home: Home, tmp_path: Path) -> None:
+def test_a_hanging_worker_costs_one_timeout_and_is_remembered(installed_home: Home, tmp_path: Path) -> None:
     """Asked check, versions and options by `runtimes`: one timeout (not three), and within a
     minute a second `runtimes` does not start it at all."""
     marks = tmp_path / "started"
     marks.mkdir()
     hang = f"open(os.path.join({str(marks)!r}, str(os.getpid())), 'w').close(); time.sleep(600)"
-    env = dict(home.env, SUPERFLUID_WORKER_LLAMACPP=str(_worker(tmp_path / "hang", hang, others=hang)),
+    env = dict(installed_home.env, SUPERFLUID_WORKER_LLAMACPP=str(_worker(tmp_path / "hang", hang, others=hang)),
                SUPERFLUID_WORKER_TIMEOUT="1")
     started = time.monotonic()
-    run = home.sf("runtimes", "--json", env=env)
+    run = installed_home.sf("runtimes", "--json", env=env)
     took = time.monotonic() - started
     assert run.code == 0 and took < 2.5, took  # three questions, one timeout of 1 s
     row = next(r for r in run.json() if r["id"] == "llamacpp")
     assert row["state"] == "missing" and "did not answer within 1 s" in row["ready"]
     assert len(os.listdir(marks)) == 1
     started = time.monotonic()
-    again = home.sf("runtimes", "--json", env=env)
+    again = installed_home.sf("runtimes", "--json", env=env)
     assert time.monotonic() - started < 1.0 and len(os.listdir(marks)) == 1  # not started again
     row = next(r for r in again.json() if r["id"] == "llamacpp")
     assert "not asked again" in row["ready"]
     fixed = _worker(tmp_path / "hang", "print(json.dumps({'available': True}))")  # the worker file changed
-    assert next(r for r in home.sf("runtimes", "--json", env=dict(env, SUPERFLUID_WORKER_LLAMACPP=str(fixed))).json()
+    fixed_env = dict(env, SUPERFLUID_WORKER_LLAMACPP=str(fixed))
+    assert next(r for r in installed_home.sf("runtimes", "--json", env=fixed_env).json()
                 if r["id"] == "llamacpp")["state"] == "ready"
 
 
@@ -89,9 +92,9 @@ def test_a_killed_worker_takes_its_children_with_it(tmp_path: Path) -> None:
     spawn = ("import subprocess; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); "
              f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{p.pid}}'); time.sleep(600)")
     home_path = tmp_path / "home"
-    env = dict(clean_env(home_path), SUPERFLUID_WORKER_LLAMACPP=str(_worker(tmp_path / "spawner", spawn, others=spawn)),
-               SUPERFLUID_WORKER_TIMEOUT="1")
-    home = Home(home_path, tmp_path, env)
+    spawner = _worker(tmp_path / "spawner", spawn, others=spawn)
+    env = dict(isolated_env(home_path), SUPERFLUID_WORKER_LLAMACPP=str(spawner), SUPERFLUID_WORKER_TIMEOUT="1")
+    home = Home(home_path, env, tmp_path)
     started = time.monotonic()
     run = home.sf("runtime", "check", "llamacpp", timeout=10)
     assert run.code == 1 and time.monotonic() - started < 4
@@ -114,16 +117,17 @@ def _alive(pid: int) -> bool:
         return True
 
 
-def test_worker_answers_in_the_cache_are_checked_again(home: Home, tmp_path: Path) -> None:
+def test_worker_answers_in_the_cache_are_checked_again(installed_home: Home, tmp_path: Path) -> None:
     """A tampered answer cache cannot slip a wrong answer past the check: the entry is ignored."""
     worker = _worker(tmp_path / "good", "print(json.dumps({'available': True, 'runtime': {'version': 'v'}}))")
-    env = dict(home.env, SUPERFLUID_WORKER_LLAMACPP=str(worker))
-    assert next(r for r in home.sf("runtimes", "--json", env=env).json() if r["id"] == "llamacpp")["state"] == "ready"
-    cache = home.path / "cache" / "answers.json"
+    env = dict(installed_home.env, SUPERFLUID_WORKER_LLAMACPP=str(worker))
+    assert next(r for r in installed_home.sf("runtimes", "--json", env=env).json()
+                if r["id"] == "llamacpp")["state"] == "ready"
+    cache = installed_home.path / "cache" / "answers.json"
     doc = json.loads(cache.read_text())
     for entry in doc.values():
         if isinstance(entry, dict) and "answer" in entry:
             entry["answer"] = ["not", "a", "report"]
     cache.write_text(json.dumps(doc))
-    row = next(r for r in home.sf("runtimes", "--json", env=env).json() if r["id"] == "llamacpp")
+    row = next(r for r in installed_home.sf("runtimes", "--json", env=env).json() if r["id"] == "llamacpp")
     assert row["state"] == "ready"  # asked again, not taken from the tampered entry

@@ -45,22 +45,22 @@ def heavy(modules: set[str]) -> list[str]:
     return sorted(m for m in modules if m.split(".")[0] in HEAVY)
 
 
-def test_fast_commands_import_no_network_or_schema_library(home: Home, server: ReleaseServer) -> None:
-    run = home.superfluid("runtime", "install", "basert", "--mirror", server.mirror_url)
+def test_fast_commands_import_no_network_or_schema_library(cli_home: Home, server: ReleaseServer) -> None:
+    run = cli_home.superfluid("runtime", "install", "basert", "--mirror", server.mirror_url)
     assert run.code == 0, run.stderr
-    assert heavy(imported(home, ["runtime", "install", "basert", "--mirror", server.mirror_url, "--dry-run"]))
+    assert heavy(imported(cli_home, ["runtime", "install", "basert", "--mirror", server.mirror_url, "--dry-run"]))
     for argv in FAST:  # warm: what is checked once per content is checked now
-        assert home.superfluid(*argv).code == 0
-    found = {" ".join(argv): heavy(imported(home, argv)) for argv in FAST}
+        assert cli_home.superfluid(*argv).code == 0
+    found = {" ".join(argv): heavy(imported(cli_home, argv)) for argv in FAST}
     assert found == {" ".join(argv): [] for argv in FAST}
     # an install needs the network library, and not the schema library: the recipes were validated
     # once, and the receipts it writes and reads back are its own
-    install = heavy(imported(home, ["runtime", "install", "basert", "--mirror", server.mirror_url, "--version",
-                                    "0.3.1"]))
+    install = heavy(imported(cli_home, ["runtime", "install", "basert", "--mirror", server.mirror_url, "--version",
+                                        "0.3.1"]))
     assert "requests" in install and "jsonschema" not in install
 
 
-def test_a_fresh_home_does_not_validate_what_the_package_ships_again(home: Home) -> None:
+def test_a_fresh_home_does_not_validate_what_the_package_ships_again(cli_home: Home) -> None:
     """The recipes ship with the package, and this release's compat document is made from what it
     ships: validated once per installation (a stamp beside the package's byte code), not once per
     home."""
@@ -69,12 +69,12 @@ def test_a_fresh_home_does_not_validate_what_the_package_ships_again(home: Home)
     from superfluid import schemas
 
     for argv in FAST:  # stamps, wherever allowed
-        assert home.superfluid(*argv).code == 0
+        assert cli_home.superfluid(*argv).code == 0
     stamps = os.path.join(os.path.dirname(str(schemas.__file__)), "__pycache__")
     if not any(n.startswith("validated-basert-recipe-") for n in os.listdir(stamps)):
         pytest.skip(f"{stamps} is not writable here: every fresh home validates the recipes")
     for argv in FAST:
-        fresh = home.path.parent / f"fresh-{'-'.join(argv).strip('-')}"
+        fresh = cli_home.path.parent / f"fresh-{'-'.join(argv).strip('-')}"
         fresh.mkdir()
-        assert heavy(imported(Home(fresh, {**home.env, "SUPERFLUID_HOME": str(fresh)}), argv)) == [], argv
+        assert heavy(imported(Home(fresh, {**cli_home.env, "SUPERFLUID_HOME": str(fresh)}), argv)) == [], argv
     assert any(n.startswith("basert-recipe-") for n in os.listdir(fresh / "cache" / "validated"))

@@ -55,34 +55,34 @@ def _install(home: Home, server: ReleaseServer, *flags: str):  # type: ignore[no
 
 
 def test_an_abi_2_release_installs_by_number_for_a_document_stating_abi_2(
-        home: Home, server: ReleaseServer, tmp_path: Path, key: minisign.SecretKey) -> None:
+        cli_home: Home, server: ReleaseServer, tmp_path: Path, key: minisign.SecretKey) -> None:
     doc = _document(tmp_path / "doc", key)
     pub = str(tmp_path / "doc" / "minisign.pub")
-    plans = _install(home, server, "--for", str(doc), "--key", pub, "--dry-run", "--json")
+    plans = _install(cli_home, server, "--for", str(doc), "--key", pub, "--dry-run", "--json")
     assert plans.code == 0, plans.stderr
     first = plans.json()["plans"][0]
     assert (first["version"], first["abi"], first["chosen_by"], first["tested"]) == ("0.5.0", 2, "abi", True)
-    run = _install(home, server, "--for", str(doc), "--key", pub)
+    run = _install(cli_home, server, "--for", str(doc), "--key", pub)
     assert run.code == 0, run.stderr
-    receipt = home.receipt("0.5.0-" + first["backend"])
+    receipt = cli_home.receipt("0.5.0-" + first["backend"])
     digest = __import__("hashlib").sha256(doc.read_bytes()).hexdigest()
     assert receipt["for"] == {"release": "superfluid", "version": "0.9.0", "compat_sha256": digest}
     assert (receipt["tested"], receipt["abi"], receipt["chosen_by"]) == (True, 2, "abi")
     # listed for the release it serves, not judged by our ABI
-    row = next(r for r in home.superfluid("runtimes", "--json").json() if r["id"] == "basert")
+    row = next(r for r in cli_home.superfluid("runtimes", "--json").json() if r["id"] == "basert")
     assert (row["state"], row["abi"], row["for"]["version"]) == ("ready", 2, "0.9.0"), row
     # our own document, the same listing: the ABI-1 release
-    ours = _install(home, server, "--dry-run", "--json").json()["plans"][0]
+    ours = _install(cli_home, server, "--dry-run", "--json").json()["plans"][0]
     assert (ours["version"], ours["abi"], "for" in ours) == ("0.4.0", 1, False)
     # versions --for judges the recipe's pins by that release's ABI: 0.4.0 (ABI 1) is not driven by it
-    rows = {r["version"]: r for r in home.superfluid("runtime", "versions", "basert", "--for", str(doc), "--key",
-                                                     pub, "--json").json()}
+    rows = {r["version"]: r for r in cli_home.superfluid("runtime", "versions", "basert", "--for", str(doc), "--key",
+                                                         pub, "--json").json()}
     assert rows["0.4.0"]["tested"] is False and "ABI 1; this superfluid drives ABI 2" in rows["0.4.0"]["verdict"]
 
 
 @pytest.mark.parametrize("case", ["tampered", "unsigned-required", "untrusted-key", "malformed"])
 def test_a_document_that_is_not_believed_is_refused_and_nothing_is_written(
-        home: Home, server: ReleaseServer, tmp_path: Path, key: minisign.SecretKey, case: str) -> None:
+        cli_home: Home, server: ReleaseServer, tmp_path: Path, key: minisign.SecretKey, case: str) -> None:
     doc = _document(tmp_path / "doc", None if case == "unsigned-required" else key)
     flags = ["--for", str(doc)]
     if case != "untrusted-key":
@@ -98,72 +98,65 @@ def test_a_document_that_is_not_believed_is_refused_and_nothing_is_written(
         doc.write_bytes(body)
         (tmp_path / "doc" / (doc.name + ".minisig")).write_text(
             minisign.sign(body, key, trusted_comment="malformed").to_text())
-    run = _install(home, server, *flags)
+    run = _install(cli_home, server, *flags)
     assert run.code == 1 and "Traceback" not in run.stderr, run.stderr
     expect = {"tampered": "does not verify", "unsigned-required": "unsigned", "untrusted-key": "trust",
               "malformed": "abi"}[case]
     assert expect in run.stderr.lower(), run.stderr
-    assert home.installs() == []
+    assert cli_home.installs() == []
 
 
-def test_for_version_through_the_github_releases(home: Home, server: ReleaseServer, tmp_path: Path,
+def test_for_version_through_the_github_releases(cli_home: Home, server: ReleaseServer, tmp_path: Path,
                                                  key: minisign.SecretKey) -> None:
     doc = _document(tmp_path / "doc", key, version="0.9.0")
     server.add_release("superfluid/superfluid-toolchain", "v0.9.0", {
         doc.name: doc.read_bytes(), doc.name + ".minisig": (tmp_path / "doc" / (doc.name + ".minisig")).read_bytes()})
-    home.env["SUPERFLUID_GITHUB_API"] = server.url
-    home.env["SUPERFLUID_FOR"] = "0.9.0"
-    run = _install(home, server, "--key", str(tmp_path / "doc" / "minisign.pub"), "--dry-run", "--json")
+    cli_home.env["SUPERFLUID_GITHUB_API"] = server.url
+    cli_home.env["SUPERFLUID_FOR"] = "0.9.0"
+    run = _install(cli_home, server, "--key", str(tmp_path / "doc" / "minisign.pub"), "--dry-run", "--json")
     assert run.code == 0, run.stderr
     assert run.json()["plans"][0]["version"] == "0.5.0"
     assert run.json()["plans"][0]["for"]["version"] == "0.9.0"
 
 
-@pytest.fixture(scope="module")
-def libllama_v2() -> Path:
-    from tests.llamacpp.conftest import _build
-
-    return _build("v2")
-
-
 def test_llamacpp_for_a_release_testing_only_b11549_installs_b11549(
-        home: Home, tmp_path: Path, key: minisign.SecretKey, libllama_v2: Path) -> None:
+        cli_home: Home, tmp_path: Path, key: minisign.SecretKey, libllama_v2: Path) -> None:
     data = libllama_archive(libllama_v2)
     doc = _document(tmp_path / "doc", key, builds=("b11549",))
-    home.env["SUPERFLUID_HOST_VULKAN"] = "0"
+    cli_home.env["SUPERFLUID_HOST_VULKAN"] = "0"
     with ReleaseServer() as s:
         s.add_release("ggml-org/llama.cpp", "b11549", {"llama-b11549-bin-ubuntu-x64.tar.gz": data})
         s.add_release("ggml-org/llama.cpp", "b11642", {"llama-b11642-bin-ubuntu-x64.tar.gz": data})
-        run = home.superfluid("runtime", "install", "llamacpp", "--mirror", s.mirror_url, "--for", str(doc),
-                              "--key", str(tmp_path / "doc" / "minisign.pub"), "--json")
+        run = cli_home.superfluid("runtime", "install", "llamacpp", "--mirror", s.mirror_url, "--for", str(doc),
+                                  "--key", str(tmp_path / "doc" / "minisign.pub"), "--json")
     assert run.code == 0, run.stderr
     out = run.json()
     assert [p["version"] for p in out["plans"]] == ["b11549"]
-    receipt = json.loads((home.path / "runtimes" / "llamacpp" / "b11549-cpu" / "runtime.json").read_text())
+    receipt = json.loads((cli_home.path / "runtimes" / "llamacpp" / "b11549-cpu" / "runtime.json").read_text())
     assert (receipt["tested"], receipt["chosen_by"], receipt["layout"]) == (True, "tested", "v2")
     assert receipt["for"]["version"] == "0.9.0"
-    assert not (home.path / "runtimes" / "llamacpp" / "b11642-cpu").exists()
+    assert not (cli_home.path / "runtimes" / "llamacpp" / "b11642-cpu").exists()
 
 
-def test_lock_for_a_document_locks_what_that_release_drives(home: Home, server: ReleaseServer, tmp_path: Path,
+def test_lock_for_a_document_locks_what_that_release_drives(cli_home: Home, server: ReleaseServer, tmp_path: Path,
                                                            key: minisign.SecretKey) -> None:
     import tomllib
 
     doc = _document(tmp_path / "doc", key)
     out = tmp_path / "superfluid.lock"
-    run = home.superfluid("lock", "--runtime", "basert", "--platform", "linux-x64", "--mirror", server.mirror_url,
-                          "--for", str(doc), "--key", str(tmp_path / "doc" / "minisign.pub"), "-o", str(out))
+    run = cli_home.superfluid("lock", "--runtime", "basert", "--platform", "linux-x64", "--mirror", server.mirror_url,
+                              "--for", str(doc), "--key", str(tmp_path / "doc" / "minisign.pub"), "-o", str(out))
     assert run.code == 0, run.stderr
     engines = tomllib.loads(out.read_text())["engine"]
     assert [(e["runtime"], e["version"]) for e in engines] == [("basert", "0.5.0")]
     ours = tmp_path / "ours.lock"
-    run = home.superfluid("lock", "--runtime", "basert", "--platform", "linux-x64", "--mirror", server.mirror_url,
-                          "-o", str(ours))
+    run = cli_home.superfluid("lock", "--runtime", "basert", "--platform", "linux-x64", "--mirror", server.mirror_url,
+                              "-o", str(ours))
     assert run.code == 0, run.stderr
     assert [e["version"] for e in tomllib.loads(ours.read_text())["engine"]] == ["0.4.0"]
 
 
-def test_for_version_through_a_running_manifest_service(home: Home, server: ReleaseServer, tmp_path: Path,
+def test_for_version_through_a_running_manifest_service(cli_home: Home, server: ReleaseServer, tmp_path: Path,
                                                        key: minisign.SecretKey) -> None:
     import signal
 
@@ -175,7 +168,7 @@ def test_for_version_through_a_running_manifest_service(home: Home, server: Rele
     pub = tmp_path / "release.pub"
     pub.write_text(key.public().to_text())
     proc = subprocess.Popen([str(VENV_BIN / "superfluid-manifest"), "serve", "--source", str(root), "--port", "0",
-                             "--quiet", "--key", str(pub)], env=home.env, stdin=subprocess.DEVNULL,
+                             "--quiet", "--key", str(pub)], env=cli_home.env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None
@@ -184,13 +177,13 @@ def test_for_version_through_a_running_manifest_service(home: Home, server: Rele
             lines.append(proc.stderr.readline())  # its summary, then where it serves
         line = lines[-1]
         assert "serving on " in line, lines
-        home.env["SUPERFLUID_MANIFEST_URL"] = line.split("serving on ", 1)[1].split()[0]
+        cli_home.env["SUPERFLUID_MANIFEST_URL"] = line.split("serving on ", 1)[1].split()[0]
         for version, expect in (("0.9.0", "0.5.0"), ("0.8.0", "0.4.0")):
-            run = _install(home, server, "--for", version, "--key", str(pub), "--dry-run", "--json")
+            run = _install(cli_home, server, "--for", version, "--key", str(pub), "--dry-run", "--json")
             assert run.code == 0, run.stderr
             first = run.json()["plans"][0]
             assert (first["version"], first["for"]["version"]) == (expect, version)
-        missing = _install(home, server, "--for", "0.7.0", "--key", str(pub), "--dry-run")
+        missing = _install(cli_home, server, "--for", "0.7.0", "--key", str(pub), "--dry-run")
         assert missing.code == 1 and "0.7.0" in missing.stderr
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -79,11 +79,11 @@ def _nothing_published(home: Home, data: bytes) -> None:
 
 
 @pytest.fixture
-def old(home: Home, big: ReleaseServer) -> Home:
+def old(cli_home: Home, big: ReleaseServer) -> Home:
     """A home where 0.3.1 is installed and current."""
-    run = home.superfluid("runtime", "install", "basert", "--mirror", big.mirror_url, "--version", "0.3.1")
+    run = cli_home.superfluid("runtime", "install", "basert", "--mirror", big.mirror_url, "--version", "0.3.1")
     assert run.code == 0, run.stderr
-    return home
+    return cli_home
 
 
 def test_a_body_cut_while_extracting_publishes_nothing(old: Home, big: ReleaseServer, big_bundle: bytes) -> None:
@@ -123,11 +123,11 @@ def test_one_pass_install_records_its_phases(old: Home, big: ReleaseServer, big_
     assert {p.suffix for p in (old.path / "cache" / "partial").iterdir()} == {".lock"}
 
 
-def test_timings_are_recorded_when_asked(home: Home, big: ReleaseServer) -> None:
+def test_timings_are_recorded_when_asked(cli_home: Home, big: ReleaseServer) -> None:
     from superfluid.runtime.schema import errors as schema_errors
 
-    run = home.superfluid("runtime", "install", "basert", "--mirror", big.mirror_url, "--version", "0.3.1", "--json",
-                          "--timings")
+    run = cli_home.superfluid("runtime", "install", "basert", "--mirror", big.mirror_url, "--version", "0.3.1",
+                              "--json", "--timings")
     assert run.code == 0, run.stderr
     doc = run.json()
     assert schema_errors(doc, "install-result") == []
@@ -135,8 +135,8 @@ def test_timings_are_recorded_when_asked(home: Home, big: ReleaseServer) -> None
     assert phases[:2] == ["start", "listing"] and phases[-2:] == ["probe", "publish"]
     assert {"download", "extract"} <= set(phases)
     assert all(t["seconds"] >= 0 and t["end"] >= t["start"] for t in doc["timings"])
-    run = home.superfluid("runtime", "install", "basert", "--mirror", big.mirror_url, "--version", "0.3.1",
-                          "--dry-run", "--timings")
+    run = cli_home.superfluid("runtime", "install", "basert", "--mirror", big.mirror_url, "--version", "0.3.1",
+                              "--dry-run", "--timings")
     assert run.code == 0 and "superfluid: timing listing" in run.stderr and "timing download" not in run.stderr
-    plain = home.superfluid("runtime", "install", "basert", "--mirror", big.mirror_url, "--dry-run", "--json")
+    plain = cli_home.superfluid("runtime", "install", "basert", "--mirror", big.mirror_url, "--dry-run", "--json")
     assert "timings" not in plain.json()

@@ -115,14 +115,14 @@ def _throwaway_superfluid(root: Path) -> Path:
     return script
 
 
-def test_an_install_survives_the_environment_that_made_it_being_deleted(tmp_path: Path, home: Home,
+def test_an_install_survives_the_environment_that_made_it_being_deleted(tmp_path: Path, cli_home: Home,
                                                                           server: ReleaseServer) -> None:
     made_with = _throwaway_superfluid(tmp_path / "old-venv")
-    env = {**home.env, "PATH": SYSTEM_PATH}
+    env = {**cli_home.env, "PATH": SYSTEM_PATH}
     done = subprocess.run([str(made_with), "runtime", "install", "basert", "--mirror", server.mirror_url], env=env,
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
-    launcher = home.basert / "0.4.0-cpu" / "bin" / "superfluid-worker-basert"
+    launcher = cli_home.basert / "0.4.0-cpu" / "bin" / "superfluid-worker-basert"
     assert str(tmp_path / "old-venv") in launcher.read_text()  # named, as the last resort only
     shutil.rmtree(tmp_path / "old-venv")
 
@@ -131,7 +131,7 @@ def test_an_install_survives_the_environment_that_made_it_being_deleted(tmp_path
     check = subprocess.run([str(launcher), "check"], env=on_path, capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stderr
     report = json.loads(check.stdout)
-    assert report["available"] is True and report["library"].startswith(str(home.basert / "0.4.0-cpu" / "lib"))
+    assert report["available"] is True and report["library"].startswith(str(cli_home.basert / "0.4.0-cpu" / "lib"))
 
     # another superfluid asking the install's worker names its own Python: no PATH needed
     other = {**env, "SUPERFLUID_WORKER_BASERT": str(launcher)}

@@ -46,8 +46,8 @@ def _on_a_pty(home: Home, env: dict[str, str], *argv: str) -> tuple[int, str, st
     return done.returncode, done.stdout, b"".join(got).decode("utf-8", "replace")
 
 
-def test_a_bar_on_a_terminal(home: Home, server: ReleaseServer) -> None:
-    code, out, tty = _on_a_pty(home, home.env, "runtime", "install", "basert", "--mirror", server.mirror_url)
+def test_a_bar_on_a_terminal(cli_home: Home, server: ReleaseServer) -> None:
+    code, out, tty = _on_a_pty(cli_home, cli_home.env, "runtime", "install", "basert", "--mirror", server.mirror_url)
     assert code == 0, tty
     frames = [f for f in tty.replace("\r\n", "\n").split(BAR) if f.strip() and "\n" not in f]
     bundle = releases.bundle_name("0.4.0")
@@ -60,16 +60,16 @@ def test_a_bar_on_a_terminal(home: Home, server: ReleaseServer) -> None:
 
 
 @pytest.mark.parametrize("how", ["ci", "json"])
-def test_no_bar_in_ci_or_json_even_on_a_terminal(home: Home, server: ReleaseServer, how: str) -> None:
-    env = {**home.env, "CI": "true"} if how == "ci" else home.env
+def test_no_bar_in_ci_or_json_even_on_a_terminal(cli_home: Home, server: ReleaseServer, how: str) -> None:
+    env = {**cli_home.env, "CI": "true"} if how == "ci" else cli_home.env
     flags = ["--json"] if how == "json" else []
-    code, _, tty = _on_a_pty(home, env, "runtime", "install", "basert", "--mirror", server.mirror_url, *flags)
+    code, _, tty = _on_a_pty(cli_home, env, "runtime", "install", "basert", "--mirror", server.mirror_url, *flags)
     assert code == 0, tty
     assert BAR not in tty and "[" not in tty
 
 
-def test_no_bar_on_a_pipe(home: Home, server: ReleaseServer) -> None:
-    run = home.superfluid("runtime", "install", "basert", "--mirror", server.mirror_url)
+def test_no_bar_on_a_pipe(cli_home: Home, server: ReleaseServer) -> None:
+    run = cli_home.superfluid("runtime", "install", "basert", "--mirror", server.mirror_url)
     assert run.code == 0, run.stderr
     assert "\r" not in run.stderr and "\x1b" not in run.stderr and "%" not in run.stderr
     assert "installing basert 0.4.0-cpu" in run.stderr

@@ -1,9 +1,9 @@
-"""Fixtures for the installer's network half, independent of ``tests/conftest.py``.
+"""Fixtures for the installer's network half (``release_server`` and ``home`` come from
+``tests/conftest.py``).
 
-``release_server`` is a started loopback GitHub fake (``tests/release_server.py``);
-``object_store_server`` answers downloads with a redirect to a second port. ``home`` is a fresh
-``SUPERFLUID_HOME`` directory (not exported: pass ``env``), ``fast`` a ``FetchConfig`` with short
-waits so fault tests take milliseconds.
+``object_store_server`` answers downloads with a redirect to a second port; ``cache`` is the
+download cache of ``home``; ``fast`` a ``FetchConfig`` with short waits so fault tests take
+milliseconds.
 """
 
 from __future__ import annotations
@@ -23,22 +23,9 @@ REPO = "basecompute/baseRT"
 
 
 @pytest.fixture
-def release_server() -> Iterator[ReleaseServer]:
-    with ReleaseServer() as server:
-        yield server
-
-
-@pytest.fixture
 def object_store_server() -> Iterator[ReleaseServer]:
     with ReleaseServer(object_store=True) as server:
         yield server
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    path = tmp_path / "sfhome"
-    path.mkdir()
-    return path
 
 
 @pytest.fixture

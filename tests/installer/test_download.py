@@ -37,19 +37,20 @@ SHA = hashlib.sha256(DATA).hexdigest()
 
 
 @pytest.fixture
-def server(release_server: ReleaseServer) -> ReleaseServer:
+def bundle_server(release_server: ReleaseServer) -> ReleaseServer:
+    """The loopback server with one release holding one bundle, ``NAME`` (``DATA``)."""
     release_server.add_release(REPO, "v0.4.0", {NAME: DATA})
     return release_server
 
 
 @pytest.fixture
-def url(server: ReleaseServer) -> str:
-    return server.download_url(REPO, "v0.4.0", NAME)
+def url(bundle_server: ReleaseServer) -> str:
+    return bundle_server.download_url(REPO, "v0.4.0", NAME)
 
 
 @pytest.fixture
-def path(server: ReleaseServer) -> str:
-    return server.download_path(REPO, "v0.4.0", NAME)
+def path(bundle_server: ReleaseServer) -> str:
+    return bundle_server.download_path(REPO, "v0.4.0", NAME)
 
 
 def leftovers(cache: Cache) -> list[str]:
@@ -61,24 +62,24 @@ def leftovers(cache: Cache) -> list[str]:
 
 
 def test_verified_into_the_content_addressed_cache(url: str, cache: Cache, fetcher: RequestsFetcher,
-                                                   server: ReleaseServer) -> None:
+                                                   bundle_server: ReleaseServer) -> None:
     d = download(url, SHA, len(DATA), cache=cache, fetcher=fetcher)
     assert d.path == cache.root / "sha256" / SHA and d.path.read_bytes() == DATA
     assert (d.sha256, d.size, d.cached) == (SHA, len(DATA), False)
     assert not list(cache.partial_dir.glob("*.partial"))
-    assert server.log[0].header("Accept-Encoding") == "identity"
+    assert bundle_server.log[0].header("Accept-Encoding") == "identity"
 
 
 def test_a_cached_blob_costs_no_request(url: str, cache: Cache, fetcher: RequestsFetcher,
-                                        server: ReleaseServer) -> None:
+                                        bundle_server: ReleaseServer) -> None:
     download(url, SHA, len(DATA), cache=cache, fetcher=fetcher)
-    server.clear_log()
+    bundle_server.clear_log()
     again = download(url, SHA.upper(), None, cache=cache, fetcher=fetcher)
-    assert again.cached and again.path.read_bytes() == DATA and server.log == []
+    assert again.cached and again.path.read_bytes() == DATA and bundle_server.log == []
 
 
 def test_a_damaged_cached_blob_is_fetched_again(url: str, cache: Cache, fetcher: RequestsFetcher,
-                                                server: ReleaseServer) -> None:
+                                                bundle_server: ReleaseServer) -> None:
     d = download(url, SHA, len(DATA), cache=cache, fetcher=fetcher)
     d.path.write_bytes(b"\0" + DATA[1:])
     again = download(url, SHA, len(DATA), cache=cache, fetcher=fetcher)
@@ -94,95 +95,97 @@ def test_without_an_expected_digest_the_computed_one_is_reported(url: str, cache
 
 
 def test_body_cut_midway_resumes_with_a_valid_206(url: str, path: str, cache: Cache, fetcher: RequestsFetcher,
-                                                  server: ReleaseServer) -> None:
-    server.fault(path, "cut", after=100_000)
+                                                  bundle_server: ReleaseServer) -> None:
+    bundle_server.fault(path, "cut", after=100_000)
     d = download(url, SHA, len(DATA), cache=cache, fetcher=fetcher)
     assert d.path.read_bytes() == DATA
-    first, second = server.log
+    first, second = bundle_server.log
     assert first.status == 200 and first.header("Range") is None
     assert second.status == 206 and second.header("Range") == "bytes=100000-"
     assert second.header("If-Range") == f'"{SHA[:32]}"'
 
 
 def test_body_cut_twice_resumes_twice(url: str, path: str, cache: Cache, fetcher: RequestsFetcher,
-                                      server: ReleaseServer) -> None:
-    server.fault(path, "cut", after=50_000)
-    server.fault(path, "cut", after=70_000)
+                                      bundle_server: ReleaseServer) -> None:
+    bundle_server.fault(path, "cut", after=50_000)
+    bundle_server.fault(path, "cut", after=70_000)
     d = download(url, SHA, len(DATA), cache=cache, fetcher=fetcher)
     assert d.path.read_bytes() == DATA
-    assert [r.header("Range") for r in server.log] == [None, "bytes=50000-", "bytes=120000-"]
+    assert [r.header("Range") for r in bundle_server.log] == [None, "bytes=50000-", "bytes=120000-"]
 
 
 def test_server_ignoring_range_restarts_cleanly(url: str, path: str, cache: Cache, fetcher: RequestsFetcher,
-                                                server: ReleaseServer) -> None:
-    server.fault(path, "cut", after=100_000)
-    server.fault(path, "ignore_range")
+                                                bundle_server: ReleaseServer) -> None:
+    bundle_server.fault(path, "cut", after=100_000)
+    bundle_server.fault(path, "ignore_range")
     d = download(url, SHA, len(DATA), cache=cache, fetcher=fetcher)
     assert d.path.read_bytes() == DATA
-    assert [r.status for r in server.log] == [200, 200]
+    assert [r.status for r in bundle_server.log] == [200, 200]
 
 
 def test_a_206_starting_elsewhere_is_not_trusted(url: str, path: str, cache: Cache, fetcher: RequestsFetcher,
-                                                 server: ReleaseServer) -> None:
-    server.fault(path, "cut", after=100_000)
-    server.fault(path, "bad_range")
+                                                 bundle_server: ReleaseServer) -> None:
+    bundle_server.fault(path, "cut", after=100_000)
+    bundle_server.fault(path, "bad_range")
     d = download(url, SHA, len(DATA), cache=cache, fetcher=fetcher)
     assert d.path.read_bytes() == DATA
-    assert [(r.status, r.header("Range")) for r in server.log] == [(200, None), (206, "bytes=100000-"), (200, None)]
+    assert [(r.status, r.header("Range")) for r in bundle_server.log] == [(200, None), (206, "bytes=100000-"),
+                                                                          (200, None)]
 
 
 def test_partial_from_an_earlier_run_resumes(url: str, path: str, cache: Cache, fast: FetchConfig,
-                                             server: ReleaseServer) -> None:
-    server.fault(path, "cut", after=120_000)
+                                             bundle_server: ReleaseServer) -> None:
+    bundle_server.fault(path, "cut", after=120_000)
     once = RequestsFetcher(FetchConfig(retries=0, stall_timeout=2))
     with pytest.raises(DownloadError, match="connection broken after 120000 bytes"):
         download(url, SHA, len(DATA), cache=cache, fetcher=once)
     assert [p.stat().st_size for p in cache.partial_dir.glob("*.partial")] == [120_000]
     d = download(url, SHA, len(DATA), cache=cache, fetcher=RequestsFetcher(fast))
-    assert d.path.read_bytes() == DATA and server.log[-1].header("Range") == "bytes=120000-"
+    assert d.path.read_bytes() == DATA and bundle_server.log[-1].header("Range") == "bytes=120000-"
 
 
 def test_partial_of_a_replaced_file_is_not_spliced(url: str, path: str, cache: Cache, fast: FetchConfig,
-                                                   server: ReleaseServer) -> None:
-    server.fault(path, "cut", after=120_000)
+                                                   bundle_server: ReleaseServer) -> None:
+    bundle_server.fault(path, "cut", after=120_000)
     with pytest.raises(DownloadError):
         download(url, None, None, cache=cache, fetcher=RequestsFetcher(FetchConfig(retries=0)))
     new = os.urandom(len(DATA))
-    server.add_asset(REPO, "v0.4.0", NAME, new)  # upstream replaced the asset: its ETag changed
+    bundle_server.add_asset(REPO, "v0.4.0", NAME, new)  # upstream replaced the asset: its ETag changed
     d = download(url, None, None, cache=cache, fetcher=RequestsFetcher(fast))
     assert d.path.read_bytes() == new and d.sha256 == hashlib.sha256(new).hexdigest()
-    assert server.log[-1].status == 200  # If-Range failed: the whole new file, not a splice
+    assert bundle_server.log[-1].status == 200  # If-Range failed: the whole new file, not a splice
 
 
-def test_5xx_then_success(url: str, path: str, cache: Cache, fetcher: RequestsFetcher, server: ReleaseServer) -> None:
-    server.fault(path, "status", status=503, times=2)
+def test_5xx_then_success(url: str, path: str, cache: Cache, fetcher: RequestsFetcher,
+                          bundle_server: ReleaseServer) -> None:
+    bundle_server.fault(path, "status", status=503, times=2)
     d = download(url, SHA, len(DATA), cache=cache, fetcher=fetcher)
-    assert d.path.read_bytes() == DATA and [r.status for r in server.log] == [503, 503, 200]
+    assert d.path.read_bytes() == DATA and [r.status for r in bundle_server.log] == [503, 503, 200]
 
 
 def test_429_is_retried_after_retry_after(url: str, path: str, cache: Cache, fetcher: RequestsFetcher,
-                                          server: ReleaseServer) -> None:
-    server.fault(path, "rate_limit", status=429, seconds=1, retry_after=True)
+                                          bundle_server: ReleaseServer) -> None:
+    bundle_server.fault(path, "rate_limit", status=429, seconds=1, retry_after=True)
     d = download(url, SHA, len(DATA), cache=cache, fetcher=fetcher)
     assert d.path.read_bytes() == DATA
-    first, second = server.log
+    first, second = bundle_server.log
     assert (first.status, second.status) == (429, 200)
     assert second.time - first.time >= 1.0
 
 
 def test_wrong_bytes_are_refused_naming_both_digests_and_nothing_kept(
-        url: str, path: str, cache: Cache, fetcher: RequestsFetcher, server: ReleaseServer) -> None:
-    server.fault(path, "wrong_bytes")
+        url: str, path: str, cache: Cache, fetcher: RequestsFetcher, bundle_server: ReleaseServer) -> None:
+    bundle_server.fault(path, "wrong_bytes")
     wrong = hashlib.sha256(bytes([DATA[0] ^ 0xFF]) + DATA[1:]).hexdigest()
     with pytest.raises(VerificationError) as e:
         download(url, SHA, len(DATA), cache=cache, fetcher=fetcher)
     assert (e.value.expected, e.value.got, e.value.what) == (SHA, wrong, "sha256")
     assert f"SHA-256 {wrong}, expected {SHA}" in str(e.value)
-    assert leftovers(cache) == [] and len(server.log) == 1
+    assert leftovers(cache) == [] and len(bundle_server.log) == 1
 
 
-def test_stall_times_out_with_a_clear_error(url: str, path: str, cache: Cache, server: ReleaseServer) -> None:
-    server.fault(path, "stall", after=1000, seconds=30, times=5)
+def test_stall_times_out_with_a_clear_error(url: str, path: str, cache: Cache, bundle_server: ReleaseServer) -> None:
+    bundle_server.fault(path, "stall", after=1000, seconds=30, times=5)
     f = RequestsFetcher(FetchConfig(retries=1, stall_timeout=0.5, backoff_base=0.01))
     started = time.monotonic()
     with pytest.raises(DownloadStalled) as e:
@@ -192,22 +195,22 @@ def test_stall_times_out_with_a_clear_error(url: str, path: str, cache: Cache, s
     assert "gave up after 2 attempts" in str(e.value) and e.value.attempts == 2
 
 
-def test_stall_then_recovery_resumes(url: str, path: str, cache: Cache, server: ReleaseServer) -> None:
-    server.fault(path, "stall", after=10_000, seconds=30)
+def test_stall_then_recovery_resumes(url: str, path: str, cache: Cache, bundle_server: ReleaseServer) -> None:
+    bundle_server.fault(path, "stall", after=10_000, seconds=30)
     f = RequestsFetcher(FetchConfig(retries=2, stall_timeout=0.5, backoff_base=0.01))
     d = download(url, SHA, len(DATA), cache=cache, fetcher=f)
-    assert d.path.read_bytes() == DATA and server.log[-1].header("Range") == "bytes=10000-"
+    assert d.path.read_bytes() == DATA and bundle_server.log[-1].header("Range") == "bytes=10000-"
 
 
 def test_size_cap_is_the_declared_size(url: str, cache: Cache, fetcher: RequestsFetcher,
-                                       server: ReleaseServer) -> None:
+                                       bundle_server: ReleaseServer) -> None:
     with pytest.raises(SizeExceeded) as e:
         download(url, SHA, 1000, cache=cache, fetcher=fetcher)
     assert e.value.limit == 1000 and leftovers(cache) == []
 
 
 def test_size_cap_without_a_declared_size_is_the_configured_bound(url: str, cache: Cache,
-                                                                  server: ReleaseServer) -> None:
+                                                                  bundle_server: ReleaseServer) -> None:
     with pytest.raises(SizeExceeded):
         download(url, None, None, cache=cache, fetcher=RequestsFetcher(FetchConfig(max_download_bytes=4096)))
     assert leftovers(cache) == []
@@ -219,10 +222,10 @@ def test_shorter_than_declared_is_refused(url: str, cache: Cache, fetcher: Reque
     assert leftovers(cache) == []
 
 
-def test_not_found(server: ReleaseServer, cache: Cache, fetcher: RequestsFetcher) -> None:
+def test_not_found(bundle_server: ReleaseServer, cache: Cache, fetcher: RequestsFetcher) -> None:
     with pytest.raises(DownloadError, match="HTTP 404") as e:
-        download(server.download_url(REPO, "v0.4.0", "nope"), SHA, None, cache=cache, fetcher=fetcher)
-    assert e.value.status == 404 and len(server.log) == 1
+        download(bundle_server.download_url(REPO, "v0.4.0", "nope"), SHA, None, cache=cache, fetcher=fetcher)
+    assert e.value.status == 404 and len(bundle_server.log) == 1
 
 
 def test_object_store_redirect(object_store_server: ReleaseServer, cache: Cache, fetcher: RequestsFetcher) -> None:
@@ -274,10 +277,10 @@ class TestMany:
         assert not list(cache.partial_dir.glob(f"sha256-{hashlib.sha256(files[1][1]).hexdigest()}.partial"))
 
     def test_same_file_twice_at_once_is_fetched_once(self, url: str, cache: Cache, fetcher: RequestsFetcher,
-                                                     server: ReleaseServer) -> None:
+                                                     bundle_server: ReleaseServer) -> None:
         got = download_many([Wanted(url, SHA, len(DATA))] * 2, cache=cache, fetcher=fetcher)
         assert [d.path for d in got] == [cache.blob_path(SHA)] * 2
-        assert sorted(d.cached for d in got) == [False, True] and len(server.log) == 1
+        assert sorted(d.cached for d in got) == [False, True] and len(bundle_server.log) == 1
 
 
 class TestProgress:
@@ -306,7 +309,7 @@ class TestProgress:
         assert out.endswith("\r\x1b[K")
 
 
-def test_concurrent_processes_share_one_partial(url: str, home: Path, server: ReleaseServer) -> None:
+def test_concurrent_processes_share_one_partial(url: str, home: Path, bundle_server: ReleaseServer) -> None:
     """Two downloaders of the same content (threads standing in for processes: the lock is flock)
     end with one verified blob and one transfer."""
     results: list[object] = []
@@ -320,7 +323,7 @@ def test_concurrent_processes_share_one_partial(url: str, home: Path, server: Re
         t.start()
     for t in threads:
         t.join()
-    assert len(results) == 3 and len(server.log) == 1
+    assert len(results) == 3 and len(bundle_server.log) == 1
 
 
 def test_an_empty_asset(release_server: ReleaseServer, cache: Cache, fetcher: RequestsFetcher) -> None:
@@ -331,22 +334,22 @@ def test_an_empty_asset(release_server: ReleaseServer, cache: Cache, fetcher: Re
 
 
 def test_a_complete_partial_of_other_bytes_is_fetched_again(url: str, cache: Cache, fetcher: RequestsFetcher,
-                                                            server: ReleaseServer) -> None:
+                                                            bundle_server: ReleaseServer) -> None:
     """An earlier run wrote every byte, then died before verifying: the bytes are checked, not trusted."""
     with cache.partial(cache.partial_key(sha256=SHA, url=url)) as part:
         part.path.write_bytes(b"\0" * len(DATA))
         part.set_validator(url=url, etag=f'"{SHA[:32]}"', last_modified=None, total=len(DATA))
     d = download(url, SHA, len(DATA), cache=cache, fetcher=fetcher)
-    assert d.path.read_bytes() == DATA and [r.header("Range") for r in server.log] == [None]
+    assert d.path.read_bytes() == DATA and [r.header("Range") for r in bundle_server.log] == [None]
 
 
 def test_a_complete_partial_that_verifies_needs_no_request(url: str, cache: Cache, fetcher: RequestsFetcher,
-                                                           server: ReleaseServer) -> None:
+                                                           bundle_server: ReleaseServer) -> None:
     with cache.partial(cache.partial_key(sha256=SHA, url=url)) as part:
         part.path.write_bytes(DATA)
         part.set_validator(url=url, etag=f'"{SHA[:32]}"', last_modified=None, total=len(DATA))
     d = download(url, SHA, len(DATA), cache=cache, fetcher=fetcher)
-    assert d.path.read_bytes() == DATA and server.log == []
+    assert d.path.read_bytes() == DATA and bundle_server.log == []
 
 
 @pytest.mark.parametrize(
@@ -355,27 +358,27 @@ def test_a_complete_partial_that_verifies_needs_no_request(url: str, cache: Cach
     ids=["url-type", "total-type", "not-object", "not-json", "no-validator"],
 )
 def test_a_partial_with_a_broken_record_restarts(url: str, cache: Cache, fetcher: RequestsFetcher,
-                                                 server: ReleaseServer, meta: str) -> None:
+                                                 bundle_server: ReleaseServer, meta: str) -> None:
     with cache.partial(cache.partial_key(sha256=SHA, url=url)) as part:
         part.path.write_bytes(DATA[:1000])
         part.meta_path.write_text(meta.replace('"U"', f'"{url}"'))
     d = download(url, SHA, len(DATA), cache=cache, fetcher=fetcher)
-    assert d.path.read_bytes() == DATA and [r.header("Range") for r in server.log] == [None]
+    assert d.path.read_bytes() == DATA and [r.header("Range") for r in bundle_server.log] == [None]
 
 
 @pytest.mark.parametrize("fsync", [False, True])
-def test_a_download_is_flushed_to_disk_only_when_configured(server: ReleaseServer, cache: Cache, fsync: bool,
+def test_a_download_is_flushed_to_disk_only_when_configured(bundle_server: ReleaseServer, cache: Cache, fsync: bool,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """By default a blob enters the cache unflushed (a torn one fails its re-hash and is fetched
     again); ``fsync=True`` flushes it, with write-behind along the way (the body passes 16 MiB)."""
     data = os.urandom(20 << 20)
-    server.add_release(REPO, "v9", {"big.tar.gz": data})
+    bundle_server.add_release(REPO, "v9", {"big.tar.gz": data})
     flushed: list[int] = []
     real = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: (flushed.append(fd), real(fd))[1])
     fetcher = RequestsFetcher(FetchConfig(fsync=fsync))
     assert FetchConfig().fsync is False and FetchConfig().rehash_cached is True
-    d = download(server.download_url(REPO, "v9", "big.tar.gz"), hashlib.sha256(data).hexdigest(), len(data),
+    d = download(bundle_server.download_url(REPO, "v9", "big.tar.gz"), hashlib.sha256(data).hexdigest(), len(data),
                  cache=cache, fetcher=fetcher)
     assert d.path.read_bytes() == data
     assert bool(flushed) is fsync

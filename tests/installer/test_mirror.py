@@ -30,7 +30,8 @@ FAST = FetchConfig(retries=1, backoff_base=0.01, stall_timeout=2)
 
 
 @pytest.fixture
-def server(release_server: ReleaseServer) -> ReleaseServer:
+def upstream(release_server: ReleaseServer) -> ReleaseServer:
+    """The GitHub the mirrors copy: 0.3.0, 0.4.0 (``BUNDLE`` and its ABI asset) and a draft 0.5.0."""
     release_server.add_release(REPO, "v0.3.0", {"basert-engine-linux-x64-0.3.0.tar.gz": b"old"}, sha256_files=True)
     release_server.add_release(REPO, "v0.4.0", {BUNDLE: DATA, "basert-engine-abi-1.txt": b"1\n"}, sha256_files=True)
     release_server.add_release(REPO, "v0.5.0", {"x": b"x"}, draft=True)
@@ -57,40 +58,40 @@ class TestLayout:
 
 
 class TestHttpMirror:
-    def test_lists_and_fetches_from_the_mirror_only(self, server: ReleaseServer, home: Path) -> None:
-        source = source_for(mirror=server.mirror_url, offline=False, environ=env(home), config=FAST)
-        assert isinstance(source, MirrorSource) and source.describe() == f"mirror {server.mirror_url}"
+    def test_lists_and_fetches_from_the_mirror_only(self, upstream: ReleaseServer, home: Path) -> None:
+        source = source_for(mirror=upstream.mirror_url, offline=False, environ=env(home), config=FAST)
+        assert isinstance(source, MirrorSource) and source.describe() == f"mirror {upstream.mirror_url}"
         rels = source.releases(REPO)
         assert [r.tag for r in rels] == ["v0.4.0", "v0.3.0"]  # the draft is skipped
         asset = rels[0].asset(BUNDLE)
-        assert asset is not None and asset.url == server.mirror_url + asset_path(REPO, "v0.4.0", BUNDLE)
+        assert asset is not None and asset.url == upstream.mirror_url + asset_path(REPO, "v0.4.0", BUNDLE)
         assert source.read(rels[0].asset(f"{BUNDLE}.sha256")) == sha256_line(BUNDLE, DATA)  # type: ignore[arg-type]
         d = source.fetch(asset, sha256=asset.sha256)
         assert d.path.read_bytes() == DATA
-        assert all(r.path.startswith("/mirror/") for r in server.log)
+        assert all(r.path.startswith("/mirror/") for r in upstream.log)
 
-    def test_environment_names_the_mirror(self, server: ReleaseServer, home: Path) -> None:
-        source = source_for(mirror=None, offline=False, environ=env(home, SUPERFLUID_MIRROR=server.mirror_url))
+    def test_environment_names_the_mirror(self, upstream: ReleaseServer, home: Path) -> None:
+        source = source_for(mirror=None, offline=False, environ=env(home, SUPERFLUID_MIRROR=upstream.mirror_url))
         assert isinstance(source, MirrorSource) and source.releases(REPO)
 
-    def test_mirror_serving_other_bytes_is_refused(self, server: ReleaseServer, home: Path) -> None:
-        server.fault(server.mirror_path(REPO, "v0.4.0", BUNDLE), "wrong_bytes")
-        source = source_for(mirror=server.mirror_url, offline=False, environ=env(home), config=FAST)
+    def test_mirror_serving_other_bytes_is_refused(self, upstream: ReleaseServer, home: Path) -> None:
+        upstream.fault(upstream.mirror_path(REPO, "v0.4.0", BUNDLE), "wrong_bytes")
+        source = source_for(mirror=upstream.mirror_url, offline=False, environ=env(home), config=FAST)
         asset = source.release(REPO, "v0.4.0").asset(BUNDLE)
         assert asset is not None
         with pytest.raises(VerificationError, match=f"expected {SHA}"):
             source.fetch(asset, sha256=SHA)  # the pin, not whatever the mirror would like
         assert not Cache.for_home(home).blob_path(SHA).exists()
 
-    def test_listing_is_a_conditional_request(self, server: ReleaseServer, home: Path) -> None:
-        source = source_for(mirror=server.mirror_url, offline=False, environ=env(home), config=FAST)
+    def test_listing_is_a_conditional_request(self, upstream: ReleaseServer, home: Path) -> None:
+        source = source_for(mirror=upstream.mirror_url, offline=False, environ=env(home), config=FAST)
         source.releases(REPO)
-        server.clear_log()
+        upstream.clear_log()
         source.releases(REPO)
-        assert [r.status for r in server.log] == [304]
+        assert [r.status for r in upstream.log] == [304]
 
-    def test_no_listing_for_the_repo(self, server: ReleaseServer, home: Path) -> None:
-        source = source_for(mirror=server.mirror_url, offline=False, environ=env(home), config=FAST)
+    def test_no_listing_for_the_repo(self, upstream: ReleaseServer, home: Path) -> None:
+        source = source_for(mirror=upstream.mirror_url, offline=False, environ=env(home), config=FAST)
         with pytest.raises(ReleaseNotFound, match="listing ggml-org/llama.cpp/releases.json not found"):
             source.releases("ggml-org/llama.cpp")
         with pytest.raises(ReleaseNotFound, match="release v9"):
@@ -102,10 +103,10 @@ class TestHttpMirror:
 
 
 class TestDirectoryMirror:
-    def test_reads_in_place_with_no_http_at_all(self, server: ReleaseServer, home: Path, tmp_path: Path,
+    def test_reads_in_place_with_no_http_at_all(self, upstream: ReleaseServer, home: Path, tmp_path: Path,
                                                 no_sockets: list[object]) -> None:
-        root = server.write_mirror(tmp_path / "mirror")
-        server.clear_log()
+        root = upstream.write_mirror(tmp_path / "mirror")
+        upstream.clear_log()
         for offline in (False, True):  # a directory needs no connection, so --offline reads it too
             source = source_for(mirror=str(root), offline=offline, environ=env(home))
             assert isinstance(source, MirrorSource)
@@ -115,7 +116,7 @@ class TestDirectoryMirror:
             assert asset is not None and asset.url.startswith("file://")
             assert source.fetch(asset, sha256=SHA).path.read_bytes() == DATA
             assert source.read(rels[0].asset("basert-engine-abi-1.txt")) == b"1\n"  # type: ignore[arg-type]
-        assert no_sockets == [] and server.log == []
+        assert no_sockets == [] and upstream.log == []
 
     def test_a_hostile_listing_entry_is_skipped_by_name(self, tmp_path: Path, home: Path) -> None:
         listing = tmp_path / "m" / listing_path(REPO)
@@ -140,10 +141,10 @@ class TestDirectoryMirror:
 
 
 class TestOffline:
-    def test_cold_cache_says_what_it_lacks_and_never_connects(self, server: ReleaseServer, home: Path,
+    def test_cold_cache_says_what_it_lacks_and_never_connects(self, upstream: ReleaseServer, home: Path,
                                                               no_sockets: list[object]) -> None:
         fix = "run `superfluid runtime install basert` once without --offline"
-        environ = env(home, SUPERFLUID_GITHUB_API=server.url)
+        environ = env(home, SUPERFLUID_GITHUB_API=upstream.url)
         source = source_for(mirror=None, offline=True, environ=environ, fix=fix)
         assert isinstance(source, OfflineSource)
         with pytest.raises(OfflineMissing) as e:
@@ -152,11 +153,11 @@ class TestOffline:
         asset = source.asset(REPO, "v0.4.0", BUNDLE, size=len(DATA), sha256=SHA)
         with pytest.raises(OfflineMissing, match=f"no download of {BUNDLE}"):
             source.fetch(asset, sha256=SHA)
-        assert no_sockets == [] and server.log == []
+        assert no_sockets == [] and upstream.log == []
 
-    def test_warm_cache_serves_everything_without_a_connection(self, server: ReleaseServer, home: Path,
+    def test_warm_cache_serves_everything_without_a_connection(self, upstream: ReleaseServer, home: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-        environ = env(home, SUPERFLUID_GITHUB_API=server.url)
+        environ = env(home, SUPERFLUID_GITHUB_API=upstream.url)
         online = source_for(mirror=None, offline=False, environ=environ, config=FAST)
         assert isinstance(online, GitHubSource)
         rel = online.releases(REPO)[0]
@@ -166,7 +167,7 @@ class TestOffline:
         online.read(sidecar)
         online.fetch(bundle, sha256=None)
         online.release(REPO, "v0.3.0")
-        server.clear_log()
+        upstream.clear_log()
 
         import socket
 
@@ -181,24 +182,24 @@ class TestOffline:
         assert offline.release(REPO, "v0.3.0").tag == "v0.3.0"
         assert offline.release(REPO, "v0.4.0").tag == "v0.4.0"  # never asked by tag: from the listing
         assert offline.fetch_many([(bundle, SHA)])[0].cached
-        assert opened == [] and server.log == []
+        assert opened == [] and upstream.log == []
 
-    def test_offline_http_mirror_reads_its_cache(self, server: ReleaseServer, home: Path,
+    def test_offline_http_mirror_reads_its_cache(self, upstream: ReleaseServer, home: Path,
                                                  no_sockets: list[object]) -> None:
         with pytest.raises(OfflineMissing, match="release listing"):
-            source_for(mirror=server.mirror_url, offline=True, environ=env(home)).releases(REPO)
-        assert no_sockets == [] and server.log == []
+            source_for(mirror=upstream.mirror_url, offline=True, environ=env(home)).releases(REPO)
+        assert no_sockets == [] and upstream.log == []
 
 
-def test_memory_fetcher_answers_as_the_loopback_server_does(server: ReleaseServer, tmp_path: Path) -> None:
+def test_memory_fetcher_answers_as_the_loopback_server_does(upstream: ReleaseServer, tmp_path: Path) -> None:
     """The same state through the seam in memory (fast unit tests for the resolver) and on loopback."""
     from superfluid.installer.github import GitHubClient
 
-    memory = GitHubClient(server.memory_fetcher(FAST), Cache(tmp_path / "a"), api_base=server.url)
+    memory = GitHubClient(upstream.memory_fetcher(FAST), Cache(tmp_path / "a"), api_base=upstream.url)
     loop = source_for(mirror=None, offline=False, environ={"SUPERFLUID_HOME": str(tmp_path / "b"),
-                                                           "SUPERFLUID_GITHUB_API": server.url}, config=FAST)
+                                                           "SUPERFLUID_GITHUB_API": upstream.url}, config=FAST)
     assert memory.releases(REPO) == loop.releases(REPO)
-    server.fault(server.download_path(REPO, "v0.4.0", BUNDLE), "cut", after=1000)
+    upstream.fault(upstream.download_path(REPO, "v0.4.0", BUNDLE), "cut", after=1000)
     from superfluid.installer.download import download
 
     asset = memory.release(REPO, "v0.4.0").asset(BUNDLE)
@@ -208,17 +209,17 @@ def test_memory_fetcher_answers_as_the_loopback_server_does(server: ReleaseServe
 
 
 class TestRead:
-    def test_a_garbled_sidecar_is_not_kept(self, server: ReleaseServer, home: Path) -> None:
-        source = source_for(mirror=None, offline=False, environ=env(home, SUPERFLUID_GITHUB_API=server.url),
+    def test_a_garbled_sidecar_is_not_kept(self, upstream: ReleaseServer, home: Path) -> None:
+        source = source_for(mirror=None, offline=False, environ=env(home, SUPERFLUID_GITHUB_API=upstream.url),
                             config=FAST)
         sidecar = source.release(REPO, "v0.4.0").asset(f"{BUNDLE}.sha256")
         assert sidecar is not None and sidecar.sha256 is not None
-        path = server.download_path(REPO, "v0.4.0", f"{BUNDLE}.sha256")
-        server.fault(path, "wrong_bytes")
+        path = upstream.download_path(REPO, "v0.4.0", f"{BUNDLE}.sha256")
+        upstream.fault(path, "wrong_bytes")
         assert source.read(sidecar) != sha256_line(BUNDLE, DATA)  # the caller sees the digest disagree
         assert source.read(sidecar) == sha256_line(BUNDLE, DATA)  # and the next read is clean
-        server.clear_log()
-        assert source.read(sidecar) == sha256_line(BUNDLE, DATA) and server.log == []  # by content
+        upstream.clear_log()
+        assert source.read(sidecar) == sha256_line(BUNDLE, DATA) and upstream.log == []  # by content
 
     def test_a_sidecar_without_a_listed_digest_is_revalidated(self, release_server: ReleaseServer,
                                                               home: Path) -> None:
@@ -230,10 +231,10 @@ class TestRead:
         assert source.read(abi) == source.read(abi) == b"1\n"
         assert [r.status for r in release_server.requests_to(f"/{REPO}/")] == [200, 304]
 
-    def test_too_big_to_be_a_sidecar(self, server: ReleaseServer, home: Path) -> None:
-        source = source_for(mirror=None, offline=False, environ=env(home, SUPERFLUID_GITHUB_API=server.url))
+    def test_too_big_to_be_a_sidecar(self, upstream: ReleaseServer, home: Path) -> None:
+        source = source_for(mirror=None, offline=False, environ=env(home, SUPERFLUID_GITHUB_API=upstream.url))
         bundle = source.release(REPO, "v0.4.0").asset(BUNDLE)
         assert bundle is not None
         with pytest.raises(SizeExceeded):
             source.read(bundle)
-        assert server.requests_to(f"/{REPO}/") == []
+        assert upstream.requests_to(f"/{REPO}/") == []

@@ -56,12 +56,12 @@ CASES = [
 
 
 @pytest.mark.parametrize(("model", "flags", "passes", "fragment"), CASES)
-def test_check_and_serve_agree_on_cache_types(tmp_path: Path, lib_v2_dir: Path, models: dict[str, Path],
+def test_check_and_serve_agree_on_cache_types(tmp_path: Path, libllama_v2: Path, gguf_models: dict[str, Path],
                                               model: str, flags: list[str], passes: bool, fragment: str) -> None:
-    done = check(tmp_path, lib_v2_dir, models[model], *flags)
+    done = check(tmp_path, libllama_v2, gguf_models[model], *flags)
     assert "Traceback" not in done.stderr
     assert (done.returncode == 0) == passes, done.stderr
-    served = serve_exit(tmp_path, lib_v2_dir, models[model], *flags)
+    served = serve_exit(tmp_path, libllama_v2, gguf_models[model], *flags)
     assert (served == 0) == passes, f"serve exited {served}"
     if not passes:
         assert done.returncode == 1 and served == 3

@@ -99,7 +99,7 @@ def test_offsets_match_offsetof_on_the_builds_own_llama_h(name: str, request: py
                                                           tmp_path: Path) -> None:
     if shutil.which("cc") is None:
         pytest.skip("no C compiler (cc) to compile offsetof against llama.h")
-    lib_dir: Path = request.getfixturevalue(f"lib_{name}_dir")
+    lib_dir: Path = request.getfixturevalue(f"libllama_{name}")
     layout = V1 if name == "v1" else V2
     table = V1_CONTEXT if name == "v1" else V2_CONTEXT
     got = compiled_offsets(lib_dir / "include", tmp_path, table)

@@ -33,12 +33,12 @@ def test_a_build_is_current_only_when_its_stamp_holds_the_same_pinned_inputs(tmp
 
 
 @pytest.mark.native
-def test_the_built_libraries_carry_their_stamp_and_headers(lib_dir: Path) -> None:
-    stamp = build_libllama.read_stamp(lib_dir)
-    assert stamp is not None and stamp["layout"] == lib_dir.name
-    assert stamp["inputs"] == build_libllama._wanted_stamp(build_libllama.PINS[lib_dir.name])
-    assert (lib_dir / "include" / "llama.h").exists() and (lib_dir / "include" / "ggml.h").exists()
-    assert any(p.name.startswith("libggml-base.so") for p in lib_dir.iterdir())
+def test_the_built_libraries_carry_their_stamp_and_headers(libllama_each: Path) -> None:
+    stamp = build_libllama.read_stamp(libllama_each)
+    assert stamp is not None and stamp["layout"] == libllama_each.name
+    assert stamp["inputs"] == build_libllama._wanted_stamp(build_libllama.PINS[libllama_each.name])
+    assert (libllama_each / "include" / "llama.h").exists() and (libllama_each / "include" / "ggml.h").exists()
+    assert any(p.name.startswith("libggml-base.so") for p in libllama_each.iterdir())
 
 
 def test_the_gguf_writer_is_deterministic(tmp_path: Path) -> None:

@@ -40,9 +40,9 @@ class Server(ServeProcess):
 
 
 @pytest.fixture
-def server(lib_dir: Path, models: dict[str, Path]) -> Iterator[Server]:
+def llama_serve(libllama_each: Path, gguf_models: dict[str, Path]) -> Iterator[Server]:
     """``always-the.gguf`` served by each real libllama in turn."""
-    s = Server(lib_dir, models["always-the.gguf"])
+    s = Server(libllama_each, gguf_models["always-the.gguf"])
     yield s
     if s.proc.poll() is None:
         s.proc.kill()
@@ -58,40 +58,40 @@ def prompt_tokens(lib: Path, model: Path, prompt: str) -> int:
     return len(json.loads(done.stdout)["prompt"])
 
 
-def test_the_announcement_names_the_address_model_and_layout(server: Server, lib_dir: Path,
-                                                             models: dict[str, Path]) -> None:
-    assert server.ready["listening"] == f"http://127.0.0.1:{server.port}" and server.port > 0
-    assert server.ready["model"] == "always-the"
-    assert server.ready["path"] == str(models["always-the.gguf"])
-    assert server.ready["layout"] == lib_dir.name
-    assert server.ready["n_ctx"] == 256  # the model's trained context, under the 4096 default
+def test_the_announcement_names_the_address_model_and_layout(llama_serve: Server, libllama_each: Path,
+                                                             gguf_models: dict[str, Path]) -> None:
+    assert llama_serve.ready["listening"] == f"http://127.0.0.1:{llama_serve.port}" and llama_serve.port > 0
+    assert llama_serve.ready["model"] == "always-the"
+    assert llama_serve.ready["path"] == str(gguf_models["always-the.gguf"])
+    assert llama_serve.ready["layout"] == libllama_each.name
+    assert llama_serve.ready["n_ctx"] == 256  # the model's trained context, under the 4096 default
 
 
-def test_a_completion_is_the_models_greedy_text_with_its_usage(server: Server, lib_dir: Path,
-                                                               models: dict[str, Path]) -> None:
-    n_prompt = prompt_tokens(lib_dir, models["always-the.gguf"], "Once upon a time")
+def test_a_completion_is_the_models_greedy_text_with_its_usage(llama_serve: Server, libllama_each: Path,
+                                                               gguf_models: dict[str, Path]) -> None:
+    n_prompt = prompt_tokens(libllama_each, gguf_models["always-the.gguf"], "Once upon a time")
     for n in (1, 7):
-        answer = server.complete(model="always-the", prompt="Once upon a time", max_tokens=n, temperature=0)
+        answer = llama_serve.complete(model="always-the", prompt="Once upon a time", max_tokens=n, temperature=0)
         assert answer["object"] == "text_completion" and answer["model"] == "always-the"
         assert answer["id"].startswith("cmpl-") and isinstance(answer["created"], int)
         assert answer["choices"] == [{"text": " the" * n, "index": 0, "finish_reason": "length", "logprobs": None}]
         assert answer["usage"] == {"prompt_tokens": n_prompt, "completion_tokens": n, "total_tokens": n_prompt + n}
     # defaults: 16 tokens, greedy; a prompt given as a list of one string
-    default = server.complete(prompt=["Once upon a time"])
+    default = llama_serve.complete(prompt=["Once upon a time"])
     assert default["choices"][0]["text"] == " the" * 16 and default["usage"]["completion_tokens"] == 16
 
 
-def test_a_stop_string_ends_the_text_before_it(server: Server) -> None:
-    answer = server.complete(prompt="x", max_tokens=10, stop=["e t", "never"])
+def test_a_stop_string_ends_the_text_before_it(llama_serve: Server) -> None:
+    answer = llama_serve.complete(prompt="x", max_tokens=10, stop=["e t", "never"])
     assert answer["choices"][0]["text"] == " th" and answer["choices"][0]["finish_reason"] == "stop"
     assert answer["usage"]["completion_tokens"] == 2  # " the the" holds "e t"
-    whole = server.complete(prompt="x", max_tokens=10, stop=" the the the")
+    whole = llama_serve.complete(prompt="x", max_tokens=10, stop=" the the the")
     assert whole["choices"][0] == {"text": "", "index": 0, "finish_reason": "stop", "logprobs": None}
     assert whole["usage"]["completion_tokens"] == 3
 
 
-def test_an_end_of_generation_token_stops_with_no_text(lib_v2_dir: Path, models: dict[str, Path]) -> None:
-    s = Server(lib_v2_dir, models["always-eos.gguf"])
+def test_an_end_of_generation_token_stops_with_no_text(libllama_v2: Path, gguf_models: dict[str, Path]) -> None:
+    s = Server(libllama_v2, gguf_models["always-eos.gguf"])
     try:
         answer = s.complete(prompt="x", max_tokens=10)
         assert answer["choices"][0] == {"text": "", "index": 0, "finish_reason": "stop", "logprobs": None}
@@ -101,8 +101,8 @@ def test_an_end_of_generation_token_stops_with_no_text(lib_v2_dir: Path, models:
     assert code == 0, err
 
 
-def test_generation_stops_when_the_context_is_full(lib_v1_dir: Path, models: dict[str, Path]) -> None:
-    s = Server(lib_v1_dir, models["always-the.gguf"], "--max-context", "16")
+def test_generation_stops_when_the_context_is_full(libllama_v1: Path, gguf_models: dict[str, Path]) -> None:
+    s = Server(libllama_v1, gguf_models["always-the.gguf"], "--max-context", "16")
     try:
         n_ctx = s.ready["n_ctx"]
         assert n_ctx >= 16  # llama.cpp rounds the context up (to 256 on these builds); the line says what it made
@@ -120,9 +120,9 @@ def test_generation_stops_when_the_context_is_full(lib_v1_dir: Path, models: dic
     assert code == 0, err
 
 
-def test_health_and_models(server: Server) -> None:
-    assert server.request("GET", "/health") == (200, {"status": "ok"})
-    status, listing = server.request("GET", "/v1/models")
+def test_health_and_models(llama_serve: Server) -> None:
+    assert llama_serve.request("GET", "/health") == (200, {"status": "ok"})
+    status, listing = llama_serve.request("GET", "/v1/models")
     assert status == 200 and listing["object"] == "list"
     assert [(m["id"], m["object"]) for m in listing["data"]] == [("always-the", "model")]
 
@@ -142,14 +142,14 @@ def test_health_and_models(server: Server) -> None:
     (b'{"prompt": "x", "n": 2}', "n", "this server returns one choice"),
     (b'{"prompt": "x", "frequency_penalty": 1.5}', "frequency_penalty", "without penalties"),
 ])
-def test_a_bad_request_is_a_400_with_an_error_object(server: Server, body: bytes, param: str | None,
+def test_a_bad_request_is_a_400_with_an_error_object(llama_serve: Server, body: bytes, param: str | None,
                                                      says: str) -> None:
-    status, answer = server.request("POST", "/v1/completions", body)
+    status, answer = llama_serve.request("POST", "/v1/completions", body)
     assert status == 400
     error = answer["error"]
     assert error["type"] == "invalid_request_error" and error["param"] == param
     assert says in error["message"] and "Traceback" not in error["message"]
-    assert server.request("GET", "/health") == (200, {"status": "ok"})  # and it keeps serving
+    assert llama_serve.request("GET", "/health") == (200, {"status": "ok"})  # and it keeps serving
 
 
 def raw_exchange(server: Server, request: bytes) -> str:
@@ -162,47 +162,47 @@ def raw_exchange(server: Server, request: bytes) -> str:
     return b"".join(chunks).decode()
 
 
-def test_wrong_paths_methods_and_framing_are_json_errors(server: Server) -> None:
-    status, answer = server.request("GET", "/v1/embeddings")
+def test_wrong_paths_methods_and_framing_are_json_errors(llama_serve: Server) -> None:
+    status, answer = llama_serve.request("GET", "/v1/embeddings")
     assert status == 404 and answer["error"]["code"] == "not_found"
-    assert server.request("GET", "/v1/completions")[0] == 405
-    assert server.request("GET", "/v1/chat/completions")[0] == 405
-    assert server.request("POST", "/health", b"{}")[0] == 405
-    assert server.request("DELETE", "/v1/models")[0] == 405
+    assert llama_serve.request("GET", "/v1/completions")[0] == 405
+    assert llama_serve.request("GET", "/v1/chat/completions")[0] == 405
+    assert llama_serve.request("POST", "/health", b"{}")[0] == 405
+    assert llama_serve.request("DELETE", "/v1/models")[0] == 405
     # no Content-Length: refused, not read until the client gives up
-    head = raw_exchange(server, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n")
+    head = raw_exchange(llama_serve, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n")
     assert head.startswith("HTTP/1.1 411 ") and '"type":"invalid_request_error"' in head
     # a request line the stdlib cannot parse is answered as JSON too
-    head = raw_exchange(server, b"NONSENSE\r\n\r\n")
+    head = raw_exchange(llama_serve, b"NONSENSE\r\n\r\n")
     assert head.startswith("HTTP/1.1 400 ") and '{"error":' in head
 
 
-def test_concurrent_requests_are_each_answered_in_full(server: Server) -> None:
+def test_concurrent_requests_are_each_answered_in_full(llama_serve: Server) -> None:
     answers: list[dict[str, Any]] = []
 
     def ask(n: int) -> None:
-        answers.append(server.complete(prompt="a b c", max_tokens=n))
+        answers.append(llama_serve.complete(prompt="a b c", max_tokens=n))
 
     threads = [threading.Thread(target=ask, args=(n,)) for n in (3, 5, 8, 13)]
     for t in threads:
         t.start()
-    assert server.request("GET", "/health") == (200, {"status": "ok"})
+    assert llama_serve.request("GET", "/health") == (200, {"status": "ok"})
     for t in threads:
         t.join(60)
     assert sorted(a["choices"][0]["text"] for a in answers) == sorted(" the" * n for n in (3, 5, 8, 13))
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_closes_the_server_cleanly(server: Server, sig: int) -> None:
-    assert server.complete(prompt="x", max_tokens=2)["choices"][0]["text"] == " the the"
-    code, out, err = server.stop(sig)
+def test_a_signal_closes_the_server_cleanly(llama_serve: Server, sig: int) -> None:
+    assert llama_serve.complete(prompt="x", max_tokens=2)["choices"][0]["text"] == " the the"
+    code, out, err = llama_serve.stop(sig)
     assert code == 0 and out == "" and err == ""
     with pytest.raises(OSError):
-        socket.create_connection((server.host, server.port), timeout=5).close()
+        socket.create_connection((llama_serve.host, llama_serve.port), timeout=5).close()
 
 
-def test_sigterm_during_a_generation_answers_503_and_exits_0(lib_v1_dir: Path, models: dict[str, Path]) -> None:
-    s = Server(lib_v1_dir, models["always-the.gguf"], "--max-context", "8192")
+def test_sigterm_during_a_generation_answers_503_and_exits_0(libllama_v1: Path, gguf_models: dict[str, Path]) -> None:
+    s = Server(libllama_v1, gguf_models["always-the.gguf"], "--max-context", "8192")
     result: list[tuple[int, dict[str, Any]]] = []
     asking = threading.Thread(target=lambda: result.append(
         s.request("POST", "/v1/completions", {"prompt": "x", "max_tokens": 8000})))
@@ -223,14 +223,14 @@ def serve_once(*args: str | Path) -> subprocess.CompletedProcess[str]:
                           cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120)
 
 
-def test_a_model_that_does_not_load_exits_3(lib_v2_dir: Path, tmp_path: Path) -> None:
+def test_a_model_that_does_not_load_exits_3(libllama_v2: Path, tmp_path: Path) -> None:
     missing = tmp_path / "missing.gguf"
-    done = serve_once("--lib", lib_v2_dir, "--model", missing, "--port", "0")
+    done = serve_once("--lib", libllama_v2, "--model", missing, "--port", "0")
     assert done.returncode == 3 and done.stdout == ""
     assert done.stderr == f"superfluid-worker-llamacpp: model load failed: {missing} does not exist\n"
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"GGUF" + b"\xff" * 64)  # the magic, then nonsense
-    done = serve_once("--lib", lib_v2_dir, "--model", bad, "--port", "0")
+    done = serve_once("--lib", libllama_v2, "--model", bad, "--port", "0")
     assert done.returncode == 3 and done.stdout == ""
     assert done.stderr.startswith(f"superfluid-worker-llamacpp: model load failed: {bad}: llama.cpp could not load")
 
@@ -249,13 +249,13 @@ def test_a_bad_serve_line_exits_2_before_loading_anything(argv: list[str], messa
     assert done.stderr.startswith(f"superfluid-worker-llamacpp: {message}"), done.stderr
 
 
-def test_no_library_or_a_taken_port_exits_1(lib_v1_dir: Path, models: dict[str, Path], tmp_path: Path) -> None:
-    done = serve_once("--lib", tmp_path / "nope", "--model", models["always-the.gguf"])
+def test_no_library_or_a_taken_port_exits_1(libllama_v1: Path, gguf_models: dict[str, Path], tmp_path: Path) -> None:
+    done = serve_once("--lib", tmp_path / "nope", "--model", gguf_models["always-the.gguf"])
     assert done.returncode == 1 and "does not exist" in done.stderr
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        done = serve_once("--lib", lib_v1_dir, "--model", models["always-the.gguf"], "--port", str(port))
+        done = serve_once("--lib", libllama_v1, "--model", gguf_models["always-the.gguf"], "--port", str(port))
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.startswith(f"superfluid-worker-llamacpp: cannot listen on 127.0.0.1:{port}: ")

@@ -35,8 +35,8 @@ def check(lib: Path, model: Path, *flags: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("flag", ["--lib", "--llamacpp-lib"])
-def test_named_is_the_flag_given_found_or_not(lib_v1_dir: Path, tmp_path: Path, flag: str) -> None:
-    found = worker("check", flag, lib_v1_dir)
+def test_named_is_the_flag_given_found_or_not(libllama_v1: Path, tmp_path: Path, flag: str) -> None:
+    found = worker("check", flag, libllama_v1)
     assert found.returncode == 0 and json.loads(found.stdout)["named"] == flag
     missing = worker("check", f"{flag}={tmp_path / 'nope'}")
     report = json.loads(missing.stdout)
@@ -44,11 +44,11 @@ def test_named_is_the_flag_given_found_or_not(lib_v1_dir: Path, tmp_path: Path, 
     assert report["available"].startswith(f"{flag} names {tmp_path / 'nope'}, which does not exist")
 
 
-def test_check_reports_runtime_layout_devices_and_model(lib_dir: Path, models: dict[str, Path]) -> None:
-    report = check(lib_dir, models["hd32-always-the.gguf"])
+def test_check_reports_runtime_layout_devices_and_model(libllama_each: Path, gguf_models: dict[str, Path]) -> None:
+    report = check(libllama_each, gguf_models["hd32-always-the.gguf"])
     assert report["runtime"]["id"] == "llamacpp" and report["runtime"]["version"].startswith("llama.cpp ")
     assert report["available"] is True
-    assert report["layout"] == lib_dir.name  # the cache dir is named for the layout: v1 | v2
+    assert report["layout"] == libllama_each.name  # the cache dir is named for the layout: v1 | v2
     assert report["formats"][0]["id"] == "gguf"
     assert report["named"] == "--lib"  # the flag as given (issue 15)
     assert any(d["backend"] == "CPU" for d in report["devices"])
@@ -62,45 +62,45 @@ def test_check_reports_runtime_layout_devices_and_model(lib_dir: Path, models: d
     assert 0 < sizing["budget_bytes"] <= 8 << 30
 
 
-def test_cache_type_k_q8_0_changes_the_state_identity_and_unset_does_not(lib_v1_dir: Path,
-                                                                      models: dict[str, Path]) -> None:
-    path = models["hd32-always-the.gguf"]
+def test_cache_type_k_q8_0_changes_the_state_identity_and_unset_does_not(libllama_v1: Path,
+                                                                         gguf_models: dict[str, Path]) -> None:
+    path = gguf_models["hd32-always-the.gguf"]
     weights = hashlib.sha256(path.read_bytes()).hexdigest()
-    plain = check(lib_v1_dir, path)["model"]
+    plain = check(libllama_v1, path)["model"]
     assert plain["state_identity"] == {"key": weights, "weights": weights, "settings": {}}
-    q8 = check(lib_v1_dir, path, "--cache-type-k", "q8_0")["model"]
+    q8 = check(libllama_v1, path, "--cache-type-k", "q8_0")["model"]
     assert q8["state_identity"]["key"] != weights
     assert q8["state_identity"]["settings"] == {"cache-type-k": "q8_0"}
     assert q8["sizing"]["kv_bytes_per_token"] == 2 * (68 + 128)  # K in q8_0 blocks, V still f16
     # options that do not change what a KV cell means leave it alone, and so does f16 named explicitly
-    other = check(lib_v1_dir, path, "--threads", "2", "--cache-type-k", "f16")["model"]
+    other = check(libllama_v1, path, "--threads", "2", "--cache-type-k", "f16")["model"]
     assert other["state_identity"]["key"] == weights
-    rope = check(lib_v1_dir, path, "--rope-freq-base", "20000")["model"]
+    rope = check(libllama_v1, path, "--rope-freq-base", "20000")["model"]
     assert rope["state_identity"]["key"] not in (weights, q8["state_identity"]["key"])
 
 
-def test_a_model_that_is_not_gguf_does_not_read(lib_v1_dir: Path, tmp_path: Path) -> None:
+def test_a_model_that_is_not_gguf_does_not_read(libllama_v1: Path, tmp_path: Path) -> None:
     bad = tmp_path / "x.gguf"
     bad.write_bytes(b"PK\x03\x04 not a model")
-    done = worker("check", "--lib", lib_v1_dir, "--model", bad)
+    done = worker("check", "--lib", libllama_v1, "--model", bad)
     assert done.returncode == 1
     report = json.loads(done.stdout)
     assert report["available"] is True
     assert report["model"]["reads"] == f"{bad} is not a GGUF file (it starts with b'PK\\x03\\x04', not b'GGUF')"
 
 
-def test_llamas_log_is_silent_unless_asked(lib_v1_dir: Path, models: dict[str, Path]) -> None:
-    quiet = worker("check", "--lib", lib_v1_dir, "--model", models["tiny-f32.gguf"])
+def test_llamas_log_is_silent_unless_asked(libllama_v1: Path, gguf_models: dict[str, Path]) -> None:
+    quiet = worker("check", "--lib", libllama_v1, "--model", gguf_models["tiny-f32.gguf"])
     assert quiet.returncode == 0 and quiet.stderr == ""
-    loud = worker("check", "--lib", lib_v1_dir, "--model", models["tiny-f32.gguf"],
+    loud = worker("check", "--lib", libllama_v1, "--model", gguf_models["tiny-f32.gguf"],
                   env={"SUPERFLUID_LLAMA_LOG": "1"})
     assert loud.returncode == 0 and "llama_model_loader" in loud.stderr
 
 
-def test_an_unknown_flag_or_bad_value_is_a_usage_error(lib_v1_dir: Path) -> None:
-    done = worker("check", "--lib", lib_v1_dir, "--bogus", "1")
+def test_an_unknown_flag_or_bad_value_is_a_usage_error(libllama_v1: Path) -> None:
+    done = worker("check", "--lib", libllama_v1, "--bogus", "1")
     assert done.returncode == 2 and "unknown flag --bogus" in done.stderr and done.stdout == ""
-    done = worker("check", "--lib", lib_v1_dir, "--cache-type-k", "q9")
+    done = worker("check", "--lib", libllama_v1, "--cache-type-k", "q9")
     assert done.returncode == 2 and "--cache-type-k 'q9': expected one of f32, f16" in done.stderr
     done = worker("check", "--model")
     assert done.returncode == 2 and "--model needs a value" in done.stderr
@@ -127,8 +127,8 @@ def _install(home: Path, lib_dir: Path, version: str) -> Path:
     return install
 
 
-def test_the_current_install_is_found_and_its_receipt_names_the_version(lib_v2_dir: Path, tmp_path: Path) -> None:
-    _install(tmp_path, lib_v2_dir, "b11549")
+def test_the_current_install_is_found_and_its_receipt_names_the_version(libllama_v2: Path, tmp_path: Path) -> None:
+    _install(tmp_path, libllama_v2, "b11549")
     done = worker("version", home=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "llama.cpp b11549\n"
@@ -136,8 +136,8 @@ def test_the_current_install_is_found_and_its_receipt_names_the_version(lib_v2_d
     assert report["layout"] == "v2" and "named" not in report
 
 
-def test_the_environment_names_a_directory(lib_v1_dir: Path, tmp_path: Path) -> None:
-    done = worker("check", home=tmp_path, env={"SUPERFLUID_LLAMA_LIB": str(lib_v1_dir)})
+def test_the_environment_names_a_directory(libllama_v1: Path, tmp_path: Path) -> None:
+    done = worker("check", home=tmp_path, env={"SUPERFLUID_LLAMA_LIB": str(libllama_v1)})
     report = json.loads(done.stdout)
     assert report["named"] == "SUPERFLUID_LLAMA_LIB" and report["layout"] == "v1"
     empty = tmp_path / "empty"

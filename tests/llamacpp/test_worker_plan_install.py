@@ -153,9 +153,9 @@ def install(into: Path, p: dict[str, Any] | str) -> subprocess.CompletedProcess[
     return worker("install", "--into", into, "--plan", p if isinstance(p, str) else json.dumps(p), env=NO_GPU)
 
 
-def test_install_writes_a_valid_receipt_for_the_library_it_finds(lib_dir: Path, tmp_path: Path) -> None:
-    layout = lib_dir.name
-    into = extracted(tmp_path / "staging", lib_dir)
+def test_install_writes_a_valid_receipt_for_the_library_it_finds(libllama_each: Path, tmp_path: Path) -> None:
+    layout = libllama_each.name
+    into = extracted(tmp_path / "staging", libllama_each)
     p = verified(plan("--version", BUILD[layout])["plans"][0])
     p["chosen_by"] = "tested"
     written = printed_receipt(install(into, p), into)
@@ -174,8 +174,8 @@ def test_install_writes_a_valid_receipt_for_the_library_it_finds(lib_dir: Path, 
     assert report["runtime"]["version"] == f"llama.cpp {BUILD[layout]}"
 
 
-def test_an_untested_plan_installs_a_library_of_a_known_layout_as_untested(lib_v2_dir: Path, tmp_path: Path) -> None:
-    into = extracted(tmp_path / "staging", lib_v2_dir)
+def test_an_untested_plan_installs_a_library_of_a_known_layout_as_untested(libllama_v2: Path, tmp_path: Path) -> None:
+    into = extracted(tmp_path / "staging", libllama_v2)
     p = verified(plan("--from", "/srv/llama-b11549-bin-ubuntu-x64.tar.gz", "--untested")["plans"][0])
     assert p["tested"] is False and "layout" not in p
     done = install(into, p)
@@ -185,8 +185,8 @@ def test_an_untested_plan_installs_a_library_of_a_known_layout_as_untested(lib_v
     assert json.loads(done.stdout)["layout"] == "v2"
 
 
-def test_a_library_of_the_other_layout_than_the_plans_build_is_refused(lib_v1_dir: Path, tmp_path: Path) -> None:
-    into = extracted(tmp_path / "staging", lib_v1_dir)
+def test_a_library_of_the_other_layout_than_the_plans_build_is_refused(libllama_v1: Path, tmp_path: Path) -> None:
+    into = extracted(tmp_path / "staging", libllama_v1)
     done = install(into, verified(plan()["plans"][0]))  # b11642: v2
     assert done.returncode == 1 and done.stdout == ""
     assert "its library is laid out as v1, but llamacpp b11642 was tested as v2" in done.stderr
@@ -261,8 +261,8 @@ def test_a_bad_install_line_is_a_usage_error(argv: list[str], message: str, tmp_
     assert done.stderr == f"superfluid-worker-llamacpp: {message}\n"
 
 
-def test_a_plan_missing_what_the_receipt_is_made_of_is_a_usage_error(lib_v2_dir: Path, tmp_path: Path) -> None:
-    into = extracted(tmp_path / "staging", lib_v2_dir)
+def test_a_plan_missing_what_the_receipt_is_made_of_is_a_usage_error(libllama_v2: Path, tmp_path: Path) -> None:
+    into = extracted(tmp_path / "staging", libllama_v2)
     for key in ("version", "backend", "install", "assets"):
         done = install(into, _without(key))
         assert done.returncode == 2 and f"--plan: {key!r} must be" in done.stderr, done.stderr

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -210,12 +209,6 @@ def test_usage_errors(env: dict[str, str], signed: Signed, tmp_path: Path, args:
 REPO = "superfluid/toolchain"
 
 
-@pytest.fixture
-def server() -> Iterator[ReleaseServer]:
-    with ReleaseServer() as s:
-        yield s
-
-
 def _publish(server: ReleaseServer, signed: Signed, *, with_signature: bool = True) -> str:
     files = [signed.doc, signed.folder / TARBALL] + ([signed.sig] if with_signature else [])
     server.add_release(REPO, "v9.9", {p.name: p.read_bytes() for p in files})
@@ -223,18 +216,19 @@ def _publish(server: ReleaseServer, signed: Signed, *, with_signature: bool = Tr
 
 
 def test_url_fetches_the_signature_and_the_tarball_beside_it(env: dict[str, str], signed: Signed,
-                                                             server: ReleaseServer) -> None:
-    url = _publish(server, signed)
+                                                             release_server: ReleaseServer) -> None:
+    url = _publish(release_server, signed)
     done = _sf(env, "compat", "--release", url, "--key", str(signed.keys.public), "--json")
     assert done.returncode == 0, done.stderr
     verification = json.loads(done.stdout)["verification"]
     assert verification["verdict"] == f"verified by key {signed.keys.key_id}" and verification["tarball"] == "checked"
-    fetched = [r.path for r in server.log]
-    assert fetched == [server.download_path(REPO, "v9.9", n) for n in (DOC, f"{DOC}.minisig", TARBALL)]
+    fetched = [r.path for r in release_server.log]
+    assert fetched == [release_server.download_path(REPO, "v9.9", n) for n in (DOC, f"{DOC}.minisig", TARBALL)]
 
 
-def test_url_without_a_signature_is_unsigned(env: dict[str, str], signed: Signed, server: ReleaseServer) -> None:
-    url = _publish(server, signed, with_signature=False)
+def test_url_without_a_signature_is_unsigned(env: dict[str, str], signed: Signed,
+                                             release_server: ReleaseServer) -> None:
+    url = _publish(release_server, signed, with_signature=False)
     done = _sf(env, "compat", "--release", url)
     assert done.returncode == 0 and "signature: unsigned" in done.stdout
     assert f"superfluid: warning: {url} is unsigned" in done.stderr
@@ -242,9 +236,11 @@ def test_url_without_a_signature_is_unsigned(env: dict[str, str], signed: Signed
     assert required.returncode == 1 and f"(no {url}.minisig), and --require-signature was given" in required.stderr
 
 
-def test_url_of_a_changed_document_is_refused(env: dict[str, str], signed: Signed, server: ReleaseServer) -> None:
+def test_url_of_a_changed_document_is_refused(env: dict[str, str], signed: Signed,
+                                              release_server: ReleaseServer) -> None:
     _change_doc(signed)
-    url = _publish(server, signed)
+    url = _publish(release_server, signed)
     done = _sf(env, "compat", "--release", url, "--key", str(signed.keys.public))
     assert done.returncode == 1 and f"superfluid: {url}: its signature does not verify" in done.stderr
-    assert server.download_path(REPO, "v9.9", TARBALL) not in [r.path for r in server.log]  # refused first
+    assert release_server.download_path(REPO, "v9.9",
+                                        TARBALL) not in [r.path for r in release_server.log]  # refused first

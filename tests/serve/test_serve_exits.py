@@ -51,13 +51,6 @@ def tiny() -> Path:
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Path:
-    h = tmp_path / "home"
-    h.mkdir()
-    return h
-
-
-@pytest.fixture
 def spy(tmp_path: Path) -> tuple[dict[str, str], Path]:
     """``SUPERFLUID_WORKER_<ID>`` of every runtime: a script that leaves a marker when started."""
     marker = tmp_path / "a-worker-started"

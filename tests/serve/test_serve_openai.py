@@ -146,12 +146,13 @@ def test_one_server_per_sessions_directory(installed: Path, tmp_path: Path) -> N
 
 
 @pytest.mark.native
-def test_llamacpp_greedy_text_exactly_streamed_and_not(llama_lib: Path, gguf: dict[str, Path], tmp_path: Path) -> None:
-    s = start(tmp_path, "--model", gguf["always-the.gguf"], "--llamacpp-lib", llama_lib)
+def test_llamacpp_greedy_text_exactly_streamed_and_not(libllama_each: Path, gguf_models: dict[str, Path],
+                                                       tmp_path: Path) -> None:
+    s = start(tmp_path, "--model", gguf_models["always-the.gguf"], "--llamacpp-lib", libllama_each)
     try:
         assert s.ready["runtime"] == "llamacpp" and s.ready["model"] == "always-the.gguf"
-        assert s.ready["version"].endswith(f"({llama_lib.name})")
-        assert s.ready["where"] == f"library: {llama_lib / 'libllama.so'}, named by --llamacpp-lib"
+        assert s.ready["version"].endswith(f"({libllama_each.name})")
+        assert s.ready["where"] == f"library: {libllama_each / 'libllama.so'}, named by --llamacpp-lib"
         c = client(s)
         answer = c.completions.create(model="always-the", prompt="Once upon a time", max_tokens=7, temperature=0)
         assert answer.choices[0].text == " the" * 7 and answer.choices[0].finish_reason == "length"
@@ -170,8 +171,8 @@ def test_llamacpp_greedy_text_exactly_streamed_and_not(llama_lib: Path, gguf: di
 
 
 @pytest.mark.native
-def test_llamacpp_sampling_is_seeded(llama_lib: Path, gguf: dict[str, Path], tmp_path: Path) -> None:
-    s = start(tmp_path, "--model", gguf["tiny-f32.gguf"], "--llamacpp-lib", llama_lib)
+def test_llamacpp_sampling_is_seeded(libllama_each: Path, gguf_models: dict[str, Path], tmp_path: Path) -> None:
+    s = start(tmp_path, "--model", gguf_models["tiny-f32.gguf"], "--llamacpp-lib", libllama_each)
     try:
         c = client(s)
 
@@ -193,8 +194,9 @@ def test_llamacpp_sampling_is_seeded(llama_lib: Path, gguf: dict[str, Path], tmp
 
 
 @pytest.mark.native
-def test_llamacpp_chat_uses_the_models_template(llama_lib: Path, gguf: dict[str, Path], tmp_path: Path) -> None:
-    s = start(tmp_path, "--model", gguf["chat-always-the.gguf"], "--llamacpp-lib", llama_lib)
+def test_llamacpp_chat_uses_the_models_template(libllama_each: Path, gguf_models: dict[str, Path],
+                                                tmp_path: Path) -> None:
+    s = start(tmp_path, "--model", gguf_models["chat-always-the.gguf"], "--llamacpp-lib", libllama_each)
     try:
         c = client(s)
         messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}]
@@ -212,7 +214,7 @@ def test_llamacpp_chat_uses_the_models_template(llama_lib: Path, gguf: dict[str,
         stop_cleanly(s)
     finally:
         s.close()
-    plain_model = start(tmp_path, "--model", gguf["always-the.gguf"], "--llamacpp-lib", llama_lib)
+    plain_model = start(tmp_path, "--model", gguf_models["always-the.gguf"], "--llamacpp-lib", libllama_each)
     try:
         with pytest.raises(openai.BadRequestError, match="carries no chat template"):
             client(plain_model).chat.completions.create(model="always-the",

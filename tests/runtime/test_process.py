@@ -1,3 +1,6 @@
+"""``runtime/process``: a worker runs without credentials in its environment, bounded in time and
+output, and its failure is told in its own last words."""
+
 from __future__ import annotations
 
 import json
@@ -66,3 +69,22 @@ def test_an_accepted_exit_with_no_answer_gives_the_workers_reason() -> None:
     with pytest.raises(WorkerFailed, match=r"printed nothing \(w: libfoo is missing\)"):
         run_json([sys.executable, "-c", "import sys; sys.stderr.write('w: libfoo is missing\\n'); sys.exit(1)"],
                  accept=(0, 1))
+
+
+@pytest.mark.parametrize(("stderr", "code", "reason"), [
+    ("first\nlast words\n\n", 1, "last words"),
+    ("", 3, "exited 3 without saying why"),
+    ("   \n", -9, "killed by signal 9"),
+    ("only line", -15, "only line"),
+])
+def test_worker_result_reason(stderr: str, code: int, reason: str) -> None:
+    from superfluid.runtime.process import WorkerResult
+
+    assert WorkerResult(("w",), code, "", stderr).reason() == reason
+
+
+def test_a_workers_environment_names_this_python_unless_the_caller_does() -> None:
+    from superfluid.runtime.process import PYTHON_VARIABLE, worker_env
+
+    assert worker_env({"PATH": "/bin", "GH_TOKEN": "x"}) == {"PATH": "/bin", PYTHON_VARIABLE: sys.executable}
+    assert worker_env({PYTHON_VARIABLE: "/opt/py"})[PYTHON_VARIABLE] == "/opt/py"

@@ -111,7 +111,8 @@ def serve(source: str, env: Mapping[str, str], *flags: str) -> Served:
 
 
 @pytest.fixture(scope="module")
-def server(releases: Releases, env: dict[str, str]) -> Iterator[Served]:
+def manifest_service(releases: Releases, env: dict[str, str]) -> Iterator[Served]:
+    """``superfluid-manifest serve`` over the release folders, for the whole module."""
     served = serve(str(releases.root), env, "--key", str(releases.public))
     yield served
     assert served.stop() == 0
@@ -138,8 +139,8 @@ def get_json(base: str, path: str) -> Any:
 # -- the answers over HTTP ------------------------------------------------------------------------
 
 
-def test_releases_newest_first_and_the_rejected_with_the_reason(server: Served, releases: Releases) -> None:
-    answer = get_json(server.url, "/v1/releases")
+def test_releases_newest_first_and_the_rejected_with_the_reason(manifest_service: Served, releases: Releases) -> None:
+    answer = get_json(manifest_service.url, "/v1/releases")
     assert errors(answer, "manifest-releases") == []
     assert [r["version"] for r in answer["releases"]] == GOOD
     assert all(r["verified"] == releases.key.id for r in answer["releases"])
@@ -147,7 +148,7 @@ def test_releases_newest_first_and_the_rejected_with_the_reason(server: Served, 
     assert set(rejected) == {TAMPERED, UNSIGNED}
     assert f"does not verify with trusted key {releases.key.id}" in rejected[TAMPERED]
     assert "is unsigned" in rejected[UNSIGNED] and "every release must be signed" in rejected[UNSIGNED]
-    assert [f"rejected {v}" in "".join(server.lines) for v in (TAMPERED, UNSIGNED)] == [True, True]
+    assert [f"rejected {v}" in "".join(manifest_service.lines) for v in (TAMPERED, UNSIGNED)] == [True, True]
 
 
 CHOOSE = [
@@ -167,8 +168,8 @@ CHOOSE = [
 
 
 @pytest.mark.parametrize(("path", "drives", "by"), CHOOSE)
-def test_every_choose_answer(server: Served, path: str, drives: list[str], by: str | None) -> None:
-    answer = get_json(server.url, path)
+def test_every_choose_answer(manifest_service: Served, path: str, drives: list[str], by: str | None) -> None:
+    answer = get_json(manifest_service.url, path)
     assert errors(answer, "manifest-choose") == []
     assert [r["version"] for r in answer["drives"]] == drives
     assert {r["by"] for r in answer["drives"]} <= {by}
@@ -177,11 +178,11 @@ def test_every_choose_answer(server: Served, path: str, drives: list[str], by: s
     assert {r["version"] for r in answer["rejected"]} == {TAMPERED, UNSIGNED}
 
 
-def test_basert_why(server: Served) -> None:
-    answer = get_json(server.url, "/v1/choose/basert/abi/2")
+def test_basert_why(manifest_service: Served) -> None:
+    answer = get_json(manifest_service.url, "/v1/choose/basert/abi/2")
     rows = {r["version"]: r for r in answer["drives"] + answer["others"]}
     assert (rows["0.3.0"]["short"], rows["0.1.0"]["short"]) == ("ABI 2", "ABI 2; this superfluid drives ABI 1")
-    line = get_json(server.url, "/v1/choose/basert/version/0.3.0")["drives"][0]
+    line = get_json(manifest_service.url, "/v1/choose/basert/version/0.3.0")["drives"][0]
     assert line["short"] == "unnumbered, of ABI 1's 0.3 line"
 
 
@@ -192,12 +193,12 @@ def test_basert_why(server: Served) -> None:
     ("/v1/releases", "/v1/releases.json"),
     ("/", "/index.html"),
 ])
-def test_each_spelling_answers_the_same_bytes(server: Served, one: str, same: str) -> None:
-    assert get(server.url, one)[2] == get(server.url, same)[2]
+def test_each_spelling_answers_the_same_bytes(manifest_service: Served, one: str, same: str) -> None:
+    assert get(manifest_service.url, one)[2] == get(manifest_service.url, same)[2]
 
 
-def test_one_release_carries_its_exact_document_and_signature(server: Served, releases: Releases) -> None:
-    answer = get_json(server.url, "/v1/releases/0.2.0")
+def test_one_release_carries_its_exact_document_and_signature(manifest_service: Served, releases: Releases) -> None:
+    answer = get_json(manifest_service.url, "/v1/releases/0.2.0")
     assert errors(answer, "manifest-release") == []
     name = "superfluid_toolchain-0.2.0.tar.gz.compat.json"
     assert answer["document_name"] == name and answer["verified"] == releases.key.id
@@ -209,25 +210,25 @@ def test_one_release_carries_its_exact_document_and_signature(server: Served, re
 
 @pytest.mark.parametrize(("version", "fragment"), [(TAMPERED, "was rejected: "), (UNSIGNED, "was rejected: "),
                                                    ("9.9.9", "no verified release 9.9.9")])
-def test_a_rejected_or_unknown_release_is_a_404(server: Served, version: str, fragment: str) -> None:
-    status, headers, body = get(server.url, f"/v1/releases/{version}")
+def test_a_rejected_or_unknown_release_is_a_404(manifest_service: Served, version: str, fragment: str) -> None:
+    status, headers, body = get(manifest_service.url, f"/v1/releases/{version}")
     answer = json.loads(body)
     assert status == 404 and errors(answer, "manifest-error") == []
     assert answer["parameter"] == "version" and fragment in answer["error"]
     assert headers["cache-control"] == "no-cache" and "etag" not in headers
 
 
-def test_etag_and_cache_control(server: Served) -> None:
-    status, headers, body = get(server.url, "/v1/choose/basert/abi/2")
+def test_etag_and_cache_control(manifest_service: Served) -> None:
+    status, headers, body = get(manifest_service.url, "/v1/choose/basert/abi/2")
     assert status == 200 and headers["cache-control"] == "public, max-age=60"
     assert headers["content-type"] == "application/json; charset=utf-8" and int(headers["content-length"]) == len(body)
     etag = headers["etag"]
     for sent in (etag, f'"other", {etag}', f"W/{etag}", "*"):
-        status, again, body304 = get(server.url, "/v1/choose/basert/abi/2", {"If-None-Match": sent})
+        status, again, body304 = get(manifest_service.url, "/v1/choose/basert/abi/2", {"If-None-Match": sent})
         assert (status, again["etag"], body304) == (304, etag, b""), sent
-    assert get(server.url, "/v1/choose/basert/abi/2", {"If-None-Match": '"other"'})[0] == 200
-    assert get(server.url, "/v1/choose/basert/abi/1")[1]["etag"] != etag
-    head = get(server.url, "/v1/choose/basert/abi/2", method="HEAD")
+    assert get(manifest_service.url, "/v1/choose/basert/abi/2", {"If-None-Match": '"other"'})[0] == 200
+    assert get(manifest_service.url, "/v1/choose/basert/abi/1")[1]["etag"] != etag
+    head = get(manifest_service.url, "/v1/choose/basert/abi/2", method="HEAD")
     assert head[0] == 200 and head[2] == b"" and head[1]["etag"] == etag
 
 
@@ -242,16 +243,16 @@ def test_etag_and_cache_control(server: Served) -> None:
     ("GET", "/v1/releases/%2e%2e", 400, "version"),
     ("POST", "/v1/releases", 405, "method"),
 ])
-def test_bad_requests_answer_json_naming_the_parameter(server: Served, method: str, path: str, status: int,
+def test_bad_requests_answer_json_naming_the_parameter(manifest_service: Served, method: str, path: str, status: int,
                                                        parameter: str) -> None:
-    got, headers, body = get(server.url, path, method=method)
+    got, headers, body = get(manifest_service.url, path, method=method)
     answer = json.loads(body)
     assert got == status and answer["parameter"] == parameter and answer["status"] == status
     assert errors(answer, "manifest-error") == [] and "Traceback" not in body.decode()
 
 
-def test_health(server: Served, releases: Releases) -> None:
-    status, headers, body = get(server.url, "/health")
+def test_health(manifest_service: Served, releases: Releases) -> None:
+    status, headers, body = get(manifest_service.url, "/health")
     answer = json.loads(body)
     assert status == 200 and headers["cache-control"] == "no-store"
     assert (answer["status"], answer["releases"], answer["rejected"], answer["keys"]) == ("ok", 3, 2, [releases.key.id])
@@ -273,7 +274,7 @@ def exported(releases: Releases, env: dict[str, str], tmp_path_factory: pytest.T
     return out
 
 
-def test_the_export_answers_the_same_bytes_at_the_same_paths(server: Served, exported: Path) -> None:
+def test_the_export_answers_the_same_bytes_at_the_same_paths(manifest_service: Served, exported: Path) -> None:
     files = sorted(p for p in exported.rglob("*") if p.is_file())
     paths = {"/" + p.relative_to(exported).as_posix() for p in files}
     assert {"/index.html", "/v1/releases.json", "/v1/releases/0.1.0.json", "/v1/choose/basert/abi/2.json",
@@ -281,7 +282,7 @@ def test_the_export_answers_the_same_bytes_at_the_same_paths(server: Served, exp
             "/v1/choose/basert/version/0.3.0.json", "/v1/choose/mlx/version/0.32.2/macos-arm64.json"} <= paths
     assert not any(v in p for p in paths for v in (TAMPERED, UNSIGNED))
     for path in paths:
-        status, _, body = get(server.url, path)
+        status, _, body = get(manifest_service.url, path)
         assert status == 200 and body == (exported / path.lstrip("/")).read_bytes(), path
     assert "0.2.0" in (exported / "index.html").read_text()
 
@@ -305,16 +306,16 @@ def _sf(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
                           timeout=60, stdin=subprocess.DEVNULL, check=False)
 
 
-def test_superfluid_compat_asks_the_service_and_a_static_export(server: Served, exported: Path,
+def test_superfluid_compat_asks_the_service_and_a_static_export(manifest_service: Served, exported: Path,
                                                                 env: dict[str, str]) -> None:
-    done = _sf(env, "compat", "--service", server.url, "--runtime", "basert", "--abi", "2")
+    done = _sf(env, "compat", "--service", manifest_service.url, "--runtime", "basert", "--abi", "2")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("releases that drive basert ABI 2, newest first")
     assert [line.split()[0] for line in lines[2:4]] == ["0.3.0", "0.2.0"]
     assert "rejected by the service, never chosen:" in done.stdout and f"  {TAMPERED} (r0.2.1): " in done.stdout
-    served = json.loads(get(server.url, "/v1/choose/llamacpp/build/b11642/linux-x64.json")[2])
-    for url in (server.url, str(exported), exported.as_uri()):
+    served = json.loads(get(manifest_service.url, "/v1/choose/llamacpp/build/b11642/linux-x64.json")[2])
+    for url in (manifest_service.url, str(exported), exported.as_uri()):
         done = _sf({**env, "SUPERFLUID_MANIFEST_URL": url}, "compat", "--runtime", "llamacpp", "--build", "b11642",
                    "--platform", "linux-x64", "--json")
         assert done.returncode == 0, done.stderr
@@ -430,7 +431,7 @@ def test_reloads_on_change_without_dropping_requests(releases: Releases, env: di
     assert {("0.2.0",), ("0.3.0", "0.2.0"), ("0.3.0",)} <= seen <= {("0.2.0",), ("0.3.0", "0.2.0"), ("0.3.0",)}
 
 
-def test_the_same_application_under_gunicorn(server: Served, releases: Releases, env: dict[str, str]) -> None:
+def test_the_same_application_under_gunicorn(manifest_service: Served, releases: Releases, env: dict[str, str]) -> None:
     gunicorn = Served([str(VENV_BIN / "gunicorn"), "--workers", "2", "--bind", "127.0.0.1:0",
                        "--graceful-timeout", "5", "superfluid.manifest.service:app"],
                       {**env, "SUPERFLUID_MANIFEST_SOURCE": str(releases.root),
@@ -440,7 +441,7 @@ def test_the_same_application_under_gunicorn(server: Served, releases: Releases,
                      "/v1/choose?runtime=llamacpp&build=b11642", "/v1/choose/mlx/version/0.32.2/linux-x64", "/"):
             for _ in range(3):  # more than one worker answers
                 status, headers, body = get(gunicorn.url, path)
-                assert (status, body) == (200, get(server.url, path)[2]), path
+                assert (status, body) == (200, get(manifest_service.url, path)[2]), path
         status, headers, body = get(gunicorn.url, "/v1/choose/basert/abi/x")
         assert status == 400 and json.loads(body)["parameter"] == "abi"
         assert get(gunicorn.url, "/v1/releases", {"If-None-Match": headers.get("etag", "") or

@@ -1,3 +1,6 @@
+"""``runtime/options``: an engine option's value checked against its declaration, forwarded as worker
+flags, declared as JSON; and the flags of a command line read as pairs."""
+
 from __future__ import annotations
 
 import pytest
@@ -70,3 +73,24 @@ def test_json_declares_shape() -> None:
                                    "default": -1, "minimum": -1, "maximum": 999}
     assert got["cache-type-k"]["values"] == ["f16", "q8_0", "q4_0"]
     assert got["tensor-split"]["items"] == "float"
+
+
+@pytest.mark.parametrize(("tokens", "takes", "want"), [
+    pytest.param(["--lib", "/x", "--model=m.gguf"], ["--lib", "--model"], {"--lib": "/x", "--model": "m.gguf"},
+                 id="both-spellings"),
+    pytest.param([], ["--lib"], {}, id="none"),
+    pytest.param(["--lib", "/x", "--lib", "/y"], ["--lib"], "--lib is given twice", id="twice"),
+    pytest.param(["--lib="], ["--lib"], "--lib needs a value", id="empty-value"),
+    pytest.param(["--lib"], ["--lib"], "--lib needs a value", id="no-value"),
+    pytest.param(["--other", "1"], ["--lib"], "unknown flag --other", id="unknown"),
+    pytest.param(["lib"], ["--lib"], "unexpected argument 'lib'", id="not-a-flag"),
+    pytest.param(["--"], ["--lib"], "unexpected argument '--'", id="bare-dashes"),
+])
+def test_flag_values(tokens: list[str], takes: list[str], want: dict[str, str] | str) -> None:
+    from superfluid.runtime.options import flag_values
+
+    if isinstance(want, dict):
+        assert flag_values(tokens, takes) == want
+    else:
+        with pytest.raises(UsageError, match=want):
+            flag_values(tokens, takes)

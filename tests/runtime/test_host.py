@@ -1,3 +1,6 @@
+"""``runtime/host``: the host's facts, each overridden by its ``SUPERFLUID_HOST_*`` variable, and how
+the CUDA runtime and Vulkan are found."""
+
 from __future__ import annotations
 
 import os
@@ -22,6 +25,43 @@ def test_overrides_set_every_fact() -> None:
 def test_none_override_clears_a_fact() -> None:
     host = detect({"SUPERFLUID_HOST_NVIDIA_DRIVER": "none", "SUPERFLUID_HOST_CUDA_RUNTIME": "none"})
     assert host.nvidia_driver is None and host.cuda_runtime is None
+
+
+@pytest.mark.parametrize(("value", "rocm"), [("1", True), ("yes", True), ("0", False), ("none", False), ("No", False),
+                                           ("FALSE", False), ("", False)])
+def test_a_flag_override_is_false_only_for_a_word_of_none(value: str, rocm: bool) -> None:
+    assert detect({"SUPERFLUID_HOST_OS": "linux", "SUPERFLUID_HOST_ROCM": value}).rocm is rocm
+
+
+def test_empty_overrides_fall_back_or_clear() -> None:
+    probed = detect({})
+    empty = detect({"SUPERFLUID_HOST_OS": "", "SUPERFLUID_HOST_ARCH": "", "SUPERFLUID_HOST_GLIBC": "",
+                    "SUPERFLUID_HOST_MEMORY": ""})
+    assert (empty.os, empty.arch, empty.memory) == (probed.os, probed.arch, probed.memory)  # empty: probed
+    assert empty.glibc is None  # an empty glibc says there is none (musl)
+
+
+def test_another_os_probes_no_linux_device() -> None:
+    mac = detect({"SUPERFLUID_HOST_OS": "macos", "SUPERFLUID_HOST_ARCH": "arm64"})
+    assert (mac.nvidia_driver, mac.cuda_runtime, mac.rocm, mac.vulkan) == (None, None, False, False)
+    assert mac.describe() == "macOS arm64" and mac.platform == "macos-arm64"
+
+
+@pytest.mark.parametrize(("facts", "line"), [
+    ({}, "Linux x64"),
+    ({"rocm": True, "vulkan": True}, "Linux x64, ROCm, Vulkan"),
+    ({"cuda_runtime": 12}, "Linux x64, CUDA runtime 12"),
+    ({"glibc": "2.39", "memory": 1 << 30}, "Linux x64"),
+])
+def test_describe(facts: dict[str, object], line: str) -> None:
+    assert host.Host("linux", "x64", **facts).describe() == line  # type: ignore[arg-type]
+
+
+def test_to_json_holds_every_fact() -> None:
+    assert host.Host("linux", "x64", cuda_runtime=13).to_json() == {
+        "os": "linux", "arch": "x64", "nvidia_driver": None, "cuda_runtime": 13, "rocm": False, "vulkan": False,
+        "glibc": None, "memory": None}
+    assert host.platform_string("macos", "arm64") == "macos-arm64"
 
 
 def _touch(folder: Path, *names: str) -> None:

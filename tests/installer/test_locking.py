@@ -22,7 +22,7 @@ from superfluid.runtime.errors import UsageError
 from superfluid.runtime.host import Host
 from superfluid.runtime.llamacpp.planner import cuda_major_for_driver
 from superfluid.runtime.schema import load
-from tests.fleet.test_lockfile import SHA_A, SHA_B, _engine, _file
+from tests.installer.test_lockfile import SHA_A, SHA_B, _engine, _file
 
 
 class TestHosts:

@@ -1,0 +1,20 @@
+"""``runtime/llamacpp/loader``'s pure part: the tail of llama.cpp's log kept for a load failure's
+reason."""
+
+from __future__ import annotations
+
+from superfluid.runtime.llamacpp.loader import LogTail
+
+
+def test_the_log_tail_keeps_the_last_error_lines_only() -> None:
+    tail = LogTail()
+    tail(2, b"info line\n", None)
+    tail(4, b"llama_model_load: error loading model: ", None)
+    tail(5, b"bad magic\n", None)
+    for i in range(10):
+        tail(4, f"error {i}\n".encode(), None)
+    assert len(tail.errors) == 8 and tail.errors[-1] == "error 9"
+    tail.errors.clear()
+    tail(4, b"llama_model_load: error loading model: ", None)
+    tail(5, b"bad magic\n", None)
+    assert tail.last() == "llama_model_load: error loading model: bad magic"

@@ -1,0 +1,32 @@
+"""``runtime/registry``: the adapters this release ships, found by id; a worker's command name and
+the variable that names a worker to ask first."""
+
+from __future__ import annotations
+
+import pytest
+
+from superfluid.runtime import registry
+from superfluid.runtime.errors import UsageError
+
+
+def test_every_id_answers_its_own_adapter() -> None:
+    assert registry.IDS[:3] == ("basert", "llamacpp", "mlx")
+    for runtime_id in registry.IDS:
+        assert registry.get(runtime_id).id == runtime_id
+
+
+@pytest.mark.parametrize("runtime_id", ["", "BASERT", "llama.cpp", "basert "])
+def test_an_unknown_id_names_what_ships(runtime_id: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        registry.get(runtime_id)
+    assert str(caught.value).startswith(f"no runtime {runtime_id!r}; this superfluid ships: basert, llamacpp, mlx")
+
+
+@pytest.mark.parametrize(("runtime_id", "variable", "command"), [
+    ("basert", "SUPERFLUID_WORKER_BASERT", "superfluid-worker-basert"),
+    ("llamacpp", "SUPERFLUID_WORKER_LLAMACPP", "superfluid-worker-llamacpp"),
+    ("my-engine.v2", "SUPERFLUID_WORKER_MY_ENGINE_V2", "superfluid-worker-my-engine.v2"),
+])
+def test_worker_names(runtime_id: str, variable: str, command: str) -> None:
+    assert registry.env_override(runtime_id) == variable
+    assert registry.worker_command(runtime_id) == command

@@ -1,0 +1,70 @@
+"""``runtime/worker.run``: the worker command line every adapter shares — the declarations answered
+from the adapter, the engine's commands passed to its handlers, anything else a usage error (2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from superfluid.runtime import registry
+from superfluid.runtime.errors import BadFile
+from superfluid.runtime.worker import run
+
+USAGE = "usage: superfluid-worker-basert <check|compat|options|versions> [flags]\n"
+
+
+@pytest.fixture
+def calls() -> list[list[str]]:
+    return []
+
+
+def handlers(calls: list[list[str]]) -> dict[str, object]:
+    def check(argv: list[str]) -> int:
+        calls.append(argv)
+        return 1
+
+    return {"check": check}
+
+
+@pytest.mark.parametrize(("argv", "code", "out", "err"), [
+    pytest.param([], 2, "", USAGE, id="nothing"),
+    pytest.param(["--help"], 0, USAGE, "", id="help"),
+    pytest.param(["help"], 0, USAGE, "", id="help-word"),
+    pytest.param(["serve"], 2, "", f"superfluid-worker-basert: unknown command 'serve'; {USAGE}", id="unknown"),
+    pytest.param(["compat"], 2, "", "superfluid-worker-basert: compat takes exactly --json (got nothing)\n",
+                 id="declaration-without-json"),
+    pytest.param(["options", "--json", "-v"], 2, "",
+                 "superfluid-worker-basert: options takes exactly --json (got --json -v)\n", id="declaration-more"),
+])
+def test_the_line(capsys: pytest.CaptureFixture[str], calls: list[list[str]], argv: list[str], code: int, out: str,
+                  err: str) -> None:
+    assert run(registry.get("basert"), argv, handlers(calls)) == code  # type: ignore[arg-type]
+    assert capsys.readouterr() == (out, err) and calls == []
+
+
+def test_a_command_goes_to_its_handler_with_the_rest(calls: list[list[str]]) -> None:
+    assert run(registry.get("basert"), ["check", "--lib", "/x"], handlers(calls)) == 1  # type: ignore[arg-type]
+    assert calls == [["--lib", "/x"]]
+
+
+def test_a_typed_error_of_a_handler_is_its_message_and_1(capsys: pytest.CaptureFixture[str]) -> None:
+    def broken(argv: list[str]) -> int:
+        raise BadFile("/r.json", "not JSON")
+
+    assert run(registry.get("basert"), ["check"], {"check": broken}) == 1
+    assert capsys.readouterr().err == "superfluid-worker-basert: /r.json: not JSON\n"
+
+
+@pytest.mark.parametrize("command", ["compat", "options", "versions"])
+def test_a_declaration_is_one_compact_json_line(capsys: pytest.CaptureFixture[str], sf_home: Path,
+                                                command: str) -> None:
+    adapter = registry.get("basert")
+    assert run(adapter, [command, "--json"], {}) == 0
+    out = capsys.readouterr().out
+    assert out.endswith("\n") and out.count("\n") == 1
+    doc = json.loads(out)
+    assert out == json.dumps(doc, separators=(",", ":")) + "\n"
+    if command == "compat":
+        assert doc == adapter.compat()

@@ -70,7 +70,7 @@ def worker_reason(stderr_lines: list[str], runtime_id: str) -> str:
 
 def _where(ready: Ready, library: str | None, environ: Mapping[str, str]) -> str:
     """``installed: <install dir>`` or ``library: <path>, named by <flag or variable>``."""
-    from superfluid.runtime.home import home, runtime_dir
+    from superfluid.runtime.home import home, install_dir, runtime_dir
 
     if not library:
         return f"worker: {ready.worker}"
@@ -78,7 +78,7 @@ def _where(ready: Ready, library: str | None, environ: Mapping[str, str]) -> str
     real = os.path.realpath(library)
     if real.startswith(root + os.sep):
         install = real[len(root) + 1:].split(os.sep, 1)[0]
-        return f"installed: {os.path.join(runtime_dir(home(environ), ready.runtime_id), install)}"
+        return f"installed: {install_dir(home(environ), ready.runtime_id, install)}"
     named = ready.report.get("named")
     if "lib" in ready.values:
         named = f"--{ready.runtime_id}-lib"

@@ -227,10 +227,10 @@ def _install_dir(runtime_id: str, install: str, environ: Mapping[str, str]) -> s
     Raises:
         NotServable: it is not installed (names the installs there are).
     """
-    from superfluid.runtime.home import home, installs_in, runtime_dir
+    from superfluid.runtime.home import home, install_dir, installs_in, runtime_dir
 
     root = runtime_dir(home(environ), runtime_id)
-    path = os.path.join(root, install)
+    path = install_dir(home(environ), runtime_id, install)
     if install in installs_in(root):
         return path
     have = ", ".join(installs_in(root)) or "none"
@@ -248,16 +248,16 @@ def readiness(runtime_id: str, line: ServeLine, environ: Mapping[str, str]) -> R
     from superfluid import catalog
     from superfluid.runtime import registry
     from superfluid.runtime.errors import WorkerFailed
-    from superfluid.runtime.home import worker_path
+    from superfluid.runtime.home import install_lib, install_worker
 
     adapter = registry.get(runtime_id)
     values = dict(line.options.get(runtime_id, {}))
     install = _install_dir(runtime_id, line.install, environ) if line.install else None
     takes_lib = any(o.name == "lib" for o in adapter.options())
     if install is not None and takes_lib and "lib" not in values:
-        values["lib"] = os.path.join(install, "lib")
+        values["lib"] = install_lib(install)
     if install is not None and not environ.get(registry.env_override(runtime_id)):
-        ref: catalog.WorkerRef | None = catalog.WorkerRef(os.path.join(install, worker_path(runtime_id)), "installed")
+        ref: catalog.WorkerRef | None = catalog.WorkerRef(install_worker(install, runtime_id), "installed")
     else:
         ref = catalog.locate(runtime_id, environ, serving=True)
     if ref is None or not os.access(ref.path, os.X_OK):

@@ -38,6 +38,7 @@ __all__ = [
     "parse_sha256",
     "is_install_name",
     "install_name",
+    "parse_install_name",
     "is_local",
     "backend_runs_here",
     "plan_from",
@@ -84,6 +85,14 @@ def install_name(version: str, backend: str) -> InstallName:
     if not is_install_name(name):
         raise UsageError(f"'{name}' is not a name an install can have (letters, digits, '.', '-', '_', '+')")
     return InstallName(name)
+
+
+def parse_install_name(name: str) -> tuple[str, str] | None:
+    """``(version, backend)`` of an install name, or None when it does not name both: the version
+    is what comes before the first ``-`` (a release's version holds none: ``0.4.0``, ``b11642``,
+    ``custom``), the backend all after it (a backend may hold one: ``cuda-13.4``, ``sycl-fp16``)."""
+    version, _, backend = name.partition("-")
+    return (version, backend) if version and backend else None
 
 
 def is_local(source: str) -> bool:

@@ -75,6 +75,8 @@ class BasertAdapter(Adapter):
     def versions(self, host: Host, installed: Collection[str],
                  driven: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """The recipe's pins, newest first, each judged for ``host`` (no network)."""
+        from superfluid.runtime.planning import install_name
+
         entry, not_here = self._where(host)
         drives, line = drives_of(driven)
         rows = []
@@ -85,7 +87,7 @@ class BasertAdapter(Adapter):
             if entry is not None:
                 asset = next((a for a in pin["assets"] if a["platform"] == host.platform
                               and a["backend"] == entry["backend"]), None)
-            install = f"{version}-{asset['backend']}" if asset else None
+            install = install_name(version, asset["backend"]) if asset else None
             if not_here:
                 installs: bool | str = not_here
             elif asset is None:

@@ -68,11 +68,13 @@ class MlxAdapter(Adapter):
     def versions(self, host: Host, installed: Collection[str],
                  driven: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """Each tested version, newest first: installable here or why not (no network)."""
+        from superfluid.runtime.planning import install_name
+
         reason = not_here(host, self.recipe["platforms"])
         backend = self.recipe["backend"]
         rows = []
         for t in self._tested():
-            install = None if reason else f"{t['version']}-{backend}"
+            install = None if reason else install_name(t["version"], backend)
             wheels = t["wheels"]
             rows.append({
                 "version": t["version"], "mlx_lm": t["mlx_lm"], "python": self.python,

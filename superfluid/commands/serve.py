@@ -228,15 +228,17 @@ def _install_dir(runtime_id: str, install: str, environ: Mapping[str, str]) -> s
         NotServable: it is not installed (names the installs there are).
     """
     from superfluid.runtime.home import home, install_dir, installs_in, runtime_dir
+    from superfluid.runtime.planning import parse_install_name
 
     root = runtime_dir(home(environ), runtime_id)
     path = install_dir(home(environ), runtime_id, install)
     if install in installs_in(root):
         return path
     have = ", ".join(installs_in(root)) or "none"
+    version = (parse_install_name(install) or (install, ""))[0]
     raise NotServable(f"{runtime_id}@{install} is not installed (installs of {runtime_id} here: {have})",
                       fix=f"install it with `superfluid runtime install {runtime_id} --version "
-                          f"{install.split('-', 1)[0]}`, or name an install that exists")
+                          f"{version}`, or name an install that exists")
 
 
 def readiness(runtime_id: str, line: ServeLine, environ: Mapping[str, str]) -> Ready:

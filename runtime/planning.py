@@ -28,7 +28,7 @@ __all__ = [
     "AssetLike",
     "ReleaseLike",
     "Listing",
-    "Driven",
+    "ForRelease",
     "NotInstallable",
     "DigestConflict",
     "Request",
@@ -173,7 +173,7 @@ class DigestConflict(SuperfluidError):
 
 
 @dataclass(frozen=True)
-class Driven:
+class ForRelease:
     """What a superfluid release drives: its compat document's ``runtimes`` (SPEC §5.2), and which
     release it is. A request with none plans for this package's own document."""
 
@@ -198,12 +198,12 @@ class Request:
     from_: str | None = None
     sha256: Sha256 | None = None
     untested: bool = False
-    for_: Driven | None = None  # plan for another release's compat document (``--for``)
+    for_: ForRelease | None = None  # plan for another release's compat document (``--for``)
 
     @classmethod
     def parse(cls, runtime_id: str, *, version: str | None = None, backend: str | None = None,
               from_: str | None = None, sha256: str | None = None, untested: bool = False,
-              for_: Driven | None = None) -> Request:
+              for_: ForRelease | None = None) -> Request:
         """A request with its flags normalised: ``v`` dropped from a version, backend and digest
         lower-cased.
 
@@ -289,7 +289,7 @@ class Plan:
 
     ``facts`` are the adapter's own facts the probe holds the staged library to (llama.cpp's
     ``layout``); they are written at the top level of the plan's JSON. ``made_for`` names the release
-    a ``--for`` plan was made for (``Driven.to_json``): ``tested`` and ``abi`` are then that release's.
+    a ``--for`` plan was made for (``ForRelease.to_json``): ``tested`` and ``abi`` are then that release's.
     """
 
     id: str

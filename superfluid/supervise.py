@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from superfluid.runtime.errors import ModelLoadFailed, SuperfluidError
 
 if TYPE_CHECKING:
-    from superfluid.commands.serve import Ready, ServeLine
+    from superfluid.commands.serve import Ready, ServeCommand
 
 __all__ = ["serve_child", "worker_line", "startup_line", "worker_reason"]
 
@@ -37,7 +37,7 @@ _PR_SET_PDEATHSIG = 1
 _READY_MAX = 64 << 10
 
 
-def worker_line(ready: Ready, line: ServeLine) -> list[str]:
+def worker_line(ready: Ready, line: ServeCommand) -> list[str]:
     """The worker's command line: its serve flags, then the runtime's checked options."""
     from superfluid.commands.serve import runtime_argv
 
@@ -181,7 +181,7 @@ def _ended(child: _Child, code: int, runtime_id: str, ready: bool) -> int:
     raise SuperfluidError(f"the {runtime_id} worker {what} (exit {code}): {reason or 'it gave no reason'}")
 
 
-def serve_child(ready: Ready, line: ServeLine, environ: Mapping[str, str]) -> int:
+def serve_child(ready: Ready, line: ServeCommand, environ: Mapping[str, str]) -> int:
     """Run the worker until it stops; 0 for a clean stop.
 
     Raises:

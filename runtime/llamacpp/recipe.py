@@ -103,7 +103,7 @@ def tested(recipe: dict[str, Any] | None = None) -> list[TestedBuild]:
     return sorted(out, key=lambda b: version_key(b.version), reverse=True)
 
 
-def tested_of(recipe: dict[str, Any], driven: Any) -> list[TestedBuild]:
+def tested_of(recipe: dict[str, Any], compat_part: Any) -> list[TestedBuild]:
     """The builds a compat document's ``runtimes.llamacpp.tested`` lists (``[{"build", "layout"}]``),
     newest first: the recipe's entry (its archives, pinned digests) where it has the build, else the
     build with no archives known (the release listing gives them).
@@ -114,7 +114,7 @@ def tested_of(recipe: dict[str, Any], driven: Any) -> list[TestedBuild]:
     from superfluid.runtime.errors import BadFile
 
     ours = {b.version: b for b in tested(recipe)}
-    listed = driven.get("tested") if isinstance(driven, dict) else None
+    listed = compat_part.get("tested") if isinstance(compat_part, dict) else None
     if not isinstance(listed, list):
         raise BadFile("the compat document", "lists no tested llama.cpp builds", json_path="$.runtimes.llamacpp.tested")
     out = []

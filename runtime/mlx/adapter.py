@@ -66,7 +66,7 @@ class MlxAdapter(Adapter):
                 "options": options_json(self.options())}
 
     def versions(self, host: Host, installed: Collection[str],
-                 driven: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+                 compat_part: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """Each tested version, newest first: installable here or why not (no network)."""
         from superfluid.runtime.planning import install_name
 
@@ -95,7 +95,7 @@ class MlxAdapter(Adapter):
         return [dict(f) for f in FORMATS]
 
     def plan_for(self, request: Request, host: Host, listing: Listing | None,
-                 driven: Mapping[str, Any]) -> list[Plan]:
+                 compat_part: Mapping[str, Any]) -> list[Plan]:
         """MLX runs on Apple silicon only (SPEC §4.3): elsewhere a clear refusal.
 
         Raises:

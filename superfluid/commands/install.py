@@ -83,7 +83,7 @@ def outcome_lines(outcome: Outcome, *, installs_before: int) -> str:
 
 
 def _request(args: argparse.Namespace, **over: Any) -> Request:
-    from superfluid.commands.for_release import driven_for
+    from superfluid.commands.for_release import release_for
     from superfluid.runtime.planning import Request
 
     source = over.pop("from_", getattr(args, "from_", None))
@@ -96,7 +96,7 @@ def _request(args: argparse.Namespace, **over: Any) -> Request:
         from_=source,
         sha256=over.pop("sha256", getattr(args, "sha256", None)),
         untested=over.pop("untested", bool(getattr(args, "untested", False))),
-        for_=over.pop("for_") if "for_" in over else driven_for(args, os.environ),
+        for_=over.pop("for_") if "for_" in over else release_for(args, os.environ),
     )
 
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from superfluid.runtime.errors import NotServable, SuperfluidError, UsageError
 
-__all__ = ["ServeLine", "Ready", "FLAGS", "SHOWN_OPTIONS", "add_flags", "parse_line", "choose_runtime", "readiness",
+__all__ = ["ServeCommand", "Ready", "FLAGS", "SHOWN_OPTIONS", "add_flags", "parse_line", "choose_runtime", "readiness",
            "runtime_argv", "main", "usage", "SESSIONS_LOCK"]
 
 #: the lock file a server holds in its ``--sessions`` directory
@@ -71,7 +71,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 @dataclass(frozen=True)
-class ServeLine:
+class ServeCommand:
     """A checked ``serve`` command line."""
 
     model: str
@@ -154,7 +154,7 @@ def _runtime_flag(value: str | None) -> tuple[str | None, str | None]:
     return runtime_id, check_install_name(install)
 
 
-def parse_line(argv: Sequence[str]) -> ServeLine:
+def parse_line(argv: Sequence[str]) -> ServeCommand:
     """The serve line, every value checked (nothing is looked up but the model path).
 
     Raises:
@@ -179,11 +179,11 @@ def parse_line(argv: Sequence[str]) -> ServeLine:
     sessions = own.get("--sessions")
     if sessions is not None and os.path.exists(sessions) and not os.path.isdir(sessions):
         raise UsageError(f"--sessions {sessions}: not a directory")
-    return ServeLine(model=os.path.abspath(model), runtime=runtime, install=install, offline="--offline" in switches,
+    return ServeCommand(model=os.path.abspath(model), runtime=runtime, install=install, offline="--offline" in switches,
                      sessions=sessions, host=host, port=port, max_context=max_context, queue=queue, options=options)
 
 
-def choose_runtime(line: ServeLine) -> str:
+def choose_runtime(line: ServeCommand) -> str:
     """``--runtime``, else the runtime whose declared format reads the model.
 
     Raises:
@@ -241,7 +241,7 @@ def _install_dir(runtime_id: str, install: str, environ: Mapping[str, str]) -> s
                           f"{version}`, or name an install that exists")
 
 
-def readiness(runtime_id: str, line: ServeLine, environ: Mapping[str, str]) -> Ready:
+def readiness(runtime_id: str, line: ServeCommand, environ: Mapping[str, str]) -> Ready:
     """Whether ``runtime_id`` can serve here: the check the face runs for ``superfluid runtimes``.
 
     Raises:

@@ -191,7 +191,7 @@ def judge_member(member: Member, tree: Mapping[str, Entry], limits: ExtractLimit
     if member.kind not in ("file", "dir", "symlink", "hardlink"):
         what = {"chardev": "a character device", "blockdev": "a block device", "fifo": "a FIFO"}
         return MemberVerdict(None, fault=f"is {what.get(member.kind, 'a special file')}; "
-                                   "only files, directories and links are installed")
+                                         "only files, directories and links are installed")
     limits = limits or _DEFAULT_LIMITS
     if len(member.name.encode("utf-8", "surrogateescape")) > limits.max_name:
         return MemberVerdict(None, fault=f"has a name longer than {limits.max_name} bytes")
@@ -209,14 +209,14 @@ def judge_member(member: Member, tree: Mapping[str, Entry], limits: ExtractLimit
         parent = tree.get("/".join(parts[:i]))
         if parent is not None and parent.kind == "symlink":
             return MemberVerdict(None, fault=f"goes through the symlink {'/'.join(parts[:i])!r} "
-                                       "(nothing is written through a link)")
+                                             "(nothing is written through a link)")
         if parent is not None and parent.kind != "dir":
             return MemberVerdict(None, fault=f"lies inside {'/'.join(parts[:i])!r}, which is a file")
     path = "/".join(parts)
     existing = tree.get(path)
     if existing is not None and not (existing.kind == "dir" and member.kind == "dir"):
         return MemberVerdict(None, fault=f"appears twice (a second member would replace the {existing.kind} "
-                                   "already written there)")
+                                         "already written there)")
     if member.kind == "symlink":
         fault = _link_fault(parts, member.linkname, tree)
         if fault:
@@ -228,7 +228,7 @@ def judge_member(member: Member, tree: Mapping[str, Entry], limits: ExtractLimit
         entry = tree.get("/".join(target))
         if entry is None or entry.kind != "file":
             return MemberVerdict(None, fault=f"is a hard link to {member.linkname!r}, "
-                                       "which is not a regular file earlier in the archive")
+                                             "which is not a regular file earlier in the archive")
     return MemberVerdict(path, _mode(member))
 
 

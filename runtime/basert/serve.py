@@ -74,7 +74,7 @@ def parse_serve(argv: Sequence[str]) -> BasertServeLine:
         raise UsageError("serve needs --model PATH")
     host, port = listen_flags(flags)
     return BasertServeLine(model=flags["--model"], host=host, port=port, max_context=max_context_flag(flags), lib=lib,
-                     kv_bits=kv_bits_flag(flags), queue=queue_flag(flags))
+                           kv_bits=kv_bits_flag(flags), queue=queue_flag(flags))
 
 
 def _failed(e: SuperfluidError) -> RequestRefused:

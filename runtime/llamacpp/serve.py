@@ -78,7 +78,7 @@ def parse_serve(argv: Sequence[str]) -> LlamaServeLine:
         raise UsageError("serve needs --model PATH")
     host, port = listen_flags(own)
     return LlamaServeLine(model=model, host=host, port=port, max_context=max_context_flag(own), options=options,
-                     queue=queue_flag(own))
+                          queue=queue_flag(own))
 
 
 class _Generation:

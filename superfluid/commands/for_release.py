@@ -55,7 +55,7 @@ def _for_release(doc: Mapping[str, Any], body: bytes, where: str) -> ForRelease:
     if not isinstance(runtimes, Mapping):
         raise BadFile(where, "has no runtimes", json_path="$.runtimes")
     return ForRelease(str(release.get("name") or "superfluid"), str(release.get("version") or "?"),
-                  hashlib.sha256(body).hexdigest(), {str(k): v for k, v in runtimes.items()})
+                      hashlib.sha256(body).hexdigest(), {str(k): v for k, v in runtimes.items()})
 
 
 def _verified(body: bytes, signature: bytes | None, where: str, *, keys: list[str], home: str,

@@ -180,7 +180,7 @@ def parse_line(argv: Sequence[str]) -> ServeCommand:
     if sessions is not None and os.path.exists(sessions) and not os.path.isdir(sessions):
         raise UsageError(f"--sessions {sessions}: not a directory")
     return ServeCommand(model=os.path.abspath(model), runtime=runtime, install=install, offline="--offline" in switches,
-                     sessions=sessions, host=host, port=port, max_context=max_context, queue=queue, options=options)
+                        sessions=sessions, host=host, port=port, max_context=max_context, queue=queue, options=options)
 
 
 def choose_runtime(line: ServeCommand) -> str:

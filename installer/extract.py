@@ -40,7 +40,7 @@ __all__ = [
     "ExtractLimits",
     "Member",
     "Entry",
-    "Verdict",
+    "MemberVerdict",
     "judge_member",
     "extract_archive",
     "extract_all",
@@ -111,7 +111,7 @@ class Entry(NamedTuple):
     target: str = ""  # a symlink's target
 
 
-class Verdict(NamedTuple):
+class MemberVerdict(NamedTuple):
     """Where a member lands (``path`` relative, ``""`` for the root itself) with which permission
     bits, or why it is refused (``fault`` set, then ``path`` is None)."""
 
@@ -177,7 +177,7 @@ def _mode(member: Member) -> int:
     return bits | (0o700 if member.kind == "dir" else 0o600)
 
 
-def judge_member(member: Member, tree: Mapping[str, Entry], limits: ExtractLimits | None = None) -> Verdict:
+def judge_member(member: Member, tree: Mapping[str, Entry], limits: ExtractLimits | None = None) -> MemberVerdict:
     """The one containment-and-member-type rule (SPEC §8.4): where ``member`` may land, given what
     the destination already holds (``tree``: normalized relative path → ``Entry``), or why not.
 
@@ -190,46 +190,46 @@ def judge_member(member: Member, tree: Mapping[str, Entry], limits: ExtractLimit
     """
     if member.kind not in ("file", "dir", "symlink", "hardlink"):
         what = {"chardev": "a character device", "blockdev": "a block device", "fifo": "a FIFO"}
-        return Verdict(None, fault=f"is {what.get(member.kind, 'a special file')}; "
-                                   "only files, directories and links are installed")
+        return MemberVerdict(None, fault=f"is {what.get(member.kind, 'a special file')}; "
+                                         "only files, directories and links are installed")
     limits = limits or _DEFAULT_LIMITS
     if len(member.name.encode("utf-8", "surrogateescape")) > limits.max_name:
-        return Verdict(None, fault=f"has a name longer than {limits.max_name} bytes")
+        return MemberVerdict(None, fault=f"has a name longer than {limits.max_name} bytes")
     parts = _split(member.name)
     if parts is None:
         why = "is absolute" if member.name.startswith("/") else "climbs with '..'"
-        return Verdict(None, fault=f"would land outside the install (its name {why})")
+        return MemberVerdict(None, fault=f"would land outside the install (its name {why})")
     if len(parts) > limits.max_depth:
-        return Verdict(None, fault=f"nests deeper than {limits.max_depth} directories")
+        return MemberVerdict(None, fault=f"nests deeper than {limits.max_depth} directories")
     if not parts:
         if member.kind == "dir":
-            return Verdict("", _mode(member))
-        return Verdict(None, fault="has an empty name")
+            return MemberVerdict("", _mode(member))
+        return MemberVerdict(None, fault="has an empty name")
     for i in range(1, len(parts)):
         parent = tree.get("/".join(parts[:i]))
         if parent is not None and parent.kind == "symlink":
-            return Verdict(None, fault=f"goes through the symlink {'/'.join(parts[:i])!r} "
-                                       "(nothing is written through a link)")
+            return MemberVerdict(None, fault=f"goes through the symlink {'/'.join(parts[:i])!r} "
+                                             "(nothing is written through a link)")
         if parent is not None and parent.kind != "dir":
-            return Verdict(None, fault=f"lies inside {'/'.join(parts[:i])!r}, which is a file")
+            return MemberVerdict(None, fault=f"lies inside {'/'.join(parts[:i])!r}, which is a file")
     path = "/".join(parts)
     existing = tree.get(path)
     if existing is not None and not (existing.kind == "dir" and member.kind == "dir"):
-        return Verdict(None, fault=f"appears twice (a second member would replace the {existing.kind} "
-                                   "already written there)")
+        return MemberVerdict(None, fault=f"appears twice (a second member would replace the {existing.kind} "
+                                         "already written there)")
     if member.kind == "symlink":
         fault = _link_fault(parts, member.linkname, tree)
         if fault:
-            return Verdict(None, fault=fault)
+            return MemberVerdict(None, fault=fault)
     if member.kind == "hardlink":
         target = _split(member.linkname)
         if target is None or not target:
-            return Verdict(None, fault=f"is a hard link to {member.linkname!r}, outside the install")
+            return MemberVerdict(None, fault=f"is a hard link to {member.linkname!r}, outside the install")
         entry = tree.get("/".join(target))
         if entry is None or entry.kind != "file":
-            return Verdict(None, fault=f"is a hard link to {member.linkname!r}, "
-                                       "which is not a regular file earlier in the archive")
-    return Verdict(path, _mode(member))
+            return MemberVerdict(None, fault=f"is a hard link to {member.linkname!r}, "
+                                             "which is not a regular file earlier in the archive")
+    return MemberVerdict(path, _mode(member))
 
 
 def _link_fault(parts: Sequence[str], target: str, tree: Mapping[str, Entry]) -> str | None:

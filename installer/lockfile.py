@@ -53,7 +53,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from superfluid.runtime.errors import BadFile, SuperfluidError
 from superfluid.runtime.ordering import backend_rank
-from superfluid.runtime.planning import Plan, PlanAsset, Sha256, parse_sha256
+from superfluid.runtime.planning import Plan, PlanAsset, Sha256, install_name, parse_sha256
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -153,7 +153,7 @@ class Engine:
 
     @property
     def install(self) -> str:
-        return f"{self.version}-{self.backend}"
+        return install_name(self.version, self.backend)
 
     def files(self) -> tuple[LockedFile, ...]:
         """Every file a mirror of this engine holds: its assets, then its evidence."""

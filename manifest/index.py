@@ -24,7 +24,7 @@ from superfluid.manifest.keys import TrustedKey
 from superfluid.manifest.release_files import COMPAT_SUFFIX, SIGNATURE_SUFFIX
 from superfluid.manifest.routes import ReleaseOne, version_usable
 from superfluid.manifest.sources import Folder, Snapshot
-from superfluid.manifest.verdict import Verdict
+from superfluid.manifest.verdict import DocumentVerdict
 from superfluid.runtime.errors import BadFile, SuperfluidError
 
 __all__ = ["Document", "Good", "Rejected", "Index", "build_index", "MAX_DOCUMENT_BYTES", "MAX_SIGNATURE_BYTES"]
@@ -41,7 +41,7 @@ class Document:
     text: str  # the bytes as read, as UTF-8 text (what the signature covers)
     signature: str | None  # the .minisig as read, or None when there is none
     compat: dict[str, Any]
-    verdict: Verdict
+    verdict: DocumentVerdict
 
     @property
     def version(self) -> str:

@@ -2,7 +2,7 @@
 it is the one it names (SPEC §6.2, §8.3).
 
 Pure: the document's bytes, its ``.minisig`` (or None when none is beside it), the trusted keys and
-the digest of the tarball found beside it are values; the answer is a ``Verdict``, or a typed
+the digest of the tarball found beside it are values; the answer is a ``DocumentVerdict``, or a typed
 refusal that names the reason. The face fetches the files and prints the verdict:
 
 - ``verified by key <ID>``: the signature and its trusted comment verify with a trusted key;
@@ -26,7 +26,7 @@ from superfluid.manifest.minisign import SignatureError, parse_signature, verify
 from superfluid.runtime.errors import SuperfluidError
 from superfluid.runtime.planning import parse_sha256
 
-__all__ = ["Verdict", "Unsigned", "TarballMismatch", "judge_signature", "tarball_name",
+__all__ = ["DocumentVerdict", "Unsigned", "TarballMismatch", "judge_signature", "tarball_name",
            "judge_tarball", "judge_release"]
 
 
@@ -53,7 +53,7 @@ class TarballMismatch(SuperfluidError):
 
 
 @dataclass(frozen=True)
-class Verdict:
+class DocumentVerdict:
     """What was verified: the signature (and by which key) and the tarball's digest."""
 
     signature: Literal["verified", "unsigned"]
@@ -73,7 +73,7 @@ class Verdict:
 
 
 def judge_signature(document: bytes, signature: bytes | None, keys: Sequence[TrustedKey], *, where: str,
-                    signature_where: str, require: bool = False) -> Verdict:
+                    signature_where: str, require: bool = False) -> DocumentVerdict:
     """The signature verdict on ``document`` (its bytes as fetched from ``where``).
 
     Raises:
@@ -85,11 +85,11 @@ def judge_signature(document: bytes, signature: bytes | None, keys: Sequence[Tru
     if signature is None:
         if require:
             raise Unsigned(where, signature_where)
-        return Verdict("unsigned")
+        return DocumentVerdict("unsigned")
     parsed = parse_signature(signature, signature_where)
     key = verify(document, parsed, [k.key for k in keys], where=where)
     source = next(k.source for k in keys if k.key == key)
-    return Verdict("verified", key.id, source, parsed.trusted_comment)
+    return DocumentVerdict("verified", key.id, source, parsed.trusted_comment)
 
 
 def tarball_name(doc: Mapping[str, Any]) -> str | None:
@@ -106,7 +106,8 @@ def tarball_name(doc: Mapping[str, Any]) -> str | None:
     return name
 
 
-def judge_tarball(verdict: Verdict, doc: Mapping[str, Any], sha256: str | None, *, where: str) -> Verdict:
+def judge_tarball(verdict: DocumentVerdict, doc: Mapping[str, Any], sha256: str | None, *,
+                  where: str) -> DocumentVerdict:
     """``verdict`` with the tarball's check: ``sha256`` is the digest of the file found beside the
     document under ``tarball_name(doc)``, or None when none was found.
 
@@ -126,7 +127,7 @@ def judge_tarball(verdict: Verdict, doc: Mapping[str, Any], sha256: str | None, 
 
 def judge_release(document: bytes, signature: bytes | None, keys: Sequence[TrustedKey], *, where: str,
                   signature_where: str, tarball_sha256: Callable[[str], str | None],
-                  require: bool = False) -> tuple[dict[str, Any], Verdict]:
+                  require: bool = False) -> tuple[dict[str, Any], DocumentVerdict]:
     """The whole check of a release's compat document, in order: the signature over the bytes as
     fetched (``judge_signature``), then the document parsed and validated, then the tarball it
     names (``tarball_sha256(name)``: the SHA-256 of that file beside the document, or None when it

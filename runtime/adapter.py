@@ -151,9 +151,9 @@ class Adapter(ABC):
 
     @abstractmethod
     def versions(self, host: Host, installed: Collection[str],
-                 driven: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+                 compat_part: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """Versions it installs on its own, newest first, planned for ``host`` (recipe alone), judged for
-        ``driven`` (this runtime's part of a compat document; None: ours)."""
+        ``compat_part`` (this runtime's part of a compat document; None: ours)."""
 
     @abstractmethod
     def options(self) -> list[Option]:
@@ -222,13 +222,13 @@ class Adapter(ABC):
         """
         from dataclasses import replace
 
-        plans = self.plan_for(request, host, listing, self.driven(request))
+        plans = self.plan_for(request, host, listing, self.compat_part(request))
         if request.for_ is None:
             return plans
         made_for = request.for_.to_json()
         return [replace(p, made_for=made_for) for p in plans]
 
-    def driven(self, request: Request) -> Mapping[str, Any]:
+    def compat_part(self, request: Request) -> Mapping[str, Any]:
         """This runtime's part of the compat document the request plans for: ours (``compat()``),
         or the ``--for`` release's.
 
@@ -246,8 +246,8 @@ class Adapter(ABC):
         return part
 
     def plan_for(self, request: Request, host: Host, listing: Listing | None,
-                 driven: Mapping[str, Any]) -> list[Plan]:
-        """The adapter's rule: ``plan`` for ``driven``, this runtime's part of a compat document.
+                 compat_part: Mapping[str, Any]) -> list[Plan]:
+        """The adapter's rule: ``plan`` for ``compat_part``, this runtime's part of a compat document.
 
         Raises:
             NotInstallable: as ``plan``; the default installs nothing.

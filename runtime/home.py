@@ -19,6 +19,7 @@ __all__ = [
     "PINNED",
     "LOCK",
     "LIB",
+    "RECEIPT",
     "home",
     "runtimes_dir",
     "runtime_dir",
@@ -26,7 +27,13 @@ __all__ = [
     "current_lib",
     "current_worker",
     "worker_path",
+    "install_dir",
+    "install_lib",
+    "install_worker",
+    "install_receipt",
+    "install_env",
     "cache_dir",
+    "cache_file",
     "keys_dir",
     "is_install_entry",
     "installs_in",
@@ -45,6 +52,8 @@ PINNED = "pinned"
 LOCK = ".install.lock"
 #: in an install: the engine's files
 LIB = "lib"
+#: in an install: its receipt (``runtime/receipt.py``)
+RECEIPT = "runtime.json"
 
 _PathLike = str | os.PathLike[str]
 
@@ -89,9 +98,39 @@ def current_worker(home: _PathLike, runtime_id: str) -> str:
     return os.path.join(current_dir(home, runtime_id), worker_path(runtime_id))
 
 
+def install_dir(home: _PathLike, runtime_id: str, install: str) -> str:
+    """``<home>/runtimes/<id>/<install>``: one install."""
+    return os.path.join(runtime_dir(home, runtime_id), install)
+
+
+def install_lib(install: _PathLike) -> str:
+    """``<install>/lib``: an install's engine files."""
+    return os.path.join(install, LIB)
+
+
+def install_worker(install: _PathLike, runtime_id: str) -> str:
+    """``<install>/bin/superfluid-worker-<id>``: an install's worker."""
+    return os.path.join(install, worker_path(runtime_id))
+
+
+def install_receipt(install: _PathLike) -> str:
+    """``<install>/runtime.json``: an install's receipt."""
+    return os.path.join(install, RECEIPT)
+
+
+def install_env(install: _PathLike) -> str:
+    """``<install>/env``: the Python environment an install carries (MLX's)."""
+    return os.path.join(install, "env")
+
+
 def cache_dir(home: _PathLike) -> str:
     """``<home>/cache``: downloads (content-addressed by sha256) and cached answers."""
     return os.path.join(home, "cache")
+
+
+def cache_file(home: _PathLike, *parts: str) -> str:
+    """``<home>/cache/<parts>``: a file of the home's cache (``answers.json``, ``validated/<stamp>``...)."""
+    return os.path.join(cache_dir(home), *parts)
 
 
 def keys_dir(home: _PathLike) -> str:

@@ -11,7 +11,6 @@ refused before the library is looked at; nothing is written unless the library i
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -144,17 +143,17 @@ def install(adapter: Adapter, into: str, plan: Plan, environ: Mapping[str, str])
     """
     from importlib import import_module
 
-    from superfluid.runtime.home import LIB
+    from superfluid.runtime.home import install_lib, install_receipt
     from superfluid.runtime.host import detect
-    from superfluid.runtime.receipt import RECEIPT, Receipt, Source, receipt_for, write_receipt
+    from superfluid.runtime.receipt import Receipt, Source, receipt_for, write_receipt
 
-    argv = adapter.probe_argv(os.path.join(into, LIB))
+    argv = adapter.probe_argv(install_lib(into))
     report, _ = import_module(f"{adapter.package}.check").check_argv(argv[1:], environ)
     probed = adapter.judge_probe(plan, report, untested=not plan.tested)
     sources = [Source(a.url, a.sha256 or "") for a in plan.assets]
     receipt = receipt_for(plan, sources, probed, detect(environ).platform)
     doc = receipt.to_json()
-    target = os.path.join(into, RECEIPT)
+    target = install_receipt(into)
     Receipt.from_json(doc, target)  # the schema's word before anything is written
     try:
         write_receipt(target, receipt)

@@ -28,7 +28,7 @@ __all__ = [
     "AssetLike",
     "ReleaseLike",
     "Listing",
-    "Driven",
+    "ForRelease",
     "NotInstallable",
     "DigestConflict",
     "Request",
@@ -38,6 +38,7 @@ __all__ = [
     "parse_sha256",
     "is_install_name",
     "install_name",
+    "parse_install_name",
     "is_local",
     "backend_runs_here",
     "plan_from",
@@ -84,6 +85,14 @@ def install_name(version: str, backend: str) -> InstallName:
     if not is_install_name(name):
         raise UsageError(f"'{name}' is not a name an install can have (letters, digits, '.', '-', '_', '+')")
     return InstallName(name)
+
+
+def parse_install_name(name: str) -> tuple[str, str] | None:
+    """``(version, backend)`` of an install name, or None when it does not name both: the version
+    is what comes before the first ``-`` (a release's version holds none: ``0.4.0``, ``b11642``,
+    ``custom``), the backend all after it (a backend may hold one: ``cuda-13.4``, ``sycl-fp16``)."""
+    version, _, backend = name.partition("-")
+    return (version, backend) if version and backend else None
 
 
 def is_local(source: str) -> bool:
@@ -164,7 +173,7 @@ class DigestConflict(SuperfluidError):
 
 
 @dataclass(frozen=True)
-class Driven:
+class ForRelease:
     """What a superfluid release drives: its compat document's ``runtimes`` (SPEC §5.2), and which
     release it is. A request with none plans for this package's own document."""
 
@@ -189,12 +198,12 @@ class Request:
     from_: str | None = None
     sha256: Sha256 | None = None
     untested: bool = False
-    for_: Driven | None = None  # plan for another release's compat document (``--for``)
+    for_: ForRelease | None = None  # plan for another release's compat document (``--for``)
 
     @classmethod
     def parse(cls, runtime_id: str, *, version: str | None = None, backend: str | None = None,
               from_: str | None = None, sha256: str | None = None, untested: bool = False,
-              for_: Driven | None = None) -> Request:
+              for_: ForRelease | None = None) -> Request:
         """A request with its flags normalised: ``v`` dropped from a version, backend and digest
         lower-cased.
 
@@ -280,7 +289,7 @@ class Plan:
 
     ``facts`` are the adapter's own facts the probe holds the staged library to (llama.cpp's
     ``layout``); they are written at the top level of the plan's JSON. ``made_for`` names the release
-    a ``--for`` plan was made for (``Driven.to_json``): ``tested`` and ``abi`` are then that release's.
+    a ``--for`` plan was made for (``ForRelease.to_json``): ``tested`` and ``abi`` are then that release's.
     """
 
     id: str

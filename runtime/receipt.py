@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from superfluid.runtime.errors import BadFile
-from superfluid.runtime.home import worker_path
+from superfluid.runtime.home import RECEIPT, worker_path  # RECEIPT: the receipt's file name in an install
 from superfluid.runtime.redact import redact_url
 
 if TYPE_CHECKING:
@@ -45,8 +45,6 @@ __all__ = [
 
 #: the tag we write; a reader refuses another major
 SCHEMA = "superfluid-runtime/1"
-#: the receipt's file name inside an install
-RECEIPT = "runtime.json"
 #: the most bytes a receipt is read of (ours are under 2 KiB)
 MAX_BYTES = 256 << 10
 #: the Link W protocol versions our workers speak, as receipts record them (notes §2.3)

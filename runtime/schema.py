@@ -89,7 +89,7 @@ def _stamps(raw: bytes, name: str, shipped: bool) -> list[str]:
     import os
 
     from superfluid import schemas
-    from superfluid.runtime.home import cache_dir, home
+    from superfluid.runtime.home import cache_file, home
 
     here = os.path.dirname(str(schemas.__file__))
     try:  # a plain path, not importlib.resources (whose readers import zipfile on every run)
@@ -98,7 +98,7 @@ def _stamps(raw: bytes, name: str, shipped: bool) -> list[str]:
     except OSError:
         schema_text = b""
     digest = hashlib.sha256(len(raw).to_bytes(8, "big") + raw + schema_text).hexdigest()
-    stamps = [os.path.join(cache_dir(home()), "validated", f"{name}-{digest}")]
+    stamps = [cache_file(home(), "validated", f"{name}-{digest}")]
     if shipped:
         stamps.append(os.path.join(here, "__pycache__", f"validated-{name}-{digest}"))
     return stamps

@@ -26,15 +26,14 @@ Handler = Callable[[list[str]], int]
 def installed_installs(runtime_id: str, environ: dict[str, str] | None = None) -> list[str]:
     """Names of the installs under ``$SUPERFLUID_HOME/runtimes/<id>/`` that hold a receipt file
     (read or not: a broken install is still installed)."""
-    from superfluid.runtime.home import home, installs_in, runtime_dir
-    from superfluid.runtime.receipt import RECEIPT
+    from superfluid.runtime.home import home, install_receipt, installs_in, runtime_dir
 
     root = runtime_dir(home(environ), runtime_id)
     try:
         names = installs_in(root)
     except OSError:
         return []
-    return [n for n in names if os.path.isfile(os.path.join(root, n, RECEIPT))]
+    return [n for n in names if os.path.isfile(install_receipt(os.path.join(root, n)))]
 
 
 def _line(doc: object) -> None:

@@ -33,7 +33,7 @@ from typing import Any
 
 from superfluid import __version__
 from superfluid.runtime import registry
-from superfluid.runtime.home import cache_dir, home, runtimes_dir
+from superfluid.runtime.home import cache_file, home, runtimes_dir
 from superfluid.runtime.home_cache import changed_at, fingerprint, read_object
 
 __all__ = ["KEPT_COMMANDS", "KEEP_SECONDS", "RACY_SECONDS", "lookup", "keep", "depends_on"]
@@ -57,7 +57,7 @@ _HOME_DEPTH = 4
 
 
 def _path(environ: Mapping[str, str]) -> str:
-    return os.path.join(cache_dir(home(environ)), _FILE)
+    return cache_file(home(environ), _FILE)
 
 
 def _inputs(argv: Sequence[str], environ: Mapping[str, str]) -> list[Any]:

@@ -24,7 +24,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from superfluid.runtime import registry
-from superfluid.runtime.home import cache_dir, current_dir, current_target, current_worker, home, runtime_dir
+from superfluid.runtime.home import (
+    cache_file,
+    current_dir,
+    current_target,
+    current_worker,
+    home,
+    install_receipt,
+    runtime_dir,
+)
 from superfluid.runtime.home_cache import fingerprint, read_object, write
 
 __all__ = ["ENV_KEYS", "env_keys", "WorkerRef", "locate", "ask", "answer", "nothing_to_load", "shipped_dirs",
@@ -119,12 +127,12 @@ def _key(ref: WorkerRef, argv: Sequence[str], runtime_id: str, environ: Mapping[
 
     recipe = os.path.join(os.path.dirname(_runtime_pkg.__file__ or ""), runtime_id, "recipe.json")
     facts = [_CACHE_VERSION, __version__, _stat(recipe), ref.path, _stat(ref.path), list(argv), env, target,
-             _stat(os.path.join(current, "runtime.json")), _stat(root)]
+             _stat(install_receipt(current)), _stat(root)]
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
 
 
 def _cache_path(environ: Mapping[str, str]) -> str:
-    return os.path.join(cache_dir(home(environ)), "answers.json")
+    return cache_file(home(environ), "answers.json")
 
 
 def _still_valid(entry: dict[str, Any]) -> bool:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from superfluid.runtime.errors import ModelLoadFailed, SuperfluidError
 
 if TYPE_CHECKING:
-    from superfluid.commands.serve import Ready, ServeLine
+    from superfluid.commands.serve import Ready, ServeCommand
 
 __all__ = ["serve_child", "worker_line", "startup_line", "worker_reason"]
 
@@ -37,7 +37,7 @@ _PR_SET_PDEATHSIG = 1
 _READY_MAX = 64 << 10
 
 
-def worker_line(ready: Ready, line: ServeLine) -> list[str]:
+def worker_line(ready: Ready, line: ServeCommand) -> list[str]:
     """The worker's command line: its serve flags, then the runtime's checked options."""
     from superfluid.commands.serve import runtime_argv
 
@@ -70,7 +70,7 @@ def worker_reason(stderr_lines: list[str], runtime_id: str) -> str:
 
 def _where(ready: Ready, library: str | None, environ: Mapping[str, str]) -> str:
     """``installed: <install dir>`` or ``library: <path>, named by <flag or variable>``."""
-    from superfluid.runtime.home import home, runtime_dir
+    from superfluid.runtime.home import home, install_dir, runtime_dir
 
     if not library:
         return f"worker: {ready.worker}"
@@ -78,7 +78,7 @@ def _where(ready: Ready, library: str | None, environ: Mapping[str, str]) -> str
     real = os.path.realpath(library)
     if real.startswith(root + os.sep):
         install = real[len(root) + 1:].split(os.sep, 1)[0]
-        return f"installed: {os.path.join(runtime_dir(home(environ), ready.runtime_id), install)}"
+        return f"installed: {install_dir(home(environ), ready.runtime_id, install)}"
     named = ready.report.get("named")
     if "lib" in ready.values:
         named = f"--{ready.runtime_id}-lib"
@@ -181,7 +181,7 @@ def _ended(child: _Child, code: int, runtime_id: str, ready: bool) -> int:
     raise SuperfluidError(f"the {runtime_id} worker {what} (exit {code}): {reason or 'it gave no reason'}")
 
 
-def serve_child(ready: Ready, line: ServeLine, environ: Mapping[str, str]) -> int:
+def serve_child(ready: Ready, line: ServeCommand, environ: Mapping[str, str]) -> int:
     """Run the worker until it stops; 0 for a clean stop.
 
     Raises:

@@ -31,7 +31,8 @@ class AbiVerdict:
     by: Literal["abi", "line"] | None
 
     @property
-    def driven(self) -> bool:
+    def is_driven(self) -> bool:
+        """Whether this superfluid drives it (``by`` is not None)."""
         return self.by is not None
 
     @property
@@ -45,8 +46,8 @@ class AbiVerdict:
     def short(self) -> str:
         """A few words, for a listing: ``ABI 1``, ``ABI 2; this superfluid drives ABI 1``..."""
         if self.abi is not None:
-            return f"ABI {self.abi}" + ("" if self.driven else f"; this superfluid drives ABI {self.drives}")
-        if self.driven:
+            return f"ABI {self.abi}" + ("" if self.is_driven else f"; this superfluid drives ABI {self.drives}")
+        if self.is_driven:
             return f"unnumbered, of ABI {self.drives}'s {self.line} line"
         where = f"not of the {self.line} line" if self.line else "states no ABI number"
         return f"unnumbered {self.version}, {where}; this superfluid drives ABI {self.drives}"
@@ -57,10 +58,10 @@ class AbiVerdict:
         (``a baseRT library states ABI 2; ...`` when no version is known)."""
         v = f"baseRT {self.version}" if self.version is not None else "a baseRT library"
         if self.abi is not None:
-            if self.driven:
+            if self.is_driven:
                 return f"{v} states ABI {self.abi}, the ABI this superfluid drives"
             return f"{v} states ABI {self.abi}; this superfluid drives ABI {self.drives}"
-        if self.driven:
+        if self.is_driven:
             return f"{v} states no ABI number and is of the {self.line}.x line, which carries ABI {self.drives}"
         return f"{v} states no ABI number; this superfluid drives ABI {self.drives}, and {self.carried}"
 

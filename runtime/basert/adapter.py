@@ -66,7 +66,7 @@ class BasertAdapter(Adapter):
         installs = []
         for pin in pins_newest_first(self.recipe):
             abi = pin.get("abi")
-            if abi_verdict(pin["version"], abi).driven:
+            if abi_verdict(pin["version"], abi).is_driven:
                 platforms = sorted({a["platform"] for a in pin["assets"]})
                 installs.append({"version": pin["version"], "abi": abi, "platforms": platforms})
         from superfluid.runtime.options import options_json
@@ -87,10 +87,12 @@ class BasertAdapter(Adapter):
         return entry, None
 
     def versions(self, host: Host, installed: Collection[str],
-                 driven: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+                 compat_part: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """The recipe's pins, newest first, each judged for ``host`` (no network)."""
+        from superfluid.runtime.planning import install_name
+
         entry, not_here = self._where(host)
-        drives, line = drives_of(driven)
+        drives, line = drives_of(compat_part)
         rows = []
         for pin in pins_newest_first(self.recipe):
             version, abi = pin["version"], pin.get("abi")
@@ -99,25 +101,25 @@ class BasertAdapter(Adapter):
             if entry is not None:
                 asset = next((a for a in pin["assets"] if a["platform"] == host.platform
                               and a["backend"] == entry["backend"]), None)
-            install = f"{version}-{asset['backend']}" if asset else None
+            install = install_name(version, asset["backend"]) if asset else None
             if not_here:
                 installs: bool | str = not_here
             elif asset is None:
                 installs = f"basert {version} has no engine for {host.platform} in this superfluid's recipe"
-            elif not judged.driven:
+            elif not judged.is_driven:
                 installs = f"{judged.short} (`superfluid runtime install basert --version {version} " \
                            f"--untested` installs it anyway)"
             else:
                 installs = True
             row: dict[str, Any] = {"version": version, "abi": abi, "installs": installs, "install": install,
                                    "installed": any(n.startswith(f"{version}-") for n in installed),
-                                   "tested": judged.driven,
+                                   "tested": judged.is_driven,
                                    "platforms": sorted({a["platform"] for a in pin["assets"]})}
             if asset is not None:
                 # "pinned": checked against the recipe's digest; "release": against the release's
                 # own <name>.sha256 and the listing's digest, which must agree (SPEC §8.2)
                 row["digest"] = "pinned" if "sha256" in asset else "release"
-            if not judged.driven:
+            if not judged.is_driven:
                 row["verdict"] = judged.short
             rows.append(row)
         return rows
@@ -131,12 +133,12 @@ class BasertAdapter(Adapter):
         return [dict(f) for f in FORMATS]
 
     def plan_for(self, request: Request, host: Host, listing: Listing | None,
-                 driven: Mapping[str, Any]) -> list[Plan]:
-        """The plans by the ABI rule for the ABI ``driven`` requires, and its unnumbered line
+                 compat_part: Mapping[str, Any]) -> list[Plan]:
+        """The plans by the ABI rule for the ABI ``compat_part`` requires, and its unnumbered line
         (``planner.plan``)."""
         from superfluid.runtime.basert.planner import plan
 
-        drives, line = drives_of(driven)
+        drives, line = drives_of(compat_part)
         return plan(request, self.recipe, host, listing, drives=drives, line=line)
 
     def check(self, argv: list[str], environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:

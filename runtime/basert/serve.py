@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from superfluid.runtime.basert.model import Model
     from superfluid.runtime.serving import Sampling
 
-__all__ = ["ServeLine", "BasertEngine", "parse_serve", "serve", "MAX_CONTEXT"]
+__all__ = ["BasertServeLine", "BasertEngine", "parse_serve", "serve", "MAX_CONTEXT"]
 
 RUNTIME_ID = "basert"
 #: the context when the engine reports no max_seq_len
@@ -45,7 +45,7 @@ _TAKES = ("--model", "--host", "--port", "--max-context", "--queue", FLAG, "--li
 
 
 @dataclass(frozen=True)
-class ServeLine:
+class BasertServeLine:
     """What ``serve``'s command line asks for."""
 
     model: str
@@ -57,7 +57,7 @@ class ServeLine:
     queue: int
 
 
-def parse_serve(argv: Sequence[str]) -> ServeLine:
+def parse_serve(argv: Sequence[str]) -> BasertServeLine:
     """The serve line, each flag at most once (``--flag value`` or ``--flag=value``).
 
     Raises:
@@ -73,8 +73,8 @@ def parse_serve(argv: Sequence[str]) -> ServeLine:
     if not flags.get("--model"):
         raise UsageError("serve needs --model PATH")
     host, port = listen_flags(flags)
-    return ServeLine(model=flags["--model"], host=host, port=port, max_context=max_context_flag(flags), lib=lib,
-                     kv_bits=kv_bits_flag(flags), queue=queue_flag(flags))
+    return BasertServeLine(model=flags["--model"], host=host, port=port, max_context=max_context_flag(flags), lib=lib,
+                           kv_bits=kv_bits_flag(flags), queue=queue_flag(flags))
 
 
 def _failed(e: SuperfluidError) -> RequestRefused:
@@ -177,7 +177,7 @@ class BasertEngine:
         self.model.close()
 
 
-def _load(line: ServeLine, environ: Mapping[str, str]) -> BasertEngine:
+def _load(line: BasertServeLine, environ: Mapping[str, str]) -> BasertEngine:
     """The judged library and the model.
 
     Raises:

@@ -22,7 +22,7 @@ from superfluid.runtime.basert.abi import abi_verdict
 from superfluid.runtime.basert.header import ABI_VERSION, HEADER_VERSION, UNNUMBERED_LINE
 from superfluid.runtime.errors import AbiRefused, LibraryRefused
 
-__all__ = ["Probe", "Verdict", "ConfigRead", "FIX", "judge"]
+__all__ = ["Probe", "LibraryVerdict", "ConfigRead", "FIX", "judge"]
 
 ConfigRead = Literal["into", "by-value"]
 
@@ -43,7 +43,7 @@ class Probe:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class LibraryVerdict:
     """``config_read`` when the library serves; else ``refusal``, the typed error to raise."""
 
     config_read: ConfigRead | None
@@ -54,12 +54,12 @@ class Verdict:
         return self.refusal is None
 
 
-def _refuse(path: str, message: str) -> Verdict:
-    return Verdict(None, LibraryRefused(path, message, fix=FIX))
+def _refuse(path: str, message: str) -> LibraryVerdict:
+    return LibraryVerdict(None, LibraryRefused(path, message, fix=FIX))
 
 
 def judge(probe: Probe, our_size: int, *, drives: int = ABI_VERSION,
-          line: str | None = UNNUMBERED_LINE) -> Verdict:
+          line: str | None = UNNUMBERED_LINE) -> LibraryVerdict:
     """The verdict of SPEC §4.1 on ``probe``, for bindings whose config struct is ``our_size`` bytes,
     driving ABI ``drives`` whose unnumbered release line is ``line``."""
     p = probe.path
@@ -67,16 +67,16 @@ def judge(probe: Probe, our_size: int, *, drives: int = ABI_VERSION,
         return _refuse(p, f"libbaseRT at {p} lacks {probe.missing}: it is not a baseRT library this "
                           f"superfluid drives (header {HEADER_VERSION}, ABI {drives})")
     rule = abi_verdict(probe.version, probe.abi, drives=drives, line=line)
-    if not rule.driven and probe.abi is not None:
-        return Verdict(None, AbiRefused(p, probe.abi, drives, fix=FIX, version=probe.version))
-    if not rule.driven:
-        return Verdict(None, LibraryRefused(
+    if not rule.is_driven and probe.abi is not None:
+        return LibraryVerdict(None, AbiRefused(p, probe.abi, drives, fix=FIX, version=probe.version))
+    if not rule.is_driven:
+        return LibraryVerdict(None, LibraryRefused(
             p, f"libbaseRT at {p} is version {probe.version or ''!r} and states no ABI number; this superfluid "
                f"drives ABI {drives}, and {rule.carried}", fix=FIX, by_abi=True, stated_version=probe.version))
     if probe.has_into:
-        return Verdict("into")
+        return LibraryVerdict("into")
     if probe.config_size != our_size:
         return _refuse(p, f"libbaseRT at {p} ({probe.version}) lays out a model's configuration in "
                           f"{probe.config_size} bytes where this superfluid expects {our_size}, and has "
                           f"no baseRT_get_config_into to read it by size")
-    return Verdict("by-value")
+    return LibraryVerdict("by-value")

@@ -49,14 +49,14 @@ class LlamacppAdapter(Adapter):
         return {"tested": builds, "options": options_json(self.options())}
 
     def versions(self, host: Host, installed: Collection[str],
-                 driven: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+                 compat_part: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """Each tested build, newest first: what it installs here first (``b11642-cpu``) or why nothing."""
         from superfluid.runtime.llamacpp.recipe import tested, tested_of
         from superfluid.runtime.planning import NotInstallable, Request
 
-        part = driven if driven is not None else self.compat()
+        part = compat_part if compat_part is not None else self.compat()
         rows = []
-        for b in (tested(self.recipe) if driven is None else tested_of(self.recipe, driven)):
+        for b in (tested(self.recipe) if compat_part is None else tested_of(self.recipe, compat_part)):
             try:
                 first = self.plan_for(Request(self.id, version=b.version), host, None, part)[0]
             except NotInstallable as e:
@@ -90,13 +90,13 @@ class LlamacppAdapter(Adapter):
         return [dict(f) for f in FORMATS]
 
     def plan_for(self, request: Request, host: Host, listing: Listing | None,
-                 driven: Mapping[str, Any]) -> list[Plan]:
-        """The plans of the builds ``driven`` lists as tested (ours: the recipe's), newest first, in
+                 compat_part: Mapping[str, Any]) -> list[Plan]:
+        """The plans of the builds ``compat_part`` lists as tested (ours: the recipe's), newest first, in
         backend order (``planner.plan``)."""
         from superfluid.runtime.llamacpp.planner import plan
         from superfluid.runtime.llamacpp.recipe import tested_of
 
-        return plan(request, self.recipe, host, listing, builds=tested_of(self.recipe, driven))
+        return plan(request, self.recipe, host, listing, builds=tested_of(self.recipe, compat_part))
 
     def nothing_to_load(self, environ: Mapping[str, str], worker: str) -> str | None:
         """Why ``worker``'s plain ``check`` would find no libllama: the search it would make, made

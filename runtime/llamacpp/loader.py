@@ -85,18 +85,18 @@ class Library:
 
     @property
     def build(self) -> str | None:
-        """The build named by ``<lib dir>/../runtime.json`` of an install, if any."""
-        from superfluid.runtime.jsonread import UntrustedJson, read_json
-        from superfluid.runtime.receipt import MAX_BYTES
+        """The build the receipt of the install this library lies in names (``<install>/lib/``),
+        if it has one that reads."""
+        from superfluid.runtime.errors import BadFile
+        from superfluid.runtime.home import install_receipt
+        from superfluid.runtime.receipt import read_receipt
 
-        receipt = os.path.join(os.path.dirname(self.path), "..", "runtime.json")
+        install = os.path.dirname(os.path.dirname(os.path.abspath(self.path)))
         try:  # a regular file only, within the receipt's cap: a FIFO or a device there is no receipt
-            data = read_json(receipt, max_bytes=MAX_BYTES)
-        except (OSError, UntrustedJson):
+            receipt = read_receipt(install_receipt(install))
+        except BadFile:
             return None
-        if isinstance(data, dict) and data.get("id") == "llamacpp" and isinstance(data.get("version"), str):
-            return str(data["version"])
-        return None
+        return receipt.version if receipt.id == "llamacpp" else None
 
     def context_params(self) -> C.Structure:
         """A fresh copy of the library's context defaults, in its own layout."""

@@ -110,7 +110,7 @@ def find_tested(builds: Iterable[TestedBuild], version: str) -> TestedBuild | No
     return next((b for b in builds if b.version == version), None)
 
 
-def listed(driven: Any) -> list[TestedBuild]:
+def listed(compat_part: Any) -> list[TestedBuild]:
     """The builds a compat document's ``runtimes.llamacpp.tested`` lists (``[{"build", "layout"}]``), in
     its order, with no archives known.
 
@@ -119,7 +119,7 @@ def listed(driven: Any) -> list[TestedBuild]:
     """
     from superfluid.runtime.errors import BadFile
 
-    entries = driven.get("tested") if isinstance(driven, dict) else None
+    entries = compat_part.get("tested") if isinstance(compat_part, dict) else None
     if not isinstance(entries, list):
         raise BadFile("the compat document", "lists no tested llama.cpp builds", json_path="$.runtimes.llamacpp.tested")
     out = []
@@ -133,7 +133,7 @@ def listed(driven: Any) -> list[TestedBuild]:
     return out
 
 
-def tested_of(recipe: dict[str, Any], driven: Any) -> list[TestedBuild]:
+def tested_of(recipe: dict[str, Any], compat_part: Any) -> list[TestedBuild]:
     """The builds a compat document's ``runtimes.llamacpp.tested`` lists, newest first: the recipe's
     entry (its archives, pinned digests) where it has the build, else the build with no archives known
     (the release listing gives them).
@@ -142,5 +142,5 @@ def tested_of(recipe: dict[str, Any], driven: Any) -> list[TestedBuild]:
         BadFile: as ``listed``.
     """
     ours = {b.version: b for b in tested(recipe)}
-    out = [replace(ours[b.version], layout=b.layout) if b.version in ours else b for b in listed(driven)]
+    out = [replace(ours[b.version], layout=b.layout) if b.version in ours else b for b in listed(compat_part)]
     return sorted(out, key=lambda b: version_key(b.version), reverse=True)

@@ -32,7 +32,7 @@ from superfluid.runtime.serving import RequestRefused, listen_flags, max_context
 if TYPE_CHECKING:
     from superfluid.runtime.serving import Sampling
 
-__all__ = ["ServeLine", "LlamaEngine", "parse_serve", "serve", "MAX_CONTEXT"]
+__all__ = ["LlamaServeLine", "LlamaEngine", "parse_serve", "serve", "MAX_CONTEXT"]
 
 #: the context size when --max-context is not given (or the model's trained context, if smaller)
 MAX_CONTEXT = 4096
@@ -40,7 +40,7 @@ _OWN = ("--host", "--port", "--max-context", "--queue")
 
 
 @dataclass(frozen=True)
-class ServeLine:
+class LlamaServeLine:
     """What ``serve``'s command line asks for."""
 
     model: str
@@ -51,7 +51,7 @@ class ServeLine:
     queue: int
 
 
-def parse_serve(argv: Sequence[str]) -> ServeLine:
+def parse_serve(argv: Sequence[str]) -> LlamaServeLine:
     """The serve line: ``--host``, ``--port``, ``--max-context`` and ``--queue`` here, the rest as
     ``check`` reads them.
 
@@ -77,8 +77,8 @@ def parse_serve(argv: Sequence[str]) -> ServeLine:
     if not model:
         raise UsageError("serve needs --model PATH")
     host, port = listen_flags(own)
-    return ServeLine(model=model, host=host, port=port, max_context=max_context_flag(own), options=options,
-                     queue=queue_flag(own))
+    return LlamaServeLine(model=model, host=host, port=port, max_context=max_context_flag(own), options=options,
+                          queue=queue_flag(own))
 
 
 class _Generation:
@@ -177,7 +177,7 @@ class LlamaEngine:
         self.model.close()
 
 
-def _load(line: ServeLine, environ: Mapping[str, str]) -> LlamaEngine:
+def _load(line: LlamaServeLine, environ: Mapping[str, str]) -> LlamaEngine:
     """The library, the model and a first context (proving the options make one).
 
     Raises:

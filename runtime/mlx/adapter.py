@@ -69,13 +69,15 @@ class MlxAdapter(Adapter):
                 "options": options_json(self.options())}
 
     def versions(self, host: Host, installed: Collection[str],
-                 driven: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+                 compat_part: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """Each tested version, newest first: installable here or why not (no network)."""
+        from superfluid.runtime.planning import install_name
+
         reason = not_here(host, self.recipe["platforms"])
         backend = self.recipe["backend"]
         rows = []
         for t in self._tested():
-            install = None if reason else f"{t['version']}-{backend}"
+            install = None if reason else install_name(t["version"], backend)
             wheels = t["wheels"]
             rows.append({
                 "version": t["version"], "mlx_lm": t["mlx_lm"], "python": self.python,
@@ -96,7 +98,7 @@ class MlxAdapter(Adapter):
         return [dict(f) for f in FORMATS]
 
     def plan_for(self, request: Request, host: Host, listing: Listing | None,
-                 driven: Mapping[str, Any]) -> list[Plan]:
+                 compat_part: Mapping[str, Any]) -> list[Plan]:
         """MLX runs on Apple silicon only (SPEC §4.3): elsewhere a clear refusal.
 
         Raises:

@@ -19,6 +19,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from superfluid.runtime import home as _home
 from superfluid.runtime.mlx.adapter import ADAPTER, not_here
 
 __all__ = ["main", "check_report", "parse_check_args", "find_venv", "environment", "FORMATS"]
@@ -61,7 +62,7 @@ def find_venv(options: Mapping[str, Any], environ: Mapping[str, str],
     install ``worker`` runs from; default this process), ``SUPERFLUID_MLX_VENV``, ``VIRTUAL_ENV``."""
     install = os.path.dirname(os.path.dirname(os.path.realpath(worker or sys.argv[0] or ".")))
     # only a worker run from an install (<install>/bin/, beside its receipt) uses <install>/env
-    install_env = os.path.join(install, "env") if os.path.isfile(os.path.join(install, "runtime.json")) else None
+    install_env = _home.install_env(install) if os.path.isfile(_home.install_receipt(install)) else None
     candidates = [options.get("venv"), install_env, environ.get("SUPERFLUID_MLX_VENV"), environ.get("VIRTUAL_ENV")]
     looked = [c for c in candidates if c]
     for c in looked:

@@ -38,7 +38,7 @@ from superfluid.runtime.errors import BadFile, UsageError, WorkerFailed
 
 if TYPE_CHECKING:
     from superfluid.installer.fetcher import Fetcher
-    from superfluid.manifest.verdict import Verdict
+    from superfluid.manifest.verdict import DocumentVerdict
 
 __all__ = ["run", "gather", "read_release", "compat_text", "verdict_text", "RELEASE_NAME"]
 
@@ -203,7 +203,7 @@ class _Beside:
 
 
 def read_release(source: str, *, keys: list[str] | None = None, home: str | None = None,
-                 require_signature: bool = False) -> tuple[dict[str, Any], Verdict, str]:
+                 require_signature: bool = False) -> tuple[dict[str, Any], DocumentVerdict, str]:
     """Read, verify and validate another release's compat document from a file or an ``http(s)`` URL:
     the document, the verdict, and the SHA-256 of its bytes.
 
@@ -238,7 +238,7 @@ def read_release(source: str, *, keys: list[str] | None = None, home: str | None
         beside.close()
 
 
-def verdict_text(verdict: Verdict) -> str:
+def verdict_text(verdict: DocumentVerdict) -> str:
     """The verdict's lines under the document's tables."""
     line = f"signature: {verdict.text}"
     if verdict.signature == "verified":
@@ -302,7 +302,7 @@ def run(args: argparse.Namespace) -> int:
 
         return ask_service(args)
     keys = _key_flags(args)
-    verdict: Verdict | None = None
+    verdict: DocumentVerdict | None = None
     if args.release:
         doc, verdict, _ = read_release(args.release, keys=keys, require_signature=args.require_signature)
         failed: dict[str, str] = {}

@@ -187,22 +187,22 @@ def options_text(runtime_id: str, options: list[dict[str, Any]]) -> str:
 def run(args: argparse.Namespace) -> int:
     """``runtime versions|options <id> [--json]``; 0 answered, 1 the worker failed, 2 usage."""
     environ = dict(os.environ)
-    driven = None
+    for_release = None
     if args.sub == "versions":
-        from superfluid.commands.for_release import driven_for
+        from superfluid.commands.for_release import release_for
 
-        driven = driven_for(args, environ)
-    if driven is not None:  # --for: the adapter's verdicts for that release's compat document
+        for_release = release_for(args, environ)
+    if for_release is not None:  # --for: the adapter's verdicts for that release's compat document
         from superfluid.runtime.host import detect
         from superfluid.runtime.planning import Request
         from superfluid.runtime.worker import installed_installs
 
         adapter = registry.get(args.id)
-        part = adapter.driven(Request(args.id, for_=driven))
+        part = adapter.compat_part(Request(args.id, for_=for_release))
         answer = adapter.versions(detect(environ), installed_installs(args.id, environ), part)
     else:
         answer, _ = ask(args.id, args.sub, environ)
-    listing = _listing_choice(args, environ) if args.sub == "versions" and driven is None else None
+    listing = _listing_choice(args, environ) if args.sub == "versions" and for_release is None else None
     if listing is not None and not isinstance(listing[0], str):
         from superfluid.runtime.worker import installed_installs
 

@@ -6,7 +6,7 @@ VERSION is looked up from the manifest service (``SUPERFLUID_MANIFEST_URL``: its
 ``/v1/releases/<version>`` answers the document's bytes and signature), or else from the superfluid
 releases on GitHub (``SUPERFLUID_RELEASES_REPO``, default ``superfluid/superfluid-toolchain``;
 ``SUPERFLUID_GITHUB_API`` honoured): the release ``v<VERSION>``'s ``*.compat.json`` and its
-``.minisig``. ``SUPERFLUID_FOR`` sets it for every command. The answer is a ``planning.Driven``.
+``.minisig``. ``SUPERFLUID_FOR`` sets it for every command. The answer is a ``planning.ForRelease``.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 from superfluid.runtime.errors import BadFile, UsageError
 
 if TYPE_CHECKING:  # the parser of every command adds this module's flags: it imports little
-    from superfluid.runtime.planning import Driven
+    from superfluid.runtime.planning import ForRelease
 
-__all__ = ["add_flags", "driven_for", "RELEASES_REPO"]
+__all__ = ["add_flags", "release_for", "RELEASES_REPO"]
 
 #: where the superfluid releases are published (``SUPERFLUID_RELEASES_REPO`` overrides)
 RELEASES_REPO = "superfluid/superfluid-toolchain"
@@ -45,8 +45,8 @@ def _is_version(value: str) -> bool:
     return "://" not in value and not os.path.exists(value) and not value.endswith(".json") and "/" not in value
 
 
-def _driven(doc: Mapping[str, Any], body: bytes, where: str) -> Driven:
-    from superfluid.runtime.planning import Driven
+def _for_release(doc: Mapping[str, Any], body: bytes, where: str) -> ForRelease:
+    from superfluid.runtime.planning import ForRelease
 
     release = doc.get("release")
     if not isinstance(release, Mapping):
@@ -54,12 +54,12 @@ def _driven(doc: Mapping[str, Any], body: bytes, where: str) -> Driven:
     runtimes = doc.get("runtimes")
     if not isinstance(runtimes, Mapping):
         raise BadFile(where, "has no runtimes", json_path="$.runtimes")
-    return Driven(str(release.get("name") or "superfluid"), str(release.get("version") or "?"),
-                  hashlib.sha256(body).hexdigest(), {str(k): v for k, v in runtimes.items()})
+    return ForRelease(str(release.get("name") or "superfluid"), str(release.get("version") or "?"),
+                      hashlib.sha256(body).hexdigest(), {str(k): v for k, v in runtimes.items()})
 
 
 def _verified(body: bytes, signature: bytes | None, where: str, *, keys: list[str], home: str,
-              require_signature: bool) -> Driven:
+              require_signature: bool) -> ForRelease:
     from superfluid.manifest.compat import parse
     from superfluid.manifest.keys import trusted_keys
     from superfluid.manifest.verdict import judge_signature
@@ -67,7 +67,7 @@ def _verified(body: bytes, signature: bytes | None, where: str, *, keys: list[st
     verdict = judge_signature(body, signature, trusted_keys(home, keys), where=where,
                               signature_where=f"{where}.minisig", require=require_signature)
     _warn_unsigned(verdict.signature, where)
-    return _driven(parse(body, where), body, where)
+    return _for_release(parse(body, where), body, where)
 
 
 def _warn_unsigned(signature: str, where: str) -> None:
@@ -78,7 +78,7 @@ def _warn_unsigned(signature: str, where: str) -> None:
                          "(--require-signature refuses it)\n")
 
 
-def _from_service(url: str, version: str, **verify: Any) -> Driven:
+def _from_service(url: str, version: str, **verify: Any) -> ForRelease:
     """The release's document and signature as the manifest service answers them.
 
     Raises:
@@ -104,7 +104,7 @@ def _from_service(url: str, version: str, **verify: Any) -> Driven:
     return _verified(document, signature.encode("utf-8") if isinstance(signature, str) else None, where, **verify)
 
 
-def _from_github(version: str, environ: Mapping[str, str], **verify: Any) -> Driven:
+def _from_github(version: str, environ: Mapping[str, str], **verify: Any) -> ForRelease:
     """The release ``v<version>``'s compat document and its signature from the superfluid releases.
 
     Raises:
@@ -130,7 +130,7 @@ def _from_github(version: str, environ: Mapping[str, str], **verify: Any) -> Dri
         source.close()
 
 
-def driven_for(args: argparse.Namespace, environ: Mapping[str, str]) -> Driven | None:
+def release_for(args: argparse.Namespace, environ: Mapping[str, str]) -> ForRelease | None:
     """The release ``--for`` (else ``SUPERFLUID_FOR``) names, read and verified; None for neither.
 
     Raises:
@@ -153,8 +153,8 @@ def driven_for(args: argparse.Namespace, environ: Mapping[str, str]) -> Driven |
 
         doc, verdict, digest = read_release(value, keys=keys, home=home(environ), require_signature=require)
         _warn_unsigned(verdict.signature, value)
-        driven = _driven(doc, b"", value)
-        return replace(driven, compat_sha256=digest)
+        named = _for_release(doc, b"", value)
+        return replace(named, compat_sha256=digest)
     service = environ.get("SUPERFLUID_MANIFEST_URL")
     if service:
         return _from_service(service, value, **verify)

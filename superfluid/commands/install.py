@@ -90,7 +90,7 @@ def outcome_lines(outcome: Outcome, *, installs_before: int) -> str:
 
 
 def _request(args: argparse.Namespace, **over: Any) -> Request:
-    from superfluid.commands.for_release import driven_for
+    from superfluid.commands.for_release import release_for
     from superfluid.runtime.planning import Request
 
     source = over.pop("from_", getattr(args, "from_", None))
@@ -103,7 +103,7 @@ def _request(args: argparse.Namespace, **over: Any) -> Request:
         from_=source,
         sha256=over.pop("sha256", getattr(args, "sha256", None)),
         untested=over.pop("untested", bool(getattr(args, "untested", False))),
-        for_=over.pop("for_") if "for_" in over else driven_for(args, os.environ),
+        for_=over.pop("for_") if "for_" in over else release_for(args, os.environ),
     )
 
 
@@ -218,26 +218,20 @@ def _update(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     the old install stays (and a pin moves to the new one)."""
     from superfluid.installer.install import plan
     from superfluid.installer.store import list_installs, read_pinned
-    from superfluid.runtime.home import home
-    from superfluid.runtime.ordering import backend_family, version_key
-    from superfluid.runtime.receipt import RECEIPT, read_receipt
+    from superfluid.runtime.home import home, install_receipt
+    from superfluid.runtime.receipt import read_receipt
+    from superfluid.runtime.upkeep import nothing_to_update, update_wanted
 
     root, current = _default(args.id, environ)
-    old = read_receipt(root / current / RECEIPT)
-    request = _request(args, version=None, backend=backend_family(old.backend), from_=None, sha256=None)
+    old = read_receipt(install_receipt(root / current))
+    request = _request(args, **update_wanted(old))
     plans, _, source = plan(request, environ=environ, mirror=args.mirror, offline=args.offline)
     if source is not None:
         source.close()
-    first = plans[0]
     installed = {i.name for i in list_installs(root) if i.ok}
-    if first.install in installed:
-        return _nothing(args, f"{args.id} {first.install} is installed; nothing newer installs here for "
-                              f"{backend_family(old.backend)}", current)
-    if old.version == "custom" or version_key(old.version) > version_key(first.version):
-        why = ("it is a build of your own, not one of a release" if old.version == "custom"
-               else f"it is {old.version}, newer than {first.version}, the newest that installs here")
-        fix = f"`superfluid runtime install {args.id} --version {first.version}` installs it beside it"
-        return _nothing(args, f"{args.id} {current}: {why}; nothing to update ({fix})", current)
+    nothing = nothing_to_update(args.id, current, old, plans[0], installed)
+    if nothing is not None:
+        return _nothing(args, nothing, current)
     before = len(installed)
     outcome = _do(request, args, environ, dry_run=args.dry_run)
     if not outcome.dry_run and outcome.receipt is not None and read_pinned(root) == current:
@@ -263,36 +257,19 @@ def _nothing(args: argparse.Namespace, message: str, current: str) -> int:
     return 0
 
 
-def _repair_target(runtime_id: str, root: Any, present: Mapping[str, Any]) -> Any:
-    """What a bare ``runtime repair`` repairs: the install ``current`` names, broken or not (never
-    another one in its place), else the default install, else the one install there is.
-
-    Raises:
-        NotInstallable: nothing is installed, or several broken installs and no ``current`` to choose.
-    """
-    from superfluid.installer.store import current_install, default_install
-    from superfluid.runtime.planning import NotInstallable
-
-    name = current_install(root)
-    if name is None or name not in present:
-        name = default_install(root)
-    if name is None and len(present) == 1:
-        name = next(iter(present))
-    if name is None:
-        if present:
-            raise NotInstallable(f"{runtime_id}: several installs are broken ({', '.join(present)}) and none is the "
-                                 "current one", fix=f"name one: `superfluid runtime repair {runtime_id} <install>`")
-        raise NotInstallable(f"{runtime_id} is not installed",
-                             fix=f"`superfluid runtime install {runtime_id}` installs it")
-    return present[name]
-
-
 def _repair(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     """Reinstall an install in place from what its receipt says (or its name, when the receipt
     itself is what is broken)."""
-    from superfluid.installer.store import check_install_name, list_installs, runtime_root
+    from superfluid.installer.store import (
+        check_install_name,
+        current_install,
+        default_install,
+        list_installs,
+        runtime_root,
+    )
     from superfluid.runtime.home import home
     from superfluid.runtime.planning import NotInstallable
+    from superfluid.runtime.upkeep import repair_target, repair_wanted
 
     root = runtime_root(home(environ), args.id)
     present = {i.name: i for i in list_installs(root)}
@@ -304,21 +281,8 @@ def _repair(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
                                  f"(installed: {', '.join(present) or 'none'})",
                                  fix="`superfluid runtimes` lists what is installed")
     else:
-        target = _repair_target(args.id, root, present)
-    r = target.receipt
-    if r is not None:
-        over: dict[str, Any] = {"version": r.version, "backend": r.backend, "untested": not r.tested,
-                                "from_": None, "sha256": None}
-        if r.chosen_by == "from" and r.sources:
-            over.update(from_=r.sources[0].url, sha256=r.sources[0].sha256 or None,
-                        version=None if r.version == "custom" else r.version)
-    else:
-        version, _, backend = target.name.partition("-")
-        if not backend:
-            raise NotInstallable(f"{args.id} {target.name}: {target.problem}; its name does not say what to reinstall",
-                                 fix=f"`superfluid runtime remove {args.id} {target.name}`, then install again")
-        over = {"version": version, "backend": backend, "untested": True, "from_": None, "sha256": None}
-    request = _request(args, **over)
+        target = repair_target(args.id, present, current_install(root), lambda: default_install(root))
+    request = _request(args, **repair_wanted(args.id, target.name, target.receipt, target.problem))
     outcome = _do(request, args, environ, dry_run=False)
     _show(outcome, args, len(present))
     return 0

@@ -81,7 +81,7 @@ def _plan(target: Target, args: argparse.Namespace, environ: Mapping[str, str]) 
     from superfluid.installer.locking import plan_engine
     from superfluid.runtime.planning import Request
 
-    request = Request(target.runtime, for_=getattr(args, "driven", None))
+    request = Request(target.runtime, for_=getattr(args, "for_release", None))
     return plan_engine(request, target, environ=environ, mirror=args.mirror, offline=args.offline)
 
 
@@ -115,7 +115,7 @@ def _same_release(args: argparse.Namespace, environ: Mapping[str, str]) -> Any:
     def again(old: Engine) -> Engine | None:
         try:
             request = Request(old.target.runtime, version=old.version, backend=old.backend,
-                              for_=getattr(args, "driven", None))
+                              for_=getattr(args, "for_release", None))
             engine = plan_engine(request, old.target, environ=environ, mirror=args.mirror, offline=args.offline)
         except SuperfluidError:
             return None  # its release is gone, or no longer planned: the move says what is chosen
@@ -231,9 +231,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--check changes nothing and --upgrade writes: name one")
     check_targets(args.runtime or (), args.platform or (), args.backend or ())
     check_targets([u for u in args.upgrade or () if u], (), ())
-    from superfluid.commands.for_release import driven_for
+    from superfluid.commands.for_release import release_for
 
-    args.driven = driven_for(args, environ)  # --for: lock what that release's compat.json drives
+    args.for_release = release_for(args, environ)  # --for: lock what that release's compat.json drives
     if args.offline and args.mirror and "://" in args.mirror and not args.mirror.startswith("file:"):
         _err("--offline: the mirror's listings are read from the cache")
     path = lock_path(args.output, environ)

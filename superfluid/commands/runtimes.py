@@ -28,7 +28,8 @@ def _current(runtime_id: str, environ: Mapping[str, str]) -> tuple[str | None, s
     are not): ``current`` is not a good link (dangling, a loop, out of the home, a file...), or the
     receipt of the install it names does not read. Nothing is followed out of the home."""
     from superfluid.runtime.errors import BadFile
-    from superfluid.runtime.receipt import RECEIPT, read_receipt
+    from superfluid.runtime.home import install_receipt
+    from superfluid.runtime.receipt import read_receipt
 
     root = runtime_dir(home(environ), runtime_id)
     name, problem = current_target(root)
@@ -37,7 +38,7 @@ def _current(runtime_id: str, environ: Mapping[str, str]) -> tuple[str | None, s
     if name is None:
         return None, None
     try:
-        receipt = read_receipt(os.path.join(root, name, RECEIPT))
+        receipt = read_receipt(install_receipt(os.path.join(root, name)))
     except BadFile as e:
         return name, f"{name} is broken: {e.message}: `superfluid runtime repair {runtime_id}` reinstalls it"
     if receipt.id != runtime_id or receipt.install != name:
@@ -49,10 +50,11 @@ def _current(runtime_id: str, environ: Mapping[str, str]) -> tuple[str | None, s
 def _made_for(runtime_id: str, install: str, environ: Mapping[str, str]) -> dict[str, Any] | None:
     """The release an install was made for (its receipt's ``for``, from ``--for``), or None."""
     from superfluid.runtime.errors import BadFile
-    from superfluid.runtime.receipt import RECEIPT, read_receipt
+    from superfluid.runtime.home import install_dir, install_receipt
+    from superfluid.runtime.receipt import read_receipt
 
     try:
-        made_for = read_receipt(os.path.join(runtime_dir(home(environ), runtime_id), install, RECEIPT)).extra.get("for")
+        made_for = read_receipt(install_receipt(install_dir(home(environ), runtime_id, install))).extra.get("for")
     except BadFile:
         return None
     return made_for if isinstance(made_for, dict) else None
@@ -62,10 +64,11 @@ def _locked_by(runtime_id: str, install: str, environ: Mapping[str, str]) -> dic
     """The lock an install came from (its receipt's ``lock``: ``{"file", "sha256"}``, from
     ``install --locked``), or None."""
     from superfluid.runtime.errors import BadFile
-    from superfluid.runtime.receipt import RECEIPT, read_receipt
+    from superfluid.runtime.home import install_dir, install_receipt
+    from superfluid.runtime.receipt import read_receipt
 
     try:
-        lock = read_receipt(os.path.join(runtime_dir(home(environ), runtime_id), install, RECEIPT)).extra.get("lock")
+        lock = read_receipt(install_receipt(install_dir(home(environ), runtime_id, install))).extra.get("lock")
     except BadFile:
         return None
     return lock if isinstance(lock, dict) else None

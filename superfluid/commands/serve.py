@@ -32,7 +32,7 @@ from typing import Any
 
 from superfluid.runtime.errors import NotServable, SuperfluidError, UsageError
 
-__all__ = ["ServeLine", "Ready", "FLAGS", "shown_options", "add_flags", "parse_line", "choose_runtime", "readiness",
+__all__ = ["ServeCommand", "Ready", "FLAGS", "shown_options", "add_flags", "parse_line", "choose_runtime", "readiness",
            "runtime_argv", "main", "usage", "SESSIONS_LOCK"]
 
 #: the lock file a server holds in its ``--sessions`` directory
@@ -75,7 +75,7 @@ def add_flags(parser: argparse.ArgumentParser, *, shown: bool = True) -> None:
 
 
 @dataclass(frozen=True)
-class ServeLine:
+class ServeCommand:
     """A checked ``serve`` command line."""
 
     model: str
@@ -158,7 +158,7 @@ def _runtime_flag(value: str | None) -> tuple[str | None, str | None]:
     return runtime_id, check_install_name(install)
 
 
-def parse_line(argv: Sequence[str]) -> ServeLine:
+def parse_line(argv: Sequence[str]) -> ServeCommand:
     """The serve line, every value checked (nothing is looked up but the model path).
 
     Raises:
@@ -183,11 +183,11 @@ def parse_line(argv: Sequence[str]) -> ServeLine:
     sessions = own.get("--sessions")
     if sessions is not None and os.path.exists(sessions) and not os.path.isdir(sessions):
         raise UsageError(f"--sessions {sessions}: not a directory")
-    return ServeLine(model=os.path.abspath(model), runtime=runtime, install=install, offline="--offline" in switches,
-                     sessions=sessions, host=host, port=port, max_context=max_context, queue=queue, options=options)
+    return ServeCommand(model=os.path.abspath(model), runtime=runtime, install=install, offline="--offline" in switches,
+                        sessions=sessions, host=host, port=port, max_context=max_context, queue=queue, options=options)
 
 
-def choose_runtime(line: ServeLine) -> str:
+def choose_runtime(line: ServeCommand) -> str:
     """``--runtime``, else the runtime whose declared format reads the model.
 
     Raises:
@@ -231,19 +231,21 @@ def _install_dir(runtime_id: str, install: str, environ: Mapping[str, str]) -> s
     Raises:
         NotServable: it is not installed (names the installs there are).
     """
-    from superfluid.runtime.home import home, installs_in, runtime_dir
+    from superfluid.runtime.home import home, install_dir, installs_in, runtime_dir
+    from superfluid.runtime.planning import parse_install_name
 
     root = runtime_dir(home(environ), runtime_id)
-    path = os.path.join(root, install)
+    path = install_dir(home(environ), runtime_id, install)
     if install in installs_in(root):
         return path
     have = ", ".join(installs_in(root)) or "none"
+    version = (parse_install_name(install) or (install, ""))[0]
     raise NotServable(f"{runtime_id}@{install} is not installed (installs of {runtime_id} here: {have})",
                       fix=f"install it with `superfluid runtime install {runtime_id} --version "
-                          f"{install.split('-', 1)[0]}`, or name an install that exists")
+                          f"{version}`, or name an install that exists")
 
 
-def readiness(runtime_id: str, line: ServeLine, environ: Mapping[str, str]) -> Ready:
+def readiness(runtime_id: str, line: ServeCommand, environ: Mapping[str, str]) -> Ready:
     """Whether ``runtime_id`` can serve here: the check the face runs for ``superfluid runtimes``.
 
     Raises:
@@ -252,16 +254,16 @@ def readiness(runtime_id: str, line: ServeLine, environ: Mapping[str, str]) -> R
     from superfluid import catalog
     from superfluid.runtime import registry
     from superfluid.runtime.errors import WorkerFailed
-    from superfluid.runtime.home import worker_path
+    from superfluid.runtime.home import install_lib, install_worker
 
     adapter = registry.get(runtime_id)
     values = dict(line.options.get(runtime_id, {}))
     install = _install_dir(runtime_id, line.install, environ) if line.install else None
     takes_lib = any(o.name == "lib" for o in adapter.options())
     if install is not None and takes_lib and "lib" not in values:
-        values["lib"] = os.path.join(install, "lib")
+        values["lib"] = install_lib(install)
     if install is not None and not environ.get(registry.env_override(runtime_id)):
-        ref: catalog.WorkerRef | None = catalog.WorkerRef(os.path.join(install, worker_path(runtime_id)), "installed")
+        ref: catalog.WorkerRef | None = catalog.WorkerRef(install_worker(install, runtime_id), "installed")
     else:
         ref = catalog.locate(runtime_id, environ, serving=True)
     if ref is None or not os.access(ref.path, os.X_OK):

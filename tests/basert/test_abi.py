@@ -33,7 +33,7 @@ LINUX = Host("linux", "x64")
 @pytest.mark.parametrize(("version", "abi", "by"), MATRIX)
 def test_the_rule(version: str, abi: int | None, by: str | None) -> None:
     rule = abi_verdict(version, abi, drives=1, line="0.3")
-    assert (rule.by, rule.driven) == (by, by is not None)
+    assert (rule.by, rule.is_driven) == (by, by is not None)
 
 
 @pytest.mark.parametrize(("version", "abi", "short"), [
@@ -48,7 +48,7 @@ def test_short_words(version: str, abi: int | None, short: str) -> None:
 
 def test_no_unnumbered_line_drives_no_unnumbered_library() -> None:
     rule = abi_verdict("0.3.0", None, drives=2, line=None)
-    assert not rule.driven and "no unnumbered release carries ABI 2" in rule.why
+    assert not rule.is_driven and "no unnumbered release carries ABI 2" in rule.why
 
 
 def _loader_serves(version: str, abi: int | None) -> bool:

@@ -60,7 +60,7 @@ class ToyAdapter(Adapter):
                 "options": options_json(self.options())}
 
     def versions(self, host: Any, installed: Collection[str],
-                 driven: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+                 compat_part: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         return [{"version": t, "installs": "the toy engine installs nowhere", "install": None,
                  "installed": False, "tested": True} for t in self.recipe["tags"]]
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from superfluid.runtime.receipt import Receipt
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.native
@@ -122,7 +123,9 @@ def _install(home: Path, lib_dir: Path, version: str) -> Path:
     for f in lib_dir.iterdir():
         if ".so" in f.name:
             (install / "lib" / f.name).symlink_to(f.resolve())
-    (install / "runtime.json").write_text(json.dumps({"id": "llamacpp", "version": version, "install": install.name}))
+    receipt = Receipt(id="llamacpp", install=install.name, version=version, backend="cpu",
+                      worker="bin/superfluid-worker-llamacpp")
+    (install / "runtime.json").write_text(json.dumps(receipt.to_json()))
     (home / "runtimes" / "llamacpp" / "current").symlink_to(install.name)
     return install
 

@@ -1,6 +1,6 @@
 """Shared test fixtures, each defined once: a fresh home (as a directory, exported, or with the CLI's
-environment), the loopback release server, the reference engine's variants, the real libllama
-builds and the tiny GGUF models; and the check of a worker's ``install`` answer."""
+environment), the loopback release server, a minisign key, the reference engine's variants, the real
+libllama builds and the tiny GGUF models; and the check of a worker's ``install`` answer."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from superfluid.manifest.minisign import SecretKey
     from tests.release_server import ReleaseServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,6 +134,17 @@ def release_server() -> Iterator[ReleaseServer]:
 
     with ReleaseServer() as server:
         yield server
+
+
+# -- keys -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def key() -> SecretKey:
+    """A new minisign key pair (its secret key), one per test module."""
+    from superfluid.manifest.minisign import generate
+
+    return generate()
 
 
 # -- native artifacts --------------------------------------------------------------------------------

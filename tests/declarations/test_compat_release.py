@@ -18,16 +18,16 @@ from tests.declarations.conftest import base_env, sf, sf_json
 
 
 @pytest.fixture
-def document(home: Path) -> dict:
+def checkout_document(home: Path) -> dict:
     return sf_json(base_env(home), "compat", "--json")
 
 
-def test_release_file_round_trips(home: Path, tmp_path: Path, document: dict) -> None:
+def test_release_file_round_trips(home: Path, tmp_path: Path, checkout_document: dict) -> None:
     path = tmp_path / "superfluid-1.0.compat.json"
-    path.write_text(json.dumps(with_tarball(document, str(_tarball(tmp_path)))))
+    path.write_text(json.dumps(with_tarball(checkout_document, str(_tarball(tmp_path)))))
     got = sf_json(base_env(home), "compat", "--release", str(path), "--json")
     assert got["release"]["tarball"] == "superfluid-1.0.tar.gz"
-    assert got["runtimes"] == document["runtimes"]
+    assert got["runtimes"] == checkout_document["runtimes"]
     human = sf(base_env(home), "compat", "--release", str(path))
     assert human.returncode == 0 and "superfluid-1.0.tar.gz sha256 " in human.stdout
 
@@ -48,20 +48,20 @@ def _tarball(tmp_path: Path) -> Path:
     pytest.param(lambda d: d["runtimes"]["llamacpp"]["tested"][0].update(build=11642),
                  "at $.runtimes.llamacpp.tested[0].build", id="wrong-type"),
 ])
-def test_release_file_refused(home: Path, tmp_path: Path, document: dict, mutate, fragment: str) -> None:
-    mutate(document)
+def test_release_file_refused(home: Path, tmp_path: Path, checkout_document: dict, mutate, fragment: str) -> None:
+    mutate(checkout_document)
     path = tmp_path / "bad.compat.json"
-    path.write_text(json.dumps(document))
+    path.write_text(json.dumps(checkout_document))
     done = sf(base_env(home), "compat", "--release", str(path))
     assert done.returncode == 1
     assert f"superfluid: {path} {fragment}" in done.stderr and "Traceback" not in done.stderr
 
 
-def test_release_minor_versions_and_unknown_keys_are_read(document: dict) -> None:
-    document["schema"] = "superfluid-compat/1.3"
-    document["signed_by"] = "someone"
-    document["runtimes"]["newengine"] = {"options": []}
-    assert validate(document, "x")["signed_by"] == "someone"
+def test_release_minor_versions_and_unknown_keys_are_read(checkout_document: dict) -> None:
+    checkout_document["schema"] = "superfluid-compat/1.3"
+    checkout_document["signed_by"] = "someone"
+    checkout_document["runtimes"]["newengine"] = {"options": []}
+    assert validate(checkout_document, "x")["signed_by"] == "someone"
 
 
 @pytest.mark.parametrize(("content", "fragment"), [
@@ -102,12 +102,12 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         server.server_close()
 
 
-def test_release_url_over_loopback(home: Path, document: dict, served: tuple[str, Path]) -> None:
+def test_release_url_over_loopback(home: Path, checkout_document: dict, served: tuple[str, Path]) -> None:
     base, root = served
-    (root / "r.compat.json").write_text(json.dumps(document))
+    (root / "r.compat.json").write_text(json.dumps(checkout_document))
     got = sf_json(base_env(home), "compat", "--release", f"{base}/r.compat.json", "--json")
     assert got.pop("verification")["verdict"] == "unsigned"
-    assert got == document
+    assert got == checkout_document
     done = sf(base_env(home), "compat", "--release", f"{base}/missing.compat.json")
     assert done.returncode == 1 and "404" in done.stderr
 

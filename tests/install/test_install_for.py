@@ -24,11 +24,6 @@ def _ours() -> dict[str, Any]:
     return json.loads(done.stdout)  # type: ignore[no-any-return]
 
 
-@pytest.fixture(scope="module")
-def key() -> minisign.SecretKey:
-    return minisign.generate()
-
-
 def _document(tmp: Path, key: minisign.SecretKey | None, *, abi: int = 2, builds: tuple[str, ...] = ("b11549",),
               version: str = "0.9.0") -> Path:
     """Superfluid ``version``'s compat.json (driving basert ``abi`` and llama.cpp ``builds``, v2), signed

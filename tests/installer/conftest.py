@@ -1,9 +1,9 @@
 """Fixtures for the installer's network half (``release_server`` and ``home`` come from
 ``tests/conftest.py``).
 
-``object_store_server`` answers downloads with a redirect to a second port; ``cache`` is the
-download cache of ``home``; ``fast`` a ``FetchConfig`` with short waits so fault tests take
-milliseconds.
+``object_store_server`` answers downloads with a redirect to a second port; ``area`` is a place
+for hostile archives to aim outside of; ``cache`` the download cache of ``home``; ``fast`` a
+``FetchConfig`` with short waits so fault tests take milliseconds.
 """
 
 from __future__ import annotations
@@ -26,6 +26,17 @@ REPO = "basecompute/baseRT"
 def object_store_server() -> Iterator[ReleaseServer]:
     with ReleaseServer(object_store=True) as server:
         yield server
+
+
+@pytest.fixture
+def area(tmp_path: Path) -> Path:
+    """``tmp_path`` holding ``outside/victim`` (what an archive must never reach), ``stage/`` (the
+    parent of an extraction's destination) and ``staging/`` (whose ``lib`` a streamed archive lands in)."""
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "victim").write_text("precious\n")
+    (tmp_path / "stage").mkdir()
+    (tmp_path / "staging").mkdir()
+    return tmp_path
 
 
 @pytest.fixture

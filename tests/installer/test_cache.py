@@ -16,13 +16,9 @@ DATA = b"bundle bytes" * 100
 SHA = hashlib.sha256(DATA).hexdigest()
 
 
-@pytest.fixture
-def cache(tmp_path: Path) -> Cache:
-    return Cache(tmp_path / "cache")
-
-
 @pytest.mark.parametrize(("value", "ok"), [(SHA, True), (SHA.upper(), False), ("sha256:" + SHA, False),
-                                           (SHA[:-1], False), (SHA[:-1] + "g", False), ("", False)])
+                                           (SHA[:-1], False), (SHA[:-1] + "g", False), ("", False)],
+                         ids=["hex", "upper-case", "prefixed", "short", "not-hex", "empty"])
 def test_is_sha256(value: str, ok: bool) -> None:
     assert is_sha256(value) is ok
 

@@ -129,15 +129,6 @@ def test_limits_allowance() -> None:
 
 # --- real hostile archives ---------------------------------------------------------------------------
 
-@pytest.fixture
-def area(tmp_path: Path) -> Path:
-    """tmp_path with a victim directory outside the destination, and the destination's parent."""
-    (tmp_path / "outside").mkdir()
-    (tmp_path / "outside" / "victim").write_text("precious\n")
-    (tmp_path / "stage").mkdir()
-    return tmp_path
-
-
 def _refused(area: Path, archive: Path, fragment: str, *, limits: ExtractLimits | None = None,
              error: type[Exception] = UnsafeArchive) -> Exception:
     before = snapshot(area)

@@ -37,15 +37,6 @@ ENTRIES = [E("dir", "pkg-1.0"), E("file", "pkg-1.0/libx.so", b"\x7fELF library",
 
 
 @pytest.fixture
-def area(tmp_path: Path) -> Path:
-    """tmp_path with ``outside/victim`` and ``staging/`` (whose ``lib`` the archive lands in)."""
-    (tmp_path / "outside").mkdir()
-    (tmp_path / "outside" / "victim").write_text("precious\n")
-    (tmp_path / "staging").mkdir()
-    return tmp_path
-
-
-@pytest.fixture
 def from_file(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     """The archives extracted from the verified file rather than as they streamed (a spy on
     ``extract_all``, which still runs)."""

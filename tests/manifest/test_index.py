@@ -28,11 +28,6 @@ DOC = "superfluid_toolchain-{v}.tar.gz.compat.json"
 
 
 @pytest.fixture(scope="module")
-def key() -> SecretKey:
-    return generate()
-
-
-@pytest.fixture(scope="module")
 def trusted(key: SecretKey) -> list[TrustedKey]:
     return [TrustedKey(key.public(), "test.pub")]
 

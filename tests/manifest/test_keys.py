@@ -22,11 +22,6 @@ from superfluid.manifest.minisign import BadKey, SecretKey, generate
 from superfluid.runtime.errors import BadFile, UsageError
 
 
-@pytest.fixture(scope="module")
-def key() -> SecretKey:
-    return generate()
-
-
 def test_a_public_key_reads_with_its_source(tmp_path: Path, key: SecretKey) -> None:
     path = tmp_path / "release.pub"
     path.write_text(key.public().to_text())

@@ -64,7 +64,7 @@ def releases(tmp_path_factory: pytest.TempPathFactory) -> Releases:
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def service_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     home = tmp_path_factory.mktemp("home")
     out = {k: v for k, v in os.environ.items() if not k.startswith("SUPERFLUID_") and "proxy" not in k.lower()}
     out.update(SUPERFLUID_HOME=str(home / "sf"), HOME=str(home))  # gunicorn keeps its control socket under HOME
@@ -111,9 +111,9 @@ def serve(source: str, env: Mapping[str, str], *flags: str) -> Served:
 
 
 @pytest.fixture(scope="module")
-def manifest_service(releases: Releases, env: dict[str, str]) -> Iterator[Served]:
+def manifest_service(releases: Releases, service_env: dict[str, str]) -> Iterator[Served]:
     """``superfluid-manifest serve`` over the release folders, for the whole module."""
-    served = serve(str(releases.root), env, "--key", str(releases.public))
+    served = serve(str(releases.root), service_env, "--key", str(releases.public))
     yield served
     assert served.stop() == 0
 
@@ -267,9 +267,9 @@ def _manifest(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess
 
 
 @pytest.fixture(scope="module")
-def exported(releases: Releases, env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
+def exported(releases: Releases, service_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("export") / "site"
-    done = _manifest(env, "export", "--source", str(releases.root), "--key", str(releases.public), str(out))
+    done = _manifest(service_env, "export", "--source", str(releases.root), "--key", str(releases.public), str(out))
     assert done.returncode == 0, done.stderr
     return out
 
@@ -287,16 +287,16 @@ def test_the_export_answers_the_same_bytes_at_the_same_paths(manifest_service: S
     assert "0.2.0" in (exported / "index.html").read_text()
 
 
-def test_export_again_replaces_its_own_and_nothing_else(releases: Releases, env: dict[str, str],
+def test_export_again_replaces_its_own_and_nothing_else(releases: Releases, service_env: dict[str, str],
                                                         exported: Path, tmp_path: Path) -> None:
     again = shutil.copytree(exported, tmp_path / "site")
     (again / "v1/releases/9.9.9.json").write_text("stale\n")
-    done = _manifest(env, "export", "--source", str(releases.root), "--key", str(releases.public), str(again))
+    done = _manifest(service_env, "export", "--source", str(releases.root), "--key", str(releases.public), str(again))
     assert done.returncode == 0 and not (again / "v1/releases/9.9.9.json").exists()
     other = tmp_path / "not-an-export"
     other.mkdir()
     (other / "precious").write_text("mine\n")
-    done = _manifest(env, "export", "--source", str(releases.root), str(other))
+    done = _manifest(service_env, "export", "--source", str(releases.root), str(other))
     assert done.returncode == 2 and "neither empty nor an earlier export" in done.stderr
     assert (other / "precious").read_text() == "mine\n" and len(list(other.iterdir())) == 1
 
@@ -307,8 +307,8 @@ def _sf(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_superfluid_compat_asks_the_service_and_a_static_export(manifest_service: Served, exported: Path,
-                                                                env: dict[str, str]) -> None:
-    done = _sf(env, "compat", "--service", manifest_service.url, "--runtime", "basert", "--abi", "2")
+                                                                service_env: dict[str, str]) -> None:
+    done = _sf(service_env, "compat", "--service", manifest_service.url, "--runtime", "basert", "--abi", "2")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("releases that drive basert ABI 2, newest first")
@@ -316,8 +316,8 @@ def test_superfluid_compat_asks_the_service_and_a_static_export(manifest_service
     assert "rejected by the service, never chosen:" in done.stdout and f"  {TAMPERED} (r0.2.1): " in done.stdout
     served = json.loads(get(manifest_service.url, "/v1/choose/llamacpp/build/b11642/linux-x64.json")[2])
     for url in (manifest_service.url, str(exported), exported.as_uri()):
-        done = _sf({**env, "SUPERFLUID_MANIFEST_URL": url}, "compat", "--runtime", "llamacpp", "--build", "b11642",
-                   "--platform", "linux-x64", "--json")
+        done = _sf({**service_env, "SUPERFLUID_MANIFEST_URL": url}, "compat", "--runtime", "llamacpp", "--build",
+                   "b11642", "--platform", "linux-x64", "--json")
         assert done.returncode == 0, done.stderr
         answer = json.loads(done.stdout)
         assert answer.pop("service").rstrip("/").endswith(urlsplit(url).path.rstrip("/")) and answer == served
@@ -340,16 +340,16 @@ def test_superfluid_compat_refuses_a_bad_question_before_asking(args: list[str],
     assert fragment in err and out == "", err
 
 
-def test_superfluid_compat_a_value_the_export_does_not_hold(exported: Path, env: dict[str, str]) -> None:
-    done = _sf(env, "compat", "--service", str(exported), "--runtime", "basert", "--abi", "7")
+def test_superfluid_compat_a_value_the_export_does_not_hold(exported: Path, service_env: dict[str, str]) -> None:
+    done = _sf(service_env, "compat", "--service", str(exported), "--runtime", "basert", "--abi", "7")
     assert done.returncode == 1 and "has no answer for basert ABI 7" in done.stderr and "Traceback" not in done.stderr
-    done = _sf(env, "compat", "--runtime", "basert", "--abi", "7")
+    done = _sf(service_env, "compat", "--runtime", "basert", "--abi", "7")
     assert done.returncode == 2 and "SUPERFLUID_MANIFEST_URL" in done.stderr
 
 
-def test_check_prints_the_table_and_exits_1_on_a_rejected_release(releases: Releases, env: dict[str, str],
+def test_check_prints_the_table_and_exits_1_on_a_rejected_release(releases: Releases, service_env: dict[str, str],
                                                                    tmp_path: Path) -> None:
-    done = _manifest(env, "check", "--source", str(releases.root), "--key", str(releases.public))
+    done = _manifest(service_env, "check", "--source", str(releases.root), "--key", str(releases.public))
     assert done.returncode == 1, done.stderr
     rows = done.stdout.splitlines()
     assert rows[0].split()[:3] == ["VERSION", "NAME", "SIGNED", ] and [r.split()[0] for r in rows[1:4]] == GOOD
@@ -357,7 +357,8 @@ def test_check_prints_the_table_and_exits_1_on_a_rejected_release(releases: Rele
     good = tmp_path / "good"
     for name in ("r0.1.0", "r0.2.0"):
         shutil.copytree(releases.root / name, good / name)
-    done = _manifest({**env, "SUPERFLUID_MANIFEST_SOURCE": str(good), "SUPERFLUID_MANIFEST_KEYS": str(releases.public)},
+    done = _manifest({**service_env, "SUPERFLUID_MANIFEST_SOURCE": str(good),
+                      "SUPERFLUID_MANIFEST_KEYS": str(releases.public)},
                      "check", "--json")
     assert done.returncode == 0 and [r["version"] for r in json.loads(done.stdout)["releases"]] == ["0.2.0", "0.1.0"]
 
@@ -370,7 +371,7 @@ def test_check_prints_the_table_and_exits_1_on_a_rejected_release(releases: Rele
     (["check", "--source", ".", "--key", "/nonexistent.pub"], 2, "--key /nonexistent.pub: no such file"),
     (["serve", "--source", ".", "--port", "many"], 2, "invalid int value"),
 ])
-def test_usage_errors_exit_2(env: dict[str, str], args: list[str], code: int, fragment: str,
+def test_usage_errors_exit_2(service_env: dict[str, str], args: list[str], code: int, fragment: str,
                             monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from superfluid.manifest.command import main
 
@@ -381,19 +382,20 @@ def test_usage_errors_exit_2(env: dict[str, str], args: list[str], code: int, fr
     assert fragment in err and "Traceback" not in err, err
 
 
-def test_usage_error_through_the_console_script(env: dict[str, str]) -> None:
-    done = _manifest(env, "serve")
+def test_usage_error_through_the_console_script(service_env: dict[str, str]) -> None:
+    done = _manifest(service_env, "serve")
     assert done.returncode == 2 and done.stderr.startswith("superfluid-manifest: --source is missing"), done.stderr
 
 
 # -- reloading, gunicorn, GitHub and mirror sources -------------------------------------------------
 
 
-def test_reloads_on_change_without_dropping_requests(releases: Releases, env: dict[str, str], tmp_path: Path) -> None:
+def test_reloads_on_change_without_dropping_requests(releases: Releases, service_env: dict[str, str],
+                                                     tmp_path: Path) -> None:
     root = tmp_path / "live"
     for name in ("r0.1.0", "r0.2.0"):
         shutil.copytree(releases.root / name, root / name)
-    served = serve(str(root), env, "--key", str(releases.public), "--ttl", "0.05")
+    served = serve(str(root), service_env, "--key", str(releases.public), "--ttl", "0.05")
     failures: list[str] = []
     seen: set[tuple[str, ...]] = set()
     stop = threading.Event()
@@ -431,10 +433,11 @@ def test_reloads_on_change_without_dropping_requests(releases: Releases, env: di
     assert {("0.2.0",), ("0.3.0", "0.2.0"), ("0.3.0",)} <= seen <= {("0.2.0",), ("0.3.0", "0.2.0"), ("0.3.0",)}
 
 
-def test_the_same_application_under_gunicorn(manifest_service: Served, releases: Releases, env: dict[str, str]) -> None:
+def test_the_same_application_under_gunicorn(manifest_service: Served, releases: Releases,
+                                             service_env: dict[str, str]) -> None:
     gunicorn = Served([str(VENV_BIN / "gunicorn"), "--workers", "2", "--bind", "127.0.0.1:0",
                        "--graceful-timeout", "5", "superfluid.manifest.service:app"],
-                      {**env, "SUPERFLUID_MANIFEST_SOURCE": str(releases.root),
+                      {**service_env, "SUPERFLUID_MANIFEST_SOURCE": str(releases.root),
                        "SUPERFLUID_MANIFEST_KEYS": str(releases.public)}, "Listening at: ")
     try:
         for path in ("/v1/releases.json", "/v1/releases/0.1.0.json", "/v1/choose/basert/abi/2.json",
@@ -458,11 +461,11 @@ def _publish(server: ReleaseServer, root: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", ["github", "mirror"])
-def test_github_and_mirror_sources(releases: Releases, env: dict[str, str], tmp_path: Path, kind: str) -> None:
+def test_github_and_mirror_sources(releases: Releases, service_env: dict[str, str], tmp_path: Path, kind: str) -> None:
     with ReleaseServer() as github:
         _publish(github, releases.root)
         source = f"github:{REPO}" if kind == "github" else f"{github.mirror_url}{REPO}/"
-        served = serve(source, {**env, "SUPERFLUID_HOME": str(tmp_path), "SUPERFLUID_GITHUB_API": github.url,
+        served = serve(source, {**service_env, "SUPERFLUID_HOME": str(tmp_path), "SUPERFLUID_GITHUB_API": github.url,
                                 "GITHUB_TOKEN": "t0ken"}, "--key", str(releases.public))
         try:
             answer = get_json(served.url, "/v1/releases")
@@ -481,12 +484,12 @@ def test_github_and_mirror_sources(releases: Releases, env: dict[str, str], tmp_
             assert not [r for r in github.requests_to(tarball) if r.path == tarball]  # the listing's digest is used
 
 
-def test_the_load_benchmark_runs_bounded(env: dict[str, str]) -> None:
+def test_the_load_benchmark_runs_bounded(service_env: dict[str, str]) -> None:
     """benchmarks/bench_manifest.py, small: both servers answer every request (scripts/bench runs it full)."""
     from tests.conftest import ROOT
 
     done = subprocess.run([str(VENV_BIN / "python"), str(ROOT / "benchmarks" / "bench_manifest.py"), "--requests", "90",
-                           "--clients", "6", "--json"], env=env, capture_output=True, text=True, timeout=120,
+                           "--clients", "6", "--json"], env=service_env, capture_output=True, text=True, timeout=120,
                           stdin=subprocess.DEVNULL, check=False)
     assert done.returncode == 0, done.stderr
     results = json.loads(done.stdout)["results"]

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from superfluid.runtime.completions import RequestRefused, Sampling, parse_chat, parse_completion
+from superfluid.runtime.completions import Sampling
 from superfluid.runtime.serving import Service, make_server
 
 EOS = 0
@@ -219,41 +219,6 @@ def test_a_shutdown_ends_a_stream_with_an_error_event() -> None:
     assert results[0][0] == 200 and got[-1] == "[DONE]"
     assert got[-2] == {"error": {"message": "the server is shutting down", "type": "server_error", "param": None,
                                  "code": None}}
-
-
-@pytest.mark.parametrize(("parse", "body", "param", "says"), [
-    (parse_chat, {"messages": []}, "messages", "'messages' must be a non-empty list"),
-    (parse_chat, {"messages": [{"content": "x"}]}, "messages", "'messages[0].role' must be a non-empty string"),
-    (parse_chat, {"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, "messages", "text parts only"),
-    (parse_chat, {"messages": [{"role": "user", "content": "x"}], "tools": [{}]}, "tools", "does not support it"),
-    (parse_chat, {"messages": [{"role": "user", "content": "x"}], "logprobs": True}, "logprobs", "does not support"),
-    (parse_completion, {"prompt": "x", "stream_options": 3}, "stream_options", "'stream_options' must be an object"),
-    (parse_completion, {"prompt": "x", "logprobs": 2}, "logprobs", "does not support it"),
-])
-def test_what_this_server_does_not_do_is_refused(parse: Any, body: dict[str, Any], param: str, says: str) -> None:
-    with pytest.raises(RequestRefused) as e:
-        parse(json.dumps(body).encode())
-    assert e.value.status == 400 and e.value.param == param and says in e.value.message
-
-
-def test_a_chats_max_tokens_defaults_to_the_context_and_takes_either_name() -> None:
-    chat = [{"role": "user", "content": "x"}]
-    assert parse_chat(json.dumps({"messages": chat}).encode()).max_tokens is None
-    assert parse_chat(json.dumps({"messages": chat, "max_tokens": 5}).encode()).max_tokens == 5
-    assert parse_chat(json.dumps({"messages": chat, "max_tokens": 5, "max_completion_tokens": 3}).encode()
-                      ).max_tokens == 3
-    assert parse_completion(b'{"prompt": "x"}').max_tokens == 16
-
-
-def test_an_unknown_chat_role_is_refused_naming_messages() -> None:
-    with pytest.raises(RequestRefused) as e:
-        parse_chat(json.dumps({"messages": [{"role": "user", "content": "x"}, {"role": "wizard", "content": "y"}]})
-                   .encode())
-    assert (e.value.status, e.value.param) == (400, "messages")
-    assert "'messages[1].role' \"wizard\" is not a role" in e.value.message
-    for role in ("system", "developer", "user", "assistant", "tool"):
-        assert parse_chat(json.dumps({"messages": [{"role": role, "content": "x"}]}).encode()).messages == (
-            (role, "x"),)
 
 
 def get(port: int, path: str) -> tuple[int, bytes]:

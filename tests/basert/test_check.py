@@ -1,0 +1,98 @@
+"""``runtime/basert/check``, in process: the devices an engine's budget means, the model part of a
+report, the flags of ``check`` and the report's verdict for each reference engine. (The worker's
+``check`` as a program, against its schema, is ``test_worker.py``.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from basert_helpers import lib_path
+
+from superfluid.runtime.basert.check import check_argv, check_report, devices, kv_bits_flag, lib_flag, model_report
+from superfluid.runtime.errors import UsageError
+
+
+class _Budget:
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+
+    def device_memory_budget(self) -> int:
+        return self.budget
+
+
+@pytest.mark.parametrize(("budget", "os_name", "want"), [
+    (0, "linux", []),
+    (-1, "macos", []),
+    (8 << 30, "macos", [{"backend": "Metal", "name": "Apple silicon GPU", "memory": 8 << 30}]),
+    (24 << 30, "linux", [{"backend": "CUDA", "name": "GPU", "memory": 24 << 30}]),
+])
+def test_devices_are_the_engines_budget(budget: int, os_name: str, want: list[dict[str, Any]]) -> None:
+    assert devices(_Budget(budget), os_name) == want  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("flags", "want"), [
+    ({}, None), ({"--basert-lib": "/a"}, "/a"), ({"--lib": "/b"}, "/b"), ({"--model": "m"}, None),
+])
+def test_lib_flag(flags: dict[str, str], want: str | None) -> None:
+    assert lib_flag(flags) == want
+
+
+def test_lib_flag_refuses_both_spellings() -> None:
+    with pytest.raises(UsageError, match="--basert-lib and --lib name the same library: give one"):
+        lib_flag({"--basert-lib": "/a", "--lib": "/b"})
+
+
+@pytest.mark.parametrize(("given", "want"), [(None, "0"), ("8", "8"), ("84", "84")])
+def test_kv_bits_flag(given: str | None, want: str) -> None:
+    assert kv_bits_flag({} if given is None else {"--kv-bits": given}) == want
+
+
+@pytest.mark.parametrize("bad", ["2", "eight", ""])
+def test_kv_bits_flag_refuses_what_the_declaration_lacks(bad: str) -> None:
+    with pytest.raises(UsageError, match="--kv-bits"):
+        kv_bits_flag({"--kv-bits": bad})
+
+
+@pytest.mark.parametrize(("content", "says"), [
+    pytest.param(b"GGUF\x03", "is not a baseRT model (it does not start with BASE)", id="another-format"),
+    pytest.param(None, "cannot read", id="absent"),
+])
+def test_a_model_that_is_not_one_is_said_why(tmp_path: Path, content: bytes | None, says: str) -> None:
+    path = tmp_path / "m.base"
+    if content is not None:
+        path.write_bytes(content)
+    report = model_report(None, str(path))
+    assert report["path"] == str(path) and says in report["reads"] and "facts" not in report
+
+
+def test_a_model_without_a_library_is_not_read(tiny_model: Path) -> None:
+    assert model_report(None, str(tiny_model))["reads"] == "not read: no usable libbaseRT here (see available)"
+
+
+@pytest.mark.parametrize(("variant", "code", "available", "stated"), [
+    pytest.param("0.4.0", 0, True, None, id="driven"),
+    pytest.param("0.5.0", 1, "states ABI 2; this superfluid drives ABI 1", {"version": "0.5.0", "abi": 2},
+                 id="another-abi-states-what-it-is"),
+    pytest.param("missing-symbol", 1, "lacks", None, id="not-baseRT"),
+])
+def test_the_report_of_each_engine(engines: Path, tiny_model: Path, tmp_path: Path, variant: str, code: int,
+                                   available: bool | str, stated: dict[str, Any] | None) -> None:
+    lib = str(lib_path(engines, variant))
+    report, got = check_report(str(tiny_model), lib, {"SUPERFLUID_HOME": str(tmp_path), "SUPERFLUID_HOST_OS": "linux"})
+    assert got == code and report.get("stated") == stated and report["named"] == "--basert-lib"
+    if available is True:
+        assert report["available"] is True and report["library"] == lib and report["devices"] == []
+        assert report["model"]["reads"] is True and report["model"]["sizing"]["trained_context"] > 0
+    else:
+        assert isinstance(report["available"], str) and available in report["available"]
+        assert report["model"]["reads"] == "not read: no usable libbaseRT here (see available)"
+
+
+def test_check_argv_names_the_flag_as_given(engines: Path, tmp_path: Path) -> None:
+    env = {"SUPERFLUID_HOME": str(tmp_path)}
+    report, code = check_argv(["--lib", str(lib_path(engines, "0.4.0")), "--kv-bits", "8"], env)
+    assert code == 0 and report["named"] == "--lib" and "model" not in report
+    with pytest.raises(UsageError, match="unknown flag --threads"):
+        check_argv(["--threads", "2"], env)

@@ -1,0 +1,126 @@
+"""``runtime/mlx/worker``: where the MLX environment is looked for, why MLX cannot run here, and the
+``check`` report — each environment a real directory whose ``bin/python`` is a script that answers
+the MLX probe as a real one would (MLX itself is never imported)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from superfluid.runtime.errors import UsageError
+from superfluid.runtime.mlx.worker import check_report, environment, find_venv, main, parse_check_args
+
+MAC = {"SUPERFLUID_HOST_OS": "macos", "SUPERFLUID_HOST_ARCH": "arm64"}
+GOOD = {"python": "3.12", "mlx": "0.29.3", "mlx_lm": "0.28.2", "metal": True, "device": "Apple M3", "memory": 1 << 34}
+
+
+def venv(path: Path, answer: str | None = None, *, code: int = 0, stderr: str = "") -> Path:
+    """An environment at ``path`` whose ``bin/python`` prints ``answer`` (the probe's JSON line)."""
+    (path / "bin").mkdir(parents=True)
+    python = path / "bin" / "python"
+    python.write_text(f"#!{sys.executable}\nimport sys\nprint({answer!r} if {answer!r} is not None else '')\n"
+                      f"sys.stderr.write({stderr!r})\nsys.exit({code})\n")
+    python.chmod(0o755)
+    return path
+
+
+def test_check_args() -> None:
+    assert parse_check_args(["--model", "/m", "--prefill-chunk", "256"]) == ("/m", {"prefill-chunk": 256})
+    with pytest.raises(UsageError, match=r"--threads: no such option \(this runtime takes: venv, prefill-chunk, "):
+        parse_check_args(["--threads", "2"])
+
+
+def test_find_venv_order_and_what_was_looked_at(tmp_path: Path) -> None:
+    flag, var, active = venv(tmp_path / "flag", "{}"), venv(tmp_path / "var", "{}"), venv(tmp_path / "act", "{}")
+    env = {"SUPERFLUID_MLX_VENV": str(var), "VIRTUAL_ENV": str(active)}
+    worker = str(tmp_path / "elsewhere" / "bin" / "superfluid-worker-mlx")
+    assert find_venv({"venv": str(flag)}, env, worker) == (str(flag), [str(flag), str(var), str(active)])
+    assert find_venv({}, env, worker) == (str(var), [str(var), str(active)])
+    assert find_venv({"venv": str(tmp_path / "none")}, {"VIRTUAL_ENV": str(active)}, worker) == (
+        str(active), [str(tmp_path / "none"), str(active)])
+    assert find_venv({}, {}, worker) == (None, [])
+
+
+def test_an_installs_own_env_is_used_only_beside_its_receipt(tmp_path: Path) -> None:
+    install = tmp_path / "runtimes" / "mlx" / "0.29.3-metal"
+    venv(install / "env", "{}")
+    worker = str(install / "bin" / "superfluid-worker-mlx")
+    assert find_venv({}, {}, worker) == (None, [])  # no receipt: not an install
+    (install / "runtime.json").write_text("{}")
+    assert find_venv({}, {}, worker) == (str(install / "env"), [str(install / "env")])
+
+
+def test_environment_says_why_there_is_none(tmp_path: Path) -> None:
+    assert environment({}, {"SUPERFLUID_HOST_OS": "linux", "SUPERFLUID_HOST_ARCH": "x64"}) == (
+        None, "MLX runs on Apple silicon only (macos-arm64); this is Linux x64")
+    none, why = environment({}, MAC, str(tmp_path / "bin" / "w"))
+    assert none is None and why == ("the mlx runtime is not installed: no MLX environment here (looked at: no --venv, "
+                                    "no install, no SUPERFLUID_MLX_VENV or VIRTUAL_ENV): install it with "
+                                    "`superfluid runtime install mlx`")
+    _, why = environment({"venv": str(tmp_path / "gone")}, MAC, str(tmp_path / "bin" / "w"))
+    assert f"(looked at: {tmp_path / 'gone'})" in why
+
+
+@pytest.mark.parametrize(("answer", "code", "stderr", "available"), [
+    pytest.param(json.dumps(GOOD), 0, "", True, id="ready"),
+    pytest.param(json.dumps({**GOOD, "python": "3.11"}), 0, "", "runs Python 3.11, and the MLX runtime installs "
+                 "Python 3.12: `superfluid runtime repair mlx` reinstalls it", id="another-python"),
+    pytest.param(json.dumps({**GOOD, "metal": False}), 0, "", "finds no Metal device", id="no-metal"),
+    pytest.param(None, 1, "ModuleNotFoundError: No module named 'mlx'\n",
+                 "cannot import mlx and mlx-lm (ModuleNotFoundError: No module named 'mlx')", id="no-mlx"),
+    pytest.param(None, 3, "", "cannot import mlx and mlx-lm (exit 3)", id="silent-failure"),
+    pytest.param("not json", 0, "", "answered the MLX probe with something other than JSON", id="not-json"),
+    pytest.param("[1]", 0, "", "answered the MLX probe with [1]", id="not-an-object"),
+])
+def test_the_check_report(tmp_path: Path, answer: str | None, code: int, stderr: str,
+                          available: bool | str) -> None:
+    env = venv(tmp_path / "env", answer, code=code, stderr=stderr)
+    report, exit_code = check_report(["--venv", str(env)], MAC)
+    assert report["platforms"] == ["macos-arm64"] and report["formats"][0]["id"] == "mlx"
+    if available is True:
+        assert exit_code == 0 and report["available"] is True
+        assert report["runtime"]["version"] == "mlx 0.29.3 mlx-lm 0.28.2"
+        assert report["devices"] == [{"backend": "Metal", "name": "Apple M3", "memory": 1 << 34}]
+    else:
+        assert exit_code == 1 and isinstance(report["available"], str) and available in report["available"]
+        assert report["runtime"]["version"] is None and report["devices"] == []
+
+
+@pytest.mark.parametrize(("make", "reads"), [
+    pytest.param(lambda p: (p.mkdir(), (p / "config.json").write_text("{}"), (p / "w.safetensors").write_text("")),
+                 True, id="a-model"),
+    pytest.param(lambda p: p.write_text("x"), "is not a directory; an MLX model is a directory", id="a-file"),
+    pytest.param(lambda p: (p.mkdir(), (p / "w.safetensors").write_text("")), "holds no config.json", id="no-config"),
+    pytest.param(lambda p: (p.mkdir(), (p / "config.json").write_text("{}")), "holds no .safetensors weights",
+                 id="no-weights"),
+])
+def test_the_model_part(tmp_path: Path, make: Any, reads: bool | str) -> None:
+    env = venv(tmp_path / "env", json.dumps(GOOD))
+    model = tmp_path / "model"
+    make(model)
+    report, code = check_report(["--venv", str(env), "--model", str(model)], MAC)
+    got = report["model"]["reads"]
+    assert (got is True) if reads is True else (isinstance(got, str) and reads in got)
+    assert code == (0 if reads is True else 1)
+
+
+def test_version_and_check_as_the_worker_answers(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    env = venv(tmp_path / "env", json.dumps(GOOD))
+    for k, v in MAC.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("SUPERFLUID_MLX_VENV", raising=False)
+    monkeypatch.setenv("VIRTUAL_ENV", str(env))
+    assert main(["version"]) == 0 and capsys.readouterr().out == "mlx 0.29.3 mlx-lm 0.28.2\n"
+    assert main(["check"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and json.loads(out)["available"] is True
+    monkeypatch.setenv("SUPERFLUID_HOST_OS", "linux")
+    assert main(["version"]) == 1
+    assert capsys.readouterr().err == ("superfluid-worker-mlx: MLX runs on Apple silicon only (macos-arm64); this is "
+                                       f"Linux {os.environ['SUPERFLUID_HOST_ARCH']}\n")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from superfluid.runtime.errors import BadFile, UsageError
 
 if TYPE_CHECKING:  # the parser of every command adds this module's flags: it imports little
+    from superfluid.installer.manifest_trust import Trust
     from superfluid.runtime.planning import Driven
 
 __all__ = ["add_flags", "driven_for", "RELEASES_REPO"]
@@ -40,6 +41,9 @@ def add_flags(p: argparse.ArgumentParser) -> None:
                        help="also trust this minisign public key for --for (repeatable)")
     if not any(a.dest == "require_signature" for a in p._actions):
         p.add_argument("--require-signature", action="store_true", help="refuse a --for document with no signature")
+    from superfluid.commands.trust_flags import add_flags as add_trust_flags
+
+    add_trust_flags(p)  # --for VERSION asks the manifest service
 
 
 def _is_version(value: str) -> bool:
@@ -79,21 +83,19 @@ def _warn_unsigned(signature: str, where: str) -> None:
                          "(--require-signature refuses it)\n")
 
 
-def _from_service(url: str, version: str, **verify: Any) -> Driven:
-    """The release's document and signature as the manifest service answers them.
+def _from_service(url: str, version: str, trust: Trust, **verify: Any) -> Driven:
+    """The release's document and signature as the manifest service answers them, fetched fresh
+    through its TUF metadata (``installer.manifest_trust``; unchecked with ``--insecure-no-freshness``).
 
     Raises:
         ReleaseNotFound-like DownloadError: the service has no such release (404) or fails.
+        FreshnessError, NotListed, NoTrustRoot: its answer is refused.
         BadFile: the answer is not the service's shape.
     """
-    from superfluid.installer.fetcher import RequestsFetcher
+    from superfluid.installer.manifest_trust import fetch_answer
 
     where = f"{url.rstrip('/')}/v1/releases/{version}.json"  # served by the service and by a static export
-    fetcher = RequestsFetcher(plain_http_origins=[url])
-    try:
-        _, body = fetcher.get_bytes(where, max_bytes=_MAX_BYTES)
-    finally:
-        fetcher.close()
+    body = fetch_answer(url.rstrip("/") + "/", f"v1/releases/{version}.json", trust, max_bytes=_MAX_BYTES).body
     try:
         answer = json.loads(body)
         document = answer["document"].encode("utf-8")
@@ -156,5 +158,7 @@ def driven_for(args: argparse.Namespace, environ: Mapping[str, str]) -> Driven |
         return replace(driven, compat_sha256=digest)
     service = environ.get("SUPERFLUID_MANIFEST_URL")
     if service:
-        return _from_service(service, value, **verify)
+        from superfluid.commands.trust_flags import trust_from
+
+        return _from_service(service, value, trust_from(args, environ), **verify)
     return _from_github(value, environ, **verify)

@@ -48,13 +48,19 @@ class RollbackRefused(FreshnessError):
         self.seen = seen
 
 
+_RESIGN = {"root": "its operator renews the root (superfluid-manifest rotate-root)",
+           "timestamp": "its operator re-signs it (superfluid-manifest refresh-timestamp, a cron job)",
+           "snapshot": "its operator exports the index again (superfluid-manifest export --tuf-keys)",
+           "targets": "its operator exports the index again (superfluid-manifest export --tuf-keys)"}
+
+
 class FreezeRefused(FreshnessError):
     """``role``'s metadata expired at ``expires``: nobody re-signs the index the service answers."""
 
     def __init__(self, service: str, role: str, expires: str, now: str) -> None:
         super().__init__(service, f"{role} expired at {expires} (now {now}): {service} answers an index that is no "
                                   "longer re-signed (an indefinite freeze), refused", role=role,
-                         fix="its operator re-signs it (superfluid-manifest refresh-timestamp, a cron job)")
+                         fix=_RESIGN.get(role, _RESIGN["timestamp"]))
         self.expires = expires
 
 

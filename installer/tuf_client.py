@@ -17,13 +17,13 @@ imports ``tuf``; it is imported only when an answer is fetched so (``manifest_tr
 
 from __future__ import annotations
 
+import datetime
 import fcntl
 import io
 import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from typing import IO, Any
 from urllib.parse import quote
 
@@ -91,8 +91,8 @@ def _parse(data: bytes | None) -> Any:
         return None
 
 
-def _stamp(when: datetime) -> str:
-    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _stamp(when: datetime.datetime) -> str:
+    return when.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class _Words:
@@ -166,7 +166,8 @@ class _Words:
         role = found[1] if found else self.fetched_role
         signed = self.signed(role)
         expires = _stamp(signed.expires) if signed is not None else "?"
-        return FreezeRefused(self.service, role, expires, _stamp(datetime.now(timezone.utc)))
+        now = datetime.datetime.now(datetime.timezone.utc)  # the clock the check read
+        return FreezeRefused(self.service, role, expires, _stamp(now))
 
     def _version(self, e: Exception, role: str, url: str) -> SuperfluidError:
         remote, local = self.remote(), self.local(role)

@@ -129,7 +129,8 @@ def run(args: argparse.Namespace) -> int:
     out = _out(args.out)
     if args.command == "refresh-timestamp":
         version = refresh_timestamp(out, read_keys(args.tuf_keys), expiry)
-        sys.stdout.write(f"timestamp version {version} signed in {out / 'metadata'}, valid until {_until(expiry.timestamp)}\n")
+        until = _until(expiry.timestamp)
+        sys.stdout.write(f"timestamp version {version} signed in {out / 'metadata'}, valid until {until}\n")
         return 0
     old = read_keys(args.tuf_keys)
     version = rotate_root(out, old, read_keys(args.to) if args.to else old, expiry)

@@ -4,7 +4,9 @@
   the WSGI application (``manifest.service``) under the standard library's threaded server, for
   local use (scale out with any WSGI server: ``gunicorn superfluid.manifest.service:app``);
 - ``export --source SRC [--key PUB]... OUT_DIR``: every answer as a static file;
-- ``check --source SRC [--key PUB]... [--json]``: verify every release and print the table.
+- ``check --source SRC [--key PUB]... [--json]``: verify every release and print the table;
+- TUF: ``keys init DIR``, ``export ... --tuf-keys DIR``, ``refresh-timestamp``, ``rotate-root``,
+  ``serve ... --tuf-repo DIR [--tuf-keys DIR]`` (``manifest.tuf_command``).
 
 ``SRC`` defaults to ``$SUPERFLUID_MANIFEST_SOURCE``; the trusted keys are the package's, the files
 in ``$SUPERFLUID_MANIFEST_KEYS`` and each ``--key``. Exit codes: 0 done; 1 the source cannot be
@@ -22,6 +24,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from superfluid.manifest import tuf_command
 from superfluid.manifest.command_line import Parser
 from superfluid.runtime.errors import SuperfluidError, UsageError, guarded
 
@@ -50,12 +53,15 @@ def _parser() -> argparse.ArgumentParser:
                    "(default 1 for a directory, 60 for a URL)")
     p.add_argument("--max-age", type=int, default=60, metavar="S", help="Cache-Control max-age of answers (default 60)")
     p.add_argument("--quiet", action="store_true", help="log no request")
+    tuf_command.add_flags(p, serve=True)
     p = sub.add_parser("export", help="write every answer as a static file under OUT_DIR")
     _common(p)
+    tuf_command.add_flags(p)
     p.add_argument("out", metavar="OUT_DIR")
     p = sub.add_parser("check", help="verify every release and print the table (exit 1 if any is rejected)")
     _common(p)
     p.add_argument("--json", action="store_true", help="print /v1/releases's answer")
+    tuf_command.add_commands(sub)
     return top
 
 
@@ -148,11 +154,15 @@ def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     """
     from superfluid.manifest.service import Service, ServiceConfig
 
+    if args.command in tuf_command.COMMANDS:
+        return tuf_command.run(args)
+    sign = tuf_command.signer_for_export(args) if args.command == "export" else None
     source, keys = _setup(args, environ)
     config = ServiceConfig(ttl=getattr(args, "ttl", None), max_age=getattr(args, "max_age", 60))
     if config.max_age < 0 or (config.ttl is not None and config.ttl < 0):
         raise UsageError("--ttl and --max-age must not be negative")
-    service = Service(source, keys, config)
+    live = tuf_command.live_for_serve(args, environ) if args.command == "serve" else None
+    service = Service(source, keys, config, tuf=live)
     index = service.load()
     if args.command == "serve":
         return _serve(args, service)
@@ -160,7 +170,7 @@ def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     if args.command == "export":
         from superfluid.manifest.export import export
 
-        written = export(index, args.out)
+        written = export(index, args.out, sign=sign)
         sys.stdout.write(f"{len(written)} files written to {args.out} ({len(index.releases)} releases, "
                          f"{len(index.rejected)} rejected)\n")
         return 0

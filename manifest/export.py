@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from superfluid.manifest.answers import render
@@ -51,8 +52,12 @@ def _check_target(out: Path) -> None:
                          f"its own: name a new or empty directory")
 
 
-def export(index: Index, out: str | os.PathLike[str]) -> list[Path]:
+def export(index: Index, out: str | os.PathLike[str], *, sign: Callable[[Path, Path], list[Path]] | None = None
+           ) -> list[Path]:
     """Write every answer of ``index`` under ``out``; the files written, relative to it.
+
+    ``sign(stage, out)``, when given, adds to the staged tree before it replaces ``out`` (the TUF
+    metadata, ``manifest.tuf_repository.sign_export``) and answers the files it wrote.
 
     Raises:
         UsageError: ``out`` holds something that is not an earlier export.
@@ -71,6 +76,8 @@ def export(index: Index, out: str | os.PathLike[str]) -> list[Path]:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(render(index, route).data)
                 written.append(Path(rel))
+            if sign is not None:
+                written += sign(stage, target)
             for d in [stage, *(p for p in stage.rglob("*") if p.is_dir())]:
                 d.chmod(0o755)  # mkdtemp's 0700 would hide the export from a web server's user
             old = None

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from superfluid.manifest.answers import JSON, Body, encode, error_body, render
 from superfluid.manifest.index import Index, build_index
@@ -43,6 +43,9 @@ from superfluid.manifest.keys import TrustedKey
 from superfluid.manifest.routes import Health, Route, RouteError, parse_route
 from superfluid.manifest.sources import ManifestSource
 from superfluid.runtime.errors import SuperfluidError, UsageError
+
+if TYPE_CHECKING:
+    from superfluid.manifest.tuf_live import LiveRepository
 
 __all__ = ["ServiceConfig", "Service", "app", "keys_from", "from_environment", "ENV_SOURCE", "ENV_KEYS", "ENV_TTL",
            "ENV_MAX_AGE"]
@@ -102,11 +105,13 @@ class Service:
         keys: the trusted keys; with any, every release must be signed by one.
         config: the TTL and ``max-age``.
         clock: monotonic seconds (tests pass their own).
+        tuf: the TUF repository ``/metadata/`` answers and each new index is published to, or None.
     """
 
     def __init__(self, source: ManifestSource, keys: Sequence[TrustedKey], config: ServiceConfig | None = None,
-                 *, clock: Callable[[], float] = time.monotonic) -> None:
+                 *, clock: Callable[[], float] = time.monotonic, tuf: LiveRepository | None = None) -> None:
         self.source = source
+        self.tuf = tuf
         self.keys = tuple(keys)
         self.config = config or ServiceConfig()
         self.ttl = self.config.ttl if self.config.ttl is not None else source.ttl
@@ -134,6 +139,8 @@ class Service:
             snapshot = self.source.snapshot()
             if force or current is None or snapshot.stamp != current.index.stamp:
                 index = build_index(snapshot, self.keys)
+                if self.tuf is not None:
+                    self.tuf.publish(index)
                 self._loaded = _Loaded(index, time.time())
                 if current is not None:
                     log.info("%s changed: %d releases verified, %d rejected", self.source.describe(),
@@ -175,6 +182,9 @@ class Service:
 
     def answer(self, path: str, query: str = "") -> tuple[Body, str | None, str]:
         """The answer to a GET: the body, its ETag (None for errors and ``/health``) and ``Cache-Control``."""
+        if self.tuf is not None and path.startswith("/metadata/"):
+            self.current()  # a changed source is signed before its metadata is answered
+            return self.tuf.answer(path)
         try:
             route = parse_route(path, query)
         except RouteError as e:
@@ -269,7 +279,9 @@ def from_environment(environ: Mapping[str, str]) -> Service:
     named = [p for p in environ.get(ENV_KEYS, "").split(os.pathsep) if p.strip()]
     max_age = _seconds(environ, ENV_MAX_AGE)
     config = ServiceConfig(ttl=_seconds(environ, ENV_TTL), max_age=int(max_age) if max_age is not None else 60)
-    return Service(source_from(spec, environ), keys_from(named), config)
+    from superfluid.manifest.tuf_live import live_from_environment
+
+    return Service(source_from(spec, environ), keys_from(named), config, tuf=live_from_environment(environ))
 
 
 class _FromEnvironment:

@@ -84,15 +84,19 @@ HELP: dict[str, Help] = {
         "release's compat.json read from a file or URL, its .minisig verified against the trusted keys "
         "(the package's, $SUPERFLUID_HOME/keys/*.pub, each --key) before it is read. With --service URL (or "
         "$SUPERFLUID_MANIFEST_URL) and --runtime: which superfluid releases drive an engine, newest first with "
-        "why, asked of a compat manifest service or its static export (docs/manifest-service.md).",
+        "why, asked of a compat manifest service or its static export (docs/manifest-service.md), each answer "
+        "checked fresh against the service's TUF metadata from a root given once (--trust-root FILE or "
+        "$SUPERFLUID_MANIFEST_ROOT; kept in $SUPERFLUID_HOME/trust): a rolled-back, frozen, mixed or forged index "
+        "is refused; --insecure-no-freshness asks unchecked.",
         ("superfluid compat --json > superfluid.compat.json",
          "superfluid compat --release https://example.org/r/superfluid-0.2.0.compat.json --require-signature",
-         "superfluid compat --service https://manifest.example.org --runtime basert --abi 2",
+         "superfluid compat --service https://manifest.example.org --runtime basert --abi 2 --trust-root 1.root.json",
          "superfluid compat --service ./site --runtime llamacpp --build b11549 --platform linux-x64 --json"),
         _exits(_0="the document is complete (or --release was read: verified, or unsigned with a warning; or "
                   "--service answered)",
                _1="a runtime gave no answer, --release could not be read, verified or validated, or --service "
-                  "could not be asked"),
+                  "could not be asked or its answer was refused (a rollback, a freeze, mix-and-match, a forged "
+                  "or tampered index)"),
     ),
     "runtime": Help(
         "install and manage runtimes",

@@ -69,6 +69,12 @@ def _for_flags(p: argparse.ArgumentParser) -> None:
     add_flags(p)
 
 
+def _trust_flags(p: argparse.ArgumentParser) -> None:
+    from superfluid.commands.trust_flags import add_flags
+
+    add_flags(p)
+
+
 def _lock_parsers(sub: Any) -> None:
     p = sub.add_parser("lock", help="pin the engine builds of a fleet in superfluid.lock")
     p.add_argument("--runtime", action="append", metavar="ID", help="lock this runtime (repeatable; default: all)")
@@ -138,6 +144,7 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     if "compat" in named:
         _question_flags(p)
     p.add_argument("--platform", metavar="P", help="with --service: on this platform (e.g. linux-x64)")
+    _trust_flags(p)
     runtime = sub.add_parser("runtime", help="install and manage runtimes")
     rsub = runtime.add_subparsers(dest="sub", parser_class=_Parser, required=True)
     _install_flags(rsub.add_parser("install", help="fetch, verify and install a runtime"))

@@ -4,7 +4,8 @@
 The URL is ``--service``, else ``$SUPERFLUID_MANIFEST_URL``: the service (``superfluid-manifest
 serve``, or the application under any WSGI server) or a static export of it on any static host
 (or a local directory). The question is checked before anything is fetched (exit 2), then asked at
-its ``.json`` path (``manifest.routes``), which both answer; the answer is validated against
+its ``.json`` path (``manifest.routes``), which both answer, as a TUF target checked fresh
+(``installer.manifest_trust``; ``--insecure-no-freshness`` asks unchecked); the answer is validated against
 ``schemas/manifest-choose.schema.json`` and printed: the releases that drive it newest first with
 why, the others with why, and the ones the service rejected (never chosen). The rules are the
 service's; nothing is judged here.
@@ -64,24 +65,6 @@ def _base(url: str) -> str:
     return Path(url).resolve().as_uri() + "/"
 
 
-def _ask(base: str, path: str) -> tuple[int, bytes]:
-    """GET ``base`` + ``path`` through the installer's fetcher: (status, body); 404 is an answer.
-
-    Raises:
-        DownloadError: the service could not be reached, or answered another error.
-    """
-    from superfluid.installer.sources import fetcher_for
-
-    url = base + path.lstrip("/")
-    fetcher = fetcher_for(url, plain_http=True)  # the user named the service: plain http is theirs to choose
-    try:
-        response, body = fetcher.get_bytes(url, max_bytes=_MAX_BYTES, accept=(400, 404),
-                                           headers={"Accept": "application/json"})
-    finally:
-        fetcher.close()
-    return response.status, body
-
-
 def _not_answered(base: str, route: Any, status: int, body: bytes) -> SuperfluidError:
     from superfluid.runtime.jsonread import UntrustedJson, loads
 
@@ -130,7 +113,11 @@ def run(args: argparse.Namespace) -> int:
     if not url:
         raise UsageError(f"--runtime asks a compat manifest service: give --service URL (or set {ENV_URL})")
     base = _base(url)
-    status, body = _ask(base, route.path)
+    from superfluid.commands.trust_flags import trust_from
+    from superfluid.installer.manifest_trust import fetch_answer
+
+    got = fetch_answer(base, route.path, trust_from(args, os.environ), max_bytes=_MAX_BYTES, accept=(400, 404))
+    status, body = got.status, got.body
     if status != 200:
         raise _not_answered(base, route, status, body)
     where = base + route.path.lstrip("/")
@@ -140,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         raise BadFile(where, f"is not JSON ({e.detail})") from None
     validate(answer, "manifest-choose", where)
     if args.json:
-        print_json({**answer, "service": base})
+        print_json({**answer, "service": base, "freshness": got.freshness})
     else:
         sys.stdout.write(_text(answer, base))
     return 0

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from superfluid.runtime.errors import BadFile, UsageError
 
 if TYPE_CHECKING:  # the parser of every command adds this module's flags: it imports little
+    from superfluid.installer.manifest_trust import Trust
     from superfluid.runtime.planning import ForRelease
 
 __all__ = ["add_flags", "release_for", "RELEASES_REPO"]
@@ -39,6 +40,9 @@ def add_flags(p: argparse.ArgumentParser) -> None:
                        help="also trust this minisign public key for --for (repeatable)")
     if not any(a.dest == "require_signature" for a in p._actions):
         p.add_argument("--require-signature", action="store_true", help="refuse a --for document with no signature")
+    from superfluid.commands.trust_flags import add_flags as add_trust_flags
+
+    add_trust_flags(p)  # --for VERSION asks the manifest service
 
 
 def _is_version(value: str) -> bool:
@@ -78,22 +82,20 @@ def _warn_unsigned(signature: str, where: str) -> None:
                          "(--require-signature refuses it)\n")
 
 
-def _from_service(url: str, version: str, **verify: Any) -> ForRelease:
-    """The release's document and signature as the manifest service answers them.
+def _from_service(url: str, version: str, trust: Trust, **verify: Any) -> ForRelease:
+    """The release's document and signature as the manifest service answers them, fetched fresh
+    through its TUF metadata (``installer.manifest_trust``; unchecked with ``--insecure-no-freshness``).
 
     Raises:
         ReleaseNotFound-like DownloadError: the service has no such release (404) or fails.
+        FreshnessError, NotListed, NoTrustRoot: its answer is refused.
         BadFile: the answer is not the service's shape.
     """
-    from superfluid.installer.fetcher import RequestsFetcher
+    from superfluid.installer.manifest_trust import fetch_answer
     from superfluid.runtime.jsonread import UntrustedJson, loads
 
     where = f"{url.rstrip('/')}/v1/releases/{version}.json"  # served by the service and by a static export
-    fetcher = RequestsFetcher(plain_http_origins=[url])
-    try:
-        _, body = fetcher.get_bytes(where, max_bytes=_MAX_BYTES)
-    finally:
-        fetcher.close()
+    body = fetch_answer(url.rstrip("/") + "/", f"v1/releases/{version}.json", trust, max_bytes=_MAX_BYTES).body
     try:
         answer = loads(body, max_bytes=_MAX_BYTES)
         document = answer["document"].encode("utf-8")
@@ -157,5 +159,7 @@ def release_for(args: argparse.Namespace, environ: Mapping[str, str]) -> ForRele
         return replace(named, compat_sha256=digest)
     service = environ.get("SUPERFLUID_MANIFEST_URL")
     if service:
-        return _from_service(service, value, **verify)
+        from superfluid.commands.trust_flags import trust_from
+
+        return _from_service(service, value, trust_from(args, environ), **verify)
     return _from_github(value, environ, **verify)

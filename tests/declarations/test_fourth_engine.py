@@ -238,11 +238,13 @@ def test_the_manifest_chooses_by_its_question(tree: Tree) -> None:
     check = tree.run("check", "--source", str(folder.parent), module="superfluid.manifest.command")
     assert check.returncode == 0 and "TOY" in check.stdout.splitlines()[0], check.stderr
     # the face asks the export by the flag the adapter's question declares
-    asked = tree.json("compat", "--service", str(site), "--runtime", ID, "--tag", "t3", "--json")
+    asked = tree.json("compat", "--service", str(site), "--runtime", ID, "--tag", "t3", "--json",
+                      "--insecure-no-freshness")
     assert [r["by"] for r in asked["drives"]] == ["tested"]
-    others = tree.json("compat", "--service", str(site), "--runtime", ID, "--tag", "t9", "--json", code=1)
+    others = tree.json("compat", "--service", str(site), "--runtime", ID, "--tag", "t9", "--json",
+                       "--insecure-no-freshness", code=1)
     assert "has no answer for toy tag t9" in others["error"]["message"]
-    done = tree.run("compat", "--service", str(site), "--runtime", ID, "--tag", "7")
+    done = tree.run("compat", "--service", str(site), "--runtime", ID, "--tag", "7", "--insecure-no-freshness")
     assert done.returncode == 2 and "--tag: tag '7' is malformed: expected a toy tag, e.g. t7" in done.stderr
     assert "--tag T" in tree.run("compat", "--help").stdout
 

@@ -60,6 +60,9 @@ CASES = [
     pytest.param(["runtime", "check", "llamacpp", "--n-gpu-layers"], "", set(), id="a-number-offers-nothing"),
     pytest.param(["completion"], "", {"bash", "zsh", "fish"}, id="completion-shells"),
     pytest.param(["compat"], "--re", {f for f in _flags("compat") if f.startswith("--re")}, id="compat-flags"),
+    pytest.param(["runtime", "install", "basert"], "--tr", {"--trust-root"}, id="trust-root-flag"),
+    pytest.param(["compat", "--service", "sub", "--trust-root"], "", "files", id="trust-root-takes-a-file"),
+    pytest.param(["lock"], "--ins", {"--insecure-no-freshness"}, id="insecure-no-freshness-flag"),
 ]
 
 

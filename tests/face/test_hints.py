@@ -93,10 +93,13 @@ def _option_spellings() -> set[str]:
 
 
 def _all_flags() -> set[str]:
+    from superfluid.manifest.command import _parser as manifest_parser  # its hints name its own flags
+
     flags = set(_option_spellings()) | {"--model"}
-    for _, p in walk(parser()):
-        for action in p._actions:
-            flags |= set(action.option_strings)
+    for top in (parser(), manifest_parser()):
+        for _, p in walk(top):
+            for action in p._actions:
+                flags |= set(action.option_strings)
     return flags
 
 

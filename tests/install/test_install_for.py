@@ -151,8 +151,11 @@ def test_lock_for_a_document_locks_what_that_release_drives(cli_home: Home, serv
     assert [e["version"] for e in tomllib.loads(ours.read_text())["engine"]] == ["0.4.0"]
 
 
+@pytest.mark.parametrize("tuf", [False, True], ids=["unchecked", "tuf"])
 def test_for_version_through_a_running_manifest_service(cli_home: Home, server: ReleaseServer, tmp_path: Path,
-                                                       key: minisign.SecretKey) -> None:
+                                                       key: minisign.SecretKey, tuf: bool) -> None:
+    """Unchecked (``--insecure-no-freshness``), and through the service's own TUF metadata: it signs
+    its index with the online keys (``--tuf-repo``, ``--tuf-keys``), the client trusts its root."""
     import signal
 
     from tests.manifest.release_folders import base_document, vary, write_release
@@ -162,8 +165,16 @@ def test_for_version_through_a_running_manifest_service(cli_home: Home, server: 
     write_release(root, "0.8.0", vary(base_document(), "0.8.0"), key)
     pub = tmp_path / "release.pub"
     pub.write_text(key.public().to_text())
+    signing: list[str] = []
+    trust = ["--insecure-no-freshness"]
+    if tuf:
+        keys, repo = tmp_path / "tuf-keys", tmp_path / "tuf-repo"
+        subprocess.run([str(VENV_BIN / "superfluid-manifest"), "keys", "init", str(keys)], check=True,
+                       capture_output=True, timeout=60)
+        signing, trust = ["--tuf-repo", str(repo), "--tuf-keys", str(keys)], []
+        cli_home.env["SUPERFLUID_MANIFEST_ROOT"] = str(repo / "metadata" / "1.root.json")
     proc = subprocess.Popen([str(VENV_BIN / "superfluid-manifest"), "serve", "--source", str(root), "--port", "0",
-                             "--quiet", "--key", str(pub)], env=cli_home.env, stdin=subprocess.DEVNULL,
+                             "--quiet", "--key", str(pub), *signing], env=cli_home.env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None
@@ -174,11 +185,11 @@ def test_for_version_through_a_running_manifest_service(cli_home: Home, server: 
         assert "serving on " in line, lines
         cli_home.env["SUPERFLUID_MANIFEST_URL"] = line.split("serving on ", 1)[1].split()[0]
         for version, expect in (("0.9.0", "0.5.0"), ("0.8.0", "0.4.0")):
-            run = _install(cli_home, server, "--for", version, "--key", str(pub), "--dry-run", "--json")
+            run = _install(cli_home, server, "--for", version, "--key", str(pub), "--dry-run", "--json", *trust)
             assert run.code == 0, run.stderr
             first = run.json()["plans"][0]
             assert (first["version"], first["for"]["version"]) == (expect, version)
-        missing = _install(cli_home, server, "--for", "0.7.0", "--key", str(pub), "--dry-run")
+        missing = _install(cli_home, server, "--for", "0.7.0", "--key", str(pub), "--dry-run", *trust)
         assert missing.code == 1 and "0.7.0" in missing.stderr
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -308,7 +308,8 @@ def _sf(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_superfluid_compat_asks_the_service_and_a_static_export(manifest_service: Served, exported: Path,
                                                                 service_env: dict[str, str]) -> None:
-    done = _sf(service_env, "compat", "--service", manifest_service.url, "--runtime", "basert", "--abi", "2")
+    done = _sf(service_env, "compat", "--service", manifest_service.url, "--runtime", "basert", "--abi", "2",
+               "--insecure-no-freshness")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("releases that drive basert ABI 2, newest first")
@@ -317,9 +318,10 @@ def test_superfluid_compat_asks_the_service_and_a_static_export(manifest_service
     served = json.loads(get(manifest_service.url, "/v1/choose/llamacpp/build/b11642/linux-x64.json")[2])
     for url in (manifest_service.url, str(exported), exported.as_uri()):
         done = _sf({**service_env, "SUPERFLUID_MANIFEST_URL": url}, "compat", "--runtime", "llamacpp", "--build",
-                   "b11642", "--platform", "linux-x64", "--json")
+                   "b11642", "--platform", "linux-x64", "--json", "--insecure-no-freshness")
         assert done.returncode == 0, done.stderr
         answer = json.loads(done.stdout)
+        assert answer.pop("freshness") == {"checked": False}  # asked unchecked (test_tuf_export asks checked)
         assert answer.pop("service").rstrip("/").endswith(urlsplit(url).path.rstrip("/")) and answer == served
 
 
@@ -341,7 +343,8 @@ def test_superfluid_compat_refuses_a_bad_question_before_asking(args: list[str],
 
 
 def test_superfluid_compat_a_value_the_export_does_not_hold(exported: Path, service_env: dict[str, str]) -> None:
-    done = _sf(service_env, "compat", "--service", str(exported), "--runtime", "basert", "--abi", "7")
+    done = _sf(service_env, "compat", "--service", str(exported), "--runtime", "basert", "--abi", "7",
+               "--insecure-no-freshness")
     assert done.returncode == 1 and "has no answer for basert ABI 7" in done.stderr and "Traceback" not in done.stderr
     done = _sf(service_env, "compat", "--runtime", "basert", "--abi", "7")
     assert done.returncode == 2 and "SUPERFLUID_MANIFEST_URL" in done.stderr

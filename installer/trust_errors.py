@@ -1,0 +1,104 @@
+"""Typed refusals of a manifest service's answers by their TUF metadata (docs/manifest-service.md
+"Freshness"), one class per attack the check stops; every one is exit 1 (the face's table), and
+its message names the attack.
+
+- ``RollbackRefused``: a version older than one this client has already seen (rollback);
+- ``FreezeRefused``: metadata past its expiry: the service answers an index nobody re-signs
+  (indefinite freeze);
+- ``UntrustedSigner``: metadata not signed by the threshold of keys the root trusts (a forged index,
+  a compromised key rotated out, a root not signed by the old root's threshold);
+- ``MixAndMatch``: metadata or an answer that is not the one the newer metadata names (answers of
+  different index versions combined);
+- ``EndlessData``: more bytes than the metadata allows;
+- ``AnswerMismatch``: an answer whose bytes do not match its length and SHA-256 (tampered);
+- ``NoFreshness``: the service publishes no TUF metadata (``--insecure-no-freshness`` asks anyway);
+- ``NotListed``: the signed index lists no answer at that path;
+- ``FreshnessError``: any other fault of the metadata (their base).
+
+``NoTrustRoot`` is a usage error (exit 2): no root to start from was given, nothing was fetched.
+"""
+
+from __future__ import annotations
+
+from superfluid.runtime.errors import SuperfluidError, UsageError
+
+__all__ = ["FreshnessError", "RollbackRefused", "FreezeRefused", "UntrustedSigner", "MixAndMatch", "EndlessData",
+           "AnswerMismatch", "NoFreshness", "NotListed", "NoTrustRoot"]
+
+
+class FreshnessError(SuperfluidError):
+    """The service's signed index failed a TUF check; ``service`` is its URL, ``role`` the metadata
+    (``root``, ``timestamp``, ``snapshot``, ``targets``) or ``None`` for an answer."""
+
+    def __init__(self, service: str, message: str, *, role: str | None = None, fix: str | None = None) -> None:
+        super().__init__(message, fix=fix)
+        self.service = service
+        self.role = role
+
+
+class RollbackRefused(FreshnessError):
+    """Version ``got`` of ``role`` is older than version ``seen`` this client trusted before."""
+
+    def __init__(self, service: str, role: str, got: int, seen: int, *, named_by: str = "") -> None:
+        super().__init__(service, f"index version {got} ({role}{named_by}) is older than version {seen} seen on "
+                                  f"{service}: a rollback, refused", role=role,
+                         fix="the service (or a mirror or cache before it) answers an older index; ask again when "
+                             "it answers the current one")
+        self.got = got
+        self.seen = seen
+
+
+_RESIGN = {"root": "its operator renews the root (superfluid-manifest rotate-root)",
+           "timestamp": "its operator re-signs it (superfluid-manifest refresh-timestamp, a cron job)",
+           "snapshot": "its operator exports the index again (superfluid-manifest export --tuf-keys)",
+           "targets": "its operator exports the index again (superfluid-manifest export --tuf-keys)"}
+
+
+class FreezeRefused(FreshnessError):
+    """``role``'s metadata expired at ``expires``: nobody re-signs the index the service answers."""
+
+    def __init__(self, service: str, role: str, expires: str, now: str) -> None:
+        super().__init__(service, f"{role} expired at {expires} (now {now}): {service} answers an index that is no "
+                                  "longer re-signed (an indefinite freeze), refused", role=role,
+                         fix=_RESIGN.get(role, _RESIGN["timestamp"]))
+        self.expires = expires
+
+
+class UntrustedSigner(FreshnessError):
+    """Metadata not signed by the threshold of the keys trusted for it."""
+
+
+class MixAndMatch(FreshnessError):
+    """Metadata or an answer of another index version than the one the newer metadata names."""
+
+
+class EndlessData(FreshnessError):
+    """More bytes than the metadata allows (``limit``)."""
+
+    def __init__(self, service: str, message: str, *, limit: int, role: str | None = None) -> None:
+        super().__init__(service, message, role=role)
+        self.limit = limit
+
+
+class AnswerMismatch(FreshnessError):
+    """An answer whose bytes are not the ones its metadata states (tampered on the way or at rest)."""
+
+
+class NoFreshness(FreshnessError):
+    """The service publishes no TUF metadata: how fresh its answers are cannot be checked."""
+
+
+class NotListed(SuperfluidError):
+    """The service's signed index lists no answer at ``path``."""
+
+    def __init__(self, service: str, path: str) -> None:
+        super().__init__(f"{service} lists no signed answer at {path}: its index holds answers only for the values "
+                         "its releases name",
+                         fix="ask for a value a release names, or ask the service unchecked with "
+                             "--insecure-no-freshness")
+        self.service = service
+        self.path = path
+
+
+class NoTrustRoot(UsageError):
+    """No TUF root to start trusting the service from (nothing was fetched)."""

@@ -1,0 +1,224 @@
+"""The manifest index as a TUF repository, end to end (issue 21, "Done when"): ``superfluid-manifest
+keys init``, ``export --tuf-keys``, ``refresh-timestamp`` and ``rotate-root`` write a real repository,
+``python -m http.server`` serves it on loopback, and ``superfluid compat --service`` (the console
+script, as a user runs it) follows it or refuses it: a rollback after a newer version was seen, an
+expired timestamp, a tampered answer, no trust root; a rotated root is followed. Then the live
+service signing its own index and re-signing its timestamp."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from superfluid.manifest.minisign import generate
+from tests.conftest import VENV_BIN
+from tests.manifest.release_folders import base_document, vary, write_release
+from tests.manifest.test_service import Served, serve
+
+
+@pytest.fixture
+def releases(tmp_path: Path) -> tuple[Path, Path]:
+    key = generate()
+    pub = tmp_path / "release.pub"
+    pub.write_text(key.public().to_text())
+    root = tmp_path / "releases"
+    doc = base_document()
+    write_release(root, "r0.1.0", vary(doc, "0.1.0", builds=[("b11642", "v2")]), key)
+    write_release(root, "r0.2.0", vary(doc, "0.2.0", abi=2, line=None, builds=[("b11669", "v2")]), key)
+    return root, pub
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    out = {k: v for k, v in os.environ.items() if not k.startswith("SUPERFLUID_") and "proxy" not in k.lower()}
+    out.update(SUPERFLUID_HOME=str(tmp_path / "home"), HOME=str(tmp_path))
+    return out
+
+
+def manifest(*args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([str(VENV_BIN / "superfluid-manifest"), *args], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL, check=False)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def sf(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([str(VENV_BIN / "superfluid"), "compat", *args], env=env, capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL, check=False)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done
+
+
+@pytest.fixture
+def www(tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    """A directory served by ``python -m http.server`` on loopback, and its URL."""
+    top = tmp_path / "www"
+    top.mkdir()
+    proc = subprocess.Popen([str(VENV_BIN / "python"), "-u", "-m", "http.server", "0", "--bind", "127.0.0.1",
+                             "--directory", str(top)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            stdin=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    found = re.search(r"port (\d+)", proc.stdout.readline())
+    assert found, "http.server did not say its port"
+    try:
+        yield top, f"http://127.0.0.1:{found[1]}/"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _versions(done: subprocess.CompletedProcess[str]) -> dict[str, object]:
+    assert done.returncode == 0, done.stderr
+    freshness: dict[str, object] = json.loads(done.stdout)["freshness"]
+    return freshness
+
+
+def _home_holds_only_trust(env: dict[str, str]) -> None:
+    assert sorted(os.listdir(env["SUPERFLUID_HOME"])) == ["trust"]
+
+
+def test_a_real_export_served_by_http_server(releases: tuple[Path, Path], www: tuple[Path, str], tmp_path: Path,
+                                             env: dict[str, str]) -> None:
+    source, pub = releases
+    top, url = www
+    keys, site = tmp_path / "keys", top / "site"
+    manifest("keys", "init", str(keys))
+    export = ["export", "--source", str(source), "--key", str(pub), "--tuf-keys", str(keys)]
+    manifest(*export, str(site))
+    root1 = tmp_path / "1.root.json"
+    shutil.copy(site / "metadata" / "1.root.json", root1)
+    shutil.copytree(site, tmp_path / "site-v1")
+    manifest(*export, str(site))  # version 2 of the index
+    service = url + "site/"
+    ask = ["--service", service, "--runtime", "basert", "--abi", "2", "--json"]
+
+    # no trust root and no --insecure-no-freshness: refused before anything is fetched
+    done = sf(env, *ask)
+    assert done.returncode == 2 and "--trust-root" in done.stderr and "--insecure-no-freshness" in done.stderr
+    assert json.loads(done.stdout)["error"]["code"] == "no-trust-root"
+
+    assert _versions(sf(env, *ask, "--trust-root", str(root1))) == {
+        "checked": True, "root": 1, "timestamp": 2, "snapshot": 2, "targets": 2,
+        "expires": _versions(sf(env, *ask))["expires"]}  # the root given once is kept
+    _home_holds_only_trust(env)
+
+    # a client that saw version 2 refuses version 1, validly signed
+    shutil.rmtree(site)
+    shutil.copytree(tmp_path / "site-v1", site)
+    done = sf(env, *ask)
+    assert done.returncode == 1, done.stderr
+    assert "index version 1 (timestamp) is older than version 2 seen on" in done.stderr and "rollback" in done.stderr
+    assert json.loads(done.stdout)["error"]["code"] == "rollback-refused"
+    _home_holds_only_trust(env)
+
+    # an expired timestamp is refused; the cron line re-signs it
+    shutil.rmtree(site)
+    shutil.copytree(tmp_path / "site-v1", site)
+    for _ in range(2):
+        manifest(*export, "--expires", "timestamp=2s", str(site))  # versions 2, then 3
+    assert _versions(sf(env, *ask))["timestamp"] == 3
+    time.sleep(2.5)
+    done = sf(env, *ask)
+    assert done.returncode == 1 and re.search(r"timestamp expired at \S+Z \(now \S+Z\): .*freeze", done.stderr), \
+        done.stderr
+    manifest("refresh-timestamp", "--tuf-keys", str(keys), str(site))
+    assert _versions(sf(env, *ask))["timestamp"] == 4
+
+    # a tampered answer is refused (one this client never fetched, so none is kept)
+    answer = site / "v1" / "choose" / "basert" / "abi" / "1.json"
+    answer.write_bytes(answer.read_bytes().replace(b"ABI 1", b"ABI 9", 1))
+    done = sf(env, "--service", service, "--runtime", "basert", "--abi", "1")
+    assert done.returncode == 1 and "answer v1/choose/basert/abi/1.json does not match its metadata" in done.stderr
+
+    # a rotated root is followed: by this client, and by a new one given root 1 only
+    new = tmp_path / "keys-2"
+    manifest("keys", "init", str(new), "--root-keys", "2", "--root-threshold", "2")
+    manifest("rotate-root", "--tuf-keys", str(keys), "--to", str(new), str(site))
+    assert _versions(sf(env, *ask))["root"] == 2
+    fresh = {**env, "SUPERFLUID_HOME": str(tmp_path / "fresh")}
+    assert _versions(sf(fresh, *ask, "--trust-root", str(root1)))["root"] == 2
+    manifest(*export[:-1], str(new), str(site))  # exports go on with the new keys
+    assert _versions(sf(env, *ask))["targets"] == 5
+
+    # and a static export read from the directory itself
+    local = {**env, "SUPERFLUID_HOME": str(tmp_path / "local")}
+    assert _versions(sf(local, "--service", str(site), "--runtime", "basert", "--abi", "2", "--json",
+                        "--trust-root", str(root1)))["root"] == 2
+
+
+def test_export_refuses_keys_its_root_does_not_trust(releases: tuple[Path, Path], tmp_path: Path) -> None:
+    source, pub = releases
+    for name in ("a", "b"):
+        manifest("keys", "init", str(tmp_path / name))
+    manifest("export", "--source", str(source), "--key", str(pub), "--tuf-keys", str(tmp_path / "a"),
+             str(tmp_path / "site"))
+    before = {p: p.read_bytes() for p in (tmp_path / "site").rglob("*") if p.is_file()}
+    done = subprocess.run([str(VENV_BIN / "superfluid-manifest"), "export", "--source", str(source), "--key",
+                           str(pub), "--tuf-keys", str(tmp_path / "b"), str(tmp_path / "site")],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2 and "the targets key(s) in" in done.stderr and "rotate-root --to" in done.stderr
+    assert {p: p.read_bytes() for p in (tmp_path / "site").rglob("*") if p.is_file()} == before
+
+
+def test_the_live_service_signs_its_index_and_its_timestamp(releases: tuple[Path, Path], tmp_path: Path,
+                                                            env: dict[str, str]) -> None:
+    source, pub = releases
+    keys, repo = tmp_path / "keys", tmp_path / "repo"
+    manifest("keys", "init", str(keys))
+    served: Served = serve(str(source), env, "--key", str(pub), "--tuf-repo", str(repo), "--tuf-keys", str(keys),
+                           "--expires", "timestamp=3s")
+    try:
+        ask = ["--service", served.url, "--runtime", "basert", "--abi", "2", "--json",
+               "--trust-root", str(repo / "metadata" / "1.root.json")]
+        first = _versions(sf(env, *ask))
+        time.sleep(3.5)  # past the timestamp's expiry: the service re-signs it when asked
+        again = _versions(sf(env, *ask))
+        assert again["timestamp"] > first["timestamp"] and again["targets"] == first["targets"]  # type: ignore[operator]
+        write_release(source, "r0.3.0", vary(base_document(), "0.3.0", abi=2, line=None), generate())
+        time.sleep(1.5)  # past the directory's TTL: the new (rejected) release is a new index, signed
+        assert _versions(sf(env, *ask))["targets"] == int(first["targets"]) + 1  # type: ignore[call-overload]
+    finally:
+        assert served.stop() == 0
+    # restarted on the same port, nothing changed: the same versions (a restart is never a rollback)
+    port = served.url.rsplit(":", 1)[1]
+    served = serve(str(source), env, "--key", str(pub), "--tuf-repo", str(repo), "--tuf-keys", str(keys),
+                   "--port", port)
+    try:
+        assert _versions(sf(env, *ask))["targets"] == int(first["targets"]) + 1  # type: ignore[call-overload]
+    finally:
+        assert served.stop() == 0
+
+
+@pytest.mark.parametrize(("argv", "fragment"), [
+    (["keys", "init", "{keys}"], "already holds a key set"),
+    (["keys", "init", "{tmp}/k2", "--root-keys", "2", "--root-threshold", "3"], "threshold must be between 1"),
+    (["export", "--source", "{source}", "--tuf-keys", "{keys}", "--expires", "timestamp=2", "{tmp}/s"],
+     "--expires 'timestamp=2'"),
+    (["export", "--source", "{source}", "--tuf-keys", "{tmp}", "{tmp}/s"], "holds no keys.json"),
+    (["refresh-timestamp", "--tuf-keys", "{keys}", "{tmp}"], "holds no TUF metadata"),
+    (["serve", "--source", "{source}", "--tuf-keys", "{keys}"], "--tuf-keys needs --tuf-repo DIR"),
+    (["serve", "--source", "{source}", "--tuf-repo", "{tmp}/repo"], "holds no metadata/timestamp.json"),
+], ids=["keys-twice", "threshold", "expires", "no-key-set", "no-metadata", "keys-without-repo", "repo-unsigned"])
+def test_usage_errors_are_exit_2_before_anything_is_written(releases: tuple[Path, Path], tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str], argv: list[str],
+                                                            fragment: str) -> None:
+    from superfluid.manifest.command import main
+    from superfluid.manifest.tuf_keys import init_keys
+
+    source, _ = releases
+    keys = tmp_path / "keys"
+    init_keys(keys)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    args = [a.format(keys=keys, tmp=tmp_path, source=source) for a in argv]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and "Traceback" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before

@@ -20,8 +20,7 @@ from superfluid.installer.cache import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.download import download
 from superfluid.installer.errors import DownloadError, VerificationError
-from superfluid.installer.oci import (Layer, engine_tag, index_tag, manifest, parse_manifest, parse_ref,
-                                      ref_of_url)
+from superfluid.installer.oci import Layer, engine_tag, index_tag, manifest, parse_manifest, parse_ref, ref_of_url
 from superfluid.installer.oci_auth import Login, login_for, parse_challenge, token_url
 from superfluid.installer.oci_fetcher import OciFetcher
 from superfluid.runtime.errors import BadFile
@@ -173,7 +172,8 @@ def test_a_broken_auth_file_is_named_and_no_secret_repeated(tmp_path: Path, text
     ('Bearer realm="https://auth.example/token",service="registry.example",scope="repository:a/b:pull"', "bearer",
      {"realm": "https://auth.example/token", "service": "registry.example", "scope": "repository:a/b:pull"}),
     ('Basic realm="fleet-registry"', "basic", {"realm": "fleet-registry"}),
-    ('bearer realm=https://auth.example/t, service=reg', "bearer", {"realm": "https://auth.example/t", "service": "reg"}),
+    ('bearer realm=https://auth.example/t, service=reg', "bearer",
+     {"realm": "https://auth.example/t", "service": "reg"}),
     ('Bearer realm="a\\"b"', "bearer", {"realm": 'a"b'}),
 ])
 def test_a_challenge(header: str, scheme: str, params: dict[str, str]) -> None:

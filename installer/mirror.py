@@ -88,7 +88,7 @@ def mirror_root_url(where: str, *, named_by: str = "--mirror") -> str:
             raise ValueError(f"{given}: no such directory")
         return where if where.endswith("/") else where + "/"
     if "://" in where:
-        raise ValueError(f"{given}: only http://, https://, oci:// URLs and directories are mirrors")
+        raise ValueError(f"{given}: only http://, https:// URLs and directories are mirrors (and oci:// registries)")
     path = Path(where).expanduser()
     if not path.is_dir():
         raise ValueError(f"{given}: no such directory" + (" (it is a file)" if path.exists() else ""))

@@ -386,8 +386,9 @@ def _check_url(url: str, where: str, key: str) -> None:
         userinfo = parts.username is not None or parts.password is not None or "@" in parts.netloc
     except ValueError:
         raise _fault(where, key, "is not a URL") from None
-    if parts.scheme not in ("https", "http", "file"):
-        raise _fault(where, key, f"has the scheme {parts.scheme!r}; a lock names https://, http:// or file:// URLs")
+    if parts.scheme not in ("https", "http", "file", "oci"):
+        raise _fault(where, key, f"has the scheme {parts.scheme!r}; a lock names https://, http://, file:// or "
+                     "oci:// URLs")
     if userinfo:  # never repeat the URL: it holds a secret
         raise _fault(where, key, "is a URL with credentials (user:password@), which a lock never holds: it is "
                      "shared with every machine that reads it")

@@ -78,13 +78,17 @@ def mirror_root_url(where: str, *, named_by: str = "--mirror") -> str:
         ValueError: a URL of another scheme, or a path that is not a directory.
     """
     given = f"{named_by} {where}" if named_by.startswith("-") else f"{named_by}={where}"
+    if where[:6].lower() == "oci://":  # a registry repository: installer/oci.py
+        from .oci import parse_ref
+
+        return parse_ref(where, environ={}, named_by=named_by).root
     scheme = urlsplit(where).scheme.lower()
     if scheme in ("http", "https", "file"):
         if scheme == "file" and not os.path.isdir(path_of_file_url(where)):
             raise ValueError(f"{given}: no such directory")
         return where if where.endswith("/") else where + "/"
     if "://" in where:
-        raise ValueError(f"{given}: only http://, https:// URLs and directories are mirrors")
+        raise ValueError(f"{given}: only http://, https:// URLs and directories are mirrors (and oci:// registries)")
     path = Path(where).expanduser()
     if not path.is_dir():
         raise ValueError(f"{given}: no such directory" + (" (it is a file)" if path.exists() else ""))

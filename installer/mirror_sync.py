@@ -29,7 +29,7 @@ from superfluid.installer.lockfile import Lock, LockedFile, LockError
 from superfluid.runtime.errors import BadFile
 from superfluid.runtime.ordering import version_key
 
-__all__ = ["Synced", "Problem", "files_of", "sync", "verify", "listing"]
+__all__ = ["Synced", "Problem", "files_of", "fetch_files", "sync", "verify", "listing"]
 
 _LISTING_MAX_BYTES = 64 << 20
 
@@ -95,7 +95,7 @@ def _place(blob: Path, target: Path) -> None:
         shutil.copyfileobj(src, out, 1 << 20)
 
 
-def _fetch(files: Sequence[LockedFile], *, environ: Mapping[str, str], progress: Any) -> list[Path]:
+def fetch_files(files: Sequence[LockedFile], *, environ: Mapping[str, str], progress: Any) -> list[Path]:
     """Each file's verified blob in the home's cache, fetched from its URL (one fetcher per origin)."""
     from superfluid.installer.cache import Cache
     from superfluid.installer.download import Wanted, download_many
@@ -149,7 +149,7 @@ def sync(lock: Lock, root: str | os.PathLike[str], *, environ: Mapping[str, str]
         missing.append(f)
     for f in missing:
         tell(f"fetching {f.path} ({f.size} bytes) from {f.url}")
-    for f, blob in zip(missing, _fetch(missing, environ=environ, progress=progress), strict=True):
+    for f, blob in zip(missing, fetch_files(missing, environ=environ, progress=progress), strict=True):
         _place(blob, _target(base, f.path))
     written = []
     for repo, doc in listings.items():

@@ -289,6 +289,14 @@ def source_for(
     cache = cache or Cache.for_home(_home.home(environ))
     named_by = "--mirror" if mirror else "SUPERFLUID_MIRROR"
     mirror = mirror or environ.get("SUPERFLUID_MIRROR") or None
+    if mirror and mirror[:6].lower() == "oci://":  # a registry (installer/oci_source.py), imported only then
+        from .oci_source import oci_source
+
+        try:
+            return oci_source(mirror, named_by=named_by, offline=offline, environ=environ, config=config,
+                              cache=cache, fix=fix)
+        except ValueError as e:
+            raise UsageError(str(e), fix="name a registry repository: oci://HOST[:PORT]/REPO") from e
     if mirror:
         try:
             root = mirror_root_url(mirror, named_by=named_by)

@@ -47,6 +47,7 @@ _COMMANDS = {
     ("lock", None): "lock",
     ("mirror", "sync"): "mirror",
     ("mirror", "verify"): "mirror",
+    ("mirror", "push"): "mirror",
     ("completion", None): "completion",
 }
 
@@ -164,6 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.write(check_help(top, args.id))
             return 0
         module = import_module(f"superfluid.commands.{_COMMANDS[(args.command, getattr(args, 'sub', None))]}")
+        if getattr(args, "plain_http", False):  # read below as the variable is (installer/oci.py)
+            os.environ["SUPERFLUID_OCI_PLAIN_HTTP"] = "1"
         if (args.command, getattr(args, "sub", None)) in _READS_HOME:
             _warn_home()
         return int(module.run(args))

@@ -185,8 +185,10 @@ HELP: dict[str, Help] = {
     "mirror": Help(
         "a static mirror of what a lock names",
         "Make and check a directory that holds every file a lock names, in the layout --mirror reads; serve "
-        "it with any static web server, CDN or object store.",
-        ("superfluid mirror sync ./engines --lock superfluid.lock", "superfluid mirror verify ./engines"),
+        "it with any static web server, CDN or object store. Or push those files to an OCI registry, which "
+        "--mirror oci://HOST/REPO reads.",
+        ("superfluid mirror sync ./engines --lock superfluid.lock", "superfluid mirror verify ./engines",
+         "superfluid mirror push oci://registry.example:5000/fleet/engines"),
         _exits(),
     ),
     "mirror sync": Help(
@@ -196,6 +198,18 @@ HELP: dict[str, Help] = {
         "with the right digest is not fetched again.",
         ("superfluid mirror sync ./engines --lock superfluid.lock",),
         _exits(_0="synced", _1="a broken lock, a download or a verification that failed"),
+    ),
+    "mirror push": Help(
+        "push every file a lock names to an OCI registry",
+        "Push every file the lock names (archives, their .sha256, ABI assets, each repository's releases.json) "
+        "to an OCI distribution registry as artifacts: one manifest per engine install, tagged "
+        "<runtime>-<version>-<platform>-<backend>, each file a layer titled by its mirror path. A blob the "
+        "registry holds is not sent again. Machines then install with --mirror oci://HOST/REPO. The login is "
+        "docker's (~/.docker/config.json, REGISTRY_AUTH_FILE); plain HTTP only to loopback or with --plain-http. "
+        "See docs/fleet.md.",
+        ("superfluid mirror push oci://registry.example:5000/fleet/engines --lock superfluid.lock",),
+        _exits(_0="pushed, or everything was there already",
+               _1="a broken lock, a download or verification, the registry refused (its login, the push)"),
     ),
     "mirror verify": Help(
         "recheck DIR against a lock",
@@ -254,7 +268,9 @@ FLAG_HELP = {
     "--offline": "use the download cache only; never open a connection",
     "--untested": "allow a version of another ABI or not tested (the receipt records tested: false)",
     "--dry-run": "print the ordered plans and change nothing",
-    "--mirror": "fetch release files from this mirror: an http(s):// URL or a directory (or SUPERFLUID_MIRROR)",
+    "--mirror": "fetch release files from this mirror: an http(s):// URL, a directory or an OCI registry "
+                "oci://HOST/REPO (or SUPERFLUID_MIRROR)",
+    "--plain-http": "speak plain HTTP to an oci:// registry that is not on loopback (or SUPERFLUID_OCI_PLAIN_HTTP=1)",
     "--auto": "unpin: serve from the best-ranked install",
     "-h": "show this help (flags, examples, exit codes) and exit",
     "-V": "print the version and exit",

@@ -56,6 +56,7 @@ def _install_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the ordered plans and change nothing")
     p.add_argument("--offline", action="store_true", help="use the cache only; never open a connection")
     p.add_argument("--mirror", metavar="URL|DIR", help="fetch releases from this mirror (or SUPERFLUID_MIRROR)")
+    p.add_argument("--plain-http", action="store_true")
     p.add_argument("--timings", action="store_true",
                    help="record the install's phases (listing, download, extract, probe, publish): on stderr, "
                         "or with --json as its timings")
@@ -83,6 +84,7 @@ def _lock_parsers(sub: Any) -> None:
                    help="for this kind of machine: cpu, cuda, rocm, vulkan, metal (repeatable)")
     p.add_argument("--mirror", metavar="URL|DIR", help="read releases from this mirror (or SUPERFLUID_MIRROR)")
     p.add_argument("--offline", action="store_true", help="read releases from the cache only")
+    p.add_argument("--plain-http", action="store_true")
     p.add_argument("-o", "--output", metavar="FILE",
                    help="the lock file (default ./superfluid.lock or SUPERFLUID_LOCK)")
     p.add_argument("--check", action="store_true", help="say what would move and why; change nothing")
@@ -95,6 +97,11 @@ def _lock_parsers(sub: Any) -> None:
         q = msub.add_parser(name, help=what)
         q.add_argument("dir", metavar="DIR", help="the mirror's root directory")
         q.add_argument("--lock", metavar="FILE", help="the lock (default ./superfluid.lock or SUPERFLUID_LOCK)")
+    q = msub.add_parser("push", help="push every file a lock names to an OCI registry")
+    q.add_argument("to", metavar="oci://HOST/REPO", help="the registry repository, e.g. oci://registry.example:5000/fleet/engines")
+    q.add_argument("--lock", metavar="FILE", help="the lock (default ./superfluid.lock or SUPERFLUID_LOCK)")
+    q.add_argument("--plain-http", action="store_true")
+    _add_json(q)
 
 
 def _serve_parser(sub: Any, *, shown: bool) -> None:
@@ -166,12 +173,14 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     for flag in ("--offline", "--untested", "--json", "--dry-run"):
         q.add_argument(flag, action="store_true")
     q.add_argument("--mirror", metavar="URL|DIR")
+    q.add_argument("--plain-http", action="store_true")
     _for_flags(q)
     q = rsub.add_parser("repair", help="reinstall an install in place (default: the current one)")
     q.add_argument("id")
     q.add_argument("install", nargs="?")
     q.add_argument("--offline", action="store_true")
     q.add_argument("--mirror", metavar="URL|DIR")
+    q.add_argument("--plain-http", action="store_true")
     q.add_argument("--json", action="store_true")
     q = rsub.add_parser("remove", help="remove an install (default: every install of the runtime)")
     q.add_argument("id")

@@ -344,7 +344,7 @@ def install_locked(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     where = f"the lock {path} (sha256 {digest})" + (f", below the mirror {root}" if root else "")
     if not args.json:
         _notes(f"{path} (sha256 {digest})", host, chosen)
-    source = _offline_source(path, environ) if args.offline else None
+    source = _offline_source(path, environ) if args.offline else _registry_source(root, chosen, environ)
 
     def tell(event: Event) -> None:
         if not args.json:
@@ -379,6 +379,18 @@ def install_locked(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         print_json({"lock": ref, "platform": host.platform, "kinds": kinds_of(host), "dry_run": bool(args.dry_run),
                     "installs": results})
     return 0
+
+
+def _registry_source(root: str | None, chosen: Mapping[str, list[Engine]], environ: Mapping[str, str]
+                     ) -> ReleaseSource | None:
+    """The registry's source when the bytes come from one (``--mirror oci://...``, or a lock whose
+    URLs are ``oci://``: installer/oci_source.py, imported only then), else None."""
+    engines = [e for es in chosen.values() for e in es]
+    if not any(u[:6].lower() == "oci://" for u in [root or "", *(a.url for e in engines for a in e.assets)]):
+        return None
+    from superfluid.installer.oci_source import locked_source
+
+    return locked_source(root, engines, environ)
 
 
 def _offline_source(path: str, environ: Mapping[str, str]) -> ReleaseSource:

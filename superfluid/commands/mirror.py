@@ -1,4 +1,5 @@
-"""``superfluid mirror sync|verify DIR [--lock FILE]``: a static mirror of what a lock names (SPEC §12).
+"""``superfluid mirror sync|verify DIR [--lock FILE]``: a static mirror of what a lock names (SPEC §12);
+``mirror push oci://HOST/REPO`` is ``mirror_push``'s.
 
 ``sync`` fetches every file the lock names into ``DIR`` in the layout ``--mirror`` reads (resumable,
 each file verified against the lock; what is already there with the right digest is not fetched
@@ -75,6 +76,10 @@ def run(args: argparse.Namespace) -> int:
     """
     from superfluid.commands.lock import lock_path
 
+    if args.sub == "push":  # an OCI registry: superfluid/commands/mirror_push.py
+        from superfluid.commands.mirror_push import run as push
+
+        return push(args, lock_path(args.lock, os.environ))
     if not args.dir:
         raise UsageError("mirror needs a directory")
     path = lock_path(args.lock, os.environ)

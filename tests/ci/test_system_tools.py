@@ -13,9 +13,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "system-tools"
-TEST_PACKAGES = ["build-essential", "cmake", "strace", "minisign", "zsh", "fish"]
+TEST_PACKAGES = ["build-essential", "cmake", "strace", "minisign", "zsh", "fish", "docker-registry"]
 TOOLS = {"build-essential": "cc", "cmake": "cmake", "strace": "strace", "minisign": "minisign", "zsh": "zsh",
-         "fish": "fish"}
+         "fish": "fish", "docker-registry": "docker-registry"}
 
 
 def _bin(tmp_path: Path, *, uid: int, present: tuple[str, ...] = ()) -> Path:
@@ -60,7 +60,7 @@ def test_without_root_or_sudo_it_stops_with_the_one_command_that_installs_them(t
     bin_dir = _bin(tmp_path, uid=1000, present=("cc", "cmake", "strace"))
     done = _run(bin_dir, "test")
     assert done.returncode == 1
-    assert "sudo apt-get install -y minisign zsh fish" in done.stderr
+    assert "sudo apt-get install -y minisign zsh fish docker-registry" in done.stderr
     assert _apt_log(tmp_path) == []  # nothing was attempted
 
 

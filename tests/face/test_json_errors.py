@@ -36,6 +36,9 @@ FAILURES = [
     ("runtime repair", ["runtime", "repair", "basert", "--json"], {}, 1, "not-installable"),
     ("runtime remove", ["runtime", "remove", "basert", "0.4.0-cpu", "--json"], {}, 1, "no-such-install"),
     ("runtime check", ["runtime", "check", "llamacpp", "--json", "--n-gpu-layers", "lots"], {}, 2, "usage"),
+    ("mirror push", ["mirror", "push", "https://registry.example/x", "--json"], {}, 2, "usage"),
+    ("mirror push", ["mirror", "push", "oci://127.0.0.1:9/x", "--json", "--lock", "{tmp}/nope.lock"], {}, 1,
+     "bad-file"),
 ]
 
 

@@ -44,7 +44,8 @@ def _push(admin: Machine, registry: Registry, *extra: str) -> Run:
 
 
 def test_push_then_twenty_machines_install_locked_from_the_registry(tmp_path: Path, admin: Machine,
-                                                                  server: ReleaseServer, registry: Registry) -> None:
+                                                                      fleet_server: ReleaseServer,
+                                                                      registry: Registry) -> None:
     lock = _lock(admin, "basert")
     digest = lockfile.read(admin.cwd / "superfluid.lock")[1]
     pushed = _push(admin, registry, "--json")
@@ -56,21 +57,21 @@ def test_push_then_twenty_machines_install_locked_from_the_registry(tmp_path: Pa
     assert set(registry.tags()) == {"basert-0.4.0-linux-x64-cpu", "releases.basecompute.baseRT"}
 
     # a second push sends no blob and no manifest: it only asks
-    server.clear_log()
+    fleet_server.clear_log()
     registry.clear_log()
     again = _push(admin, registry)
     assert "0 blobs sent" in again.stdout and "0 manifests written" in again.stdout, again.stdout
-    assert {a.method for a in registry.log()} <= {"HEAD", "GET"} and server.log == []
+    assert {a.method for a in registry.log()} <= {"HEAD", "GET"} and fleet_server.log == []
 
     nodes = [machine_at(tmp_path, f"node{i}") for i in range(NODES)]
     for node in nodes:
         shutil.copy(admin.cwd / "superfluid.lock", node.cwd / "superfluid.lock")
-    server.clear_log()
+    fleet_server.clear_log()
     registry.clear_log()
     procs = [node.popen("runtime", "install", "--locked", "--mirror", registry.url) for node in nodes]
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0] * NODES, outs
-    assert server.log == []  # not one request reached the release server
+    assert fleet_server.log == []  # not one request reached the release fleet_server
     blobs = [a for a in registry.log() if a.method == "GET"]
     assert all("/blobs/sha256:" in a.path and a.status == 200 for a in blobs)  # by digest; no listing, no index
     assert len(blobs) == NODES * len(lock.engines[0].assets)
@@ -113,10 +114,11 @@ def test_a_flipped_blob_in_the_registry_is_refused_and_nothing_installed(tmp_pat
 
 
 def test_a_plain_install_lock_update_and_repair_read_the_registry(tmp_path: Path, admin: Machine,
-                                                                  server: ReleaseServer, registry: Registry) -> None:
+                                                                      fleet_server: ReleaseServer,
+                                                                      registry: Registry) -> None:
     _lock(admin, "basert", "llamacpp")
     _push(admin, registry)
-    server.clear_log()
+    fleet_server.clear_log()
     node = machine_at(tmp_path, "node", SUPERFLUID_MIRROR=registry.url)
     run = node.superfluid("runtime", "install", "basert")  # the listing the push wrote, then blobs
     assert run.code == 0, run.stderr
@@ -141,14 +143,14 @@ def test_a_plain_install_lock_update_and_repair_read_the_registry(tmp_path: Path
     run = other.superfluid("runtime", "install", "--locked")
     assert run.code == 0, run.stderr
     assert other.installs("basert") == ["0.4.0-cpu"] and other.installs("llamacpp") == ["b11642-cpu"]
-    assert server.log == []
+    assert fleet_server.log == []
 
 
 def _everything(home: Path) -> bytes:
     return b"".join(p.read_bytes() for p in home.rglob("*") if p.is_file() and not p.is_symlink())
 
 
-def test_basic_auth_from_a_docker_config(tmp_path: Path, admin: Machine, server: ReleaseServer) -> None:
+def test_basic_auth_from_a_docker_config(tmp_path: Path, admin: Machine, fleet_server: ReleaseServer) -> None:
     with Registry(tmp_path / "registry", auth=True) as registry:
         _lock(admin, "basert")
         # no login: refused, naming the fix

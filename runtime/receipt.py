@@ -47,8 +47,8 @@ __all__ = [
 SCHEMA = "superfluid-runtime/1"
 #: the receipt's file name inside an install
 RECEIPT = "runtime.json"
-#: the most bytes a receipt is read of (ours are under 2 KiB)
-MAX_BYTES = 256 << 10
+#: the most bytes a receipt is read of (ours are a few KiB: ~150 bytes a recorded file)
+MAX_BYTES = 4 << 20
 #: the Link W protocol versions our workers speak, as receipts record them (notes §2.3)
 LINK_W = (8,)
 

@@ -308,14 +308,16 @@ class Verdict:
     def of(self, change: Change) -> list[Difference]:
         return [d for d in self.differences if d.change == change]
 
-    def summary(self) -> str:
-        """One line: verified, or what is wrong and the command that puts it back."""
+    def summary(self, *, named: bool = True) -> str:
+        """One line: verified, or what is wrong and the command that puts it back (``named``: led
+        by the runtime's id, else by the install's name alone)."""
+        who = f"{self.id} {self.install}" if named else self.install
         if self.problem is not None:
-            return f"{self.id} {self.install}: {self.problem}: run `{self.fix}`"
+            return f"{who}: {self.problem}: run `{self.fix}`"
         if not self.differences:
-            return f"{self.id} {self.install}: verified ({self.recorded} files as its receipt records them)"
+            return f"{who}: verified ({self.recorded} files as its receipt records them)"
         counts = ", ".join(f"{len(self.of(c))} {c}" for c in ("missing", "changed", "added") if self.of(c))
-        return f"{self.id} {self.install} does not match its receipt ({counts}): `{self.fix}` puts it back"
+        return f"{who} does not match its receipt ({counts}): `{self.fix}` puts it back"
 
     def to_json(self) -> dict[str, Any]:
         return {"install": self.install, "path": self.path, "ok": self.ok, "recorded": self.recorded,

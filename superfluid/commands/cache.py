@@ -90,7 +90,7 @@ def _prune_text(done: Pruned, older_than: str) -> str:
     lines = [f"{verb} {i.path} ({i.kind.replace('_', ' ')}, {human_bytes(i.size)}, last used {human_age(i.age)} ago)"
              for i in done.removed]
     files = sum(1 + len(i.also) for i in done.removed)
-    needs = f"kept what {_needs(done.scan)} need, and what running processes hold"
+    needs = f"kept what is in use by {_needs(done.scan)}, and what running processes hold"
     if not done.removed:
         lines.append(f"superfluid: nothing in {done.scan.root} is older than {older_than} and unneeded ({needs})")
     elif done.dry_run:

@@ -60,6 +60,12 @@ CASES = [
     pytest.param(["runtime", "check", "llamacpp", "--n-gpu-layers"], "", set(), id="a-number-offers-nothing"),
     pytest.param(["completion"], "", {"bash", "zsh", "fish"}, id="completion-shells"),
     pytest.param(["compat"], "--re", {f for f in _flags("compat") if f.startswith("--re")}, id="compat-flags"),
+    pytest.param(["cache"], "", {"dir", "du", "prune"}, id="cache-subcommands"),
+    pytest.param(["cache", "prune"], "--", {f for f in _flags("cache prune") if f.startswith("--")},
+                 id="cache-prune-flags"),
+    pytest.param(["cache", "prune", "--keep-lock"], "", "files", id="a-kept-lock-is-a-file"),
+    pytest.param(["runtime", "gc"], "", set(registry.IDS), id="gc-runtime-ids"),
+    pytest.param(["runtime", "verify", "basert"], "--", {"--help", "--json"}, id="verify-flags"),
 ]
 
 

@@ -36,6 +36,12 @@ FAILURES = [
     ("runtime repair", ["runtime", "repair", "basert", "--json"], {}, 1, "not-installable"),
     ("runtime remove", ["runtime", "remove", "basert", "0.4.0-cpu", "--json"], {}, 1, "no-such-install"),
     ("runtime check", ["runtime", "check", "llamacpp", "--json", "--n-gpu-layers", "lots"], {}, 2, "usage"),
+    ("runtime verify", ["runtime", "verify", "basert", "--json"], {}, 1, "no-such-install"),
+    ("runtime verify", ["runtime", "verify", "nope", "--json"], {}, 2, "usage"),
+    ("runtime gc", ["runtime", "gc", "basert", "--json", "--keep", "x"], {}, 2, "usage"),
+    ("runtime gc", ["runtime", "gc", "basert", "--json", "--lock", "{tmp}/nope.lock"], {}, 2, "usage"),
+    ("cache du", ["cache", "du", "--json", "--keep-lock", "{tmp}/nope.lock"], {}, 2, "usage"),
+    ("cache prune", ["cache", "prune", "--json", "--older-than", "3x"], {}, 2, "usage"),
 ]
 
 

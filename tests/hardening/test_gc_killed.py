@@ -5,63 +5,18 @@ next ``runtime gc`` finishes what was begun, leaving nothing behind."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from .conftest import Home
-from .test_killed_steps import _wait_for
+from .test_killed_steps import GATES, _consistent, _wait_for
 
-COLLECTOR = textwrap.dedent("""
-    import os, sys, time
-    from pathlib import Path
-    from superfluid.installer import gc, store
-
-    home, step, marker = sys.argv[1:4]
-
-    def block(why):
-        Path(marker + ".tmp").write_text(f"{os.getpid()} {why}")
-        os.replace(marker + ".tmp", marker)
-        while True:
-            time.sleep(1)
-
-    real_symlink, real_rename = os.symlink, os.rename
-
-    def symlink(src, dst, *a, **k):
-        real_symlink(src, dst, *a, **k)
-        if step == "new-link-made" and os.path.basename(str(dst)).startswith(".current-new-"):
-            block(step)  # the new link exists, not yet renamed over `current`
-
-    def rename(src, dst, *a, **k):
-        real_rename(src, dst, *a, **k)
-        if step == "renamed-aside" and os.path.basename(str(dst)).startswith(".removing-"):
-            block(step)  # the first install is renamed away; the others not yet, none deleted
-
-    os.symlink, os.rename = symlink, rename
-    if step == "before-delete":
-        real_remove_tree = store.remove_tree
-        def remove_tree(path):
-            if os.path.basename(str(path)).startswith(".removing-"):
-                block(step)
-            real_remove_tree(path)
-        store.remove_tree = remove_tree
-    gc.collect(home, "basert", keep=1)
-""")
-
-
-def _consistent(home: Home) -> str:
-    """`current` names an install of the runtime whose receipt reads, and it is ready; its name."""
-    row = next(r for r in home.sf("runtimes", "--json").json() if r["id"] == "basert")
-    assert row["state"] == "ready", row
-    name = home.current()
-    assert name is not None and json.loads((home.basert / name / "runtime.json").read_text())["install"] == name
-    return name
+COLLECTOR = GATES + 'from superfluid.installer import gc\ngc.collect(sys.argv[1], "basert", keep=1)\n'
 
 
 #: (how the home is set up before the collection, the steps at which it is killed)

@@ -7,10 +7,13 @@ Layout::
     cache/partial/<key>.json        what the partial bytes came from: url, ETag, Last-Modified, total
     cache/partial/<key>.lock        held (flock) by whoever writes that partial, across processes
     cache/http/<key>.json           per URL: ETag, Last-Modified, Link rel="next", and the body's digest
+    cache/holds/, cache/prune.lock  what running processes use, so that a prune leaves it (``cachehold``)
 
 A blob enters ``sha256/`` only by one ``os.replace`` of a verified partial, so a reader sees a whole
 verified file or nothing. HTTP bodies (listing pages, sidecars) live in ``sha256/`` too; their
-``http/`` entry points at them, which is what ``--offline`` reads.
+``http/`` entry points at them, which is what ``--offline`` reads. A blob is held (``cachehold.hold``)
+before it is looked up or written, and one found is touched: its time is when it was last used,
+which is what ``superfluid cache prune --older-than`` measures.
 """
 
 from __future__ import annotations
@@ -75,6 +78,38 @@ def _write_atomic(path: Path, data: bytes) -> None:
     from superfluid.runtime.atomic import write_atomic
 
     write_atomic(path, data, mode=0o600)
+
+
+def _lock_partial(lock_path: Path) -> int:
+    """The partial's lock file, open and flocked exclusively (waiting for another download of it).
+    A lock file a prune removed while we waited (it removes only a lock it holds, of a partial
+    nobody writes) is let go, and the one now at its name taken instead.
+
+    Raises:
+        OSError: it cannot be opened, or is not a regular file.
+    """
+    while True:
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | _NO_FOLLOW, 0o644)
+        except OSError:  # something planted at the lock's name: replaced by a fresh lock file
+            with contextlib.suppress(OSError):
+                os.unlink(lock_path)
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _NO_FOLLOW, 0o644)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError(f"{lock_path} is not a regular file")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.info("waiting for another download of the same file to finish (%s)", lock_path)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            same = os.stat(lock_path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -230,6 +265,7 @@ class Cache:
         (a link, a FIFO, a device: never followed, read or waited on).
         """
         path = self.blob_path(sha256)
+        ours = self._hold(sha256)
         try:
             st = os.lstat(path)
         except OSError:
@@ -245,12 +281,23 @@ class Cache:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
             return None
+        if ours:
+            with contextlib.suppress(OSError):
+                os.utime(path, follow_symlinks=False)  # used now: a prune's grace counts from here
         return path
+
+    def _hold(self, sha256: str) -> bool:
+        """Hold the blob ``sha256`` for this process (``cachehold.hold``); whether the cache may be
+        written (not through a link)."""
+        from superfluid.installer.cachehold import hold
+
+        return hold(self.root, (sha256,))
 
     def add_blob(self, src: Path, sha256: str) -> Path:
         """Move verified ``src`` (on the cache's filesystem) into the cache as ``sha256``."""
         self._ensure()
         dest = self.blob_path(sha256)
+        self._hold(sha256)
         os.replace(src, dest)
         return dest
 
@@ -259,6 +306,7 @@ class Cache:
         self._ensure()
         digest = hashlib.sha256(data).hexdigest()
         dest = self.blob_path(digest)
+        self._hold(digest)
         if not dest.exists():
             _write_atomic(dest, data)
         return digest, dest
@@ -285,21 +333,8 @@ class Cache:
         """Hold the partial download ``key`` exclusively, across threads and processes."""
         self._ensure()
         lock_path = self.partial_dir / f"{key}.lock"
+        fd = _lock_partial(lock_path)
         try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | _NO_FOLLOW, 0o644)
-        except OSError:  # something planted at the lock's name: replaced by a fresh lock file
-            with contextlib.suppress(OSError):
-                os.unlink(lock_path)
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _NO_FOLLOW, 0o644)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise OSError(f"{lock_path} is not a regular file")
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                log.info("waiting for another download of the same file to finish (%s)", lock_path)
-                fcntl.flock(fd, fcntl.LOCK_EX)
             yield Partial(self, key)
         finally:
             os.close(fd)  # releases the flock

@@ -218,11 +218,14 @@ def _check_staged(staging: Path, receipt: Receipt) -> None:
 
 
 def _describe(staging: Path, receipt: Receipt, runtime_id: str, install: str) -> Receipt:
-    """Write the receipt of the staged install (``installed_at`` now when None), once it is known
-    to describe this install and the staged worker is there to run."""
+    """Write the receipt of the staged install (``installed_at`` now when None), recording every
+    staged file, once it is known to describe this install and the staged worker is there to run."""
     if receipt.installed_at is None:
         receipt = dataclasses.replace(receipt, installed_at=now_utc())
     _check_receipt(receipt, runtime_id, install)
+    from superfluid.installer.record import with_files
+
+    receipt = with_files(receipt, staging)  # every staged file, for `runtime verify` (installer/record.py)
     write_receipt(staging / RECEIPT, receipt)
     _check_staged(staging, receipt)
     return receipt

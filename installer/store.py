@@ -66,6 +66,7 @@ __all__ = [
     "pin",
     "unpin",
     "remove",
+    "remove_installs",
     "remove_tree",
 ]
 
@@ -534,14 +535,25 @@ def remove(home: str | os.PathLike[str], runtime_id: str, install: str | None = 
         if install is None and not present:
             raise NoSuchInstall(f"{runtime_id} is not installed")
         names = [install] if install is not None else present
-        # every prefix of these steps leaves a consistent home: `current` and `pinned` stop naming
-        # the doomed installs first, then each is renamed away (gone for readers at once; a
-        # `.removing-` name the next writer deletes), then deleted
-        chosen = refresh_current(root, leaving=names)
-        doomed = [set_aside(root, name) for name in names]
-        for path in doomed:
-            remove_tree(path)
+        chosen = remove_installs(root, names)
     return names, chosen
+
+
+def remove_installs(root: str | os.PathLike[str], names: Collection[str]) -> str | None:
+    """Delete the installs ``names`` of the runtime at ``root`` in the order that leaves a
+    consistent home after every prefix of its steps: ``current`` and ``pinned`` stop naming them
+    first (``current`` moves to the default of the installs that stay), then each is renamed away
+    (gone for readers at once; a ``.removing-`` name the next writer deletes), then deleted. Call
+    it holding the lock. Answers the default install left (or None).
+
+    Raises:
+        OSError: the directory cannot be changed.
+    """
+    chosen = refresh_current(root, leaving=names)
+    doomed = [set_aside(root, name) for name in names]
+    for path in doomed:
+        remove_tree(path)
+    return chosen
 
 
 def remove_tree(path: str | os.PathLike[str]) -> None:

@@ -45,8 +45,8 @@ __all__ = [
 
 #: the tag we write; a reader refuses another major
 SCHEMA = "superfluid-runtime/1"
-#: the most bytes a receipt is read of (ours are under 2 KiB)
-MAX_BYTES = 256 << 10
+#: the most bytes a receipt is read of (ours are a few KiB: ~150 bytes a recorded file)
+MAX_BYTES = 4 << 20
 #: the Link W protocol versions our workers speak, as receipts record them (notes §2.3)
 LINK_W = (8,)
 

@@ -48,6 +48,11 @@ _COMMANDS = {
     ("mirror", "sync"): "mirror",
     ("mirror", "verify"): "mirror",
     ("mirror", "push"): "mirror",
+    ("runtime", "verify"): "verify",
+    ("runtime", "gc"): "gc",
+    ("cache", "dir"): "cache",
+    ("cache", "du"): "cache",
+    ("cache", "prune"): "cache",
     ("completion", None): "completion",
 }
 
@@ -95,7 +100,7 @@ def _fail(error: BaseException, code: int, args: argparse.Namespace | None, as_j
 #: commands that only read the home: they answer from what they can read, with one warning when it
 #: cannot be written (a file, not writable, a read-only file system)
 _READS_HOME = {("runtimes", None), ("compat", None), ("runtime", "versions"), ("runtime", "options"),
-               ("runtime", "check")}
+               ("runtime", "check"), ("runtime", "verify"), ("cache", "dir"), ("cache", "du")}
 
 
 def _warn_home() -> None:

@@ -75,7 +75,8 @@ HELP: dict[str, Help] = {
         "One row per runtime: its state (ready, not installed, broken, missing), the default install, its "
         "version and ABI, the newest version that installs here, its device and who checks it. Never touches "
         "the network; repeats no check while nothing it depends on changed.",
-        ("superfluid runtimes", "superfluid runtimes --json | jq -r '.[] | select(.ready == true) | .id'"),
+        ("superfluid runtimes", "superfluid runtimes --json | jq -r '.[] | select(.ready == true) | .id'",
+         "superfluid runtimes --verify --json"),
         ((0, "the table is the answer, even when nothing is ready"), (2, COMMON_EXITS[2])),
     ),
     "compat": Help(
@@ -152,10 +153,58 @@ HELP: dict[str, Help] = {
     ),
     "runtime repair": Help(
         "reinstall an install in place (default: the current one)",
-        "Reinstall an install from what its receipt records (the same version, backend and source), which "
-        "also rewrites its worker launcher.",
+        "Verify an install against the files its receipt records and, only when something differs (or its "
+        "worker launcher is not the one this superfluid writes), put it back exactly: its archives by their "
+        "recorded digests, from the cache (verified) or fetched again, then one rename. An install whose "
+        "receipt does not read or records no files is reinstalled from what its receipt (or its name) says.",
         ("superfluid runtime repair basert", "superfluid runtime repair llamacpp b11642-cpu --offline"),
-        _exits(_0="reinstalled", _1="no such install, or a run-time failure as install's"),
+        _exits(_0="repaired, or nothing to repair", _1="no such install, or a run-time failure as install's"),
+    ),
+    "runtime verify": Help(
+        "check an install's files against its receipt",
+        "Hash every file of an install (or of every install of the runtime) and compare it with what its receipt "
+        "recorded when it was staged: a file missing, changed (size, SHA-256, link target, executable bit) or "
+        "added (an extra .so in lib/ counts) is named, with the command that puts it back. Changes nothing.",
+        ("superfluid runtime verify basert", "superfluid runtime verify llamacpp b11642-cpu --json"),
+        _exits(_0="every file as its receipt records it",
+               _1="a file missing, changed or added; a receipt that records no files or does not read; no such "
+                  "install"),
+    ),
+    "runtime gc": Help(
+        "remove old installs of a runtime",
+        "Remove the installs beyond the newest N (by version, then install time) that are neither current, "
+        "pinned, named by a --lock file, nor broken, in the order remove makes kill-safe.",
+        ("superfluid runtime gc basert --keep 1 --dry-run", "superfluid runtime gc llamacpp --lock superfluid.lock"),
+        _exits(_0="collected, or nothing to collect", _1="a lock that does not read, or a filesystem fault"),
+    ),
+    "cache": Help(
+        "the download cache: where, how large, prune",
+        "The content-addressed download cache under $SUPERFLUID_HOME/cache: its directory, what it holds by kind, "
+        "and removing what no install and no kept lock needs.",
+        ("superfluid cache du", "superfluid cache prune --older-than 30d --dry-run"),
+        _exits(),
+    ),
+    "cache dir": Help(
+        "print the cache's directory",
+        "Print the download cache's directory ($SUPERFLUID_HOME/cache).",
+        ("superfluid cache dir",),
+        ((0, "printed"), (2, COMMON_EXITS[2])),
+    ),
+    "cache du": Help(
+        "what the cache holds, by kind",
+        "Bytes and files of the cache by kind: archives an install (or a --keep-lock lock) needs, archives no "
+        "install needs (of removed installs), HTTP bodies, partial downloads, and the rest. Changes nothing.",
+        ("superfluid cache du", "superfluid cache du --json --keep-lock superfluid.lock"),
+        _exits(_1="a --keep-lock lock that does not read"),
+    ),
+    "cache prune": Help(
+        "remove what no install and no kept lock needs",
+        "Remove the archives no install (and no --keep-lock lock) needs, HTTP bodies no record names, and partial "
+        "downloads nobody writes, last used longer ago than --older-than (default 30d); prints the bytes freed. "
+        "What a running install holds is never removed: an install started during a prune works on.",
+        ("superfluid cache prune", "superfluid cache prune --older-than 0s --dry-run --json"),
+        _exits(_0="pruned (or nothing to prune; with --dry-run, said what would go)",
+               _1="a --keep-lock lock that does not read, a cache folder that is a link, a filesystem fault"),
     ),
     "runtime remove": Help(
         "remove an install (default: every install of the runtime)",

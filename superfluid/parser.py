@@ -104,6 +104,32 @@ def _lock_parsers(sub: Any) -> None:
     _add_json(q)
 
 
+def _home_parsers(sub: Any, rsub: Any) -> None:
+    """The home over months: ``runtime verify``, ``runtime gc`` and ``cache dir|du|prune``."""
+    q = rsub.add_parser("verify", help="check an install's files against its receipt")
+    q.add_argument("id")
+    q.add_argument("install", nargs="?")
+    _add_json(q)
+    q = rsub.add_parser("gc", help="remove old installs of a runtime")
+    q.add_argument("id")
+    q.add_argument("--keep", metavar="N", help="keep the newest N installs (default 2), besides current and pinned")
+    q.add_argument("--dry-run", action="store_true", help="say what would be removed and change nothing")
+    q.add_argument("--lock", action="append", metavar="FILE",
+                   help="also keep the installs this lock names (repeatable)")
+    _add_json(q)
+    cache = sub.add_parser("cache", help="the download cache: where, how large, prune")
+    csub = cache.add_subparsers(dest="sub", parser_class=_Parser, required=True)
+    csub.add_parser("dir", help="print the cache's directory")
+    for name in ("du", "prune"):
+        q = csub.add_parser(name)
+        q.add_argument("--keep-lock", action="append", metavar="FILE",
+                       help="count what this lock names as in use, and keep it (repeatable)")
+        _add_json(q)
+    q.add_argument("--older-than", metavar="AGE",
+                   help="remove only what was last used longer ago (default 30d; s, m, h, d, w: 12h, 0s)")
+    q.add_argument("--dry-run", action="store_true", help="say what would be removed and change nothing")
+
+
 def _serve_parser(sub: Any, *, shown: bool) -> None:
     from superfluid.commands.serve import add_flags
 
@@ -140,6 +166,8 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     sub.add_parser("version", help="print the version")
     p = sub.add_parser("runtimes", help="what is installed and ready here")
     _add_json(p)
+    p.add_argument("--verify", action="store_true",
+                   help="also check each current install's files against its receipt (reads every file)")
     p = sub.add_parser("compat", help="what this release drives")
     _add_json(p)
     p.add_argument("--release", metavar="FILE|URL", help="read and verify another release's compat.json")
@@ -191,6 +219,7 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     q.add_argument("install", nargs="?")
     q.add_argument("--auto", action="store_true")
     _lock_parsers(sub)
+    _home_parsers(sub, rsub)
     _serve_parser(sub, shown="serve" in named)
     p = sub.add_parser("completion", help="print a shell completion script (bash, zsh or fish)")
     p.add_argument("shell", choices=("bash", "zsh", "fish"), help="the shell to complete for")

@@ -321,7 +321,9 @@ def run(args: argparse.Namespace) -> int:
         return _update(args, environ)
     if args.sub == "repair":
         _home_holds(args, environ)
-        return _repair(args, environ)
+        from superfluid.commands.restore import repair  # verified first: put back only when it differs
+
+        return repair(args, environ, _repair)
     raise UsageError(f"runtime {args.sub}: not a command of this module")
 
 

@@ -198,8 +198,13 @@ def run(args: argparse.Namespace) -> int:
     began = time.time()
     environ = dict(os.environ)
     found = rows(environ)
-    text = json_text(found) if args.json else _human(found, environ)
-    if all(r["state"] != "missing" for r in found):  # no worker failed: nothing here expires by itself
+    verify = getattr(args, "verify", False)
+    if verify:  # asked for: reads every file of each current install (commands/verify.py)
+        from superfluid.commands.verify import verified_lines, verified_rows
+
+        found = verified_rows(found, environ)
+    text = json_text(found) if args.json else _human(found, environ) + (verified_lines(found) if verify else "")
+    if all(r["state"] != "missing" for r in found) and not verify:  # no worker failed: nothing expires by itself
         answer_cache.keep(["runtimes", *(["--json"] if args.json else [])], environ, text, began=began)
     sys.stdout.write(text)
     return 0

@@ -63,6 +63,12 @@ CASES = [
     pytest.param(["runtime", "install", "basert"], "--tr", {"--trust-root"}, id="trust-root-flag"),
     pytest.param(["compat", "--service", "sub", "--trust-root"], "", "files", id="trust-root-takes-a-file"),
     pytest.param(["lock"], "--ins", {"--insecure-no-freshness"}, id="insecure-no-freshness-flag"),
+    pytest.param(["cache"], "", {"dir", "du", "prune"}, id="cache-subcommands"),
+    pytest.param(["cache", "prune"], "--", {f for f in _flags("cache prune") if f.startswith("--")},
+                 id="cache-prune-flags"),
+    pytest.param(["cache", "prune", "--keep-lock"], "", "files", id="a-kept-lock-is-a-file"),
+    pytest.param(["runtime", "gc"], "", set(registry.IDS), id="gc-runtime-ids"),
+    pytest.param(["runtime", "verify", "basert"], "--", {"--help", "--json"}, id="verify-flags"),
 ]
 
 

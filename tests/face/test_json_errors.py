@@ -39,6 +39,12 @@ FAILURES = [
     ("mirror push", ["mirror", "push", "https://registry.example/x", "--json"], {}, 2, "usage"),
     ("mirror push", ["mirror", "push", "oci://127.0.0.1:9/x", "--json", "--lock", "{tmp}/nope.lock"], {}, 1,
      "bad-file"),
+    ("runtime verify", ["runtime", "verify", "basert", "--json"], {}, 1, "no-such-install"),
+    ("runtime verify", ["runtime", "verify", "nope", "--json"], {}, 2, "usage"),
+    ("runtime gc", ["runtime", "gc", "basert", "--json", "--keep", "x"], {}, 2, "usage"),
+    ("runtime gc", ["runtime", "gc", "basert", "--json", "--lock", "{tmp}/nope.lock"], {}, 2, "usage"),
+    ("cache du", ["cache", "du", "--json", "--keep-lock", "{tmp}/nope.lock"], {}, 2, "usage"),
+    ("cache prune", ["cache", "prune", "--json", "--older-than", "3x"], {}, 2, "usage"),
 ]
 
 

@@ -21,12 +21,14 @@ import pytest
 
 from .conftest import Home
 
-REMOVER = textwrap.dedent("""
+#: the start of a script that stops at ``step`` (its last two arguments: the step, and the marker
+#: file it writes there) and waits to be killed; the script goes on with the change it makes
+GATES = textwrap.dedent("""
     import os, sys, time
     from pathlib import Path
     from superfluid.installer import store
 
-    home, install, step, marker = sys.argv[1:5]
+    step, marker = sys.argv[-2:]
 
     def block(why):
         Path(marker + ".tmp").write_text(f"{os.getpid()} {why}")
@@ -54,8 +56,9 @@ REMOVER = textwrap.dedent("""
                 block(step)
             real_remove_tree(path)
         store.remove_tree = remove_tree
-    store.remove(Path(home), "basert", install)
 """)
+REMOVER = GATES + 'store.remove(Path(sys.argv[1]), "basert", sys.argv[2])\n'
+
 
 
 def _wait_for(path: Path, proc: subprocess.Popen[str], seconds: float = 15) -> str:

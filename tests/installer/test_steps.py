@@ -95,7 +95,9 @@ def test_stage_then_probe_then_receipt_then_publish(tmp_path: Path) -> None:
     written = read_receipt(root / "1.0-cpu" / "runtime.json")
     assert written == published.receipt
     assert [(s.url, s.sha256) for s in written.sources] == [("http://mirror.test/v1/b.tar.gz", SHA)]
+    files = written.extra.pop("files")  # issue 22: the receipt also records every staged file
     assert written.extra == {"seen": False, "lock": {"file": "superfluid.lock", "sha256": SHA}}
+    assert [f["path"] for f in files] == ["bin/superfluid-worker-demo", "lib/libengine.so"]
     assert (root / "1.0-cpu" / "lib" / "libengine.so").read_text() == "engine"
     assert [name for name, _, _ in phases.spans()] == ["probe"] and steps.probed > 0
 

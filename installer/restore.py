@@ -1,0 +1,163 @@
+"""Putting an install back exactly as its receipt records it (``superfluid runtime repair`` of an
+install whose files differ; docs/install.md, "Verifying an install later").
+
+The archives the receipt names are taken by their recorded SHA-256: from the cache (re-hashed),
+else fetched again from where they came (or from the same path below ``--mirror``) and verified;
+with ``offline`` the cache alone, never a connection. They are extracted into a fresh staging, as
+an install extracts them; every file is then held to the receipt's list (the worker launcher
+aside: this superfluid writes it anew, and records it so), and only then is the staging published
+by the one rename every install takes. The receipt stays what it was: the same sources, choice and
+install time. The probe is not run again: the files are the ones it judged, byte for byte.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from superfluid.runtime.errors import SuperfluidError
+
+if TYPE_CHECKING:
+    from superfluid.installer.download import Progress
+    from superfluid.installer.fill import Verified
+    from superfluid.installer.flock import Holder
+    from superfluid.installer.publish import Published
+    from superfluid.runtime.planning import Plan, PlanAsset
+    from superfluid.runtime.receipt import Receipt
+
+__all__ = ["NotRestorable", "unrestorable", "plan_of", "restore"]
+
+
+class NotRestorable(SuperfluidError):
+    """An install cannot be put back from what its receipt records (exit 1)."""
+
+
+def unrestorable(receipt: Receipt) -> str | None:
+    """Why ``receipt`` does not say enough to put its install back by digest (None: it does): it
+    records no files, no source, or a source without a SHA-256."""
+    from superfluid.installer.record import files_of
+
+    if files_of(receipt) is None:
+        return "its receipt records no files"
+    if not receipt.sources:
+        return "its receipt records no source"
+    missing = [s.url for s in receipt.sources if not s.sha256]
+    return f"its receipt records no SHA-256 of {missing[0]}" if missing else None
+
+
+def _mirrored(url: str, mirror_root: str | None) -> str:
+    """``url`` below ``mirror_root`` when it is a release download
+    (``…/<owner>/<repo>/releases/download/<tag>/<name>``), else ``url``."""
+    if mirror_root is None:
+        return url
+    from superfluid.installer.lockfile import path_of_url, url_below
+    from superfluid.installer.mirror import asset_path
+
+    placed = path_of_url(url)
+    if placed is None:
+        return url
+    try:
+        return url_below(mirror_root, asset_path(*placed))
+    except ValueError:
+        return url
+
+
+def plan_of(receipt: Receipt, *, mirror_root: str | None = None) -> Plan:
+    """The plan that fetches exactly the archives ``receipt`` names, each by its recorded digest."""
+    from superfluid.runtime.planning import Plan, PlanAsset, Sha256
+
+    assets = tuple(PlanAsset(name=s.url.rstrip("/").rsplit("/", 1)[-1], url=_mirrored(s.url, mirror_root),
+                             sha256=Sha256(s.sha256), size=None, digest_source="pin", checked=("pin",))
+                   for s in receipt.sources)
+    return Plan(id=receipt.id, version=receipt.version, backend=receipt.backend, assets=assets, tested=receipt.tested,
+                chosen_by=receipt.chosen_by or "from", abi=receipt.abi, why="as its receipt records it",
+                platform=receipt.platforms[0] if receipt.platforms else "")
+
+
+def _fetch(p: Plan, *, environ: Mapping[str, str], offline: bool, progress: Progress | None) -> list[Verified]:
+    """Every archive of ``p`` verified on disk, in plan order: from the cache when it holds the
+    digest (re-hashed), else from its source (a local file hashed in place; with ``offline``,
+    nothing remote).
+
+    Raises:
+        OfflineMissing: ``offline`` and the cache lacks a remote one (no connection opened).
+        NotRestorable: a local file it was installed from is gone, and the cache lacks it.
+        VerificationError, DownloadError: as ``fill.fetch``.
+    """
+    import dataclasses
+
+    from superfluid.installer.cache import Cache
+    from superfluid.installer.errors import OfflineMissing
+    from superfluid.installer.fetcher import path_of_file_url
+    from superfluid.installer.fill import fetch
+    from superfluid.runtime.home import home
+    from superfluid.runtime.planning import is_local
+
+    cache = Cache.for_home(home(environ))
+    found: dict[int, Verified] = {}
+    rest: list[tuple[int, PlanAsset]] = []
+    for i, a in enumerate(p.assets):
+        assert a.sha256 is not None  # plan_of: every source by its digest
+        blob = cache.find_blob(a.sha256)
+        if blob is not None:
+            found[i] = (a, blob, a.sha256)
+            continue
+        if is_local(a.url):
+            local = path_of_file_url(a.url) if a.url.startswith("file://") else a.url
+            if not os.path.isfile(local):
+                raise NotRestorable(f"{p.id} {p.install}: {local}, the file it was installed from, is gone (and the "
+                                    "cache does not hold it)",
+                                    fix=f"`superfluid runtime install {p.id} --from FILE` installs it again")
+        elif offline:
+            raise OfflineMissing(f"archive {a.name} of {p.id} {p.install} (sha256 {a.sha256})", url=a.url,
+                                 fix=f"run `superfluid runtime repair {p.id} {p.install}` without --offline")
+        rest.append((i, a))
+
+    def unchecked(_path: str, _sha256: str) -> None:  # every source has its digest: never called
+        raise AssertionError("a restored source without a digest")
+
+    if rest:
+        got = fetch(dataclasses.replace(p, assets=tuple(a for _, a in rest)), None, environ=environ, progress=progress,
+                    unchecked=unchecked)
+        found.update(zip((i for i, _ in rest), got, strict=True))
+    return [found[i] for i in range(len(p.assets))]
+
+
+def restore(receipt: Receipt, *, environ: Mapping[str, str], offline: bool = False, mirror_root: str | None = None,
+            progress: Progress | None = None, on_wait: Callable[[Holder], None] | None = None) -> Published:
+    """Put the install ``receipt`` describes back as it records it (see the module doc).
+
+    Raises:
+        NotRestorable: the receipt does not say enough (``unrestorable``), or the archives it names
+            do not make the files it records (nothing is changed then).
+        OfflineMissing, VerificationError, DownloadError: fetching (nothing is changed).
+        UnsafeArchive, StoreError, LockBusy: extraction and the store, as an install's.
+    """
+    from superfluid.installer.extract import extract_all
+    from superfluid.installer.publish import install_staged
+    from superfluid.installer.record import compare, files_of, record_tree
+    from superfluid.runtime.home import LIB, home
+    from superfluid.runtime.receipt import RECEIPT
+
+    why = unrestorable(receipt)
+    if why is not None:
+        raise NotRestorable(f"{receipt.id} {receipt.install}: {why}")
+    recorded = [r for r in files_of(receipt) or () if r.path != receipt.worker]
+    p = plan_of(receipt, mirror_root=mirror_root)
+    fetched = _fetch(p, environ=environ, offline=offline, progress=progress)
+
+    def stage(staging: Path) -> Receipt:
+        extract_all([path for _, path, _ in fetched], staging / LIB)
+        found = [f for f in record_tree(staging, skip=(RECEIPT,)) if f.path != receipt.worker]
+        differences = compare(recorded, found)
+        if differences:
+            raise NotRestorable(f"{receipt.id} {receipt.install}: the archives its receipt names do not make the "
+                                f"files it records ({differences[0].describe()}); nothing was changed",
+                                fix=f"`superfluid runtime remove {receipt.id} {receipt.install}`, then install "
+                                    "it again")
+        return receipt
+
+    return install_staged(home(environ), receipt.id, receipt.install, stage, lambda _staging: None, on_wait=on_wait,
+                          command=f"superfluid runtime repair {receipt.id} {receipt.install}")

@@ -223,9 +223,9 @@ def _describe(staging: Path, receipt: Receipt, runtime_id: str, install: str) ->
     if receipt.installed_at is None:
         receipt = dataclasses.replace(receipt, installed_at=now_utc())
     _check_receipt(receipt, runtime_id, install)
-    from superfluid.installer.record import with_files
+    from superfluid.runtime.record import with_files
 
-    receipt = with_files(receipt, staging)  # every staged file, for `runtime verify` (installer/record.py)
+    receipt = with_files(receipt, staging)  # every staged file, for `runtime verify` (runtime/record.py)
     write_receipt(staging / RECEIPT, receipt)
     _check_staged(staging, receipt)
     return receipt

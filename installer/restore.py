@@ -37,7 +37,7 @@ class NotRestorable(SuperfluidError):
 def unrestorable(receipt: Receipt) -> str | None:
     """Why ``receipt`` does not say enough to put its install back by digest (None: it does): it
     records no files, no source, or a source without a SHA-256."""
-    from superfluid.installer.record import files_of
+    from superfluid.runtime.record import files_of
 
     if files_of(receipt) is None:
         return "its receipt records no files"
@@ -137,9 +137,9 @@ def restore(receipt: Receipt, *, environ: Mapping[str, str], offline: bool = Fal
     """
     from superfluid.installer.extract import extract_all
     from superfluid.installer.publish import install_staged
-    from superfluid.installer.record import compare, files_of, record_tree
     from superfluid.runtime.home import LIB, home
     from superfluid.runtime.receipt import RECEIPT
+    from superfluid.runtime.record import compare, files_of, record_tree
 
     why = unrestorable(receipt)
     if why is not None:

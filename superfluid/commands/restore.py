@@ -95,9 +95,9 @@ def repair(args: argparse.Namespace, environ: Mapping[str, str], reinstall: Rein
     from superfluid.commands.install import outcome_lines
     from superfluid.installer.download import progress_for
     from superfluid.installer.install import Outcome
-    from superfluid.installer.record import verify_install
     from superfluid.installer.restore import plan_of, restore
     from superfluid.output import print_json
+    from superfluid.runtime.record import verify_install
 
     target = _target(args, environ)
     if target is None or target.receipt is None:

@@ -174,7 +174,8 @@ def test_a_prune_leaves_the_partial_of_a_live_download(cli_home: Home, server: R
     """A download stalled mid-body holds its partial's flock: a prune of everything (0s) leaves it,
     and the install resumes and succeeds."""
     name = releases.bundle_name("0.4.0")
-    server.fault(server.mirror_path(REPO, "v0.4.0", name), "stall", after=2000, seconds=8.0)  # longer than a prune takes on a loaded machine
+    # the stall outlasts a prune on a loaded machine: the download is live while the prune runs
+    server.fault(server.mirror_path(REPO, "v0.4.0", name), "stall", after=2000, seconds=8.0)
     proc = cli_home.popen("runtime", "install", "basert", "--mirror", server.mirror_url)
     partial = cli_home.path / "cache" / "partial"
     deadline = time.monotonic() + 60

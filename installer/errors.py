@@ -1,15 +1,4 @@
-"""Typed installer errors, split by who is at fault (SPEC §8, STYLE practice 4).
-
-- ``DownloadError`` and its subclasses: the transfer failed (network, HTTP status, stall, size cap,
-  rate limit). ``retryable`` tells the fetcher's retry loop whether another attempt may help.
-- ``VerificationError``: bytes arrived but are not the ones we accept (digest or size mismatch).
-- ``ReleaseNotFound``: the repository or the tag is not published where we looked.
-- ``OfflineMissing``: ``--offline`` was asked and the cache lacks something; says what and how to
-  fill the cache.
-
-Each carries its fields (url, status, expected, got, reset time) and a message a person can act
-on. None of them formats a traceback or exits; the face maps classes to exit codes (all 1).
-"""
+"""Typed installer errors, split by who is at fault."""
 
 from __future__ import annotations
 

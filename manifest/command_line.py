@@ -1,5 +1,4 @@
-"""What the release tools' command lines share (``ci/pack``, ``ci/engine-assets``, ``superfluid-manifest``):
-a parser whose usage errors are typed (their exit codes: ``runtime.errors.guarded``)."""
+"""What the release tools' command lines share: a parser whose usage errors are typed."""
 
 from __future__ import annotations
 

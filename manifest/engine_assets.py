@@ -1,20 +1,6 @@
-"""A baseRT engine release's assets, made from a built libbaseRT (SPEC §4.1, §5.3):
-``ci/engine-assets --lib PATH --platform P --version V [--backend B] --out DIR``.
+"""A baseRT engine release's assets, made from a built libbaseRT (``ci/engine-assets``).
 
-Writes into ``DIR``:
-
-- the bundle ``basert-engine-<platform>[-<backend>]-<version>.tar.gz``: the library, flat, under its
-  own file name (and any ``--add FILE``), byte-for-byte reproducible (fixed times and owners; the
-  time is ``SOURCE_DATE_EPOCH`` when set);
-- its ``<bundle>.sha256``;
-- ``basert-engine-abi-<N>.txt`` holding ``N`` and a newline, where ``N`` is the number **the library
-  itself states**, read through the runtime's own loader probe and verdict. An unnumbered library
-  gets no ABI asset. A library whose stated version is not ``--version`` is refused, as is one that
-  is not a baseRT library (a bound symbol missing).
-
-The bundle name is read back through the resolver's own name rule (``bundles.parse_bundle_name``),
-so that what is written is what an install reads. Whether this superfluid drives the library is
-said, not required: a release of another ABI is still a release.
+See docs/release.md, "baseRT engine releases".
 """
 
 from __future__ import annotations

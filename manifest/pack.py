@@ -1,22 +1,6 @@
-"""The release pack step, ``ci/pack --out DIR [--unsigned]`` (SPEC §5.2, §8.3, §9).
+"""The release pack step, ``ci/pack --out DIR [--unsigned]``.
 
-The release workflow and the tests run the same command. In order:
-
-1. the signing key is read first, from the file named by ``SUPERFLUID_SIGNING_KEY_FILE`` or from
-   the content of ``SUPERFLUID_SIGNING_KEY`` (how CI secrets arrive); without one the step is
-   refused, unless ``--unsigned`` is given, which it says;
-2. ``python -m build`` builds the sdist, then the wheel from the sdist, into a staging directory;
-3. the wheel is installed into a fresh virtual environment, and what that environment's own
-   ``superfluid compat --json`` answers is the document: it describes the artifact, not the source
-   tree. It must be complete (exit 0) and valid against ``schemas/compat.schema.json``;
-4. beside each artifact: ``<artifact>.sha256``, ``<artifact>.compat.json`` (the document with
-   ``release.tarball`` and ``release.sha256`` naming that artifact) and
-   ``<artifact>.compat.json.minisig`` (minisign's format; checked with the key's public half);
-5. every file is moved into ``DIR``, which must be empty: a failure leaves it as it was, and the
-   workflow uploads exactly what this step wrote. The paths written are printed, one a line.
-
-The secret key stays in this process: no child process (the build, pip, the artifact's
-``superfluid``) inherits the variables that carry it, and no message quotes it.
+See docs/release.md, "Running the pack step yourself".
 """
 
 from __future__ import annotations

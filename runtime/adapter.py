@@ -1,10 +1,6 @@
 """The adapter interface: what every runtime declares, and how the face and the manifest show it.
 
-An adapter is one package ``runtime/<id>/`` exposing one ``Adapter`` subclass as ``ADAPTER``, named by
-one line of ``runtime/registry.py``. Its declarations come from its recipe and its class alone (no
-network, no native code), so the face asks them in process on every run; only ``check`` loads a
-native library (a linked adapter in process, the others in their worker). docs/adapters.md is the
-interface with a worked example, and the recipe for a new engine.
+See docs/adapters.md, "The interface".
 """
 
 from __future__ import annotations

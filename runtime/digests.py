@@ -1,8 +1,6 @@
-"""The digest policy (SPEC §8.2): which SHA-256 an asset must have, and from which statements.
+"""The digest policy: which SHA-256 an asset must have, and from which statements.
 
-Pure: the statements (a recipe pin, ``--sha256``, the release's ``<asset>.sha256``, the listing's
-``digest``) are values; the answer is the digest to check the bytes against, or a typed refusal
-that names both values of any disagreement. The installer then checks the bytes against it.
+See docs/install.md, "Verifying".
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""Typed errors shared by every layer, each carrying the message a user sees.
-
-The face (``superfluid.cli``) maps each class to an exit code in one table (SPEC §6.1); no other
-module exits or formats an error. Subclasses live beside the code that raises them
-(``superfluid.installer.errors`` for download and verification faults).
-"""
+"""Typed errors shared by every layer, each carrying the message a user sees."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""The planning interface between the adapters and the installer: a request, the plans an adapter
-proposes for it, and the listing a planner reads (SPEC §4, §6.4, §8.2).
+"""The planning interface between the adapters and the installer: request, plans and listing.
 
-Values only, and the few rules every adapter shares: install names, where a backend runs, and the
-one ``--from`` rule. An adapter's ``plan(request, host, listing)`` answers ordered ``Plan``s; the
-installer settles their digests, downloads, probes and publishes them, and never chooses.
+See docs/adapters.md, "The installer's questions".
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""Running a worker: a scrubbed environment, stdin closed, a timeout, one line of JSON back (SPEC §8.4).
+"""Running a worker: a scrubbed environment, stdin closed, a timeout, one line of JSON back.
 
-Used by the face (asking workers for declarations and checks) and by the installer (probing a staged
-install). Nothing here imports a native library.
+See docs/runtimes.md, "What a worker's environment holds".
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
-"""Where the face finds each runtime's worker, and how it asks one (SPEC §2 Workers, §6.3, §6.5).
+"""Where the face finds each runtime's worker, and how it asks one.
 
-The worker named by ``SUPERFLUID_WORKER_<ID>`` is asked first, for every command. Otherwise the
-declarations (``compat``, ``versions``, ``options``) are answered by the adapter in process: every
-adapter ships in this package. ``check`` loads a native library: a linked adapter (basert) checks in
-process; any other is checked by its worker: the worker of the current install, else the one
-shipped beside the real ``superfluid`` executable (symlinks resolved, so a ``superfluid`` reached
-through a package manager's ``bin/`` link or a shim still finds it).
-
-Workers' ``check`` answers are cached in ``$SUPERFLUID_HOME/cache/answers.json``, keyed on
-everything they depend on (the worker file, the install it would use, the environment it reads), so
-``superfluid runtimes`` repeats no check while nothing changed.
+See docs/cli.md, "Runtime ids and where their workers are found".
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The basert adapter: compat, versions and options from our header and the recipe; plans by the
-ABI rule (``abi.abi_verdict``, through ``planner``).
+"""The basert adapter: declarations from our header and the recipe, plans by the ABI rule.
 
-basert is *linked*: the face asks it in process (SPEC §2), so this module stays light — it reads
-``include/baseRT.h`` (through ``header``) and ``recipe.json``, and imports the ``ctypes`` loader only
-when ``check`` runs.
+See docs/runtimes.md, "basert (baseRT)".
 """
 
 from __future__ import annotations

@@ -1,11 +1,4 @@
-"""Loading libbaseRT with ctypes: dlopen, probe, verdict, and the one function that reads a config.
-
-``open_library()`` finds a library (``locate``), loads it (``dlopen``, ``RTLD_LOCAL``), probes it
-(symbols, version, ABI number, config size: nothing that touches a model), judges the probe
-(``verdict.judge``, SPEC §4.1) and returns a ``Library`` only when the verdict is that it serves.
-``config_of(model)`` is the only reader of a model's configuration; it reads by size or by value as
-the verdict decided.
-"""
+"""Loading libbaseRT with ctypes: dlopen, probe, verdict, and the one function that reads a config."""
 
 from __future__ import annotations
 

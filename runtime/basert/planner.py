@@ -1,11 +1,6 @@
-"""Which baseRT bundles install here: request + recipe + host + listing -> ordered plans (SPEC §4.1).
+"""Which baseRT bundles install here: request + recipe + host + listing -> ordered plans.
 
-A release is driven when the ABI rule (``abi.abi_verdict``) says so for the number it states: its
-``basert-engine-abi-<N>.txt`` asset (read through the listing), else the recipe pin's ``abi``; a
-release stating none is judged by its version's line. The newest driven release with a bundle for
-this platform is chosen, its bundles that run here best backend first; another release installs
-only when named with ``--untested``. Without a listing (the worker's ``plan``), the recipe's pins
-are the only releases known.
+See docs/install.md, "baseRT: by ABI number".
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""The llama.cpp adapter's declarations: compat, versions and options, from the recipe alone.
-
-The face answers these in its own process; it never loads libllama (SPEC §2): only ``check`` loads
-it, in ``superfluid-worker-llamacpp``, started when ``nothing_to_load`` finds a library to check.
-Importing this module loads no native code: the recipe, the planner and the option declarations
-are pure Python.
-"""
+"""The llama.cpp adapter's declarations: compat, versions and options, from the recipe alone."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""The MLX adapter's declarations: compat, versions and options, from the recipe alone (SPEC §4.3).
+"""The MLX adapter's declarations: compat, versions and options, from the recipe alone.
 
-MLX installs tested ``mlx`` versions (with ``mlx-lm``) as pinned wheels into a private Python of the
-recipe's version, and runs on macOS arm64 only. On any other host it still answers: each version is
-marked not installable here, with the reason.
+See docs/adapters.md, "Worked example: MLX".
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ DEFAULT_GITHUB_API = "https://api.github.com"
 
 @dataclass(frozen=True)
 class FetchConfig:
-    """Named limits for listing and downloading (SPEC §8.1). Checked on construction.
+    """Named limits for listing and downloading. Checked on construction.
 
     Raises:
         ValueError: a limit out of range (negative, zero where a positive number is needed).

@@ -58,7 +58,7 @@ class DownloadError(SuperfluidError):
 
 
 class DownloadStalled(DownloadError):
-    """No byte arrived within the stall timeout (SPEC §8.1)."""
+    """No byte arrived within the stall timeout."""
 
     def __init__(self, url: str, seconds: float, *, received: int | None = None, trickle: int | None = None) -> None:
         got = f" after {received} bytes" if received else ""
@@ -167,7 +167,7 @@ class RateLimited(DownloadError):
 
 
 class VerificationError(SuperfluidError):
-    """Downloaded bytes are not the ones we accept; nothing of them was kept (SPEC §8.2).
+    """Downloaded bytes are not the ones we accept; nothing of them was kept.
 
     ``what`` is ``"sha256"`` or ``"size"``; ``expected`` and ``got`` are both named in the message.
     """

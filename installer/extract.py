@@ -40,7 +40,7 @@ _CHUNK = 1 << 20  # bytes copied per read
 
 
 class UnsafeArchive(BadFile):
-    """An archive holds a member we refuse to write (SPEC §8.4); nothing of it is kept."""
+    """An archive holds a member we refuse to write; nothing of it is kept."""
 
     def __init__(self, archive: str, fault: str, *, member: str | None = None) -> None:
         super().__init__(archive, f"its member {member!r} {fault}" if member is not None else fault, fix=_FIX)
@@ -163,7 +163,7 @@ def _mode(member: Member) -> int:
 
 
 def judge_member(member: Member, tree: Mapping[str, Entry], limits: ExtractLimits | None = None) -> MemberVerdict:
-    """The one containment-and-member-type rule (SPEC §8.4): where ``member`` may land, given what
+    """The one containment-and-member-type rule: where ``member`` may land, given what
     the destination already holds (``tree``: normalized relative path → ``Entry``), or why not.
 
     Rules, in order: only files, directories and links (no devices, FIFOs or others); a name that

@@ -109,7 +109,7 @@ class ReleaseSource(ABC):
         """A small asset's bytes (a ``.sha256`` file, an ABI asset), cached with its ``ETag``.
 
         The bytes are not checked against the asset's listed digest here: that comparison is a
-        rule of SPEC §8.2 and belongs to the caller (a mismatch is an ``InconsistentRelease``).
+        rule and belongs to the caller (a mismatch is an ``InconsistentRelease``).
 
         Raises:
             SizeExceeded: the asset declares or sends more than ``max_bytes``

@@ -76,7 +76,7 @@ def abi_asset_name(abi: int) -> str:
 
 def library_facts(path: str) -> LibraryFacts:
     """Load the library at ``path`` and read what it states, through the runtime's loader probe
-    (symbols, version string, ``baseRT_abi_version``) and verdict (SPEC §4.1).
+    (symbols, version string, ``baseRT_abi_version``) and verdict.
 
     Raises:
         LibraryRefused: it cannot be loaded.

@@ -91,8 +91,8 @@ def by_kind(adapters: Iterable[Adapter]) -> dict[str, list[tuple[Adapter, Questi
 
 
 def load_recipe(package: str, schema: str | None = None) -> dict[str, Any]:
-    """Read and validate ``recipe.json`` of an adapter package (the trust root, §5.1), validated
-    against ``schemas/<schema>.schema.json`` once per content (SPEC §6.3: fast on every run).
+    """Read and validate ``recipe.json`` of an adapter package (the trust root), validated
+    against ``schemas/<schema>.schema.json`` once per content (fast on every run).
 
     The face reads every adapter's recipe on every ``superfluid runtimes``, and the schema library
     alone costs more than the rest of the command: ``schema.validate_once`` records a validation that
@@ -143,7 +143,7 @@ class Adapter(ABC):
 
     @abstractmethod
     def compat(self) -> dict[str, Any]:
-        """This adapter's part of the compat document (SPEC §5.2)."""
+        """This adapter's part of the compat document."""
 
     @abstractmethod
     def versions(self, host: Host, installed: Collection[str],
@@ -153,7 +153,7 @@ class Adapter(ABC):
 
     @abstractmethod
     def options(self) -> list[Option]:
-        """The options the runtime takes on serve (SPEC §7)."""
+        """The options the runtime takes on serve."""
 
     def formats(self) -> list[dict[str, Any]]:
         """The model formats the runtime reads, as its ``check`` reports them (``formats``): how
@@ -162,7 +162,7 @@ class Adapter(ABC):
         return []
 
     def check(self, argv: list[str], environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
-        """A linked adapter's in-process ``check``: the worker's report and exit code (SPEC §6.5).
+        """A linked adapter's in-process ``check``: the worker's report and exit code.
 
         Only linked adapters check in process; the others are asked through their worker.
         """

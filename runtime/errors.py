@@ -76,7 +76,7 @@ class LibraryRefused(SuperfluidError):
 
 
 class AbiRefused(LibraryRefused):
-    """A library states an ABI number other than ours (SPEC §4.1 step 2)."""
+    """A library states an ABI number other than ours."""
 
     def __init__(self, path: str, stated: int, drives: int, *, fix: str | None = None,
                  version: str | None = None) -> None:
@@ -108,7 +108,7 @@ class WorkerFailed(SuperfluidError):
 
 
 class InconsistentRelease(SuperfluidError):
-    """A release contradicts itself: two statements of one fact disagree (SPEC §4.1, §8.2).
+    """A release contradicts itself: two statements of one fact disagree.
 
     E.g. ``<asset>.sha256`` against the API ``digest``, or ``basert-engine-abi-2.txt`` holding 1.
     """

@@ -57,7 +57,7 @@ def is_secret(name: str, value: str) -> bool:
 
 
 def scrubbed_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The caller's environment without credentials (SPEC §8.4; ``is_secret``)."""
+    """The caller's environment without credentials (``is_secret``)."""
     env = os.environ if environ is None else environ
     return {k: v for k, v in env.items() if not is_secret(k, v)}
 

@@ -61,7 +61,7 @@ class Source:
 
 @dataclass(frozen=True)
 class Receipt:
-    """What an install is, how it was chosen and where its bytes came from (SPEC §5.4)."""
+    """What an install is, how it was chosen and where its bytes came from."""
 
     id: str
     install: str  # the directory name, "<version>-<backend>"

@@ -202,7 +202,7 @@ def ask(ref: WorkerRef, argv: Sequence[str], runtime_id: str, environ: Mapping[s
         accept: Sequence[int] = (0, 1), cache: bool = True) -> tuple[Any, int]:
     """Run ``<worker> <argv...>`` and parse its one line of JSON; (answer, exit code).
 
-    Only ``check`` answers are cached (SPEC §6.3); a named worker's declarations are asked each time.
+    Only ``check`` answers are cached; a named worker's declarations are asked each time.
 
     Raises:
         WorkerFailed: the worker could not start, hung, or did not answer with JSON.
@@ -289,7 +289,7 @@ def answer(runtime_id: str, argv: Sequence[str], environ: Mapping[str, str], *,
 
 def nothing_to_load(runtime_id: str, ref: WorkerRef | None, environ: Mapping[str, str]) -> str | None:
     """Why ``ref``'s plain ``check`` would find nothing here to load, decided in process from the
-    lookups it would make, so that no worker starts for a runtime that is not installed (SPEC §6.3).
+    lookups it would make, so that no worker starts for a runtime that is not installed.
 
     None when only the worker can tell: it is named by ``SUPERFLUID_WORKER_<ID>`` (asked first, for
     everything), the check is linked (in process anyway), or there is something to load.

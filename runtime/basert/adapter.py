@@ -42,7 +42,7 @@ def pins_newest_first(recipe: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 class BasertAdapter(Adapter):
-    """baseRT: a closed engine with a public C ABI, driven through our header (SPEC §4.1)."""
+    """baseRT: a closed engine with a public C ABI, driven through our header."""
 
     id = "basert"
     linked = True
@@ -139,7 +139,7 @@ class BasertAdapter(Adapter):
         return plan(request, self.recipe, host, listing, drives=drives, line=line)
 
     def check(self, argv: list[str], environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
-        """The worker's ``check`` in process: the report and its exit code (SPEC §6.5).
+        """The worker's ``check`` in process: the report and its exit code.
 
         ``check.check_argv``, what the worker's ``check`` prints; imported here so that the
         declarations never load the ``ctypes`` bindings.

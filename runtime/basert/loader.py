@@ -89,7 +89,7 @@ def probe(cdll: ctypes.CDLL, path: str) -> tuple[Probe, dict[str, Any]]:
 
 
 def load_library(path: str, named: str | None = None) -> Library:
-    """Load and judge the library at ``path`` (SPEC §4.1); the Library when it serves.
+    """Load and judge the library at ``path``; the Library when it serves.
 
     Raises:
         LibraryRefused: it cannot be loaded, lacks a bound symbol, is unnumbered off our line, or
@@ -122,7 +122,7 @@ def open_library(flag: str | None = None, environ: Mapping[str, str] | None = No
 
 
 def config_of(model: Model) -> BaseRTModelConfig:
-    """The configuration of a loaded model: the only read of it (SPEC §4.1 step 4).
+    """The configuration of a loaded model: the only read of it.
 
     By size into a zeroed struct of our size when the library has ``baseRT_get_config_into`` (fields
     the library lacks stay zero, fields beyond ours are not copied); else by value, which the verdict

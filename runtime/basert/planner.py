@@ -36,7 +36,7 @@ _REPO = "basecompute/baseRT"
 
 
 def read_abi_asset(repo: str, tag: str, name: str, text: str) -> int:
-    """The ABI number a ``basert-engine-abi-<N>.txt`` states (SPEC §5.3).
+    """The ABI number a ``basert-engine-abi-<N>.txt`` states.
 
     Its content must be exactly the decimal ``N`` of its name and one newline; anything else makes
     the release inconsistent (it contradicts itself, so nothing of it is installed).
@@ -60,7 +60,7 @@ def read_abi_asset(repo: str, tag: str, name: str, text: str) -> int:
 def release_abi(repo: str, tag: str, abi_texts: Mapping[str, str], pin_abi: int | None,
                 pinned: bool) -> tuple[int | None, str | None]:
     """A release's ABI number and where it was read: ``(N, "asset")``, ``(N, "pin")`` or
-    ``(None, None)`` when the release states none (SPEC §4.1).
+    ``(None, None)`` when the release states none.
 
     ``abi_texts`` maps each ``basert-engine-abi-<N>.txt`` asset of the release to its content. Two
     ABI assets must agree; a recipe pin's ``abi`` must agree with the asset too.

@@ -50,7 +50,7 @@ def _refuse(path: str, message: str) -> LibraryVerdict:
 
 def judge(probe: Probe, our_size: int, *, drives: int = ABI_VERSION,
           line: str | None = UNNUMBERED_LINE) -> LibraryVerdict:
-    """The verdict of SPEC §4.1 on ``probe``, for bindings whose config struct is ``our_size`` bytes,
+    """The verdict on ``probe``, for bindings whose config struct is ``our_size`` bytes,
     driving ABI ``drives`` whose unnumbered release line is ``line``."""
     p = probe.path
     if probe.missing:

@@ -236,7 +236,7 @@ def _read_name(builds: Sequence[TestedBuild], untested: bool) -> Callable[[str, 
 
 def plan(request: Request, recipe: Mapping[str, Any], host: Host, listing: Listing | None = None, *,
          builds: Sequence[TestedBuild] | None = None) -> list[Plan]:
-    """The ordered plans for ``request`` on ``host`` (SPEC §4.2; notes §3.3).
+    """The ordered plans for ``request`` on ``host``.
 
     Without ``--version`` and ``--from``, the plans of the newest tested build come first (in
     backend order), then those of each older tested build, as later fallbacks: an installer that

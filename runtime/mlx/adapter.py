@@ -29,7 +29,7 @@ OPTIONS: tuple[Option, ...] = (
 
 
 def not_here(host: Host, platforms: Collection[str]) -> str | None:
-    """Why MLX cannot install or run on ``host``, or None when it can (SPEC §4.3)."""
+    """Why MLX cannot install or run on ``host``, or None when it can."""
     if host.platform in platforms:
         return None
     return f"MLX runs on Apple silicon only ({', '.join(sorted(platforms))}); this is {host.describe()}"
@@ -97,7 +97,7 @@ class MlxAdapter(Adapter):
 
     def plan_for(self, request: Request, host: Host, listing: Listing | None,
                  compat_part: Mapping[str, Any]) -> list[Plan]:
-        """MLX runs on Apple silicon only (SPEC §4.3): elsewhere a clear refusal.
+        """MLX runs on Apple silicon only: elsewhere a clear refusal.
 
         Raises:
             NotInstallable: always on a host other than macOS arm64; on one, the install of wheels

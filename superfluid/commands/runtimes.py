@@ -93,7 +93,7 @@ def _requires(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
 
 
 def row(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
-    """The JSON row of one runtime (SPEC §6.3)."""
+    """The JSON row of one runtime."""
     out: dict[str, Any] = {"id": runtime_id}
     current, broken = _current(runtime_id, environ)
     ref = catalog.locate(runtime_id, environ)

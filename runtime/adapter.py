@@ -124,6 +124,16 @@ def load_recipe(package: str, schema: str | None = None) -> dict[str, Any]:
     return data
 
 
+def _declared(module: str | None, name: str) -> tuple[Any, ...]:
+    """The table ``name`` of ``module``, imported now (so that naming an adapter imports none); none
+    without a module."""
+    if module is None:
+        return ()
+    from importlib import import_module
+
+    return tuple(getattr(import_module(module), name))
+
+
 class Adapter(ABC):
     """One runtime's declarations. Subclasses set ``id`` and ``package`` and implement the three
     declarations; the rest has defaults (docs/adapters.md)."""
@@ -151,15 +161,20 @@ class Adapter(ABC):
         """Versions it installs on its own, newest first, planned for ``host`` (recipe alone), judged for
         ``compat_part`` (this runtime's part of a compat document; None: ours)."""
 
-    @abstractmethod
+    #: the module whose ``OPTIONS`` are the options it takes on serve (None: none), imported when asked
+    options_from: ClassVar[str | None] = None
+    #: the module whose ``FORMATS`` are the model formats it reads (None: none), imported when asked
+    formats_from: ClassVar[str | None] = None
+
     def options(self) -> list[Option]:
-        """The options the runtime takes on serve."""
+        """The options the runtime takes on serve: ``OPTIONS`` of ``options_from``."""
+        return list(_declared(self.options_from, "OPTIONS"))
 
     def formats(self) -> list[dict[str, Any]]:
         """The model formats the runtime reads, as its ``check`` reports them (``formats``): how
-        ``superfluid serve`` picks the runtime for a model (``superfluid.runtime.formats``). The
-        default reads none."""
-        return []
+        ``superfluid serve`` picks the runtime for a model (``superfluid.runtime.formats``):
+        ``FORMATS`` of ``formats_from``."""
+        return [dict(f) for f in _declared(self.formats_from, "FORMATS")]
 
     def check(self, argv: list[str], environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
         """A linked adapter's in-process ``check``: the worker's report and exit code.

@@ -51,6 +51,8 @@ class BasertAdapter(Adapter):
     receipt_keys = ("config_read",)
     package = "superfluid.runtime.basert"
     recipe_schema = "basert-recipe"
+    options_from = "superfluid.runtime.basert.adapter"
+    formats_from = "superfluid.runtime.basert.check"
     numbered_abi = True
     environment = ("BASERT_LIB", "BASERT_KERNEL_LIB")
     questions = QUESTIONS
@@ -120,14 +122,6 @@ class BasertAdapter(Adapter):
                 row["verdict"] = judged.short
             rows.append(row)
         return rows
-
-    def options(self) -> list[Option]:
-        return list(OPTIONS)
-
-    def formats(self) -> list[dict[str, Any]]:
-        from superfluid.runtime.basert.check import FORMATS
-
-        return [dict(f) for f in FORMATS]
 
     def plan_for(self, request: Request, host: Host, listing: Listing | None,
                  compat_part: Mapping[str, Any]) -> list[Plan]:

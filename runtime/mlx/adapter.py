@@ -41,6 +41,8 @@ class MlxAdapter(Adapter):
     id = "mlx"
     package = "superfluid.runtime.mlx"
     recipe_schema = "mlx-recipe"
+    options_from = "superfluid.runtime.mlx.adapter"
+    formats_from = "superfluid.runtime.mlx.worker"
     #: what the compat manifest is asked about MLX: an mlx version
     questions = (Question("version", flag="an mlx version"),)
     column = "MLX"
@@ -86,14 +88,6 @@ class MlxAdapter(Adapter):
                 "size": sum(int(w.get("size") or 0) for w in wheels) or None,
             })
         return rows
-
-    def options(self) -> list[Option]:
-        return list(OPTIONS)
-
-    def formats(self) -> list[dict[str, Any]]:
-        from superfluid.runtime.mlx.worker import FORMATS
-
-        return [dict(f) for f in FORMATS]
 
     def plan_for(self, request: Request, host: Host, listing: Listing | None,
                  compat_part: Mapping[str, Any]) -> list[Plan]:

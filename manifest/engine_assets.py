@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from superfluid.manifest.command_line import Parser
+from superfluid.manifest.command_line import Parser, report_written
 from superfluid.manifest.release_files import SHA256_SUFFIX, sha256_line
 from superfluid.runtime.errors import SuperfluidError, UsageError, guarded
 
@@ -172,10 +172,7 @@ def _main(argv: Sequence[str] | None) -> int:
     f = done.facts
     stated = f"states ABI {f.abi}" if f.abi is not None else "states no ABI number (no ABI asset written)"
     driven = "this superfluid drives it" if f.driven is None else f"this superfluid refuses it: {f.driven}"
-    sys.stderr.write(f"{_PROG}: libbaseRT {f.version} {stated}; {driven}\n")
-    for path in done.files:
-        sys.stdout.write(f"{path}\n")
-    return 0
+    return report_written(_PROG, f"libbaseRT {f.version} {stated}; {driven}", done.files)
 
 
 if __name__ == "__main__":

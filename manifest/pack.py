@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from superfluid.manifest.command_line import Parser
+from superfluid.manifest.command_line import Parser, report_written
 from superfluid.manifest.keys import ENV_KEY, ENV_KEY_FILE, signing_key
 from superfluid.manifest.minisign import SecretKey, sign, verify
 from superfluid.manifest.release_files import COMPAT_SUFFIX, SHA256_SUFFIX, SIGNATURE_SUFFIX, file_sha256, sha256_line
@@ -235,13 +235,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     packed = pack(Path(args.source).resolve(), Path(args.out).resolve(), os.environ, unsigned=args.unsigned)
-    if packed.key_id is not None:
-        sys.stderr.write(f"{_PROG}: signed with key {packed.key_id}\n")
-    else:
-        sys.stderr.write(f"{_PROG}: --unsigned: no .minisig was written; these files are not a release\n")
-    for path in packed.files:
-        sys.stdout.write(f"{path}\n")
-    return 0
+    note = f"signed with key {packed.key_id}" if packed.key_id is not None else \
+        "--unsigned: no .minisig was written; these files are not a release"
+    return report_written(_PROG, note, packed.files)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,6 @@
-"""Putting an install back exactly as its receipt records it (``superfluid runtime repair`` of an
-install whose files differ; docs/install.md, "Verifying an install later").
+"""Putting an install back exactly as its receipt records it (``runtime repair``).
 
-The archives the receipt names are taken by their recorded SHA-256: from the cache (re-hashed),
-else fetched again from where they came (or from the same path below ``--mirror``) and verified;
-with ``offline`` the cache alone, never a connection. They are extracted into a fresh staging, as
-an install extracts them; every file is then held to the receipt's list (the worker launcher
-aside: this superfluid writes it anew, and records it so), and only then is the staging published
-by the one rename every install takes. The receipt stays what it was: the same sources, choice and
-install time. The probe is not run again: the files are the ones it judged, byte for byte.
+See docs/install.md, "Verifying an install later".
 """
 
 from __future__ import annotations

@@ -1,12 +1,4 @@
-"""The workers' ``plan`` and ``install --into DIR --plan JSON`` (SPEC §6.5): thin wrappers over the
-functions the installer uses, for a daemon that drives the install itself.
-
-``plan`` answers the adapter's plans for the detected host from its recipe alone (the worker never
-touches the network). ``install`` is handed a directory whose ``lib/`` the caller already
-downloaded, verified and extracted: it runs the adapter's check on it in this process, judges the
-report by the probe's verdict and writes the receipt. A bad line or plan is a usage error (exit 2),
-refused before the library is looked at; nothing is written unless the library is accepted.
-"""
+"""The workers' ``plan`` and ``install --into DIR --plan JSON``, over the installer's own functions."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""``superfluid runtime verify <id> [<install>] [--json]``, and ``superfluid runtimes --verify``: is an
-install still what its receipt records, file by file (docs/cli.md; the rule is ``runtime/record.py``)?
+"""``superfluid runtime verify`` and ``runtimes --verify``: is an install still what its receipt records?
 
-Exit codes: 0 every install asked matches its receipt; 1 a file is missing, changed or added, a
-receipt records no files or does not read, or there is no such install (each named, with the
-command that puts it back); 2 a usage error. Reads every file; changes nothing.
+See docs/install.md, "Verifying an install later".
 """
 
 from __future__ import annotations

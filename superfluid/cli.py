@@ -41,6 +41,7 @@ _COMMANDS = {
     ("runtime", "repair"): "install",
     ("runtime", "remove"): "manage",
     ("runtime", "use"): "manage",
+    ("runtime", "list"): "installs",
     ("runtime", "versions"): "declarations",
     ("runtime", "options"): "declarations",
     ("runtime", "check"): "check",
@@ -100,7 +101,7 @@ def _fail(error: BaseException, code: int, args: argparse.Namespace | None, as_j
 #: commands that only read the home: they answer from what they can read, with one warning when it
 #: cannot be written (a file, not writable, a read-only file system)
 _READS_HOME = {("runtimes", None), ("compat", None), ("runtime", "versions"), ("runtime", "options"),
-               ("runtime", "check"), ("runtime", "verify"), ("cache", "dir"), ("cache", "du")}
+               ("runtime", "check"), ("runtime", "verify"), ("runtime", "list"), ("cache", "dir"), ("cache", "du")}
 
 
 def _warn_home() -> None:

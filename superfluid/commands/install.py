@@ -279,7 +279,7 @@ def _repair(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         if target is None:
             raise NotInstallable(f"{args.id} has no install {args.install} "
                                  f"(installed: {', '.join(present) or 'none'})",
-                                 fix="`superfluid runtimes` lists what is installed")
+                                 fix=f"`superfluid runtime list {args.id}` lists its installs")
     else:
         target = repair_target(args.id, present, current_install(root), lambda: default_install(root))
     request = _request(args, **repair_wanted(args.id, target.name, target.receipt, target.problem))

@@ -37,14 +37,19 @@ def _current(runtime_id: str, environ: Mapping[str, str]) -> tuple[str | None, s
         return None, f"{problem}: `superfluid runtime use {runtime_id} --auto` points it at the best install"
     if name is None:
         return None, None
+    repair = f"`superfluid runtime repair {runtime_id} {name}` puts it back"
     try:
         receipt = read_receipt(install_receipt(os.path.join(root, name)))
     except BadFile as e:
-        return name, f"{name} is broken: {e.message}: `superfluid runtime repair {runtime_id}` reinstalls it"
+        return name, f"{name} is broken: {e.message}: {repair}"
     if receipt.id != runtime_id or receipt.install != name:
-        return name, (f"{name} is broken: its receipt describes {receipt.id} {receipt.install}: "
-                      f"`superfluid runtime repair {runtime_id}` reinstalls it")
-    return name, None
+        return name, f"{name} is broken: its receipt describes {receipt.id} {receipt.install}: {repair}"
+    from pathlib import Path
+
+    from superfluid.installer.store import Installed, fault
+
+    why = fault(Installed(name, Path(root, name), receipt))  # a file it records gone: its worker is not asked
+    return name, (f"{name} is broken: {why}: {repair}" if why else None)
 
 
 def _made_for(runtime_id: str, install: str, environ: Mapping[str, str]) -> dict[str, Any] | None:

@@ -245,6 +245,25 @@ def _install_dir(runtime_id: str, install: str, environ: Mapping[str, str]) -> s
                           f"{version}`, or name an install that exists")
 
 
+def _whole(runtime_id: str, install: str | None, environ: Mapping[str, str]) -> None:
+    """Refuse to serve from an install that is broken (``--runtime ID@INSTALL``'s, else the one
+    ``current`` names): its receipt does not read, or a file it records is gone.
+
+    Raises:
+        NotServable: it is broken (names what, and the repair that puts it back).
+    """
+    from superfluid.installer.store import current_install, fault, list_installs
+    from superfluid.runtime.home import home, runtime_dir
+
+    root = runtime_dir(home(environ), runtime_id)
+    name = install or current_install(root)
+    found = next((i for i in list_installs(root) if i.name == name), None) if name else None
+    why = fault(found) if found is not None else None
+    if why is not None:
+        raise NotServable(f"{runtime_id} {name} is broken ({why}); it is not served",
+                          fix=f"`superfluid runtime repair {runtime_id} {name}` puts it back")
+
+
 def readiness(runtime_id: str, line: ServeCommand, environ: Mapping[str, str]) -> Ready:
     """Whether ``runtime_id`` can serve here: the check the face runs for ``superfluid runtimes``.
 
@@ -260,6 +279,8 @@ def readiness(runtime_id: str, line: ServeCommand, environ: Mapping[str, str]) -
     values = dict(line.options.get(runtime_id, {}))
     install = _install_dir(runtime_id, line.install, environ) if line.install else None
     takes_lib = any(o.name == "lib" for o in adapter.options())
+    if install is not None or "lib" not in values:  # a library the line names is served whatever the home holds
+        _whole(runtime_id, line.install, environ)
     if install is not None and takes_lib and "lib" not in values:
         values["lib"] = install_lib(install)
     if install is not None and not environ.get(registry.env_override(runtime_id)):

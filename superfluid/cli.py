@@ -86,15 +86,17 @@ def _prog(args: argparse.Namespace | None) -> str:
 
 def _fail(error: BaseException, code: int, args: argparse.Namespace | None, as_json: bool) -> int:
     """The error on stderr (and, in ``--json`` mode, as JSON on stdout); answers the exit code."""
+    from superfluid.commands.source_hints import given, keep_source
     from superfluid.output import error_code, error_doc, print_json
 
-    text = str(error) if not isinstance(error, KeyboardInterrupt) else "interrupted"
+    flags = given(args)  # a command the message suggests keeps the --mirror/--offline given
+    text = keep_source(str(error), flags) if not isinstance(error, KeyboardInterrupt) else "interrupted"
     if isinstance(error, UsageError) and "--help" not in text:
         text += f" (see '{_prog(args)} --help')"
     sys.stderr.write(f"superfluid: {text}\n")
     if as_json:
         fix = error.fix if isinstance(error, SuperfluidError) else None
-        print_json(error_doc(error_code(error), text, code, fix=fix))
+        print_json(error_doc(error_code(error), text, code, fix=keep_source(fix, flags) if fix else None))
     return code
 
 
@@ -154,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args_in[0] == "serve":  # serve reads its own line: its --<id>-<option> flags are the adapters'
             from argparse import Namespace
 
-            args = Namespace(command="serve")
+            args = Namespace(command="serve", offline="--offline" in args_in[1:])  # kept by the hints it prints
             return int(import_module("superfluid.commands.serve").main(args_in[1:]))
         args, extra = top.parse_known_args(args_in)
         if extra:  # named at the command that refused them, not at the top

@@ -159,7 +159,7 @@ def test_a_kept_lock_keeps_its_archives(home: Home, server: ReleaseServer, tmp_p
     run = home.superfluid("lock", "--runtime", "basert", "--mirror", server.mirror_url, "-o", str(lock))
     assert run.code == 0, run.stderr
     archive = home.receipt("0.4.0-cpu")["sources"][0]["sha256"]
-    assert home.superfluid("runtime", "remove", "basert").code == 0
+    assert home.superfluid("runtime", "remove", "basert", "--all").code == 0
     kept = home.superfluid("cache", "prune", "--older-than", "0s", "--keep-lock", str(lock))
     assert kept.code == 0 and archive in _blobs(home)
     assert home.superfluid("cache", "du", "--json", "--keep-lock", str(lock)).json()["kinds"]["in_use"]["files"] >= 1

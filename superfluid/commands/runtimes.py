@@ -177,6 +177,19 @@ def _worker(worker: dict[str, Any] | None) -> str:
     return f"{worker['source']}: {worker['path']}"
 
 
+def _broken_others(runtime_id: str, current: str | None, environ: Mapping[str, str]) -> str:
+    """A line for each install of the runtime other than ``current`` that is broken, with its repair
+    (the table shows the current one only; ``runtime list`` shows them all)."""
+    from superfluid.installer.store import fault, list_installs
+
+    lines = ""
+    for i in list_installs(runtime_dir(home(environ), runtime_id)):
+        if i.name != current and (why := fault(i)) is not None:
+            lines += (f"{runtime_id}: {i.name} (not the current install) is broken: {why}: "
+                      f"`superfluid runtime repair {runtime_id} {i.name}` puts it back\n")
+    return lines
+
+
 def _human(found: list[dict[str, Any]], environ: Mapping[str, str]) -> str:
     header = ["RUNTIME", "STATE", "INSTALL", "VERSION", "ABI", "INSTALLABLE", "DEVICE", "WORKER"]
     body = []
@@ -192,6 +205,7 @@ def _human(found: list[dict[str, Any]], environ: Mapping[str, str]) -> str:
     for r in found:
         if r["ready"] is not True:
             text += f"{r['id']}: {r['ready']}\n"
+        text += _broken_others(r["id"], r.get("install"), environ)
     for r in found:
         said = registry.get(r["id"]).requires_text(r["requires"]) if "requires" in r else None
         text += f"{said}\n" if said else ""

@@ -53,6 +53,8 @@ def test_use_refuses_a_second_install_whose_lib_is_gone_and_names_the_repair(two
     listed = _listed(two, "0.3.1-cpu")
     assert listed["state"] == "broken" and listed["fix"] == "superfluid runtime repair basert 0.3.1-cpu"
     assert _basert_row(two)["state"] == "ready"  # the current install is whole
+    assert (f"basert: 0.3.1-cpu (not the current install) is broken: missing lib/LICENSE, lib/{LIB}: "
+            "`superfluid runtime repair basert 0.3.1-cpu` puts it back\n") in two.superfluid("runtimes").stdout
 
     run = two.superfluid("runtime", "repair", "basert", "0.3.1-cpu")
     assert run.code == 0, run.stderr

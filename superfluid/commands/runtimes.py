@@ -44,12 +44,19 @@ def _current(runtime_id: str, environ: Mapping[str, str]) -> tuple[str | None, s
         return name, f"{name} is broken: {e.message}: {repair}"
     if receipt.id != runtime_id or receipt.install != name:
         return name, f"{name} is broken: its receipt describes {receipt.id} {receipt.install}: {repair}"
-    from pathlib import Path
+    return name, None
 
-    from superfluid.installer.store import Installed, fault
 
-    why = fault(Installed(name, Path(root, name), receipt))  # a file it records gone: its worker is not asked
-    return name, (f"{name} is broken: {why}: {repair}" if why else None)
+def _glanced(runtime_id: str, install: str, environ: Mapping[str, str]) -> str | None:
+    """Why the install is broken at a glance (a file its receipt records gone or not as recorded),
+    with its repair; None when it looks whole. Asked when its check failed: the reason to give."""
+    from superfluid.installer.store import fault, list_installs
+
+    found = next((i for i in list_installs(runtime_dir(home(environ), runtime_id)) if i.name == install), None)
+    why = fault(found) if found is not None else None
+    if why is None:
+        return None
+    return f"{install} is broken: {why}: `superfluid runtime repair {runtime_id} {install}` puts it back"
 
 
 def _made_for(runtime_id: str, install: str, environ: Mapping[str, str]) -> dict[str, Any] | None:
@@ -131,6 +138,8 @@ def row(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
                       "runtime": {"version": stated.get("version")}}
     if report is not None:
         ready = report.get("available", "the worker's check said nothing about availability")
+        if ready is not True and current and (glanced := _glanced(runtime_id, current, environ)) is not None:
+            ready = glanced  # not "install it": a file of the current install is gone, and repair puts it back
         out["ready"] = ready
         if ready is True:
             out["state"] = "ready"

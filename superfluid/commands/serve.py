@@ -268,8 +268,18 @@ def readiness(runtime_id: str, line: ServeCommand, environ: Mapping[str, str]) -
     """Whether ``runtime_id`` can serve here: the check the face runs for ``superfluid runtimes``.
 
     Raises:
-        NotServable: not installed, or unable to run here (the check's reason and fix).
+        NotServable: not installed, or unable to run here (the check's reason and fix); the install
+            it would serve from broken (``_whole``: the repair, not "install it").
     """
+    try:
+        return _readiness(runtime_id, line, environ)
+    except NotServable:
+        if "lib" not in line.options.get(runtime_id, {}):  # a library the line names is not the home's
+            _whole(runtime_id, line.install, environ)
+        raise
+
+
+def _readiness(runtime_id: str, line: ServeCommand, environ: Mapping[str, str]) -> Ready:
     from superfluid import catalog
     from superfluid.runtime import registry
     from superfluid.runtime.errors import WorkerFailed
@@ -279,8 +289,6 @@ def readiness(runtime_id: str, line: ServeCommand, environ: Mapping[str, str]) -
     values = dict(line.options.get(runtime_id, {}))
     install = _install_dir(runtime_id, line.install, environ) if line.install else None
     takes_lib = any(o.name == "lib" for o in adapter.options())
-    if install is not None or "lib" not in values:  # a library the line names is served whatever the home holds
-        _whole(runtime_id, line.install, environ)
     if install is not None and takes_lib and "lib" not in values:
         values["lib"] = install_lib(install)
     if install is not None and not environ.get(registry.env_override(runtime_id)):

@@ -67,6 +67,14 @@ def test_install_offline_after_a_mirror_install_names_that_mirror_and_it_works(f
     assert run.code == 0, run.stderr  # the hint, run, installs
 
 
+def test_install_online_with_github_unreachable_names_the_mirror(from_dir: tuple[Home, str]) -> None:
+    home, root = from_dir
+    run = home.superfluid("runtime", "install", "basert", "--version", "0.3.1")
+    assert run.code == 1
+    assert (f"the installs of basert here came from the mirror {root}: "
+            f"`superfluid runtime install basert --mirror {root}` reads it") in run.stderr
+
+
 def test_an_offline_mirror_hint_keeps_the_mirror(cli_home: Home) -> None:
     dead = "http://127.0.0.1:9/m"
     run = cli_home.superfluid("runtime", "install", "basert", "--offline", "--mirror", dead, "--json")

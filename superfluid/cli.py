@@ -36,6 +36,7 @@ _COMMANDS = {
     ("runtime", "repair"): "install",
     ("runtime", "remove"): "manage",
     ("runtime", "use"): "manage",
+    ("runtime", "list"): "installs",
     ("runtime", "versions"): "declarations",
     ("runtime", "options"): "declarations",
     ("runtime", "check"): "check",
@@ -80,22 +81,24 @@ def _prog(args: argparse.Namespace | None) -> str:
 
 def _fail(error: BaseException, code: int, args: argparse.Namespace | None, as_json: bool) -> int:
     """The error on stderr (and, in ``--json`` mode, as JSON on stdout); answers the exit code."""
+    from superfluid.commands.source_hints import given, keep_source
     from superfluid.output import error_code, error_doc, print_json
 
-    text = str(error) if not isinstance(error, KeyboardInterrupt) else "interrupted"
+    flags = given(args)  # a command the message suggests keeps the --mirror/--offline given
+    text = keep_source(str(error), flags) if not isinstance(error, KeyboardInterrupt) else "interrupted"
     if isinstance(error, UsageError) and "--help" not in text:
         text += f" (see '{_prog(args)} --help')"
     sys.stderr.write(f"superfluid: {text}\n")
     if as_json:
         fix = error.fix if isinstance(error, SuperfluidError) else None
-        print_json(error_doc(error_code(error), text, code, fix=fix))
+        print_json(error_doc(error_code(error), text, code, fix=keep_source(fix, flags) if fix else None))
     return code
 
 
 #: commands that only read the home: they answer from what they can read, with one warning when it
 #: cannot be written (a file, not writable, a read-only file system)
 _READS_HOME = {("runtimes", None), ("compat", None), ("runtime", "versions"), ("runtime", "options"),
-               ("runtime", "check"), ("runtime", "verify"), ("cache", "dir"), ("cache", "du")}
+               ("runtime", "check"), ("runtime", "verify"), ("runtime", "list"), ("cache", "dir"), ("cache", "du")}
 
 
 def _warn_home() -> None:
@@ -148,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args_in[0] == "serve":  # serve reads its own line: its --<id>-<option> flags are the adapters'
             from argparse import Namespace
 
-            args = Namespace(command="serve")
+            args = Namespace(command="serve", offline="--offline" in args_in[1:])  # kept by the hints it prints
             return int(import_module("superfluid.commands.serve").main(args_in[1:]))
         args, extra = top.parse_known_args(args_in)
         if extra:  # named at the command that refused them, not at the top

@@ -201,17 +201,29 @@ HELP: dict[str, Help] = {
                _1="a --keep-lock lock that does not read, a cache folder that is a link, a filesystem fault"),
     ),
     "runtime remove": Help(
-        "remove an install (default: every install of the runtime)",
-        "Remove one install, or every install of the runtime; current moves to the best-ranked install left.",
-        ("superfluid runtime remove basert 0.3.1-cpu", "superfluid runtime remove llamacpp --json"),
-        _exits(_0="removed", _1="no such install (or none installed), or a filesystem fault"),
+        "remove an install, or every install with --all",
+        "Remove one install (a broken one too), or with --all every install of the runtime; current moves to "
+        "the best-ranked install left. Without an install or --all nothing is removed (exit 2).",
+        ("superfluid runtime remove basert 0.3.1-cpu", "superfluid runtime remove llamacpp --all --json"),
+        _exits(_0="removed", _1="no such install (or none installed), or a filesystem fault",
+               _2="a usage error: no install named and no --all, or both"),
+    ),
+    "runtime list": Help(
+        "the installs of a runtime: current, pinned, ready or broken",
+        "List every install of a runtime under $SUPERFLUID_HOME/runtimes/<id>: its version, backend and "
+        "platform, whether it is current (the default) and pinned, and whether it is ready or broken (its "
+        "receipt does not read, or a file it records is missing or not as recorded), with the repair that puts a "
+        "broken one back. Reads the home only: no file is hashed (runtime verify does), no worker started.",
+        ("superfluid runtime list basert", "superfluid runtime list llamacpp --json"),
+        _exits(_0="listed (also when nothing is installed)", _1="a filesystem fault"),
     ),
     "runtime use": Help(
         "pin an install as the default, or --auto to unpin",
         "Pin the install a runtime serves from by default ($SUPERFLUID_HOME/runtimes/<id>/pinned), or with "
-        "--auto go back to the best-ranked one.",
+        "--auto go back to the best-ranked one. A broken install (its receipt does not read, or a file it "
+        "records is gone) is refused, naming the repair; runtime list names the installs there are.",
         ("superfluid runtime use basert 0.3.1-cpu", "superfluid runtime use basert --auto"),
-        _exits(_0="pinned (or unpinned)", _1="no such install"),
+        _exits(_0="pinned (or unpinned)", _1="no such install, or a broken one"),
     ),
     "lock": Help(
         "pin the engine builds of a fleet in superfluid.lock",

@@ -183,9 +183,12 @@ def _show(outcome: Outcome, args: argparse.Namespace, before: int) -> None:
 
 
 def _install(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    from superfluid.commands.source_hints import recorded_hint
+
     request = _request(args)
     before = _count(args.id, environ)
-    outcome = _do(request, args, environ, dry_run=args.dry_run)
+    with recorded_hint(args, environ):  # named no mirror and cannot list: the one its installs came from
+        outcome = _do(request, args, environ, dry_run=args.dry_run)
     _show(outcome, args, before)
     return 0
 
@@ -216,7 +219,10 @@ def _update(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     root, current = _default(args.id, environ)
     old = read_receipt(install_receipt(root / current))
     request = _request(args, **update_wanted(old))
-    plans, _, source = plan(request, environ=environ, mirror=args.mirror, offline=args.offline)
+    from superfluid.commands.source_hints import recorded_hint
+
+    with recorded_hint(args, environ):
+        plans, _, source = plan(request, environ=environ, mirror=args.mirror, offline=args.offline)
     if source is not None:
         source.close()
     installed = {i.name for i in list_installs(root) if i.ok}
@@ -238,8 +244,10 @@ def _update(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 
 
 def _nothing(args: argparse.Namespace, message: str, current: str) -> int:
+    from superfluid.commands.source_hints import given, keep_source
     from superfluid.output import print_json
 
+    message = keep_source(message, given(args))
     if args.json:
         print_json({"id": args.id, "dry_run": bool(args.dry_run), "updated": False, "current": current,
                     "why": message, "plans": [], "warnings": []})
@@ -270,13 +278,31 @@ def _repair(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         if target is None:
             raise NotInstallable(f"{args.id} has no install {args.install} "
                                  f"(installed: {', '.join(present) or 'none'})",
-                                 fix="`superfluid runtimes` lists what is installed")
+                                 fix=f"`superfluid runtime list {args.id}` lists its installs")
     else:
         target = repair_target(args.id, present, current_install(root), lambda: default_install(root))
     request = _request(args, **repair_wanted(args.id, target.name, target.receipt, target.problem))
+    _recorded_source(args, environ, target.name, from_=request.from_)
     outcome = _do(request, args, environ, dry_run=False)
     _show(outcome, args, len(present))
     return 0
+
+
+def _recorded_source(args: argparse.Namespace, environ: Mapping[str, str], install: str, *,
+                     from_: str | None) -> None:
+    """A repair that names no source reinstalls from the mirror the install came from, as its
+    receipt records it (for a receipt that does not read: the one the runtime's other installs
+    record), before GitHub; it says so. Sets ``args.mirror``."""
+    from superfluid.commands.source_hints import recorded_mirror, shown
+
+    if from_ or args.mirror or environ.get("SUPERFLUID_MIRROR"):
+        return
+    root = recorded_mirror(args.id, environ, install)
+    if root is not None:
+        args.mirror = shown(root)
+        if not args.json:
+            _err(f"reinstalling {args.id} {install} from the mirror {args.mirror}, the source the receipts of "
+                 f"{args.id} here record (--mirror names another)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -35,6 +35,8 @@ FAILURES = [
     ("runtime update", ["runtime", "update", "basert", "--json"], {}, 1, "not-installable"),
     ("runtime repair", ["runtime", "repair", "basert", "--json"], {}, 1, "not-installable"),
     ("runtime remove", ["runtime", "remove", "basert", "0.4.0-cpu", "--json"], {}, 1, "no-such-install"),
+    ("runtime remove", ["runtime", "remove", "basert", "--json"], {}, 2, "usage"),
+    ("runtime list", ["runtime", "list", "nope", "--json"], {}, 2, "usage"),
     ("runtime check", ["runtime", "check", "llamacpp", "--json", "--n-gpu-layers", "lots"], {}, 2, "usage"),
     ("mirror push", ["mirror", "push", "https://registry.example/x", "--json"], {}, 2, "usage"),
     ("mirror push", ["mirror", "push", "oci://127.0.0.1:9/x", "--json", "--lock", "{tmp}/nope.lock"], {}, 1,

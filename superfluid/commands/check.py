@@ -109,6 +109,10 @@ def run(args: argparse.Namespace) -> int:
     """0 the runtime is available with these options; 1 it is not (named options at fault); 2 usage."""
     model, as_json, pairs = split_args(args.rest)
     values, forwarded = read_options(args.id, pairs)  # before any worker starts
+    if model is not None:  # a FIFO or a device would hold the worker's read forever
+        from superfluid.paths import model_path
+
+        model_path("--model", model, args.id)
     environ: Mapping[str, str] = dict(os.environ)
     head = ["check", *(["--model", model] if model else [])]
 

@@ -178,8 +178,9 @@ def parse_line(argv: Sequence[str]) -> ServeCommand:
     model = own.get("--model")
     if model is None:
         raise UsageError(f"serve needs --model PATH ({_HELP})")
-    if not os.path.exists(model):
-        raise UsageError(f"--model {model}: no such file or directory")
+    from superfluid.paths import model_path
+
+    model_path("--model", model, runtime)  # a FIFO or a device would hold the format probe forever
     sessions = own.get("--sessions")
     if sessions is not None and os.path.exists(sessions) and not os.path.isdir(sessions):
         raise UsageError(f"--sessions {sessions}: not a directory")

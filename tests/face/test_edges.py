@@ -1,0 +1,70 @@
+"""The uneven edges of issue 25, each through the real CLI in a fresh home: a FIFO or a device named
+as a model, filesystem faults that name the path at fault, what MLX needs off Apple silicon, a mirror
+that refuses connections, the ``--json`` of every command, install names and ids as completion and
+the commands take them, a second identical install."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Home
+
+TINY = Path(os.environ.get("SUPERFLUID_NATIVE_CACHE") or Path(__file__).resolve().parents[2] / ".cache" / "native") \
+    / "basert" / "models" / "tiny.base"
+
+
+# -- a model that is not a regular file is refused at once, never read (item 7) ---------------------
+
+
+def _fifo(tmp: Path) -> tuple[str, str]:
+    os.mkfifo(tmp / "model.base")
+    return str(tmp / "model.base"), "is a FIFO"
+
+
+def _directory(tmp: Path) -> tuple[str, str]:
+    (tmp / "model.base").mkdir()
+    return str(tmp / "model.base"), "is a directory, and basert reads a model file"
+
+
+def _device(tmp: Path) -> tuple[str, str]:
+    return "/dev/zero", "is a character device"
+
+
+NOT_A_FILE = [pytest.param(_fifo, id="fifo"), pytest.param(_directory, id="directory"),
+              pytest.param(_device, id="device")]
+MODEL_COMMANDS = [
+    pytest.param(["serve", "--runtime", "basert", "--port", "0", "--model"], id="serve-runtime"),
+    pytest.param(["runtime", "check", "basert", "--model"], id="check"),
+    pytest.param(["runtime", "check", "basert", "--json", "--model"], id="check-json"),
+]
+
+
+@pytest.mark.parametrize("argv", MODEL_COMMANDS)
+@pytest.mark.parametrize("make", NOT_A_FILE)
+def test_a_model_that_is_not_a_regular_file_is_refused_at_once(cli_home: Home, tmp_path: Path, argv: list[str],
+                                                               make: Callable[[Path], tuple[str, str]]) -> None:
+    model, why = make(tmp_path)
+    run = cli_home.superfluid(*argv, model, timeout=20)  # a FIFO that was opened would hang to the timeout
+    assert run.code == 2, run.stderr
+    assert f"--model {model} {why}" in run.stderr, run.stderr
+    if "--json" in argv:
+        assert run.json()["error"]["code"] == "usage" and run.json()["error"]["exit"] == 2
+    assert not (cli_home.path / "runtimes").exists()
+
+
+@pytest.mark.parametrize("make", [pytest.param(_fifo, id="fifo"), pytest.param(_device, id="device")])
+def test_serve_without_runtime_refuses_a_fifo_before_probing_its_format(cli_home: Home, tmp_path: Path,
+                                                                        make: Callable[[Path], tuple[str, str]]) -> None:
+    model, why = make(tmp_path)
+    run = cli_home.superfluid("serve", "--port", "0", "--model", model, timeout=20)
+    assert run.code == 2 and f"--model {model} {why}, not a model" in run.stderr, run.stderr
+
+
+def test_a_real_model_still_passes_the_path_check(cli_home: Home) -> None:
+    run = cli_home.superfluid("serve", "--port", "0", "--model", str(TINY), timeout=60)
+    assert run.code == 4, run.stderr  # got past the path to the runtime, which is not installed here
+    assert "--model" not in run.stderr

@@ -71,6 +71,23 @@ def _wants_json(args_in: Sequence[str]) -> bool:
     return False
 
 
+def _os_fault(e: OSError) -> SuperfluidError:
+    """A filesystem fault no typed error named, as the path at fault, why, and what to look at."""
+    import errno
+
+    where = os.fspath(e.filename) if e.filename else None
+    text = f"{where}: {e.strerror or e}" if where else str(e.strerror or e)
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        fix = f"free space on the file system holding {where or 'SUPERFLUID_HOME'}"
+    elif e.errno in (errno.EACCES, errno.EPERM, errno.EROFS) and where:
+        fix = f"check the permissions of {where} and that its file system is writable"
+    elif e.errno in (errno.EEXIST, errno.ENOTDIR, errno.EISDIR) and where:
+        fix = f"something else is at {where} (or in its path): move it, or name another path"
+    else:
+        fix = "check SUPERFLUID_HOME (a writable directory) and free space"
+    return SuperfluidError(text, fix=fix)
+
+
 def _prog(args: argparse.Namespace | None) -> str:
     """``superfluid runtime check``: the command whose ``--help`` a usage error points at."""
     words = ["superfluid"]
@@ -176,10 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _warn_home()
         return int(module.run(args))
     except OSError as e:  # a backstop: a filesystem fault below that no typed error named
-        where = f"{e.filename}: " if e.filename else ""
-        return _fail(SuperfluidError(f"{where}{e.strerror or e}",
-                                     fix="check SUPERFLUID_HOME (a writable directory) and free space"), 1, args,
-                     as_json)
+        return _fail(_os_fault(e), 1, args, as_json)
     except SuperfluidError as e:
         return _fail(e, exit_code(e), args, as_json)
     except KeyboardInterrupt as e:

@@ -312,8 +312,9 @@ def run(args: argparse.Namespace) -> int:
                 raise UsageError(f"--from {args.from_} is a directory: name the archive file in it "
                                  f"(e.g. {os.path.join(args.from_, '<name>.tar.gz')}); --mirror {args.from_} "
                                  f"reads a directory of release files")
-            if not os.path.isfile(local):
-                raise UsageError(f"--from {args.from_}: no such file")
+            from superfluid.paths import regular_file
+
+            regular_file("--from", local)  # a FIFO would hold the open; an unreadable file is named now
         _home_holds(args, environ)
         return _install(args, environ)
     if args.sub == "update":

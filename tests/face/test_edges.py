@@ -57,8 +57,8 @@ def test_a_model_that_is_not_a_regular_file_is_refused_at_once(cli_home: Home, t
 
 
 @pytest.mark.parametrize("make", [pytest.param(_fifo, id="fifo"), pytest.param(_device, id="device")])
-def test_serve_without_runtime_refuses_a_fifo_before_probing_its_format(cli_home: Home, tmp_path: Path,
-                                                                        make: Callable[[Path], tuple[str, str]]) -> None:
+def test_serve_without_runtime_refuses_a_fifo_before_probing(cli_home: Home, tmp_path: Path,
+                                                            make: Callable[[Path], tuple[str, str]]) -> None:
     model, why = make(tmp_path)
     run = cli_home.superfluid("serve", "--port", "0", "--model", model, timeout=20)
     assert run.code == 2 and f"--model {model} {why}, not a model" in run.stderr, run.stderr
@@ -68,3 +68,23 @@ def test_a_real_model_still_passes_the_path_check(cli_home: Home) -> None:
     run = cli_home.superfluid("serve", "--port", "0", "--model", str(TINY), timeout=60)
     assert run.code == 4, run.stderr  # got past the path to the runtime, which is not installed here
     assert "--model" not in run.stderr
+
+
+# -- a filesystem fault no typed error named still says which path and what to look at (item 8) ----
+
+
+@pytest.mark.parametrize(("errno_name", "fix"), [
+    pytest.param("ENOSPC", "free space on the file system holding /srv/m/x", id="no-space"),
+    pytest.param("EACCES", "check the permissions of /srv/m/x", id="permissions"),
+    pytest.param("EEXIST", "something else is at /srv/m/x", id="in-the-way"),
+    pytest.param("ENOTDIR", "something else is at /srv/m/x", id="under-a-file"),
+])
+def test_the_face_words_a_filesystem_fault_by_its_kind(errno_name: str, fix: str) -> None:
+    import errno
+
+    from superfluid.cli import _os_fault
+
+    code = getattr(errno, errno_name)
+    fault = _os_fault(OSError(code, os.strerror(code), "/srv/m/x"))
+    assert str(fault).startswith(f"/srv/m/x: {os.strerror(code)}: ") and fault.fix and fault.fix.startswith(fix)
+    assert "SUPERFLUID_HOME" not in str(fault)

@@ -88,3 +88,31 @@ def test_the_face_words_a_filesystem_fault_by_its_kind(errno_name: str, fix: str
     fault = _os_fault(OSError(code, os.strerror(code), "/srv/m/x"))
     assert str(fault).startswith(f"/srv/m/x: {os.strerror(code)}: ") and fault.fix and fault.fix.startswith(fix)
     assert "SUPERFLUID_HOME" not in str(fault)
+
+
+# -- network and platform refusals say what is needed and what to do next (item 9) ---------------
+
+
+@pytest.mark.parametrize("argv", [
+    pytest.param(["runtime", "install", "mlx"], id="install"),
+    pytest.param(["runtime", "install", "mlx", "--dry-run", "--offline"], id="dry-run-offline"),
+    pytest.param(["lock", "--runtime", "mlx", "--platform", "macos-arm64", "--backend", "metal"], id="lock-for-a-mac"),
+])
+def test_mlx_says_what_it_needs(cli_home: Home, tmp_path: Path, argv: list[str]) -> None:
+    out = ["-o", str(tmp_path / "x.lock")] if argv[0] == "lock" else []
+    run = cli_home.superfluid(*argv, *out)
+    assert run.code == 1, run.stderr
+    assert "runs on Apple silicon only (macos-arm64)" in run.stderr and "--mlx-venv" in run.stderr, run.stderr
+    assert "recipe names no releases repository" not in run.stderr and "this is Linux" not in run.stderr
+    assert not (tmp_path / "x.lock").exists()
+
+
+def test_a_mirror_that_refuses_connections_names_the_next_step(cli_home: Home) -> None:
+    import time
+
+    began = time.monotonic()
+    run = cli_home.superfluid("runtime", "install", "basert", "--mirror", "http://127.0.0.1:1/", "--json")
+    assert run.code == 1 and time.monotonic() - began < 6, run.stderr  # refused is not retried for seconds
+    error = run.json()["error"]
+    assert "connection refused by 127.0.0.1:1" in error["message"]
+    assert "check that the server at 127.0.0.1:1 is running" in error["fix"] and "--offline" in error["fix"]

@@ -116,3 +116,57 @@ def test_a_mirror_that_refuses_connections_names_the_next_step(cli_home: Home) -
     error = run.json()["error"]
     assert "connection refused by 127.0.0.1:1" in error["message"]
     assert "check that the server at 127.0.0.1:1 is running" in error["fix"] and "--offline" in error["fix"]
+
+
+# -- the other programs' help pages, versions and JSON errors (item 10) ---------------------------
+
+
+def _program(name: str, *argv: str, env: dict[str, str]) -> tuple[int, str, str]:
+    import subprocess
+
+    from tests.conftest import VENV_BIN
+
+    done = subprocess.run([str(VENV_BIN / name), *argv], env=env, capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("page", [[], ["serve"], ["export"], ["check"]], ids=["top", "serve", "export", "check"])
+def test_superfluid_manifest_help_has_examples_and_exit_codes(cli_home: Home, page: list[str]) -> None:
+    code, out, err = _program("superfluid-manifest", *page, "--help", env=cli_home.env)
+    assert code == 0 and err == "", err
+    examples = out[out.index("\nexamples:\n"):out.index("\nexit codes:\n")]
+    assert examples.count("\n  superfluid-manifest ") >= 2 or "gunicorn" in examples, out
+    assert "\n  0  done" in out and "\n  1  " in out and "\n  2  a usage error" in out
+
+
+def test_superfluid_manifest_version(cli_home: Home) -> None:
+    from superfluid import __version__
+
+    for flag in ("--version", "-V"):
+        assert _program("superfluid-manifest", flag, env=cli_home.env) == (0, f"superfluid-manifest {__version__}\n",
+                                                                            "")
+
+
+@pytest.mark.parametrize("argv", [["check", "--nope", "--json"], ["check", "--json"]],
+                         ids=["unknown-flag", "no-source"])
+def test_superfluid_manifest_json_failures_are_the_json_error(cli_home: Home, argv: list[str]) -> None:
+    import json
+
+    from superfluid.runtime.schema import errors
+
+    code, out, err = _program("superfluid-manifest", *argv, env=cli_home.env)
+    assert code == 2 and err.startswith("superfluid-manifest: "), err
+    doc = json.loads(out)
+    assert doc["error"]["code"] == "usage" and doc["error"]["exit"] == 2 and errors(doc, "error") == []
+    assert doc["error"]["message"] in err
+
+
+@pytest.mark.parametrize("worker", ["basert", "llamacpp", "mlx"])
+def test_each_worker_help_has_commands_examples_and_exit_codes(cli_home: Home, worker: str) -> None:
+    code, out, err = _program(f"superfluid-worker-{worker}", "--help", env=cli_home.env)
+    assert code == 0 and err == "", err
+    assert out.startswith(f"usage: superfluid-worker-{worker} <") and "\ncommands:\n  check " in out
+    assert f"\nexamples:\n  superfluid-worker-{worker} check\n" in out
+    assert "\nexit codes:\n  0  done" in out and "\n  2  a usage error" in out
+    assert ("\n  3  (serve) the model did not load" in out) == (worker != "mlx")

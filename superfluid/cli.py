@@ -161,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.write(kept)  # nothing it was computed from changed: no parser, no adapter
             return 0
         from superfluid.helptext import overview
-        from superfluid.parser import check_help, parser
+        from superfluid.parser import canonical_ids, check_help, parser
 
         top = parser(args_in)  # the adapters' flags only on the command the line names
         if not args_in:
@@ -173,13 +173,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = Namespace(command="serve")
             return int(import_module("superfluid.commands.serve").main(args_in[1:]))
         args, extra = top.parse_known_args(args_in)
+        canonical_ids(args)  # llama.cpp is llamacpp
+        if args.version and not args.command and extra == ["--json"]:  # --version --json: as version --json
+            args.json, extra = True, []
         if extra:  # named at the command that refused them, not at the top
             raise UsageError(f"unrecognized arguments: {' '.join(extra)}")
         if args.help and not args.command:
             sys.stdout.write(overview(top))
             return 0
         if args.version or args.command == "version":
-            sys.stdout.write(f"superfluid {__version__}\n")
+            if getattr(args, "json", False):
+                from superfluid.output import print_json
+
+                print_json({"superfluid": __version__})  # schema version
+            else:
+                sys.stdout.write(f"superfluid {__version__}\n")
             return 0
         if not args.command:
             raise UsageError(f"{args_in[0]} needs a command first (see 'superfluid --help')")

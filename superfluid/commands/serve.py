@@ -148,6 +148,7 @@ def _runtime_flag(value: str | None) -> tuple[str | None, str | None]:
     from superfluid.runtime import registry
 
     runtime_id, at, install = value.partition("@")
+    runtime_id = registry.canonical(runtime_id)  # llama.cpp is llamacpp
     registry.get(runtime_id)
     if not at:
         return runtime_id, None

@@ -170,3 +170,143 @@ def test_each_worker_help_has_commands_examples_and_exit_codes(cli_home: Home, w
     assert f"\nexamples:\n  superfluid-worker-{worker} check\n" in out
     assert "\nexit codes:\n  0  done" in out and "\n  2  a usage error" in out
     assert ("\n  3  (serve) the model did not load" in out) == (worker != "mlx")
+
+
+# -- every command's --json, one word for one fact, an alias as an id, a second install (item 10) --
+
+
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory: pytest.TempPathFactory, engines: Path) -> Path:
+    from tests.install import releases
+
+    return releases.make_mirror(tmp_path_factory.mktemp("mirror"))
+
+
+@pytest.fixture
+def two_installs(cli_home: Home, mirror: Path) -> Home:
+    for version in ("0.3.1", "0.4.0"):
+        run = cli_home.superfluid("runtime", "install", "basert", "--mirror", str(mirror), "--version", version)
+        assert run.code == 0, run.stderr
+    return cli_home
+
+
+def _valid(doc: object, schema: str) -> None:
+    from superfluid.runtime.schema import errors
+
+    assert errors(doc, schema) == []
+
+
+@pytest.mark.parametrize("argv", [["version", "--json"], ["--version", "--json"]], ids=["version", "flag"])
+def test_version_json(cli_home: Home, argv: list[str]) -> None:
+    from superfluid import __version__
+
+    run = cli_home.superfluid(*argv)
+    assert run.code == 0 and run.json() == {"superfluid": __version__}, run.stderr
+    _valid(run.json(), "version")
+
+
+def test_runtime_use_json(two_installs: Home) -> None:
+    pinned = two_installs.superfluid("runtime", "use", "basert", "0.3.1-cpu", "--json")
+    assert pinned.code == 0 and pinned.json() == {"id": "basert", "current": "0.3.1-cpu", "pinned": "0.3.1-cpu"}
+    auto = two_installs.superfluid("runtime", "use", "basert", "--auto", "--json")
+    assert auto.code == 0 and auto.json() == {"id": "basert", "current": "0.4.0-cpu", "pinned": None}
+    for run in (pinned, auto):
+        _valid(run.json(), "use-result")
+    missing = two_installs.superfluid("runtime", "use", "basert", "9.9.9-cpu", "--json")
+    assert missing.code == 1 and missing.json()["error"]["code"] == "no-such-install"
+
+
+def test_lock_json_written_up_to_date_and_checked(cli_home: Home, mirror: Path, tmp_path: Path) -> None:
+    lock = tmp_path / "superfluid.lock"
+    line = ["lock", "--runtime", "basert", "--platform", "linux-x64", "--backend", "cpu", "--mirror", str(mirror),
+            "-o", str(lock), "--json"]
+    written = cli_home.superfluid(*line)
+    assert written.code == 0, written.stderr
+    doc = written.json()
+    _valid(doc, "lock-result")
+    assert (doc["written"], doc["up_to_date"], doc["check"]) == (True, False, False)
+    assert [e["install"] for e in doc["engines"]] == ["0.4.0-cpu"] and doc["engines"][0]["abi"] == 1
+    import hashlib
+
+    assert doc["sha256"] == hashlib.sha256(lock.read_bytes()).hexdigest()
+    again = cli_home.superfluid(*line)
+    assert again.code == 0 and (again.json()["written"], again.json()["up_to_date"]) == (False, True)
+    assert again.json()["sha256"] == doc["sha256"]
+    checked = cli_home.superfluid("lock", "--check", "-o", str(lock), "--mirror", str(mirror), "--json")
+    assert checked.code == 0 and checked.json()["up_to_date"] is True and checked.json()["changes"] == []
+    pinned = doc["engines"][0]["files"][0]["sha256"]
+    lock.write_text(lock.read_text().replace(pinned, "0" * 64))  # the release "changed under its name"
+    outdated = cli_home.superfluid("lock", "--check", "-o", str(lock), "--mirror", str(mirror), "--json")
+    assert outdated.code == 1, outdated.stderr
+    report = outdated.json()  # one document: the changes and the error
+    _valid(report, "lock-result")
+    assert report["up_to_date"] is False and report["error"]["code"] == "lock-outdated"
+    assert [c["kind"] for c in report["changes"]] == ["digest"] and report["changes"][0]["error"] is True
+    assert outdated.stderr.startswith(f"superfluid: {lock} does not match")
+
+
+def test_check_of_a_garbage_model_names_the_model_not_the_runtime(cli_home: Home, engines: Path,
+                                                                  tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.base"
+    garbage.write_bytes(b"not a model at all\n")
+    run = cli_home.superfluid("runtime", "check", "basert", "--model", str(garbage), "--json", "--basert-lib",
+                              str(engines / "0.4.0" / "libbaseRT.so"))
+    assert run.code == 1, run.stderr
+    report = run.json()
+    assert report["available"] is True  # the runtime is; the model is what fails
+    assert report["error"]["code"] == "model-unreadable" and "is not a baseRT model" in report["error"]["message"]
+    _valid(report, "basert-check")
+    unavailable = cli_home.superfluid("runtime", "check", "basert", "--model", str(garbage), "--json")
+    assert unavailable.code == 1 and unavailable.json()["available"] is not True
+    assert unavailable.json()["error"]["code"] == "not-available"
+
+
+def test_repair_of_a_missing_install_is_no_such_install_as_remove_says(two_installs: Home) -> None:
+    codes = {sub: two_installs.superfluid("runtime", sub, "basert", "9.9.9-cpu", "--json") for sub in ("repair",
+                                                                                                       "remove")}
+    for sub, run in codes.items():
+        assert run.code == 1 and run.json()["error"]["code"] == "no-such-install", (sub, run.stdout)
+    assert two_installs.installs() == ["0.3.1-cpu", "0.4.0-cpu"]
+
+
+@pytest.mark.parametrize("argv", [
+    pytest.param(["runtime", "versions", "llama.cpp", "--json"], id="versions"),
+    pytest.param(["runtime", "options", "llama-cpp", "--json"], id="options"),
+    pytest.param(["runtime", "check", "llama.cpp", "--json"], id="check"),
+    pytest.param(["runtime", "check", "llama.cpp", "--help"], id="check-help"),
+    pytest.param(["runtime", "install", "llama.cpp", "--dry-run", "--offline"], id="install"),
+    pytest.param(["runtime", "use", "llama.cpp", "--auto"], id="use"),
+    pytest.param(["serve", "--runtime", "llama.cpp", "--port", "0", "--model", str(TINY)], id="serve"),
+])
+def test_llama_cpp_is_an_id_wherever_one_is_taken(cli_home: Home, argv: list[str]) -> None:
+    canonical = [("llamacpp" if a in ("llama.cpp", "llama-cpp") else a) for a in argv]
+    alias, same = cli_home.superfluid(*argv), cli_home.superfluid(*canonical)
+    assert "no runtime 'llama" not in alias.stderr, alias.stderr
+    assert (alias.code, alias.stdout) == (same.code, same.stdout)
+    assert not (cli_home.path / "runtimes" / "llama.cpp").exists()
+
+
+def test_the_check_report_still_names_its_aliases(cli_home: Home) -> None:
+    report = cli_home.superfluid("runtime", "check", "llamacpp", "--json").json()
+    assert report["runtime"]["aliases"] == ["llama.cpp", "llama-cpp"]
+
+
+def test_a_second_identical_install_is_already_installed(cli_home: Home, mirror: Path) -> None:
+    first = cli_home.superfluid("runtime", "install", "basert", "--mirror", str(mirror))
+    assert first.code == 0, first.stderr
+    receipt, lib = cli_home.receipt("0.4.0-cpu"), cli_home.basert / "0.4.0-cpu" / "lib" / "libbaseRT.so"
+    inode = lib.stat().st_ino
+    again = cli_home.superfluid("runtime", "install", "basert", "--mirror", str(mirror))
+    assert again.code == 0, again.stderr
+    assert "basert 0.4.0-cpu is already installed from the same archive" in again.stdout
+    assert "--reinstall" in again.stdout
+    assert "installing" not in again.stderr  # nothing was fetched or extracted
+    assert cli_home.receipt("0.4.0-cpu") == receipt and lib.stat().st_ino == inode
+    as_json = cli_home.superfluid("runtime", "install", "basert", "--mirror", str(mirror), "--json")
+    assert as_json.code == 0 and as_json.json()["already_installed"] is True
+    _valid(as_json.json(), "install-result")
+    forced = cli_home.superfluid("runtime", "install", "basert", "--mirror", str(mirror), "--reinstall")
+    assert forced.code == 0 and "replacing the one of that name" in forced.stderr + forced.stdout, forced.stderr
+    assert lib.stat().st_ino != inode and cli_home.installs() == ["0.4.0-cpu"]
+    other = cli_home.superfluid("runtime", "install", "basert", "--mirror", str(mirror), "--version", "0.3.1")
+    assert other.code == 0 and "already installed" not in other.stdout  # another build is not the same install

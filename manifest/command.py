@@ -42,7 +42,7 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "with any key, every release must be signed")
 
 
-#: the exit codes of every subcommand (SPEC §6.1), as each help page ends
+#: the exit codes of every subcommand, as each help page ends them
 _EXITS = """exit codes:
   0  done{zero}
   1  the source cannot be read{one}

@@ -125,8 +125,9 @@ def _help(adapter: Adapter, handlers: dict[str, Handler]) -> str:
     prog = worker_command(adapter.id)
     commands = sorted({"compat", "versions", "options", *handlers})
     lines = [_usage(adapter.id, handlers), "",
-             f"The {adapter.id} worker: what superfluid runs to ask and drive the engine (SPEC 6.5); people use "
-             f"`superfluid runtime check {adapter.id}` and `superfluid serve`.", "", "commands:"]
+             f"The {adapter.id} worker: what superfluid runs to ask and drive the engine (docs/cli.md, "
+             f"\"Workers\"); people use `superfluid runtime check {adapter.id}` and `superfluid serve`.", "",
+             "commands:"]
     lines += [f"  {c:<9} {_COMMAND_HELP.get(c, '')}".rstrip() for c in commands]
     lines += ["", "examples:", f"  {prog} check", f"  {prog} options --json", f"  {prog} versions --json"]
     lines += ["", "exit codes:", "  0  done (check: available)", "  1  a failure (check: not available, and why)",

@@ -157,22 +157,28 @@ def already_installed(plans: Sequence[Plan], environ: Mapping[str, str]) -> Outc
     archive whose digest is not known yet, a ``--from`` file without ``--sha256``, is never
     taken as the same). None: install it.
     """
+    from superfluid.installer.flock import install_lock
     from superfluid.installer.install import Outcome
-    from superfluid.installer.store import current_install, list_installs, read_pinned, runtime_root
+    from superfluid.installer.store import current_install, guard_root, list_installs, read_pinned, runtime_root
     from superfluid.runtime.home import home
 
     first = next((p for p in plans if all(a.digest_source != "absent" for a in p.assets)), None)
     if first is None or not first.assets or any(not a.sha256 for a in first.assets):
         return None
     root = runtime_root(home(environ), first.id)
-    there = next((i for i in list_installs(root) if i.name == first.install and i.ok), None)
-    if there is None or there.receipt is None:
+    if not (root / first.install).is_dir():
         return None
-    recorded = {src.sha256 for src in there.receipt.sources}
-    if not {a.sha256 for a in first.assets} <= recorded or there.receipt.tested != first.tested:
-        return None
-    return Outcome(first.id, tuple(plans), False, "already installed", receipt=there.receipt,
-                   path=str(root / first.install), current=current_install(root), pinned=read_pinned(root))
+    guard_root(root)  # judged as an install would be: never through a link, under the runtime's lock
+    with install_lock(root, on_wait=lambda holder: _err(f"another install of {first.id} is running "
+                                                        f"({holder.describe()}); waiting for it")):
+        there = next((i for i in list_installs(root) if i.name == first.install and i.ok), None)
+        if there is None or there.receipt is None:
+            return None
+        recorded = {src.sha256 for src in there.receipt.sources}
+        if not {a.sha256 for a in first.assets} <= recorded or there.receipt.tested != first.tested:
+            return None
+        return Outcome(first.id, tuple(plans), False, "already installed", receipt=there.receipt,
+                       path=str(root / first.install), current=current_install(root), pinned=read_pinned(root))
 
 
 def _do(request: Request, args: argparse.Namespace, environ: Mapping[str, str], *, dry_run: bool,

@@ -1,4 +1,4 @@
-"""What an install holds, file by file (installer/record.py): the rule that says what differs, as a
+"""What an install holds, file by file (runtime/record.py): the rule that says what differs, as a
 table; reading a tree without following links or opening FIFOs; the receipt's list."""
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.installer.record import (
+from superfluid.runtime.errors import BadFile
+from superfluid.runtime.receipt import Receipt, Source, read_receipt, write_receipt
+from superfluid.runtime.record import (
     FILES,
     UNRECORDED,
     FileRecord,
@@ -20,8 +22,6 @@ from superfluid.installer.record import (
     verify_install,
     with_files,
 )
-from superfluid.runtime.errors import BadFile
-from superfluid.runtime.receipt import Receipt, Source, read_receipt, write_receipt
 from superfluid.runtime.schema import errors as schema_errors
 
 A, B = "a" * 64, "b" * 64

@@ -67,6 +67,23 @@ def _wants_json(args_in: Sequence[str]) -> bool:
     return False
 
 
+def _os_fault(e: OSError) -> SuperfluidError:
+    """A filesystem fault no typed error named, as the path at fault, why, and what to look at."""
+    import errno
+
+    where = os.fspath(e.filename) if e.filename else None
+    text = f"{where}: {e.strerror or e}" if where else str(e.strerror or e)
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        fix = f"free space on the file system holding {where or 'SUPERFLUID_HOME'}"
+    elif e.errno in (errno.EACCES, errno.EPERM, errno.EROFS) and where:
+        fix = f"check the permissions of {where} and that its file system is writable"
+    elif e.errno in (errno.EEXIST, errno.ENOTDIR, errno.EISDIR) and where:
+        fix = f"something else is at {where} (or in its path): move it, or name another path"
+    else:
+        fix = "check SUPERFLUID_HOME (a writable directory) and free space"
+    return SuperfluidError(text, fix=fix)
+
+
 def _prog(args: argparse.Namespace | None) -> str:
     """``superfluid runtime check``: the command whose ``--help`` a usage error points at."""
     words = ["superfluid"]
@@ -142,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.write(kept)  # nothing it was computed from changed: no parser, no adapter
             return 0
         from superfluid.helptext import overview
-        from superfluid.parser import check_help, parser
+        from superfluid.parser import canonical_ids, check_help, parser
 
         top = parser(args_in)  # the adapters' flags only on the command the line names
         if not args_in:
@@ -154,13 +171,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = Namespace(command="serve", offline="--offline" in args_in[1:])  # kept by the hints it prints
             return int(import_module("superfluid.commands.serve").main(args_in[1:]))
         args, extra = top.parse_known_args(args_in)
+        canonical_ids(args)  # llama.cpp is llamacpp
+        if args.version and not args.command and extra == ["--json"]:  # --version --json: as version --json
+            args.json, extra = True, []
         if extra:  # named at the command that refused them, not at the top
             raise UsageError(f"unrecognized arguments: {' '.join(extra)}")
         if args.help and not args.command:
             sys.stdout.write(overview(top))
             return 0
         if args.version or args.command == "version":
-            sys.stdout.write(f"superfluid {__version__}\n")
+            if getattr(args, "json", False):
+                from superfluid.output import print_json
+
+                print_json({"superfluid": __version__})  # schema version
+            else:
+                sys.stdout.write(f"superfluid {__version__}\n")
             return 0
         if not args.command:
             raise UsageError(f"{args_in[0]} needs a command first (see 'superfluid --help')")
@@ -174,10 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _warn_home()
         return int(module.run(args))
     except OSError as e:  # a backstop: a filesystem fault below that no typed error named
-        where = f"{e.filename}: " if e.filename else ""
-        return _fail(SuperfluidError(f"{where}{e.strerror or e}",
-                                     fix="check SUPERFLUID_HOME (a writable directory) and free space"), 1, args,
-                     as_json)
+        return _fail(_os_fault(e), 1, args, as_json)
     except SuperfluidError as e:
         return _fail(e, exit_code(e), args, as_json)
     except KeyboardInterrupt as e:

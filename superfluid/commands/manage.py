@@ -58,14 +58,23 @@ def _use(args: argparse.Namespace, home: str) -> int:
         raise UsageError(f"runtime use {args.id}: give an install or --auto, not both")
     if args.auto:
         chosen = unpin(home, args.id, on_wait=_waiting(args.id))
-        sys.stdout.write(f"superfluid: {args.id} serves from {chosen} by default (the best-ranked)\n")
-        return 0
+        return _used(args, chosen, None, f"superfluid: {args.id} serves from {chosen} by default (the best-ranked)")
     if not args.install:
         raise UsageError(f"runtime use {args.id} needs an install (`superfluid runtime list {args.id}` lists them) "
                          "or --auto")
     chosen = pin(home, args.id, args.install, on_wait=_waiting(args.id))
-    sys.stdout.write(f"superfluid: {args.id} serves from {chosen} by default "
-                     f"(pinned; `superfluid runtime use {args.id} --auto` unpins it)\n")
+    return _used(args, chosen, chosen, f"superfluid: {args.id} serves from {chosen} by default "
+                                       f"(pinned; `superfluid runtime use {args.id} --auto` unpins it)")
+
+
+def _used(args: argparse.Namespace, current: str, pinned: str | None, line: str) -> int:
+    """What ``use`` did: the line for people, or with ``--json`` the document (schema ``use-result``)."""
+    if getattr(args, "json", False):
+        from superfluid.output import print_json
+
+        print_json({"id": args.id, "current": current, "pinned": pinned})
+    else:
+        sys.stdout.write(line + "\n")
     return 0
 
 

@@ -26,6 +26,8 @@ def _current(runtime_id: str, environ: Mapping[str, str]) -> tuple[str | None, s
     from superfluid.runtime.home import install_receipt
     from superfluid.runtime.receipt import read_receipt
 
+    if _homeless(environ) is not None:  # nothing is installed in a home that is not a directory
+        return None, None
     root = runtime_dir(home(environ), runtime_id)
     name, problem = current_target(root)
     if problem is not None:
@@ -52,6 +54,14 @@ def _glanced(runtime_id: str, install: str, environ: Mapping[str, str]) -> str |
     if why is None:
         return None
     return f"{install} is broken: {why}: `superfluid runtime repair {runtime_id} {install}` puts it back"
+
+
+def _homeless(environ: Mapping[str, str]) -> str | None:
+    """Why SUPERFLUID_HOME holds nothing (a file, a dangling link, a path under a file), or None."""
+    from superfluid.runtime.home import home_fault
+
+    where = home(environ)
+    return None if os.path.isdir(where) else home_fault(where)
 
 
 def _made_for(runtime_id: str, install: str, environ: Mapping[str, str]) -> dict[str, Any] | None:
@@ -142,6 +152,9 @@ def row(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
             out["state"] = "broken"
         else:
             out["state"] = "not installed"
+        if ready is not True and (fault := _homeless(environ)) is not None:
+            out.update(state="not installed", ready=f"{fault}: nothing is installed there; point SUPERFLUID_HOME "
+                                                    "at a directory (it is made when missing)")
         out["worker"] = ref.to_json() if ref else {"path": "linked", "source": "linked"}
         if ready is True:
             version = (report.get("runtime") or {}).get("version")
@@ -213,7 +226,9 @@ def _human(found: list[dict[str, Any]], environ: Mapping[str, str]) -> str:
     for r in found:
         said = registry.get(r["id"]).requires_text(r["requires"]) if "requires" in r else None
         text += f"{said}\n" if said else ""
-    text += f"installed runtimes: {runtimes_dir(home(environ))}\n"
+    fault = _homeless(environ)
+    text += f"installed runtimes: {runtimes_dir(home(environ))}\n" if fault is None else \
+        f"installed runtimes: none ({fault})\n"
     return text
 
 

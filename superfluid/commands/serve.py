@@ -131,6 +131,7 @@ def _runtime_flag(value: str | None) -> tuple[str | None, str | None]:
     from superfluid.runtime import registry
 
     runtime_id, at, install = value.partition("@")
+    runtime_id = registry.canonical(runtime_id)  # llama.cpp is llamacpp
     registry.get(runtime_id)
     if not at:
         return runtime_id, None
@@ -161,8 +162,9 @@ def parse_line(argv: Sequence[str]) -> ServeCommand:
     model = own.get("--model")
     if model is None:
         raise UsageError(f"serve needs --model PATH ({_HELP})")
-    if not os.path.exists(model):
-        raise UsageError(f"--model {model}: no such file or directory")
+    from superfluid.paths import model_path
+
+    model_path("--model", model, runtime)  # a FIFO or a device would hold the format probe forever
     sessions = own.get("--sessions")
     if sessions is not None and os.path.exists(sessions) and not os.path.isdir(sessions):
         raise UsageError(f"--sessions {sessions}: not a directory")

@@ -57,6 +57,12 @@ def validate(doc: Any, name: str) -> None:
     assert not found, found
 
 
+def version_rows(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """An adapter's ``versions`` rows, valid against the ``versions`` schema, by version."""
+    validate(rows, "versions")
+    return {r["version"]: r for r in rows}
+
+
 #: the llama.cpp options SPEC §7 names, in its order
 SPEC_LLAMA_OPTIONS = [
     "n-gpu-layers", "main-gpu", "split-mode", "tensor-split", "load-mode", "lazy-mode", "repack", "threads",

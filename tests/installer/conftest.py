@@ -3,7 +3,8 @@
 
 ``object_store_server`` answers downloads with a redirect to a second port; ``area`` is a place
 for hostile archives to aim outside of; ``cache`` the download cache of ``home``; ``fast`` a
-``FetchConfig`` with short waits so fault tests take milliseconds.
+``FetchConfig`` with short waits so fault tests take milliseconds; ``bundles`` the reference
+engine's bundles as local files.
 """
 
 from __future__ import annotations
@@ -69,3 +70,17 @@ def no_sockets(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket.socket, "connect_ex", refuse)
     return attempts
+
+
+@pytest.fixture(scope="session")
+def bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The reference engine's bundles (``tests/install/releases.bundle``) as local files, by variant."""
+    from tests.install.releases import bundle, bundle_name
+
+    folder = tmp_path_factory.mktemp("bundles")
+    out = {}
+    for variant in ("0.3.1", "0.4.0", "0.5.0", "missing-symbol"):
+        path = folder / bundle_name(variant)
+        path.write_bytes(bundle(variant))
+        out[variant] = path
+    return out

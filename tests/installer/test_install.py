@@ -17,21 +17,9 @@ from superfluid.installer.store import list_installs, runtime_root
 from superfluid.runtime.planning import NotInstallable, Plan, PlanAsset, Request
 from superfluid.runtime.probe import ProbeRefused
 from superfluid.runtime.receipt import read_receipt
-from tests.install.releases import bundle, bundle_name
+from tests.install.releases import bundle_name
 
 ABI = {"0.2.6": None, "0.3.0": None, "0.3.1": 1, "0.4.0": 1, "0.5.0": 1}  # what each plan says its release states
-
-
-@pytest.fixture(scope="module")
-def bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The reference engine's bundles as local files, by variant."""
-    folder = tmp_path_factory.mktemp("bundles")
-    out = {}
-    for variant in ("0.3.1", "0.4.0", "0.5.0", "missing-symbol"):
-        path = folder / bundle_name(variant)
-        path.write_bytes(bundle(variant))
-        out[variant] = path
-    return out
 
 
 def plan_of(path: Path, version: str, *, absent: bool = False) -> Plan:

@@ -1,0 +1,147 @@
+"""``installer/restore``: what a receipt must record to be put back, the plan that fetches exactly
+its archives (below a mirror too), and real restores of a real reference-engine install whose files
+were changed: from the cache or the file it came from, never a connection offline, nothing changed
+when the archives do not make the recorded files."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from superfluid.installer.errors import OfflineMissing
+from superfluid.installer.install import install
+from superfluid.installer.record import FILES, files_of
+from superfluid.installer.restore import NotRestorable, plan_of, restore, unrestorable
+from superfluid.installer.store import runtime_root
+from superfluid.runtime.planning import Request
+from superfluid.runtime.receipt import Receipt, Source, read_receipt
+
+from .archives import snapshot
+
+SHA = "ab" * 32
+URL = "https://github.example/basecompute/baseRT/releases/download/v0.4.0/basert-engine-linux-x64-0.4.0.tar.gz"
+
+
+def bare(**kw: object) -> Receipt:
+    fields: dict[str, object] = dict(id="basert", install="0.4.0-cpu", version="0.4.0", backend="cpu",
+                                     worker="bin/superfluid-worker-basert", sources=(Source(URL, SHA),), tested=True,
+                                     abi=1, chosen_by="tested", platforms=("linux-x64",),
+                                     extra={FILES: [{"path": "lib/x", "kind": "file", "size": 1, "sha256": SHA}]})
+    fields.update(kw)
+    return Receipt(**fields)  # type: ignore[arg-type]
+
+
+# --- what a receipt must say (pure) ---------------------------------------------------------------------
+
+@pytest.mark.parametrize(("receipt", "why"), [
+    pytest.param(bare(), None, id="enough"),
+    pytest.param(bare(extra={}), "its receipt records no files", id="no-files"),
+    pytest.param(bare(sources=()), "its receipt records no source", id="no-source"),
+    pytest.param(bare(sources=(Source(URL, SHA), Source("file:///m/x.tar.gz", ""))),
+                 "its receipt records no SHA-256 of file:///m/x.tar.gz", id="a-source-without-a-digest"),
+])
+def test_unrestorable(receipt: Receipt, why: str | None) -> None:
+    assert unrestorable(receipt) == why
+
+
+@pytest.mark.parametrize(("url", "mirror", "want"), [
+    pytest.param(URL, None, URL, id="where-it-came-from"),
+    pytest.param(URL, "https://mirror.example/m/",
+                 "https://mirror.example/m/basecompute/baseRT/releases/download/v0.4.0/basert-engine-linux-x64-0.4.0.tar.gz",
+                 id="the-same-path-below-the-mirror"),
+    pytest.param("/home/u/engine.tar.gz", "https://mirror.example/m/", "/home/u/engine.tar.gz",
+                 id="a-local-file-stays"),
+])
+def test_plan_of_fetches_each_source_by_its_digest(url: str, mirror: str | None, want: str) -> None:
+    p = plan_of(bare(sources=(Source(url, SHA),)), mirror_root=mirror)
+    (a,) = p.assets
+    assert (a.url, a.sha256, a.digest_source, a.name) == (want, SHA, "pin", url.rsplit("/", 1)[-1])
+    assert (p.id, p.install, p.abi, p.tested, p.chosen_by, p.platform) == ("basert", "0.4.0-cpu", 1, True, "tested",
+                                                                           "linux-x64")
+
+
+def test_plan_of_an_unchosen_receipt_is_from() -> None:
+    assert plan_of(bare(chosen_by=None, platforms=())).chosen_by == "from"
+
+
+# --- real restores ----------------------------------------------------------------------------------------
+
+@pytest.fixture
+def installed(bundles: dict[str, Path], tmp_path: Path) -> tuple[dict[str, str], Receipt, Path]:
+    """basert 0.4.0 installed from a copy of its bundle (hashed in place, so not in the cache)."""
+    local = tmp_path / "from" / bundles["0.4.0"].name
+    local.parent.mkdir()
+    shutil.copy(bundles["0.4.0"], local)
+    env = {"SUPERFLUID_HOME": str(tmp_path / "home"), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    sha = hashlib.sha256(local.read_bytes()).hexdigest()
+    done = install(Request.parse("basert", from_=str(local), sha256=sha), environ=env)
+    assert done.receipt is not None and done.path is not None
+    return env, read_receipt(Path(done.path) / "runtime.json"), local
+
+
+def _spoil(install_dir: Path) -> Path:
+    lib = next(p for p in (install_dir / "lib").iterdir() if p.name.startswith("libbaseRT"))
+    lib.write_bytes(b"not the engine any more")
+    (install_dir / "lib" / "stray").write_text("added")
+    return lib
+
+
+def test_a_changed_install_is_put_back_as_its_receipt_records(installed: tuple[dict[str, str], Receipt, Path]) -> None:
+    env, receipt, _ = installed
+    install_dir = runtime_root(env["SUPERFLUID_HOME"], "basert") / receipt.install
+    before = {r.path: r for r in files_of(receipt) or ()}
+    _spoil(install_dir)
+    done = restore(receipt, environ=env)
+    assert done.path == install_dir and done.replaced
+    again = read_receipt(install_dir / "runtime.json")
+    assert (again.sources, again.installed_at, again.chosen_by) == (receipt.sources, receipt.installed_at,
+                                                                    receipt.chosen_by)
+    assert not (install_dir / "lib" / "stray").exists()
+    assert {r.path: r for r in files_of(again) or ()} == before
+
+
+def test_the_file_it_came_from_gone_is_not_restorable(installed: tuple[dict[str, str], Receipt, Path]) -> None:
+    env, receipt, local = installed
+    local.unlink()
+    root = runtime_root(env["SUPERFLUID_HOME"], "basert")
+    _spoil(root / receipt.install)
+    before = snapshot(root)
+    with pytest.raises(NotRestorable, match="is gone"):
+        restore(receipt, environ=env)
+    assert snapshot(root) == before
+
+
+def test_offline_with_nothing_cached_opens_no_connection(installed: tuple[dict[str, str], Receipt, Path]) -> None:
+    env, receipt, _ = installed
+    remote = dataclasses.replace(receipt, sources=(Source("https://192.0.2.1/o/r/releases/download/v1/x.tar.gz",
+                                                          receipt.sources[0].sha256),))
+    with pytest.raises(OfflineMissing) as e:
+        restore(remote, environ=env, offline=True)
+    assert e.value.fix is not None and "without --offline" in e.value.fix
+
+
+def test_archives_that_do_not_make_the_recorded_files_change_nothing(
+        installed: tuple[dict[str, str], Receipt, Path], bundles: dict[str, Path]) -> None:
+    env, receipt, _ = installed
+    other = bundles["0.3.1"]
+    lying = dataclasses.replace(receipt, sources=(Source(str(other), hashlib.sha256(other.read_bytes()).hexdigest()),))
+    root = runtime_root(env["SUPERFLUID_HOME"], "basert")
+    _spoil(root / receipt.install)
+    before = snapshot(root)
+    with pytest.raises(NotRestorable, match="do not make the files it records"):
+        restore(lying, environ=env)
+    assert snapshot(root) == before
+
+
+def test_a_receipt_that_says_too_little_changes_nothing(installed: tuple[dict[str, str], Receipt, Path]) -> None:
+    env, receipt, _ = installed
+    root = runtime_root(env["SUPERFLUID_HOME"], "basert")
+    before = snapshot(root)
+    with pytest.raises(NotRestorable, match="records no source"):
+        restore(dataclasses.replace(receipt, sources=()), environ=env)
+    assert snapshot(root) == before

@@ -1,5 +1,4 @@
-"""The loader on every reference-engine variant, loaded with real dlopen: the verdict it applies
-(its rule as a table is tests/basert/test_verdict.py), the config read by size or by value."""
+"""The loader's verdict (SPEC §4.1) on every reference-engine variant, loaded with real dlopen."""
 
 from __future__ import annotations
 

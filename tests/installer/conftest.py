@@ -4,7 +4,7 @@
 ``object_store_server`` answers downloads with a redirect to a second port; ``area`` is a place
 for hostile archives to aim outside of; ``cache`` the download cache of ``home``; ``fast`` a
 ``FetchConfig`` with short waits so fault tests take milliseconds; ``bundles`` the reference
-engine's bundles as local files.
+engine's bundles as local files; ``sim`` a TUF repository simulator with one answer.
 """
 
 from __future__ import annotations
@@ -19,8 +19,12 @@ from superfluid.installer.cache import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.fetcher import RequestsFetcher
 from tests.release_server import ReleaseServer
+from tests.tuf_simulator import TufSimulator
 
 REPO = "basecompute/baseRT"
+#: the answer ``sim`` publishes, and its bytes
+ANSWER = "v1/releases/0.2.0.json"
+FIRST = b'{"version": "0.2.0"}\n'
 
 
 @pytest.fixture
@@ -84,3 +88,12 @@ def bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         path.write_bytes(bundle(variant))
         out[variant] = path
     return out
+
+
+@pytest.fixture
+def sim() -> Iterator[TufSimulator]:
+    """A TUF repository simulator on loopback that has published one answer, ``ANSWER``."""
+    s = TufSimulator()
+    s.publish({ANSWER: FIRST})
+    yield s
+    s.close()

@@ -1,6 +1,6 @@
 """``installer/trust_errors``: one typed refusal per attack the freshness check stops, each with the
 exit code of the face's table and the stable ``--json`` code scripts read, carrying its fields and a
-fix. (The attacks themselves are tests/manifest/test_tuf_attacks.py.)"""
+fix. (The attacks themselves are tests/installer/test_tuf_client.py.)"""
 
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ from superfluid.installer.store import list_installs, runtime_root
 from superfluid.runtime.planning import NotInstallable, Plan, PlanAsset, Request
 from superfluid.runtime.probe import ProbeRefused
 from superfluid.runtime.receipt import read_receipt
+from tests.conftest import Home
 from tests.install.releases import bundle_name
 
 ABI = {"0.2.6": None, "0.3.0": None, "0.3.1": 1, "0.4.0": 1, "0.5.0": 1}  # what each plan says its release states
@@ -30,11 +31,6 @@ def plan_of(path: Path, version: str, *, absent: bool = False) -> Plan:
                       size=None if absent else len(data), digest_source="absent" if absent else "release")
     return Plan(id="basert", version=version, backend="cpu", assets=(asset,), tested=True, chosen_by="tested",
                 abi=ABI.get(version, 1), why="test")
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    return {"SUPERFLUID_HOME": str(tmp_path / "home"), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
 
 
 def run(plans: list[Plan], env: dict[str, str]) -> tuple[Outcome, list[Event]]:
@@ -61,7 +57,8 @@ def kinds(told: list[Event]) -> list[tuple[str, int]]:
 
 # --- the first plan that runs ----------------------------------------------------------------------------
 
-def test_one_plan_that_runs_is_published(bundles: dict[str, Path], env: dict[str, str]) -> None:
+def test_one_plan_that_runs_is_published(bundles: dict[str, Path], cli_home: Home) -> None:
+    env = cli_home.env
     done, told = run([plan_of(bundles["0.4.0"], "0.4.0")], env)
     assert kinds(told) == [("trying", 0)]
     assert (done.id, done.dry_run, done.source, done.fallbacks, done.replaced) == ("basert", False, "test", (), False)
@@ -76,8 +73,9 @@ def test_one_plan_that_runs_is_published(bundles: dict[str, Path], env: dict[str
     pytest.param("missing-symbol", "missing-symbol", id="a-library-that-lacks-a-symbol"),
     pytest.param("0.5.0", "0.5.0", id="a-library-of-another-abi"),
 ])
-def test_a_refused_probe_publishes_nothing_and_the_next_plan_is_tried(bundles: dict[str, Path], env: dict[str, str],
+def test_a_refused_probe_publishes_nothing_and_the_next_plan_is_tried(bundles: dict[str, Path], cli_home: Home,
                                                                      first: str, why: str) -> None:
+    env = cli_home.env
     refused = plan_of(bundles[first], "0.4.0" if first == "missing-symbol" else first)
     done, told = run([refused, plan_of(bundles["0.3.1"], "0.3.1")], env)
     assert kinds(told) == [("trying", 0), ("fell-back", 0), ("trying", 1)]
@@ -88,14 +86,16 @@ def test_a_refused_probe_publishes_nothing_and_the_next_plan_is_tried(bundles: d
     assert done.current == "0.3.1-cpu"
 
 
-def test_the_only_plan_refused_raises_its_own_refusal(bundles: dict[str, Path], env: dict[str, str]) -> None:
+def test_the_only_plan_refused_raises_its_own_refusal(bundles: dict[str, Path], cli_home: Home) -> None:
+    env = cli_home.env
     with pytest.raises(ProbeRefused) as e:
         run([plan_of(bundles["0.5.0"], "0.5.0")], env)
     assert e.value.plan.install == "0.5.0-cpu"
     nothing_published(env)
 
 
-def test_every_plan_refused_names_each(bundles: dict[str, Path], env: dict[str, str]) -> None:
+def test_every_plan_refused_names_each(bundles: dict[str, Path], cli_home: Home) -> None:
+    env = cli_home.env
     plans = [plan_of(bundles["0.5.0"], "0.5.0"), plan_of(bundles["missing-symbol"], "0.4.0")]
     with pytest.raises(NotInstallable) as e:
         run(plans, env)
@@ -105,8 +105,9 @@ def test_every_plan_refused_names_each(bundles: dict[str, Path], env: dict[str, 
 
 # --- an archive the release does not publish ---------------------------------------------------------------
 
-def test_an_absent_archive_is_passed_over_unfetched(bundles: dict[str, Path], env: dict[str, str],
+def test_an_absent_archive_is_passed_over_unfetched(bundles: dict[str, Path], cli_home: Home,
                                                     tmp_path: Path) -> None:
+    env = cli_home.env
     gone = tmp_path / bundle_name("0.4.0")  # never written: fetching it would fail
     done, told = run([plan_of(gone, "0.4.0", absent=True), plan_of(bundles["0.3.1"], "0.3.1")], env)
     assert kinds(told) == [("fell-back", 0), ("trying", 1)]  # the absent one is never tried
@@ -114,13 +115,15 @@ def test_an_absent_archive_is_passed_over_unfetched(bundles: dict[str, Path], en
     assert published(env) == ["0.3.1-cpu"]
 
 
-def test_the_only_plan_absent(bundles: dict[str, Path], env: dict[str, str]) -> None:
+def test_the_only_plan_absent(bundles: dict[str, Path], cli_home: Home) -> None:
+    env = cli_home.env
     with pytest.raises(NotInstallable, match="is not in this release"):
         run([plan_of(bundles["0.4.0"], "0.4.0", absent=True)], env)
     nothing_published(env)
 
 
-def test_no_plan_installs_nothing(env: dict[str, str]) -> None:
+def test_no_plan_installs_nothing(cli_home: Home) -> None:
+    env = cli_home.env
     with pytest.raises(NotInstallable, match="nothing of basert to install here"):
         run([], env)
     nothing_published(env)
@@ -150,7 +153,8 @@ def test_outcome_json(dry_run: bool, keys: set[str]) -> None:
 
 # --- --from a local bundle, end to end -----------------------------------------------------------------------
 
-def test_from_a_local_bundle_dry_run_writes_nothing(bundles: dict[str, Path], env: dict[str, str]) -> None:
+def test_from_a_local_bundle_dry_run_writes_nothing(bundles: dict[str, Path], cli_home: Home) -> None:
+    env = cli_home.env
     data = bundles["0.4.0"].read_bytes()
     req = Request.parse("basert", from_=str(bundles["0.4.0"]), sha256=hashlib.sha256(data).hexdigest())
     done = install(req, environ=env, dry_run=True)
@@ -160,7 +164,8 @@ def test_from_a_local_bundle_dry_run_writes_nothing(bundles: dict[str, Path], en
 
 
 def test_from_a_local_bundle_without_a_digest_is_installed_unchecked_and_says_so(bundles: dict[str, Path],
-                                                                                env: dict[str, str]) -> None:
+                                                                                cli_home: Home) -> None:
+    env = cli_home.env
     told: list[Event] = []
     done = install(Request.parse("basert", from_=str(bundles["0.4.0"])), environ=env, tell=told.append)
     sha = hashlib.sha256(bundles["0.4.0"].read_bytes()).hexdigest()
@@ -172,7 +177,8 @@ def test_from_a_local_bundle_without_a_digest_is_installed_unchecked_and_says_so
     assert published(env) == ["0.4.0-cpu"]
 
 
-def test_from_a_bundle_of_another_digest_installs_nothing(bundles: dict[str, Path], env: dict[str, str]) -> None:
+def test_from_a_bundle_of_another_digest_installs_nothing(bundles: dict[str, Path], cli_home: Home) -> None:
+    env = cli_home.env
     from superfluid.installer.errors import VerificationError
 
     with pytest.raises(VerificationError):

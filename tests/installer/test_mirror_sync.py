@@ -13,49 +13,20 @@ from typing import Any
 
 import pytest
 
-from superfluid.installer.lockfile import Engine, Lock, LockedFile, LockError, Target
+from superfluid.installer.lockfile import Lock, LockError
 from superfluid.installer.mirror_sync import files_of, listing, sync, verify
 from superfluid.runtime.errors import BadFile
+from tests.conftest import Home
 
 from .archives import snapshot
 
 REPO = "basecompute/baseRT"
 
 
-def _file(src: Path, tag: str, name: str, data: bytes, repo: str = REPO) -> LockedFile:
-    """A locked file whose bytes are ``data``, written at ``src/<tag>/<name>`` and named by a file:// URL."""
-    where = src / repo / tag / name
-    where.parent.mkdir(parents=True, exist_ok=True)
-    where.write_bytes(data)
-    return LockedFile(name, f"{repo}/releases/download/{tag}/{name}", where.as_uri(), len(data),
-                      hashlib.sha256(data).hexdigest())  # type: ignore[arg-type]
-
-
-def _engine(host: str, version: str, assets: tuple[LockedFile, ...], evidence: tuple[LockedFile, ...] = (),
-            repo: str = REPO) -> Engine:
-    return Engine(Target("basert", "linux-x64", host), repo, version, host, "abi", 1, True, "test", assets, {},
-                  evidence)
-
-
-@pytest.fixture
-def lock(tmp_path: Path) -> Lock:
-    src = tmp_path / "upstream"
-    abi = _file(src, "v0.4.0", "basert-engine-abi-1.txt", b"1\n")
-    cpu = _engine("cpu", "0.4.0", (_file(src, "v0.4.0", "engine-cpu.tar.gz", b"cpu engine"),), (abi,))
-    cuda = _engine("cuda", "0.4.0", (_file(src, "v0.4.0", "engine-cuda.tar.gz", b"cuda engine"),), (abi,))
-    old = _engine("vulkan", "0.3.1", (_file(src, "v0.3.1", "engine-vulkan.tar.gz", b"vulkan engine"),))
-    return Lock("0.1.0", ("basert",), ("linux-x64",), ("cpu", "cuda", "vulkan"), (cpu, cuda, old))
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    return {"SUPERFLUID_HOME": str(tmp_path / "home")}
-
-
 # --- what a mirror holds (pure) ------------------------------------------------------------------------------
 
-def test_files_of_names_each_path_once_in_path_order(lock: Lock) -> None:
-    got = [(repo, tag, f.name) for repo, tag, f in files_of(lock)]
+def test_files_of_names_each_path_once_in_path_order(file_lock: Lock) -> None:
+    got = [(repo, tag, f.name) for repo, tag, f in files_of(file_lock)]
     assert got == [(REPO, "v0.3.1", "engine-vulkan.tar.gz"), (REPO, "v0.4.0", "basert-engine-abi-1.txt"),
                    (REPO, "v0.4.0", "engine-cpu.tar.gz"), (REPO, "v0.4.0", "engine-cuda.tar.gz")]
 
@@ -64,8 +35,8 @@ def _names(releases: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
     return [(r["tag_name"], [a["name"] for a in r["assets"]]) for r in releases]
 
 
-def test_a_fresh_listing_is_the_locks_releases_newest_first(lock: Lock) -> None:
-    got = listing(lock, REPO)
+def test_a_fresh_listing_is_the_locks_releases_newest_first(file_lock: Lock) -> None:
+    got = listing(file_lock, REPO)
     assert _names(got) == [("v0.4.0", ["basert-engine-abi-1.txt", "engine-cpu.tar.gz", "engine-cuda.tar.gz"]),
                            ("v0.3.1", ["engine-vulkan.tar.gz"])]
     cpu = next(a for a in got[0]["assets"] if a["name"] == "engine-cpu.tar.gz")
@@ -80,15 +51,15 @@ def test_a_fresh_listing_is_the_locks_releases_newest_first(lock: Lock) -> None:
     pytest.param([{"name": "no tag"}, {"tag_name": 5}], ["v0.4.0", "v0.3.1"], id="untagged-entries-dropped"),
     pytest.param([{"tag_name": "v0.4.0", "assets": [], "body": "notes"}], ["v0.4.0", "v0.3.1"], id="same-tag-merged"),
 ])
-def test_a_listing_already_there_is_merged(lock: Lock, existing: list[dict[str, Any]], order: list[str]) -> None:
-    assert [r["tag_name"] for r in listing(lock, REPO, existing)] == order
+def test_a_listing_already_there_is_merged(file_lock: Lock, existing: list[dict[str, Any]], order: list[str]) -> None:
+    assert [r["tag_name"] for r in listing(file_lock, REPO, existing)] == order
 
 
-def test_the_locks_digest_wins_and_other_files_stay(lock: Lock) -> None:
+def test_the_locks_digest_wins_and_other_files_stay(file_lock: Lock) -> None:
     existing = [{"tag_name": "v0.4.0", "body": "notes", "assets": [
         {"name": "engine-cpu.tar.gz", "size": 1, "digest": "sha256:" + "0" * 64},
         {"name": "README", "size": 3}]}]
-    (rel, _) = listing(lock, REPO, existing)
+    (rel, _) = listing(file_lock, REPO, existing)
     assert rel["body"] == "notes"  # the release's other fields are kept
     assets = {a["name"]: a for a in rel["assets"]}
     assert sorted(assets) == ["README", "basert-engine-abi-1.txt", "engine-cpu.tar.gz", "engine-cuda.tar.gz"]
@@ -96,39 +67,42 @@ def test_the_locks_digest_wins_and_other_files_stay(lock: Lock) -> None:
     assert assets["README"] == {"name": "README", "size": 3}
 
 
-def test_a_listing_of_another_repository_holds_none_of_ours(lock: Lock) -> None:
-    assert listing(lock, "ggml-org/llama.cpp") == []
+def test_a_listing_of_another_repository_holds_none_of_ours(file_lock: Lock) -> None:
+    assert listing(file_lock, "ggml-org/llama.cpp") == []
 
 
 # --- sync -------------------------------------------------------------------------------------------------------
 
-def test_sync_places_every_file_and_the_listing(lock: Lock, env: dict[str, str], tmp_path: Path) -> None:
+def test_sync_places_every_file_and_the_listing(file_lock: Lock, cli_home: Home, tmp_path: Path) -> None:
+    env = cli_home.env
     root = tmp_path / "mirror"
     told: list[str] = []
-    done = sync(lock, root, environ=env, tell=told.append)
+    done = sync(file_lock, root, environ=env, tell=told.append)
     assert len(done.fetched) == 4 and done.present == () and done.replaced == ()
     assert done.listings == (f"{REPO}/releases.json",) and len(told) == 4
-    for _, _, f in files_of(lock):
+    for _, _, f in files_of(file_lock):
         assert hashlib.sha256((root / f.path).read_bytes()).hexdigest() == f.sha256
-    assert json.loads((root / REPO / "releases.json").read_text()) == listing(lock, REPO)
-    assert verify(lock, root) == (4, [])
+    assert json.loads((root / REPO / "releases.json").read_text()) == listing(file_lock, REPO)
+    assert verify(file_lock, root) == (4, [])
 
 
-def test_a_second_sync_fetches_and_writes_nothing(lock: Lock, env: dict[str, str], tmp_path: Path) -> None:
+def test_a_second_sync_fetches_and_writes_nothing(file_lock: Lock, cli_home: Home, tmp_path: Path) -> None:
+    env = cli_home.env
     root = tmp_path / "mirror"
-    sync(lock, root, environ=env)
+    sync(file_lock, root, environ=env)
     before = snapshot(root)
-    again = sync(lock, root, environ=env)
+    again = sync(file_lock, root, environ=env)
     assert (again.fetched, again.replaced, again.listings) == ((), (), ())
     assert len(again.present) == 4 and snapshot(root) == before
 
 
-def test_a_file_of_other_bytes_is_replaced(lock: Lock, env: dict[str, str], tmp_path: Path) -> None:
+def test_a_file_of_other_bytes_is_replaced(file_lock: Lock, cli_home: Home, tmp_path: Path) -> None:
+    env = cli_home.env
     root = tmp_path / "mirror"
-    sync(lock, root, environ=env)
-    (_, _, cpu) = next(x for x in files_of(lock) if x[2].name == "engine-cpu.tar.gz")
+    sync(file_lock, root, environ=env)
+    (_, _, cpu) = next(x for x in files_of(file_lock) if x[2].name == "engine-cpu.tar.gz")
     (root / cpu.path).write_bytes(b"tampered!!")  # same size, other bytes
-    done = sync(lock, root, environ=env)
+    done = sync(file_lock, root, environ=env)
     assert done.replaced == (cpu.path,) and done.fetched == (cpu.path,)
     assert (root / cpu.path).read_bytes() == b"cpu engine"
 
@@ -138,38 +112,41 @@ def test_a_file_of_other_bytes_is_replaced(lock: Lock, env: dict[str, str], tmp_
     pytest.param('{"tag_name": "v1"}', id="an-object"),
     pytest.param('[1, 2]', id="not-release-objects"),
 ])
-def test_a_bad_listing_in_place_is_refused_before_any_write(lock: Lock, env: dict[str, str], tmp_path: Path,
+def test_a_bad_listing_in_place_is_refused_before_any_write(file_lock: Lock, cli_home: Home, tmp_path: Path,
                                                              text: str) -> None:
+    env = cli_home.env
     root = tmp_path / "mirror"
     (root / REPO).mkdir(parents=True)
     (root / REPO / "releases.json").write_text(text)
     before = snapshot(root)
     with pytest.raises(BadFile) as e:
-        sync(lock, root, environ=env)
+        sync(file_lock, root, environ=env)
     assert e.value.path == str(root / REPO / "releases.json")
     assert snapshot(root) == before
 
 
-def test_a_link_out_of_the_mirror_is_refused(lock: Lock, env: dict[str, str], tmp_path: Path) -> None:
+def test_a_link_out_of_the_mirror_is_refused(file_lock: Lock, cli_home: Home, tmp_path: Path) -> None:
+    env = cli_home.env
     root = tmp_path / "mirror"
     away = tmp_path / "away"
     away.mkdir()
     root.mkdir()
     os.symlink(away, root / "basecompute")
     with pytest.raises(LockError, match="leads out of the mirror"):
-        sync(lock, root, environ=env)
+        sync(file_lock, root, environ=env)
     assert os.listdir(away) == []
 
 
-def test_a_file_whose_bytes_differ_from_the_lock_is_not_placed(lock: Lock, env: dict[str, str],
+def test_a_file_whose_bytes_differ_from_the_lock_is_not_placed(file_lock: Lock, cli_home: Home,
                                                                tmp_path: Path) -> None:
+    env = cli_home.env
     from superfluid.installer.errors import VerificationError
 
-    (_, _, cpu) = next(x for x in files_of(lock) if x[2].name == "engine-cpu.tar.gz")
+    (_, _, cpu) = next(x for x in files_of(file_lock) if x[2].name == "engine-cpu.tar.gz")
     Path(cpu.url.removeprefix("file://")).write_bytes(b"cpu enginX")  # upstream changed under the lock
     root = tmp_path / "mirror"
     with pytest.raises(VerificationError):
-        sync(lock, root, environ=env)
+        sync(file_lock, root, environ=env)
     assert not (root / cpu.path).exists() and not (root / REPO / "releases.json").exists()
 
 
@@ -184,28 +161,30 @@ def test_a_file_whose_bytes_differ_from_the_lock_is_not_placed(lock: Lock, env: 
     pytest.param(lambda root, f: (root / REPO / "releases.json").write_text("{"), f"{REPO}/releases.json",
                  "is not a readable JSON listing", 4, id="listing-unreadable"),
 ])
-def test_verify_finds_each_difference_and_changes_nothing(lock: Lock, env: dict[str, str], tmp_path: Path,
+def test_verify_finds_each_difference_and_changes_nothing(file_lock: Lock, cli_home: Home, tmp_path: Path,
                                                          spoil: Any, path: str, fault: str, good: int) -> None:
+    env = cli_home.env
     root = tmp_path / "mirror"
-    sync(lock, root, environ=env)
-    (_, _, cpu) = next(x for x in files_of(lock) if x[2].name == "engine-cpu.tar.gz")
+    sync(file_lock, root, environ=env)
+    (_, _, cpu) = next(x for x in files_of(file_lock) if x[2].name == "engine-cpu.tar.gz")
     spoil(root, cpu)
     before = snapshot(root)
-    found, problems = verify(lock, root)
+    found, problems = verify(file_lock, root)
     assert snapshot(root) == before
     want = cpu.path if path == "FILE" else path
     assert [p.path for p in problems if p.path == want and fault in p.fault], problems
     assert found == good
 
 
-def test_verify_a_listing_that_states_another_digest(lock: Lock, env: dict[str, str], tmp_path: Path) -> None:
+def test_verify_a_listing_that_states_another_digest(file_lock: Lock, cli_home: Home, tmp_path: Path) -> None:
+    env = cli_home.env
     root = tmp_path / "mirror"
-    sync(lock, root, environ=env)
+    sync(file_lock, root, environ=env)
     doc = json.loads((root / REPO / "releases.json").read_text())
     for rel in doc:
         for a in rel["assets"]:
             a["digest"] = "sha256:" + "0" * 64
     (root / REPO / "releases.json").write_text(json.dumps(doc))
-    good, problems = verify(lock, root)
+    good, problems = verify(file_lock, root)
     assert good == 4 and len(problems) == 4
     assert all(f"states sha256:{'0' * 64}" in p.fault for p in problems)

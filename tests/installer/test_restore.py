@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import os
 import shutil
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from superfluid.installer.restore import NotRestorable, plan_of, restore, unrest
 from superfluid.installer.store import runtime_root
 from superfluid.runtime.planning import Request
 from superfluid.runtime.receipt import Receipt, Source, read_receipt
+from tests.conftest import Home
 
 from .archives import snapshot
 
@@ -72,12 +72,12 @@ def test_plan_of_an_unchosen_receipt_is_from() -> None:
 # --- real restores ----------------------------------------------------------------------------------------
 
 @pytest.fixture
-def installed(bundles: dict[str, Path], tmp_path: Path) -> tuple[dict[str, str], Receipt, Path]:
+def installed(bundles: dict[str, Path], tmp_path: Path, cli_home: Home) -> tuple[dict[str, str], Receipt, Path]:
     """basert 0.4.0 installed from a copy of its bundle (hashed in place, so not in the cache)."""
     local = tmp_path / "from" / bundles["0.4.0"].name
     local.parent.mkdir()
     shutil.copy(bundles["0.4.0"], local)
-    env = {"SUPERFLUID_HOME": str(tmp_path / "home"), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    env = cli_home.env
     sha = hashlib.sha256(local.read_bytes()).hexdigest()
     done = install(Request.parse("basert", from_=str(local), sha256=sha), environ=env)
     assert done.receipt is not None and done.path is not None

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -105,17 +106,6 @@ def test_a_changed_install_is_put_back_as_its_receipt_records(installed: tuple[d
     assert {r.path: r for r in files_of(again) or ()} == before
 
 
-def test_the_file_it_came_from_gone_is_not_restorable(installed: tuple[dict[str, str], Receipt, Path]) -> None:
-    env, receipt, local = installed
-    local.unlink()
-    root = runtime_root(env["SUPERFLUID_HOME"], "basert")
-    _spoil(root / receipt.install)
-    before = snapshot(root)
-    with pytest.raises(NotRestorable, match="is gone"):
-        restore(receipt, environ=env)
-    assert snapshot(root) == before
-
-
 def test_offline_with_nothing_cached_opens_no_connection(installed: tuple[dict[str, str], Receipt, Path]) -> None:
     env, receipt, _ = installed
     remote = dataclasses.replace(receipt, sources=(Source("https://192.0.2.1/o/r/releases/download/v1/x.tar.gz",
@@ -125,23 +115,35 @@ def test_offline_with_nothing_cached_opens_no_connection(installed: tuple[dict[s
     assert e.value.fix is not None and "without --offline" in e.value.fix
 
 
-def test_archives_that_do_not_make_the_recorded_files_change_nothing(
-        installed: tuple[dict[str, str], Receipt, Path], bundles: dict[str, Path]) -> None:
-    env, receipt, _ = installed
+def _lying(receipt: Receipt, bundles: dict[str, Path], _local: Path) -> Receipt:
+    """The receipt naming another release's bundle as its source (its digest right for that file)."""
     other = bundles["0.3.1"]
-    lying = dataclasses.replace(receipt, sources=(Source(str(other), hashlib.sha256(other.read_bytes()).hexdigest()),))
+    return dataclasses.replace(receipt, sources=(Source(str(other), hashlib.sha256(other.read_bytes()).hexdigest()),))
+
+
+def _gone(receipt: Receipt, _bundles: dict[str, Path], local: Path) -> Receipt:
+    """The receipt as it is, the file it was installed from deleted (and not in the cache)."""
+    local.unlink()
+    return receipt
+
+
+def _silent(receipt: Receipt, _bundles: dict[str, Path], _local: Path) -> Receipt:
+    return dataclasses.replace(receipt, sources=())
+
+
+@pytest.mark.parametrize(("make", "fragment"), [
+    pytest.param(_gone, "is gone", id="the-file-it-came-from-gone"),
+    pytest.param(_lying, "do not make the files it records", id="archives-that-do-not-make-the-recorded-files"),
+    pytest.param(_silent, "records no source", id="a-receipt-that-says-too-little"),
+])
+def test_a_refused_restore_changes_nothing(installed: tuple[dict[str, str], Receipt, Path], bundles: dict[str, Path],
+                                           make: Callable[[Receipt, dict[str, Path], Path], Receipt],
+                                           fragment: str) -> None:
+    env, receipt, local = installed
     root = runtime_root(env["SUPERFLUID_HOME"], "basert")
     _spoil(root / receipt.install)
+    asked = make(receipt, bundles, local)
     before = snapshot(root)
-    with pytest.raises(NotRestorable, match="do not make the files it records"):
-        restore(lying, environ=env)
-    assert snapshot(root) == before
-
-
-def test_a_receipt_that_says_too_little_changes_nothing(installed: tuple[dict[str, str], Receipt, Path]) -> None:
-    env, receipt, _ = installed
-    root = runtime_root(env["SUPERFLUID_HOME"], "basert")
-    before = snapshot(root)
-    with pytest.raises(NotRestorable, match="records no source"):
-        restore(dataclasses.replace(receipt, sources=()), environ=env)
+    with pytest.raises(NotRestorable, match=fragment):
+        restore(asked, environ=env)
     assert snapshot(root) == before

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from superfluid.runtime.host import Host
-from superfluid.runtime.llamacpp import locate
 from superfluid.runtime.llamacpp.adapter import ADAPTER as LLAMACPP
-from tests.declarations.conftest import SPEC_LLAMA_OPTIONS
+from tests.declarations.conftest import LINUX_X64 as ENV_LINUX_X64
+from tests.declarations.conftest import SPEC_LLAMA_OPTIONS, empty_home_env
 from tests.declarations.conftest import version_rows as _rows
 
 LINUX_X64 = Host("linux", "x64")
@@ -76,11 +76,18 @@ def test_version_note(row: dict[str, Any], note: str) -> None:
     assert LLAMACPP.version_note(row) == note
 
 
-def test_nothing_to_load_is_the_search_made_without_loading(tmp_path: Path) -> None:
-    worker = tmp_path / "prefix" / "bin" / "superfluid-worker-llamacpp"
-    env = {"SUPERFLUID_HOME": str(tmp_path / "home")}
-    why = LLAMACPP.nothing_to_load(env, str(worker))
-    assert why is not None and why.startswith("llama.cpp not found")
-    (tmp_path / "prefix" / "lib").mkdir(parents=True)
-    (tmp_path / "prefix" / "lib" / locate.library_names()[0]).write_bytes(b"not loaded")
-    assert LLAMACPP.nothing_to_load(env, str(worker)) is None
+def test_llamacpp_nothing_to_load(home: Path, tmp_path: Path) -> None:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    worker = str(bindir / "superfluid-worker-llamacpp")
+    env = empty_home_env(home, ENV_LINUX_X64)
+    why = LLAMACPP.nothing_to_load(env, worker)
+    assert why is not None and why.startswith(f"llama.cpp not found (looked for libllama.so in {bindir}, ")
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "libllama.so").write_bytes(b"")
+    assert LLAMACPP.nothing_to_load(env, worker) is None  # beside the worker: its ../lib
+    (tmp_path / "lib" / "libllama.so").unlink()
+    assert LLAMACPP.nothing_to_load(dict(env, SUPERFLUID_LLAMA_LIB=str(tmp_path / "gone.so")), worker) is not None
+    named = tmp_path / "named.so"
+    named.write_bytes(b"")
+    assert LLAMACPP.nothing_to_load(dict(env, SUPERFLUID_LLAMA_LIB=str(named)), worker) is None

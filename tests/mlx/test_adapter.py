@@ -3,12 +3,17 @@ versions on Apple silicon and elsewhere, options)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from superfluid.runtime.host import Host
 from superfluid.runtime.mlx.adapter import ADAPTER as MLX
 from superfluid.runtime.mlx.adapter import not_here
 from superfluid.runtime.planning import NotInstallable, Request
+from tests.declarations.conftest import LINUX_X64 as ENV_LINUX_X64
+from tests.declarations.conftest import MACOS_ARM64 as ENV_MACOS_ARM64
+from tests.declarations.conftest import empty_home_env, fake_worker
 from tests.declarations.conftest import version_rows as _rows
 
 LINUX_X64 = Host("linux", "x64")
@@ -89,3 +94,16 @@ def test_the_python_line_is_the_recipes_major_minor() -> None:
     assert MLX.python == MLX.recipe["python"]["version"]
     assert MLX.python_line == ".".join(MLX.python.split(".")[:2])
     assert MLX.compat()["installs"][0]["python"] == MLX.python_line
+
+
+def test_mlx_nothing_to_load(home: Path, tmp_path: Path) -> None:
+    worker = str(tmp_path / "bin" / "superfluid-worker-mlx")
+    linux = MLX.nothing_to_load(empty_home_env(home, ENV_LINUX_X64), worker)
+    assert linux == "MLX runs on Apple silicon only (macos-arm64); this is Linux x64"
+    mac = empty_home_env(home, ENV_MACOS_ARM64)
+    why = MLX.nothing_to_load(mac, worker)
+    assert why is not None and why.startswith("the mlx runtime is not installed: no MLX environment here")
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    fake_worker(venv / "bin" / "python", "")
+    assert MLX.nothing_to_load(dict(mac, SUPERFLUID_MLX_VENV=str(venv)), worker) is None

@@ -23,7 +23,7 @@ A, B, C = "a" * 64, "b" * 64, "c" * 64
 
 
 @pytest.fixture
-def cache(tmp_path: Path) -> Iterator[Path]:
+def cache_root(tmp_path: Path) -> Iterator[Path]:
     """A cache folder; this process's records in it are dropped afterwards (as at exit)."""
     root = tmp_path / "cache"
     yield root
@@ -90,9 +90,9 @@ def test_a_cache_that_cannot_be_written_holds_nothing_and_does_not_raise(tmp_pat
 
 # --- recording ------------------------------------------------------------------------------------------
 
-def test_a_hold_is_recorded_under_a_flock_this_process_holds(cache: Path) -> None:
-    assert hold(cache, [A, B, A]) is True
-    (record,) = records(cache)
+def test_a_hold_is_recorded_under_a_flock_this_process_holds(cache_root: Path) -> None:
+    assert hold(cache_root, [A, B, A]) is True
+    (record,) = records(cache_root)
     assert record.name.startswith(f"{os.getpid()}-") and record.name.endswith(".lock")
     assert record.read_text() == f"{A}\n{B}\n"  # each digest once, in order
     fd = os.open(record, os.O_RDONLY)
@@ -101,18 +101,18 @@ def test_a_hold_is_recorded_under_a_flock_this_process_holds(cache: Path) -> Non
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     finally:
         os.close(fd)
-    assert (cache / PRUNE_LOCK).is_file()
+    assert (cache_root / PRUNE_LOCK).is_file()
 
 
-def test_holding_again_writes_only_what_is_new(cache: Path) -> None:
-    assert hold(cache, [A]) and hold(cache, [A]) and hold(cache, []) and hold(cache, [B, A])
-    (record,) = records(cache)
+def test_holding_again_writes_only_what_is_new(cache_root: Path) -> None:
+    assert hold(cache_root, [A]) and hold(cache_root, [A]) and hold(cache_root, []) and hold(cache_root, [B, A])
+    (record,) = records(cache_root)
     assert record.read_text() == f"{A}\n{B}\n"
 
 
-def test_this_process_sees_its_own_holds(cache: Path) -> None:
-    hold(cache, [A, B])
-    assert held_now(cache) == {A, B}
+def test_this_process_sees_its_own_holds(cache_root: Path) -> None:
+    hold(cache_root, [A, B])
+    assert held_now(cache_root) == {A, B}
 
 
 def test_nothing_held_in_a_fresh_cache(tmp_path: Path) -> None:
@@ -121,28 +121,28 @@ def test_nothing_held_in_a_fresh_cache(tmp_path: Path) -> None:
 
 # --- what another process holds ------------------------------------------------------------------------
 
-def test_a_live_process_holds_until_it_dies(cache: Path, holder: Callable[..., subprocess.Popen[bytes]]) -> None:
-    proc = holder(cache, A, B)
-    assert held_now(cache) == {A, B}
-    with pruning(cache) as held:
+def test_a_live_process_holds_until_it_dies(cache_root: Path, holder: Callable[..., subprocess.Popen[bytes]]) -> None:
+    proc = holder(cache_root, A, B)
+    assert held_now(cache_root) == {A, B}
+    with pruning(cache_root) as held:
         assert held == {A, B}
-    assert len(records(cache)) == 1  # kept: its process lives
+    assert len(records(cache_root)) == 1  # kept: its process lives
     proc.kill()
     proc.wait()
-    assert held_now(cache) == set()  # a dry look changes nothing ...
-    assert len(records(cache)) == 1
-    with pruning(cache) as held:  # ... a prune removes the dead record
+    assert held_now(cache_root) == set()  # a dry look changes nothing ...
+    assert len(records(cache_root)) == 1
+    with pruning(cache_root) as held:  # ... a prune removes the dead record
         assert held == set()
-    assert records(cache) == []
+    assert records(cache_root) == []
 
 
-def test_two_processes_hold_the_union(cache: Path, holder: Callable[..., subprocess.Popen[bytes]]) -> None:
-    holder(cache, A)
-    holder(cache, B, C)
-    hold(cache, [C])
-    with pruning(cache) as held:
+def test_two_processes_hold_the_union(cache_root: Path, holder: Callable[..., subprocess.Popen[bytes]]) -> None:
+    holder(cache_root, A)
+    holder(cache_root, B, C)
+    hold(cache_root, [C])
+    with pruning(cache_root) as held:
         assert held == {A, B, C}
-    assert len(records(cache)) == 3
+    assert len(records(cache_root)) == 3
 
 
 @pytest.mark.parametrize(("name", "make"), [
@@ -151,21 +151,22 @@ def test_two_processes_hold_the_union(cache: Path, holder: Callable[..., subproc
     pytest.param("fifo.lock", lambda p: os.mkfifo(p), id="a-fifo"),
     pytest.param("dir.lock", lambda p: p.mkdir(), id="a-directory"),
 ])
-def test_what_no_live_process_holds_is_no_hold_and_a_prune_removes_it(cache: Path, name: str,
+def test_what_no_live_process_holds_is_no_hold_and_a_prune_removes_it(cache_root: Path, name: str,
                                                                       make: Callable[[Path], object]) -> None:
-    (cache / HOLDS).mkdir(parents=True)
-    make(cache / HOLDS / name)
-    assert held_now(cache) == set()
-    with pruning(cache) as held:
+    (cache_root / HOLDS).mkdir(parents=True)
+    make(cache_root / HOLDS / name)
+    assert held_now(cache_root) == set()
+    with pruning(cache_root) as held:
         assert held == set()
-    left = [p.name for p in records(cache)]
+    left = [p.name for p in records(cache_root)]
     assert left == (["dir.lock"] if name == "dir.lock" else [])  # unlink cannot remove a directory
     assert os.path.exists("/etc/passwd")
 
 
-def test_only_whole_digests_are_read_from_a_record(cache: Path, holder: Callable[..., subprocess.Popen[bytes]]) -> None:
-    holder(cache, A, "short", "x" * 65, B[:63])
-    assert held_now(cache) == {A}
+def test_only_whole_digests_are_read_from_a_record(cache_root: Path,
+                                                   holder: Callable[..., subprocess.Popen[bytes]]) -> None:
+    holder(cache_root, A, "short", "x" * 65, B[:63])
+    assert held_now(cache_root) == {A}
 
 
 # --- a prune excludes recording, and another prune --------------------------------------------------------
@@ -180,10 +181,10 @@ PRUNER = textwrap.dedent("""
 
 
 def test_while_a_prune_deletes_nothing_is_recorded_and_another_prune_waits(
-        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    cache.mkdir()
+        cache_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache_root.mkdir()
     marker = tmp_path / "pruning"
-    proc = subprocess.Popen([sys.executable, "-c", PRUNER, str(cache), str(marker)])
+    proc = subprocess.Popen([sys.executable, "-c", PRUNER, str(cache_root), str(marker)])
     try:
         deadline = time.monotonic() + 30
         while not marker.exists():
@@ -191,14 +192,14 @@ def test_while_a_prune_deletes_nothing_is_recorded_and_another_prune_waits(
             time.sleep(0.02)
         monkeypatch.setattr(cachehold, "_WAIT", 0.2)
         started = time.monotonic()
-        assert hold(cache, [A]) is False  # gave up recording: the blob is not to be used from the cache
+        assert hold(cache_root, [A]) is False  # gave up recording: the blob is not to be used from the cache
         assert time.monotonic() - started >= 0.2
-        assert held_now(cache) == set()
+        assert held_now(cache_root) == set()
         with pytest.raises(LockBusy) as e:
-            with pruning(cache, timeout=0.2):
+            with pruning(cache_root, timeout=0.2):
                 pass
         assert e.value.holder.pid == proc.pid and e.value.holder.command == "superfluid cache prune"
     finally:
         proc.kill()
         proc.wait()
-    assert hold(cache, [A]) is True  # the prune is gone with its process
+    assert hold(cache_root, [A]) is True  # the prune is gone with its process

@@ -73,8 +73,8 @@ def test_plan_of_an_unchosen_receipt_is_from() -> None:
 # --- real restores ----------------------------------------------------------------------------------------
 
 @pytest.fixture
-def installed(bundles: dict[str, Path], tmp_path: Path, cli_home: Home) -> tuple[dict[str, str], Receipt, Path]:
-    """basert 0.4.0 installed from a copy of its bundle (hashed in place, so not in the cache)."""
+def restorable(bundles: dict[str, Path], tmp_path: Path, cli_home: Home) -> tuple[dict[str, str], Receipt, Path]:
+    """basert 0.4.0 restorable from a copy of its bundle (hashed in place, so not in the cache)."""
     local = tmp_path / "from" / bundles["0.4.0"].name
     local.parent.mkdir()
     shutil.copy(bundles["0.4.0"], local)
@@ -92,8 +92,8 @@ def _spoil(install_dir: Path) -> Path:
     return lib
 
 
-def test_a_changed_install_is_put_back_as_its_receipt_records(installed: tuple[dict[str, str], Receipt, Path]) -> None:
-    env, receipt, _ = installed
+def test_a_changed_install_is_put_back_as_its_receipt_records(restorable: tuple[dict[str, str], Receipt, Path]) -> None:
+    env, receipt, _ = restorable
     install_dir = runtime_root(env["SUPERFLUID_HOME"], "basert") / receipt.install
     before = {r.path: r for r in files_of(receipt) or ()}
     _spoil(install_dir)
@@ -106,8 +106,8 @@ def test_a_changed_install_is_put_back_as_its_receipt_records(installed: tuple[d
     assert {r.path: r for r in files_of(again) or ()} == before
 
 
-def test_offline_with_nothing_cached_opens_no_connection(installed: tuple[dict[str, str], Receipt, Path]) -> None:
-    env, receipt, _ = installed
+def test_offline_with_nothing_cached_opens_no_connection(restorable: tuple[dict[str, str], Receipt, Path]) -> None:
+    env, receipt, _ = restorable
     remote = dataclasses.replace(receipt, sources=(Source("https://192.0.2.1/o/r/releases/download/v1/x.tar.gz",
                                                           receipt.sources[0].sha256),))
     with pytest.raises(OfflineMissing) as e:
@@ -122,7 +122,7 @@ def _lying(receipt: Receipt, bundles: dict[str, Path], _local: Path) -> Receipt:
 
 
 def _gone(receipt: Receipt, _bundles: dict[str, Path], local: Path) -> Receipt:
-    """The receipt as it is, the file it was installed from deleted (and not in the cache)."""
+    """The receipt as it is, the file it was restorable from deleted (and not in the cache)."""
     local.unlink()
     return receipt
 
@@ -136,10 +136,10 @@ def _silent(receipt: Receipt, _bundles: dict[str, Path], _local: Path) -> Receip
     pytest.param(_lying, "do not make the files it records", id="archives-that-do-not-make-the-recorded-files"),
     pytest.param(_silent, "records no source", id="a-receipt-that-says-too-little"),
 ])
-def test_a_refused_restore_changes_nothing(installed: tuple[dict[str, str], Receipt, Path], bundles: dict[str, Path],
+def test_a_refused_restore_changes_nothing(restorable: tuple[dict[str, str], Receipt, Path], bundles: dict[str, Path],
                                            make: Callable[[Receipt, dict[str, Path], Path], Receipt],
                                            fragment: str) -> None:
-    env, receipt, local = installed
+    env, receipt, local = restorable
     root = runtime_root(env["SUPERFLUID_HOME"], "basert")
     _spoil(root / receipt.install)
     asked = make(receipt, bundles, local)

@@ -26,13 +26,6 @@ from superfluid.installer.sources import (
 from superfluid.runtime.errors import UsageError
 
 
-@pytest.fixture
-def mirror_dir(tmp_path: Path) -> Path:
-    folder = tmp_path / "mirror"
-    folder.mkdir()
-    return folder
-
-
 def pick(tmp_path: Path, mirror: str | None, offline: bool, **env: str) -> ReleaseSource:
     return source_for(mirror=mirror, offline=offline, environ={"SUPERFLUID_HOME": str(tmp_path / "home"), **env})
 
@@ -52,9 +45,10 @@ def pick(tmp_path: Path, mirror: str | None, offline: bool, **env: str) -> Relea
     pytest.param("DIR", False, {"SUPERFLUID_MIRROR": "https://m.example/r"}, MirrorSource, FileFetcher,
                  id="flag-before-variable"),
 ])
-def test_which_source(tmp_path: Path, mirror_dir: Path, mirror: str | None, offline: bool, env: dict[str, str],
+def test_which_source(tmp_path: Path, mirror: str | None, offline: bool, env: dict[str, str],
                       kind: type[ReleaseSource], fetcher: type[object]) -> None:
-    source = pick(tmp_path, str(mirror_dir) if mirror == "DIR" else mirror, offline, **env)
+    (tmp_path / "mirror").mkdir()
+    source = pick(tmp_path, str(tmp_path / "mirror") if mirror == "DIR" else mirror, offline, **env)
     try:
         assert type(source) is kind and type(source.fetcher) is fetcher
         assert source.offline is (kind is OfflineSource)
@@ -62,7 +56,7 @@ def test_which_source(tmp_path: Path, mirror_dir: Path, mirror: str | None, offl
         source.close()
 
 
-def test_describe_names_the_place(tmp_path: Path, mirror_dir: Path) -> None:
+def test_describe_names_the_place(tmp_path: Path) -> None:
     assert pick(tmp_path, "https://m.example/r", False).describe() == "mirror https://m.example/r/"
     offline = pick(tmp_path, None, True)
     assert offline.describe().startswith(f"the cache at {tmp_path / 'home' / 'cache'} (offline; ")

@@ -74,7 +74,7 @@ def test_plan_of_an_unchosen_receipt_is_from() -> None:
 
 @pytest.fixture
 def restorable(bundles: dict[str, Path], tmp_path: Path, cli_home: Home) -> tuple[dict[str, str], Receipt, Path]:
-    """basert 0.4.0 restorable from a copy of its bundle (hashed in place, so not in the cache)."""
+    """basert 0.4.0 installed from a copy of its bundle (hashed in place, so not in the cache)."""
     local = tmp_path / "from" / bundles["0.4.0"].name
     local.parent.mkdir()
     shutil.copy(bundles["0.4.0"], local)
@@ -122,7 +122,7 @@ def _lying(receipt: Receipt, bundles: dict[str, Path], _local: Path) -> Receipt:
 
 
 def _gone(receipt: Receipt, _bundles: dict[str, Path], local: Path) -> Receipt:
-    """The receipt as it is, the file it was restorable from deleted (and not in the cache)."""
+    """The receipt as it is, the file it was installed from deleted (and not in the cache)."""
     local.unlink()
     return receipt
 

@@ -240,6 +240,19 @@ def _key_flags(args: argparse.Namespace) -> list[str]:
     return keys
 
 
+def _refuse_service_flags(args: argparse.Namespace) -> None:
+    """A flag of the service's question without ``--runtime``/``--service`` is a usage error, not
+    silently this release's document."""
+    given = [f"--{k[len('ask_'):]}" for k, v in sorted(vars(args).items()) if k.startswith("ask_") and v]
+    given += [flag for flag, dest in (("--platform", "platform"), ("--trust-root", "trust_root"),
+                                      ("--insecure-no-freshness", "insecure_no_freshness"))
+              if getattr(args, dest, None)]
+    if given:
+        raise UsageError(f"{given[0]} goes with --runtime ID --service URL (which releases drive an engine); "
+                         f"without them, `superfluid compat` prints this release's document (see 'superfluid "
+                         f"compat --help')")
+
+
 def _runtime_text(runtime_id: str, part: Mapping[str, Any]) -> str:
     lines: list[str] = []
     if runtime_id not in registry.IDS:
@@ -282,6 +295,7 @@ def run(args: argparse.Namespace) -> int:
         from superfluid.commands.compat_service import run as ask_service
 
         return ask_service(args)
+    _refuse_service_flags(args)
     keys = _key_flags(args)
     verdict: DocumentVerdict | None = None
     if args.release:

@@ -78,11 +78,14 @@ def with_listing(rows: list[dict[str, Any]], chosen: Mapping[str, Any], installe
     from superfluid.runtime.ordering import version_key
 
     mark = {"installs": True, "install": chosen["install"], "source": "listing", "chosen_by": chosen["chosen_by"]}
-    out = [dict(r, **mark) if r["version"] == chosen["version"] else dict(r) for r in rows]
+    here = [chosen["platform"]] if chosen.get("platform") else []
+    # the platforms a listed version has builds for include this one, which the listing offers
+    out = [dict(r, **mark, platforms=sorted({*r.get("platforms", []), *here})) if r["version"] == chosen["version"]
+           else dict(r) for r in rows]
     if not any(r["version"] == chosen["version"] for r in rows):
         row = {"version": chosen["version"], "abi": chosen.get("abi"), **mark,
                "installed": any(n.startswith(f"{chosen['version']}-") for n in installed),
-               "tested": chosen["tested"], "platforms": [chosen["platform"]] if chosen.get("platform") else []}
+               "tested": chosen["tested"], "platforms": here}
         out = sorted([*out, row], key=lambda r: version_key(r["version"]), reverse=True)
     return out
 

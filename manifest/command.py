@@ -127,6 +127,9 @@ def _report(index: Any, out: Any) -> None:
     out.write(_table(rows))
     for r in index.rejected:
         out.write(f"rejected {r.version or '?'} ({r.where}): {r.reason}\n")
+    if not index.releases and not index.rejected:
+        out.write("no release found in the source: name a directory of release folders (as ci/pack writes "
+                  "them), a mirror URL or github:OWNER/REPO with --source\n")
     if not index.keys:
         out.write("no trusted keys: signatures were not checked (name one with --key)\n")
 

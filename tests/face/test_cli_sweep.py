@@ -292,6 +292,9 @@ def test_good_input_exits_0_without_a_traceback(good_runs: list[tuple[tuple[str,
     said = dict((line, done) for line, done in good_runs)
     installed = said[next(line for line in said if line[1:4] == ("runtime", "install", "basert") and len(line) == 6)]
     assert "basert 0.4.0-cpu installed" in installed.stderr + installed.stdout
+    by_command = {line[:2]: done for line, done in good_runs}
+    assert ": 1 engine (sha256 " in by_command[("superfluid", "lock")].stdout
+    assert "no release found in the source: name a directory" in by_command[("superfluid-manifest", "check")].stdout
     assert all(done.stdout or done.stderr for _, done in good_runs)  # each says what it did
 
 

@@ -199,7 +199,8 @@ def _write(path: str, old: Lock | None, targets: list[Target], defaulted: bool, 
         digest = lockfile.write(path, new)
     except OSError as e:
         raise lockfile.LockError(f"{path}: cannot be written ({e.strerror or e})") from None
-    sys.stdout.write(f"superfluid: wrote {path}: {len(engines)} engine{'' if len(engines) == 1 else 's'} (sha256 {digest})\n")
+    count = f"{len(engines)} engine{'' if len(engines) == 1 else 's'}"
+    sys.stdout.write(f"superfluid: wrote {path}: {count} (sha256 {digest})\n")
     for engine in new.engines:
         sys.stdout.write(f"  {engine.target.describe()}: {engine.install} ({engine.chosen_by}"
                          + (f", ABI {engine.abi}" if engine.abi is not None else "") + ")\n")

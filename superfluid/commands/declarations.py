@@ -131,6 +131,11 @@ def versions_text(runtime_id: str, rows: list[dict[str, Any]], listing: tuple[An
         for r in rows:
             if r["installs"] is not True:
                 text += f"{r['version']} does not install here: {r['installs']}\n"
+    kept = [r["version"] for r in rows if r["installed"] and r["installs"] is not True]
+    if kept:  # an install made from a listing or an archive: say so, not only "does not install here"
+        text += (f"{', '.join(kept)} {'is' if len(kept) == 1 else 'are'} installed here all the same, from a "
+                 f"release listing or an archive rather than a pin: `superfluid runtimes` shows what "
+                 f"{runtime_id} serves from\n")
     if listing is None:
         if any(r.get("source") == "listing" for r in rows):
             return text

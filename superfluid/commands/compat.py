@@ -132,17 +132,17 @@ class _Beside:
             body = read_bytes(where, max_bytes=max_bytes, follow=True)
         except NotRegularFile as e:
             if e.errno == errno.EFBIG:
-                raise BadFile(where, f"is larger than {max_bytes} bytes; not what --release reads") from None
+                raise BadFile(where, _too_large(max_bytes)) from None
             raise BadFile(where, f"cannot be read: it {e.strerror}") from None
         except FileNotFoundError:
             if optional:
                 return None
             raise BadFile(where, "cannot be read (no such file)",
-                          fix="name a compat.json file or an https:// URL with --release") from None
+                          fix=_NAME_ONE) from None
         except OSError as e:
             raise BadFile(where, f"cannot be read ({e.strerror or e})") from None
         if len(body) > max_bytes:
-            raise BadFile(where, f"is larger than {max_bytes} bytes; not what --release reads")
+            raise BadFile(where, _too_large(max_bytes))
         return body
 
     def sha256(self, where: str) -> str | None:
@@ -227,6 +227,14 @@ def verdict_text(verdict: DocumentVerdict) -> str:
     tarball = {"checked": "its SHA-256 checked", "absent": "not beside the document, not checked",
                "unnamed": "none named"}[verdict.tarball]
     return f"{line}\ntarball: {tarball}\n"
+
+
+#: the fix for a compat document that is not there: the flags that read one
+_NAME_ONE = "name an existing compat.json file or an https:// URL (with --release, or --for)"
+
+
+def _too_large(max_bytes: int) -> str:
+    return f"is larger than {max_bytes} bytes; not a compat document (what --release and --for read)"
 
 
 def _key_flags(args: argparse.Namespace) -> list[str]:

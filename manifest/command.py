@@ -90,6 +90,26 @@ def _epilog(examples: tuple[str, ...], exits: tuple[tuple[int, str], ...]) -> st
                       *(f"  {code}  {what}" for code, what in exits)])
 
 
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """The command line; an unknown argument is refused by the subcommand it was given to, whose
+    ``--help`` the message then points at.
+
+    Raises:
+        UsageError: a bad command line.
+    """
+    top = _parser()
+    args, extra = top.parse_known_args(argv)
+    if extra:
+        found = top
+        for word in (args.command, getattr(args, "keys_command", None)):
+            sub = next((a for a in found._actions if isinstance(a, argparse._SubParsersAction)), None)
+            if sub is None or word is None:
+                break
+            found = sub.choices[word]
+        found.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def _setup(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[Any, Any]:
     """The source and the trusted keys the flags and the environment name.
 
@@ -214,11 +234,21 @@ def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``superfluid-manifest``: 0 done; 1 a run-time failure or a rejected release (check); 2 usage."""
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in (args_in[:args_in.index("--")] if "--" in args_in else args_in)
+
     def main_line() -> int:
-        args = _parser().parse_args(argv)
-        level = logging.INFO if args.command == "serve" and not args.quiet else logging.WARNING
-        logging.basicConfig(level=level, format=f"{_PROG}: %(message)s")
-        return run(args, os.environ)
+        try:
+            args = _parse(args_in)
+            level = logging.INFO if args.command == "serve" and not args.quiet else logging.WARNING
+            logging.basicConfig(level=level, format=f"{_PROG}: %(message)s")
+            return run(args, os.environ)
+        except SuperfluidError as e:
+            if as_json:  # the error document the other commands print (schema error), then the line
+                from superfluid.output import error_code, error_doc, print_json
+
+                print_json(error_doc(error_code(e), str(e), 2 if isinstance(e, UsageError) else 1, fix=e.fix))
+            raise
 
     try:
         return guarded(_PROG, main_line)

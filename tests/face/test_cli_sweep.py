@@ -200,7 +200,7 @@ def test_bad_input_is_a_usage_error_naming_the_flag_and_writes_nothing(
     line = done.stderr.strip()
     assert line.count("\n") == 0 and line.startswith(f"{command[0]}: "), line
     assert named in line, line
-    assert "--help" in line, line  # where to read what is wrong
+    assert f"(see '{_name(command)}" in line and line.endswith(" --help')"), line  # its own help page
     if what == "unknown flag":  # said as unknown, not as a known flag that lacks its value
         assert re.search(r"unrecognized|unknown|no such option", line), line
     assert written == []
@@ -418,10 +418,7 @@ def test_a_failure_says_what_to_do(tmp_path: Path, mirror_dir: Path,  # noqa: F8
 
 # -- a usage error under --json: the error document on stdout, the same words -----------------------------
 
-_NO_JSON = "superfluid-manifest prints no JSON error document (issue 25 item 10, not this sweep's)"
-JSON_COMMANDS = [pytest.param(c, marks=pytest.mark.xfail(strict=False, reason=_NO_JSON))
-                 if c[0] == "superfluid-manifest" else c
-                 for c in COMMANDS if "--json" in {o for a in node(c)._actions for o in a.option_strings}]
+JSON_COMMANDS = [c for c in COMMANDS if "--json" in {o for a in node(c)._actions for o in a.option_strings}]
 
 
 @pytest.mark.parametrize("command", JSON_COMMANDS, ids=_name)

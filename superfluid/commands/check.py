@@ -128,7 +128,9 @@ def run(args: argparse.Namespace) -> int:
         if not ok:
             from superfluid.output import error_doc
 
-            failure = error_doc("not-available", reason, 1)
+            # the runtime is there but this model is not read or served by it: not "not available"
+            refused = isinstance(report, dict) and report.get("available") is True and "model" in report
+            failure = error_doc("model-refused" if refused else "not-available", reason, 1)
             report = {**report, **failure} if isinstance(report, dict) else failure
         print_json(report)
     elif ok:

@@ -433,3 +433,15 @@ def test_a_usage_error_under_json_prints_the_error_document(tmp_path: Path, comm
     assert (error["code"], error["exit"]) == ("usage", 2)
     assert error["message"] in done.stderr and "--no-such-flag" in error["message"]
     assert listing(home) == []
+
+
+def test_check_of_a_model_it_does_not_read_is_not_said_not_available(facts: dict[str, Any], tmp_path: Path) -> None:
+    """`available: true` and the error's code agree: the model is refused, the runtime is there."""
+    model = tmp_path / "garbage.base"
+    model.write_bytes(b"garbage\n")
+    done = run(("superfluid",), facts["home"], "runtime", "check", "basert", "--model", str(model), "--json")
+    assert done.code == 1 and "Traceback" not in done.stderr
+    report = done.json()
+    assert report["available"] is True
+    assert report["error"] == {"code": "model-refused", "message": report["model"]["reads"], "exit": 1}
+    assert f"superfluid: {report['model']['reads']}" in done.stderr

@@ -399,6 +399,11 @@ FAILURES = [
     pytest.param(("runtime", "install", "basert", "--dry-run", "--mirror", "{m}", "--for", "{tmp}/none.json"), 1,
                  "none.json: cannot be read (no such file): name an existing compat.json file or an https:// URL "
                  "(with --release, or --for)", id="for-file-missing"),
+    pytest.param(("runtime", "versions", "llama.cpp"), 2, "no runtime 'llama.cpp'; this superfluid ships: basert, "
+                 "llamacpp, mlx: did you mean 'llamacpp'? (see 'superfluid runtime versions --help')",
+                 id="id-spelled-as-the-engine"),
+    pytest.param(("runtime", "install", "BASERT", "--dry-run", "--mirror", "{m}"), 2, "did you mean 'basert'?",
+                 id="id-in-capitals"),
     pytest.param(("runtime", "install", "basert", "--dry-run", "--mirror", "{m}", "--for", "garbage"), 2,
                  "--for garbage", id="for-not-a-version", marks=pytest.mark.xfail(strict=False, reason=_B_EDGES)),
 ]

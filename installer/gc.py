@@ -5,6 +5,7 @@ See docs/install.md, "Collecting old installs".
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -105,8 +106,8 @@ def collect(home: str, runtime_id: str, *, keep: int, dry_run: bool = False,
 
     root = store.runtime_root(home, runtime_id)
     store.guard_root(root)
-    if dry_run:
-        return _decide(runtime_id, root, keep, locked, dry_run=True)
+    if dry_run or not os.path.isdir(root):  # nothing installed: no lock is taken, nothing is written
+        return _decide(runtime_id, root, keep, locked, dry_run=dry_run)
     with install_lock(root, timeout=timeout, on_wait=on_wait, command=f"superfluid runtime gc {runtime_id}"):
         try:
             store.clean_stale(root)

@@ -93,7 +93,62 @@ def _parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("--json", action="store_true", help="print /v1/releases's answer")
     tuf_command.add_commands(sub)
+    for name, page in _PAGES.items():
+        found = top
+        for word in name.split():
+            found = next(a for a in found._actions if isinstance(a, argparse._SubParsersAction)).choices[word]
+        found.formatter_class = argparse.RawDescriptionHelpFormatter
+        found.epilog = _epilog(*page)
+    top.formatter_class = argparse.RawDescriptionHelpFormatter
+    top.epilog = _epilog(tuple(e for examples, _ in _PAGES.values() for e in examples[:1]), _EXITS)
     return top
+
+
+#: what each subcommand's help ends with: examples, then the exit codes (docs/manifest-service.md)
+_EXITS = ((0, "done"), (1, "the source cannot be read, or (check) a release is rejected"),
+          (2, "a usage error: no source, a --key that is not a file, a bad flag, a key set that lacks a key"))
+_PAGES: dict[str, tuple[tuple[str, ...], tuple[tuple[int, str], ...]]] = {
+    "serve": ((f"{_PROG} serve --source ./releases --key release.pub",
+               f"{_PROG} serve --source ./releases --port 0 --quiet"), _EXITS),
+    "export": ((f"{_PROG} export --source ./releases --key release.pub ./site",
+                f"{_PROG} export --source ./releases --tuf-keys /secure/tuf-keys ./site"), _EXITS),
+    "check": ((f"{_PROG} check --source ./releases --key release.pub",
+               f"{_PROG} check --source github:OWNER/REPO --json"), _EXITS),
+    "keys init": ((f"{_PROG} keys init /secure/tuf-keys",
+                   f"{_PROG} keys init /secure/tuf-keys-2 --root-keys 3 --root-threshold 2"),
+                  ((0, "written"), (1, "a filesystem fault"), (2, "a usage error, or DIR holds a key set already"))),
+    "refresh-timestamp": ((f"{_PROG} refresh-timestamp --tuf-keys /etc/superfluid/tuf-timestamp ./site",),
+                          ((0, "re-signed"), (1, "the export's metadata does not read"),
+                           (2, "a usage error, or the key set lacks the timestamp key"))),
+    "rotate-root": ((f"{_PROG} rotate-root --tuf-keys /secure/tuf-keys --to /secure/tuf-keys-2 ./site",),
+                    ((0, "signed"), (1, "the export's metadata does not read"),
+                     (2, "a usage error, or a key set the root does not trust"))),
+}
+
+
+def _epilog(examples: tuple[str, ...], exits: tuple[tuple[int, str], ...]) -> str:
+    return "\n".join(["examples:", *(f"  {e}" for e in examples), "", "exit codes:",
+                      *(f"  {code}  {what}" for code, what in exits)])
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """The command line; an unknown argument is refused by the subcommand it was given to, whose
+    ``--help`` the message then points at.
+
+    Raises:
+        UsageError: a bad command line.
+    """
+    top = _parser()
+    args, extra = top.parse_known_args(argv)
+    if extra:
+        found = top
+        for word in (args.command, getattr(args, "keys_command", None)):
+            sub = next((a for a in found._actions if isinstance(a, argparse._SubParsersAction)), None)
+            if sub is None or word is None:
+                break
+            found = sub.choices[word]
+        found.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 def _setup(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[Any, Any]:
@@ -107,7 +162,8 @@ def _setup(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[Any, A
 
     spec = args.source or environ.get(ENV_SOURCE, "").strip()
     if not spec:
-        raise UsageError(f"--source is missing (or set {ENV_SOURCE})")
+        raise UsageError(f"--source is missing: name a directory of release folders, a mirror URL or "
+                         f"github:OWNER/REPO (or set {ENV_SOURCE}) (see '{_PROG} {args.command} --help')")
     named = [p for p in environ.get(ENV_KEYS, "").split(os.pathsep) if p.strip()] + list(args.key)
     for path in named:
         if not os.path.isfile(path):
@@ -132,6 +188,9 @@ def _report(index: Any, out: Any) -> None:
     out.write(_table(rows))
     for r in index.rejected:
         out.write(f"rejected {r.version or '?'} ({r.where}): {r.reason}\n")
+    if not index.releases and not index.rejected:
+        out.write("no release found in the source: name a directory of release folders (as ci/pack writes "
+                  "them), a mirror URL or github:OWNER/REPO with --source\n")
     if not index.keys:
         out.write("no trusted keys: signatures were not checked (name one with --key)\n")
 
@@ -216,11 +275,21 @@ def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``superfluid-manifest``: 0 done; 1 a run-time failure or a rejected release (check); 2 usage."""
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in (args_in[:args_in.index("--")] if "--" in args_in else args_in)
+
     def main_line() -> int:
-        args = _parser().parse_args(argv)
-        level = logging.INFO if args.command == "serve" and not args.quiet else logging.WARNING
-        logging.basicConfig(level=level, format=f"{_PROG}: %(message)s")
-        return run(args, os.environ)
+        try:
+            args = _parse(args_in)
+            level = logging.INFO if args.command == "serve" and not args.quiet else logging.WARNING
+            logging.basicConfig(level=level, format=f"{_PROG}: %(message)s")
+            return run(args, os.environ)
+        except SuperfluidError as e:
+            if as_json:  # the error document the other commands print (schema error), then the line
+                from superfluid.output import error_code, error_doc, print_json
+
+                print_json(error_doc(error_code(e), str(e), 2 if isinstance(e, UsageError) else 1, fix=e.fix))
+            raise
 
     try:
         if _wants_json(sys.argv[1:] if argv is None else argv):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from os import PathLike
 from typing import NoReturn
 
@@ -18,6 +18,17 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see '{self.prog} --help')")
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        """As argparse, but a flag's value is never empty (``--source ''`` is a usage error, not "no flag")."""
+        parsed, rest = super().parse_known_args(args, namespace)
+        for action in self._actions:
+            value = getattr(parsed, action.dest, None) if action.option_strings else None
+            if value == "" or (isinstance(value, list) and "" in value):
+                self.error(f"argument {action.option_strings[-1]}: needs {action.metavar or action.dest.upper()}, "
+                           f"not an empty string")
+        return parsed, rest
 
 
 def report_written(prog: str, note: str, files: Iterable[str | PathLike[str]]) -> int:

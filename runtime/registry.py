@@ -42,7 +42,9 @@ def get(runtime_id: str) -> Adapter:
     """
     module = _ADAPTERS.get(runtime_id)
     if module is None:
-        raise UsageError(f"no runtime {runtime_id!r}; this superfluid ships: {', '.join(IDS)}")
+        plain = "".join(c for c in runtime_id.lower() if c.isalnum())  # llama.cpp, LLAMACPP, base-rt
+        meant = next((f": did you mean {i!r}?" for i in IDS if i == plain), "")
+        raise UsageError(f"no runtime {runtime_id!r}; this superfluid ships: {', '.join(IDS)}{meant}")
     return import_module(module).ADAPTER  # type: ignore[no-any-return]
 
 

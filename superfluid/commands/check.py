@@ -15,11 +15,12 @@ from superfluid.output import print_json
 __all__ = ["run", "split_args", "read_options", "options_help"]
 
 
-def split_args(tokens: Sequence[str]) -> tuple[str | None, bool, list[tuple[str, str]]]:
+def split_args(tokens: Sequence[str], runtime_id: str | None = None) -> tuple[str | None, bool, list[tuple[str, str]]]:
     """``--model``, ``--json`` and the option pairs of the command line.
 
     Raises:
-        UsageError: a stray argument or a flag without its value.
+        UsageError: a stray argument or a flag without its value (with ``runtime_id``: a last flag
+            that is none of its options is named as such, not as one that lacks its value).
     """
     model: str | None = None
     as_json = False
@@ -40,7 +41,17 @@ def split_args(tokens: Sequence[str]) -> tuple[str | None, bool, list[tuple[str,
             model = value
         else:
             rest.append(token)
+    if runtime_id is not None and rest and rest[-1].startswith("--") and "=" not in rest[-1]:
+        name = rest[-1][2:]
+        if name.removeprefix(f"{runtime_id}-") not in {o.name for o in _declared(runtime_id)}:
+            read_options(runtime_id, [(name, "")])  # raises: "--x: no such option (this runtime takes: ...)"
     return model, as_json, parse_flag_pairs(rest)
+
+
+def _declared(runtime_id: str) -> list[Any]:
+    from superfluid.runtime import registry
+
+    return list(registry.get(runtime_id).options())
 
 
 def read_options(runtime_id: str, pairs: Sequence[tuple[str, str]]) -> tuple[dict[str, Any], list[str]]:
@@ -108,7 +119,7 @@ def _report_ok(report: Any, code: int) -> tuple[bool, str]:
 
 def run(args: argparse.Namespace) -> int:
     """0 the runtime is available with these options; 1 it is not (named options at fault); 2 usage."""
-    model, as_json, pairs = split_args(args.rest)
+    model, as_json, pairs = split_args(args.rest, args.id)
     values, forwarded = read_options(args.id, pairs)  # before any worker starts
     if model is not None:  # a FIFO or a device would hold the worker's read forever
         from superfluid.paths import model_path

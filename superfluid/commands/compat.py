@@ -132,17 +132,17 @@ class _Beside:
             body = read_bytes(where, max_bytes=max_bytes, follow=True)
         except NotRegularFile as e:
             if e.errno == errno.EFBIG:
-                raise BadFile(where, f"is larger than {max_bytes} bytes; not what --release reads") from None
+                raise BadFile(where, _too_large(max_bytes)) from None
             raise BadFile(where, f"cannot be read: it {e.strerror}") from None
         except FileNotFoundError:
             if optional:
                 return None
             raise BadFile(where, "cannot be read (no such file)",
-                          fix="name a compat.json file or an https:// URL with --release") from None
+                          fix=_NAME_ONE) from None
         except OSError as e:
             raise BadFile(where, f"cannot be read ({e.strerror or e})") from None
         if len(body) > max_bytes:
-            raise BadFile(where, f"is larger than {max_bytes} bytes; not what --release reads")
+            raise BadFile(where, _too_large(max_bytes))
         return body
 
     def sha256(self, where: str) -> str | None:
@@ -229,6 +229,14 @@ def verdict_text(verdict: DocumentVerdict) -> str:
     return f"{line}\ntarball: {tarball}\n"
 
 
+#: the fix for a compat document that is not there: the flags that read one
+_NAME_ONE = "name an existing compat.json file or an https:// URL (with --release, or --for)"
+
+
+def _too_large(max_bytes: int) -> str:
+    return f"is larger than {max_bytes} bytes; not a compat document (what --release and --for read)"
+
+
 def _key_flags(args: argparse.Namespace) -> list[str]:
     """``--key`` files, each checked to exist before anything is fetched (exit 2 when not)."""
     keys: list[str] = list(getattr(args, "key", None) or [])
@@ -238,6 +246,19 @@ def _key_flags(args: argparse.Namespace) -> list[str]:
         if not os.path.isfile(path):
             raise UsageError(f"--key {path}: no such file (name a minisign public key, e.g. minisign.pub)")
     return keys
+
+
+def _refuse_service_flags(args: argparse.Namespace) -> None:
+    """A flag of the service's question without ``--runtime``/``--service`` is a usage error, not
+    silently this release's document."""
+    given = [f"--{k[len('ask_'):]}" for k, v in sorted(vars(args).items()) if k.startswith("ask_") and v]
+    given += [flag for flag, dest in (("--platform", "platform"), ("--trust-root", "trust_root"),
+                                      ("--insecure-no-freshness", "insecure_no_freshness"))
+              if getattr(args, dest, None)]
+    if given:
+        raise UsageError(f"{given[0]} goes with --runtime ID --service URL (which releases drive an engine); "
+                         f"without them, `superfluid compat` prints this release's document (see 'superfluid "
+                         f"compat --help')")
 
 
 def _runtime_text(runtime_id: str, part: Mapping[str, Any]) -> str:
@@ -282,6 +303,7 @@ def run(args: argparse.Namespace) -> int:
         from superfluid.commands.compat_service import run as ask_service
 
         return ask_service(args)
+    _refuse_service_flags(args)
     keys = _key_flags(args)
     verdict: DocumentVerdict | None = None
     if args.release:

@@ -78,11 +78,14 @@ def with_listing(rows: list[dict[str, Any]], chosen: Mapping[str, Any], installe
     from superfluid.runtime.ordering import version_key
 
     mark = {"installs": True, "install": chosen["install"], "source": "listing", "chosen_by": chosen["chosen_by"]}
-    out = [dict(r, **mark) if r["version"] == chosen["version"] else dict(r) for r in rows]
+    here = [chosen["platform"]] if chosen.get("platform") else []
+    # the platforms a listed version has builds for include this one, which the listing offers
+    out = [dict(r, **mark, platforms=sorted({*r.get("platforms", []), *here})) if r["version"] == chosen["version"]
+           else dict(r) for r in rows]
     if not any(r["version"] == chosen["version"] for r in rows):
         row = {"version": chosen["version"], "abi": chosen.get("abi"), **mark,
                "installed": any(n.startswith(f"{chosen['version']}-") for n in installed),
-               "tested": chosen["tested"], "platforms": [chosen["platform"]] if chosen.get("platform") else []}
+               "tested": chosen["tested"], "platforms": here}
         out = sorted([*out, row], key=lambda r: version_key(r["version"]), reverse=True)
     return out
 
@@ -128,6 +131,11 @@ def versions_text(runtime_id: str, rows: list[dict[str, Any]], listing: tuple[An
         for r in rows:
             if r["installs"] is not True:
                 text += f"{r['version']} does not install here: {r['installs']}\n"
+    kept = [r["version"] for r in rows if r["installed"] and r["installs"] is not True]
+    if kept:  # an install made from a listing or an archive: say so, not only "does not install here"
+        text += (f"{', '.join(kept)} {'is' if len(kept) == 1 else 'are'} installed here all the same, from a "
+                 f"release listing or an archive rather than a pin: `superfluid runtimes` shows what "
+                 f"{runtime_id} serves from\n")
     if listing is None:
         if any(r.get("source") == "listing" for r in rows):
             return text

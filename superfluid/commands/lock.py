@@ -241,7 +241,8 @@ def _write(path: str, old: Lock | None, targets: list[Target], defaulted: bool, 
     if same:
         sys.stdout.write(f"superfluid: {path} is up to date ({len(engines)} engines)\n")
         return 0
-    sys.stdout.write(f"superfluid: wrote {path}: {len(engines)} engines (sha256 {digest})\n")
+    count = f"{len(engines)} engine{'' if len(engines) == 1 else 's'}"
+    sys.stdout.write(f"superfluid: wrote {path}: {count} (sha256 {digest})\n")
     for engine in new.engines:
         sys.stdout.write(f"  {engine.target.describe()}: {engine.install} ({engine.chosen_by}"
                          + (f", ABI {engine.abi}" if engine.abi is not None else "") + ")\n")

@@ -32,48 +32,16 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "with any key, every release must be signed")
 
 
-#: the exit codes of every subcommand, as each help page ends them
-_EXITS = """exit codes:
-  0  done{zero}
-  1  the source cannot be read{one}
-  2  a usage error: a bad flag or value, refused before anything is read"""
-
-#: each page's examples and exit codes: (examples, what 0 means besides done, what 1 means besides)
-_PAGES: dict[str, tuple[tuple[str, ...], str, str]] = {
-    "": (("superfluid-manifest check --source ./releases", "superfluid-manifest serve --source ./releases --port 0",
-          "superfluid-manifest export --source ./releases ./site",
-          "superfluid-manifest check --source ./releases --json"),
-         "", ", or (check) a release is rejected"),
-    "serve": (("superfluid-manifest serve --source ./releases",
-               "superfluid-manifest serve --source https://mirror.example/root/acme/superfluid/ --ttl 300 --quiet",
-               "gunicorn 'superfluid.manifest.service:app' (with SUPERFLUID_MANIFEST_SOURCE set)"),
-              " (stopped by SIGTERM or SIGINT)", ", or the address cannot be bound"),
-    "export": (("superfluid-manifest export --source ./releases ./site",
-                "superfluid-manifest export --source ./releases --key release.pub ./site"),
-               ": every answer written", ", or OUT_DIR cannot be written"),
-    "check": (("superfluid-manifest check --source ./releases",
-               "superfluid-manifest check --source ./releases --json | jq '.releases[].version'"),
-              ": every release verified", ", or a release is rejected (each one named, with why)"),
-}
-
-
-def _epilog(page: str) -> str:
-    examples, zero, one = _PAGES[page]
-    return "examples:\n" + "".join(f"  {e}\n" for e in examples) + "\n" + _EXITS.format(zero=zero, one=one)
-
-
 def _page(sub: Any, name: str, summary: str) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = sub.add_parser(name, help=summary, description=summary[:1].upper() + summary[1:]
-                                                     + ".", epilog=_epilog(name),
-                                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                                                     + ".")
     return parser
 
 
 def _parser() -> argparse.ArgumentParser:
     from superfluid import __version__
 
-    top = Parser(prog=_PROG, description="The compat manifest service: which superfluid release drives an engine.",
-                 epilog=_epilog(""), formatter_class=argparse.RawDescriptionHelpFormatter)
+    top = Parser(prog=_PROG, description="The compat manifest service: which superfluid release drives an engine.")
     top.add_argument("-V", "--version", action="version", version=f"{_PROG} {__version__}")
     sub = top.add_subparsers(dest="command", parser_class=Parser, required=True)
     p = _page(sub, "serve", "answer over HTTP (the standard library's server, for local use)")
@@ -276,23 +244,15 @@ def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """``superfluid-manifest``: 0 done; 1 a run-time failure or a rejected release (check); 2 usage."""
     args_in = list(sys.argv[1:] if argv is None else argv)
-    as_json = "--json" in (args_in[:args_in.index("--")] if "--" in args_in else args_in)
 
     def main_line() -> int:
-        try:
-            args = _parse(args_in)
-            level = logging.INFO if args.command == "serve" and not args.quiet else logging.WARNING
-            logging.basicConfig(level=level, format=f"{_PROG}: %(message)s")
-            return run(args, os.environ)
-        except SuperfluidError as e:
-            if as_json:  # the error document the other commands print (schema error), then the line
-                from superfluid.output import error_code, error_doc, print_json
-
-                print_json(error_doc(error_code(e), str(e), 2 if isinstance(e, UsageError) else 1, fix=e.fix))
-            raise
+        args = _parse(args_in)
+        level = logging.INFO if args.command == "serve" and not args.quiet else logging.WARNING
+        logging.basicConfig(level=level, format=f"{_PROG}: %(message)s")
+        return run(args, os.environ)
 
     try:
-        if _wants_json(sys.argv[1:] if argv is None else argv):
+        if _wants_json(args_in):
             return _json_failures(main_line)
         return guarded(_PROG, main_line)
     except KeyboardInterrupt:

@@ -247,6 +247,7 @@ def good_lines(m: str, work: Path) -> list[tuple[str, ...]]:
         ("superfluid", "runtime", "use", "basert", "--auto"),
         ("superfluid", "runtime", "check", "basert"),
         ("superfluid", "runtime", "verify", "basert"),
+        ("superfluid", "runtime", "list", "basert", "--json"),
         ("superfluid", "runtime", "update", "basert", "--mirror", m),
         ("superfluid", "runtime", "repair", "basert", "--mirror", m),
         ("superfluid", "runtime", "gc", "basert", "--keep", "1", "--dry-run"),
@@ -395,9 +396,8 @@ FAILURES = [
     pytest.param(("runtime", "install", "basert", "--dry-run", "--mirror", "{m}", "--for", "{tmp}/none.json"), 1,
                  "none.json: cannot be read (no such file): name an existing compat.json file or an https:// URL "
                  "(with --release, or --for)", id="for-file-missing"),
-    pytest.param(("runtime", "versions", "llama.cpp"), 2, "no runtime 'llama.cpp'; this superfluid ships: basert, "
-                 "llamacpp, mlx: did you mean 'llamacpp'? (see 'superfluid runtime versions --help')",
-                 id="id-spelled-as-the-engine"),
+    pytest.param(("runtime", "versions", "llama_cpp"), 2, "no runtime 'llama_cpp'; this superfluid ships: basert, "
+                 "llamacpp, mlx", id="id-misspelled"),
     pytest.param(("runtime", "install", "BASERT", "--dry-run", "--mirror", "{m}"), 2, "did you mean 'basert'?",
                  id="id-in-capitals"),
     pytest.param(("runtime", "install", "basert", "--dry-run", "--mirror", "{m}", "--for", "garbage"), 2,

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.errors import WorkerFailed
+
+if TYPE_CHECKING:  # imported where a worker starts: the face reads scrubbed_env on every run
+    import subprocess
 
 __all__ = ["scrubbed_env", "worker_env", "is_secret", "WorkerResult", "run_worker", "run_json", "DEFAULT_TIMEOUT",
            "OUTPUT_MAX_BYTES", "PYTHON_VARIABLE"]
@@ -94,6 +95,8 @@ class WorkerResult:
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL the worker's whole process group: children it started die with it."""
+    import signal
+
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -166,6 +169,8 @@ def run_worker(argv: Sequence[str], *, environ: Mapping[str, str] | None = None,
         WorkerFailed: it could not start, did not finish within ``timeout`` seconds, or printed
             more than the cap (``lasting`` for the first two: asking again now fails the same way).
     """
+    import subprocess
+
     env = worker_env(environ)
     name = os.path.basename(argv[0])
     try:

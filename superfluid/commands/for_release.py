@@ -11,16 +11,15 @@ releases on GitHub (``SUPERFLUID_RELEASES_REPO``, default ``superfluid/superflui
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import os
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.errors import BadFile, UsageError
 
 if TYPE_CHECKING:  # the parser of every command adds this module's flags: it imports little
+    import argparse
+
     from superfluid.installer.manifest_trust import Trust
     from superfluid.runtime.planning import ForRelease
 
@@ -50,6 +49,8 @@ def _is_version(value: str) -> bool:
 
 
 def _for_release(doc: Mapping[str, Any], body: bytes, where: str) -> ForRelease:
+    import hashlib
+
     from superfluid.runtime.planning import ForRelease
 
     release = doc.get("release")
@@ -151,6 +152,8 @@ def release_for(args: argparse.Namespace, environ: Mapping[str, str]) -> ForRele
     require = bool(getattr(args, "require_signature", False))
     verify: dict[str, Any] = {"keys": keys, "home": home(environ), "require_signature": require}
     if not _is_version(value):
+        from dataclasses import replace
+
         from superfluid.commands.compat import read_release
 
         doc, verdict, digest = read_release(value, keys=keys, home=home(environ), require_signature=require)

@@ -132,8 +132,9 @@ class LoopbackFetcher(Fetcher):
                 raise DownloadError(url, f"connection broken after {received} bytes: {e}", retryable=True) from e
 
         def close() -> None:
-            if not r.isclosed() or r.will_close:  # a body left unread, or the server closes: not kept
-                self._drop(parts.netloc)
+            read_whole = r.isclosed() or r.length == 0
             r.close()
+            if not read_whole or r.will_close:  # a body left unread, or the server closes: not kept
+                self._drop(parts.netloc)
 
         return FetchResponse(url, r.status, Headers(r.getheaders()), chunks(), close)

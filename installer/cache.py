@@ -1,19 +1,6 @@
-"""The download cache under ``$SUPERFLUID_HOME/cache`` (SPEC §3, §8.1).
+"""The content-addressed download cache under ``$SUPERFLUID_HOME/cache``.
 
-Layout::
-
-    cache/sha256/<hex>              verified bytes, named by their SHA-256 (content-addressed)
-    cache/partial/<key>.partial     a download in progress (key: the expected digest, else the URL's)
-    cache/partial/<key>.json        what the partial bytes came from: url, ETag, Last-Modified, total
-    cache/partial/<key>.lock        held (flock) by whoever writes that partial, across processes
-    cache/http/<key>.json           per URL: ETag, Last-Modified, Link rel="next", and the body's digest
-    cache/holds/, cache/prune.lock  what running processes use, so that a prune leaves it (``cachehold``)
-
-A blob enters ``sha256/`` only by one ``os.replace`` of a verified partial, so a reader sees a whole
-verified file or nothing. HTTP bodies (listing pages, sidecars) live in ``sha256/`` too; their
-``http/`` entry points at them, which is what ``--offline`` reads. A blob is held (``cachehold.hold``)
-before it is looked up or written, and one found is touched: its time is when it was last used,
-which is what ``superfluid cache prune --older-than`` measures.
+See docs/install.md, "The cache".
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
-"""The cache's lock protocol: what a running process uses of ``$SUPERFLUID_HOME/cache`` is never
-pruned from under it (docs/install.md, "The cache"). Two files::
+"""The cache's lock protocol: what a running process uses of the cache is never pruned from under it.
 
-    cache/prune.lock                  held exclusively by ``superfluid cache prune`` while it decides and
-                                      deletes; held shared, for an instant, by a process recording a blob
-    cache/holds/<pid>-<rand>.lock     one per running process that used the cache: the SHA-256 of every blob
-                                      it looked up, wrote or took, one a line; its owner holds an exclusive
-                                      flock on it for as long as it lives
-
-A process records a blob *before* it looks it up or writes it, under the shared lock (``hold``),
-so that a prune either finished before (the blob is gone: it is fetched or written anew, and
-recorded already) or starts after and sees the record (the blob stays). A prune (``pruning``)
-takes the lock exclusively, reads the records of live processes, and removes a record whose flock
-is free: its process has ended, however it ended. A partial download is held by its own flock
-(``Cache.partial``), which prune also respects. Nothing waits long: a record is one short write,
-and a prune holds its lock only while it deletes.
+See docs/install.md, "The cache".
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""The installer's network limits, one frozen dataclass with units (STYLE practice 5).
-
-Built once by the face (flags and environment) and passed down explicitly; nothing below reads
-the environment for these. ``FetchConfig()`` holds the defaults a user gets.
-"""
+"""The installer's network limits: one frozen dataclass with units, built once by the face."""
 
 from __future__ import annotations
 
@@ -15,7 +11,7 @@ DEFAULT_GITHUB_API = "https://api.github.com"
 
 @dataclass(frozen=True)
 class FetchConfig:
-    """Named limits for listing and downloading (SPEC §8.1). Checked on construction.
+    """Named limits for listing and downloading. Checked on construction.
 
     Raises:
         ValueError: a limit out of range (negative, zero where a positive number is needed).

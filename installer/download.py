@@ -1,24 +1,6 @@
-"""Download one asset into the content-addressed cache, verified in the same pass (SPEC §8.1, §8.2).
+"""Download one asset into the content-addressed cache, verified in the same pass.
 
-The rule, in order, for ``download(url, sha256, size, ...)``:
-
-1. A cached blob of the expected digest (re-hashed) is the answer; no request is made.
-2. Otherwise the partial download of that content is locked (threads and processes) and continued:
-   its bytes are resumed with ``Range`` + ``If-Range`` only when they came from the same URL with a
-   strong ``ETag`` (or ``Last-Modified``), and kept only on a ``206`` whose ``Content-Range`` starts
-   where they end, for the same total and the same validator. A ``200`` (the server ignored the
-   range, or the file changed) restarts from byte 0; any other answer discards the partial.
-3. Bytes stream into ``.partial`` while SHA-256 is computed; more than the declared size (or, with
-   none declared, ``FetchConfig.max_download_bytes``) is refused at once.
-4. Connection errors, a stall, 5xx and 429 are retried with backoff (``Fetcher.retry``); a body cut
-   short resumes on the next attempt.
-5. At the end the size and the digest must be the expected ones; a mismatch deletes the partial and
-   raises ``VerificationError`` naming both digests, so nothing unverified stays in the cache.
-6. The verified file enters the cache by one ``os.replace``.
-
-``download_many`` runs several such downloads in threads, reporting to a ``Progress``
-(``installer.progress``: ``progress_for`` picks a bar on a terminal and silence otherwise: ``CI``
-set, not a TTY, ``--json``; re-exported here).
+See docs/install.md, "Verifying".
 """
 
 from __future__ import annotations

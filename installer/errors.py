@@ -1,15 +1,4 @@
-"""Typed installer errors, split by who is at fault (SPEC §8, STYLE practice 4).
-
-- ``DownloadError`` and its subclasses: the transfer failed (network, HTTP status, stall, size cap,
-  rate limit). ``retryable`` tells the fetcher's retry loop whether another attempt may help.
-- ``VerificationError``: bytes arrived but are not the ones we accept (digest or size mismatch).
-- ``ReleaseNotFound``: the repository or the tag is not published where we looked.
-- ``OfflineMissing``: ``--offline`` was asked and the cache lacks something; says what and how to
-  fill the cache.
-
-Each carries its fields (url, status, expected, got, reset time) and a message a person can act
-on. None of them formats a traceback or exits; the face maps classes to exit codes (all 1).
-"""
+"""Typed installer errors, split by who is at fault."""
 
 from __future__ import annotations
 
@@ -69,7 +58,7 @@ class DownloadError(SuperfluidError):
 
 
 class DownloadStalled(DownloadError):
-    """No byte arrived within the stall timeout (SPEC §8.1)."""
+    """No byte arrived within the stall timeout."""
 
     def __init__(self, url: str, seconds: float, *, received: int | None = None, trickle: int | None = None) -> None:
         got = f" after {received} bytes" if received else ""
@@ -178,7 +167,7 @@ class RateLimited(DownloadError):
 
 
 class VerificationError(SuperfluidError):
-    """Downloaded bytes are not the ones we accept; nothing of them was kept (SPEC §8.2).
+    """Downloaded bytes are not the ones we accept; nothing of them was kept.
 
     ``what`` is ``"sha256"`` or ``"size"``; ``expected`` and ``got`` are both named in the message.
     """

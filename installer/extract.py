@@ -1,21 +1,6 @@
-"""Safe extraction of release archives into a fresh staging directory (SPEC §8.4).
+"""Safe extraction of release archives into a fresh staging directory.
 
-The cut follows pypa/installer: a reader turns an archive (``.tar.gz``, ``.tar.xz``, ``.tar.bz2``,
-``.tar``, ``.zip``) into a stream of ``Member`` facts; one pure rule, ``judge_member``, decides
-where each member may land (or why it may not); a small writer creates exactly that and nothing
-else. The archive is read once, front to back (a ``.tar.gz`` is never decompressed twice).
-
-What lands: regular files, directories and symbolic links whose every resolution stays inside the
-destination. Refused: absolute names, ``..``, members written through a symlink, links (hard or
-symbolic) that leave the destination (directly or through a chain of earlier or later links), device
-nodes, FIFOs, a second member of one name (the "replace a checked symlink" trick), a lone top-level
-symlink, and archives beyond the member-count or size caps (bombs). setuid, setgid and sticky bits
-and group/other write are stripped, ownership is never restored.
-
-Defence in depth: each tar member also passes Python's own ``tarfile.data_filter`` where it exists
-(3.10.12+, 3.11.4+), files are created with ``O_EXCL | O_NOFOLLOW`` and after writing, the whole
-tree is walked again (``check_tree``) with the same rule, every link resolved against the final
-tree: this is what catches a link made safe by order alone, or unsafe by merging two archives.
+See docs/install.md, "The sequence".
 """
 
 from __future__ import annotations
@@ -32,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, NamedTuple, cast
 
-from superfluid.installer.record import remember
 from superfluid.installer.store import remove_tree
 from superfluid.runtime.errors import BadFile, SuperfluidError
+from superfluid.runtime.record import remember
 
 __all__ = [
     "UnsafeArchive",
@@ -57,7 +42,7 @@ _CHUNK = 1 << 20  # bytes copied per read
 
 
 class UnsafeArchive(BadFile):
-    """An archive holds a member we refuse to write (SPEC §8.4); nothing of it is kept."""
+    """An archive holds a member we refuse to write; nothing of it is kept."""
 
     def __init__(self, archive: str, fault: str, *, member: str | None = None) -> None:
         super().__init__(archive, f"its member {member!r} {fault}" if member is not None else fault, fix=_FIX)
@@ -180,7 +165,7 @@ def _mode(member: Member) -> int:
 
 
 def judge_member(member: Member, tree: Mapping[str, Entry], limits: ExtractLimits | None = None) -> MemberVerdict:
-    """The one containment-and-member-type rule (SPEC §8.4): where ``member`` may land, given what
+    """The one containment-and-member-type rule: where ``member`` may land, given what
     the destination already holds (``tree``: normalized relative path → ``Entry``), or why not.
 
     Rules, in order: only files, directories and links (no devices, FIFOs or others); a name that

@@ -1,25 +1,4 @@
-"""The network seam: one abstract method, everything else written once (STYLE practice 1).
-
-After python-tuf's ``ngclient`` fetcher: an implementation provides ``_fetch(url, headers)``, one
-GET without following redirects, answering a ``FetchResponse`` whose body is an iterator of byte
-chunks. The base class ``Fetcher`` builds on it, once for every caller:
-
-- redirects followed by hand, so that a credential (``GITHUB_TOKEN``) is attached only while the
-  request is at its own origin and never along a redirect to another host (SPEC §8.1);
-- the scheme rule: ``https://``; plain ``http://`` only to loopback or to an origin the user named
-  (``--mirror``, ``SUPERFLUID_GITHUB_API``); ``file://`` only where the implementation reads files
-  and never by redirect;
-- the status rule: 2xx and 304 are answers; 429, or 403 with ``X-RateLimit-Remaining: 0``, is
-  ``RateLimited`` (honouring ``Retry-After`` and ``X-RateLimit-Reset``); 5xx and 408 are
-  retryable ``DownloadError``; any other status is a ``DownloadError`` naming it;
-- a size cap on every body and error wrapping: anything an implementation raises that is not a
-  ``DownloadError`` becomes one;
-- the bounded retry loop with exponential backoff (``retry``), used by listing and download alike.
-
-``RequestsFetcher`` is the only module-level user of ``requests``, imported lazily so the command
-starts fast; ``FileFetcher`` serves ``file://`` URLs (a mirror directory) with the same semantics
-(``ETag``, ``Range``); ``NoNetworkFetcher`` refuses every request (``--offline``'s backstop).
-"""
+"""The network seam: one abstract method; redirects, schemes, statuses, caps and retries written once."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""How a plan's verified archives fill a staging's ``lib/``: extracted from verified files in the
-cache, or downloaded and extracted in one pass (docs/install.md).
+"""How a plan's verified archives fill a staging's ``lib/``: from the cache, or streamed in one pass.
 
-A plan of one remote tar whose digest and size are known, not in the cache yet, from a source that
-may connect, streams (``stream.download_and_extract``, under the runtime's lock, the bytes verified
-before anything extracted is kept); any other plan is fetched and verified first (no lock taken),
-then extracted from the cache. Either way nothing unverified reaches the staging.
+See docs/install.md, "The sequence".
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""The install flock: one process at a time changes a runtime (``runtimes/<id>/.install.lock``).
-
-An exclusive ``flock`` whose holder writes its pid, command and start time into the file, so that a
-waiter can say who it waits for; the kernel drops it when the holder dies, however it dies. (The
-fleet's lock file, ``superfluid.lock``, is ``lockfile.py``/``locking.py``.)
-"""
+"""The install flock: one process at a time changes a runtime (``runtimes/<id>/.install.lock``)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""``superfluid runtime gc <id>``: remove the installs a runtime no longer needs (docs/install.md,
-"Collecting old installs").
+"""``superfluid runtime gc <id>``: remove the installs a runtime no longer needs.
 
-The rule (``choose``, pure): the newest ``keep`` installs that read stay (newest by version, then
-by when installed, then by name), and so do the install ``current`` names, the pinned one, every
-install a given lock names (``<version>-<backend>`` of its engines for the runtime) and every
-install whose receipt does not read (``repair`` or ``remove`` decides about those, never a
-collection). The rest go, by ``store.remove_installs``: the order ``remove`` makes kill-safe.
+See docs/install.md, "Collecting old installs".
 """
 
 from __future__ import annotations

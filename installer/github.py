@@ -1,15 +1,6 @@
-"""GitHub releases: the listing client and the release facts it answers (SPEC §8.1).
+"""GitHub releases: the listing client and the release facts it answers.
 
-``GitHubClient`` lists ``/repos/{owner}/{repo}/releases?per_page=100`` page by page through
-``Link: rel="next"``, each page a conditional request (``If-None-Match`` with the cached ``ETag``)
-so that a warm listing costs 304s and no body; ``release(repo, tag)`` asks
-``/releases/tags/{tag}``. The token (``GH_TOKEN``, else ``GITHUB_TOKEN``) is a ``Credential`` for
-the API origin only: the fetcher attaches it to API hops and to nothing else, not to asset
-downloads, not along a redirect. Drafts are skipped; prereleases are kept and marked.
-
-Listing JSON is hostile input: every field used is type-checked, and a fault is a ``BadFile``
-naming the URL and the JSON path (SPEC §8.5). ``parse_releases`` is shared with the mirror, whose
-listing file has the same shape.
+See docs/install.md, "Tokens and GitHub".
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""The install workflow (``superfluid runtime install <id>``) for any adapter: listing → choose →
-fetch/verify → stage → probe → publish (docs/install.md, "The sequence").
+"""The install workflow for any adapter: listing → choose → fetch/verify → stage → probe → publish.
 
-The adapter chooses (``Adapter.plan`` over a ``listing.SourceListing``) and judges
-(``Adapter.judge_probe``); ``fill`` fetches and verifies and ``publish`` lands the install; this
-module only carries the plans out, in order, the next plan tried when one's probe refuses. What
-happens is told through ``Event``s, which the face words; with a ``Phases`` the spans of listing,
-download, extract, probe and publish are recorded on it.
+See docs/install.md, "The sequence".
 """
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""The release listing an adapter plans from: one repository of a ``ReleaseSource`` as the planning
-interface's ``Listing``, its small assets checked against the listing's digest (docs/install.md)."""
+"""The release listing an adapter plans from: one repository of a release source, as a ``Listing``."""
 
 from __future__ import annotations
 

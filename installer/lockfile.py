@@ -1,42 +1,6 @@
-"""``superfluid.lock``: the exact engine builds of a fleet, by digest (SPEC §12).
+"""``superfluid.lock``: the exact engine builds of a fleet, by digest, read and written.
 
-The file is TOML, written with ``tomli-w`` and read with ``tomllib`` (``tomli`` before Python
-3.11); its parsed content is checked against ``schemas/lock.schema.json``, then by the rules a
-schema cannot state (URLs, mirror paths, duplicates). Its shape::
-
-    schema = "superfluid-lock/1"       # a reader refuses another major
-    superfluid = "0.1.0"               # the superfluid that wrote it
-
-    [targets]                          # what was asked: every runtime x platform x backend
-    runtimes = ["<id>", "<id>"]
-    platforms = ["linux-x64"]
-    backends = ["cpu", "cuda"]         # kinds of machine (see ``locking.HOSTS``)
-
-    [[engine]]                         # one per target that installs something, sorted
-    runtime = "<id>"
-    platform = "linux-x64"
-    host = "cpu"                       # the kind of machine this engine is for
-    repo = "basecompute/baseRT"
-    version = "0.4.0"
-    backend = "cpu"
-    chosen_by = "abi"                  # as a receipt records it
-    abi = 1                            # absent when none is stated
-    tested = true
-    why = "..."
-    [engine.facts]                     # the plan's facts its probe holds the library to (layout)
-    [[engine.asset]]                   # what is installed, in the order fetched
-    name = "..."
-    path = "basecompute/baseRT/releases/download/v0.4.0/<name>"   # below a mirror root
-    url = "https://..."
-    size = 123
-    sha256 = "<64 hex>"                # settled as an install settles it
-    digest_source = "release"
-    checked = ["release", "api"]
-    [[engine.evidence]]                # the release's small files the choice read (ABI asset,
-                                       # <asset>.sha256): mirrored beside the assets, never installed
-
-Everything here is pure but ``read`` and ``write``; a fault is a ``BadFile`` naming the file and
-the TOML line or key, and nothing is written.
+See docs/fleet.md, "What a lock holds".
 """
 
 from __future__ import annotations

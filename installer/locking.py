@@ -1,12 +1,6 @@
-"""Making a lock, choosing from it and checking it (SPEC §12): the installer's own plans, for
-machines described by declared facts.
+"""Making a lock, choosing from it and checking it: the installer's own plans for declared machines.
 
-A lock is planned, never re-decided: each engine is the first plan ``install.plan`` answers for a
-``Host`` built from the facts a kind of machine declares (``HOSTS``), with every digest settled by
-the same agreement checks an install makes. One machine so writes the lock of a whole fleet. At
-install time the machine's own facts say which kinds it is (``kinds_of``, by the rule that says
-where a backend runs), best first; the lock's engines of those kinds are the plans tried, in that
-order. ``compare`` tells what moved between a lock and what would be chosen now, and why.
+See docs/fleet.md, "Checking and upgrading".
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
-"""One answer of a compat manifest service, fetched fresh or refused (SPEC §10, docs/manifest-service.md
-"Freshness"): what ``superfluid compat --service`` and ``--for VERSION`` call, once each.
+"""One answer of a compat manifest service, fetched fresh or refused.
 
-With a trust root (``Trust.root``: ``--trust-root FILE`` or ``SUPERFLUID_MANIFEST_ROOT``; else the
-root this client trusted before, kept in the service's trust folder), the answer is a TUF target
-verified through ``tuf.ngclient`` (``tuf_client``): a rolled-back, frozen, mixed or forged index is
-refused. With ``Trust.insecure`` (``--insecure-no-freshness``) it is fetched as it is, with a
-warning. With neither, nothing is fetched: there is no default service, so this superfluid ships no
-root of one.
-
-The trust folder is ``$SUPERFLUID_HOME/trust/<service>/``: the service's host, port and path and a
-digest of its URL, so two services never share metadata. Nothing is written outside it.
+See docs/manifest-service.md, "The client".
 """
 
 from __future__ import annotations

@@ -1,28 +1,6 @@
-"""A mirror: any static HTTP server or local directory holding releases (SPEC §8.1).
+"""A mirror: any static HTTP server or local directory holding releases in GitHub's layout.
 
-``--mirror URL|DIR`` (or ``SUPERFLUID_MIRROR``) names the mirror root. Its layout, per repository::
-
-    <root>/<owner>/<repo>/releases.json
-        The listing: a JSON array of release objects shaped as GitHub's API answers
-        ``GET /repos/<owner>/<repo>/releases`` (``tag_name``, ``name``, ``draft``,
-        ``prerelease``, ``published_at``, ``assets`` with ``name``, ``size`` and ``digest``
-        ``"sha256:<hex>"``). Saving the API's answer (the pages concatenated) makes one. Drafts are
-        skipped. ``browser_download_url`` may be present and is ignored: see below.
-    <root>/<owner>/<repo>/releases/download/<tag>/<name>
-        Each asset, under the same file name as upstream, at the path GitHub itself uses under
-        ``https://github.com`` (so a plain copy of the download URLs' paths is a mirror).
-
-An asset's URL is always ``<root>/<owner>/<repo>/releases/download/<tag>/<name>``: a mirror never
-sends us to another host by its listing.
-
-A mirror URL may also be a GitHub-shaped API server (a GitHub Enterprise server, a proxy, a test
-server): when the root holds no ``releases.json`` for the repository, the listing is read from
-``<root>/repos/<owner>/<repo>/releases`` (paginated, conditional), and each asset is fetched from
-its listed ``browser_download_url`` (such a server may redirect downloads to its object store). No
-token is ever sent to a mirror. A mirror changes where bytes come from, never which
-digests are accepted: recipe pins still bind, and the listing's ``digest`` and ``<asset>.sha256``
-files are checked under the same rules as GitHub's (SPEC §8.2). A static server's ``ETag`` makes
-the listing a conditional request, as with GitHub; a directory is read in place.
+See docs/install.md, "Mirrors".
 """
 
 from __future__ import annotations

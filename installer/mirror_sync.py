@@ -1,18 +1,6 @@
-"""``superfluid mirror sync|verify DIR --lock FILE``: a static mirror of what a lock names (SPEC §12).
+"""``superfluid mirror sync|verify DIR --lock FILE``: a static mirror of what a lock names.
 
-``sync`` writes, below ``DIR``, exactly the layout ``installer.mirror`` reads (``--mirror``):
-
-- every file the lock names (its engines' assets and the evidence they were chosen on) at its
-  mirror path, ``<owner>/<repo>/releases/download/<tag>/<name>``, each verified against the lock's
-  SHA-256 and size before it is put in place (a temp file beside it, then ``os.replace``);
-- ``<owner>/<repo>/releases.json``, a listing of those releases and files with the lock's digests
-  (merged into a listing already there: other releases and files are kept), so that a plain
-  ``runtime install --mirror`` lists them too.
-
-Bytes come from the lock's URLs through the home's download cache, so an interrupted sync resumes
-(``Range``) and a file already in the cache is not fetched again; a file already in ``DIR`` with
-the right digest is left alone. The folder can then be served by any static web server, CDN or
-object store. ``verify`` rechecks every file's digest and the listings, and changes nothing.
+See docs/fleet.md, "The mirror".
 """
 
 from __future__ import annotations

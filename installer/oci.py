@@ -1,24 +1,6 @@
-"""An OCI distribution registry as a mirror: references, URLs, tags and the artifacts we push (issue 23).
+"""An OCI registry as a mirror: references, URLs, tags and the artifacts we push (pure rules).
 
-Pure rules, no I/O (the client is ``installer.oci_fetcher``). A registry is named
-``oci://HOST[:PORT]/REPO`` (``--mirror``, ``SUPERFLUID_MIRROR``, ``mirror push``). Below it, a file
-of a lock keeps the path it has in a static mirror (``installer.mirror``:
-``<owner>/<repo>/releases/download/<tag>/<name>``), so ``oci://HOST/REPO/<that path>`` names it;
-its bytes are the registry's blob of the digest we expect (``/v2/REPO/blobs/sha256:<hex>``), so a
-registry is a content-addressed mirror we trust without trusting it. What ``mirror push`` writes::
-
-    REPO:<runtime>-<version>-<platform>-<backend>     one manifest per engine install of the lock
-        artifactType  application/vnd.superfluid.engine.v1, config: the empty descriptor
-        layers        its files (assets, then the evidence its choice read), then its
-                      repository's listing; each titled (org.opencontainers.image.title) by its
-                      mirror path, so that ``oras pull`` of one tag writes a static mirror of it
-    REPO:releases.<owner>.<repo>                      the index of one repository's files there
-        artifactType  application/vnd.superfluid.releases.v1
-        layers        every file pushed for it so far and its listing (``releases.json``, merged on
-                      each push), titled as above: where a path's digest is looked up
-
-Plain HTTP is spoken to a loopback registry (as docker does) and to another one only when asked
-(``--plain-http``, ``SUPERFLUID_OCI_PLAIN_HTTP=1``); otherwise HTTPS.
+See docs/fleet.md, "From the registry you already run".
 """
 
 from __future__ import annotations

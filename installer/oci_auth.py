@@ -1,21 +1,4 @@
-"""Registry credentials the way docker and oras users keep them, and the challenges of registries.
-
-Where a login is read, first found wins (nothing is ever written there or anywhere else):
-
-1. ``REGISTRY_AUTH_FILE`` (podman's, skopeo's and oras' variable), when set;
-2. ``$DOCKER_CONFIG/config.json``, else ``~/.docker/config.json``.
-
-Such a file is JSON with ``auths``: keys are ``host[:port]`` (``https://`` and a path such as
-``/v1/`` allowed; ``host/namespace`` entries match the repositories below it, the longest first),
-values hold ``auth`` (base64 of ``user:password``) or ``username`` and ``password``. A credential
-helper (``credsStore``, ``credHelpers``) is not run: a host only a helper knows has no login here.
-
-A registry asks for credentials with ``401`` and ``WWW-Authenticate``: ``Basic realm="..."`` (the
-login is sent to the registry itself), or ``Bearer realm="...",service="...",scope="..."`` (a token
-is asked of the realm, with the login when there is one, and sent to the registry as ``Bearer``).
-The secret lives in a ``Login`` (never printed) and in the ``Authorization`` header of a request to
-its origin; receipts, caches, messages and the lock never see it.
-"""
+"""Registry credentials as docker and oras users keep them, and the challenges of registries."""
 
 from __future__ import annotations
 

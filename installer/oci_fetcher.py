@@ -1,25 +1,4 @@
-"""The network seam for one OCI registry: the fetcher's rules, with a registry's addressing and auth.
-
-Why the distribution API over our own fetcher and not ``oras`` (the OCI Registry As Storage
-Python SDK): ``oras``'s ``download_blob`` is one ``requests`` GET written straight to a file, with
-requests' own redirects, no ``Range`` resume, no retries or stall timeout, no size cap and no
-digest check; it reads credentials once per provider. Every download of ours must keep the
-fetcher's rules (``installer.fetcher``: redirects followed by hand with the credential only at its
-origin, the scheme rule, the size cap, bounded retries, stalls) and the cache's (``download``:
-hashed while written, resumed with ``Range``/``If-Range``, verified against our digest, the
-progress bar). So ``OciFetcher`` is a ``RequestsFetcher`` that answers, before the base class
-does its work:
-
-- **addressing**: ``oci://HOST/REPO/<mirror path>`` is the blob of the digest expected for that
-  path: ``learn``-t from the lock or a listing, else looked up in the repository's index manifest
-  (``installer.oci``); a blob redirect (to object storage) is followed by the base class, which
-  sends the credential only to the registry's own origin;
-- **auth**: a ``401`` is answered once per request from its ``WWW-Authenticate`` challenge
-  (``installer.oci_auth``): Basic with the login, or a Bearer token asked of the challenge's
-  realm; the answer is kept for every later request of this fetcher (threads share it);
-- **push** (``has_blob``, ``upload``, ``put_manifest``): ``HEAD``, ``POST`` and ``PUT`` through the
-  same session, the same credential scoping, status rule and retries.
-"""
+"""The network seam for one OCI registry: the fetcher's rules, with a registry's addressing and auth."""
 
 from __future__ import annotations
 

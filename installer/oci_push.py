@@ -1,15 +1,6 @@
 """``superfluid mirror push oci://HOST/REPO --lock FILE``: every file a lock names, into a registry.
 
-What is written is ``installer.oci``'s layout: each file the lock names (its engines' assets and the
-evidence they were chosen on) and each repository's listing (``mirror_sync.listing``, merged into
-the listing the registry holds) as a blob; one manifest per engine install, tagged
-``<runtime>-<version>-<platform>-<backend>``; and each repository's index. In that order, so that
-a reader never meets a manifest naming a blob that is not there yet.
-
-Idempotent: each blob is asked for first (``HEAD``) and sent only when the registry lacks it, and
-only then fetched from the lock's URL (through the home's cache, verified against the lock); a
-manifest whose tag already names the same bytes is not sent again. A second push of the same lock
-sends nothing.
+See docs/fleet.md, "From the registry you already run".
 """
 
 from __future__ import annotations

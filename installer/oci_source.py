@@ -1,12 +1,4 @@
-"""``--mirror oci://HOST/REPO``: an OCI registry as a release source (issue 23; layout in ``installer.oci``).
-
-The same rules as any mirror (SPEC §8.1): it changes where bytes come from, never which digests
-are accepted. Its listings are the ``releases.json`` files ``mirror push`` put in the registry, read
-as a static mirror's are (``Mirror``, conditional, cached); every file is then the blob of the
-digest this superfluid expects for it (the lock's, the recipe's pin, the listing's as settled),
-fetched through the home's cache, resumed, retried and verified by ``download`` as every download
-is: the registry's own digest check is never trusted in place of ours.
-"""
+"""``--mirror oci://HOST/REPO``: an OCI registry as a release source, checked as any mirror is."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Wall-clock phases of one install, recorded when asked (``runtime install --timings``).
-
-The installer marks its phases (listing, download, extract, probe, publish) on a ``Phases`` the
-face passes down; nothing is recorded when it passes none. Spans may overlap: a streamed download
-and its extraction run at the same time, and their spans say so.
-"""
+"""Wall-clock phases of one install, recorded when asked (``runtime install --timings``)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,4 @@
-"""Download progress: a bar on a terminal, silence anywhere else (SPEC §8.1).
-
-``progress_for`` picks one: a ``TerminalProgress`` when the stream is a terminal, else the silent
-``Progress`` (``CI`` set, not a TTY, ``--json``). The bar is one self-rewriting line::
-
-    basert-engine-linux-x64-0.4.0.tar.gz  [##########..........]  52%  612.0/1177.6 kB  850 kB/s  ETA 0:01
-
-``bar_line`` words it from numbers (pure; tested as a table): sizes in the unit that fits the
-whole (kB under a megabyte, MB under a gigabyte, then GB), the rate in the unit that fits it,
-the time left at the recent rate. ``TerminalProgress`` redraws at most once per ``interval``
-(0.1 s: ten times a second, however many chunks or files arrive) and fits the line to the
-terminal's width, so that it never wraps.
-"""
+"""Download progress: a bar on a terminal, silence anywhere else."""
 
 from __future__ import annotations
 

@@ -1,23 +1,6 @@
-"""What the download cache holds, by kind, and pruning what nothing needs (docs/install.md, "The cache").
+"""What the download cache holds, by kind, and pruning what nothing needs.
 
-Every file under ``$SUPERFLUID_HOME/cache`` is of one kind:
-
-- ``in_use``: a blob an install's receipt names among its ``sources`` (what ``runtime repair``
-  puts the install back from), or a lock file given with ``--keep-lock`` names (its assets and
-  the small files its choice read);
-- ``unused``: an archive (by its first bytes: gzip, xz, bzip2, zstd, zip, tar) that none of them
-  names: the archives of removed installs, or of a download never installed;
-- ``http``: any other blob (listing pages, ``.sha256`` files, ABI assets: the bodies of the HTTP
-  cache) and the HTTP records of ``http/``;
-- ``partial``: a download in progress, or one cut off (``partial/``);
-- ``other``: the rest (the answer caches, validation stamps, the lock protocol's own files).
-
-A prune removes, of what is older than the grace period (last written or used before it, and
-before the prune began): unused archives; HTTP bodies no record names any more (a listing's
-older answer; the last answer of each URL is what ``--offline`` reads, and stays); partials whose
-flock nobody holds. An HTTP record goes with the blob it names. Nothing a running process holds
-(``cachehold``) is removed, whatever its age. The rules are the pure functions ``blob_kind``,
-``is_stale`` and ``is_archive``; ``scan`` reads the cache and ``prune`` deletes.
+See docs/install.md, "The cache".
 """
 
 from __future__ import annotations

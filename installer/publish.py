@@ -1,15 +1,6 @@
-"""Where an install lands: staged beside the installs, probed, then published by one rename (docs/install.md).
+"""Where an install lands: staged beside the installs, probed, then published by one rename.
 
-``install_staged`` is the one function that makes an install. In order, holding the runtime's
-lock: clean what dead writers left; make a fresh staging directory beside the installs; write the
-worker launcher; let the caller stage it (fill ``lib/``); let the caller probe the staged library
-(a worker subprocess; the installer's sees no receipt yet, so it judges the library and not what
-we say of it); write the receipt; publish with one rename; point ``current`` at the default install. Any failure
-before the rename deletes the staging and leaves every install as it was; a SIGKILL leaves the
-staging for the next run to delete.
-
-The caller owns what is installed and how it is judged (plans, downloads, digests, the probe's
-verdict); this module owns where and how it lands.
+See docs/install.md, "The sequence".
 """
 
 from __future__ import annotations
@@ -223,9 +214,9 @@ def _describe(staging: Path, receipt: Receipt, runtime_id: str, install: str) ->
     if receipt.installed_at is None:
         receipt = dataclasses.replace(receipt, installed_at=now_utc())
     _check_receipt(receipt, runtime_id, install)
-    from superfluid.installer.record import with_files
+    from superfluid.runtime.record import with_files
 
-    receipt = with_files(receipt, staging)  # every staged file, for `runtime verify` (installer/record.py)
+    receipt = with_files(receipt, staging)  # every staged file, for `runtime verify` (runtime/record.py)
     write_receipt(staging / RECEIPT, receipt)
     _check_staged(staging, receipt)
     return receipt

@@ -1,13 +1,6 @@
-"""Putting an install back exactly as its receipt records it (``superfluid runtime repair`` of an
-install whose files differ; docs/install.md, "Verifying an install later").
+"""Putting an install back exactly as its receipt records it (``runtime repair``).
 
-The archives the receipt names are taken by their recorded SHA-256: from the cache (re-hashed),
-else fetched again from where they came (or from the same path below ``--mirror``) and verified;
-with ``offline`` the cache alone, never a connection. They are extracted into a fresh staging, as
-an install extracts them; every file is then held to the receipt's list (the worker launcher
-aside: this superfluid writes it anew, and records it so), and only then is the staging published
-by the one rename every install takes. The receipt stays what it was: the same sources, choice and
-install time. The probe is not run again: the files are the ones it judged, byte for byte.
+See docs/install.md, "Verifying an install later".
 """
 
 from __future__ import annotations
@@ -37,7 +30,7 @@ class NotRestorable(SuperfluidError):
 def unrestorable(receipt: Receipt) -> str | None:
     """Why ``receipt`` does not say enough to put its install back by digest (None: it does): it
     records no files, no source, or a source without a SHA-256."""
-    from superfluid.installer.record import files_of
+    from superfluid.runtime.record import files_of
 
     if files_of(receipt) is None:
         return "its receipt records no files"
@@ -137,9 +130,9 @@ def restore(receipt: Receipt, *, environ: Mapping[str, str], offline: bool = Fal
     """
     from superfluid.installer.extract import extract_all
     from superfluid.installer.publish import install_staged
-    from superfluid.installer.record import compare, files_of, record_tree
     from superfluid.runtime.home import LIB, home
     from superfluid.runtime.receipt import RECEIPT
+    from superfluid.runtime.record import compare, files_of, record_tree
 
     why = unrestorable(receipt)
     if why is not None:

@@ -1,18 +1,4 @@
-"""Release sources: where releases are listed and where their bytes come from (SPEC §8.1).
-
-One interface, ``ReleaseSource``, three kinds:
-
-- ``GitHubSource``: the releases API (``SUPERFLUID_GITHUB_API``, default ``https://api.github.com``)
-  and GitHub's download URLs; token for the API host only.
-- ``MirrorSource``: ``--mirror URL|DIR`` / ``SUPERFLUID_MIRROR`` (layout in ``mirror``).
-- ``OfflineSource``: ``--offline``: the cache only. It never opens a connection (its fetcher
-  refuses every request as a backstop) and says what it lacks and how to fill the cache.
-
-``source_for(mirror=..., offline=..., environ=...)`` picks one. The resolver lists with
-``releases``/``release``, reads sidecars (``<asset>.sha256``, ``basert-engine-abi-<N>.txt``) with
-``read``, and fetches verified assets into the cache with ``fetch``/``fetch_many``. Which digest to
-expect is the caller's decision (SPEC §8.2); the source checks bytes against what it is given.
-"""
+"""Release sources: where releases are listed and where their bytes come from."""
 
 from __future__ import annotations
 
@@ -123,7 +109,7 @@ class ReleaseSource(ABC):
         """A small asset's bytes (a ``.sha256`` file, an ABI asset), cached with its ``ETag``.
 
         The bytes are not checked against the asset's listed digest here: that comparison is a
-        rule of SPEC §8.2 and belongs to the caller (a mismatch is an ``InconsistentRelease``).
+        rule and belongs to the caller (a mismatch is an ``InconsistentRelease``).
 
         Raises:
             SizeExceeded: the asset declares or sends more than ``max_bytes``

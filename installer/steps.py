@@ -1,6 +1,7 @@
-"""One plan's steps inside the runtime's lock, as ``publish.install_staged`` calls them: stage (fill
-``lib/``), probe (the staged worker's check in a subprocess, judged by the adapter) and the receipt
-made of the probe's verdict (docs/install.md)."""
+"""One plan's steps inside the runtime's lock: stage, probe, and the receipt made of the verdict.
+
+See docs/install.md, "The sequence".
+"""
 
 from __future__ import annotations
 

@@ -1,23 +1,6 @@
-"""Changing the installs of a runtime: staging, publishing, listing, ``current`` and ``pinned``
-(docs/install.md). The fixed names of the home are ``superfluid.runtime.home``'s; this module
-adds the temporary ones its writers leave:
+"""Changing the installs of a runtime: staging, publishing, listing, ``current`` and ``pinned``.
 
-```
-$SUPERFLUID_HOME/runtimes/<id>/.staging-<install>-<pid>-<rand>/   an install being made
-$SUPERFLUID_HOME/runtimes/<id>/.old-<install>-<pid>-<rand>/       an install set aside while replaced
-$SUPERFLUID_HOME/runtimes/<id>/.removing-<install>-<pid>-<rand>/  an install being deleted
-$SUPERFLUID_HOME/runtimes/<id>/.current-new-<pid>-<rand>          a symlink about to replace `current`
-$SUPERFLUID_HOME/runtimes/<id>/.pinned-new-<pid>-<rand>           a file about to replace `pinned`
-```
-
-Every change happens under the runtime's lock and by rename, so a crash at any point (SIGKILL
-included) leaves every published install whole; the next writer, holding the lock, removes what
-a dead process left (its pid is in the name) and puts back an install set aside mid-replacement.
-Readers (``superfluid runtimes``, the daemon) take no lock: they see the old state or the new.
-
-The default install is the pinned one when it exists, else the best-ranked: backend rank (metal 0,
-cuda 1, rocm 2, vulkan 3, sycl 4, openvino 5, other 8, cpu 9), then the newest version, then the
-name. ``current`` always points at the default (or is absent when nothing is installed).
+See docs/install.md, "Managing installs".
 """
 
 from __future__ import annotations

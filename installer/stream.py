@@ -1,26 +1,6 @@
-"""One pass from the network into the staging directory (SPEC §8.1, §8.2, §8.4).
+"""One pass from the network into the staging directory: downloaded, hashed and extracted at once.
 
-A bundle's bytes flow once. ``download`` (with a ``tee``) writes each chunk into the cache's
-partial file and the SHA-256 as it always does, and hands the same chunk to a second thread, which
-decompresses it (gzip, xz or bzip2, in bounded steps), reads the tar and writes each member as
-``extract.extract_archive`` judges it (``judge_member``, the caps) into a fresh directory beside
-the staging's ``lib/``. Receiving, hashing, decompressing and writing run mostly outside the GIL,
-so the network, the decompressor and the disk overlap.
-
-The rule, in order:
-
-1. Nothing extracted is used before the whole download matched its size and digest (``download``
-   checks both and moves the file into the cache); only then do the extracted files move into
-   ``lib/``, and the tree is checked once more (``check_tree``).
-2. The bytes extracted are the bytes hashed: each chunk must reach the pipeline at the offset where
-   the one before ended. A resume (``Range``) continues the stream. A download that starts again
-   from byte 0, resumes an earlier run's partial or is answered from the cache is extracted from
-   the verified file instead (``extract_all``), exactly as without streaming.
-3. When the archive is refused mid-stream (a member the judge refuses, a bomb, corrupt data), the
-   download still runs to its end: a digest that does not match is the error (the refusal judged
-   bytes that were not the release's); a digest that matches lets the refusal stand.
-4. Any failure stops the pipeline and removes what it extracted, and the partial download is
-   discarded (``keep_partial=False``): nothing unverified is kept.
+See docs/install.md, "One pass".
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
-"""Typed refusals of a manifest service's answers by their TUF metadata (docs/manifest-service.md
-"Freshness"), one class per attack the check stops; every one is exit 1 (the face's table), and
-its message names the attack.
+"""Typed refusals of a manifest service's answers by their TUF metadata, one class per attack.
 
-- ``RollbackRefused``: a version older than one this client has already seen (rollback);
-- ``FreezeRefused``: metadata past its expiry: the service answers an index nobody re-signs
-  (indefinite freeze);
-- ``UntrustedSigner``: metadata not signed by the threshold of keys the root trusts (a forged index,
-  a compromised key rotated out, a root not signed by the old root's threshold);
-- ``MixAndMatch``: metadata or an answer that is not the one the newer metadata names (answers of
-  different index versions combined);
-- ``EndlessData``: more bytes than the metadata allows;
-- ``AnswerMismatch``: an answer whose bytes do not match its length and SHA-256 (tampered);
-- ``NoFreshness``: the service publishes no TUF metadata (``--insecure-no-freshness`` asks anyway);
-- ``NotListed``: the signed index lists no answer at that path;
-- ``FreshnessError``: any other fault of the metadata (their base).
-
-``NoTrustRoot`` is a usage error (exit 2): no root to start from was given, nothing was fetched.
+See docs/manifest-service.md, "What each check stops".
 """
 
 from __future__ import annotations

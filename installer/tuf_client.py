@@ -1,18 +1,6 @@
-"""A manifest service's answer fetched as a TUF target through ``tuf.ngclient.Updater`` (SPEC §10,
-docs/manifest-service.md "Freshness").
+"""A manifest service's answer fetched as a TUF target through ``tuf.ngclient.Updater``.
 
-The workflow and every verification rule are python-tuf's (root rotation, timestamp, snapshot and
-targets in order, versions never going back, expiry, thresholds, lengths and hashes). Ours are:
-
-- the network seam: ``_Fetcher`` implements ngclient's ``FetcherInterface`` over the installer's
-  ``Fetcher`` (its scheme rule, retries, stall timeout and size cap; ``file://`` for a local
-  export), and nothing reaches the disk but what the Updater persists in the trust folder;
-- the words: each refusal of the library becomes one of ``trust_errors`` naming the attack, with
-  the versions and times read from the metadata involved.
-
-The client's metadata and the verified answers live in the service's trust folder
-(``$SUPERFLUID_HOME/trust/<service>/``), so a version seen once bounds every later run. This module
-imports ``tuf``; it is imported only when an answer is fetched so (``manifest_trust``).
+See docs/manifest-service.md, "The client".
 """
 
 from __future__ import annotations

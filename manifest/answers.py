@@ -1,11 +1,6 @@
-"""The manifest service's answers as bytes: one function for the server and the static export, so that
-both answer the same bytes at the same path (SPEC §10).
+"""The manifest service's answers as bytes, the same for the server and the static export.
 
-JSON answers are pretty-printed UTF-8 with a final newline; they depend on the index alone (no
-clock, no host name), so that an export made from the same releases and keys is byte for byte
-what the server answers. Schemas: ``manifest-releases`` (``/v1/releases``), ``manifest-release``
-(``/v1/releases/<version>``), ``manifest-choose`` (``/v1/choose/...``), ``manifest-error`` (every
-4xx/5xx).
+See docs/manifest-service.md, "The API".
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Which verified releases drive an engine, newest first, each with why (SPEC §10).
+"""Which verified releases drive an engine, newest first, each with why.
 
-Each row is the runtime's adapter's verdict on the release's compat part (``Adapter.judge``), the
-rule its installer and loader use, never a copy of it: baseRT's ABI rule, llama.cpp's and MLX's
-tested lists. The order is the index's (``runtime.ordering.version_key``, newest first). A platform
-narrows the answer only where the document states platforms for what the runtime drives. Rejected
-releases are listed apart and never chosen. Pure: values in, a JSON-ready answer out.
+See docs/manifest-service.md, "The API".
 """
 
 from __future__ import annotations

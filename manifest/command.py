@@ -1,16 +1,6 @@
-"""``superfluid-manifest``: the compat manifest service's command (SPEC §10, docs/manifest-service.md).
+"""``superfluid-manifest``: the compat manifest service's command line.
 
-- ``serve --source SRC [--host H] [--port N] [--key PUB]... [--ttl S] [--max-age S] [--quiet]``:
-  the WSGI application (``manifest.service``) under the standard library's threaded server, for
-  local use (scale out with any WSGI server: ``gunicorn superfluid.manifest.service:app``);
-- ``export --source SRC [--key PUB]... OUT_DIR``: every answer as a static file;
-- ``check --source SRC [--key PUB]... [--json]``: verify every release and print the table;
-- TUF: ``keys init DIR``, ``export ... --tuf-keys DIR``, ``refresh-timestamp``, ``rotate-root``,
-  ``serve ... --tuf-repo DIR [--tuf-keys DIR]`` (``manifest.tuf_command``).
-
-``SRC`` defaults to ``$SUPERFLUID_MANIFEST_SOURCE``; the trusted keys are the package's, the files
-in ``$SUPERFLUID_MANIFEST_KEYS`` and each ``--key``. Exit codes: 0 done; 1 the source cannot be
-read, or (``check``) a release is rejected; 2 a usage error (nothing was read).
+See docs/manifest-service.md, "Running it".
 """
 
 from __future__ import annotations

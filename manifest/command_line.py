@@ -1,14 +1,16 @@
-"""What the release tools' command lines share (``ci/pack``, ``ci/engine-assets``, ``superfluid-manifest``):
-a parser whose usage errors are typed (their exit codes: ``runtime.errors.guarded``)."""
+"""What the release tools' command lines share: a parser whose usage errors are typed."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Iterable
+from os import PathLike
 from typing import NoReturn
 
 from superfluid.runtime.errors import UsageError
 
-__all__ = ["Parser"]
+__all__ = ["Parser", "report_written"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -16,3 +18,12 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def report_written(prog: str, note: str, files: Iterable[str | PathLike[str]]) -> int:
+    """A release tool's answer: ``<prog>: <note>`` on stderr, then every file it wrote on stdout, one a
+    line (what the release workflow uploads). Exit code 0."""
+    sys.stderr.write(f"{prog}: {note}\n")
+    for path in files:
+        sys.stdout.write(f"{path}\n")
+    return 0

@@ -1,24 +1,4 @@
-"""Compat documents: build one from the adapters' declarations, validate one read from elsewhere (SPEC §5.2).
-
-A compat document says what a release drives, merged from every adapter it ships::
-
-    {"schema": "superfluid-compat/1",
-     "release": {"name", "version", "tarball", "sha256"},
-     "runtimes": {"<id>": {...}, ...}}
-
-``build`` merges the parts (each adapter's ``compat()`` answer) in the order given; ``validate``
-refuses a document of a schema major we do not know, then checks it against
-``schemas/compat.schema.json``; ``parse`` does both for text read from a file or a URL (the face
-reads it: this module never downloads). ``with_tarball`` fills ``release.tarball`` and ``sha256``,
-as the release CI's pack step does once the tarball exists.
-
-``unanswered`` is set only by ``superfluid compat`` when an adapter gave no answer: the document
-is then incomplete and is never published (the command exits 1).
-
-Forward compatibility (SPEC §5): a newer release's document may name a runtime this superfluid does
-not ship; the schema accepts any object under an unknown id, the reader keeps it as given and
-``unknown_runtimes`` names it, so that it is shown as unknown and never refused.
-"""
+"""Compat documents: build one from the adapters' declarations, validate one read from elsewhere."""
 
 from __future__ import annotations
 

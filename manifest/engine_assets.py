@@ -1,20 +1,6 @@
-"""A baseRT engine release's assets, made from a built libbaseRT (SPEC §4.1, §5.3):
-``ci/engine-assets --lib PATH --platform P --version V [--backend B] --out DIR``.
+"""A baseRT engine release's assets, made from a built libbaseRT (``ci/engine-assets``).
 
-Writes into ``DIR``:
-
-- the bundle ``basert-engine-<platform>[-<backend>]-<version>.tar.gz``: the library, flat, under its
-  own file name (and any ``--add FILE``), byte-for-byte reproducible (fixed times and owners; the
-  time is ``SOURCE_DATE_EPOCH`` when set);
-- its ``<bundle>.sha256``;
-- ``basert-engine-abi-<N>.txt`` holding ``N`` and a newline, where ``N`` is the number **the library
-  itself states**, read through the runtime's own loader probe and verdict. An unnumbered library
-  gets no ABI asset. A library whose stated version is not ``--version`` is refused, as is one that
-  is not a baseRT library (a bound symbol missing).
-
-The bundle name is read back through the resolver's own name rule (``bundles.parse_bundle_name``),
-so that what is written is what an install reads. Whether this superfluid drives the library is
-said, not required: a release of another ABI is still a release.
+See docs/release.md, "baseRT engine releases".
 """
 
 from __future__ import annotations
@@ -31,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from superfluid.manifest.command_line import Parser
+from superfluid.manifest.command_line import Parser, report_written
 from superfluid.manifest.release_files import SHA256_SUFFIX, sha256_line
 from superfluid.runtime.errors import SuperfluidError, UsageError, guarded
 
@@ -90,7 +76,7 @@ def abi_asset_name(abi: int) -> str:
 
 def library_facts(path: str) -> LibraryFacts:
     """Load the library at ``path`` and read what it states, through the runtime's loader probe
-    (symbols, version string, ``baseRT_abi_version``) and verdict (SPEC §4.1).
+    (symbols, version string, ``baseRT_abi_version``) and verdict.
 
     Raises:
         LibraryRefused: it cannot be loaded.
@@ -186,10 +172,7 @@ def _main(argv: Sequence[str] | None) -> int:
     f = done.facts
     stated = f"states ABI {f.abi}" if f.abi is not None else "states no ABI number (no ABI asset written)"
     driven = "this superfluid drives it" if f.driven is None else f"this superfluid refuses it: {f.driven}"
-    sys.stderr.write(f"{_PROG}: libbaseRT {f.version} {stated}; {driven}\n")
-    for path in done.files:
-        sys.stdout.write(f"{path}\n")
-    return 0
+    return report_written(_PROG, f"libbaseRT {f.version} {stated}; {driven}", done.files)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,6 @@
-"""The static export: every answer of the manifest service as a file at the path the server answers it,
-for any static host, object store or CDN (SPEC §10).
+"""The static export: every answer of the manifest service as a file at the path the server answers.
 
-Written: ``index.html``, ``v1/releases.json``, ``v1/releases/<version>.json`` per verified release,
-and ``v1/choose/<runtime>/<kind>/<value>[/<platform>].json`` for every value a verified release
-names (``choose.choose_routes``). Each file holds the bytes ``answers.render`` gives the server for
-the same path. The export is built in a new directory beside ``OUT_DIR`` and renamed into place;
-an ``OUT_DIR`` that exists must be empty or an earlier export (it is replaced whole), so a host
-syncing it never sees half of two exports and nothing else is ever overwritten.
+See docs/manifest-service.md, "Static export to a CDN or object store".
 """
 
 from __future__ import annotations

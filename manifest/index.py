@@ -1,18 +1,4 @@
-"""The manifest service's index: every release of a source, verified or rejected with the reason
-(SPEC §10).
-
-A release folder holds one compat document per artifact (``ci/pack`` writes one beside the sdist
-and one beside the wheel). Each is checked by ``manifest.verdict.judge_release``, the check
-``superfluid compat --release`` makes: the signature over the bytes as read (required when keys
-are configured; when none are, a signature is still read and must be in minisign's format), then
-the schema, then the SHA-256 of the tarball it names. A folder is **verified** when every document
-in it passes and they state one version; otherwise it is **rejected**, with the first reason, and
-never answered as good. Bad input never stops the index: garbage JSON, a missing or malformed
-signature, a folder without a compat document, a version stated by two folders, each is one
-rejected entry and the others still answer.
-
-Verified releases are ordered newest first by ``runtime.ordering.version_key``.
-"""
+"""The manifest service's index: every release of a source, verified or rejected with the reason."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
-"""Where keys come from: the trusted public keys a reader verifies with, the secret key release CI
-signs with, and a new key pair's two files (SPEC §8.3).
+"""Where keys come from: the trusted public keys, release CI's signing key, a new key pair.
 
-Trusted keys, in this order: the ones this package ships (``superfluid/keys/*.pub``), the user's
-(``$SUPERFLUID_HOME/keys/*.pub``) and any named on the command line (``--key FILE``). A ``.pub``
-file in a trusted place that does not read is an error, never skipped: a broken trust store must
-not quietly shrink.
-
-The signing key arrives as CI secrets do: the file named by ``SUPERFLUID_SIGNING_KEY_FILE``, or the
-file's content in ``SUPERFLUID_SIGNING_KEY``. No function here prints, logs or copies a secret key's
-content; error messages name where the key came from, never what it holds.
+See docs/release.md, "Keys".
 """
 
 from __future__ import annotations

@@ -1,25 +1,4 @@
-"""minisign's files, signing and verification, in one place (SPEC §8.3).
-
-Release CI signs each ``<name>.compat.json`` with Ed25519 in minisign's format, so that the real
-``minisign -Vm <file> -p <key.pub>`` verifies what we sign, and we accept what ``minisign -S``
-signs. The formats, as minisign writes them (``src/minisign.h``, ``src/minisign.c``):
-
-- public key file: ``untrusted comment: minisign public key <ID>`` then base64 of
-  ``"Ed" | key id (8) | Ed25519 public key (32)``;
-- secret key file: an untrusted comment line, then base64 of ``"Ed" | kdf alg (2) | "B2" |
-  kdf salt (32) | kdf opslimit (8, LE) | kdf memlimit (8, LE) | key id (8) | Ed25519 secret key (64:
-  seed and public key) | checksum (32)``; the checksum is BLAKE2b-256 of ``"Ed" | key id | secret
-  key``, left zero by ``minisign -G -W``. The kdf alg is ``"Sc"`` (scrypt, the key encrypted with a
-  password) or two zero bytes (``minisign -G -W``, unencrypted); only the latter is read here;
-- signature file (``<file>.minisig``): ``untrusted comment: ...``, base64 of ``alg (2) | key id (8)
-  | signature (64)``, ``trusted comment: <text>``, base64 of the global signature (64) over
-  ``signature | text``. The alg ``"ED"`` signs the BLAKE2b-512 of the file (minisign's default);
-  the legacy ``"Ed"`` signs the file itself. Both are read; ``sign`` writes ``"ED"``.
-
-A key id is shown as minisign shows it: the 8 bytes read as a little-endian integer, 16 upper-case
-hex digits. Pure apart from the key generator's randomness; ``cryptography`` is imported only when
-a signature is made or checked, so that importing this module costs nothing.
-"""
+"""minisign's files, signing and verification, in one place, in minisign's own formats."""
 
 from __future__ import annotations
 

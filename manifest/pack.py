@@ -1,22 +1,6 @@
-"""The release pack step, ``ci/pack --out DIR [--unsigned]`` (SPEC §5.2, §8.3, §9).
+"""The release pack step, ``ci/pack --out DIR [--unsigned]``.
 
-The release workflow and the tests run the same command. In order:
-
-1. the signing key is read first, from the file named by ``SUPERFLUID_SIGNING_KEY_FILE`` or from
-   the content of ``SUPERFLUID_SIGNING_KEY`` (how CI secrets arrive); without one the step is
-   refused, unless ``--unsigned`` is given, which it says;
-2. ``python -m build`` builds the sdist, then the wheel from the sdist, into a staging directory;
-3. the wheel is installed into a fresh virtual environment, and what that environment's own
-   ``superfluid compat --json`` answers is the document: it describes the artifact, not the source
-   tree. It must be complete (exit 0) and valid against ``schemas/compat.schema.json``;
-4. beside each artifact: ``<artifact>.sha256``, ``<artifact>.compat.json`` (the document with
-   ``release.tarball`` and ``release.sha256`` naming that artifact) and
-   ``<artifact>.compat.json.minisig`` (minisign's format; checked with the key's public half);
-5. every file is moved into ``DIR``, which must be empty: a failure leaves it as it was, and the
-   workflow uploads exactly what this step wrote. The paths written are printed, one a line.
-
-The secret key stays in this process: no child process (the build, pip, the artifact's
-``superfluid``) inherits the variables that carry it, and no message quotes it.
+See docs/release.md, "Running the pack step yourself".
 """
 
 from __future__ import annotations
@@ -34,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from superfluid.manifest.command_line import Parser
+from superfluid.manifest.command_line import Parser, report_written
 from superfluid.manifest.keys import ENV_KEY, ENV_KEY_FILE, signing_key
 from superfluid.manifest.minisign import SecretKey, sign, verify
 from superfluid.manifest.release_files import COMPAT_SUFFIX, SHA256_SUFFIX, SIGNATURE_SUFFIX, file_sha256, sha256_line
@@ -251,13 +235,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     packed = pack(Path(args.source).resolve(), Path(args.out).resolve(), os.environ, unsigned=args.unsigned)
-    if packed.key_id is not None:
-        sys.stderr.write(f"{_PROG}: signed with key {packed.key_id}\n")
-    else:
-        sys.stderr.write(f"{_PROG}: --unsigned: no .minisig was written; these files are not a release\n")
-    for path in packed.files:
-        sys.stdout.write(f"{path}\n")
-    return 0
+    note = f"signed with key {packed.key_id}" if packed.key_id is not None else \
+        "--unsigned: no .minisig was written; these files are not a release"
+    return report_written(_PROG, note, packed.files)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,6 @@
-"""The files a release carries beside each artifact, and how they are named and written (SPEC §5.2, §9).
+"""The files a release carries beside each artifact, and how they are named and written.
 
-Beside each artifact ``<artifact>`` (an sdist, a wheel, an engine bundle) a release carries:
-
-- ``<artifact>.sha256``: ``<64 lower-case hex>  <artifact>\\n`` (``sha256sum``'s line, which
-  ``sha256sum -c`` checks and the installer reads);
-- for this toolchain's own artifacts, ``<artifact>.compat.json`` (what the artifact drives) and
-  ``<artifact>.compat.json.minisig`` (its minisign signature).
-
-``PACK_SUFFIXES`` is the one list of those kinds; the release workflow must upload every one
-(a test reads the workflow against it).
+See docs/release.md, "What a release carries".
 """
 
 from __future__ import annotations

@@ -1,23 +1,6 @@
-"""The manifest service's paths: one grammar for the server, the static export and the client (SPEC §10).
+"""The manifest service's paths: one grammar for the server, the static export and the client.
 
-Every answer lives at a path that a static file can have, so that an export served by any static
-host or CDN answers the same bytes at the same paths as the server:
-
-==========================================================  ==========================================
-``/v1/releases.json``                                        every verified release, and the rejected
-``/v1/releases/<version>.json``                              one verified release
-``/v1/choose/<runtime>/<kind>/<value>.json``                 the releases that drive it, newest first
-``/v1/choose/<runtime>/<kind>/<value>/<platform>.json``      the same, on one platform
-``/index.html`` (and ``/``)                                  a page a person can read
-==========================================================  ==========================================
-
-The server also answers each JSON path without ``.json``, the choose paths with ``?platform=P``
-instead of the last segment, the query form ``/v1/choose?runtime=basert&abi=2[&platform=P]``, and
-``/health``. The runtimes are the registry's; the kinds each is asked, their spelling and their words
-are its adapter's (``Adapter.questions``), e.g. ``basert`` ``abi`` (a library stating ABI N).
-
-Values are taken in one canonical spelling only (``2``, never ``02``), so that one answer has one
-path. Anything else is a ``RouteError`` naming the parameter at fault. Pure: no I/O of its own.
+See docs/manifest-service.md, "The API".
 """
 
 from __future__ import annotations

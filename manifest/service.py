@@ -1,28 +1,6 @@
-"""The compat manifest service as a WSGI application (SPEC §10).
+"""The compat manifest service as a WSGI application, configured by the environment.
 
-``app`` is configured by the environment and runs unchanged under any WSGI server — e.g.
-``gunicorn -w 4 superfluid.manifest.service:app``, how it is scaled out across processes and
-machines behind a load balancer — and under the standard library's server behind
-``superfluid-manifest serve``:
-
-- ``SUPERFLUID_MANIFEST_SOURCE``: a directory of release folders, a mirror URL or
-  ``github:OWNER/REPO`` (``manifest.sources``);
-- ``SUPERFLUID_MANIFEST_KEYS``: minisign public key files, separated by ``:`` (as ``PATH``). With
-  any key (these, or one this package ships), every release must be signed by one of them;
-- ``SUPERFLUID_MANIFEST_TTL``: seconds between looks at the source for changes (default: 1 for a
-  directory, 60 for a URL); ``SUPERFLUID_MANIFEST_MAX_AGE``: the answers' ``Cache-Control``
-  ``max-age`` (default 60).
-
-Every answer is JSON (the page ``/index.html`` aside) with a strong ``ETag`` (its bytes' SHA-256)
-and ``Cache-Control``; ``If-None-Match`` answers ``304``. Unknown paths, runtimes or malformed
-values answer ``400``/``404`` with ``{"error", "parameter", "status"}``; a fault of ours answers
-``500`` with the same shape (logged, never a traceback to the client).
-
-Reloading: at most once per TTL a request looks at the source (a directory's listing, or a
-conditional request for a URL's listing); when it changed, that request rebuilds the index while
-every other request goes on with the current one; then the new index replaces the old in one
-assignment, so no request in flight is dropped or sees half of each. A source that cannot be read
-keeps the last good index (``/health`` says why).
+See docs/manifest-service.md, "Under gunicorn".
 """
 
 from __future__ import annotations

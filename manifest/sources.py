@@ -1,22 +1,6 @@
-"""Where the manifest service reads releases (SPEC §10): a directory of release folders, a mirror URL,
-or a GitHub repository's releases.
+"""Where the manifest service reads releases: a directory, a mirror URL or a GitHub repository.
 
-Each source answers a ``Snapshot``: a ``stamp`` that changes when the source changes, and one
-``Folder`` per release, whose files are read by name. The three kinds:
-
-- a **directory** whose sub-directories are release folders as ``ci/pack --out DIR`` writes them
-  (``<artifact>``, ``<artifact>.sha256``, ``<artifact>.compat.json``,
-  ``<artifact>.compat.json.minisig``); hidden ones (``.name``) are skipped, so a release can be
-  written beside and renamed in. The stamp is every file's name, size and modification time;
-- a **mirror URL** ``https://HOST/ROOT/OWNER/REPO/``: the installer's mirror layout (its
-  ``releases.json`` listing, ``releases/download/<tag>/<name>``; ``installer/mirror.py``), or a
-  GitHub-shaped API server at ``ROOT``;
-- ``github:OWNER/REPO``: the repository's releases through the installer's GitHub client
-  (pagination, ``ETag``, the token for the API host only, ``SUPERFLUID_GITHUB_API``).
-
-For the last two the stamp is the listing itself, fetched by conditional requests (a ``304`` costs
-no body); each release's assets are its folder, read through the installer's release source and
-its cache. The network is the installer's: this module fetches nothing itself.
+See docs/manifest-service.md, "Sources".
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""``superfluid-manifest``'s TUF commands and flags (docs/manifest-service.md "Freshness"):
+"""``superfluid-manifest``'s TUF commands and flags.
 
-- ``keys init DIR [--root-keys N] [--root-threshold T]``: a new key set (``manifest.tuf_keys``);
-- ``export ... --tuf-keys DIR [--expires ROLE=DURATION]...``: the export signed as a TUF repository;
-- ``refresh-timestamp --tuf-keys DIR [--expires timestamp=D] OUT_DIR``: re-sign only the timestamp
-  (what a cron job runs);
-- ``rotate-root --tuf-keys OLD [--to NEW] [--expires ROLE=D]... OUT_DIR``: the next root, signed by
-  the old root's threshold (and the new one's), and the index re-signed with the new keys;
-- ``serve ... --tuf-repo DIR [--tuf-keys KEYS] [--expires ...]``: the live service's metadata.
+See docs/manifest-service.md, "Key handling".
 """
 
 from __future__ import annotations

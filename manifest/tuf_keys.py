@@ -1,19 +1,6 @@
-"""The TUF key set of a manifest repository: one ed25519 key per file, made and read here (SPEC §10,
-docs/manifest-service.md "Key handling").
+"""The TUF key set of a manifest repository: one ed25519 key per file, made and read here.
 
-``superfluid-manifest keys init DIR`` writes:
-
-- ``DIR/keys.json``: every role's threshold and key ids and every public key (what a new root
-  states), and which file holds each private key;
-- ``DIR/<role>-<n>.pem``: each private key, PKCS#8 PEM, mode 0600 (``root-1.pem``, ``root-2.pem``
-  ... ``targets-1.pem``, ``snapshot-1.pem``, ``timestamp-1.pem``).
-
-A private file may be absent: the root keys belong offline (they sign only the first root and a
-rotation), the timestamp key may sit on the host whose cron re-signs it. ``KeySet.signers`` holds
-the keys whose private file is present; what a step needs is checked where it is needed.
-
-The keys are made and loaded with ``securesystemslib``'s ``CryptoSigner`` over ``cryptography``,
-imported when a key is made or read (never on the CLI's start path).
+See docs/manifest-service.md, "Key handling".
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
-"""The live service's TUF metadata (SPEC §10, docs/manifest-service.md "Freshness").
+"""The live service's TUF metadata: signed online, or answered as an export left it.
 
-The service keeps its repository in a directory (``--tuf-repo DIR``), a static export of its own
-index with the metadata over it, so its versions survive a restart and every worker of a WSGI
-server answers the same bytes:
-
-- with the online keys (``--tuf-keys KEYS``: targets, snapshot, timestamp), the service signs:
-  whenever its index answers other bytes than the directory's ``targets.json`` lists (or those
-  expire within half their life), it exports the index into the directory, one version up; and it
-  re-signs the timestamp once half its life is gone, when a client asks for it;
-- without keys, it answers the directory's metadata as an operator's ``export --tuf-keys`` and
-  cron ``refresh-timestamp`` left it, and logs when its index no longer matches it (clients
-  refuse the changed answers until the next export).
-
-Writers are serialized across processes by an ``flock`` beside the directory; the metadata files
-are read again when they change on disk (a cron's refresh is answered at once).
+See docs/manifest-service.md, "The live service".
 """
 
 from __future__ import annotations

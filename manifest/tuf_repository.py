@@ -1,22 +1,6 @@
-"""The static export as a TUF repository: the metadata that lets a client refuse a frozen, rolled
-back or mixed index (SPEC §10, docs/manifest-service.md "Freshness").
+"""The static export as a TUF repository: metadata that refuses a frozen, rolled-back or mixed index.
 
-Over the export's tree ``OUT`` this writes ``OUT/metadata/``:
-
-- ``<N>.root.json``: every root so far (the first one signed when ``OUT`` has none; a rotation adds
-  the next, signed by the old root's threshold and the new one's);
-- ``targets.json``: every file of the tree (``index.html``, ``v1/...``) with its length and SHA-256;
-- ``snapshot.json``: the version, length and SHA-256 of ``targets.json``;
-- ``timestamp.json``: the same of ``snapshot.json``, short-lived (one day by default), re-signed by
-  ``refresh-timestamp`` (a cron job) or by the live service.
-
-Each export bumps the version of targets, snapshot and timestamp from the ones ``OUT`` holds, so a
-client that saw an export refuses an older one. Consistent snapshots are off: every file keeps the
-path the server answers it at; a client that reads while a host syncs sees a mismatch and refuses
-(it never combines two exports), and succeeds once the sync is done.
-
-The metadata is made with ``tuf.api.metadata`` and signed with ``securesystemslib`` signers,
-imported when a repository is written.
+See docs/manifest-service.md, "Freshness: the index as a TUF repository".
 """
 
 from __future__ import annotations

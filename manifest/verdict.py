@@ -1,19 +1,4 @@
-"""The verdict on another release's compat document: who signed it, and whether the tarball beside
-it is the one it names (SPEC §6.2, §8.3).
-
-Pure: the document's bytes, its ``.minisig`` (or None when none is beside it), the trusted keys and
-the digest of the tarball found beside it are values; the answer is a ``DocumentVerdict``, or a typed
-refusal that names the reason. The face fetches the files and prints the verdict:
-
-- ``verified by key <ID>``: the signature and its trusted comment verify with a trusted key;
-- ``unsigned``: no signature beside the document (read with a warning; refused when a signature is
-  required);
-- refused: a signature that does not parse or does not verify, a key id nobody trusts, or a
-  tarball whose SHA-256 is not the document's ``release.sha256``.
-
-The signature is judged over the bytes as fetched, before the document is parsed: nothing of an
-unverified document is read.
-"""
+"""The verdict on another release's compat document: who signed it, and whether its tarball matches."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 """The adapter interface: what every runtime declares, and how the face and the manifest show it.
 
-An adapter is one package ``runtime/<id>/`` exposing one ``Adapter`` subclass as ``ADAPTER``, named by
-one line of ``runtime/registry.py``. Its declarations come from its recipe and its class alone (no
-network, no native code), so the face asks them in process on every run; only ``check`` loads a
-native library (a linked adapter in process, the others in their worker). docs/adapters.md is the
-interface with a worked example, and the recipe for a new engine.
+See docs/adapters.md, "The interface".
 """
 
 from __future__ import annotations
@@ -95,8 +91,8 @@ def by_kind(adapters: Iterable[Adapter]) -> dict[str, list[tuple[Adapter, Questi
 
 
 def load_recipe(package: str, schema: str | None = None) -> dict[str, Any]:
-    """Read and validate ``recipe.json`` of an adapter package (the trust root, §5.1), validated
-    against ``schemas/<schema>.schema.json`` once per content (SPEC §6.3: fast on every run).
+    """Read and validate ``recipe.json`` of an adapter package (the trust root), validated
+    against ``schemas/<schema>.schema.json`` once per content (fast on every run).
 
     The face reads every adapter's recipe on every ``superfluid runtimes``, and the schema library
     alone costs more than the rest of the command: ``schema.validate_once`` records a validation that
@@ -128,6 +124,16 @@ def load_recipe(package: str, schema: str | None = None) -> dict[str, Any]:
     return data
 
 
+def _declared(module: str | None, name: str) -> tuple[Any, ...]:
+    """The table ``name`` of ``module``, imported now (so that naming an adapter imports none); none
+    without a module."""
+    if module is None:
+        return ()
+    from importlib import import_module
+
+    return tuple(getattr(import_module(module), name))
+
+
 class Adapter(ABC):
     """One runtime's declarations. Subclasses set ``id`` and ``package`` and implement the three
     declarations; the rest has defaults (docs/adapters.md)."""
@@ -147,7 +153,7 @@ class Adapter(ABC):
 
     @abstractmethod
     def compat(self) -> dict[str, Any]:
-        """This adapter's part of the compat document (SPEC §5.2)."""
+        """This adapter's part of the compat document."""
 
     @abstractmethod
     def versions(self, host: Host, installed: Collection[str],
@@ -155,18 +161,23 @@ class Adapter(ABC):
         """Versions it installs on its own, newest first, planned for ``host`` (recipe alone), judged for
         ``compat_part`` (this runtime's part of a compat document; None: ours)."""
 
-    @abstractmethod
+    #: the module whose ``OPTIONS`` are the options it takes on serve (None: none), imported when asked
+    options_from: ClassVar[str | None] = None
+    #: the module whose ``FORMATS`` are the model formats it reads (None: none), imported when asked
+    formats_from: ClassVar[str | None] = None
+
     def options(self) -> list[Option]:
-        """The options the runtime takes on serve (SPEC §7)."""
+        """The options the runtime takes on serve: ``OPTIONS`` of ``options_from``."""
+        return list(_declared(self.options_from, "OPTIONS"))
 
     def formats(self) -> list[dict[str, Any]]:
         """The model formats the runtime reads, as its ``check`` reports them (``formats``): how
-        ``superfluid serve`` picks the runtime for a model (``superfluid.runtime.formats``). The
-        default reads none."""
-        return []
+        ``superfluid serve`` picks the runtime for a model (``superfluid.runtime.formats``):
+        ``FORMATS`` of ``formats_from``."""
+        return [dict(f) for f in _declared(self.formats_from, "FORMATS")]
 
     def check(self, argv: list[str], environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
-        """A linked adapter's in-process ``check``: the worker's report and exit code (SPEC §6.5).
+        """A linked adapter's in-process ``check``: the worker's report and exit code.
 
         Only linked adapters check in process; the others are asked through their worker.
         """

@@ -1,5 +1,4 @@
-"""Writing a file so that a reader sees the old bytes or the new, never a part: a temp file in the
-same directory, then ``os.replace``; the temp never lingers, whatever fails."""
+"""Whole-file writes a reader sees old or new, never in part: a temp file beside it, then ``os.replace``."""
 
 from __future__ import annotations
 

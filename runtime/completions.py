@@ -1,19 +1,4 @@
-"""The OpenAI request bodies a serving worker reads and the shapes it answers in (SPEC §7).
-
-Pure functions, no I/O: ``parse_completion`` and ``parse_chat`` check a ``/v1/completions`` or
-``/v1/chat/completions`` body into a ``CompletionRequest`` (or refuse it with a 400 naming the
-field), and ``answer``, ``chunk`` and ``usage_chunk`` write what the HTTP layer sends back.
-
-What is read: ``prompt`` (a string, or a list of one) or ``messages`` (``{"role", "content"}``,
-content a string or text parts), ``max_tokens`` (chat also ``max_completion_tokens``; default 16
-for a completion, up to the context for a chat), ``stop`` (a string or up to 4), ``stream`` and
-``stream_options.include_usage``, and the sampling fields: ``temperature`` from 0 to 2 (absent,
-null or 0: greedy, and the others change nothing), ``top_p`` in (0, 1], ``top_k`` (0: off) and
-``seed`` (any integer). What this server does not do is refused rather than ignored: ``n`` or
-``best_of`` other than 1, ``echo``, ``logprobs``, ``suffix``, ``logit_bias``, tools and non-zero
-penalties. ``model`` is kept for the server to hold to the one model it serves; a message's role is
-one of ``ROLES``. Other fields are ignored, as OpenAI-compatible servers do.
-"""
+"""The OpenAI request bodies a serving worker reads and the shapes it answers in."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""The digest policy (SPEC §8.2): which SHA-256 an asset must have, and from which statements.
+"""The digest policy: which SHA-256 an asset must have, and from which statements.
 
-Pure: the statements (a recipe pin, ``--sha256``, the release's ``<asset>.sha256``, the listing's
-``digest``) are values; the answer is the digest to check the bytes against, or a typed refusal
-that names both values of any disagreement. The installer then checks the bytes against it.
+See docs/install.md, "Verifying".
 """
 
 from __future__ import annotations
@@ -45,7 +43,7 @@ def expected_digest(name: str, *, pin: Sha256 | None = None, flag: Sha256 | None
                     sidecar: Sha256 | None = None, api: Sha256 | None = None, local: bool = False,
                     sidecar_pending: bool = False, require_sidecar: bool = False,
                     where: tuple[str, str] = ("", "")) -> tuple[Sha256 | None, str, tuple[str, ...]]:
-    """The digest an asset must have, where it comes from, and what it was agreed against (SPEC §8.2).
+    """The digest an asset must have, where it comes from, and what it was agreed against.
 
     - A pinned asset must match its pin, and the listing's digest when it gives one; a ``--sha256``
       that differs from the pin is an error (a pin is never overridden), as is a ``.sha256``.

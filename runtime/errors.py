@@ -1,9 +1,4 @@
-"""Typed errors shared by every layer, each carrying the message a user sees.
-
-The face (``superfluid.cli``) maps each class to an exit code in one table (SPEC §6.1); no other
-module exits or formats an error. Subclasses live beside the code that raises them
-(``superfluid.installer.errors`` for download and verification faults).
-"""
+"""Typed errors shared by every layer, each carrying the message a user sees."""
 
 from __future__ import annotations
 
@@ -81,7 +76,7 @@ class LibraryRefused(SuperfluidError):
 
 
 class AbiRefused(LibraryRefused):
-    """A library states an ABI number other than ours (SPEC §4.1 step 2)."""
+    """A library states an ABI number other than ours."""
 
     def __init__(self, path: str, stated: int, drives: int, *, fix: str | None = None,
                  version: str | None = None) -> None:
@@ -113,7 +108,7 @@ class WorkerFailed(SuperfluidError):
 
 
 class InconsistentRelease(SuperfluidError):
-    """A release contradicts itself: two statements of one fact disagree (SPEC §4.1, §8.2).
+    """A release contradicts itself: two statements of one fact disagree.
 
     E.g. ``<asset>.sha256`` against the API ``digest``, or ``basert-engine-abi-2.txt`` holding 1.
     """

@@ -1,17 +1,4 @@
-"""Which runtime reads a model: the model formats each adapter declares, matched against a path (SPEC §7).
-
-An adapter declares its formats as its ``check`` reports them (``Adapter.formats()``):
-
-- ``{"id", "describe", "file": {"extensions": [...], "magic": "GGUF"}}``: a file, known by the
-  bytes it starts with, else by its extension;
-- ``{"id", "describe", "directory": {"files": [...], "extensions": [...]}}``: a directory holding
-  every named file and at least one file of each extension (an MLX model).
-
-The rule (``claim``): a directory goes to the first adapter whose directory format it fits; a file
-to the adapter whose magic it starts with, else to the one whose extension it has (so a broken
-``.gguf`` still reaches llama.cpp, which says what is wrong with it). ``match`` is pure: the
-caller reads the path's facts (``facts_of``) and passes them in.
-"""
+"""Which runtime reads a model: the model formats each adapter declares, matched against a path."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""The layout of ``SUPERFLUID_HOME`` (SPEC §3), written once for the adapters, the installer and the face.
-
-``home()`` reads where the home is and ``installs_in`` lists a runtime's installs; every other
-function is a pure path of a home (or an install) directory and touches no file. The Rust daemon
-reads the same layout, so a name here is a contract, not a choice of this package.
-"""
+"""The layout of ``SUPERFLUID_HOME``, written once for the adapters, the installer and the face."""
 
 from __future__ import annotations
 

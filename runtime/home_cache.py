@@ -1,12 +1,4 @@
-"""Files of the home's cache, which only ever save time: the workers' answers, the kept outputs of
-read-only commands, the validation stamps.
-
-- ``read_object``: a cache file's JSON object, or ``{}`` when it is absent or is not one (a link, a
-  FIFO, too large, not JSON, too deep): a bad one is ignored and written anew.
-- ``write``: the file whole (``write_atomic``) or not at all, never through a link inside the home
-  (out of it), and a failure is no error: the next run computes again.
-- ``fingerprint``: what a change to a path would change, for answers that depend on files.
-"""
+"""Files of the home's cache that only save time: workers' answers, kept outputs, validation stamps."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
-"""Host facts: platform, accelerators and libc, each overridable by environment for tests (SPEC §3).
+"""Host facts: platform, accelerators and libc, each overridable by a ``SUPERFLUID_HOST_*`` variable.
 
-This is the only module below the face that reads the environment for host facts. Each probe is a
-small function returning a fact or ``None``; ``detect()`` gathers them into a frozen ``Host``.
-
-Overrides (empty means unset):
-``SUPERFLUID_HOST_OS`` (linux|macos), ``SUPERFLUID_HOST_ARCH`` (x64|arm64),
-``SUPERFLUID_HOST_NVIDIA_DRIVER`` (e.g. ``580.95.05``, or ``none``),
-``SUPERFLUID_HOST_CUDA_RUNTIME`` (a major number, or ``none``),
-``SUPERFLUID_HOST_ROCM`` / ``SUPERFLUID_HOST_VULKAN`` (``1``/``0``),
-``SUPERFLUID_HOST_GLIBC`` (e.g. ``2.36``), ``SUPERFLUID_HOST_MEMORY`` (bytes).
+See docs/cli.md, "Environment".
 """
 
 from __future__ import annotations

@@ -1,12 +1,4 @@
-"""The workers' ``plan`` and ``install --into DIR --plan JSON`` (SPEC §6.5): thin wrappers over the
-functions the installer uses, for a daemon that drives the install itself.
-
-``plan`` answers the adapter's plans for the detected host from its recipe alone (the worker never
-touches the network). ``install`` is handed a directory whose ``lib/`` the caller already
-downloaded, verified and extracted: it runs the adapter's check on it in this process, judges the
-report by the probe's verdict and writes the receipt. A bad line or plan is a usage error (exit 2),
-refused before the library is looked at; nothing is written unless the library is accepted.
-"""
+"""The workers' ``plan`` and ``install --into DIR --plan JSON``, over the installer's own functions."""
 
 from __future__ import annotations
 
@@ -139,19 +131,22 @@ def install(adapter: Adapter, into: str, plan: Plan, environ: Mapping[str, str])
     Raises:
         ProbeRefused: the library is not the one the plan names, or not one this adapter drives.
         BadFile: the receipt made from the plan does not validate against its schema.
-        SuperfluidError: the receipt could not be written.
+        SuperfluidError: the receipt could not be written, or DIR holds what a receipt cannot record
+            (``record.NotRecordable``).
     """
     from importlib import import_module
 
     from superfluid.runtime.home import install_lib, install_receipt
     from superfluid.runtime.host import detect
     from superfluid.runtime.receipt import Receipt, Source, receipt_for, write_receipt
+    from superfluid.runtime.record import with_files
 
     argv = adapter.probe_argv(install_lib(into))
     report, _ = import_module(f"{adapter.package}.check").check_argv(argv[1:], environ)
     probed = adapter.judge_probe(plan, report, untested=not plan.tested)
     sources = [Source(a.url, a.sha256 or "") for a in plan.assets]
     receipt = receipt_for(plan, sources, probed, detect(environ).platform)
+    receipt = with_files(receipt, into)  # every file of DIR, as the installer's publish records them
     doc = receipt.to_json()
     target = install_receipt(into)
     Receipt.from_json(doc, target)  # the schema's word before anything is written

@@ -1,13 +1,4 @@
-"""The one gate for JSON and files that came from outside: disk, a worker, a server, a document.
-
-Anything under ``SUPERFLUID_HOME`` and anything a server, a worker or a document sends may be
-broken or hostile: a receipt that is a FIFO (an ``open`` that never returns), a link to
-``/dev/zero`` (a read that never ends), a document nested 100000 deep (a ``RecursionError``), a
-lone UTF-16 surrogate (text no UTF-8 writer can write back). ``read_bytes`` reads a regular file
-within a size (never following a final link unless asked, never waiting on a FIFO); ``loads``
-parses strict UTF-8 JSON within a size and a depth; ``read_json`` is both. No other module of the
-package calls ``json.load``/``json.loads`` (``tests/runtime/test_jsonread.py`` fails if one does).
-"""
+"""The one gate for JSON and files that came from outside: disk, a worker, a server, a document."""
 
 from __future__ import annotations
 

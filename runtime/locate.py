@@ -1,16 +1,6 @@
 """Where an engine library is found: the one named, else the first searched directory holding it.
 
-One algorithm for every adapter (docs/runtimes.md); an adapter supplies a ``Library``: its file
-names, its flag and variable, its runtime id (whose current install is searched) and its words.
-First match wins:
-
-1. the flag's value, else the variable's (empty means unset). A named directory is searched
-   under the library's two file names and nowhere else; a named file is used as named; a named
-   path that holds no library is the answer, and the search is not tried;
-2. the search: the executable's directory (``sys.argv[0]``, symlinks resolved), its ``../lib``,
-   then ``$SUPERFLUID_HOME/runtimes/<id>/current/lib``.
-
-Pure path logic: nothing is loaded here.
+See docs/runtimes.md, "Where the library is found".
 """
 
 from __future__ import annotations

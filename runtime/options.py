@@ -1,9 +1,4 @@
-"""Options a runtime takes on serve, declared with the shape of their value (SPEC §7).
-
-An adapter declares each option once (``Option``); the face checks a value against the declaration
-before any worker starts (``check_value``) and forwards it as ``--<name> <value>`` to the worker, or
-reads it as ``--<id>-<name>`` on ``serve``. Pure data and pure functions: no I/O.
-"""
+"""Options a runtime takes on serve, declared with the shape of their value, and their checks."""
 
 from __future__ import annotations
 

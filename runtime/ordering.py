@@ -1,7 +1,4 @@
-"""The order of versions and of backends: the one sort key each, for planners, stores and listings.
-
-Pure and cheap to import (``packaging`` is imported on the first version that needs it).
-"""
+"""The order of versions and of backends: the one sort key each, for planners, stores and listings."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""The planning interface between the adapters and the installer: a request, the plans an adapter
-proposes for it, and the listing a planner reads (SPEC §4, §6.4, §8.2).
+"""The planning interface between the adapters and the installer: request, plans and listing.
 
-Values only, and the few rules every adapter shares: install names, where a backend runs, and the
-one ``--from`` rule. An adapter's ``plan(request, host, listing)`` answers ordered ``Plan``s; the
-installer settles their digests, downloads, probes and publishes them, and never chooses.
+See docs/adapters.md, "The installer's questions".
 """
 
 from __future__ import annotations
@@ -75,7 +72,7 @@ def is_install_name(name: str) -> bool:
 
 
 def install_name(version: str, backend: str) -> InstallName:
-    """``<version>-<backend>`` (SPEC §3), refused when it could not be a directory name.
+    """``<version>-<backend>``, refused when it could not be a directory name.
 
     Raises:
         UsageError: the name would start with a dot or hold a character other than letters,
@@ -174,7 +171,7 @@ class DigestConflict(SuperfluidError):
 
 @dataclass(frozen=True)
 class ForRelease:
-    """What a superfluid release drives: its compat document's ``runtimes`` (SPEC §5.2), and which
+    """What a superfluid release drives: its compat document's ``runtimes``, and which
     release it is. A request with none plans for this package's own document."""
 
     release: str
@@ -190,7 +187,7 @@ class ForRelease:
 @dataclass(frozen=True)
 class Request:
     """What is asked: ``runtime install <id> [--version V] [--backend B] [--from URL|PATH]
-    [--sha256 H] [--untested]`` (SPEC §6.4), and the worker's ``plan`` line (§6.5)."""
+    [--sha256 H] [--untested]``, and the worker's ``plan`` line."""
 
     id: str
     version: str | None = None
@@ -256,7 +253,7 @@ class Request:
 
 @dataclass(frozen=True, kw_only=True)
 class PlanAsset:
-    """One file a plan fetches, and the digest it must have (SPEC §8.2).
+    """One file a plan fetches, and the digest it must have.
 
     ``sha256`` is the expected digest once known (None for a local file without one, or while the
     release's ``.sha256`` is still to be read: ``sidecar`` names it); ``digest_source`` says which
@@ -370,7 +367,7 @@ class NameFacts:
 
 def plan_from(request: Request, host: Host, read_name: Callable[[str, str | None], NameFacts], *,
               default_backend: str) -> Plan:
-    """``--from URL|PATH``: one plan for exactly that archive (SPEC §6.4, §8.2).
+    """``--from URL|PATH``: one plan for exactly that archive.
 
     Version = ``--version``, else read from the name, else ``custom``; backend = ``--backend``,
     else the name's, else ``default_backend``. A name for another platform is refused. The digest

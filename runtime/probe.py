@@ -1,14 +1,4 @@
-"""The verdict on a staged install: is the library its worker's ``check`` found the one the plan names?
-
-One rule for the installer's probe and the workers' ``install --into``. A tested plan passes only
-when the check says ``available: true``. An untested plan (another ABI number, or unnumbered off
-our line) passes only when the check refuses the library *by its ABI* — stating the number the
-release stated — and for no other reason (a missing symbol, a library that does not load, the
-wrong size, a layout no tested build has): ``--untested`` relaxes the version rule, never the
-library's integrity. A plan made for another release (``--for``) is held to that release's ABI
-instead of ours. The plan's own facts (llama.cpp's ``layout``) must be what the check reports, and a
-GPU build must find a device of its backend.
-"""
+"""The verdict on a staged install: is the library its worker's ``check`` found the one the plan names?"""
 
 from __future__ import annotations
 

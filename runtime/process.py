@@ -1,7 +1,6 @@
-"""Running a worker: a scrubbed environment, stdin closed, a timeout, one line of JSON back (SPEC §8.4).
+"""Running a worker: a scrubbed environment, stdin closed, a timeout, one line of JSON back.
 
-Used by the face (asking workers for declarations and checks) and by the installer (probing a staged
-install). Nothing here imports a native library.
+See docs/runtimes.md, "What a worker's environment holds".
 """
 
 from __future__ import annotations
@@ -62,7 +61,7 @@ def is_secret(name: str, value: str) -> bool:
 
 
 def scrubbed_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The caller's environment without credentials (SPEC §8.4; ``is_secret``)."""
+    """The caller's environment without credentials (``is_secret``)."""
     env = os.environ if environ is None else environ
     return {k: v for k, v in env.items() if not is_secret(k, v)}
 

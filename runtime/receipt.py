@@ -1,15 +1,4 @@
-"""The install receipt ``<install>/runtime.json`` (SPEC §5.4, notes/superfluid-contract.md §2.3).
-
-Written by the installer into the staged install before it is published; read by
-``superfluid runtimes`` and by the Rust daemon. This module lives in ``runtime`` (not ``installer``)
-because the face reads receipts to say what is installed and ``runtime`` never imports ``installer``.
-
-Reading follows the daemon's rules (``id``, ``version`` and ``worker`` required; ``install`` defaults
-to ``version``, ``backend`` to ``"unknown"``, lists to empty), with one deliberate difference: a
-receipt without ``tested`` reads as **not tested** (the daemon reads it as tested, a weakness the
-contract notes list). We always write ``tested``. Every read is checked against
-``schemas/runtime.schema.json``; a fault names the file and the JSON path.
-"""
+"""The install receipt ``<install>/runtime.json``: written by the installer, read by the face and the daemon."""
 
 from __future__ import annotations
 
@@ -72,7 +61,7 @@ class Source:
 
 @dataclass(frozen=True)
 class Receipt:
-    """What an install is, how it was chosen and where its bytes came from (SPEC §5.4)."""
+    """What an install is, how it was chosen and where its bytes came from."""
 
     id: str
     install: str  # the directory name, "<version>-<backend>"

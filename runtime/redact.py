@@ -1,15 +1,4 @@
-"""Credentials in URLs are never stored or shown (SPEC §8.4, issue 14 item 13).
-
-A mirror or ``--from`` URL may carry ``user:password@``. The installer sends it as a credential to
-that URL's origin only (``installer.fetcher.Credential``); everything that keeps or shows a URL
-(receipts, the HTTP cache and its keys, progress and ``from`` lines, ``--dry-run --json``, error
-messages) keeps or shows it through ``redact_url``, which drops the userinfo.
-
->>> redact_url("https://user:s3cret@mirror.example/releases/x.tar.gz")
-'https://mirror.example/releases/x.tar.gz'
->>> redact_url("/a/local/path")
-'/a/local/path'
-"""
+"""Credentials in URLs are never stored or shown: whatever keeps or shows a URL drops its userinfo."""
 
 from __future__ import annotations
 

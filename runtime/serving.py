@@ -1,34 +1,6 @@
-"""The OpenAI-compatible HTTP layer every serving worker shares (SPEC §7).
+"""The OpenAI-compatible HTTP layer every serving worker shares.
 
-A worker's ``serve`` loads its model into an ``Engine`` (the small interface below: tokenize, a
-generation step by step, a token's bytes, end-of-generation, the chat prompt, the model's name and
-context size) and hands it to ``serve_engine``. Everything else is here, written once; the request
-bodies and answer shapes are ``superfluid.runtime.completions``'s:
-
-- ``POST /v1/completions`` -> a ``text_completion`` with ``usage``; ``POST /v1/chat/completions``
-  -> a ``chat.completion``: the messages formatted by the model's own chat template (the engine's
-  ``chat_prompt``; a model without one is refused with a 400).
-- Decoding is greedy unless ``temperature`` > 0; then the engine draws the next token with
-  ``top_k``, ``top_p`` and ``seed`` (the same seed, prompt and settings give the same text; no seed:
-  a fresh one per request). An engine that cannot draw refuses with a 400.
-- ``"stream": true``: server-sent events in a chunked response: ``data: {chunk}`` per piece of
-  text (held back while it may be the start of a stop string; a character split across tokens is
-  sent whole), the last chunk with the ``finish_reason``, then with
-  ``stream_options.include_usage`` a chunk carrying ``usage``, then ``data: [DONE]``. A failure once
-  the stream has begun is an event ``data: {"error": {...}}`` before ``[DONE]``.
-- ``GET /v1/models`` -> the one model, ``GET /v1/models/<id>`` -> it; ``GET /health`` -> ``{"status": "ok"}``.
-  A request naming another ``model`` is a 404 ``model_not_found``, as OpenAI answers it.
-- A bad request is a 4xx with an OpenAI-style error object, a failure a 500, never a traceback.
-- One model, one generation at a time: requests are read concurrently; one generates while up to
-  ``queue`` more wait for the engine (``--queue N``); another beyond those, or one that waited
-  ``WAIT_SECONDS``, is answered 503 with ``Retry-After``. Nothing crashes for want of capacity, and
-  the listen backlog (``BACKLOG``) holds a burst of connections for them to be answered, never reset.
-  A client that goes away stops its generation at the next token, streamed or not.
-- When ready, one line of JSON on stdout: ``{"listening": "http://H:P", "model", "path", <the
-  engine's facts>, "n_ctx"}`` (``--port 0`` picks a free port, which the line names).
-- SIGTERM or SIGINT shuts it down cleanly: no new request is taken, a generation in flight stops
-  at its next token with a 503 (an error event when streaming), the engine is closed,
-  ``serve_engine`` returns 0.
+See docs/host-contract.md, "2. The API".
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""The rules of ``runtime update`` and ``runtime repair``: what each reinstalls, and when there is nothing to do.
-
-Pure: the face reads the store (receipts, ``current``, the pin) and plans; these say what that means.
-A ``wanted`` answer is the request fields it sets (``version``, ``backend``, ``from_``, ``sha256``,
-``untested``); a field it does not set is the command line's.
-"""
+"""The rules of ``runtime update`` and ``runtime repair``: what each reinstalls, and when nothing is to do."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""The worker command line shared by every adapter: ``superfluid-worker-<id> <command>`` (SPEC §6.5).
+"""The worker command line shared by every adapter: ``superfluid-worker-<id> <command>``.
 
-The declarations (``compat --json``, ``versions --json``, ``options --json``) are answered here from
-the adapter; the commands that need the engine (``version``, ``check``, ``plan``, ``install``,
-``serve``) are the adapter's own handlers, passed in. Unknown command or flag: exit 2.
+See docs/cli.md, "Workers: `superfluid-worker-<id> <command>`".
 """
 
 from __future__ import annotations

@@ -1,27 +1,4 @@
-"""A read-only command's whole output, kept while nothing it was computed from has changed.
-
-``superfluid runtimes [--json]`` is asked often (a host asks it before it serves) and its answer
-rarely changes, yet computing it imports every adapter, loads baseRT and probes the host. So its
-output is kept in ``$SUPERFLUID_HOME/cache/outputs.json`` with what it was computed from, and printed
-again, before the command line is parsed or an adapter imported, while all of that is the same:
-
-- the command line, this superfluid's version, the interpreter (``sys.executable``, ``sys.argv[0]``),
-  the working directory and the environment, less the shell's own bookkeeping (``_``, ``OLDPWD``,
-  ``PWD``, ``SHLVL``);
-- the ``lstat`` (and through a link the ``stat``) of every path it depends on: the home's runtimes
-  folder to the files of each install's folders (every runtime, install, ``current``, receipt and
-  library), the folders workers and libraries are searched in and their files, every path the
-  environment names (``PATH``, ``LD_LIBRARY_PATH``, ``BASERT_LIB``, ``SUPERFLUID_*``...), what the
-  host probes read (``host.PROBED``), the interpreter, and the files beside every module of
-  superfluid the computation imported (its code and recipes);
-- its age: at most ``KEEP_SECONDS``.
-
-An output is kept only when its command says it may be (no worker failed: a failure is remembered
-for a minute only), never while a ``SUPERFLUID_WORKER_<ID>`` names a worker (its answers may change
-at any time), and never when a path it depends on changed less than ``RACY_SECONDS`` before the
-computation began (or during it: such a change could be half seen). Printing a kept output imports
-no more than ``json`` and the home's layout.
-"""
+"""A read-only command's whole output, kept while nothing it was computed from has changed."""
 
 from __future__ import annotations
 

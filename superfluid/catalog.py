@@ -1,15 +1,6 @@
-"""Where the face finds each runtime's worker, and how it asks one (SPEC §2 Workers, §6.3, §6.5).
+"""Where the face finds each runtime's worker, and how it asks one.
 
-The worker named by ``SUPERFLUID_WORKER_<ID>`` is asked first, for every command. Otherwise the
-declarations (``compat``, ``versions``, ``options``) are answered by the adapter in process: every
-adapter ships in this package. ``check`` loads a native library: a linked adapter (basert) checks in
-process; any other is checked by its worker: the worker of the current install, else the one
-shipped beside the real ``superfluid`` executable (symlinks resolved, so a ``superfluid`` reached
-through a package manager's ``bin/`` link or a shim still finds it).
-
-Workers' ``check`` answers are cached in ``$SUPERFLUID_HOME/cache/answers.json``, keyed on
-everything they depend on (the worker file, the install it would use, the environment it reads), so
-``superfluid runtimes`` repeats no check while nothing changed.
+See docs/cli.md, "Runtime ids and where their workers are found".
 """
 
 from __future__ import annotations
@@ -214,7 +205,7 @@ def ask(ref: WorkerRef, argv: Sequence[str], runtime_id: str, environ: Mapping[s
         accept: Sequence[int] = (0, 1), cache: bool = True) -> tuple[Any, int]:
     """Run ``<worker> <argv...>`` and parse its one line of JSON; (answer, exit code).
 
-    Only ``check`` answers are cached (SPEC §6.3); a named worker's declarations are asked each time.
+    Only ``check`` answers are cached; a named worker's declarations are asked each time.
 
     Raises:
         WorkerFailed: the worker could not start, hung, or did not answer with JSON.
@@ -301,7 +292,7 @@ def answer(runtime_id: str, argv: Sequence[str], environ: Mapping[str, str], *,
 
 def nothing_to_load(runtime_id: str, ref: WorkerRef | None, environ: Mapping[str, str]) -> str | None:
     """Why ``ref``'s plain ``check`` would find nothing here to load, decided in process from the
-    lookups it would make, so that no worker starts for a runtime that is not installed (SPEC §6.3).
+    lookups it would make, so that no worker starts for a runtime that is not installed.
 
     None when only the worker can tell: it is named by ``SUPERFLUID_WORKER_<ID>`` (asked first, for
     everything), the check is linked (in process anyway), or there is something to load.

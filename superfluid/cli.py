@@ -1,11 +1,6 @@
-"""The ``superfluid`` command line: parsing, output and exit codes, nothing else (SPEC §6).
+"""The ``superfluid`` command line: parsing, output and exit codes, nothing else.
 
-Every error below the face is a typed exception; this module maps its class to an exit code in one
-table (SPEC §6.1) and prints ``superfluid: <message>`` on stderr, and, when the command line asked
-for ``--json``, ``{"error": {"code", "message", "exit"}}`` on stdout (schema ``error``). A usage
-error points at the command's own ``--help``; every command's help page (description, flags,
-examples, exit codes) comes from ``superfluid.helptext``. Command modules are imported only when
-their command runs, so ``superfluid --help`` and ``superfluid runtimes`` start fast.
+See docs/cli.md, "Exit codes".
 """
 
 from __future__ import annotations

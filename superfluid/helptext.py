@@ -1,10 +1,4 @@
-"""The words of ``--help``: what each command does, an example or two, and its exit codes (SPEC §6.1).
-
-``superfluid.cli`` builds the parser tree and asks ``describe(path)`` for each command it adds, so
-that every ``superfluid … --help`` ends the same way: ``examples:`` then ``exit codes:``. A
-command missing here still gets a help page (its one-line summary), and a test lists the commands
-of the tree that have no entry.
-"""
+"""The words of ``--help``: what each command does, an example or two, and its exit codes."""
 
 from __future__ import annotations
 

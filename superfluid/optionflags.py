@@ -1,14 +1,4 @@
-"""Runtime options on the command line: checked before any worker starts, forwarded as flags (SPEC §7).
-
-The face reads ``--<name> <value>`` (or ``--<name>=<value>``) after ``superfluid runtime check <id>``
-and ``--<id>-<name> <value>`` on ``serve``. Each value is checked against the option's declaration
-from the adapter this release ships, asked in process (pure data: no worker starts, no native code
-loads), so a wrong value exits 2 naming the option, the value and the accepted shape. Accepted
-values go to the worker as ``--<name> <value>``.
-
-When a worker's probe fails with options and passes without them, ``find_culprits`` re-runs it with
-each option alone and names the ones at fault.
-"""
+"""Runtime options on the command line: checked before any worker starts, forwarded as flags."""
 
 from __future__ import annotations
 

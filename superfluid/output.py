@@ -1,4 +1,4 @@
-"""Plain, aligned, stable output for people, and pretty JSON for machines (SPEC §6)."""
+"""Plain, aligned, stable output for people, and pretty JSON for machines."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""The command tree of ``superfluid``: every command, flag and help page, as argparse parsers.
-
-Built when a command line is parsed (never for an answer the face keeps, see ``answer_cache``), and
-whole for ``completion`` and the tests. The flags the adapters declare (compat's questions, the
-options serve shows) are declared only on the command a line names, so that no other command imports
-every adapter. Help pages come from ``superfluid.helptext``; a parser's error is a ``UsageError`` and
-its own exit (``--help`` printed) an ``Exit``, so that the face's one table decides every exit code.
-"""
+"""The command tree of ``superfluid``: every command, flag and help page, as argparse parsers."""
 
 from __future__ import annotations
 

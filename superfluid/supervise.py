@@ -1,15 +1,4 @@
-"""``superfluid serve``'s child: start the worker's ``serve``, announce it, forward signals, end with it.
-
-The worker runs as ``superfluid-worker-<id> serve --model PATH --host H --port N [--max-context N]
---queue N [--<option> V]...`` with the scrubbed environment every worker gets (SPEC §8.4), stdin
-closed, and (on Linux) the kernel's promise to send it SIGTERM should this process die first, so
-that no worker outlives its server. Its first stdout line is its ready line (JSON); this process
-then prints the startup line and passes the worker's stderr through. SIGTERM, SIGINT and SIGHUP
-are forwarded to the worker; when it has stopped, so does this process: exit 0 for a clean stop.
-
-A worker that ends before its ready line gives its reason on stderr: exit 3 (the model did not
-load) becomes ``ModelLoadFailed`` with that reason; anything else a ``SuperfluidError`` (exit 1).
-"""
+"""``superfluid serve``'s child: start the worker's ``serve``, announce it, forward signals, end with it."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""The baseRT ABI rule (SPEC §4.1): does this superfluid drive what a library or a release states?
+"""The baseRT ABI rule: does this superfluid drive what a library or a release states?
 
-One pure function, ``abi_verdict``, for every caller: the loader's verdict on a library, the
-planner's choice of releases, and the declarations (``versions``, ``compat``). A stated number
-must equal ours, whatever the version says; a library or release stating none is driven only
-when its version is of our ABI's unnumbered line (0.3.x for ABI 1); no other is.
+See docs/runtimes.md, "The ABI number and the unnumbered line".
 """
 
 from __future__ import annotations

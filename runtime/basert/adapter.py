@@ -1,9 +1,6 @@
-"""The basert adapter: compat, versions and options from our header and the recipe; plans by the
-ABI rule (``abi.abi_verdict``, through ``planner``).
+"""The basert adapter: declarations from our header and the recipe, plans by the ABI rule.
 
-basert is *linked*: the face asks it in process (SPEC §2), so this module stays light — it reads
-``include/baseRT.h`` (through ``header``) and ``recipe.json``, and imports the ``ctypes`` loader only
-when ``check`` runs.
+See docs/runtimes.md, "basert (baseRT)".
 """
 
 from __future__ import annotations
@@ -45,7 +42,7 @@ def pins_newest_first(recipe: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 class BasertAdapter(Adapter):
-    """baseRT: a closed engine with a public C ABI, driven through our header (SPEC §4.1)."""
+    """baseRT: a closed engine with a public C ABI, driven through our header."""
 
     id = "basert"
     linked = True
@@ -54,6 +51,8 @@ class BasertAdapter(Adapter):
     receipt_keys = ("config_read",)
     package = "superfluid.runtime.basert"
     recipe_schema = "basert-recipe"
+    options_from = "superfluid.runtime.basert.adapter"
+    formats_from = "superfluid.runtime.basert.check"
     numbered_abi = True
     environment = ("BASERT_LIB", "BASERT_KERNEL_LIB")
     questions = QUESTIONS
@@ -124,14 +123,6 @@ class BasertAdapter(Adapter):
             rows.append(row)
         return rows
 
-    def options(self) -> list[Option]:
-        return list(OPTIONS)
-
-    def formats(self) -> list[dict[str, Any]]:
-        from superfluid.runtime.basert.check import FORMATS
-
-        return [dict(f) for f in FORMATS]
-
     def plan_for(self, request: Request, host: Host, listing: Listing | None,
                  compat_part: Mapping[str, Any]) -> list[Plan]:
         """The plans by the ABI rule for the ABI ``compat_part`` requires, and its unnumbered line
@@ -142,7 +133,7 @@ class BasertAdapter(Adapter):
         return plan(request, self.recipe, host, listing, drives=drives, line=line)
 
     def check(self, argv: list[str], environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
-        """The worker's ``check`` in process: the report and its exit code (SPEC §6.5).
+        """The worker's ``check`` in process: the report and its exit code.
 
         ``check.check_argv``, what the worker's ``check`` prints; imported here so that the
         declarations never load the ``ctypes`` bindings.

@@ -1,9 +1,4 @@
-"""The one table of baseRT functions we bind: (name, argtypes, restype), as in ``include/baseRT.h``.
-
-``BOUND`` must all resolve for a library to be judged at all (SPEC §4.1 step 1), in this order (the
-first missing one is named). ``OPTIONAL`` are probed: their presence is what the verdict reads
-(``baseRT_abi_version`` since 0.3.1, ``baseRT_get_config_into`` since 0.4.0).
-"""
+"""The one table of baseRT functions we bind: (name, argtypes, restype), as in ``include/baseRT.h``."""
 
 from __future__ import annotations
 

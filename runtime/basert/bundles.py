@@ -1,7 +1,6 @@
-"""baseRT's release asset names (SPEC §4.1, §5.3): the bundles and the ABI asset.
+"""baseRT's release asset names: the bundles and the ABI asset.
 
-``basert-engine-<platform>[-<backend>]-<version>.tar.gz`` and ``basert-engine-abi-<N>.txt``. Pure
-functions on names; the planner and the installer's resolver both read names through these.
+See docs/release.md, "baseRT engine releases".
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""The basert runtime's ``check`` report and ``version`` line (SPEC §6.5; schema ``basert-check``).
+"""The basert runtime's ``check`` report and ``version`` line (schema ``basert-check``).
 
-``check_report`` answers for the worker (``superfluid-worker-basert check``) and, in process, for
-the face (basert is a linked adapter). It never raises for an unusable library or model: the
-reason goes into the report, and the exit code says 0 (available, and the model read) or 1.
-
-Devices: ``baseRT_device_memory_budget()`` is the engine's own answer; 0 means it drives no device
-here, reported as ``devices: []`` (a CPU-only engine, e.g. the reference engine on Linux). A budget
-> 0 is one device: ``Metal`` on macOS, else ``CUDA``, with the budget as its memory.
+See docs/runtimes.md, "Devices".
 """
 
 from __future__ import annotations

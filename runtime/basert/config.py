@@ -1,8 +1,4 @@
-"""The ctypes mirror of ``BaseRTModelConfig``: the 0.3 line's layout, 131 fields, 1792 bytes (SPEC §4.1).
-
-Field for field the struct of ``include/baseRT.h`` (offsets in the comments; the tests compile the
-header and compare every offset). Only ``config_of()`` in ``loader`` fills one from a library.
-"""
+"""The ctypes mirror of ``BaseRTModelConfig``: the 0.3 line's layout, 131 fields, 1792 bytes."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""What our baseRT header states: the header version and the ABI number this build drives (SPEC §4.1).
-
-The numbers live in one place, ``include/baseRT.h`` (package data), as lines of the form
-``#define NAME <integer>``; this module reads them, so no number is typed twice. ``REQUIRES`` is the
-pair the worker's ``check`` and ``superfluid runtimes`` report as ``requires``.
-"""
+"""What our baseRT header states: the header version and the ABI number this build drives."""
 
 from __future__ import annotations
 

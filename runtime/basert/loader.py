@@ -1,11 +1,4 @@
-"""Loading libbaseRT with ctypes: dlopen, probe, verdict, and the one function that reads a config.
-
-``open_library()`` finds a library (``locate``), loads it (``dlopen``, ``RTLD_LOCAL``), probes it
-(symbols, version, ABI number, config size: nothing that touches a model), judges the probe
-(``verdict.judge``, SPEC §4.1) and returns a ``Library`` only when the verdict is that it serves.
-``config_of(model)`` is the only reader of a model's configuration; it reads by size or by value as
-the verdict decided.
-"""
+"""Loading libbaseRT with ctypes: dlopen, probe, verdict, and the one function that reads a config."""
 
 from __future__ import annotations
 
@@ -96,7 +89,7 @@ def probe(cdll: ctypes.CDLL, path: str) -> tuple[Probe, dict[str, Any]]:
 
 
 def load_library(path: str, named: str | None = None) -> Library:
-    """Load and judge the library at ``path`` (SPEC §4.1); the Library when it serves.
+    """Load and judge the library at ``path``; the Library when it serves.
 
     Raises:
         LibraryRefused: it cannot be loaded, lacks a bound symbol, is unnumbered off our line, or
@@ -129,7 +122,7 @@ def open_library(flag: str | None = None, environ: Mapping[str, str] | None = No
 
 
 def config_of(model: Model) -> BaseRTModelConfig:
-    """The configuration of a loaded model: the only read of it (SPEC §4.1 step 4).
+    """The configuration of a loaded model: the only read of it.
 
     By size into a zeroed struct of our size when the library has ``baseRT_get_config_into`` (fields
     the library lacks stay zero, fields beyond ours are not copied); else by value, which the verdict

@@ -1,5 +1,6 @@
-"""Where libbaseRT is found (SPEC §4.1, docs/runtimes.md): the shared search of
-``superfluid.runtime.locate`` under baseRT's file names, ``--basert-lib`` and ``BASERT_LIB``.
+"""Where libbaseRT is found: the shared search, ``--basert-lib`` and ``BASERT_LIB``.
+
+See docs/runtimes.md, "Where the library is found".
 """
 
 from __future__ import annotations

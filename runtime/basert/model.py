@@ -1,9 +1,4 @@
-"""A model loaded through a judged libbaseRT: tokenize, greedy generation, detokenize.
-
-The surface a serve needs from the engine's step functions (``baseRT_prefill``,
-``baseRT_decode_step``) and tokenizer (``baseRT_encode``, ``baseRT_decode_token``). The config is
-read only through ``loader.config_of``.
-"""
+"""A model loaded through a judged libbaseRT: tokenize, greedy generation, detokenize."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Which baseRT bundles install here: request + recipe + host + listing -> ordered plans (SPEC §4.1).
+"""Which baseRT bundles install here: request + recipe + host + listing -> ordered plans.
 
-A release is driven when the ABI rule (``abi.abi_verdict``) says so for the number it states: its
-``basert-engine-abi-<N>.txt`` asset (read through the listing), else the recipe pin's ``abi``; a
-release stating none is judged by its version's line. The newest driven release with a bundle for
-this platform is chosen, its bundles that run here best backend first; another release installs
-only when named with ``--untested``. Without a listing (the worker's ``plan``), the recipe's pins
-are the only releases known.
+See docs/install.md, "baseRT: by ABI number".
 """
 
 from __future__ import annotations
@@ -41,7 +36,7 @@ _REPO = "basecompute/baseRT"
 
 
 def read_abi_asset(repo: str, tag: str, name: str, text: str) -> int:
-    """The ABI number a ``basert-engine-abi-<N>.txt`` states (SPEC §5.3).
+    """The ABI number a ``basert-engine-abi-<N>.txt`` states.
 
     Its content must be exactly the decimal ``N`` of its name and one newline; anything else makes
     the release inconsistent (it contradicts itself, so nothing of it is installed).
@@ -65,7 +60,7 @@ def read_abi_asset(repo: str, tag: str, name: str, text: str) -> int:
 def release_abi(repo: str, tag: str, abi_texts: Mapping[str, str], pin_abi: int | None,
                 pinned: bool) -> tuple[int | None, str | None]:
     """A release's ABI number and where it was read: ``(N, "asset")``, ``(N, "pin")`` or
-    ``(None, None)`` when the release states none (SPEC §4.1).
+    ``(None, None)`` when the release states none.
 
     ``abi_texts`` maps each ``basert-engine-abi-<N>.txt`` asset of the release to its content. Two
     ABI assets must agree; a recipe pin's ``abi`` must agree with the asset too.

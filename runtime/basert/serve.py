@@ -1,23 +1,6 @@
-"""The basert worker's ``serve``: one baseRT model behind the shared OpenAI-compatible server (SPEC §7).
+"""The basert worker's ``serve``: one baseRT model behind the shared OpenAI-compatible server.
 
-``serve --model PATH [--host H] [--port N] [--max-context N] [--queue N] [--basert-lib P | --lib P] [--kv-bits N]``
-
-The library is found and judged as for ``check`` (``loader.open_library``: ``--basert-lib``, then
-``BASERT_LIB``, then the search; the loader's verdict, SPEC §4.1), the model loaded with
-``baseRT_load_model(path, NULL, max_context)``; the HTTP layer, the ready line and the signal
-handling are ``superfluid.runtime.serving``'s. This module is the baseRT part: the command line and
-``BasertEngine``, the engine interface over a loaded model, generating greedily with the engine's own
-step functions (``baseRT_prefill``, then ``baseRT_decode_step`` per token).
-
-The context is the model's ``max_seq_len`` as the engine reports it through ``config_of`` (the engine
-caps it at ``--max-context`` when given). ``--kv-bits`` is checked against the adapter's declaration;
-the ABI our header binds has no KV-cache setting, so it does not reach the engine.
-
-Prompts are encoded after the model's beginning-of-text token, which ``prompt_tokens`` counts.
-
-baseRT's C ABI returns the next token, not a distribution over tokens, so this engine decodes
-greedily only: a request with ``temperature`` > 0 is refused with a 400. Its model files carry no
-chat template: ``/v1/chat/completions`` is refused with a 400 too.
+See docs/runtimes.md, "basert (baseRT)".
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
-"""The loader's verdict on a libbaseRT: does this build drive it, and how is its config read (SPEC §4.1).
+"""The loader's verdict on a libbaseRT: does this build drive it, and how is its config read.
 
-A pure rule over the facts a probe found (``Probe``); no library is touched here. The steps, in
-order, each refusing with a message that names the library, what it states and what we drive:
-
-1. every bound symbol resolves (else refused, naming the first missing one);
-2. a library that states an ABI number (exports ``baseRT_abi_version``) serves when it equals ours,
-   whatever its version string says, and is refused *by number* otherwise;
-3. an unnumbered library serves only if its version is of our ABI's unnumbered line (0.3.x for
-   ABI 1); any other, e.g. 0.2.6, is refused naming the line;
-4. its configuration is read by size (``baseRT_get_config_into``) when it has that function, else by
-   value, and by value only when ``baseRT_model_config_sizeof()`` equals our struct's size: a by-value
-   return of another size would overwrite the caller's stack, so that call is never made.
+See docs/runtimes.md, "How a library is judged".
 """
 
 from __future__ import annotations
@@ -60,7 +50,7 @@ def _refuse(path: str, message: str) -> LibraryVerdict:
 
 def judge(probe: Probe, our_size: int, *, drives: int = ABI_VERSION,
           line: str | None = UNNUMBERED_LINE) -> LibraryVerdict:
-    """The verdict of SPEC §4.1 on ``probe``, for bindings whose config struct is ``our_size`` bytes,
+    """The verdict on ``probe``, for bindings whose config struct is ``our_size`` bytes,
     driving ABI ``drives`` whose unnumbered release line is ``line``."""
     p = probe.path
     if probe.missing:

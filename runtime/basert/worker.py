@@ -1,18 +1,6 @@
-"""``superfluid-worker-basert``: the basert runtime's worker command line (SPEC §6.5).
+"""``superfluid-worker-basert``: the basert runtime's worker command line.
 
-Commands here: ``version [--basert-lib P]`` and ``check [--model PATH] [--basert-lib P]``. Exit 0
-done, 1 unusable (reason on stderr, or in the check report), 2 usage (``unknown flag --x``).
-
-``plan [--version V] [--backend B] [--from URL|PATH] [--sha256 H] [--untested]`` (the adapter's
-plans from the recipe's pins for this host, no network), ``install --into DIR --plan JSON`` (the
-check and the probe's verdict on ``DIR/lib``, then the receipt) and ``serve --model PATH [--host H]
-[--port N] [--max-context N] [--basert-lib P] [--kv-bits N]`` (``serve``: exit 3 when the model does not load,
-1 when no library this build drives is found). Each prints one line on stdout; a refusal is
-``superfluid-worker-basert: <why>`` on stderr. The shared pieces (plan, install, the HTTP server)
-are ``runtime.install_step`` and ``runtime.serving``, as for every worker.
-
-The shared worker layer (``superfluid.runtime.worker.run``) runs the command line with ``HANDLERS``
-and answers the declarations ``compat``, ``versions`` and ``options`` from the adapter.
+See docs/runtimes.md, "The worker: `superfluid-worker-basert`".
 """
 
 from __future__ import annotations

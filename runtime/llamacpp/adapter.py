@@ -1,10 +1,4 @@
-"""The llama.cpp adapter's declarations: compat, versions and options, from the recipe alone.
-
-The face answers these in its own process; it never loads libllama (SPEC §2): only ``check`` loads
-it, in ``superfluid-worker-llamacpp``, started when ``nothing_to_load`` finds a library to check.
-Importing this module loads no native code: the recipe, the planner and the option declarations
-are pure Python.
-"""
+"""The llama.cpp adapter's declarations: compat, versions and options, from the recipe alone."""
 
 from __future__ import annotations
 
@@ -15,7 +9,6 @@ from superfluid.runtime.adapter import Adapter, Question, ServeFlag, Shown
 
 if TYPE_CHECKING:
     from superfluid.runtime.host import Host
-    from superfluid.runtime.options import Option
     from superfluid.runtime.planning import Listing, Plan, Request
 
 __all__ = ["ADAPTER", "LlamacppAdapter"]
@@ -27,6 +20,8 @@ class LlamacppAdapter(Adapter):
     id = "llamacpp"
     package = "superfluid.runtime.llamacpp"
     recipe_schema = "llamacpp-recipe"
+    options_from = "superfluid.runtime.llamacpp.options"
+    formats_from = "superfluid.runtime.llamacpp.check"
     receipt_keys = ("layout",)
     #: what the compat manifest is asked about llama.cpp: a build
     questions = (Question("build", pattern=r"b[1-9][0-9]{0,9}", expected="a llama.cpp build, e.g. b11642",
@@ -78,16 +73,6 @@ class LlamacppAdapter(Adapter):
                 row["digest"] = digest
             rows.append(row)
         return rows
-
-    def options(self) -> list[Option]:
-        from superfluid.runtime.llamacpp.options import OPTIONS
-
-        return list(OPTIONS)
-
-    def formats(self) -> list[dict[str, Any]]:
-        from superfluid.runtime.llamacpp.check import FORMATS
-
-        return [dict(f) for f in FORMATS]
 
     def plan_for(self, request: Request, host: Host, listing: Listing | None,
                  compat_part: Mapping[str, Any]) -> list[Plan]:

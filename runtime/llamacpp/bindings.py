@@ -1,14 +1,4 @@
-"""The C functions the adapter calls, in one table: name, argument types, result type.
-
-Types that depend on the library's struct layout are written as the markers ``CONTEXT`` and
-``MODEL``; ``bind`` resolves them for the layout the loader detected, so every call that takes a
-parameter struct passes exactly the library's own layout. ``DEFAULTS`` binds the two default-params
-getters with an oversized result buffer, the only way they are called before the layout is known
-(see ``layout.DefaultsImage`` for why that is safe).
-
-Sources: ``include/llama.h``, ``ggml/include/ggml.h`` and ``ggml-backend.h`` of b11312 and b11549
-(the same declarations in both for every function listed).
-"""
+"""The C functions the llama.cpp adapter calls, in one table: name, argument types, result type."""
 
 from __future__ import annotations
 

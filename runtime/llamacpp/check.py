@@ -1,19 +1,4 @@
-"""The worker's ``check``: can this llama.cpp run here, and what would a model cost (SPEC §6.5, §7).
-
-``check [--model PATH] [--lib P] [--<option> V]...`` answers one JSON object:
-
-``runtime`` {id, version, aliases}, ``available`` (true or the reason), ``layout`` (v1|v2),
-``library``, ``devices`` (ggml's backend registry), ``formats`` ([gguf]), ``named`` (who named the
-library, only when someone did: the flag as given, ``--lib`` or ``--llamacpp-lib``, or the
-variable; whether or not a library was found there), and with ``--model``: ``model`` {path, reads
-(true or the reason), facts, sizing {weight_bytes, kv_bytes_per_token, trained_context, budget_bytes,
-budget_why} (or the reason it cannot be priced), ``serves`` (present when an option keeps the model
-from serving: the reason; the check then exits 1, as serve would exit 3), state_identity {key,
-weights, settings}}.
-
-The options are checked against their declarations first (a bad one is a usage error, exit 2) and
-then applied to the model and context parameters, so they count for availability and sizing.
-"""
+"""The llama.cpp worker's ``check``: can this build run here, and what would a model cost."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Driving a loaded libllama: devices, a model and its facts, tokenize, greedy decode, detokenize;
-sampling with llama.cpp's own sampler chain, and chat prompts with its own template formatter.
-
-Every struct handed to the library is made from the library's own defaults in its own layout
-(``Library.context_params``/``model_params``), then set through ``layout.fill`` — the same
-assignments for either layout.
-"""
+"""Driving a loaded libllama: devices, a model, tokens, decoding, sampling and chat prompts."""
 
 from __future__ import annotations
 

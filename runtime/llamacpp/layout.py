@@ -1,19 +1,6 @@
 """The two layouts of llama.cpp's parameter structs, and telling them apart from their defaults.
 
-``llama_context_params`` changed between b11434 and b11549: ``size_t moe_cache_size`` was inserted
-after ``type_v``, moving every later field by 8 bytes (160 -> 168 bytes on 64-bit; SPEC §4.2).
-``llama_model_params`` (80 bytes) did not change. We keep both:
-
-- ``v1``: b11284 and the builds around it (b11312, b11434);
-- ``v2``: b11549 and later (b11642, b11669, b11739).
-
-Offsets and defaults are those measured in C against each build's ``llama.h``
-(notes/llamacpp.md §4 and §7.5); a test pins every offset to these tables and to ``offsetof``.
-
-A layout is recognised from the bytes ``llama_context_default_params()`` and
-``llama_model_default_params()`` return: every field whose default is known must hold that default
-at the layout's offset. ``detect`` is a pure function of those bytes, so it is tested on synthetic
-images as well as on real libraries.
+See docs/runtimes.md, "Tested builds and the two layouts".
 """
 
 from __future__ import annotations

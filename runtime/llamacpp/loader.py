@@ -1,15 +1,6 @@
 """Loading libllama and proving it is a build these bindings drive, before the first real call.
 
-The order matters, and is the whole point of this module:
-
-1. ``dlopen`` the library (a failure is a refusal, not a crash);
-2. check that every function the adapter calls is exported — nothing is called yet;
-3. silence llama.cpp's log (``llama_log_set`` takes no struct);
-4. read the two default-params structs into an oversized buffer and tell the layout apart from
-   them (``layout.detect``); a library that fits no layout is refused here, naming the field, the
-   value it holds and the value a tested build has;
-5. only then bind the functions that take a parameter struct, typed with the library's own layout,
-   and initialise the backend.
+See docs/runtimes.md, "How the library is judged, before the first real call".
 """
 
 from __future__ import annotations

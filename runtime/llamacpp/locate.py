@@ -1,5 +1,6 @@
-"""Where libllama is found (docs/runtimes.md): the shared search of ``superfluid.runtime.locate``
-under libllama's file names, ``--llamacpp-lib`` (``--lib`` to the worker) and ``SUPERFLUID_LLAMA_LIB``.
+"""Where libllama is found: the shared search, ``--llamacpp-lib`` and ``SUPERFLUID_LLAMA_LIB``.
+
+See docs/runtimes.md, "How the library is found".
 """
 
 from __future__ import annotations

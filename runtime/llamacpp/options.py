@@ -1,9 +1,6 @@
-"""The options llama.cpp takes on serve (SPEC §7), and where each lands in the parameter structs.
+"""The options llama.cpp takes on serve, and where each lands in the parameter structs.
 
-Each option is declared once with the shape of its value (``superfluid.runtime.options.Option``);
-``FIELDS`` says which struct field it sets and how a checked value becomes that field's value.
-``apply`` sets them through ``layout.fill``, so the same assignments fill either layout.
-Enum spellings follow llama.cpp's own command line (``--split-mode layer``, ``--cache-type-k q8_0``).
+See docs/runtimes.md, "Options (`--llamacpp-<name>` on serve, `--<name>` to the worker)".
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
-"""Which llama.cpp archives install here: recipe + host + request -> ordered plans (SPEC §4.2).
+"""Which llama.cpp archives install here: recipe + host + request -> ordered plans.
 
-The recipe names the tested builds and their archives; the host says which backend can run; the
-request may name a version, a backend, an archive (``--from``) and allow an untested build (whose
-archives then come from the release listing, with the listing's digests). With a listing, each
-planned build's release gives the download URLs and listed digests; without one (the worker's
-``plan``), the recipe's URLs. The plans are an ordered fallback list: the installer tries them in
-turn and keeps the first whose staged worker finds its device.
-
-Backend order without ``--backend`` (Linux): CUDA when an NVIDIA driver is present (the newest
-CUDA build the driver's major runs, plus the ``cudart-`` side archive when the system has no CUDA
-runtime of that major), then ROCm, then Vulkan, then the CPU build. macOS: Metal, else CPU. SYCL
-and OpenVINO builds are never chosen unasked.
+See docs/install.md, "llama.cpp: by the tested builds".
 """
 
 from __future__ import annotations
@@ -246,7 +236,7 @@ def _read_name(builds: Sequence[TestedBuild], untested: bool) -> Callable[[str, 
 
 def plan(request: Request, recipe: Mapping[str, Any], host: Host, listing: Listing | None = None, *,
          builds: Sequence[TestedBuild] | None = None) -> list[Plan]:
-    """The ordered plans for ``request`` on ``host`` (SPEC §4.2; notes §3.3).
+    """The ordered plans for ``request`` on ``host``.
 
     Without ``--version`` and ``--from``, the plans of the newest tested build come first (in
     backend order), then those of each older tested build, as later fallbacks: an installer that

@@ -1,11 +1,4 @@
-"""The llama.cpp recipe (the trust root) and the release archive names it speaks of (SPEC §4.2, §5.1).
-
-Archive name grammar (notes/superfluid-contract.md §2.1): an optional ``cudart-`` prefix, then
-``llama-``, the build ``b<digits>``, ``-bin-``, the OS (``ubuntu`` = linux, ``macos``), an optional
-backend, the arch (``x64`` | ``arm64``) and ``.tar.gz``. Anything else (Windows zips, the
-xcframework) is not an archive this adapter knows. An empty backend is ``metal`` on macos-arm64 and
-``cpu`` otherwise; other backends are kept verbatim (``cuda-13.4``, ``rocm-10.0``, ``sycl-fp16``).
-"""
+"""The llama.cpp recipe (the trust root) and the release archive names it speaks of."""
 
 from __future__ import annotations
 

@@ -1,22 +1,4 @@
-"""The worker's ``serve``: one GGUF model behind the shared OpenAI-compatible server (SPEC §7).
-
-``serve --model PATH [--host H] [--port N] [--max-context N] [--queue N] [--lib P] [--<option> V]...``
-
-The model is loaded through the loader and ``drive`` with the options applied to the model and
-context parameters (checked against their declarations first: a bad one exits 2). The HTTP layer,
-the ready line and the signal handling are ``superfluid.runtime.serving``'s; this module is the
-llama.cpp part: the command line and ``LlamaEngine``, the engine interface over a loaded model.
-
-Each completion runs in a fresh context of ``--max-context`` tokens (default the model's trained
-context, at most 4096), so nothing of one request is seen by the next. The ready line names the
-library's build (``runtime``), its struct layout (``layout``) and its path (``library``) besides
-the address.
-
-Greedy decoding takes the logits' argmax; with ``temperature`` > 0 each generation draws with a
-fresh llama.cpp sampler chain (top-k, top-p, temperature, a seeded draw: ``drive.Sampler``). A chat
-is formatted by llama.cpp's own ``llama_chat_apply_template`` with the model's template
-(``tokenizer.chat_template``); a model without one is refused with a 400.
-"""
+"""The llama.cpp worker's ``serve``: one GGUF model behind the shared OpenAI-compatible server."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
 """What a model costs and what state may be kept: KV bytes per token, the state identity, the budget.
 
-SPEC §7:
-
-- a KV cell is priced by the cache types chosen (``cache-type-k``/``cache-type-v``, f16 by
-  default) through the loaded library's own ``ggml_row_size``, over the model's layers and their
-  K and V widths;
-- the state identity is the weights' digest, folding in the RoPE, YaRN and cache-type settings only
-  when they are set (none set: the weights alone), so state written under one configuration is
-  refused under another;
-- ``export_budget`` is the one function that decides how much state may be kept beyond the pool,
-  keyed on the device the loader resolved.
+See docs/runtimes.md, "Sizing and state".
 """
 
 from __future__ import annotations

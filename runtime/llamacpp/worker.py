@@ -1,19 +1,6 @@
-"""``superfluid-worker-llamacpp``: the llama.cpp runtime's worker command line (SPEC §6.5).
+"""``superfluid-worker-llamacpp``: the llama.cpp runtime's worker command line.
 
-Commands here: ``version [--lib P] [--<option> V]...`` and
-``check [--model PATH] [--lib P] [--<option> V]...``. Exit 0 done, 1 unusable (reason on stderr, or
-in the check report), 2 usage (``unknown flag --x``).
-
-``plan [--version V] [--backend B] [--from URL|PATH] [--sha256 H] [--untested]`` and
-``install --into DIR --plan JSON`` (``runtime.install_step``) and ``serve --model PATH [--host H] [--port N]
-[--max-context N] [--<option> V]...`` (``serve``: exit 3 when the model does not load). Each prints
-one line on stdout; a refusal is ``superfluid-worker-llamacpp: <why>`` on stderr.
-
-The shared worker layer (``superfluid.runtime.worker.run``) runs the command line with ``HANDLERS``
-and answers ``compat``, ``versions`` and ``options`` from the adapter.
-
-The native library is loaded in this process only: a crash in it kills the worker, not the command
-that asked.
+See docs/runtimes.md, "The worker".
 """
 
 from __future__ import annotations

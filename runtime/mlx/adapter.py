@@ -1,8 +1,6 @@
-"""The MLX adapter's declarations: compat, versions and options, from the recipe alone (SPEC §4.3).
+"""The MLX adapter's declarations: compat, versions and options, from the recipe alone.
 
-MLX installs tested ``mlx`` versions (with ``mlx-lm``) as pinned wheels into a private Python of the
-recipe's version, and runs on macOS arm64 only. On any other host it still answers: each version is
-marked not installable here, with the reason.
+See docs/adapters.md, "Worked example: MLX".
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ OPTIONS: tuple[Option, ...] = (
 
 
 def not_here(host: Host, platforms: Collection[str]) -> str | None:
-    """Why MLX cannot install or run on ``host``, or None when it can (SPEC §4.3)."""
+    """Why MLX cannot install or run on ``host``, or None when it can."""
     if host.platform in platforms:
         return None
     return f"MLX runs on Apple silicon only ({', '.join(sorted(platforms))}); this is {host.describe()}"
@@ -43,6 +41,8 @@ class MlxAdapter(Adapter):
     id = "mlx"
     package = "superfluid.runtime.mlx"
     recipe_schema = "mlx-recipe"
+    options_from = "superfluid.runtime.mlx.adapter"
+    formats_from = "superfluid.runtime.mlx.worker"
     #: what the compat manifest is asked about MLX: an mlx version
     questions = (Question("version", flag="an mlx version"),)
     column = "MLX"
@@ -89,17 +89,9 @@ class MlxAdapter(Adapter):
             })
         return rows
 
-    def options(self) -> list[Option]:
-        return list(OPTIONS)
-
-    def formats(self) -> list[dict[str, Any]]:
-        from superfluid.runtime.mlx.worker import FORMATS
-
-        return [dict(f) for f in FORMATS]
-
     def plan_for(self, request: Request, host: Host, listing: Listing | None,
                  compat_part: Mapping[str, Any]) -> list[Plan]:
-        """MLX runs on Apple silicon only (SPEC §4.3): elsewhere a clear refusal.
+        """MLX runs on Apple silicon only: elsewhere a clear refusal.
 
         Raises:
             NotInstallable: always on a host other than macOS arm64; on one, the install of wheels

@@ -1,14 +1,4 @@
-"""``superfluid-worker-mlx``: the MLX runtime's worker (SPEC §6.5).
-
-``compat``, ``versions`` and ``options --json`` are answered by the shared worker from the adapter.
-``check [--model PATH] [--venv P] [--prefill-chunk N] [--cache-limit-mb N]`` prints one line of JSON
-and says why MLX cannot run here: not macOS arm64, no MLX environment, or one whose Python or
-packages are not what the recipe installs. ``version`` prints the version line (exit 1 and the reason
-when unusable).
-
-Probing a found environment runs its own Python in a child (``-I``, a timeout); MLX is never
-imported into this process.
-"""
+"""``superfluid-worker-mlx``: the MLX runtime's worker command line."""
 
 from __future__ import annotations
 

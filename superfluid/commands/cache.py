@@ -1,10 +1,6 @@
-"""``superfluid cache dir|du|prune``: where the download cache is, what it holds by kind, and removing
-what nothing needs (docs/cli.md; the rules are ``installer/prune.py``, the lock protocol that keeps a
-running install's files ``installer/cachehold.py``).
+"""``superfluid cache dir|du|prune``: where the download cache is, what it holds, and pruning it.
 
-Exit codes: 0 done; 1 a lock given with ``--keep-lock`` that does not read, a cache folder that is a
-symbolic link (prune), a filesystem fault; 2 a usage error (a bad ``--older-than``, a
-``--keep-lock`` file that does not exist).
+See docs/install.md, "The cache".
 """
 
 from __future__ import annotations

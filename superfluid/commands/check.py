@@ -1,15 +1,4 @@
-"""``superfluid runtime check <id> [--model PATH] [--json] [--<option> <value>]...`` (SPEC §6.5, §7).
-
-Asks the runtime's ``check`` with options: each value is checked against the runtime's declared
-options before any worker starts (a wrong one exits 2, naming the option, the value and the
-accepted shape), then forwarded as ``--<name> <value>``. When the check fails with options and
-passes without them, the options at fault are named.
-
-An option may also be spelled as on ``serve``, ``--<id>-<name>`` (``--basert-lib P``,
-``--llamacpp-lib P``: the spelling the fix hints name). The library flag is forwarded as it was
-spelled (every worker takes both), so the report's ``named`` says which flag the user gave. With
-``--json`` a failed check's report carries ``error`` (``{"code", "message", "exit"}``).
-"""
+"""``superfluid runtime check <id>``: a runtime's check, its options checked before any worker starts."""
 
 from __future__ import annotations
 

@@ -1,23 +1,4 @@
-"""``superfluid compat [--json] [--release FILE|URL [--key FILE]... [--require-signature]]``: what this
-release drives (SPEC §5.2, §6.2).
-
-Without ``--release``: every adapter this release ships is asked for its part (the worker named by
-``SUPERFLUID_WORKER_<ID>`` first, in a scrubbed environment with a timeout; else the adapter in
-process, no worker started) and the parts are merged into one compat document, validated against
-``schemas/compat.schema.json``. A runtime whose named worker fails, hangs or answers something that
-is not its compat part is named on stderr with the reason, listed under ``unanswered``, and the
-others still answer; the document is then incomplete and the command exits 1 (so a release
-pipeline never publishes it).
-
-With ``--release``: read another release's compat document (a file, or an ``http(s)`` URL fetched
-through the installer's fetcher) and its signature beside it (``<file|url>.minisig``), verify the
-signature against the trusted keys (the package's ``superfluid/keys/*.pub``,
-``$SUPERFLUID_HOME/keys/*.pub`` and each ``--key FILE``) before the document is parsed, validate it,
-check the tarball it names when that file is beside it, and print it with the verdict
-(``manifest.verdict``): ``verified by key <ID>``, or ``unsigned`` (a warning; exit 1 with
-``--require-signature``). A signature that does not verify, a key nobody trusts or a tarball of
-another digest is exit 1 with the reason. ``--json`` carries the verdict under ``verification``.
-"""
+"""``superfluid compat``: what this release drives, or (``--release``) another release's verified document."""
 
 from __future__ import annotations
 

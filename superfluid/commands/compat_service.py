@@ -1,14 +1,6 @@
-"""``superfluid compat --service URL --runtime ID (--abi N | --build B | --version V) [--platform P]
-[--json]``: which superfluid releases drive an engine, asked of a compat manifest service (SPEC §10).
+"""``superfluid compat --service URL``: which releases drive an engine, asked of a manifest service.
 
-The URL is ``--service``, else ``$SUPERFLUID_MANIFEST_URL``: the service (``superfluid-manifest
-serve``, or the application under any WSGI server) or a static export of it on any static host
-(or a local directory). The question is checked before anything is fetched (exit 2), then asked at
-its ``.json`` path (``manifest.routes``), which both answer, as a TUF target checked fresh
-(``installer.manifest_trust``; ``--insecure-no-freshness`` asks unchecked); the answer is validated against
-``schemas/manifest-choose.schema.json`` and printed: the releases that drive it newest first with
-why, the others with why, and the ones the service rejected (never chosen). The rules are the
-service's; nothing is judged here.
+See docs/manifest-service.md, "Asking from the command line".
 """
 
 from __future__ import annotations

@@ -1,17 +1,4 @@
-"""``superfluid completion bash|zsh|fish``: a shell completion script, generated from the command tree.
-
-One generator: ``model`` reads the argparse tree the face parses with (``superfluid.cli.parser``) —
-every command, flag and positional — and, for ``runtime check <id>``, the options each runtime
-declares (spelled ``--<option>`` and ``--<id>-<option>``, with their values: an enum's values,
-``true``/``false``, a path). Three renderings of that one model: bash and zsh share the same
-POSIX ``case`` tables (``_superfluid_words``, ``_superfluid_value``) and differ only in how they
-read the command line and offer the words; fish gets the same tables as ``switch`` statements.
-
-Every script walks the words before the cursor the same way: a word that is a subcommand of the
-path so far extends the path; a flag that takes a value skips its value; any other word is a
-positional (the first one is the runtime id). Then the cursor word is completed as a flag's value
-(files, directories or the listed words), a flag, a subcommand, or a positional.
-"""
+"""``superfluid completion bash|zsh|fish``: a shell completion script, generated from the command tree."""
 
 from __future__ import annotations
 

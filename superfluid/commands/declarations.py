@@ -1,13 +1,4 @@
-"""``superfluid runtime versions <id> [--json]`` and ``superfluid runtime options <id> [--json]`` (SPEC §6.4).
-
-Both ask the runtime through the catalog: the worker named by ``SUPERFLUID_WORKER_<ID>`` first,
-else the adapter in process (every adapter ships in this package; no worker starts). Answers come
-from the recipe alone (no network); with ``--mirror`` (or ``SUPERFLUID_MIRROR``) or ``--offline``,
-``versions`` also plans as ``runtime install --dry-run`` does from that release listing, and marks
-the version it would install (``"source": "listing"``), so that the two never disagree. A named
-worker's answer is checked for its shape by hand (no schema library on this path: the command is
-asked on every run and must start fast); the test suite checks the full schemas.
-"""
+"""``superfluid runtime versions|options <id>``: a runtime's declarations, asked through the catalog."""
 
 from __future__ import annotations
 

@@ -1,13 +1,4 @@
-"""``--for FILE|URL|VERSION``: plan for the superfluid release that will run the engine (its compat.json).
-
-FILE or URL is a release's compat document, verified as ``compat --release`` verifies it (the
-``.minisig`` beside it against the trusted keys; ``--require-signature`` refuses an unsigned one).
-VERSION is looked up from the manifest service (``SUPERFLUID_MANIFEST_URL``: its
-``/v1/releases/<version>`` answers the document's bytes and signature), or else from the superfluid
-releases on GitHub (``SUPERFLUID_RELEASES_REPO``, default ``superfluid/superfluid-toolchain``;
-``SUPERFLUID_GITHUB_API`` honoured): the release ``v<VERSION>``'s ``*.compat.json`` and its
-``.minisig``. ``SUPERFLUID_FOR`` sets it for every command. The answer is a ``planning.ForRelease``.
-"""
+"""``--for FILE|URL|VERSION``: plan for the superfluid release that will run the engine."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""``superfluid runtime gc <id> [--keep N] [--dry-run] [--lock FILE]... [--json]``: remove the installs
-of a runtime beyond the newest N that are neither current, pinned, named by a given lock, nor
-broken (docs/cli.md; the rule is ``installer/gc.py``).
+"""``superfluid runtime gc <id>``: remove a runtime's installs that nothing needs any more.
 
-Exit codes: 0 collected, or nothing to collect (nothing installed included); 1 a lock that does not
-read, a filesystem fault, the lock of the runtime held too long; 2 a usage error (a bad ``--keep``,
-a ``--lock`` file that does not exist, an unknown runtime).
+See docs/install.md, "Collecting old installs".
 """
 
 from __future__ import annotations

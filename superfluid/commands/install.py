@@ -1,13 +1,4 @@
-"""``superfluid runtime install|update|repair <id>``: plan, verify and install a runtime (SPEC §6.4).
-
-Exit codes (SPEC §6.1): 0 installed (or, with ``--dry-run``, planned; or nothing to update), 1 a
-run-time failure (network, verification, a refusal of the rules, the probe, the store), 2 a usage
-error (a bad flag, an unknown runtime), refused before anything is looked up.
-
-Lines about what is happening go to stderr (``superfluid: installing …``), a progress bar only on a
-terminal; the result goes to stdout, as text or, with ``--json``, as one document (schema
-``plan`` for ``--dry-run``, ``install-result`` otherwise).
-"""
+"""``superfluid runtime install|update|repair <id>``: plan, verify and install a runtime."""
 
 from __future__ import annotations
 

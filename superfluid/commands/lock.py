@@ -1,15 +1,6 @@
-"""``superfluid lock`` and ``superfluid runtime install --locked``: one reviewed file that says which
-engine build every machine of a fleet gets, by digest, and an install of exactly that (SPEC §12).
+"""``superfluid lock`` and ``runtime install --locked``: a fleet's engine builds by digest, installed exactly.
 
-``superfluid lock [--runtime ID]... [--platform P]... [--backend B]... [--mirror SRC] [--offline]
-[-o FILE] [--check | --upgrade [ID]]``. The targets are every runtime x platform x kind of machine
-(``--backend``: cpu, cuda, rocm, vulkan, metal); flags add to the targets a lock already records.
-An engine already locked is kept (no network) unless ``--upgrade`` (every runtime) or
-``--upgrade ID`` re-chooses it; a target without one is planned. ``--check`` changes nothing.
-
-Exit codes (SPEC §6.1): 0 written, up to date, or (``--check``) nothing would move; 1 a run-time
-failure: the network, a release the rules refuse, a broken lock, or (``--check``) something would
-move (a digest changed under the same name is reported as an error); 2 a usage error.
+See docs/fleet.md, "Installing from a lock".
 """
 
 from __future__ import annotations

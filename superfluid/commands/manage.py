@@ -1,8 +1,6 @@
-"""``superfluid runtime remove <id> [<install>]`` and ``runtime use <id> <install>|--auto`` (SPEC §6.4).
+"""``superfluid runtime remove`` and ``runtime use``: which installs a runtime keeps, and which it uses.
 
-Both change only ``$SUPERFLUID_HOME/runtimes/<id>/``, under the runtime's install lock (a waiter
-says who holds it). Exit codes: 0 done, 1 no such install (or a filesystem fault), 2 a bad id,
-install name or flag combination.
+See docs/install.md, "Managing installs".
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
-"""``superfluid mirror sync|verify DIR [--lock FILE]``: a static mirror of what a lock names (SPEC §12);
-``mirror push oci://HOST/REPO`` is ``mirror_push``'s.
+"""``superfluid mirror sync|verify DIR [--lock FILE]``: a static mirror of what a lock names.
 
-``sync`` fetches every file the lock names into ``DIR`` in the layout ``--mirror`` reads (resumable,
-each file verified against the lock; what is already there with the right digest is not fetched
-again) and writes each repository's ``releases.json``. ``verify`` rechecks every digest and listing
-and changes nothing. Put ``DIR`` behind any static web server, CDN or object store; machines then
-install with ``superfluid runtime install --locked --mirror URL``.
-
-Exit codes (SPEC §6.1): 0 synced, or every file verified; 1 a broken lock, a download or a
-verification that failed, or (``verify``) a file missing or with other bytes; 2 a usage error.
+See docs/fleet.md, "The mirror".
 """
 
 from __future__ import annotations

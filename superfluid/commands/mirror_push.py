@@ -1,9 +1,6 @@
-"""``superfluid mirror push oci://HOST[:PORT]/REPO [--lock FILE] [--plain-http] [--json]``: every file a
-lock names into an OCI registry, as ``installer.oci_push`` lays it out (issue 23).
+"""``superfluid mirror push oci://HOST[:PORT]/REPO``: every file a lock names into an OCI registry.
 
-Exit codes (SPEC §6.1): 0 pushed (or everything was there already); 1 a broken lock, a download or
-a verification that failed, a registry that refused (its login, a push); 2 a usage error (a bad
-``oci://`` reference), refused before anything is read.
+See docs/fleet.md, "From the registry you already run".
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""``superfluid runtime repair <id> [<install>]`` when the install's receipt records its files: the
-install is verified first, and put back (``installer/restore.py``) only when something differs
-(a file missing, changed or added, or a worker launcher other than the one this superfluid
-writes); else nothing is fetched or changed. An install whose receipt does not read, records no
-files or no digest, or a repair with no ``current`` to name the install, is reinstalled as before
-(``reinstall``: from its receipt's version and backend, or its name).
+"""``superfluid runtime repair`` of an install whose receipt records its files: put back what differs.
 
-Exit codes as ``runtime install``'s: 0 repaired, or nothing to repair; 1 a run-time failure; 2 usage.
+See docs/install.md, "Verifying an install later".
 """
 
 from __future__ import annotations
@@ -95,9 +90,9 @@ def repair(args: argparse.Namespace, environ: Mapping[str, str], reinstall: Rein
     from superfluid.commands.install import outcome_lines
     from superfluid.installer.download import progress_for
     from superfluid.installer.install import Outcome
-    from superfluid.installer.record import verify_install
     from superfluid.installer.restore import plan_of, restore
     from superfluid.output import print_json
+    from superfluid.runtime.record import verify_install
 
     target = _target(args, environ)
     if target is None or target.receipt is None:

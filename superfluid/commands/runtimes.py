@@ -1,9 +1,4 @@
-"""``superfluid runtimes [--json]``: one row per runtime, what is installed and ready (SPEC §6.3).
-
-Never touches the network. The declarations (installable, options) are the adapters' own, in
-process; a runtime's check comes from the catalog, which repeats no check while nothing it depends
-on changed, and starts no worker for a runtime that has nothing here to load.
-"""
+"""``superfluid runtimes [--json]``: one row per runtime, what is installed and ready."""
 
 from __future__ import annotations
 
@@ -100,7 +95,7 @@ def _requires(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
 
 
 def row(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
-    """The JSON row of one runtime (SPEC §6.3)."""
+    """The JSON row of one runtime."""
     out: dict[str, Any] = {"id": runtime_id}
     current, broken = _current(runtime_id, environ)
     ref = catalog.locate(runtime_id, environ)

@@ -1,23 +1,6 @@
-"""``superfluid serve --model PATH ...``: what a host runs (SPEC §6.1, §7; docs/host-contract.md).
+"""``superfluid serve --model PATH ...``: what a host runs.
 
-In this order, each step only after the one before it passed:
-
-1. the whole line is parsed and every value checked (``parse_line``): the serve flags, and each
-   ``--<id>-<option> V`` against the option the adapter declares (in process: no worker starts).
-   A wrong flag or value exits 2 before anything is looked up or started;
-2. the runtime for the model: ``--runtime ID[@INSTALL]``, else the model's format as each adapter
-   declares it (``superfluid.runtime.formats``); a model no adapter reads exits 2, naming the
-   formats known;
-3. ``--sessions DIR`` is held for the server's life (a second server on it exits 2, naming the
-   holder's pid);
-4. the runtime's ``check``, the same the face runs for ``superfluid runtimes`` (a linked adapter in
-   process, else its worker; no worker when ``nothing_to_load`` finds nothing): not installed or
-   unable to run here exits 4 with its reason and the command that fixes it. Nothing is installed
-   or fetched, ``--offline`` or not;
-5. ``superfluid-worker-<id> serve`` starts as a child (``superfluid.supervise``), loads the model
-   through ``ctypes`` (exit 3 with the worker's reason when it does not load) and serves; the
-   startup line says what serves and from where; SIGTERM/SIGINT stop the worker and then this
-   command, exit 0.
+See docs/host-contract.md, "1. Starting a server".
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""``--trust-root FILE`` and ``--insecure-no-freshness``: how a command that asks a compat manifest
-service trusts its answers (docs/manifest-service.md "Freshness"), read once into a ``Trust``."""
+"""``--trust-root FILE`` and ``--insecure-no-freshness``: how a command trusts a manifest service.
+
+See docs/manifest-service.md, "The client".
+"""
 
 from __future__ import annotations
 

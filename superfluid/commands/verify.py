@@ -1,9 +1,6 @@
-"""``superfluid runtime verify <id> [<install>] [--json]``, and ``superfluid runtimes --verify``: is an
-install still what its receipt records, file by file (docs/cli.md; the rule is ``installer/record.py``)?
+"""``superfluid runtime verify`` and ``runtimes --verify``: is an install still what its receipt records?
 
-Exit codes: 0 every install asked matches its receipt; 1 a file is missing, changed or added, a
-receipt records no files or does not read, or there is no such install (each named, with the
-command that puts it back); 2 a usage error. Reads every file; changes nothing.
+See docs/install.md, "Verifying an install later".
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from superfluid.runtime.errors import SuperfluidError
 
 if TYPE_CHECKING:
-    from superfluid.installer.record import Verdict
+    from superfluid.runtime.record import Verdict
 
 __all__ = ["run", "verdicts", "verdict_lines", "verified_rows", "verified_lines", "NotVerified"]
 
@@ -33,9 +30,9 @@ def verdicts(runtime_id: str, install: str | None, environ: Mapping[str, str]) -
         BadName: a bad install name.
         NoSuchInstall: no such install, or none installed.
     """
-    from superfluid.installer.record import verify_install
     from superfluid.installer.store import NoSuchInstall, check_install_name, list_installs, runtime_root
     from superfluid.runtime.home import home
+    from superfluid.runtime.record import verify_install
 
     root = runtime_root(home(environ), runtime_id)
     found = list_installs(root)
@@ -101,9 +98,9 @@ def run(args: argparse.Namespace) -> int:
 def verified_rows(rows: list[dict[str, Any]], environ: Mapping[str, str]) -> list[dict[str, Any]]:
     """``runtimes --verify``: each row with a current install gets ``verified`` (true, or why not);
     a ready install whose files do not match its receipt is ``broken``, its ``ready`` saying so."""
-    from superfluid.installer.record import UNRECORDED, verify_install
     from superfluid.installer.store import list_installs, runtime_root
     from superfluid.runtime.home import home
+    from superfluid.runtime.record import UNRECORDED, verify_install
 
     out = []
     for row in rows:

@@ -176,6 +176,12 @@ def test_install_writes_a_valid_receipt_for_a_library_it_drives(engines: Path, c
                                                                 config_read: str) -> None:
     into = extracted(tmp_path / "staging", engines, variant)
     written = printed_receipt(install(clean_env, into, bundle_plan(clean_env, variant)), into)
+    # every file of DIR, as the installer's publish records them (runtime verify reads the list)
+    lib = into / "lib" / LIB_NAME
+    files = {f["path"]: f for f in written.pop("files")}
+    assert set(files) == {str(p.relative_to(into)) for p in into.rglob("*") if p.is_file() and p.name != "runtime.json"}
+    assert files[str(lib.relative_to(into))]["sha256"] == hashlib.sha256(lib.read_bytes()).hexdigest()
+    assert files[str(lib.relative_to(into))]["size"] == lib.stat().st_size
     assert {k: v for k, v in written.items() if k != "installed_at"} == {
         "schema": "superfluid-runtime/1", "id": "basert", "install": f"{variant}-cpu", "version": variant,
         "backend": "cpu", "link_w": [8], "platforms": ["linux-x64"], "worker": "bin/superfluid-worker-basert",
@@ -223,7 +229,7 @@ def test_a_refusal_by_abi_alone_installs_only_from_an_untested_plan(engines: Pat
     assert done.returncode == 0, done.stderr
     receipt = read_receipt(into / "runtime.json")
     assert (receipt.version, receipt.tested, receipt.abi, receipt.chosen_by) == (variant, False, stated, "from")
-    assert receipt.extra == {"config_read": None}
+    assert receipt.extra.pop("files") and receipt.extra == {"config_read": None}
     # installed untested, it still does not serve: the loader's verdict is the same
     check = worker(clean_env, "check", "--basert-lib", into / "lib")
     assert check.returncode == 1 and verdict in json.loads(check.stdout)["available"]

@@ -29,31 +29,34 @@ MATRIX = [pytest.param(setup, step, id=f"{setup}-{step}") for setup, steps in SE
 
 
 @pytest.mark.parametrize(("setup", "step"), MATRIX)
-def test_a_gc_killed_at_any_step_leaves_a_consistent_home(home: Home, tmp_path: Path, setup: str, step: str) -> None:
-    run = home.sf("runtime", "install", "basert", "--mirror", str(home.mirror), "--version", "0.3.0")
+def test_a_gc_killed_at_any_step_leaves_a_consistent_home(installed_home: Home, tmp_path: Path, setup: str,
+                                                          step: str) -> None:
+    run = installed_home.sf("runtime", "install", "basert", "--mirror", str(installed_home.mirror),
+                            "--version", "0.3.0")
     assert run.code == 0, run.stderr
     if setup == "pinned":
-        assert home.sf("runtime", "use", "basert", "0.3.1-cpu").code == 0
+        assert installed_home.sf("runtime", "use", "basert", "0.3.1-cpu").code == 0
     if setup == "current-moves":  # a `current` left on an older install (by hand, or another tool)
-        os.symlink("0.3.1-cpu", home.basert / ".current-by-hand")
-        os.replace(home.basert / ".current-by-hand", home.basert / "current")
+        os.symlink("0.3.1-cpu", installed_home.basert / ".current-by-hand")
+        os.replace(installed_home.basert / ".current-by-hand", installed_home.basert / "current")
     marker = tmp_path / "marker"
-    proc = subprocess.Popen([sys.executable, "-c", COLLECTOR, str(home.path), step, str(marker)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=home.env)
+    proc = subprocess.Popen([sys.executable, "-c", COLLECTOR, str(installed_home.path), step, str(marker)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=installed_home.env)
     assert _wait_for(marker, proc).endswith(step)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert _consistent(home) in ("0.3.1-cpu", "0.4.0-cpu")  # whatever the step: consistent
+    assert _consistent(installed_home) in ("0.3.1-cpu", "0.4.0-cpu")  # whatever the step: consistent
     # the next collection finishes what was begun
-    run = home.sf("runtime", "gc", "basert", "--keep", "1")
+    run = installed_home.sf("runtime", "gc", "basert", "--keep", "1")
     assert run.code == 0, run.stderr
-    left = _consistent(home)
-    installs = sorted(n for n in os.listdir(home.basert) if not n.startswith(".") and n not in ("current", "pinned"))
+    left = _consistent(installed_home)
+    installs = sorted(n for n in os.listdir(installed_home.basert)
+                      if not n.startswith(".") and n not in ("current", "pinned"))
     assert "0.3.0-cpu" not in installs and "0.4.0-cpu" in installs and left in installs
     if setup == "pinned":
         assert installs == ["0.3.1-cpu", "0.4.0-cpu"] and left == "0.3.1-cpu"
     if setup == "unpinned":
         assert installs == ["0.4.0-cpu"]
-    extra = ["pinned"] if (home.basert / "pinned").exists() else []
-    assert sorted(os.listdir(home.basert)) == sorted([".install.lock", "current", *installs, *extra])
-    assert home.sf("runtime", "verify", "basert").code == 0
+    extra = ["pinned"] if (installed_home.basert / "pinned").exists() else []
+    assert sorted(os.listdir(installed_home.basert)) == sorted([".install.lock", "current", *installs, *extra])
+    assert installed_home.sf("runtime", "verify", "basert").code == 0

@@ -1,4 +1,4 @@
-"""What an install holds, file by file (installer/record.py): the rule that says what differs, as a
+"""What an install holds, file by file (runtime/record.py): the rule that says what differs, as a
 table; reading a tree without following links or opening FIFOs; the receipt's list."""
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.installer.record import (
+from superfluid.runtime.errors import BadFile
+from superfluid.runtime.receipt import Receipt, Source, read_receipt, write_receipt
+from superfluid.runtime.record import (
     FILES,
     UNRECORDED,
     FileRecord,
@@ -20,8 +22,6 @@ from superfluid.installer.record import (
     verify_install,
     with_files,
 )
-from superfluid.runtime.errors import BadFile
-from superfluid.runtime.receipt import Receipt, Source, read_receipt, write_receipt
 from superfluid.runtime.schema import errors as schema_errors
 
 A, B = "a" * 64, "b" * 64
@@ -176,8 +176,8 @@ def test_an_extracted_file_is_recorded_from_its_write_and_a_changed_one_is_read_
     tree reads none of them again, until one changes (its size or modification time)."""
     import hashlib
 
-    from superfluid.installer import record
     from superfluid.installer.extract import extract_archive
+    from superfluid.runtime import record
     from tests.installer.archives import E, make_tar
 
     archive = make_tar(tmp_path / "a.tar.gz", [E("dir", "lib"), E("file", "lib/libx.so", b"engine" * 1000, 0o755),

@@ -1,15 +1,6 @@
-"""What an install holds, file by file, as pip's ``RECORD`` says it of a wheel (docs/install.md,
-"Verifying an install later").
+"""What an install holds, file by file, as pip's ``RECORD`` says it of a wheel.
 
-When an install is staged, just before it is published, its receipt gets ``files``: every regular
-file below the install (its path, size and SHA-256, and whether it is executable) and every
-symbolic link (its target), the receipt itself excepted. ``superfluid runtime verify`` reads the
-install again and ``compare`` says what differs: a file missing, changed, or added (an extra
-``.so`` in ``lib/`` is as much a change as a flipped byte).
-
-``record_tree`` reads a directory without following a link or opening anything but a regular file
-(a FIFO or a device planted in an install is reported, never read); ``compare`` is the pure rule;
-``files_of`` reads a receipt's list and ``with_files`` puts one in.
+See docs/install.md, "Verifying an install later".
 """
 
 from __future__ import annotations

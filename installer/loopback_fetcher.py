@@ -1,16 +1,4 @@
-"""``http://`` to this machine through the standard library's ``http.client``: a mirror on loopback
-(a fleet's local cache, a test's release server) is read without importing ``requests``, whose
-import costs more than such a mirror's whole listing.
-
-``LoopbackFetcher`` is a ``Fetcher`` like the others: redirects, the scheme rule, statuses, caps,
-retries and credentials are the base class's (a redirect away from loopback is fetched by
-``requests``). It keeps one connection per thread and origin alive,
-decodes a ``gzip`` or ``deflate`` body when the request asked for one (as ``RequestsFetcher``
-does), and maps timeouts as that one does: no connection in time is a retryable ``DownloadError``,
-no byte in time a ``DownloadStalled``. ``serves`` says when it may stand in for ``RequestsFetcher``:
-a plain ``http://`` loopback URL and no proxy named in the environment (``requests`` would send
-such a request through it).
-"""
+"""``http://`` to this machine through the standard library, without importing requests (docs/install.md)."""
 
 from __future__ import annotations
 
@@ -40,9 +28,16 @@ def serves(url: str, environ: Mapping[str, str]) -> bool:
 
 
 class LoopbackFetcher(Fetcher):
-    """``http://`` to loopback through ``http.client``: one kept-alive connection per thread and
-    origin. A redirect elsewhere (``https://``, another host) is fetched by a ``RequestsFetcher``,
-    made then."""
+    """``http://`` to loopback through ``http.client``: a mirror on this machine (a fleet's local
+    cache, a test's release server) is read without importing ``requests``, whose import costs more
+    than such a mirror's whole listing.
+
+    A ``Fetcher`` like the others: redirects, the scheme rule, statuses, caps, retries and
+    credentials are the base class's. One kept-alive connection per thread and origin; a ``gzip``
+    or ``deflate`` body decoded when the request asked for one (as ``RequestsFetcher`` does);
+    timeouts mapped as that one maps them (no connection in time: a retryable ``DownloadError``; no
+    byte in time: ``DownloadStalled``). A redirect elsewhere (``https://``, another host) is fetched
+    by a ``RequestsFetcher``, made then. ``serves`` says where it may stand in for one."""
 
     def __init__(self, config: FetchConfig | None = None, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)

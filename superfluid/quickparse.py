@@ -1,11 +1,4 @@
-"""The command lines asked on every run, parsed without building the command tree.
-
-``superfluid runtimes [--json]``, ``superfluid runtime versions|options <id> [--json]`` and
-``superfluid --version`` are asked by hosts and scripts before anything else, and building the
-argparse tree (every command, flag and help page) costs more than their answer. ``parse`` answers
-the namespace the tree would make for these exact lines (a test holds the two equal, line by line),
-and None for any other line, which the tree parses.
-"""
+"""The command lines asked on every run, parsed without building the command tree (docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -43,9 +36,12 @@ def _one_runtime(sub: str, rest: Sequence[str]) -> dict[str, Any] | None:
 
 
 def parse(args_in: Sequence[str]) -> argparse.Namespace | None:
-    """The namespace of ``superfluid <args_in>`` when it is one of the lines this module knows,
-    else None. A ``SimpleNamespace``: what commands read of a namespace (its attributes), without
-    importing argparse."""
+    """The namespace of ``superfluid <args_in>`` when it is one of the lines this module knows
+    (``runtimes [--json]``, ``runtime versions|options <id> [--json]``, ``--version``: asked by
+    hosts and scripts before anything else, where building the argparse tree costs more than the
+    answer), else None, for the tree to parse. The namespace is the one the tree makes (a test holds
+    the two equal, line by line), as a ``SimpleNamespace``: what commands read of a namespace (its
+    attributes), without importing argparse."""
     line = tuple(args_in)
     values: dict[str, Any] | None = None
     if line in (("--version",), ("-V",)):

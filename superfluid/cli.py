@@ -158,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sys.stdout.write(overview(top))
                 return 0
             if args.command == "runtime" and args.sub == "check" and not args.version \
-                    and {"-h", "--help"} & set(args.rest):  # after --version, as before
+                    and {"-h", "--help"} & set(args.rest):  # --version first, as it was
                 sys.stdout.write(check_help(top, args.id))
                 return 0
         if args.version or args.command == "version":

@@ -161,15 +161,21 @@ printf '{"available": true, "receipt_seen": false, "lib_there": %s, "pid": %s}\\
 """
 
 
-def test_the_probe_worker_starts_before_the_archives_arrive_and_checks_once_they_are_staged(tmp_path: Path) -> None:
-    import time
-
+def _staging_with_holding_launcher(tmp_path: Path) -> Path:
+    """A staging directory with an empty ``lib/`` and ``HOLDING`` as its launcher."""
     staging = tmp_path / "staging"
     (staging / "lib").mkdir(parents=True)
     launcher = staging / worker_path(RID)
     launcher.parent.mkdir()
     launcher.write_text(HOLDING)
     launcher.chmod(0o755)
+    return staging
+
+
+def test_the_probe_worker_starts_before_the_archives_arrive_and_checks_once_they_are_staged(tmp_path: Path) -> None:
+    import time
+
+    staging = _staging_with_holding_launcher(tmp_path)
     started_during_fill: list[bool] = []
 
     def slow_fill(lib: Path) -> list[Verified]:
@@ -193,12 +199,7 @@ def test_the_probe_worker_starts_before_the_archives_arrive_and_checks_once_they
 
 
 def test_a_failed_stage_stops_the_held_worker(tmp_path: Path) -> None:
-    staging = tmp_path / "staging"
-    (staging / "lib").mkdir(parents=True)
-    launcher = staging / worker_path(RID)
-    launcher.parent.mkdir()
-    launcher.write_text(HOLDING)
-    launcher.chmod(0o755)
+    staging = _staging_with_holding_launcher(tmp_path)
     held: list[int] = []
 
     def failing_fill(lib: Path) -> list[Verified]:

@@ -111,9 +111,12 @@ def plan(request: Request, *, environ: Mapping[str, str], mirror: str | None = N
 
 def install(request: Request, *, environ: Mapping[str, str], mirror: str | None = None, offline: bool = False,
             dry_run: bool = False, tell: Tell | None = None, progress: Progress | None = None,
-            host: Host | None = None, source: ReleaseSource | None = None, phases: Phases | None = None) -> Outcome:
+            host: Host | None = None, source: ReleaseSource | None = None, phases: Phases | None = None,
+            kept: Callable[[Sequence[Plan]], Outcome | None] | None = None) -> Outcome:
     """``superfluid runtime install``: plan, and unless ``dry_run``, fetch, verify, stage, probe and
     publish the first plan that runs here (``install_plans``); the phases' spans go on ``phases``.
+    ``kept`` is asked first with the plans: an outcome it answers (the install is already there) is
+    returned, and nothing is fetched.
 
     Raises:
         UsageError: as ``plan``.
@@ -136,6 +139,8 @@ def install(request: Request, *, environ: Mapping[str, str], mirror: str | None 
             tell(Event("warning", reason=warning))
         if dry_run:
             return Outcome(request.id, tuple(plans), True, where, warnings=listed)
+        if kept is not None and (same := kept(plans)) is not None:  # already installed: nothing fetched
+            return replace(same, warnings=listed + same.warnings)
         done = install_plans(request.id, plans, environ=environ, source=src, where=where, untested=request.untested,
                              tell=tell, progress=progress, platform=host.platform, phases=phases)
         return replace(done, warnings=listed + done.warnings)

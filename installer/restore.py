@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from superfluid.runtime.planning import Plan, PlanAsset
     from superfluid.runtime.receipt import Receipt
 
-__all__ = ["NotRestorable", "unrestorable", "plan_of", "restore"]
+__all__ = ["NotRestorable", "unrestorable", "mirror_of", "plan_of", "restore"]
 
 
 class NotRestorable(SuperfluidError):
@@ -38,6 +38,28 @@ def unrestorable(receipt: Receipt) -> str | None:
         return "its receipt records no source"
     missing = [s.url for s in receipt.sources if not s.sha256]
     return f"its receipt records no SHA-256 of {missing[0]}" if missing else None
+
+
+def mirror_of(receipt: Receipt, *, github_web: str) -> str | None:
+    """The mirror root an install came from, as its receipt's sources record it, or None (GitHub's
+    releases, or ``--from``). Every source must be a release download below one root
+    (``<root>/<owner>/<repo>/releases/download/<tag>/<name>``) that is not ``github_web``, where
+    GitHub's downloads live (``github.web_base_for`` of the API the home uses): a ``file://`` root
+    is a directory mirror; an ``http(s)://`` one, a mirror's URL."""
+    from superfluid.installer.lockfile import path_of_url
+
+    if receipt.chosen_by == "from" or not receipt.sources:
+        return None
+    roots = set()
+    for source in receipt.sources:
+        cut = source.url.rfind("/releases/download/")
+        if path_of_url(source.url) is None or cut < 0:
+            return None
+        roots.add(source.url[:cut].rsplit("/", 2)[0])
+    root = roots.pop() if len(roots) == 1 else None
+    if root is None or root.rstrip("/").lower() == github_web.rstrip("/").lower():
+        return None
+    return root + "/" if root.split(":", 1)[0].lower() in ("file", "http", "https") else None
 
 
 def _mirrored(url: str, mirror_root: str | None) -> str:

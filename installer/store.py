@@ -39,6 +39,7 @@ __all__ = [
     "make_staging",
     "publish",
     "list_installs",
+    "fault",
     "default_install",
     "read_pinned",
     "current_install",
@@ -311,6 +312,26 @@ def list_installs(root: str | os.PathLike[str]) -> list[Installed]:
     return sorted(found, key=_order)
 
 
+def fault(installed: Installed) -> str | None:
+    """Why ``installed`` is broken, in words, or None: its receipt does not read, or a file it records
+    is missing or not as recorded at a glance (``record.glance``: no file is read, so a changed byte
+    is ``runtime verify``'s to find)."""
+    if installed.receipt is None:
+        return installed.problem or "its receipt does not read"
+    from superfluid.runtime.record import glance
+
+    try:
+        differences = glance(installed.receipt, installed.path)
+    except SuperfluidError as e:
+        return f"its receipt does not read ({e})"
+    if not differences:
+        return None
+    gone = [d.path for d in differences if d.change == "missing"]
+    said = ([f"missing {', '.join(gone[:3])}{f' and {len(gone) - 3} more' if len(gone) > 3 else ''}"] if gone else [])
+    said += [d.describe() for d in differences if d.change != "missing"][:2]  # a glance finds no "added"
+    return "; ".join(said)
+
+
 def read_pinned(root: str | os.PathLike[str]) -> str | None:
     """The install named by ``pinned`` (whether or not it exists), or None."""
     try:  # a regular file only: a FIFO or a link to a device is no pin (and never waited on)
@@ -451,13 +472,12 @@ def pin(home: str | os.PathLike[str], runtime_id: str, install: str, *, timeout:
     with install_lock(root, timeout=timeout, on_wait=on_wait), _changing(root, f"pin {runtime_id} {install}"):
         clean_stale(root)
         found = {i.name: i for i in list_installs(root)}
-        if install in found and not found[install].ok:
-            raise NoSuchInstall(f"{runtime_id} {install} is broken ({found[install].problem}); "
-                                "it is not made the default",
-                                fix=f"`superfluid runtime repair {runtime_id} {install}` reinstalls it")
         if install not in found:
             raise NoSuchInstall(f"{runtime_id} has no install {install} (installed: {_installed_names(str(root))})",
-                                fix="`superfluid runtimes` lists what is installed")
+                                fix=f"`superfluid runtime list {runtime_id}` lists its installs")
+        if (why := fault(found[install])) is not None:
+            raise NoSuchInstall(f"{runtime_id} {install} is broken ({why}); it is not made the default",
+                                fix=f"`superfluid runtime repair {runtime_id} {install}` puts it back")
         write_pinned(root, install)
         chosen = refresh_current(root)
     return chosen or install
@@ -514,7 +534,7 @@ def remove(home: str | os.PathLike[str], runtime_id: str, install: str | None = 
         present = [i.name for i in list_installs(root)]
         if install is not None and install not in present:
             raise NoSuchInstall(f"{runtime_id} has no install {install} (installed: {', '.join(present) or 'none'})",
-                                fix="`superfluid runtimes` lists what is installed")
+                                fix=f"`superfluid runtime list {runtime_id}` lists its installs")
         if install is None and not present:
             raise NoSuchInstall(f"{runtime_id} is not installed")
         names = [install] if install is not None else present

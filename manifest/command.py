@@ -32,10 +32,51 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "with any key, every release must be signed")
 
 
+#: the exit codes of every subcommand, as each help page ends them
+_EXITS = """exit codes:
+  0  done{zero}
+  1  the source cannot be read{one}
+  2  a usage error: a bad flag or value, refused before anything is read"""
+
+#: each page's examples and exit codes: (examples, what 0 means besides done, what 1 means besides)
+_PAGES: dict[str, tuple[tuple[str, ...], str, str]] = {
+    "": (("superfluid-manifest check --source ./releases", "superfluid-manifest serve --source ./releases --port 0",
+          "superfluid-manifest export --source ./releases ./site",
+          "superfluid-manifest check --source ./releases --json"),
+         "", ", or (check) a release is rejected"),
+    "serve": (("superfluid-manifest serve --source ./releases",
+               "superfluid-manifest serve --source https://mirror.example/root/acme/superfluid/ --ttl 300 --quiet",
+               "gunicorn 'superfluid.manifest.service:app' (with SUPERFLUID_MANIFEST_SOURCE set)"),
+              " (stopped by SIGTERM or SIGINT)", ", or the address cannot be bound"),
+    "export": (("superfluid-manifest export --source ./releases ./site",
+                "superfluid-manifest export --source ./releases --key release.pub ./site"),
+               ": every answer written", ", or OUT_DIR cannot be written"),
+    "check": (("superfluid-manifest check --source ./releases",
+               "superfluid-manifest check --source ./releases --json | jq '.releases[].version'"),
+              ": every release verified", ", or a release is rejected (each one named, with why)"),
+}
+
+
+def _epilog(page: str) -> str:
+    examples, zero, one = _PAGES[page]
+    return "examples:\n" + "".join(f"  {e}\n" for e in examples) + "\n" + _EXITS.format(zero=zero, one=one)
+
+
+def _page(sub: Any, name: str, summary: str) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=summary, description=summary[:1].upper() + summary[1:]
+                                                     + ".", epilog=_epilog(name),
+                                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    return parser
+
+
 def _parser() -> argparse.ArgumentParser:
-    top = Parser(prog=_PROG, description="The compat manifest service: which superfluid release drives an engine.")
+    from superfluid import __version__
+
+    top = Parser(prog=_PROG, description="The compat manifest service: which superfluid release drives an engine.",
+                 epilog=_epilog(""), formatter_class=argparse.RawDescriptionHelpFormatter)
+    top.add_argument("-V", "--version", action="version", version=f"{_PROG} {__version__}")
     sub = top.add_subparsers(dest="command", parser_class=Parser, required=True)
-    p = sub.add_parser("serve", help="answer over HTTP (the standard library's server, for local use)")
+    p = _page(sub, "serve", "answer over HTTP (the standard library's server, for local use)")
     _common(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8750, help="port (default 8750; 0: any free port)")
@@ -44,11 +85,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-age", type=int, default=60, metavar="S", help="Cache-Control max-age of answers (default 60)")
     p.add_argument("--quiet", action="store_true", help="log no request")
     tuf_command.add_flags(p, serve=True)
-    p = sub.add_parser("export", help="write every answer as a static file under OUT_DIR")
+    p = _page(sub, "export", "write every answer as a static file under OUT_DIR")
     _common(p)
     tuf_command.add_flags(p)
     p.add_argument("out", metavar="OUT_DIR")
-    p = sub.add_parser("check", help="verify every release and print the table (exit 1 if any is rejected)")
+    p = _page(sub, "check", "verify every release and print the table (exit 1 if any is rejected)")
     _common(p)
     p.add_argument("--json", action="store_true", help="print /v1/releases's answer")
     tuf_command.add_commands(sub)
@@ -182,10 +223,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(args, os.environ)
 
     try:
+        if _wants_json(sys.argv[1:] if argv is None else argv):
+            return _json_failures(main_line)
         return guarded(_PROG, main_line)
     except KeyboardInterrupt:
         sys.stderr.write(f"{_PROG}: interrupted\n")
         return 130
+
+
+def _wants_json(argv: Sequence[str]) -> bool:
+    """The line asked for ``--json`` (before any ``--``), so its failures are JSON too."""
+    words = list(argv)
+    return "--json" in (words[: words.index("--")] if "--" in words else words)
+
+
+def _json_failures(main_line: Any) -> int:
+    """``main_line()`` for a line that asked for ``--json``: a failure is also the face's JSON error
+    (``{"error": {"code", "message", "exit"}}``, schema ``error``) on stdout."""
+    from superfluid.output import error_code, error_doc, print_json
+
+    try:
+        code: int = main_line()
+        return code
+    except SuperfluidError as e:
+        code = 2 if isinstance(e, UsageError) else 1
+        sys.stderr.write(f"{_PROG}: {e}\n")
+        print_json(error_doc(error_code(e), str(e), code, fix=e.fix))
+        return code
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from superfluid.runtime.receipt import Receipt
 
 __all__ = ["FILES", "UNRECORDED", "FileRecord", "Difference", "Verdict", "NotRecordable", "record_tree", "compare",
-           "files_of", "with_files", "verify_install", "remember"]
+           "files_of", "with_files", "verify_install", "glance", "remember"]
 
 #: the receipt's key that holds the list
 FILES = "files"
@@ -364,3 +364,37 @@ def verify_install(runtime_id: str, install: str, path: str | os.PathLike[str],
         return Verdict(runtime_id, install, where, len(recorded),
                        problem=f"it cannot be read ({e.strerror or e})")
     return Verdict(runtime_id, install, where, len(recorded), compare(recorded, found))
+
+
+def glance(receipt: Receipt, path: str | os.PathLike[str]) -> tuple[Difference, ...]:
+    """What a look at the paths ``receipt`` records finds different below ``path``, without reading a
+    byte of a file: a recorded path missing, or of another kind, size, link target or executable bit
+    (``runtime verify`` hashes; this is the check a command can afford on every run). Empty when the
+    receipt records no files (nothing to look at) or they look as recorded.
+
+    Raises:
+        BadFile: ``files`` is there but is not a list of recorded files.
+    """
+    from superfluid.runtime.receipt import RECEIPT
+
+    where = os.fspath(path)
+    recorded = files_of(receipt, os.path.join(where, RECEIPT)) or ()
+    found: list[FileRecord] = []
+    for want in recorded:
+        full = os.path.join(where, *want.path.split("/"))
+        try:
+            st = os.lstat(full)
+        except OSError:
+            continue  # missing: compare says so
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                found.append(FileRecord(want.path, link=os.readlink(full)))
+            except OSError as e:
+                found.append(FileRecord(want.path, other=f"a link that cannot be read ({e.strerror or e})"))
+        elif stat.S_ISREG(st.st_mode):  # the digest is not read: taken as recorded
+            found.append(FileRecord(want.path, size=st.st_size, sha256=want.sha256 or "",
+                                    executable=bool(st.st_mode & 0o111)))
+        else:
+            what = "a directory" if stat.S_ISDIR(st.st_mode) else _special(st.st_mode)
+            found.append(FileRecord(want.path, other=what))
+    return compare(recorded, found)

@@ -13,7 +13,7 @@ from superfluid.runtime.errors import UsageError
 if TYPE_CHECKING:
     from superfluid.runtime.adapter import Adapter
 
-__all__ = ["IDS", "get", "worker_command", "env_override"]
+__all__ = ["IDS", "ALIASES", "get", "canonical", "worker_command", "env_override"]
 
 #: runtime id -> module holding its ``ADAPTER``
 _ADAPTERS = {
@@ -23,6 +23,15 @@ _ADAPTERS = {
 }
 
 IDS: tuple[str, ...] = tuple(_ADAPTERS)
+
+
+#: another name a runtime is known by -> its id (its check reports them as ``runtime.aliases``)
+ALIASES = {"llama.cpp": "llamacpp", "llama-cpp": "llamacpp"}
+
+
+def canonical(name: str) -> str:
+    """The runtime id ``name`` is (an alias answers its runtime's id; anything else as given)."""
+    return ALIASES.get(name, name)
 
 
 def get(runtime_id: str) -> Adapter:

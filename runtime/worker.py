@@ -107,6 +107,38 @@ def _usage(adapter_id: str, handlers: dict[str, Handler]) -> str:
     return f"usage: {worker_command(adapter_id)} <{'|'.join(commands)}> [flags]"
 
 
+#: what each worker command does, for ``--help``
+_COMMAND_HELP = {
+    "version": "print the engine's version",
+    "check": "[--model PATH] [--<option> V]...: one JSON line: available (true or why not), ABI, devices, the model",
+    "compat": "--json: the compat declaration this build ships",
+    "versions": "--json: the versions it installs, which install here and why",
+    "options": "--json: the options it takes (name, type, accepted values)",
+    "plan": "[request flags]: the ordered install plans for this machine, as JSON",
+    "install": "--into DIR --plan JSON: install one plan into DIR; prints its receipt",
+    "serve": "[--model PATH] [options]: serve a model to superfluid serve (its parent)",
+}
+
+
+def _help(adapter: Adapter, handlers: dict[str, Handler]) -> str:
+    """``--help``: the usage line, each command, examples and exit codes."""
+    from superfluid.runtime.registry import worker_command
+
+    prog = worker_command(adapter.id)
+    commands = sorted({"compat", "versions", "options", *handlers})
+    lines = [_usage(adapter.id, handlers), "",
+             f"The {adapter.id} worker: what superfluid runs to ask and drive the engine (docs/cli.md, "
+             f"\"Workers\"); people use `superfluid runtime check {adapter.id}` and `superfluid serve`.", "",
+             "commands:"]
+    lines += [f"  {c:<9} {_COMMAND_HELP.get(c, '')}".rstrip() for c in commands]
+    lines += ["", "examples:", f"  {prog} check", f"  {prog} options --json", f"  {prog} versions --json"]
+    lines += ["", "exit codes:", "  0  done (check: available)", "  1  a failure (check: not available, and why)",
+              "  2  a usage error: an unknown command or flag"]
+    if "serve" in handlers:
+        lines.append("  3  (serve) the model did not load")
+    return "\n".join(lines) + "\n"
+
+
 def run(adapter: Adapter, argv: Sequence[str] | None, handlers: dict[str, Handler]) -> int:
     """Dispatch one worker command line; the exit code (0 ok, 1 failure, 2 usage)."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -114,9 +146,11 @@ def run(adapter: Adapter, argv: Sequence[str] | None, handlers: dict[str, Handle
 
     prog = worker_command(adapter.id)
     if not args or args[0] in ("-h", "--help", "help"):
-        stream = sys.stdout if args else sys.stderr
-        stream.write(_usage(adapter.id, handlers) + "\n")
-        return 0 if args else 2
+        if not args:
+            sys.stderr.write(_usage(adapter.id, handlers) + "\n")
+            return 2
+        sys.stdout.write(_help(adapter, handlers))
+        return 0
     command, rest = args[0], args[1:]
 
     def dispatch() -> int:

@@ -36,6 +36,7 @@ _COMMANDS = {
     ("runtime", "repair"): "install",
     ("runtime", "remove"): "manage",
     ("runtime", "use"): "manage",
+    ("runtime", "list"): "installs",
     ("runtime", "versions"): "declarations",
     ("runtime", "options"): "declarations",
     ("runtime", "check"): "check",
@@ -66,6 +67,23 @@ def _wants_json(args_in: Sequence[str]) -> bool:
     return False
 
 
+def _os_fault(e: OSError) -> SuperfluidError:
+    """A filesystem fault no typed error named, as the path at fault, why, and what to look at."""
+    import errno
+
+    where = os.fspath(e.filename) if e.filename else None
+    text = f"{where}: {e.strerror or e}" if where else str(e.strerror or e)
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        fix = f"free space on the file system holding {where or 'SUPERFLUID_HOME'}"
+    elif e.errno in (errno.EACCES, errno.EPERM, errno.EROFS) and where:
+        fix = f"check the permissions of {where} and that its file system is writable"
+    elif e.errno in (errno.EEXIST, errno.ENOTDIR, errno.EISDIR) and where:
+        fix = f"something else is at {where} (or in its path): move it, or name another path"
+    else:
+        fix = "check SUPERFLUID_HOME (a writable directory) and free space"
+    return SuperfluidError(text, fix=fix)
+
+
 def _prog(args: argparse.Namespace | None) -> str:
     """``superfluid runtime check``: the command whose ``--help`` a usage error points at."""
     words = ["superfluid"]
@@ -80,22 +98,24 @@ def _prog(args: argparse.Namespace | None) -> str:
 
 def _fail(error: BaseException, code: int, args: argparse.Namespace | None, as_json: bool) -> int:
     """The error on stderr (and, in ``--json`` mode, as JSON on stdout); answers the exit code."""
+    from superfluid.commands.source_hints import given, keep_source
     from superfluid.output import error_code, error_doc, print_json
 
-    text = str(error) if not isinstance(error, KeyboardInterrupt) else "interrupted"
+    flags = given(args)  # a command the message suggests keeps the --mirror/--offline given
+    text = keep_source(str(error), flags) if not isinstance(error, KeyboardInterrupt) else "interrupted"
     if isinstance(error, UsageError) and "--help" not in text:
         text += f" (see '{_prog(args)} --help')"
     sys.stderr.write(f"superfluid: {text}\n")
     if as_json:
         fix = error.fix if isinstance(error, SuperfluidError) else None
-        print_json(error_doc(error_code(error), text, code, fix=fix))
+        print_json(error_doc(error_code(error), text, code, fix=keep_source(fix, flags) if fix else None))
     return code
 
 
 #: commands that only read the home: they answer from what they can read, with one warning when it
 #: cannot be written (a file, not writable, a read-only file system)
 _READS_HOME = {("runtimes", None), ("compat", None), ("runtime", "versions"), ("runtime", "options"),
-               ("runtime", "check"), ("runtime", "verify"), ("cache", "dir"), ("cache", "du")}
+               ("runtime", "check"), ("runtime", "verify"), ("runtime", "list"), ("cache", "dir"), ("cache", "du")}
 
 
 def _warn_home() -> None:
@@ -140,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if (args := quickparse.parse(args_in)) is None:  # else a line asked on every run: no command tree
             from superfluid.helptext import overview
-            from superfluid.parser import check_help, parser
+            from superfluid.parser import canonical_ids, check_help, parser
 
             top = parser(args_in)  # the adapters' flags only on the command the line names
             if not args_in:
@@ -149,9 +169,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args_in[0] == "serve":  # serve reads its own line: its --<id>-<option> flags are the adapters'
                 from argparse import Namespace
 
-                args = Namespace(command="serve")
+                args = Namespace(command="serve", offline="--offline" in args_in[1:])  # kept by the hints it prints
                 return int(import_module("superfluid.commands.serve").main(args_in[1:]))
             args, extra = top.parse_known_args(args_in)
+            canonical_ids(args)  # llama.cpp is llamacpp
+            if args.version and not args.command and extra == ["--json"]:  # --version --json: as version --json
+                args.json, extra = True, []
             if extra:  # named at the command that refused them, not at the top
                 raise UsageError(f"unrecognized arguments: {' '.join(extra)}")
             if args.help and not args.command:
@@ -162,7 +185,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sys.stdout.write(check_help(top, args.id))
                 return 0
         if args.version or args.command == "version":
-            sys.stdout.write(f"superfluid {__version__}\n")
+            if getattr(args, "json", False):
+                from superfluid.output import print_json
+
+                print_json({"superfluid": __version__})  # schema version
+            else:
+                sys.stdout.write(f"superfluid {__version__}\n")
             return 0
         if not args.command:
             raise UsageError(f"{args_in[0]} needs a command first (see 'superfluid --help')")
@@ -173,10 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _warn_home()
         return int(module.run(args))
     except OSError as e:  # a backstop: a filesystem fault below that no typed error named
-        where = f"{e.filename}: " if e.filename else ""
-        return _fail(SuperfluidError(f"{where}{e.strerror or e}",
-                                     fix="check SUPERFLUID_HOME (a writable directory) and free space"), 1, args,
-                     as_json)
+        return _fail(_os_fault(e), 1, args, as_json)
     except SuperfluidError as e:
         return _fail(e, exit_code(e), args, as_json)
     except KeyboardInterrupt as e:

@@ -60,8 +60,9 @@ HELP: dict[str, Help] = {
     ),
     "version": Help(
         "print the version",
-        "Print 'superfluid <version>' (also: superfluid --version, superfluid -V).",
-        ("superfluid version",),
+        "Print 'superfluid <version>' (also: superfluid --version, superfluid -V); with --json, "
+        "{\"superfluid\": \"<version>\"}.",
+        ("superfluid version", "superfluid version --json"),
         ((0, "printed"), (2, "a usage error")),
     ),
     "runtimes": Help(
@@ -103,9 +104,11 @@ HELP: dict[str, Help] = {
         "fetch, verify and install a runtime",
         "Choose the newest version that installs here (by ABI number for basert, by the tested-build list "
         "for llama.cpp), download it into the cache with its digest checked, probe it in a worker, then "
-        "publish it under $SUPERFLUID_HOME/runtimes/<id>/ in one rename. Progress goes to stderr (a bar on "
-        "a terminal only), the result to stdout.",
+        "publish it under $SUPERFLUID_HOME/runtimes/<id>/ in one rename. An install already here from the "
+        "same archive is said and left as it is (--reinstall installs it again). Progress goes to stderr (a "
+        "bar on a terminal only), the result to stdout.",
         ("superfluid runtime install basert", "superfluid runtime install llamacpp --version b11642 --dry-run",
+         "superfluid runtime install basert --reinstall",
          "superfluid runtime install basert --from ./basert-engine-linux-x64-0.4.0.tar.gz --sha256 <hex>",
          "superfluid runtime install basert --mirror /srv/mirror --offline",
          "superfluid runtime install --locked superfluid.lock --mirror https://mirror.example.org/engines/"),
@@ -135,7 +138,9 @@ HELP: dict[str, Help] = {
         ("superfluid runtime check basert --basert-lib ./build/libbaseRT.so",
          "superfluid runtime check llamacpp --model tiny.gguf --n-gpu-layers 0 --json"),
         _exits(_0="available (and, with --model, the model reads)",
-               _1="not available here (the reason on stderr; with --json in the report's 'available')"),
+               _1="not available here, or the model does not read (the reason on stderr; with --json the report's "
+                  "error: not-available, model-unreadable, model-not-servable)",
+               _2="a usage error: a bad flag or option value, a --model that is a FIFO, a device or not readable"),
     ),
     "runtime update": Help(
         "install the newest installable version beside the current one",
@@ -201,17 +206,30 @@ HELP: dict[str, Help] = {
                _1="a --keep-lock lock that does not read, a cache folder that is a link, a filesystem fault"),
     ),
     "runtime remove": Help(
-        "remove an install (default: every install of the runtime)",
-        "Remove one install, or every install of the runtime; current moves to the best-ranked install left.",
-        ("superfluid runtime remove basert 0.3.1-cpu", "superfluid runtime remove llamacpp --json"),
-        _exits(_0="removed", _1="no such install (or none installed), or a filesystem fault"),
+        "remove an install, or every install with --all",
+        "Remove one install (a broken one too), or with --all every install of the runtime; current moves to "
+        "the best-ranked install left. Without an install or --all nothing is removed (exit 2).",
+        ("superfluid runtime remove basert 0.3.1-cpu", "superfluid runtime remove llamacpp --all --json"),
+        _exits(_0="removed", _1="no such install (or none installed), or a filesystem fault",
+               _2="a usage error: no install named and no --all, or both"),
+    ),
+    "runtime list": Help(
+        "the installs of a runtime: current, pinned, ready or broken",
+        "List every install of a runtime under $SUPERFLUID_HOME/runtimes/<id>: its version, backend and "
+        "platform, whether it is current (the default) and pinned, and whether it is ready or broken (its "
+        "receipt does not read, or a file it records is missing or not as recorded), with the repair that puts a "
+        "broken one back. Reads the home only: no file is hashed (runtime verify does), no worker started.",
+        ("superfluid runtime list basert", "superfluid runtime list llamacpp --json"),
+        _exits(_0="listed (also when nothing is installed)", _1="a filesystem fault"),
     ),
     "runtime use": Help(
         "pin an install as the default, or --auto to unpin",
         "Pin the install a runtime serves from by default ($SUPERFLUID_HOME/runtimes/<id>/pinned), or with "
-        "--auto go back to the best-ranked one.",
-        ("superfluid runtime use basert 0.3.1-cpu", "superfluid runtime use basert --auto"),
-        _exits(_0="pinned (or unpinned)", _1="no such install"),
+        "--auto go back to the best-ranked one. A broken install (its receipt does not read, or a file it "
+        "records is gone) is refused, naming the repair; runtime list names the installs there are.",
+        ("superfluid runtime use basert 0.3.1-cpu", "superfluid runtime use basert --auto",
+         "superfluid runtime use basert 0.4.0-cpu --json"),
+        _exits(_0="pinned (or unpinned)", _1="no such install, or a broken one"),
     ),
     "lock": Help(
         "pin the engine builds of a fleet in superfluid.lock",
@@ -221,7 +239,7 @@ HELP: dict[str, Help] = {
         "locked are kept; flags add targets. --check says what would move and why (a digest changed under the "
         "same name is an error); --upgrade [ID] writes the new choice. See docs/fleet.md.",
         ("superfluid lock --runtime basert --runtime llamacpp --platform linux-x64 --backend cpu --backend cuda",
-         "superfluid lock --check", "superfluid lock --upgrade llamacpp"),
+         "superfluid lock --check", "superfluid lock --upgrade llamacpp", "superfluid lock --check --json"),
         _exits(_0="written or up to date (--check: nothing would move)",
                _1="the network, a release the rules refuse, a broken lock; --check: something would move"),
     ),

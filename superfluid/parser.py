@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 from superfluid.helptext import FLAG_HELP, RUNTIME_IDS, dress, find
 from superfluid.runtime.errors import UsageError
 
-__all__ = ["Exit", "parser", "check_help"]
+__all__ = ["Exit", "parser", "check_help", "canonical_ids"]
 
 
 class Exit(Exception):
@@ -47,6 +47,9 @@ def _install_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sha256", metavar="H", help="the digest --from's archive (or an unpinned asset) must have")
     p.add_argument("--untested", action="store_true", help="allow a version of another ABI or not tested")
     p.add_argument("--dry-run", action="store_true", help="print the ordered plans and change nothing")
+    p.add_argument("--reinstall", action="store_true",
+                   help="install again what is already installed from the same archive (by default: said, and "
+                        "nothing is fetched)")
     p.add_argument("--offline", action="store_true", help="use the cache only; never open a connection")
     p.add_argument("--mirror", metavar="URL|DIR", help="fetch releases from this mirror (or SUPERFLUID_MIRROR)")
     p.add_argument("--plain-http", action="store_true")
@@ -83,6 +86,7 @@ def _lock_parsers(sub: Any) -> None:
     p.add_argument("--check", action="store_true", help="say what would move and why; change nothing")
     p.add_argument("--upgrade", nargs="?", const="", action="append", metavar="ID",
                    help="choose anew (every runtime, or ID's engines) and write it")
+    _add_json(p)
     _for_flags(p)
     mirror = sub.add_parser("mirror", help="a static mirror of what a lock names")
     msub = mirror.add_subparsers(dest="sub", parser_class=_Parser, required=True)
@@ -156,7 +160,7 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     top.add_argument("-h", "--help", action="store_true", help="show the commands and exit")
     top.add_argument("-V", "--version", action="store_true", help="print the version and exit")
     sub = top.add_subparsers(dest="command", parser_class=_Parser)
-    sub.add_parser("version", help="print the version")
+    _add_json(sub.add_parser("version", help="print the version"))
     p = sub.add_parser("runtimes", help="what is installed and ready here")
     _add_json(p)
     p.add_argument("--verify", action="store_true",
@@ -203,14 +207,19 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     q.add_argument("--mirror", metavar="URL|DIR")
     q.add_argument("--plain-http", action="store_true")
     q.add_argument("--json", action="store_true")
-    q = rsub.add_parser("remove", help="remove an install (default: every install of the runtime)")
+    q = rsub.add_parser("remove", help="remove an install, or every install with --all")
     q.add_argument("id")
     q.add_argument("install", nargs="?")
+    q.add_argument("--all", action="store_true", help="remove every install of the runtime")
     q.add_argument("--json", action="store_true")
+    q = rsub.add_parser("list", help="the installs of a runtime: current, pinned, ready or broken")
+    q.add_argument("id")
+    _add_json(q)
     q = rsub.add_parser("use", help="pin an install as the default, or --auto to unpin")
     q.add_argument("id")
     q.add_argument("install", nargs="?")
     q.add_argument("--auto", action="store_true")
+    _add_json(q)
     _lock_parsers(sub)
     _home_parsers(sub, rsub)
     _serve_parser(sub, shown="serve" in named)
@@ -230,3 +239,16 @@ def check_help(top: argparse.ArgumentParser, runtime_id: str) -> str:
     from superfluid.commands.check import options_help
 
     return text + "\n" + options_help(runtime_id)
+
+
+def canonical_ids(args: argparse.Namespace) -> None:
+    """An alias (``llama.cpp``) named where a runtime id is taken (``<id>``, ``--runtime``,
+    ``--upgrade ID``), replaced by that runtime's id, so every command reads and writes under it."""
+    from superfluid.runtime.registry import canonical
+
+    for name in ("id", "runtime", "upgrade"):
+        value = getattr(args, name, None)
+        if isinstance(value, str):
+            setattr(args, name, canonical(value))
+        elif isinstance(value, list):
+            setattr(args, name, [canonical(v) if isinstance(v, str) else v for v in value])

@@ -18,10 +18,11 @@ _VERSIONS_UNSET: dict[str, Any] = {"for_": None, "key": None, "require_signature
                                    "insecure_no_freshness": False, "mirror": None, "offline": False}
 #: example lines of every form ``parse`` answers (the test parses each with the tree too)
 LINES: tuple[tuple[str, ...], ...] = (
-    ("--version",), ("-V",), ("version",), ("runtimes",), ("runtimes", "--json"),
+    ("--version",), ("-V",), ("version",), ("version", "--json"), ("runtimes",), ("runtimes", "--json"),
     ("runtime", "versions", "basert"), ("runtime", "versions", "llamacpp", "--json"),
     ("runtime", "versions", "--json", "mlx"), ("runtime", "options", "llamacpp", "--json"),
     ("runtime", "options", "basert"), ("runtime", "versions", "nosuch", "--json"),
+    ("runtime", "versions", "llama.cpp", "--json"),
 )
 
 
@@ -31,7 +32,9 @@ def _one_runtime(sub: str, rest: Sequence[str]) -> dict[str, Any] | None:
     ids = [a for a in rest if a != "--json"]
     if len(rest) > 2 or len(ids) != 1 or ids[0].startswith("-"):
         return None
-    values: dict[str, Any] = {**_TOP, "command": "runtime", "sub": sub, "id": ids[0], "json": json}
+    from superfluid.runtime.registry import canonical  # llama.cpp is llamacpp, as parser.canonical_ids says
+
+    values: dict[str, Any] = {**_TOP, "command": "runtime", "sub": sub, "id": canonical(ids[0]), "json": json}
     return {**values, **_VERSIONS_UNSET} if sub == "versions" else values
 
 
@@ -46,8 +49,8 @@ def parse(args_in: Sequence[str]) -> argparse.Namespace | None:
     values: dict[str, Any] | None = None
     if line in (("--version",), ("-V",)):
         values = {**_TOP, "version": True, "command": None}
-    elif line == ("version",):
-        values = {**_TOP, "command": "version"}
+    elif line in (("version",), ("version", "--json")):
+        values = {**_TOP, "command": "version", "json": len(line) == 2}
     elif line in (("runtimes",), ("runtimes", "--json")):
         values = {**_TOP, "command": "runtimes", "json": len(line) == 2, "verify": False}
     elif line[:1] == ("runtime",) and line[1:2] in (("versions",), ("options",)):

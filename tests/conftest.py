@@ -20,6 +20,7 @@ import pytest
 
 if TYPE_CHECKING:
     from superfluid.manifest.minisign import SecretKey
+    from tests.fleet.registry import Registry
     from tests.release_server import ReleaseServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -134,6 +135,15 @@ def release_server() -> Iterator[ReleaseServer]:
 
     with ReleaseServer() as server:
         yield server
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[Registry]:
+    """A real OCI registry (``docker-registry``) on loopback, without auth (``tests/fleet/registry.py``)."""
+    from tests.fleet.registry import Registry
+
+    with Registry(tmp_path / "registry") as r:
+        yield r
 
 
 # -- keys -------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from superfluid.runtime import registry
 from superfluid.runtime.errors import LibraryNotFound, LibraryRefused, ModelLoadFailed
 from superfluid.runtime.llamacpp.options import OPTIONS
 
@@ -12,7 +13,7 @@ __all__ = ["parse_flags", "is_flag", "read_pairs", "check_report", "check_argv",
            "RUNTIME_ID", "ALIASES"]
 
 RUNTIME_ID = "llamacpp"
-ALIASES = ["llama.cpp", "llama-cpp"]
+ALIASES = [name for name, rid in registry.ALIASES.items() if rid == RUNTIME_ID]
 FORMATS = [{"id": "gguf", "describe": "a GGUF file", "file": {"extensions": ["gguf"], "magic": "GGUF"}}]
 _LIB_FLAGS = ("--lib", "--llamacpp-lib")
 

@@ -14,7 +14,7 @@ from superfluid.runtime.ordering import version_key
 
 if TYPE_CHECKING:
     from superfluid.runtime.host import Host
-    from superfluid.runtime.planning import Listing, Plan, Request
+    from superfluid.runtime.planning import Listing, NotInstallable, Plan, Request
 
 __all__ = ["ADAPTER", "MlxAdapter", "OPTIONS", "not_here"]
 
@@ -97,15 +97,38 @@ class MlxAdapter(Adapter):
             NotInstallable: always on a host other than macOS arm64; on one, the install of wheels
                 into a private Python is not part of this toolchain yet.
         """
+        raise self._refusal(host)
+
+    def _refusal(self, host: Host) -> NotInstallable:
+        """Why nothing of MLX installs on ``host``: another platform, or (on Apple silicon) that the
+        private Python is not made by this toolchain yet."""
         from superfluid.runtime.planning import NotInstallable
 
         reason = not_here(host, self.recipe["platforms"])
         if reason:
-            raise NotInstallable(f"{reason}: nothing of mlx installs here",
-                                 fix="`superfluid runtime versions mlx` lists the tested versions and why")
-        raise NotInstallable("installing MLX (a private Python with pinned wheels) is not done by this toolchain "
-                             "yet", fix="install mlx and mlx-lm into a Python 3.12 virtual environment and name it "
-                                        "with --mlx-venv on serve")
+            return NotInstallable(f"{reason}: nothing of mlx installs here",
+                                  fix="`superfluid runtime versions mlx` lists the tested versions and why")
+        return NotInstallable("installing MLX (a private Python with pinned wheels) is not done by this toolchain "
+                              "yet", fix="install mlx and mlx-lm into a Python 3.12 virtual environment and name it "
+                                         "with --mlx-venv on serve")
+
+    @property
+    def repo(self) -> str:
+        """MLX installs wheels, not release archives: there is no releases repository to list, and
+        asking for one (``install``, ``lock``) is refused with what MLX needs, for any machine.
+
+        Raises:
+            NotInstallable: always.
+        """
+        from superfluid.runtime.planning import NotInstallable
+
+        platforms = ", ".join(sorted(self.recipe["platforms"]))
+        raise NotInstallable(f"MLX publishes no release archives to install: it runs on Apple silicon only "
+                             f"({platforms}), from the mlx and mlx-lm wheels in a Python {self.python_line} "
+                             "environment", fix="on such a Mac, install mlx and mlx-lm into a Python "
+                                                f"{self.python_line} virtual environment and name it with "
+                                                "--mlx-venv on serve; `superfluid runtime versions mlx` lists the "
+                                                "tested versions")
 
     def nothing_to_load(self, environ: Mapping[str, str], worker: str) -> str | None:
         """Why ``worker``'s plain ``check`` would find no MLX to probe here: another platform, or no

@@ -82,22 +82,38 @@ def options_help(runtime_id: str) -> str:
             + "".join(f"  {line}\n" for line in text.splitlines()))
 
 
-def _report_ok(report: Any, code: int) -> tuple[bool, str]:
+#: a failed check's error code: the runtime is not available, or it is and the model is what fails
+NOT_AVAILABLE, MODEL_UNREADABLE, MODEL_NOT_SERVABLE = "not-available", "model-unreadable", "model-not-servable"
+
+
+def _verdict(report: Any, code: int) -> tuple[bool, str, str]:
+    """Whether the check passed, why not, and the error code that says which part failed (the
+    runtime: ``not-available``; an available runtime's model: ``model-unreadable`` or
+    ``model-not-servable``, so that ``available: true`` never sits beside ``not-available``)."""
     available = report.get("available") if isinstance(report, dict) else None
     if code == 0 and available is True:
-        return True, ""
+        return True, "", ""
     model = report.get("model") if isinstance(report, dict) else None
     if available is True and isinstance(model, dict) and model.get("reads") is not True:
-        return False, str(model.get("reads"))
+        return False, str(model.get("reads")), MODEL_UNREADABLE
     if available is True and isinstance(model, dict) and model.get("serves", True) is not True:
-        return False, str(model.get("serves"))
-    return False, str(available) if available is not None else f"its check exited {code}"
+        return False, str(model.get("serves")), MODEL_NOT_SERVABLE
+    return False, str(available) if available is not None else f"its check exited {code}", NOT_AVAILABLE
+
+
+def _report_ok(report: Any, code: int) -> tuple[bool, str]:
+    ok, reason, _ = _verdict(report, code)
+    return ok, reason
 
 
 def run(args: argparse.Namespace) -> int:
     """0 the runtime is available with these options; 1 it is not (named options at fault); 2 usage."""
     model, as_json, pairs = split_args(args.rest)
     values, forwarded = read_options(args.id, pairs)  # before any worker starts
+    if model is not None:  # a FIFO or a device would hold the worker's read forever
+        from superfluid.paths import model_path
+
+        model_path("--model", model, args.id)
     environ: Mapping[str, str] = dict(os.environ)
     head = ["check", *(["--model", model] if model else [])]
 
@@ -106,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         return _report_ok(report, code)
 
     report, code, _ = catalog.answer(args.id, [*head, *forwarded], environ)
-    ok, reason = _report_ok(report, code)
+    ok, reason, error = _verdict(report, code)
     if not ok and values:
         culprits = find_culprits(probe, values)
         if culprits is not None:
@@ -117,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         if not ok:
             from superfluid.output import error_doc
 
-            failure = error_doc("not-available", reason, 1)
+            failure = error_doc(error, reason, 1)
             report = {**report, **failure} if isinstance(report, dict) else failure
         print_json(report)
     elif ok:

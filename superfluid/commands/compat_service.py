@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from superfluid.output import print_json, table
 from superfluid.runtime.errors import BadFile, SuperfluidError, UsageError
 
-__all__ = ["run", "ENV_URL"]
+__all__ = ["run", "ENV_URL", "service_base"]
 
 ENV_URL = "SUPERFLUID_MANIFEST_URL"
 _MAX_BYTES = 16 << 20  # bytes of one answer
@@ -45,15 +45,20 @@ def _question(args: argparse.Namespace) -> Any:
         raise UsageError(f"{name}: {e.message}") from None
 
 
-def _base(url: str) -> str:
-    """The service's base URL, ending in ``/``; a directory becomes a ``file://`` URL."""
+def service_base(url: str, named: str = "--service") -> str:
+    """The service's base URL, ending in ``/``; a directory (a static export) becomes a ``file://``
+    URL. ``named`` is how the user gave it, for the message (``SUPERFLUID_MANIFEST_URL``).
+
+    Raises:
+        UsageError: another scheme, or a path that is no directory.
+    """
     scheme = urlsplit(url).scheme.lower()
     if scheme in ("http", "https", "file"):
         return url if url.endswith("/") else url + "/"
     if "://" in url:
-        raise UsageError(f"--service {url}: give an http(s):// URL or a directory holding a static export")
+        raise UsageError(f"{named} {url}: give an http(s):// URL or a directory holding a static export")
     if not os.path.isdir(url):
-        raise UsageError(f"--service {url}: no such directory (give the service's http(s):// URL)")
+        raise UsageError(f"{named} {url}: no such directory (give the service's http(s):// URL)")
     return Path(url).resolve().as_uri() + "/"
 
 
@@ -104,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     url = args.service or os.environ.get(ENV_URL, "").strip()
     if not url:
         raise UsageError(f"--runtime asks a compat manifest service: give --service URL (or set {ENV_URL})")
-    base = _base(url)
+    base = service_base(url)
     from superfluid.commands.trust_flags import trust_from
     from superfluid.installer.manifest_trust import fetch_answer
 

@@ -37,10 +37,24 @@ class Model:
     commands: list[Command]
 
 
-def _value_of(action: argparse.Action) -> str:
-    """How a flag's or positional's value completes, from its choices or metavar."""
+def _named_values() -> dict[str, str]:
+    """The flags whose values are a known list, whatever command takes them: ``--runtime`` and
+    ``--upgrade`` a runtime id, ``--backend`` a kind of machine, ``--platform`` a platform."""
+    from superfluid.installer.locking import HOSTS, PLATFORMS
+    from superfluid.runtime import registry
+
+    ids = "words:" + " ".join(registry.IDS)
+    return {"--runtime": ids, "--upgrade": ids, "--backend": "words:" + " ".join(HOSTS),
+            "--platform": "words:" + " ".join(PLATFORMS)}
+
+
+def _value_of(action: argparse.Action, named: dict[str, str] | None = None) -> str:
+    """How a flag's or positional's value completes, from its choices, its name or its metavar."""
     if action.choices:
         return "words:" + " ".join(map(str, action.choices))
+    for flag in action.option_strings:
+        if named and flag in named:
+            return named[flag]
     if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse._HelpAction,
                            argparse._CountAction, argparse._StoreConstAction)):
         return ""
@@ -70,11 +84,23 @@ def _option_flags(runtime_id: str) -> list[Flag]:
     return flags
 
 
+def _serve_options(given: list[Flag]) -> list[Flag]:
+    """``serve``'s ``--<id>-<option>`` flags: every option of every runtime, beside the ones its
+    help page already shows."""
+    from superfluid.runtime import registry
+
+    have = {n for f in given for n in f.names}
+    return [Flag((f.names[-1],), f.value) for rid in registry.IDS for f in _option_flags(rid)
+            if len(f.names) == 2 and f.names[-1] not in have]
+
+
 def model(top: argparse.ArgumentParser) -> Model:
-    """The completion model of the whole tree."""
+    """The completion model of the whole tree. An ``install`` positional completes to the install
+    names under ``$SUPERFLUID_HOME/runtimes/<id>/``, read by the shell when it completes."""
     from superfluid.helptext import children, walk
     from superfluid.runtime import registry
 
+    named = _named_values()
     commands: list[Command] = []
     for path, parser in walk(top):
         command = Command(path, subcommands=list(children(parser)))
@@ -82,13 +108,17 @@ def model(top: argparse.ArgumentParser) -> Model:
             if isinstance(action, argparse._SubParsersAction):
                 continue
             if action.option_strings:
-                command.flags.append(Flag(tuple(action.option_strings), _value_of(action)))
+                command.flags.append(Flag(tuple(action.option_strings), _value_of(action, named)))
             elif action.nargs == argparse.REMAINDER:
                 command.by_id = {rid: _option_flags(rid) for rid in registry.IDS}
             elif action.dest == "id":
                 command.positionals.append("words:" + " ".join(registry.IDS))
+            elif action.dest == "install":
+                command.positionals.append("installs")
             else:
                 command.positionals.append(_value_of(action))
+        if path == "serve":
+            command.flags += _serve_options(command.flags)
         commands.append(command)
     return Model(commands)
 
@@ -136,6 +166,15 @@ def _posix_tables(m: Model) -> str:
         '    case "$1:$2:$3" in',
         *[f"        {_q(key)}{'*' if wild else ''}) echo {_q(text)} ;;" for key, text, wild in t.words],
         "    esac",
+        "}",
+        "# _superfluid_installs ID: the install names under $SUPERFLUID_HOME/runtimes/ID, read now",
+        "_superfluid_installs() {",
+        '    local d n',
+        '    for d in "${SUPERFLUID_HOME:-$HOME/.superfluid}/runtimes/$1"/*; do',
+        '        [ -d "$d" ] || continue',
+        '        n=${d##*/}',
+        '        case "$n" in current|pinned) ;; *) printf \'%s\\n\' "$n" ;; esac',
+        "    done",
         "}",
         "# _superfluid_value PATH ID FLAG: what FLAG's value is (file, dir, text, words:...); empty: it takes none",
         "_superfluid_value() {",
@@ -210,6 +249,7 @@ _superfluid() {{
                     file) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
                     dir) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")) ;;
                     words:*) COMPREPLY=($(compgen -W "${{kind#words:}}" -- "$cur")) ;;
+                    installs) COMPREPLY=($(compgen -W "$(_superfluid_installs "$id")" -- "$cur")) ;;
                 esac
             fi ;;
     esac
@@ -227,7 +267,7 @@ _ZSH = """\
 _superfluid_at() {{ printf '%s' "${{words[$(($1 + 1))]}}"; }}
 _superfluid() {{
     emulate -L zsh
-    setopt sh_word_split
+    setopt sh_word_split null_glob
     local cur=${{words[CURRENT]}} cword=$((CURRENT - 1)) first=1 prev=""
     if [ "$cword" -ge 2 ]; then prev=${{words[CURRENT-1]}}; fi
     case "$cur" in --*=*) prev=${{cur%%=*}}; compset -P '*='; cur=${{cur#*=}} ;; esac
@@ -250,6 +290,7 @@ _superfluid() {{
                     file) _files ;;
                     dir) _files -/ ;;
                     words:*) compadd -- ${{kind#words:}} ;;
+                    installs) compadd -- $(_superfluid_installs "$id") ;;
                 esac
             fi ;;
     esac
@@ -291,7 +332,7 @@ _FISH = """\
 # fish completion for superfluid {version}, generated from its commands by `superfluid completion fish`.
 # Install: superfluid completion fish > ~/.config/fish/completions/superfluid.fish
 {tables}
-function __superfluid_offer --argument-names kind cur
+function __superfluid_offer --argument-names kind cur id
     switch "$kind"
         case file
             __fish_complete_path "$cur"
@@ -299,6 +340,13 @@ function __superfluid_offer --argument-names kind cur
             __fish_complete_directories "$cur"
         case 'words:*'
             string split ' ' -- (string replace 'words:' '' -- "$kind")
+        case installs
+            set -l home $SUPERFLUID_HOME
+            test -n "$home"; or set home $HOME/.superfluid
+            for d in $home/runtimes/$id/*/
+                set -l n (basename $d)
+                contains -- $n current pinned; or echo $n
+            end
     end
 end
 function __superfluid_complete
@@ -339,7 +387,7 @@ function __superfluid_complete
     else if test $npos -eq 0; and test (count $subs) -gt 0
         printf '%s\n' $subs
     else
-        __superfluid_offer (__superfluid_words pos "$path" $npos) "$cur"
+        __superfluid_offer (__superfluid_words pos "$path" $npos) "$cur" "$id"
     end
 end
 complete -c superfluid -f -a '(__superfluid_complete)'

@@ -203,7 +203,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(answer)
     elif args.sub == "versions":
-        sys.stdout.write(versions_text(args.id, answer, listing))
+        from superfluid.commands.source_hints import given, keep_source
+
+        sys.stdout.write(keep_source(versions_text(args.id, answer, listing), given(args)))
     else:
         sys.stdout.write(options_text(args.id, answer))
     return 0

@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from superfluid.runtime.errors import BadFile, UsageError
+from superfluid.runtime.errors import BadFile, SuperfluidError, UsageError
 
 if TYPE_CHECKING:  # the parser of every command adds this module's flags: it imports little
     import argparse
@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # the parser of every command adds this module's flags: it im
     from superfluid.installer.manifest_trust import Trust
     from superfluid.runtime.planning import ForRelease
 
-__all__ = ["add_flags", "release_for", "RELEASES_REPO"]
+__all__ = ["add_flags", "release_for", "RELEASES_REPO", "NoSuchRelease"]
 
 #: where the superfluid releases are published (``SUPERFLUID_RELEASES_REPO`` overrides)
 RELEASES_REPO = "superfluid/superfluid-toolchain"
@@ -74,20 +74,77 @@ def _warn_unsigned(signature: str, where: str) -> None:
                          "(--require-signature refuses it)\n")
 
 
-def _from_service(url: str, version: str, trust: Trust, **verify: Any) -> ForRelease:
-    """The release's document and signature as the manifest service answers them, fetched fresh
-    through its TUF metadata (``installer.manifest_trust``; unchecked with ``--insecure-no-freshness``).
+class NoSuchRelease(SuperfluidError):
+    """``--for VERSION``: the manifest service has no verified release of that version (exit 1)."""
 
-    Raises:
-        ReleaseNotFound-like DownloadError: the service has no such release (404) or fails.
-        FreshnessError, NotListed, NoTrustRoot: its answer is refused.
-        BadFile: the answer is not the service's shape.
-    """
+
+def _reason_in(body: bytes) -> str | None:
+    """The service's own words in a 404's body (``{"error": "release 0.2.1 was rejected: ..."}``)."""
+    from superfluid.runtime.jsonread import UntrustedJson, loads
+
+    try:
+        error = loads(body, max_bytes=_MAX_BYTES)["error"]
+    except (UntrustedJson, TypeError, KeyError):
+        return None
+    return error if isinstance(error, str) and error else None
+
+
+def _reason_listed(base: str, version: str, trust: Trust) -> str | None:
+    """Why the service has no release ``version``, from its release list (``v1/releases.json``: a
+    static export answers no 404 body, and a signed index lists no answer for a rejected release)."""
     from superfluid.installer.manifest_trust import fetch_answer
     from superfluid.runtime.jsonread import UntrustedJson, loads
 
-    where = f"{url.rstrip('/')}/v1/releases/{version}.json"  # served by the service and by a static export
-    body = fetch_answer(url.rstrip("/") + "/", f"v1/releases/{version}.json", trust, max_bytes=_MAX_BYTES).body
+    try:
+        listed = loads(fetch_answer(base, "v1/releases.json", trust, max_bytes=_MAX_BYTES).body, max_bytes=_MAX_BYTES)
+        rejected = [r for r in listed["rejected"] if isinstance(r, dict) and r.get("version") == version]
+        verified = [str(r.get("version")) for r in listed["releases"] if isinstance(r, dict)]
+    except (SuperfluidError, UntrustedJson, TypeError, KeyError):
+        return None
+    if rejected:
+        return f"release {version} was rejected: {rejected[0].get('reason')}"
+    return f"no verified release {version} (verified: {', '.join(verified) or 'none'})"
+
+
+def _no_release(base: str, version: str, trust: Trust, body: bytes | None, cause: SuperfluidError) -> SuperfluidError:
+    reason = (_reason_in(body) if body is not None else None) or _reason_listed(base, version, trust)
+    if reason is None:
+        return cause
+    return NoSuchRelease(f"--for {version}: {base}: {reason}",
+                         fix="name a release the service verified, or the release's compat.json with --for FILE|URL")
+
+
+def _from_service(url: str, version: str, trust: Trust, **verify: Any) -> ForRelease:
+    """The release's document and signature as the manifest service (or a static export: a folder,
+    a ``file://`` URL) answers them, fetched fresh through its TUF metadata
+    (``installer.manifest_trust``; unchecked with ``--insecure-no-freshness``).
+
+    Raises:
+        NoSuchRelease: the service has no such release (its reason: rejected and why, or the ones it has).
+        DownloadError: the service cannot be reached.
+        FreshnessError, NotListed, NoTrustRoot: its answer is refused.
+        BadFile: the answer is not the service's shape.
+    """
+    from superfluid.commands.compat_service import service_base
+    from superfluid.installer.errors import DownloadError
+    from superfluid.installer.manifest_trust import fetch_answer
+    from superfluid.installer.trust_errors import NotListed
+    from superfluid.runtime.jsonread import UntrustedJson, loads
+
+    base = service_base(url, "SUPERFLUID_MANIFEST_URL")
+    where = f"{base}v1/releases/{version}.json"  # served by the service and by a static export
+    try:
+        got = fetch_answer(base, f"v1/releases/{version}.json", trust, max_bytes=_MAX_BYTES, accept=(404,))
+    except NotListed as e:  # a signed index lists no answer for a release it does not have
+        raise _no_release(base, version, trust, None, e) from None
+    except DownloadError as e:
+        if e.status != 404:
+            raise
+        raise _no_release(base, version, trust, None, e) from None
+    if got.status == 404:
+        raise _no_release(base, version, trust, got.body,
+                          NoSuchRelease(f"--for {version}: {where}: not found (HTTP 404)")) from None
+    body = got.body
     try:
         answer = loads(body, max_bytes=_MAX_BYTES)
         document = answer["document"].encode("utf-8")

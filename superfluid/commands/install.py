@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.errors import UsageError
@@ -142,7 +142,38 @@ def timing_lines(phases: Phases) -> str:
                    for name, start, end in phases.spans())
 
 
-def _do(request: Request, args: argparse.Namespace, environ: Mapping[str, str], *, dry_run: bool) -> Outcome:
+def already_installed(plans: Sequence[Plan], environ: Mapping[str, str]) -> Outcome | None:
+    """The install the first plan would make, when it is already here from the same bytes: its
+    receipt reads, and records every archive the plan fetches by the digest the plan pins (an
+    archive whose digest is not known yet, a ``--from`` file without ``--sha256``, is never
+    taken as the same). None: install it.
+    """
+    from superfluid.installer.flock import install_lock
+    from superfluid.installer.install import Outcome
+    from superfluid.installer.store import current_install, guard_root, list_installs, read_pinned, runtime_root
+    from superfluid.runtime.home import home
+
+    first = next((p for p in plans if all(a.digest_source != "absent" for a in p.assets)), None)
+    if first is None or not first.assets or any(not a.sha256 for a in first.assets):
+        return None
+    root = runtime_root(home(environ), first.id)
+    if not (root / first.install).is_dir():
+        return None
+    guard_root(root)  # judged as an install would be: never through a link, under the runtime's lock
+    with install_lock(root, on_wait=lambda holder: _err(f"another install of {first.id} is running "
+                                                        f"({holder.describe()}); waiting for it")):
+        there = next((i for i in list_installs(root) if i.name == first.install and i.ok), None)
+        if there is None or there.receipt is None:
+            return None
+        recorded = {src.sha256 for src in there.receipt.sources}
+        if not {a.sha256 for a in first.assets} <= recorded or there.receipt.tested != first.tested:
+            return None
+        return Outcome(first.id, tuple(plans), False, "already installed", receipt=there.receipt,
+                       path=str(root / first.install), current=current_install(root), pinned=read_pinned(root))
+
+
+def _do(request: Request, args: argparse.Namespace, environ: Mapping[str, str], *, dry_run: bool,
+        keep: bool = False) -> Outcome:
     from superfluid.installer.download import progress_for
     from superfluid.installer.install import install
 
@@ -160,7 +191,8 @@ def _do(request: Request, args: argparse.Namespace, environ: Mapping[str, str], 
     progress = progress_for(sys.stderr, environ=environ, json_mode=args.json)
     try:
         return install(request, environ=environ, mirror=args.mirror, offline=args.offline, dry_run=dry_run,
-                       tell=tell, progress=progress, phases=phases)
+                       tell=tell, progress=progress, phases=phases,
+                       kept=(lambda plans: already_installed(plans, environ)) if keep else None)
     finally:
         progress.close()
 
@@ -183,10 +215,31 @@ def _show(outcome: Outcome, args: argparse.Namespace, before: int) -> None:
 
 
 def _install(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    from superfluid.commands.source_hints import recorded_hint
+
     request = _request(args)
     before = _count(args.id, environ)
-    outcome = _do(request, args, environ, dry_run=args.dry_run)
+    with recorded_hint(args, environ):  # named no mirror and cannot list: the one its installs came from
+        outcome = _do(request, args, environ, dry_run=args.dry_run, keep=not getattr(args, "reinstall", False))
+    if outcome.source == "already installed" and outcome.receipt is not None:
+        return _kept(outcome, args)
     _show(outcome, args, before)
+    return 0
+
+
+def _kept(outcome: Outcome, args: argparse.Namespace) -> int:
+    """A second identical install: said, and nothing was fetched or changed (``--reinstall`` forces one)."""
+    r = outcome.receipt
+    assert r is not None
+    if args.json:
+        from superfluid.output import print_json
+
+        print_json({**outcome.to_json(), "already_installed": True})
+        return 0
+    digests = ", ".join(f"sha256 {s.sha256[:12]}…" for s in r.sources)
+    sys.stdout.write(f"superfluid: {r.id} {r.install} is already installed from the same archive ({digests}): "
+                     f"nothing was fetched or changed; `superfluid runtime install {r.id} --reinstall` installs it "
+                     f"again, `superfluid runtime verify {r.id} {r.install}` checks its files\n")
     return 0
 
 
@@ -216,7 +269,10 @@ def _update(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     root, current = _default(args.id, environ)
     old = read_receipt(install_receipt(root / current))
     request = _request(args, **update_wanted(old))
-    plans, _, source = plan(request, environ=environ, mirror=args.mirror, offline=args.offline)
+    from superfluid.commands.source_hints import recorded_hint
+
+    with recorded_hint(args, environ):
+        plans, _, source = plan(request, environ=environ, mirror=args.mirror, offline=args.offline)
     if source is not None:
         source.close()
     installed = {i.name for i in list_installs(root) if i.ok}
@@ -238,8 +294,10 @@ def _update(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 
 
 def _nothing(args: argparse.Namespace, message: str, current: str) -> int:
+    from superfluid.commands.source_hints import given, keep_source
     from superfluid.output import print_json
 
+    message = keep_source(message, given(args))
     if args.json:
         print_json({"id": args.id, "dry_run": bool(args.dry_run), "updated": False, "current": current,
                     "why": message, "plans": [], "warnings": []})
@@ -252,6 +310,7 @@ def _repair(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     """Reinstall an install in place from what its receipt says (or its name, when the receipt
     itself is what is broken)."""
     from superfluid.installer.store import (
+        NoSuchInstall,
         check_install_name,
         current_install,
         default_install,
@@ -259,7 +318,6 @@ def _repair(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         runtime_root,
     )
     from superfluid.runtime.home import home
-    from superfluid.runtime.planning import NotInstallable
     from superfluid.runtime.upkeep import repair_target, repair_wanted
 
     root = runtime_root(home(environ), args.id)
@@ -268,15 +326,33 @@ def _repair(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         check_install_name(args.install)
         target = present.get(args.install)
         if target is None:
-            raise NotInstallable(f"{args.id} has no install {args.install} "
-                                 f"(installed: {', '.join(present) or 'none'})",
-                                 fix="`superfluid runtimes` lists what is installed")
+            raise NoSuchInstall(f"{args.id} has no install {args.install} "
+                                f"(installed: {', '.join(present) or 'none'})",
+                                fix=f"`superfluid runtime list {args.id}` lists its installs")
     else:
         target = repair_target(args.id, present, current_install(root), lambda: default_install(root))
     request = _request(args, **repair_wanted(args.id, target.name, target.receipt, target.problem))
+    _recorded_source(args, environ, target.name, from_=request.from_)
     outcome = _do(request, args, environ, dry_run=False)
     _show(outcome, args, len(present))
     return 0
+
+
+def _recorded_source(args: argparse.Namespace, environ: Mapping[str, str], install: str, *,
+                     from_: str | None) -> None:
+    """A repair that names no source reinstalls from the mirror the install came from, as its
+    receipt records it (for a receipt that does not read: the one the runtime's other installs
+    record), before GitHub; it says so. Sets ``args.mirror``."""
+    from superfluid.commands.source_hints import recorded_mirror, shown
+
+    if from_ or args.mirror or environ.get("SUPERFLUID_MIRROR"):
+        return
+    root = recorded_mirror(args.id, environ, install)
+    if root is not None:
+        args.mirror = shown(root)
+        if not args.json:
+            _err(f"reinstalling {args.id} {install} from the mirror {args.mirror}, the source the receipts of "
+                 f"{args.id} here record (--mirror names another)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -303,8 +379,9 @@ def run(args: argparse.Namespace) -> int:
                 raise UsageError(f"--from {args.from_} is a directory: name the archive file in it "
                                  f"(e.g. {os.path.join(args.from_, '<name>.tar.gz')}); --mirror {args.from_} "
                                  f"reads a directory of release files")
-            if not os.path.isfile(local):
-                raise UsageError(f"--from {args.from_}: no such file")
+            from superfluid.paths import regular_file
+
+            regular_file("--from", local)  # a FIFO would hold the open; an unreadable file is named now
         _home_holds(args, environ)
         return _install(args, environ)
     if args.sub == "update":

@@ -146,18 +146,51 @@ def _check(path: str, old: Lock, targets: list[Target], args: argparse.Namespace
 
     now = _now(targets, args, environ, None, None)
     changes = compare(old, now, _same_release(args, environ))
+    as_json = getattr(args, "json", False)
     if not changes:
-        sys.stdout.write(f"{path}: up to date ({len(old.engines)} engines, as superfluid {__version__} "
-                         "would choose them now)\n")
+        if as_json:
+            _print({"lock": path, "check": True, "up_to_date": True, "written": False,
+                    "engines": [_engine_json(e) for e in old.engines], "changes": []})
+        else:
+            sys.stdout.write(f"{path}: up to date ({len(old.engines)} engines, as superfluid {__version__} "
+                             "would choose them now)\n")
         return 0
-    sys.stdout.write(change_lines(changes))
+    if not as_json:
+        sys.stdout.write(change_lines(changes))
     errors = sum(1 for c in changes if c.error)
     moved = len(changes) - errors
-    raise LockOutdated(f"{path} does not match what would be chosen now: {moved} to move, {errors} error(s)"
-                       + (f" (written by superfluid {old.superfluid}, this is {__version__})"
-                          if old.superfluid != __version__ else ""),
-                       fix="`superfluid lock --upgrade` writes the new choice" if not errors else
-                       "a release changed under its name or vanished: nothing was written")
+    outdated = LockOutdated(f"{path} does not match what would be chosen now: {moved} to move, {errors} error(s)"
+                            + (f" (written by superfluid {old.superfluid}, this is {__version__})"
+                               if old.superfluid != __version__ else ""),
+                            fix="`superfluid lock --upgrade` writes the new choice" if not errors else
+                            "a release changed under its name or vanished: nothing was written")
+    if as_json:  # one document: the changes and the error (the face prints no second one)
+        from superfluid.output import error_code, error_doc
+
+        _print({"lock": path, "check": True, "up_to_date": False, "written": False,
+                "engines": [_engine_json(e) for e in old.engines], "changes": [_change_json(c) for c in changes],
+                **error_doc(error_code(outdated), str(outdated), 1, fix=outdated.fix)})
+        sys.stderr.write(f"superfluid: {outdated}\n")
+        return 1
+    raise outdated
+
+
+def _print(doc: dict[str, Any]) -> None:
+    from superfluid.output import print_json
+
+    print_json(doc)
+
+
+def _engine_json(e: Engine) -> dict[str, Any]:
+    """An engine as ``lock --json`` says it (schema ``lock-result``)."""
+    return {"runtime": e.target.runtime, "platform": e.target.platform, "host": e.target.host,
+            "install": e.install, "chosen_by": e.chosen_by, "abi": e.abi, "tested": e.tested,
+            "files": [{"name": f.name, "sha256": f.sha256} for f in e.assets]}
+
+
+def _change_json(c: Change) -> dict[str, Any]:
+    return {"target": c.target.describe(), "kind": c.kind, "error": c.error, "why": c.why,
+            "old": c.old.install if c.old else None, "new": c.new.install if c.new else None}
 
 
 def _write(path: str, old: Lock | None, targets: list[Target], defaulted: bool, args: argparse.Namespace,
@@ -169,9 +202,9 @@ def _write(path: str, old: Lock | None, targets: list[Target], defaulted: bool, 
     upgrade = _upgrading(args)
     now = _now(targets, args, environ, old, upgrade)
     engines = [e for e in now.values() if not isinstance(e, str)]
-    for t, why in now.items():
-        if isinstance(why, str):
-            _err(f"{t.describe()}: not locked: {why}")
+    not_locked = [{"target": t.describe(), "why": why} for t, why in now.items() if isinstance(why, str)]
+    for skipped in not_locked:
+        _err(f"{skipped['target']}: not locked: {skipped['why']}")
     named = set(args.runtime or ()) | (set(old.runtimes) if old and not defaulted else set())
     for r in sorted(named):
         if not any(e.target.runtime == r for e in engines):
@@ -182,23 +215,32 @@ def _write(path: str, old: Lock | None, targets: list[Target], defaulted: bool, 
     runtimes = sorted({t.runtime for t in targets} if not defaulted else {e.target.runtime for e in engines})
     new = lockfile.Lock(__version__, tuple(runtimes), tuple(sorted({t.platform for t in targets})),
                         tuple(sorted({t.host for t in targets})), tuple(engines))
-    if old is not None and upgrade:
-        changes = compare(old, {e.target: e for e in engines})
-        if changes:
-            sys.stderr.write(change_lines(changes))
+    changes = compare(old, {e.target: e for e in engines}) if old is not None and upgrade else []
+    if changes:
+        sys.stderr.write(change_lines(changes))
     text = lockfile.dumps(new)
     try:
         with open(path, encoding="utf-8") as f:
             same = f.read() == text
     except (OSError, UnicodeDecodeError):
         same = False
+    digest = None
+    if not same:
+        try:
+            digest = lockfile.write(path, new)
+        except OSError as e:
+            raise lockfile.LockError(f"{path}: cannot be written ({e.strerror or e})") from None
+    if getattr(args, "json", False):
+        import hashlib
+
+        _print({"lock": path, "check": False, "up_to_date": same, "written": not same,
+                "sha256": digest or hashlib.sha256(text.encode("utf-8")).hexdigest(),
+                "engines": [_engine_json(e) for e in new.engines], "changes": [_change_json(c) for c in changes],
+                "not_locked": not_locked})
+        return 0
     if same:
         sys.stdout.write(f"superfluid: {path} is up to date ({len(engines)} engines)\n")
         return 0
-    try:
-        digest = lockfile.write(path, new)
-    except OSError as e:
-        raise lockfile.LockError(f"{path}: cannot be written ({e.strerror or e})") from None
     sys.stdout.write(f"superfluid: wrote {path}: {len(engines)} engines (sha256 {digest})\n")
     for engine in new.engines:
         sys.stdout.write(f"  {engine.target.describe()}: {engine.install} ({engine.chosen_by}"

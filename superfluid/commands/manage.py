@@ -22,6 +22,19 @@ def _waiting(runtime_id: str):  # type: ignore[no-untyped-def]
     return on_wait
 
 
+def _check_remove(args: argparse.Namespace) -> None:
+    """``runtime remove`` names what it removes: one install, or ``--all`` (as ``uv python uninstall --all``).
+
+    Raises:
+        UsageError: neither, or both.
+    """
+    if args.all and args.install:
+        raise UsageError(f"runtime remove {args.id}: give an install or --all, not both")
+    if not args.all and not args.install:
+        raise UsageError(f"runtime remove {args.id} needs the install to remove, or --all for every install "
+                         f"(`superfluid runtime list {args.id}` lists them)")
+
+
 def _remove(args: argparse.Namespace, home: str) -> int:
     from superfluid.installer import store
 
@@ -45,13 +58,23 @@ def _use(args: argparse.Namespace, home: str) -> int:
         raise UsageError(f"runtime use {args.id}: give an install or --auto, not both")
     if args.auto:
         chosen = unpin(home, args.id, on_wait=_waiting(args.id))
-        sys.stdout.write(f"superfluid: {args.id} serves from {chosen} by default (the best-ranked)\n")
-        return 0
+        return _used(args, chosen, None, f"superfluid: {args.id} serves from {chosen} by default (the best-ranked)")
     if not args.install:
-        raise UsageError(f"runtime use {args.id} needs an install (see `superfluid runtimes`) or --auto")
+        raise UsageError(f"runtime use {args.id} needs an install (`superfluid runtime list {args.id}` lists them) "
+                         "or --auto")
     chosen = pin(home, args.id, args.install, on_wait=_waiting(args.id))
-    sys.stdout.write(f"superfluid: {args.id} serves from {chosen} by default "
-                     f"(pinned; `superfluid runtime use {args.id} --auto` unpins it)\n")
+    return _used(args, chosen, chosen, f"superfluid: {args.id} serves from {chosen} by default "
+                                       f"(pinned; `superfluid runtime use {args.id} --auto` unpins it)")
+
+
+def _used(args: argparse.Namespace, current: str, pinned: str | None, line: str) -> int:
+    """What ``use`` did: the line for people, or with ``--json`` the document (schema ``use-result``)."""
+    if getattr(args, "json", False):
+        from superfluid.output import print_json
+
+        print_json({"id": args.id, "current": current, "pinned": pinned})
+    else:
+        sys.stdout.write(line + "\n")
     return 0
 
 
@@ -68,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
 
     check_runtime_id(args.id)
     registry.get(args.id)
+    if args.sub == "remove":
+        _check_remove(args)
     where = writable_home(dict(os.environ))  # a file, an unwritable or read-only home: named, before anything
     if args.sub == "remove":
         return _remove(args, where)

@@ -18,12 +18,32 @@ class MirrorMismatch(SuperfluidError):
     """``mirror verify``: a file is missing or holds other bytes than the lock pins (exit 1)."""
 
 
+def _a_directory(where: str) -> None:
+    """``mirror sync DIR``: DIR is a directory, or can be made one (nothing in the way).
+
+    Raises:
+        UsageError: it, or a part of its path, is something else (names which and what it is).
+    """
+    from superfluid.paths import kind_of
+
+    probe = os.path.abspath(where)
+    while not os.path.lexists(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    if os.path.isdir(probe):
+        return
+    what = kind_of(os.stat(probe).st_mode) if os.path.exists(probe) else "a dangling link"
+    at = "" if probe == os.path.abspath(where) else f" cannot be made: {probe}"
+    raise UsageError(f"mirror sync {where}{at} is {what}, not a directory: name a directory (it is made when "
+                     "missing)")
+
+
 def _sync(args: argparse.Namespace, path: str) -> int:
     from superfluid.installer import lockfile
     from superfluid.installer.download import progress_for
     from superfluid.installer.mirror_sync import sync
 
     lock, digest = lockfile.read(path)
+    _a_directory(args.dir)
     environ = dict(os.environ)
     progress = progress_for(sys.stderr, environ=environ)
     def tell(line: str) -> None:

@@ -28,20 +28,42 @@ def _current(runtime_id: str, environ: Mapping[str, str]) -> tuple[str | None, s
     from superfluid.runtime.home import install_receipt
     from superfluid.runtime.receipt import read_receipt
 
+    if _homeless(environ) is not None:  # nothing is installed in a home that is not a directory
+        return None, None
     root = runtime_dir(home(environ), runtime_id)
     name, problem = current_target(root)
     if problem is not None:
         return None, f"{problem}: `superfluid runtime use {runtime_id} --auto` points it at the best install"
     if name is None:
         return None, None
+    repair = f"`superfluid runtime repair {runtime_id} {name}` puts it back"
     try:
         receipt = read_receipt(install_receipt(os.path.join(root, name)))
     except BadFile as e:
-        return name, f"{name} is broken: {e.message}: `superfluid runtime repair {runtime_id}` reinstalls it"
+        return name, f"{name} is broken: {e.message}: {repair}"
     if receipt.id != runtime_id or receipt.install != name:
-        return name, (f"{name} is broken: its receipt describes {receipt.id} {receipt.install}: "
-                      f"`superfluid runtime repair {runtime_id}` reinstalls it")
+        return name, f"{name} is broken: its receipt describes {receipt.id} {receipt.install}: {repair}"
     return name, None
+
+
+def _glanced(runtime_id: str, install: str, environ: Mapping[str, str]) -> str | None:
+    """Why the install is broken at a glance (a file its receipt records gone or not as recorded),
+    with its repair; None when it looks whole. Asked when its check failed: the reason to give."""
+    from superfluid.installer.store import fault, list_installs
+
+    found = next((i for i in list_installs(runtime_dir(home(environ), runtime_id)) if i.name == install), None)
+    why = fault(found) if found is not None else None
+    if why is None:
+        return None
+    return f"{install} is broken: {why}: `superfluid runtime repair {runtime_id} {install}` puts it back"
+
+
+def _homeless(environ: Mapping[str, str]) -> str | None:
+    """Why SUPERFLUID_HOME holds nothing (a file, a dangling link, a path under a file), or None."""
+    from superfluid.runtime.home import home_fault
+
+    where = home(environ)
+    return None if os.path.isdir(where) else home_fault(where)
 
 
 def _made_for(runtime_id: str, install: str, environ: Mapping[str, str]) -> dict[str, Any] | None:
@@ -123,6 +145,8 @@ def row(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
                       "runtime": {"version": stated.get("version")}}
     if report is not None:
         ready = report.get("available", "the worker's check said nothing about availability")
+        if ready is not True and current and (glanced := _glanced(runtime_id, current, environ)) is not None:
+            ready = glanced  # not "install it": a file of the current install is gone, and repair puts it back
         out["ready"] = ready
         if ready is True:
             out["state"] = "ready"
@@ -130,6 +154,9 @@ def row(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
             out["state"] = "broken"
         else:
             out["state"] = "not installed"
+        if ready is not True and (fault := _homeless(environ)) is not None:
+            out.update(state="not installed", ready=f"{fault}: nothing is installed there; point SUPERFLUID_HOME "
+                                                    "at a directory (it is made when missing)")
         out["worker"] = ref.to_json() if ref else {"path": "linked", "source": "linked"}
         if ready is True:
             version = (report.get("runtime") or {}).get("version")
@@ -169,6 +196,19 @@ def _worker(worker: dict[str, Any] | None) -> str:
     return f"{worker['source']}: {worker['path']}"
 
 
+def _broken_others(runtime_id: str, current: str | None, environ: Mapping[str, str]) -> str:
+    """A line for each install of the runtime other than ``current`` that is broken, with its repair
+    (the table shows the current one only; ``runtime list`` shows them all)."""
+    from superfluid.installer.store import fault, list_installs
+
+    lines = ""
+    for i in list_installs(runtime_dir(home(environ), runtime_id)):
+        if i.name != current and (why := fault(i)) is not None:
+            lines += (f"{runtime_id}: {i.name} (not the current install) is broken: {why}: "
+                      f"`superfluid runtime repair {runtime_id} {i.name}` puts it back\n")
+    return lines
+
+
 def _human(found: list[dict[str, Any]], environ: Mapping[str, str]) -> str:
     header = ["RUNTIME", "STATE", "INSTALL", "VERSION", "ABI", "INSTALLABLE", "DEVICE", "WORKER"]
     body = []
@@ -184,10 +224,13 @@ def _human(found: list[dict[str, Any]], environ: Mapping[str, str]) -> str:
     for r in found:
         if r["ready"] is not True:
             text += f"{r['id']}: {r['ready']}\n"
+        text += _broken_others(r["id"], r.get("install"), environ)
     for r in found:
         said = registry.get(r["id"]).requires_text(r["requires"]) if "requires" in r else None
         text += f"{said}\n" if said else ""
-    text += f"installed runtimes: {runtimes_dir(home(environ))}\n"
+    fault = _homeless(environ)
+    text += f"installed runtimes: {runtimes_dir(home(environ))}\n" if fault is None else \
+        f"installed runtimes: none ({fault})\n"
     return text
 
 

@@ -131,6 +131,7 @@ def _runtime_flag(value: str | None) -> tuple[str | None, str | None]:
     from superfluid.runtime import registry
 
     runtime_id, at, install = value.partition("@")
+    runtime_id = registry.canonical(runtime_id)  # llama.cpp is llamacpp
     registry.get(runtime_id)
     if not at:
         return runtime_id, None
@@ -161,8 +162,9 @@ def parse_line(argv: Sequence[str]) -> ServeCommand:
     model = own.get("--model")
     if model is None:
         raise UsageError(f"serve needs --model PATH ({_HELP})")
-    if not os.path.exists(model):
-        raise UsageError(f"--model {model}: no such file or directory")
+    from superfluid.paths import model_path
+
+    model_path("--model", model, runtime)  # a FIFO or a device would hold the format probe forever
     sessions = own.get("--sessions")
     if sessions is not None and os.path.exists(sessions) and not os.path.isdir(sessions):
         raise UsageError(f"--sessions {sessions}: not a directory")
@@ -228,12 +230,41 @@ def _install_dir(runtime_id: str, install: str, environ: Mapping[str, str]) -> s
                           f"{version}`, or name an install that exists")
 
 
+def _whole(runtime_id: str, install: str | None, environ: Mapping[str, str]) -> None:
+    """Refuse to serve from an install that is broken (``--runtime ID@INSTALL``'s, else the one
+    ``current`` names): its receipt does not read, or a file it records is gone.
+
+    Raises:
+        NotServable: it is broken (names what, and the repair that puts it back).
+    """
+    from superfluid.installer.store import current_install, fault, list_installs
+    from superfluid.runtime.home import home, runtime_dir
+
+    root = runtime_dir(home(environ), runtime_id)
+    name = install or current_install(root)
+    found = next((i for i in list_installs(root) if i.name == name), None) if name else None
+    why = fault(found) if found is not None else None
+    if why is not None:
+        raise NotServable(f"{runtime_id} {name} is broken ({why}); it is not served",
+                          fix=f"`superfluid runtime repair {runtime_id} {name}` puts it back")
+
+
 def readiness(runtime_id: str, line: ServeCommand, environ: Mapping[str, str]) -> Ready:
     """Whether ``runtime_id`` can serve here: the check the face runs for ``superfluid runtimes``.
 
     Raises:
-        NotServable: not installed, or unable to run here (the check's reason and fix).
+        NotServable: not installed, or unable to run here (the check's reason and fix); the install
+            it would serve from broken (``_whole``: the repair, not "install it").
     """
+    try:
+        return _readiness(runtime_id, line, environ)
+    except NotServable:
+        if "lib" not in line.options.get(runtime_id, {}):  # a library the line names is not the home's
+            _whole(runtime_id, line.install, environ)
+        raise
+
+
+def _readiness(runtime_id: str, line: ServeCommand, environ: Mapping[str, str]) -> Ready:
     from superfluid import catalog
     from superfluid.runtime import registry
     from superfluid.runtime.errors import WorkerFailed

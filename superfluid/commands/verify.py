@@ -42,7 +42,7 @@ def verdicts(runtime_id: str, install: str | None, environ: Mapping[str, str]) -
         if not found:
             present = ", ".join(i.name for i in list_installs(root)) or "none"
             raise NoSuchInstall(f"{runtime_id} has no install {install} (installed: {present})",
-                                fix="`superfluid runtimes` lists what is installed")
+                                fix=f"`superfluid runtime list {runtime_id}` lists its installs")
     if not found:
         raise NoSuchInstall(f"{runtime_id} is not installed", fix=f"`superfluid runtime install {runtime_id}`")
     return [verify_install(runtime_id, i.name, i.path, i.receipt, i.problem)

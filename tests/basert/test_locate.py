@@ -10,9 +10,12 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
 from basert_helpers import LIB_NAME, lib_path
 
+from superfluid.runtime.basert import locate
 from superfluid.runtime.basert.loader import open_library
+from superfluid.runtime.errors import LibraryNotFound
 
 
 def test_open_library_from_the_current_install(engines: Path, tmp_path: Path) -> None:
@@ -28,3 +31,19 @@ def test_open_library_from_the_current_install(engines: Path, tmp_path: Path) ->
     lib = open_library(None, {"SUPERFLUID_HOME": str(home)}, executable=str(exe))
     assert (lib.version, lib.abi, lib.named) == ("0.3.1", 1, None)
     assert lib.path == str(home / "runtimes" / "basert" / "current" / "lib" / LIB_NAME)
+
+
+# --- libbaseRT's own words (moved from tests/runtime/test_locate.py) ----------------------------------
+
+@pytest.mark.parametrize(("platform", "want"), [
+    pytest.param("linux", ("libbaseRT.so", "libbaseRT.so.0"), id="linux"),
+    pytest.param("darwin", ("libbaseRT.dylib", "libbaseRT.0.dylib"), id="macos"),
+])
+def test_library_names(platform: str, want: tuple[str, str]) -> None:
+    assert locate.library_names(platform) == want
+
+
+def test_not_found_in_its_words(tmp_path: Path) -> None:
+    with pytest.raises(LibraryNotFound) as caught:
+        locate.locate(None, {"SUPERFLUID_HOME": str(tmp_path)}, executable="/x/bin/worker", platform="linux")
+    assert caught.value.message.startswith("libbaseRT not found (looked in /x/bin, ")

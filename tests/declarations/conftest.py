@@ -57,6 +57,12 @@ def validate(doc: Any, name: str) -> None:
     assert not found, found
 
 
+def version_rows(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """An adapter's ``versions`` rows, valid against the ``versions`` schema, by version."""
+    validate(rows, "versions")
+    return {r["version"]: r for r in rows}
+
+
 #: the llama.cpp options SPEC §7 names, in its order
 SPEC_LLAMA_OPTIONS = [
     "n-gpu-layers", "main-gpu", "split-mode", "tensor-split", "load-mode", "lazy-mode", "repack", "threads",
@@ -64,3 +70,11 @@ SPEC_LLAMA_OPTIONS = [
     "op-offload", "swa-full", "rope-scaling", "rope-freq-base", "rope-freq-scale", "yarn-ext-factor",
     "yarn-attn-factor", "yarn-beta-fast", "yarn-beta-slow", "yarn-orig-ctx", "lib",
 ]
+
+
+def empty_home_env(home: Path, host: dict[str, str]) -> dict[str, str]:
+    """Nothing installed and nothing named: no library, no MLX environment, no worker override."""
+    env = base_env(home, **host)
+    for name in ("SUPERFLUID_LLAMA_LIB", "SUPERFLUID_MLX_VENV", "VIRTUAL_ENV"):
+        env.pop(name, None)
+    return env

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.declarations.conftest import LINUX_X64, MACOS_ARM64, SUPERFLUID, base_env, fake_worker, sf_json, validate
+from tests.declarations.conftest import LINUX_X64, MACOS_ARM64, SUPERFLUID, fake_worker, sf_json, validate
+from tests.declarations.conftest import empty_home_env as _empty_home_env
 
 STRACE = shutil.which("strace")
 needs_strace = pytest.mark.skipif(STRACE is None, reason="strace is not installed (apt-get install strace)")
@@ -26,14 +27,6 @@ COMMANDS = [
     pytest.param(["compat", "--json"], id="compat"),
 ]
 _EXECVE = re.compile(r'execve\("([^"]+)"')
-
-
-def _empty_home_env(home: Path, host: dict[str, str]) -> dict[str, str]:
-    """Nothing installed and nothing named: no library, no MLX environment, no worker override."""
-    env = base_env(home, **host)
-    for name in ("SUPERFLUID_LLAMA_LIB", "SUPERFLUID_MLX_VENV", "VIRTUAL_ENV"):
-        env.pop(name, None)
-    return env
 
 
 def _traced(env: dict[str, str], trace: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
@@ -155,41 +148,7 @@ def test_declarations_answer_without_any_worker(home: Path, tmp_path: Path, monk
     assert "not found (looked in" in row["ready"] and row["installable"] == "b11642-cpu"
 
 
-# -- what each adapter finds to load, without loading it --------------------------------------------
-
-
-def test_llamacpp_nothing_to_load(home: Path, tmp_path: Path) -> None:
-    from superfluid.runtime.llamacpp.adapter import ADAPTER
-
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    worker = str(bindir / "superfluid-worker-llamacpp")
-    env = _empty_home_env(home, LINUX_X64)
-    why = ADAPTER.nothing_to_load(env, worker)
-    assert why is not None and why.startswith(f"llama.cpp not found (looked for libllama.so in {bindir}, ")
-    (tmp_path / "lib").mkdir()
-    (tmp_path / "lib" / "libllama.so").write_bytes(b"")
-    assert ADAPTER.nothing_to_load(env, worker) is None  # beside the worker: its ../lib
-    (tmp_path / "lib" / "libllama.so").unlink()
-    assert ADAPTER.nothing_to_load(dict(env, SUPERFLUID_LLAMA_LIB=str(tmp_path / "gone.so")), worker) is not None
-    named = tmp_path / "named.so"
-    named.write_bytes(b"")
-    assert ADAPTER.nothing_to_load(dict(env, SUPERFLUID_LLAMA_LIB=str(named)), worker) is None
-
-
-def test_mlx_nothing_to_load(home: Path, tmp_path: Path) -> None:
-    from superfluid.runtime.mlx.adapter import ADAPTER
-
-    worker = str(tmp_path / "bin" / "superfluid-worker-mlx")
-    linux = ADAPTER.nothing_to_load(_empty_home_env(home, LINUX_X64), worker)
-    assert linux == "MLX runs on Apple silicon only (macos-arm64); this is Linux x64"
-    mac = _empty_home_env(home, MACOS_ARM64)
-    why = ADAPTER.nothing_to_load(mac, worker)
-    assert why is not None and why.startswith("the mlx runtime is not installed: no MLX environment here")
-    venv = tmp_path / "venv"
-    (venv / "bin").mkdir(parents=True)
-    fake_worker(venv / "bin" / "python", "")
-    assert ADAPTER.nothing_to_load(dict(mac, SUPERFLUID_MLX_VENV=str(venv)), worker) is None
+# -- what each adapter finds to load, without loading it (llamacpp's and mlx's: tests/<id>/test_adapter.py) --
 
 
 def test_basert_checks_in_process_and_knows_of_nothing_to_skip() -> None:

@@ -38,7 +38,8 @@ def test_with_a_mirror_versions_marks_what_install_chooses(home: Path, mirror: P
     assert [(r["version"], r["install"], r["source"]) for r in here] == [
         (chosen["version"], chosen["install"], "listing")]
     text = sf(env, "runtime", "versions", "basert", *flags).stdout
-    assert f"`superfluid runtime install basert` installs {chosen['version']} as {chosen['install']}" in text
+    hint = f"superfluid runtime install basert{' --mirror ' + str(mirror) if named == 'flag' else ''}"
+    assert f"`{hint}` installs {chosen['version']} as {chosen['install']}" in text  # the hint keeps --mirror
     assert "none installs here" not in text and "none of the recipe's pins" not in text
 
 

@@ -17,11 +17,14 @@ from pathlib import Path
 import pytest
 
 from superfluid.helptext import children, find
+from superfluid.installer.locking import HOSTS, PLATFORMS
 from superfluid.parser import parser
 from superfluid.runtime import registry
 from tests.conftest import VENV_BIN
 
 FILES = {"a.tar.gz", "b.gguf"}  # and the directory sub/, in the working directory
+#: the installs of basert in the home the shells complete in (beside current, pinned and a staging directory)
+INSTALLS = ("0.4.0-cpu", "0.3.1-cpu")
 
 
 def _flags(path: str) -> set[str]:
@@ -69,6 +72,25 @@ CASES = [
     pytest.param(["cache", "prune", "--keep-lock"], "", "files", id="a-kept-lock-is-a-file"),
     pytest.param(["runtime", "gc"], "", set(registry.IDS), id="gc-runtime-ids"),
     pytest.param(["runtime", "verify", "basert"], "--", {"--help", "--json"}, id="verify-flags"),
+    # issue 25: values after --runtime, --backend, --platform; install names read from the home; serve's options
+    pytest.param(["serve", "--runtime"], "", set(registry.IDS), id="serve-runtime-ids"),
+    pytest.param(["lock", "--runtime"], "", set(registry.IDS), id="lock-runtime-ids"),
+    pytest.param(["compat", "--runtime"], "ll", {"llamacpp"}, id="compat-runtime-ids"),
+    pytest.param(["lock", "--upgrade"], "", set(registry.IDS), id="lock-upgrade-ids"),
+    pytest.param(["lock", "--backend"], "", set(HOSTS), id="lock-backends"),
+    pytest.param(["runtime", "install", "basert", "--backend"], "c", {"cpu", "cuda"}, id="install-backends"),
+    pytest.param(["lock", "--platform"], "", set(PLATFORMS), id="lock-platforms"),
+    pytest.param(["compat", "--platform"], "mac", {"macos-x64", "macos-arm64"}, id="compat-platforms"),
+    pytest.param(["runtime", "use", "basert"], "", set(INSTALLS), id="use-installs-from-the-home"),
+    pytest.param(["runtime", "remove", "basert"], "0.3", {"0.3.1-cpu"}, id="remove-installs-by-prefix"),
+    pytest.param(["runtime", "repair", "basert"], "", set(INSTALLS), id="repair-installs"),
+    pytest.param(["runtime", "verify", "basert"], "", set(INSTALLS), id="verify-installs"),
+    pytest.param(["runtime", "use", "llamacpp"], "", set(), id="no-installs-no-words"),
+    pytest.param(["serve"], "--llamacpp-cache-type", {"--llamacpp-cache-type-k", "--llamacpp-cache-type-v"},
+                 id="serve-runtime-options"),
+    pytest.param(["serve", "--llamacpp-cache-type-k"], "", _option_values("llamacpp", "cache-type-k"),
+                 id="serve-option-values"),
+    pytest.param(["runtime", "install", "basert"], "--rei", {"--reinstall"}, id="reinstall-flag"),
 ]
 
 
@@ -78,6 +100,11 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in FILES:
         (d / name).write_text("")
     (d / "sub").mkdir()
+    basert = d / "home" / "runtimes" / "basert"
+    for name in (*INSTALLS, ".staging-0.5.0-cpu"):
+        (basert / name).mkdir(parents=True)
+    (basert / "current").symlink_to("0.4.0-cpu")
+    (basert / "pinned").write_text("0.4.0-cpu\n")
     for shell in ("bash", "zsh", "fish"):
         done = subprocess.run([str(VENV_BIN / "superfluid"), "completion", shell], capture_output=True, text=True,
                               check=True, timeout=60)
@@ -95,7 +122,10 @@ def _need(shell: str) -> str:
 
 
 def _run(argv: list[str], cwd: Path) -> str:
-    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=60, check=False)
+    import os
+
+    env = {**os.environ, "SUPERFLUID_HOME": str(cwd / "home")}  # the install names are read from it
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=60, check=False, env=env)
     assert done.returncode == 0 and done.stderr == "", done.stderr
     return done.stdout
 

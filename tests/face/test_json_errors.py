@@ -35,6 +35,8 @@ FAILURES = [
     ("runtime update", ["runtime", "update", "basert", "--json"], {}, 1, "not-installable"),
     ("runtime repair", ["runtime", "repair", "basert", "--json"], {}, 1, "not-installable"),
     ("runtime remove", ["runtime", "remove", "basert", "0.4.0-cpu", "--json"], {}, 1, "no-such-install"),
+    ("runtime remove", ["runtime", "remove", "basert", "--json"], {}, 2, "usage"),
+    ("runtime list", ["runtime", "list", "nope", "--json"], {}, 2, "usage"),
     ("runtime check", ["runtime", "check", "llamacpp", "--json", "--n-gpu-layers", "lots"], {}, 2, "usage"),
     ("mirror push", ["mirror", "push", "https://registry.example/x", "--json"], {}, 2, "usage"),
     ("mirror push", ["mirror", "push", "oci://127.0.0.1:9/x", "--json", "--lock", "{tmp}/nope.lock"], {}, 1,
@@ -45,6 +47,11 @@ FAILURES = [
     ("runtime gc", ["runtime", "gc", "basert", "--json", "--lock", "{tmp}/nope.lock"], {}, 2, "usage"),
     ("cache du", ["cache", "du", "--json", "--keep-lock", "{tmp}/nope.lock"], {}, 2, "usage"),
     ("cache prune", ["cache", "prune", "--json", "--older-than", "3x"], {}, 2, "usage"),
+    ("lock", ["lock", "--json", "--runtime", "nope"], {}, 2, "usage"),
+    ("lock", ["lock", "--json", "--check", "-o", "{tmp}/nope.lock"], {}, 1, "bad-file"),
+    ("runtime use", ["runtime", "use", "basert", "0.4.0-cpu", "--json"], {}, 1, "no-such-install"),
+    ("runtime repair", ["runtime", "repair", "basert", "0.4.0-cpu", "--json"], {}, 1, "no-such-install"),
+    ("version", ["version", "--json", "--bogus"], {}, 2, "usage"),
 ]
 
 

@@ -104,7 +104,7 @@ def test_install_locked_reads_no_listing_and_records_the_lock(admin: Machine, fl
     row = next(r for r in rows if r["id"] == "basert")
     assert row["lock"] == {"file": str(path), "sha256": digest} and schema_errors(rows, "runtimes") == []
     # again, offline: from the cache by the lock's digests, not one connection
-    assert node.superfluid("runtime", "remove", "basert").code == 0
+    assert node.superfluid("runtime", "remove", "basert", "--all").code == 0
     fleet_server.clear_log()
     dry = node.superfluid("runtime", "install", "basert", "--locked", "--offline", "--dry-run")
     assert dry.code == 0 and "basert 0.4.0-cpu (abi, ABI 1)" in dry.stdout and node.installs("basert") == []

@@ -12,8 +12,6 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
-
 from superfluid.installer import lockfile
 from superfluid.runtime.schema import errors as schema_errors
 from tests.conftest import Run
@@ -22,12 +20,6 @@ from tests.fleet.registry import PASSWORD, USER, Registry, docker_config
 from tests.release_server import ReleaseServer
 
 NODES = 20
-
-
-@pytest.fixture
-def registry(tmp_path: Path) -> Registry:
-    with Registry(tmp_path / "registry") as r:
-        yield r  # type: ignore[misc]
 
 
 def _lock(admin: Machine, *runtimes: str) -> lockfile.Lock:

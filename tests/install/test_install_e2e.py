@@ -243,7 +243,7 @@ def test_update_repair_use_remove(cli_home: Home, server: ReleaseServer) -> None
     assert run.code == 0 and "removed basert 0.4.0-cpu" in run.stdout and cli_home.current() == "0.3.1-cpu"
     run = cli_home.superfluid("runtime", "remove", "basert", "9.9.9-cpu")
     assert run.code == 1 and "has no install 9.9.9-cpu" in run.stderr
-    assert cli_home.superfluid("runtime", "remove", "basert").code == 0
+    assert cli_home.superfluid("runtime", "remove", "basert", "--all").code == 0
     assert cli_home.installs() == [] and cli_home.current() is None
 
 

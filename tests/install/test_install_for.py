@@ -190,7 +190,8 @@ def test_for_version_through_a_running_manifest_service(cli_home: Home, server: 
             first = run.json()["plans"][0]
             assert (first["version"], first["for"]["version"]) == (expect, version)
         missing = _install(cli_home, server, "--for", "0.7.0", "--key", str(pub), "--dry-run", *trust)
-        assert missing.code == 1 and "0.7.0" in missing.stderr
+        assert missing.code == 1 and "no verified release 0.7.0 (verified: 0.9.0, 0.8.0)" in missing.stderr
+        assert "HTTP 404" not in missing.stderr  # the service's reason, not only its status
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=10)

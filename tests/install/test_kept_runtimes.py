@@ -103,7 +103,7 @@ def test_a_kept_answer_is_the_computed_one_until_anything_changes(cli_home: Home
     assert other.stdout == _fresh(cli_home, "--json", env=named)
 
     # every install removed
-    assert cli_home.superfluid("runtime", "remove", "basert").code == 0
+    assert cli_home.superfluid("runtime", "remove", "basert", "--all").code == 0
     _settled()
     gone, modules = _runtimes(cli_home, "--json")
     assert _computed(modules) and _basert(gone.stdout)["state"] != "ready" and "install" not in _basert(gone.stdout)

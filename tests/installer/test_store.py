@@ -1,5 +1,6 @@
-"""The home layout and the install workflow (SPEC §3, §8.4): names, ranking, lock, staging, publish,
-current and pinned, remove; then real processes: two installs at once, and SIGKILL at each step.
+"""The home layout (installer/store.py): names, ranking, current and pinned, remove, stale leftovers;
+then real processes: two installs at once, and SIGKILL at each step. How one install lands is
+tests/installer/test_publish.py, the install lock tests/installer/test_flock.py.
 """
 
 from __future__ import annotations
@@ -11,15 +12,13 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from superfluid.installer import store
-from superfluid.installer.extract import UnsafeArchive, extract_all
-from superfluid.installer.flock import Holder, LockBusy, install_lock, lock_holder
-from superfluid.installer.publish import install_staged, worker_argv, write_worker_launcher
+from superfluid.installer.flock import install_lock, lock_holder
+from superfluid.installer.publish import install_staged
 from superfluid.installer.store import (
     BadName,
     NoSuchInstall,
@@ -32,50 +31,12 @@ from superfluid.installer.store import (
     pin,
     read_pinned,
     remove,
-    runtime_root,
     unpin,
 )
-from superfluid.runtime.errors import WorkerFailed
-from superfluid.runtime.home import worker_path
-from superfluid.runtime.receipt import Receipt, Source, read_receipt
+from superfluid.runtime.receipt import Receipt, read_receipt
 
-from .archives import E, make_tar, snapshot
-
-RID = "demo"
-
-
-def receipt(name: str, tag: str = "", **kw: object) -> Receipt:
-    version, backend = name.split("-", 1)
-    fields: dict[str, object] = dict(id=RID, install=name, version=version, backend=backend,
-                                     worker=worker_path(RID), sources=(Source(f"file:///{tag or name}", "0" * 64),),
-                                     tested=True, chosen_by="tested")
-    fields.update(kw)
-    return Receipt(**fields)  # type: ignore[arg-type]
-
-
-def populating(install: str, tag: str = "", files: int = 5) -> Callable[[Path], Receipt]:
-    def populate(staging: Path) -> Receipt:
-        for i in range(files):
-            (staging / "lib" / f"part{i}").write_text(tag or install)
-        return receipt(install, tag)
-    return populate
-
-
-def no_probe(staging: Path) -> None:
-    pass
-
-
-def do_install(home: Path, install: str, tag: str = "", **kw: object) -> store.Installed:
-    install_staged(home, RID, install, populating(install, tag), no_probe, **kw)  # type: ignore[arg-type]
-    return next(i for i in list_installs(runtime_root(home, RID)) if i.name == install)
-
-
-def root_of(home: Path) -> Path:
-    return runtime_root(home, RID)
-
-
-def leftovers(home: Path) -> list[str]:
-    return sorted(n for n in os.listdir(root_of(home)) if n.startswith(".") and n != ".install.lock")
+from .archives import snapshot
+from .staged import RID, do_install, leftovers, no_probe, populating, receipt, root_of
 
 
 def dead_pid() -> int:
@@ -106,102 +67,6 @@ def test_install_names_accepted(name: str) -> None:
 def test_install_names_refused(name: str) -> None:
     with pytest.raises(BadName, match="is not an install name"):
         check_install_name(name)
-
-
-# --- install_staged ---------------------------------------------------------------------------------
-
-def test_first_install_layout(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    published = install_staged(home, RID, "1.0-cpu", populating("1.0-cpu"), no_probe)
-    root = root_of(home)
-    assert published.path == root / "1.0-cpu" and not published.replaced and published.current == "1.0-cpu"
-    assert os.readlink(root / "current") == "1.0-cpu"  # relative
-    written = read_receipt(root / "current" / "runtime.json")
-    assert written == published.receipt
-    assert written == receipt("1.0-cpu", installed_at=written.installed_at)
-    assert written.installed_at and written.installed_at.endswith("Z")
-    worker = root / "1.0-cpu" / "bin" / f"superfluid-worker-{RID}"
-    assert os.access(worker, os.X_OK)
-    assert sorted(os.listdir(root)) == [".install.lock", "1.0-cpu", "current"]
-    assert (root / ".install.lock").read_text() == ""  # nobody holds it now
-
-
-def test_reinstall_replaces_in_place(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    do_install(home, "1.0-cpu", "old")
-    (root_of(home) / "1.0-cpu" / "lib" / "stray").write_text("from the old install")
-    published = install_staged(home, RID, "1.0-cpu", populating("1.0-cpu", "new"), no_probe)
-    assert published.replaced
-    lib = root_of(home) / "1.0-cpu" / "lib"
-    assert sorted(os.listdir(lib)) == [f"part{i}" for i in range(5)]
-    assert {p.read_text() for p in lib.iterdir()} == {"new"}
-    assert leftovers(home) == []
-
-
-def test_reinstall_without_atomic_exchange(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    home = tmp_path / "home"
-    do_install(home, "1.0-cpu", "old")
-    monkeypatch.setattr(store, "_exchange", lambda a, b: False)
-    assert install_staged(home, RID, "1.0-cpu", populating("1.0-cpu", "new"), no_probe).replaced
-    assert (root_of(home) / "1.0-cpu" / "lib" / "part0").read_text() == "new"
-    assert leftovers(home) == []
-
-
-@pytest.mark.parametrize("fail_in", ["populate", "probe"])
-def test_failure_leaves_every_install_intact(tmp_path: Path, fail_in: str) -> None:
-    home = tmp_path / "home"
-    do_install(home, "1.0-cpu", "old")
-    before = snapshot(home)
-
-    def populate(staging: Path) -> Receipt:
-        (staging / "lib" / "part0").write_text("new")
-        if fail_in == "populate":
-            raise OSError(28, "No space left on device", str(staging / "lib" / "part0"))
-        return receipt("1.0-cpu", "new")
-
-    def probe(staging: Path) -> None:
-        assert (staging / "runtime.json").is_file()  # the receipt is written before the probe
-        raise WorkerFailed(str(staging / worker_path(RID)), "the staged library states ABI 2")
-
-    error = StoreError if fail_in == "populate" else WorkerFailed
-    with pytest.raises(error, match="No space left" if fail_in == "populate" else "ABI 2"):
-        install_staged(home, RID, "1.0-cpu", populate, probe)
-    assert snapshot(home) == before
-
-
-def test_hostile_archive_installs_nothing(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    do_install(home, "1.0-cpu", "old")
-    archive = make_tar(tmp_path / "evil.tar.gz", [E("file", "ok", "x"), E("symlink", "l", "../../../../outside")])
-    before = snapshot(tmp_path)
-
-    def populate(staging: Path) -> Receipt:
-        extract_all([archive], staging / "lib")
-        return receipt("2.0-cpu")
-
-    with pytest.raises(UnsafeArchive, match="'l' links to '../../../../outside', outside the install"):
-        install_staged(home, RID, "2.0-cpu", populate, no_probe)
-    assert snapshot(tmp_path) == before
-
-
-@pytest.mark.parametrize(("field", "value", "fragment"), [
-    ("id", "other", "id 'other', not 'demo'"),
-    ("install", "9.9-cpu", "install '9.9-cpu', not '1.0-cpu'"),
-    ("worker", "bin/superfluid-worker-other", "worker 'bin/superfluid-worker-other'"),
-])
-def test_receipt_must_describe_the_install(tmp_path: Path, field: str, value: str, fragment: str) -> None:
-    home = tmp_path / "home"
-    with pytest.raises(StoreError, match=fragment):
-        install_staged(home, RID, "1.0-cpu", lambda s: receipt("1.0-cpu", **{field: value}), no_probe)
-    assert sorted(os.listdir(root_of(home))) == [".install.lock"]
-
-
-def test_bad_names_touch_nothing(tmp_path: Path) -> None:
-    with pytest.raises(BadName):
-        install_staged(tmp_path / "home", RID, "../evil", populating("x-cpu"), no_probe)
-    with pytest.raises(BadName):
-        install_staged(tmp_path / "home", "../evil", "1.0-cpu", populating("1.0-cpu"), no_probe)
-    assert not (tmp_path / "home").exists()
 
 
 # --- default, pin, remove ---------------------------------------------------------------------------
@@ -280,58 +145,6 @@ def test_broken_installs_listed_but_never_default(tmp_path: Path) -> None:
     assert store.default_install(root) == "1.0-cpu"
 
 
-# --- the lock ----------------------------------------------------------------------------------------
-
-HOLDER = textwrap.dedent("""
-    import sys, time
-    from superfluid.installer.flock import install_lock
-    with install_lock(sys.argv[1], command="superfluid runtime install demo"):
-        print("held", flush=True)
-        time.sleep(60)
-""")
-
-
-def test_waiter_names_the_holder_and_times_out(tmp_path: Path) -> None:
-    root = tmp_path / "runtimes" / RID
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(root)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-        seen: list[Holder] = []
-        started = time.monotonic()
-        with pytest.raises(LockBusy) as info:
-            with install_lock(root, timeout=0.5, on_wait=seen.append):
-                pass
-        assert time.monotonic() - started >= 0.5
-        assert seen and seen[0].pid == holder.pid
-        message = str(info.value)
-        assert f"pid {holder.pid} (superfluid runtime install demo), since 20" in message
-        assert f"kill {holder.pid}" in message and ".install.lock" in message
-        busy = lock_holder(root)
-        assert busy is not None and busy.pid == holder.pid
-    finally:
-        holder.kill()
-        holder.wait()
-    assert lock_holder(root) is None  # the kernel let go with the process
-    with install_lock(root, timeout=0) as me:
-        assert me.pid == os.getpid()
-        assert json.loads((root / ".install.lock").read_text())["pid"] == os.getpid()
-
-
-def test_lock_is_exclusive_within_one_process(tmp_path: Path) -> None:
-    with install_lock(tmp_path):
-        with pytest.raises(LockBusy):
-            with install_lock(tmp_path, timeout=0.05):
-                pass
-
-
-def test_holder_command_hides_urls(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sys, "argv", ["/usr/bin/superfluid", "runtime", "install", "basert", "--mirror",
-                                      "https://user:secret@mirror.example/x"])
-    from superfluid.installer import flock as lock
-
-    assert lock._command() == "superfluid runtime install basert --mirror <url>"
-
-
 # --- stale leftovers ------------------------------------------------------------------------------------
 
 def test_clean_stale(tmp_path: Path) -> None:
@@ -356,48 +169,6 @@ def test_clean_stale(tmp_path: Path) -> None:
     assert sorted(os.listdir(root)) == sorted([".install.lock", ".unrelated", f".staging-2.0-cpu-{live}-{rand}",
                                                "1.0-cpu", "2.0-cpu", "current"])
     assert read_receipt(root / "1.0-cpu" / "runtime.json").install == "1.0-cpu"
-
-
-# --- the launcher -----------------------------------------------------------------------------------------
-
-PROBE = "import json, sys\ndef main():\n    print(json.dumps(sys.argv))\n    return 3\n"
-
-
-@pytest.fixture
-def probe_module(tmp_path: Path) -> dict[str, str]:
-    """A module ``sfprobe`` whose main prints its argv, importable through PYTHONPATH."""
-    (tmp_path / "mods").mkdir()
-    (tmp_path / "mods" / "sfprobe.py").write_text(PROBE)
-    return {**os.environ, "PYTHONPATH": str(tmp_path / "mods")}
-
-
-def test_launcher_hands_its_own_path_as_argv0(tmp_path: Path, probe_module: dict[str, str]) -> None:
-    install = tmp_path / "runtimes" / RID / "1.0-cpu"
-    install.mkdir(parents=True)
-    (tmp_path / "runtimes" / RID / "current").symlink_to("1.0-cpu")
-    write_worker_launcher(install, RID, argv=worker_argv(RID, module="sfprobe"))
-    via_current = tmp_path / "runtimes" / RID / "current" / "bin" / f"superfluid-worker-{RID}"
-    run = subprocess.run([str(via_current), "check", "--model", "a b.gguf"], capture_output=True, text=True,
-                         env=probe_module, timeout=30)
-    assert run.returncode == 3, run.stderr  # main's return value is the exit code
-    assert json.loads(run.stdout) == [str(install / worker_path(RID)), "check", "--model", "a b.gguf"]
-
-
-def test_launcher_ignores_modules_in_the_working_directory(tmp_path: Path, probe_module: dict[str, str]) -> None:
-    install = tmp_path / "i"
-    install.mkdir()
-    write_worker_launcher(install, RID, argv=worker_argv(RID, module="sfprobe"))
-    (tmp_path / "cwd").mkdir()
-    (tmp_path / "cwd" / "sfprobe.py").write_text("def main():\n    print('hijacked')\n")
-    run = subprocess.run([str(install / worker_path(RID))], capture_output=True, text=True, cwd=tmp_path / "cwd",
-                         env=probe_module, timeout=30)
-    assert run.returncode == 3 and "hijacked" not in run.stdout
-
-
-def test_default_worker_command_runs_the_adapter_main() -> None:
-    argv = worker_argv("basert")
-    assert argv[0] == sys.executable and argv[1] in ("-P", "-I") and argv[2] == "-c"
-    assert "from superfluid.runtime.basert.worker import main" in argv[3]
 
 
 # --- real processes: concurrency and SIGKILL ------------------------------------------------------------------

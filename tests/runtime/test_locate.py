@@ -7,7 +7,6 @@ variable and the words of "not found" are the adapter's.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -156,25 +155,3 @@ def test_nothing_found_names_every_place(tree: Tree) -> None:
     assert e.message == tree.library.missing.format(name=tree.so, dirs=", ".join(dirs))
     assert e.looked == [os.path.join(d, n) for d in dirs for n in (tree.so, tree.so0)]
     assert f"superfluid runtime install {tree.library.runtime_id}" in str(e)
-
-
-# --- the adapters' own words ----------------------------------------------------------------------
-
-@pytest.mark.parametrize(("names", "platform", "want"), [
-    pytest.param(basert.library_names, "linux", ("libbaseRT.so", "libbaseRT.so.0"), id="basert-linux"),
-    pytest.param(basert.library_names, "darwin", ("libbaseRT.dylib", "libbaseRT.0.dylib"), id="basert-macos"),
-    pytest.param(llamacpp.library_names, "linux", ("libllama.so", "libllama.so.0"), id="llamacpp-linux"),
-    pytest.param(llamacpp.library_names, "darwin", ("libllama.dylib", "libllama.0.dylib"), id="llamacpp-macos"),
-])
-def test_library_names(names: Callable[[str], tuple[str, str]], platform: str, want: tuple[str, str]) -> None:
-    assert names(platform) == want
-
-
-@pytest.mark.parametrize(("adapter", "start"), [
-    pytest.param(basert, "libbaseRT not found (looked in /x/bin, ", id="basert"),
-    pytest.param(llamacpp, "llama.cpp not found (looked for libllama.so in /x/bin, ", id="llamacpp"),
-])
-def test_not_found_in_the_adapters_words(adapter: Any, start: str, tmp_path: Path) -> None:
-    with pytest.raises(LibraryNotFound) as caught:
-        adapter.locate(None, {"SUPERFLUID_HOME": str(tmp_path)}, executable="/x/bin/worker", platform="linux")
-    assert caught.value.message.startswith(start)

@@ -30,8 +30,6 @@ def handlers(calls: list[list[str]]) -> dict[str, object]:
 
 @pytest.mark.parametrize(("argv", "code", "out", "err"), [
     pytest.param([], 2, "", USAGE, id="nothing"),
-    pytest.param(["--help"], 0, USAGE, "", id="help"),
-    pytest.param(["help"], 0, USAGE, "", id="help-word"),
     pytest.param(["serve"], 2, "", f"superfluid-worker-basert: unknown command 'serve'; {USAGE}", id="unknown"),
     pytest.param(["compat"], 2, "", "superfluid-worker-basert: compat takes exactly --json (got nothing)\n",
                  id="declaration-without-json"),
@@ -42,6 +40,16 @@ def test_the_line(capsys: pytest.CaptureFixture[str], calls: list[list[str]], ar
                   err: str) -> None:
     assert run(registry.get("basert"), argv, handlers(calls)) == code  # type: ignore[arg-type]
     assert capsys.readouterr() == (out, err) and calls == []
+
+
+@pytest.mark.parametrize("word", ["--help", "-h", "help"])
+def test_help_is_the_usage_then_each_command_examples_and_exit_codes(capsys: pytest.CaptureFixture[str],
+                                                                    calls: list[list[str]], word: str) -> None:
+    assert run(registry.get("basert"), [word], handlers(calls)) == 0  # type: ignore[arg-type]
+    out, err = capsys.readouterr()
+    assert err == "" and out.startswith(USAGE) and calls == []
+    assert "\n  check     [--model PATH]" in out and "\nexamples:\n  superfluid-worker-basert check\n" in out
+    assert "\nexit codes:\n  0  done" in out and "  2  a usage error" in out and "  3  (serve)" not in out
 
 
 def test_a_command_goes_to_its_handler_with_the_rest(calls: list[list[str]]) -> None:

@@ -114,6 +114,16 @@ def test_basert_refuses_sampling_and_chat_with_a_400(basert_server: SuperfluidSe
         " reference engine spoke plainly and stopped")  # and it keeps serving
 
 
+@pytest.mark.parametrize("path", ["/v1/completions", "/v1/chat/completions"])
+def test_a_body_nested_10000_deep_is_a_400_and_the_server_keeps_serving(basert_server: SuperfluidServe,
+                                                                        path: str) -> None:
+    deep = b'{"prompt": ' + b"[" * 10_000 + b"]" * 10_000 + b"}"
+    status, answer = basert_server.request("POST", path, deep)
+    assert status == 400, answer
+    assert "nested too deeply" in answer["error"]["message"] and answer["error"]["type"] == "invalid_request_error"
+    assert basert_server.complete(model="tiny", prompt="once upon", max_tokens=2)["choices"][0]["text"] == " a time"
+
+
 def test_a_named_install_serves_and_sigint_stops_it(installed: Path) -> None:
     s = start(installed, "--model", BASERT / "models" / "tiny.base", "--runtime", "basert@0.4.0-cpu")
     try:

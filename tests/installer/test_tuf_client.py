@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from unittest.mock import patch
 
@@ -30,16 +29,7 @@ from superfluid.installer.trust_errors import (
 )
 from tests.tuf_simulator import TufSimulator
 
-ANSWER = "v1/releases/0.2.0.json"
-FIRST = b'{"version": "0.2.0"}\n'
-
-
-@pytest.fixture
-def sim() -> Iterator[TufSimulator]:
-    s = TufSimulator()
-    s.publish({ANSWER: FIRST})
-    yield s
-    s.close()
+from .conftest import ANSWER, FIRST
 
 
 class Client:

@@ -18,7 +18,6 @@ from superfluid.runtime.basert.config import CONFIG_SIZE, BaseRTModelConfig
 from superfluid.runtime.basert.header import ABI_VERSION, UNNUMBERED_LINE
 from superfluid.runtime.basert.loader import config_of, dlopen, load_library
 from superfluid.runtime.basert.model import Model
-from superfluid.runtime.basert.verdict import Probe, judge
 from superfluid.runtime.errors import AbiRefused, LibraryRefused
 
 EXTRA = 5 * 4  # the 0.4.0, 0.5.0 and wrong-size engines append five uint32 fields to our struct
@@ -199,41 +198,3 @@ def test_a_file_that_is_not_a_library_is_refused(tmp_path: Path) -> None:
     bogus.write_bytes(b"not an ELF file")
     with pytest.raises(LibraryRefused, match=rf"could not load libbaseRT at {bogus}: "):
         dlopen(str(bogus))
-
-
-# ---- the rule itself, on facts (no library) ----
-
-OK = {"version": "0.4.0", "abi": 1, "has_into": True, "config_size": 1792}
-
-JUDGE = [
-    pytest.param({}, "into", None, id="numbered-with-into"),
-    pytest.param({"has_into": False}, "by-value", None, id="numbered-by-value-same-size"),
-    pytest.param({"version": "9.9.9"}, "into", None, id="number-wins-over-version-string"),
-    pytest.param({"has_into": True, "config_size": 4000}, "into", None, id="into-reads-any-size"),
-    pytest.param({"has_into": False, "config_size": 1704}, None, "in 1704 bytes where", id="by-value-other-size"),
-    pytest.param({"abi": 2}, None, "states ABI 2; this superfluid drives ABI 1", id="other-number"),
-    pytest.param({"abi": 0}, None, "states ABI 0;", id="number-zero"),
-    pytest.param({"abi": None, "version": "0.3.7", "has_into": False}, "by-value", None, id="unnumbered-0.3.x"),
-    pytest.param({"abi": None, "version": "0.3.0", "has_into": True}, "into", None, id="unnumbered-with-into"),
-    pytest.param({"abi": None, "version": "0.4.0"}, None, "only the unnumbered 0.3.x line", id="unnumbered-0.4"),
-    pytest.param({"abi": None, "version": "0.30.1"}, None, "is version '0.30.1'", id="unnumbered-0.30-not-0.3"),
-    pytest.param({"abi": None, "version": "garbage"}, None, "is version 'garbage'", id="unnumbered-garbage"),
-    pytest.param({"abi": None, "version": ""}, None, "is version ''", id="unnumbered-empty"),
-    pytest.param({"missing": "baseRT_prefill", "abi": 2}, None, "lacks baseRT_prefill", id="symbols-first"),
-]
-
-
-@pytest.mark.parametrize(("change", "config_read", "refusal"), JUDGE)
-def test_judge(change: dict[str, Any], config_read: str | None, refusal: str | None) -> None:
-    verdict = judge(Probe("/x/libbaseRT.so", **{**OK, **change}), 1792, drives=1, line="0.3")
-    assert verdict.config_read == config_read
-    if refusal is None:
-        assert verdict.serves and verdict.refusal is None
-    else:
-        assert not verdict.serves and verdict.refusal is not None
-        assert refusal in verdict.refusal.message and "/x/libbaseRT.so" in verdict.refusal.message
-
-
-def test_an_abi_without_unnumbered_line_refuses_every_unnumbered_library() -> None:
-    verdict = judge(Probe("/x", version="0.3.0", config_size=1792), 1792, drives=2, line=None)
-    assert verdict.refusal is not None and "no unnumbered release carries ABI 2" in verdict.refusal.message

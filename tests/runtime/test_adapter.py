@@ -1,0 +1,306 @@
+"""``runtime/adapter``: the base class's rules every adapter inherits (the canonical spelling of a
+question, the order of questions across adapters, the recipe's repository, the compat part a request
+plans for, the probe's verdict with the adapter's switches) and the defaults a new engine gets."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from superfluid.runtime import registry
+from superfluid.runtime.adapter import VERSION_PATTERN, Adapter, Question, Shown, by_kind, load_recipe
+from superfluid.runtime.errors import BadFile
+from superfluid.runtime.host import Host
+from superfluid.runtime.options import Option
+from superfluid.runtime.planning import ForRelease, Listing, NotInstallable, Plan, PlanAsset, Request
+from superfluid.runtime.probe import ProbeRefused, judge_probe
+
+
+class Bare(Adapter):
+    """An adapter that declares only what it must."""
+
+    id = "bare"
+    package = "bare_pkg"
+
+    def compat(self) -> dict[str, Any]:
+        return {"requires": {"abi": 7}}
+
+    def versions(self, host: Host, installed: Collection[str],
+                 compat_part: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        return []
+
+    def options(self) -> list[Option]:
+        return []
+
+
+def bare(recipe: dict[str, Any] | None = None, cls: type[Adapter] = Bare) -> Adapter:
+    adapter = cls()
+    adapter.__dict__["recipe"] = recipe or {}  # the cached property, filled without a package
+    return adapter
+
+
+# --- a question's one spelling ------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("value", "usable"), [
+    pytest.param("0.3.0", True, id="version"),
+    pytest.param("b11642", True, id="build"),
+    pytest.param("2", True, id="number"),
+    pytest.param("1.0+local_x!y-z", True, id="every-allowed-sign"),
+    pytest.param("a" * 64, True, id="64-characters"),
+    pytest.param("a" * 65, False, id="65-characters"),
+    pytest.param("", False, id="empty"),
+    pytest.param(".3", False, id="leading-dot"),
+    pytest.param("-1", False, id="leading-dash"),
+    pytest.param("0.3/1", False, id="two-path-segments"),
+    pytest.param("..", False, id="dot-dot"),
+    pytest.param("0.3 ", False, id="trailing-space"),
+    pytest.param("0.3\n", False, id="trailing-newline"),
+    pytest.param("é", False, id="not-ascii"),
+])
+def test_the_default_pattern_is_one_path_segment(value: str, usable: bool) -> None:
+    assert Question("version").usable(value) is usable
+
+
+def test_a_pattern_is_matched_whole() -> None:
+    abi = Question("abi", pattern=r"[1-9][0-9]{0,8}", words="ABI {value}", number=True)
+    assert [abi.usable(v) for v in ("2", "02", "2a", "12")] == [True, False, False, True]
+    assert VERSION_PATTERN == Question("x").pattern
+
+
+@pytest.mark.parametrize(("question", "named", "sample"), [
+    pytest.param(Question("version"), "version 0.3.0", "V", id="defaults"),
+    pytest.param(Question("abi", words="ABI {value}", metavar="N"), "ABI 0.3.0", "N", id="words-and-metavar"),
+    pytest.param(Question("build", metavar="B", placeholder="<build>"), "build 0.3.0", "<build>", id="placeholder"),
+])
+def test_named_and_sample(question: Question, named: str, sample: str) -> None:
+    assert question.named("0.3.0") == named
+    assert question.sample == sample
+
+
+# --- questions across adapters ------------------------------------------------------------------------
+
+def _asking(ident: str, *kinds: str) -> Adapter:
+    cls = type(f"A{ident}", (Bare,), {"id": ident, "questions": tuple(Question(k) for k in kinds)})
+    return bare(cls=cls)
+
+
+def test_by_kind_sorts_kinds_and_puts_the_main_askers_first() -> None:
+    a, b, c = _asking("a", "version", "abi"), _asking("b", "abi"), _asking("c", "build", "version")
+    got = by_kind([a, b, c])
+    assert list(got) == ["abi", "build", "version"]
+    assert [x.id for x, _ in got["abi"]] == ["b", "a"]  # b's first question, a's second
+    assert [x.id for x, _ in got["version"]] == ["a", "c"]
+    assert [q.kind for _, q in got["build"]] == ["build"]
+    assert by_kind([]) == {} and by_kind([bare()]) == {}
+
+
+def test_by_kind_keeps_the_given_order_among_equals() -> None:
+    x, y = _asking("x", "version"), _asking("y", "version")
+    assert [a.id for a, _ in by_kind([y, x])["version"]] == ["y", "x"]
+
+
+def test_question_lookup() -> None:
+    a = _asking("a", "version", "abi")
+    assert a.question("abi") is a.questions[1]
+    assert a.question("build") is None
+
+
+# --- the recipe -----------------------------------------------------------------------------------------
+
+@pytest.fixture
+def recipe_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An importable package ``sf_recipe_pkg`` (a fresh one per test) whose recipe.json the test writes."""
+    folder = tmp_path / "sf_recipe_pkg"
+    folder.mkdir()
+    (folder / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "sf_recipe_pkg", raising=False)
+    return folder / "recipe.json"
+
+
+def test_a_recipe_is_read(recipe_package: Path) -> None:
+    recipe_package.write_text(json.dumps({"releases": "https://api.example/repos/o/n/releases"}))
+    assert load_recipe("sf_recipe_pkg") == {"releases": "https://api.example/repos/o/n/releases"}
+
+
+@pytest.mark.parametrize("content", [
+    pytest.param(None, id="absent"),
+    pytest.param(b"{not json", id="not-json"),
+    pytest.param(b"[1, 2]", id="an-array"),
+    pytest.param(b'"text"', id="a-string"),
+    pytest.param(b'{"a": "\xff"}', id="not-utf8"),
+    pytest.param(b" " * (4 << 20) + b"{}", id="over-4-mib"),
+])
+def test_a_bad_recipe_is_a_bad_file(recipe_package: Path, content: bytes | None) -> None:
+    if content is not None:
+        recipe_package.write_bytes(content)
+    with pytest.raises(BadFile) as e:
+        load_recipe("sf_recipe_pkg")
+    assert e.value.path == str(recipe_package)
+
+
+@pytest.mark.parametrize("ident", registry.IDS)
+def test_every_shipped_recipe_is_an_object(ident: str) -> None:
+    adapter = registry.get(ident)
+    assert isinstance(adapter.recipe, dict) and adapter.recipe
+
+
+# --- the recipe's repository ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("recipe", "repo"), [
+    pytest.param({"releases": "https://api.example/repos/basecompute/baseRT/releases"}, "basecompute/baseRT",
+                 id="releases"),
+    pytest.param({"api": "https://api.example/repos/ggml-org/llama.cpp/releases?per_page=100"}, "ggml-org/llama.cpp",
+                 id="api"),
+    pytest.param({"releases": "https://x/repos/a/b/releases", "api": "https://x/repos/c/d/releases"}, "a/b",
+                 id="releases-before-api"),
+    pytest.param({"releases": None, "api": "https://x/repos/c/d/releases"}, "c/d", id="null-releases"),
+])
+def test_the_repository_the_recipe_names(recipe: dict[str, Any], repo: str) -> None:
+    assert bare(recipe).repo == repo
+
+
+@pytest.mark.parametrize("recipe", [
+    pytest.param({}, id="none"),
+    pytest.param({"releases": "https://x/releases"}, id="no-repos-path"),
+    pytest.param({"releases": "https://x/repos/a/releases"}, id="owner-alone"),
+    pytest.param({"releases": "https://x/repos/a b/c/releases"}, id="space-in-owner"),
+    pytest.param({"homepage": "https://x/repos/a/b/releases"}, id="another-key"),
+])
+def test_no_repository_is_not_installable(recipe: dict[str, Any]) -> None:
+    with pytest.raises(NotInstallable, match="bare"):
+        _ = bare(recipe).repo
+
+
+# --- the compat part a request plans for -------------------------------------------------------------------
+
+FOR = ForRelease("superfluid-9.0", "9.0", "c" * 64, runtimes={"bare": {"requires": {"abi": 9}}})
+
+
+def test_compat_part_is_ours_without_for() -> None:
+    assert bare().compat_part(Request("bare")) == {"requires": {"abi": 7}}
+
+
+def test_compat_part_is_the_for_releases() -> None:
+    assert bare().compat_part(Request("bare", for_=FOR)) == {"requires": {"abi": 9}}
+
+
+@pytest.mark.parametrize("runtimes", [
+    pytest.param({}, id="absent"),
+    pytest.param({"bare": None}, id="null"),
+    pytest.param({"bare": ["x"]}, id="not-an-object"),
+    pytest.param({"other": {"requires": {}}}, id="another-runtime"),
+])
+def test_a_for_release_that_drives_none_of_it(runtimes: dict[str, Any]) -> None:
+    req = Request("bare", for_=ForRelease("superfluid-9.0", "9.0", "c" * 64, runtimes=runtimes))
+    with pytest.raises(NotInstallable, match="runtimes.bare"):
+        bare().compat_part(req)
+
+
+def _plan(**kw: Any) -> Plan:
+    fields: dict[str, Any] = dict(id="bare", version="1.0", backend="cpu", assets=(), tested=True,
+                                  chosen_by="tested", abi=None, why="test")
+    fields.update(kw)
+    return Plan(**fields)
+
+
+class Planning(Bare):
+    """Plans one build for whatever part it is given, and records that part."""
+
+    parts: ClassVar[list[Mapping[str, Any]]] = []
+
+    def plan_for(self, request: Request, host: Host, listing: Listing | None,
+                 compat_part: Mapping[str, Any]) -> list[Plan]:
+        self.parts.append(compat_part)
+        return [_plan(why=f"abi {compat_part['requires']['abi']}")]
+
+
+def test_plan_stamps_what_it_was_made_for() -> None:
+    adapter = bare(cls=Planning)
+    host = Host("linux", "x64")
+    (ours,) = adapter.plan(Request("bare"), host)
+    (theirs,) = adapter.plan(Request("bare", for_=FOR), host)
+    assert (ours.why, ours.made_for) == ("abi 7", None)
+    assert (theirs.why, theirs.made_for) == ("abi 9", FOR.to_json())
+
+
+def test_the_default_installs_nothing() -> None:
+    with pytest.raises(NotInstallable, match="no installer for the bare runtime"):
+        bare().plan(Request("bare"), Host("linux", "x64"))
+
+
+# --- the probe's verdict, with the adapter's switches ---------------------------------------------------------
+
+REPORT = {"available": True, "runtime": {"version": "2.0"}, "devices": [{"backend": "CPU"}], "layout": "v2",
+          "abi": 1}
+
+
+class Strict(Bare):
+    holds_version = True
+    receipt_keys = ("layout",)
+
+
+class Deviceless(Bare):
+    needs_device = False
+
+
+@pytest.mark.parametrize(("cls", "plan", "refused"), [
+    pytest.param(Bare, _plan(version="1.0"), False, id="default-ignores-the-version"),
+    pytest.param(Strict, _plan(version="1.0"), True, id="holds-version-refuses-another"),
+    pytest.param(Strict, _plan(version="2.0"), False, id="holds-version-same"),
+    pytest.param(Strict, _plan(version="custom"), False, id="holds-version-custom"),
+    pytest.param(Bare, _plan(backend="cuda-12.4"), True, id="default-needs-a-device"),
+    pytest.param(Deviceless, _plan(backend="cuda-12.4"), False, id="needs-no-device"),
+    pytest.param(Bare, _plan(abi=2), True, id="abi-of-another-release"),
+])
+def test_judge_probe_is_the_shared_rule_with_the_adapters_switches(cls: type[Adapter], plan: Plan,
+                                                                     refused: bool) -> None:
+    adapter = bare(cls=cls)
+    same = dict(holds_version=cls.holds_version, needs_device=cls.needs_device, keeps=cls.receipt_keys)
+    if refused:
+        with pytest.raises(ProbeRefused):
+            adapter.judge_probe(plan, REPORT, untested=False)
+        with pytest.raises(ProbeRefused):
+            judge_probe(plan, REPORT, untested=False, **same)  # type: ignore[arg-type]
+        return
+    got = adapter.judge_probe(plan, REPORT, untested=False)
+    assert got == judge_probe(plan, REPORT, untested=False, **same)  # type: ignore[arg-type]
+    assert got.extra == ({"layout": "v2"} if cls is Strict else {})
+
+
+# --- the defaults a new engine gets ------------------------------------------------------------------------------
+
+def test_the_defaults() -> None:
+    a = bare()
+    assert a.probe_argv("/s/lib") == ["check", "--lib", "/s/lib"]
+    assert a.formats() == [] and a.nothing_to_load({}, "w") is None
+    assert list(a.named({"x": 1})) == [] and a.drives_cell({}) == "yes"
+    assert a.shown({}) == Shown("bare:") and a.version_note({}) == "" and a.requires_text({"abi": 1}) is None
+    assert (a.linked, a.holds_version, a.needs_device, a.receipt_keys, a.environment) == (False, False, True, (), ())
+    with pytest.raises(NotImplementedError, match="not linked"):
+        a.check([], {})
+    with pytest.raises(NotImplementedError, match="no questions"):
+        a.judge({}, "abi", "1", None, "superfluid 1.0")
+
+
+@pytest.mark.parametrize(("numbered", "abi", "words"), [
+    pytest.param(False, 2, None, id="unnumbered-engine"),
+    pytest.param(False, None, None, id="unnumbered-engine-no-abi"),
+    pytest.param(True, 2, "ABI 2", id="numbered"),
+    pytest.param(True, 0, "ABI 0", id="numbered-zero"),
+    pytest.param(True, None, "unnumbered", id="numbered-engine-unnumbered-library"),
+])
+def test_abi_words(numbered: bool, abi: int | None, words: str | None) -> None:
+    cls = type("Numbered", (Bare,), {"numbered_abi": numbered})
+    assert bare(cls=cls).abi_words(abi) == words
+
+
+def test_an_asset_free_plan_is_still_a_plan() -> None:
+    """The helper above builds real plans (keyword-only), the shape the rules receive."""
+    asset = PlanAsset(name="a.tar.gz", url="https://x/a.tar.gz", sha256=None, size=None, digest_source="absent")
+    assert _plan(assets=(asset,)).install == "1.0-cpu"

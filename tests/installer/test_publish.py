@@ -16,7 +16,6 @@ from superfluid.installer import store
 from superfluid.installer.extract import UnsafeArchive, extract_all
 from superfluid.installer.flock import lock_holder
 from superfluid.installer.publish import install_staged, worker_argv, write_worker_launcher
-from superfluid.installer.record import FILES
 from superfluid.installer.store import (
     BadName,
     StoreError,
@@ -24,6 +23,7 @@ from superfluid.installer.store import (
 from superfluid.runtime.errors import WorkerFailed
 from superfluid.runtime.home import worker_path
 from superfluid.runtime.receipt import Receipt, read_receipt
+from superfluid.runtime.record import FILES
 
 from .archives import E, make_tar, snapshot
 from .staged import RID, do_install, leftovers, no_probe, populating, receipt, root_of

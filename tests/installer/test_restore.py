@@ -15,11 +15,11 @@ import pytest
 
 from superfluid.installer.errors import OfflineMissing
 from superfluid.installer.install import install
-from superfluid.installer.record import FILES, files_of
 from superfluid.installer.restore import NotRestorable, plan_of, restore, unrestorable
 from superfluid.installer.store import runtime_root
 from superfluid.runtime.planning import Request
 from superfluid.runtime.receipt import Receipt, Source, read_receipt
+from superfluid.runtime.record import FILES, files_of
 from tests.conftest import Home
 
 from .archives import snapshot

@@ -282,7 +282,8 @@ class _Job:
         written_behind = offset  # bytes the disk was asked to write so far (see _write_behind)
         with self.part.open_for_write(offset) as f:
             f.seek(offset)
-            f.truncate()
+            if os.fstat(f.fileno()).st_size > offset:  # only then: ext4 writes out a file truncated to 0 when
+                f.truncate()  # it is closed, and the receipt's fsync waited for it (~0.3 s, 210 MB: auto_da_alloc)
             for chunk in r:
                 received += len(chunk)
                 if received > self.cap:

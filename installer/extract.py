@@ -5,6 +5,7 @@ See docs/install.md, "The sequence".
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import shutil
@@ -18,6 +19,7 @@ from typing import IO, NamedTuple, cast
 
 from superfluid.installer.store import remove_tree
 from superfluid.runtime.errors import BadFile, SuperfluidError
+from superfluid.runtime.record import remember
 
 __all__ = [
     "UnsafeArchive",
@@ -406,15 +408,20 @@ def _zip_members(archive: str) -> Iterator[tuple[Member, _Opener | None, _Defenc
 
 # --- the writer -------------------------------------------------------------------------------------
 
-def _copy(src: IO[bytes], fd: int, size: int, archive: str, name: str) -> None:
+def _copy(src: IO[bytes], fd: int, size: int, archive: str, name: str) -> str:
+    """Write the member's bytes to ``fd``; answers their SHA-256 (the receipt records it, so that
+    recording the staged install does not read every file again: ``record.remember``)."""
     written = 0
+    h = hashlib.sha256()
     for piece in _pieces(src):
         written += len(piece)
         if written > size:  # a zip entry longer than its declared size: a bomb's trick
             raise UnsafeArchive(archive, f"holds more than the {size} bytes it declares", member=name)
         _write_all(fd, piece)
+        h.update(piece)
     if written != size:
         raise BadFile(archive, f"its member {name!r} holds {written} bytes, not the {size} it declares")
+    return h.hexdigest()
 
 
 def _pieces(src: IO[bytes]) -> Iterator[memoryview]:
@@ -452,8 +459,9 @@ def _write(root: str, path: str, member: Member, verdict_mode: int, opener: _Ope
         fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             with opener() as src:
-                _copy(src, fd, member.size, archive, member.name)
+                digest = _copy(src, fd, member.size, archive, member.name)
             os.fchmod(fd, verdict_mode)
+            remember(os.fstat(fd), digest)
         finally:
             os.close(fd)
 

@@ -302,7 +302,7 @@ def source_for(
             return OfflineSource(Mirror(root, NoNetworkFetcher(config), cache, offline=True), cache, fix=fix)
         if fetcher is not None and credential is not None and fetcher.credential is None:
             fetcher.credential = credential
-        net = fetcher or RequestsFetcher(config, plain_http_origins=[root], credential=credential)
+        net = fetcher or _network(root, environ, config, plain_http_origins=[root], credential=credential)
         return MirrorSource(Mirror(root, net, cache), cache, net)
     api_set = environ.get("SUPERFLUID_GITHUB_API") or ""
     api = api_set or DEFAULT_GITHUB_API
@@ -313,5 +313,16 @@ def source_for(
     if offline:
         client = GitHubClient(NoNetworkFetcher(config), cache, api_base=api, offline=True)
         return OfflineSource(client, cache, fix=fix)
-    net = fetcher or RequestsFetcher(config, plain_http_origins=[api] if api_set else ())
+    net = fetcher or _network(api, environ, config, plain_http_origins=[api] if api_set else ())
     return GitHubSource(GitHubClient(net, cache, api_base=api, token=token), cache, net)
+
+
+def _network(root: str, environ: Mapping[str, str], config: FetchConfig, *, plain_http_origins: Sequence[str],
+             credential: Credential | None = None) -> Fetcher:
+    """The fetcher for a source at ``root``: the standard library's for plain ``http://`` to this
+    machine when it serves it as ``requests`` would (``loopback_fetcher.serves``: no proxy named),
+    so that reading a local mirror does not import ``requests``; else ``RequestsFetcher``."""
+    from .loopback_fetcher import LoopbackFetcher, serves
+
+    kind = LoopbackFetcher if serves(root, environ) else RequestsFetcher
+    return kind(config, plain_http_origins=plain_http_origins, credential=credential)

@@ -6,7 +6,6 @@ See docs/cli.md, "Environment".
 from __future__ import annotations
 
 import os
-import platform as _platform
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -62,11 +61,11 @@ def _env(environ: Mapping[str, str], name: str) -> str | None:
 
 
 def _os() -> str:
-    return "macos" if _platform.system() == "Darwin" else "linux"
+    return "macos" if os.uname().sysname == "Darwin" else "linux"  # platform.system(), without that module
 
 
 def _arch() -> str:
-    machine = _platform.machine().lower()
+    machine = os.uname().machine.lower()  # platform.machine()
     return "arm64" if machine in ("arm64", "aarch64") else "x64"
 
 
@@ -130,7 +129,17 @@ def _vulkan() -> bool:
 
 
 def _glibc() -> str | None:
-    name, version = _platform.libc_ver()
+    try:  # what platform.libc_ver() reads first ("glibc 2.36"), without importing that module
+        stated = os.confstr("CS_GNU_LIBC_VERSION")
+    except (AttributeError, ValueError, OSError):
+        stated = None
+    parts = (stated or "").split(maxsplit=1)
+    if len(parts) == 2:
+        name, version = parts
+    else:
+        import platform
+
+        name, version = platform.libc_ver()
     return version if name == "glibc" and version else None
 
 

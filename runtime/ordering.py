@@ -11,6 +11,9 @@ __all__ = ["backend_family", "backend_rank", "version_key", "version_line"]
 _BACKEND_RANK = {"metal": 0, "cuda": 1, "rocm": 2, "vulkan": 3, "sycl": 4, "openvino": 5, "cpu": 9}
 _DIGITS = re.compile(r"[0-9]+")
 _PLAIN = re.compile(r"[0-9]+(?:\.[0-9]+)*")
+#: how every PEP 440 version begins (blanks, an optional v, a digit): a version that does not (a
+#: llama.cpp build, ``b11642``) is keyed by its digits without asking ``packaging``
+_PEP440_START = re.compile(r"\s*v?[0-9]", re.IGNORECASE)
 
 
 def backend_family(backend: str) -> str:
@@ -34,15 +37,22 @@ def version_key(version: str) -> tuple[Any, ...]:
     """
     if _PLAIN.fullmatch(version):
         return (1, _release(version.split(".")), (1,))
+    if not _PEP440_START.match(version):
+        return _by_digits(version)
     from packaging.version import InvalidVersion, Version
 
     try:
         v = Version(version)
     except InvalidVersion:
-        digits = _DIGITS.findall(version)
-        return (1, _release(digits), (1,)) if digits else (0, version)
+        return _by_digits(version)
     final = v.pre is None and v.dev is None
     return (1, _release([str(n) for n in v.release]), (1,) if final else (0, v))
+
+
+def _by_digits(version: str) -> tuple[Any, ...]:
+    """The key of a version that is not PEP 440: its runs of digits (none: first)."""
+    digits = _DIGITS.findall(version)
+    return (1, _release(digits), (1,)) if digits else (0, version)
 
 
 def _release(parts: list[str]) -> tuple[int, ...]:

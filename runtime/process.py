@@ -7,18 +7,20 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.errors import WorkerFailed
 
+if TYPE_CHECKING:  # imported where a worker starts: the face reads scrubbed_env on every run
+    import subprocess
+
 __all__ = ["scrubbed_env", "worker_env", "is_secret", "WorkerResult", "run_worker", "run_json", "DEFAULT_TIMEOUT",
-           "OUTPUT_MAX_BYTES", "PYTHON_VARIABLE"]
+           "OUTPUT_MAX_BYTES", "PYTHON_VARIABLE", "HELD_VARIABLE", "start_worker", "finish_worker", "stop_worker",
+           "answer_json"]
 
 #: words of a variable's name that make it a credential (the name split at ``_``, ``-``, ``.``)
 _SECRET_WORDS = frozenset({
@@ -35,6 +37,8 @@ _PEM_KEY = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")
 #: the Python that runs this superfluid, handed to every worker it starts: an install's launcher
 #: (``bin/superfluid-worker-<id>``) runs the adapter's worker with it (installer/publish.py)
 PYTHON_VARIABLE = "SUPERFLUID_PYTHON"
+#: set (``1``) for a worker started held (``start_worker``): it makes ready, then waits for its stdin to close
+HELD_VARIABLE = "SUPERFLUID_HELD"
 #: seconds a worker may take to answer a declaration or a check
 DEFAULT_TIMEOUT = 30.0
 #: bytes of a worker's stdout and of its stderr kept; a worker printing more is stopped
@@ -93,6 +97,8 @@ class WorkerResult:
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL the worker's whole process group: children it started die with it."""
+    import signal
+
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -153,6 +159,77 @@ def _collect(proc: subprocess.Popen[bytes], deadline: float) -> tuple[bytes, byt
     return bytes(got[out_fd][:OUTPUT_MAX_BYTES]), bytes(got[err_fd][:OUTPUT_MAX_BYTES]), why
 
 
+def start_worker(argv: Sequence[str], *, environ: Mapping[str, str] | None = None,
+                 held: bool = False) -> subprocess.Popen[bytes]:
+    """Start a worker command line as ``run_worker`` runs it (scrubbed environment, a process group
+    of its own, stdin closed); ``held``: its stdin a pipe and ``HELD_VARIABLE`` set, so that it
+    makes ready (imports what its command needs) and waits until ``finish_worker`` closes that pipe.
+    A worker started before what it checks is there (a staged install's, while the archives arrive).
+
+    Raises:
+        WorkerFailed: it could not start (``lasting``).
+    """
+    import subprocess
+
+    env = worker_env(environ)
+    if held:
+        env[HELD_VARIABLE] = "1"
+    name = os.path.basename(argv[0])
+    try:
+        return subprocess.Popen(list(argv), stdin=subprocess.PIPE if held else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    except FileNotFoundError:
+        raise WorkerFailed(name, f"not found at {argv[0]}", lasting=True) from None
+    except PermissionError:
+        raise WorkerFailed(name, f"{argv[0]} is not executable", lasting=True) from None
+    except OSError as e:
+        raise WorkerFailed(name, f"could not start: {e}", lasting=True) from None
+
+
+def stop_worker(proc: subprocess.Popen[bytes]) -> int:
+    """Kill what is left of the worker's process group, reap it and close its pipes; its exit code."""
+    # the worker has exited (a zombie, not reaped, so its group id cannot be reused) or is to be
+    # stopped: either way whatever is left of its process group goes, then it is reaped
+    _kill_group(proc)
+    code = proc.wait()
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            try:
+                stream.close()
+            except OSError:  # a held worker's stdin whose reader is gone
+                pass
+    return code
+
+
+def finish_worker(proc: subprocess.Popen[bytes], argv: Sequence[str], *,
+                  timeout: float = DEFAULT_TIMEOUT) -> WorkerResult:
+    """Let a started worker go (a held one's stdin closed) and collect its answer within
+    ``timeout`` seconds from now, as ``run_worker`` does; it is stopped whatever happens.
+
+    Raises:
+        WorkerFailed: as ``run_worker`` (a timeout or too much output).
+    """
+    name = os.path.basename(argv[0])
+    why: str | None = "interrupted"
+    try:
+        if proc.stdin is not None:
+            try:
+                proc.stdin.close()
+            except OSError:  # it is gone already: its exit is collected below
+                pass
+        deadline = time.monotonic() + timeout
+        out, err, why = _collect(proc, deadline)
+        if why is None and not _exited(proc.pid, min(deadline, time.monotonic() + _DRAIN)):
+            why = "timeout"
+    finally:
+        code = stop_worker(proc)
+    if why == "timeout":
+        raise WorkerFailed(name, f"did not answer within {timeout:g} s", lasting=True)
+    if why == "output":
+        raise WorkerFailed(name, f"printed more than {OUTPUT_MAX_BYTES} bytes (stopped)")
+    return WorkerResult(tuple(argv), code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+
+
 def run_worker(argv: Sequence[str], *, environ: Mapping[str, str] | None = None,
                timeout: float = DEFAULT_TIMEOUT) -> WorkerResult:
     """Run a worker command line in a scrubbed environment with stdin closed, in a process group
@@ -165,36 +242,29 @@ def run_worker(argv: Sequence[str], *, environ: Mapping[str, str] | None = None,
         WorkerFailed: it could not start, did not finish within ``timeout`` seconds, or printed
             more than the cap (``lasting`` for the first two: asking again now fails the same way).
     """
-    env = worker_env(environ)
-    name = os.path.basename(argv[0])
+    return finish_worker(start_worker(argv, environ=environ), argv, timeout=timeout)
+
+
+def answer_json(result: WorkerResult, accept: Sequence[int] = (0,)) -> Any:
+    """The one line of JSON a worker run answered on stdout (its last line).
+
+    Raises:
+        WorkerFailed: it exited with a code not in ``accept``, or its stdout was not JSON.
+    """
+    name = os.path.basename(result.argv[0])
+    if result.returncode not in accept:
+        raise WorkerFailed(name, result.reason())
+    text = result.stdout.strip()
+    if not text:
+        raise WorkerFailed(name, f"printed nothing ({result.reason()})")
+    from superfluid.runtime.jsonread import UntrustedJson, loads
+
     try:
-        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=env, start_new_session=True)
-    except FileNotFoundError:
-        raise WorkerFailed(name, f"not found at {argv[0]}", lasting=True) from None
-    except PermissionError:
-        raise WorkerFailed(name, f"{argv[0]} is not executable", lasting=True) from None
-    except OSError as e:
-        raise WorkerFailed(name, f"could not start: {e}", lasting=True) from None
-    why: str | None = "interrupted"
-    try:
-        deadline = time.monotonic() + timeout
-        out, err, why = _collect(proc, deadline)
-        if why is None and not _exited(proc.pid, min(deadline, time.monotonic() + _DRAIN)):
-            why = "timeout"
-    finally:
-        # the worker has exited (a zombie, not reaped, so its group id cannot be reused) or is to be
-        # stopped: either way whatever is left of its process group goes, then it is reaped
-        _kill_group(proc)
-        code = proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
-    if why == "timeout":
-        raise WorkerFailed(name, f"did not answer within {timeout:g} s", lasting=True)
-    if why == "output":
-        raise WorkerFailed(name, f"printed more than {OUTPUT_MAX_BYTES} bytes (stopped)")
-    return WorkerResult(tuple(argv), code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+        return loads(text.splitlines()[-1], max_bytes=OUTPUT_MAX_BYTES)
+    except UntrustedJson as e:
+        shown = (text[:80] + "...") if len(text) > 80 else text
+        why = "" if e.fault.startswith("is not valid JSON") else f" ({e.fault})"
+        raise WorkerFailed(name, f"answered with something other than JSON: {shown!r}{why}") from None
 
 
 def run_json(argv: Sequence[str], *, environ: Mapping[str, str] | None = None,
@@ -206,17 +276,4 @@ def run_json(argv: Sequence[str], *, environ: Mapping[str, str] | None = None,
             stdout was not JSON.
     """
     result = run_worker(argv, environ=environ, timeout=timeout)
-    name = os.path.basename(argv[0])
-    if result.returncode not in accept:
-        raise WorkerFailed(name, result.reason())
-    text = result.stdout.strip()
-    if not text:
-        raise WorkerFailed(name, f"printed nothing ({result.reason()})")
-    from superfluid.runtime.jsonread import UntrustedJson, loads
-
-    try:
-        return loads(text.splitlines()[-1], max_bytes=OUTPUT_MAX_BYTES), result
-    except UntrustedJson as e:
-        shown = (text[:80] + "...") if len(text) > 80 else text
-        why = "" if e.fault.startswith("is not valid JSON") else f" ({e.fault})"
-        raise WorkerFailed(name, f"answered with something other than JSON: {shown!r}{why}") from None
+    return answer_json(result, accept), result

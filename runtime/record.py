@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from superfluid.runtime.receipt import Receipt
 
 __all__ = ["FILES", "UNRECORDED", "FileRecord", "Difference", "Verdict", "NotRecordable", "record_tree", "compare",
-           "files_of", "with_files", "verify_install", "glance"]
+           "files_of", "with_files", "verify_install", "glance", "remember"]
 
 #: the receipt's key that holds the list
 FILES = "files"
@@ -159,6 +159,26 @@ def _special(mode: int) -> str:
     return "not a file, a directory or a link"
 
 
+#: SHA-256 of the files this process wrote, hashed as they were written (the extractor's writer), by
+#: (device, inode): (size, modification time in ns, digest). A file whose size and modification time
+#: are still those is not read again to be recorded; any other is (a file rewritten, or a new one
+#: on a reused inode, has another modification time or size).
+_WRITTEN: dict[tuple[int, int], tuple[int, int, str]] = {}
+
+
+def remember(st: os.stat_result, sha256: str) -> None:
+    """Record that the regular file whose ``fstat`` (taken after its last write) is ``st`` holds
+    bytes of SHA-256 ``sha256``: ``record_tree`` uses it while the file's size and modification
+    time are unchanged (a rename or a chmod keeps both), and reads the file otherwise."""
+    _WRITTEN[(st.st_dev, st.st_ino)] = (st.st_size, st.st_mtime_ns, sha256)
+
+
+def _known(st: os.stat_result) -> str | None:
+    """The remembered SHA-256 of the file whose ``lstat`` is ``st``, when it is unchanged since."""
+    known = _WRITTEN.get((st.st_dev, st.st_ino))
+    return known[2] if known is not None and known[:2] == (st.st_size, st.st_mtime_ns) else None
+
+
 def _hash(path: bytes) -> tuple[int, str, bool]:
     """Size, SHA-256 and executable bit of the regular file at ``path``, never opened through a link
     or into a FIFO that took its place.
@@ -196,6 +216,8 @@ def _entry(full: bytes, rel: bytes) -> tuple[FileRecord, bool]:
             return FileRecord(path, other=f"a link that cannot be read ({e.strerror or e})"), False
     if not stat.S_ISREG(st.st_mode):
         return FileRecord(path, other=_special(st.st_mode)), False
+    if (known := _known(st)) is not None:  # hashed as it was written, unchanged since: not read again
+        return FileRecord(path, size=st.st_size, sha256=known, executable=bool(st.st_mode & 0o111)), False
     try:
         size, sha256, executable = _hash(full)
     except OSError as e:

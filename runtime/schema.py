@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from functools import cache
-from importlib import resources
 from typing import Any
 
 from superfluid.runtime.errors import BadFile
@@ -17,6 +16,8 @@ _MAX_BYTES = 1 << 20
 @cache
 def load(name: str) -> dict[str, Any]:
     """The schema ``schemas/<name>.schema.json``."""
+    from importlib import resources  # here: its readers import tempfile and zipfile
+
     from superfluid.runtime.jsonread import loads
 
     data = (resources.files("superfluid.schemas") / f"{name}.schema.json").read_bytes()

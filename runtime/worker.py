@@ -49,9 +49,13 @@ def engine_handlers(package: str, prog: str) -> dict[str, Handler]:
     from importlib import import_module
 
     from superfluid.runtime.errors import ModelLoadFailed
+    from superfluid.runtime.process import HELD_VARIABLE
 
     def check(argv: list[str]) -> int:
-        report, code = import_module(f"{package}.check").check_argv(argv, os.environ)
+        module = import_module(f"{package}.check")
+        if os.environ.pop(HELD_VARIABLE, None) == "1":  # started before its library arrived (an install's
+            sys.stdin.buffer.read()  # probe): ready now, it checks once the installer closes stdin
+        report, code = module.check_argv(argv, os.environ)
         _line(report)
         return int(code)
 

@@ -5,7 +5,6 @@ See docs/cli.md, "Runtime ids and where their workers are found".
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -113,6 +112,8 @@ def _key(ref: WorkerRef, argv: Sequence[str], runtime_id: str, environ: Mapping[
         target = None
     keys = env_keys(runtime_id)
     env = sorted((k, v) for k, v in environ.items() if k.startswith("SUPERFLUID_") or k in keys)
+    import hashlib
+
     from superfluid import __version__
     from superfluid import runtime as _runtime_pkg
 
@@ -143,6 +144,8 @@ def _trimmed(entries: dict[str, Any]) -> dict[str, Any]:
 
 def _failure_key(ref: WorkerRef, runtime_id: str, environ: Mapping[str, str]) -> str:
     """One worker file (as it is now) in one environment: what a remembered failure is of."""
+    import hashlib
+
     keys = env_keys(runtime_id)
     env = sorted((k, v) for k, v in environ.items() if k.startswith("SUPERFLUID_") or k in keys)
     facts = ["failed", _CACHE_VERSION, ref.path, _stat(ref.path), env]

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-from superfluid import __version__, answer_cache
+from superfluid import __version__, answer_cache, quickparse
 from superfluid.runtime.errors import ModelLoadFailed, NotServable, SuperfluidError, UsageError
 
 if TYPE_CHECKING:
@@ -158,27 +158,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         if (kept := answer_cache.lookup(args_in, os.environ)) is not None:
             sys.stdout.write(kept)  # nothing it was computed from changed: no parser, no adapter
             return 0
-        from superfluid.helptext import overview
-        from superfluid.parser import canonical_ids, check_help, parser
+        if (args := quickparse.parse(args_in)) is None:  # else a line asked on every run: no command tree
+            from superfluid.helptext import overview
+            from superfluid.parser import canonical_ids, check_help, parser
 
-        top = parser(args_in)  # the adapters' flags only on the command the line names
-        if not args_in:
-            sys.stderr.write(overview(top))
-            return 2
-        if args_in[0] == "serve":  # serve reads its own line: its --<id>-<option> flags are the adapters'
-            from argparse import Namespace
+            top = parser(args_in)  # the adapters' flags only on the command the line names
+            if not args_in:
+                sys.stderr.write(overview(top))
+                return 2
+            if args_in[0] == "serve":  # serve reads its own line: its --<id>-<option> flags are the adapters'
+                from argparse import Namespace
 
-            args = Namespace(command="serve", offline="--offline" in args_in[1:])  # kept by the hints it prints
-            return int(import_module("superfluid.commands.serve").main(args_in[1:]))
-        args, extra = top.parse_known_args(args_in)
-        canonical_ids(args)  # llama.cpp is llamacpp
-        if args.version and not args.command and extra == ["--json"]:  # --version --json: as version --json
-            args.json, extra = True, []
-        if extra:  # named at the command that refused them, not at the top
-            raise UsageError(f"unrecognized arguments: {' '.join(extra)}")
-        if args.help and not args.command:
-            sys.stdout.write(overview(top))
-            return 0
+                args = Namespace(command="serve", offline="--offline" in args_in[1:])  # kept by the hints it prints
+                return int(import_module("superfluid.commands.serve").main(args_in[1:]))
+            args, extra = top.parse_known_args(args_in)
+            canonical_ids(args)  # llama.cpp is llamacpp
+            if args.version and not args.command and extra == ["--json"]:  # --version --json: as version --json
+                args.json, extra = True, []
+            if extra:  # named at the command that refused them, not at the top
+                raise UsageError(f"unrecognized arguments: {' '.join(extra)}")
+            if args.help and not args.command:
+                sys.stdout.write(overview(top))
+                return 0
+            if args.command == "runtime" and args.sub == "check" and not args.version \
+                    and {"-h", "--help"} & set(args.rest):  # --version first, as it was
+                sys.stdout.write(check_help(top, args.id))
+                return 0
         if args.version or args.command == "version":
             if getattr(args, "json", False):
                 from superfluid.output import print_json
@@ -189,9 +194,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if not args.command:
             raise UsageError(f"{args_in[0]} needs a command first (see 'superfluid --help')")
-        if args.command == "runtime" and args.sub == "check" and ({"-h", "--help"} & set(args.rest)):
-            sys.stdout.write(check_help(top, args.id))
-            return 0
         module = import_module(f"superfluid.commands.{_COMMANDS[(args.command, getattr(args, 'sub', None))]}")
         if getattr(args, "plain_http", False):  # read below as the variable is (installer/oci.py)
             os.environ["SUPERFLUID_OCI_PLAIN_HTTP"] = "1"

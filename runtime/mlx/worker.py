@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -63,6 +62,8 @@ def find_venv(options: Mapping[str, Any], environ: Mapping[str, str],
 
 def _probe(venv: str, environ: Mapping[str, str]) -> dict[str, Any] | str:
     """The environment's own report of its Python and MLX, or why it gave none."""
+    import subprocess  # here: the face asks ``environment`` on every run, and starts nothing
+
     python = os.path.join(venv, "bin", "python")
     env = {k: v for k, v in environ.items() if not k.startswith("PYTHON")}
     try:

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from superfluid import catalog
 from superfluid.output import print_json, table
 from superfluid.runtime import registry
 from superfluid.runtime.errors import WorkerFailed
+
+if TYPE_CHECKING:  # asked on every run: no argparse unless the command tree is built
+    import argparse
 
 __all__ = ["run", "ask", "versions_text", "with_listing", "options_text", "shape_of"]
 

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import os
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.errors import BadFile, SuperfluidError, UsageError
 
 if TYPE_CHECKING:  # the parser of every command adds this module's flags: it imports little
+    import argparse
+
     from superfluid.installer.manifest_trust import Trust
     from superfluid.runtime.planning import ForRelease
 
@@ -41,6 +40,8 @@ def _is_version(value: str) -> bool:
 
 
 def _for_release(doc: Mapping[str, Any], body: bytes, where: str) -> ForRelease:
+    import hashlib
+
     from superfluid.runtime.planning import ForRelease
 
     release = doc.get("release")
@@ -199,6 +200,8 @@ def release_for(args: argparse.Namespace, environ: Mapping[str, str]) -> ForRele
     require = bool(getattr(args, "require_signature", False))
     verify: dict[str, Any] = {"keys": keys, "home": home(environ), "require_signature": require}
     if not _is_version(value):
+        from dataclasses import replace
+
         from superfluid.commands.compat import read_release
 
         doc, verdict, digest = read_release(value, keys=keys, home=home(environ), require_signature=require)

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from superfluid import answer_cache, catalog
 from superfluid.output import gb, json_text, table
 from superfluid.runtime import registry
 from superfluid.runtime.errors import WorkerFailed
 from superfluid.runtime.home import current_target, home, runtime_dir, runtimes_dir
+
+if TYPE_CHECKING:  # asked on every run: no argparse unless the command tree is built
+    import argparse
 
 __all__ = ["run", "rows"]
 

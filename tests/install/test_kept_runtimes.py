@@ -36,8 +36,9 @@ def _runtimes(home: Home, *argv: str, env: dict[str, str] | None = None) -> tupl
 
 
 def _computed(modules: set[str]) -> bool:
-    """The answer was computed: the command line was parsed and the adapters imported."""
-    return "superfluid.parser" in modules and "superfluid.runtime.basert.check" in modules
+    """The answer was computed: the command asked the catalog and the adapters were imported (its
+    line is parsed without the command tree since issue 24: ``superfluid.quickparse``)."""
+    return "superfluid.catalog" in modules and "superfluid.runtime.basert.check" in modules
 
 
 def _fresh(home: Home, *argv: str, env: dict[str, str] | None = None) -> str:

@@ -149,3 +149,67 @@ def test_a_probe_that_answers_a_receipt_replaces_the_stages(tmp_path: Path) -> N
     assert seen == [True]
     assert [s.url for s in published.receipt.sources] == ["file:///probed"]
     assert json.loads((published.path / "runtime.json").read_text())["sources"][0]["url"] == "file:///probed"
+
+
+# waits while held (its stdin open), as every engine's worker does (runtime/worker.py); then reports
+# whether the library is there and which process answers
+HOLDING = """#!/bin/sh
+echo $$ > "$(dirname "$0")/../started"
+if [ "${SUPERFLUID_HELD:-}" = 1 ]; then cat > /dev/null; fi
+if [ -e "$3/libengine.so" ]; then here=true; else here=false; fi
+printf '{"available": true, "receipt_seen": false, "lib_there": %s, "pid": %s}\\n' "$here" "$$"
+"""
+
+
+def _staging_with_holding_launcher(tmp_path: Path) -> Path:
+    """A staging directory with an empty ``lib/`` and ``HOLDING`` as its launcher."""
+    staging = tmp_path / "staging"
+    (staging / "lib").mkdir(parents=True)
+    launcher = staging / worker_path(RID)
+    launcher.parent.mkdir()
+    launcher.write_text(HOLDING)
+    launcher.chmod(0o755)
+    return staging
+
+
+def test_the_probe_worker_starts_before_the_archives_arrive_and_checks_once_they_are_staged(tmp_path: Path) -> None:
+    import time
+
+    staging = _staging_with_holding_launcher(tmp_path)
+    started_during_fill: list[bool] = []
+
+    def slow_fill(lib: Path) -> list[Verified]:
+        deadline = time.monotonic() + 10
+        while not (staging / "started").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        started_during_fill.append((staging / "started").exists())
+        (lib / "libengine.so").write_text("engine")
+        p = the_plan()
+        return [(p.assets[0], lib.parent / "cache-blob", SHA)]
+
+    adapter = FakeAdapter()
+    steps = PlanSteps(adapter, the_plan(), slow_fill, environ=env(tmp_path), untested=False,  # type: ignore[arg-type]
+                      platform="linux-x86_64")
+    steps.stage(staging)
+    steps.probe(staging)
+    (report,) = adapter.reports
+    assert started_during_fill == [True]  # started held, while the archives were still to come
+    assert report["lib_there"] is True  # and checked only once they were staged
+    assert report["pid"] == int((staging / "started").read_text())  # one worker: the held one answered
+
+
+def test_a_failed_stage_stops_the_held_worker(tmp_path: Path) -> None:
+    staging = _staging_with_holding_launcher(tmp_path)
+    held: list[int] = []
+
+    def failing_fill(lib: Path) -> list[Verified]:
+        assert steps._held is not None
+        held.append(steps._held.pid)
+        raise OSError("disk full")
+
+    steps = PlanSteps(FakeAdapter(), the_plan(), failing_fill, environ=env(tmp_path), untested=False,  # type: ignore[arg-type]
+                      platform="linux-x86_64")
+    with pytest.raises(OSError, match="disk full"):
+        steps.stage(staging)
+    with pytest.raises(ProcessLookupError):
+        os.kill(held[0], 0)  # killed and reaped

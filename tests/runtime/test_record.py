@@ -168,3 +168,32 @@ def test_a_verdict_names_each_difference_and_the_fix(tmp_path: Path) -> None:
     doc = verdict.to_json()
     assert doc["ok"] is False and doc["fix"] == "superfluid runtime repair basert 0.4.0-cpu"
     assert [d["path"] for d in doc["added"]] == ["lib/libevil.so"] and doc["recorded"] == 4
+
+
+def test_an_extracted_file_is_recorded_from_its_write_and_a_changed_one_is_read_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The extractor hashes each file as it writes it (``record.remember``): recording the staged
+    tree reads none of them again, until one changes (its size or modification time)."""
+    import hashlib
+
+    from superfluid.installer.extract import extract_archive
+    from superfluid.runtime import record
+    from tests.installer.archives import E, make_tar
+
+    archive = make_tar(tmp_path / "a.tar.gz", [E("dir", "lib"), E("file", "lib/libx.so", b"engine" * 1000, 0o755),
+                                               E("file", "lib/data.txt", b"hello")])
+    root = Path(extract_archive(archive, tmp_path / "x", descend=False))
+    read: list[bytes] = []
+    real = record._hash
+    monkeypatch.setattr(record, "_hash", lambda path: read.append(path) or real(path))
+    got = {r.path: r for r in record_tree(root)}
+    assert read == []
+    assert got["lib/libx.so"].sha256 == hashlib.sha256(b"engine" * 1000).hexdigest()
+    assert (got["lib/libx.so"].size, got["lib/libx.so"].executable) == (6000, True)
+    data = root / "lib" / "data.txt"
+    written = data.stat().st_mtime_ns
+    data.write_bytes(b"HELLO")  # rewritten in place to the same size...
+    os.utime(data, ns=(written, written + 1))  # ...at another time (even within one clock tick)
+    got = {r.path: r for r in record_tree(root)}
+    assert [os.path.basename(p) for p in read] == [b"data.txt"]
+    assert got["lib/data.txt"].sha256 == hashlib.sha256(b"HELLO").hexdigest()

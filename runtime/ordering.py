@@ -29,7 +29,7 @@ def backend_rank(backend: str) -> int:
 
 def version_key(version: str) -> tuple[Any, ...]:
     """Order versions: PEP 440 where the string is one (``0.3.1`` < ``0.4.0``, ``0.4.0rc1`` <
-    ``0.4.0``), else by its runs of digits (``b11284`` < ``b11642``); a version without digits
+    ``0.4.0`` < ``0.4.0.post1``), else by its runs of digits (``b11284`` < ``b11642``); a version without digits
     sorts first.
 
     Plain dotted numbers (the common case, asked on every ``superfluid runtimes``) are keyed
@@ -45,8 +45,11 @@ def version_key(version: str) -> tuple[Any, ...]:
         v = Version(version)
     except InvalidVersion:
         return _by_digits(version)
-    final = v.pre is None and v.dev is None
-    return (1, _release([str(n) for n in v.release]), (1,) if final else (0, v))
+    release = _release([str(n) for n in v.release])
+    if v.pre is None and v.dev is None and v.post is None:
+        return (1, release, (1,))
+    # before its release (0.4.0rc1, 0.4.0.dev1) or after it (0.4.0.post1, 0.4.0.post1.dev1), as PEP 440 orders
+    return (1, release, (0, v) if v < Version(v.base_version) else (2, v))
 
 
 def _by_digits(version: str) -> tuple[Any, ...]:

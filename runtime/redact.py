@@ -7,8 +7,9 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 __all__ = ["redact_url", "split_userinfo", "redact_text"]
 
-# scheme://userinfo@ — the userinfo may itself hold ':' and '%xx', never '/', '@' or whitespace
-_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@")
+# scheme://userinfo@ — up to the last '@' before the path, query or fragment, as urlsplit (and so the
+# credential sent) splits it: an unquoted '@' in a password stays inside the userinfo
+_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/?#\s]+)@")
 
 
 def redact_url(url: str) -> str:

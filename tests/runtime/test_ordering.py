@@ -38,10 +38,15 @@ def test_older_sorts_first(older: str, newer: str) -> None:
     assert version_key(older) < version_key(newer)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: version_key drops a post-release, so 0.4.0.post1 ties with 0.4.0 "
-                                       "(PEP 440, which the docstring cites, orders it after)")
-def test_a_post_release_is_newer() -> None:
-    assert version_key("0.4.0") < version_key("0.4.0.post1")
+@pytest.mark.parametrize("order", [
+    ("0.4.0.dev1", "0.4.0rc1", "0.4.0rc1.post1", "0.4.0", "0.4.0.post1.dev1", "0.4.0.post1", "0.4.0.post2", "0.4.1"),
+    ("1.0.0rc1", "1.0", "1.0.0.post1", "1.0.1.dev0"),
+])
+def test_a_post_release_is_newer(order: tuple[str, ...]) -> None:
+    """As PEP 440 orders them: pre- and dev releases before their release, post-releases after."""
+    from packaging.version import Version
+
+    assert sorted(order, key=version_key) == list(order) == sorted(order, key=Version)
 
 
 @pytest.mark.parametrize(("backend", "family"), [("cuda-13.4", "cuda"), ("cuda_12", "cuda"), ("CUDA-12", "CUDA"),

@@ -470,6 +470,9 @@ def pin(home: str | os.PathLike[str], runtime_id: str, install: str, *, timeout:
     root = runtime_root(home, runtime_id)
     check_install_name(install)
     guard_root(root)
+    if not os.path.isdir(root):  # never installed: nothing to lock, and nothing written
+        raise NoSuchInstall(f"{runtime_id} has no install {install} (installed: none)",
+                            fix=f"`superfluid runtime install {runtime_id}`")
     with install_lock(root, timeout=timeout, on_wait=on_wait), _changing(root, f"pin {runtime_id} {install}"):
         clean_stale(root)
         found = {i.name: i for i in list_installs(root)}
@@ -494,6 +497,8 @@ def unpin(home: str | os.PathLike[str], runtime_id: str, *, timeout: float = 600
     """
     root = runtime_root(home, runtime_id)
     guard_root(root)
+    if not os.path.isdir(root):  # never installed: nothing to lock, and nothing written
+        raise NoSuchInstall(f"{runtime_id} is not installed", fix=f"`superfluid runtime install {runtime_id}`")
     with install_lock(root, timeout=timeout, on_wait=on_wait), _changing(root, f"unpin {runtime_id}"):
         clean_stale(root)
         found = list_installs(root)
@@ -530,6 +535,9 @@ def remove(home: str | os.PathLike[str], runtime_id: str, install: str | None = 
     if install is not None:
         check_install_name(install)
     guard_root(root)
+    if not os.path.isdir(root):  # never installed: nothing to lock, and nothing written
+        raise NoSuchInstall(f"{runtime_id} has no install {install} (installed: none)" if install is not None
+                            else f"{runtime_id} is not installed", fix=f"`superfluid runtime install {runtime_id}`")
     with install_lock(root, timeout=timeout, on_wait=on_wait), _changing(root, f"remove {runtime_id}"):
         clean_stale(root)
         present = [i.name for i in list_installs(root)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,10 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     from superfluid.commands.trust_flags import add_flags as add_trust_flags
 
     add_trust_flags(p)  # --for VERSION asks the manifest service
+
+
+#: what a superfluid version looks like (0.9.0, v0.9.0, 1.0.0rc1): a digit first, no spaces
+_VERSION = re.compile(r"v?[0-9][0-9A-Za-z.+_-]*")
 
 
 def _is_version(value: str) -> bool:
@@ -199,6 +204,9 @@ def release_for(args: argparse.Namespace, environ: Mapping[str, str]) -> ForRele
     keys = list(getattr(args, "key", None) or [])
     require = bool(getattr(args, "require_signature", False))
     verify: dict[str, Any] = {"keys": keys, "home": home(environ), "require_signature": require}
+    if _is_version(value) and not _VERSION.fullmatch(value):
+        raise UsageError(f"--for {value}: not a compat.json file, a URL or a superfluid version (e.g. 0.9.0): "
+                         "name an existing file, an https:// URL or a release's version")
     if not _is_version(value):
         from dataclasses import replace
 

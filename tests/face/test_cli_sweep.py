@@ -366,15 +366,16 @@ def test_versions_without_a_listing_says_an_installed_version_is_installed(facts
 
 # -- nothing installed: a command that finds nothing to change writes no runtime folder -----------------
 
-_A_BROKEN = "owned by helper a-broken (remove/use): takes the runtime's install lock before finding no install"
 NOTHING_INSTALLED = [
     (("runtime", "gc", "basert"), 0),
     (("runtime", "verify", "basert"), 1),
     (("runtime", "repair", "basert"), 1),
     (("runtime", "update", "basert"), 1),
     (("runtime", "check", "basert"), 1),
-    pytest.param(("runtime", "remove", "basert"), 1, marks=pytest.mark.xfail(strict=False, reason=_A_BROKEN)),
-    pytest.param(("runtime", "use", "basert", "--auto"), 1, marks=pytest.mark.xfail(strict=False, reason=_A_BROKEN)),
+    (("runtime", "remove", "basert", "--all"), 1),
+    (("runtime", "remove", "basert", "0.4.0-cpu"), 1),
+    (("runtime", "use", "basert", "--auto"), 1),
+    (("runtime", "use", "basert", "0.4.0-cpu"), 1),
 ]
 
 
@@ -388,7 +389,6 @@ def test_nothing_installed_writes_no_runtime_folder(tmp_path: Path, argv: tuple[
 
 # -- run-time failures: what happened, and the step that fixes it ----------------------------------------
 
-_B_EDGES = "owned by helper b-edges (--for): a --for value that is no file, URL or version is asked of GitHub"
 FAILURES = [
     pytest.param(("runtime", "install", "basert", "--version", "9.9", "--dry-run", "--mirror", "{m}"), 1,
                  "baseRT 9.9 is not published (the newest this superfluid drives here is 0.4.0): leave --version "
@@ -401,7 +401,7 @@ FAILURES = [
     pytest.param(("runtime", "install", "BASERT", "--dry-run", "--mirror", "{m}"), 2, "did you mean 'basert'?",
                  id="id-in-capitals"),
     pytest.param(("runtime", "install", "basert", "--dry-run", "--mirror", "{m}", "--for", "garbage"), 2,
-                 "--for garbage", id="for-not-a-version", marks=pytest.mark.xfail(strict=False, reason=_B_EDGES)),
+                 "--for garbage: not a compat.json file, a URL or a superfluid version", id="for-not-a-version"),
 ]
 
 

@@ -25,7 +25,7 @@ from tests.manifest.test_service import Served, serve
 
 
 @pytest.fixture
-def releases(tmp_path: Path) -> tuple[Path, Path]:
+def signed_releases(tmp_path: Path) -> tuple[Path, Path]:
     key = generate()
     pub = tmp_path / "release.pub"
     pub.write_text(key.public().to_text())
@@ -37,7 +37,7 @@ def releases(tmp_path: Path) -> tuple[Path, Path]:
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
+def tuf_env(tmp_path: Path) -> dict[str, str]:
     out = {k: v for k, v in os.environ.items() if not k.startswith("SUPERFLUID_") and "proxy" not in k.lower()}
     out.update(SUPERFLUID_HOME=str(tmp_path / "home"), HOME=str(tmp_path))
     return out
@@ -50,8 +50,8 @@ def manifest(*args: str) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def sf(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([str(VENV_BIN / "superfluid"), "compat", *args], env=env, capture_output=True, text=True,
+def sf(tuf_env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([str(VENV_BIN / "superfluid"), "compat", *args], env=tuf_env, capture_output=True, text=True,
                           timeout=120, stdin=subprocess.DEVNULL, check=False)
     assert "Traceback" not in done.stderr, done.stderr
     return done
@@ -81,13 +81,13 @@ def _versions(done: subprocess.CompletedProcess[str]) -> dict[str, object]:
     return freshness
 
 
-def _home_holds_only_trust(env: dict[str, str]) -> None:
-    assert sorted(os.listdir(env["SUPERFLUID_HOME"])) == ["trust"]
+def _home_holds_only_trust(tuf_env: dict[str, str]) -> None:
+    assert sorted(os.listdir(tuf_env["SUPERFLUID_HOME"])) == ["trust"]
 
 
-def test_a_real_export_served_by_http_server(releases: tuple[Path, Path], www: tuple[Path, str], tmp_path: Path,
-                                             env: dict[str, str]) -> None:
-    source, pub = releases
+def test_a_real_export_served_by_http_server(signed_releases: tuple[Path, Path], www: tuple[Path, str], tmp_path: Path,
+                                             tuf_env: dict[str, str]) -> None:
+    source, pub = signed_releases
     top, url = www
     keys, site = tmp_path / "keys", top / "site"
     manifest("keys", "init", str(keys))
@@ -101,61 +101,61 @@ def test_a_real_export_served_by_http_server(releases: tuple[Path, Path], www: t
     ask = ["--service", service, "--runtime", "basert", "--abi", "2", "--json"]
 
     # no trust root and no --insecure-no-freshness: refused before anything is fetched
-    done = sf(env, *ask)
+    done = sf(tuf_env, *ask)
     assert done.returncode == 2 and "--trust-root" in done.stderr and "--insecure-no-freshness" in done.stderr
     assert json.loads(done.stdout)["error"]["code"] == "no-trust-root"
 
-    assert _versions(sf(env, *ask, "--trust-root", str(root1))) == {
+    assert _versions(sf(tuf_env, *ask, "--trust-root", str(root1))) == {
         "checked": True, "root": 1, "timestamp": 2, "snapshot": 2, "targets": 2,
-        "expires": _versions(sf(env, *ask))["expires"]}  # the root given once is kept
-    _home_holds_only_trust(env)
+        "expires": _versions(sf(tuf_env, *ask))["expires"]}  # the root given once is kept
+    _home_holds_only_trust(tuf_env)
 
     # a client that saw version 2 refuses version 1, validly signed
     shutil.rmtree(site)
     shutil.copytree(tmp_path / "site-v1", site)
-    done = sf(env, *ask)
+    done = sf(tuf_env, *ask)
     assert done.returncode == 1, done.stderr
     assert "index version 1 (timestamp) is older than version 2 seen on" in done.stderr and "rollback" in done.stderr
     assert json.loads(done.stdout)["error"]["code"] == "rollback-refused"
-    _home_holds_only_trust(env)
+    _home_holds_only_trust(tuf_env)
 
     # an expired timestamp is refused; the cron line re-signs it
     shutil.rmtree(site)
     shutil.copytree(tmp_path / "site-v1", site)
     for _ in range(2):
         manifest(*export, "--expires", "timestamp=2s", str(site))  # versions 2, then 3
-    assert _versions(sf(env, *ask))["timestamp"] == 3
+    assert _versions(sf(tuf_env, *ask))["timestamp"] == 3
     time.sleep(2.5)
-    done = sf(env, *ask)
+    done = sf(tuf_env, *ask)
     assert done.returncode == 1 and re.search(r"timestamp expired at \S+Z \(now \S+Z\): .*freeze", done.stderr), \
         done.stderr
     manifest("refresh-timestamp", "--tuf-keys", str(keys), str(site))
-    assert _versions(sf(env, *ask))["timestamp"] == 4
+    assert _versions(sf(tuf_env, *ask))["timestamp"] == 4
 
     # a tampered answer is refused (one this client never fetched, so none is kept)
     answer = site / "v1" / "choose" / "basert" / "abi" / "1.json"
     answer.write_bytes(answer.read_bytes().replace(b"ABI 1", b"ABI 9", 1))
-    done = sf(env, "--service", service, "--runtime", "basert", "--abi", "1")
+    done = sf(tuf_env, "--service", service, "--runtime", "basert", "--abi", "1")
     assert done.returncode == 1 and "answer v1/choose/basert/abi/1.json does not match its metadata" in done.stderr
 
     # a rotated root is followed: by this client, and by a new one given root 1 only
     new = tmp_path / "keys-2"
     manifest("keys", "init", str(new), "--root-keys", "2", "--root-threshold", "2")
     manifest("rotate-root", "--tuf-keys", str(keys), "--to", str(new), str(site))
-    assert _versions(sf(env, *ask))["root"] == 2
-    fresh = {**env, "SUPERFLUID_HOME": str(tmp_path / "fresh")}
+    assert _versions(sf(tuf_env, *ask))["root"] == 2
+    fresh = {**tuf_env, "SUPERFLUID_HOME": str(tmp_path / "fresh")}
     assert _versions(sf(fresh, *ask, "--trust-root", str(root1)))["root"] == 2
     manifest(*export[:-1], str(new), str(site))  # exports go on with the new keys
-    assert _versions(sf(env, *ask))["targets"] == 5
+    assert _versions(sf(tuf_env, *ask))["targets"] == 5
 
     # and a static export read from the directory itself
-    local = {**env, "SUPERFLUID_HOME": str(tmp_path / "local")}
+    local = {**tuf_env, "SUPERFLUID_HOME": str(tmp_path / "local")}
     assert _versions(sf(local, "--service", str(site), "--runtime", "basert", "--abi", "2", "--json",
                         "--trust-root", str(root1)))["root"] == 2
 
 
-def test_export_refuses_keys_its_root_does_not_trust(releases: tuple[Path, Path], tmp_path: Path) -> None:
-    source, pub = releases
+def test_export_refuses_keys_its_root_does_not_trust(signed_releases: tuple[Path, Path], tmp_path: Path) -> None:
+    source, pub = signed_releases
     for name in ("a", "b"):
         manifest("keys", "init", str(tmp_path / name))
     manifest("export", "--source", str(source), "--key", str(pub), "--tuf-keys", str(tmp_path / "a"),
@@ -168,31 +168,31 @@ def test_export_refuses_keys_its_root_does_not_trust(releases: tuple[Path, Path]
     assert {p: p.read_bytes() for p in (tmp_path / "site").rglob("*") if p.is_file()} == before
 
 
-def test_the_live_service_signs_its_index_and_its_timestamp(releases: tuple[Path, Path], tmp_path: Path,
-                                                            env: dict[str, str]) -> None:
-    source, pub = releases
+def test_the_live_service_signs_its_index_and_its_timestamp(signed_releases: tuple[Path, Path], tmp_path: Path,
+                                                            tuf_env: dict[str, str]) -> None:
+    source, pub = signed_releases
     keys, repo = tmp_path / "keys", tmp_path / "repo"
     manifest("keys", "init", str(keys))
-    served: Served = serve(str(source), env, "--key", str(pub), "--tuf-repo", str(repo), "--tuf-keys", str(keys),
+    served: Served = serve(str(source), tuf_env, "--key", str(pub), "--tuf-repo", str(repo), "--tuf-keys", str(keys),
                            "--expires", "timestamp=3s")
     try:
         ask = ["--service", served.url, "--runtime", "basert", "--abi", "2", "--json",
                "--trust-root", str(repo / "metadata" / "1.root.json")]
-        first = _versions(sf(env, *ask))
+        first = _versions(sf(tuf_env, *ask))
         time.sleep(3.5)  # past the timestamp's expiry: the service re-signs it when asked
-        again = _versions(sf(env, *ask))
+        again = _versions(sf(tuf_env, *ask))
         assert again["timestamp"] > first["timestamp"] and again["targets"] == first["targets"]  # type: ignore[operator]
         write_release(source, "r0.3.0", vary(base_document(), "0.3.0", abi=2, line=None), generate())
         time.sleep(1.5)  # past the directory's TTL: the new (rejected) release is a new index, signed
-        assert _versions(sf(env, *ask))["targets"] == int(first["targets"]) + 1  # type: ignore[call-overload]
+        assert _versions(sf(tuf_env, *ask))["targets"] == int(first["targets"]) + 1  # type: ignore[call-overload]
     finally:
         assert served.stop() == 0
     # restarted on the same port, nothing changed: the same versions (a restart is never a rollback)
     port = served.url.rsplit(":", 1)[1]
-    served = serve(str(source), env, "--key", str(pub), "--tuf-repo", str(repo), "--tuf-keys", str(keys),
+    served = serve(str(source), tuf_env, "--key", str(pub), "--tuf-repo", str(repo), "--tuf-keys", str(keys),
                    "--port", port)
     try:
-        assert _versions(sf(env, *ask))["targets"] == int(first["targets"]) + 1  # type: ignore[call-overload]
+        assert _versions(sf(tuf_env, *ask))["targets"] == int(first["targets"]) + 1  # type: ignore[call-overload]
     finally:
         assert served.stop() == 0
 
@@ -207,13 +207,13 @@ def test_the_live_service_signs_its_index_and_its_timestamp(releases: tuple[Path
     (["serve", "--source", "{source}", "--tuf-keys", "{keys}"], "--tuf-keys needs --tuf-repo DIR"),
     (["serve", "--source", "{source}", "--tuf-repo", "{tmp}/repo"], "holds no metadata/timestamp.json"),
 ], ids=["keys-twice", "threshold", "expires", "no-key-set", "no-metadata", "keys-without-repo", "repo-unsigned"])
-def test_usage_errors_are_exit_2_before_anything_is_written(releases: tuple[Path, Path], tmp_path: Path,
+def test_usage_errors_are_exit_2_before_anything_is_written(signed_releases: tuple[Path, Path], tmp_path: Path,
                                                             capsys: pytest.CaptureFixture[str], argv: list[str],
                                                             fragment: str) -> None:
     from superfluid.manifest.command import main
     from superfluid.manifest.tuf_keys import init_keys
 
-    source, _ = releases
+    source, _ = signed_releases
     keys = tmp_path / "keys"
     init_keys(keys)
     before = sorted(p.name for p in tmp_path.iterdir())

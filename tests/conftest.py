@@ -174,6 +174,14 @@ def engines() -> Path:
     return native_cache() / "basert"
 
 
+@pytest.fixture(scope="session")
+def mirror(tmp_path_factory: pytest.TempPathFactory, engines: Path) -> Path:
+    """A mirror folder (``installer.mirror``'s layout) of the standard fixture baseRT releases."""
+    from tests.install import releases
+
+    return releases.make_mirror(tmp_path_factory.mktemp("mirror") / "m")
+
+
 def native_script(name: str) -> ModuleType:
     """``tests/native/<name>.py`` as a module, loaded once."""
     key = f"_sf_native_{name}"

@@ -52,3 +52,25 @@ def test_every_engine_folder_is_mirrored() -> None:
     assert {"runtime/basert", "runtime/llamacpp", "runtime/mlx"} <= engines
     for folder, tests in PACKAGES:
         assert (ROOT / tests).is_dir(), f"{folder} has no tests folder {tests}"
+
+
+def _fixtures(path: Path) -> list[str]:
+    """The names of the fixtures a test module or conftest defines at its top level."""
+    import ast
+
+    def is_fixture(d: ast.expr) -> bool:
+        target = d.func if isinstance(d, ast.Call) else d
+        return isinstance(target, ast.Attribute) and target.attr == "fixture"
+
+    tree = ast.parse(path.read_text())
+    return [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and any(map(is_fixture, n.decorator_list))]
+
+
+def test_each_fixture_is_defined_once() -> None:
+    """A fixture name means one thing across the suite: shared ones live in a conftest.py, the others are
+    named for what they hold."""
+    where: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for name in _fixtures(path):
+            where.setdefault(name, []).append(str(path.relative_to(ROOT)))
+    assert {name: paths for name, paths in where.items() if len(paths) > 1} == {}

@@ -160,7 +160,7 @@ def _changes(package: Path) -> tuple[set[Path], list[str]]:
 
 
 @pytest.fixture(scope="module")
-def tree(tmp_path_factory: pytest.TempPathFactory) -> Tree:
+def toy_tree(tmp_path_factory: pytest.TempPathFactory) -> Tree:
     root = tmp_path_factory.mktemp("fourth")
     _copy(root / "pkg")
     _add_engine(root / "pkg" / "superfluid")
@@ -171,62 +171,62 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Tree:
     return Tree(root / "pkg", env)
 
 
-def test_the_copy_differs_from_the_source_by_the_folder_and_one_line(tree: Tree) -> None:
-    added, lines = _changes(tree.root / "superfluid")
+def test_the_copy_differs_from_the_source_by_the_folder_and_one_line(toy_tree: Tree) -> None:
+    added, lines = _changes(toy_tree.root / "superfluid")
     assert added == {Path("runtime") / ID / name for name in FOLDER}
     assert lines == ["+ " + LINE]
 
 
-def test_the_copy_is_what_runs(tree: Tree) -> None:
+def test_the_copy_is_what_runs(toy_tree: Tree) -> None:
     """PYTHONPATH wins over the editable install's finder: the commands below run the copy."""
-    done = tree.run("-c", "import superfluid, superfluid.runtime.registry as r; print(superfluid.__file__); "
+    done = toy_tree.run("-c", "import superfluid, superfluid.runtime.registry as r; print(superfluid.__file__); "
                           "print(r.__file__); print(' '.join(r.IDS))", module=None)
     assert done.returncode == 0, done.stderr
     package, registry, ids = done.stdout.splitlines()
-    assert package == str(tree.root / "superfluid" / "__init__.py")
-    assert registry == str(tree.root / "superfluid" / "runtime" / "registry.py")
+    assert package == str(toy_tree.root / "superfluid" / "__init__.py")
+    assert registry == str(toy_tree.root / "superfluid" / "runtime" / "registry.py")
     assert ids.split() == ["basert", "llamacpp", "mlx", ID]
 
 
-def test_runtimes_lists_it(tree: Tree) -> None:
-    rows = tree.json("runtimes", "--json")
+def test_runtimes_lists_it(toy_tree: Tree) -> None:
+    rows = toy_tree.json("runtimes", "--json")
     assert [r["id"] for r in rows] == ["basert", "llamacpp", "mlx", ID]
     toy = rows[-1]
     assert (toy["state"], toy["ready"]) == ("not installed", "the toy engine has nothing to load")
     assert toy["installable"] is None and [o["name"] for o in toy["options"]] == ["speed"]
-    text = tree.run("runtimes")
+    text = toy_tree.run("runtimes")
     assert text.returncode == 0 and f"\n{ID}: the toy engine has nothing to load\n" in text.stdout
 
 
-def test_compat_holds_its_part(tree: Tree) -> None:
-    doc = tree.json("compat", "--json")
+def test_compat_holds_its_part(toy_tree: Tree) -> None:
+    doc = toy_tree.json("compat", "--json")
     assert "unanswered" not in doc and list(doc["runtimes"]) == ["basert", "llamacpp", "mlx", ID]
     assert doc["runtimes"][ID]["tags"] == ["t7", "t3"]
-    text = tree.run("compat")
+    text = toy_tree.run("compat")
     assert text.returncode == 0, text.stderr
     assert f"{ID}: tested with these toy tags\n  TAG\n  t7\n  t3\n  options: speed\n" in text.stdout
 
 
-def test_runtime_versions_and_options_answer_for_it(tree: Tree) -> None:
-    versions = tree.json("runtime", "versions", ID, "--json")
+def test_runtime_versions_and_options_answer_for_it(toy_tree: Tree) -> None:
+    versions = toy_tree.json("runtime", "versions", ID, "--json")
     assert [v["version"] for v in versions] == ["t7", "t3"]
-    assert [o["name"] for o in tree.json("runtime", "options", ID, "--json")] == ["speed"]
+    assert [o["name"] for o in toy_tree.json("runtime", "options", ID, "--json")] == ["speed"]
 
 
-def test_serve_shows_its_flag_and_takes_its_options(tree: Tree) -> None:
-    done = tree.run("serve", "--help")
+def test_serve_shows_its_flag_and_takes_its_options(toy_tree: Tree) -> None:
+    done = toy_tree.run("serve", "--help")
     assert done.returncode == 0 and "--toy-speed N" in done.stdout and "how fast the toy plays" in done.stdout
-    done = tree.run("serve", "--model", str(tree.root), "--toy-speed", "10")
+    done = toy_tree.run("serve", "--model", str(toy_tree.root), "--toy-speed", "10")
     assert done.returncode == 2 and "--toy-speed" in done.stderr and "from 1 to 9" in done.stderr, done.stderr
 
 
-def test_the_manifest_chooses_by_its_question(tree: Tree) -> None:
-    doc = tree.json("compat", "--json")
-    folder = tree.root.parent / "releases" / "r0.1.0"
+def test_the_manifest_chooses_by_its_question(toy_tree: Tree) -> None:
+    doc = toy_tree.json("compat", "--json")
+    folder = toy_tree.root.parent / "releases" / "r0.1.0"
     folder.mkdir(parents=True)
     (folder / "superfluid_toolchain-0.1.0.tar.gz.compat.json").write_text(json.dumps(doc, indent=2) + "\n")
-    site = tree.root.parent / "site"
-    done = tree.run("export", "--source", str(folder.parent), str(site), module="superfluid.manifest.command")
+    site = toy_tree.root.parent / "site"
+    done = toy_tree.run("export", "--source", str(folder.parent), str(site), module="superfluid.manifest.command")
     assert done.returncode == 0, done.stderr
     answer = json.loads((site / "v1" / "choose" / ID / "tag" / "t7.json").read_text())
     assert answer["asked"] == {"runtime": ID, "tag": "t7", "platform": None}
@@ -235,25 +235,25 @@ def test_the_manifest_chooses_by_its_question(tree: Tree) -> None:
     assert (site / "v1" / "choose" / ID / "tag" / "t3" / "linux-x64.json").is_file()
     page = (site / "index.html").read_text()
     assert "<th>toy tags</th>" in page and "<td>t7, t3</td>" in page and f"/v1/choose/{ID}/tag/&lt;T&gt;.json" in page
-    check = tree.run("check", "--source", str(folder.parent), module="superfluid.manifest.command")
+    check = toy_tree.run("check", "--source", str(folder.parent), module="superfluid.manifest.command")
     assert check.returncode == 0 and "TOY" in check.stdout.splitlines()[0], check.stderr
     # the face asks the export by the flag the adapter's question declares
-    asked = tree.json("compat", "--service", str(site), "--runtime", ID, "--tag", "t3", "--json",
+    asked = toy_tree.json("compat", "--service", str(site), "--runtime", ID, "--tag", "t3", "--json",
                       "--insecure-no-freshness")
     assert [r["by"] for r in asked["drives"]] == ["tested"]
-    others = tree.json("compat", "--service", str(site), "--runtime", ID, "--tag", "t9", "--json",
+    others = toy_tree.json("compat", "--service", str(site), "--runtime", ID, "--tag", "t9", "--json",
                        "--insecure-no-freshness", code=1)
     assert "has no answer for toy tag t9" in others["error"]["message"]
-    done = tree.run("compat", "--service", str(site), "--runtime", ID, "--tag", "7", "--insecure-no-freshness")
+    done = toy_tree.run("compat", "--service", str(site), "--runtime", ID, "--tag", "7", "--insecure-no-freshness")
     assert done.returncode == 2 and "--tag: tag '7' is malformed: expected a toy tag, e.g. t7" in done.stderr
-    assert "--tag T" in tree.run("compat", "--help").stdout
+    assert "--tag T" in toy_tree.run("compat", "--help").stdout
 
 
 @pytest.mark.parametrize("argv", [["runtime", "versions", ID, "--json"], ["runtime", "options", "basert", "--json"],
                                   ["runtime", "check", ID, "--json"]], ids=["versions", "options", "check"])
-def test_a_command_about_one_runtime_imports_its_adapter_alone(tree: Tree, argv: list[str]) -> None:
+def test_a_command_about_one_runtime_imports_its_adapter_alone(toy_tree: Tree, argv: list[str]) -> None:
     """Adapters are imported when asked (``registry.get``), not to build the command line."""
-    done = tree.run("-c", "import contextlib, io, sys\n"
+    done = toy_tree.run("-c", "import contextlib, io, sys\n"
                           "from superfluid.cli import main\n"
                           "with contextlib.redirect_stdout(io.StringIO()):\n"
                           "    main(sys.argv[1:])\n"

@@ -15,12 +15,6 @@ from tests.install import releases
 from tests.release_server import ReleaseServer
 
 
-@pytest.fixture(scope="module")
-def mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    releases.build_engines()
-    return releases.make_mirror(tmp_path_factory.mktemp("mirror") / "m")
-
-
 def _dry_run(env: dict[str, str], *flags: str) -> dict[str, object]:
     plans = sf_json(env, "runtime", "install", "basert", "--dry-run", "--json", *flags)["plans"]
     assert plans, "the dry run plans something"

@@ -175,12 +175,6 @@ def test_each_worker_help_has_commands_examples_and_exit_codes(cli_home: Home, w
 # -- every command's --json, one word for one fact, an alias as an id, a second install (item 10) --
 
 
-@pytest.fixture(scope="module")
-def mirror(tmp_path_factory: pytest.TempPathFactory, engines: Path) -> Path:
-    from tests.install import releases
-
-    return releases.make_mirror(tmp_path_factory.mktemp("mirror"))
-
 
 @pytest.fixture
 def two_installs(cli_home: Home, mirror: Path) -> Home:

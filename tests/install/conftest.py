@@ -19,3 +19,13 @@ def server(release_server: ReleaseServer, engines: Path) -> ReleaseServer:
     """The loopback server with the standard fixture releases of baseRT (0.2.6 … 0.5.0)."""
     releases.publish(release_server)
     return release_server
+
+
+@pytest.fixture
+def two(cli_home: Home, server: ReleaseServer) -> Home:
+    """basert 0.3.1-cpu and 0.4.0-cpu installed from the loopback mirror (current: 0.4.0-cpu)."""
+    for version in ("0.3.1", "0.4.0"):
+        run = cli_home.superfluid("runtime", "install", "basert", "--mirror", server.mirror_url, "--version", version)
+        assert run.code == 0, run.stderr
+    assert cli_home.current() == "0.4.0-cpu"
+    return cli_home

@@ -15,20 +15,10 @@ import pytest
 from superfluid.runtime.schema import errors as schema_errors
 from tests.conftest import native_cache
 from tests.install.conftest import Home
-from tests.release_server import ReleaseServer
 
 LIB = "libbaseRT.dylib" if sys.platform == "darwin" else "libbaseRT.so"
 MODEL = native_cache() / "basert" / "models" / "tiny.base"
 
-
-@pytest.fixture
-def two(cli_home: Home, server: ReleaseServer) -> Home:
-    """basert 0.3.1-cpu and 0.4.0-cpu installed from the loopback mirror (current: 0.4.0-cpu)."""
-    for version in ("0.3.1", "0.4.0"):
-        run = cli_home.superfluid("runtime", "install", "basert", "--mirror", server.mirror_url, "--version", version)
-        assert run.code == 0, run.stderr
-    assert cli_home.current() == "0.4.0-cpu"
-    return cli_home
 
 
 def _listed(home: Home, install: str) -> dict[str, Any]:

@@ -6,20 +6,8 @@ from __future__ import annotations
 
 import shutil
 
-import pytest
-
 from superfluid.runtime.schema import errors as schema_errors
 from tests.install.conftest import Home
-from tests.release_server import ReleaseServer
-
-
-@pytest.fixture
-def two(cli_home: Home, server: ReleaseServer) -> Home:
-    """basert 0.3.1-cpu and 0.4.0-cpu installed from the loopback mirror (current: 0.4.0-cpu)."""
-    for version in ("0.3.1", "0.4.0"):
-        run = cli_home.superfluid("runtime", "install", "basert", "--mirror", server.mirror_url, "--version", version)
-        assert run.code == 0, run.stderr
-    return cli_home
 
 
 def test_lists_every_install_current_and_pinned(two: Home) -> None:

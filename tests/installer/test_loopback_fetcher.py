@@ -32,14 +32,14 @@ def test_serves_plain_http_to_loopback_without_a_proxy(url: str, environ: dict[s
 
 
 @pytest.fixture
-def server(release_server: ReleaseServer) -> ReleaseServer:
+def tagged(release_server: ReleaseServer) -> ReleaseServer:
     release_server.add_release(REPO, TAG, {NAME: DATA})
     return release_server
 
 
-def test_the_same_answers_as_requests(server: ReleaseServer) -> None:
-    url = server.download_url(REPO, TAG, NAME)
-    listing = server.url + server.listing_path(REPO)
+def test_the_same_answers_as_requests(tagged: ReleaseServer) -> None:
+    url = tagged.download_url(REPO, TAG, NAME)
+    listing = tagged.url + tagged.listing_path(REPO)
     for fetcher in (LoopbackFetcher(FetchConfig()), RequestsFetcher(FetchConfig())):
         try:
             _, body = fetcher.get_bytes(url, max_bytes=len(DATA), headers={"Accept-Encoding": "identity"})
@@ -51,13 +51,13 @@ def test_the_same_answers_as_requests(server: ReleaseServer) -> None:
                 assert r.headers.get("content-encoding") == "gzip"
                 assert json.loads(r.read())[0]["tag_name"] == TAG
             with pytest.raises(DownloadError, match="HTTP 404"):
-                fetcher.get_bytes(server.url + "/nothing-here", max_bytes=10)
+                fetcher.get_bytes(tagged.url + "/nothing-here", max_bytes=10)
         finally:
             fetcher.close()
 
 
-def test_one_connection_serves_many_requests(server: ReleaseServer) -> None:
-    url = server.download_url(REPO, TAG, NAME)
+def test_one_connection_serves_many_requests(tagged: ReleaseServer) -> None:
+    url = tagged.download_url(REPO, TAG, NAME)
     fetcher = LoopbackFetcher(FetchConfig())
     for _ in range(3):
         assert fetcher.get_bytes(url, max_bytes=len(DATA))[1] == DATA
@@ -65,11 +65,11 @@ def test_one_connection_serves_many_requests(server: ReleaseServer) -> None:
     fetcher.close()
 
 
-def test_a_cut_body_is_a_retryable_error_naming_the_bytes_received(server: ReleaseServer) -> None:
-    path = server.download_path(REPO, TAG, NAME)
-    server.fault(path, "cut", after=4096)
+def test_a_cut_body_is_a_retryable_error_naming_the_bytes_received(tagged: ReleaseServer) -> None:
+    path = tagged.download_path(REPO, TAG, NAME)
+    tagged.fault(path, "cut", after=4096)
     fetcher = LoopbackFetcher(FetchConfig())
-    with fetcher.open(server.url + path) as r, pytest.raises(DownloadError, match="after 4096 bytes") as caught:
+    with fetcher.open(tagged.url + path) as r, pytest.raises(DownloadError, match="after 4096 bytes") as caught:
         r.read()
     assert caught.value.retryable
     fetcher.close()

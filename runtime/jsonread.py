@@ -10,7 +10,7 @@ import stat
 from itertools import accumulate
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "UntrustedJson", "NotRegularFile", "read_bytes", "loads", "read_json"]
+__all__ = ["kind_of", "MAX_DEPTH", "UntrustedJson", "NotRegularFile", "read_bytes", "loads", "read_json"]
 
 #: the deepest nesting of arrays and objects read; our own documents stay below 12
 MAX_DEPTH = 64
@@ -35,13 +35,12 @@ class NotRegularFile(OSError):
     file larger than asked. ``strerror`` words it (``"is a FIFO, not a regular file"``)."""
 
 
-def _kind(mode: int) -> str:
-    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link"))
-    for test, name in kinds:
-        if test(mode):
-            return name
-    return "not a regular file"
+def kind_of(mode: int) -> str:
+    """What a ``stat`` mode names, as a message says it (``a FIFO``, ``a directory``, ``a regular file``)."""
+    kinds = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISLNK, "a symbolic link"))
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
 def read_bytes(path: str | os.PathLike[str], *, max_bytes: int, follow: bool = False) -> bytes:
@@ -70,7 +69,7 @@ def read_bytes(path: str | os.PathLike[str], *, max_bytes: int, follow: bool = F
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise NotRegularFile(errno.EINVAL, f"is {_kind(st.st_mode)}, not a regular file", where)
+            raise NotRegularFile(errno.EINVAL, f"is {kind_of(st.st_mode)}, not a regular file", where)
         if st.st_size > max_bytes:
             raise NotRegularFile(errno.EFBIG, f"is larger than {max_bytes} bytes ({st.st_size})", where)
         chunks: list[bytes] = []

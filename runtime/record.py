@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from superfluid.runtime.errors import BadFile, SuperfluidError
+from superfluid.runtime.jsonread import kind_of
 
 if TYPE_CHECKING:
     from superfluid.runtime.receipt import Receipt
@@ -151,14 +152,6 @@ def _text(rel: bytes) -> str:
         return rel.decode("utf-8", "backslashreplace")
 
 
-def _special(mode: int) -> str:
-    for test, what in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device")):
-        if test(mode):
-            return what
-    return "not a file, a directory or a link"
-
-
 #: SHA-256 of the files this process wrote, hashed as they were written (the extractor's writer), by
 #: (device, inode): (size, modification time in ns, digest). A file whose size and modification time
 #: are still those is not read again to be recorded; any other is (a file rewritten, or a new one
@@ -215,7 +208,7 @@ def _entry(full: bytes, rel: bytes) -> tuple[FileRecord, bool]:
         except OSError as e:
             return FileRecord(path, other=f"a link that cannot be read ({e.strerror or e})"), False
     if not stat.S_ISREG(st.st_mode):
-        return FileRecord(path, other=_special(st.st_mode)), False
+        return FileRecord(path, other=kind_of(st.st_mode)), False
     if (known := _known(st)) is not None:  # hashed as it was written, unchanged since: not read again
         return FileRecord(path, size=st.st_size, sha256=known, executable=bool(st.st_mode & 0o111)), False
     try:
@@ -395,6 +388,5 @@ def glance(receipt: Receipt, path: str | os.PathLike[str]) -> tuple[Difference, 
             found.append(FileRecord(want.path, size=st.st_size, sha256=want.sha256 or "",
                                     executable=bool(st.st_mode & 0o111)))
         else:
-            what = "a directory" if stat.S_ISDIR(st.st_mode) else _special(st.st_mode)
-            found.append(FileRecord(want.path, other=what))
+            found.append(FileRecord(want.path, other=kind_of(st.st_mode)))
     return compare(recorded, found)

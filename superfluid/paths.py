@@ -8,15 +8,9 @@ import os
 import stat
 
 from superfluid.runtime.errors import UsageError
+from superfluid.runtime.jsonread import kind_of
 
-__all__ = ["kind_of", "regular_file", "model_path"]
-
-
-def kind_of(mode: int) -> str:
-    """What a ``stat`` mode names, as a message says it (``a FIFO``, ``a directory``...)."""
-    kinds = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
-             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-    return next((name for test, name in kinds if test(mode)), "not a regular file")
+__all__ = ["regular_file", "model_path"]
 
 
 def _stat(flag: str, path: str) -> os.stat_result:

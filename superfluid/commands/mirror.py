@@ -24,7 +24,7 @@ def _a_directory(where: str) -> None:
     Raises:
         UsageError: it, or a part of its path, is something else (names which and what it is).
     """
-    from superfluid.paths import kind_of
+    from superfluid.runtime.jsonread import kind_of
 
     probe = os.path.abspath(where)
     while not os.path.lexists(probe) and os.path.dirname(probe) != probe:

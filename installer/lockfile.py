@@ -33,7 +33,7 @@ __all__ = [
     "LockedFile",
     "Engine",
     "Lock",
-    "path_of_url",
+    "path_of_url", "root_of_url",
     "url_below",
     "dumps",
     "loads",
@@ -219,6 +219,15 @@ def path_of_url(url: str) -> tuple[str, str, str] | None:
     if len(head) < 2 or len(tail) != 2 or not all(tail):
         return None
     return f"{unquote(head[-2])}/{unquote(head[-1])}", unquote(tail[0]), unquote(tail[1])
+
+
+def root_of_url(url: str) -> str | None:
+    """The root a release download URL sits below (``ROOT`` of
+    ``ROOT/<owner>/<repo>/releases/download/<tag>/<name>``, without a trailing ``/``), or None when it
+    is not shaped so."""
+    if path_of_url(url) is None:
+        return None
+    return url[:url.rfind(_DOWNLOAD)].rsplit("/", 2)[0]
 
 
 def _path_for(url: str, repo: str, target: Target) -> str:

@@ -46,16 +46,11 @@ def mirror_of(receipt: Receipt, *, github_web: str) -> str | None:
     (``<root>/<owner>/<repo>/releases/download/<tag>/<name>``) that is not ``github_web``, where
     GitHub's downloads live (``github.web_base_for`` of the API the home uses): a ``file://`` root
     is a directory mirror; an ``http(s)://`` one, a mirror's URL."""
-    from superfluid.installer.lockfile import path_of_url
+    from superfluid.installer.lockfile import root_of_url
 
     if receipt.chosen_by == "from" or not receipt.sources:
         return None
-    roots = set()
-    for source in receipt.sources:
-        cut = source.url.rfind("/releases/download/")
-        if path_of_url(source.url) is None or cut < 0:
-            return None
-        roots.add(source.url[:cut].rsplit("/", 2)[0])
+    roots = {root_of_url(source.url) for source in receipt.sources}
     root = roots.pop() if len(roots) == 1 else None
     if root is None or root.rstrip("/").lower() == github_web.rstrip("/").lower():
         return None

@@ -1,8 +1,8 @@
-"""The rules of ``runtime update`` and ``runtime repair``: what each reinstalls, and when nothing is to do."""
+"""The rules of ``runtime update``, ``repair`` and a repeated install: what each does, and when nothing is to do."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from superfluid.runtime.ordering import backend_family, version_key
@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from superfluid.runtime.planning import Plan
     from superfluid.runtime.receipt import Receipt
 
-__all__ = ["update_wanted", "nothing_to_update", "repair_target", "repair_wanted"]
+__all__ = ["update_wanted", "nothing_to_update", "repair_target", "repair_wanted", "first_known", "same_archives"]
 
 _T = TypeVar("_T")
 
@@ -82,3 +82,19 @@ def repair_wanted(runtime_id: str, name: str, receipt: Receipt | None, problem: 
         raise NotInstallable(f"{runtime_id} {name}: {problem}; its name does not say what to reinstall",
                              fix=f"`superfluid runtime remove {runtime_id} {name}`, then install again")
     return {"version": parsed[0], "backend": parsed[1], "untested": True, "from_": None, "sha256": None}
+
+
+def first_known(plans: Sequence[Plan]) -> Plan | None:
+    """The plan an install makes, when every archive it fetches is known by its digest (None: an
+    archive the release does not publish, or one whose digest is not known yet, such as a ``--from``
+    file without ``--sha256``: such an install is never taken as one already here)."""
+    first = next((p for p in plans if all(a.digest_source != "absent" for a in p.assets)), None)
+    if first is None or not first.assets or any(not a.sha256 for a in first.assets):
+        return None
+    return first
+
+
+def same_archives(plan: Plan, receipt: Receipt) -> bool:
+    """Whether the install ``receipt`` records came from every archive ``plan`` fetches (by digest),
+    tested as ``plan`` is: installing ``plan`` again would change nothing."""
+    return {a.sha256 for a in plan.assets} <= {s.sha256 for s in receipt.sources} and receipt.tested == plan.tested

@@ -152,9 +152,10 @@ def already_installed(plans: Sequence[Plan], environ: Mapping[str, str]) -> Outc
     from superfluid.installer.install import Outcome
     from superfluid.installer.store import current_install, guard_root, list_installs, read_pinned, runtime_root
     from superfluid.runtime.home import home
+    from superfluid.runtime.upkeep import first_known, same_archives
 
-    first = next((p for p in plans if all(a.digest_source != "absent" for a in p.assets)), None)
-    if first is None or not first.assets or any(not a.sha256 for a in first.assets):
+    first = first_known(plans)
+    if first is None:
         return None
     root = runtime_root(home(environ), first.id)
     if not (root / first.install).is_dir():
@@ -165,8 +166,7 @@ def already_installed(plans: Sequence[Plan], environ: Mapping[str, str]) -> Outc
         there = next((i for i in list_installs(root) if i.name == first.install and i.ok), None)
         if there is None or there.receipt is None:
             return None
-        recorded = {src.sha256 for src in there.receipt.sources}
-        if not {a.sha256 for a in first.assets} <= recorded or there.receipt.tested != first.tested:
+        if not same_archives(first, there.receipt):
             return None
         return Outcome(first.id, tuple(plans), False, "already installed", receipt=there.receipt,
                        path=str(root / first.install), current=current_install(root), pinned=read_pinned(root))

@@ -3,13 +3,21 @@ for, and why an update installs nothing."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from superfluid.runtime.planning import NotInstallable, Plan
+from superfluid.runtime.planning import NotInstallable, Plan, PlanAsset
 from superfluid.runtime.receipt import Receipt, Source
-from superfluid.runtime.upkeep import nothing_to_update, repair_target, repair_wanted, update_wanted
+from superfluid.runtime.upkeep import (
+    first_known,
+    nothing_to_update,
+    repair_target,
+    repair_wanted,
+    same_archives,
+    update_wanted,
+)
 
 
 def receipt(version: str = "b100", backend: str = "cuda-12.4", **more: Any) -> Receipt:
@@ -109,3 +117,42 @@ def test_a_name_that_says_no_backend_is_not_repaired() -> None:
     with pytest.raises(NotInstallable, match="llamacpp odd: its receipt is broken; its name does not say") as e:
         repair_wanted("llamacpp", "odd", None, "its receipt is broken")
     assert e.value.fix == "`superfluid runtime remove llamacpp odd`, then install again"
+
+
+A, B = "a" * 64, "b" * 64
+
+
+def asset(sha256: str | None, source: str = "sidecar") -> PlanAsset:
+    return PlanAsset(name="x.tar.gz", url="https://h/x.tar.gz", sha256=sha256, size=None, digest_source=source)
+
+
+@pytest.mark.parametrize(("assets", "known"), [
+    pytest.param([(A, "sidecar")], True, id="digest-known"),
+    pytest.param([(A, "sidecar"), (B, "pinned")], True, id="all-known"),
+    pytest.param([(None, "sidecar")], False, id="digest-not-known-yet"),
+    pytest.param([(A, "sidecar"), (None, "from")], False, id="one-unknown"),
+    pytest.param([], False, id="no-archive"),
+])
+def test_first_known_is_the_plan_whose_archives_are_all_known(assets: list[tuple[str | None, str]],
+                                                              known: bool) -> None:
+    first = replace(plan("b200"), assets=tuple(asset(d, s) for d, s in assets))
+    assert (first_known([first]) is first) is known
+
+
+def test_first_known_skips_a_plan_of_an_absent_archive() -> None:
+    absent = replace(plan("b200"), assets=(asset(A, "absent"),))
+    there = replace(plan("b100"), assets=(asset(B),))
+    assert first_known([absent, there]) is there and first_known([absent]) is None
+
+
+@pytest.mark.parametrize(("digests", "sources", "tested", "same"), [
+    pytest.param((A,), (A,), True, True, id="same-archive"),
+    pytest.param((A,), (A, B), True, True, id="among-the-recorded"),
+    pytest.param((A, B), (A,), True, False, id="one-not-recorded"),
+    pytest.param((B,), (A,), True, False, id="another-archive"),
+    pytest.param((A,), (A,), False, False, id="recorded-untested"),
+])
+def test_same_archives(digests: tuple[str, ...], sources: tuple[str, ...], tested: bool, same: bool) -> None:
+    first = replace(plan("b100"), assets=tuple(asset(d) for d in digests))
+    there = receipt(sources=[Source(f"https://h/{d[:4]}", d) for d in sources], tested=tested)
+    assert same_archives(first, there) is same

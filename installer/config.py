@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from superfluid.runtime.frozen import fields, frozen
 
 __all__ = ["FetchConfig", "DEFAULT_GITHUB_API"]
 
 DEFAULT_GITHUB_API = "https://api.github.com"
 
 
-@dataclass(frozen=True)
+@frozen
 class FetchConfig:
     """Named limits for listing and downloading. Checked on construction.
 

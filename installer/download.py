@@ -12,10 +12,10 @@ import re
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from superfluid.runtime.frozen import frozen
 from superfluid.runtime.redact import redact_url
 
 from .cache import Cache, Partial, is_sha256
@@ -42,7 +42,7 @@ _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
 Tee = Callable[[int, bytes], None]
 
 
-@dataclass(frozen=True)
+@frozen
 class Download:
     """A verified file in the cache."""
 
@@ -53,7 +53,7 @@ class Download:
     cached: bool  # True when no transfer was needed
 
 
-@dataclass(frozen=True)
+@frozen
 class Wanted:
     """One asset of a plan to download: where from, and what it must be."""
 

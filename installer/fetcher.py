@@ -11,9 +11,10 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, urljoin, urlsplit
+
+from superfluid.runtime.frozen import frozen
 
 from .config import FetchConfig
 from .errors import (
@@ -117,7 +118,7 @@ class Headers(Mapping[str, str]):
         return f"Headers({self._d!r})"
 
 
-@dataclass(frozen=True)
+@frozen
 class Credential:
     """A secret ``Authorization`` value that may be sent to one origin only."""
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from superfluid.runtime.frozen import frozen
 
 if TYPE_CHECKING:
     from superfluid.installer.flock import Holder
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["Candidate", "Decision", "Collected", "choose", "candidates", "collect", "locked_installs"]
 
 
-@dataclass(frozen=True)
+@frozen
 class Candidate:
     """What the rule needs of one install: its name, version and install time (None: its receipt
     does not read)."""
@@ -27,7 +28,7 @@ class Candidate:
     installed_at: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Decision:
     """The installs that stay, each with why, and those that go (in the order they are removed)."""
 
@@ -75,7 +76,7 @@ def candidates(installed: Sequence[Installed]) -> list[Candidate]:
             for i in installed]
 
 
-@dataclass(frozen=True)
+@frozen
 class Collected:
     """What ``collect`` did (``dry_run``: would do), for the face."""
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from superfluid.runtime.errors import BadFile
+from superfluid.runtime.frozen import field, frozen
 
 from .cache import Cache, HttpEntry
 from .config import DEFAULT_GITHUB_API, FetchConfig
@@ -46,7 +46,7 @@ _ACCEPT_JSON = {
 }
 
 
-@dataclass(frozen=True)
+@frozen
 class Asset:
     """One file of a release, as listed."""
 
@@ -65,7 +65,7 @@ class Asset:
         return {"name": self.name, "url": self.url, "size": self.size, "digest": self.digest}
 
 
-@dataclass(frozen=True)
+@frozen
 class Release:
     """One published release (never a draft)."""
 
@@ -279,7 +279,7 @@ def _load_json(body: bytes, where: str) -> Any:
 # -- conditional GET through the HTTP cache ------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen
 class CachedBody:
     """A body and where it came from: ``status`` 200 (fresh), 304 (revalidated) or 0 (offline)."""
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
+
+from superfluid.runtime.frozen import frozen
 
 from .config import FetchConfig
 from .errors import DownloadError, VerificationError
@@ -24,7 +25,7 @@ _TOKEN_MAX_BYTES = 1 << 20
 _ERROR_BODY_BYTES = 4096
 
 
-@dataclass(frozen=True)
+@frozen
 class Reply:
     """A registry's answer to a ``HEAD``, ``POST`` or ``PUT``: status, headers, where, and the
     start of its body (for an error's words)."""

@@ -8,12 +8,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from superfluid.installer.lockfile import Engine, Lock, LockedFile, LockError
 from superfluid.runtime.errors import BadFile
+from superfluid.runtime.frozen import frozen
 
 from .config import FetchConfig
 from .oci import (
@@ -35,7 +35,7 @@ __all__ = ["Pushed", "push", "engine_manifests"]
 _LISTING_MAX_BYTES = 64 << 20
 
 
-@dataclass(frozen=True)
+@frozen
 class Pushed:
     """What a push did: the engine tags and index tags the registry holds now; the blobs sent
     (mirror paths) and found there; the bytes sent; the manifests sent and found in place."""

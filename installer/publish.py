@@ -5,12 +5,10 @@ See docs/install.md, "The sequence".
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shlex
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from superfluid.installer.flock import Holder, install_lock
@@ -28,13 +26,14 @@ from superfluid.installer.store import (
     runtime_root,
 )
 from superfluid.runtime.atomic import write_atomic
+from superfluid.runtime.frozen import frozen, replace
 from superfluid.runtime.home import CURRENT, LIB, worker_path
 from superfluid.runtime.receipt import RECEIPT, Receipt, now_utc, write_receipt
 
 __all__ = ["Published", "install_staged", "worker_argv", "write_worker_launcher", "launcher_script"]
 
 
-@dataclass(frozen=True)
+@frozen
 class Published:
     """What ``install_staged`` did, for the face's completion lines."""
 
@@ -212,7 +211,7 @@ def _describe(staging: Path, receipt: Receipt, runtime_id: str, install: str) ->
     """Write the receipt of the staged install (``installed_at`` now when None), recording every
     staged file, once it is known to describe this install and the staged worker is there to run."""
     if receipt.installed_at is None:
-        receipt = dataclasses.replace(receipt, installed_at=now_utc())
+        receipt = replace(receipt, installed_at=now_utc())
     _check_receipt(receipt, runtime_id, install)
     from superfluid.runtime.record import with_files
 

@@ -96,12 +96,11 @@ def _fetch(p: Plan, *, environ: Mapping[str, str], offline: bool, progress: Prog
         NotRestorable: a local file it was installed from is gone, and the cache lacks it.
         VerificationError, DownloadError: as ``fill.fetch``.
     """
-    import dataclasses
-
     from superfluid.installer.cache import Cache
     from superfluid.installer.errors import OfflineMissing
     from superfluid.installer.fetcher import path_of_file_url
     from superfluid.installer.fill import fetch
+    from superfluid.runtime.frozen import replace
     from superfluid.runtime.home import home
     from superfluid.runtime.planning import is_local
 
@@ -129,7 +128,7 @@ def _fetch(p: Plan, *, environ: Mapping[str, str], offline: bool, progress: Prog
         raise AssertionError("a restored source without a digest")
 
     if rest:
-        got = fetch(dataclasses.replace(p, assets=tuple(a for _, a in rest)), None, environ=environ, progress=progress,
+        got = fetch(replace(p, assets=tuple(a for _, a in rest)), None, environ=environ, progress=progress,
                     unchecked=unchecked)
         found.update(zip((i for i, _ in rest), got, strict=True))
     return [found[i] for i in range(len(p.assets))]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from superfluid.manifest.keys import TrustedKey
@@ -12,6 +11,7 @@ from superfluid.manifest.routes import ReleaseOne, version_usable
 from superfluid.manifest.sources import Folder, Snapshot
 from superfluid.manifest.verdict import DocumentVerdict
 from superfluid.runtime.errors import BadFile, SuperfluidError
+from superfluid.runtime.frozen import frozen
 
 __all__ = ["Document", "Good", "Rejected", "Index", "build_index", "MAX_DOCUMENT_BYTES", "MAX_SIGNATURE_BYTES"]
 
@@ -19,7 +19,7 @@ MAX_DOCUMENT_BYTES = 4 << 20  # bytes of one compat document (as superfluid comp
 MAX_SIGNATURE_BYTES = 16 << 10  # bytes of one .minisig (minisign's own line limits, with room)
 
 
-@dataclass(frozen=True)
+@frozen
 class Document:
     """One verified compat document of a release folder, with its bytes and its signature's."""
 
@@ -39,7 +39,7 @@ class Document:
                 "tarball_check": self.verdict.tarball, "verified": self.verdict.key_id}
 
 
-@dataclass(frozen=True)
+@frozen
 class Good:
     """A verified release: its documents, the first (the sdist's when there is one) answered as its own."""
 
@@ -71,7 +71,7 @@ class Good:
                 "artifacts": [d.artifact_json() for d in self.documents]}
 
 
-@dataclass(frozen=True)
+@frozen
 class Rejected:
     """A release folder that is not answered, and why."""
 
@@ -83,7 +83,7 @@ class Rejected:
         return {"version": self.version, "where": self.where, "reason": self.reason}
 
 
-@dataclass(frozen=True)
+@frozen
 class Index:
     """Every release of one snapshot: verified ones newest first, and the rejected ones."""
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NewType, Protocol
 
 from superfluid.runtime.errors import SuperfluidError, UsageError
+from superfluid.runtime.frozen import field, frozen
 from superfluid.runtime.ordering import backend_family
 
 if TYPE_CHECKING:
@@ -169,7 +169,7 @@ class DigestConflict(SuperfluidError):
 # -- the request and the plans ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen
 class ForRelease:
     """What a superfluid release drives: its compat document's ``runtimes``, and which
     release it is. A request with none plans for this package's own document."""
@@ -184,7 +184,7 @@ class ForRelease:
         return {"release": self.release, "version": self.version, "compat_sha256": self.compat_sha256}
 
 
-@dataclass(frozen=True)
+@frozen
 class Request:
     """What is asked: ``runtime install <id> [--version V] [--backend B] [--from URL|PATH]
     [--sha256 H] [--untested]``, and the worker's ``plan`` line."""
@@ -251,7 +251,7 @@ class Request:
                          from_=values.get("--from"), sha256=values.get("--sha256"), untested=untested)
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class PlanAsset:
     """One file a plan fetches, and the digest it must have.
 
@@ -280,7 +280,7 @@ class PlanAsset:
         return out
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Plan:
     """One install an adapter proposes; plans come as an ordered fallback list.
 
@@ -349,7 +349,7 @@ def backend_runs_here(backend: str, platform: str, host: Host) -> str | None:
     return f"a {backend} engine is installed only when named with --backend {backend}"
 
 
-@dataclass(frozen=True)
+@frozen
 class NameFacts:
     """What an archive's file name says (each None when it does not say), and what the adapter's
     recipe knows of that version: the file's pinned digest and size, its ABI, the facts a plan of

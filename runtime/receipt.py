@@ -6,10 +6,10 @@ import json
 import os
 import re
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from superfluid.runtime.errors import BadFile
+from superfluid.runtime.frozen import field, fields, frozen
 from superfluid.runtime.home import RECEIPT, worker_path  # RECEIPT: the receipt's file name in an install
 from superfluid.runtime.redact import redact_url
 
@@ -48,7 +48,7 @@ def now_utc() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-@dataclass(frozen=True)
+@frozen
 class Source:
     """One fetched asset (or pip requirement): where it came from and the SHA-256 we computed."""
 
@@ -59,7 +59,7 @@ class Source:
         return {"url": self.url, "sha256": self.sha256}
 
 
-@dataclass(frozen=True)
+@frozen
 class Receipt:
     """What an install is, how it was chosen and where its bytes came from."""
 
@@ -119,7 +119,7 @@ class Receipt:
             raise BadFile(where, f"names the worker {data['worker']!r}; an install of {data['id']} runs "
                           f"{worker_path(data['id'])!r}", json_path="$.worker",
                           fix=f"`superfluid runtime repair {data['id']}` rewrites it")
-        known = {f for f in cls.__dataclass_fields__ if f != "extra"} | {"schema"}
+        known = {f.name for f in fields(cls) if f.name != "extra"} | {"schema"}
         return cls(
             id=data["id"],
             install=data.get("install", data["version"]),

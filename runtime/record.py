@@ -5,16 +5,15 @@ See docs/install.md, "Verifying an install later".
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 import stat
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from superfluid.runtime.errors import BadFile, SuperfluidError
+from superfluid.runtime.frozen import frozen, replace
 from superfluid.runtime.jsonread import kind_of
 
 if TYPE_CHECKING:
@@ -34,7 +33,7 @@ class NotRecordable(SuperfluidError):
     """A staged install whose files cannot be recorded in its receipt (unreadable, special, too many)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class FileRecord:
     """One entry below an install: a regular file (``size``, ``sha256``, ``executable``), a symbolic
     link (``link``: its target), or, only when found, something else (``other``: what it is, or why
@@ -85,7 +84,7 @@ class FileRecord:
         return cls(data["path"], size=size, sha256=sha256, executable=data.get("executable") is True)
 
 
-@dataclass(frozen=True)
+@frozen
 class Difference:
     """How one path differs from what the receipt records."""
 
@@ -281,7 +280,7 @@ def with_files(receipt: Receipt, install_dir: str | os.PathLike[str], *, max_byt
     if odd:
         raise NotRecordable(f"{install_dir}: {odd[0].path} is {odd[0].describe()}; an install holds files, "
                             "directories and links only")
-    done = dataclasses.replace(receipt, extra={**receipt.extra, FILES: [r.to_json() for r in records]})
+    done = replace(receipt, extra={**receipt.extra, FILES: [r.to_json() for r in records]})
     cap = MAX_BYTES if max_bytes is None else max_bytes
     if len(json.dumps(done.to_json(), indent=2)) + 1 > cap:
         raise NotRecordable(f"{install_dir} holds {len(records)} files, more than its receipt can record "
@@ -291,7 +290,7 @@ def with_files(receipt: Receipt, install_dir: str | os.PathLike[str], *, max_byt
 
 # --- one install -----------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@frozen
 class Verdict:
     """What ``verify_install`` found: the differences from the receipt, or why nothing could be
     compared (``problem``: the receipt does not read, or records no files)."""

@@ -6,7 +6,8 @@ See docs/release.md, "baseRT engine releases".
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from superfluid.runtime.frozen import frozen
 
 __all__ = ["Bundle", "default_backend", "parse_bundle_name", "parse_abi_asset_name"]
 
@@ -17,7 +18,7 @@ _BUNDLE = re.compile(
 _ABI_ASSET = re.compile(r"^basert-engine-abi-(?P<n>0|[1-9][0-9]*)\.txt$")
 
 
-@dataclass(frozen=True)
+@frozen
 class Bundle:
     """What a baseRT bundle's name says: ``basert-engine-<platform>[-<backend>]-<version>.tar.gz``."""
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 import ctypes as C
 import struct
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+from superfluid.runtime.frozen import frozen
 
 __all__ = [
     "Layout",
@@ -152,7 +153,7 @@ class DefaultsImage(C.Structure):
         return bytes(self)
 
 
-@dataclass(frozen=True)
+@frozen
 class Layout:
     """One generation of the parameter structs."""
 
@@ -174,7 +175,7 @@ LAYOUTS: tuple[Layout, ...] = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class Mismatch:
     """A field whose bytes in the image are not the default a tested build returns."""
 

@@ -5,7 +5,6 @@ before it is sent."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from superfluid.installer.lockfile import Lock
 from superfluid.installer.mirror_sync import files_of
 from superfluid.installer.oci import engine_tag, index_tag, parse_manifest, parse_ref
 from superfluid.installer.oci_push import engine_manifests, push
+from superfluid.runtime.frozen import replace
 from tests.conftest import Home
 from tests.fleet.registry import Registry
 
@@ -42,8 +42,8 @@ def test_one_manifest_per_engine_install_files_then_listing(file_lock: Lock) -> 
 
 def test_two_kinds_of_machine_sharing_an_install_share_its_manifest(file_lock: Lock) -> None:
     cpu = next(e for e in file_lock.engines if e.backend == "cpu")
-    twin = dataclasses.replace(cpu, target=dataclasses.replace(cpu.target, host="cuda"))  # a cuda box given cpu
-    lock = dataclasses.replace(file_lock, engines=(cpu, twin))
+    twin = replace(cpu, target=replace(cpu.target, host="cuda"))  # a cuda box given cpu
+    lock = replace(file_lock, engines=(cpu, twin))
     assert list(engine_manifests(lock, LISTING)) == [engine_tag("basert", "0.4.0", "linux-x64", "cpu")]
 
 

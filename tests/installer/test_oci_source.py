@@ -5,7 +5,6 @@ it; and which registry a ``--locked`` install reads (the named one, else the loc
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 
 import pytest
@@ -17,6 +16,7 @@ from superfluid.installer.oci import parse_ref
 from superfluid.installer.oci_push import push
 from superfluid.installer.oci_source import OciSource, locked_source
 from superfluid.installer.sources import OfflineSource, source_for
+from superfluid.runtime.frozen import replace
 from tests.conftest import Home
 from tests.fleet.registry import Registry
 
@@ -66,10 +66,10 @@ def test_a_repository_never_pushed_names_the_push(pushed: Registry, cli_home: Ho
 def _in_registry(lock: Lock, registry: Registry) -> Lock:
     """``lock`` with every URL the ``oci://`` URL of its file in ``registry`` (as a lock of a registry records)."""
     def moved(f: LockedFile) -> LockedFile:
-        return dataclasses.replace(f, url=f"{registry.url}/{f.path}")
+        return replace(f, url=f"{registry.url}/{f.path}")
 
-    return dataclasses.replace(lock, engines=tuple(
-        dataclasses.replace(e, assets=tuple(moved(a) for a in e.assets), evidence=tuple(moved(a) for a in e.evidence))
+    return replace(lock, engines=tuple(
+        replace(e, assets=tuple(moved(a) for a in e.assets), evidence=tuple(moved(a) for a in e.evidence))
         for e in lock.engines))
 
 

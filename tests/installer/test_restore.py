@@ -5,7 +5,6 @@ when the archives do not make the recorded files."""
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import shutil
 from collections.abc import Callable
@@ -17,6 +16,7 @@ from superfluid.installer.errors import OfflineMissing
 from superfluid.installer.install import install
 from superfluid.installer.restore import NotRestorable, plan_of, restore, unrestorable
 from superfluid.installer.store import runtime_root
+from superfluid.runtime.frozen import replace
 from superfluid.runtime.planning import Request
 from superfluid.runtime.receipt import Receipt, Source, read_receipt
 from superfluid.runtime.record import FILES, files_of
@@ -108,7 +108,7 @@ def test_a_changed_install_is_put_back_as_its_receipt_records(restorable: tuple[
 
 def test_offline_with_nothing_cached_opens_no_connection(restorable: tuple[dict[str, str], Receipt, Path]) -> None:
     env, receipt, _ = restorable
-    remote = dataclasses.replace(receipt, sources=(Source("https://192.0.2.1/o/r/releases/download/v1/x.tar.gz",
+    remote = replace(receipt, sources=(Source("https://192.0.2.1/o/r/releases/download/v1/x.tar.gz",
                                                           receipt.sources[0].sha256),))
     with pytest.raises(OfflineMissing) as e:
         restore(remote, environ=env, offline=True)
@@ -118,7 +118,7 @@ def test_offline_with_nothing_cached_opens_no_connection(restorable: tuple[dict[
 def _lying(receipt: Receipt, bundles: dict[str, Path], _local: Path) -> Receipt:
     """The receipt naming another release's bundle as its source (its digest right for that file)."""
     other = bundles["0.3.1"]
-    return dataclasses.replace(receipt, sources=(Source(str(other), hashlib.sha256(other.read_bytes()).hexdigest()),))
+    return replace(receipt, sources=(Source(str(other), hashlib.sha256(other.read_bytes()).hexdigest()),))
 
 
 def _gone(receipt: Receipt, _bundles: dict[str, Path], local: Path) -> Receipt:
@@ -128,7 +128,7 @@ def _gone(receipt: Receipt, _bundles: dict[str, Path], local: Path) -> Receipt:
 
 
 def _silent(receipt: Receipt, _bundles: dict[str, Path], _local: Path) -> Receipt:
-    return dataclasses.replace(receipt, sources=())
+    return replace(receipt, sources=())
 
 
 @pytest.mark.parametrize(("make", "fragment"), [

@@ -81,29 +81,28 @@ def _has_default(f: Field) -> bool:
 
 def _init(self: Any, *args: Any, **kwargs: Any) -> None:
     cls = type(self)
-    spec: tuple[Field, ...] = getattr(cls, _SPEC)
-    positional: tuple[Field, ...] = getattr(cls, _POSITIONAL)
-    if len(args) > len(positional):
-        raise TypeError(f"{cls.__qualname__}() takes {len(positional)} positional arguments but {len(args)} were given")
-    if kwargs:
-        names = {f.name for f in spec}
-        unknown = [k for k in kwargs if k not in names]
-        if unknown:
-            raise TypeError(f"{cls.__qualname__}() got an unexpected keyword argument {unknown[0]!r}")
-    for f, value in zip(positional, args, strict=False):
-        if f.name in kwargs:
-            raise TypeError(f"{cls.__qualname__}() got multiple values for argument {f.name!r}")
-        kwargs[f.name] = value
-    for f in spec:
-        if f.name in kwargs:
-            value = kwargs[f.name]
+    if args:
+        positional: tuple[Field, ...] = getattr(cls, _POSITIONAL)
+        if len(args) > len(positional):
+            raise TypeError(f"{cls.__qualname__}() takes {len(positional)} positional arguments "
+                            f"but {len(args)} were given")
+        for f, value in zip(positional, args, strict=False):
+            if f.name in kwargs:
+                raise TypeError(f"{cls.__qualname__}() got multiple values for argument {f.name!r}")
+            kwargs[f.name] = value
+    put = object.__setattr__
+    for f in getattr(cls, _SPEC):
+        name = f.name
+        if name in kwargs:
+            put(self, name, kwargs.pop(name))
         elif f.factory is not None:
-            value = f.factory()
+            put(self, name, f.factory())
         elif f.default is not _MISSING:
-            value = f.default
+            put(self, name, f.default)
         else:
-            raise TypeError(f"{cls.__qualname__}() missing required argument: {f.name!r}")
-        object.__setattr__(self, f.name, value)
+            raise TypeError(f"{cls.__qualname__}() missing required argument: {name!r}")
+    if kwargs:
+        raise TypeError(f"{cls.__qualname__}() got an unexpected keyword argument {next(iter(kwargs))!r}")
     post = getattr(self, "__post_init__", None)
     if post is not None:
         post()

@@ -55,7 +55,7 @@ def validate(data: Any, name: str, where: str) -> None:
 
 def validate_once(data: Any, raw: bytes, name: str, where: str, *, shipped: bool = False) -> None:
     """``validate``, skipped when these exact bytes (``raw``, parsed as ``data``) passed against
-    this schema before: a stamp named for their SHA-256 and the schema's, in the home's
+    this schema before: a stamp named for their BLAKE2b digest and the schema's, in the home's
     ``cache/validated/``, records a pass (the schema library costs more than a fast command's whole
     run). A file this package ships (``shipped``: a recipe) is also stamped where Python keeps this
     package's byte code, ``schemas/__pycache__/``, so that it is validated once per installation,
@@ -86,7 +86,6 @@ def mark_valid(raw: bytes, name: str) -> None:
 def _stamps(raw: bytes, name: str, shipped: bool) -> list[str]:
     """Where a passed validation of ``raw`` against schema ``name`` is recorded: the home's stamp,
     then (``shipped``) the package's."""
-    import hashlib
     import os
 
     from superfluid import schemas
@@ -98,11 +97,23 @@ def _stamps(raw: bytes, name: str, shipped: bool) -> list[str]:
             schema_text = f.read()
     except OSError:
         schema_text = b""
-    digest = hashlib.sha256(len(raw).to_bytes(8, "big") + raw + schema_text).hexdigest()
+    digest = _digest(len(raw).to_bytes(8, "big") + raw + schema_text)
     stamps = [cache_file(home(), "validated", f"{name}-{digest}")]
     if shipped:
         stamps.append(os.path.join(here, "__pycache__", f"validated-{name}-{digest}"))
     return stamps
+
+
+def _digest(data: bytes) -> str:
+    """A 256-bit BLAKE2b digest of ``data`` in hex: the interpreter's own (``hashlib`` loads OpenSSL at
+    import, a tenth of a fast command's run), hashlib's SHA-256 where the build lacks it."""
+    try:
+        from _blake2 import blake2b
+    except ImportError:  # an interpreter built without its own hashes: OpenSSL's
+        from hashlib import sha256
+
+        return sha256(data).hexdigest()
+    return blake2b(data, digest_size=32).hexdigest()
 
 
 def _touch(stamp: str) -> None:

@@ -80,3 +80,12 @@ def test_no_stamp_can_be_written_costs_only_time(sf_home: Path) -> None:
     validate_once([], b"[]", "runtimes", "a.json")
     with pytest.raises(BadFile):
         validate_once(BAD, json.dumps(BAD).encode(), "runtimes", "a.json")
+
+
+def test_a_stamp_digest_is_blake2b_256_of_the_bytes() -> None:
+    import hashlib
+
+    from superfluid.runtime.schema import _digest
+
+    assert _digest(b"abc") == hashlib.blake2b(b"abc", digest_size=32).hexdigest()
+    assert _digest(b"abc") != _digest(b"abd") and len(_digest(b"")) == 64

@@ -1,4 +1,4 @@
-"""The installer's network limits: one frozen dataclass with units, built once by the face."""
+"""The installer's network limits: one frozen record with units, built once by the face."""
 
 from __future__ import annotations
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import ctypes as C
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from superfluid.runtime.errors import ModelLoadFailed, SuperfluidError
+from superfluid.runtime.frozen import asdict, frozen
 from superfluid.runtime.llamacpp.bindings import ChatMessage
 from superfluid.runtime.llamacpp.layout import fill
 from superfluid.runtime.llamacpp.loader import Library
@@ -32,7 +33,7 @@ class DecodeFailed(SuperfluidError):
         self.status = status
 
 
-@dataclass(frozen=True)
+@frozen
 class Device:
     """A device of ggml's backend registry."""
 

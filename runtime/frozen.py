@@ -47,14 +47,13 @@ def field(*, default: Any = _MISSING, default_factory: Callable[[], Any] | None 
 
 def _is_classvar(annotation: object) -> bool:
     text = annotation if isinstance(annotation, str) else repr(annotation)
-    return text.startswith(("ClassVar", "typing.ClassVar", "Final[", "typing.Final"))
+    return text.startswith(("ClassVar", "typing.ClassVar"))
 
 
 def _fields_of(cls: type, kw_only: bool) -> tuple[Field, ...]:
-    found: dict[str, Field] = {}
-    for base in reversed(cls.__mro__[1:]):
-        for f in getattr(base, _SPEC, ()):
-            found[f.name] = f
+    if any(hasattr(base, _SPEC) for base in cls.__mro__[1:]):
+        raise TypeError(f"{cls.__qualname__}: a frozen record does not extend another (none does)")
+    found: list[Field] = []
     for name, annotation in cls.__dict__.get("__annotations__", {}).items():
         if _is_classvar(annotation):
             continue
@@ -67,12 +66,12 @@ def _fields_of(cls: type, kw_only: bool) -> tuple[Field, ...]:
                 delattr(cls, name)
             else:
                 setattr(cls, name, f.default)
-        found[name] = f
-    positional = [f for f in found.values() if not f.kw_only]
+        found.append(f)
+    positional = [f for f in found if not f.kw_only]
     for before, after in zip(positional, positional[1:], strict=False):
         if _has_default(before) and not _has_default(after):
             raise TypeError(f"{cls.__qualname__}: non-default field {after.name!r} follows a default one")
-    return tuple(found.values())
+    return tuple(found)
 
 
 def _has_default(f: Field) -> bool:

@@ -195,3 +195,10 @@ def test_the_package_declares_its_frozen_records_with_frozen_only() -> None:
     found = [p.relative_to(ROOT).as_posix() for top in ("runtime", "installer", "manifest", "superfluid")
              for p in sorted((ROOT / top).rglob("*.py")) if pattern.search(p.read_text(encoding="utf-8"))]
     assert found == []
+
+
+def test_a_record_extending_another_is_refused_at_class_creation() -> None:
+    with pytest.raises(TypeError, match="does not extend another"):
+        @frozen
+        class More(Version):
+            patch: int = 0

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 import re
 import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
 
 __all__ = ["SOURCE_FLAGS", "given", "keep_source", "shown", "recorded_mirror", "recorded_hint"]
 

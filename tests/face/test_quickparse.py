@@ -34,7 +34,8 @@ def test_any_other_line_is_left_to_the_tree(line: tuple[str, ...]) -> None:
 
 
 @pytest.mark.parametrize("argv", [["runtimes", "--json"], ["runtime", "versions", "llamacpp", "--json"],
-                                  ["runtime", "options", "basert"], ["--version"]], ids=" ".join)
+                                  ["runtime", "versions", "basert"], ["runtime", "options", "basert"],
+                                  ["--version"]], ids=" ".join)
 def test_a_known_line_imports_neither_the_tree_nor_argparse(cli_home: Home, argv: list[str]) -> None:
     done = subprocess.run(
         [sys.executable, "-c", "import contextlib, io, sys\n"

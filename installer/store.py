@@ -96,8 +96,10 @@ def check_runtime_id(runtime_id: str) -> str:
         BadName: it is not.
     """
     if not _RUNTIME_ID.fullmatch(runtime_id):
-        meant = f": did you mean {runtime_id.lower()!r}?" if _RUNTIME_ID.fullmatch(runtime_id.lower()) else ""
-        raise BadName(f"{runtime_id!r} is not a runtime id (lowercase letters, digits, '.', '-', '_'){meant}")
+        from superfluid.runtime.registry import meant
+
+        raise BadName(f"{runtime_id!r} is not a runtime id (lowercase letters, digits, '.', '-', '_')"
+                      f"{meant(runtime_id)}")
     return runtime_id
 
 

@@ -135,8 +135,8 @@ def _declared(module: str | None, name: str) -> tuple[Any, ...]:
 
 
 class Adapter(ABC):
-    """One runtime's declarations. Subclasses set ``id`` and ``package`` and implement the three
-    declarations; the rest has defaults (docs/adapters.md)."""
+    """One runtime's declarations. Subclasses set ``id`` and ``package`` and implement the two
+    declarations ``compat`` and ``versions``; the rest has defaults (docs/adapters.md)."""
 
     id: ClassVar[str]
     #: its ``check`` runs in process (basert); otherwise in its worker, so that a crash in the

@@ -13,7 +13,7 @@ from superfluid.runtime.errors import UsageError
 if TYPE_CHECKING:
     from superfluid.runtime.adapter import Adapter
 
-__all__ = ["IDS", "ALIASES", "get", "canonical", "worker_command", "env_override"]
+__all__ = ["IDS", "ALIASES", "get", "canonical", "meant", "worker_command", "env_override"]
 
 #: runtime id -> module holding its ``ADAPTER``
 _ADAPTERS = {
@@ -34,6 +34,13 @@ def canonical(name: str) -> str:
     return ALIASES.get(name, name)
 
 
+def meant(name: str) -> str:
+    """``": did you mean 'x'?"`` when ``name`` is a shipped runtime id misspelt by case or signs
+    (``LLAMACPP``, ``base-rt``), else ``""``."""
+    plain = "".join(c for c in name.lower() if c.isalnum())
+    return next((f": did you mean {i!r}?" for i in IDS if i == plain), "")
+
+
 def get(runtime_id: str) -> Adapter:
     """The adapter for ``runtime_id``.
 
@@ -42,9 +49,7 @@ def get(runtime_id: str) -> Adapter:
     """
     module = _ADAPTERS.get(runtime_id)
     if module is None:
-        plain = "".join(c for c in runtime_id.lower() if c.isalnum())  # llama.cpp, LLAMACPP, base-rt
-        meant = next((f": did you mean {i!r}?" for i in IDS if i == plain), "")
-        raise UsageError(f"no runtime {runtime_id!r}; this superfluid ships: {', '.join(IDS)}{meant}")
+        raise UsageError(f"no runtime {runtime_id!r}; this superfluid ships: {', '.join(IDS)}{meant(runtime_id)}")
     return import_module(module).ADAPTER  # type: ignore[no-any-return]
 
 

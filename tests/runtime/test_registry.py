@@ -30,3 +30,24 @@ def test_an_unknown_id_names_what_ships(runtime_id: str) -> None:
 def test_worker_names(runtime_id: str, variable: str, command: str) -> None:
     assert registry.env_override(runtime_id) == variable
     assert registry.worker_command(runtime_id) == command
+
+
+@pytest.mark.parametrize(("name", "suggestion"), [
+    pytest.param("BASERT", ": did you mean 'basert'?", id="case"),
+    pytest.param("Llama.CPP", ": did you mean 'llamacpp'?", id="case-and-signs"),
+    pytest.param("base-rt", ": did you mean 'basert'?", id="a-sign"),
+    pytest.param("FOO", "", id="no-such-runtime"),
+    pytest.param("basert2", "", id="another-name"),
+])
+def test_meant_suggests_only_a_shipped_id(name: str, suggestion: str) -> None:
+    assert registry.meant(name) == suggestion
+
+
+def test_an_id_that_is_no_runtime_id_gets_the_same_suggestion_from_the_store() -> None:
+    from superfluid.installer.store import BadName, check_runtime_id
+
+    for name, suggestion in (("FOO", None), ("BASERT", "basert")):
+        with pytest.raises(BadName) as refused:
+            check_runtime_id(name)
+        assert ("did you mean" in str(refused.value)) is (suggestion is not None)
+        assert suggestion is None or f"did you mean {suggestion!r}?" in str(refused.value)

@@ -16,7 +16,7 @@ from superfluid.runtime.errors import UsageError
 from superfluid.runtime.frozen import frozen
 from superfluid.runtime.host import Host
 from superfluid.runtime.ordering import backend_rank, version_key
-from superfluid.runtime.planning import NotInstallable, Request, backend_runs_here
+from superfluid.runtime.planning import NotInstallable, Request, backend_runs_here, first_published
 
 if TYPE_CHECKING:
     from superfluid.installer.download import Progress
@@ -168,8 +168,7 @@ def plan_engine(request: Request, target: Target, *, environ: Mapping[str, str],
                                    fix="run `superfluid lock` once without --offline"))
     plans, _, _ = plan(request, environ=environ, host=host_for(target.platform, target.host), source=source)
     source.close()
-    # the plan an install tries first: one whose files the release publishes (an "absent" one is skipped)
-    first = next((p for p in plans if all(a.digest_source != "absent" for a in p.assets)), None)
+    first = first_published(plans)
     if first is None:
         raise NotInstallable(f"{target.describe()}: the release publishes none of the files its plans name ("
                              + "; ".join(f"{p.install}: {', '.join(a.name for a in p.assets)}" for p in plans) + ")")

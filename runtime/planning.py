@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from superfluid.runtime.host import Host
 
 __all__ = [
+    "first_published",
     "CHOSEN_BY",
     "DIGEST_SOURCES",
     "Sha256",
@@ -82,6 +83,12 @@ def install_name(version: str, backend: str) -> InstallName:
     if not is_install_name(name):
         raise UsageError(f"'{name}' is not a name an install can have (letters, digits, '.', '-', '_', '+')")
     return InstallName(name)
+
+
+def first_published(plans: Sequence[Plan]) -> Plan | None:
+    """The plan an install tries first: the first whose archives the release publishes (one with an
+    ``absent`` archive is skipped), or None."""
+    return next((p for p in plans if all(a.digest_source != "absent" for a in p.assets)), None)
 
 
 def parse_install_name(name: str) -> tuple[str, str] | None:

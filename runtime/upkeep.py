@@ -6,7 +6,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from superfluid.runtime.ordering import backend_family, version_key
-from superfluid.runtime.planning import NotInstallable, parse_install_name
+from superfluid.runtime.planning import NotInstallable, first_published, parse_install_name
 
 if TYPE_CHECKING:
     from superfluid.runtime.planning import Plan
@@ -88,7 +88,7 @@ def first_known(plans: Sequence[Plan]) -> Plan | None:
     """The plan an install makes, when every archive it fetches is known by its digest (None: an
     archive the release does not publish, or one whose digest is not known yet, such as a ``--from``
     file without ``--sha256``: such an install is never taken as one already here)."""
-    first = next((p for p in plans if all(a.digest_source != "absent" for a in p.assets)), None)
+    first = first_published(plans)
     if first is None or not first.assets or any(not a.sha256 for a in first.assets):
         return None
     return first

@@ -41,3 +41,18 @@ def test_a_name_made_reads_back(name: str, parts: tuple[str, str]) -> None:
 def test_install_name_refuses_a_name_no_directory_can_have(version: str, backend: str) -> None:
     with pytest.raises(UsageError, match="is not a name an install can have"):
         install_name(version, backend)
+
+
+def test_first_published_skips_a_plan_with_an_archive_the_release_does_not_publish() -> None:
+    from superfluid.runtime.planning import Plan, PlanAsset, first_published
+
+    def plan(version: str, *sources: str) -> Plan:
+        assets = tuple(PlanAsset(name=f"{version}-{i}.tar.gz", url=f"https://h/{version}-{i}.tar.gz", sha256=None,
+                                 size=None, digest_source=s) for i, s in enumerate(sources))
+        return Plan(id="llamacpp", version=version, backend="cpu", assets=assets, tested=True, chosen_by="tested",
+                    abi=None, why="tested")
+
+    half, whole, later = plan("b300", "release", "absent"), plan("b200", "release", "pin"), plan("b100", "api")
+    assert first_published([half, whole, later]) is whole
+    assert first_published([whole, half]) is whole
+    assert first_published([half]) is None and first_published([]) is None

@@ -151,6 +151,18 @@ def _text(rel: bytes) -> str:
         return rel.decode("utf-8", "backslashreplace")
 
 
+def _name(path: str) -> bytes:
+    """The bytes of the name a recorded ``path`` stands for (``_text`` undone: its ``\\xNN`` escapes
+    are the bytes of a name that is not UTF-8; a UTF-8 name that spells them is kept as it is)."""
+    raw = path.encode("utf-8")
+    if b"\\x" not in raw:
+        return raw
+    import re
+
+    undone = re.sub(rb"\\x([0-9a-f]{2})", lambda m: bytes([int(m[1], 16)]), raw)
+    return undone if undone != raw and _text(undone) == path else raw
+
+
 #: SHA-256 of the files this process wrote, hashed as they were written (the extractor's writer), by
 #: (device, inode): (size, modification time in ns, digest). A file whose size and modification time
 #: are still those is not read again to be recorded; any other is (a file rewritten, or a new one
@@ -192,8 +204,9 @@ def _hash(path: bytes) -> tuple[int, str, bool]:
         os.close(fd)
 
 
-def _entry(full: bytes, rel: bytes) -> tuple[FileRecord, bool]:
-    """The record of one entry, and whether it is a directory to descend into."""
+def _entry(full: bytes, rel: bytes, *, digest: str | None = None) -> tuple[FileRecord, bool]:
+    """The record of one entry, and whether it is a directory to descend into; ``digest``: taken as a
+    regular file's SHA-256 instead of reading it (a glance)."""
     path = _text(rel)
     try:
         st = os.lstat(full)
@@ -208,7 +221,8 @@ def _entry(full: bytes, rel: bytes) -> tuple[FileRecord, bool]:
             return FileRecord(path, other=f"a link that cannot be read ({e.strerror or e})"), False
     if not stat.S_ISREG(st.st_mode):
         return FileRecord(path, other=kind_of(st.st_mode)), False
-    if (known := _known(st)) is not None:  # hashed as it was written, unchanged since: not read again
+    known = digest if digest is not None else _known(st)  # else hashed as it was written, unchanged since
+    if known is not None:  # not read again
         return FileRecord(path, size=st.st_size, sha256=known, executable=bool(st.st_mode & 0o111)), False
     try:
         size, sha256, executable = _hash(full)
@@ -371,21 +385,13 @@ def glance(receipt: Receipt, path: str | os.PathLike[str]) -> tuple[Difference, 
 
     where = os.fspath(path)
     recorded = files_of(receipt, os.path.join(where, RECEIPT)) or ()
+    top = os.fsencode(where)
     found: list[FileRecord] = []
     for want in recorded:
-        full = os.path.join(where, *want.path.split("/"))
-        try:
-            st = os.lstat(full)
-        except OSError:
+        rel = _name(want.path)
+        full = os.path.join(top, rel)
+        if not os.path.lexists(full):
             continue  # missing: compare says so
-        if stat.S_ISLNK(st.st_mode):
-            try:
-                found.append(FileRecord(want.path, link=os.readlink(full)))
-            except OSError as e:
-                found.append(FileRecord(want.path, other=f"a link that cannot be read ({e.strerror or e})"))
-        elif stat.S_ISREG(st.st_mode):  # the digest is not read: taken as recorded
-            found.append(FileRecord(want.path, size=st.st_size, sha256=want.sha256 or "",
-                                    executable=bool(st.st_mode & 0o111)))
-        else:
-            found.append(FileRecord(want.path, other=kind_of(st.st_mode)))
+        record, is_dir = _entry(full, rel, digest=want.sha256 or "")  # the digest is taken as recorded
+        found.append(FileRecord(record.path, other=kind_of(stat.S_IFDIR)) if is_dir else record)
     return compare(recorded, found)

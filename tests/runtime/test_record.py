@@ -197,3 +197,23 @@ def test_an_extracted_file_is_recorded_from_its_write_and_a_changed_one_is_read_
     got = {r.path: r for r in record_tree(root)}
     assert [os.path.basename(p) for p in read] == [b"data.txt"]
     assert got["lib/data.txt"].sha256 == hashlib.sha256(b"HELLO").hexdigest()
+
+
+def test_a_glance_finds_names_that_are_not_utf8_as_the_record_does(tmp_path: Path) -> None:
+    """A name or link target that is not UTF-8 is recorded with its bytes escaped; a glance looks up
+    the same bytes (it called such an install broken: the file "missing", the link "changed")."""
+    from superfluid.runtime.record import glance
+
+    top = os.fsencode(tmp_path)
+    (tmp_path / "lib").mkdir()
+    with open(os.path.join(top, b"lib", b"caf\xe9.txt"), "wb") as f:
+        f.write(b"x")
+    os.symlink(b"lib\xff.so", os.path.join(top, b"lib", b"alias"))
+    (tmp_path / "lib" / "spelt\\x41.txt").write_text("y")  # UTF-8 that spells an escape: itself
+    receipt = with_files(_receipt(), tmp_path)
+    assert sorted(e["path"] for e in receipt.extra[FILES]) == ["lib/alias", "lib/caf\\xe9.txt", "lib/spelt\\x41.txt"]
+    assert glance(receipt, tmp_path) == ()
+    os.unlink(os.path.join(top, b"lib", b"caf\xe9.txt"))
+    (tmp_path / "lib" / "spelt\\x41.txt").write_text("longer")
+    assert [(d.path, d.change) for d in glance(receipt, tmp_path)] == [("lib/caf\\xe9.txt", "missing"),
+                                                                     ("lib/spelt\\x41.txt", "changed")]

@@ -98,10 +98,12 @@ def _reason_listed(base: str, version: str, trust: Trust) -> str | None:
     """Why the service has no release ``version``, from its release list (``v1/releases.json``: a
     static export answers no 404 body, and a signed index lists no answer for a rejected release)."""
     from superfluid.installer.manifest_trust import fetch_answer
+    from superfluid.manifest.routes import ReleaseList
     from superfluid.runtime.jsonread import UntrustedJson, loads
 
     try:
-        listed = loads(fetch_answer(base, "v1/releases.json", trust, max_bytes=_MAX_BYTES).body, max_bytes=_MAX_BYTES)
+        route = ReleaseList.path.lstrip("/")
+        listed = loads(fetch_answer(base, route, trust, max_bytes=_MAX_BYTES).body, max_bytes=_MAX_BYTES)
         rejected = [r for r in listed["rejected"] if isinstance(r, dict) and r.get("version") == version]
         verified = [str(r.get("version")) for r in listed["releases"] if isinstance(r, dict)]
     except (SuperfluidError, UntrustedJson, TypeError, KeyError):
@@ -134,12 +136,14 @@ def _from_service(url: str, version: str, trust: Trust, **verify: Any) -> ForRel
     from superfluid.installer.errors import DownloadError
     from superfluid.installer.manifest_trust import fetch_answer
     from superfluid.installer.trust_errors import NotListed
+    from superfluid.manifest.routes import ReleaseOne
     from superfluid.runtime.jsonread import UntrustedJson, loads
 
     base = service_base(url, "SUPERFLUID_MANIFEST_URL")
-    where = f"{base}v1/releases/{version}.json"  # served by the service and by a static export
+    route = ReleaseOne(version).path.lstrip("/")  # served by the service and by a static export
+    where = f"{base}{route}"
     try:
-        got = fetch_answer(base, f"v1/releases/{version}.json", trust, max_bytes=_MAX_BYTES, accept=(404,))
+        got = fetch_answer(base, route, trust, max_bytes=_MAX_BYTES, accept=(404,))
     except NotListed as e:  # a signed index lists no answer for a release it does not have
         raise _no_release(base, version, trust, None, e) from None
     except DownloadError as e:

@@ -43,9 +43,14 @@ class LoopbackFetcher(Fetcher):
         super().__init__(config, **kwargs)
         self._local = threading.local()
         self._elsewhere: Fetcher | None = None
+        #: every connection any thread opened, so that ``close`` reaches those of a download pool's threads
+        self._opened: list[http.client.HTTPConnection] = []
+        self._opened_lock = threading.Lock()
 
     def close(self) -> None:
-        for conn in getattr(self._local, "connections", {}).values():
+        with self._opened_lock:
+            opened, self._opened = self._opened, []
+        for conn in opened:
             conn.close()
         self._local = threading.local()
         if self._elsewhere is not None:
@@ -63,6 +68,8 @@ class LoopbackFetcher(Fetcher):
         conn = http.client.HTTPConnection(parts.hostname or "localhost", parts.port or 80,
                                           timeout=self._time_left(self.config.connect_timeout))
         connections[netloc] = conn
+        with self._opened_lock:
+            self._opened.append(conn)
         return conn, False
 
     def _drop(self, netloc: str) -> None:

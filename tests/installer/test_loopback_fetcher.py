@@ -73,3 +73,24 @@ def test_a_cut_body_is_a_retryable_error_naming_the_bytes_received(tagged: Relea
         r.read()
     assert caught.value.retryable
     fetcher.close()
+
+
+def test_close_closes_the_connections_of_every_thread(tagged: ReleaseServer) -> None:
+    """A download pool's threads each open their own connection: ``close`` reaches them all."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    url = tagged.download_url(REPO, TAG, NAME)
+    fetcher = LoopbackFetcher(FetchConfig())
+    together = threading.Barrier(3, timeout=30)  # three threads at once: three connections
+
+    def fetch(_: int) -> None:
+        fetcher.get_bytes(url, max_bytes=len(DATA))
+        together.wait()
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        list(pool.map(fetch, range(3)))
+        conns = list(fetcher._opened)
+        assert len(conns) == 3 and all(c.sock is not None for c in conns)
+        fetcher.close()  # from this thread, while the pool's threads still live
+        assert all(c.sock is None for c in conns)

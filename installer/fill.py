@@ -101,7 +101,7 @@ def _download(assets: Sequence[PlanAsset], source: ReleaseSource | None, *, envi
     if source is None:  # --from URL: a fetcher for that URL, the home's cache
         from superfluid.installer.sources import fetcher_for
 
-        fetcher = fetcher_for(assets[0].url, plain_http=True)
+        fetcher = fetcher_for(assets[0].url, plain_http=True, environ=environ)
         try:
             return download_many([Wanted(a.url, a.sha256, a.size, a.name) for a in assets],
                                  cache=_home_cache(environ), fetcher=fetcher, progress=progress)
@@ -145,7 +145,7 @@ def _streaming(p: Plan, source: ReleaseSource | None, *, environ: Mapping[str, s
     def fill(lib: Path) -> Sequence[Verified]:
         from superfluid.installer.sources import fetcher_for
 
-        fetcher = source.fetcher if source is not None else fetcher_for(a.url, plain_http=True)
+        fetcher = source.fetcher if source is not None else fetcher_for(a.url, plain_http=True, environ=environ)
         try:
             got = download_and_extract(a.url, sha256, size, lib, cache=cache, fetcher=fetcher, progress=progress,
                                        name=a.name, phases=phases)

@@ -97,7 +97,7 @@ def fetch_files(files: Sequence[LockedFile], *, environ: Mapping[str, str], prog
         by_origin.setdefault(origin_of(f.url) if "://" in f.url else f.url, []).append(i)
     out: list[Path | None] = [None] * len(files)
     for indexes in by_origin.values():
-        fetcher = fetcher_for(files[indexes[0]].url, plain_http=True)
+        fetcher = fetcher_for(files[indexes[0]].url, plain_http=True, environ=environ)
         try:
             done = download_many([Wanted(files[i].url, files[i].sha256, files[i].size, files[i].name)
                                   for i in indexes], cache=cache, fetcher=fetcher, progress=progress)

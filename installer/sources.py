@@ -234,14 +234,19 @@ def basic_credential(url: str) -> tuple[str, Credential | None]:
     return clean, Credential(origin_of(clean), f"Basic {token}")
 
 
-def fetcher_for(url: str, config: FetchConfig | None = None, *, plain_http: bool = False) -> Fetcher:
+def fetcher_for(url: str, config: FetchConfig | None = None, *, plain_http: bool = False,
+                environ: Mapping[str, str] | None = None) -> Fetcher:
     """A fetcher for one URL given by the user (``--from``): ``FileFetcher`` for ``file://``,
-    else ``RequestsFetcher`` (``plain_http`` allows ``http://`` to that URL's host; a
-    ``user:password@`` in it is sent to that origin as Basic authorization)."""
+    else the network's (``plain_http`` allows ``http://`` to that URL's host; a ``user:password@``
+    in it is sent to that origin as Basic authorization): with ``environ``, chosen as a source's is
+    (``_network``: the standard library's for this machine), else ``RequestsFetcher``."""
     if urlsplit(url).scheme == "file":
         return FileFetcher(config)
     clean, credential = basic_credential(url)
-    return RequestsFetcher(config, plain_http_origins=[clean] if plain_http else (), credential=credential)
+    origins = [clean] if plain_http else []
+    if environ is None:
+        return RequestsFetcher(config, plain_http_origins=origins, credential=credential)
+    return _network(clean, environ, config or FetchConfig(), plain_http_origins=origins, credential=credential)
 
 
 def source_for(

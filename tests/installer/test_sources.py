@@ -12,7 +12,7 @@ import pytest
 from superfluid.installer.cache import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import OfflineMissing, SizeExceeded
-from superfluid.installer.fetcher import FileFetcher, NoNetworkFetcher, RequestsFetcher
+from superfluid.installer.fetcher import FileFetcher, NoNetworkFetcher, RequestsFetcher, origin_of
 from superfluid.installer.github import Asset
 from superfluid.installer.sources import (
     GitHubSource,
@@ -127,6 +127,21 @@ def test_fetcher_for(url: str, kind: type[object], has_credential: bool) -> None
     fetcher = fetcher_for(url)
     assert type(fetcher) is kind
     assert (getattr(fetcher, "credential", None) is not None) is has_credential
+
+
+@pytest.mark.parametrize(("url", "environ", "kind"), [
+    pytest.param("http://127.0.0.1:9/x.tar.gz", {}, "LoopbackFetcher", id="loopback"),
+    pytest.param("http://u:p@127.0.0.1:9/x.tar.gz", {}, "LoopbackFetcher", id="loopback-with-userinfo"),
+    pytest.param("http://127.0.0.1:9/x.tar.gz", {"HTTP_PROXY": "http://proxy:3128"}, "RequestsFetcher", id="proxied"),
+    pytest.param("http://127.0.0.1:9/x.tar.gz", None, "RequestsFetcher", id="no-environment-given"),
+    pytest.param("https://h.example/x.tar.gz", {}, "RequestsFetcher", id="elsewhere"),
+])
+def test_fetcher_for_chooses_as_a_source_does_given_the_environment(
+        url: str, environ: dict[str, str] | None, kind: str) -> None:
+    fetcher = fetcher_for(url, plain_http=True, environ=environ)
+    assert type(fetcher).__name__ == kind
+    assert (fetcher.credential is not None) is ("u:p@" in url)
+    assert fetcher.plain_http_origins == {origin_of(url.replace("u:p@", ""))}
 
 
 # --- reading and fetching ------------------------------------------------------------------------------------

@@ -109,8 +109,8 @@ class MlxAdapter(Adapter):
             return NotInstallable(f"{reason}: nothing of mlx installs here",
                                   fix="`superfluid runtime versions mlx` lists the tested versions and why")
         return NotInstallable("installing MLX (a private Python with pinned wheels) is not done by this toolchain "
-                              "yet", fix="install mlx and mlx-lm into a Python 3.12 virtual environment and name it "
-                                         "with --mlx-venv on serve")
+                              "yet", fix=f"install mlx and mlx-lm into a Python {self.python_line} virtual "
+                                         "environment and name it with --mlx-venv on serve")
 
     @property
     def repo(self) -> str:

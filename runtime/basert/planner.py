@@ -313,9 +313,9 @@ def plan(request: Request, recipe: Mapping[str, Any], host: Host, listing: Listi
     if named is None:
         fault = f"has no bundle for {host.platform}" if request.version in cands else "is not published"
         drivable = best.cand.version if best else "none"
-        fix = (f"leave --version out to install {drivable}, or see what installs here with `superfluid runtime "
-               f"versions basert` (with the --mirror you install from)" if best else
-               "see what installs here with `superfluid runtime versions basert` (with the --mirror you install from)")
+        # the face adds the --mirror, --offline or --plain-http the user gave to the command (source_hints)
+        fix = (f"leave --version out to install {drivable}, or " if best else "") + \
+            "see what installs here with `superfluid runtime versions basert`"
         raise NotInstallable(f"baseRT {request.version} {fault} (the newest this superfluid drives here is {drivable})",
                              instead=best.cand.version if best else None, fix=fix)
     if named.error is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 __all__ = [
     "SuperfluidError",
@@ -24,6 +25,10 @@ class SuperfluidError(Exception):
 
     Exit code 1 unless a subclass says otherwise (the face's table decides).
     """
+
+    #: what a ``--json`` failure prints around the error document: the report the command made
+    #: before it failed (``lock --check``'s changes), or None
+    document: dict[str, Any] | None = None
 
     def __init__(self, message: str, *, fix: str | None = None) -> None:
         super().__init__(message)

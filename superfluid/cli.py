@@ -108,7 +108,8 @@ def _fail(error: BaseException, code: int, args: argparse.Namespace | None, as_j
     sys.stderr.write(f"superfluid: {text}\n")
     if as_json:
         fix = error.fix if isinstance(error, SuperfluidError) else None
-        print_json(error_doc(error_code(error), text, code, fix=keep_source(fix, flags) if fix else None))
+        doc = error_doc(error_code(error), text, code, fix=keep_source(fix, flags) if fix else None)
+        print_json({**(error.document or {}), **doc} if isinstance(error, SuperfluidError) else doc)
     return code
 
 

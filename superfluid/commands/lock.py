@@ -163,14 +163,10 @@ def _check(path: str, old: Lock, targets: list[Target], args: argparse.Namespace
                                if old.superfluid != __version__ else ""),
                             fix="`superfluid lock --upgrade` writes the new choice" if not errors else
                             "a release changed under its name or vanished: nothing was written")
-    if as_json:  # one document: the changes and the error (the face prints no second one)
-        from superfluid.output import error_code, error_doc
-
-        _print({"lock": path, "check": True, "up_to_date": False, "written": False,
-                "engines": [_engine_json(e) for e in old.engines], "changes": [_change_json(c) for c in changes],
-                **error_doc(error_code(outdated), str(outdated), 1, fix=outdated.fix)})
-        sys.stderr.write(f"superfluid: {outdated}\n")
-        return 1
+    # with --json one document: the changes and, the face adds, the error
+    outdated.document = {"lock": path, "check": True, "up_to_date": False, "written": False,
+                         "engines": [_engine_json(e) for e in old.engines],
+                         "changes": [_change_json(c) for c in changes]}
     raise outdated
 
 

@@ -237,6 +237,12 @@ def test_lock_json_written_up_to_date_and_checked(cli_home: Home, mirror: Path, 
     assert report["up_to_date"] is False and report["error"]["code"] == "lock-outdated"
     assert [c["kind"] for c in report["changes"]] == ["digest"] and report["changes"][0]["error"] is True
     assert outdated.stderr.startswith(f"superfluid: {lock} does not match")
+    text = lock.read_text()
+    lock.write_text(text[:text.index("[[engine]]")])  # an engine to add: the fix is a command
+    moved = cli_home.superfluid("lock", "--check", "-o", str(lock), "--mirror", str(mirror), "--json")
+    assert moved.code == 1 and [c["kind"] for c in moved.json()["changes"]] == ["new"]
+    fix = f"`superfluid lock --upgrade --mirror {mirror}` writes the new choice"  # the --mirror given, kept
+    assert moved.json()["error"]["fix"] == fix and moved.stderr.rstrip().endswith(fix)
 
 
 def test_check_of_a_garbage_model_names_the_model_not_the_runtime(cli_home: Home, engines: Path,

@@ -60,6 +60,8 @@ class Outcome:
     fallbacks: tuple[tuple[str, str], ...] = ()
     warnings: tuple[str, ...] = ()
     cleaned: tuple[str, ...] = field(default=())
+    #: the install was already here from the same archives: nothing was fetched or changed
+    kept: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """``--json``: the plans for ``--dry-run`` (schema ``plan``), else the install result
@@ -72,6 +74,8 @@ class Outcome:
                        replaced=self.replaced, current=self.current, pinned=self.pinned,
                        fallbacks=[{"install": i, "why": w} for i, w in self.fallbacks])
         out["warnings"] = list(self.warnings)
+        if self.kept:
+            out["already_installed"] = True
         return out
 
 
@@ -116,7 +120,7 @@ def install(request: Request, *, environ: Mapping[str, str], mirror: str | None 
     """``superfluid runtime install``: plan, and unless ``dry_run``, fetch, verify, stage, probe and
     publish the first plan that runs here (``install_plans``); the phases' spans go on ``phases``.
     ``kept`` is asked first with the plans: an outcome it answers (the install is already there) is
-    returned, and nothing is fetched.
+    returned as ``kept``, and nothing is fetched.
 
     Raises:
         UsageError: as ``plan``.
@@ -140,7 +144,7 @@ def install(request: Request, *, environ: Mapping[str, str], mirror: str | None 
         if dry_run:
             return Outcome(request.id, tuple(plans), True, where, warnings=listed)
         if kept is not None and (same := kept(plans)) is not None:  # already installed: nothing fetched
-            return replace(same, warnings=listed + same.warnings)
+            return replace(same, source=where, kept=True, warnings=listed + same.warnings)
         done = install_plans(request.id, plans, environ=environ, source=src, where=where, untested=request.untested,
                              tell=tell, progress=progress, platform=host.platform, phases=phases)
         return replace(done, warnings=listed + done.warnings)

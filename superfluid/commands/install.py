@@ -168,8 +168,8 @@ def already_installed(plans: Sequence[Plan], environ: Mapping[str, str]) -> Outc
             return None
         if not same_archives(first, there.receipt):
             return None
-        return Outcome(first.id, tuple(plans), False, "already installed", receipt=there.receipt,
-                       path=str(root / first.install), current=current_install(root), pinned=read_pinned(root))
+        return Outcome(first.id, tuple(plans), False, "", receipt=there.receipt, path=str(root / first.install),
+                       current=current_install(root), pinned=read_pinned(root), kept=True)  # install() says where from
 
 
 def _do(request: Request, args: argparse.Namespace, environ: Mapping[str, str], *, dry_run: bool,
@@ -221,7 +221,7 @@ def _install(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     before = _count(args.id, environ)
     with recorded_hint(args, environ):  # named no mirror and cannot list: the one its installs came from
         outcome = _do(request, args, environ, dry_run=args.dry_run, keep=not getattr(args, "reinstall", False))
-    if outcome.source == "already installed" and outcome.receipt is not None:
+    if outcome.kept:
         return _kept(outcome, args)
     _show(outcome, args, before)
     return 0
@@ -234,7 +234,7 @@ def _kept(outcome: Outcome, args: argparse.Namespace) -> int:
     if args.json:
         from superfluid.output import print_json
 
-        print_json({**outcome.to_json(), "already_installed": True})
+        print_json(outcome.to_json())
         return 0
     digests = ", ".join(f"sha256 {s.sha256[:12]}…" for s in r.sources)
     sys.stdout.write(f"superfluid: {r.id} {r.install} is already installed from the same archive ({digests}): "

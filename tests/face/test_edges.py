@@ -291,6 +291,12 @@ def test_the_check_report_still_names_its_aliases(cli_home: Home) -> None:
     assert report["runtime"]["aliases"] == ["llama.cpp", "llama-cpp"]
 
 
+def first_json_source(home: Home, mirror: Path) -> str:
+    """The ``source`` an install from ``mirror`` reports (a dry run's: where the plans were listed)."""
+    return str(home.superfluid("runtime", "install", "basert", "--mirror", str(mirror), "--dry-run", "--json")
+               .json()["source"])
+
+
 def test_a_second_identical_install_is_already_installed(cli_home: Home, mirror: Path) -> None:
     first = cli_home.superfluid("runtime", "install", "basert", "--mirror", str(mirror))
     assert first.code == 0, first.stderr
@@ -305,6 +311,7 @@ def test_a_second_identical_install_is_already_installed(cli_home: Home, mirror:
     as_json = cli_home.superfluid("runtime", "install", "basert", "--mirror", str(mirror), "--json")
     assert as_json.code == 0 and as_json.json()["already_installed"] is True
     _valid(as_json.json(), "install-result")
+    assert as_json.json()["source"] == first_json_source(cli_home, mirror)  # where it was listed, as any install
     forced = cli_home.superfluid("runtime", "install", "basert", "--mirror", str(mirror), "--reinstall")
     assert forced.code == 0 and "replacing the one of that name" in forced.stderr + forced.stdout, forced.stderr
     assert lib.stat().st_ino != inode and cli_home.installs() == ["0.4.0-cpu"]

@@ -25,6 +25,7 @@ from superfluid.runtime.jsonread import read_bytes
 from superfluid.runtime.ordering import backend_rank, version_key
 from superfluid.runtime.planning import is_install_name
 from superfluid.runtime.receipt import RECEIPT, Receipt, read_receipt
+from superfluid.runtime.upkeep import puts_back
 
 __all__ = [
     "StoreError",
@@ -483,7 +484,7 @@ def pin(home: str | os.PathLike[str], runtime_id: str, install: str, *, timeout:
                                 fix=f"`superfluid runtime list {runtime_id}` lists its installs")
         if (why := fault(found[install])) is not None:
             raise NoSuchInstall(f"{runtime_id} {install} is broken ({why}); it is not made the default",
-                                fix=f"`superfluid runtime repair {runtime_id} {install}` puts it back")
+                                fix=puts_back(runtime_id, install))
         write_pinned(root, install)
         chosen = refresh_current(root)
     return chosen or install

@@ -322,7 +322,9 @@ class Verdict:
 
     @property
     def fix(self) -> str:
-        return f"superfluid runtime repair {self.id} {self.install}"
+        from superfluid.runtime.upkeep import repair_command
+
+        return repair_command(self.id, self.install)
 
     def of(self, change: Change) -> list[Difference]:
         return [d for d in self.differences if d.change == change]

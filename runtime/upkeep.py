@@ -12,9 +12,20 @@ if TYPE_CHECKING:
     from superfluid.runtime.planning import Plan
     from superfluid.runtime.receipt import Receipt
 
-__all__ = ["update_wanted", "nothing_to_update", "repair_target", "repair_wanted", "first_known", "same_archives"]
+__all__ = ["update_wanted", "nothing_to_update", "repair_target", "repair_wanted", "repair_command", "puts_back",
+           "first_known", "same_archives"]
 
 _T = TypeVar("_T")
+
+
+def repair_command(runtime_id: str, install: str) -> str:
+    """The command that puts an install back as its receipt records it."""
+    return f"superfluid runtime repair {runtime_id} {install}"
+
+
+def puts_back(runtime_id: str, install: str) -> str:
+    """The fix of a broken install: its ``repair_command``, quoted."""
+    return f"`{repair_command(runtime_id, install)}` puts it back"
 
 
 def update_wanted(old: Receipt) -> dict[str, Any]:

@@ -19,6 +19,7 @@ __all__ = ["run", "listing", "listing_lines"]
 
 def _entry(runtime_id: str, found: Installed, current: str | None, pinned: str | None) -> dict[str, Any]:
     from superfluid.installer.store import fault
+    from superfluid.runtime.upkeep import repair_command
 
     r = found.receipt
     why = fault(found)
@@ -26,7 +27,7 @@ def _entry(runtime_id: str, found: Installed, current: str | None, pinned: str |
             "platform": r.platforms[0] if r and r.platforms else None, "tested": r.tested if r else None,
             "installed_at": r.installed_at if r else None, "current": found.name == current,
             "pinned": found.name == pinned, "state": "ready" if why is None else "broken", "problem": why,
-            "fix": None if why is None else f"superfluid runtime repair {runtime_id} {found.name}",
+            "fix": None if why is None else repair_command(runtime_id, found.name),
             "path": str(found.path)}
 
 

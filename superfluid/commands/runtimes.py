@@ -27,6 +27,7 @@ def _current(runtime_id: str, environ: Mapping[str, str]) -> tuple[str | None, s
     from superfluid.runtime.errors import BadFile
     from superfluid.runtime.home import install_receipt
     from superfluid.runtime.receipt import read_receipt
+    from superfluid.runtime.upkeep import puts_back
 
     if _homeless(environ) is not None:  # nothing is installed in a home that is not a directory
         return None, None
@@ -36,7 +37,7 @@ def _current(runtime_id: str, environ: Mapping[str, str]) -> tuple[str | None, s
         return None, f"{problem}: `superfluid runtime use {runtime_id} --auto` points it at the best install"
     if name is None:
         return None, None
-    repair = f"`superfluid runtime repair {runtime_id} {name}` puts it back"
+    repair = puts_back(runtime_id, name)
     try:
         receipt = read_receipt(install_receipt(os.path.join(root, name)))
     except BadFile as e:
@@ -50,12 +51,13 @@ def _glanced(runtime_id: str, install: str, environ: Mapping[str, str]) -> str |
     """Why the install is broken at a glance (a file its receipt records gone or not as recorded),
     with its repair; None when it looks whole. Asked when its check failed: the reason to give."""
     from superfluid.installer.store import fault, list_installs
+    from superfluid.runtime.upkeep import puts_back
 
     found = next((i for i in list_installs(runtime_dir(home(environ), runtime_id)) if i.name == install), None)
     why = fault(found) if found is not None else None
     if why is None:
         return None
-    return f"{install} is broken: {why}: `superfluid runtime repair {runtime_id} {install}` puts it back"
+    return f"{install} is broken: {why}: {puts_back(runtime_id, install)}"
 
 
 def _homeless(environ: Mapping[str, str]) -> str | None:
@@ -200,12 +202,13 @@ def _broken_others(runtime_id: str, current: str | None, environ: Mapping[str, s
     """A line for each install of the runtime other than ``current`` that is broken, with its repair
     (the table shows the current one only; ``runtime list`` shows them all)."""
     from superfluid.installer.store import fault, list_installs
+    from superfluid.runtime.upkeep import puts_back
 
     lines = ""
     for i in list_installs(runtime_dir(home(environ), runtime_id)):
         if i.name != current and (why := fault(i)) is not None:
             lines += (f"{runtime_id}: {i.name} (not the current install) is broken: {why}: "
-                      f"`superfluid runtime repair {runtime_id} {i.name}` puts it back\n")
+                      f"{puts_back(runtime_id, i.name)}\n")
     return lines
 
 

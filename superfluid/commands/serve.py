@@ -239,14 +239,15 @@ def _whole(runtime_id: str, install: str | None, environ: Mapping[str, str]) -> 
     """
     from superfluid.installer.store import current_install, fault, list_installs
     from superfluid.runtime.home import home, runtime_dir
+    from superfluid.runtime.upkeep import puts_back
 
     root = runtime_dir(home(environ), runtime_id)
     name = install or current_install(root)
     found = next((i for i in list_installs(root) if i.name == name), None) if name else None
     why = fault(found) if found is not None else None
-    if why is not None:
+    if found is not None and why is not None:
         raise NotServable(f"{runtime_id} {name} is broken ({why}); it is not served",
-                          fix=f"`superfluid runtime repair {runtime_id} {name}` puts it back")
+                          fix=puts_back(runtime_id, found.name))
 
 
 def readiness(runtime_id: str, line: ServeCommand, environ: Mapping[str, str]) -> Ready:

@@ -156,3 +156,10 @@ def test_same_archives(digests: tuple[str, ...], sources: tuple[str, ...], teste
     first = replace(plan("b100"), assets=tuple(asset(d) for d in digests))
     there = receipt(sources=[Source(f"https://h/{d[:4]}", d) for d in sources], tested=tested)
     assert same_archives(first, there) is same
+
+
+def test_the_repair_of_an_install_is_one_command() -> None:
+    from superfluid.runtime.upkeep import puts_back, repair_command
+
+    assert repair_command("basert", "0.4.0-cpu") == "superfluid runtime repair basert 0.4.0-cpu"
+    assert puts_back("llamacpp", "b1-cpu") == "`superfluid runtime repair llamacpp b1-cpu` puts it back"

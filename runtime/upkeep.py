@@ -12,20 +12,24 @@ if TYPE_CHECKING:
     from superfluid.runtime.planning import Plan
     from superfluid.runtime.receipt import Receipt
 
-__all__ = ["update_wanted", "nothing_to_update", "repair_target", "repair_wanted", "repair_command", "puts_back",
-           "first_known", "same_archives"]
+__all__ = ["update_wanted", "nothing_to_update", "repair_target", "repair_wanted", "REPAIR_FIX", "repair_command",
+           "puts_back", "first_known", "same_archives"]
 
 _T = TypeVar("_T")
 
 
+#: the fix of a broken install (a ``*FIX*`` constant: tests/face/test_hints.py checks its command)
+REPAIR_FIX = "`superfluid runtime repair {id} {install}` puts it back"
+
+
 def repair_command(runtime_id: str, install: str) -> str:
     """The command that puts an install back as its receipt records it."""
-    return f"superfluid runtime repair {runtime_id} {install}"
+    return REPAIR_FIX.split("`")[1].format(id=runtime_id, install=install)
 
 
 def puts_back(runtime_id: str, install: str) -> str:
     """The fix of a broken install: its ``repair_command``, quoted."""
-    return f"`{repair_command(runtime_id, install)}` puts it back"
+    return REPAIR_FIX.format(id=runtime_id, install=install)
 
 
 def update_wanted(old: Receipt) -> dict[str, Any]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import sys
 import time
@@ -10,10 +12,10 @@ from typing import Any
 
 from superfluid import __version__
 from superfluid.runtime import registry
-from superfluid.runtime.home import cache_file, home, runtimes_dir
+from superfluid.runtime.home import cache_file, home, linked_between, runtimes_dir
 from superfluid.runtime.home_cache import changed_at, fingerprint, read_object
 
-__all__ = ["KEPT_COMMANDS", "KEEP_SECONDS", "RACY_SECONDS", "lookup", "keep", "depends_on"]
+__all__ = ["KEPT_COMMANDS", "KEEP_SECONDS", "RACY_SECONDS", "lookup", "keep", "depends_on", "answer_vars"]
 
 #: the commands whose output may be kept (the first word of the command line)
 KEPT_COMMANDS = frozenset({"runtimes"})
@@ -22,13 +24,16 @@ KEEP_SECONDS = 300.0
 #: a path changed this close before the computation began (or later) keeps nothing: file times are
 #: coarser than the clock (a tick of the kernel), so a change during it may carry an earlier time
 RACY_SECONDS = 0.2
-_FORMAT = 1
+#: 2: the inputs are one digest of the variables that change the answer (1 stored every variable's
+#: value, credentials included: a file of that shape is deleted on sight)
+_FORMAT = 2
 _FILE = "outputs.json"
 #: command lines kept at once (``runtimes``, ``runtimes --json``... the newest last)
 _MAX_ENTRIES = 8
 _MAX_BYTES = 1 << 20
-#: the shell's bookkeeping, not the command's input (the working directory is taken as such)
-_SHELL_VARS = frozenset({"_", "OLDPWD", "PWD", "SHLVL"})
+#: variables an answer depends on besides ``SUPERFLUID_*`` and each runtime's ``catalog.env_keys``:
+#: where the home is when SUPERFLUID_HOME is unset, and what the interpreter imports
+_ANSWER_VARS = ("HOME", "PYTHONPATH", "PYTHONHOME")
 #: how deep the home's runtimes folder is recorded: runtimes/<id>/<install>/<folder>/<file>
 _HOME_DEPTH = 4
 
@@ -37,15 +42,49 @@ def _path(environ: Mapping[str, str]) -> str:
     return cache_file(home(environ), _FILE)
 
 
-def _inputs(argv: Sequence[str], environ: Mapping[str, str]) -> list[Any]:
-    """What the output is a function of besides the files: command line, version, interpreter,
-    working directory, environment."""
+def answer_vars() -> list[str]:
+    """The names of the variables that change an answer about the runtimes here besides
+    ``SUPERFLUID_*`` (host facts included): each runtime's ``catalog.env_keys`` (``PATH``,
+    ``LD_LIBRARY_PATH``, ``BASERT_LIB``...) and ``_ANSWER_VARS``. No other variable's value is ever
+    an input: a token in the environment changes no answer, and nothing of it is written to the home.
+    Kept beside each output by name (asking the adapters again is what a kept output saves)."""
+    from superfluid.catalog import env_keys
+
+    return sorted({*_ANSWER_VARS, *(k for runtime_id in registry.IDS for k in env_keys(runtime_id))})
+
+
+def _inputs(argv: Sequence[str], environ: Mapping[str, str], names: Sequence[str]) -> str:
+    """A digest of what the output is a function of besides the files: command line, version,
+    interpreter, working directory, ``SUPERFLUID_*`` and the variables ``names`` (one digest: no
+    value is written to disk)."""
     try:
         cwd = os.getcwd()
     except OSError:
         cwd = None
-    env = sorted([k, v] for k, v in environ.items() if k not in _SHELL_VARS)
-    return [_FORMAT, __version__, list(argv), sys.executable, sys.argv[0] if sys.argv else "", cwd, env]
+    env = sorted((k, v) for k, v in environ.items() if k.startswith("SUPERFLUID_") or k in names)
+    facts = [_FORMAT, __version__, list(argv), sys.executable, sys.argv[0] if sys.argv else "", cwd, env]
+    return hashlib.sha256(json.dumps(facts).encode()).hexdigest()
+
+
+def _read(path: str, environ: Mapping[str, str]) -> dict[str, Any]:
+    """The kept outputs in ``path``; a file of another format is removed (format 1 held the values
+    of every variable in the environment, credentials included)."""
+    kept = read_object(path, max_bytes=_MAX_BYTES)
+    if kept and kept.get("format") != _FORMAT:
+        _remove(path, environ)
+        return {}
+    outputs = kept.get("outputs")
+    return outputs if isinstance(outputs, dict) else {}
+
+
+def _remove(path: str, environ: Mapping[str, str]) -> None:
+    """Remove the kept outputs, never through a link out of the home."""
+    if linked_between(home(environ), os.path.dirname(path)) is not None:
+        return
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _kept_here(argv: Sequence[str], environ: Mapping[str, str]) -> bool:
@@ -59,13 +98,16 @@ def lookup(argv: Sequence[str], environ: Mapping[str, str]) -> str | None:
     """The kept output of ``superfluid <argv>`` when nothing it was computed from has changed, else None."""
     if not _kept_here(argv, environ):
         return None
-    entry = read_object(_path(environ), max_bytes=_MAX_BYTES).get(" ".join(argv))
+    entry = _read(_path(environ), environ).get(" ".join(argv))
     if not isinstance(entry, dict) or not isinstance(entry.get("output"), str):
         return None
     at, deps = entry.get("at"), entry.get("deps")
     if not isinstance(at, (int, float)) or not 0 <= time.time() - at < KEEP_SECONDS or not isinstance(deps, list):
         return None
-    if entry.get("inputs") != _inputs(argv, environ):
+    names = entry.get("vars")
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        return None
+    if entry.get("inputs") != _inputs(argv, environ, names):
         return None
     for dep in deps:
         if not isinstance(dep, list) or len(dep) != 2 or not isinstance(dep[0], str) or fingerprint(dep[0]) != dep[1]:
@@ -129,12 +171,11 @@ def keep(argv: Sequence[str], environ: Mapping[str, str], output: str, *, began:
     if any(changed_at(facts) >= (began - RACY_SECONDS) * 1e9 for _, facts in stats):
         return False
     path = _path(environ)
-    kept = read_object(path, max_bytes=_MAX_BYTES)
+    kept = _read(path, environ)
     kept.pop(" ".join(argv), None)
     kept = dict(list(kept.items())[-(_MAX_ENTRIES - 1):])
-    kept[" ".join(argv)] = {"at": began, "inputs": _inputs(argv, environ),
+    names = answer_vars()
+    kept[" ".join(argv)] = {"at": began, "vars": names, "inputs": _inputs(argv, environ, names),
                             "deps": [[p, facts] for p, facts in stats], "output": output}
-    import json
-
-    data = json.dumps(kept).encode()
+    data = json.dumps({"format": _FORMAT, "outputs": kept}).encode()
     return len(data) <= _MAX_BYTES and write(home(environ), path, data)

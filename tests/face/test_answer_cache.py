@@ -156,9 +156,38 @@ def test_a_cache_folder_linked_out_of_the_home_is_not_written_through(environ: d
 def test_a_few_command_lines_are_kept_at_once(environ: dict[str, str], deps: list[str]) -> None:
     for n in range(12):
         assert _kept(environ, deps, argv=["runtimes", *["--json"] * n])
-    kept: dict[str, Any] = json.loads(_file(environ).read_text())
+    kept: dict[str, Any] = json.loads(_file(environ).read_text())["outputs"]
     assert len(kept) == 8 and " ".join(["runtimes", *["--json"] * 11]) in kept
     assert answer_cache.lookup(["runtimes", *["--json"] * 11], environ) == OUTPUT
+
+
+SECRET = "s3cr3t-value-of-a-token"
+
+
+def test_only_the_variables_that_change_the_answer_are_inputs(environ: dict[str, str], deps: list[str]) -> None:
+    """Issue 36: a credential in the environment is no input and none of it is kept; the variables
+    an answer depends on are inputs by a digest, never by value."""
+    secret_env = {**environ, "GITHUB_TOKEN": SECRET, "HTTPS_PROXY": f"http://me:{SECRET}@proxy:3128",
+                  "BASERT_LIB": "/opt/basert-private-path"}
+    assert _kept(secret_env, deps)
+    written = _file(environ).read_text()
+    assert SECRET not in written and "/opt/basert-private-path" not in written
+    assert "GITHUB_TOKEN" not in written and "HTTPS_PROXY" not in written
+    assert answer_cache.lookup(ARGV, {**secret_env, "GITHUB_TOKEN": "another"}) == OUTPUT  # no input
+    assert answer_cache.lookup(ARGV, {**secret_env, "BASERT_LIB": "/opt/other"}) is None  # an input
+    assert answer_cache.lookup(ARGV, {**secret_env, "SUPERFLUID_HOST_GLIBC": "2.17"}) is None
+    names = answer_cache.answer_vars()
+    assert {"PATH", "LD_LIBRARY_PATH", "BASERT_LIB", "HOME"} <= set(names) and "GITHUB_TOKEN" not in names
+
+
+def test_a_kept_file_of_the_old_shape_is_deleted(environ: dict[str, str], deps: list[str]) -> None:
+    """Format 1 held every variable's value: the next command that reads it deletes it."""
+    _file(environ).parent.mkdir(parents=True)
+    old = {" ".join(ARGV): {"at": time.time(), "inputs": [1, "0.1.0", ARGV, [["GITHUB_TOKEN", SECRET]]],
+                            "deps": [], "output": OUTPUT}}
+    _file(environ).write_text(json.dumps(old))
+    assert answer_cache.lookup(ARGV, environ) is None
+    assert not _file(environ).exists()
 
 
 def test_what_an_answer_about_the_runtimes_depends_on(environ: dict[str, str], sf_home: Path) -> None:

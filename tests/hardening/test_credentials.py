@@ -128,3 +128,41 @@ def test_a_real_worker_sees_none_of_them(tmp_path: Path) -> None:
     seen = set(run.json()["env"])
     assert not seen & set(CREDENTIALS) and "SUPERFLUID_MIRROR" not in seen
     assert {"PATH", "SUPERFLUID_HOME"} <= seen
+
+
+#: issue 36, item 1: credentials as real environments carry them, each with a value of its own
+ENVIRONMENT_SECRETS = {
+    name: f"secret-{i:02d}-{name.lower()}-Zq8" for i, name in enumerate((
+        "GITHUB_TOKEN", "GH_TOKEN", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "NPM_TOKEN",
+        "TWINE_PASSWORD", "TWINE_USERNAME", "AZURE_CLIENT_SECRET", "AZURE_CLIENT_ID", "GOOGLE_API_KEY",
+        "DATABASE_URL", "SENTRY_DSN", "CI_JOB_JWT", "CI_JOB_TOKEN", "VAULT_TOKEN", "VAULT_TOKEN_FILE",
+        "DOCKER_PASSWORD", "DOCKER_AUTH_CONFIG", "SLACK_WEBHOOK_URL", "STRIPE_SECRET_KEY", "GITLAB_TOKEN",
+        "CODECOV_TOKEN", "PYPI_API_TOKEN", "SSH_AUTH_SOCK", "MY_PRIVATE_THING", "UNRELATED_SETTING"))}
+ENVIRONMENT_SECRETS["HTTPS_PROXY"] = "http://proxy-user:proxy-pa55-Zq8@127.0.0.1:9"
+ENVIRONMENT_SECRETS["NO_PROXY"] = "*"  # the proxy above is never used: every address here is loopback
+
+
+def test_no_variable_of_the_environment_is_written_into_the_home_or_shown(installed_home: Home) -> None:
+    """Every command that keeps an answer (``runtimes`` its output; ``compat``, ``versions``,
+    ``options`` and ``check`` the workers' answers) is run twice with 30+ credentials in the
+    environment; no value is found in the home or in any output."""
+    env = {**installed_home.env, **ENVIRONMENT_SECRETS}
+    commands = [["runtimes"], ["runtimes", "--json"], ["runtime", "list", "basert"], ["compat", "--json"],
+                ["runtime", "versions", "basert", "--json", *installed_home.repair_flags()],
+                ["runtime", "options", "llamacpp", "--json"], ["runtime", "check", "basert", "--json"],
+                ["runtime", "check", "llamacpp"]]
+    outputs = []
+    for argv in commands * 2:  # the second round answers from what the first one kept
+        run = installed_home.sf(*argv, env=env)
+        assert run.code in (0, 1), (argv, run.stderr)
+        outputs += [run.stdout, run.stderr]
+    assert (installed_home.path / "cache" / "outputs.json").is_file()  # an answer was kept
+    written = _everything_under(installed_home.path)
+    shown = "\n".join(outputs)
+    for name, value in ENVIRONMENT_SECRETS.items():
+        if name == "NO_PROXY":
+            continue
+        for part in {value, value.split("@")[0].rsplit(":", 1)[-1]}:
+            assert part.encode() not in written, f"{name}'s value is written into the home"
+            assert part not in shown, f"{name}'s value is shown"

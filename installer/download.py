@@ -15,13 +15,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from superfluid.installer.cache import Cache, Partial, is_sha256
+from superfluid.installer.errors import DownloadError, SizeExceeded, VerificationError
+from superfluid.installer.fetcher import Fetcher, FetchResponse
+from superfluid.installer.progress import Progress, TerminalProgress, progress_for
 from superfluid.runtime.frozen import frozen
 from superfluid.runtime.redact import redact_url
-
-from .cache import Cache, Partial, is_sha256
-from .errors import DownloadError, SizeExceeded, VerificationError
-from .fetcher import Fetcher, FetchResponse
-from .progress import Progress, TerminalProgress, progress_for
 
 __all__ = [
     "Download",

@@ -14,10 +14,8 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, urljoin, urlsplit
 
-from superfluid.runtime.frozen import frozen
-
-from .config import FetchConfig
-from .errors import (
+from superfluid.installer.config import FetchConfig
+from superfluid.installer.errors import (
     ConnectionRefused,
     DownloadError,
     DownloadStalled,
@@ -26,6 +24,7 @@ from .errors import (
     RateLimited,
     SizeExceeded,
 )
+from superfluid.runtime.frozen import frozen
 
 if TYPE_CHECKING:
     import requests

@@ -11,13 +11,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
+from superfluid.installer.cache import Cache, HttpEntry
+from superfluid.installer.config import DEFAULT_GITHUB_API, FetchConfig
+from superfluid.installer.errors import DownloadError, OfflineMissing, ReleaseNotFound
+from superfluid.installer.fetcher import Credential, Fetcher, is_loopback, origin_of
 from superfluid.runtime.errors import BadFile
 from superfluid.runtime.frozen import field, frozen
-
-from .cache import Cache, HttpEntry
-from .config import DEFAULT_GITHUB_API, FetchConfig
-from .errors import DownloadError, OfflineMissing, ReleaseNotFound
-from .fetcher import Credential, Fetcher, is_loopback, origin_of
 
 __all__ = [
     "Asset",

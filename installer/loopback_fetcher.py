@@ -9,9 +9,9 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from .config import FetchConfig
-from .errors import DownloadError, DownloadStalled
-from .fetcher import Fetcher, FetchResponse, Headers, is_loopback
+from superfluid.installer.config import FetchConfig
+from superfluid.installer.errors import DownloadError, DownloadStalled
+from superfluid.installer.fetcher import Fetcher, FetchResponse, Headers, is_loopback
 
 __all__ = ["LoopbackFetcher", "serves"]
 
@@ -81,7 +81,7 @@ class LoopbackFetcher(Fetcher):
         parts = urlsplit(url)
         if parts.scheme.lower() != "http" or not is_loopback(url):
             if self._elsewhere is None:
-                from .fetcher import RequestsFetcher
+                from superfluid.installer.fetcher import RequestsFetcher
 
                 self._elsewhere = RequestsFetcher(self.config)
             return self._elsewhere._fetch(url, headers)  # the rules stay this one's (open, _check_url)

@@ -10,10 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
-from .cache import Cache
-from .errors import DownloadError, OfflineMissing, ReleaseNotFound
-from .fetcher import Fetcher, path_of_file_url
-from .github import Release, check_repo, list_pages
+from superfluid.installer.cache import Cache
+from superfluid.installer.errors import DownloadError, OfflineMissing, ReleaseNotFound
+from superfluid.installer.fetcher import Fetcher, path_of_file_url
+from superfluid.installer.github import Release, check_repo, list_pages
 
 __all__ = [
     "Mirror",
@@ -57,7 +57,7 @@ def mirror_root_url(where: str, *, named_by: str = "--mirror") -> str:
     """
     given = f"{named_by} {where}" if named_by.startswith("-") else f"{named_by}={where}"
     if where[:6].lower() == "oci://":  # a registry repository: installer/oci.py
-        from .oci import parse_ref
+        from superfluid.installer.oci import parse_ref
 
         return parse_ref(where, environ={}, named_by=named_by).root
     scheme = urlsplit(where).scheme.lower()

@@ -9,13 +9,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
+from superfluid.installer.config import FetchConfig
+from superfluid.installer.errors import DownloadError, VerificationError
+from superfluid.installer.fetcher import Credential, FetchResponse, Headers, RequestsFetcher, origin_of
+from superfluid.installer.oci import MANIFEST_MAX_BYTES, MANIFEST_TYPE, Layer, OciRef, index_tag, parse_manifest
+from superfluid.installer.oci_auth import Login, parse_challenge, parse_token, token_url
 from superfluid.runtime.frozen import frozen
-
-from .config import FetchConfig
-from .errors import DownloadError, VerificationError
-from .fetcher import Credential, FetchResponse, Headers, RequestsFetcher, origin_of
-from .oci import MANIFEST_MAX_BYTES, MANIFEST_TYPE, Layer, OciRef, index_tag, parse_manifest
-from .oci_auth import Login, parse_challenge, parse_token, token_url
 
 __all__ = ["OciFetcher", "Reply", "fetcher_for_ref"]
 
@@ -409,7 +408,7 @@ def fetcher_for_ref(ref: OciRef, environ: Mapping[str, str], config: FetchConfig
     Raises:
         BadFile: the auth file is broken.
     """
-    from .oci_auth import login_for
+    from superfluid.installer.oci_auth import login_for
 
     extra: dict[str, Any] = {"sleep": sleep} if sleep is not None else {}
     return OciFetcher(ref, config, login=login_for(ref.host, ref.repository, environ), push=push, **extra)

@@ -11,12 +11,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from superfluid.installer.config import FetchConfig
 from superfluid.installer.lockfile import Engine, Lock, LockedFile, LockError
-from superfluid.runtime.errors import BadFile
-from superfluid.runtime.frozen import frozen
-
-from .config import FetchConfig
-from .oci import (
+from superfluid.installer.oci import (
     ARTIFACT_TYPE,
     EMPTY_CONFIG,
     INDEX_TYPE,
@@ -28,7 +25,9 @@ from .oci import (
     manifest,
     ref_of_url,
 )
-from .oci_fetcher import OciFetcher, fetcher_for_ref
+from superfluid.installer.oci_fetcher import OciFetcher, fetcher_for_ref
+from superfluid.runtime.errors import BadFile
+from superfluid.runtime.frozen import frozen
 
 __all__ = ["Pushed", "push", "engine_manifests"]
 
@@ -50,7 +49,7 @@ class Pushed:
 
 
 def _listing_path(repo: str) -> str:
-    from .mirror import listing_path
+    from superfluid.installer.mirror import listing_path
 
     return listing_path(repo)
 

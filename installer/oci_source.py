@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from .cache import Cache
-from .config import FetchConfig
-from .errors import DownloadError, ReleaseNotFound
-from .fetcher import Fetcher, NoNetworkFetcher
-from .mirror import Mirror, listing_path
-from .oci import OciRef, is_oci, parse_ref, ref_of_url
-from .oci_fetcher import OciFetcher, fetcher_for_ref
-from .sources import Asset, Download, MirrorSource, OfflineSource, Release, ReleaseSource
+from superfluid.installer.cache import Cache
+from superfluid.installer.config import FetchConfig
+from superfluid.installer.errors import DownloadError, ReleaseNotFound
+from superfluid.installer.fetcher import Fetcher, NoNetworkFetcher
+from superfluid.installer.mirror import Mirror, listing_path
+from superfluid.installer.oci import OciRef, is_oci, parse_ref, ref_of_url
+from superfluid.installer.oci_fetcher import OciFetcher, fetcher_for_ref
+from superfluid.installer.sources import Asset, Download, MirrorSource, OfflineSource, Release, ReleaseSource
 
 if TYPE_CHECKING:
     from superfluid.installer.download import Progress

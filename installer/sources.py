@@ -7,16 +7,15 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from urllib.parse import urlsplit
 
+from superfluid.installer.cache import Cache
+from superfluid.installer.config import DEFAULT_GITHUB_API, FetchConfig
+from superfluid.installer.download import Download, Progress, Wanted, download, download_many
+from superfluid.installer.errors import OfflineMissing, SizeExceeded
+from superfluid.installer.fetcher import Credential, Fetcher, FileFetcher, NoNetworkFetcher, RequestsFetcher, origin_of
+from superfluid.installer.github import Asset, GitHubClient, Release, cached_get, token_from
+from superfluid.installer.mirror import Mirror, mirror_root_url
 from superfluid.runtime import home as _home
 from superfluid.runtime.errors import UsageError
-
-from .cache import Cache
-from .config import DEFAULT_GITHUB_API, FetchConfig
-from .download import Download, Progress, Wanted, download, download_many
-from .errors import OfflineMissing, SizeExceeded
-from .fetcher import Credential, Fetcher, FileFetcher, NoNetworkFetcher, RequestsFetcher, origin_of
-from .github import Asset, GitHubClient, Release, cached_get, token_from
-from .mirror import Mirror, mirror_root_url
 
 __all__ = [
     "ReleaseSource",
@@ -281,7 +280,7 @@ def source_for(
     named_by = "--mirror" if mirror else "SUPERFLUID_MIRROR"
     mirror = mirror or environ.get("SUPERFLUID_MIRROR") or None
     if mirror and mirror[:6].lower() == "oci://":  # a registry (installer/oci_source.py), imported only then
-        from .oci_source import oci_source
+        from superfluid.installer.oci_source import oci_source
 
         try:
             return oci_source(mirror, named_by=named_by, offline=offline, environ=environ, config=config,
@@ -327,7 +326,7 @@ def _network(root: str, environ: Mapping[str, str], config: FetchConfig, *, plai
     """The fetcher for a source at ``root``: the standard library's for plain ``http://`` to this
     machine when it serves it as ``requests`` would (``loopback_fetcher.serves``: no proxy named),
     so that reading a local mirror does not import ``requests``; else ``RequestsFetcher``."""
-    from .loopback_fetcher import LoopbackFetcher, serves
+    from superfluid.installer.loopback_fetcher import LoopbackFetcher, serves
 
     kind = LoopbackFetcher if serves(root, environ) else RequestsFetcher
     return kind(config, plain_http_origins=plain_http_origins, credential=credential)

@@ -16,14 +16,21 @@ import zlib
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
-from .download import Download, Progress, download
-from .extract import ExtractFailed, ExtractLimits, check_tree, extract_all, extract_archive, merge_tree
-from .phases import Phases, phase
-from .store import remove_tree
+from superfluid.installer.download import Download, Progress, download
+from superfluid.installer.extract import (
+    ExtractFailed,
+    ExtractLimits,
+    check_tree,
+    extract_all,
+    extract_archive,
+    merge_tree,
+)
+from superfluid.installer.phases import Phases, phase
+from superfluid.installer.store import remove_tree
 
 if TYPE_CHECKING:
-    from .cache import Cache
-    from .fetcher import Fetcher
+    from superfluid.installer.cache import Cache
+    from superfluid.installer.fetcher import Fetcher
 
 __all__ = ["download_and_extract", "streams"]
 

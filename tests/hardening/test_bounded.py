@@ -17,10 +17,9 @@ from superfluid.installer.download import download
 from superfluid.installer.errors import DownloadError
 from superfluid.installer.fetcher import RequestsFetcher
 from tests.conftest import isolated_env
+from tests.hardening.conftest import Home
 from tests.install import releases
 from tests.release_server import ReleaseServer
-
-from .conftest import Home
 
 DATA = bytes(range(256)) * 64  # 16 KiB
 

@@ -14,10 +14,9 @@ import pytest
 
 from superfluid.runtime.process import is_secret, scrubbed_env
 from tests.conftest import isolated_env
+from tests.hardening.conftest import Home
 from tests.install import releases
 from tests.release_server import ReleaseServer
-
-from .conftest import Home
 
 SECRET = "s3cr3t-pa55"
 

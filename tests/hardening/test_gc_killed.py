@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import Home
-from .test_killed_steps import GATES, _consistent, _wait_for
+from tests.hardening.conftest import Home
+from tests.hardening.test_killed_steps import GATES, _consistent, _wait_for
 
 COLLECTOR = GATES + 'from superfluid.installer import gc\ngc.collect(sys.argv[1], "basert", keep=1)\n'
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import Home, tree_digest
+from tests.hardening.conftest import Home, tree_digest
 
 OUTSIDE_TEXT = "precious: not superfluid's\n"
 

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import isolated_env
-
-from .conftest import Home
+from tests.hardening.conftest import Home
 
 BLAME = "check SUPERFLUID_HOME"
 

@@ -27,9 +27,8 @@ from superfluid.installer.download import (
 )
 from superfluid.installer.errors import DownloadError, DownloadStalled, SizeExceeded, VerificationError
 from superfluid.installer.fetcher import RequestsFetcher
+from tests.installer.conftest import REPO
 from tests.release_server import ReleaseServer
-
-from .conftest import REPO
 
 NAME = "basert-engine-linux-x64-0.4.0.tar.gz"
 DATA = os.urandom(300_000)

@@ -28,8 +28,7 @@ from superfluid.installer.extract import (
     merge_tree,
 )
 from superfluid.runtime.errors import BadFile
-
-from .archives import HOSTILE, E, make_tar, make_zip, snapshot
+from tests.installer.archives import HOSTILE, E, make_tar, make_zip, snapshot
 
 D, F, L = Entry("dir"), Entry("file"), (lambda t: Entry("symlink", t))
 

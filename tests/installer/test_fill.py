@@ -18,8 +18,7 @@ from superfluid.installer.phases import Phases
 from superfluid.installer.sources import Asset
 from superfluid.runtime.errors import UsageError
 from superfluid.runtime.planning import Plan, PlanAsset
-
-from .archives import E, make_tar
+from tests.installer.archives import E, make_tar
 
 SHA = "a" * 64
 

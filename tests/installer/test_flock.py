@@ -17,8 +17,7 @@ import pytest
 from superfluid.installer import flock
 from superfluid.installer.flock import Holder, LockBusy, LockError, install_lock, lock_holder
 from superfluid.runtime.home import LOCK
-
-from .staged import RID
+from tests.installer.staged import RID
 
 HOLDER = textwrap.dedent("""
     import sys, time

@@ -29,9 +29,8 @@ from superfluid.installer.github import (
     web_base_for,
 )
 from superfluid.runtime.errors import BadFile
+from tests.installer.conftest import REPO
 from tests.release_server import ReleaseServer
-
-from .conftest import REPO
 
 HEX = "ab" * 32
 

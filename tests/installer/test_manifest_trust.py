@@ -14,9 +14,8 @@ import pytest
 from superfluid.installer.manifest_trust import Trust, _anchor, fetch_answer, trust_dir
 from superfluid.installer.trust_errors import NoTrustRoot
 from superfluid.runtime.errors import BadFile
+from tests.installer.conftest import ANSWER, FIRST
 from tests.tuf_simulator import TufSimulator
-
-from .conftest import ANSWER, FIRST
 
 # --- the trust folder (pure) --------------------------------------------------------------------------
 

@@ -19,9 +19,8 @@ from superfluid.installer.errors import OfflineMissing, ReleaseNotFound, SizeExc
 from superfluid.installer.mirror import asset_path, listing_path, mirror_root_url
 from superfluid.installer.sources import GitHubSource, MirrorSource, OfflineSource, source_for
 from superfluid.runtime.errors import BadFile, UsageError
+from tests.installer.conftest import REPO
 from tests.release_server import ReleaseServer, sha256_line
-
-from .conftest import REPO
 
 BUNDLE = "basert-engine-linux-x64-0.4.0.tar.gz"
 DATA = os.urandom(200_000)

@@ -17,8 +17,7 @@ from superfluid.installer.lockfile import Lock, LockError
 from superfluid.installer.mirror_sync import files_of, listing, sync, verify
 from superfluid.runtime.errors import BadFile
 from tests.conftest import Home
-
-from .archives import snapshot
+from tests.installer.archives import snapshot
 
 REPO = "basecompute/baseRT"
 

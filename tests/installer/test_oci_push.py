@@ -18,8 +18,7 @@ from superfluid.installer.oci_push import engine_manifests, push
 from superfluid.runtime.frozen import replace
 from tests.conftest import Home
 from tests.fleet.registry import Registry
-
-from .conftest import LOCKED_REPO
+from tests.installer.conftest import LOCKED_REPO
 
 LISTING = {LOCKED_REPO: b"[]\n"}
 

@@ -19,8 +19,7 @@ from superfluid.installer.sources import OfflineSource, source_for
 from superfluid.runtime.frozen import replace
 from tests.conftest import Home
 from tests.fleet.registry import Registry
-
-from .conftest import LOCKED_REPO
+from tests.installer.conftest import LOCKED_REPO
 
 
 @pytest.fixture

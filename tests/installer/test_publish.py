@@ -24,9 +24,8 @@ from superfluid.runtime.errors import WorkerFailed
 from superfluid.runtime.home import worker_path
 from superfluid.runtime.receipt import Receipt, read_receipt
 from superfluid.runtime.record import FILES
-
-from .archives import E, make_tar, snapshot
-from .staged import RID, do_install, leftovers, no_probe, populating, receipt, root_of
+from tests.installer.archives import E, make_tar, snapshot
+from tests.installer.staged import RID, do_install, leftovers, no_probe, populating, receipt, root_of
 
 
 def test_first_install_layout(tmp_path: Path) -> None:

@@ -21,8 +21,7 @@ from superfluid.runtime.planning import Request
 from superfluid.runtime.receipt import Receipt, Source, read_receipt
 from superfluid.runtime.record import FILES, files_of
 from tests.conftest import Home
-
-from .archives import snapshot
+from tests.installer.archives import snapshot
 
 SHA = "ab" * 32
 URL = "https://github.example/basecompute/baseRT/releases/download/v0.4.0/basert-engine-linux-x64-0.4.0.tar.gz"

@@ -34,9 +34,8 @@ from superfluid.installer.store import (
     unpin,
 )
 from superfluid.runtime.receipt import Receipt, read_receipt
-
-from .archives import snapshot
-from .staged import RID, do_install, leftovers, no_probe, populating, receipt, root_of
+from tests.installer.archives import snapshot
+from tests.installer.staged import RID, do_install, leftovers, no_probe, populating, receipt, root_of
 
 
 def dead_pid() -> int:

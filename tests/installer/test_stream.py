@@ -25,10 +25,9 @@ from superfluid.installer.fetcher import RequestsFetcher
 from superfluid.installer.phases import Phases
 from superfluid.installer.stream import download_and_extract, streams
 from superfluid.runtime.errors import BadFile
+from tests.installer.archives import HOSTILE, E, make_tar, snapshot
+from tests.installer.conftest import REPO
 from tests.release_server import ReleaseServer
-
-from .archives import HOSTILE, E, make_tar, snapshot
-from .conftest import REPO
 
 NAME = "bundle-linux-x64-1.0.tar.gz"
 BIG = os.urandom(3 << 20)  # incompressible: the archive is about as large as its content

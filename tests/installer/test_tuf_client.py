@@ -27,9 +27,8 @@ from superfluid.installer.trust_errors import (
     RollbackRefused,
     UntrustedSigner,
 )
+from tests.installer.conftest import ANSWER, FIRST
 from tests.tuf_simulator import TufSimulator
-
-from .conftest import ANSWER, FIRST
 
 
 class Client:

@@ -15,10 +15,10 @@ from superfluid.runtime.planning import NotInstallable, Plan, Request
 from superfluid.runtime.probe import ProbeRefused
 
 if TYPE_CHECKING:
-    from superfluid.installer.download import Progress
-    from superfluid.installer.flock import Holder
+    from superfluid.installer.cache.download import Progress
+    from superfluid.installer.home.mutex import Holder
     from superfluid.installer.phases import Phases
-    from superfluid.installer.sources import ReleaseSource
+    from superfluid.installer.sources.release_source import ReleaseSource
     from superfluid.runtime.host import Host
     from superfluid.runtime.receipt import Receipt
 
@@ -98,8 +98,8 @@ def plan(request: Request, *, environ: Mapping[str, str], mirror: str | None = N
         from superfluid.runtime.redact import redact_url
 
         return adapter.plan(request, host), redact_url(request.from_), None
-    from superfluid.installer.listing import SourceListing
-    from superfluid.installer.sources import source_for
+    from superfluid.installer.sources.listing import SourceListing
+    from superfluid.installer.sources.release_source import source_for
 
     if source is None:
         source = source_for(mirror=mirror, offline=offline, environ=environ,
@@ -168,9 +168,9 @@ def install_plans(runtime_id: str, plans: Sequence[Plan], *, environ: Mapping[st
         VerificationError, DownloadError, OfflineMissing, UsageError: fetching (nothing installed).
         UnsafeArchive, StoreError, LockBusy: extraction and the store (nothing installed).
     """
-    from superfluid.installer.fill import fill_for
-    from superfluid.installer.publish import install_staged
-    from superfluid.installer.steps import PlanSteps
+    from superfluid.installer.home.fill import fill_for
+    from superfluid.installer.home.publish import install_staged
+    from superfluid.installer.home.steps import PlanSteps
     from superfluid.runtime import registry
     from superfluid.runtime.home import home
     from superfluid.runtime.host import detect

@@ -18,8 +18,8 @@ from superfluid.runtime.errors import BadFile, UsageError
 from superfluid.runtime.frozen import frozen
 
 if TYPE_CHECKING:
-    from superfluid.installer.github import Release
-    from superfluid.installer.sources import ReleaseSource
+    from superfluid.installer.sources.github import Release
+    from superfluid.installer.sources.release_source import ReleaseSource
 
 __all__ = ["Folder", "Snapshot", "ManifestSource", "DirectorySource", "ListingSource", "source_from",
            "DIRECTORY_TTL", "URL_TTL"]
@@ -243,7 +243,7 @@ def _mirror_parts(url: str) -> tuple[str, str]:
 
 
 def _release_source(mirror: str | None, environ: Mapping[str, str]) -> ReleaseSource:
-    from superfluid.installer.sources import source_for
+    from superfluid.installer.sources.release_source import source_for
 
     # github: means GitHub, whatever SUPERFLUID_MIRROR says; a mirror is named in the source itself
     env = {k: v for k, v in environ.items() if k != "SUPERFLUID_MIRROR"}
@@ -260,8 +260,8 @@ def source_from(spec: str, environ: Mapping[str, str]) -> ManifestSource:
     Raises:
         UsageError: none of these, a repository not of the form ``OWNER/REPO``, or no such directory.
     """
-    from superfluid.installer.fetcher import path_of_file_url
-    from superfluid.installer.github import check_repo
+    from superfluid.installer.sources.github import check_repo
+    from superfluid.installer.transport.fetcher import path_of_file_url
 
     if spec.startswith("github:"):
         repo = spec[len("github:"):]

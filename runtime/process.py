@@ -35,7 +35,7 @@ _USERINFO_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/@\s]+@")
 _PEM_KEY = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")
 
 #: the Python that runs this superfluid, handed to every worker it starts: an install's launcher
-#: (``bin/superfluid-worker-<id>``) runs the adapter's worker with it (installer/publish.py)
+#: (``bin/superfluid-worker-<id>``) runs the adapter's worker with it (installer/home/publish.py)
 PYTHON_VARIABLE = "SUPERFLUID_PYTHON"
 #: set (``1``) for a worker started held (``start_worker``): it makes ready, then waits for its stdin to close
 HELD_VARIABLE = "SUPERFLUID_HELD"

@@ -196,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.command:
             raise UsageError(f"{args_in[0]} needs a command first (see 'superfluid --help')")
         module = import_module(f"superfluid.commands.{_COMMANDS[(args.command, getattr(args, 'sub', None))]}")
-        if getattr(args, "plain_http", False):  # read below as the variable is (installer/oci.py)
+        if getattr(args, "plain_http", False):  # read below as the variable is (installer/sources/oci/ref.py)
             os.environ["SUPERFLUID_OCI_PLAIN_HTTP"] = "1"
         if (args.command, getattr(args, "sub", None)) in _READS_HOME:
             _warn_home()

@@ -10,7 +10,7 @@ One state (repositories, releases, assets, faults, rate limit) answered three wa
   ``ETag``, ``Last-Modified`` and ``Range``/``If-Range`` (206), optionally answered by a 302 to a
   second server, the "object store" on another port (``object_store=True``), as GitHub does.
 - ``ReleaseServer.mirror_url`` (``/mirror/`` on the same server) and ``write_mirror(dir)``: the
-  same releases as a static mirror in the layout ``superfluid.installer.mirror`` defines.
+  same releases as a static mirror in the layout ``superfluid.installer.sources.mirror`` defines.
 - ``ReleaseServer.memory_fetcher()``: the same answers through the fetcher seam, without sockets.
 
 Faults are injected per URL path (``fault(path, kind, ...)``) and consumed in order: ``status``
@@ -50,8 +50,8 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import DownloadError, DownloadStalled
-from superfluid.installer.fetcher import Fetcher, FetchResponse, Headers
-from superfluid.installer.mirror import asset_path, listing_path
+from superfluid.installer.sources.mirror import asset_path, listing_path
+from superfluid.installer.transport.fetcher import Fetcher, FetchResponse, Headers
 
 __all__ = ["ReleaseServer", "Fault", "Logged", "sha256_line"]
 

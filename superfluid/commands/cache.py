@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from superfluid.runtime.errors import UsageError
 
 if TYPE_CHECKING:
-    from superfluid.installer.prune import Pruned, Scan
+    from superfluid.installer.cache.prune import Pruned, Scan
 
 __all__ = ["run", "DEFAULT_AGE"]
 
@@ -37,7 +37,7 @@ def _keep(paths: Sequence[str] | None) -> dict[str, set[str]]:
         UsageError: a file that does not exist (exit 2).
         BadFile: a lock that does not read (exit 1).
     """
-    from superfluid.installer.prune import digests_of_locks
+    from superfluid.installer.cache.prune import digests_of_locks
 
     given = [os.path.abspath(os.path.expanduser(p)) for p in paths or ()]
     for path, raw in zip(given, paths or (), strict=True):
@@ -51,7 +51,7 @@ def _kinds_json(kinds: Mapping[str, Mapping[str, int]]) -> dict[str, Any]:
 
 
 def _kinds_text(kinds: Mapping[str, Mapping[str, int]], total: Mapping[str, int]) -> str:
-    from superfluid.installer.prune import human_bytes
+    from superfluid.installer.cache.prune import human_bytes
     from superfluid.output import table
 
     rows = [[k.replace("_", " "), human_bytes(v["bytes"]), str(v["files"]), _WHAT[k]] for k, v in kinds.items()]
@@ -65,8 +65,8 @@ def _needs(found: Scan) -> str:
 
 
 def _du(args: argparse.Namespace, root: str, home: str) -> int:
-    from superfluid.installer.cachehold import held_now
-    from superfluid.installer.prune import scan
+    from superfluid.installer.cache.holds import held_now
+    from superfluid.installer.cache.prune import scan
     from superfluid.output import print_json
 
     found = scan(root, home, keep=_keep(args.keep_lock), held=held_now(root))
@@ -80,7 +80,7 @@ def _du(args: argparse.Namespace, root: str, home: str) -> int:
 
 
 def _prune_text(done: Pruned, older_than: str) -> str:
-    from superfluid.installer.prune import human_age, human_bytes
+    from superfluid.installer.cache.prune import human_age, human_bytes
 
     verb = "would remove" if done.dry_run else "removed"
     lines = [f"{verb} {i.path} ({i.kind.replace('_', ' ')}, {human_bytes(i.size)}, last used {human_age(i.age)} ago)"
@@ -99,7 +99,7 @@ def _prune_text(done: Pruned, older_than: str) -> str:
 
 
 def _prune(args: argparse.Namespace, root: str, home: str) -> int:
-    from superfluid.installer.prune import guard_cache, parse_age, prune
+    from superfluid.installer.cache.prune import guard_cache, parse_age, prune
     from superfluid.output import print_json
 
     older_than = args.older_than or DEFAULT_AGE

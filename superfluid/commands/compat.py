@@ -18,7 +18,7 @@ from superfluid.runtime import registry
 from superfluid.runtime.errors import BadFile, UsageError, WorkerFailed
 
 if TYPE_CHECKING:
-    from superfluid.installer.fetcher import Fetcher
+    from superfluid.installer.transport.fetcher import Fetcher
     from superfluid.manifest.verdict import DocumentVerdict
 
 __all__ = ["run", "gather", "read_release", "compat_text", "verdict_text", "RELEASE_NAME"]
@@ -110,7 +110,7 @@ class _Beside:
 
     def _web(self) -> Fetcher:
         if self._fetcher is None:
-            from superfluid.installer.fetcher import RequestsFetcher
+            from superfluid.installer.transport.fetcher import RequestsFetcher
 
             # the user named the origin: plain http is theirs to choose
             self._fetcher = RequestsFetcher(plain_http_origins=[self.source])

@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--runtime asks a compat manifest service: give --service URL (or set {ENV_URL})")
     base = service_base(url)
     from superfluid.commands.trust_flags import trust_from
-    from superfluid.installer.manifest_trust import fetch_answer
+    from superfluid.installer.trust.manifest import fetch_answer
 
     got = fetch_answer(base, route.path, trust_from(args, os.environ), max_bytes=_MAX_BYTES, accept=(400, 404))
     status, body = got.status, got.body

@@ -41,7 +41,7 @@ class Model:
 def _named_values() -> dict[str, str]:
     """The flags whose values are a known list, whatever command takes them: ``--runtime`` and
     ``--upgrade`` a runtime id, ``--backend`` a kind of machine, ``--platform`` a platform."""
-    from superfluid.installer.locking import HOSTS, PLATFORMS
+    from superfluid.installer.fleet.plans import HOSTS, PLATFORMS
     from superfluid.runtime import registry
 
     ids = "words:" + " ".join(registry.IDS)

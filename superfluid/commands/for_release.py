@@ -12,7 +12,7 @@ from superfluid.runtime.errors import BadFile, SuperfluidError, UsageError
 if TYPE_CHECKING:  # the parser of every command adds this module's flags: it imports little
     import argparse
 
-    from superfluid.installer.manifest_trust import Trust
+    from superfluid.installer.trust.manifest import Trust
     from superfluid.runtime.planning import ForRelease
 
 __all__ = ["add_flags", "release_for", "RELEASES_REPO", "NoSuchRelease"]
@@ -97,7 +97,7 @@ def _reason_in(body: bytes) -> str | None:
 def _reason_listed(base: str, version: str, trust: Trust) -> str | None:
     """Why the service has no release ``version``, from its release list (``v1/releases.json``: a
     static export answers no 404 body, and a signed index lists no answer for a rejected release)."""
-    from superfluid.installer.manifest_trust import fetch_answer
+    from superfluid.installer.trust.manifest import fetch_answer
     from superfluid.manifest.routes import ReleaseList
     from superfluid.runtime.jsonread import UntrustedJson, loads
 
@@ -134,8 +134,8 @@ def _from_service(url: str, version: str, trust: Trust, **verify: Any) -> ForRel
     """
     from superfluid.commands.compat_service import service_base
     from superfluid.installer.errors import DownloadError
-    from superfluid.installer.manifest_trust import fetch_answer
-    from superfluid.installer.trust_errors import NotListed
+    from superfluid.installer.trust.errors import NotListed
+    from superfluid.installer.trust.manifest import fetch_answer
     from superfluid.manifest.routes import ReleaseOne
     from superfluid.runtime.jsonread import UntrustedJson, loads
 
@@ -170,7 +170,7 @@ def _from_github(version: str, environ: Mapping[str, str], **verify: Any) -> For
     Raises:
         ReleaseNotFound: no such release; NotInstallable-like BadFile: it carries no compat.json.
     """
-    from superfluid.installer.sources import source_for
+    from superfluid.installer.sources.release_source import source_for
 
     repo = environ.get("SUPERFLUID_RELEASES_REPO") or RELEASES_REPO
     source = source_for(mirror=None, offline=False, environ=environ)

@@ -26,7 +26,7 @@ def _keep(value: str | None) -> int:
 
 
 def _locks(runtime_id: str, paths: list[str] | None) -> dict[str, str]:
-    from superfluid.installer.gc import locked_installs
+    from superfluid.installer.home.gc import locked_installs
 
     given = []
     for raw in paths or ():
@@ -38,7 +38,7 @@ def _locks(runtime_id: str, paths: list[str] | None) -> dict[str, str]:
 
 
 def _text(done: object) -> str:
-    from superfluid.installer.gc import Collected
+    from superfluid.installer.home.gc import Collected
 
     assert isinstance(done, Collected)
     d = done.decision
@@ -61,8 +61,8 @@ def run(args: argparse.Namespace) -> int:
         UsageError: exit 2.
         BadFile, StoreError, LockBusy: exit 1.
     """
-    from superfluid.installer.gc import collect
-    from superfluid.installer.store import check_runtime_id
+    from superfluid.installer.home.gc import collect
+    from superfluid.installer.home.store import check_runtime_id
     from superfluid.output import print_json
     from superfluid.runtime import registry
     from superfluid.runtime.home import home, writable_home

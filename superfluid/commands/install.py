@@ -99,7 +99,7 @@ def _request(args: argparse.Namespace, **over: Any) -> Request:
 
 
 def _check_id(runtime_id: str) -> None:
-    from superfluid.installer.store import check_runtime_id
+    from superfluid.installer.home.store import check_runtime_id
     from superfluid.runtime import registry
 
     check_runtime_id(runtime_id)
@@ -107,7 +107,7 @@ def _check_id(runtime_id: str) -> None:
 
 
 def _count(runtime_id: str, environ: Mapping[str, str]) -> int:
-    from superfluid.installer.store import list_installs, runtime_root
+    from superfluid.installer.home.store import list_installs, runtime_root
     from superfluid.runtime.home import home
 
     return sum(1 for i in list_installs(runtime_root(home(environ), runtime_id)) if i.ok)
@@ -148,9 +148,9 @@ def already_installed(plans: Sequence[Plan], environ: Mapping[str, str]) -> Outc
     archive whose digest is not known yet, a ``--from`` file without ``--sha256``, is never
     taken as the same). None: install it.
     """
-    from superfluid.installer.flock import install_lock
+    from superfluid.installer.home.mutex import install_lock
+    from superfluid.installer.home.store import current_install, guard_root, list_installs, read_pinned, runtime_root
     from superfluid.installer.install import Outcome
-    from superfluid.installer.store import current_install, guard_root, list_installs, read_pinned, runtime_root
     from superfluid.runtime.home import home
     from superfluid.runtime.upkeep import first_known, same_archives
 
@@ -174,7 +174,7 @@ def already_installed(plans: Sequence[Plan], environ: Mapping[str, str]) -> Outc
 
 def _do(request: Request, args: argparse.Namespace, environ: Mapping[str, str], *, dry_run: bool,
         keep: bool = False) -> Outcome:
-    from superfluid.installer.download import progress_for
+    from superfluid.installer.cache.download import progress_for
     from superfluid.installer.install import install
 
     def tell(event: Event) -> None:
@@ -245,7 +245,7 @@ def _kept(outcome: Outcome, args: argparse.Namespace) -> int:
 
 def _default(runtime_id: str, environ: Mapping[str, str]) -> tuple[Any, Any]:
     """The root and the default install of a runtime, or the 'not installed' refusal."""
-    from superfluid.installer.store import default_install, runtime_root
+    from superfluid.installer.home.store import default_install, runtime_root
     from superfluid.runtime.home import home
     from superfluid.runtime.planning import NotInstallable
 
@@ -260,8 +260,8 @@ def _default(runtime_id: str, environ: Mapping[str, str]) -> tuple[Any, Any]:
 def _update(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     """Install the newest installable build of the default install's backend family beside it;
     the old install stays (and a pin moves to the new one)."""
+    from superfluid.installer.home.store import list_installs, read_pinned
     from superfluid.installer.install import plan
-    from superfluid.installer.store import list_installs, read_pinned
     from superfluid.runtime.home import home, install_receipt
     from superfluid.runtime.receipt import read_receipt
     from superfluid.runtime.upkeep import nothing_to_update, update_wanted
@@ -282,7 +282,7 @@ def _update(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     before = len(installed)
     outcome = _do(request, args, environ, dry_run=args.dry_run)
     if not outcome.dry_run and outcome.receipt is not None and read_pinned(root) == current:
-        from superfluid.installer.store import pin
+        from superfluid.installer.home.store import pin
 
         pin(home(environ), args.id, outcome.receipt.install)
         if not args.json:
@@ -309,7 +309,7 @@ def _nothing(args: argparse.Namespace, message: str, current: str) -> int:
 def _repair(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     """Reinstall an install in place from what its receipt says (or its name, when the receipt
     itself is what is broken)."""
-    from superfluid.installer.store import (
+    from superfluid.installer.home.store import (
         NoSuchInstall,
         check_install_name,
         current_install,

@@ -12,13 +12,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from superfluid.installer.store import Installed
+    from superfluid.installer.home.store import Installed
 
 __all__ = ["run", "listing", "listing_lines"]
 
 
 def _entry(runtime_id: str, found: Installed, current: str | None, pinned: str | None) -> dict[str, Any]:
-    from superfluid.installer.store import fault
+    from superfluid.installer.home.store import fault
     from superfluid.runtime.upkeep import repair_command
 
     r = found.receipt
@@ -38,7 +38,7 @@ def listing(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
     Raises:
         BadName: a bad runtime id.
     """
-    from superfluid.installer.store import current_install, list_installs, read_pinned, runtime_root
+    from superfluid.installer.home.store import current_install, list_installs, read_pinned, runtime_root
     from superfluid.runtime.home import home
 
     root = runtime_root(home(environ), runtime_id)
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         UsageError: a bad or unknown runtime id (exit 2).
     """
-    from superfluid.installer.store import check_runtime_id
+    from superfluid.installer.home.store import check_runtime_id
     from superfluid.output import print_json
     from superfluid.runtime import registry
 

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 from superfluid.runtime.errors import SuperfluidError, UsageError
 
 if TYPE_CHECKING:
+    from superfluid.installer.fleet.lockfile import Engine, Lock, Target
+    from superfluid.installer.fleet.plans import Change
     from superfluid.installer.install import Event
-    from superfluid.installer.lockfile import Engine, Lock, Target
-    from superfluid.installer.locking import Change
-    from superfluid.installer.sources import ReleaseSource
+    from superfluid.installer.sources.release_source import ReleaseSource
     from superfluid.runtime.host import Host
 
 __all__ = ["run", "install_locked", "lock_path", "LockOutdated", "change_lines"]
@@ -34,7 +34,7 @@ def _err(text: str) -> None:
 
 def lock_path(given: str | None, environ: Mapping[str, str]) -> str:
     """The lock file: as given, else ``SUPERFLUID_LOCK``, else ``./superfluid.lock``."""
-    from superfluid.installer.lockfile import DEFAULT_NAME
+    from superfluid.installer.fleet.lockfile import DEFAULT_NAME
 
     return given or environ.get("SUPERFLUID_LOCK") or DEFAULT_NAME
 
@@ -46,7 +46,7 @@ def _targets(args: argparse.Namespace, old: Lock | None, environ: Mapping[str, s
              ) -> tuple[list[Target], bool]:
     """The targets (the old lock's, with the flags added; defaults when neither names a dimension),
     and whether the runtimes were defaulted (every runtime this superfluid ships)."""
-    from superfluid.installer.locking import kinds_of, targets_of
+    from superfluid.installer.fleet.plans import kinds_of, targets_of
     from superfluid.runtime import registry
     from superfluid.runtime.host import detect
 
@@ -69,7 +69,7 @@ def _upgrading(args: argparse.Namespace) -> set[str] | None:
 
 
 def _plan(target: Target, args: argparse.Namespace, environ: Mapping[str, str]) -> Engine:
-    from superfluid.installer.locking import plan_engine
+    from superfluid.installer.fleet.plans import plan_engine
     from superfluid.runtime.planning import Request
 
     request = Request(target.runtime, for_=getattr(args, "for_release", None))
@@ -98,7 +98,7 @@ def _now(targets: list[Target], args: argparse.Namespace, environ: Mapping[str, 
 
 
 def _same_release(args: argparse.Namespace, environ: Mapping[str, str]) -> Any:
-    from superfluid.installer.locking import plan_engine
+    from superfluid.installer.fleet.plans import plan_engine
     from superfluid.runtime.frozen import replace
     from superfluid.runtime.planning import Request
 
@@ -141,7 +141,7 @@ def change_lines(changes: list[Change]) -> str:
 def _check(path: str, old: Lock, targets: list[Target], args: argparse.Namespace,
            environ: Mapping[str, str]) -> int:
     from superfluid import __version__
-    from superfluid.installer.locking import compare
+    from superfluid.installer.fleet.plans import compare
 
     now = _now(targets, args, environ, None, None)
     changes = compare(old, now, _same_release(args, environ))
@@ -191,8 +191,8 @@ def _change_json(c: Change) -> dict[str, Any]:
 def _write(path: str, old: Lock | None, targets: list[Target], defaulted: bool, args: argparse.Namespace,
            environ: Mapping[str, str]) -> int:
     from superfluid import __version__
-    from superfluid.installer import lockfile
-    from superfluid.installer.locking import compare
+    from superfluid.installer.fleet import lockfile
+    from superfluid.installer.fleet.plans import compare
 
     upgrade = _upgrading(args)
     now = _now(targets, args, environ, old, upgrade)
@@ -252,8 +252,8 @@ def run(args: argparse.Namespace) -> int:
         LockOutdated: ``--check`` found something that would move (exit 1).
         SuperfluidError: a broken lock, the network, a release the rules refuse (exit 1).
     """
-    from superfluid.installer import lockfile
-    from superfluid.installer.locking import check_targets
+    from superfluid.installer.fleet import lockfile
+    from superfluid.installer.fleet.plans import check_targets
 
     environ = dict(os.environ)
     if args.check and args.upgrade is not None:
@@ -286,7 +286,7 @@ def _refuse_flags(args: argparse.Namespace) -> None:
 
 
 def _mirror_root(args: argparse.Namespace, environ: Mapping[str, str]) -> str | None:
-    from superfluid.installer.mirror import mirror_root_url
+    from superfluid.installer.sources.mirror import mirror_root_url
 
     where = args.mirror or environ.get("SUPERFLUID_MIRROR") or None
     if where is None:
@@ -313,8 +313,8 @@ def _chosen(args: argparse.Namespace, path: str, environ: Mapping[str, str]
         UsageError: an unknown runtime id (exit 2).
         BadFile, LockError: as ``lockfile.read`` and ``locking.select``; a runtime not shipped.
     """
-    from superfluid.installer import lockfile
-    from superfluid.installer.locking import select
+    from superfluid.installer.fleet import lockfile
+    from superfluid.installer.fleet.plans import select
     from superfluid.runtime import registry
     from superfluid.runtime.host import detect
 
@@ -336,7 +336,7 @@ def _chosen(args: argparse.Namespace, path: str, environ: Mapping[str, str]
 
 def _notes(path: str, host: Host, chosen: Mapping[str, list[Engine]]) -> None:
     """Say what is installed from where, and when this machine is a better kind than the lock has."""
-    from superfluid.installer.locking import kinds_of
+    from superfluid.installer.fleet.plans import kinds_of
 
     kinds = kinds_of(host)
     _err(f"installing from {path} for {host.platform} ({', '.join(kinds)} machine)")
@@ -359,10 +359,10 @@ def install_locked(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         SuperfluidError: as ``runtime install`` (exit 1).
     """
     from superfluid.commands.install import event_lines, outcome_lines, plan_lines
-    from superfluid.installer.download import progress_for
+    from superfluid.installer.cache.download import progress_for
     from superfluid.installer.errors import VerificationError
+    from superfluid.installer.fleet.plans import kinds_of
     from superfluid.installer.install import install_plans
-    from superfluid.installer.locking import kinds_of
     from superfluid.output import print_json
 
     _refuse_flags(args)
@@ -413,18 +413,18 @@ def install_locked(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 def _registry_source(root: str | None, chosen: Mapping[str, list[Engine]], environ: Mapping[str, str]
                      ) -> ReleaseSource | None:
     """The registry's source when the bytes come from one (``--mirror oci://...``, or a lock whose
-    URLs are ``oci://``: installer/oci_source.py, imported only then), else None."""
+    URLs are ``oci://``: installer/sources/oci/source.py, imported only then), else None."""
     engines = [e for es in chosen.values() for e in es]
     if not any(u[:6].lower() == "oci://" for u in [root or "", *(a.url for e in engines for a in e.assets)]):
         return None
-    from superfluid.installer.oci_source import locked_source
+    from superfluid.installer.sources.oci.source import locked_source
 
     return locked_source(root, engines, environ)
 
 
 def _offline_source(path: str, environ: Mapping[str, str]) -> ReleaseSource:
     """The cache alone (``--offline``): assets by the lock's digests, never a connection."""
-    from superfluid.installer.sources import source_for
+    from superfluid.installer.sources.release_source import source_for
 
     return source_for(mirror=None, offline=True, environ=environ,
                       fix=f"run `superfluid runtime install --locked {path}` once without --offline")

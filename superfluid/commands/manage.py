@@ -36,7 +36,7 @@ def _check_remove(args: argparse.Namespace) -> None:
 
 
 def _remove(args: argparse.Namespace, home: str) -> int:
-    from superfluid.installer import store
+    from superfluid.installer.home import store
 
     names, left = store.remove(home, args.id, args.install, on_wait=_waiting(args.id))
     if args.json:
@@ -52,7 +52,7 @@ def _remove(args: argparse.Namespace, home: str) -> int:
 
 
 def _use(args: argparse.Namespace, home: str) -> int:
-    from superfluid.installer.store import pin, unpin
+    from superfluid.installer.home.store import pin, unpin
 
     if args.auto and args.install:
         raise UsageError(f"runtime use {args.id}: give an install or --auto, not both")
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         UsageError: a bad runtime id, install name or flag combination (exit 2).
         NoSuchInstall, LockBusy, StoreError: exit 1.
     """
-    from superfluid.installer.store import check_runtime_id
+    from superfluid.installer.home.store import check_runtime_id
     from superfluid.runtime import registry
     from superfluid.runtime.home import writable_home
 

@@ -38,9 +38,9 @@ def _a_directory(where: str) -> None:
 
 
 def _sync(args: argparse.Namespace, path: str) -> int:
-    from superfluid.installer import lockfile
-    from superfluid.installer.download import progress_for
-    from superfluid.installer.mirror_sync import sync
+    from superfluid.installer.cache.download import progress_for
+    from superfluid.installer.fleet import lockfile
+    from superfluid.installer.fleet.sync import sync
 
     lock, digest = lockfile.read(path)
     _a_directory(args.dir)
@@ -62,8 +62,8 @@ def _sync(args: argparse.Namespace, path: str) -> int:
 
 
 def _verify(args: argparse.Namespace, path: str) -> int:
-    from superfluid.installer import lockfile
-    from superfluid.installer.mirror_sync import verify
+    from superfluid.installer.fleet import lockfile
+    from superfluid.installer.fleet.sync import verify
 
     lock, _ = lockfile.read(path)
     if not os.path.isdir(args.dir):

@@ -25,16 +25,16 @@ def run(args: argparse.Namespace, path: str) -> int:
         UsageError: the target is not an ``oci://HOST/REPO`` reference (exit 2).
         SuperfluidError: a broken lock, a download, a verification, the registry (exit 1).
     """
-    from superfluid.installer.oci import parse_ref
+    from superfluid.installer.sources.oci.ref import parse_ref
 
     environ = dict(os.environ)
     try:
         ref = parse_ref(args.to, environ=environ, named_by="mirror push")
     except ValueError as e:
         raise UsageError(str(e), fix="name a registry repository: oci://HOST[:PORT]/REPO") from None
-    from superfluid.installer import lockfile
-    from superfluid.installer.download import progress_for
-    from superfluid.installer.oci_push import push
+    from superfluid.installer.cache.download import progress_for
+    from superfluid.installer.fleet import lockfile
+    from superfluid.installer.fleet.push import push
 
     lock, digest = lockfile.read(path)
     progress = progress_for(sys.stderr, environ=environ, json_mode=args.json)

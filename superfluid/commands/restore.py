@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from superfluid.installer.store import Installed
+    from superfluid.installer.home.store import Installed
 
 __all__ = ["repair", "launcher_differs"]
 
@@ -22,7 +22,7 @@ Reinstall = Callable[[argparse.Namespace, Mapping[str, str]], int]
 def launcher_differs(target: Installed) -> bool:
     """Whether the install's worker launcher is other than the one this superfluid writes (another
     Python made it, or an older superfluid): a repair writes it anew."""
-    from superfluid.installer.publish import launcher_script
+    from superfluid.installer.home.publish import launcher_script
     from superfluid.runtime.home import worker_path
     from superfluid.runtime.jsonread import read_bytes
 
@@ -35,7 +35,7 @@ def launcher_differs(target: Installed) -> bool:
 
 
 def _mirror_root(args: argparse.Namespace, environ: Mapping[str, str]) -> str | None:
-    from superfluid.installer.mirror import mirror_root_url
+    from superfluid.installer.sources.mirror import mirror_root_url
     from superfluid.runtime.errors import UsageError
 
     named_by = "--mirror" if args.mirror else "SUPERFLUID_MIRROR"
@@ -51,8 +51,14 @@ def _mirror_root(args: argparse.Namespace, environ: Mapping[str, str]) -> str | 
 def _target(args: argparse.Namespace, environ: Mapping[str, str]) -> Installed | None:
     """The install a repair names (or ``current`` names) when its receipt says enough to put it
     back by digest; None when the reinstall decides (and words any refusal)."""
-    from superfluid.installer.restore import unrestorable
-    from superfluid.installer.store import check_install_name, current_install, guard_root, list_installs, runtime_root
+    from superfluid.installer.home.restore import unrestorable
+    from superfluid.installer.home.store import (
+        check_install_name,
+        current_install,
+        guard_root,
+        list_installs,
+        runtime_root,
+    )
     from superfluid.runtime.home import home
 
     root = runtime_root(home(environ), args.id)
@@ -88,9 +94,9 @@ def repair(args: argparse.Namespace, environ: Mapping[str, str], reinstall: Rein
         SuperfluidError: as ``restore.restore`` (exit 1).
     """
     from superfluid.commands.install import outcome_lines
-    from superfluid.installer.download import progress_for
+    from superfluid.installer.cache.download import progress_for
+    from superfluid.installer.home.restore import plan_of, restore
     from superfluid.installer.install import Outcome
-    from superfluid.installer.restore import plan_of, restore
     from superfluid.output import print_json
     from superfluid.runtime.record import verify_install
 

@@ -50,7 +50,7 @@ def _current(runtime_id: str, environ: Mapping[str, str]) -> tuple[str | None, s
 def _glanced(runtime_id: str, install: str, environ: Mapping[str, str]) -> str | None:
     """Why the install is broken at a glance (a file its receipt records gone or not as recorded),
     with its repair; None when it looks whole. Asked when its check failed: the reason to give."""
-    from superfluid.installer.store import fault, list_installs
+    from superfluid.installer.home.store import fault, list_installs
     from superfluid.runtime.upkeep import puts_back
 
     found = next((i for i in list_installs(runtime_dir(home(environ), runtime_id)) if i.name == install), None)
@@ -201,7 +201,7 @@ def _worker(worker: dict[str, Any] | None) -> str:
 def _broken_others(runtime_id: str, current: str | None, environ: Mapping[str, str]) -> str:
     """A line for each install of the runtime other than ``current`` that is broken, with its repair
     (the table shows the current one only; ``runtime list`` shows them all)."""
-    from superfluid.installer.store import fault, list_installs
+    from superfluid.installer.home.store import fault, list_installs
     from superfluid.runtime.upkeep import puts_back
 
     lines = ""

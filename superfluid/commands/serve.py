@@ -135,7 +135,7 @@ def _runtime_flag(value: str | None) -> tuple[str | None, str | None]:
     registry.get(runtime_id)
     if not at:
         return runtime_id, None
-    from superfluid.installer.store import check_install_name
+    from superfluid.installer.home.store import check_install_name
 
     if not install:
         raise UsageError(f"--runtime {value!r}: name the install after '@' (e.g. {runtime_id}@0.4.0-cpu)")
@@ -237,7 +237,7 @@ def _whole(runtime_id: str, install: str | None, environ: Mapping[str, str]) -> 
     Raises:
         NotServable: it is broken (names what, and the repair that puts it back).
     """
-    from superfluid.installer.store import current_install, fault, list_installs
+    from superfluid.installer.home.store import current_install, fault, list_installs
     from superfluid.runtime.home import home, runtime_dir
     from superfluid.runtime.upkeep import puts_back
 
@@ -348,7 +348,7 @@ def _hold_sessions(directory: str | None) -> Iterator[None]:
     if directory is None:
         yield
         return
-    from superfluid.installer.flock import LockBusy, LockError, install_lock
+    from superfluid.installer.home.mutex import LockBusy, LockError, install_lock
 
     with ExitStack() as stack:
         try:

@@ -85,9 +85,9 @@ def recorded_mirror(runtime_id: str, environ: Mapping[str, str], install: str | 
     (``restore.mirror_of``): ``install``'s when it is named and its receipt reads, else the one
     every readable install that records a mirror records; None when there is none, or several."""
     from superfluid.installer.config import DEFAULT_GITHUB_API
-    from superfluid.installer.github import web_base_for
-    from superfluid.installer.restore import mirror_of
-    from superfluid.installer.store import list_installs, runtime_root
+    from superfluid.installer.home.restore import mirror_of
+    from superfluid.installer.home.store import list_installs, runtime_root
+    from superfluid.installer.sources.github import web_base_for
     from superfluid.runtime.home import home
 
     web = web_base_for(environ.get("SUPERFLUID_GITHUB_API") or DEFAULT_GITHUB_API)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from superfluid.runtime.errors import UsageError
 
 if TYPE_CHECKING:  # the parser of every command adds these flags: it imports little
-    from superfluid.installer.manifest_trust import Trust
+    from superfluid.installer.trust.manifest import Trust
 
 __all__ = ["add_flags", "trust_from"]
 
@@ -34,7 +34,7 @@ def trust_from(args: argparse.Namespace, environ: Mapping[str, str]) -> Trust:
     Raises:
         UsageError: ``--trust-root`` with ``--insecure-no-freshness``.
     """
-    from superfluid.installer.manifest_trust import ENV_ROOT, Trust
+    from superfluid.installer.trust.manifest import ENV_ROOT, Trust
     from superfluid.runtime.home import home
 
     flag = getattr(args, "trust_root", None)

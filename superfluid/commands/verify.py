@@ -30,7 +30,7 @@ def verdicts(runtime_id: str, install: str | None, environ: Mapping[str, str]) -
         BadName: a bad install name.
         NoSuchInstall: no such install, or none installed.
     """
-    from superfluid.installer.store import NoSuchInstall, check_install_name, list_installs, runtime_root
+    from superfluid.installer.home.store import NoSuchInstall, check_install_name, list_installs, runtime_root
     from superfluid.runtime.home import home
     from superfluid.runtime.record import verify_install
 
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         UsageError: a bad runtime id or install name (exit 2).
         NoSuchInstall: exit 1.
     """
-    from superfluid.installer.store import check_runtime_id
+    from superfluid.installer.home.store import check_runtime_id
     from superfluid.output import error_doc, print_json
     from superfluid.runtime import registry
 
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
 def verified_rows(rows: list[dict[str, Any]], environ: Mapping[str, str]) -> list[dict[str, Any]]:
     """``runtimes --verify``: each row with a current install gets ``verified`` (true, or why not);
     a ready install whose files do not match its receipt is ``broken``, its ``ready`` saying so."""
-    from superfluid.installer.store import list_installs, runtime_root
+    from superfluid.installer.home.store import list_installs, runtime_root
     from superfluid.runtime.home import home
     from superfluid.runtime.record import UNRECORDED, verify_install
 

@@ -20,7 +20,7 @@ import pytest
 
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import ConnectionRefused, DownloadError, HostUnreachable
-from superfluid.installer.fetcher import Fetcher, FetchResponse, RequestsFetcher
+from superfluid.installer.transport.fetcher import Fetcher, FetchResponse, RequestsFetcher
 from tests.conftest import VENV_BIN
 
 UNRESOLVABLE = "https://api.nowhere.invalid"  # RFC 6761: never resolves

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from superfluid.helptext import children, find
-from superfluid.installer.locking import HOSTS, PLATFORMS
+from superfluid.installer.fleet.plans import HOSTS, PLATFORMS
 from superfluid.parser import parser
 from superfluid.runtime import registry
 from tests.conftest import VENV_BIN

@@ -10,7 +10,7 @@ import shlex
 import shutil
 from pathlib import Path
 
-from superfluid.installer import lockfile
+from superfluid.installer.fleet import lockfile
 from superfluid.runtime.schema import errors as schema_errors
 from tests.conftest import ROOT
 from tests.fleet.conftest import BASERT, Machine, machine_at, static_server

@@ -8,7 +8,7 @@ import hashlib
 import sys
 from pathlib import Path
 
-from superfluid.installer import lockfile
+from superfluid.installer.fleet import lockfile
 from superfluid.runtime.schema import errors as schema_errors
 from tests.fleet.conftest import BASERT, CUDA_BUNDLE, Machine, machine_at
 from tests.install import releases

@@ -12,7 +12,7 @@ import json
 import shutil
 from pathlib import Path
 
-from superfluid.installer import lockfile
+from superfluid.installer.fleet import lockfile
 from superfluid.runtime.schema import errors as schema_errors
 from tests.conftest import Run
 from tests.fleet.conftest import Machine, machine_at

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.installer.cache import Cache
+from superfluid.installer.cache.blobs import Cache
+from superfluid.installer.cache.download import download
 from superfluid.installer.config import FetchConfig
-from superfluid.installer.download import download
 from superfluid.installer.errors import DownloadError
-from superfluid.installer.fetcher import RequestsFetcher
+from superfluid.installer.transport.fetcher import RequestsFetcher
 from tests.conftest import isolated_env
 from tests.hardening.conftest import Home
 from tests.install import releases

@@ -26,7 +26,7 @@ from tests.hardening.conftest import Home
 GATES = textwrap.dedent("""
     import os, sys, time
     from pathlib import Path
-    from superfluid.installer import store
+    from superfluid.installer.home import store
 
     step, marker = sys.argv[-2:]
 

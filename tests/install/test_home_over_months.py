@@ -194,7 +194,7 @@ def test_a_prune_leaves_the_partial_of_a_live_download(cli_home: Home, server: R
 PRUNER = textwrap.dedent("""
     import os, sys, time
     from pathlib import Path
-    from superfluid.installer import prune
+    from superfluid.installer.cache import prune
     from superfluid.runtime.home import cache_dir
 
     cli_home, marker = sys.argv[1], sys.argv[2]

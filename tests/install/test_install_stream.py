@@ -20,8 +20,8 @@ from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import DownloadError, VerificationError
 from superfluid.installer.install import Outcome, install
 from superfluid.installer.phases import Phases
-from superfluid.installer.progress import Progress
-from superfluid.installer.sources import source_for
+from superfluid.installer.sources.release_source import source_for
+from superfluid.installer.transport.progress import Progress
 from superfluid.runtime.planning import Request
 from tests.install import releases
 from tests.install.conftest import Home

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.installer.publish import launcher_script
+from superfluid.installer.home.publish import launcher_script
 from tests.conftest import VENV_BIN
 from tests.install.conftest import Home
 from tests.release_server import ReleaseServer

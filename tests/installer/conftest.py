@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.installer.cache import Cache
+from superfluid.installer.cache.blobs import Cache
 from superfluid.installer.config import FetchConfig
-from superfluid.installer.fetcher import RequestsFetcher
-from superfluid.installer.lockfile import Engine, Lock, LockedFile, Target
+from superfluid.installer.fleet.lockfile import Engine, Lock, LockedFile, Target
+from superfluid.installer.transport.fetcher import RequestsFetcher
 from tests.release_server import ReleaseServer
 from tests.tuf_simulator import TufSimulator
 

@@ -7,9 +7,9 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from superfluid.installer import store
-from superfluid.installer.publish import install_staged
-from superfluid.installer.store import (
+from superfluid.installer.home import store
+from superfluid.installer.home.publish import install_staged
+from superfluid.installer.home.store import (
     list_installs,
     runtime_root,
 )

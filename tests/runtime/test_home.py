@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.installer.cache import Cache
-from superfluid.installer.store import BadName, check_install_name, list_installs
+from superfluid.installer.cache.blobs import Cache
+from superfluid.installer.home.store import BadName, check_install_name, list_installs
 from superfluid.runtime import home as h
 from superfluid.runtime.worker import installed_installs
 

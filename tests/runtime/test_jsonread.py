@@ -249,7 +249,7 @@ def test_a_worker_ready_line(line: bytes, expected: Any) -> None:
     pytest.param(b'{"message": "caf\xe9"}', ": caf\ufffd", id="stray-byte-replaced"),
 ])
 def test_an_error_body_of_a_server(body: bytes, expected: str) -> None:
-    from superfluid.installer.fetcher import _error_detail
+    from superfluid.installer.transport.fetcher import _error_detail
 
     assert _error_detail(iter([body])) == expected  # type: ignore[arg-type]
 
@@ -267,7 +267,7 @@ def test_the_version_a_rejected_document_states(body: bytes | None, expected: st
 
 
 def test_a_mirror_listing_nested_too_deeply(tmp_path: Path) -> None:
-    from superfluid.installer.mirror_sync import _existing, _listing_path
+    from superfluid.installer.fleet.sync import _existing, _listing_path
     from superfluid.runtime.errors import BadFile
 
     path = _listing_path(tmp_path, "owner/repo")
@@ -282,7 +282,7 @@ def test_a_service_answer_nested_too_deeply(tmp_path: Path, monkeypatch: pytest.
     from types import SimpleNamespace
 
     from superfluid.commands import compat_service
-    from superfluid.installer import manifest_trust
+    from superfluid.installer.trust import manifest as manifest_trust
     from superfluid.runtime.errors import BadFile, SuperfluidError
 
     route = SimpleNamespace(asked="llamacpp build b1")
@@ -298,7 +298,7 @@ def test_a_service_answer_nested_too_deeply(tmp_path: Path, monkeypatch: pytest.
 
 def test_a_release_answer_nested_too_deeply(monkeypatch: pytest.MonkeyPatch) -> None:
     from superfluid.commands import for_release
-    from superfluid.installer import manifest_trust
+    from superfluid.installer.trust import manifest as manifest_trust
     from superfluid.runtime.errors import BadFile
 
     monkeypatch.setattr(manifest_trust, "fetch_answer", lambda *a, **k: manifest_trust.Answer(200, DEEP))

@@ -176,7 +176,7 @@ def test_an_extracted_file_is_recorded_from_its_write_and_a_changed_one_is_read_
     tree reads none of them again, until one changes (its size or modification time)."""
     import hashlib
 
-    from superfluid.installer.extract import extract_archive
+    from superfluid.installer.unpack.extract import extract_archive
     from superfluid.runtime import record
     from tests.installer.archives import E, make_tar
 

@@ -1,0 +1,1 @@
+"""Fleets: lock files, the plans made from them, mirror sync and push."""

@@ -1,0 +1,403 @@
+"""``superfluid.lock``: the exact engine builds of a fleet, by digest, read and written.
+
+See docs/fleet.md, "What a lock holds".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit
+
+from superfluid.runtime.errors import BadFile, SuperfluidError
+from superfluid.runtime.frozen import field, frozen
+from superfluid.runtime.ordering import backend_rank
+from superfluid.runtime.planning import Plan, PlanAsset, Sha256, install_name, parse_sha256
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+__all__ = [
+    "SCHEMA",
+    "DEFAULT_NAME",
+    "MAX_BYTES",
+    "LockError",
+    "Target",
+    "LockedFile",
+    "Engine",
+    "Lock",
+    "path_of_url", "root_of_url",
+    "url_below",
+    "dumps",
+    "loads",
+    "read",
+    "write",
+]
+
+#: the tag we write; a reader refuses another major
+SCHEMA = "superfluid-lock/1"
+#: the lock's file name, in the directory a command runs in (``SUPERFLUID_LOCK`` overrides)
+DEFAULT_NAME = "superfluid.lock"
+#: the most bytes a lock is read of (a lock of a large fleet is under 1 MiB)
+MAX_BYTES = 16 << 20
+
+_SCHEMA_TAG = re.compile(r"superfluid-lock/(\d+)(?:\.\d+)*")
+_HEADER = """\
+# superfluid.lock: the exact engine builds every machine of a fleet installs, pinned by digest.
+# Written by `superfluid lock`; `superfluid lock --check` says what would move and why;
+# `superfluid runtime install --locked` installs it. Review changes to it like code.
+"""
+_DOWNLOAD = "/releases/download/"
+_ANEW = "restore it from version control, or remove it and run `superfluid lock` to write it anew"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\\]")
+
+
+class LockError(SuperfluidError):
+    """A lock cannot be made or used as asked (an asset no mirror can hold, a host it has nothing for)."""
+
+
+@frozen(order=True)
+class Target:
+    """What one engine is for: a runtime on a platform, on one kind of machine (``--backend``)."""
+
+    runtime: str
+    platform: str
+    host: str
+
+    def sort_key(self) -> tuple[Any, ...]:
+        return (self.runtime, self.platform, backend_rank(self.host), self.host)
+
+    def describe(self) -> str:
+        return f"{self.runtime} {self.platform} ({self.host})"
+
+
+@frozen
+class LockedFile:
+    """One file of a release, pinned: where it sits below a mirror root, where it was found, its
+    size and SHA-256, and (for an installed asset) which statements its digest was agreed against."""
+
+    name: str
+    path: str
+    url: str
+    size: int
+    sha256: Sha256
+    digest_source: str = ""
+    checked: tuple[str, ...] = ()
+
+    def to_toml(self, *, evidence: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "path": self.path, "url": self.url, "size": self.size,
+                               "sha256": self.sha256}
+        if not evidence:
+            out.update(digest_source=self.digest_source, checked=list(self.checked))
+        return out
+
+
+@frozen
+class Engine:
+    """The install a target gets: the first plan the installer would try on such a machine."""
+
+    target: Target
+    repo: str
+    version: str
+    backend: str
+    chosen_by: str
+    abi: int | None
+    tested: bool
+    why: str
+    assets: tuple[LockedFile, ...]
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    evidence: tuple[LockedFile, ...] = ()
+
+    @property
+    def install(self) -> str:
+        return install_name(self.version, self.backend)
+
+    def files(self) -> tuple[LockedFile, ...]:
+        """Every file a mirror of this engine holds: its assets, then its evidence."""
+        return self.assets + self.evidence
+
+    def to_plan(self, mirror_root: str | None = None) -> Plan:
+        """The plan an install of this engine carries out: digests fixed, URLs the lock's (or, with
+        ``mirror_root``, the same paths below that mirror)."""
+        assets = tuple(
+            PlanAsset(name=a.name, url=url_below(mirror_root, a.path) if mirror_root else a.url, sha256=a.sha256,
+                      size=a.size, digest_source=a.digest_source, checked=a.checked)
+            for a in self.assets)
+        return Plan(id=self.target.runtime, version=self.version, backend=self.backend, assets=assets,
+                    tested=self.tested, chosen_by=self.chosen_by, abi=self.abi, why=self.why,
+                    platform=self.target.platform, facts=dict(self.facts))
+
+    @classmethod
+    def from_plan(cls, target: Target, repo: str, plan: Plan,
+                  evidence: Sequence[tuple[str, int, str]] = ()) -> Engine:
+        """The engine of ``plan`` (its digests settled), with ``evidence``: ``(url, size, sha256)``
+        of each small file of its release the choice read.
+
+        Raises:
+            LockError: an asset without a digest or a size, or at a URL no mirror layout places.
+        """
+        assets = []
+        for a in plan.assets:
+            if a.sha256 is None or a.size is None:
+                missing = "SHA-256" if a.sha256 is None else "size"
+                raise LockError(f"{target.describe()}: {a.name} has no {missing} to lock",
+                                fix="a lock pins every byte; lock releases whose listing states it")
+            assets.append(LockedFile(a.name, _path_for(a.url, repo, target), a.url, a.size, a.sha256,
+                                     a.digest_source, tuple(a.checked)))
+        files = sorted({url: (size, sha) for url, size, sha in evidence}.items(),
+                       key=lambda kv: kv[0].rsplit("/", 1)[-1])
+        proofs = tuple(LockedFile(unquote(url.rsplit("/", 1)[-1]), _path_for(url, repo, target), url, size,
+                                  Sha256(sha)) for url, (size, sha) in files)
+        facts = {k: v for k, v in plan.facts.items() if isinstance(v, (str, int, float, bool))}
+        return cls(target, repo, plan.version, plan.backend, plan.chosen_by, plan.abi, plan.tested, plan.why,
+                   tuple(assets), facts, proofs)
+
+    def to_toml(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"runtime": self.target.runtime, "platform": self.target.platform,
+                               "host": self.target.host, "repo": self.repo, "version": self.version,
+                               "backend": self.backend, "chosen_by": self.chosen_by}
+        if self.abi is not None:  # TOML has no null: absent means none stated
+            out["abi"] = self.abi
+        out.update(tested=self.tested, why=self.why)
+        if self.facts:
+            out["facts"] = dict(sorted(self.facts.items()))
+        out["asset"] = [a.to_toml() for a in self.assets]
+        if self.evidence:
+            out["evidence"] = [e.to_toml(evidence=True) for e in self.evidence]
+        return out
+
+
+@frozen
+class Lock:
+    """A whole lock: who wrote it, what was asked, and the engine of each target, sorted."""
+
+    superfluid: str
+    runtimes: tuple[str, ...]
+    platforms: tuple[str, ...]
+    backends: tuple[str, ...]
+    engines: tuple[Engine, ...] = ()
+
+    def __post_init__(self) -> None:  # one order for equal locks, whatever order they were given in
+        object.__setattr__(self, "runtimes", tuple(sorted(set(self.runtimes))))
+        object.__setattr__(self, "platforms", tuple(sorted(set(self.platforms))))
+        object.__setattr__(self, "backends", tuple(sorted(set(self.backends), key=lambda b: (backend_rank(b), b))))
+        object.__setattr__(self, "engines", tuple(sorted(self.engines, key=lambda e: e.target.sort_key())))
+
+    def engine(self, target: Target) -> Engine | None:
+        return next((e for e in self.engines if e.target == target), None)
+
+    def to_toml(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "schema": SCHEMA, "superfluid": self.superfluid,
+            "targets": {"runtimes": list(self.runtimes), "platforms": list(self.platforms),
+                        "backends": list(self.backends)},
+        }
+        if self.engines:
+            out["engine"] = [e.to_toml() for e in self.engines]
+        return out
+
+
+# -- mirror paths -------------------------------------------------------------------------------------
+
+
+def path_of_url(url: str) -> tuple[str, str, str] | None:
+    """``(owner/repo, tag, name)`` of a release download URL (GitHub's, a mirror's, a directory's:
+    ``…/<owner>/<repo>/releases/download/<tag>/<name>``), or None when it is not shaped so."""
+    path = urlsplit(url).path
+    i = path.rfind(_DOWNLOAD)
+    if i < 0:
+        return None
+    head = path[:i].split("/")
+    tail = path[i + len(_DOWNLOAD):].split("/")
+    if len(head) < 2 or len(tail) != 2 or not all(tail):
+        return None
+    return f"{unquote(head[-2])}/{unquote(head[-1])}", unquote(tail[0]), unquote(tail[1])
+
+
+def root_of_url(url: str) -> str | None:
+    """The root a release download URL sits below (``ROOT`` of
+    ``ROOT/<owner>/<repo>/releases/download/<tag>/<name>``, without a trailing ``/``), or None when it
+    is not shaped so."""
+    if path_of_url(url) is None:
+        return None
+    return url[:url.rfind(_DOWNLOAD)].rsplit("/", 2)[0]
+
+
+def _path_for(url: str, repo: str, target: Target) -> str:
+    from superfluid.installer.sources.mirror import asset_path
+
+    placed = path_of_url(url)
+    if placed is None or placed[0].lower() != repo.lower():
+        raise LockError(f"{target.describe()}: {url} is not a download of a {repo} release, so no mirror "
+                        "layout places it", fix="lock from GitHub or from a mirror (--mirror URL|DIR)")
+    path = asset_path(repo, placed[1], placed[2])
+    _check_path(path, repo, placed[2], "")
+    return path
+
+
+def url_below(root: str, path: str) -> str:
+    """The URL of ``path`` (a lock's mirror path) below a mirror root URL, quoted as
+    ``installer.mirror.Mirror.asset_url`` quotes it."""
+    root = root if root.endswith("/") else root + "/"
+    return root + "/".join(quote(part, safe="") for part in path.split("/"))
+
+
+# -- writing ------------------------------------------------------------------------------------------
+
+
+def dumps(lock: Lock) -> str:
+    """The lock as TOML (a comment header, then ``tomli-w``'s rendering: stable for equal locks)."""
+    import tomli_w
+
+    return _HEADER + tomli_w.dumps(lock.to_toml())
+
+
+def write(path: str | os.PathLike[str], lock: Lock) -> str:
+    """Write ``lock`` to ``path`` atomically (a temp file beside it, then ``os.replace``); answers
+    the SHA-256 of the bytes written.
+
+    Raises:
+        OSError: the directory is not writable (the temp file is removed).
+    """
+    from superfluid.runtime.atomic import write_atomic
+
+    data = dumps(lock).encode("utf-8")
+    write_atomic(path, data, durable=True)
+    return hashlib.sha256(data).hexdigest()
+
+
+# -- reading ------------------------------------------------------------------------------------------
+
+
+def read(path: str | os.PathLike[str]) -> tuple[Lock, str]:
+    """Read and check the lock at ``path``; answers it and the SHA-256 of its bytes.
+
+    Raises:
+        BadFile: missing, unreadable, not TOML (with its line), or not a valid lock (with its key).
+    """
+    where = os.fspath(path)
+    try:
+        # a link to a lock is followed (a repository may keep it elsewhere); a FIFO cannot hold the open
+        fd = os.open(where, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise BadFile(where, "does not exist", fix="`superfluid lock` writes one") from None
+    except OSError as e:
+        raise BadFile(where, f"cannot be read ({e.strerror or e})") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise BadFile(where, "is not a regular file")
+        data = f.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise BadFile(where, f"is larger than {MAX_BYTES} bytes, more than any lock")
+    return loads(data, where), hashlib.sha256(data).hexdigest()
+
+
+def loads(data: bytes | str, where: str) -> Lock:
+    """The lock in ``data`` (read from ``where``).
+
+    Raises:
+        BadFile: not UTF-8 TOML (names the line), a schema tag of another major, a schema
+            violation, or a fault only code can see (names the key).
+    """
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        doc = tomllib.loads(text)
+    except UnicodeDecodeError as e:
+        raise BadFile(where, f"is not UTF-8 text (byte {e.start})", fix=_ANEW) from None
+    except tomllib.TOMLDecodeError as e:
+        raise BadFile(where, f"is not valid TOML: {e}", fix=_ANEW) from None
+    _check_tag(doc, where)
+    from superfluid.runtime.schema import validate
+
+    try:
+        validate(doc, "lock", where)
+    except BadFile as e:  # name the TOML key (engine[0].asset[1].sha256), not a JSON path
+        key = (e.json_path or "$").removeprefix("$").removeprefix(".") or "the top level"
+        raise BadFile(where, e.fault, json_path=key, fix=_ANEW) from None
+    return _parse(doc, where)
+
+
+def _check_tag(doc: Mapping[str, Any], where: str) -> None:
+    tag = doc.get("schema")
+    m = _SCHEMA_TAG.fullmatch(tag) if isinstance(tag, str) else None
+    if m is None:
+        raise BadFile(where, f"has the schema tag {tag!r}; expected {SCHEMA!r}", json_path="schema", fix=_ANEW)
+    if m.group(1) != "1":
+        raise BadFile(where, f"is {tag}, a version of the lock format this superfluid does not read "
+                      f"(it reads {SCHEMA})", json_path="schema",
+                      fix="upgrade superfluid, or write the lock anew with `superfluid lock`")
+
+
+def _fault(where: str, key: str, fault: str) -> BadFile:
+    return BadFile(where, fault, json_path=key, fix=_ANEW)
+
+
+def _check_path(path: str, repo: str, name: str, where: str, key: str = "path") -> None:
+    """A mirror path must be ``<owner>/<repo>/releases/download/<tag>/<name>``: relative, without
+    ``.``/``..`` or empty parts, backslashes or control characters, so that it stays below any
+    mirror root it is joined to."""
+    parts = path.split("/")
+    if path.startswith("/") or _CONTROL.search(path) or any(p in ("", ".", "..") for p in parts):
+        raise _fault(where, key, f"{path!r} escapes the mirror (a path is relative, without '.', '..' or "
+                     "empty parts, backslashes or control characters)")
+    want = f"{repo}/releases/download/<tag>/{name}"
+    if len(parts) != 6 or "/".join(parts[:2]) != repo or parts[2:4] != ["releases", "download"] or parts[5] != name:
+        raise _fault(where, key, f"{path!r} is not {want}")
+
+
+def _check_url(url: str, where: str, key: str) -> None:
+    try:
+        parts = urlsplit(url)
+        userinfo = parts.username is not None or parts.password is not None or "@" in parts.netloc
+    except ValueError:
+        raise _fault(where, key, "is not a URL") from None
+    if parts.scheme not in ("https", "http", "file", "oci"):
+        raise _fault(where, key, f"has the scheme {parts.scheme!r}; a lock names https://, http://, file:// or "
+                     "oci:// URLs")
+    if userinfo:  # never repeat the URL: it holds a secret
+        raise _fault(where, key, "is a URL with credentials (user:password@), which a lock never holds: it is "
+                     "shared with every machine that reads it")
+
+
+def _file(raw: Mapping[str, Any], repo: str, where: str, key: str, *, evidence: bool) -> LockedFile:
+    _check_url(raw["url"], where, f"{key}.url")
+    _check_path(raw["path"], repo, raw["name"], where, f"{key}.path")
+    sha = parse_sha256(raw["sha256"])
+    assert sha is not None  # the schema's pattern
+    return LockedFile(raw["name"], raw["path"], raw["url"], raw["size"], sha,
+                      "" if evidence else raw["digest_source"], tuple(raw.get("checked", ())))
+
+
+def _parse(doc: Mapping[str, Any], where: str) -> Lock:
+    engines: list[Engine] = []
+    seen: dict[Target, str] = {}
+    digests: dict[str, tuple[str, str]] = {}
+    for i, raw in enumerate(doc.get("engine", [])):
+        key = f"engine[{i}]"
+        target = Target(raw["runtime"], raw["platform"], raw["host"])
+        if target in seen:
+            raise _fault(where, key, f"is a second engine for {target.describe()} (the first is {seen[target]})")
+        seen[target] = key
+        files: dict[str, list[LockedFile]] = {"asset": [], "evidence": []}
+        for kind, out in files.items():
+            for j, f in enumerate(raw.get(kind, [])):
+                locked = _file(f, raw["repo"], where, f"{key}.{kind}[{j}]", evidence=kind == "evidence")
+                earlier = digests.setdefault(locked.path, (locked.sha256, f"{key}.{kind}[{j}]"))
+                if earlier[0] != locked.sha256:
+                    raise _fault(where, f"{key}.{kind}[{j}].sha256", f"pins {locked.path} as {locked.sha256}, and "
+                                 f"{earlier[1]} pins it as {earlier[0]}")
+                out.append(locked)
+        engines.append(Engine(target, raw["repo"], raw["version"], raw["backend"], raw["chosen_by"], raw.get("abi"),
+                              raw["tested"], raw["why"], tuple(files["asset"]), dict(raw.get("facts", {})),
+                              tuple(files["evidence"])))
+    targets = doc["targets"]
+    return Lock(doc["superfluid"], tuple(targets["runtimes"]), tuple(targets["platforms"]),
+                tuple(targets["backends"]), tuple(engines))

@@ -1,0 +1,195 @@
+"""``superfluid mirror push oci://HOST/REPO --lock FILE``: every file a lock names, into a registry.
+
+See docs/fleet.md, "From the registry you already run".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from superfluid.installer.config import FetchConfig
+from superfluid.installer.fleet.lockfile import Engine, Lock, LockedFile, LockError
+from superfluid.installer.sources.oci.client import OciFetcher, fetcher_for_ref
+from superfluid.installer.sources.oci.ref import (
+    ARTIFACT_TYPE,
+    EMPTY_CONFIG,
+    INDEX_TYPE,
+    Layer,
+    OciRef,
+    engine_tag,
+    index_tag,
+    is_oci,
+    manifest,
+    ref_of_url,
+)
+from superfluid.runtime.errors import BadFile
+from superfluid.runtime.frozen import frozen
+
+__all__ = ["Pushed", "push", "engine_manifests"]
+
+_LISTING_MAX_BYTES = 64 << 20
+
+
+@frozen
+class Pushed:
+    """What a push did: the engine tags and index tags the registry holds now; the blobs sent
+    (mirror paths) and found there; the bytes sent; the manifests sent and found in place."""
+
+    tags: tuple[str, ...]
+    indexes: tuple[str, ...]
+    sent: tuple[str, ...]
+    present: tuple[str, ...]
+    bytes_sent: int
+    manifests_sent: int
+    manifests_present: int
+
+
+def _listing_path(repo: str) -> str:
+    from superfluid.installer.sources.mirror import listing_path
+
+    return listing_path(repo)
+
+
+def _listing(net: OciFetcher, lock: Lock, repo: str) -> bytes:
+    """``releases.json`` of ``repo`` as this push leaves it: the registry's, with the lock's releases
+    and files merged in (rendered as ``mirror sync`` writes it).
+
+    Raises:
+        BadFile: the registry's listing is not a JSON array of releases.
+    """
+    from superfluid.installer.fleet.sync import listing
+    from superfluid.runtime.jsonread import UntrustedJson, loads
+
+    where = _listing_path(repo)
+    old = net.index(repo).get(where)
+    existing: Any = []
+    if old is not None:
+        try:
+            existing = loads(net.blob(old.sha256, max_bytes=_LISTING_MAX_BYTES), max_bytes=_LISTING_MAX_BYTES)
+        except UntrustedJson as e:
+            existing = e  # named below
+        if not isinstance(existing, list) or not all(isinstance(r, dict) for r in existing):
+            raise BadFile(f"{net.ref.describe()}:{index_tag(repo)} {where}", "is not a JSON array of release objects",
+                          fix=f"retag or delete {index_tag(repo)} in the registry; the next push writes it anew")
+    return (json.dumps(listing(lock, repo, existing), indent=1) + "\n").encode("utf-8")
+
+
+def engine_manifests(lock: Lock, listings: Mapping[str, bytes]) -> dict[str, bytes]:
+    """Each engine install's manifest by tag: its files, then its repository's listing (an install
+    two kinds of machine share is one manifest)."""
+    by_tag: dict[str, tuple[Engine, dict[str, Layer]]] = {}
+    for e in lock.engines:
+        tag = engine_tag(e.target.runtime, e.version, e.target.platform, e.backend)
+        _, layers = by_tag.setdefault(tag, (e, {}))
+        for f in e.files():
+            layers.setdefault(f.path, Layer(f.path, f.sha256, f.size))
+    out: dict[str, bytes] = {}
+    for tag, (e, layers) in sorted(by_tag.items()):
+        body = listings[e.repo]
+        listed = Layer(_listing_path(e.repo), hashlib.sha256(body).hexdigest(), len(body))
+        notes = {"superfluid.runtime": e.target.runtime, "superfluid.version": e.version,
+                 "superfluid.platform": e.target.platform, "superfluid.backend": e.backend,
+                 "superfluid.repo": e.repo}
+        out[tag] = manifest([*layers.values(), listed], artifact_type=ARTIFACT_TYPE, annotations=notes)
+    return out
+
+
+def _index(net: OciFetcher, lock: Lock, repo: str, body: bytes) -> bytes:
+    """The index of ``repo``: every file the registry's index named, the lock's files of ``repo``
+    (its digests win) and the listing, sorted by path."""
+    layers = dict(net.index(repo))
+    for e in lock.engines:
+        if e.repo == repo:
+            layers.update((f.path, Layer(f.path, f.sha256, f.size)) for f in e.files())
+    where = _listing_path(repo)
+    layers[where] = Layer(where, hashlib.sha256(body).hexdigest(), len(body))
+    return manifest([layers[t] for t in sorted(layers)], artifact_type=INDEX_TYPE,
+                    annotations={"superfluid.repo": repo})
+
+
+def _local_copies(files: Sequence[LockedFile], *, environ: Mapping[str, str], progress: Any) -> list[Path]:
+    """Each file's verified bytes in the home's cache, fetched from the lock's URL (a registry's
+    too, by digest), in order."""
+    from superfluid.installer.fleet.sync import fetch_files
+
+    plain = [f for f in files if not is_oci(f.url)]
+    got: dict[str, Path] = dict(zip((str(f.sha256) for f in plain), fetch_files(plain, environ=environ,
+                                                                                 progress=progress), strict=True))
+    for f in files:
+        if is_oci(f.url):
+            got[f.sha256] = _from_registry(f, environ=environ, progress=progress)
+    return [got[f.sha256] for f in files]
+
+
+def _from_registry(f: LockedFile, *, environ: Mapping[str, str], progress: Any) -> Path:
+    from superfluid.installer.cache.blobs import Cache
+    from superfluid.installer.cache.download import download
+    from superfluid.runtime.home import home
+
+    ref = ref_of_url(f.url, environ=environ)
+    if ref is None:
+        raise LockError(f"{f.name}: {f.url} names no registry repository", fix="lock it again")
+    net = fetcher_for_ref(ref, environ)
+    try:
+        net.learn(f.url, f.sha256)
+        return download(f.url, f.sha256, f.size, cache=Cache.for_home(home(environ)), fetcher=net,
+                        progress=progress, name=f.name).path
+    finally:
+        net.close()
+
+
+def push(lock: Lock, ref: OciRef, *, environ: Mapping[str, str], progress: Any = None,
+         tell: Callable[[str], None] | None = None, config: FetchConfig | None = None,
+         fetcher: OciFetcher | None = None) -> Pushed:
+    """Push every file ``lock`` names to ``ref`` (see the module doc).
+
+    Raises:
+        BadFile: the auth file, or a listing or index the registry holds, is broken (nothing sent).
+        VerificationError: a file fetched for the push is not the locked bytes (nothing of it sent).
+        DownloadError: the registry refused, or a transfer failed after the retries (what was sent
+            stays: a push again sends the rest).
+    """
+    from superfluid.installer.fleet.sync import files_of
+
+    tell = tell or (lambda _line: None)
+    net = fetcher or fetcher_for_ref(ref, environ, config, push=True)
+    try:
+        files = [f for _, _, f in files_of(lock)]
+        repos = sorted({e.repo for e in lock.engines})
+        listings = {repo: _listing(net, lock, repo) for repo in repos}  # a broken one refused before any write
+        blobs: dict[str, tuple[str, int, LockedFile | bytes]] = {}
+        for f in files:
+            blobs.setdefault(f.sha256, (f.path, f.size, f))
+        for repo, body in listings.items():
+            blobs.setdefault(hashlib.sha256(body).hexdigest(), (_listing_path(repo), len(body), body))
+        blobs.setdefault(hashlib.sha256(EMPTY_CONFIG).hexdigest(), ("(the empty config)", 2, EMPTY_CONFIG))
+        missing = {sha: b for sha, b in blobs.items() if not net.has_blob(sha)}
+        present = [b[0] for sha, b in blobs.items() if sha not in missing]
+        fetch = [src for _, _, src in missing.values() if isinstance(src, LockedFile)]
+        copies = _local_copies(fetch, environ=environ, progress=progress)
+        local: dict[str, Path] = dict(zip((str(f.sha256) for f in fetch), copies, strict=True))
+        sent = 0
+        for sha, (title, size, src) in missing.items():
+            tell(f"sending {title} ({size} bytes) to {ref.describe()}")
+            net.upload(sha, size, local[sha] if isinstance(src, LockedFile) else src, progress=progress,
+                       name=title.rsplit("/", 1)[-1])
+            sent += size
+        manifests = engine_manifests(lock, listings)
+        indexes = {index_tag(repo): _index(net, lock, repo, listings[repo]) for repo in repos}
+        written = 0
+        for tag, body in [*manifests.items(), *indexes.items()]:
+            if net.has_manifest(tag, hashlib.sha256(body).hexdigest()):
+                continue
+            tell(f"tagging {ref.describe()}:{tag}")
+            net.put_manifest(tag, body)
+            written += 1
+    finally:
+        if fetcher is None:
+            net.close()
+    total = len(manifests) + len(indexes)
+    return Pushed(tuple(manifests), tuple(indexes), tuple(b[0] for b in missing.values()), tuple(present), sent,
+                  written, total - written)

@@ -1,0 +1,245 @@
+"""``superfluid mirror sync|verify DIR --lock FILE``: a static mirror of what a lock names.
+
+See docs/fleet.md, "The mirror".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from superfluid.installer.fleet.lockfile import Lock, LockedFile, LockError
+from superfluid.runtime.errors import BadFile
+from superfluid.runtime.frozen import frozen
+from superfluid.runtime.ordering import version_key
+
+__all__ = ["Synced", "Problem", "files_of", "fetch_files", "sync", "verify", "listing"]
+
+_LISTING_MAX_BYTES = 64 << 20
+
+
+@frozen
+class Synced:
+    """What a sync did: paths fetched, found in place, replaced (they held other bytes), and the
+    listings written."""
+
+    fetched: tuple[str, ...]
+    present: tuple[str, ...]
+    replaced: tuple[str, ...]
+    listings: tuple[str, ...]
+
+
+@frozen
+class Problem:
+    """One way a mirror differs from its lock: ``path`` (below the root) and what is wrong."""
+
+    path: str
+    fault: str
+
+
+def files_of(lock: Lock) -> list[tuple[str, str, LockedFile]]:
+    """Every file the lock names, once: ``(repo, tag, file)``, sorted by mirror path (the lock's
+    reader already refused one path pinned to two digests)."""
+    out: dict[str, tuple[str, str, LockedFile]] = {}
+    for e in lock.engines:
+        for f in e.files():
+            out.setdefault(f.path, (e.repo, f.path.split("/")[4], f))
+    return [out[p] for p in sorted(out)]
+
+
+def _target(root: Path, path: str) -> Path:
+    """``root/path``, refused when a link inside the mirror leads out of it.
+
+    Raises:
+        LockError: the resolved path is not below the root.
+    """
+    target = root / path
+    real_root = os.path.realpath(root)
+    if not os.path.realpath(target).startswith(real_root + os.sep):
+        raise LockError(f"{target} leads out of the mirror {root} (through a symbolic link)",
+                        fix="remove the link, or sync into another directory")
+    return target
+
+
+def _holds(path: Path, f: LockedFile) -> bool:
+    from superfluid.installer.cache.blobs import sha256_file
+
+    try:
+        return path.is_file() and path.stat().st_size == f.size and sha256_file(path) == f.sha256
+    except OSError:
+        return False
+
+
+def _place(blob: Path, target: Path) -> None:
+    """Copy a verified blob to ``target``, whole or not at all (``atomic_file``)."""
+    from superfluid.runtime.atomic import atomic_file
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_file(target) as out, open(blob, "rb") as src:
+        shutil.copyfileobj(src, out, 1 << 20)
+
+
+def fetch_files(files: Sequence[LockedFile], *, environ: Mapping[str, str], progress: Any) -> list[Path]:
+    """Each file's verified blob in the home's cache, fetched from its URL (one fetcher per origin)."""
+    from superfluid.installer.cache.blobs import Cache
+    from superfluid.installer.cache.download import Wanted, download_many
+    from superfluid.installer.sources.release_source import fetcher_for
+    from superfluid.installer.transport.fetcher import origin_of
+    from superfluid.runtime.home import home
+
+    cache = Cache.for_home(home(environ))
+    by_origin: dict[str, list[int]] = {}
+    for i, f in enumerate(files):
+        by_origin.setdefault(origin_of(f.url) if "://" in f.url else f.url, []).append(i)
+    out: list[Path | None] = [None] * len(files)
+    for indexes in by_origin.values():
+        fetcher = fetcher_for(files[indexes[0]].url, plain_http=True, environ=environ)
+        try:
+            done = download_many([Wanted(files[i].url, files[i].sha256, files[i].size, files[i].name)
+                                  for i in indexes], cache=cache, fetcher=fetcher, progress=progress)
+        finally:
+            fetcher.close()
+        for i, d in zip(indexes, done, strict=True):
+            out[i] = d.path
+    return [p for p in out if p is not None]
+
+
+def sync(lock: Lock, root: str | os.PathLike[str], *, environ: Mapping[str, str], progress: Any = None,
+         tell: Callable[[str], None] | None = None) -> Synced:
+    """Make ``root`` a mirror of every file ``lock`` names (see the module doc).
+
+    Raises:
+        BadFile: a listing already in ``root`` is not a JSON array of releases (nothing written).
+        LockError: a link in ``root`` leads out of it.
+        VerificationError, DownloadError: a file's bytes or its transfer (the files already placed stay).
+        OSError: ``root`` cannot be written.
+    """
+    tell = tell or (lambda _line: None)
+    base = Path(root)
+    base.mkdir(parents=True, exist_ok=True)
+    items = files_of(lock)
+    repos = sorted({repo for repo, _, _ in items})
+    listings = {repo: listing(lock, repo, _existing(base, repo)) for repo in repos}  # refused before any write
+    missing: list[LockedFile] = []
+    present: list[str] = []
+    replaced: list[str] = []
+    for _, _, f in items:
+        target = _target(base, f.path)
+        if _holds(target, f):
+            present.append(f.path)
+            continue
+        if target.exists():
+            replaced.append(f.path)
+        missing.append(f)
+    for f in missing:
+        tell(f"fetching {f.path} ({f.size} bytes) from {f.url}")
+    for f, blob in zip(missing, fetch_files(missing, environ=environ, progress=progress), strict=True):
+        _place(blob, _target(base, f.path))
+    written = []
+    for repo, doc in listings.items():
+        path = _listing_path(base, repo)
+        text = json.dumps(doc, indent=1) + "\n"
+        if not path.is_file() or path.read_text(encoding="utf-8", errors="replace") != text:
+            _write_text(path, text)
+            written.append(str(path.relative_to(base)))
+    return Synced(tuple(f.path for f in missing), tuple(present), tuple(replaced), tuple(written))
+
+
+def _listing_path(base: Path, repo: str) -> Path:
+    from superfluid.installer.sources.mirror import listing_path
+
+    return _target(base, listing_path(repo))
+
+
+def _existing(base: Path, repo: str) -> list[Any]:
+    path = _listing_path(base, repo)
+    if not path.is_file():
+        return []
+    from superfluid.runtime.jsonread import UntrustedJson, read_json
+
+    try:  # a regular file within the cap (a FIFO there is refused, not waited on); a mirror's links are its owner's
+        doc = read_json(path, max_bytes=_LISTING_MAX_BYTES, follow=True)
+    except (OSError, UntrustedJson) as e:
+        reason = e.detail if isinstance(e, UntrustedJson) else e
+        raise BadFile(str(path), f"is not a readable JSON listing ({reason})",
+                      fix="remove it (sync writes it anew) or repair it") from None
+    if not isinstance(doc, list) or not all(isinstance(r, dict) for r in doc):
+        raise BadFile(str(path), "is not a JSON array of release objects", json_path="$",
+                      fix="remove it (sync writes it anew) or repair it")
+    return doc
+
+
+def _write_text(path: Path, text: str) -> None:
+    from superfluid.runtime.atomic import write_atomic
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, text.encode("utf-8"))
+
+
+def _version_of(tag: str) -> str:
+    return tag[1:] if tag[:1] in ("v", "V") and tag[1:2].isdigit() else tag
+
+
+def listing(lock: Lock, repo: str, existing: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
+    """``releases.json`` of ``repo`` in a mirror of ``lock``: the releases of ``existing`` with the
+    lock's files added (by name; the lock's digest and size win), newest release first."""
+    releases: dict[str, dict[str, Any]] = {}
+    for r in existing:
+        tag = r.get("tag_name")
+        if isinstance(tag, str):
+            releases.setdefault(tag, dict(r))
+    for file_repo, tag, f in files_of(lock):
+        if file_repo != repo:
+            continue
+        rel = releases.setdefault(tag, {"tag_name": tag, "name": tag, "draft": False, "prerelease": False,
+                                        "assets": []})
+        assets = [a for a in rel.get("assets") or [] if not (isinstance(a, dict) and a.get("name") == f.name)]
+        assets.append({"name": f.name, "size": f.size, "digest": f"sha256:{f.sha256}"})
+        rel["assets"] = sorted(assets, key=lambda a: str(a.get("name")) if isinstance(a, dict) else "")
+    return [releases[t] for t in sorted(releases, key=lambda t: (version_key(_version_of(t)), t), reverse=True)]
+
+
+def verify(lock: Lock, root: str | os.PathLike[str]) -> tuple[int, list[Problem]]:
+    """Recheck every file ``lock`` names below ``root``, and that each repository's listing states
+    it with the lock's digest; changes nothing. Answers how many files hold the right bytes, and
+    each problem.
+
+    Raises:
+        LockError: a link in ``root`` leads out of it.
+    """
+    from superfluid.installer.cache.blobs import sha256_file
+
+    base = Path(root)
+    good = 0
+    problems: list[Problem] = []
+    for _, _, f in files_of(lock):
+        target = _target(base, f.path)
+        if not target.is_file():
+            problems.append(Problem(f.path, "is missing"))
+            continue
+        got = sha256_file(target)
+        if got != f.sha256:
+            problems.append(Problem(f.path, f"has SHA-256 {got}, and the lock pins {f.sha256}"))
+        elif target.stat().st_size != f.size:
+            problems.append(Problem(f.path, f"has {target.stat().st_size} bytes, and the lock pins {f.size}"))
+        else:
+            good += 1
+    for repo in sorted({repo for repo, _, _ in files_of(lock)}):
+        where = _listing_path(base, repo)
+        try:
+            listed = _existing(base, repo)
+        except BadFile as e:
+            problems.append(Problem(str(where.relative_to(base)), e.fault))
+            continue
+        stated = {(r.get("tag_name"), a.get("name")): a.get("digest") for r in listed
+                  for a in r.get("assets") or [] if isinstance(a, dict)}
+        for file_repo, tag, f in files_of(lock):
+            if file_repo == repo and stated.get((tag, f.name)) != f"sha256:{f.sha256}":
+                fault = ("does not list it" if (tag, f.name) not in stated
+                         else f"states {stated[(tag, f.name)]}, and the lock pins sha256:{f.sha256}")
+                problems.append(Problem(f.path, f"{where.relative_to(base)} {fault}"))
+    return good, problems

@@ -1,0 +1,1 @@
+"""The installs of SUPERFLUID_HOME: staging, publishing, the install mutex, steps, gc and restore."""

@@ -1,0 +1,157 @@
+"""How a plan's verified archives fill a staging's ``lib/``: from the cache, or streamed in one pass.
+
+See docs/install.md, "The sequence".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from superfluid.runtime.errors import UsageError
+from superfluid.runtime.planning import PlanAsset, is_local
+
+if TYPE_CHECKING:
+    from superfluid.installer.cache.blobs import Cache
+    from superfluid.installer.cache.download import Download, Progress
+    from superfluid.installer.phases import Phases
+    from superfluid.installer.sources.release_source import ReleaseSource
+    from superfluid.runtime.planning import Plan
+
+__all__ = ["Verified", "Fill", "Unchecked", "fill_for", "fetch"]
+
+#: one archive of a plan on disk, verified: ``(asset, path, computed sha256)``
+Verified = tuple[PlanAsset, Path, str]
+#: fills a staging's ``lib/`` with a plan's archives; answers them in plan order
+Fill = Callable[[Path], Sequence[Verified]]
+#: told of a local file installed with no digest to check: ``(path, its sha256)``
+Unchecked = Callable[[str, str], None]
+
+
+def fill_for(p: Plan, source: ReleaseSource | None, *, environ: Mapping[str, str], progress: Progress | None,
+             phases: Phases | None, unchecked: Unchecked) -> Fill:
+    """The fill of ``p``'s staging: streamed when ``p`` may stream (see the module doc), else
+    ``fetch``ed now (the ``download`` phase) and extracted from the verified files when staged.
+    ``source`` None: each URL as given (``--from``), through the home's cache.
+
+    Raises:
+        as ``fetch`` (nothing is fetched for a plan that streams: that happens when it is staged).
+    """
+    from superfluid.installer.phases import phase
+
+    fill = _streaming(p, source, environ=environ, progress=progress, phases=phases)
+    if fill is not None:
+        return fill
+    with phase(phases, "download"):
+        fetched = fetch(p, source, environ=environ, progress=progress, unchecked=unchecked)
+    return _extracting(fetched, phases)
+
+
+def fetch(p: Plan, source: ReleaseSource | None, *, environ: Mapping[str, str], progress: Progress | None,
+          unchecked: Unchecked) -> list[Verified]:
+    """Every asset of ``p`` verified on disk, in plan order.
+
+    A local ``--from`` file is hashed in place (and checked when a digest is known; ``unchecked``
+    is told when none is); a remote one goes through the cache like a release's. Nothing
+    unverified is returned.
+
+    Raises:
+        VerificationError: bytes other than the digest names (nothing kept).
+        DownloadError, OfflineMissing: the transfer failed, or a ``file://`` URL names another host.
+        UsageError: a local file that does not exist.
+    """
+    from superfluid.installer.cache.blobs import sha256_file
+    from superfluid.installer.errors import VerificationError
+    from superfluid.installer.transport.fetcher import path_of_file_url
+
+    out: list[Verified] = []
+    remote: list[PlanAsset] = []
+    for a in p.assets:
+        if not is_local(a.url):
+            remote.append(a)
+            continue
+        path = Path(path_of_file_url(a.url) if a.url.startswith("file://") else a.url)
+        if not path.is_file():
+            raise UsageError(f"--from {a.url}: no such file")
+        got = sha256_file(path)
+        if a.sha256 is not None and got != a.sha256:
+            raise VerificationError(str(path), "sha256", a.sha256, got)
+        if a.sha256 is None:
+            unchecked(str(path), got)
+        out.append((a, path, got))
+    if remote:
+        done = _download(remote, source, environ=environ, progress=progress)
+        out.extend((a, d.path, d.sha256) for a, d in zip(remote, done, strict=True))
+    order = {a.name: i for i, a in enumerate(p.assets)}
+    return sorted(out, key=lambda t: order[t[0].name])
+
+
+def _home_cache(environ: Mapping[str, str]) -> Cache:
+    from superfluid.installer.cache.blobs import Cache
+    from superfluid.runtime.home import home
+
+    return Cache.for_home(home(environ))
+
+
+def _download(assets: Sequence[PlanAsset], source: ReleaseSource | None, *, environ: Mapping[str, str],
+              progress: Progress | None) -> list[Download]:
+    from superfluid.installer.cache.download import Wanted, download_many
+
+    if source is None:  # --from URL: a fetcher for that URL, the home's cache
+        from superfluid.installer.sources.release_source import fetcher_for
+
+        fetcher = fetcher_for(assets[0].url, plain_http=True, environ=environ)
+        try:
+            return download_many([Wanted(a.url, a.sha256, a.size, a.name) for a in assets],
+                                 cache=_home_cache(environ), fetcher=fetcher, progress=progress)
+        finally:
+            fetcher.close()
+    from superfluid.installer.sources.release_source import Asset
+
+    return source.fetch_many([(Asset(a.name, a.url, a.size), a.sha256) for a in assets], progress=progress)
+
+
+def _extracting(fetched: Sequence[Verified], phases: Phases | None) -> Fill:
+    """The fill of archives already verified in the cache: ``extract_all`` from their files."""
+
+    def fill(lib: Path) -> Sequence[Verified]:
+        from superfluid.installer.phases import phase
+        from superfluid.installer.unpack.extract import extract_all
+
+        with phase(phases, "extract"):
+            extract_all([path for _, path, _ in fetched], lib)
+        return fetched
+
+    return fill
+
+
+def _streaming(p: Plan, source: ReleaseSource | None, *, environ: Mapping[str, str], progress: Progress | None,
+               phases: Phases | None) -> Fill | None:
+    """The fill that downloads ``p``'s archive and extracts it in the same pass, or None when ``p``
+    is not such a plan (see the module doc)."""
+    from superfluid.installer.unpack.stream import download_and_extract, streams
+
+    if len(p.assets) != 1 or (source is not None and source.offline):
+        return None
+    a = p.assets[0]
+    if is_local(a.url) or a.sha256 is None or a.size is None or not streams(a.name):
+        return None
+    cache = source.cache if source is not None else _home_cache(environ)
+    if cache.blob_path(a.sha256).exists():
+        return None  # the warm cache: extracted from the verified file
+    sha256, size = a.sha256, a.size
+
+    def fill(lib: Path) -> Sequence[Verified]:
+        from superfluid.installer.sources.release_source import fetcher_for
+
+        fetcher = source.fetcher if source is not None else fetcher_for(a.url, plain_http=True, environ=environ)
+        try:
+            got = download_and_extract(a.url, sha256, size, lib, cache=cache, fetcher=fetcher, progress=progress,
+                                       name=a.name, phases=phases)
+        finally:
+            if source is None:
+                fetcher.close()
+        return [(a, got.path, got.sha256)]
+
+    return fill

@@ -1,0 +1,148 @@
+"""``superfluid runtime gc <id>``: remove the installs a runtime no longer needs.
+
+See docs/install.md, "Collecting old installs".
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from superfluid.runtime.frozen import frozen
+
+if TYPE_CHECKING:
+    from superfluid.installer.home.mutex import Holder
+    from superfluid.installer.home.store import Installed
+
+__all__ = ["Candidate", "Decision", "Collected", "choose", "candidates", "collect", "locked_installs"]
+
+
+@frozen
+class Candidate:
+    """What the rule needs of one install: its name, version and install time (None: its receipt
+    does not read)."""
+
+    name: str
+    version: str | None
+    installed_at: str | None = None
+
+
+@frozen
+class Decision:
+    """The installs that stay, each with why, and those that go (in the order they are removed)."""
+
+    keep: tuple[tuple[str, str], ...]
+    remove: tuple[str, ...]
+
+
+def _newest_first(found: Sequence[Candidate]) -> list[Candidate]:
+    from superfluid.runtime.ordering import version_key
+
+    readable = [c for c in found if c.version is not None]
+    by_name = sorted(readable, key=lambda c: c.name)
+    by_time = sorted(by_name, key=lambda c: c.installed_at or "", reverse=True)
+    return sorted(by_time, key=lambda c: version_key(c.version or ""), reverse=True)
+
+
+def choose(found: Sequence[Candidate], *, keep: int, current: str | None = None, pinned: str | None = None,
+           locked: Mapping[str, str] | None = None) -> Decision:
+    """Which installs a collection keeps (see the module doc). ``locked``: install name -> the
+    lock file that names it.
+
+    Raises:
+        ValueError: ``keep`` is negative.
+    """
+    if keep < 0:
+        raise ValueError(f"keep {keep}: not a count")
+    locked = locked or {}
+    newest = [c.name for c in _newest_first(found)][:keep]
+    kept: list[tuple[str, str]] = []
+    gone: list[str] = []
+    for c in sorted(found, key=lambda c: c.name):
+        why = [w for w, yes in ((f"one of the newest {keep}", c.name in newest), ("current", c.name == current),
+                                ("pinned", c.name == pinned), (f"named by {locked.get(c.name)}", c.name in locked),
+                                ("its receipt does not read", c.version is None)) if yes]
+        if why:
+            kept.append((c.name, ", ".join(why)))
+        else:
+            gone.append(c.name)
+    return Decision(tuple(kept), tuple(gone))
+
+
+def candidates(installed: Sequence[Installed]) -> list[Candidate]:
+    """The rule's view of ``store.list_installs``."""
+    return [Candidate(i.name, i.receipt.version if i.receipt else None, i.receipt.installed_at if i.receipt else None)
+            for i in installed]
+
+
+@frozen
+class Collected:
+    """What ``collect`` did (``dry_run``: would do), for the face."""
+
+    id: str
+    decision: Decision
+    dry_run: bool
+    current: str | None
+    keep: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "dry_run": self.dry_run, "keep": self.keep, "removed": list(self.decision.remove),
+                "kept": [{"install": n, "why": w} for n, w in self.decision.keep], "current": self.current}
+
+
+def collect(home: str, runtime_id: str, *, keep: int, dry_run: bool = False,
+            locked: Mapping[str, str] | None = None, timeout: float = 600.0,
+            on_wait: Callable[[Holder], None] | None = None) -> Collected:
+    """Remove the installs of ``runtime_id`` that ``choose`` does not keep, holding the runtime's
+    install lock (what dead writers left is cleaned first, as every change does); ``dry_run``
+    decides the same and changes nothing.
+
+    Raises:
+        BadName: a bad runtime id.
+        LockBusy, StoreError: as ``install_lock``; a filesystem fault.
+    """
+    from superfluid.installer.home import store
+    from superfluid.installer.home.mutex import install_lock
+
+    root = store.runtime_root(home, runtime_id)
+    store.guard_root(root)
+    if dry_run or not os.path.isdir(root):  # nothing installed: no lock is taken, nothing is written
+        return _decide(runtime_id, root, keep, locked, dry_run=dry_run)
+    with install_lock(root, timeout=timeout, on_wait=on_wait, command=f"superfluid runtime gc {runtime_id}"):
+        try:
+            store.clean_stale(root)
+            done = _decide(runtime_id, root, keep, locked, dry_run=False)
+            if done.decision.remove:
+                left = store.remove_installs(root, done.decision.remove)
+                done = Collected(runtime_id, done.decision, False, left, keep)
+        except OSError as e:
+            raise store.StoreError(f"could not collect {runtime_id}: {e.filename or root}: {e.strerror or e}",
+                                   fix="check the permissions and free space of SUPERFLUID_HOME") from e
+    return done
+
+
+def _decide(runtime_id: str, root: Any, keep: int, locked: Mapping[str, str] | None, *, dry_run: bool) -> Collected:
+    from superfluid.installer.home.store import current_install, list_installs, read_pinned
+
+    current = current_install(root)
+    decision = choose(candidates(list_installs(root)), keep=keep, current=current, pinned=read_pinned(root),
+                      locked=locked)
+    return Collected(runtime_id, decision, dry_run, current, keep)
+
+
+def locked_installs(runtime_id: str, locks: Collection[str]) -> dict[str, str]:
+    """Install name -> the first of ``locks`` (lock files) that names it for ``runtime_id``.
+
+    Raises:
+        BadFile: a lock that does not read.
+    """
+    from superfluid.installer.fleet import lockfile
+
+    out: dict[str, str] = {}
+    for path in locks:
+        lock, _ = lockfile.read(path)
+        for engine in lock.engines:
+            if engine.target.runtime == runtime_id:
+                out.setdefault(engine.install, path)
+    return out

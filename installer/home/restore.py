@@ -1,0 +1,172 @@
+"""Putting an install back exactly as its receipt records it (``runtime repair``).
+
+See docs/install.md, "Verifying an install later".
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from superfluid.runtime.errors import SuperfluidError
+
+if TYPE_CHECKING:
+    from superfluid.installer.cache.download import Progress
+    from superfluid.installer.home.fill import Verified
+    from superfluid.installer.home.mutex import Holder
+    from superfluid.installer.home.publish import Published
+    from superfluid.runtime.planning import Plan, PlanAsset
+    from superfluid.runtime.receipt import Receipt
+
+__all__ = ["NotRestorable", "unrestorable", "mirror_of", "plan_of", "restore"]
+
+
+class NotRestorable(SuperfluidError):
+    """An install cannot be put back from what its receipt records (exit 1)."""
+
+
+def unrestorable(receipt: Receipt) -> str | None:
+    """Why ``receipt`` does not say enough to put its install back by digest (None: it does): it
+    records no files, no source, or a source without a SHA-256."""
+    from superfluid.runtime.record import files_of
+
+    if files_of(receipt) is None:
+        return "its receipt records no files"
+    if not receipt.sources:
+        return "its receipt records no source"
+    missing = [s.url for s in receipt.sources if not s.sha256]
+    return f"its receipt records no SHA-256 of {missing[0]}" if missing else None
+
+
+def mirror_of(receipt: Receipt, *, github_web: str) -> str | None:
+    """The mirror root an install came from, as its receipt's sources record it, or None (GitHub's
+    releases, or ``--from``). Every source must be a release download below one root
+    (``<root>/<owner>/<repo>/releases/download/<tag>/<name>``) that is not ``github_web``, where
+    GitHub's downloads live (``github.web_base_for`` of the API the home uses): a ``file://`` root
+    is a directory mirror; an ``http(s)://`` one, a mirror's URL."""
+    from superfluid.installer.fleet.lockfile import root_of_url
+
+    if receipt.chosen_by == "from" or not receipt.sources:
+        return None
+    roots = {root_of_url(source.url) for source in receipt.sources}
+    root = roots.pop() if len(roots) == 1 else None
+    if root is None or root.rstrip("/").lower() == github_web.rstrip("/").lower():
+        return None
+    return root + "/" if root.split(":", 1)[0].lower() in ("file", "http", "https") else None
+
+
+def _mirrored(url: str, mirror_root: str | None) -> str:
+    """``url`` below ``mirror_root`` when it is a release download
+    (``…/<owner>/<repo>/releases/download/<tag>/<name>``), else ``url``."""
+    if mirror_root is None:
+        return url
+    from superfluid.installer.fleet.lockfile import path_of_url, url_below
+    from superfluid.installer.sources.mirror import asset_path
+
+    placed = path_of_url(url)
+    if placed is None:
+        return url
+    try:
+        return url_below(mirror_root, asset_path(*placed))
+    except ValueError:
+        return url
+
+
+def plan_of(receipt: Receipt, *, mirror_root: str | None = None) -> Plan:
+    """The plan that fetches exactly the archives ``receipt`` names, each by its recorded digest."""
+    from superfluid.runtime.planning import Plan, PlanAsset, Sha256
+
+    assets = tuple(PlanAsset(name=s.url.rstrip("/").rsplit("/", 1)[-1], url=_mirrored(s.url, mirror_root),
+                             sha256=Sha256(s.sha256), size=None, digest_source="pin", checked=("pin",))
+                   for s in receipt.sources)
+    return Plan(id=receipt.id, version=receipt.version, backend=receipt.backend, assets=assets, tested=receipt.tested,
+                chosen_by=receipt.chosen_by or "from", abi=receipt.abi, why="as its receipt records it",
+                platform=receipt.platforms[0] if receipt.platforms else "")
+
+
+def _fetch(p: Plan, *, environ: Mapping[str, str], offline: bool, progress: Progress | None) -> list[Verified]:
+    """Every archive of ``p`` verified on disk, in plan order: from the cache when it holds the
+    digest (re-hashed), else from its source (a local file hashed in place; with ``offline``,
+    nothing remote).
+
+    Raises:
+        OfflineMissing: ``offline`` and the cache lacks a remote one (no connection opened).
+        NotRestorable: a local file it was installed from is gone, and the cache lacks it.
+        VerificationError, DownloadError: as ``fill.fetch``.
+    """
+    from superfluid.installer.cache.blobs import Cache
+    from superfluid.installer.errors import OfflineMissing
+    from superfluid.installer.home.fill import fetch
+    from superfluid.installer.transport.fetcher import path_of_file_url
+    from superfluid.runtime.frozen import replace
+    from superfluid.runtime.home import home
+    from superfluid.runtime.planning import is_local
+
+    cache = Cache.for_home(home(environ))
+    found: dict[int, Verified] = {}
+    rest: list[tuple[int, PlanAsset]] = []
+    for i, a in enumerate(p.assets):
+        assert a.sha256 is not None  # plan_of: every source by its digest
+        blob = cache.find_blob(a.sha256)
+        if blob is not None:
+            found[i] = (a, blob, a.sha256)
+            continue
+        if is_local(a.url):
+            local = path_of_file_url(a.url) if a.url.startswith("file://") else a.url
+            if not os.path.isfile(local):
+                raise NotRestorable(f"{p.id} {p.install}: {local}, the file it was installed from, is gone (and the "
+                                    "cache does not hold it)",
+                                    fix=f"`superfluid runtime install {p.id} --from FILE` installs it again")
+        elif offline:
+            raise OfflineMissing(f"archive {a.name} of {p.id} {p.install} (sha256 {a.sha256})", url=a.url,
+                                 fix=f"run `superfluid runtime repair {p.id} {p.install}` without --offline")
+        rest.append((i, a))
+
+    def unchecked(_path: str, _sha256: str) -> None:  # every source has its digest: never called
+        raise AssertionError("a restored source without a digest")
+
+    if rest:
+        got = fetch(replace(p, assets=tuple(a for _, a in rest)), None, environ=environ, progress=progress,
+                    unchecked=unchecked)
+        found.update(zip((i for i, _ in rest), got, strict=True))
+    return [found[i] for i in range(len(p.assets))]
+
+
+def restore(receipt: Receipt, *, environ: Mapping[str, str], offline: bool = False, mirror_root: str | None = None,
+            progress: Progress | None = None, on_wait: Callable[[Holder], None] | None = None) -> Published:
+    """Put the install ``receipt`` describes back as it records it (see the module doc).
+
+    Raises:
+        NotRestorable: the receipt does not say enough (``unrestorable``), or the archives it names
+            do not make the files it records (nothing is changed then).
+        OfflineMissing, VerificationError, DownloadError: fetching (nothing is changed).
+        UnsafeArchive, StoreError, LockBusy: extraction and the store, as an install's.
+    """
+    from superfluid.installer.home.publish import install_staged
+    from superfluid.installer.unpack.extract import extract_all
+    from superfluid.runtime.home import LIB, home
+    from superfluid.runtime.receipt import RECEIPT
+    from superfluid.runtime.record import compare, files_of, record_tree
+
+    why = unrestorable(receipt)
+    if why is not None:
+        raise NotRestorable(f"{receipt.id} {receipt.install}: {why}")
+    recorded = [r for r in files_of(receipt) or () if r.path != receipt.worker]
+    p = plan_of(receipt, mirror_root=mirror_root)
+    fetched = _fetch(p, environ=environ, offline=offline, progress=progress)
+
+    def stage(staging: Path) -> Receipt:
+        extract_all([path for _, path, _ in fetched], staging / LIB)
+        found = [f for f in record_tree(staging, skip=(RECEIPT,)) if f.path != receipt.worker]
+        differences = compare(recorded, found)
+        if differences:
+            raise NotRestorable(f"{receipt.id} {receipt.install}: the archives its receipt names do not make the "
+                                f"files it records ({differences[0].describe()}); nothing was changed",
+                                fix=f"`superfluid runtime remove {receipt.id} {receipt.install}`, then install "
+                                    "it again")
+        return receipt
+
+    return install_staged(home(environ), receipt.id, receipt.install, stage, lambda _staging: None, on_wait=on_wait,
+                          command=f"superfluid runtime repair {receipt.id} {receipt.install}")

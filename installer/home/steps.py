@@ -1,0 +1,141 @@
+"""One plan's steps inside the runtime's lock: stage, probe, and the receipt made of the verdict.
+
+See docs/install.md, "The sequence".
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from superfluid.runtime.errors import WorkerFailed
+from superfluid.runtime.probe import ProbeRefused
+
+if TYPE_CHECKING:
+    import subprocess
+
+    from superfluid.installer.home.fill import Fill, Verified
+    from superfluid.installer.phases import Phases
+    from superfluid.runtime.adapter import Adapter
+    from superfluid.runtime.planning import Plan
+    from superfluid.runtime.probe import Probed
+    from superfluid.runtime.receipt import Receipt
+
+__all__ = ["PROBE_TIMEOUT", "PlanSteps", "probe_staged", "probe_argv", "probe_environ"]
+
+#: seconds the staged worker's check may take before it is killed
+PROBE_TIMEOUT = 60.0
+
+
+class PlanSteps:
+    """The stage and probe of plan ``p``: ``stage`` fills the staging with ``fill``, ``probe`` judges
+    it and answers its receipt; ``probed`` is when that receipt was made (``time.monotonic()``, 0
+    before: the ``publish`` phase starts there)."""
+
+    def __init__(self, adapter: Adapter, p: Plan, fill: Fill, *, environ: Mapping[str, str], untested: bool,
+                 platform: str, lock: Mapping[str, str] | None = None, phases: Phases | None = None) -> None:
+        self.adapter, self.plan, self.fill, self.environ, self.untested = adapter, p, fill, environ, untested
+        self.platform, self.lock, self.phases = platform, lock, phases
+        self.fetched: Sequence[Verified] = ()
+        self.probed = 0.0
+        self._held: subprocess.Popen[bytes] | None = None
+        self._held_launcher: tuple[int, int, int] | None = None  # the launcher it was started from
+
+    def stage(self, staging: Path) -> None:
+        """Fill ``staging/lib`` with the plan's verified archives; the staged worker that probes them
+        is started first, held (``process.start_worker``): it starts while the archives arrive."""
+        from superfluid.runtime.home import LIB
+        from superfluid.runtime.process import start_worker, stop_worker
+
+        argv = probe_argv(self.adapter, self.plan, staging)
+        try:
+            self._held_launcher = _identity(argv[0])
+            self._held = start_worker(argv, environ=probe_environ(self.environ), held=True)
+        except (OSError, WorkerFailed):
+            self._held = None  # the probe starts it again, and says why it cannot
+        try:
+            self.fetched = self.fill(staging / LIB)
+        except BaseException:
+            if self._held is not None:
+                stop_worker(self._held)
+                self._held = None
+            raise
+
+    def probe(self, staging: Path) -> Receipt:
+        """The receipt of the staged install, made of the probe's verdict on it.
+
+        Raises:
+            ProbeRefused: as ``probe_staged``.
+        """
+        from superfluid.installer.phases import phase
+        from superfluid.runtime.process import stop_worker
+        from superfluid.runtime.receipt import Source, receipt_for
+
+        held, self._held = self._held, None
+        if held is not None and not self._still_held(held, staging):
+            stop_worker(held)
+            held = None
+        with phase(self.phases, "probe"):
+            probed = probe_staged(self.adapter, self.plan, staging, environ=self.environ, untested=self.untested,
+                                  held=held)
+        receipt = receipt_for(self.plan, [Source(a.url, sha) for a, _, sha in self.fetched], probed, self.platform,
+                              lock=self.lock)
+        self.probed = time.monotonic()
+        return receipt
+
+    def _still_held(self, held: subprocess.Popen[bytes], staging: Path) -> bool:
+        """Whether the held worker may answer for the staged install: still waiting (one that
+        answered already did not wait for the library), from the launcher now staged (a stage may
+        put another in its place)."""
+        try:
+            same = _identity(probe_argv(self.adapter, self.plan, staging)[0]) == self._held_launcher
+        except OSError:
+            return False
+        return same and held.poll() is None
+
+
+def _identity(path: str) -> tuple[int, int, int]:
+    """Which file ``path`` is now: its inode, modification time and size."""
+    st = os.stat(path)
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def probe_environ(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without any worker override (``registry.env_override``): the staged worker's
+    check is the staged install's own, never a worker the user named for another command."""
+    from superfluid.runtime import registry
+
+    overrides = {registry.env_override(runtime_id) for runtime_id in registry.IDS}
+    return {k: v for k, v in environ.items() if k not in overrides}
+
+
+def probe_argv(adapter: Adapter, p: Plan, staging: Path) -> list[str]:
+    """The staged worker's check of the staged library: ``<staging>/bin/superfluid-worker-<id> check ...``."""
+    from superfluid.runtime.home import LIB, worker_path
+
+    return [str(staging / worker_path(p.id)), *adapter.probe_argv(str(staging / LIB))]
+
+
+def probe_staged(adapter: Adapter, p: Plan, staging: Path, *, environ: Mapping[str, str], untested: bool,
+                 held: subprocess.Popen[bytes] | None = None) -> Probed:
+    """Run the staged worker's check in a subprocess (``probe_environ``, stdin closed, a timeout)
+    and judge its report (``Adapter.judge_probe``). ``held``: that worker, started held before the
+    library was staged (``PlanSteps.stage``), let go now; else it is started now.
+
+    Raises:
+        ProbeRefused: the check refused the staged library, or the verdict did.
+    """
+    from superfluid.runtime.process import answer_json, finish_worker, start_worker
+
+    argv = probe_argv(adapter, p, staging)
+    try:
+        proc = held if held is not None else start_worker(argv, environ=probe_environ(environ))
+        report = answer_json(finish_worker(proc, argv, timeout=PROBE_TIMEOUT), accept=(0, 1))
+    except WorkerFailed as e:
+        raise ProbeRefused(p, f"its check failed: {e.reason}") from None
+    if not isinstance(report, Mapping):
+        raise ProbeRefused(p, "its check answered with something other than a report")
+    return adapter.judge_probe(p, report, untested=untested)

@@ -1,0 +1,601 @@
+"""Changing the installs of a runtime: staging, publishing, listing, ``current`` and ``pinned``.
+
+See docs/install.md, "Managing installs".
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import secrets
+import shutil
+import stat
+import sys
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from superfluid.installer.home.mutex import Holder, install_lock
+from superfluid.runtime.errors import SuperfluidError, UsageError
+from superfluid.runtime.frozen import frozen
+from superfluid.runtime.home import CURRENT, PINNED, current_target, installs_in, is_install_entry, runtime_dir
+from superfluid.runtime.jsonread import read_bytes
+from superfluid.runtime.ordering import backend_rank, version_key
+from superfluid.runtime.planning import is_install_name
+from superfluid.runtime.receipt import RECEIPT, Receipt, read_receipt
+from superfluid.runtime.upkeep import puts_back
+
+__all__ = [
+    "StoreError",
+    "NoSuchInstall",
+    "BadName",
+    "Installed",
+    "check_runtime_id",
+    "check_install_name",
+    "runtime_root",
+    "guard_root",
+    "clean_stale",
+    "make_staging",
+    "publish",
+    "list_installs",
+    "fault",
+    "default_install",
+    "read_pinned",
+    "current_install",
+    "current_problem",
+    "refresh_current",
+    "write_pinned",
+    "set_aside",
+    "pin",
+    "unpin",
+    "remove",
+    "remove_installs",
+    "remove_tree",
+]
+
+_RUNTIME_ID = re.compile(r"[a-z0-9][a-z0-9._-]*")
+# names a writer leaves while it works: kind, then (for the first three) the install, pid, 64 random bits
+_TEMP = re.compile(r"\.(?P<kind>staging|old|removing)-(?P<install>.+)-(?P<pid>\d+)-[0-9a-f]{16}"
+                   r"|\.(?P<kind2>current-new|pinned-new)-(?P<pid2>\d+)-[0-9a-f]{16}"
+                   r"|\.(?P<kind3>staging|current-new)-\d+")  # the daemon's own, `.staging-<u64>`
+
+
+class StoreError(SuperfluidError):
+    """The home could not be changed as asked (a filesystem fault, or an inconsistent request)."""
+
+
+class NoSuchInstall(StoreError):
+    """A named install does not exist (or the runtime has none)."""
+
+
+class BadName(UsageError):
+    """A runtime id or install name that cannot name a directory of the home (exit 2)."""
+
+
+@frozen
+class Installed:
+    """One install directory: its receipt, or why it has none that reads (then it is broken)."""
+
+    name: str
+    path: Path
+    receipt: Receipt | None
+    problem: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.receipt is not None
+
+
+# --- names and ranking (pure) -------------------------------------------------------------------
+
+def check_runtime_id(runtime_id: str) -> str:
+    """``runtime_id`` if it is a plain runtime id (lowercase letters, digits, ``.``, ``-``, ``_``).
+
+    Raises:
+        BadName: it is not.
+    """
+    if not _RUNTIME_ID.fullmatch(runtime_id):
+        from superfluid.runtime.registry import meant
+
+        raise BadName(f"{runtime_id!r} is not a runtime id (lowercase letters, digits, '.', '-', '_')"
+                      f"{meant(runtime_id)}")
+    return runtime_id
+
+
+def check_install_name(install: str) -> str:
+    """``install`` if it can name an install directory: not empty, not starting with ``.``, only
+    ASCII letters, digits and ``. - _ +``, and neither ``current`` nor ``pinned``.
+
+    Raises:
+        BadName: it cannot.
+    """
+    if not is_install_name(install) or not is_install_entry(install):
+        raise BadName(f"{install!r} is not an install name (letters, digits, '.', '-', '_', '+'; "
+                      "not starting with '.'; not 'current' or 'pinned')")
+    return install
+
+
+def runtime_root(home: str | os.PathLike[str], runtime_id: str) -> Path:
+    """``$SUPERFLUID_HOME/runtimes/<id>``.
+
+    Raises:
+        BadName: ``runtime_id`` is not a runtime id.
+    """
+    return Path(runtime_dir(home, check_runtime_id(runtime_id)))
+
+
+def guard_root(root: str | os.PathLike[str]) -> None:
+    """Refuse to change a runtime whose folder (or ``runtimes/``) is a symbolic link: installs,
+    ``current`` and the lock would be written wherever it points, outside the home. (The home
+    itself may be a link: it is where the user points.)
+
+    Raises:
+        StoreError: one of them is a link (names it).
+    """
+    for path in (os.path.dirname(os.fspath(root)), os.fspath(root)):
+        if os.path.islink(path):
+            raise StoreError(f"{path} is a symbolic link (to {os.readlink(path)}); superfluid writes nothing "
+                             "through a link inside SUPERFLUID_HOME",
+                             fix=f"remove the link {path} (or point SUPERFLUID_HOME at the directory it names)")
+
+
+def _order(installed: Installed) -> tuple[Any, ...]:
+    r = installed.receipt
+    if r is None:
+        return (1, 0, 0, (), installed.name)
+    # a tested install outranks an untested one: --untested installs what was asked, but a later
+    # tested install becomes the default rather than an engine this build may not drive
+    return (0, 0 if r.tested else 1, backend_rank(r.backend), _Desc(version_key(r.version)), installed.name)
+
+
+class _Desc:
+    """Reverses the order of a key (newest version first inside an ascending sort)."""
+
+    def __init__(self, key: tuple[Any, ...]) -> None:
+        self.key = key
+
+    def __lt__(self, other: _Desc) -> bool:
+        return bool(self.key > other.key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Desc) and self.key == other.key
+
+
+# --- temporary names and stale leftovers ----------------------------------------------------------
+
+def _temp_name(kind: str, install: str | None = None) -> str:
+    mid = f"{install}-" if install is not None else ""
+    return f".{kind}-{mid}{os.getpid()}-{secrets.token_hex(8)}"
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # we hold the lock, so nothing of ours is in progress here
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale(root: str | os.PathLike[str]) -> list[str]:
+    """Remove what dead writers left in ``root`` and put back an install set aside mid-replacement.
+    Call it holding the lock. An entry whose pid is alive (another pid namespace, a reused pid) is
+    left alone. Returns the names acted on.
+
+    Raises:
+        OSError: the directory cannot be changed.
+    """
+    done: list[str] = []
+    try:
+        names = sorted(os.listdir(root))
+    except FileNotFoundError:
+        return done
+    for name in names:
+        m = _TEMP.fullmatch(name)
+        if m is None:
+            continue
+        pid = m.group("pid") or m.group("pid2")
+        if pid is not None and _alive(int(pid)):
+            continue
+        path = os.path.join(root, name)
+        install = m.group("install")
+        if m.group("kind") == "old" and install and not os.path.lexists(os.path.join(root, install)):
+            os.rename(path, os.path.join(root, install))  # killed between the two renames of publish
+        else:
+            remove_tree(path)
+        done.append(name)
+    return done
+
+
+def make_staging(root: str | os.PathLike[str], install: str) -> Path:
+    """A fresh, empty staging directory in ``root`` (so on the install's filesystem).
+
+    Raises:
+        BadName: ``install`` is not an install name.
+        OSError: it cannot be made.
+    """
+    path = Path(root) / _temp_name("staging", check_install_name(install))
+    os.mkdir(path, 0o755)  # mkdir, never makedirs: a planted name is an error, not reused
+    return path
+
+
+# --- publishing ------------------------------------------------------------------------------------
+
+def _exchange(a: str, b: str) -> bool:
+    """Swap two paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    renameat2.restype = ctypes.c_int
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), a, None, b)
+
+
+def _fsync_dir(path: str | os.PathLike[str]) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def publish(root: str | os.PathLike[str], staging: str | os.PathLike[str], install: str) -> bool:
+    """Make the staged directory the install ``<root>/<install>``; True if one was replaced.
+
+    A new name is one ``rename``. An existing install is swapped with the staged one in one atomic
+    exchange where the kernel has it (then the old copy, now at the staging name, is deleted);
+    elsewhere it is renamed aside to ``.old-…`` first, and a crash between the two renames is
+    undone by the next ``clean_stale``. Call it holding the lock.
+
+    Raises:
+        OSError: a rename failed (the staged directory and any old install are left as they were).
+    """
+    target = os.path.join(root, check_install_name(install))
+    staging_s = os.fspath(staging)
+    if not os.path.lexists(target):
+        os.rename(staging_s, target)
+        _fsync_dir(root)
+        return False
+    if _exchange(staging_s, target):
+        _fsync_dir(root)
+        remove_tree(staging_s)
+        return True
+    aside = os.path.join(root, _temp_name("old", install))
+    os.rename(target, aside)
+    try:
+        os.rename(staging_s, target)
+    except BaseException:
+        os.rename(aside, target)
+        raise
+    _fsync_dir(root)
+    remove_tree(aside)
+    return True
+
+
+# --- listing, default, current, pin -----------------------------------------------------------------
+
+def list_installs(root: str | os.PathLike[str]) -> list[Installed]:
+    """Every install directory of the runtime at ``root`` (``installs_in``), readable ones first in
+    default order (backend rank, newest version, name), then the broken ones (no receipt that
+    reads, or one naming another install) by name."""
+    found: list[Installed] = []
+    for name in installs_in(root):
+        path = Path(root) / name
+        try:
+            receipt = read_receipt(path / RECEIPT)
+        except SuperfluidError as e:
+            found.append(Installed(name, path, None, str(e)))
+            continue
+        if receipt.install != name:
+            found.append(Installed(name, path, None, f"{path / RECEIPT}: describes the install "
+                                                     f"{receipt.install!r}, not {name!r}"))
+            continue
+        found.append(Installed(name, path, receipt))
+    return sorted(found, key=_order)
+
+
+def fault(installed: Installed) -> str | None:
+    """Why ``installed`` is broken, in words, or None: its receipt does not read, or a file it records
+    is missing or not as recorded at a glance (``record.glance``: no file is read, so a changed byte
+    is ``runtime verify``'s to find)."""
+    if installed.receipt is None:
+        return installed.problem or "its receipt does not read"
+    from superfluid.runtime.record import glance
+
+    try:
+        differences = glance(installed.receipt, installed.path)
+    except SuperfluidError as e:
+        return f"its receipt does not read ({e})"
+    if not differences:
+        return None
+    gone = [d.path for d in differences if d.change == "missing"]
+    said = ([f"missing {', '.join(gone[:3])}{f' and {len(gone) - 3} more' if len(gone) > 3 else ''}"] if gone else [])
+    said += [d.describe() for d in differences if d.change != "missing"][:2]  # a glance finds no "added"
+    return "; ".join(said)
+
+
+def read_pinned(root: str | os.PathLike[str]) -> str | None:
+    """The install named by ``pinned`` (whether or not it exists), or None."""
+    try:  # a regular file only: a FIFO or a link to a device is no pin (and never waited on)
+        name = read_bytes(os.path.join(root, PINNED), max_bytes=4096).decode("utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return name or None
+
+
+def default_install(root: str | os.PathLike[str], *, leaving: Collection[str] = ()) -> str | None:
+    """The pinned install if it exists and reads, else the best-ranked readable one, else None;
+    installs named in ``leaving`` (about to be removed) are not candidates."""
+    ready = [i.name for i in list_installs(root) if i.ok and i.name not in leaving]
+    pinned = read_pinned(root)
+    if pinned in ready:
+        return pinned
+    return ready[0] if ready else None
+
+
+def current_install(root: str | os.PathLike[str]) -> str | None:
+    """The install ``current`` points at, or None (absent, or not a good link: ``current_problem``)."""
+    return current_target(root)[0]
+
+
+def current_problem(root: str | os.PathLike[str]) -> str | None:
+    """Why ``current`` is not a link to an install of the runtime (dangling, a loop, out of the
+    runtime's folder, a file, a directory), or None."""
+    return current_target(root)[1]
+
+
+def _point_current(root: str, install: str) -> None:
+    tmp = os.path.join(root, _temp_name("current-new"))
+    os.symlink(install, tmp)  # relative: the home can move
+    target = os.path.join(root, CURRENT)
+    aside = None
+    if os.path.isdir(target) and not os.path.islink(target):
+        # a directory is in the link's place: renamed away first (a rename cannot replace it), deleted after
+        aside = os.path.join(root, _temp_name("removing", CURRENT))
+        os.rename(target, aside)
+    try:
+        os.replace(tmp, target)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    if aside is not None:
+        remove_tree(aside)
+
+
+def refresh_current(root: str | os.PathLike[str], *, leaving: Collection[str] = ()) -> str | None:
+    """Point ``current`` at the default install (one atomic rename) and return it; installs named
+    in ``leaving`` are about to be removed and are not chosen. Call it holding the lock.
+
+    ``current`` moves only to a good install (one whose receipt reads). With none, it is left where
+    it is when it names an install that stays (a broken one: repair it), and otherwise removed when
+    it is a link (it names nothing that stays); ``pinned`` goes when it names a leaving install,
+    or when no install stays at all. A ``current`` that is a file or a directory is replaced only
+    by a good link.
+
+    Raises:
+        OSError: the directory cannot be changed.
+    """
+    root_s = os.fspath(root)
+    pin = read_pinned(root_s)
+    if pin is not None and pin in leaving:
+        os.unlink(os.path.join(root_s, PINNED))
+    chosen = default_install(root_s, leaving=leaving)
+    if chosen is not None:
+        if current_install(root_s) != chosen:
+            _point_current(root_s, chosen)
+            _fsync_dir(root_s)
+        return chosen
+    staying = [n for n in installs_in(root_s) if n not in leaving]
+    named = current_install(root_s)
+    link = os.path.join(root_s, CURRENT)
+    if (named is None or named in leaving) and os.path.islink(link):
+        os.unlink(link)
+    if not staying:
+        remove_tree(os.path.join(root_s, PINNED))
+    return None
+
+
+def write_pinned(root: str | os.PathLike[str], install: str) -> None:
+    """Write ``pinned`` (``"<install>\\n"``) whole (``write_atomic``, through a temp name
+    ``clean_stale`` knows). Call it holding the lock.
+
+    Raises:
+        OSError: it cannot be written.
+    """
+    from superfluid.runtime.atomic import write_atomic
+
+    data = (check_install_name(install) + "\n").encode("utf-8")
+    write_atomic(os.path.join(root, PINNED), data, temp=_temp_name("pinned-new"))
+
+
+def set_aside(root: str | os.PathLike[str], install: str) -> Path:
+    """Rename an install to ``.removing-<install>-<pid>-<rand>``: it is gone for readers at once,
+    and if we die before deleting it, the next ``clean_stale`` finishes the job. Call it holding
+    the lock.
+
+    Raises:
+        OSError: the rename failed.
+    """
+    aside = Path(root) / _temp_name("removing", check_install_name(install))
+    os.rename(Path(root) / install, aside)
+    return aside
+
+
+# --- the commands' changes, each under the lock -------------------------------------------------
+
+def _installed_names(root: str) -> str:
+    names = [i.name for i in list_installs(root)]
+    return ", ".join(names) if names else "none"
+
+
+@contextmanager
+def _changing(root: Path, what: str) -> Iterator[None]:
+    """Turn a filesystem fault into a StoreError that names what was being done."""
+    try:
+        yield
+    except OSError as e:
+        where = e.filename or root
+        raise StoreError(f"could not {what}: {where}: {e.strerror or e}",
+                         fix="check the permissions and free space of SUPERFLUID_HOME") from e
+
+
+def pin(home: str | os.PathLike[str], runtime_id: str, install: str, *, timeout: float = 600.0,
+        on_wait: Callable[[Holder], None] | None = None) -> str:
+    """``runtime use <id> <install>``: pin the default install and point ``current`` at it.
+
+    Raises:
+        BadName: a bad id or install name.
+        NoSuchInstall: ``install`` is not a readable install of the runtime.
+        LockBusy, StoreError: as ``install_lock``; a filesystem fault.
+    """
+    root = runtime_root(home, runtime_id)
+    check_install_name(install)
+    guard_root(root)
+    if not os.path.isdir(root):  # never installed: nothing to lock, and nothing written
+        raise NoSuchInstall(f"{runtime_id} has no install {install} (installed: none)",
+                            fix=f"`superfluid runtime install {runtime_id}`")
+    with install_lock(root, timeout=timeout, on_wait=on_wait), _changing(root, f"pin {runtime_id} {install}"):
+        clean_stale(root)
+        found = {i.name: i for i in list_installs(root)}
+        if install not in found:
+            raise NoSuchInstall(f"{runtime_id} has no install {install} (installed: {_installed_names(str(root))})",
+                                fix=f"`superfluid runtime list {runtime_id}` lists its installs")
+        if (why := fault(found[install])) is not None:
+            raise NoSuchInstall(f"{runtime_id} {install} is broken ({why}); it is not made the default",
+                                fix=puts_back(runtime_id, install))
+        write_pinned(root, install)
+        chosen = refresh_current(root)
+    return chosen or install
+
+
+def unpin(home: str | os.PathLike[str], runtime_id: str, *, timeout: float = 600.0,
+          on_wait: Callable[[Holder], None] | None = None) -> str:
+    """``runtime use <id> --auto``: drop the pin; ``current`` goes to the best-ranked install.
+
+    Raises:
+        NoSuchInstall: the runtime has no install.
+        LockBusy, StoreError: as ``install_lock``; a filesystem fault.
+    """
+    root = runtime_root(home, runtime_id)
+    guard_root(root)
+    if not os.path.isdir(root):  # never installed: nothing to lock, and nothing written
+        raise NoSuchInstall(f"{runtime_id} is not installed", fix=f"`superfluid runtime install {runtime_id}`")
+    with install_lock(root, timeout=timeout, on_wait=on_wait), _changing(root, f"unpin {runtime_id}"):
+        clean_stale(root)
+        found = list_installs(root)
+        broken = [i for i in found if not i.ok]
+        chosen = None
+        if not found or len(broken) < len(found):  # a good install to point at (or nothing left to name)
+            remove_tree(root / PINNED)  # whatever is there: a file, or something planted in its place
+            chosen = refresh_current(root)
+        left = current_install(root)
+    if chosen is None and broken:
+        where = f"; current still names {left}" if left else ""
+        raise NoSuchInstall(f"no install of {runtime_id} reads ({'; '.join(i.problem or i.name for i in broken)})"
+                            f"{where}", fix=f"`superfluid runtime repair {runtime_id} <install>` reinstalls one")
+    if chosen is None:
+        raise NoSuchInstall(f"{runtime_id} is not installed", fix=f"`superfluid runtime install {runtime_id}`")
+    return chosen
+
+
+def remove(home: str | os.PathLike[str], runtime_id: str, install: str | None = None, *,
+           timeout: float = 600.0, on_wait: Callable[[Holder], None] | None = None) -> tuple[list[str], str | None]:
+    """``runtime remove <id> [<install>]``: delete one install (a broken one too), or all of them.
+    First ``current`` and ``pinned`` stop naming them (``current`` moves to the default of the
+    installs that stay), then each is renamed to ``.removing-…`` (it disappears at once for
+    readers), then its files are deleted; a kill between any two steps leaves a consistent home, and
+    the next writer deletes what was renamed. The lock file stays (a waiter may hold it open).
+    Returns the names removed and the default install left (or None).
+
+    Raises:
+        BadName: a bad id or install name.
+        NoSuchInstall: the install (or any install) does not exist.
+        LockBusy, StoreError: as ``install_lock``; a filesystem fault.
+    """
+    root = runtime_root(home, runtime_id)
+    if install is not None:
+        check_install_name(install)
+    guard_root(root)
+    if not os.path.isdir(root):  # never installed: nothing to lock, and nothing written
+        raise NoSuchInstall(f"{runtime_id} has no install {install} (installed: none)" if install is not None
+                            else f"{runtime_id} is not installed", fix=f"`superfluid runtime install {runtime_id}`")
+    with install_lock(root, timeout=timeout, on_wait=on_wait), _changing(root, f"remove {runtime_id}"):
+        clean_stale(root)
+        present = [i.name for i in list_installs(root)]
+        if install is not None and install not in present:
+            raise NoSuchInstall(f"{runtime_id} has no install {install} (installed: {', '.join(present) or 'none'})",
+                                fix=f"`superfluid runtime list {runtime_id}` lists its installs")
+        if install is None and not present:
+            raise NoSuchInstall(f"{runtime_id} is not installed")
+        names = [install] if install is not None else present
+        chosen = remove_installs(root, names)
+    return names, chosen
+
+
+def remove_installs(root: str | os.PathLike[str], names: Collection[str]) -> str | None:
+    """Delete the installs ``names`` of the runtime at ``root`` in the order that leaves a
+    consistent home after every prefix of its steps: ``current`` and ``pinned`` stop naming them
+    first (``current`` moves to the default of the installs that stay), then each is renamed away
+    (gone for readers at once; a ``.removing-`` name the next writer deletes), then deleted. Call
+    it holding the lock. Answers the default install left (or None).
+
+    Raises:
+        OSError: the directory cannot be changed.
+    """
+    chosen = refresh_current(root, leaving=names)
+    doomed = [set_aside(root, name) for name in names]
+    for path in doomed:
+        remove_tree(path)
+    return chosen
+
+
+def remove_tree(path: str | os.PathLike[str]) -> None:
+    """Delete ``path`` (a directory tree, a file or a link; links are never followed), also where
+    a directory of it lacks owner write permission. Missing is fine.
+
+    Raises:
+        OSError: it cannot be deleted.
+    """
+    p = os.fspath(path)
+
+    def retry(func: Callable[..., object], target: str, _exc: object) -> None:
+        try:
+            os.chmod(os.path.dirname(target), stat.S_IRWXU)
+            func(target)
+        except FileNotFoundError:
+            pass
+
+    if not os.path.lexists(p):
+        return
+    if os.path.isdir(p) and not os.path.islink(p):
+        if sys.version_info >= (3, 12):
+            shutil.rmtree(p, onexc=retry)
+        else:
+            shutil.rmtree(p, onerror=retry)
+    else:
+        try:
+            os.unlink(p)
+        except FileNotFoundError:
+            pass

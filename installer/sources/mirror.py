@@ -1,0 +1,165 @@
+"""A mirror: any static HTTP server or local directory holding releases in GitHub's layout.
+
+See docs/install.md, "Mirrors".
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import quote, urlsplit
+
+from superfluid.installer.cache.blobs import Cache
+from superfluid.installer.errors import DownloadError, OfflineMissing, ReleaseNotFound
+from superfluid.installer.sources.github import Release, check_repo, list_pages
+from superfluid.installer.transport.fetcher import Fetcher, path_of_file_url
+
+__all__ = [
+    "Mirror",
+    "LISTING_NAME",
+    "listing_path",
+    "asset_path",
+    "mirror_root_url",
+]
+
+LISTING_NAME = "releases.json"
+
+
+def listing_path(repo: str) -> str:
+    """The listing's path below the mirror root: ``<owner>/<repo>/releases.json``.
+
+    Raises:
+        ValueError: ``repo`` is not ``owner/name``.
+    """
+    owner, name = check_repo(repo)
+    return f"{owner}/{name}/{LISTING_NAME}"
+
+
+def asset_path(repo: str, tag: str, name: str) -> str:
+    """An asset's path below the mirror root: ``<owner>/<repo>/releases/download/<tag>/<name>``
+    (unquoted; the tag and name are checked by the listing parser before they get here).
+
+    Raises:
+        ValueError: ``repo`` is not ``owner/name``.
+    """
+    owner, rname = check_repo(repo)
+    return f"{owner}/{rname}/releases/download/{tag}/{name}"
+
+
+def mirror_root_url(where: str, *, named_by: str = "--mirror") -> str:
+    """The mirror root as a URL ending in ``/``: an ``http(s)://`` or ``file://`` URL as given, a
+    directory path as ``file://``. ``named_by`` is who gave it (``--mirror``, or a variable such as
+    ``SUPERFLUID_MIRROR``), for the message.
+
+    Raises:
+        ValueError: a URL of another scheme, or a path that is not a directory.
+    """
+    given = f"{named_by} {where}" if named_by.startswith("-") else f"{named_by}={where}"
+    if where[:6].lower() == "oci://":  # a registry repository: installer/sources/oci/ref.py
+        from superfluid.installer.sources.oci.ref import parse_ref
+
+        return parse_ref(where, environ={}, named_by=named_by).root
+    scheme = urlsplit(where).scheme.lower()
+    if scheme in ("http", "https", "file"):
+        if scheme == "file" and not os.path.isdir(path_of_file_url(where)):
+            raise ValueError(f"{given}: no such directory")
+        return where if where.endswith("/") else where + "/"
+    if "://" in where:
+        raise ValueError(f"{given}: only http://, https:// URLs and directories are mirrors (and oci:// registries)")
+    path = Path(where).expanduser()
+    if not path.is_dir():
+        raise ValueError(f"{given}: no such directory" + (" (it is a file)" if path.exists() else ""))
+    return path.resolve().as_uri() + "/"
+
+
+class Mirror:
+    """A mirror's listings and asset URLs.
+
+    Args:
+        root: the mirror root URL (see ``mirror_root_url``).
+        fetcher: a fetcher that speaks the root's scheme (``FileFetcher`` for ``file://``).
+        cache: where conditional-request state and listing bodies are kept.
+        offline: answer from the cache only (a directory mirror needs no cache to be offline).
+    """
+
+    def __init__(self, root: str, fetcher: Fetcher, cache: Cache, *, offline: bool = False) -> None:
+        self.root = root if root.endswith("/") else root + "/"
+        self.fetcher = fetcher
+        self.cache = cache
+        self.offline = offline
+        #: what listing read so far was not trusted (malformed entries skipped), for the user
+        self.warnings: list[str] = []
+
+    def warn(self, message: str) -> None:
+        """Keep a warning about what was read (once)."""
+        if message not in self.warnings:
+            self.warnings.append(message)
+
+    @property
+    def is_local(self) -> bool:
+        """Whether the mirror is a directory (reading it opens no connection)."""
+        return self.root.startswith("file:")
+
+    def describe(self) -> str:
+        return f"mirror {self.root}"
+
+    def listing_url(self, repo: str) -> str:
+        return self.root + quote(listing_path(repo))
+
+    def asset_url(self, repo: str, tag: str, name: str) -> str:
+        owner, rname = check_repo(repo)
+        tail = f"releases/download/{quote(tag, safe='')}/{quote(name, safe='')}"
+        return f"{self.root}{quote(owner)}/{quote(rname)}/{tail}"
+
+    def releases(self, repo: str) -> list[Release]:
+        """Every published release the mirror lists for ``repo`` (drafts skipped), as listed.
+
+        Raises:
+            ReleaseNotFound: the mirror has no listing for ``repo``.
+            BadFile: the listing is not GitHub-shaped.
+            OfflineMissing, DownloadError: as ``github.cached_get``.
+        """
+        url = self.listing_url(repo)
+        try:
+            return self._list(url, lambda tag, name: self.asset_url(repo, tag, name))
+        except OfflineMissing:
+            if self.is_local:
+                raise
+            try:  # the cache may hold the listing of an API-shaped mirror instead
+                return self._list(self.api_listing_url(repo), None)
+            except OfflineMissing:
+                pass
+            raise
+        except DownloadError as e:
+            if e.status != 404:
+                raise
+            if not self.is_local:
+                try:
+                    return self._list(self.api_listing_url(repo), None)
+                except DownloadError as api:
+                    if api.status != 404:
+                        raise
+            raise ReleaseNotFound(repo, f"listing {listing_path(repo)}", where=self.root,
+                                  fix="add the listing file to the mirror (see docs/install.md)") from e
+
+    def api_listing_url(self, repo: str) -> str:
+        """The listing of a GitHub-shaped API server at the mirror root."""
+        owner, rname = check_repo(repo)
+        return f"{self.root}repos/{quote(owner)}/{quote(rname)}/releases?per_page=100"
+
+    def _list(self, url: str, url_for: Callable[[str, str], str] | None) -> list[Release]:
+        return list_pages(url, fetcher=self.fetcher, cache=self.cache, config=self.fetcher.config,
+                          headers={"Accept": "application/json", "Accept-Encoding": "gzip"},
+                          offline=self.offline and not self.is_local, url_for=url_for, warn=self.warn)
+
+    def release(self, repo: str, tag: str) -> Release:
+        """The published release ``tag`` from the mirror's listing.
+
+        Raises:
+            ReleaseNotFound: the listing has no published release ``tag``.
+        """
+        for release in self.releases(repo):
+            if release.tag == tag:
+                return release
+        raise ReleaseNotFound(repo, f"release {tag}", where=self.root)

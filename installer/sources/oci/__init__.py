@@ -1,0 +1,1 @@
+"""An OCI registry as a release source: references, credentials, the registry client and the source."""

@@ -1,0 +1,242 @@
+"""An OCI registry as a mirror: references, URLs, tags and the artifacts we push (pure rules).
+
+See docs/fleet.md, "From the registry you already run".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from superfluid.runtime.errors import BadFile
+from superfluid.runtime.frozen import frozen
+
+__all__ = [
+    "SCHEME",
+    "ARTIFACT_TYPE",
+    "INDEX_TYPE",
+    "FILE_TYPE",
+    "MANIFEST_TYPE",
+    "EMPTY_TYPE",
+    "EMPTY_CONFIG",
+    "TITLE",
+    "PLAIN_HTTP_VARIABLE",
+    "OciRef",
+    "Layer",
+    "is_oci",
+    "parse_ref",
+    "plain_http_asked",
+    "ref_of_url",
+    "engine_tag",
+    "index_tag",
+    "manifest",
+    "parse_manifest",
+]
+
+SCHEME = "oci"
+#: the ``artifactType`` of an engine install's manifest, and of a repository's index
+ARTIFACT_TYPE = "application/vnd.superfluid.engine.v1"
+INDEX_TYPE = "application/vnd.superfluid.releases.v1"
+#: each file's layer media type: bytes we read as they are (never unpacked by a registry tool)
+FILE_TYPE = "application/vnd.superfluid.file.v1"
+MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
+#: the OCI 1.1 empty config of an artifact: two bytes, ``{}``
+EMPTY_TYPE = "application/vnd.oci.empty.v1+json"
+EMPTY_CONFIG = b"{}"
+TITLE = "org.opencontainers.image.title"
+PLAIN_HTTP_VARIABLE = "SUPERFLUID_OCI_PLAIN_HTTP"
+
+#: the most bytes of a manifest we read (distribution refuses larger ones than 4 MiB)
+MANIFEST_MAX_BYTES = 4 << 20
+
+# the distribution spec's repository name: lower-case path components, separated by . _ __ or -s
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_REPOSITORY = re.compile(rf"{_COMPONENT}(?:/{_COMPONENT})*")
+_HOST = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
+                   r"|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
+_TAG_BAD = re.compile(r"[^A-Za-z0-9_.-]")
+_SHA256 = re.compile(r"sha256:([0-9a-f]{64})")
+#: a mirror path's parts below the registry root: <owner>/<repo>/releases/download/<tag>/<name>
+_MIRROR_PATH_PARTS = 6
+
+
+def is_oci(where: str | None) -> bool:
+    """Whether ``where`` (a ``--mirror`` value, a URL) names an OCI registry: ``oci://...``."""
+    return bool(where) and str(where)[:6].lower() == "oci://"
+
+
+def plain_http_asked(environ: Mapping[str, str]) -> bool:
+    """Whether plain HTTP was asked for every registry (``SUPERFLUID_OCI_PLAIN_HTTP=1``; the face
+    sets it for ``--plain-http``)."""
+    return environ.get(PLAIN_HTTP_VARIABLE, "").strip().lower() in ("1", "true", "yes")
+
+
+def _loopback(host: str) -> bool:
+    from superfluid.installer.transport.fetcher import is_loopback
+
+    return is_loopback(f"http://{host}/")
+
+
+@frozen
+class OciRef:
+    """One repository of one registry: ``host`` (``name[:port]``, lower case) and ``repository``
+    (``fleet/engines``); ``plain_http`` when it is spoken to over ``http://``."""
+
+    host: str
+    repository: str
+    plain_http: bool = False
+
+    @property
+    def root(self) -> str:
+        """``oci://HOST/REPO/``: the mirror root the lock's paths are joined to."""
+        return f"oci://{self.host}/{self.repository}/"
+
+    @property
+    def api(self) -> str:
+        """``https://HOST`` (or ``http://``): where the distribution API answers."""
+        return f"{'http' if self.plain_http else 'https'}://{self.host}"
+
+    def describe(self) -> str:
+        return f"registry {self.host}/{self.repository}"
+
+    def blob_url(self, sha256: str) -> str:
+        return f"{self.api}/v2/{self.repository}/blobs/sha256:{sha256}"
+
+    def manifest_url(self, reference: str) -> str:
+        return f"{self.api}/v2/{self.repository}/manifests/{reference}"
+
+    def upload_url(self) -> str:
+        return f"{self.api}/v2/{self.repository}/blobs/uploads/"
+
+    def path_of(self, url: str) -> str | None:
+        """The path below ``root`` that ``url`` names (unquoted), or None when it is not below it."""
+        from urllib.parse import unquote
+
+        if not url.lower().startswith(self.root.lower()):
+            return None
+        return unquote(url[len(self.root):].split("#", 1)[0].split("?", 1)[0])
+
+
+def parse_ref(where: str, *, environ: Mapping[str, str], named_by: str = "--mirror") -> OciRef:
+    """``oci://HOST[:PORT]/REPO`` as an ``OciRef``: HTTPS, or plain HTTP to a loopback host or
+    when ``plain_http_asked``.
+
+    Raises:
+        ValueError: not such a reference (names the fault; a ``user:password@`` is never repeated).
+    """
+    given = f"{named_by}={where}" if named_by.isupper() else f"{named_by} {where}"  # a variable, or a flag
+    if not is_oci(where):
+        raise ValueError(f"{given}: not an oci://HOST/REPO reference")
+    rest = where[len("oci://"):]
+    netloc, _, path = rest.partition("/")
+    if "@" in netloc:
+        raise ValueError(f"{named_by}: an oci:// reference with credentials (user:password@) is refused: "
+                         "registry credentials are read from the docker config (`docker login`) or REGISTRY_AUTH_FILE")
+    repository = path.strip("/")
+    if not _HOST.fullmatch(netloc):
+        raise ValueError(f"{given}: {netloc!r} is not a registry host[:port]")
+    if "?" in repository or "#" in repository or ":" in repository.rsplit("/", 1)[-1] or "@" in repository:
+        raise ValueError(f"{given}: name the repository alone (no tag, digest, query): superfluid names "
+                         "the tags it pushes and reads blobs by digest")
+    if not repository or not _REPOSITORY.fullmatch(repository):
+        raise ValueError(f"{given}: {repository!r} is not a repository name (lower-case path components "
+                         "such as fleet/engines)")
+    host = netloc.lower()
+    return OciRef(host, repository, plain_http=plain_http_asked(environ) or _loopback(host))
+
+
+def ref_of_url(url: str, *, environ: Mapping[str, str]) -> OciRef | None:
+    """The registry an ``oci://HOST/REPO/<mirror path>`` URL (as a lock records it) is below, or
+    None when ``url`` is no such URL."""
+    if not is_oci(url):
+        return None
+    parts = urlsplit(url)
+    segments = parts.path.strip("/").split("/")
+    if len(segments) <= _MIRROR_PATH_PARTS:
+        return None
+    try:
+        return parse_ref(f"oci://{parts.netloc}/{'/'.join(segments[:-_MIRROR_PATH_PARTS])}", environ=environ)
+    except ValueError:
+        return None
+
+
+def _tag(raw: str) -> str:
+    """A tag as the distribution spec allows it: ``[A-Za-z0-9_][A-Za-z0-9._-]{0,127}``."""
+    tag = _TAG_BAD.sub("_", raw)
+    if not tag[:1].isalnum():
+        tag = "_" + tag
+    return tag[:128]
+
+
+def engine_tag(runtime: str, version: str, platform: str, backend: str) -> str:
+    """The tag of an engine install's manifest: ``<runtime>-<version>-<platform>-<backend>``
+    (``basert-0.4.0-linux-x64-cpu``; a character a tag cannot hold becomes ``_``)."""
+    return _tag(f"{runtime}-{version}-{platform}-{backend}")
+
+
+def index_tag(repo: str) -> str:
+    """The tag of a repository's index: ``releases.<owner>.<repo>`` (an owner holds no ``.``, so
+    two repositories never share one)."""
+    owner, _, name = repo.partition("/")
+    return _tag(f"releases.{owner}.{name}")
+
+
+@frozen
+class Layer:
+    """One file of a manifest: its title (a mirror path), SHA-256 and size."""
+
+    title: str
+    sha256: str
+    size: int
+
+    def descriptor(self) -> dict[str, Any]:
+        return {"mediaType": FILE_TYPE, "digest": f"sha256:{self.sha256}", "size": self.size,
+                "annotations": {TITLE: self.title}}
+
+
+def manifest(layers: Sequence[Layer], *, artifact_type: str, annotations: Mapping[str, str]) -> bytes:
+    """An OCI image manifest (1.1, an artifact) of ``layers``, in one stable rendering (sorted keys,
+    no spaces): equal inputs give equal bytes, so a second push finds it in place by digest."""
+    doc = {
+        "schemaVersion": 2,
+        "mediaType": MANIFEST_TYPE,
+        "artifactType": artifact_type,
+        "config": {"mediaType": EMPTY_TYPE, "digest": f"sha256:{hashlib.sha256(EMPTY_CONFIG).hexdigest()}",
+                   "size": len(EMPTY_CONFIG)},
+        "layers": [layer.descriptor() for layer in layers],
+        "annotations": dict(sorted(annotations.items())),
+    }
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("utf-8")
+
+
+def parse_manifest(data: bytes, where: str) -> list[Layer]:
+    """The titled layers of a manifest a registry answered (layers without a title are skipped).
+
+    Raises:
+        BadFile: not a JSON image manifest, or a titled layer without a SHA-256 digest and a size.
+    """
+    from superfluid.runtime.jsonread import UntrustedJson, loads
+
+    try:
+        doc = loads(data, max_bytes=MANIFEST_MAX_BYTES)
+    except UntrustedJson as e:
+        raise BadFile(where, f"is not a readable manifest ({e.fault})") from None
+    layers = doc.get("layers") if isinstance(doc, dict) else None
+    if not isinstance(layers, list):
+        raise BadFile(where, "is not an OCI image manifest (no layers)", json_path="$.layers")
+    out: list[Layer] = []
+    for i, d in enumerate(layers):
+        notes = d.get("annotations") if isinstance(d, dict) else None
+        title = notes.get(TITLE) if isinstance(notes, dict) else None
+        if not isinstance(title, str):
+            continue
+        m = _SHA256.fullmatch(str(d.get("digest")))
+        size = d.get("size")
+        if m is None or not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise BadFile(where, f"layer {title!r} has no sha256 digest and size", json_path=f"$.layers[{i}]")
+        out.append(Layer(title, m.group(1), size))
+    return out

@@ -1,0 +1,1 @@
+"""The network seam: the fetcher base and its implementations (requests, loopback, local files); progress."""

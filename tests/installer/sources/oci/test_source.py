@@ -1,0 +1,106 @@
+"""``installer/oci_source``: a registry as a mirror. After a real push to a real registry on
+loopback, ``--mirror oci://`` lists the lock's releases and fetches each file as the blob of its
+digest; offline it is the cache alone; a repository never pushed is named with the push that fills
+it; and which registry a ``--locked`` install reads (the named one, else the lock's own, else none)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from superfluid.installer.errors import OfflineMissing, ReleaseNotFound
+from superfluid.installer.fleet.lockfile import Lock, LockedFile
+from superfluid.installer.fleet.push import push
+from superfluid.installer.fleet.sync import files_of
+from superfluid.installer.sources.oci.ref import parse_ref
+from superfluid.installer.sources.oci.source import OciSource, locked_source
+from superfluid.installer.sources.release_source import OfflineSource, source_for
+from superfluid.runtime.frozen import replace
+from tests.conftest import Home
+from tests.fleet.registry import Registry
+from tests.installer.conftest import LOCKED_REPO
+
+
+@pytest.fixture
+def pushed(file_lock: Lock, registry: Registry, cli_home: Home) -> Registry:
+    """The registry holding everything ``file_lock`` names."""
+    push(file_lock, parse_ref(registry.url, environ={}), environ=cli_home.env)
+    return registry
+
+
+def test_the_registry_lists_the_locks_releases_and_serves_their_files(file_lock: Lock, pushed: Registry,
+                                                                      cli_home: Home) -> None:
+    source = source_for(mirror=pushed.url, offline=False, environ=cli_home.env)
+    try:
+        assert type(source) is OciSource and pushed.host in source.describe()
+        releases = {r.tag: r for r in source.releases(LOCKED_REPO)}
+        assert sorted(releases) == ["v0.3.1", "v0.4.0"]
+        cpu = next(a for a in releases["v0.4.0"].assets if a.name == "engine-cpu.tar.gz")
+        got = source.fetch(cpu, sha256=cpu.sha256)
+        assert hashlib.sha256(got.path.read_bytes()).hexdigest() == cpu.sha256
+    finally:
+        source.close()
+
+
+def test_offline_the_registry_is_the_cache_alone(pushed: Registry, cli_home: Home) -> None:
+    source = source_for(mirror=pushed.url, offline=True, environ=cli_home.env, fix="fill it")
+    assert type(source) is OfflineSource
+    pushed.clear_log()
+    with pytest.raises(OfflineMissing):
+        source.releases(LOCKED_REPO)
+    assert pushed.log() == []  # no connection opened
+
+
+def test_a_repository_never_pushed_names_the_push(pushed: Registry, cli_home: Home) -> None:
+    source = source_for(mirror=pushed.url, offline=False, environ=cli_home.env)
+    try:
+        with pytest.raises(ReleaseNotFound) as e:
+            source.releases("ggml-org/llama.cpp")
+        assert e.value.fix is not None and "superfluid mirror push" in e.value.fix
+    finally:
+        source.close()
+
+
+def _in_registry(lock: Lock, registry: Registry) -> Lock:
+    """``lock`` with every URL the ``oci://`` URL of its file in ``registry`` (as a lock of a registry records)."""
+    def moved(f: LockedFile) -> LockedFile:
+        return replace(f, url=f"{registry.url}/{f.path}")
+
+    return replace(lock, engines=tuple(
+        replace(e, assets=tuple(moved(a) for a in e.assets), evidence=tuple(moved(a) for a in e.evidence))
+        for e in lock.engines))
+
+
+@pytest.mark.parametrize(("root", "from_lock", "reads"), [
+    pytest.param(None, False, None, id="plain-urls-no-registry"),
+    pytest.param("REGISTRY", False, "REGISTRY", id="the-named-registry"),
+    pytest.param(None, True, "REGISTRY", id="the-locks-own-registry"),
+    pytest.param("/srv/mirror", True, None, id="a-directory-mirror-wins-over-the-locks-registry"),
+])
+def test_which_registry_a_locked_install_reads(file_lock: Lock, registry: Registry, cli_home: Home,
+                                               root: str | None, from_lock: bool, reads: str | None) -> None:
+    lock = _in_registry(file_lock, registry) if from_lock else file_lock
+    source = locked_source(registry.url if root == "REGISTRY" else root, lock.engines, cli_home.env)
+    try:
+        if reads is None:
+            assert source is None
+        else:
+            assert type(source) is OciSource and registry.host in source.describe()
+    finally:
+        if source is not None:
+            source.close()
+
+
+def test_a_locked_file_is_fetched_as_the_blob_of_its_digest(file_lock: Lock, pushed: Registry,
+                                                            cli_home: Home) -> None:
+    lock = _in_registry(file_lock, pushed)
+    source = locked_source(None, lock.engines, cli_home.env)
+    assert source is not None
+    try:
+        (_, _, f) = next(x for x in files_of(lock) if x[2].name == "engine-cuda.tar.gz")
+        got = source.fetch(source.asset(LOCKED_REPO, "v0.4.0", f.name, size=f.size, sha256=f.sha256),
+                           sha256=f.sha256)
+        assert got.path.read_bytes() == b"cuda engine"
+    finally:
+        source.close()

@@ -1,0 +1,178 @@
+"""``installer/sources``: which source a command gets (``--mirror``, ``SUPERFLUID_MIRROR``, GitHub,
+``--offline``), what it refuses, a URL's ``user:password@`` sent to its origin only, the small-asset
+cap before any request, and the offline source answering from the cache alone. Listing and fetching
+over loopback are tests/installer/sources/test_mirror.py and test_github.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from superfluid.installer.cache.blobs import Cache
+from superfluid.installer.config import FetchConfig
+from superfluid.installer.errors import OfflineMissing, SizeExceeded
+from superfluid.installer.sources.github import Asset
+from superfluid.installer.sources.release_source import (
+    GitHubSource,
+    MirrorSource,
+    OfflineSource,
+    ReleaseSource,
+    basic_credential,
+    fetcher_for,
+    source_for,
+)
+from superfluid.installer.transport.fetcher import FileFetcher, NoNetworkFetcher, RequestsFetcher, origin_of
+from superfluid.runtime.errors import UsageError
+
+
+def pick(tmp_path: Path, mirror: str | None, offline: bool, **env: str) -> ReleaseSource:
+    return source_for(mirror=mirror, offline=offline, environ={"SUPERFLUID_HOME": str(tmp_path / "home"), **env})
+
+
+# --- which source ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("mirror", "offline", "env", "kind", "fetcher"), [
+    pytest.param(None, False, {}, GitHubSource, RequestsFetcher, id="github"),
+    pytest.param(None, True, {}, OfflineSource, NoNetworkFetcher, id="github-offline"),
+    pytest.param("https://m.example/r", False, {}, MirrorSource, RequestsFetcher, id="http-mirror"),
+    pytest.param("https://m.example/r", True, {}, OfflineSource, NoNetworkFetcher, id="http-mirror-offline"),
+    pytest.param("DIR", False, {}, MirrorSource, FileFetcher, id="directory-mirror"),
+    pytest.param("DIR", True, {}, MirrorSource, FileFetcher, id="directory-mirror-is-read-in-place-offline"),
+    pytest.param(None, False, {"SUPERFLUID_MIRROR": "https://m.example/r"}, MirrorSource, RequestsFetcher,
+                 id="variable"),
+    pytest.param(None, False, {"SUPERFLUID_MIRROR": ""}, GitHubSource, RequestsFetcher, id="empty-variable-unset"),
+    pytest.param("DIR", False, {"SUPERFLUID_MIRROR": "https://m.example/r"}, MirrorSource, FileFetcher,
+                 id="flag-before-variable"),
+])
+def test_which_source(tmp_path: Path, mirror: str | None, offline: bool, env: dict[str, str],
+                      kind: type[ReleaseSource], fetcher: type[object]) -> None:
+    (tmp_path / "mirror").mkdir()
+    source = pick(tmp_path, str(tmp_path / "mirror") if mirror == "DIR" else mirror, offline, **env)
+    try:
+        assert type(source) is kind and type(source.fetcher) is fetcher
+        assert source.offline is (kind is OfflineSource)
+    finally:
+        source.close()
+
+
+def test_describe_names_the_place(tmp_path: Path) -> None:
+    assert pick(tmp_path, "https://m.example/r", False).describe() == "mirror https://m.example/r/"
+    offline = pick(tmp_path, None, True)
+    assert offline.describe().startswith(f"the cache at {tmp_path / 'home' / 'cache'} (offline; ")
+
+
+@pytest.mark.parametrize(("mirror", "env", "named"), [
+    pytest.param("ftp://m.example/r", {}, "--mirror", id="another-scheme"),
+    pytest.param("NOPE", {}, "--mirror", id="no-such-directory"),
+    pytest.param("FILE", {}, "--mirror", id="a-file"),
+    pytest.param(None, {"SUPERFLUID_MIRROR": "ftp://m.example/r"}, "SUPERFLUID_MIRROR", id="the-variable"),
+    pytest.param("oci://", {}, "", id="an-oci-url-without-repository"),
+])
+def test_a_bad_mirror_is_a_usage_error(tmp_path: Path, mirror: str | None, env: dict[str, str], named: str) -> None:
+    (tmp_path / "file").write_text("")
+    given = {"NOPE": str(tmp_path / "nope"), "FILE": str(tmp_path / "file")}.get(mirror or "", mirror)
+    with pytest.raises(UsageError) as e:
+        pick(tmp_path, given, False, **env)
+    assert named in e.value.message and e.value.fix
+    assert not (tmp_path / "home").exists()  # nothing made for a refused source
+
+
+def test_a_bad_mirrors_password_is_not_repeated(tmp_path: Path) -> None:
+    with pytest.raises(UsageError) as e:
+        pick(tmp_path, "ftp://u:s3cret@m.example/r", False)
+    assert "s3cret" not in str(e.value)
+
+
+@pytest.mark.parametrize("api", ["ftp://api.example", "api.example", "file:///tmp"])
+def test_a_github_api_that_is_not_http(tmp_path: Path, api: str) -> None:
+    with pytest.raises(UsageError, match="SUPERFLUID_GITHUB_API"):
+        pick(tmp_path, None, False, SUPERFLUID_GITHUB_API=api)
+
+
+def test_a_mirrors_userinfo_goes_to_its_origin_only(tmp_path: Path) -> None:
+    source = pick(tmp_path, "https://u:p%40w@m.example:8443/r", False)
+    assert source.describe() == "mirror https://m.example:8443/r/"  # the secret is not in the place shown
+    credential = source.fetcher.credential
+    assert credential is not None and credential.origin == "https://m.example:8443"
+    assert "p@w" not in repr(credential)
+
+
+# --- credentials in a URL ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("url", "clean", "origin", "basic"), [
+    pytest.param("https://h.example/x", "https://h.example/x", None, None, id="none"),
+    pytest.param("https://u:p@h.example/x", "https://h.example/x", "https://h.example", "dTpw", id="user-password"),
+    pytest.param("https://u@h.example:8443/x", "https://h.example:8443/x", "https://h.example:8443", "dTo=",
+                 id="user-alone"),
+    pytest.param("https://u%40x:p%3Aw@h.example/", "https://h.example/", "https://h.example", "dUB4OnA6dw==",
+                 id="quoted"),
+    pytest.param("http://u:p@[::1]:5000/r", "http://[::1]:5000/r", "http://[::1]:5000", "dTpw", id="ipv6"),
+])
+def test_basic_credential(url: str, clean: str, origin: str | None, basic: str | None) -> None:
+    got_url, credential = basic_credential(url)
+    assert got_url == clean
+    if origin is None:
+        assert credential is None
+    else:
+        assert credential is not None and (credential.origin, credential.authorization) == (origin, f"Basic {basic}")
+
+
+@pytest.mark.parametrize(("url", "kind", "has_credential"), [
+    pytest.param("file:///tmp/x.tar.gz", FileFetcher, False, id="file"),
+    pytest.param("https://h.example/x.tar.gz", RequestsFetcher, False, id="https"),
+    pytest.param("https://u:p@h.example/x.tar.gz", RequestsFetcher, True, id="https-with-userinfo"),
+])
+def test_fetcher_for(url: str, kind: type[object], has_credential: bool) -> None:
+    fetcher = fetcher_for(url)
+    assert type(fetcher) is kind
+    assert (getattr(fetcher, "credential", None) is not None) is has_credential
+
+
+@pytest.mark.parametrize(("url", "environ", "kind"), [
+    pytest.param("http://127.0.0.1:9/x.tar.gz", {}, "LoopbackFetcher", id="loopback"),
+    pytest.param("http://u:p@127.0.0.1:9/x.tar.gz", {}, "LoopbackFetcher", id="loopback-with-userinfo"),
+    pytest.param("http://127.0.0.1:9/x.tar.gz", {"HTTP_PROXY": "http://proxy:3128"}, "RequestsFetcher", id="proxied"),
+    pytest.param("http://127.0.0.1:9/x.tar.gz", None, "RequestsFetcher", id="no-environment-given"),
+    pytest.param("https://h.example/x.tar.gz", {}, "RequestsFetcher", id="elsewhere"),
+])
+def test_fetcher_for_chooses_as_a_source_does_given_the_environment(
+        url: str, environ: dict[str, str] | None, kind: str) -> None:
+    fetcher = fetcher_for(url, plain_http=True, environ=environ)
+    assert type(fetcher).__name__ == kind
+    assert (fetcher.credential is not None) is ("u:p@" in url)
+    assert fetcher.plain_http_origins == {origin_of(url.replace("u:p@", ""))}
+
+
+# --- reading and fetching ------------------------------------------------------------------------------------
+
+def test_a_small_asset_over_the_cap_is_refused_before_any_request(tmp_path: Path) -> None:
+    source = pick(tmp_path, None, True)  # the offline fetcher refuses every request: none is made
+    cap = FetchConfig().small_asset_max_bytes
+    with pytest.raises(SizeExceeded):
+        source.read(Asset("x.sha256", "https://h.example/x.sha256", cap + 1))
+    with pytest.raises(SizeExceeded):
+        source.read(Asset("x.sha256", "https://h.example/x.sha256", 11), max_bytes=10)
+
+
+def test_offline_fetch_answers_from_the_cache_by_digest(tmp_path: Path) -> None:
+    source = source_for(mirror=None, offline=True, environ={"SUPERFLUID_HOME": str(tmp_path / "home")},
+                        fix="run it once online")
+    cache = Cache.for_home(str(tmp_path / "home"))
+    sha, _ = cache.put_bytes(b"an engine")
+    got = source.fetch(Asset("e.tar.gz", "https://h.example/e.tar.gz", 9), sha256=sha.upper())
+    assert got.cached and got.sha256 == sha and got.path.read_bytes() == b"an engine"
+    with pytest.raises(OfflineMissing) as e:
+        source.fetch(Asset("f.tar.gz", "https://h.example/f.tar.gz", 9), sha256="0" * 64)
+    assert e.value.fix == "run it once online"
+    with pytest.raises(OfflineMissing):
+        source.fetch(Asset("f.tar.gz", "https://h.example/f.tar.gz", 9), sha256=None)  # no digest, no entry
+    assert [d.sha256 for d in source.fetch_many([(Asset("e", "u", None), sha)])] == [sha]
+
+
+def test_offline_read_of_what_the_cache_lacks_names_the_fix(tmp_path: Path) -> None:
+    source = source_for(mirror=None, offline=True, environ={"SUPERFLUID_HOME": str(tmp_path / "home")},
+                        fix="run it once online")
+    with pytest.raises(OfflineMissing) as e:
+        source.read(Asset("x.sha256", "https://h.example/x.sha256", 10))
+    assert e.value.fix == "run it once online"

@@ -1,0 +1,360 @@
+"""The fetcher seam: status rules, retries, redirects with token scoping, caps, schemes.
+
+Unit tests through ``responses`` (the real ``RequestsFetcher`` over a mocked transport), plus the
+``FileFetcher`` on real files and a fetcher whose ``_fetch`` misbehaves.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+import responses
+
+from superfluid.installer.config import FetchConfig
+from superfluid.installer.errors import DownloadError, DownloadStalled, OfflineMissing, RateLimited, SizeExceeded
+from superfluid.installer.transport.fetcher import (
+    Credential,
+    Fetcher,
+    FetchResponse,
+    FileFetcher,
+    NoNetworkFetcher,
+    RequestsFetcher,
+    is_loopback,
+    origin_of,
+    parse_retry_after,
+)
+
+API = "https://api.example.test"
+CRED = Credential("https://api.example.test", "Bearer s3cret")
+
+
+@pytest.fixture
+def sleeps() -> list[float]:
+    return []
+
+
+@pytest.fixture
+def rf(sleeps: list[float]) -> Iterator[RequestsFetcher]:
+    f = RequestsFetcher(FetchConfig(retries=3, backoff_base=0.5, backoff_max=4.0), sleep=sleeps.append,
+                        clock=lambda: 1_000_000.0)
+    yield f
+    f.close()
+
+
+class TestHelpers:
+    @pytest.mark.parametrize(
+        ("url", "origin"),
+        [
+            ("https://API.github.com/repos/x", "https://api.github.com"),
+            ("https://api.github.com:443/x", "https://api.github.com"),
+            ("http://127.0.0.1:8080/x", "http://127.0.0.1:8080"),
+            ("http://h:80/", "http://h"),
+            ("http://[::1]:9/x", "http://[::1]:9"),
+        ],
+        ids=["case", "default-https-port", "port", "default-http-port", "ipv6"],
+    )
+    def test_origin_of(self, url: str, origin: str) -> None:
+        assert origin_of(url) == origin
+
+    @pytest.mark.parametrize(
+        ("url", "loop"),
+        [("http://127.0.0.1:1/", True), ("http://127.9.9.9/", True), ("http://localhost/", True),
+         ("http://[::1]/", True), ("http://10.0.0.1/", False), ("http://example.test/", False)],
+    )
+    def test_is_loopback(self, url: str, loop: bool) -> None:
+        assert is_loopback(url) is loop
+
+    def test_retry_after_forms(self) -> None:
+        now = 1_000_000.0
+        assert parse_retry_after("7", now=now) == 7.0
+        assert parse_retry_after(email.utils.formatdate(now + 30, usegmt=True), now=now) == pytest.approx(30, abs=1)
+        assert parse_retry_after("soon", now=now) is None
+        assert parse_retry_after(None, now=now) is None
+
+    def test_config_refuses_nonsense(self) -> None:
+        with pytest.raises(ValueError, match="retries"):
+            FetchConfig(retries=-1)
+        with pytest.raises(ValueError, match="stall_timeout"):
+            FetchConfig(stall_timeout=0)
+        with pytest.raises(ValueError, match="listing_per_page"):
+            FetchConfig(listing_per_page=101)
+        assert FetchConfig(backoff_base=1, backoff_max=5).backoff(10) == 5
+
+
+class TestStatus:
+    @responses.activate
+    def test_ok_body_and_headers(self, rf: RequestsFetcher) -> None:
+        responses.get(f"{API}/a", body=b"hello", headers={"ETag": '"x"'})
+        r, body = rf.get_bytes(f"{API}/a", max_bytes=100)
+        assert (r.status, body, r.headers["etag"]) == (200, b"hello", '"x"')
+
+    @responses.activate
+    def test_404_is_not_retried(self, rf: RequestsFetcher, sleeps: list[float]) -> None:
+        responses.get(f"{API}/a", status=404, json={"message": "Not Found"})
+        with pytest.raises(DownloadError, match="not found .HTTP 404.: Not Found") as e:
+            rf.get_bytes(f"{API}/a", max_bytes=100)
+        assert e.value.status == 404 and not e.value.retryable
+        assert len(responses.calls) == 1 and sleeps == []
+
+    @responses.activate
+    def test_5xx_retried_with_backoff_then_success(self, rf: RequestsFetcher, sleeps: list[float]) -> None:
+        responses.get(f"{API}/a", status=502)
+        responses.get(f"{API}/a", status=503)
+        responses.get(f"{API}/a", body=b"ok")
+        _, body = rf.get_bytes(f"{API}/a", max_bytes=100)
+        assert body == b"ok" and sleeps == [0.5, 1.0]
+
+    @responses.activate
+    def test_5xx_forever_gives_up_and_says_so(self, rf: RequestsFetcher, sleeps: list[float]) -> None:
+        responses.get(f"{API}/a", status=500)
+        with pytest.raises(DownloadError, match=r"HTTP 500 \(gave up after 4 attempts\)") as e:
+            rf.get_bytes(f"{API}/a", max_bytes=100)
+        assert e.value.attempts == 4 and len(responses.calls) == 4
+        assert sleeps == [0.5, 1.0, 2.0]
+
+    @responses.activate
+    def test_503_retry_after_is_honoured_within_bounds(self, rf: RequestsFetcher, sleeps: list[float]) -> None:
+        responses.get(f"{API}/a", status=503, headers={"Retry-After": "7"})
+        responses.get(f"{API}/a", status=503, headers={"Retry-After": "86400"})
+        responses.get(f"{API}/a", body=b"ok")
+        rf.get_bytes(f"{API}/a", max_bytes=100)
+        assert sleeps == [7.0, 1.0]  # a day is not waited: the backoff instead
+
+    @responses.activate
+    def test_429_waits_retry_after(self, rf: RequestsFetcher, sleeps: list[float]) -> None:
+        responses.get(f"{API}/a", status=429, headers={"Retry-After": "3"})
+        responses.get(f"{API}/a", body=b"ok")
+        _, body = rf.get_bytes(f"{API}/a", max_bytes=100)
+        assert body == b"ok" and sleeps == [3.0]
+
+    @responses.activate
+    def test_rate_limit_far_away_is_reported_with_reset_time(self, rf: RequestsFetcher, sleeps: list[float]) -> None:
+        reset = 1_000_000 + 23 * 60
+        responses.get(f"{API}/a", status=403, json={"message": "API rate limit exceeded"},
+                      headers={"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(reset),
+                               "X-RateLimit-Limit": "60"})
+        with pytest.raises(RateLimited) as e:
+            rf.get_bytes(f"{API}/a", max_bytes=100)
+        text = str(e.value)
+        assert "rate limit exceeded (60 requests an hour)" in text
+        assert "resets at 1970-01-12 14:09:40 UTC (in 23 min)" in text
+        assert "GITHUB_TOKEN" in text
+        assert e.value.reset_at == reset and sleeps == [] and len(responses.calls) == 1
+
+    @responses.activate
+    def test_rate_limit_with_token_does_not_suggest_a_token(self, rf: RequestsFetcher) -> None:
+        responses.get(f"{API}/a", status=403, headers={"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "1003600"})
+        with pytest.raises(RateLimited) as e:
+            rf.get_bytes(f"{API}/a", max_bytes=100, credential=CRED)
+        assert "GITHUB_TOKEN" not in str(e.value) and "--mirror" in str(e.value)
+
+    @responses.activate
+    def test_plain_403_is_not_a_rate_limit(self, rf: RequestsFetcher) -> None:
+        responses.get(f"{API}/a", status=403, json={"message": "Resource not accessible"})
+        with pytest.raises(DownloadError, match="HTTP 403: Resource not accessible") as e:
+            rf.get_bytes(f"{API}/a", max_bytes=100)
+        assert not isinstance(e.value, RateLimited)
+
+    @responses.activate
+    def test_connection_error_is_retryable(self, rf: RequestsFetcher, sleeps: list[float]) -> None:
+        import requests
+
+        responses.get(f"{API}/a", body=requests.exceptions.ConnectionError("refused"))
+        responses.get(f"{API}/a", body=b"ok")
+        _, body = rf.get_bytes(f"{API}/a", max_bytes=100)
+        assert body == b"ok" and sleeps == [0.5]
+
+
+class TestRedirectsAndTokens:
+    @responses.activate
+    def test_token_only_at_its_origin_never_along_a_redirect(self, rf: RequestsFetcher) -> None:
+        responses.get(f"{API}/asset", status=302, headers={"Location": "https://objects.example.test/blob?sig=1"})
+        responses.get("https://objects.example.test/blob", body=b"bytes")
+        _, body = rf.get_bytes(f"{API}/asset", max_bytes=100, credential=CRED)
+        assert body == b"bytes"
+        first, second = (c.request for c in responses.calls)
+        assert first.headers["Authorization"] == "Bearer s3cret"
+        assert "Authorization" not in second.headers
+
+    @responses.activate
+    def test_same_origin_redirect_keeps_the_token(self, rf: RequestsFetcher) -> None:
+        responses.get(f"{API}/old", status=301, headers={"Location": "/new"})
+        responses.get(f"{API}/new", body=b"x")
+        rf.get_bytes(f"{API}/old", max_bytes=10, credential=CRED)
+        assert [c.request.headers.get("Authorization") for c in responses.calls] == ["Bearer s3cret"] * 2
+
+    @responses.activate
+    def test_a_callers_authorization_header_is_dropped(self, rf: RequestsFetcher) -> None:
+        responses.get("https://elsewhere.test/x", body=b"x")
+        rf.get_bytes("https://elsewhere.test/x", max_bytes=10, headers={"authorization": "Bearer leaked"})
+        assert "Authorization" not in responses.calls[0].request.headers
+
+    @responses.activate
+    def test_netrc_credentials_are_not_added(self, rf: RequestsFetcher, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+        netrc = tmp_path / "netrc"
+        netrc.write_text("machine elsewhere.test login u password p\n")
+        netrc.chmod(0o600)
+        monkeypatch.setenv("NETRC", str(netrc))
+        responses.get("https://elsewhere.test/x", body=b"x")
+        rf.get_bytes("https://elsewhere.test/x", max_bytes=10)
+        assert "Authorization" not in responses.calls[0].request.headers
+
+    @responses.activate
+    def test_too_many_redirects(self, rf: RequestsFetcher) -> None:
+        responses.get(f"{API}/loop", status=302, headers={"Location": "/loop"})
+        with pytest.raises(DownloadError, match="more than 5 redirects"):
+            rf.get_bytes(f"{API}/loop", max_bytes=10)
+
+    @responses.activate
+    def test_redirect_without_location(self, rf: RequestsFetcher) -> None:
+        responses.get(f"{API}/r", status=302)
+        with pytest.raises(DownloadError, match="redirect without a Location"):
+            rf.get_bytes(f"{API}/r", max_bytes=10)
+
+    @responses.activate
+    @pytest.mark.parametrize(
+        "target",
+        ["http://plain.example.test/x", "file:///etc/passwd", "ftp://x.test/y"],
+        ids=["downgrade-to-http", "to-file", "to-ftp"],
+    )
+    def test_redirect_to_a_refused_scheme(self, rf: RequestsFetcher, target: str) -> None:
+        responses.get(f"{API}/r", status=302, headers={"Location": target})
+        with pytest.raises(DownloadError, match=r"redirected from https://api\.example\.test/r"):
+            rf.get_bytes(f"{API}/r", max_bytes=10)
+        assert len(responses.calls) == 1
+
+    def test_plain_http_only_to_loopback_or_a_named_origin(self, sleeps: list[float]) -> None:
+        with pytest.raises(DownloadError, match="refusing plain http://") as e:
+            RequestsFetcher(FetchConfig()).open("http://mirror.example.test/x")
+        assert "--mirror" in str(e.value)
+        with responses.RequestsMock() as mock:
+            mock.get("http://mirror.example.test/x", body=b"ok")
+            f = RequestsFetcher(FetchConfig(), plain_http_origins=["http://mirror.example.test/"])
+            assert f.get_bytes("http://mirror.example.test/x", max_bytes=10)[1] == b"ok"
+
+
+class TestCaps:
+    @responses.activate
+    def test_content_length_over_the_cap_is_refused_before_reading(self, rf: RequestsFetcher) -> None:
+        responses.get(f"{API}/big", body=b"x" * 100)
+        with pytest.raises(SizeExceeded, match="more than 10 bytes") as e:
+            rf.get_bytes(f"{API}/big", max_bytes=10)
+        assert (e.value.limit, e.value.got) == (10, 100) and not e.value.retryable
+
+    def test_a_body_longer_than_announced_is_cut_at_the_cap(self) -> None:
+        class Liar(Fetcher):
+            def _fetch(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
+                return FetchResponse(url, 200, {}, iter([b"a" * 8, b"b" * 8, b"c" * 8]))
+
+        with pytest.raises(SizeExceeded) as e:
+            Liar().get_bytes("https://x.test/", max_bytes=10)
+        assert e.value.got == 16
+
+
+class TestStall:
+    def test_a_trickle_is_a_stall(self) -> None:
+        class Trickle(Fetcher):
+            def _fetch(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
+                def body() -> Iterator[bytes]:
+                    while True:
+                        time.sleep(0.05)
+                        yield b"x"
+
+                return FetchResponse(url, 200, {}, body())
+
+        f = Trickle(FetchConfig(retries=0, stall_timeout=0.3, stall_min_bytes=100))
+        with pytest.raises(DownloadStalled, match=r"only \d bytes in 0.3 s after \d+ bytes \(stall timeout\)"):
+            f.get_bytes("https://x.test/", max_bytes=1000)
+
+    def test_slow_but_steady_is_not_a_stall(self) -> None:
+        class Steady(Fetcher):
+            def _fetch(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
+                def body() -> Iterator[bytes]:
+                    for _ in range(12):
+                        time.sleep(0.05)
+                        yield b"x" * 100
+
+                return FetchResponse(url, 200, {}, body())
+
+        f = Steady(FetchConfig(retries=0, stall_timeout=0.2, stall_min_bytes=100))
+        assert len(f.get_bytes("https://x.test/", max_bytes=10_000)[1]) == 1200
+
+
+class TestWrapping:
+    def test_anything_an_implementation_raises_becomes_a_download_error(self) -> None:
+        class Broken(Fetcher):
+            def _fetch(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
+                raise ValueError("boom")
+
+        with pytest.raises(DownloadError, match="request failed: boom") as e:
+            Broken(FetchConfig(retries=0)).get_bytes("https://x.test/", max_bytes=10)
+        assert not e.value.retryable
+
+    def test_os_errors_in_the_body_are_retryable(self) -> None:
+        calls = []
+
+        class Flaky(Fetcher):
+            def _fetch(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
+                calls.append(url)
+
+                def body() -> Iterator[bytes]:
+                    yield b"par"
+                    if len(calls) == 1:
+                        raise ConnectionResetError("reset by peer")
+                    yield b"tial"
+
+                return FetchResponse(url, 200, {}, body())
+
+        f = Flaky(FetchConfig(backoff_base=0), sleep=lambda s: None)
+        assert f.get_bytes("https://x.test/", max_bytes=100)[1] == b"partial"
+        assert len(calls) == 2
+
+    def test_counts_requests(self) -> None:
+        class One(Fetcher):
+            def _fetch(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
+                return FetchResponse(url, 200, {}, iter([b"x"]))
+
+        f = One()
+        f.get_bytes("https://x.test/", max_bytes=1)
+        f.get_bytes("https://x.test/", max_bytes=1)
+        assert f.requests_made == 2
+
+
+class TestFileFetcher:
+    def test_whole_range_if_range_and_missing(self, tmp_path: Path) -> None:
+        p = tmp_path / "f.bin"
+        p.write_bytes(b"0123456789")
+        f = FileFetcher(FetchConfig(chunk_size=4))
+        url = p.as_uri()
+        with f.open(url) as r:
+            assert (r.status, r.read()) == (200, b"0123456789")
+            etag = r.headers["etag"]
+        with f.open(url, {"Range": "bytes=4-", "If-Range": etag}) as r:
+            assert (r.status, r.read(), r.headers["content-range"]) == (206, b"456789", "bytes 4-9/10")
+        with f.open(url, {"Range": "bytes=4-", "If-Range": '"other"'}) as r:
+            assert (r.status, r.read()) == (200, b"0123456789")
+        with f.open(url, {"If-None-Match": etag}) as r:
+            assert r.status == 304
+        with pytest.raises(DownloadError, match="HTTP 404"):
+            f.open((tmp_path / "nope").as_uri())
+
+    def test_refuses_http(self) -> None:
+        with pytest.raises(DownloadError, match="http:// URLs are not fetched here"):
+            FileFetcher().open("http://127.0.0.1:1/x")
+
+
+def test_the_no_sockets_fixture_catches_a_real_connection(no_sockets: list[object]) -> None:
+    with pytest.raises(DownloadError):
+        RequestsFetcher(FetchConfig(retries=0)).open("http://127.0.0.1:9/x")
+    assert no_sockets == [("127.0.0.1", 9)]
+
+
+def test_no_network_fetcher_refuses_without_connecting(no_sockets: list[object]) -> None:
+    with pytest.raises(OfflineMissing, match="offline"):
+        NoNetworkFetcher().open("https://api.github.com/x")
+    assert no_sockets == []

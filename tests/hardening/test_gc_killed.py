@@ -16,7 +16,7 @@ import pytest
 from tests.hardening.conftest import Home
 from tests.hardening.test_killed_steps import GATES, _consistent, _wait_for
 
-COLLECTOR = GATES + 'from superfluid.installer import gc\ngc.collect(sys.argv[1], "basert", keep=1)\n'
+COLLECTOR = GATES + 'from superfluid.installer.home import gc\ngc.collect(sys.argv[1], "basert", keep=1)\n'
 
 
 #: (how the home is set up before the collection, the steps at which it is killed)

@@ -54,8 +54,8 @@ def test_fast_commands_import_no_network_or_schema_library(cli_home: Home, serve
         assert cli_home.superfluid(*argv).code == 0
     reports = {" ".join(argv): imported(cli_home, argv) for argv in FAST}
     assert {line: heavy(modules) for line, modules in reports.items()} == {line: [] for line in reports}
-    # nor OpenSSL, which hashlib loads at import: only compat, which hashes the document it prints
-    assert sorted(line for line, modules in reports.items() if "hashlib" in modules) == ["compat --json"]
+    # hashlib is imported by every line since issue 36: the kept answer of ``runtimes`` is keyed by a
+    # SHA-256 digest of the variables it depends on, never by their values (about 2 ms)
     # a mirror on this machine is read by the standard library's client (issue 24): neither a
     # listing nor an install imports the network library, nor the schema library (the recipes were
     # validated once, and the receipts an install writes and reads back are its own)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from superfluid.runtime.frozen import fields, frozen
+from dataclasses import dataclass, fields
 
 __all__ = ["FetchConfig", "DEFAULT_GITHUB_API"]
 
 DEFAULT_GITHUB_API = "https://api.github.com"
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class FetchConfig:
     """Named limits for listing and downloading. Checked on construction.
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from superfluid.runtime.frozen import field, frozen, replace
 from superfluid.runtime.planning import NotInstallable, Plan, Request
 from superfluid.runtime.probe import ProbeRefused
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["Event", "Outcome", "install", "install_plans", "plan"]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Event:
     """Something the workflow tells while it runs: ``kind`` is ``"trying"`` (``plan``, ``index``),
     ``"fell-back"`` (``plan``, ``reason``), ``"unchecked"`` (``path``, ``sha256``: a local file
@@ -44,7 +44,7 @@ class Event:
 Tell = Callable[[Event], None]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Outcome:
     """The answer of ``install``: the plans, and what was installed unless it was a dry run."""
 

@@ -14,12 +14,12 @@ import re
 import sys
 import tarfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from superfluid.manifest.command_line import Parser, report_written
 from superfluid.manifest.release_files import SHA256_SUFFIX, sha256_line
 from superfluid.runtime.errors import SuperfluidError, UsageError, guarded
-from superfluid.runtime.frozen import frozen
 
 __all__ = ["EngineRefused", "LibraryFacts", "Written", "bundle_name", "abi_asset_name", "library_facts",
            "write_assets", "main"]
@@ -32,7 +32,7 @@ class EngineRefused(SuperfluidError):
     """The library is not a baseRT library, or not of the version the release is made for."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class LibraryFacts:
     """What a libbaseRT states about itself, and this superfluid's verdict on it."""
 
@@ -42,7 +42,7 @@ class LibraryFacts:
     driven: str | None  # None when this superfluid drives it, else why not
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Written:
     """The files one run wrote, in order, and the facts they were made from."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from superfluid.manifest.keys import TrustedKey
@@ -11,7 +12,6 @@ from superfluid.manifest.routes import ReleaseOne, version_usable
 from superfluid.manifest.sources import Folder, Snapshot
 from superfluid.manifest.verdict import DocumentVerdict
 from superfluid.runtime.errors import BadFile, SuperfluidError
-from superfluid.runtime.frozen import frozen
 
 __all__ = ["Document", "Good", "Rejected", "Index", "build_index", "MAX_DOCUMENT_BYTES", "MAX_SIGNATURE_BYTES"]
 
@@ -19,7 +19,7 @@ MAX_DOCUMENT_BYTES = 4 << 20  # bytes of one compat document (as superfluid comp
 MAX_SIGNATURE_BYTES = 16 << 10  # bytes of one .minisig (minisign's own line limits, with room)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Document:
     """One verified compat document of a release folder, with its bytes and its signature's."""
 
@@ -39,7 +39,7 @@ class Document:
                 "tarball_check": self.verdict.tarball, "verified": self.verdict.key_id}
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Good:
     """A verified release: its documents, the first (the sdist's when there is one) answered as its own."""
 
@@ -71,7 +71,7 @@ class Good:
                 "artifacts": [d.artifact_json() for d in self.documents]}
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Rejected:
     """A release folder that is not answered, and why."""
 
@@ -83,7 +83,7 @@ class Rejected:
         return {"version": self.version, "where": self.where, "reason": self.reason}
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Index:
     """Every release of one snapshot: verified ones newest first, and the rejected ones."""
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from superfluid.manifest.minisign import PublicKey, SecretKey, parse_public_key, parse_secret_key
 from superfluid.runtime.errors import BadFile, UsageError
-from superfluid.runtime.frozen import frozen
 
 __all__ = [
     "KEY_SUFFIX",
@@ -39,7 +39,7 @@ PUBLIC_KEY_NAME = "minisign.pub"
 _MAX_KEY_BYTES = 4096  # a key file is two short lines
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class TrustedKey:
     """A public key and the file it was read from."""
 

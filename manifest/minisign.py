@@ -8,9 +8,9 @@ import hashlib
 import hmac
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from superfluid.runtime.errors import BadFile, SuperfluidError
-from superfluid.runtime.frozen import field, frozen
 
 __all__ = [
     "DEFAULT_UNTRUSTED_COMMENT",
@@ -111,7 +111,7 @@ def key_id_text(key_id: bytes) -> str:
     return key_id[::-1].hex().upper()
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class PublicKey:
     """An Ed25519 public key and its minisign key id."""
 
@@ -133,7 +133,7 @@ class PublicKey:
         return f"{_UNTRUSTED}minisign public key {int.from_bytes(self.key_id, 'little'):X}\n{self.base64}\n"
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class SecretKey:
     """An Ed25519 secret key (seed) with its public half and key id. Its repr shows the id only."""
 
@@ -159,7 +159,7 @@ class SecretKey:
         return f"SecretKey(id={self.id!r})"
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Signature:
     """A parsed ``.minisig``: the signature of a file and of its trusted comment."""
 

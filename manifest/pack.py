@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,6 @@ from superfluid.manifest.keys import ENV_KEY, ENV_KEY_FILE, signing_key
 from superfluid.manifest.minisign import SecretKey, sign, verify
 from superfluid.manifest.release_files import COMPAT_SUFFIX, SHA256_SUFFIX, SIGNATURE_SUFFIX, file_sha256, sha256_line
 from superfluid.runtime.errors import SuperfluidError, UsageError, guarded
-from superfluid.runtime.frozen import frozen
 
 __all__ = ["PackError", "Packed", "pack", "compat_of_wheel", "main"]
 
@@ -37,7 +37,7 @@ class PackError(SuperfluidError):
     """A pack step failed: the build, the fresh environment, or the artifact's compat answer."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Packed:
     """What one pack run wrote into its output directory, in order."""
 

@@ -6,12 +6,12 @@ See docs/manifest-service.md, "The API".
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, quote
 
 from superfluid.runtime import registry
 from superfluid.runtime.adapter import VERSION_PATTERN
-from superfluid.runtime.frozen import frozen
 
 if TYPE_CHECKING:
     from superfluid.runtime.adapter import Question
@@ -61,28 +61,28 @@ class RouteError(Exception):
         self.message = message
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Health:
     """``/health``: the service itself (never exported)."""
 
     path = "/health"
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Page:
     """``/`` and ``/index.html``."""
 
     path = "/index.html"
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ReleaseList:
     """``/v1/releases``."""
 
     path = "/v1/releases.json"
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ReleaseOne:
     """``/v1/releases/<version>``."""
 
@@ -93,7 +93,7 @@ class ReleaseOne:
         return f"/v1/releases/{quote(self.version, safe='')}{_JSON}"
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Choose:
     """``/v1/choose/<runtime>/<kind>/<value>[/<platform>]``: which releases drive it."""
 

@@ -21,7 +21,6 @@ from superfluid.manifest.keys import TrustedKey
 from superfluid.manifest.routes import Health, Route, RouteError, parse_route
 from superfluid.manifest.sources import ManifestSource
 from superfluid.runtime.errors import SuperfluidError, UsageError
-from superfluid.runtime.frozen import frozen
 
 if TYPE_CHECKING:
     from superfluid.manifest.tuf_live import LiveRepository
@@ -40,7 +39,7 @@ _MEMO_MAX = 4096  # answers remembered per index (the rest are rendered again)
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ServiceConfig:
     """The service's limits, in seconds."""
 

@@ -10,12 +10,12 @@ import json
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from superfluid.runtime.errors import BadFile, UsageError
-from superfluid.runtime.frozen import frozen
 
 if TYPE_CHECKING:
     from superfluid.installer.sources.github import Release
@@ -52,7 +52,7 @@ class Folder(ABC):
         """
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """The source as it is now: a stamp that changes with it, and its release folders."""
 

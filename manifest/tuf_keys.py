@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.errors import BadFile, UsageError
-from superfluid.runtime.frozen import frozen
 
 if TYPE_CHECKING:
     from securesystemslib.signer import Key, Signer
@@ -25,7 +25,7 @@ _KIND = "superfluid-tuf-keys"
 _MAX_BYTES = 1 << 20
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class KeySet:
     """The keys of one repository: per role its threshold, its public keys and the signers present."""
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from superfluid.manifest.tuf_keys import ROLES, KeySet
 from superfluid.runtime.errors import BadFile, UsageError
-from superfluid.runtime.frozen import field, frozen, replace
 
 if TYPE_CHECKING:
     from securesystemslib.signer import Signer
@@ -34,7 +34,7 @@ def _default(days: float) -> timedelta:
     return timedelta(days=days)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Expiry:
     """How long each role's metadata is valid from when it is signed."""
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from superfluid.manifest.keys import TrustedKey
 from superfluid.manifest.minisign import SignatureError, parse_signature, verify
 from superfluid.runtime.errors import SuperfluidError
-from superfluid.runtime.frozen import frozen, replace
 from superfluid.runtime.planning import parse_sha256
 
 __all__ = ["DocumentVerdict", "Unsigned", "TarballMismatch", "judge_signature", "tarball_name",
@@ -37,7 +37,7 @@ class TarballMismatch(SuperfluidError):
         self.got = got
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class DocumentVerdict:
     """What was verified: the signature (and by which key) and the tarball's digest."""
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from superfluid.runtime.errors import BadFile
-from superfluid.runtime.frozen import frozen
 
 if TYPE_CHECKING:
     from superfluid.runtime.host import Host
@@ -28,7 +28,7 @@ _RECIPE_MAX_BYTES = 4 << 20
 VERSION_PATTERN = r"[0-9A-Za-z][0-9A-Za-z.+_!-]{0,63}"
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Question:
     """A kind of value the compat manifest is asked about a runtime (``/v1/choose/<id>/<kind>/<value>``,
     ``superfluid compat --service URL --runtime <id> --<kind> V``): its one spelling, and its words."""
@@ -231,7 +231,7 @@ class Adapter(ABC):
             NotInstallable: nothing the request names installs here (the message says why).
             InconsistentRelease, DigestConflict, UsageError: the adapter's rules refuse.
         """
-        from superfluid.runtime.frozen import replace
+        from dataclasses import replace
 
         plans = self.plan_for(request, host, listing, self.compat_part(request))
         if request.for_ is None:

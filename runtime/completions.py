@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
-
-from superfluid.runtime.frozen import frozen
 
 __all__ = ["RequestRefused", "Sampling", "CompletionRequest", "parse_completion", "parse_chat", "answer", "chunk",
            "usage_chunk", "DEFAULT_MAX_TOKENS", "MAX_TEMPERATURE", "ROLES"]
@@ -38,7 +37,7 @@ class RequestRefused(Exception):
         return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Sampling:
     """How the next token is drawn when ``temperature`` > 0 (a request without it decodes greedily)."""
 
@@ -48,7 +47,7 @@ class Sampling:
     seed: int | None = None  # None: the server picks one per request
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class CompletionRequest:
     """A checked request of either endpoint: a completion has ``prompt``, a chat ``messages``."""
 

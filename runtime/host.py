@@ -8,16 +8,15 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from functools import lru_cache
-
-from superfluid.runtime.frozen import asdict, frozen
 
 __all__ = ["Host", "detect", "platform_string", "PROBED"]
 
 _NONE = ("none", "no", "false", "0", "")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Host:
     """What the resolver and planners need to know about this machine."""
 

@@ -8,15 +8,15 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from superfluid.runtime import home as _home
 from superfluid.runtime.errors import LibraryNotFound
-from superfluid.runtime.frozen import frozen
 
 __all__ = ["Library", "Located", "library_names", "namer", "beside", "search_dirs", "locate"]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Library:
     """What an adapter says about its engine library; the search itself is the same for all."""
 
@@ -28,7 +28,7 @@ class Library:
     missing: str  # nothing found: a format of {name} (the first file name) and {dirs}
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Located:
     """A library path to load, who named it (the flag, the variable, or None when searched) and the
     files looked at."""

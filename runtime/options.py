@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from superfluid.runtime.errors import UsageError
-from superfluid.runtime.frozen import frozen
 
 __all__ = ["Option", "Kind", "check_value", "check_options", "to_argv", "options_json", "find", "parse_flag_pairs",
            "flag_values"]
@@ -18,7 +18,7 @@ _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Option:
     """One option: its name (``n-gpu-layers``), the shape of its value and a one-line description."""
 

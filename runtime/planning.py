@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NewType, Protocol
 
 from superfluid.runtime.errors import SuperfluidError, UsageError
-from superfluid.runtime.frozen import field, frozen
 from superfluid.runtime.ordering import backend_family
 
 if TYPE_CHECKING:
@@ -176,7 +176,7 @@ class DigestConflict(SuperfluidError):
 # -- the request and the plans ----------------------------------------------------------------------
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ForRelease:
     """What a superfluid release drives: its compat document's ``runtimes``, and which
     release it is. A request with none plans for this package's own document."""
@@ -191,7 +191,7 @@ class ForRelease:
         return {"release": self.release, "version": self.version, "compat_sha256": self.compat_sha256}
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Request:
     """What is asked: ``runtime install <id> [--version V] [--backend B] [--from URL|PATH]
     [--sha256 H] [--untested]``, and the worker's ``plan`` line."""
@@ -258,7 +258,7 @@ class Request:
                          from_=values.get("--from"), sha256=values.get("--sha256"), untested=untested)
 
 
-@frozen(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PlanAsset:
     """One file a plan fetches, and the digest it must have.
 
@@ -287,7 +287,7 @@ class PlanAsset:
         return out
 
 
-@frozen(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Plan:
     """One install an adapter proposes; plans come as an ordered fallback list.
 
@@ -356,7 +356,7 @@ def backend_runs_here(backend: str, platform: str, host: Host) -> str | None:
     return f"a {backend} engine is installed only when named with --backend {backend}"
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class NameFacts:
     """What an archive's file name says (each None when it does not say), and what the adapter's
     recipe knows of that version: the file's pinned digest and size, its ABI, the facts a plan of

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from superfluid.runtime.errors import SuperfluidError
-from superfluid.runtime.frozen import field, frozen
 from superfluid.runtime.ordering import backend_family
 from superfluid.runtime.planning import Plan
 
@@ -22,7 +22,7 @@ class ProbeRefused(SuperfluidError):
         self.reason = reason
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Probed:
     """What the staged worker's check found, as the receipt records it."""
 

@@ -10,10 +10,10 @@ import re
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.errors import WorkerFailed
-from superfluid.runtime.frozen import frozen
 
 if TYPE_CHECKING:  # imported where a worker starts: the face reads scrubbed_env on every run
     import subprocess
@@ -76,7 +76,7 @@ def worker_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class WorkerResult:
     """What a worker run gave: its exit code and its output."""
 

@@ -6,10 +6,10 @@ import json
 import os
 import re
 import time
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
 
 from superfluid.runtime.errors import BadFile
-from superfluid.runtime.frozen import field, fields, frozen
 from superfluid.runtime.home import RECEIPT, worker_path  # RECEIPT: the receipt's file name in an install
 from superfluid.runtime.redact import redact_url
 
@@ -48,7 +48,7 @@ def now_utc() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Source:
     """One fetched asset (or pip requirement): where it came from and the SHA-256 we computed."""
 
@@ -59,7 +59,7 @@ class Source:
         return {"url": self.url, "sha256": self.sha256}
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Receipt:
     """What an install is, how it was chosen and where its bytes came from."""
 

@@ -9,11 +9,11 @@ import hashlib
 import os
 import stat
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from superfluid.runtime.errors import BadFile, SuperfluidError
-from superfluid.runtime.frozen import frozen, replace
 from superfluid.runtime.jsonread import kind_of
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ class NotRecordable(SuperfluidError):
     """A staged install whose files cannot be recorded in its receipt (unreadable, special, too many)."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class FileRecord:
     """One entry below an install: a regular file (``size``, ``sha256``, ``executable``), a symbolic
     link (``link``: its target), or, only when found, something else (``other``: what it is, or why
@@ -84,7 +84,7 @@ class FileRecord:
         return cls(data["path"], size=size, sha256=sha256, executable=data.get("executable") is True)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Difference:
     """How one path differs from what the receipt records."""
 
@@ -304,7 +304,7 @@ def with_files(receipt: Receipt, install_dir: str | os.PathLike[str], *, max_byt
 
 # --- one install -----------------------------------------------------------------------------------------
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Verdict:
     """What ``verify_install`` found: the differences from the receipt, or why nothing could be
     compared (``problem``: the receipt does not read, or records no files)."""

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
+from dataclasses import replace
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol, TextIO
@@ -31,7 +32,6 @@ from superfluid.runtime.completions import (
     usage_chunk,
 )
 from superfluid.runtime.errors import SuperfluidError, UsageError
-from superfluid.runtime.frozen import replace
 
 __all__ = ["Engine", "Generation", "Service", "Run", "CompletionRequest", "Sampling", "RequestRefused",
            "parse_completion", "parse_chat", "int_flag", "listen_flags", "max_context_flag", "queue_flag",

@@ -10,10 +10,10 @@ import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from superfluid.runtime import registry
-from superfluid.runtime.frozen import frozen
 from superfluid.runtime.home import (
     cache_file,
     current_dir,
@@ -46,7 +46,7 @@ _ANSWER_SCHEMAS = {"check": "check"}
 _ANSWER_KINDS: dict[str, type] = {"versions": list, "options": list, "compat": dict}
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class WorkerRef:
     """A located worker: its command path and where it came from."""
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
-from superfluid.runtime.frozen import frozen
 from superfluid.runtime.registry import IDS
 
 __all__ = ["Help", "HELP", "FLAG_HELP", "RUNTIME_IDS", "either", "describe", "Formatter", "COMMON_EXITS", "children",
@@ -19,7 +19,7 @@ COMMON_EXITS = {
 }
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Help:
     """One command's help page: the summary listed by its parent, a paragraph, examples, exit codes."""
 

@@ -14,10 +14,10 @@ import os
 import stat
 import time
 from collections.abc import Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from superfluid.runtime.frozen import asdict, frozen
 from superfluid.runtime.home import cache_dir
 from superfluid.runtime.jsonread import UntrustedJson, read_bytes, read_json
 from superfluid.runtime.redact import redact_url
@@ -99,7 +99,7 @@ def _lock_partial(lock_path: Path) -> int:
         os.close(fd)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class HttpEntry:
     """What we last received from one URL: its validators and the digest of its body."""
 

@@ -12,6 +12,7 @@ import re
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,6 @@ from superfluid.installer.cache.blobs import Cache, Partial, is_sha256
 from superfluid.installer.errors import DownloadError, SizeExceeded, VerificationError
 from superfluid.installer.transport.fetcher import Fetcher, FetchResponse
 from superfluid.installer.transport.progress import Progress, TerminalProgress, progress_for
-from superfluid.runtime.frozen import frozen
 from superfluid.runtime.redact import redact_url
 
 __all__ = [
@@ -41,7 +41,7 @@ _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
 Tee = Callable[[int, bytes], None]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Download:
     """A verified file in the cache."""
 
@@ -52,7 +52,7 @@ class Download:
     cached: bool  # True when no transfer was needed
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Wanted:
     """One asset of a plan to download: where from, and what it must be."""
 

@@ -14,8 +14,6 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from superfluid.runtime.frozen import frozen
-
 if TYPE_CHECKING:
     from superfluid.installer.home.mutex import Holder
 
@@ -109,7 +107,7 @@ def guard_cache(root: str | os.PathLike[str]) -> None:
 
 # --- reading the cache --------------------------------------------------------------------------------------
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Item:
     """One file (a partial: its files) of the cache, its kind, and whether a prune removes it."""
 
@@ -124,7 +122,7 @@ class Item:
         return {"path": self.path, "kind": self.kind, "bytes": self.size, "age": round(self.age, 3)}
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Scan:
     """What ``scan`` found: every item, and how many installs and locks named what is in use."""
 
@@ -345,7 +343,7 @@ def scan(root: str | os.PathLike[str], home: str | os.PathLike[str], *, grace: f
 
 # --- pruning --------------------------------------------------------------------------------------------------
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Pruned:
     """What a prune removed (or, ``dry_run``, would remove), and what the cache holds after."""
 

@@ -11,11 +11,11 @@ import re
 import stat
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 from superfluid.runtime.errors import BadFile, SuperfluidError
-from superfluid.runtime.frozen import field, frozen
 from superfluid.runtime.ordering import backend_rank
 from superfluid.runtime.planning import Plan, PlanAsset, Sha256, install_name, parse_sha256
 
@@ -63,7 +63,7 @@ class LockError(SuperfluidError):
     """A lock cannot be made or used as asked (an asset no mirror can hold, a host it has nothing for)."""
 
 
-@frozen(order=True)
+@dataclass(frozen=True, slots=True, order=True)
 class Target:
     """What one engine is for: a runtime on a platform, on one kind of machine (``--backend``)."""
 
@@ -78,7 +78,7 @@ class Target:
         return f"{self.runtime} {self.platform} ({self.host})"
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class LockedFile:
     """One file of a release, pinned: where it sits below a mirror root, where it was found, its
     size and SHA-256, and (for an installed asset) which statements its digest was agreed against."""
@@ -99,7 +99,7 @@ class LockedFile:
         return out
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Engine:
     """The install a target gets: the first plan the installer would try on such a machine."""
 
@@ -174,7 +174,7 @@ class Engine:
         return out
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Lock:
     """A whole lock: who wrote it, what was asked, and the engine of each target, sorted."""
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from superfluid.installer.fleet.lockfile import Engine, Lock, LockError, Target, path_of_url
 from superfluid.installer.sources.release_source import Download, ReleaseSource
 from superfluid.runtime.errors import UsageError
-from superfluid.runtime.frozen import frozen
 from superfluid.runtime.host import Host
 from superfluid.runtime.ordering import backend_rank, version_key
 from superfluid.runtime.planning import NotInstallable, Request, backend_runs_here, first_published
@@ -222,7 +222,7 @@ def select(lock: Lock, host: Host, runtime: str | None = None, *, lock_name: str
 # -- what moved -------------------------------------------------------------------------------------
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Change:
     """How one target's engine differs from what would be chosen now.
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +28,13 @@ from superfluid.installer.sources.oci.ref import (
     ref_of_url,
 )
 from superfluid.runtime.errors import BadFile
-from superfluid.runtime.frozen import frozen
 
 __all__ = ["Pushed", "push", "engine_manifests"]
 
 _LISTING_MAX_BYTES = 64 << 20
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Pushed:
     """What a push did: the engine tags and index tags the registry holds now; the blobs sent
     (mirror paths) and found there; the bytes sent; the manifests sent and found in place."""

@@ -9,12 +9,12 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from superfluid.installer.fleet.lockfile import Lock, LockedFile, LockError
 from superfluid.runtime.errors import BadFile
-from superfluid.runtime.frozen import frozen
 from superfluid.runtime.ordering import version_key
 
 __all__ = ["Synced", "Problem", "files_of", "fetch_files", "sync", "verify", "listing"]
@@ -22,7 +22,7 @@ __all__ = ["Synced", "Problem", "files_of", "fetch_files", "sync", "verify", "li
 _LISTING_MAX_BYTES = 64 << 20
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Synced:
     """What a sync did: paths fetched, found in place, replaced (they held other bytes), and the
     listings written."""
@@ -33,7 +33,7 @@ class Synced:
     listings: tuple[str, ...]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Problem:
     """One way a mirror differs from its lock: ``path`` (below the root) and what is wrong."""
 

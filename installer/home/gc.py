@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-from superfluid.runtime.frozen import frozen
 
 if TYPE_CHECKING:
     from superfluid.installer.home.mutex import Holder
@@ -18,7 +17,7 @@ if TYPE_CHECKING:
 __all__ = ["Candidate", "Decision", "Collected", "choose", "candidates", "collect", "locked_installs"]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Candidate:
     """What the rule needs of one install: its name, version and install time (None: its receipt
     does not read)."""
@@ -28,7 +27,7 @@ class Candidate:
     installed_at: str | None = None
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Decision:
     """The installs that stay, each with why, and those that go (in the order they are removed)."""
 
@@ -76,7 +75,7 @@ def candidates(installed: Sequence[Installed]) -> list[Candidate]:
             for i in installed]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Collected:
     """What ``collect`` did (``dry_run``: would do), for the face."""
 

@@ -8,10 +8,10 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from superfluid.runtime.errors import SuperfluidError
-from superfluid.runtime.frozen import frozen
 from superfluid.runtime.home import LOCK
 
 __all__ = ["Holder", "LockBusy", "LockError", "install_lock", "lock_holder"]
@@ -21,7 +21,7 @@ class LockError(SuperfluidError):
     """The lock file cannot be opened (permissions of the home)."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Holder:
     """Who holds (or last held) a lock, as recorded in the lock file."""
 

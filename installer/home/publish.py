@@ -9,6 +9,7 @@ import os
 import shlex
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from superfluid.installer.home.mutex import Holder, install_lock
@@ -26,14 +27,13 @@ from superfluid.installer.home.store import (
     runtime_root,
 )
 from superfluid.runtime.atomic import write_atomic
-from superfluid.runtime.frozen import frozen, replace
 from superfluid.runtime.home import CURRENT, LIB, worker_path
 from superfluid.runtime.receipt import RECEIPT, Receipt, now_utc, write_receipt
 
 __all__ = ["Published", "install_staged", "worker_argv", "write_worker_launcher", "launcher_script"]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Published:
     """What ``install_staged`` did, for the face's completion lines."""
 

@@ -96,11 +96,12 @@ def _fetch(p: Plan, *, environ: Mapping[str, str], offline: bool, progress: Prog
         NotRestorable: a local file it was installed from is gone, and the cache lacks it.
         VerificationError, DownloadError: as ``fill.fetch``.
     """
+    from dataclasses import replace
+
     from superfluid.installer.cache.blobs import Cache
     from superfluid.installer.errors import OfflineMissing
     from superfluid.installer.home.fill import fetch
     from superfluid.installer.transport.fetcher import path_of_file_url
-    from superfluid.runtime.frozen import replace
     from superfluid.runtime.home import home
     from superfluid.runtime.planning import is_local
 

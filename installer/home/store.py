@@ -14,12 +14,12 @@ import stat
 import sys
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from superfluid.installer.home.mutex import Holder, install_lock
 from superfluid.runtime.errors import SuperfluidError, UsageError
-from superfluid.runtime.frozen import frozen
 from superfluid.runtime.home import CURRENT, PINNED, current_target, installs_in, is_install_entry, runtime_dir
 from superfluid.runtime.jsonread import read_bytes
 from superfluid.runtime.ordering import backend_rank, version_key
@@ -74,7 +74,7 @@ class BadName(UsageError):
     """A runtime id or install name that cannot name a directory of the home (exit 2)."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Installed:
     """One install directory: its receipt, or why it has none that reads (then it is broken)."""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -16,7 +17,6 @@ from superfluid.installer.config import DEFAULT_GITHUB_API, FetchConfig
 from superfluid.installer.errors import DownloadError, OfflineMissing, ReleaseNotFound
 from superfluid.installer.transport.fetcher import Credential, Fetcher, is_loopback, origin_of
 from superfluid.runtime.errors import BadFile
-from superfluid.runtime.frozen import field, frozen
 
 __all__ = [
     "Asset",
@@ -45,7 +45,7 @@ _ACCEPT_JSON = {
 }
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Asset:
     """One file of a release, as listed."""
 
@@ -64,7 +64,7 @@ class Asset:
         return {"name": self.name, "url": self.url, "size": self.size, "digest": self.digest}
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Release:
     """One published release (never a draft)."""
 
@@ -278,7 +278,7 @@ def _load_json(body: bytes, where: str) -> Any:
 # -- conditional GET through the HTTP cache ------------------------------------------------------
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class CachedBody:
     """A body and where it came from: ``status`` 200 (fresh), 304 (revalidated) or 0 (offline)."""
 

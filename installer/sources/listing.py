@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from superfluid.runtime.errors import InconsistentRelease
-from superfluid.runtime.frozen import replace
 
 if TYPE_CHECKING:
     from superfluid.installer.sources.release_source import Asset, Release, ReleaseSource

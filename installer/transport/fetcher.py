@@ -11,6 +11,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, urljoin, urlsplit
 
@@ -24,7 +25,6 @@ from superfluid.installer.errors import (
     RateLimited,
     SizeExceeded,
 )
-from superfluid.runtime.frozen import frozen
 
 if TYPE_CHECKING:
     import requests
@@ -117,7 +117,7 @@ class Headers(Mapping[str, str]):
         return f"Headers({self._d!r})"
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Credential:
     """A secret ``Authorization`` value that may be sent to one origin only."""
 

@@ -9,12 +9,12 @@ import hashlib
 import os
 import re
 import sys
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 from superfluid.installer.trust.errors import NoTrustRoot
 from superfluid.runtime.errors import BadFile
-from superfluid.runtime.frozen import field, frozen
 
 __all__ = ["Trust", "Answer", "fetch_answer", "trust_dir", "ENV_ROOT"]
 
@@ -23,7 +23,7 @@ _ROOT_MAX = 512000  # bytes of a root file (ngclient's root_max_length)
 _ROOT_FILE = re.compile(r"^([1-9][0-9]{0,9})\.root\.json$")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Trust:
     """How a command trusts a manifest service's answers, built once by the face."""
 
@@ -32,7 +32,7 @@ class Trust:
     insecure: bool = False  # --insecure-no-freshness
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Answer:
     """The service's answer: HTTP status, bytes, and the TUF versions it was checked with
     (``{"checked": false}`` when it was not)."""

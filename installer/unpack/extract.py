@@ -13,12 +13,12 @@ import stat
 import tarfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, NamedTuple, cast
 
 from superfluid.installer.home.store import remove_tree
 from superfluid.runtime.errors import BadFile, SuperfluidError
-from superfluid.runtime.frozen import frozen
 from superfluid.runtime.record import remember
 
 __all__ = [
@@ -61,7 +61,7 @@ class ExtractFailed(SuperfluidError):
         self.reason = reason
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ExtractLimits:
     """Caps of one archive's extraction; a bomb is refused before its bytes are written."""
 
@@ -80,7 +80,7 @@ class ExtractLimits:
 _DEFAULT_LIMITS = ExtractLimits()
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Member:
     """One archive member as the rule sees it (whatever the archive format)."""
 

@@ -6,16 +6,16 @@ See docs/runtimes.md, "The ABI number and the unnumbered line".
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from superfluid.runtime.basert.header import ABI_VERSION, UNNUMBERED_LINE
-from superfluid.runtime.frozen import frozen
 from superfluid.runtime.ordering import version_line
 
 __all__ = ["AbiVerdict", "abi_verdict", "drives_of"]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class AbiVerdict:
     """The rule's answer for ``version`` stating ``abi``, against the ABI ``drives`` (whose
     unnumbered release line is ``line``). ``by`` is how it is driven: ``"abi"`` (the number

@@ -6,8 +6,7 @@ See docs/release.md, "baseRT engine releases".
 from __future__ import annotations
 
 import re
-
-from superfluid.runtime.frozen import frozen
+from dataclasses import dataclass
 
 __all__ = ["Bundle", "default_backend", "parse_bundle_name", "parse_abi_asset_name"]
 
@@ -18,7 +17,7 @@ _BUNDLE = re.compile(
 _ABI_ASSET = re.compile(r"^basert-engine-abi-(?P<n>0|[1-9][0-9]*)\.txt$")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Bundle:
     """What a baseRT bundle's name says: ``basert-engine-<platform>[-<backend>]-<version>.tar.gz``."""
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from superfluid.runtime.errors import BadFile
-from superfluid.runtime.frozen import frozen
 
 __all__ = [
     "HEADER_PATH",
@@ -32,7 +32,7 @@ _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(BASERT_[A-Z_]+)[ \t]+(\S+)[ \t
 _UNNUMBERED_LINES = {1: (0, 3)}
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class HeaderFacts:
     """The four macros of our header."""
 

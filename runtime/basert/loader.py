@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.basert.bindings import (
@@ -19,7 +20,6 @@ from superfluid.runtime.basert.config import CONFIG_SIZE, BaseRTModelConfig
 from superfluid.runtime.basert.locate import locate
 from superfluid.runtime.basert.verdict import FIX, ConfigRead, Probe, judge
 from superfluid.runtime.errors import LibraryRefused
-from superfluid.runtime.frozen import field, frozen
 
 if TYPE_CHECKING:
     from superfluid.runtime.basert.model import Model
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 __all__ = ["Library", "dlopen", "probe", "load_library", "open_library", "config_of"]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Library:
     """A libbaseRT this build drives, and what was found about it."""
 

@@ -6,13 +6,13 @@ See docs/install.md, "baseRT: by ABI number".
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.basert.abi import AbiVerdict, abi_verdict
 from superfluid.runtime.basert.bundles import Bundle, default_backend, parse_abi_asset_name, parse_bundle_name
 from superfluid.runtime.digests import api_sha256, expected_digest
 from superfluid.runtime.errors import InconsistentRelease
-from superfluid.runtime.frozen import frozen
 from superfluid.runtime.ordering import backend_family, backend_rank, version_key
 from superfluid.runtime.planning import (
     NameFacts,
@@ -88,7 +88,7 @@ def release_abi(repo: str, tag: str, abi_texts: Mapping[str, str], pin_abi: int 
 # -- the candidates -----------------------------------------------------------------------------------
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class _Offer:
     """One bundle a candidate release offers, with what the listing and the recipe say of it."""
 
@@ -100,7 +100,7 @@ class _Offer:
     pinned: bool  # the recipe pins this very asset (by name)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class _Candidate:
     version: str
     tag: str
@@ -167,7 +167,7 @@ def _candidates(recipe: Mapping[str, Any], listing: Listing | None) -> dict[str,
 # -- judging and planning -----------------------------------------------------------------------------
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class _Judged:
     cand: _Candidate
     rule: AbiVerdict | None  # None: the release contradicts itself (error)

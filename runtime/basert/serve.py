@@ -8,11 +8,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from superfluid.runtime.basert.locate import FLAG
 from superfluid.runtime.errors import ModelLoadFailed, SuperfluidError, UsageError
-from superfluid.runtime.frozen import frozen
 from superfluid.runtime.serving import RequestRefused, listen_flags, max_context_flag, queue_flag, serve_engine
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ MAX_CONTEXT = 4096
 _TAKES = ("--model", "--host", "--port", "--max-context", "--queue", FLAG, "--lib", "--kv-bits")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class BasertServeLine:
     """What ``serve``'s command line asks for."""
 

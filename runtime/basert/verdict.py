@@ -5,12 +5,12 @@ See docs/runtimes.md, "How a library is judged".
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from superfluid.runtime.basert.abi import abi_verdict
 from superfluid.runtime.basert.header import ABI_VERSION, HEADER_VERSION, UNNUMBERED_LINE
 from superfluid.runtime.errors import AbiRefused, LibraryRefused
-from superfluid.runtime.frozen import frozen
 
 __all__ = ["Probe", "LibraryVerdict", "ConfigRead", "FIX", "judge"]
 
@@ -20,7 +20,7 @@ FIX = ("install one this superfluid drives with `superfluid runtime install base
        "or name another with --basert-lib or BASERT_LIB")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Probe:
     """What a probe found in a library, without calling anything unsafe."""
 
@@ -32,7 +32,7 @@ class Probe:
     config_size: int | None = None  # baseRT_model_config_sizeof()
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class LibraryVerdict:
     """``config_read`` when the library serves; else ``refusal``, the typed error to raise."""
 

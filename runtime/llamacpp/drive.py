@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import ctypes as C
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from superfluid.runtime.errors import ModelLoadFailed, SuperfluidError
-from superfluid.runtime.frozen import asdict, frozen
 from superfluid.runtime.llamacpp.bindings import ChatMessage
 from superfluid.runtime.llamacpp.layout import fill
 from superfluid.runtime.llamacpp.loader import Library
@@ -33,7 +32,7 @@ class DecodeFailed(SuperfluidError):
         self.status = status
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Device:
     """A device of ggml's backend registry."""
 

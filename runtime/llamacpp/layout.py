@@ -8,9 +8,8 @@ from __future__ import annotations
 import ctypes as C
 import struct
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
-
-from superfluid.runtime.frozen import frozen
 
 __all__ = [
     "Layout",
@@ -153,7 +152,7 @@ class DefaultsImage(C.Structure):
         return bytes(self)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Layout:
     """One generation of the parameter structs."""
 
@@ -175,7 +174,7 @@ LAYOUTS: tuple[Layout, ...] = (
 )
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Mismatch:
     """A field whose bytes in the image are not the default a tested build returns."""
 

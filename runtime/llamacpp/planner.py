@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.digests import api_sha256, expected_digest
-from superfluid.runtime.frozen import replace
 from superfluid.runtime.llamacpp.recipe import Archive, TestedBuild, find_tested, parse_name, tested
 from superfluid.runtime.ordering import backend_family
 from superfluid.runtime.planning import (

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
-from superfluid.runtime.frozen import frozen, replace
 from superfluid.runtime.ordering import version_key
 
 __all__ = ["Archive", "TestedBuild", "parse_name", "load", "tested", "tested_of", "listed", "find_tested", "PACKAGE",
@@ -19,7 +19,7 @@ SCHEMA = "llamacpp-recipe"
 _NAME = re.compile(r"^(?P<cudart>cudart-)?llama-(?P<build>b\d+)-bin-(?P<os>ubuntu|macos)-(?P<rest>.+)\.tar\.gz$")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Archive:
     """One release archive: what its name says, and what the recipe pins about it."""
 
@@ -56,7 +56,7 @@ def parse_name(name: str) -> Archive | None:
                    cudart=bool(m["cudart"]))
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class TestedBuild:
     """A build the adapter was tested against."""
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from superfluid.runtime.errors import ModelLoadFailed, UsageError
-from superfluid.runtime.frozen import frozen
 from superfluid.runtime.serving import RequestRefused, listen_flags, max_context_flag, queue_flag, serve_engine
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ MAX_CONTEXT = 4096
 _OWN = ("--host", "--port", "--max-context", "--queue")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class LlamaServeLine:
     """What ``serve``'s command line asks for."""
 

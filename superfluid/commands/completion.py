@@ -7,14 +7,13 @@ import sys
 from dataclasses import dataclass, field
 
 from superfluid import __version__
-from superfluid.runtime.frozen import frozen
 
 __all__ = ["Flag", "Command", "Model", "model", "render", "SHELLS", "run"]
 
 SHELLS = ("bash", "zsh", "fish")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Flag:
     """A flag and the value it takes: ``""`` none, ``file``, ``dir``, ``text`` (typed), or ``words:a b``."""
 

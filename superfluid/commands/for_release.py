@@ -212,8 +212,9 @@ def release_for(args: argparse.Namespace, environ: Mapping[str, str]) -> ForRele
         raise UsageError(f"--for {value}: not a compat.json file, a URL or a superfluid version (e.g. 0.9.0): "
                          "name an existing file, an https:// URL or a release's version")
     if not _is_version(value):
+        from dataclasses import replace
+
         from superfluid.commands.compat import read_release
-        from superfluid.runtime.frozen import replace
 
         doc, verdict, digest = read_release(value, keys=keys, home=home(environ), require_signature=require)
         _warn_unsigned(verdict.signature, value)

@@ -98,8 +98,9 @@ def _now(targets: list[Target], args: argparse.Namespace, environ: Mapping[str, 
 
 
 def _same_release(args: argparse.Namespace, environ: Mapping[str, str]) -> Any:
+    from dataclasses import replace
+
     from superfluid.installer.fleet.plans import plan_engine
-    from superfluid.runtime.frozen import replace
     from superfluid.runtime.planning import Request
 
     def again(old: Engine) -> Engine | None:

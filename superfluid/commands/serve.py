@@ -10,10 +10,10 @@ import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from superfluid.runtime.errors import NotServable, SuperfluidError, UsageError
-from superfluid.runtime.frozen import field, frozen
 
 __all__ = ["ServeCommand", "Ready", "FLAGS", "shown_options", "add_flags", "parse_line", "choose_runtime", "readiness",
            "runtime_argv", "main", "usage", "SESSIONS_LOCK"]
@@ -57,7 +57,7 @@ def add_flags(parser: argparse.ArgumentParser, *, shown: bool = True) -> None:
             parser.add_argument(flag, metavar=meta, help=what)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ServeCommand:
     """A checked ``serve`` command line."""
 
@@ -199,7 +199,7 @@ def runtime_argv(runtime_id: str, values: Mapping[str, Any]) -> list[str]:
     return argv + ([f"--{runtime_id}-lib", str(values["lib"])] if "lib" in values else [])
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Ready:
     """A runtime found able to serve: the worker that serves, its check and the options it gets."""
 

@@ -17,10 +17,8 @@ from tests.conftest import VENV_BIN
 from tests.install.conftest import Home
 from tests.release_server import ReleaseServer
 
-#: what a command that reads only the home and the recipes never needs (nor ``dataclasses``, whose
-#: generated code for each record cost a computed ``runtimes`` a fifth of its time: records are
-#: ``runtime.frozen``'s)
-HEAVY = ("requests", "urllib3", "jsonschema", "cryptography", "dataclasses")
+#: what a command that reads only the home and the recipes never needs
+HEAVY = ("requests", "urllib3", "jsonschema", "cryptography")
 FAST = [
     ["--version"],
     ["runtimes", "--json"],

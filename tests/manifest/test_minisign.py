@@ -4,13 +4,12 @@ real ``minisign`` does, and interoperable both ways (SPEC §8.3)."""
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 
 from superfluid.manifest import minisign as m
-from superfluid.runtime.frozen import replace
 from tests.ci.conftest import KeyPair, make_key_pair, run_minisign
 
 

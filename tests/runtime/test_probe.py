@@ -6,11 +6,11 @@ fragment and fix."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from superfluid.runtime.frozen import replace
 from superfluid.runtime.planning import Plan
 from superfluid.runtime.probe import Probed, ProbeRefused, judge_probe
 

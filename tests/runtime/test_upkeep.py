@@ -3,11 +3,11 @@ for, and why an update installs nothing."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from superfluid.runtime.frozen import replace
 from superfluid.runtime.planning import NotInstallable, Plan, PlanAsset
 from superfluid.runtime.receipt import Receipt, Source
 from superfluid.runtime.upkeep import (

@@ -6,11 +6,11 @@ import base64
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
 from superfluid.runtime.errors import BadFile
-from superfluid.runtime.frozen import field, frozen
 
 __all__ = ["Login", "Challenge", "auth_files", "login_for", "parse_challenge", "token_url", "parse_token"]
 
@@ -19,7 +19,7 @@ _AUTH_MAX_BYTES = 1 << 20
 _PARAM = re.compile(r'\s*([A-Za-z][A-Za-z0-9_-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^,\s]*))\s*(?:,|$)')
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Login:
     """A user and a secret for one registry, and the file it came from (for messages)."""
 
@@ -111,7 +111,7 @@ def login_for(host: str, repository: str, environ: Mapping[str, str]) -> Login |
     return None
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Challenge:
     """A ``WWW-Authenticate`` challenge: ``scheme`` (lower case: ``basic``, ``bearer``) and its
     parameters (``realm``, ``service``, ``scope``)."""

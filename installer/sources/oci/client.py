@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
@@ -21,7 +22,6 @@ from superfluid.installer.sources.oci.ref import (
     parse_manifest,
 )
 from superfluid.installer.transport.fetcher import Credential, FetchResponse, Headers, RequestsFetcher, origin_of
-from superfluid.runtime.frozen import frozen
 
 __all__ = ["OciFetcher", "Reply", "fetcher_for_ref"]
 
@@ -31,7 +31,7 @@ _TOKEN_MAX_BYTES = 1 << 20
 _ERROR_BODY_BYTES = 4096
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Reply:
     """A registry's answer to a ``HEAD``, ``POST`` or ``PUT``: status, headers, where, and the
     start of its body (for an error's words)."""

@@ -9,11 +9,11 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from superfluid.runtime.errors import BadFile
-from superfluid.runtime.frozen import frozen
 
 __all__ = [
     "SCHEME",
@@ -81,7 +81,7 @@ def _loopback(host: str) -> bool:
     return is_loopback(f"http://{host}/")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class OciRef:
     """One repository of one registry: ``host`` (``name[:port]``, lower case) and ``repository``
     (``fleet/engines``); ``plain_http`` when it is spoken to over ``http://``."""
@@ -185,7 +185,7 @@ def index_tag(repo: str) -> str:
     return _tag(f"releases.{owner}.{name}")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Layer:
     """One file of a manifest: its title (a mirror path), SHA-256 and size."""
 

@@ -3,6 +3,8 @@ a machine is, what it installs from a lock, and what moved (SPEC §12). Pure: ta
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from superfluid.installer.fleet.lockfile import Engine, Lock, LockError, Target
@@ -17,7 +19,6 @@ from superfluid.installer.fleet.plans import (
     targets_of,
 )
 from superfluid.runtime.errors import UsageError
-from superfluid.runtime.frozen import replace
 from superfluid.runtime.host import Host
 from superfluid.runtime.llamacpp.planner import cuda_major_for_driver
 from superfluid.runtime.schema import load

@@ -6,6 +6,7 @@ before it is sent."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,6 @@ from superfluid.installer.fleet.lockfile import Lock
 from superfluid.installer.fleet.push import engine_manifests, push
 from superfluid.installer.fleet.sync import files_of
 from superfluid.installer.sources.oci.ref import engine_tag, index_tag, parse_manifest, parse_ref
-from superfluid.runtime.frozen import replace
 from tests.conftest import Home
 from tests.fleet.registry import Registry
 from tests.installer.conftest import LOCKED_REPO

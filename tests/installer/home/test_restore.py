@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,6 @@ from superfluid.installer.errors import OfflineMissing
 from superfluid.installer.home.restore import NotRestorable, plan_of, restore, unrestorable
 from superfluid.installer.home.store import runtime_root
 from superfluid.installer.install import install
-from superfluid.runtime.frozen import replace
 from superfluid.runtime.planning import Request
 from superfluid.runtime.receipt import Receipt, Source, read_receipt
 from superfluid.runtime.record import FILES, files_of

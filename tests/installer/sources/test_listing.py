@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import pytest
 
@@ -13,7 +14,6 @@ from superfluid.installer.errors import OfflineMissing, ReleaseNotFound
 from superfluid.installer.sources.github import Asset, Release
 from superfluid.installer.sources.listing import SourceListing
 from superfluid.runtime.errors import InconsistentRelease
-from superfluid.runtime.frozen import replace
 from superfluid.runtime.planning import DigestConflict, Plan, PlanAsset
 
 REPO = "owner/repo"

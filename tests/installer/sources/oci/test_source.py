@@ -6,6 +6,7 @@ it; and which registry a ``--locked`` install reads (the named one, else the loc
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 
 import pytest
 
@@ -16,7 +17,6 @@ from superfluid.installer.fleet.sync import files_of
 from superfluid.installer.sources.oci.ref import parse_ref
 from superfluid.installer.sources.oci.source import OciSource, locked_source
 from superfluid.installer.sources.release_source import OfflineSource, source_for
-from superfluid.runtime.frozen import replace
 from tests.conftest import Home
 from tests.fleet.registry import Registry
 from tests.installer.conftest import LOCKED_REPO

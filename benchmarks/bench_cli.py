@@ -60,7 +60,7 @@ def _time(argv: list[str], env: dict[str, str]) -> float:
 
 def _install_basert(home: str, env: dict[str, str]) -> None:
     """basert installed in ``home`` from a mirror directory of the fixture releases."""
-    from tests.install import releases
+    from tests.end_to_end import releases
 
     releases.build_engines()
     mirror = releases.make_mirror(os.path.join(home, "mirror"))

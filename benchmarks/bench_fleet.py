@@ -38,9 +38,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.end_to_end import releases  # noqa: E402
 from tests.fleet.conftest import Machine, machine_at  # noqa: E402
 from tests.fleet.registry import Registry  # noqa: E402
-from tests.install import releases  # noqa: E402
 from tests.release_server import ReleaseServer  # noqa: E402
 
 MAX_NODES = 100

@@ -1,7 +1,7 @@
 """Install speed against two baselines, the phases of an install, and the cost of a warm ``--dry-run``.
 
 1. A ~210 MB baseRT bundle (the reference engine plus incompressible padding, built with
-   ``tests/install/releases.py``'s ``bundle``) is published on the loopback release server. Three
+   ``tests/end_to_end/releases.py``'s ``bundle``) is published on the loopback release server. Three
    contenders run as real subprocesses, interleaved (their order rotated every round, so that
    machine noise and the page cache hit all alike), and the min, median and max of each are printed.
    Fairly: every contender starts after ``sync`` with nothing left to write back, and what the one
@@ -44,7 +44,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.install import releases  # noqa: E402
+from tests.end_to_end import releases  # noqa: E402
 from tests.release_server import ReleaseServer  # noqa: E402
 
 BIN = Path(os.environ.get("SUPERFLUID_TEST_BIN", ROOT / ".venv" / "bin"))

@@ -177,7 +177,7 @@ def engines() -> Path:
 @pytest.fixture(scope="session")
 def mirror(tmp_path_factory: pytest.TempPathFactory, engines: Path) -> Path:
     """A mirror folder (``installer.mirror``'s layout) of the standard fixture baseRT releases."""
-    from tests.install import releases
+    from tests.end_to_end import releases
 
     return releases.make_mirror(tmp_path_factory.mktemp("mirror") / "m")
 

@@ -15,7 +15,7 @@ import pytest
 
 from tests.ci.conftest import ci_env, run_ci
 from tests.conftest import VENV_BIN
-from tests.install.releases import REPO, engine_lib, host_platform
+from tests.end_to_end.releases import REPO, engine_lib, host_platform
 from tests.release_server import ReleaseServer
 
 pytestmark = pytest.mark.native

@@ -11,7 +11,7 @@ import pytest
 
 from superfluid.commands.declarations import with_listing
 from tests.declarations.conftest import base_env, sf, sf_json, validate
-from tests.install import releases
+from tests.end_to_end import releases
 from tests.release_server import ReleaseServer
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from superfluid.helptext import children, walk
 from tests.conftest import ROOT, VENV_BIN, Run, isolated_env
-from tests.hardening.conftest import mirror_dir  # noqa: F401 - the fixture, defined once there
+from tests.faults.conftest import mirror_dir  # noqa: F401 - the fixture, defined once there
 
 DOC = ROOT / "docs" / "cli.md"
 TIMEOUT = 30.0

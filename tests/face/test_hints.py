@@ -166,7 +166,7 @@ def test_runtime_check_takes_the_library_flag_hints_name(tmp_path: Path, runtime
 
 
 def test_runtime_check_with_a_real_library_named_either_way(tmp_path: Path) -> None:
-    from tests.install.releases import engine_lib
+    from tests.end_to_end.releases import engine_lib
 
     lib = str(engine_lib("0.4.0"))
     for flag in ("--basert-lib", "--lib"):

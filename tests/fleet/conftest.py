@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import VENV_BIN, Run, isolated_env
-from tests.install import releases
+from tests.end_to_end import releases
 from tests.release_server import ReleaseServer, sha256_line
 
 BASERT = releases.REPO

@@ -81,8 +81,8 @@ def no_sockets(monkeypatch: pytest.MonkeyPatch) -> list[object]:
 
 @pytest.fixture(scope="session")
 def bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The reference engine's bundles (``tests/install/releases.bundle``) as local files, by variant."""
-    from tests.install.releases import bundle, bundle_name
+    """The reference engine's bundles (``tests/end_to_end/releases.bundle``) as local files, by variant."""
+    from tests.end_to_end.releases import bundle, bundle_name
 
     folder = tmp_path_factory.mktemp("bundles")
     out = {}

@@ -18,7 +18,7 @@ from superfluid.runtime.planning import NotInstallable, Plan, PlanAsset, Request
 from superfluid.runtime.probe import ProbeRefused
 from superfluid.runtime.receipt import read_receipt
 from tests.conftest import Home
-from tests.install.releases import bundle_name
+from tests.end_to_end.releases import bundle_name
 
 ABI = {"0.2.6": None, "0.3.0": None, "0.3.1": 1, "0.4.0": 1, "0.5.0": 1}  # what each plan says its release states
 

@@ -1,7 +1,7 @@
 """The download progress bar (issue 15, item 5): units, rate, time left, width, and at most ten
 redraws a second. ``bar_line`` is a table; ``TerminalProgress`` runs on a fake clock and on the
 real one; the bar on a real terminal (a pty), and nothing on a pipe or in CI, is in
-``tests/install/test_progress_tty.py``."""
+``tests/end_to_end/test_progress_tty.py``."""
 
 from __future__ import annotations
 

@@ -17,8 +17,8 @@ from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import DownloadError
 from superfluid.installer.transport.fetcher import RequestsFetcher
 from tests.conftest import isolated_env
-from tests.hardening.conftest import Home
-from tests.install import releases
+from tests.end_to_end import releases
+from tests.faults.conftest import Home
 from tests.release_server import ReleaseServer
 
 DATA = bytes(range(256)) * 64  # 16 KiB

@@ -11,8 +11,8 @@ import pytest
 
 from superfluid.commands.source_hints import keep_source
 from tests.conftest import native_cache
-from tests.install import releases
-from tests.install.conftest import Home
+from tests.end_to_end import releases
+from tests.end_to_end.conftest import Home
 from tests.release_server import ReleaseServer
 
 M = [("--mirror", "/srv/m")]

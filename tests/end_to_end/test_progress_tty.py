@@ -12,8 +12,8 @@ import threading
 import pytest
 
 from tests.conftest import VENV_BIN
-from tests.install import releases
-from tests.install.conftest import Home
+from tests.end_to_end import releases
+from tests.end_to_end.conftest import Home
 from tests.release_server import ReleaseServer
 
 BAR = "\r\x1b[K"

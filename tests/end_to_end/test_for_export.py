@@ -12,7 +12,7 @@ import pytest
 
 from superfluid.manifest import minisign
 from tests.conftest import VENV_BIN
-from tests.install.conftest import Home
+from tests.end_to_end.conftest import Home
 from tests.release_server import ReleaseServer
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from superfluid.runtime.schema import errors as schema_errors
 from tests.conftest import native_cache
-from tests.install.conftest import Home
+from tests.end_to_end.conftest import Home
 
 LIB = "libbaseRT.dylib" if sys.platform == "darwin" else "libbaseRT.so"
 MODEL = native_cache() / "basert" / "models" / "tiny.base"

@@ -13,8 +13,8 @@ import pytest
 
 from superfluid.manifest import minisign
 from tests.conftest import VENV_BIN
-from tests.install.conftest import Home
-from tests.install.releases import libllama_archive
+from tests.end_to_end.conftest import Home
+from tests.end_to_end.releases import libllama_archive
 from tests.release_server import ReleaseServer
 
 

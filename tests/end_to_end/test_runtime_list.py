@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 
 from superfluid.runtime.schema import errors as schema_errors
-from tests.install.conftest import Home
+from tests.end_to_end.conftest import Home
 
 
 def test_lists_every_install_current_and_pinned(two: Home) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import VENV_BIN, Run, isolated_env
-from tests.hardening.conftest import TIMEOUT, Home, tree_digest
+from tests.faults.conftest import TIMEOUT, Home, tree_digest
 
 CHANGING = [
     ["runtime", "install", "basert", "--version", "0.3.1"],

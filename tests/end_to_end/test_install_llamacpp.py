@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.install.conftest import Home
-from tests.install.releases import libllama_archive
+from tests.end_to_end.conftest import Home
+from tests.end_to_end.releases import libllama_archive
 from tests.release_server import ReleaseServer
 
 REPO = "ggml-org/llama.cpp"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hardening.conftest import Home, tree_digest
+from tests.faults.conftest import Home, tree_digest
 
 OUTSIDE_TEXT = "precious: not superfluid's\n"
 
@@ -315,7 +315,7 @@ def test_hostile_http_cache_records_and_blobs_are_never_followed(installed_home:
         _replace(record, _link_to("/dev/zero"))
     for blob in (cache / "sha256").iterdir():
         _replace(blob, _fifo)
-    from tests.install.releases import bundle_name
+    from tests.end_to_end.releases import bundle_name
 
     digest = (installed_home.mirror / "basecompute" / "baseRT" / "releases" / "download" / "v0.3.1" /
               f"{bundle_name('0.3.1')}.sha256").read_text().split()[0]

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.hardening.conftest import Home
-from tests.hardening.test_killed_steps import GATES, _consistent, _wait_for
+from tests.faults.conftest import Home
+from tests.faults.test_killed_steps import GATES, _consistent, _wait_for
 
 COLLECTOR = GATES + 'from superfluid.installer.home import gc\ngc.collect(sys.argv[1], "basert", keep=1)\n'
 

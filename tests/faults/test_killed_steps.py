@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hardening.conftest import Home
+from tests.faults.conftest import Home
 
 #: the start of a script that stops at ``step`` (its last two arguments: the step, and the marker
 #: file it writes there) and waits to be killed; the script goes on with the change it makes

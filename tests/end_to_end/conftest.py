@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Home
-from tests.install import releases
+from tests.end_to_end import releases
 from tests.release_server import ReleaseServer
 
 __all__ = ["Home"]

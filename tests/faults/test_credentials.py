@@ -14,8 +14,8 @@ import pytest
 
 from superfluid.runtime.process import is_secret, scrubbed_env
 from tests.conftest import isolated_env
-from tests.hardening.conftest import Home
-from tests.install import releases
+from tests.end_to_end import releases
+from tests.faults.conftest import Home
 from tests.release_server import ReleaseServer
 
 SECRET = "s3cr3t-pa55"

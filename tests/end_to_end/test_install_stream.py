@@ -23,8 +23,8 @@ from superfluid.installer.phases import Phases
 from superfluid.installer.sources.release_source import source_for
 from superfluid.installer.transport.progress import Progress
 from superfluid.runtime.planning import Request
-from tests.install import releases
-from tests.install.conftest import Home
+from tests.end_to_end import releases
+from tests.end_to_end.conftest import Home
 from tests.release_server import ReleaseServer
 
 REPO = releases.REPO

@@ -18,8 +18,8 @@ import pytest
 
 from superfluid import answer_cache
 from tests.conftest import VENV_BIN, Run
-from tests.install import releases
-from tests.install.conftest import Home
+from tests.end_to_end import releases
+from tests.end_to_end.conftest import Home
 from tests.release_server import ReleaseServer
 
 _IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)\s*$")

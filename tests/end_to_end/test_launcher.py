@@ -22,7 +22,7 @@ import pytest
 
 from superfluid.installer.home.publish import launcher_script
 from tests.conftest import VENV_BIN
-from tests.install.conftest import Home
+from tests.end_to_end.conftest import Home
 from tests.release_server import ReleaseServer
 
 SYSTEM_PATH = "/usr/bin:/bin"

@@ -7,7 +7,7 @@ reproducible (fixed times, owners and order), so digests are stable between runs
 
 As a program it writes a mirror directory the installer reads with ``--mirror DIR``::
 
-    python -m tests.install.releases DIR      # (scripts/make-mirror DIR)
+    python -m tests.end_to_end.releases DIR      # (scripts/make-mirror DIR)
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def make_mirror(root: str | os.PathLike[str], *, platform: str | None = None) ->
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        sys.stderr.write("usage: python -m tests.install.releases DIR\n")
+        sys.stderr.write("usage: python -m tests.end_to_end.releases DIR\n")
         return 2
     root = make_mirror(argv[0])
     print(f"mirror of baseRT {', '.join(v for v, _ in STANDARD)} for {host_platform()} in {root}")

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from tests.conftest import VENV_BIN
-from tests.install.conftest import Home
+from tests.end_to_end.conftest import Home
 from tests.release_server import ReleaseServer
 
 #: what a command that reads only the home and the recipes never needs

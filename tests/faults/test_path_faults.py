@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import isolated_env
-from tests.hardening.conftest import Home
+from tests.faults.conftest import Home
 
 BLAME = "check SUPERFLUID_HOME"
 

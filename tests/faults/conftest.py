@@ -61,7 +61,7 @@ def tree_digest(path: Path) -> str:
 
 @pytest.fixture(scope="session")
 def mirror_dir(tmp_path_factory: pytest.TempPathFactory, engines: Path) -> Path:
-    from tests.install import releases
+    from tests.end_to_end import releases
 
     return releases.make_mirror(tmp_path_factory.mktemp("mirror"))
 

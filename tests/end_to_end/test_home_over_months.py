@@ -15,8 +15,8 @@ from typing import Any
 
 from superfluid.runtime.schema import errors as schema_errors
 from tests.conftest import VENV_BIN
-from tests.install import releases
-from tests.install.conftest import Home
+from tests.end_to_end import releases
+from tests.end_to_end.conftest import Home
 from tests.release_server import ReleaseServer
 
 REPO = releases.REPO

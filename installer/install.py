@@ -16,7 +16,7 @@ from superfluid.runtime.probe import ProbeRefused
 
 if TYPE_CHECKING:
     from superfluid.installer.cache.download import Progress
-    from superfluid.installer.home.mutex import Holder
+    from superfluid.installer.mutex import MutexOwner
     from superfluid.installer.phases import Phases
     from superfluid.installer.sources.release_source import ReleaseSource
     from superfluid.runtime.host import Host
@@ -128,7 +128,7 @@ def install(request: Request, *, environ: Mapping[str, str], mirror: str | None 
         ProbeRefused: the only plan's probe refused.
         InconsistentRelease, DigestConflict, VerificationError: the digests (nothing installed).
         DownloadError, OfflineMissing, ReleaseNotFound, BadFile: reading the source.
-        UnsafeArchive, StoreError, LockBusy: extraction and the store (nothing installed).
+        UnsafeArchive, StoreError, MutexBusy: extraction and the store (nothing installed).
     """
     from superfluid.installer.phases import phase
     from superfluid.runtime.host import detect
@@ -166,7 +166,7 @@ def install_plans(runtime_id: str, plans: Sequence[Plan], *, environ: Mapping[st
         NotInstallable: every plan's probe refused (names each reason), or there is none.
         ProbeRefused: the only plan's probe refused.
         VerificationError, DownloadError, OfflineMissing, UsageError: fetching (nothing installed).
-        UnsafeArchive, StoreError, LockBusy: extraction and the store (nothing installed).
+        UnsafeArchive, StoreError, MutexBusy: extraction and the store (nothing installed).
     """
     from superfluid.installer.home.fill import fill_for
     from superfluid.installer.home.publish import install_staged
@@ -227,5 +227,5 @@ def _fall_back(plans: Sequence[Plan], i: int, reason: str, fallbacks: list[tuple
     raise NotInstallable(f"no {p.id} build {verb} here: " + "; ".join(f"{n}: {w}" for n, w in fallbacks)) from None
 
 
-def _waiting(tell: Tell, p: Plan, holder: Holder) -> None:
+def _waiting(tell: Tell, p: Plan, holder: MutexOwner) -> None:
     tell(Event("waiting", p, holder=holder.describe()))

@@ -41,6 +41,9 @@ def error_code(error: BaseException) -> str:
     ``DownloadStalled`` -> ``download-stalled``); a private class answers as its public base."""
     if isinstance(error, KeyboardInterrupt):
         return "interrupted"
+    kept = getattr(error, "ERROR_CODE", None)  # a class renamed in the code keeps the code scripts read
+    if isinstance(kept, str):
+        return kept
     cls: type = type(error)
     while cls.__name__.startswith("_") and cls.__bases__:
         cls = cls.__bases__[0]

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from superfluid.installer.files import open_lock_file
 from superfluid.runtime.home import cache_dir
 from superfluid.runtime.jsonread import UntrustedJson, read_bytes, read_json
 from superfluid.runtime.redact import redact_url
@@ -77,14 +78,11 @@ def _lock_partial(lock_path: Path) -> int:
     """
     while True:
         try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | _NO_FOLLOW, 0o644)
+            fd = open_lock_file(lock_path)
         except OSError:  # something planted at the lock's name: replaced by a fresh lock file
             with contextlib.suppress(OSError):
                 os.unlink(lock_path)
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _NO_FOLLOW, 0o644)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise OSError(f"{lock_path} is not a regular file")
+            fd = open_lock_file(lock_path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -12,13 +12,11 @@ import fcntl
 import logging
 import os
 import secrets
-import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from superfluid.installer.home.mutex import Holder
+from superfluid.installer.files import open_lock_file
+from superfluid.installer.mutex import MutexOwner, install_mutex
 
 __all__ = ["PRUNE_LOCK", "HOLDS", "hold", "held_now", "pruning", "linked"]
 
@@ -34,7 +32,6 @@ _WAIT = 60.0
 _RECORD_MAX = 4 << 20
 #: caches one process holds records in at once (a command uses one; a test process may use many)
 _MAX_RECORDS = 8
-_FLAGS = os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
 
 
 class _Record:
@@ -57,21 +54,11 @@ def linked(root: str | os.PathLike[str]) -> str | None:
     return None
 
 
-def _open_regular(path: str, flags: int) -> int:
-    """``path`` opened without following a link or blocking on a FIFO; anything but a regular file
-    there is refused (OSError)."""
-    fd = os.open(path, flags | _FLAGS, 0o644)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise OSError(errno.EINVAL, "not a regular file", path)
-    return fd
-
-
 @contextlib.contextmanager
 def _shared(root: str) -> Iterator[None]:
     """Hold ``prune.lock`` shared: no prune deletes meanwhile (one that is deleting is waited for,
     up to ``_WAIT`` seconds, after which nothing is recorded: OSError)."""
-    fd = _open_regular(os.path.join(root, PRUNE_LOCK), os.O_RDWR | os.O_CREAT)
+    fd = open_lock_file(os.path.join(root, PRUNE_LOCK), os.O_RDWR | os.O_CREAT)
     try:
         deadline = time.monotonic() + _WAIT
         while True:
@@ -104,8 +91,7 @@ def _record(root: str) -> _Record:
     with contextlib.suppress(FileExistsError):
         os.mkdir(folder, 0o755)
     path = os.path.join(folder, f"{os.getpid()}-{secrets.token_hex(8)}.lock")
-    fd = _open_regular(path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
-    os.set_blocking(fd, True)
+    fd = open_lock_file(path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a fresh file: nobody else holds it
     if not _records:
         atexit.register(_forget)
@@ -152,7 +138,7 @@ def _held_by(path: str) -> set[str] | None:
     """The digests the record at ``path`` holds while its process lives; None when its flock is
     free (its process ended) or it is not a record of ours (a link, a FIFO, too large)."""
     try:
-        fd = _open_regular(path, os.O_RDONLY)
+        fd = open_lock_file(path, os.O_RDONLY)
     except OSError:
         return None
     try:
@@ -197,17 +183,15 @@ def held_now(root: str | os.PathLike[str]) -> set[str]:
 
 @contextlib.contextmanager
 def pruning(root: str | os.PathLike[str], *, timeout: float = 600.0,
-            on_wait: Callable[[Holder], None] | None = None) -> Iterator[set[str]]:
+            on_wait: Callable[[MutexOwner], None] | None = None) -> Iterator[set[str]]:
     """Hold the cache at ``root`` for a prune: ``prune.lock`` exclusively (no process records a
     blob meanwhile; another prune waits), answering the digests live processes hold. The records of
     processes that ended are removed first. Call it only to delete; nothing else of the cache waits.
 
     Raises:
-        LockBusy: another prune held it past ``timeout`` seconds.
-        LockError: the lock file cannot be opened.
+        MutexBusy: another prune held it past ``timeout`` seconds.
+        MutexError: the lock file cannot be opened.
     """
-    from superfluid.installer.home.mutex import install_lock
-
     top = os.fspath(root)
-    with install_lock(top, name=PRUNE_LOCK, timeout=timeout, on_wait=on_wait, command="superfluid cache prune"):
+    with install_mutex(top, name=PRUNE_LOCK, timeout=timeout, on_wait=on_wait, command="superfluid cache prune"):
         yield _live(top, clean=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from superfluid.installer.home.mutex import Holder
+    from superfluid.installer.mutex import MutexOwner
 
 __all__ = ["KINDS", "Item", "Scan", "Pruned", "is_archive", "blob_kind", "is_stale", "parse_age", "human_age",
            "human_bytes", "guard_cache", "needed_by_installs", "scan", "prune", "digests_of_locks"]
@@ -400,14 +400,14 @@ def _remove_partial(root: str, item: Item) -> None:
 
 def prune(root: str | os.PathLike[str], home: str | os.PathLike[str], *, grace: float, dry_run: bool = False,
           keep: Mapping[str, Collection[str]] | None = None, timeout: float = 600.0,
-          on_wait: Callable[[Holder], None] | None = None) -> Pruned:
+          on_wait: Callable[[MutexOwner], None] | None = None) -> Pruned:
     """Remove what is stale in the cache at ``root`` (see the module doc), holding the cache's
     prune lock (``cachehold.pruning``) so that no running process loses what it holds; with
     ``dry_run`` only say what would go (no lock, nothing changed).
 
     Raises:
-        LockBusy: another prune held the lock past ``timeout`` seconds.
-        LockError: the lock file cannot be opened.
+        MutexBusy: another prune held the lock past ``timeout`` seconds.
+        MutexError: the lock file cannot be opened.
         OSError: a file cannot be removed.
     """
     from superfluid.installer.cache.holds import held_now, pruning

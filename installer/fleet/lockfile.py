@@ -28,7 +28,7 @@ __all__ = [
     "SCHEMA",
     "DEFAULT_NAME",
     "MAX_BYTES",
-    "LockError",
+    "LockFileError",
     "Target",
     "LockedFile",
     "Engine",
@@ -59,8 +59,10 @@ _ANEW = "restore it from version control, or remove it and run `superfluid lock`
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\\]")
 
 
-class LockError(SuperfluidError):
+class LockFileError(SuperfluidError):
     """A lock cannot be made or used as asked (an asset no mirror can hold, a host it has nothing for)."""
+
+    ERROR_CODE = "lock"  # the code of its --json error since before it was named LockFileError
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -141,13 +143,13 @@ class Engine:
         of each small file of its release the choice read.
 
         Raises:
-            LockError: an asset without a digest or a size, or at a URL no mirror layout places.
+            LockFileError: an asset without a digest or a size, or at a URL no mirror layout places.
         """
         assets = []
         for a in plan.assets:
             if a.sha256 is None or a.size is None:
                 missing = "SHA-256" if a.sha256 is None else "size"
-                raise LockError(f"{target.describe()}: {a.name} has no {missing} to lock",
+                raise LockFileError(f"{target.describe()}: {a.name} has no {missing} to lock",
                                 fix="a lock pins every byte; lock releases whose listing states it")
             assets.append(LockedFile(a.name, _path_for(a.url, repo, target), a.url, a.size, a.sha256,
                                      a.digest_source, tuple(a.checked)))
@@ -235,7 +237,7 @@ def _path_for(url: str, repo: str, target: Target) -> str:
 
     placed = path_of_url(url)
     if placed is None or placed[0].lower() != repo.lower():
-        raise LockError(f"{target.describe()}: {url} is not a download of a {repo} release, so no mirror "
+        raise LockFileError(f"{target.describe()}: {url} is not a download of a {repo} release, so no mirror "
                         "layout places it", fix="lock from GitHub or from a mirror (--mirror URL|DIR)")
     path = asset_path(repo, placed[1], placed[2])
     _check_path(path, repo, placed[2], "")

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from superfluid.installer.fleet.lockfile import Engine, Lock, LockError, Target, path_of_url
+from superfluid.installer.fleet.lockfile import Engine, Lock, LockFileError, Target, path_of_url
 from superfluid.installer.sources.release_source import Download, ReleaseSource
 from superfluid.runtime.errors import UsageError
 from superfluid.runtime.host import Host
@@ -155,7 +155,7 @@ def plan_engine(request: Request, target: Target, *, environ: Mapping[str, str],
 
     Raises:
         NotInstallable: nothing of the runtime installs on such a machine.
-        LockError: the plan cannot be locked (no digest, no size, no mirror path).
+        LockFileError: the plan cannot be locked (no digest, no size, no mirror path).
         InconsistentRelease, DigestConflict, DownloadError, RateLimited, OfflineMissing,
         ReleaseNotFound, BadFile: as ``install.plan``.
     """
@@ -188,7 +188,7 @@ def select(lock: Lock, host: Host, runtime: str | None = None, *, lock_name: str
     the first's probe refuses), each install once.
 
     Raises:
-        LockError: the lock has nothing for this platform, or nothing of ``runtime`` for it, or
+        LockFileError: the lock has nothing for this platform, or nothing of ``runtime`` for it, or
             nothing for any kind of machine this host is; says the command that adds it.
     """
     mine = [e for e in lock.engines if e.target.platform == host.platform]
@@ -197,14 +197,15 @@ def select(lock: Lock, host: Host, runtime: str | None = None, *, lock_name: str
     add = f"--platform {host.platform}" + (f" --backend {best}" if best != "cpu" else "")
     if not mine:
         held = ", ".join(sorted({e.target.platform for e in lock.engines})) or "none"
-        raise LockError(f"{lock_name} has no engine for {host.platform} (this is {host.describe()}; it holds: {held})",
+        raise LockFileError(
+            f"{lock_name} has no engine for {host.platform} (this is {host.describe()}; it holds: {held})",
                         fix=f"`superfluid lock {add}` adds it")
     wanted = [runtime] if runtime else sorted({e.target.runtime for e in mine})
     out: dict[str, list[Engine]] = {}
     for r in wanted:
         engines = {e.target.host: e for e in mine if e.target.runtime == r}
         if not engines:
-            raise LockError(f"{lock_name} has no {r} engine for {host.platform}",
+            raise LockFileError(f"{lock_name} has no {r} engine for {host.platform}",
                             fix=f"`superfluid lock --runtime {r} {add}` adds it")
         chosen: list[Engine] = []
         for kind in kinds:
@@ -212,7 +213,7 @@ def select(lock: Lock, host: Host, runtime: str | None = None, *, lock_name: str
             if e is not None and all(c.install != e.install for c in chosen):
                 chosen.append(e)
         if not chosen:
-            raise LockError(f"{lock_name} has {r} for {host.platform} only for "
+            raise LockFileError(f"{lock_name} has {r} for {host.platform} only for "
                             f"{', '.join(sorted(engines))} machines, and this is {host.describe()}",
                             fix=f"`superfluid lock --runtime {r} {add}` adds this kind")
         out[r] = chosen

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from superfluid.installer.config import FetchConfig
-from superfluid.installer.fleet.lockfile import Engine, Lock, LockedFile, LockError
+from superfluid.installer.fleet.lockfile import Engine, Lock, LockedFile, LockFileError
 from superfluid.installer.sources.oci.client import OciFetcher, fetcher_for_ref
 from superfluid.installer.sources.oci.ref import (
     ARTIFACT_TYPE,
@@ -132,7 +132,7 @@ def _from_registry(f: LockedFile, *, environ: Mapping[str, str], progress: Any) 
 
     ref = ref_of_url(f.url, environ=environ)
     if ref is None:
-        raise LockError(f"{f.name}: {f.url} names no registry repository", fix="lock it again")
+        raise LockFileError(f"{f.name}: {f.url} names no registry repository", fix="lock it again")
     net = fetcher_for_ref(ref, environ)
     try:
         net.learn(f.url, f.sha256)

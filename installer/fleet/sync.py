@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from superfluid.installer.fleet.lockfile import Lock, LockedFile, LockError
+from superfluid.installer.fleet.lockfile import Lock, LockedFile, LockFileError
 from superfluid.runtime.errors import BadFile
 from superfluid.runtime.ordering import version_key
 
@@ -55,12 +55,12 @@ def _target(root: Path, path: str) -> Path:
     """``root/path``, refused when a link inside the mirror leads out of it.
 
     Raises:
-        LockError: the resolved path is not below the root.
+        LockFileError: the resolved path is not below the root.
     """
     target = root / path
     real_root = os.path.realpath(root)
     if not os.path.realpath(target).startswith(real_root + os.sep):
-        raise LockError(f"{target} leads out of the mirror {root} (through a symbolic link)",
+        raise LockFileError(f"{target} leads out of the mirror {root} (through a symbolic link)",
                         fix="remove the link, or sync into another directory")
     return target
 
@@ -114,7 +114,7 @@ def sync(lock: Lock, root: str | os.PathLike[str], *, environ: Mapping[str, str]
 
     Raises:
         BadFile: a listing already in ``root`` is not a JSON array of releases (nothing written).
-        LockError: a link in ``root`` leads out of it.
+        LockFileError: a link in ``root`` leads out of it.
         VerificationError, DownloadError: a file's bytes or its transfer (the files already placed stay).
         OSError: ``root`` cannot be written.
     """
@@ -209,7 +209,7 @@ def verify(lock: Lock, root: str | os.PathLike[str]) -> tuple[int, list[Problem]
     each problem.
 
     Raises:
-        LockError: a link in ``root`` leads out of it.
+        LockFileError: a link in ``root`` leads out of it.
     """
     from superfluid.installer.cache.blobs import sha256_file
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from superfluid.installer.home.mutex import Holder
     from superfluid.installer.home.store import Installed
+    from superfluid.installer.mutex import MutexOwner
 
 __all__ = ["Candidate", "Decision", "Collected", "choose", "candidates", "collect", "locked_installs"]
 
@@ -92,23 +92,23 @@ class Collected:
 
 def collect(home: str, runtime_id: str, *, keep: int, dry_run: bool = False,
             locked: Mapping[str, str] | None = None, timeout: float = 600.0,
-            on_wait: Callable[[Holder], None] | None = None) -> Collected:
+            on_wait: Callable[[MutexOwner], None] | None = None) -> Collected:
     """Remove the installs of ``runtime_id`` that ``choose`` does not keep, holding the runtime's
     install lock (what dead writers left is cleaned first, as every change does); ``dry_run``
     decides the same and changes nothing.
 
     Raises:
         BadName: a bad runtime id.
-        LockBusy, StoreError: as ``install_lock``; a filesystem fault.
+        MutexBusy, StoreError: as ``install_mutex``; a filesystem fault.
     """
     from superfluid.installer.home import store
-    from superfluid.installer.home.mutex import install_lock
+    from superfluid.installer.mutex import install_mutex
 
     root = store.runtime_root(home, runtime_id)
     store.guard_root(root)
     if dry_run or not os.path.isdir(root):  # nothing installed: no lock is taken, nothing is written
         return _decide(runtime_id, root, keep, locked, dry_run=dry_run)
-    with install_lock(root, timeout=timeout, on_wait=on_wait, command=f"superfluid runtime gc {runtime_id}"):
+    with install_mutex(root, timeout=timeout, on_wait=on_wait, command=f"superfluid runtime gc {runtime_id}"):
         try:
             store.clean_stale(root)
             done = _decide(runtime_id, root, keep, locked, dry_run=False)

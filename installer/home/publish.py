@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from superfluid.installer.home.mutex import Holder, install_lock
+from superfluid.installer.files import remove_tree
 from superfluid.installer.home.store import (
     StoreError,
     check_install_name,
@@ -23,9 +23,9 @@ from superfluid.installer.home.store import (
     publish,
     read_pinned,
     refresh_current,
-    remove_tree,
     runtime_root,
 )
+from superfluid.installer.mutex import MutexOwner, install_mutex
 from superfluid.runtime.atomic import write_atomic
 from superfluid.runtime.home import CURRENT, LIB, worker_path
 from superfluid.runtime.receipt import RECEIPT, Receipt, now_utc, write_receipt
@@ -229,7 +229,7 @@ def install_staged(
     probe: Callable[[Path], Receipt | None],
     *,
     lock_timeout: float = 600.0,
-    on_wait: Callable[[Holder], None] | None = None,
+    on_wait: Callable[[MutexOwner], None] | None = None,
     command: str | None = None,
 ) -> Published:
     """Install ``<home>/runtimes/<id>/<install>`` from a staging directory, atomically: stage →
@@ -247,7 +247,7 @@ def install_staged(
 
     Raises:
         BadName: a bad runtime id or install name (before anything is touched).
-        LockBusy: another process held the lock past ``lock_timeout`` seconds.
+        MutexBusy: another process held the lock past ``lock_timeout`` seconds.
         StoreError: a filesystem fault, or no receipt, or one that does not describe this install.
         Whatever ``stage`` or ``probe`` raise (UnsafeArchive, ProbeRefused, WorkerFailed, …):
             the staging is deleted, installs are as they were.
@@ -255,7 +255,7 @@ def install_staged(
     check_install_name(install)
     root = runtime_root(home, runtime_id)
     guard_root(root)
-    with install_lock(root, timeout=lock_timeout, on_wait=on_wait, command=command):
+    with install_mutex(root, timeout=lock_timeout, on_wait=on_wait, command=command):
         try:
             cleaned = tuple(clean_stale(root))
             staging = make_staging(root, install)

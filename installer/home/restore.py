@@ -15,8 +15,8 @@ from superfluid.runtime.errors import SuperfluidError
 if TYPE_CHECKING:
     from superfluid.installer.cache.download import Progress
     from superfluid.installer.home.fill import Verified
-    from superfluid.installer.home.mutex import Holder
     from superfluid.installer.home.publish import Published
+    from superfluid.installer.mutex import MutexOwner
     from superfluid.runtime.planning import Plan, PlanAsset
     from superfluid.runtime.receipt import Receipt
 
@@ -136,14 +136,14 @@ def _fetch(p: Plan, *, environ: Mapping[str, str], offline: bool, progress: Prog
 
 
 def restore(receipt: Receipt, *, environ: Mapping[str, str], offline: bool = False, mirror_root: str | None = None,
-            progress: Progress | None = None, on_wait: Callable[[Holder], None] | None = None) -> Published:
+            progress: Progress | None = None, on_wait: Callable[[MutexOwner], None] | None = None) -> Published:
     """Put the install ``receipt`` describes back as it records it (see the module doc).
 
     Raises:
         NotRestorable: the receipt does not say enough (``unrestorable``), or the archives it names
             do not make the files it records (nothing is changed then).
         OfflineMissing, VerificationError, DownloadError: fetching (nothing is changed).
-        UnsafeArchive, StoreError, LockBusy: extraction and the store, as an install's.
+        UnsafeArchive, StoreError, MutexBusy: extraction and the store, as an install's.
     """
     from superfluid.installer.home.publish import install_staged
     from superfluid.installer.unpack.extract import extract_all

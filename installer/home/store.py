@@ -9,8 +9,6 @@ import errno
 import os
 import re
 import secrets
-import shutil
-import stat
 import sys
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
@@ -18,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from superfluid.installer.home.mutex import Holder, install_lock
+from superfluid.installer.files import remove_tree
+from superfluid.installer.mutex import MutexOwner, install_mutex
 from superfluid.runtime.errors import SuperfluidError, UsageError
 from superfluid.runtime.home import CURRENT, PINNED, current_target, installs_in, is_install_entry, runtime_dir
 from superfluid.runtime.jsonread import read_bytes
@@ -52,7 +51,7 @@ __all__ = [
     "unpin",
     "remove",
     "remove_installs",
-    "remove_tree",
+
 ]
 
 _RUNTIME_ID = re.compile(r"[a-z0-9][a-z0-9._-]*")
@@ -462,13 +461,13 @@ def _changing(root: Path, what: str) -> Iterator[None]:
 
 
 def pin(home: str | os.PathLike[str], runtime_id: str, install: str, *, timeout: float = 600.0,
-        on_wait: Callable[[Holder], None] | None = None) -> str:
+        on_wait: Callable[[MutexOwner], None] | None = None) -> str:
     """``runtime use <id> <install>``: pin the default install and point ``current`` at it.
 
     Raises:
         BadName: a bad id or install name.
         NoSuchInstall: ``install`` is not a readable install of the runtime.
-        LockBusy, StoreError: as ``install_lock``; a filesystem fault.
+        MutexBusy, StoreError: as ``install_mutex``; a filesystem fault.
     """
     root = runtime_root(home, runtime_id)
     check_install_name(install)
@@ -476,7 +475,7 @@ def pin(home: str | os.PathLike[str], runtime_id: str, install: str, *, timeout:
     if not os.path.isdir(root):  # never installed: nothing to lock, and nothing written
         raise NoSuchInstall(f"{runtime_id} has no install {install} (installed: none)",
                             fix=f"`superfluid runtime install {runtime_id}`")
-    with install_lock(root, timeout=timeout, on_wait=on_wait), _changing(root, f"pin {runtime_id} {install}"):
+    with install_mutex(root, timeout=timeout, on_wait=on_wait), _changing(root, f"pin {runtime_id} {install}"):
         clean_stale(root)
         found = {i.name: i for i in list_installs(root)}
         if install not in found:
@@ -491,18 +490,18 @@ def pin(home: str | os.PathLike[str], runtime_id: str, install: str, *, timeout:
 
 
 def unpin(home: str | os.PathLike[str], runtime_id: str, *, timeout: float = 600.0,
-          on_wait: Callable[[Holder], None] | None = None) -> str:
+          on_wait: Callable[[MutexOwner], None] | None = None) -> str:
     """``runtime use <id> --auto``: drop the pin; ``current`` goes to the best-ranked install.
 
     Raises:
         NoSuchInstall: the runtime has no install.
-        LockBusy, StoreError: as ``install_lock``; a filesystem fault.
+        MutexBusy, StoreError: as ``install_mutex``; a filesystem fault.
     """
     root = runtime_root(home, runtime_id)
     guard_root(root)
     if not os.path.isdir(root):  # never installed: nothing to lock, and nothing written
         raise NoSuchInstall(f"{runtime_id} is not installed", fix=f"`superfluid runtime install {runtime_id}`")
-    with install_lock(root, timeout=timeout, on_wait=on_wait), _changing(root, f"unpin {runtime_id}"):
+    with install_mutex(root, timeout=timeout, on_wait=on_wait), _changing(root, f"unpin {runtime_id}"):
         clean_stale(root)
         found = list_installs(root)
         broken = [i for i in found if not i.ok]
@@ -521,7 +520,7 @@ def unpin(home: str | os.PathLike[str], runtime_id: str, *, timeout: float = 600
 
 
 def remove(home: str | os.PathLike[str], runtime_id: str, install: str | None = None, *,
-           timeout: float = 600.0, on_wait: Callable[[Holder], None] | None = None) -> tuple[list[str], str | None]:
+           timeout: float = 600.0, on_wait: Callable[[MutexOwner], None] | None = None) -> tuple[list[str], str | None]:
     """``runtime remove <id> [<install>]``: delete one install (a broken one too), or all of them.
     First ``current`` and ``pinned`` stop naming them (``current`` moves to the default of the
     installs that stay), then each is renamed to ``.removing-…`` (it disappears at once for
@@ -532,7 +531,7 @@ def remove(home: str | os.PathLike[str], runtime_id: str, install: str | None = 
     Raises:
         BadName: a bad id or install name.
         NoSuchInstall: the install (or any install) does not exist.
-        LockBusy, StoreError: as ``install_lock``; a filesystem fault.
+        MutexBusy, StoreError: as ``install_mutex``; a filesystem fault.
     """
     root = runtime_root(home, runtime_id)
     if install is not None:
@@ -541,7 +540,7 @@ def remove(home: str | os.PathLike[str], runtime_id: str, install: str | None = 
     if not os.path.isdir(root):  # never installed: nothing to lock, and nothing written
         raise NoSuchInstall(f"{runtime_id} has no install {install} (installed: none)" if install is not None
                             else f"{runtime_id} is not installed", fix=f"`superfluid runtime install {runtime_id}`")
-    with install_lock(root, timeout=timeout, on_wait=on_wait), _changing(root, f"remove {runtime_id}"):
+    with install_mutex(root, timeout=timeout, on_wait=on_wait), _changing(root, f"remove {runtime_id}"):
         clean_stale(root)
         present = [i.name for i in list_installs(root)]
         if install is not None and install not in present:
@@ -569,33 +568,3 @@ def remove_installs(root: str | os.PathLike[str], names: Collection[str]) -> str
     for path in doomed:
         remove_tree(path)
     return chosen
-
-
-def remove_tree(path: str | os.PathLike[str]) -> None:
-    """Delete ``path`` (a directory tree, a file or a link; links are never followed), also where
-    a directory of it lacks owner write permission. Missing is fine.
-
-    Raises:
-        OSError: it cannot be deleted.
-    """
-    p = os.fspath(path)
-
-    def retry(func: Callable[..., object], target: str, _exc: object) -> None:
-        try:
-            os.chmod(os.path.dirname(target), stat.S_IRWXU)
-            func(target)
-        except FileNotFoundError:
-            pass
-
-    if not os.path.lexists(p):
-        return
-    if os.path.isdir(p) and not os.path.islink(p):
-        if sys.version_info >= (3, 12):
-            shutil.rmtree(p, onexc=retry)
-        else:
-            shutil.rmtree(p, onerror=retry)
-    else:
-        try:
-            os.unlink(p)
-        except FileNotFoundError:
-            pass

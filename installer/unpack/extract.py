@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, NamedTuple, cast
 
-from superfluid.installer.home.store import remove_tree
+from superfluid.installer.files import remove_tree
 from superfluid.runtime.errors import BadFile, SuperfluidError
 from superfluid.runtime.record import remember
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
 from superfluid.installer.cache.download import Download, Progress, download
-from superfluid.installer.home.store import remove_tree
+from superfluid.installer.files import remove_tree
 from superfluid.installer.phases import Phases, phase
 from superfluid.installer.unpack.extract import (
     ExtractFailed,

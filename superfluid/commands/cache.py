@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
 
     Raises:
         UsageError: a bad flag value (exit 2).
-        BadFile, StoreError, LockBusy: exit 1.
+        BadFile, StoreError, MutexBusy: exit 1.
     """
     from superfluid.runtime.home import cache_dir, home
 

@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
 
     Raises:
         UsageError: exit 2.
-        BadFile, StoreError, LockBusy: exit 1.
+        BadFile, StoreError, MutexBusy: exit 1.
     """
     from superfluid.installer.home.gc import collect
     from superfluid.installer.home.store import check_runtime_id

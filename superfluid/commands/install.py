@@ -148,9 +148,9 @@ def already_installed(plans: Sequence[Plan], environ: Mapping[str, str]) -> Outc
     archive whose digest is not known yet, a ``--from`` file without ``--sha256``, is never
     taken as the same). None: install it.
     """
-    from superfluid.installer.home.mutex import install_lock
     from superfluid.installer.home.store import current_install, guard_root, list_installs, read_pinned, runtime_root
     from superfluid.installer.install import Outcome
+    from superfluid.installer.mutex import install_mutex
     from superfluid.runtime.home import home
     from superfluid.runtime.upkeep import first_known, same_archives
 
@@ -161,7 +161,7 @@ def already_installed(plans: Sequence[Plan], environ: Mapping[str, str]) -> Outc
     if not (root / first.install).is_dir():
         return None
     guard_root(root)  # judged as an install would be: never through a link, under the runtime's lock
-    with install_lock(root, on_wait=lambda holder: _err(f"another install of {first.id} is running "
+    with install_mutex(root, on_wait=lambda holder: _err(f"another install of {first.id} is running "
                                                         f"({holder.describe()}); waiting for it")):
         there = next((i for i in list_installs(root) if i.name == first.install and i.ok), None)
         if there is None or there.receipt is None:

@@ -204,10 +204,10 @@ def _write(path: str, old: Lock | None, targets: list[Target], defaulted: bool, 
     named = set(args.runtime or ()) | (set(old.runtimes) if old and not defaulted else set())
     for r in sorted(named):
         if not any(e.target.runtime == r for e in engines):
-            raise lockfile.LockError(f"nothing of {r} installs on any machine asked: nothing was written",
+            raise lockfile.LockFileError(f"nothing of {r} installs on any machine asked: nothing was written",
                                      fix="see the reasons above; name other platforms or kinds of machine")
     if not engines:
-        raise lockfile.LockError("nothing installs on any machine asked: nothing was written")
+        raise lockfile.LockFileError("nothing installs on any machine asked: nothing was written")
     runtimes = sorted({t.runtime for t in targets} if not defaulted else {e.target.runtime for e in engines})
     new = lockfile.Lock(__version__, tuple(runtimes), tuple(sorted({t.platform for t in targets})),
                         tuple(sorted({t.host for t in targets})), tuple(engines))
@@ -225,7 +225,7 @@ def _write(path: str, old: Lock | None, targets: list[Target], defaulted: bool, 
         try:
             digest = lockfile.write(path, new)
         except OSError as e:
-            raise lockfile.LockError(f"{path}: cannot be written ({e.strerror or e})") from None
+            raise lockfile.LockFileError(f"{path}: cannot be written ({e.strerror or e})") from None
     if getattr(args, "json", False):
         import hashlib
 
@@ -312,7 +312,7 @@ def _chosen(args: argparse.Namespace, path: str, environ: Mapping[str, str]
 
     Raises:
         UsageError: an unknown runtime id (exit 2).
-        BadFile, LockError: as ``lockfile.read`` and ``locking.select``; a runtime not shipped.
+        BadFile, LockFileError: as ``lockfile.read`` and ``locking.select``; a runtime not shipped.
     """
     from superfluid.installer.fleet import lockfile
     from superfluid.installer.fleet.plans import select
@@ -330,7 +330,7 @@ def _chosen(args: argparse.Namespace, path: str, environ: Mapping[str, str]
         try:
             registry.get(r)
         except UsageError:
-            raise lockfile.LockError(f"{path} names the runtime {r!r}, which this superfluid does not ship",
+            raise lockfile.LockFileError(f"{path} names the runtime {r!r}, which this superfluid does not ship",
                                      fix="install with the superfluid that wrote the lock, or lock again") from None
     return digest, host, chosen
 
@@ -355,7 +355,7 @@ def install_locked(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     Raises:
         UsageError: a flag that chooses (``--version``, ``--backend``...), a bad ``--mirror`` (exit 2).
         BadFile: the lock is missing or malformed (nothing changed).
-        LockError: the lock has nothing for this platform or runtime (says the command that adds it).
+        LockFileError: the lock has nothing for this platform or runtime (says the command that adds it).
         VerificationError: bytes other than the lock's (names the asset, expected and got).
         SuperfluidError: as ``runtime install`` (exit 1).
     """

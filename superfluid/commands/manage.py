@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
     Raises:
         UsageError: a bad runtime id, install name or flag combination (exit 2).
-        NoSuchInstall, LockBusy, StoreError: exit 1.
+        NoSuchInstall, MutexBusy, StoreError: exit 1.
     """
     from superfluid.installer.home.store import check_runtime_id
     from superfluid.runtime import registry

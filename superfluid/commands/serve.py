@@ -348,17 +348,17 @@ def _hold_sessions(directory: str | None) -> Iterator[None]:
     if directory is None:
         yield
         return
-    from superfluid.installer.home.mutex import LockBusy, LockError, install_lock
+    from superfluid.installer.mutex import MutexBusy, MutexError, install_mutex
 
     with ExitStack() as stack:
         try:
-            stack.enter_context(install_lock(directory, timeout=0, name=SESSIONS_LOCK, command="superfluid serve"))
-        except LockBusy as e:
+            stack.enter_context(install_mutex(directory, timeout=0, name=SESSIONS_LOCK, command="superfluid serve"))
+        except MutexBusy as e:
             pid = e.holder.pid
             raise UsageError(f"--sessions {directory} is held by another server ({e.holder.describe()}): one "
                              f"server per sessions directory",
                              fix=f"stop it (kill {pid}) or give another --sessions" if pid else
                              "stop it or give another --sessions") from None
-        except LockError as e:
+        except MutexError as e:
             raise SuperfluidError(f"--sessions {directory}: {e.message}") from None
         yield

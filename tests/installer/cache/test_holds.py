@@ -17,7 +17,7 @@ import pytest
 
 from superfluid.installer.cache import holds as cachehold
 from superfluid.installer.cache.holds import HOLDS, PRUNE_LOCK, held_now, hold, linked, pruning
-from superfluid.installer.home.mutex import LockBusy
+from superfluid.installer.mutex import MutexBusy
 
 A, B, C = "a" * 64, "b" * 64, "c" * 64
 
@@ -195,7 +195,7 @@ def test_while_a_prune_deletes_nothing_is_recorded_and_another_prune_waits(
         assert hold(cache_root, [A]) is False  # gave up recording: the blob is not to be used from the cache
         assert time.monotonic() - started >= 0.2
         assert held_now(cache_root) == set()
-        with pytest.raises(LockBusy) as e:
+        with pytest.raises(MutexBusy) as e:
             with pruning(cache_root, timeout=0.2):
                 pass
         assert e.value.holder.pid == proc.pid and e.value.holder.command == "superfluid cache prune"

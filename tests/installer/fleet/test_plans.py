@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from superfluid.installer.fleet.lockfile import Engine, Lock, LockError, Target
+from superfluid.installer.fleet.lockfile import Engine, Lock, LockFileError, Target
 from superfluid.installer.fleet.plans import (
     HOSTS,
     Change,
@@ -105,7 +105,7 @@ class TestSelect:
     ])
     def test_a_machine_the_lock_has_nothing_for_is_told_the_command(self, lock: Lock, host: Host,
                                                                      runtime: str | None, says: str, fix: str) -> None:
-        with pytest.raises(LockError) as info:
+        with pytest.raises(LockFileError) as info:
             select(lock, host, runtime, lock_name="fleet.lock")
         assert says in str(info.value) and fix in str(info.value) and "fleet.lock" in str(info.value)
 

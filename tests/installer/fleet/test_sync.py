@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from superfluid.installer.fleet.lockfile import Lock, LockError
+from superfluid.installer.fleet.lockfile import Lock, LockFileError
 from superfluid.installer.fleet.sync import files_of, listing, sync, verify
 from superfluid.runtime.errors import BadFile
 from tests.conftest import Home
@@ -131,7 +131,7 @@ def test_a_link_out_of_the_mirror_is_refused(file_lock: Lock, cli_home: Home, tm
     away.mkdir()
     root.mkdir()
     os.symlink(away, root / "basecompute")
-    with pytest.raises(LockError, match="leads out of the mirror"):
+    with pytest.raises(LockFileError, match="leads out of the mirror"):
         sync(file_lock, root, environ=env)
     assert os.listdir(away) == []
 

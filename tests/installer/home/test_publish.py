@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from superfluid.installer.home import store
-from superfluid.installer.home.mutex import lock_holder
 from superfluid.installer.home.publish import install_staged, worker_argv, write_worker_launcher
 from superfluid.installer.home.store import (
     BadName,
     StoreError,
 )
+from superfluid.installer.mutex import mutex_owner
 from superfluid.installer.unpack.extract import UnsafeArchive, extract_all
 from superfluid.runtime.errors import WorkerFailed
 from superfluid.runtime.home import worker_path
@@ -175,7 +175,7 @@ def test_stage_probe_receipt_publish_in_that_order_under_the_lock(tmp_path: Path
         assert staging.parent == root and staging.name.startswith(".staging-")
         assert (staging / "lib").is_dir() and os.access(staging / worker_path(RID), os.X_OK)  # launcher first
         assert not (staging / "runtime.json").exists()
-        holder = lock_holder(root)
+        holder = mutex_owner(root)
         assert holder is not None and holder.pid == os.getpid()
         (staging / "lib" / "libengine.so").write_text("engine")
         seen.append("stage")

@@ -1,6 +1,6 @@
 """The home layout (installer/home/store.py): names, ranking, current and pinned, remove, stale leftovers;
 then real processes: two installs at once, and SIGKILL at each step. How one install lands is
-tests/installer/home/test_publish.py, the install lock tests/installer/home/test_mutex.py.
+tests/installer/home/test_publish.py, the install lock tests/installer/test_mutex.py.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from superfluid.installer.home import store
-from superfluid.installer.home.mutex import install_lock, lock_holder
 from superfluid.installer.home.publish import install_staged
 from superfluid.installer.home.store import (
     BadName,
@@ -33,6 +32,7 @@ from superfluid.installer.home.store import (
     remove,
     unpin,
 )
+from superfluid.installer.mutex import install_mutex, mutex_owner
 from superfluid.runtime.receipt import Receipt, read_receipt
 from tests.installer.archives import snapshot
 from tests.installer.staged import RID, do_install, leftovers, no_probe, populating, receipt, root_of
@@ -162,7 +162,7 @@ def test_clean_stale(tmp_path: Path) -> None:
     (root / ".staging-18446744073709551615").mkdir()  # the daemon's own name
     (root / f".staging-2.0-cpu-{live}-{rand}").mkdir()  # a live writer's (another namespace): kept
     (root / ".unrelated").mkdir()
-    with install_lock(root):
+    with install_mutex(root):
         done = clean_stale(root)
     assert len(done) == 7
     assert sorted(os.listdir(root)) == sorted([".install.lock", ".unrelated", f".staging-2.0-cpu-{live}-{rand}",
@@ -311,7 +311,7 @@ def test_sigkill_before_publish_leaves_the_old_install_serving(tmp_path: Path, s
     assert assert_consistent(home).sources[0].url == "file:///old"
     stale = leftovers(home)
     assert len(stale) == 1 and stale[0].startswith(f".staging-1.0-cpu-{proc.pid}-")
-    assert lock_holder(root) is None
+    assert mutex_owner(root) is None
     published = install_staged(home, RID, "2.0-cpu", populating("2.0-cpu"), no_probe)  # the next run
     assert published.cleaned == (stale[0],)
     assert leftovers(home) == []

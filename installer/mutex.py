@@ -1,7 +1,9 @@
-"""The install flock: one process at a time changes a runtime (``runtimes/<id>/.install.lock``)."""
+"""The install mutex: one process at a time changes a runtime (a ``flock`` of ``runtimes/<id>/.install.lock``);
+the cache's prune lock and serve's sessions folder are held the same way."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import sys
@@ -11,18 +13,22 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from superfluid.installer.files import NotALockFile, open_lock_file
 from superfluid.runtime.errors import SuperfluidError
 from superfluid.runtime.home import LOCK
+from superfluid.runtime.jsonread import loads
 
-__all__ = ["Holder", "LockBusy", "LockError", "install_lock", "lock_holder"]
+__all__ = ["MutexOwner", "MutexBusy", "MutexError", "install_mutex", "mutex_owner"]
 
 
-class LockError(SuperfluidError):
+class MutexError(SuperfluidError):
     """The lock file cannot be opened (permissions of the home)."""
+
+    ERROR_CODE = "lock"  # the code of its --json error since before it was named for the mutex
 
 
 @dataclass(frozen=True, slots=True)
-class Holder:
+class MutexOwner:
     """Who holds (or last held) a lock, as recorded in the lock file."""
 
     pid: int | None
@@ -39,10 +45,12 @@ class Holder:
         return {"pid": self.pid, "command": self.command, "started": self.started}
 
 
-class LockBusy(SuperfluidError):
+class MutexBusy(SuperfluidError):
     """Another process holds the runtime's install lock and did not let go within the timeout."""
 
-    def __init__(self, lock: str, holder: Holder, waited: float) -> None:
+    ERROR_CODE = "lock-busy"  # the code of its --json error since before it was named for the mutex
+
+    def __init__(self, lock: str, holder: MutexOwner, waited: float) -> None:
         super().__init__(
             f"{lock} is held by {holder.describe()}; waited {waited:g} s",
             fix="let it finish and run the same command again"
@@ -61,22 +69,20 @@ def _command() -> str:
     return " ".join(words)
 
 
-def _read_holder(fd: int) -> Holder:
-    from superfluid.runtime.jsonread import loads
-
+def _read_holder(fd: int) -> MutexOwner:
     try:
         raw = os.pread(fd, 4096, 0)
         data = loads(raw, max_bytes=4096, max_depth=2) if raw.strip() else {}
         if not isinstance(data, dict):
-            return Holder(None, "", "")
+            return MutexOwner(None, "", "")
         pid = data.get("pid")
-        return Holder(pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None,
+        return MutexOwner(pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None,
                       str(data.get("command") or "")[:200], str(data.get("started") or "")[:40])
     except (OSError, ValueError):
-        return Holder(None, "", "")
+        return MutexOwner(None, "", "")
 
 
-def _wait_for_record(fd: int, patience: float, poll: float) -> Holder:
+def _wait_for_record(fd: int, patience: float, poll: float) -> MutexOwner:
     """The holder's record, waiting up to ``patience`` seconds for it: a waiter may arrive between
     the holder's ``flock`` and its writing the record (or read a dead holder's, cut to nothing)."""
     deadline = time.monotonic() + patience
@@ -88,34 +94,26 @@ def _wait_for_record(fd: int, patience: float, poll: float) -> Holder:
 
 
 def _open_lock(path: str) -> int:
-    """The lock file, opened for writing its record without following a link or blocking on a
-    FIFO; anything but a regular file in its place is refused, never written through.
+    """The lock file, opened for writing its record by ``files.open_lock_file``'s rule.
 
     Raises:
-        LockError: it cannot be opened, or is not a regular file.
+        MutexError: it cannot be opened, or is not a regular file of one link.
     """
-    import stat
-
-    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
     fix = f"remove {path} (superfluid makes a new one) and run the command again"
     try:
-        fd = os.open(path, flags, 0o644)
+        return open_lock_file(path)
+    except NotALockFile as e:
+        if e.strerror == "is a symbolic link":
+            raise MutexError(f"{path} is a symbolic link; the install lock is never written through one",
+                             fix=fix) from e
+        raise MutexError(f"{path} {e.strerror}; the install lock is never written there", fix=fix) from e
     except OSError as e:
-        if os.path.islink(path):
-            raise LockError(f"{path} is a symbolic link; the install lock is never written through one", fix=fix) from e
-        raise LockError(f"cannot open {path}: {e.strerror or e}", fix="check the permissions of SUPERFLUID_HOME") from e
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-        os.close(fd)
-        what = "has other hard links" if stat.S_ISREG(st.st_mode) else "is not a regular file"
-        raise LockError(f"{path} {what}; the install lock is never written there", fix=fix)
-    return fd
+        raise MutexError(f"cannot open {path}: {e.strerror or e}",
+                         fix="check the permissions of SUPERFLUID_HOME") from e
 
 
-def lock_holder(root: str | os.PathLike[str]) -> Holder | None:
+def mutex_owner(root: str | os.PathLike[str]) -> MutexOwner | None:
     """Who holds the install lock of the runtime at ``root`` now, or None when nobody does."""
-    import fcntl
-
     try:
         fd = os.open(os.path.join(root, LOCK),
                      os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
@@ -133,9 +131,9 @@ def lock_holder(root: str | os.PathLike[str]) -> Holder | None:
 
 
 @contextmanager
-def install_lock(root: str | os.PathLike[str], *, timeout: float = 600.0,
-                 on_wait: Callable[[Holder], None] | None = None, command: str | None = None,
-                 poll: float = 0.1, name: str = LOCK) -> Iterator[Holder]:
+def install_mutex(root: str | os.PathLike[str], *, timeout: float = 600.0,
+                 on_wait: Callable[[MutexOwner], None] | None = None, command: str | None = None,
+                 poll: float = 0.1, name: str = LOCK) -> Iterator[MutexOwner]:
     """Hold the runtime's ``.install.lock`` (``flock``, exclusive, across processes) for the block;
     ``name``: another lock file in ``root`` held the same way (``serve --sessions``' directory).
 
@@ -144,16 +142,14 @@ def install_lock(root: str | os.PathLike[str], *, timeout: float = 600.0,
     drops the lock when the holder dies, however it dies. Not reentrant.
 
     Raises:
-        LockBusy: still held after ``timeout`` seconds (names the holder).
-        LockError: the lock file cannot be opened (permissions of the home).
+        MutexBusy: still held after ``timeout`` seconds (names the holder).
+        MutexError: the lock file cannot be opened (permissions of the home).
     """
-    import fcntl
-
     path = os.path.join(root, name)
     try:
         os.makedirs(root, exist_ok=True)
     except OSError as e:
-        raise LockError(f"cannot make {e.filename or root}: {e.strerror or e}",
+        raise MutexError(f"cannot make {e.filename or root}: {e.strerror or e}",
                         fix="check that SUPERFLUID_HOME is a writable directory") from e
     fd = _open_lock(path)
     held = False
@@ -173,9 +169,9 @@ def install_lock(root: str | os.PathLike[str], *, timeout: float = 600.0,
                     break
                 except BlockingIOError:
                     if time.monotonic() >= deadline:
-                        raise LockBusy(path, _wait_for_record(fd, 0.5, min(poll, 0.05)), timeout) from None
+                        raise MutexBusy(path, _wait_for_record(fd, 0.5, min(poll, 0.05)), timeout) from None
         held = True
-        me = Holder(os.getpid(), command or _command(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        me = MutexOwner(os.getpid(), command or _command(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         record = (json.dumps(me.to_json()) + "\n").encode("utf-8")
         os.pwrite(fd, record, 0)  # then cut what a dead holder left: no instant where it reads empty
         os.ftruncate(fd, len(record))

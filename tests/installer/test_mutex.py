@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.installer.home import mutex as flock
-from superfluid.installer.home.mutex import Holder, LockBusy, LockError, install_lock, lock_holder
+from superfluid.installer import mutex as flock
+from superfluid.installer.mutex import MutexBusy, MutexError, MutexOwner, install_mutex, mutex_owner
 from superfluid.runtime.home import LOCK
 from tests.installer.staged import RID
 
 HOLDER = textwrap.dedent("""
     import sys, time
-    from superfluid.installer.home.mutex import install_lock
-    with install_lock(sys.argv[1], command="superfluid runtime install demo"):
+    from superfluid.installer.mutex import install_mutex
+    with install_mutex(sys.argv[1], command="superfluid runtime install demo"):
         print("held", flush=True)
         time.sleep(60)
 """)
@@ -33,38 +33,38 @@ def test_waiter_names_the_holder_and_times_out(tmp_path: Path) -> None:
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(root)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-        seen: list[Holder] = []
+        seen: list[MutexOwner] = []
         started = time.monotonic()
-        with pytest.raises(LockBusy) as info:
-            with install_lock(root, timeout=0.5, on_wait=seen.append):
+        with pytest.raises(MutexBusy) as info:
+            with install_mutex(root, timeout=0.5, on_wait=seen.append):
                 pass
         assert time.monotonic() - started >= 0.5
         assert seen and seen[0].pid == holder.pid
         message = str(info.value)
         assert f"pid {holder.pid} (superfluid runtime install demo), since 20" in message
         assert f"kill {holder.pid}" in message and ".install.lock" in message
-        busy = lock_holder(root)
+        busy = mutex_owner(root)
         assert busy is not None and busy.pid == holder.pid
     finally:
         holder.kill()
         holder.wait()
-    assert lock_holder(root) is None  # the kernel let go with the process
-    with install_lock(root, timeout=0) as me:
+    assert mutex_owner(root) is None  # the kernel let go with the process
+    with install_mutex(root, timeout=0) as me:
         assert me.pid == os.getpid()
         assert json.loads((root / ".install.lock").read_text())["pid"] == os.getpid()
 
 
 def test_lock_is_exclusive_within_one_process(tmp_path: Path) -> None:
-    with install_lock(tmp_path):
-        with pytest.raises(LockBusy):
-            with install_lock(tmp_path, timeout=0.05):
+    with install_mutex(tmp_path):
+        with pytest.raises(MutexBusy):
+            with install_mutex(tmp_path, timeout=0.05):
                 pass
 
 
 def test_holder_command_hides_urls(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "argv", ["/usr/bin/superfluid", "runtime", "install", "basert", "--mirror",
                                       "https://user:secret@mirror.example/x"])
-    from superfluid.installer.home import mutex as lock
+    from superfluid.installer import mutex as lock
 
     assert lock._command() == "superfluid runtime install basert --mirror <url>"
 
@@ -72,33 +72,33 @@ def test_holder_command_hides_urls(monkeypatch: pytest.MonkeyPatch) -> None:
 # --- the holder's record ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("holder", "words"), [
-    pytest.param(Holder(42, "superfluid runtime install basert", "2026-01-31T12:00:00Z"),
+    pytest.param(MutexOwner(42, "superfluid runtime install basert", "2026-01-31T12:00:00Z"),
                  "pid 42 (superfluid runtime install basert), since 2026-01-31T12:00:00Z", id="all-known"),
-    pytest.param(Holder(42, "", ""), "pid 42", id="pid-alone"),
-    pytest.param(Holder(None, "x", ""), "another process (x)", id="no-pid"),
-    pytest.param(Holder(None, "", ""), "another process", id="nothing-known"),
+    pytest.param(MutexOwner(42, "", ""), "pid 42", id="pid-alone"),
+    pytest.param(MutexOwner(None, "x", ""), "another process (x)", id="no-pid"),
+    pytest.param(MutexOwner(None, "", ""), "another process", id="nothing-known"),
 ])
-def test_holder_describe(holder: Holder, words: str) -> None:
+def test_holder_describe(holder: MutexOwner, words: str) -> None:
     assert holder.describe() == words
 
 
 @pytest.mark.parametrize(("record", "holder"), [
-    pytest.param(b"", Holder(None, "", ""), id="empty"),
-    pytest.param(b"  \n", Holder(None, "", ""), id="blank"),
-    pytest.param(b'{"pid": 7, "command": "c", "started": "s"}', Holder(7, "c", "s"), id="whole"),
-    pytest.param(b'{"pid": 0}', Holder(None, "", ""), id="pid-zero"),
-    pytest.param(b'{"pid": -3}', Holder(None, "", ""), id="pid-negative"),
-    pytest.param(b'{"pid": true}', Holder(None, "", ""), id="pid-bool"),
-    pytest.param(b'{"pid": "7"}', Holder(None, "", ""), id="pid-text"),
-    pytest.param(b'{"pid": 7.0}', Holder(None, "", ""), id="pid-float"),
-    pytest.param(b'[7]', Holder(None, "", ""), id="not-an-object"),
-    pytest.param(b'{"pid": 7', Holder(None, "", ""), id="cut-short"),
-    pytest.param(b'{"pid": {"a": {"b": 1}}}', Holder(None, "", ""), id="too-deep"),
-    pytest.param(b'{"pid": 7, "command": null, "started": 5}', Holder(7, "", "5"), id="odd-fields"),
-    pytest.param(b'{"pid": 7, "command": "' + b"x" * 300 + b'"}', Holder(7, "x" * 200, ""), id="long-command-cut"),
-    pytest.param(b"\xff\xfe", Holder(None, "", ""), id="not-utf8"),
+    pytest.param(b"", MutexOwner(None, "", ""), id="empty"),
+    pytest.param(b"  \n", MutexOwner(None, "", ""), id="blank"),
+    pytest.param(b'{"pid": 7, "command": "c", "started": "s"}', MutexOwner(7, "c", "s"), id="whole"),
+    pytest.param(b'{"pid": 0}', MutexOwner(None, "", ""), id="pid-zero"),
+    pytest.param(b'{"pid": -3}', MutexOwner(None, "", ""), id="pid-negative"),
+    pytest.param(b'{"pid": true}', MutexOwner(None, "", ""), id="pid-bool"),
+    pytest.param(b'{"pid": "7"}', MutexOwner(None, "", ""), id="pid-text"),
+    pytest.param(b'{"pid": 7.0}', MutexOwner(None, "", ""), id="pid-float"),
+    pytest.param(b'[7]', MutexOwner(None, "", ""), id="not-an-object"),
+    pytest.param(b'{"pid": 7', MutexOwner(None, "", ""), id="cut-short"),
+    pytest.param(b'{"pid": {"a": {"b": 1}}}', MutexOwner(None, "", ""), id="too-deep"),
+    pytest.param(b'{"pid": 7, "command": null, "started": 5}', MutexOwner(7, "", "5"), id="odd-fields"),
+    pytest.param(b'{"pid": 7, "command": "' + b"x" * 300 + b'"}', MutexOwner(7, "x" * 200, ""), id="long-command-cut"),
+    pytest.param(b"\xff\xfe", MutexOwner(None, "", ""), id="not-utf8"),
 ])
-def test_a_record_is_read_defensively(tmp_path: Path, record: bytes, holder: Holder) -> None:
+def test_a_record_is_read_defensively(tmp_path: Path, record: bytes, holder: MutexOwner) -> None:
     """What another process left in the lock file names it at best, and never raises."""
     path = tmp_path / "record"
     path.write_bytes(record)
@@ -111,16 +111,16 @@ def test_a_record_is_read_defensively(tmp_path: Path, record: bytes, holder: Hol
 
 def test_the_record_names_this_process_while_held_and_is_emptied_after(tmp_path: Path) -> None:
     (tmp_path / LOCK).write_text(json.dumps({"pid": 1, "command": "a dead holder's long record" * 10}))
-    with install_lock(tmp_path, command="superfluid runtime install demo") as me:
+    with install_mutex(tmp_path, command="superfluid runtime install demo") as me:
         record = json.loads((tmp_path / LOCK).read_text())  # the old record is cut, not appended to
         assert record == {"pid": os.getpid(), "command": "superfluid runtime install demo", "started": me.started}
         assert me.started.endswith("Z") and len(me.started) == 20
     assert (tmp_path / LOCK).read_text() == ""
-    assert lock_holder(tmp_path) is None
+    assert mutex_owner(tmp_path) is None
 
 
 def test_another_lock_name_in_the_same_folder_is_another_lock(tmp_path: Path) -> None:
-    with install_lock(tmp_path), install_lock(tmp_path, name="prune.lock", timeout=0):
+    with install_mutex(tmp_path), install_mutex(tmp_path, name="prune.lock", timeout=0):
         assert sorted(os.listdir(tmp_path)) == [LOCK, "prune.lock"]
 
 
@@ -139,8 +139,8 @@ def test_a_planted_lock_file_is_refused_and_not_written(tmp_path: Path, plant: o
     path = root / LOCK
     plant(path, tmp_path)  # type: ignore[operator]
     before = sorted(os.listdir(tmp_path))
-    with pytest.raises(LockError) as e:
-        with install_lock(root, timeout=0):
+    with pytest.raises(MutexError) as e:
+        with install_mutex(root, timeout=0):
             pytest.fail("held a planted lock")
     assert str(path) in str(e.value) and e.value.fix is not None
     assert sorted(os.listdir(tmp_path)) == before
@@ -152,8 +152,8 @@ def test_a_planted_lock_file_is_refused_and_not_written(tmp_path: Path, plant: o
 
 def test_a_root_that_cannot_be_made(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
-    with pytest.raises(LockError, match="cannot make"):
-        with install_lock(tmp_path / "file" / "runtimes"):
+    with pytest.raises(MutexError, match="cannot make"):
+        with install_mutex(tmp_path / "file" / "runtimes"):
             pass
 
 
@@ -165,5 +165,5 @@ def test_a_root_that_cannot_be_made(tmp_path: Path) -> None:
 ])
 def test_nobody_holds_a_lock_that_no_process_holds(tmp_path: Path, plant: object) -> None:
     plant(tmp_path / LOCK)  # type: ignore[operator]
-    assert lock_holder(tmp_path) is None
+    assert mutex_owner(tmp_path) is None
 

@@ -3,7 +3,8 @@ directory of release folders as ``ci/pack`` writes them — three good releases 
 baseRT ABIs and llama.cpp builds, one tampered after signing, one unsigned while a key is configured —
 every ``choose`` answer over real HTTP, the static export's bytes, the same application under
 gunicorn, GitHub and mirror sources through the loopback release server, reloading under load, and
-``superfluid compat --service``."""
+``superfluid compat --service``; then the WSGI application in process. (``superfluid-manifest``'s
+command line is ``test_command.py``.)"""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from superfluid.manifest.keys import TrustedKey
 from superfluid.manifest.minisign import SecretKey, generate, parse_signature, verify
+from superfluid.manifest.sources import DirectorySource
 from superfluid.runtime.schema import errors
 from tests.conftest import VENV_BIN
 from tests.manifest.release_folders import base_document, vary, write_release
@@ -350,46 +353,6 @@ def test_superfluid_compat_a_value_the_export_does_not_hold(exported: Path, serv
     assert done.returncode == 2 and "SUPERFLUID_MANIFEST_URL" in done.stderr
 
 
-def test_check_prints_the_table_and_exits_1_on_a_rejected_release(releases: Releases, service_env: dict[str, str],
-                                                                   tmp_path: Path) -> None:
-    done = _manifest(service_env, "check", "--source", str(releases.root), "--key", str(releases.public))
-    assert done.returncode == 1, done.stderr
-    rows = done.stdout.splitlines()
-    assert rows[0].split()[:3] == ["VERSION", "NAME", "SIGNED", ] and [r.split()[0] for r in rows[1:4]] == GOOD
-    assert f"rejected {TAMPERED} (r0.2.1): " in done.stdout and f"rejected {UNSIGNED} (r0.1.1): " in done.stdout
-    good = tmp_path / "good"
-    for name in ("r0.1.0", "r0.2.0"):
-        shutil.copytree(releases.root / name, good / name)
-    done = _manifest({**service_env, "SUPERFLUID_MANIFEST_SOURCE": str(good),
-                      "SUPERFLUID_MANIFEST_KEYS": str(releases.public)},
-                     "check", "--json")
-    assert done.returncode == 0 and [r["version"] for r in json.loads(done.stdout)["releases"]] == ["0.2.0", "0.1.0"]
-
-
-@pytest.mark.parametrize(("args", "code", "fragment"), [
-    (["serve"], 2, "--source is missing"),
-    (["serve", "--source", "/nonexistent/releases"], 2, "no such directory"),
-    (["serve", "--source", "ftp://host/x"], 2, "give a directory, an http(s):// mirror URL or github:OWNER/REPO"),
-    (["serve", "--source", "github:not a repo"], 2, "not a GitHub repository"),
-    (["check", "--source", ".", "--key", "/nonexistent.pub"], 2, "--key /nonexistent.pub: no such file"),
-    (["serve", "--source", ".", "--port", "many"], 2, "invalid int value"),
-])
-def test_usage_errors_exit_2(service_env: dict[str, str], args: list[str], code: int, fragment: str,
-                            monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from superfluid.manifest.command import main
-
-    monkeypatch.delenv("SUPERFLUID_MANIFEST_SOURCE", raising=False)
-    monkeypatch.delenv("SUPERFLUID_MANIFEST_KEYS", raising=False)
-    assert main(args) == code
-    err = capsys.readouterr().err
-    assert fragment in err and "Traceback" not in err, err
-
-
-def test_usage_error_through_the_console_script(service_env: dict[str, str]) -> None:
-    done = _manifest(service_env, "serve")
-    assert done.returncode == 2 and done.stderr.startswith("superfluid-manifest: --source is missing"), done.stderr
-
-
 # -- reloading, gunicorn, GitHub and mirror sources -------------------------------------------------
 
 
@@ -498,3 +461,90 @@ def test_the_load_benchmark_runs_bounded(service_env: dict[str, str]) -> None:
     results = json.loads(done.stdout)["results"]
     assert set(results) == {"superfluid-manifest serve", "gunicorn -w 4"}
     assert all(r["requests"] == 90 and r["failed"] == 0 and r["rps"] > 0 for r in results.values())
+
+
+# -- the WSGI application in process: reloading, a source gone, the environment ---------------------
+
+
+def _call(app: Any, path: str, query: str = "", **headers: str) -> tuple[str, dict[str, str], bytes]:
+    got: dict[str, Any] = {}
+
+    def start_response(status: str, hdrs: list[tuple[str, str]]) -> None:
+        got.update(status=status, headers={k.lower(): v for k, v in hdrs})
+
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": query,
+               **{f"HTTP_{k.upper()}": v for k, v in headers.items()}}
+    body = b"".join(app(environ, start_response))
+    return got["status"], got["headers"], body
+
+
+def test_a_source_that_cannot_be_read_keeps_the_last_good_answers(tmp_path: Path, doc: dict[str, Any],
+                                                                  key: SecretKey, trusted: list[TrustedKey]) -> None:
+    from superfluid.manifest.service import Service, ServiceConfig
+
+    root = tmp_path / "releases"
+    write_release(root, "a", vary(doc, "0.1.0"), key)
+    now = [0.0]
+    service = Service(DirectorySource(root), trusted, ServiceConfig(ttl=10), clock=lambda: now[0])
+    status, headers, body = _call(service, "/v1/choose/basert/abi/1")
+    assert status == "200 OK" and [r["version"] for r in json.loads(body)["drives"]] == ["0.1.0"]
+    write_release(root, "b", vary(doc, "0.2.0"), key)
+    assert _call(service, "/v1/choose/basert/abi/1")[2] == body  # within the TTL: not looked at
+    now[0] = 11
+    again = _call(service, "/v1/choose/basert/abi/1")
+    assert [r["version"] for r in json.loads(again[2])["drives"]] == ["0.2.0", "0.1.0"]
+    assert again[1]["etag"] != headers["etag"]
+    shutil.rmtree(root)
+    now[0] = 22
+    assert _call(service, "/v1/choose/basert/abi/1")[2] == again[2]  # the last good index still answers
+    health = json.loads(_call(service, "/health")[2])
+    assert health["status"] == "stale" and "cannot be listed" in health["error"]
+
+
+def test_no_index_yet_answers_503(tmp_path: Path) -> None:
+    from superfluid.manifest.service import Service
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    source = DirectorySource(gone)
+    gone.rmdir()
+    status, headers, body = _call(Service(source, []), "/v1/releases")
+    assert status.startswith("503") and json.loads(body)["parameter"] == "source"
+    assert _call(Service(source, []), "/health")[0].startswith("503")
+
+
+@pytest.mark.parametrize(("variables", "fragment"), [
+    ({}, "SUPERFLUID_MANIFEST_SOURCE is not set"),
+    ({"SUPERFLUID_MANIFEST_SOURCE": "/nonexistent/releases"}, "no such directory"),
+    ({"SUPERFLUID_MANIFEST_SOURCE": ".", "SUPERFLUID_MANIFEST_TTL": "soon"}, "not a number of seconds"),
+])
+def test_the_application_misconfigured_answers_503_with_the_reason(monkeypatch: pytest.MonkeyPatch,
+                                                                   variables: dict[str, str], fragment: str) -> None:
+    from superfluid.manifest import service
+
+    for name in ("SUPERFLUID_MANIFEST_SOURCE", "SUPERFLUID_MANIFEST_KEYS", "SUPERFLUID_MANIFEST_TTL"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    status, _, body = _call(service._FromEnvironment(), "/v1/releases")
+    answer = json.loads(body)
+    assert status.startswith("503") and answer["parameter"] == "configuration" and fragment in answer["error"]
+
+
+def test_the_application_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, doc: dict[str, Any],
+                                              key: SecretKey) -> None:
+    from superfluid.manifest import service
+
+    write_release(tmp_path / "r", "a", vary(doc, "0.1.0"), key)
+    (tmp_path / "k.pub").write_text(key.public().to_text())
+    monkeypatch.setenv("SUPERFLUID_MANIFEST_SOURCE", str(tmp_path / "r"))
+    monkeypatch.setenv("SUPERFLUID_MANIFEST_KEYS", f"{tmp_path / 'nothing.pub'}:{tmp_path / 'k.pub'}")
+    status, _, body = _call(service._FromEnvironment(), "/v1/releases")
+    assert status.startswith("503") and "nothing.pub" in json.loads(body)["error"]  # a named key must read
+    monkeypatch.setenv("SUPERFLUID_MANIFEST_KEYS", str(tmp_path / "k.pub"))
+    monkeypatch.setenv("SUPERFLUID_MANIFEST_MAX_AGE", "5")
+    app = service._FromEnvironment()
+    status, headers, body = _call(app, "/v1/releases.json")
+    assert status == "200 OK" and headers["cache-control"] == "public, max-age=5"
+    assert json.loads(body)["keys"] == [key.id]
+    assert _call(app, "/v1/releases.json", if_none_match=headers["etag"])[0] == "304 Not Modified"

@@ -1,0 +1,161 @@
+"""``manifest/command``: ``superfluid-manifest``'s command line, in process: ``check``'s table and
+exit code, the source and keys named by flags or the environment, usage errors (exit 2, pointing at
+the subcommand's ``--help``), failures as JSON when ``--json`` was asked, and each page's examples and
+exit codes. (Serving over HTTP is ``test_service.py``; the TUF subcommands ``test_tuf_command.py``.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from superfluid.manifest.command import main
+from superfluid.manifest.minisign import SecretKey
+from tests.conftest import VENV_BIN
+from tests.manifest.release_folders import vary, write_release
+
+GOOD = ["0.2.0", "0.1.0"]  # newest first
+TAMPERED, UNSIGNED = "0.2.1", "0.1.1"
+_VARIABLES = ("SUPERFLUID_MANIFEST_SOURCE", "SUPERFLUID_MANIFEST_KEYS")
+
+
+@dataclass(frozen=True)
+class Folders:
+    """Release folders: two good ones, one tampered after signing, one unsigned; and the key's file."""
+
+    root: Path
+    public: Path
+
+
+@pytest.fixture(scope="module")
+def checked_folders(tmp_path_factory: pytest.TempPathFactory, doc: dict[str, Any], key: SecretKey) -> Folders:
+    root = tmp_path_factory.mktemp("releases")
+    write_release(root, "r0.1.0", vary(doc, "0.1.0"), key)
+    write_release(root, "r0.2.0", vary(doc, "0.2.0", abi=2, line=None), key)
+    tampered = write_release(root, "r0.2.1", vary(doc, "0.2.1", abi=2, line=None), key)
+    sdist = tampered / "superfluid_toolchain-0.2.1.tar.gz.compat.json"
+    sdist.write_bytes(sdist.read_bytes().replace(b'"abi": 2', b'"abi": 3', 1))
+    write_release(root, "r0.1.1", vary(doc, "0.1.1"), None)
+    public = tmp_path_factory.mktemp("keys") / "release.pub"
+    public.write_text(key.public().to_text())
+    return Folders(root, public)
+
+
+@pytest.fixture
+def no_manifest_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in _VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.usefixtures("no_manifest_variables")
+def test_check_prints_the_table_and_exits_1_on_a_rejected_release(checked_folders: Folders, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--source", str(checked_folders.root), "--key", str(checked_folders.public)]) == 1
+    out = capsys.readouterr().out
+    rows = out.splitlines()
+    assert rows[0].split() == ["VERSION", "NAME", "SIGNED", "BY", "BASERT", "LLAMACPP", "MLX"]
+    assert [r.split()[0] for r in rows[1:3]] == GOOD
+    assert f"rejected {TAMPERED} (r0.2.1): " in out and f"rejected {UNSIGNED} (r0.1.1): " in out
+    good = tmp_path / "good"
+    for name in ("r0.1.0", "r0.2.0"):
+        shutil.copytree(checked_folders.root / name, good / name)
+    monkeypatch.setenv("SUPERFLUID_MANIFEST_SOURCE", str(good))
+    monkeypatch.setenv("SUPERFLUID_MANIFEST_KEYS", str(checked_folders.public))
+    assert main(["check", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert [r["version"] for r in answer["releases"]] == GOOD and answer["signatures_required"] is True
+
+
+@pytest.mark.usefixtures("no_manifest_variables")
+def test_check_of_an_empty_source_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--source", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split() == ["VERSION", "NAME", "SIGNED", "BY", "BASERT", "LLAMACPP", "MLX"]
+    assert "no release found in the source" in out and "no trusted keys: signatures were not checked" in out
+
+
+@pytest.mark.usefixtures("no_manifest_variables")
+def test_export_writes_every_answer(checked_folders: Folders, tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    site = tmp_path / "site"
+    assert main(["export", "--source", str(checked_folders.root), "--key", str(checked_folders.public),
+                 str(site)]) == 0
+    written = sorted(p for p in site.rglob("*") if p.is_file())
+    assert capsys.readouterr().out == f"{len(written)} files written to {site} (2 releases, 2 rejected)\n"
+    releases = site / "v1" / "releases"
+    assert (releases / "0.2.0.json").is_file() and not (releases / "0.2.1.json").exists()
+
+
+@pytest.mark.parametrize(("args", "code", "fragment"), [
+    (["serve"], 2, "--source is missing"),
+    (["serve", "--source", "/nonexistent/releases"], 2, "no such directory"),
+    (["serve", "--source", "ftp://host/x"], 2, "give a directory, an http(s):// mirror URL or github:OWNER/REPO"),
+    (["serve", "--source", "github:not a repo"], 2, "not a GitHub repository"),
+    (["check", "--source", ".", "--key", "/nonexistent.pub"], 2, "--key /nonexistent.pub: no such file"),
+    (["serve", "--source", ".", "--port", "many"], 2, "invalid int value"),
+    (["check", "--source", ""], 2, "argument --source: needs SRC, not an empty string"),
+    (["check", "--source", ".", "--unknown"], 2, "unrecognized arguments: --unknown (see 'superfluid-manifest check "
+                                                  "--help')"),
+    (["keys", "init", "x", "--bogus"], 2, "unrecognized arguments: --bogus (see 'superfluid-manifest keys init "
+                                          "--help')"),
+    ([], 2, "the following arguments are required: command"),
+], ids=["no-source", "no-such-directory", "another-scheme", "bad-repository", "no-key-file", "bad-port",
+        "empty-source", "unknown-flag", "unknown-flag-of-a-nested-command", "no-command"])
+@pytest.mark.usefixtures("no_manifest_variables")
+def test_usage_errors_exit_2(args: list[str], code: int, fragment: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(args) == code
+    out, err = capsys.readouterr()
+    assert fragment in err and "Traceback" not in err and out == "", err
+
+
+@pytest.mark.xfail(strict=True, raises=ValueError,
+                   reason="ServiceConfig refuses a negative value with ValueError before run() says it as a usage "
+                          "error")
+@pytest.mark.parametrize("flag", ["--ttl", "--max-age"])
+def test_a_negative_limit_is_a_usage_error(flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--source", str(tmp_path), flag, "-1"]) == 2
+    assert "--ttl and --max-age must not be negative" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("no_manifest_variables")
+def test_a_failure_asked_with_json_is_json_too(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--json"]) == 2
+    out, err = capsys.readouterr()
+    error = json.loads(out)["error"]
+    assert (error["code"], error["exit"]) == ("usage", 2) and error["message"].startswith("--source is missing")
+    assert err == f"superfluid-manifest: {error['message']}\n"
+
+
+@pytest.mark.parametrize(("page", "example", "exit_line"), [
+    (["serve"], "superfluid-manifest serve --source ./releases --key release.pub", "2  a usage error"),
+    (["export"], "--tuf-keys /secure/tuf-keys ./site", "1  the source cannot be read"),
+    (["check"], "superfluid-manifest check --source github:OWNER/REPO --json", "0  done"),
+    (["keys", "init"], "keys init /secure/tuf-keys-2 --root-keys 3 --root-threshold 2",
+     "2  a usage error, or DIR holds a key set already"),
+    (["refresh-timestamp"], "refresh-timestamp --tuf-keys /etc/superfluid/tuf-timestamp ./site",
+     "1  the export's metadata does not read"),
+    (["rotate-root"], "rotate-root --tuf-keys /secure/tuf-keys --to /secure/tuf-keys-2 ./site",
+     "2  a usage error, or a key set the root does not trust"),
+    ([], "superfluid-manifest serve --source ./releases --key release.pub", "2  a usage error"),
+], ids=["serve", "export", "check", "keys-init", "refresh-timestamp", "rotate-root", "top"])
+def test_each_page_ends_with_examples_and_exit_codes(page: list[str], example: str, exit_line: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main([*page, "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert out.index("examples:") < out.index(example) < out.index("exit codes:") < out.index(exit_line)
+
+
+def test_usage_error_through_the_console_script(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in _VARIABLES}
+    done = subprocess.run([str(VENV_BIN / "superfluid-manifest"), "serve"], env=env, capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.DEVNULL, check=False, cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.startswith("superfluid-manifest: --source is missing"), done.stderr

@@ -7,6 +7,7 @@ import time
 from superfluid.runtime.errors import SuperfluidError
 
 __all__ = [
+    "StoreError",
     "DownloadError",
     "DownloadStalled",
     "HostUnreachable",
@@ -208,3 +209,7 @@ class OfflineMissing(SuperfluidError):
         )
         self.what = what
         self.url = url
+
+
+class StoreError(SuperfluidError):
+    """The home could not be changed as asked (a filesystem fault, or an inconsistent request)."""

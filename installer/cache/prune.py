@@ -10,15 +10,17 @@ import fcntl
 import os
 import stat
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from superfluid.installer.errors import StoreError
 
 if TYPE_CHECKING:
     from superfluid.installer.mutex import MutexOwner
 
 __all__ = ["KINDS", "Item", "Scan", "Pruned", "is_archive", "blob_kind", "is_stale", "parse_age", "human_age",
-           "human_bytes", "guard_cache", "needed_by_installs", "scan", "prune", "digests_of_locks"]
+           "human_bytes", "guard_cache", "InUse", "scan", "prune"]
 
 #: the kinds, in the order they are shown
 KINDS = ("in_use", "unused", "http", "partial", "other")
@@ -95,14 +97,21 @@ def guard_cache(root: str | os.PathLike[str]) -> None:
     Raises:
         StoreError: names the link.
     """
-    from superfluid.installer.home.store import StoreError
-
     top = os.fspath(root)
     for path in (top, *(os.path.join(top, d) for d in ("sha256", "partial", "http", "holds"))):
         if os.path.islink(path):
             raise StoreError(f"{path} is a symbolic link (to {os.readlink(path)}); superfluid writes nothing "
                              "through a link inside SUPERFLUID_HOME",
                              fix=f"remove the link {path} (or point SUPERFLUID_HOME at the directory it names)")
+
+
+@dataclass(frozen=True, slots=True)
+class InUse:
+    """What the home's installs still need of the cache: the digests their receipts name, and how
+    many installs read (``home.gc.in_use`` finds them; a prune is given them)."""
+
+    digests: frozenset[str]
+    installs: int
 
 
 # --- reading the cache --------------------------------------------------------------------------------------
@@ -146,30 +155,6 @@ class Scan:
         """What a prune removes, in the order it removes it: HTTP records before the blobs they
         name (a kill between leaves a blob no record names, which the next prune removes)."""
         return sorted((i for i in self.items if i.stale), key=lambda i: (not i.path.startswith("http/"), i.path))
-
-
-def needed_by_installs(home: str) -> tuple[set[str], int]:
-    """The digests every install of every runtime names in its receipt's ``sources``, and how many
-    installs that is (an install whose receipt does not read names nothing)."""
-    from superfluid.installer.home.store import list_installs
-    from superfluid.runtime.home import runtimes_dir
-
-    top = runtimes_dir(home)
-    try:
-        ids = sorted(os.listdir(top)) if not os.path.islink(top) else []
-    except (FileNotFoundError, NotADirectoryError):
-        ids = []
-    needed: set[str] = set()
-    count = 0
-    for runtime_id in ids:
-        root = os.path.join(top, runtime_id)
-        if runtime_id.startswith(".") or os.path.islink(root) or not os.path.isdir(root):
-            continue
-        for install in list_installs(root):
-            if install.receipt is not None:
-                count += 1
-                needed.update(s.sha256 for s in install.receipt.sources if s.sha256)
-    return needed, count
 
 
 def _lstat(path: str) -> os.stat_result | None:
@@ -320,15 +305,16 @@ def _others(root: str, facts: _Facts, seen: set[str]) -> list[Item]:
     return out
 
 
-def scan(root: str | os.PathLike[str], home: str | os.PathLike[str], *, grace: float = float("inf"),
+def scan(root: str | os.PathLike[str], in_use: InUse, *, grace: float = float("inf"),
          keep: Mapping[str, Collection[str]] | None = None, held: Collection[str] = (),
          began: float | None = None) -> Scan:
     """Every file of the cache at ``root`` with its kind, and (``grace``: seconds) whether a prune
-    removes it. ``keep``: lock file -> the digests it names, kept as in use. ``held``: the digests
-    running processes hold. Reads; changes nothing."""
+    removes it. ``in_use``: what the home's installs still need (``home.gc.in_use``). ``keep``: lock
+    file -> the digests it names, kept as in use. ``held``: the digests running processes hold.
+    Reads; changes nothing."""
     top = os.fspath(root)
     now = time.time()
-    needed, installs = needed_by_installs(os.fspath(home))
+    needed, installs = set(in_use.digests), in_use.installs
     for digests in (keep or {}).values():
         needed |= set(digests)
     facts = _Facts(now, now if began is None else began, grace, needed, set(held))
@@ -398,7 +384,7 @@ def _remove_partial(root: str, item: Item) -> None:
             os.close(fd)
 
 
-def prune(root: str | os.PathLike[str], home: str | os.PathLike[str], *, grace: float, dry_run: bool = False,
+def prune(root: str | os.PathLike[str], in_use: InUse, *, grace: float, dry_run: bool = False,
           keep: Mapping[str, Collection[str]] | None = None, timeout: float = 600.0,
           on_wait: Callable[[MutexOwner], None] | None = None) -> Pruned:
     """Remove what is stale in the cache at ``root`` (see the module doc), holding the cache's
@@ -415,25 +401,10 @@ def prune(root: str | os.PathLike[str], home: str | os.PathLike[str], *, grace: 
     top = os.fspath(root)
     began = time.time()
     if dry_run or not os.path.isdir(top):
-        found = scan(top, home, grace=grace, keep=keep, held=held_now(top), began=began)
+        found = scan(top, in_use, grace=grace, keep=keep, held=held_now(top), began=began)
         return Pruned(found, tuple(found.stale()) if dry_run else (), dry_run, grace)
     with pruning(top, timeout=timeout, on_wait=on_wait) as held:
-        found = scan(top, home, grace=grace, keep=keep, held=held, began=began)
+        found = scan(top, in_use, grace=grace, keep=keep, held=held, began=began)
         for item in found.stale():
             _remove(top, item)
     return Pruned(found, tuple(found.stale()), False, grace)
-
-
-def digests_of_locks(paths: Iterable[str]) -> dict[str, set[str]]:
-    """Lock file -> every digest it names (its engines' assets and evidence).
-
-    Raises:
-        BadFile: a lock that does not read.
-    """
-    from superfluid.installer.fleet import lockfile
-
-    out: dict[str, set[str]] = {}
-    for path in paths:
-        lock, _ = lockfile.read(path)
-        out[path] = {f.sha256 for e in lock.engines for f in e.files()}
-    return out

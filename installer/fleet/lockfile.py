@@ -10,7 +10,7 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
@@ -34,6 +34,8 @@ __all__ = [
     "Engine",
     "Lock",
     "path_of_url", "root_of_url",
+    "locked_installs",
+    "digests_of_locks",
     "url_below",
     "dumps",
     "loads",
@@ -403,3 +405,31 @@ def _parse(doc: Mapping[str, Any], where: str) -> Lock:
     targets = doc["targets"]
     return Lock(doc["superfluid"], tuple(targets["runtimes"]), tuple(targets["platforms"]),
                 tuple(targets["backends"]), tuple(engines))
+
+
+def locked_installs(runtime_id: str, locks: Collection[str]) -> dict[str, str]:
+    """Install name -> the first of ``locks`` (lock files) that names it for ``runtime_id``.
+
+    Raises:
+        BadFile: a lock that does not read.
+    """
+    out: dict[str, str] = {}
+    for path in locks:
+        lock, _ = read(path)
+        for engine in lock.engines:
+            if engine.target.runtime == runtime_id:
+                out.setdefault(engine.install, path)
+    return out
+
+
+def digests_of_locks(paths: Iterable[str]) -> dict[str, set[str]]:
+    """Lock file -> every digest it names (its engines' assets and evidence).
+
+    Raises:
+        BadFile: a lock that does not read.
+    """
+    out: dict[str, set[str]] = {}
+    for path in paths:
+        lock, _ = read(path)
+        out[path] = {f.sha256 for e in lock.engines for f in e.files()}
+    return out

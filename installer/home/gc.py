@@ -6,15 +6,17 @@ See docs/install.md, "Collecting old installs".
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from superfluid.installer.cache.prune import InUse
 
 if TYPE_CHECKING:
     from superfluid.installer.home.store import Installed
     from superfluid.installer.mutex import MutexOwner
 
-__all__ = ["Candidate", "Decision", "Collected", "choose", "candidates", "collect", "locked_installs"]
+__all__ = ["Candidate", "Decision", "Collected", "choose", "candidates", "collect", "in_use"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,18 +132,26 @@ def _decide(runtime_id: str, root: Any, keep: int, locked: Mapping[str, str] | N
     return Collected(runtime_id, decision, dry_run, current, keep)
 
 
-def locked_installs(runtime_id: str, locks: Collection[str]) -> dict[str, str]:
-    """Install name -> the first of ``locks`` (lock files) that names it for ``runtime_id``.
+def in_use(home: str) -> InUse:
+    """What the installs of every runtime still need of the cache: the digests each receipt's
+    ``sources`` names, and how many installs that is (an install whose receipt does not read names
+    nothing). A cache prune keeps them."""
+    from superfluid.installer.home.store import list_installs
+    from superfluid.runtime.home import runtimes_dir
 
-    Raises:
-        BadFile: a lock that does not read.
-    """
-    from superfluid.installer.fleet import lockfile
-
-    out: dict[str, str] = {}
-    for path in locks:
-        lock, _ = lockfile.read(path)
-        for engine in lock.engines:
-            if engine.target.runtime == runtime_id:
-                out.setdefault(engine.install, path)
-    return out
+    top = runtimes_dir(home)
+    try:
+        ids = sorted(os.listdir(top)) if not os.path.islink(top) else []
+    except (FileNotFoundError, NotADirectoryError):
+        ids = []
+    needed: set[str] = set()
+    count = 0
+    for runtime_id in ids:
+        root = os.path.join(top, runtime_id)
+        if runtime_id.startswith(".") or os.path.islink(root) or not os.path.isdir(root):
+            continue
+        for install in list_installs(root):
+            if install.receipt is not None:
+                count += 1
+                needed.update(s.sha256 for s in install.receipt.sources if s.sha256)
+    return InUse(frozenset(needed), count)

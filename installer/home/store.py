@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from superfluid.installer.errors import StoreError
 from superfluid.installer.files import remove_tree
 from superfluid.installer.mutex import MutexOwner, install_mutex
 from superfluid.runtime.errors import SuperfluidError, UsageError
@@ -59,10 +60,6 @@ _RUNTIME_ID = re.compile(r"[a-z0-9][a-z0-9._-]*")
 _TEMP = re.compile(r"\.(?P<kind>staging|old|removing)-(?P<install>.+)-(?P<pid>\d+)-[0-9a-f]{16}"
                    r"|\.(?P<kind2>current-new|pinned-new)-(?P<pid2>\d+)-[0-9a-f]{16}"
                    r"|\.(?P<kind3>staging|current-new)-\d+")  # the daemon's own, `.staging-<u64>`
-
-
-class StoreError(SuperfluidError):
-    """The home could not be changed as asked (a filesystem fault, or an inconsistent request)."""
 
 
 class NoSuchInstall(StoreError):

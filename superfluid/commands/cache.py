@@ -11,6 +11,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from superfluid.installer.home.gc import in_use
 from superfluid.runtime.errors import UsageError
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ def _keep(paths: Sequence[str] | None) -> dict[str, set[str]]:
         UsageError: a file that does not exist (exit 2).
         BadFile: a lock that does not read (exit 1).
     """
-    from superfluid.installer.cache.prune import digests_of_locks
+    from superfluid.installer.fleet.lockfile import digests_of_locks
 
     given = [os.path.abspath(os.path.expanduser(p)) for p in paths or ()]
     for path, raw in zip(given, paths or (), strict=True):
@@ -69,7 +70,7 @@ def _du(args: argparse.Namespace, root: str, home: str) -> int:
     from superfluid.installer.cache.prune import scan
     from superfluid.output import print_json
 
-    found = scan(root, home, keep=_keep(args.keep_lock), held=held_now(root))
+    found = scan(root, in_use(home), keep=_keep(args.keep_lock), held=held_now(root))
     if args.json:
         print_json({"cache": root, "kinds": _kinds_json(found.by_kind()), "total": found.total(),
                     "installs": found.installs, "keep_locks": list(found.locks)})
@@ -118,7 +119,7 @@ def _prune(args: argparse.Namespace, root: str, home: str) -> int:
         sys.stderr.write(f"superfluid: another prune of the cache is running ({holder.describe()}); "  # type: ignore[attr-defined]
                          "waiting for it\n")
 
-    done = prune(root, home, grace=grace, dry_run=args.dry_run, keep=keep, on_wait=waiting)
+    done = prune(root, in_use(home), grace=grace, dry_run=args.dry_run, keep=keep, on_wait=waiting)
     if args.json:
         print_json({"cache": root, "dry_run": done.dry_run, "older_than": grace,
                     "removed": [i.to_json() for i in done.removed], "freed": done.freed,

@@ -26,7 +26,7 @@ def _keep(value: str | None) -> int:
 
 
 def _locks(runtime_id: str, paths: list[str] | None) -> dict[str, str]:
-    from superfluid.installer.home.gc import locked_installs
+    from superfluid.installer.fleet.lockfile import locked_installs
 
     given = []
     for raw in paths or ():

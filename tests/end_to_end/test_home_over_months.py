@@ -195,6 +195,7 @@ PRUNER = textwrap.dedent("""
     import os, sys, time
     from pathlib import Path
     from superfluid.installer.cache import prune
+    from superfluid.installer.home.gc import in_use
     from superfluid.runtime.home import cache_dir
 
     cli_home, marker = sys.argv[1], sys.argv[2]
@@ -209,7 +210,7 @@ PRUNER = textwrap.dedent("""
         real(root, item)
 
     prune._remove = remove
-    done = prune.prune(cache_dir(cli_home), cli_home, grace=0.0)
+    done = prune.prune(cache_dir(cli_home), in_use(str(cli_home)), grace=0.0)
     print(len(done.removed))
 """)
 

@@ -31,6 +31,7 @@ from superfluid.installer.cache.prune import (
     prune,
     scan,
 )
+from superfluid.installer.home.gc import in_use
 
 
 def _tar() -> bytes:
@@ -160,7 +161,7 @@ def built(tmp_path: Path) -> tuple[Path, Cache, dict[str, str]]:
 
 def test_du_by_kind(built: tuple[Path, Cache, dict[str, str]]) -> None:
     home, cache, names = built
-    found = scan(cache.root, home, keep={"fleet.lock": {names["locked"]}})
+    found = scan(cache.root, in_use(str(home)), keep={"fleet.lock": {names["locked"]}})
     kinds = {i.path: i.kind for i in found.items}
     assert kinds[f"sha256/{names['current']}"] == kinds[f"sha256/{names['locked']}"] == "in_use"
     assert kinds[f"sha256/{names['removed']}"] == "unused"
@@ -176,9 +177,9 @@ def test_du_by_kind(built: tuple[Path, Cache, dict[str, str]]) -> None:
 def test_prune_removes_what_nothing_needs_and_keeps_the_rest(built: tuple[Path, Cache, dict[str, str]]) -> None:
     home, cache, names = built
     before = sorted(p.name for p in cache.blob_dir.iterdir())
-    dry = prune(cache.root, home, grace=DAY, dry_run=True, keep={"fleet.lock": {names["locked"]}})
+    dry = prune(cache.root, in_use(str(home)), grace=DAY, dry_run=True, keep={"fleet.lock": {names["locked"]}})
     assert sorted(p.name for p in cache.blob_dir.iterdir()) == before  # a dry run changes nothing
-    done = prune(cache.root, home, grace=DAY, keep={"fleet.lock": {names["locked"]}})
+    done = prune(cache.root, in_use(str(home)), grace=DAY, keep={"fleet.lock": {names["locked"]}})
     assert [i.path for i in dry.removed] == [i.path for i in done.removed]
     assert sorted(i.path for i in done.removed) == sorted([
         f"sha256/{names['removed']}", f"sha256/{names['old-page']}", "partial/sha256-dead.json",
@@ -190,13 +191,13 @@ def test_prune_removes_what_nothing_needs_and_keeps_the_rest(built: tuple[Path, 
     assert list(cache.partial_dir.iterdir()) == []
     assert done.freed == sum(i.size for i in done.removed)
     # without the lock, its archive is unused too
-    again = prune(cache.root, home, grace=DAY)
+    again = prune(cache.root, in_use(str(home)), grace=DAY)
     assert [i.path for i in again.removed] == [f"sha256/{names['locked']}"]
 
 
 def test_within_the_grace_nothing_goes(built: tuple[Path, Cache, dict[str, str]]) -> None:
     home, cache, _ = built
-    assert prune(cache.root, home, grace=30 * DAY).removed == ()
+    assert prune(cache.root, in_use(str(home)), grace=30 * DAY).removed == ()
 
 
 def test_a_live_download_keeps_its_partial(built: tuple[Path, Cache, dict[str, str]]) -> None:
@@ -206,11 +207,11 @@ def test_a_live_download_keeps_its_partial(built: tuple[Path, Cache, dict[str, s
             f.write(b"half")
         t = time.time() - 2 * DAY
         os.utime(part.path, (t, t))
-        done = prune(cache.root, home, grace=0.0)
+        done = prune(cache.root, in_use(str(home)), grace=0.0)
         assert "partial/sha256-live.partial" not in {i.path for i in done.removed}
         assert part.path.exists()
     # the download is gone (the flock with it): the next prune may take it
-    done = prune(cache.root, home, grace=0.0)
+    done = prune(cache.root, in_use(str(home)), grace=0.0)
     assert "partial/sha256-live.lock" in {i.path for i in done.removed}
     assert not part.path.exists() and not (cache.partial_dir / "sha256-live.lock").exists()
 
@@ -236,7 +237,7 @@ def test_a_running_process_keeps_what_it_holds(built: tuple[Path, Cache, dict[st
             assert proc.poll() is None and time.monotonic() < deadline
             time.sleep(0.02)
         assert names["removed"] in held_now(cache.root)
-        done = prune(cache.root, home, grace=0.0)
+        done = prune(cache.root, in_use(str(home)), grace=0.0)
         assert f"sha256/{names['removed']}" not in {i.path for i in done.removed}
         assert cache.blob_path(names["removed"]).exists()
     finally:
@@ -244,7 +245,7 @@ def test_a_running_process_keeps_what_it_holds(built: tuple[Path, Cache, dict[st
         proc.wait()
     # killed: its record's flock is free, so it holds nothing; the next prune removes both
     assert names["removed"] not in held_now(cache.root)
-    done = prune(cache.root, home, grace=0.0)
+    done = prune(cache.root, in_use(str(home)), grace=0.0)
     assert f"sha256/{names['removed']}" in {i.path for i in done.removed}
     assert [p.name for p in (cache.root / HOLDS).iterdir()] == []
 

@@ -13,8 +13,9 @@ import sys
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
+from superfluid.installer.sources.mirror import asset_path, path_of_url, url_below
 from superfluid.runtime.errors import BadFile, SuperfluidError
 from superfluid.runtime.ordering import backend_rank
 from superfluid.runtime.planning import Plan, PlanAsset, Sha256, install_name, parse_sha256
@@ -33,10 +34,8 @@ __all__ = [
     "LockedFile",
     "Engine",
     "Lock",
-    "path_of_url", "root_of_url",
     "locked_installs",
     "digests_of_locks",
-    "url_below",
     "dumps",
     "loads",
     "read",
@@ -56,7 +55,6 @@ _HEADER = """\
 # Written by `superfluid lock`; `superfluid lock --check` says what would move and why;
 # `superfluid runtime install --locked` installs it. Review changes to it like code.
 """
-_DOWNLOAD = "/releases/download/"
 _ANEW = "restore it from version control, or remove it and run `superfluid lock` to write it anew"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\\]")
 
@@ -211,32 +209,7 @@ class Lock:
 # -- mirror paths -------------------------------------------------------------------------------------
 
 
-def path_of_url(url: str) -> tuple[str, str, str] | None:
-    """``(owner/repo, tag, name)`` of a release download URL (GitHub's, a mirror's, a directory's:
-    ``…/<owner>/<repo>/releases/download/<tag>/<name>``), or None when it is not shaped so."""
-    path = urlsplit(url).path
-    i = path.rfind(_DOWNLOAD)
-    if i < 0:
-        return None
-    head = path[:i].split("/")
-    tail = path[i + len(_DOWNLOAD):].split("/")
-    if len(head) < 2 or len(tail) != 2 or not all(tail):
-        return None
-    return f"{unquote(head[-2])}/{unquote(head[-1])}", unquote(tail[0]), unquote(tail[1])
-
-
-def root_of_url(url: str) -> str | None:
-    """The root a release download URL sits below (``ROOT`` of
-    ``ROOT/<owner>/<repo>/releases/download/<tag>/<name>``, without a trailing ``/``), or None when it
-    is not shaped so."""
-    if path_of_url(url) is None:
-        return None
-    return url[:url.rfind(_DOWNLOAD)].rsplit("/", 2)[0]
-
-
 def _path_for(url: str, repo: str, target: Target) -> str:
-    from superfluid.installer.sources.mirror import asset_path
-
     placed = path_of_url(url)
     if placed is None or placed[0].lower() != repo.lower():
         raise LockFileError(f"{target.describe()}: {url} is not a download of a {repo} release, so no mirror "
@@ -244,13 +217,6 @@ def _path_for(url: str, repo: str, target: Target) -> str:
     path = asset_path(repo, placed[1], placed[2])
     _check_path(path, repo, placed[2], "")
     return path
-
-
-def url_below(root: str, path: str) -> str:
-    """The URL of ``path`` (a lock's mirror path) below a mirror root URL, quoted as
-    ``installer.mirror.Mirror.asset_url`` quotes it."""
-    root = root if root.endswith("/") else root + "/"
-    return root + "/".join(quote(part, safe="") for part in path.split("/"))
 
 
 # -- writing ------------------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from superfluid.installer.fleet.lockfile import Engine, Lock, LockFileError, Target, path_of_url
+from superfluid.installer.fleet.lockfile import Engine, Lock, LockFileError, Target
+from superfluid.installer.sources.mirror import path_of_url
 from superfluid.installer.sources.release_source import Download, ReleaseSource
 from superfluid.runtime.errors import UsageError
 from superfluid.runtime.host import Host

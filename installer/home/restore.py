@@ -46,7 +46,7 @@ def mirror_of(receipt: Receipt, *, github_web: str) -> str | None:
     (``<root>/<owner>/<repo>/releases/download/<tag>/<name>``) that is not ``github_web``, where
     GitHub's downloads live (``github.web_base_for`` of the API the home uses): a ``file://`` root
     is a directory mirror; an ``http(s)://`` one, a mirror's URL."""
-    from superfluid.installer.fleet.lockfile import root_of_url
+    from superfluid.installer.sources.mirror import root_of_url
 
     if receipt.chosen_by == "from" or not receipt.sources:
         return None
@@ -62,8 +62,7 @@ def _mirrored(url: str, mirror_root: str | None) -> str:
     (``…/<owner>/<repo>/releases/download/<tag>/<name>``), else ``url``."""
     if mirror_root is None:
         return url
-    from superfluid.installer.fleet.lockfile import path_of_url, url_below
-    from superfluid.installer.sources.mirror import asset_path
+    from superfluid.installer.sources.mirror import asset_path, path_of_url, url_below
 
     placed = path_of_url(url)
     if placed is None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from superfluid.installer.cache.blobs import Cache
 from superfluid.installer.errors import DownloadError, OfflineMissing, ReleaseNotFound
@@ -16,6 +16,9 @@ from superfluid.installer.sources.github import Release, check_repo, list_pages
 from superfluid.installer.transport.fetcher import Fetcher, path_of_file_url
 
 __all__ = [
+    "path_of_url",
+    "root_of_url",
+    "url_below",
     "Mirror",
     "LISTING_NAME",
     "listing_path",
@@ -163,3 +166,37 @@ class Mirror:
             if release.tag == tag:
                 return release
         raise ReleaseNotFound(repo, f"release {tag}", where=self.root)
+
+
+#: where a release download sits below a mirror root: ``<root>/<owner>/<repo>/releases/download/<tag>/<name>``
+_DOWNLOAD = "/releases/download/"
+
+
+def path_of_url(url: str) -> tuple[str, str, str] | None:
+    """``(owner/repo, tag, name)`` of a release download URL (GitHub's, a mirror's, a directory's:
+    ``…/<owner>/<repo>/releases/download/<tag>/<name>``), or None when it is not shaped so."""
+    path = urlsplit(url).path
+    i = path.rfind(_DOWNLOAD)
+    if i < 0:
+        return None
+    head = path[:i].split("/")
+    tail = path[i + len(_DOWNLOAD):].split("/")
+    if len(head) < 2 or len(tail) != 2 or not all(tail):
+        return None
+    return f"{unquote(head[-2])}/{unquote(head[-1])}", unquote(tail[0]), unquote(tail[1])
+
+
+def root_of_url(url: str) -> str | None:
+    """The root a release download URL sits below (``ROOT`` of
+    ``ROOT/<owner>/<repo>/releases/download/<tag>/<name>``, without a trailing ``/``), or None when it
+    is not shaped so."""
+    if path_of_url(url) is None:
+        return None
+    return url[:url.rfind(_DOWNLOAD)].rsplit("/", 2)[0]
+
+
+def url_below(root: str, path: str) -> str:
+    """The URL of ``path`` (a lock's mirror path) below a mirror root URL, quoted as
+    ``Mirror.asset_url`` quotes it."""
+    root = root if root.endswith("/") else root + "/"
+    return root + "/".join(quote(part, safe="") for part in path.split("/"))

@@ -13,6 +13,7 @@ import pytest
 
 from superfluid.installer.fleet import lockfile
 from superfluid.installer.fleet.lockfile import Engine, Lock, LockedFile, Target
+from superfluid.installer.sources import mirror
 from superfluid.installer.sources.mirror import Mirror
 from superfluid.runtime.errors import BadFile
 from superfluid.runtime.planning import Sha256
@@ -74,7 +75,7 @@ class TestWriteAndRead:
     def test_urls_below_a_mirror_are_the_mirrors_own(self) -> None:
         m = Mirror("https://m.test/engines/", None, None)  # type: ignore[arg-type]
         f = _file("basert-engine-linux-x64-0.4.0+local.tar.gz")
-        assert lockfile.url_below("https://m.test/engines/", f.path) == m.asset_url(
+        assert mirror.url_below("https://m.test/engines/", f.path) == m.asset_url(
             "basecompute/baseRT", "v0.4.0", f.name)
         plan = LOCK.engines[1].to_plan("https://m.test/engines")
         assert plan.assets[0].url.startswith("https://m.test/engines/basecompute/baseRT/releases/download/v0.4.0/")
@@ -90,7 +91,7 @@ class TestWriteAndRead:
         ("https://h/o/r/releases/download/v1/", None),
     ])
     def test_path_of_url(self, url: str, placed: tuple[str, str, str] | None) -> None:
-        assert lockfile.path_of_url(url) == placed
+        assert mirror.path_of_url(url) == placed
 
 
 GOOD = lockfile.dumps(LOCK)

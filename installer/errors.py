@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from superfluid.runtime.errors import SuperfluidError
+from superfluid.runtime.redact import redact_url
 
 __all__ = [
     "StoreError",
@@ -39,7 +40,6 @@ class DownloadError(SuperfluidError):
         retry_after: float | None = None,
         fix: str | None = None,
     ) -> None:
-        from superfluid.runtime.redact import redact_url
 
         url = redact_url(url)  # a URL's user:password@ is never shown
         super().__init__(f"{url}: {reason}", fix=fix)

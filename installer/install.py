@@ -11,8 +11,18 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from superfluid.installer.home.fill import fill_for
+from superfluid.installer.home.publish import install_staged
+from superfluid.installer.home.steps import PlanSteps
+from superfluid.installer.phases import phase
+from superfluid.installer.sources.choose import source_for
+from superfluid.installer.sources.listing import SourceListing
+from superfluid.runtime import registry
+from superfluid.runtime.home import home
+from superfluid.runtime.host import detect
 from superfluid.runtime.planning import NotInstallable, Plan, Request
 from superfluid.runtime.probe import ProbeRefused
+from superfluid.runtime.redact import redact_url
 
 if TYPE_CHECKING:
     from superfluid.installer.cache.download import Progress
@@ -89,17 +99,12 @@ def plan(request: Request, *, environ: Mapping[str, str], mirror: str | None = N
         NotInstallable, InconsistentRelease, DigestConflict: the adapter's refusals.
         DownloadError, RateLimited, OfflineMissing, ReleaseNotFound, BadFile: reading the listing.
     """
-    from superfluid.runtime import registry
-    from superfluid.runtime.host import detect
 
     adapter = registry.get(request.id)
     host = host or detect(environ)
     if request.from_:
-        from superfluid.runtime.redact import redact_url
 
         return adapter.plan(request, host), redact_url(request.from_), None
-    from superfluid.installer.sources.listing import SourceListing
-    from superfluid.installer.sources.release_source import source_for
 
     if source is None:
         source = source_for(mirror=mirror, offline=offline, environ=environ,
@@ -130,8 +135,6 @@ def install(request: Request, *, environ: Mapping[str, str], mirror: str | None 
         DownloadError, OfflineMissing, ReleaseNotFound, BadFile: reading the source.
         UnsafeArchive, StoreError, MutexBusy: extraction and the store (nothing installed).
     """
-    from superfluid.installer.phases import phase
-    from superfluid.runtime.host import detect
 
     tell = tell or (lambda _event: None)
     host = host or detect(environ)
@@ -168,12 +171,6 @@ def install_plans(runtime_id: str, plans: Sequence[Plan], *, environ: Mapping[st
         VerificationError, DownloadError, OfflineMissing, UsageError: fetching (nothing installed).
         UnsafeArchive, StoreError, MutexBusy: extraction and the store (nothing installed).
     """
-    from superfluid.installer.home.fill import fill_for
-    from superfluid.installer.home.publish import install_staged
-    from superfluid.installer.home.steps import PlanSteps
-    from superfluid.runtime import registry
-    from superfluid.runtime.home import home
-    from superfluid.runtime.host import detect
 
     tell = tell or (lambda _event: None)
     platform = platform or detect(environ).platform

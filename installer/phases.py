@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -51,7 +52,6 @@ class Phases:
 
 def _process_age() -> float | None:
     """Seconds since this process started (Linux; 10 ms resolution), or None."""
-    import os
 
     try:
         with open("/proc/self/stat", "rb") as f:

@@ -8,18 +8,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
+from superfluid.installer.errors import SizeExceeded, VerificationError
+from superfluid.installer.sources.choose import source_for
+from superfluid.installer.sources.github import Release, check_repo
+from superfluid.installer.sources.release_source import ReleaseSource
+from superfluid.installer.transport.fetcher import path_of_file_url
+from superfluid.manifest.release_files import file_sha256
 from superfluid.runtime.errors import BadFile, UsageError
-
-if TYPE_CHECKING:
-    from superfluid.installer.sources.github import Release
-    from superfluid.installer.sources.release_source import ReleaseSource
+from superfluid.runtime.jsonread import NotRegularFile, read_bytes
 
 __all__ = ["Folder", "Snapshot", "ManifestSource", "DirectorySource", "ListingSource", "source_from",
            "DIRECTORY_TTL", "URL_TTL"]
@@ -95,8 +98,6 @@ class _DirectoryFolder(Folder):
     def read(self, name: str, *, max_bytes: int) -> bytes | None:
         if name not in self.names:
             return None
-        from superfluid.runtime.jsonread import NotRegularFile, read_bytes
-
         where = self.path / name
         try:  # a regular file only: a FIFO or a device in a release folder is never waited on
             return read_bytes(where, max_bytes=max_bytes, follow=True)
@@ -153,10 +154,6 @@ class DirectorySource(ManifestSource):
         Raises:
             BadFile: it cannot be read.
         """
-        import stat
-
-        from superfluid.manifest.release_files import file_sha256
-
         try:
             st = path.stat()
             if not stat.S_ISREG(st.st_mode):
@@ -182,8 +179,6 @@ class _ReleaseFolder(Folder):
         self.names = frozenset(a.name for a in release.assets)
 
     def read(self, name: str, *, max_bytes: int) -> bytes | None:
-        from superfluid.installer.errors import SizeExceeded
-
         asset = self.release.asset(name)
         if asset is None:
             return None
@@ -193,8 +188,6 @@ class _ReleaseFolder(Folder):
             raise BadFile(asset.url, f"is larger than {max_bytes} bytes") from None
 
     def sha256(self, name: str) -> str | None:
-        from superfluid.installer.errors import VerificationError
-
         asset = self.release.asset(name)
         if asset is None:
             return None
@@ -243,8 +236,6 @@ def _mirror_parts(url: str) -> tuple[str, str]:
 
 
 def _release_source(mirror: str | None, environ: Mapping[str, str]) -> ReleaseSource:
-    from superfluid.installer.sources.release_source import source_for
-
     # github: means GitHub, whatever SUPERFLUID_MIRROR says; a mirror is named in the source itself
     env = {k: v for k, v in environ.items() if k != "SUPERFLUID_MIRROR"}
     return source_for(mirror=mirror, offline=False, environ=env)
@@ -260,9 +251,6 @@ def source_from(spec: str, environ: Mapping[str, str]) -> ManifestSource:
     Raises:
         UsageError: none of these, a repository not of the form ``OWNER/REPO``, or no such directory.
     """
-    from superfluid.installer.sources.github import check_repo
-    from superfluid.installer.transport.fetcher import path_of_file_url
-
     if spec.startswith("github:"):
         repo = spec[len("github:"):]
         try:

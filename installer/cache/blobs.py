@@ -6,6 +6,7 @@ See docs/install.md, "The cache".
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -18,9 +19,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from superfluid.installer.cache.holds import hold
 from superfluid.installer.files import open_lock_file
+from superfluid.runtime.atomic import write_atomic
 from superfluid.runtime.home import cache_dir
 from superfluid.runtime.jsonread import UntrustedJson, read_bytes, read_json
+from superfluid.runtime.planning import parse_sha256
 from superfluid.runtime.redact import redact_url
 
 __all__ = ["Cache", "HttpEntry", "Partial", "sha256_file", "is_sha256"]
@@ -36,7 +40,6 @@ _NO_FOLLOW = os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
 
 def is_sha256(value: str) -> bool:
     """Whether ``value`` is 64 lower-case hex digits."""
-    from superfluid.runtime.planning import parse_sha256
 
     return parse_sha256(value) == value
 
@@ -63,7 +66,6 @@ def _key(text: str) -> str:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    from superfluid.runtime.atomic import write_atomic
 
     write_atomic(path, data, mode=0o600)
 
@@ -221,7 +223,6 @@ class Cache:
             OSError: they cannot be made, or one (or the cache itself) is a symbolic link: the cache
                 never writes through one, out of the home.
         """
-        import errno
 
         for d in (self.root, self.blob_dir, self.partial_dir, self.http_dir):
             if d.is_symlink():
@@ -274,7 +275,6 @@ class Cache:
     def _hold(self, sha256: str) -> bool:
         """Hold the blob ``sha256`` for this process (``cachehold.hold``); whether the cache may be
         written (not through a link)."""
-        from superfluid.installer.cache.holds import hold
 
         return hold(self.root, (sha256,))
 

@@ -5,6 +5,7 @@ See docs/install.md, "Verifying".
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import logging
 import os
@@ -12,6 +13,7 @@ import re
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -345,7 +347,6 @@ def _write_behind(fd: int, offset: int, length: int) -> None:
         _sync_file_range = False
         if sys.platform.startswith("linux"):
             try:
-                import ctypes
 
                 call = ctypes.CDLL(None, use_errno=True).sync_file_range
                 call.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
@@ -378,7 +379,6 @@ def download_many(
     Raises:
         VerificationError, DownloadError: the first failure, in plan order.
     """
-    from concurrent.futures import ThreadPoolExecutor, wait
 
     progress = progress or Progress()
     cancel = threading.Event()

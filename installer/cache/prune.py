@@ -14,7 +14,10 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from superfluid.installer.cache.blobs import HttpEntry, is_sha256
+from superfluid.installer.cache.holds import held_now, pruning
 from superfluid.installer.errors import StoreError
+from superfluid.runtime.jsonread import UntrustedJson, read_json
 
 if TYPE_CHECKING:
     from superfluid.installer.mutex import MutexOwner
@@ -179,8 +182,6 @@ def _head(path: str) -> bytes:
 
 def _records(root: str) -> dict[str, list[str]]:
     """The HTTP records of the cache by the blob each names: digest -> their paths below the cache."""
-    from superfluid.installer.cache.blobs import HttpEntry
-    from superfluid.runtime.jsonread import UntrustedJson, read_json
 
     out: dict[str, list[str]] = {}
     folder = os.path.join(root, "http")
@@ -221,7 +222,6 @@ class _Facts:
 
 
 def _blobs(root: str, facts: _Facts, records: Mapping[str, list[str]]) -> list[Item]:
-    from superfluid.installer.cache.blobs import is_sha256
 
     out: list[Item] = []
     folder = os.path.join(root, "sha256")
@@ -396,7 +396,6 @@ def prune(root: str | os.PathLike[str], in_use: InUse, *, grace: float, dry_run:
         MutexError: the lock file cannot be opened.
         OSError: a file cannot be removed.
     """
-    from superfluid.installer.cache.holds import held_now, pruning
 
     top = os.fspath(root)
     began = time.time()

@@ -15,10 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+import tomli_w
+
 from superfluid.installer.sources.mirror import asset_path, path_of_url, url_below
+from superfluid.runtime.atomic import write_atomic
 from superfluid.runtime.errors import BadFile, SuperfluidError
 from superfluid.runtime.ordering import backend_rank
 from superfluid.runtime.planning import Plan, PlanAsset, Sha256, install_name, parse_sha256
+from superfluid.runtime.schema import validate
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -224,7 +228,6 @@ def _path_for(url: str, repo: str, target: Target) -> str:
 
 def dumps(lock: Lock) -> str:
     """The lock as TOML (a comment header, then ``tomli-w``'s rendering: stable for equal locks)."""
-    import tomli_w
 
     return _HEADER + tomli_w.dumps(lock.to_toml())
 
@@ -236,7 +239,6 @@ def write(path: str | os.PathLike[str], lock: Lock) -> str:
     Raises:
         OSError: the directory is not writable (the temp file is removed).
     """
-    from superfluid.runtime.atomic import write_atomic
 
     data = dumps(lock).encode("utf-8")
     write_atomic(path, data, durable=True)
@@ -285,7 +287,6 @@ def loads(data: bytes | str, where: str) -> Lock:
     except tomllib.TOMLDecodeError as e:
         raise BadFile(where, f"is not valid TOML: {e}", fix=_ANEW) from None
     _check_tag(doc, where)
-    from superfluid.runtime.schema import validate
 
     try:
         validate(doc, "lock", where)

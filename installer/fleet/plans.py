@@ -12,8 +12,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from superfluid.installer.fleet.lockfile import Engine, Lock, LockFileError, Target
+from superfluid.installer.install import plan
+from superfluid.installer.sources.choose import source_for
 from superfluid.installer.sources.mirror import path_of_url
 from superfluid.installer.sources.release_source import Download, ReleaseSource
+from superfluid.runtime import registry
 from superfluid.runtime.errors import UsageError
 from superfluid.runtime.host import Host
 from superfluid.runtime.ordering import backend_rank, version_key
@@ -74,7 +77,6 @@ def check_targets(runtimes: Iterable[str], platforms: Iterable[str], backends: I
     Raises:
         UsageError: names the value and what is known (exit 2).
     """
-    from superfluid.runtime import registry
 
     for r in runtimes:
         registry.get(r)
@@ -160,9 +162,6 @@ def plan_engine(request: Request, target: Target, *, environ: Mapping[str, str],
         InconsistentRelease, DigestConflict, DownloadError, RateLimited, OfflineMissing,
         ReleaseNotFound, BadFile: as ``install.plan``.
     """
-    from superfluid.installer.install import plan
-    from superfluid.installer.sources.release_source import source_for
-    from superfluid.runtime import registry
 
     repo = registry.get(request.id).repo
     source = _Recording(source_for(mirror=mirror, offline=offline, environ=environ,

@@ -13,8 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from superfluid.installer.cache.blobs import Cache, sha256_file
+from superfluid.installer.cache.download import Wanted, download_many
 from superfluid.installer.fleet.lockfile import Lock, LockedFile, LockFileError
+from superfluid.installer.sources.mirror import listing_path
+from superfluid.installer.sources.release_source import fetcher_for
+from superfluid.installer.transport.fetcher import origin_of
+from superfluid.runtime.atomic import atomic_file, write_atomic
 from superfluid.runtime.errors import BadFile
+from superfluid.runtime.home import home
+from superfluid.runtime.jsonread import UntrustedJson, read_json
 from superfluid.runtime.ordering import version_key
 
 __all__ = ["Synced", "Problem", "files_of", "fetch_files", "sync", "verify", "listing"]
@@ -66,7 +74,6 @@ def _target(root: Path, path: str) -> Path:
 
 
 def _holds(path: Path, f: LockedFile) -> bool:
-    from superfluid.installer.cache.blobs import sha256_file
 
     try:
         return path.is_file() and path.stat().st_size == f.size and sha256_file(path) == f.sha256
@@ -76,7 +83,6 @@ def _holds(path: Path, f: LockedFile) -> bool:
 
 def _place(blob: Path, target: Path) -> None:
     """Copy a verified blob to ``target``, whole or not at all (``atomic_file``)."""
-    from superfluid.runtime.atomic import atomic_file
 
     target.parent.mkdir(parents=True, exist_ok=True)
     with atomic_file(target) as out, open(blob, "rb") as src:
@@ -85,11 +91,6 @@ def _place(blob: Path, target: Path) -> None:
 
 def fetch_files(files: Sequence[LockedFile], *, environ: Mapping[str, str], progress: Any) -> list[Path]:
     """Each file's verified blob in the home's cache, fetched from its URL (one fetcher per origin)."""
-    from superfluid.installer.cache.blobs import Cache
-    from superfluid.installer.cache.download import Wanted, download_many
-    from superfluid.installer.sources.release_source import fetcher_for
-    from superfluid.installer.transport.fetcher import origin_of
-    from superfluid.runtime.home import home
 
     cache = Cache.for_home(home(environ))
     by_origin: dict[str, list[int]] = {}
@@ -150,7 +151,6 @@ def sync(lock: Lock, root: str | os.PathLike[str], *, environ: Mapping[str, str]
 
 
 def _listing_path(base: Path, repo: str) -> Path:
-    from superfluid.installer.sources.mirror import listing_path
 
     return _target(base, listing_path(repo))
 
@@ -159,7 +159,6 @@ def _existing(base: Path, repo: str) -> list[Any]:
     path = _listing_path(base, repo)
     if not path.is_file():
         return []
-    from superfluid.runtime.jsonread import UntrustedJson, read_json
 
     try:  # a regular file within the cap (a FIFO there is refused, not waited on); a mirror's links are its owner's
         doc = read_json(path, max_bytes=_LISTING_MAX_BYTES, follow=True)
@@ -174,7 +173,6 @@ def _existing(base: Path, repo: str) -> list[Any]:
 
 
 def _write_text(path: Path, text: str) -> None:
-    from superfluid.runtime.atomic import write_atomic
 
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, text.encode("utf-8"))
@@ -211,7 +209,6 @@ def verify(lock: Lock, root: str | os.PathLike[str]) -> tuple[int, list[Problem]
     Raises:
         LockFileError: a link in ``root`` leads out of it.
     """
-    from superfluid.installer.cache.blobs import sha256_file
 
     base = Path(root)
     good = 0

@@ -9,7 +9,16 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from superfluid.installer.cache.blobs import Cache, sha256_file
+from superfluid.installer.cache.download import Wanted, download_many
+from superfluid.installer.errors import VerificationError
+from superfluid.installer.phases import phase
+from superfluid.installer.sources.release_source import Asset, fetcher_for
+from superfluid.installer.transport.fetcher import path_of_file_url
+from superfluid.installer.unpack.extract import extract_all
+from superfluid.installer.unpack.stream import download_and_extract, streams
 from superfluid.runtime.errors import UsageError
+from superfluid.runtime.home import home
 from superfluid.runtime.planning import PlanAsset, is_local
 
 if TYPE_CHECKING:
@@ -38,7 +47,6 @@ def fill_for(p: Plan, source: ReleaseSource | None, *, environ: Mapping[str, str
     Raises:
         as ``fetch`` (nothing is fetched for a plan that streams: that happens when it is staged).
     """
-    from superfluid.installer.phases import phase
 
     fill = _streaming(p, source, environ=environ, progress=progress, phases=phases)
     if fill is not None:
@@ -61,9 +69,6 @@ def fetch(p: Plan, source: ReleaseSource | None, *, environ: Mapping[str, str], 
         DownloadError, OfflineMissing: the transfer failed, or a ``file://`` URL names another host.
         UsageError: a local file that does not exist.
     """
-    from superfluid.installer.cache.blobs import sha256_file
-    from superfluid.installer.errors import VerificationError
-    from superfluid.installer.transport.fetcher import path_of_file_url
 
     out: list[Verified] = []
     remote: list[PlanAsset] = []
@@ -88,18 +93,14 @@ def fetch(p: Plan, source: ReleaseSource | None, *, environ: Mapping[str, str], 
 
 
 def _home_cache(environ: Mapping[str, str]) -> Cache:
-    from superfluid.installer.cache.blobs import Cache
-    from superfluid.runtime.home import home
 
     return Cache.for_home(home(environ))
 
 
 def _download(assets: Sequence[PlanAsset], source: ReleaseSource | None, *, environ: Mapping[str, str],
               progress: Progress | None) -> list[Download]:
-    from superfluid.installer.cache.download import Wanted, download_many
 
     if source is None:  # --from URL: a fetcher for that URL, the home's cache
-        from superfluid.installer.sources.release_source import fetcher_for
 
         fetcher = fetcher_for(assets[0].url, plain_http=True, environ=environ)
         try:
@@ -107,7 +108,6 @@ def _download(assets: Sequence[PlanAsset], source: ReleaseSource | None, *, envi
                                  cache=_home_cache(environ), fetcher=fetcher, progress=progress)
         finally:
             fetcher.close()
-    from superfluid.installer.sources.release_source import Asset
 
     return source.fetch_many([(Asset(a.name, a.url, a.size), a.sha256) for a in assets], progress=progress)
 
@@ -116,8 +116,6 @@ def _extracting(fetched: Sequence[Verified], phases: Phases | None) -> Fill:
     """The fill of archives already verified in the cache: ``extract_all`` from their files."""
 
     def fill(lib: Path) -> Sequence[Verified]:
-        from superfluid.installer.phases import phase
-        from superfluid.installer.unpack.extract import extract_all
 
         with phase(phases, "extract"):
             extract_all([path for _, path, _ in fetched], lib)
@@ -130,7 +128,6 @@ def _streaming(p: Plan, source: ReleaseSource | None, *, environ: Mapping[str, s
                phases: Phases | None) -> Fill | None:
     """The fill that downloads ``p``'s archive and extracts it in the same pass, or None when ``p``
     is not such a plan (see the module doc)."""
-    from superfluid.installer.unpack.stream import download_and_extract, streams
 
     if len(p.assets) != 1 or (source is not None and source.offline):
         return None
@@ -143,7 +140,6 @@ def _streaming(p: Plan, source: ReleaseSource | None, *, environ: Mapping[str, s
     sha256, size = a.sha256, a.size
 
     def fill(lib: Path) -> Sequence[Verified]:
-        from superfluid.installer.sources.release_source import fetcher_for
 
         fetcher = source.fetcher if source is not None else fetcher_for(a.url, plain_http=True, environ=environ)
         try:

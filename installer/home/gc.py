@@ -11,6 +11,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from superfluid.installer.cache.prune import InUse
+from superfluid.installer.home import store
+from superfluid.installer.home.store import current_install, list_installs, read_pinned
+from superfluid.installer.mutex import install_mutex
+from superfluid.runtime.home import runtimes_dir
+from superfluid.runtime.ordering import version_key
 
 if TYPE_CHECKING:
     from superfluid.installer.home.store import Installed
@@ -38,7 +43,6 @@ class Decision:
 
 
 def _newest_first(found: Sequence[Candidate]) -> list[Candidate]:
-    from superfluid.runtime.ordering import version_key
 
     readable = [c for c in found if c.version is not None]
     by_name = sorted(readable, key=lambda c: c.name)
@@ -103,8 +107,6 @@ def collect(home: str, runtime_id: str, *, keep: int, dry_run: bool = False,
         BadName: a bad runtime id.
         MutexBusy, StoreError: as ``install_mutex``; a filesystem fault.
     """
-    from superfluid.installer.home import store
-    from superfluid.installer.mutex import install_mutex
 
     root = store.runtime_root(home, runtime_id)
     store.guard_root(root)
@@ -124,7 +126,6 @@ def collect(home: str, runtime_id: str, *, keep: int, dry_run: bool = False,
 
 
 def _decide(runtime_id: str, root: Any, keep: int, locked: Mapping[str, str] | None, *, dry_run: bool) -> Collected:
-    from superfluid.installer.home.store import current_install, list_installs, read_pinned
 
     current = current_install(root)
     decision = choose(candidates(list_installs(root)), keep=keep, current=current, pinned=read_pinned(root),
@@ -136,8 +137,6 @@ def in_use(home: str) -> InUse:
     """What the installs of every runtime still need of the cache: the digests each receipt's
     ``sources`` names, and how many installs that is (an install whose receipt does not read names
     nothing). A cache prune keeps them."""
-    from superfluid.installer.home.store import list_installs
-    from superfluid.runtime.home import runtimes_dir
 
     top = runtimes_dir(home)
     try:

@@ -29,6 +29,7 @@ from superfluid.installer.mutex import MutexOwner, install_mutex
 from superfluid.runtime.atomic import write_atomic
 from superfluid.runtime.home import CURRENT, LIB, worker_path
 from superfluid.runtime.receipt import RECEIPT, Receipt, now_utc, write_receipt
+from superfluid.runtime.record import with_files
 
 __all__ = ["Published", "install_staged", "worker_argv", "write_worker_launcher", "launcher_script"]
 
@@ -213,7 +214,6 @@ def _describe(staging: Path, receipt: Receipt, runtime_id: str, install: str) ->
     if receipt.installed_at is None:
         receipt = replace(receipt, installed_at=now_utc())
     _check_receipt(receipt, runtime_id, install)
-    from superfluid.runtime.record import with_files
 
     receipt = with_files(receipt, staging)  # every staged file, for `runtime verify` (runtime/record.py)
     write_receipt(staging / RECEIPT, receipt)

@@ -7,10 +7,22 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from superfluid.installer.cache.blobs import Cache
+from superfluid.installer.errors import OfflineMissing
+from superfluid.installer.home.fill import fetch
+from superfluid.installer.home.publish import install_staged
+from superfluid.installer.sources.mirror import asset_path, path_of_url, root_of_url, url_below
+from superfluid.installer.transport.fetcher import path_of_file_url
+from superfluid.installer.unpack.extract import extract_all
 from superfluid.runtime.errors import SuperfluidError
+from superfluid.runtime.home import LIB, home
+from superfluid.runtime.planning import Plan, PlanAsset, Sha256, is_local
+from superfluid.runtime.receipt import RECEIPT
+from superfluid.runtime.record import compare, files_of, record_tree
 
 if TYPE_CHECKING:
     from superfluid.installer.cache.download import Progress
@@ -30,7 +42,6 @@ class NotRestorable(SuperfluidError):
 def unrestorable(receipt: Receipt) -> str | None:
     """Why ``receipt`` does not say enough to put its install back by digest (None: it does): it
     records no files, no source, or a source without a SHA-256."""
-    from superfluid.runtime.record import files_of
 
     if files_of(receipt) is None:
         return "its receipt records no files"
@@ -46,7 +57,6 @@ def mirror_of(receipt: Receipt, *, github_web: str) -> str | None:
     (``<root>/<owner>/<repo>/releases/download/<tag>/<name>``) that is not ``github_web``, where
     GitHub's downloads live (``github.web_base_for`` of the API the home uses): a ``file://`` root
     is a directory mirror; an ``http(s)://`` one, a mirror's URL."""
-    from superfluid.installer.sources.mirror import root_of_url
 
     if receipt.chosen_by == "from" or not receipt.sources:
         return None
@@ -62,7 +72,6 @@ def _mirrored(url: str, mirror_root: str | None) -> str:
     (``…/<owner>/<repo>/releases/download/<tag>/<name>``), else ``url``."""
     if mirror_root is None:
         return url
-    from superfluid.installer.sources.mirror import asset_path, path_of_url, url_below
 
     placed = path_of_url(url)
     if placed is None:
@@ -75,7 +84,6 @@ def _mirrored(url: str, mirror_root: str | None) -> str:
 
 def plan_of(receipt: Receipt, *, mirror_root: str | None = None) -> Plan:
     """The plan that fetches exactly the archives ``receipt`` names, each by its recorded digest."""
-    from superfluid.runtime.planning import Plan, PlanAsset, Sha256
 
     assets = tuple(PlanAsset(name=s.url.rstrip("/").rsplit("/", 1)[-1], url=_mirrored(s.url, mirror_root),
                              sha256=Sha256(s.sha256), size=None, digest_source="pin", checked=("pin",))
@@ -95,14 +103,7 @@ def _fetch(p: Plan, *, environ: Mapping[str, str], offline: bool, progress: Prog
         NotRestorable: a local file it was installed from is gone, and the cache lacks it.
         VerificationError, DownloadError: as ``fill.fetch``.
     """
-    from dataclasses import replace
 
-    from superfluid.installer.cache.blobs import Cache
-    from superfluid.installer.errors import OfflineMissing
-    from superfluid.installer.home.fill import fetch
-    from superfluid.installer.transport.fetcher import path_of_file_url
-    from superfluid.runtime.home import home
-    from superfluid.runtime.planning import is_local
 
     cache = Cache.for_home(home(environ))
     found: dict[int, Verified] = {}
@@ -144,11 +145,6 @@ def restore(receipt: Receipt, *, environ: Mapping[str, str], offline: bool = Fal
         OfflineMissing, VerificationError, DownloadError: fetching (nothing is changed).
         UnsafeArchive, StoreError, MutexBusy: extraction and the store, as an install's.
     """
-    from superfluid.installer.home.publish import install_staged
-    from superfluid.installer.unpack.extract import extract_all
-    from superfluid.runtime.home import LIB, home
-    from superfluid.runtime.receipt import RECEIPT
-    from superfluid.runtime.record import compare, files_of, record_tree
 
     why = unrestorable(receipt)
     if why is not None:

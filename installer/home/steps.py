@@ -11,8 +11,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from superfluid.installer.phases import phase
+from superfluid.runtime import registry
 from superfluid.runtime.errors import WorkerFailed
+from superfluid.runtime.home import LIB, worker_path
 from superfluid.runtime.probe import ProbeRefused
+from superfluid.runtime.process import answer_json, finish_worker, start_worker, stop_worker
+from superfluid.runtime.receipt import Source, receipt_for
 
 if TYPE_CHECKING:
     import subprocess
@@ -47,8 +52,6 @@ class PlanSteps:
     def stage(self, staging: Path) -> None:
         """Fill ``staging/lib`` with the plan's verified archives; the staged worker that probes them
         is started first, held (``process.start_worker``): it starts while the archives arrive."""
-        from superfluid.runtime.home import LIB
-        from superfluid.runtime.process import start_worker, stop_worker
 
         argv = probe_argv(self.adapter, self.plan, staging)
         try:
@@ -70,9 +73,6 @@ class PlanSteps:
         Raises:
             ProbeRefused: as ``probe_staged``.
         """
-        from superfluid.installer.phases import phase
-        from superfluid.runtime.process import stop_worker
-        from superfluid.runtime.receipt import Source, receipt_for
 
         held, self._held = self._held, None
         if held is not None and not self._still_held(held, staging):
@@ -106,7 +106,6 @@ def _identity(path: str) -> tuple[int, int, int]:
 def probe_environ(environ: Mapping[str, str]) -> dict[str, str]:
     """``environ`` without any worker override (``registry.env_override``): the staged worker's
     check is the staged install's own, never a worker the user named for another command."""
-    from superfluid.runtime import registry
 
     overrides = {registry.env_override(runtime_id) for runtime_id in registry.IDS}
     return {k: v for k, v in environ.items() if k not in overrides}
@@ -114,7 +113,6 @@ def probe_environ(environ: Mapping[str, str]) -> dict[str, str]:
 
 def probe_argv(adapter: Adapter, p: Plan, staging: Path) -> list[str]:
     """The staged worker's check of the staged library: ``<staging>/bin/superfluid-worker-<id> check ...``."""
-    from superfluid.runtime.home import LIB, worker_path
 
     return [str(staging / worker_path(p.id)), *adapter.probe_argv(str(staging / LIB))]
 
@@ -128,7 +126,6 @@ def probe_staged(adapter: Adapter, p: Plan, staging: Path, *, environ: Mapping[s
     Raises:
         ProbeRefused: the check refused the staged library, or the verdict did.
     """
-    from superfluid.runtime.process import answer_json, finish_worker, start_worker
 
     argv = probe_argv(adapter, p, staging)
     try:

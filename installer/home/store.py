@@ -5,6 +5,7 @@ See docs/install.md, "Managing installs".
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import re
@@ -19,12 +20,15 @@ from typing import Any
 from superfluid.installer.errors import StoreError
 from superfluid.installer.files import remove_tree
 from superfluid.installer.mutex import MutexOwner, install_mutex
+from superfluid.runtime.atomic import write_atomic
 from superfluid.runtime.errors import SuperfluidError, UsageError
 from superfluid.runtime.home import CURRENT, PINNED, current_target, installs_in, is_install_entry, runtime_dir
 from superfluid.runtime.jsonread import read_bytes
 from superfluid.runtime.ordering import backend_rank, version_key
 from superfluid.runtime.planning import is_install_name
 from superfluid.runtime.receipt import RECEIPT, Receipt, read_receipt
+from superfluid.runtime.record import glance
+from superfluid.runtime.registry import meant
 from superfluid.runtime.upkeep import puts_back
 
 __all__ = [
@@ -93,7 +97,6 @@ def check_runtime_id(runtime_id: str) -> str:
         BadName: it is not.
     """
     if not _RUNTIME_ID.fullmatch(runtime_id):
-        from superfluid.runtime.registry import meant
 
         raise BadName(f"{runtime_id!r} is not a runtime id (lowercase letters, digits, '.', '-', '_')"
                       f"{meant(runtime_id)}")
@@ -226,7 +229,6 @@ def _exchange(a: str, b: str) -> bool:
     """Swap two paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
     if not sys.platform.startswith("linux"):
         return False
-    import ctypes
 
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -318,7 +320,6 @@ def fault(installed: Installed) -> str | None:
     is ``runtime verify``'s to find)."""
     if installed.receipt is None:
         return installed.problem or "its receipt does not read"
-    from superfluid.runtime.record import glance
 
     try:
         differences = glance(installed.receipt, installed.path)
@@ -420,7 +421,6 @@ def write_pinned(root: str | os.PathLike[str], install: str) -> None:
     Raises:
         OSError: it cannot be written.
     """
-    from superfluid.runtime.atomic import write_atomic
 
     data = (check_install_name(install) + "\n").encode("utf-8")
     write_atomic(os.path.join(root, PINNED), data, temp=_temp_name("pinned-new"))

@@ -17,6 +17,7 @@ from superfluid.installer.config import DEFAULT_GITHUB_API, FetchConfig
 from superfluid.installer.errors import DownloadError, OfflineMissing, ReleaseNotFound
 from superfluid.installer.transport.fetcher import Credential, Fetcher, is_loopback, origin_of
 from superfluid.runtime.errors import BadFile
+from superfluid.runtime.jsonread import UntrustedJson, loads
 
 __all__ = [
     "Asset",
@@ -265,7 +266,6 @@ def parse_link_next(value: str | None) -> str | None:
 
 
 def _load_json(body: bytes, where: str) -> Any:
-    from superfluid.runtime.jsonread import UntrustedJson, loads
 
     try:  # within the body's own (already capped) size, a depth cap, strict UTF-8 (runtime/jsonread)
         return loads(body, max_bytes=max(len(body), 1))

@@ -7,6 +7,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from superfluid.installer.errors import OfflineMissing, ReleaseNotFound
+from superfluid.installer.sources.github import Asset
+from superfluid.runtime.digests import api_sha256, settle_asset
 from superfluid.runtime.errors import InconsistentRelease
 
 if TYPE_CHECKING:
@@ -43,7 +46,6 @@ class SourceListing:
         Raises:
             ReleaseNotFound, OfflineMissing: (without ``optional``) as ``ReleaseSource.release``.
         """
-        from superfluid.installer.errors import OfflineMissing, ReleaseNotFound
 
         try:
             return self._remember(self.source.release(self.repo, tag))
@@ -67,8 +69,6 @@ class SourceListing:
             InconsistentRelease: the bytes are not the ones the listing's digest names, or not text.
             DownloadError, OfflineMissing, SizeExceeded: as ``ReleaseSource.read``.
         """
-        from superfluid.installer.sources.github import Asset
-        from superfluid.runtime.digests import api_sha256
 
         data = self.source.read(Asset(asset.name, asset.url, asset.size, asset.digest))
         want = api_sha256(asset.digest)
@@ -83,7 +83,6 @@ class SourceListing:
 
     def settle(self, p: Plan, flag: str | None) -> Plan:
         """``p`` with each asset's ``.sha256`` read and its digest fixed (``digests.settle_asset``)."""
-        from superfluid.runtime.digests import settle_asset
 
         assets = []
         for a in p.assets:

@@ -13,6 +13,7 @@ from urllib.parse import quote, unquote, urlsplit
 from superfluid.installer.cache.blobs import Cache
 from superfluid.installer.errors import DownloadError, OfflineMissing, ReleaseNotFound
 from superfluid.installer.sources.github import Release, check_repo, list_pages
+from superfluid.installer.sources.oci.ref import parse_ref
 from superfluid.installer.transport.fetcher import Fetcher, path_of_file_url
 
 __all__ = [
@@ -60,7 +61,6 @@ def mirror_root_url(where: str, *, named_by: str = "--mirror") -> str:
     """
     given = f"{named_by} {where}" if named_by.startswith("-") else f"{named_by}={where}"
     if where[:6].lower() == "oci://":  # a registry repository: installer/sources/oci/ref.py
-        from superfluid.installer.sources.oci.ref import parse_ref
 
         return parse_ref(where, environ={}, named_by=named_by).root
     scheme = urlsplit(where).scheme.lower()

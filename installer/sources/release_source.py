@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -9,10 +10,10 @@ from urllib.parse import urlsplit
 
 from superfluid.installer.cache.blobs import Cache
 from superfluid.installer.cache.download import Download, Progress, Wanted, download, download_many
-from superfluid.installer.config import DEFAULT_GITHUB_API, FetchConfig
+from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import OfflineMissing, SizeExceeded
-from superfluid.installer.sources.github import Asset, GitHubClient, Release, cached_get, token_from
-from superfluid.installer.sources.mirror import Mirror, mirror_root_url
+from superfluid.installer.sources.github import Asset, GitHubClient, Release, cached_get
+from superfluid.installer.sources.mirror import Mirror
 from superfluid.installer.transport.fetcher import (
     Credential,
     Fetcher,
@@ -21,8 +22,8 @@ from superfluid.installer.transport.fetcher import (
     RequestsFetcher,
     origin_of,
 )
-from superfluid.runtime import home as _home
-from superfluid.runtime.errors import UsageError
+from superfluid.installer.transport.loopback import LoopbackFetcher, serves
+from superfluid.runtime.redact import split_userinfo
 
 __all__ = [
     "ReleaseSource",
@@ -32,7 +33,7 @@ __all__ = [
     "Asset",
     "Release",
     "Download",
-    "source_for",
+    "network_fetcher",
     "fetcher_for",
 ]
 
@@ -229,9 +230,7 @@ class OfflineSource(ReleaseSource):
 def basic_credential(url: str) -> tuple[str, Credential | None]:
     """``url`` without its ``user:password@``, and that userinfo as a Basic credential for the
     URL's origin alone (None when it has none): the URL is then kept and shown, the secret never."""
-    import base64
 
-    from superfluid.runtime.redact import split_userinfo
 
     clean, user, password = split_userinfo(url)
     if user is None and password is None:
@@ -245,95 +244,21 @@ def fetcher_for(url: str, config: FetchConfig | None = None, *, plain_http: bool
     """A fetcher for one URL given by the user (``--from``): ``FileFetcher`` for ``file://``,
     else the network's (``plain_http`` allows ``http://`` to that URL's host; a ``user:password@``
     in it is sent to that origin as Basic authorization): with ``environ``, chosen as a source's is
-    (``_network``: the standard library's for this machine), else ``RequestsFetcher``."""
+    (``network_fetcher``: the standard library's for this machine), else ``RequestsFetcher``."""
     if urlsplit(url).scheme == "file":
         return FileFetcher(config)
     clean, credential = basic_credential(url)
     origins = [clean] if plain_http else []
     if environ is None:
         return RequestsFetcher(config, plain_http_origins=origins, credential=credential)
-    return _network(clean, environ, config or FetchConfig(), plain_http_origins=origins, credential=credential)
+    return network_fetcher(clean, environ, config or FetchConfig(), plain_http_origins=origins, credential=credential)
 
 
-def source_for(
-    *,
-    mirror: str | None,
-    offline: bool,
-    environ: Mapping[str, str],
-    config: FetchConfig | None = None,
-    cache: Cache | None = None,
-    fetcher: Fetcher | None = None,
-    fix: str | None = None,
-) -> ReleaseSource:
-    """The source a command uses: ``--mirror``/``SUPERFLUID_MIRROR`` if named, else GitHub
-    (``SUPERFLUID_GITHUB_API``, ``GH_TOKEN``/``GITHUB_TOKEN``); with ``offline`` the cache alone
-    (a directory mirror is read in place, which opens no connection).
-
-    Args:
-        mirror: ``--mirror`` as given, or ``None`` (then ``SUPERFLUID_MIRROR``; empty is unset).
-        offline: ``--offline``.
-        environ: the environment the face read (never ``os.environ`` implicitly).
-        config: limits (default ``FetchConfig()``).
-        cache: the cache (default ``$SUPERFLUID_HOME/cache``).
-        fetcher: the network seam for online sources (default ``RequestsFetcher``; tests inject).
-        fix: the command that fills the cache, quoted when ``offline`` lacks something.
-
-    Raises:
-        UsageError: ``--mirror`` (or ``SUPERFLUID_MIRROR``, named as such) is neither an http(s) URL
-            nor a directory.
-    """
-    config = config or (fetcher.config if fetcher is not None else FetchConfig())
-    cache = cache or Cache.for_home(_home.home(environ))
-    named_by = "--mirror" if mirror else "SUPERFLUID_MIRROR"
-    mirror = mirror or environ.get("SUPERFLUID_MIRROR") or None
-    if mirror and mirror[:6].lower() == "oci://":  # a registry (installer/sources/oci/source.py), imported only then
-        from superfluid.installer.sources.oci.source import oci_source
-
-        try:
-            return oci_source(mirror, named_by=named_by, offline=offline, environ=environ, config=config,
-                              cache=cache, fix=fix)
-        except ValueError as e:
-            raise UsageError(str(e), fix="name a registry repository: oci://HOST[:PORT]/REPO") from e
-    if mirror:
-        try:
-            root = mirror_root_url(mirror, named_by=named_by)
-        except ValueError as e:
-            fix = ("give --mirror an http(s):// URL or an existing directory" if named_by == "--mirror" else
-                   "set SUPERFLUID_MIRROR to an http(s):// URL or an existing directory, or unset it")
-            from superfluid.runtime.redact import redact_text
-
-            raise UsageError(redact_text(str(e)), fix=fix) from e
-        if root.startswith("file:"):
-            local = FileFetcher(config)
-            return MirrorSource(Mirror(root, local, cache), cache, local)
-        # a `user:password@` leaves the URL here: sent to the mirror's origin as a credential, never
-        # kept in a receipt, a cache entry or a message (their URLs are the clean root's)
-        root, credential = basic_credential(root)
-        if offline:
-            return OfflineSource(Mirror(root, NoNetworkFetcher(config), cache, offline=True), cache, fix=fix)
-        if fetcher is not None and credential is not None and fetcher.credential is None:
-            fetcher.credential = credential
-        net = fetcher or _network(root, environ, config, plain_http_origins=[root], credential=credential)
-        return MirrorSource(Mirror(root, net, cache), cache, net)
-    api_set = environ.get("SUPERFLUID_GITHUB_API") or ""
-    api = api_set or DEFAULT_GITHUB_API
-    if urlsplit(api).scheme not in ("https", "http"):
-        raise UsageError(f"SUPERFLUID_GITHUB_API={api}: not an http(s) URL",
-                         fix="set it to the API base, e.g. https://github.example.com/api/v3")
-    token = token_from(environ)
-    if offline:
-        client = GitHubClient(NoNetworkFetcher(config), cache, api_base=api, offline=True)
-        return OfflineSource(client, cache, fix=fix)
-    net = fetcher or _network(api, environ, config, plain_http_origins=[api] if api_set else ())
-    return GitHubSource(GitHubClient(net, cache, api_base=api, token=token), cache, net)
-
-
-def _network(root: str, environ: Mapping[str, str], config: FetchConfig, *, plain_http_origins: Sequence[str],
+def network_fetcher(root: str, environ: Mapping[str, str], config: FetchConfig, *, plain_http_origins: Sequence[str],
              credential: Credential | None = None) -> Fetcher:
     """The fetcher for a source at ``root``: the standard library's for plain ``http://`` to this
     machine when it serves it as ``requests`` would (``loopback_fetcher.serves``: no proxy named),
     so that reading a local mirror does not import ``requests``; else ``RequestsFetcher``."""
-    from superfluid.installer.transport.loopback import LoopbackFetcher, serves
 
     kind = LoopbackFetcher if serves(root, environ) else RequestsFetcher
     return kind(config, plain_http_origins=plain_http_origins, credential=credential)

@@ -13,8 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from superfluid.installer.sources.release_source import fetcher_for
 from superfluid.installer.trust.errors import NoTrustRoot
+from superfluid.installer.trust.tuf_client import fetch_target
 from superfluid.runtime.errors import BadFile
+from superfluid.runtime.home import linked_between, writable_home
+from superfluid.runtime.jsonread import read_bytes
 
 __all__ = ["Trust", "Answer", "fetch_answer", "trust_dir", "ENV_ROOT"]
 
@@ -56,7 +60,6 @@ def _folder(home: str, service: str) -> str:
     Raises:
         HomeUnusable: the home cannot be written; BadFile: a link in the way.
     """
-    from superfluid.runtime.home import linked_between, writable_home
 
     writable_home({"SUPERFLUID_HOME": home})
     where = trust_dir(home, service)
@@ -74,7 +77,6 @@ def _anchor(trust: Trust, directory: str, service: str) -> tuple[bytes, str]:
     Raises:
         BadFile: the named root cannot be read; NoTrustRoot: there is none.
     """
-    from superfluid.runtime.jsonread import read_bytes
 
     if trust.root:
         try:
@@ -100,7 +102,6 @@ def _anchor(trust: Trust, directory: str, service: str) -> tuple[bytes, str]:
 
 
 def _unchecked(service: str, path: str, *, max_bytes: int, accept: tuple[int, ...]) -> Answer:
-    from superfluid.installer.sources.release_source import fetcher_for
 
     sys.stderr.write(f"superfluid: warning: --insecure-no-freshness: the answers of {service} are not checked for "
                      "freshness (a rolled-back or frozen index is accepted)\n")
@@ -128,8 +129,6 @@ def fetch_answer(service: str, path: str, trust: Trust, *, max_bytes: int, accep
         return _unchecked(service, path, max_bytes=max_bytes, accept=accept)
     anchor, where = _anchor(trust, trust_dir(trust.home, service), service)
     directory = _folder(trust.home, service)
-    from superfluid.installer.sources.release_source import fetcher_for
-    from superfluid.installer.trust.tuf_client import fetch_target
 
     fetcher = fetcher_for(service, plain_http=True)
     try:

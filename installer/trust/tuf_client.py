@@ -34,6 +34,7 @@ from superfluid.installer.trust.errors import (
     UntrustedSigner,
 )
 from superfluid.runtime.errors import BadFile, SuperfluidError
+from superfluid.runtime.jsonread import read_bytes
 
 __all__ = ["fetch_target", "CONFIG"]
 
@@ -92,7 +93,6 @@ class _Words:
         self.fetcher = fetcher
 
     def local(self, role: str) -> Any:
-        from superfluid.runtime.jsonread import read_bytes
 
         if role == "root":
             roots = _root_versions(self.directory)
@@ -210,7 +210,6 @@ def _locked(directory: str) -> Iterator[None]:
 
 
 def _cached(path: str, info: TargetFile) -> bytes | None:
-    from superfluid.runtime.jsonread import read_bytes
 
     try:
         data = read_bytes(path, max_bytes=info.length)
@@ -221,7 +220,6 @@ def _cached(path: str, info: TargetFile) -> bytes | None:
 
 
 def _download(updater: Updater, words: _Words, info: TargetFile, path: str) -> bytes:
-    from superfluid.runtime.jsonread import read_bytes
 
     try:
         where = updater.download_target(info, path)

@@ -6,11 +6,14 @@ See docs/install.md, "The sequence".
 from __future__ import annotations
 
 import hashlib
+import lzma
 import os
 import secrets
 import shutil
 import stat
 import tarfile
+import zipfile
+import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -257,9 +260,6 @@ def _is_zip(path: str) -> bool:
 @contextmanager
 def _reading(archive: str) -> Iterator[None]:
     """Turn a broken archive (truncated, corrupt compression, not an archive) into BadFile."""
-    import lzma
-    import zipfile
-    import zlib
 
     try:
         yield
@@ -383,7 +383,6 @@ def _tar_opener(tar: tarfile.TarFile, forward: _Forward | None, ti: tarfile.TarI
 
 
 def _zip_members(archive: str) -> Iterator[tuple[Member, _Opener | None, _Defence | None]]:
-    import zipfile
 
     with zipfile.ZipFile(archive) as zf:
         for zi in zf.infolist():

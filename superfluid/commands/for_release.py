@@ -170,7 +170,7 @@ def _from_github(version: str, environ: Mapping[str, str], **verify: Any) -> For
     Raises:
         ReleaseNotFound: no such release; NotInstallable-like BadFile: it carries no compat.json.
     """
-    from superfluid.installer.sources.release_source import source_for
+    from superfluid.installer.sources.choose import source_for
 
     repo = environ.get("SUPERFLUID_RELEASES_REPO") or RELEASES_REPO
     source = source_for(mirror=None, offline=False, environ=environ)

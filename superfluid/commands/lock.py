@@ -425,7 +425,7 @@ def _registry_source(root: str | None, chosen: Mapping[str, list[Engine]], envir
 
 def _offline_source(path: str, environ: Mapping[str, str]) -> ReleaseSource:
     """The cache alone (``--offline``): assets by the lock's digests, never a connection."""
-    from superfluid.installer.sources.release_source import source_for
+    from superfluid.installer.sources.choose import source_for
 
     return source_for(mirror=None, offline=True, environ=environ,
                       fix=f"run `superfluid runtime install --locked {path}` once without --offline")

@@ -20,7 +20,7 @@ from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import DownloadError, VerificationError
 from superfluid.installer.install import Outcome, install
 from superfluid.installer.phases import Phases
-from superfluid.installer.sources.release_source import source_for
+from superfluid.installer.sources.choose import source_for
 from superfluid.installer.transport.progress import Progress
 from superfluid.runtime.planning import Request
 from tests.end_to_end import releases

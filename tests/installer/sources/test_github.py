@@ -303,7 +303,7 @@ class TestClientLoopback:
         assert [(r.tag, r.prerelease) for r in rels] == [("v0.4.0-rc1", True), ("v0.3.0", False)]
 
     def test_token_to_api_never_to_the_object_store(self, object_store_server: ReleaseServer, home: Path) -> None:
-        from superfluid.installer.sources.release_source import source_for
+        from superfluid.installer.sources.choose import source_for
 
         _publish(object_store_server, 1)
         env = {"SUPERFLUID_HOME": str(home), "SUPERFLUID_GITHUB_API": object_store_server.url,

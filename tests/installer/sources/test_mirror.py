@@ -16,8 +16,9 @@ import pytest
 from superfluid.installer.cache.blobs import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import OfflineMissing, ReleaseNotFound, SizeExceeded, VerificationError
+from superfluid.installer.sources.choose import source_for
 from superfluid.installer.sources.mirror import asset_path, listing_path, mirror_root_url
-from superfluid.installer.sources.release_source import GitHubSource, MirrorSource, OfflineSource, source_for
+from superfluid.installer.sources.release_source import GitHubSource, MirrorSource, OfflineSource
 from superfluid.runtime.errors import BadFile, UsageError
 from tests.installer.conftest import REPO
 from tests.release_server import ReleaseServer, sha256_line

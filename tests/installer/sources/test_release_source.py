@@ -12,6 +12,7 @@ import pytest
 from superfluid.installer.cache.blobs import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import OfflineMissing, SizeExceeded
+from superfluid.installer.sources.choose import source_for
 from superfluid.installer.sources.github import Asset
 from superfluid.installer.sources.release_source import (
     GitHubSource,
@@ -20,7 +21,6 @@ from superfluid.installer.sources.release_source import (
     ReleaseSource,
     basic_credential,
     fetcher_for,
-    source_for,
 )
 from superfluid.installer.transport.fetcher import FileFetcher, NoNetworkFetcher, RequestsFetcher, origin_of
 from superfluid.runtime.errors import UsageError

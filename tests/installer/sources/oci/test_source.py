@@ -14,9 +14,10 @@ from superfluid.installer.errors import OfflineMissing, ReleaseNotFound
 from superfluid.installer.fleet.lockfile import Lock, LockedFile
 from superfluid.installer.fleet.push import push
 from superfluid.installer.fleet.sync import files_of
+from superfluid.installer.sources.choose import source_for
 from superfluid.installer.sources.oci.ref import parse_ref
 from superfluid.installer.sources.oci.source import OciSource, locked_source
-from superfluid.installer.sources.release_source import OfflineSource, source_for
+from superfluid.installer.sources.release_source import OfflineSource
 from tests.conftest import Home
 from tests.fleet.registry import Registry
 from tests.installer.conftest import LOCKED_REPO

@@ -1,0 +1,102 @@
+"""Which release source a command reads: ``--mirror`` or ``SUPERFLUID_MIRROR`` (a URL, a folder, an
+OCI registry), else GitHub; with ``--offline`` the cache alone."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from urllib.parse import urlsplit
+
+from superfluid.installer.cache.blobs import Cache
+from superfluid.installer.config import DEFAULT_GITHUB_API, FetchConfig
+from superfluid.installer.sources.github import GitHubClient, token_from
+from superfluid.installer.sources.mirror import Mirror, mirror_root_url
+from superfluid.installer.sources.oci.source import oci_source
+from superfluid.installer.sources.release_source import (
+    GitHubSource,
+    MirrorSource,
+    OfflineSource,
+    ReleaseSource,
+    basic_credential,
+    network_fetcher,
+)
+from superfluid.installer.transport.fetcher import (
+    Fetcher,
+    FileFetcher,
+    NoNetworkFetcher,
+)
+from superfluid.runtime import home as _home
+from superfluid.runtime.errors import UsageError
+from superfluid.runtime.redact import redact_text
+
+__all__ = ["source_for"]
+
+
+def source_for(
+    *,
+    mirror: str | None,
+    offline: bool,
+    environ: Mapping[str, str],
+    config: FetchConfig | None = None,
+    cache: Cache | None = None,
+    fetcher: Fetcher | None = None,
+    fix: str | None = None,
+) -> ReleaseSource:
+    """The source a command uses: ``--mirror``/``SUPERFLUID_MIRROR`` if named, else GitHub
+    (``SUPERFLUID_GITHUB_API``, ``GH_TOKEN``/``GITHUB_TOKEN``); with ``offline`` the cache alone
+    (a directory mirror is read in place, which opens no connection).
+
+    Args:
+        mirror: ``--mirror`` as given, or ``None`` (then ``SUPERFLUID_MIRROR``; empty is unset).
+        offline: ``--offline``.
+        environ: the environment the face read (never ``os.environ`` implicitly).
+        config: limits (default ``FetchConfig()``).
+        cache: the cache (default ``$SUPERFLUID_HOME/cache``).
+        fetcher: the network seam for online sources (default ``RequestsFetcher``; tests inject).
+        fix: the command that fills the cache, quoted when ``offline`` lacks something.
+
+    Raises:
+        UsageError: ``--mirror`` (or ``SUPERFLUID_MIRROR``, named as such) is neither an http(s) URL
+            nor a directory.
+    """
+    config = config or (fetcher.config if fetcher is not None else FetchConfig())
+    cache = cache or Cache.for_home(_home.home(environ))
+    named_by = "--mirror" if mirror else "SUPERFLUID_MIRROR"
+    mirror = mirror or environ.get("SUPERFLUID_MIRROR") or None
+    if mirror and mirror[:6].lower() == "oci://":  # a registry (installer/sources/oci/source.py), imported only then
+
+        try:
+            return oci_source(mirror, named_by=named_by, offline=offline, environ=environ, config=config,
+                              cache=cache, fix=fix)
+        except ValueError as e:
+            raise UsageError(str(e), fix="name a registry repository: oci://HOST[:PORT]/REPO") from e
+    if mirror:
+        try:
+            root = mirror_root_url(mirror, named_by=named_by)
+        except ValueError as e:
+            fix = ("give --mirror an http(s):// URL or an existing directory" if named_by == "--mirror" else
+                   "set SUPERFLUID_MIRROR to an http(s):// URL or an existing directory, or unset it")
+
+            raise UsageError(redact_text(str(e)), fix=fix) from e
+        if root.startswith("file:"):
+            local = FileFetcher(config)
+            return MirrorSource(Mirror(root, local, cache), cache, local)
+        # a `user:password@` leaves the URL here: sent to the mirror's origin as a credential, never
+        # kept in a receipt, a cache entry or a message (their URLs are the clean root's)
+        root, credential = basic_credential(root)
+        if offline:
+            return OfflineSource(Mirror(root, NoNetworkFetcher(config), cache, offline=True), cache, fix=fix)
+        if fetcher is not None and credential is not None and fetcher.credential is None:
+            fetcher.credential = credential
+        net = fetcher or network_fetcher(root, environ, config, plain_http_origins=[root], credential=credential)
+        return MirrorSource(Mirror(root, net, cache), cache, net)
+    api_set = environ.get("SUPERFLUID_GITHUB_API") or ""
+    api = api_set or DEFAULT_GITHUB_API
+    if urlsplit(api).scheme not in ("https", "http"):
+        raise UsageError(f"SUPERFLUID_GITHUB_API={api}: not an http(s) URL",
+                         fix="set it to the API base, e.g. https://github.example.com/api/v3")
+    token = token_from(environ)
+    if offline:
+        client = GitHubClient(NoNetworkFetcher(config), cache, api_base=api, offline=True)
+        return OfflineSource(client, cache, fix=fix)
+    net = fetcher or network_fetcher(api, environ, config, plain_http_origins=[api] if api_set else ())
+    return GitHubSource(GitHubClient(net, cache, api_base=api, token=token), cache, net)

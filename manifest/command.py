@@ -12,10 +12,19 @@ import signal
 import sys
 import threading
 from collections.abc import Mapping, Sequence
+from socketserver import ThreadingMixIn
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+from superfluid import __version__
 from superfluid.manifest import tuf_command
+from superfluid.manifest.answers import drives_cells, encode, releases_answer
 from superfluid.manifest.command_line import Parser
+from superfluid.manifest.export import export
+from superfluid.manifest.service import ENV_KEYS, ENV_SOURCE, Service, ServiceConfig, keys_from
+from superfluid.manifest.sources import source_from
+from superfluid.output import error_code, error_doc, print_json
+from superfluid.runtime import registry
 from superfluid.runtime.errors import SuperfluidError, UsageError, guarded
 
 __all__ = ["main"]
@@ -39,8 +48,6 @@ def _page(sub: Any, name: str, summary: str) -> argparse.ArgumentParser:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from superfluid import __version__
-
     top = Parser(prog=_PROG, description="The compat manifest service: which superfluid release drives an engine.")
     top.add_argument("-V", "--version", action="version", version=f"{_PROG} {__version__}")
     sub = top.add_subparsers(dest="command", parser_class=Parser, required=True)
@@ -125,9 +132,6 @@ def _setup(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[Any, A
     Raises:
         UsageError: no source, a --key that is not a file; BadFile/BadKey: a key file.
     """
-    from superfluid.manifest.service import ENV_KEYS, ENV_SOURCE, keys_from
-    from superfluid.manifest.sources import source_from
-
     spec = args.source or environ.get(ENV_SOURCE, "").strip()
     if not spec:
         raise UsageError(f"--source is missing: name a directory of release folders, a mirror URL or "
@@ -146,9 +150,6 @@ def _table(rows: list[list[str]]) -> str:
 
 def _report(index: Any, out: Any) -> None:
     """The table of verified releases, then the rejected ones with their reasons."""
-    from superfluid.manifest.answers import drives_cells
-    from superfluid.runtime import registry
-
     rows = [["VERSION", "NAME", "SIGNED BY", *(rid.upper() for rid in registry.IDS)]]
 
     for r in index.releases:
@@ -164,9 +165,6 @@ def _report(index: Any, out: Any) -> None:
 
 
 def _serve(args: argparse.Namespace, service: Any) -> int:
-    from socketserver import ThreadingMixIn
-    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
-
     class Server(ThreadingMixIn, WSGIServer):
         daemon_threads = True
         request_queue_size = 256  # connections waiting to be accepted (the default 5 refuses a burst)
@@ -210,8 +208,6 @@ def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     Raises:
         UsageError, SuperfluidError: as the subcommands say.
     """
-    from superfluid.manifest.service import Service, ServiceConfig
-
     if args.command in tuf_command.COMMANDS:
         return tuf_command.run(args)
     sign = tuf_command.signer_for_export(args) if args.command == "export" else None
@@ -226,15 +222,11 @@ def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         return _serve(args, service)
     service.close()
     if args.command == "export":
-        from superfluid.manifest.export import export
-
         written = export(index, args.out, sign=sign)
         sys.stdout.write(f"{len(written)} files written to {args.out} ({len(index.releases)} releases, "
                          f"{len(index.rejected)} rejected)\n")
         return 0
     if args.json:
-        from superfluid.manifest.answers import encode, releases_answer
-
         sys.stdout.write(encode(releases_answer(index)).decode("utf-8"))
     else:
         _report(index, sys.stdout)
@@ -269,8 +261,6 @@ def _wants_json(argv: Sequence[str]) -> bool:
 def _json_failures(main_line: Any) -> int:
     """``main_line()`` for a line that asked for ``--json``: a failure is also the face's JSON error
     (``{"error": {"code", "message", "exit"}}``, schema ``error``) on stdout."""
-    from superfluid.output import error_code, error_doc, print_json
-
     try:
         code: int = main_line()
         return code

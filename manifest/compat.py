@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
 from typing import Any
 
+from superfluid.manifest.release_files import file_sha256
+from superfluid.runtime import schema
 from superfluid.runtime.errors import BadFile
+from superfluid.runtime.jsonread import UntrustedJson, loads
+from superfluid.runtime.registry import IDS
 
 __all__ = ["SCHEMA_TAG", "SCHEMA_NAME", "release_info", "build", "validate", "parse", "with_tarball",
            "unknown_runtimes"]
@@ -57,15 +62,9 @@ def validate(doc: Any, where: str, *, once: bool = False) -> dict[str, Any]:
         raise BadFile(where, f"is a compat document of schema {tag!r}; this superfluid reads {SCHEMA_TAG}",
                       json_path="$.schema", fix="update superfluid to read it")
     if once:
-        import json
-
-        from superfluid.runtime.schema import validate_once
-
-        validate_once(doc, json.dumps(doc, sort_keys=True).encode(), SCHEMA_NAME, where, shipped=True)
+        schema.validate_once(doc, json.dumps(doc, sort_keys=True).encode(), SCHEMA_NAME, where, shipped=True)
         return doc
-    from superfluid.runtime.schema import validate as check
-
-    check(doc, SCHEMA_NAME, where)
+    schema.validate(doc, SCHEMA_NAME, where)
     return doc
 
 
@@ -75,8 +74,6 @@ def parse(text: str | bytes, where: str) -> dict[str, Any]:
     Raises:
         BadFile: not JSON, or as ``validate``.
     """
-    from superfluid.runtime.jsonread import UntrustedJson, loads
-
     try:  # a hostile document is refused by size, depth and encoding too (runtime/jsonread)
         doc = loads(text, max_bytes=max(len(text), 1))
     except UntrustedJson as e:
@@ -88,8 +85,6 @@ def parse(text: str | bytes, where: str) -> dict[str, Any]:
 
 def unknown_runtimes(doc: Mapping[str, Any]) -> list[str]:
     """The runtime ids of ``doc`` that this superfluid does not ship, in the document's order."""
-    from superfluid.runtime.registry import IDS
-
     runtimes = doc.get("runtimes")
     return [str(r) for r in runtimes if r not in IDS] if isinstance(runtimes, Mapping) else []
 
@@ -100,8 +95,6 @@ def with_tarball(doc: Mapping[str, Any], tarball: str) -> dict[str, Any]:
     Raises:
         BadFile: the tarball cannot be read.
     """
-    from superfluid.manifest.release_files import file_sha256
-
     try:
         digest = file_sha256(tarball)
     except OSError as e:

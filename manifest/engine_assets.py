@@ -19,6 +19,10 @@ from pathlib import Path
 
 from superfluid.manifest.command_line import Parser, report_written
 from superfluid.manifest.release_files import SHA256_SUFFIX, sha256_line
+from superfluid.runtime.basert.bundles import default_backend, parse_bundle_name
+from superfluid.runtime.basert.config import CONFIG_SIZE
+from superfluid.runtime.basert.loader import dlopen, probe
+from superfluid.runtime.basert.verdict import judge
 from superfluid.runtime.errors import SuperfluidError, UsageError, guarded
 
 __all__ = ["EngineRefused", "LibraryFacts", "Written", "bundle_name", "abi_asset_name", "library_facts",
@@ -56,8 +60,6 @@ def bundle_name(platform: str, version: str, backend: str | None = None) -> str:
     Raises:
         UsageError: the name does not read back as the same platform, backend and version.
     """
-    from superfluid.runtime.basert.bundles import default_backend, parse_bundle_name
-
     if backend is not None and not _BACKEND.match(backend):
         raise UsageError(f"--backend {backend!r}: a backend is lower-case letters, digits, '_' and '.'")
     name = f"basert-engine-{platform}{f'-{backend}' if backend else ''}-{version}.tar.gz"
@@ -82,10 +84,6 @@ def library_facts(path: str) -> LibraryFacts:
         LibraryRefused: it cannot be loaded.
         EngineRefused: it lacks a bound symbol (not a baseRT library).
     """
-    from superfluid.runtime.basert.config import CONFIG_SIZE
-    from superfluid.runtime.basert.loader import dlopen, probe
-    from superfluid.runtime.basert.verdict import judge
-
     full = os.path.abspath(path)
     facts, _ = probe(dlopen(full), full)
     verdict = judge(facts, CONFIG_SIZE)

@@ -6,12 +6,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from superfluid.installer.errors import DownloadError
 from superfluid.manifest.keys import TrustedKey
+from superfluid.manifest.minisign import parse_signature
 from superfluid.manifest.release_files import COMPAT_SUFFIX, SIGNATURE_SUFFIX
 from superfluid.manifest.routes import ReleaseOne, version_usable
 from superfluid.manifest.sources import Folder, Snapshot
-from superfluid.manifest.verdict import DocumentVerdict
+from superfluid.manifest.verdict import DocumentVerdict, Unsigned, judge_release
 from superfluid.runtime.errors import BadFile, SuperfluidError
+from superfluid.runtime.jsonread import UntrustedJson, loads
+from superfluid.runtime.ordering import version_key
 
 __all__ = ["Document", "Good", "Rejected", "Index", "build_index", "MAX_DOCUMENT_BYTES", "MAX_SIGNATURE_BYTES"]
 
@@ -102,8 +106,6 @@ class Index:
 def _stated_version(body: bytes | None) -> str | None:
     """The version a document states, for naming a rejected one (read from unverified bytes:
     a label, never a fact acted on)."""
-    from superfluid.runtime.jsonread import UntrustedJson, loads
-
     try:
         version = loads(body or b"", max_bytes=MAX_DOCUMENT_BYTES)["release"]["version"]
     except (UntrustedJson, TypeError, KeyError):
@@ -132,10 +134,6 @@ def _check(folder: Folder, name: str, keys: Sequence[TrustedKey]) -> Document:
         _Refused: why it is not.
         DownloadError: the source could not be reached.
     """
-    from superfluid.installer.errors import DownloadError
-    from superfluid.manifest.minisign import parse_signature
-    from superfluid.manifest.verdict import Unsigned, judge_release
-
     where, signature_where = f"{folder.where}/{name}", f"{folder.where}/{name}{SIGNATURE_SUFFIX}"
     body: bytes | None = None
     try:
@@ -195,8 +193,6 @@ def build_index(snapshot: Snapshot, keys: Sequence[TrustedKey]) -> Index:
     Raises:
         DownloadError: the source could not be reached (nothing of this snapshot is answered).
     """
-    from superfluid.runtime.ordering import version_key
-
     good: list[Good] = []
     rejected: list[Rejected] = []
     for folder in snapshot.folders:

@@ -5,13 +5,17 @@ See docs/release.md, "Keys".
 
 from __future__ import annotations
 
+import argparse
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from superfluid.manifest.minisign import PublicKey, SecretKey, parse_public_key, parse_secret_key
+import superfluid
+from superfluid.manifest.minisign import PublicKey, SecretKey, generate, parse_public_key, parse_secret_key
 from superfluid.runtime.errors import BadFile, UsageError
+from superfluid.runtime.home import keys_dir
 
 __all__ = [
     "KEY_SUFFIX",
@@ -49,8 +53,6 @@ class TrustedKey:
 
 def package_keys_dir() -> Path:
     """``superfluid/keys``: the public keys this package ships (none until a maintainer adds one)."""
-    import superfluid
-
     return Path(superfluid.__file__).resolve().parent / "keys"
 
 
@@ -96,8 +98,6 @@ def trusted_keys(home: str, named: Sequence[str] = ()) -> list[TrustedKey]:
         BadFile: a key file cannot be read.
         BadKey: a key file is not a minisign public key.
     """
-    from superfluid.runtime.home import keys_dir
-
     keys = read_key_dir(package_keys_dir()) + read_key_dir(keys_dir(home))
     return keys + [read_public_key(path) for path in named]
 
@@ -149,11 +149,6 @@ def write_key_pair(directory: str | os.PathLike[str], key: SecretKey) -> tuple[P
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``ci/keygen DIR [--project ROOT]``: a new key pair in ``DIR`` (0 written, 2 refused)."""
-    import argparse
-    import sys
-
-    from superfluid.manifest.minisign import generate
-
     p = argparse.ArgumentParser(prog="ci/keygen", description="Write a new minisign key pair (unencrypted secret "
                                 f"key {SECRET_KEY_NAME}, public key {PUBLIC_KEY_NAME}) into DIR.")
     p.add_argument("dir", metavar="DIR")

@@ -6,6 +6,7 @@ See docs/release.md, "Running the pack step yourself".
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -18,11 +19,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from packaging.utils import parse_wheel_filename
+
 from superfluid.manifest.command_line import Parser, report_written
+from superfluid.manifest.compat import validate, with_tarball
+from superfluid.manifest.index import MAX_DOCUMENT_BYTES
 from superfluid.manifest.keys import ENV_KEY, ENV_KEY_FILE, signing_key
 from superfluid.manifest.minisign import SecretKey, sign, verify
 from superfluid.manifest.release_files import COMPAT_SUFFIX, SHA256_SUFFIX, SIGNATURE_SUFFIX, file_sha256, sha256_line
 from superfluid.runtime.errors import SuperfluidError, UsageError, guarded
+from superfluid.runtime.jsonread import UntrustedJson, loads
+from superfluid.runtime.process import scrubbed_env
 
 __all__ = ["PackError", "Packed", "pack", "compat_of_wheel", "main"]
 
@@ -75,8 +82,6 @@ def _build(source: Path, into: Path, environ: Mapping[str, str]) -> tuple[Path, 
     Raises:
         PackError: ``build`` is missing, the build fails, or it does not make one of each.
     """
-    import importlib.util
-
     if importlib.util.find_spec("build") is None:
         raise PackError(f"{_PROG} needs the `build` package in {sys.executable}'s environment",
                         fix="run scripts/setup-env (it installs the test extras, which include it)")
@@ -99,9 +104,6 @@ def compat_of_wheel(wheel: Path, workdir: Path, environ: Mapping[str, str]) -> d
         PackError: the venv, the install or the command failed, or the answer is not a complete
             compat document.
     """
-    from superfluid.manifest.compat import validate
-    from superfluid.runtime.process import scrubbed_env
-
     venv, home = workdir / "venv", workdir / "home"
     home.mkdir()
     env = _child_env(environ)
@@ -115,9 +117,6 @@ def compat_of_wheel(wheel: Path, workdir: Path, environ: Mapping[str, str]) -> d
                  PATH=os.pathsep.join([str(bindir), clean.get("PATH", os.defpath)]))
     done = _run([str(bindir / "superfluid"), "compat", "--json"], env=clean, timeout=_COMPAT_TIMEOUT,
                 what=f"superfluid compat --json of {wheel.name}", cwd=str(workdir))
-    from superfluid.manifest.index import MAX_DOCUMENT_BYTES
-    from superfluid.runtime.jsonread import UntrustedJson, loads
-
     try:
         doc = loads(done.stdout, max_bytes=MAX_DOCUMENT_BYTES)
     except UntrustedJson as e:
@@ -130,8 +129,6 @@ def compat_of_wheel(wheel: Path, workdir: Path, environ: Mapping[str, str]) -> d
 
 
 def _check_version(doc: Mapping[str, Any], wheel: Path) -> None:
-    from packaging.utils import parse_wheel_filename
-
     _, version, _, _ = parse_wheel_filename(wheel.name)
     stated = str(doc["release"]["version"])
     if stated != str(version):
@@ -155,8 +152,6 @@ def _sidecars(artifact: Path, doc: Mapping[str, Any], key: SecretKey | None, tim
     Raises:
         PackError: the signature does not verify with the key's public half (never expected).
     """
-    from superfluid.manifest.compat import validate, with_tarball
-
     digest = file_sha256(artifact)
     sha_path = artifact.with_name(artifact.name + SHA256_SUFFIX)
     sha_path.write_text(sha256_line(artifact.name, digest), encoding="ascii")

@@ -7,14 +7,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, quote
 
 from superfluid.runtime import registry
-from superfluid.runtime.adapter import VERSION_PATTERN
-
-if TYPE_CHECKING:
-    from superfluid.runtime.adapter import Question
+from superfluid.runtime.adapter import VERSION_PATTERN, Question
 
 __all__ = [
     "asked_by",

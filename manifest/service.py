@@ -13,17 +13,15 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from superfluid.manifest.answers import JSON, Body, encode, error_body, render
 from superfluid.manifest.index import Index, build_index
-from superfluid.manifest.keys import TrustedKey
+from superfluid.manifest.keys import TrustedKey, package_keys_dir, read_key_dir, read_public_key
 from superfluid.manifest.routes import Health, Route, RouteError, parse_route
-from superfluid.manifest.sources import ManifestSource
+from superfluid.manifest.sources import ManifestSource, source_from
+from superfluid.manifest.tuf_live import LiveRepository, live_from_environment
 from superfluid.runtime.errors import SuperfluidError, UsageError
-
-if TYPE_CHECKING:
-    from superfluid.manifest.tuf_live import LiveRepository
 
 __all__ = ["ServiceConfig", "Service", "app", "keys_from", "from_environment", "ENV_SOURCE", "ENV_KEYS", "ENV_TTL",
            "ENV_MAX_AGE"]
@@ -224,8 +222,6 @@ def keys_from(named: Sequence[str]) -> list[TrustedKey]:
         BadFile: a key file cannot be read.
         BadKey: a key file is not a minisign public key.
     """
-    from superfluid.manifest.keys import package_keys_dir, read_key_dir, read_public_key
-
     return read_key_dir(package_keys_dir()) + [read_public_key(path) for path in named]
 
 
@@ -248,8 +244,6 @@ def from_environment(environ: Mapping[str, str]) -> Service:
     Raises:
         UsageError: no source, or a bad value; BadFile/BadKey: a key file.
     """
-    from superfluid.manifest.sources import source_from
-
     spec = environ.get(ENV_SOURCE, "").strip()
     if not spec:
         raise UsageError(f"{ENV_SOURCE} is not set: name a directory of release folders, a mirror URL or "
@@ -257,8 +251,6 @@ def from_environment(environ: Mapping[str, str]) -> Service:
     named = [p for p in environ.get(ENV_KEYS, "").split(os.pathsep) if p.strip()]
     max_age = _seconds(environ, ENV_MAX_AGE)
     config = ServiceConfig(ttl=_seconds(environ, ENV_TTL), max_age=int(max_age) if max_age is not None else 60)
-    from superfluid.manifest.tuf_live import live_from_environment
-
     return Service(source_from(spec, environ), keys_from(named), config, tuf=live_from_environment(environ))
 
 

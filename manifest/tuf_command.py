@@ -11,6 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from superfluid.manifest.command_line import Parser
+from superfluid.manifest.tuf_keys import init_keys, read_keys
+from superfluid.manifest.tuf_live import live_from_environment
+from superfluid.manifest.tuf_repository import now_utc, parse_expires, refresh_timestamp, rotate_root, sign_export
+from superfluid.runtime.errors import UsageError
+
 __all__ = ["add_flags", "add_commands", "COMMANDS", "run", "signer_for_export", "live_for_serve"]
 
 #: the subcommands this module runs (they read no release source)
@@ -40,8 +46,6 @@ def add_flags(p: argparse.ArgumentParser, *, serve: bool = False) -> None:
 
 def add_commands(sub: Any) -> None:
     """The ``keys``, ``refresh-timestamp`` and ``rotate-root`` subcommands."""
-    from superfluid.manifest.command_line import Parser
-
     keys = sub.add_parser("keys", help="make a TUF key set (keys init DIR)")
     ksub = keys.add_subparsers(dest="keys_command", parser_class=Parser, required=True)
     p = ksub.add_parser("init", help="make a key set in DIR: root, targets, snapshot and timestamp keys")
@@ -66,9 +70,6 @@ def signer_for_export(args: argparse.Namespace) -> Callable[[Path, Path], list[P
     Raises:
         UsageError: a bad ``--expires``, no key set; BadFile: a broken key set.
     """
-    from superfluid.manifest.tuf_keys import read_keys
-    from superfluid.manifest.tuf_repository import parse_expires, sign_export
-
     expiry = parse_expires(args.expires)
     if not args.tuf_keys:
         return None
@@ -82,20 +83,14 @@ def live_for_serve(args: argparse.Namespace, environ: Any) -> Any:
     Raises:
         UsageError, BadFile: as ``tuf_live.live_from_environment``.
     """
-    from superfluid.manifest.tuf_live import live_from_environment
-
     return live_from_environment(environ, repo=args.tuf_repo, keys=args.tuf_keys, expires=args.expires or None)
 
 
 def _until(valid: Any) -> str:
-    from superfluid.manifest.tuf_repository import now_utc
-
     return f"{now_utc() + valid:%Y-%m-%dT%H:%M:%SZ}"
 
 
 def _out(value: str) -> Path:
-    from superfluid.runtime.errors import UsageError
-
     out = Path(value)
     if not out.is_dir():
         raise UsageError(f"{out} is not a directory (name an export made with --tuf-keys)")
@@ -108,9 +103,6 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         UsageError: a bad flag, a key missing for the step; BadFile: unreadable keys or metadata.
     """
-    from superfluid.manifest.tuf_keys import init_keys, read_keys
-    from superfluid.manifest.tuf_repository import parse_expires, refresh_timestamp, rotate_root
-
     if args.command == "keys":
         keys = init_keys(args.dir, root_keys=args.root_keys, root_threshold=args.root_threshold)
         for role in ("root", "targets", "snapshot", "timestamp"):

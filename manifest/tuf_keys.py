@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.errors import BadFile, UsageError
+from superfluid.runtime.jsonread import UntrustedJson, read_bytes, read_json
 
 if TYPE_CHECKING:
     from securesystemslib.signer import Key, Signer
@@ -106,8 +107,6 @@ def _load_signer(path: Path, key: Key) -> Signer:
     from cryptography.hazmat.primitives.serialization import load_pem_private_key
     from securesystemslib.signer import CryptoSigner
 
-    from superfluid.runtime.jsonread import read_bytes
-
     try:
         private = load_pem_private_key(read_bytes(path, max_bytes=64 << 10, follow=True), None)
         return CryptoSigner(private, key)  # type: ignore[arg-type]
@@ -125,8 +124,6 @@ def read_keys(where: str | os.PathLike[str]) -> KeySet:
         BadFile: ``keys.json`` or a private key file is broken.
     """
     from securesystemslib.signer import Key
-
-    from superfluid.runtime.jsonread import UntrustedJson, read_json
 
     top = Path(where)
     path = top / KEYS_FILE

@@ -6,6 +6,7 @@ See docs/manifest-service.md, "The live service".
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import logging
 import os
 import re
@@ -17,13 +18,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from superfluid.manifest.answers import JSON, Body, error_body
-from superfluid.manifest.tuf_repository import METADATA, Expiry, refresh_timestamp, sign_export
+from superfluid.manifest.answers import JSON, Body, error_body, render
+from superfluid.manifest.export import export, export_routes
+from superfluid.manifest.tuf_keys import KeySet, read_keys
+from superfluid.manifest.tuf_repository import METADATA, Expiry, parse_expires, refresh_timestamp, sign_export
 from superfluid.runtime.errors import BadFile, UsageError
+from superfluid.runtime.jsonread import UntrustedJson, loads, read_bytes
 
 if TYPE_CHECKING:
     from superfluid.manifest.index import Index
-    from superfluid.manifest.tuf_keys import KeySet
 
 __all__ = ["LiveRepository", "ENV_TUF_KEYS", "ENV_TUF_REPO", "ENV_EXPIRES", "live_from_environment"]
 
@@ -81,8 +84,6 @@ class LiveRepository:
         return datetime.fromtimestamp(int(self._clock()), timezone.utc)
 
     def _signed(self, name: str) -> dict[str, Any] | None:
-        from superfluid.runtime.jsonread import UntrustedJson, loads
-
         data = self._read(name)
         try:
             doc = loads(data, max_bytes=_MAX_BYTES) if data is not None else None
@@ -117,11 +118,6 @@ class LiveRepository:
         Raises:
             BadFile: the directory cannot be written; UsageError: the root does not trust the keys.
         """
-        import hashlib
-
-        from superfluid.manifest.answers import render
-        from superfluid.manifest.export import export, export_routes
-
         answers = {r.path.lstrip("/"): render(index, r).data for r in export_routes(index)}
         want = {path: (len(data), hashlib.sha256(data).hexdigest()) for path, data in answers.items()}
         if self.keys is None:
@@ -152,8 +148,6 @@ class LiveRepository:
 
     def _read(self, name: str) -> bytes | None:
         """The file's bytes, read again when it changed on disk; None when absent."""
-        from superfluid.runtime.jsonread import read_bytes
-
         path = self.repo / METADATA / name
         try:
             st = path.stat()
@@ -194,9 +188,6 @@ def live_from_environment(environ: Mapping[str, str], *, repo: str | None = None
     Raises:
         UsageError: keys without a repository, a bad ``--expires``; BadFile: the key set.
     """
-    from superfluid.manifest.tuf_keys import read_keys
-    from superfluid.manifest.tuf_repository import parse_expires
-
     repo = repo or environ.get(ENV_TUF_REPO, "").strip() or None
     keys = keys or environ.get(ENV_TUF_KEYS, "").strip() or None
     if expires is None:

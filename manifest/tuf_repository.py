@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from superfluid.manifest.tuf_keys import ROLES, KeySet
+from superfluid.runtime.atomic import write_atomic
 from superfluid.runtime.errors import BadFile, UsageError
+from superfluid.runtime.jsonread import read_bytes
 
 if TYPE_CHECKING:
     from securesystemslib.signer import Signer
@@ -79,8 +81,6 @@ def _serialize(md: Metadata[Any]) -> bytes:
 def _read(path: Path) -> Metadata[Any]:
     from tuf.api.exceptions import RepositoryError
     from tuf.api.metadata import Metadata
-
-    from superfluid.runtime.jsonread import read_bytes
 
     try:
         return Metadata.from_bytes(read_bytes(path, max_bytes=_MAX_METADATA))
@@ -179,8 +179,6 @@ def target_files(tree: Path) -> dict[str, bytes]:
 
 def _write(metadata: Path, files: Mapping[str, bytes]) -> list[Path]:
     """Each file atomically, the timestamp last: a client never sees a timestamp before what it names."""
-    from superfluid.runtime.atomic import write_atomic
-
     metadata.mkdir(parents=True, exist_ok=True)
     order = sorted(files, key=lambda n: (n == "timestamp.json", n == "snapshot.json", n))
     for name in order:

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from superfluid.manifest.compat import parse
 from superfluid.manifest.keys import TrustedKey
 from superfluid.manifest.minisign import SignatureError, parse_signature, verify
 from superfluid.runtime.errors import SuperfluidError
@@ -124,8 +125,6 @@ def judge_release(document: bytes, signature: bytes | None, keys: Sequence[Trust
         document; TarballMismatch: the tarball has another SHA-256; and whatever ``tarball_sha256``
         raises.
     """
-    from superfluid.manifest.compat import parse
-
     verdict = judge_signature(document, signature, keys, where=where, signature_where=signature_where,
                               require=require)
     doc = parse(document, where)

@@ -5,20 +5,24 @@ See docs/adapters.md, "The interface".
 
 from __future__ import annotations
 
+import os
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
+from importlib import import_module
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from superfluid.runtime.errors import BadFile
+from superfluid.runtime.jsonread import UntrustedJson, loads
+from superfluid.runtime.planning import Listing, NotInstallable, Plan, Request
+from superfluid.runtime.probe import Probed, judge_probe
+from superfluid.runtime.schema import validate_once
 
 if TYPE_CHECKING:
     from superfluid.runtime.host import Host
     from superfluid.runtime.options import Option
-    from superfluid.runtime.planning import Listing, Plan, Request
-    from superfluid.runtime.probe import Probed
 
 __all__ = ["Adapter", "load_recipe", "Question", "ServeFlag", "Shown", "VERSION_PATTERN", "by_kind"]
 
@@ -102,13 +106,8 @@ def load_recipe(package: str, schema: str | None = None) -> dict[str, Any]:
     Raises:
         BadFile: the recipe is not JSON or does not match its schema (names the JSON path).
     """
-    import os
-    from importlib import import_module
-
     # plain paths, not importlib.resources: its readers import zipfile, a cost on every run
     where = os.path.join(os.path.dirname(str(import_module(package).__file__)), "recipe.json")
-    from superfluid.runtime.jsonread import UntrustedJson, loads
-
     try:  # a file of the package (a link to it is fine: packagers link files), read within limits
         with open(where, "rb") as f:
             text = f.read(_RECIPE_MAX_BYTES + 1)
@@ -116,8 +115,6 @@ def load_recipe(package: str, schema: str | None = None) -> dict[str, Any]:
     except (OSError, UntrustedJson) as e:
         raise BadFile(where, f"not a readable JSON recipe ({e})") from e
     if schema is not None:
-        from superfluid.runtime.schema import validate_once
-
         validate_once(data, text, schema, where, shipped=True)
     if not isinstance(data, dict):
         raise BadFile(where, "a recipe is a JSON object")
@@ -129,8 +126,6 @@ def _declared(module: str | None, name: str) -> tuple[Any, ...]:
     without a module."""
     if module is None:
         return ()
-    from importlib import import_module
-
     return tuple(getattr(import_module(module), name))
 
 
@@ -211,10 +206,6 @@ class Adapter(ABC):
         Raises:
             NotInstallable: the recipe names no releases repository.
         """
-        import re
-
-        from superfluid.runtime.planning import NotInstallable
-
         for key in ("releases", "api"):
             m = re.search(r"/repos/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)/releases", str(self.recipe.get(key) or ""))
             if m is not None:
@@ -231,8 +222,6 @@ class Adapter(ABC):
             NotInstallable: nothing the request names installs here (the message says why).
             InconsistentRelease, DigestConflict, UsageError: the adapter's rules refuse.
         """
-        from dataclasses import replace
-
         plans = self.plan_for(request, host, listing, self.compat_part(request))
         if request.for_ is None:
             return plans
@@ -250,8 +239,6 @@ class Adapter(ABC):
             return self.compat()
         part = request.for_.runtimes.get(self.id)
         if not isinstance(part, Mapping):
-            from superfluid.runtime.planning import NotInstallable
-
             raise NotInstallable(f"superfluid {request.for_.version} ({request.for_.release}) drives no {self.id}: "
                                  f"its compat document has no runtimes.{self.id}")
         return part
@@ -263,8 +250,6 @@ class Adapter(ABC):
         Raises:
             NotInstallable: as ``plan``; the default installs nothing.
         """
-        from superfluid.runtime.planning import NotInstallable
-
         raise NotInstallable(f"this superfluid has no installer for the {self.id} runtime")
 
     def probe_argv(self, lib_dir: str) -> list[str]:
@@ -277,8 +262,6 @@ class Adapter(ABC):
         Raises:
             ProbeRefused: the staged library is not published.
         """
-        from superfluid.runtime.probe import judge_probe
-
         return judge_probe(plan, report, untested=untested, holds_version=self.holds_version,
                            needs_device=self.needs_device, keeps=self.receipt_keys)
 

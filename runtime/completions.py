@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from superfluid.runtime.jsonread import UntrustedJson, loads
+
 __all__ = ["RequestRefused", "Sampling", "CompletionRequest", "parse_completion", "parse_chat", "answer", "chunk",
            "usage_chunk", "DEFAULT_MAX_TOKENS", "MAX_TEMPERATURE", "ROLES"]
 
@@ -87,8 +89,6 @@ def _integer(value: Any) -> bool:
 
 
 def _object(body: bytes) -> dict[str, Any]:
-    from superfluid.runtime.jsonread import UntrustedJson, loads
-
     try:  # the HTTP layer capped its size (serving.MAX_BODY); the gate adds depth and strict UTF-8
         data = loads(body, max_bytes=max(len(body), 1))
     except UntrustedJson as e:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -133,8 +134,6 @@ class InconsistentRelease(SuperfluidError):
 def guarded(prog: str, run: Callable[[], int]) -> int:
     """``run()``'s exit code for a program that is not the face (a worker, a release tool): a usage
     error is ``prog: <message>`` on stderr and 2, any other typed error the same and 1."""
-    import sys
-
     try:
         return run()
     except UsageError as e:

@@ -6,13 +6,15 @@ import os
 import stat
 from typing import Any
 
+from superfluid.runtime.atomic import write_atomic
+from superfluid.runtime.home import linked_between
+from superfluid.runtime.jsonread import UntrustedJson, read_json
+
 __all__ = ["read_object", "write", "fingerprint", "changed_at"]
 
 
 def read_object(path: str, *, max_bytes: int) -> dict[str, Any]:
     """The JSON object in ``path``, or {} (see the module's docstring)."""
-    from superfluid.runtime.jsonread import UntrustedJson, read_json
-
     try:
         data = read_json(path, max_bytes=max_bytes)
     except (OSError, UntrustedJson):
@@ -23,9 +25,6 @@ def read_object(path: str, *, max_bytes: int) -> dict[str, Any]:
 def write(home: str, path: str, data: bytes) -> bool:
     """Write ``data`` as ``path`` under ``home`` (its folders made); answers whether it was written:
     not when a part of the path below the home is a link, nor when the file system refused."""
-    from superfluid.runtime.atomic import write_atomic
-    from superfluid.runtime.home import linked_between
-
     folder = os.path.dirname(path)
     if linked_between(home, folder) is not None:
         return False

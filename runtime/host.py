@@ -6,6 +6,7 @@ See docs/cli.md, "Environment".
 from __future__ import annotations
 
 import os
+import platform
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -61,7 +62,7 @@ def _env(environ: Mapping[str, str], name: str) -> str | None:
 
 
 def _os() -> str:
-    return "macos" if os.uname().sysname == "Darwin" else "linux"  # platform.system(), without that module
+    return "macos" if os.uname().sysname == "Darwin" else "linux"  # platform.system()
 
 
 def _arch() -> str:
@@ -129,7 +130,7 @@ def _vulkan() -> bool:
 
 
 def _glibc() -> str | None:
-    try:  # what platform.libc_ver() reads first ("glibc 2.36"), without importing that module
+    try:  # what platform.libc_ver() reads first ("glibc 2.36"), without reading the executable
         stated = os.confstr("CS_GNU_LIBC_VERSION")
     except (AttributeError, ValueError, OSError):
         stated = None
@@ -137,8 +138,6 @@ def _glibc() -> str | None:
     if len(parts) == 2:
         name, version = parts
     else:
-        import platform
-
         name, version = platform.libc_ver()
     return version if name == "glibc" and version else None
 

@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.errors import SuperfluidError, UsageError
-from superfluid.runtime.planning import CHOSEN_BY, Plan, PlanAsset, parse_sha256
+from superfluid.runtime.home import install_lib, install_receipt
+from superfluid.runtime.host import detect
+from superfluid.runtime.jsonread import UntrustedJson, loads
+from superfluid.runtime.options import flag_values
+from superfluid.runtime.planning import CHOSEN_BY, Plan, PlanAsset, Request, parse_sha256
+from superfluid.runtime.receipt import Receipt, Source, receipt_for, write_receipt
+from superfluid.runtime.record import with_files
 
 if TYPE_CHECKING:
     from superfluid.runtime.adapter import Adapter
 
-__all__ = ["plan_answer", "parse_install", "plan_of_json", "install"]
+__all__ = ["plan_answer", "parse_install", "plan_of_json", "judge_and_record"]
 
 
 def plan_answer(adapter: Adapter, argv: Sequence[str], environ: Mapping[str, str]) -> dict[str, Any]:
@@ -22,9 +29,6 @@ def plan_answer(adapter: Adapter, argv: Sequence[str], environ: Mapping[str, str
         UsageError: a bad flag (``planning.Request.from_argv``).
         NotInstallable, DigestConflict: the adapter's rules refuse.
     """
-    from superfluid.runtime.host import detect
-    from superfluid.runtime.planning import Request
-
     request = Request.from_argv(adapter.id, argv)
     host = detect(environ)
     plans = adapter.plan(request, host)
@@ -37,8 +41,6 @@ def parse_install(argv: Sequence[str]) -> tuple[str, str]:
     Raises:
         UsageError: an unknown flag, a flag given twice, or ``--into``/``--plan`` missing or empty.
     """
-    from superfluid.runtime.options import flag_values
-
     values = flag_values(argv, ("--into", "--plan"))
     if not values.get("--into") or not values.get("--plan"):
         raise UsageError("install needs --into and --plan")
@@ -86,8 +88,6 @@ def plan_of_json(text: str, runtime_id: str) -> Plan:
     Raises:
         UsageError: anything else (the message starts ``--plan:``).
     """
-    from superfluid.runtime.jsonread import UntrustedJson, loads
-
     try:
         doc = loads(text, max_bytes=1 << 20)
     except UntrustedJson as e:
@@ -124,7 +124,7 @@ def plan_of_json(text: str, runtime_id: str) -> Plan:
     return plan
 
 
-def install(adapter: Adapter, into: str, plan: Plan, environ: Mapping[str, str]) -> dict[str, Any]:
+def judge_and_record(adapter: Adapter, into: str, plan: Plan, environ: Mapping[str, str]) -> dict[str, Any]:
     """Check ``into/lib`` in this process, judge it against ``plan`` and write ``into/runtime.json``;
     the receipt as JSON.
 
@@ -134,13 +134,6 @@ def install(adapter: Adapter, into: str, plan: Plan, environ: Mapping[str, str])
         SuperfluidError: the receipt could not be written, or DIR holds what a receipt cannot record
             (``record.NotRecordable``).
     """
-    from importlib import import_module
-
-    from superfluid.runtime.home import install_lib, install_receipt
-    from superfluid.runtime.host import detect
-    from superfluid.runtime.receipt import Receipt, Source, receipt_for, write_receipt
-    from superfluid.runtime.record import with_files
-
     argv = adapter.probe_argv(install_lib(into))
     report, _ = import_module(f"{adapter.package}.check").check_argv(argv[1:], environ)
     probed = adapter.judge_probe(plan, report, untested=not plan.tested)

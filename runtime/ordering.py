@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 __all__ = ["backend_family", "backend_rank", "version_key", "version_line"]
 
 #: SPEC §3: metal 0, cuda 1, rocm 2, vulkan 3, sycl 4, openvino 5, other 8, cpu 9
@@ -33,14 +35,12 @@ def version_key(version: str) -> tuple[Any, ...]:
     sorts first.
 
     Plain dotted numbers (the common case, asked on every ``superfluid runtimes``) are keyed
-    without importing ``packaging``; they compare as PEP 440 would (trailing zeros aside).
+    without asking ``packaging``; they compare as PEP 440 would (trailing zeros aside).
     """
     if _PLAIN.fullmatch(version):
         return (1, _release(version.split(".")), (1,))
     if not _PEP440_START.match(version):
         return _by_digits(version)
-    from packaging.version import InvalidVersion, Version
-
     try:
         v = Version(version)
     except InvalidVersion:

@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import os
 import re
+import selectors
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from superfluid.runtime.errors import WorkerFailed
-
-if TYPE_CHECKING:  # imported where a worker starts: the face reads scrubbed_env on every run
-    import subprocess
+from superfluid.runtime.jsonread import UntrustedJson, loads
 
 __all__ = ["scrubbed_env", "worker_env", "is_secret", "WorkerResult", "run_worker", "run_json", "DEFAULT_TIMEOUT",
            "OUTPUT_MAX_BYTES", "PYTHON_VARIABLE", "HELD_VARIABLE", "start_worker", "finish_worker", "stop_worker",
@@ -97,8 +98,6 @@ class WorkerResult:
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL the worker's whole process group: children it started die with it."""
-    import signal
-
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -122,8 +121,6 @@ def _exited(pid: int, deadline: float) -> bool:
 def _collect(proc: subprocess.Popen[bytes], deadline: float) -> tuple[bytes, bytes, str | None]:
     """Read stdout and stderr until both close, the deadline passes or one is too long; answers
     what was read (each capped) and why reading stopped early (None: both closed)."""
-    import selectors
-
     assert proc.stdout is not None and proc.stderr is not None
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     got = {out_fd: bytearray(), err_fd: bytearray()}
@@ -169,8 +166,6 @@ def start_worker(argv: Sequence[str], *, environ: Mapping[str, str] | None = Non
     Raises:
         WorkerFailed: it could not start (``lasting``).
     """
-    import subprocess
-
     env = worker_env(environ)
     if held:
         env[HELD_VARIABLE] = "1"
@@ -257,8 +252,6 @@ def answer_json(result: WorkerResult, accept: Sequence[int] = (0,)) -> Any:
     text = result.stdout.strip()
     if not text:
         raise WorkerFailed(name, f"printed nothing ({result.reason()})")
-    from superfluid.runtime.jsonread import UntrustedJson, loads
-
     try:
         return loads(text.splitlines()[-1], max_bytes=OUTPUT_MAX_BYTES)
     except UntrustedJson as e:

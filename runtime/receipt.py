@@ -9,9 +9,12 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
 
+from superfluid.runtime.atomic import write_atomic
 from superfluid.runtime.errors import BadFile
 from superfluid.runtime.home import RECEIPT, worker_path  # RECEIPT: the receipt's file name in an install
+from superfluid.runtime.jsonread import UntrustedJson, loads, read_bytes
 from superfluid.runtime.redact import redact_url
+from superfluid.runtime.schema import mark_valid, validate, validate_once
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -109,8 +112,6 @@ class Receipt:
                 worker that is not ``bin/superfluid-worker-<id>``; names ``where`` and the JSON path.
         """
         _check_schema_tag(data, where)
-        from superfluid.runtime.schema import validate, validate_once
-
         if raw is not None:
             validate_once(data, raw, "runtime", where)
         else:
@@ -174,8 +175,6 @@ def read_receipt(path: str | os.PathLike[str]) -> Receipt:
             larger than ``MAX_BYTES``, not strict UTF-8 JSON within the depth cap (with line and
             column), or not a valid receipt.
     """
-    from superfluid.runtime.jsonread import UntrustedJson, loads, read_bytes
-
     where = os.fspath(path)
     try:
         raw = read_bytes(where, max_bytes=MAX_BYTES)
@@ -198,10 +197,6 @@ def write_receipt(path: str | os.PathLike[str], receipt: Receipt) -> None:
     Raises:
         OSError: the directory is not writable (the temp file is removed).
     """
-    from superfluid.runtime.atomic import write_atomic
-
     text = json.dumps(receipt.to_json(), indent=2) + "\n"
     write_atomic(path, text.encode("utf-8"), durable=True)
-    from superfluid.runtime.schema import mark_valid
-
     mark_valid(text.encode("utf-8"), "runtime")  # made from a Receipt: read back, it needs no schema check

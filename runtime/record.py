@@ -6,18 +6,19 @@ See docs/install.md, "Verifying an install later".
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
 import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from superfluid.runtime.errors import BadFile, SuperfluidError
 from superfluid.runtime.jsonread import kind_of
-
-if TYPE_CHECKING:
-    from superfluid.runtime.receipt import Receipt
+from superfluid.runtime.receipt import MAX_BYTES, RECEIPT, Receipt
+from superfluid.runtime.upkeep import repair_command
 
 __all__ = ["FILES", "UNRECORDED", "FileRecord", "Difference", "Verdict", "NotRecordable", "record_tree", "compare",
            "files_of", "with_files", "verify_install", "glance", "remember"]
@@ -157,8 +158,6 @@ def _name(path: str) -> bytes:
     raw = path.encode("utf-8")
     if b"\\x" not in raw:
         return raw
-    import re
-
     undone = re.sub(rb"\\x([0-9a-f]{2})", lambda m: bytes([int(m[1], 16)]), raw)
     return undone if undone != raw and _text(undone) == path else raw
 
@@ -285,10 +284,6 @@ def with_files(receipt: Receipt, install_dir: str | os.PathLike[str], *, max_byt
         NotRecordable: something in it is neither a readable file, a directory nor a link, or the
             receipt would be larger than a reader reads (``max_bytes``, default the receipt's cap).
     """
-    import json
-
-    from superfluid.runtime.receipt import MAX_BYTES, RECEIPT
-
     records = record_tree(install_dir, skip=(RECEIPT,))
     odd = [r for r in records if r.kind == "other"]
     if odd:
@@ -322,8 +317,6 @@ class Verdict:
 
     @property
     def fix(self) -> str:
-        from superfluid.runtime.upkeep import repair_command
-
         return repair_command(self.id, self.install)
 
     def of(self, change: Change) -> list[Difference]:
@@ -358,8 +351,6 @@ def verify_install(runtime_id: str, install: str, path: str | os.PathLike[str],
     where = os.fspath(path)
     if receipt is None:
         return Verdict(runtime_id, install, where, problem=f"its receipt does not read ({problem})")
-    from superfluid.runtime.receipt import RECEIPT
-
     try:
         recorded = files_of(receipt, os.path.join(where, RECEIPT))
     except BadFile as e:
@@ -383,8 +374,6 @@ def glance(receipt: Receipt, path: str | os.PathLike[str]) -> tuple[Difference, 
     Raises:
         BadFile: ``files`` is there but is not a list of recorded files.
     """
-    from superfluid.runtime.receipt import RECEIPT
-
     where = os.fspath(path)
     recorded = files_of(receipt, os.path.join(where, RECEIPT)) or ()
     top = os.fsencode(where)

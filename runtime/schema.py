@@ -2,10 +2,28 @@
 
 from __future__ import annotations
 
+import os
 from functools import cache
 from typing import Any
 
+from superfluid import schemas
 from superfluid.runtime.errors import BadFile
+from superfluid.runtime.home import cache_file, home
+from superfluid.runtime.home_cache import write
+from superfluid.runtime.jsonread import loads
+
+try:  # the interpreter's own BLAKE2b: hashlib loads OpenSSL at import, a tenth of a fast command's run
+    from _blake2 import blake2b
+except ImportError:  # an interpreter built without its own hashes: OpenSSL's SHA-256
+    from hashlib import sha256
+
+    def _digest(data: bytes) -> str:
+        """A 256-bit digest of ``data`` in hex: SHA-256 where the build lacks BLAKE2b."""
+        return sha256(data).hexdigest()
+else:
+    def _digest(data: bytes) -> str:
+        """A 256-bit BLAKE2b digest of ``data`` in hex."""
+        return blake2b(data, digest_size=32).hexdigest()
 
 __all__ = ["load", "validate", "validate_once", "mark_valid", "errors"]
 
@@ -16,12 +34,15 @@ _MAX_BYTES = 1 << 20
 @cache
 def load(name: str) -> dict[str, Any]:
     """The schema ``schemas/<name>.schema.json``."""
-    from importlib import resources  # here: its readers import tempfile and zipfile
-
-    from superfluid.runtime.jsonread import loads
-
-    data = (resources.files("superfluid.schemas") / f"{name}.schema.json").read_bytes()
+    with open(_schema_path(name), "rb") as f:
+        data = f.read(_MAX_BYTES + 1)
     return loads(data, max_bytes=_MAX_BYTES)  # type: ignore[no-any-return]
+
+
+def _schema_path(name: str) -> str:
+    """``schemas/<name>.schema.json`` as a plain path (importlib.resources' readers import zipfile and
+    tempfile, a cost on every run)."""
+    return os.path.join(os.path.dirname(str(schemas.__file__)), f"{name}.schema.json")
 
 
 def _path(error: Any) -> str:
@@ -65,8 +86,6 @@ def validate_once(data: Any, raw: bytes, name: str, where: str, *, shipped: bool
     Raises:
         BadFile: as ``validate``.
     """
-    import os
-
     stamps = _stamps(raw, name, shipped)
     found = [s for s in stamps if os.path.isfile(s) and not os.path.islink(s)]
     if not found:
@@ -86,39 +105,19 @@ def mark_valid(raw: bytes, name: str) -> None:
 def _stamps(raw: bytes, name: str, shipped: bool) -> list[str]:
     """Where a passed validation of ``raw`` against schema ``name`` is recorded: the home's stamp,
     then (``shipped``) the package's."""
-    import os
-
-    from superfluid import schemas
-    from superfluid.runtime.home import cache_file, home
-
-    here = os.path.dirname(str(schemas.__file__))
-    try:  # a plain path, not importlib.resources (whose readers import zipfile on every run)
-        with open(os.path.join(here, f"{name}.schema.json"), "rb") as f:
+    path = _schema_path(name)
+    try:
+        with open(path, "rb") as f:
             schema_text = f.read()
     except OSError:
         schema_text = b""
     digest = _digest(len(raw).to_bytes(8, "big") + raw + schema_text)
     stamps = [cache_file(home(), "validated", f"{name}-{digest}")]
     if shipped:
-        stamps.append(os.path.join(here, "__pycache__", f"validated-{name}-{digest}"))
+        stamps.append(os.path.join(os.path.dirname(path), "__pycache__", f"validated-{name}-{digest}"))
     return stamps
-
-
-def _digest(data: bytes) -> str:
-    """A 256-bit BLAKE2b digest of ``data`` in hex: the interpreter's own (``hashlib`` loads OpenSSL at
-    import, a tenth of a fast command's run), hashlib's SHA-256 where the build lacks it."""
-    try:
-        from _blake2 import blake2b
-    except ImportError:  # an interpreter built without its own hashes: OpenSSL's
-        from hashlib import sha256
-
-        return sha256(data).hexdigest()
-    return blake2b(data, digest_size=32).hexdigest()
 
 
 def _touch(stamp: str) -> None:
     """Write an (empty) stamp; one that cannot be written only costs time."""
-    from superfluid.runtime.home import home
-    from superfluid.runtime.home_cache import write
-
     write(home(), stamp, b"")

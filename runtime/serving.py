@@ -6,11 +6,14 @@ See docs/host-contract.md, "2. The API".
 from __future__ import annotations
 
 import codecs
+import errno
 import json
 import os
 import secrets
+import select
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -19,6 +22,7 @@ from dataclasses import replace
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol, TextIO
+from urllib.parse import unquote
 
 from superfluid.runtime.completions import (
     DEFAULT_MAX_TOKENS,
@@ -32,8 +36,9 @@ from superfluid.runtime.completions import (
     usage_chunk,
 )
 from superfluid.runtime.errors import SuperfluidError, UsageError
+from superfluid.runtime.registry import worker_command
 
-__all__ = ["Engine", "Generation", "Service", "Run", "CompletionRequest", "Sampling", "RequestRefused",
+__all__ = ["ServedEngine", "Generation", "Service", "Run", "CompletionRequest", "Sampling", "RequestRefused",
            "parse_completion", "parse_chat", "int_flag", "listen_flags", "max_context_flag", "queue_flag",
            "make_server", "serve_engine", "DEFAULT_HOST", "DEFAULT_PORT", "DEFAULT_QUEUE", "WAIT_SECONDS", "MAX_BODY",
            "DEFAULT_MAX_TOKENS"]
@@ -71,7 +76,7 @@ class Generation(Protocol):
         """True when the context has no room to feed another token."""
 
 
-class Engine(Protocol):
+class ServedEngine(Protocol):
     """What the HTTP layer needs of a loaded model. An adapter's ``serve`` implements it."""
 
     #: the runtime id: the ``owned_by`` of ``/v1/models`` and the server's name
@@ -285,7 +290,7 @@ class Service:
     """An engine behind the lock that serializes generation on it, the queue before that lock, and
     the flag that stops it."""
 
-    def __init__(self, engine: Engine, *, queue: int = DEFAULT_QUEUE, wait: float = WAIT_SECONDS) -> None:
+    def __init__(self, engine: ServedEngine, *, queue: int = DEFAULT_QUEUE, wait: float = WAIT_SECONDS) -> None:
         self.engine = engine
         self.created = int(time.time())
         self.lock = threading.Lock()
@@ -386,8 +391,6 @@ _MODELS = "/v1/models"
 def _peer_gone(conn: socket.socket) -> bool:
     """Whether the client closed its side of ``conn`` (readable, and nothing left to read); bytes
     waiting (a pipelined request) are not a close."""
-    import select
-
     try:
         if not select.select([conn], [], [], 0)[0]:
             return False
@@ -406,8 +409,6 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = IO_TIMEOUT
 
     def version_string(self) -> str:
-        from superfluid.runtime.registry import worker_command
-
         return worker_command(self.server.service.engine.runtime_id)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
@@ -476,8 +477,6 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == _MODELS:
             self._json(200, {"object": "list", "data": [self._model()]})
         elif path.startswith(_MODELS + "/"):
-            from urllib.parse import unquote
-
             self._served(unquote(path[len(_MODELS) + 1:]))
             self._json(200, self._model())
         elif path in _POSTS:
@@ -560,8 +559,6 @@ class _Server(ThreadingHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that went away (a reset, a broken pipe: common as a server stops under a
         keep-alive client) is not a fault of ours; anything else is one line, never a traceback."""
-        import sys
-
         error = sys.exc_info()[1]
         if isinstance(error, (ConnectionError, TimeoutError)):
             return
@@ -588,7 +585,7 @@ def _url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def serve_engine(engine: Engine, host: str, port: int, out: TextIO, *, echo_log: bool = False,
+def serve_engine(engine: ServedEngine, host: str, port: int, out: TextIO, *, echo_log: bool = False,
                  queue: int = DEFAULT_QUEUE) -> int:
     """Listen on ``host:port``, announce on ``out``, serve until SIGTERM/SIGINT; 0 on a clean close.
 
@@ -604,8 +601,6 @@ def serve_engine(engine: Engine, host: str, port: int, out: TextIO, *, echo_log:
         server = make_server(service, host, port, echo_log=echo_log)
     except OSError as e:
         service.close()
-        import errno
-
         fix = "give another --port, or --port 0 for a free one" if e.errno == errno.EADDRINUSE else None
         raise SuperfluidError(f"cannot listen on {host}:{port}: {e.strerror or e}", fix=fix) from e
     stop = threading.Event()

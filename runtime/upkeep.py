@@ -6,10 +6,9 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from superfluid.runtime.ordering import backend_family, version_key
-from superfluid.runtime.planning import NotInstallable, first_published, parse_install_name
+from superfluid.runtime.planning import NotInstallable, Plan, first_published, parse_install_name
 
 if TYPE_CHECKING:
-    from superfluid.runtime.planning import Plan
     from superfluid.runtime.receipt import Receipt
 
 __all__ = ["update_wanted", "nothing_to_update", "repair_target", "repair_wanted", "REPAIR_FIX", "repair_command",

@@ -9,9 +9,16 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
+from importlib import import_module
 from typing import TYPE_CHECKING
 
-from superfluid.runtime.errors import UsageError, guarded
+from superfluid.runtime import install_step
+from superfluid.runtime.errors import ModelLoadFailed, UsageError, guarded
+from superfluid.runtime.home import home, install_receipt, installs_in, runtime_dir
+from superfluid.runtime.host import detect
+from superfluid.runtime.options import options_json
+from superfluid.runtime.process import HELD_VARIABLE
+from superfluid.runtime.registry import worker_command
 
 if TYPE_CHECKING:
     from superfluid.runtime.adapter import Adapter
@@ -24,8 +31,6 @@ Handler = Callable[[list[str]], int]
 def installed_installs(runtime_id: str, environ: dict[str, str] | None = None) -> list[str]:
     """Names of the installs under ``$SUPERFLUID_HOME/runtimes/<id>/`` that hold a receipt file
     (read or not: a broken install is still installed)."""
-    from superfluid.runtime.home import home, install_receipt, installs_in, runtime_dir
-
     root = runtime_dir(home(environ), runtime_id)
     try:
         names = installs_in(root)
@@ -46,11 +51,6 @@ def engine_handlers(package: str, prog: str) -> dict[str, Handler]:
     Exit codes: ``check`` 0 available, else 1; ``plan``/``install`` 0, 1 refused, 2 a bad line;
     ``serve`` 0 clean stop, 1 serving failed, 2 a bad line, 3 the model did not load.
     """
-    from importlib import import_module
-
-    from superfluid.runtime.errors import ModelLoadFailed
-    from superfluid.runtime.process import HELD_VARIABLE
-
     def check(argv: list[str]) -> int:
         module = import_module(f"{package}.check")
         if os.environ.pop(HELD_VARIABLE, None) == "1":  # started before its library arrived (an install's
@@ -60,17 +60,13 @@ def engine_handlers(package: str, prog: str) -> dict[str, Handler]:
         return int(code)
 
     def plan(argv: list[str]) -> int:
-        from superfluid.runtime import install_step
-
         _line(install_step.plan_answer(import_module(f"{package}.adapter").ADAPTER, argv, os.environ))
         return 0
 
     def install(argv: list[str]) -> int:
-        from superfluid.runtime import install_step
-
         adapter = import_module(f"{package}.adapter").ADAPTER
         into, text = install_step.parse_install(argv)
-        _line(install_step.install(adapter, into, install_step.plan_of_json(text, adapter.id), os.environ))
+        _line(install_step.judge_and_record(adapter, into, install_step.plan_of_json(text, adapter.id), os.environ))
         return 0
 
     def serve(argv: list[str]) -> int:
@@ -89,12 +85,8 @@ def _declaration(adapter: Adapter, command: str, rest: list[str]) -> int:
     if command == "compat":
         doc: object = adapter.compat()
     elif command == "versions":
-        from superfluid.runtime.host import detect
-
         doc = adapter.versions(detect(), installed_installs(adapter.id))
     else:
-        from superfluid.runtime.options import options_json
-
         doc = options_json(adapter.options())
     _line(doc)
     return 0
@@ -102,8 +94,6 @@ def _declaration(adapter: Adapter, command: str, rest: list[str]) -> int:
 
 def _usage(adapter_id: str, handlers: dict[str, Handler]) -> str:
     commands = sorted({"compat", "versions", "options", *handlers})
-    from superfluid.runtime.registry import worker_command
-
     return f"usage: {worker_command(adapter_id)} <{'|'.join(commands)}> [flags]"
 
 
@@ -122,8 +112,6 @@ _COMMAND_HELP = {
 
 def _help(adapter: Adapter, handlers: dict[str, Handler]) -> str:
     """``--help``: the usage line, each command, examples and exit codes."""
-    from superfluid.runtime.registry import worker_command
-
     prog = worker_command(adapter.id)
     commands = sorted({"compat", "versions", "options", *handlers})
     lines = [_usage(adapter.id, handlers), "",
@@ -142,8 +130,6 @@ def _help(adapter: Adapter, handlers: dict[str, Handler]) -> str:
 def run(adapter: Adapter, argv: Sequence[str] | None, handlers: dict[str, Handler]) -> int:
     """Dispatch one worker command line; the exit code (0 ok, 1 failure, 2 usage)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    from superfluid.runtime.registry import worker_command
-
     prog = worker_command(adapter.id)
     if not args or args[0] in ("-h", "--help", "help"):
         if not args:

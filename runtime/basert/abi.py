@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from superfluid.runtime.basert.header import ABI_VERSION, UNNUMBERED_LINE
+from superfluid.runtime.errors import BadFile
 from superfluid.runtime.ordering import version_line
 
 __all__ = ["AbiVerdict", "abi_verdict", "drives_of"]
@@ -72,8 +73,6 @@ def drives_of(part: Mapping[str, Any] | None) -> tuple[int, str | None]:
     """
     if part is None:
         return ABI_VERSION, UNNUMBERED_LINE
-    from superfluid.runtime.errors import BadFile
-
     abi = (part.get("requires") or {}).get("abi")
     if not isinstance(abi, int) or isinstance(abi, bool):
         raise BadFile("the compat document", "states no ABI number for basert",

@@ -11,21 +11,16 @@ from typing import TYPE_CHECKING, Any
 from superfluid.runtime.adapter import Adapter, Question, ServeFlag, Shown
 from superfluid.runtime.basert import header
 from superfluid.runtime.basert.abi import abi_verdict, drives_of
-from superfluid.runtime.options import Option
+from superfluid.runtime.basert.check import check_argv
+from superfluid.runtime.basert.planner import plan
+from superfluid.runtime.options import options_json
 from superfluid.runtime.ordering import version_key
+from superfluid.runtime.planning import Listing, Plan, Request, install_name
 
 if TYPE_CHECKING:
     from superfluid.runtime.host import Host
-    from superfluid.runtime.planning import Listing, Plan, Request
 
-__all__ = ["ADAPTER", "BasertAdapter", "pins_newest_first", "OPTIONS", "QUESTIONS"]
-
-#: basert's serve options (SPEC §7): spelled ``--basert-<name>`` on serve, ``--<name>`` to the worker
-OPTIONS: tuple[Option, ...] = (
-    Option("kv-bits", "enum", "bits per KV-cache element (0: the engine's default; 84: K 8-bit, V 4-bit)",
-           default="0", values=("0", "4", "8", "16", "84")),
-    Option("lib", "path", "the libbaseRT file (or directory holding it) to load instead of the installed one"),
-)
+__all__ = ["ADAPTER", "BasertAdapter", "pins_newest_first", "QUESTIONS"]
 
 #: what the compat manifest is asked about baseRT: the ABI a library states, or an unnumbered one's version
 QUESTIONS: tuple[Question, ...] = (
@@ -51,7 +46,7 @@ class BasertAdapter(Adapter):
     receipt_keys = ("config_read",)
     package = "superfluid.runtime.basert"
     recipe_schema = "basert-recipe"
-    options_from = "superfluid.runtime.basert.adapter"
+    options_from = "superfluid.runtime.basert.options"
     formats_from = "superfluid.runtime.basert.check"
     numbered_abi = True
     environment = ("BASERT_LIB", "BASERT_KERNEL_LIB")
@@ -68,8 +63,6 @@ class BasertAdapter(Adapter):
             if abi_verdict(pin["version"], abi).is_driven:
                 platforms = sorted({a["platform"] for a in pin["assets"]})
                 installs.append({"version": pin["version"], "abi": abi, "platforms": platforms})
-        from superfluid.runtime.options import options_json
-
         return {"requires": dict(header.REQUIRES), "unnumbered_line": header.UNNUMBERED_LINE,
                 "installs": installs, "options": options_json(self.options())}
 
@@ -88,8 +81,6 @@ class BasertAdapter(Adapter):
     def versions(self, host: Host, installed: Collection[str],
                  compat_part: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """The recipe's pins, newest first, each judged for ``host`` (no network)."""
-        from superfluid.runtime.planning import install_name
-
         entry, not_here = self._where(host)
         drives, line = drives_of(compat_part)
         rows = []
@@ -127,22 +118,18 @@ class BasertAdapter(Adapter):
                  compat_part: Mapping[str, Any]) -> list[Plan]:
         """The plans by the ABI rule for the ABI ``compat_part`` requires, and its unnumbered line
         (``planner.plan``)."""
-        from superfluid.runtime.basert.planner import plan
-
         drives, line = drives_of(compat_part)
         return plan(request, self.recipe, host, listing, drives=drives, line=line)
 
     def check(self, argv: list[str], environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
         """The worker's ``check`` in process: the report and its exit code.
 
-        ``check.check_argv``, what the worker's ``check`` prints; imported here so that the
-        declarations never load the ``ctypes`` bindings.
+        ``check.check_argv``, what the worker's ``check`` prints (the library is opened only when
+        asked: importing the bindings loads nothing native).
 
         Raises:
             UsageError: an unknown flag or a bad option value.
         """
-        from superfluid.runtime.basert.check import check_argv
-
         return check_argv(argv, environ)
 
 

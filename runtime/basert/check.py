@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from superfluid.runtime.basert.config import facts
 from superfluid.runtime.basert.header import REQUIRES, UNNUMBERED_LINE
+from superfluid.runtime.basert.loader import Library, open_library
 from superfluid.runtime.basert.locate import FLAG, namer
+from superfluid.runtime.basert.model import Model, looks_like_model
+from superfluid.runtime.basert.options import OPTIONS
 from superfluid.runtime.errors import LibraryRefused, SuperfluidError, UsageError
-from superfluid.runtime.options import flag_values
-
-if TYPE_CHECKING:
-    from superfluid.runtime.basert.loader import Library
+from superfluid.runtime.host import detect
+from superfluid.runtime.options import check_value, find, flag_values
 
 __all__ = ["RUNTIME_ID", "FORMATS", "devices", "model_report", "check_report", "check_argv", "version_text",
            "lib_flag", "kv_bits_flag"]
@@ -37,8 +39,6 @@ def devices(library: Library, os_name: str) -> list[dict[str, Any]]:
 
 def model_report(library: Library | None, path: str) -> dict[str, Any]:
     """The ``model`` object of a check: path, ``reads`` (true or why not) and the facts of ``config_of``."""
-    from superfluid.runtime.basert.model import looks_like_model
-
     out: dict[str, Any] = {"path": os.path.abspath(path)}
     why = looks_like_model(path)
     if why is not None:
@@ -47,9 +47,6 @@ def model_report(library: Library | None, path: str) -> dict[str, Any]:
     if library is None:
         out["reads"] = "not read: no usable libbaseRT here (see available)"
         return out
-    from superfluid.runtime.basert.config import facts
-    from superfluid.runtime.basert.model import Model
-
     try:
         with Model.load(library, path) as model:
             config = model.config()
@@ -75,9 +72,6 @@ def check_report(model: str | None = None, lib: str | None = None,
         spelled: the flag ``lib`` was given as, when not ``--basert-lib`` (``--lib``): ``named``
             and the messages say what the user typed.
     """
-    from superfluid.runtime.basert.loader import open_library
-    from superfluid.runtime.host import detect
-
     env = os.environ if environ is None else environ
     report: dict[str, Any] = {"runtime": {"id": RUNTIME_ID, "version": None}, "available": True}
     library: Library | None = None
@@ -119,8 +113,6 @@ def version_text(lib: str | None = None, environ: Mapping[str, str] | None = Non
         LibraryNotFound: as ``loader.open_library``.
         LibraryRefused: as ``loader.open_library`` (AbiRefused included).
     """
-    from superfluid.runtime.basert.loader import open_library
-
     library = open_library(lib, environ, executable=executable)
     return f"{library.version} ({library.path})"
 
@@ -142,9 +134,6 @@ def kv_bits_flag(flags: Mapping[str, str]) -> str:
     Raises:
         UsageError: a value the declaration does not list.
     """
-    from superfluid.runtime.basert.adapter import OPTIONS
-    from superfluid.runtime.options import check_value, find
-
     option = find(OPTIONS, "kv-bits")
     assert option is not None
     return str(check_value(option, flags.get("--kv-bits", "0")))

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from superfluid.runtime.basert.loader import Library, config_of
 from superfluid.runtime.errors import ModelLoadFailed, SuperfluidError
 
 if TYPE_CHECKING:
     from superfluid.runtime.basert.config import BaseRTModelConfig
-    from superfluid.runtime.basert.loader import Library
 
 __all__ = ["Model", "GenerationFailed", "MAGIC", "looks_like_model"]
 
@@ -71,8 +71,6 @@ class Model:
 
     def config(self) -> BaseRTModelConfig:
         """The model's configuration (through ``config_of``, the one reader)."""
-        from superfluid.runtime.basert.loader import config_of
-
         return config_of(self)
 
     @property

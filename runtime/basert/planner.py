@@ -13,22 +13,22 @@ from superfluid.runtime.basert.abi import AbiVerdict, abi_verdict
 from superfluid.runtime.basert.bundles import Bundle, default_backend, parse_abi_asset_name, parse_bundle_name
 from superfluid.runtime.digests import api_sha256, expected_digest
 from superfluid.runtime.errors import InconsistentRelease
+from superfluid.runtime.from_archive import NameFacts, plan_from
 from superfluid.runtime.ordering import backend_family, backend_rank, version_key
 from superfluid.runtime.planning import (
-    NameFacts,
+    Listing,
     NotInstallable,
     Plan,
     PlanAsset,
+    ReleaseLike,
     Request,
     Sha256,
     backend_runs_here,
     parse_sha256,
-    plan_from,
 )
 
 if TYPE_CHECKING:
     from superfluid.runtime.host import Host
-    from superfluid.runtime.planning import Listing, ReleaseLike
 
 __all__ = ["read_abi_asset", "release_abi", "plan"]
 
@@ -274,7 +274,7 @@ def plan(request: Request, recipe: Mapping[str, Any], host: Host, listing: Listi
          drives: int, line: str | None) -> list[Plan]:
     """The ordered plans for ``request`` on ``host`` (see the module doc): the newest release this
     superfluid drives that has a bundle for this platform, or the one ``--version`` names; with
-    ``--from``, that archive (``planning.plan_from``).
+    ``--from``, that archive (``from_archive.plan_from``).
 
     A release whose ABI asset contradicts its name is never chosen; named, it is refused.
     Pre-releases are chosen only when named.

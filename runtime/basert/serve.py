@@ -9,15 +9,22 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
+from superfluid.runtime.basert.check import kv_bits_flag, lib_flag
+from superfluid.runtime.basert.loader import open_library
 from superfluid.runtime.basert.locate import FLAG
+from superfluid.runtime.basert.model import Model, looks_like_model
 from superfluid.runtime.errors import ModelLoadFailed, SuperfluidError, UsageError
-from superfluid.runtime.serving import RequestRefused, listen_flags, max_context_flag, queue_flag, serve_engine
-
-if TYPE_CHECKING:
-    from superfluid.runtime.basert.model import Model
-    from superfluid.runtime.serving import Sampling
+from superfluid.runtime.options import flag_values
+from superfluid.runtime.serving import (
+    RequestRefused,
+    Sampling,
+    listen_flags,
+    max_context_flag,
+    queue_flag,
+    serve_engine,
+)
 
 __all__ = ["BasertServeLine", "BasertEngine", "parse_serve", "serve", "MAX_CONTEXT"]
 
@@ -48,9 +55,6 @@ def parse_serve(argv: Sequence[str]) -> BasertServeLine:
             twice, both ``--basert-lib`` and ``--lib``, a port outside 0-65535, a ``--max-context``
             below 1, a ``--queue`` outside 0-4096, or a ``--kv-bits`` the adapter does not declare.
     """
-    from superfluid.runtime.basert.check import kv_bits_flag, lib_flag
-    from superfluid.runtime.options import flag_values
-
     flags = flag_values(argv, _TAKES)
     lib = lib_flag(flags)
     if not flags.get("--model"):
@@ -94,7 +98,7 @@ class _Generation:
 
 
 class BasertEngine:
-    """The serving engine interface (``runtime.serving.Engine``) over one loaded baseRT model."""
+    """The serving engine interface (``runtime.serving.ServedEngine``) over one loaded baseRT model."""
 
     runtime_id = RUNTIME_ID
 
@@ -167,9 +171,6 @@ def _load(line: BasertServeLine, environ: Mapping[str, str]) -> BasertEngine:
         LibraryNotFound, LibraryRefused, AbiRefused: no libbaseRT this build drives (exit 1).
         ModelLoadFailed: the model is not a baseRT model file, or the engine could not load it (exit 3).
     """
-    from superfluid.runtime.basert.loader import open_library
-    from superfluid.runtime.basert.model import Model, looks_like_model
-
     library = open_library(line.lib, environ)
     why = looks_like_model(line.model)
     if why is not None:

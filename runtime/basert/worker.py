@@ -9,10 +9,11 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from superfluid.runtime.basert.adapter import ADAPTER
 from superfluid.runtime.basert.check import version_text
 from superfluid.runtime.basert.locate import FLAG
 from superfluid.runtime.options import flag_values
-from superfluid.runtime.worker import engine_handlers
+from superfluid.runtime.worker import engine_handlers, run
 
 __all__ = ["PROG", "HANDLERS", "main"]
 
@@ -33,9 +34,6 @@ HANDLERS: dict[str, Callable[[list[str]], int]] = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one worker command line; the exit code (the console script exits with it)."""
-    from superfluid.runtime.basert.adapter import ADAPTER
-    from superfluid.runtime.worker import run
-
     return run(ADAPTER, argv, HANDLERS)
 
 

@@ -6,10 +6,15 @@ from collections.abc import Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.adapter import Adapter, Question, ServeFlag, Shown
+from superfluid.runtime.errors import LibraryNotFound
+from superfluid.runtime.llamacpp.locate import locate
+from superfluid.runtime.llamacpp.planner import plan
+from superfluid.runtime.llamacpp.recipe import find_tested, listed, tested, tested_of
+from superfluid.runtime.options import options_json
+from superfluid.runtime.planning import Listing, NotInstallable, Plan, Request
 
 if TYPE_CHECKING:
     from superfluid.runtime.host import Host
-    from superfluid.runtime.planning import Listing, Plan, Request
 
 __all__ = ["ADAPTER", "LlamacppAdapter"]
 
@@ -32,9 +37,6 @@ class LlamacppAdapter(Adapter):
 
     def compat(self) -> dict[str, Any]:
         """The builds it was built and tested against, newest first, each with its struct layout."""
-        from superfluid.runtime.llamacpp.recipe import tested
-        from superfluid.runtime.options import options_json
-
         builds = []
         for b in tested(self.recipe):
             entry: dict[str, Any] = {"build": b.version, "layout": b.layout}
@@ -46,9 +48,6 @@ class LlamacppAdapter(Adapter):
     def versions(self, host: Host, installed: Collection[str],
                  compat_part: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """Each tested build, newest first: what it installs here first (``b11642-cpu``) or why nothing."""
-        from superfluid.runtime.llamacpp.recipe import tested, tested_of
-        from superfluid.runtime.planning import NotInstallable, Request
-
         part = compat_part if compat_part is not None else self.compat()
         rows = []
         for b in (tested(self.recipe) if compat_part is None else tested_of(self.recipe, compat_part)):
@@ -78,17 +77,11 @@ class LlamacppAdapter(Adapter):
                  compat_part: Mapping[str, Any]) -> list[Plan]:
         """The plans of the builds ``compat_part`` lists as tested (ours: the recipe's), newest first, in
         backend order (``planner.plan``)."""
-        from superfluid.runtime.llamacpp.planner import plan
-        from superfluid.runtime.llamacpp.recipe import tested_of
-
         return plan(request, self.recipe, host, listing, builds=tested_of(self.recipe, compat_part))
 
     def nothing_to_load(self, environ: Mapping[str, str], worker: str) -> str | None:
         """Why ``worker``'s plain ``check`` would find no libllama: the search it would make, made
         here without loading anything (None: there is one, and only the worker may load it)."""
-        from superfluid.runtime.errors import LibraryNotFound
-        from superfluid.runtime.llamacpp.locate import locate
-
         try:
             locate(None, environ, executable=worker)
         except LibraryNotFound as e:
@@ -100,8 +93,6 @@ class LlamacppAdapter(Adapter):
               release: str) -> dict[str, Any]:
         """Whether build ``value`` is one the part lists as tested (``recipe.find_tested``, the rule the
         planner installs by without ``--untested``)."""
-        from superfluid.runtime.llamacpp.recipe import find_tested, listed
-
         builds = listed(part)
         hit = find_tested(builds, value)
         if hit is not None:

@@ -7,7 +7,14 @@ from typing import Any
 
 from superfluid.runtime import registry
 from superfluid.runtime.errors import LibraryNotFound, LibraryRefused, ModelLoadFailed
+from superfluid.runtime.host import detect
+from superfluid.runtime.llamacpp import sizing
+from superfluid.runtime.llamacpp.drive import devices, load_model
+from superfluid.runtime.llamacpp.loader import load
+from superfluid.runtime.llamacpp.locate import LIBRARY, locate
 from superfluid.runtime.llamacpp.options import OPTIONS
+from superfluid.runtime.locate import namer
+from superfluid.runtime.options import check_options, parse_flag_pairs
 
 __all__ = ["parse_flags", "is_flag", "read_pairs", "check_report", "check_argv", "version_text", "FORMATS",
            "RUNTIME_ID", "ALIASES"]
@@ -32,8 +39,6 @@ def read_pairs(pairs: Iterable[tuple[str, str]], *, model: bool = True) -> tuple
     Raises:
         UsageError: a value of the wrong shape.
     """
-    from superfluid.runtime.options import check_options
-
     model_path: str | None = None
     given: list[tuple[str, str]] = []
     for name, value in pairs:
@@ -52,15 +57,10 @@ def parse_flags(argv: Sequence[str], *, model: bool = True) -> tuple[str | None,
     Raises:
         UsageError: an unknown flag, a flag without its value, or a value of the wrong shape.
     """
-    from superfluid.runtime.options import parse_flag_pairs
-
     return read_pairs(parse_flag_pairs(argv, lambda name: is_flag(name, model=model)), model=model)
 
 
 def _load(options: Mapping[str, Any], environ: Mapping[str, str], *, spelled: str | None = None) -> Any:
-    from superfluid.runtime.llamacpp.loader import load
-    from superfluid.runtime.llamacpp.locate import locate
-
     found = locate(options.get("lib"), environ=environ, spelled=spelled)
     return load(found.path, environ=dict(environ))
 
@@ -99,9 +99,6 @@ def gguf_fault(path: str) -> str | None:
 def model_report(lib: Any, path: str, options: Mapping[str, Any], devs: list[Any],
                  host_memory: int | None) -> dict[str, Any]:
     """The ``model`` part of the report: whether it reads, its facts, sizing and state identity."""
-    from superfluid.runtime.llamacpp import sizing
-    from superfluid.runtime.llamacpp.drive import load_model
-
     out: dict[str, Any] = {"path": path}
     fault = gguf_fault(path)
     if fault:
@@ -136,10 +133,6 @@ def check_report(model_path: str | None, options: Mapping[str, Any],
                  environ: Mapping[str, str], *, spelled: str | None = None) -> tuple[dict[str, Any], int]:
     """The check report and its exit code: 0 when available (and the model reads), else 1.
     ``spelled`` is the library flag as given (``named`` says it; default ``--llamacpp-lib``)."""
-    from superfluid.runtime.host import detect
-    from superfluid.runtime.llamacpp.locate import LIBRARY
-    from superfluid.runtime.locate import namer
-
     report: dict[str, Any] = {"runtime": {"id": RUNTIME_ID, "version": None, "aliases": ALIASES},
                               "available": True, "formats": FORMATS, "devices": []}
     named = namer(LIBRARY, options.get("lib"), environ, spelled=spelled)
@@ -150,8 +143,6 @@ def check_report(model_path: str | None, options: Mapping[str, Any],
         if named:
             report["named"] = named
         return report, 1
-    from superfluid.runtime.llamacpp.drive import devices
-
     devs = devices(lib)
     report["runtime"]["version"] = lib.version
     report["layout"] = lib.layout.name

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes as C
 import struct
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -225,8 +226,6 @@ def _read(image: bytes, offset: int, ctype: Any) -> Any:
 
 
 def _little() -> bool:
-    import sys
-
     return sys.byteorder == "little"
 
 

@@ -12,9 +12,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from superfluid.runtime.errors import LibraryRefused
+from superfluid.runtime.errors import BadFile, LibraryRefused
+from superfluid.runtime.home import install_receipt
 from superfluid.runtime.llamacpp import bindings
 from superfluid.runtime.llamacpp.layout import Layout, LayoutUnknown, detect
+from superfluid.runtime.receipt import read_receipt
 
 __all__ = ["Library", "LogTail", "load", "LOG_ENV"]
 
@@ -78,10 +80,6 @@ class Library:
     def build(self) -> str | None:
         """The build the receipt of the install this library lies in names (``<install>/lib/``),
         if it has one that reads."""
-        from superfluid.runtime.errors import BadFile
-        from superfluid.runtime.home import install_receipt
-        from superfluid.runtime.receipt import read_receipt
-
         install = os.path.dirname(os.path.dirname(os.path.abspath(self.path)))
         try:  # a regular file only, within the receipt's cap: a FIFO or a device there is no receipt
             receipt = read_receipt(install_receipt(install))

@@ -5,9 +5,11 @@ See docs/runtimes.md, "Options (`--llamacpp-<name>` on serve, `--<name>` to the 
 
 from __future__ import annotations
 
+import ctypes as C
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from superfluid.runtime.llamacpp.layout import fill
 from superfluid.runtime.options import Option
 
 __all__ = ["OPTIONS", "FIELDS", "CACHE_TYPES", "STATE_OPTIONS", "apply", "tensor_split_array"]
@@ -100,8 +102,6 @@ STATE_OPTIONS = (
 
 def tensor_split_array(values: list[float]) -> Any:
     """A C ``float[]`` for ``tensor_split``; the caller keeps it alive while the model loads."""
-    import ctypes as C
-
     # llama.cpp reads llama_max_devices() entries (16 at most on the tested builds); pad with zeros
     padded = list(values) + [0.0] * max(0, 16 - len(values))
     return (C.c_float * len(padded))(*padded)
@@ -112,8 +112,6 @@ def apply(values: Mapping[str, Any], model: Any, context: Any) -> list[Any]:
 
     ``lib`` is not a struct field (the locator reads it); ``tensor-split`` becomes a C array.
     """
-    from superfluid.runtime.llamacpp.layout import fill
-
     keep: list[Any] = []
     model_values: dict[str, Any] = {}
     context_values: dict[str, Any] = {}

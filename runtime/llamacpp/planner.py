@@ -11,21 +11,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.digests import api_sha256, expected_digest
+from superfluid.runtime.from_archive import NameFacts, plan_from
 from superfluid.runtime.llamacpp.recipe import Archive, TestedBuild, find_tested, parse_name, tested
 from superfluid.runtime.ordering import backend_family
-from superfluid.runtime.planning import (
-    NameFacts,
-    NotInstallable,
-    Plan,
-    PlanAsset,
-    Request,
-    parse_sha256,
-    plan_from,
-)
+from superfluid.runtime.planning import Listing, NotInstallable, Plan, PlanAsset, ReleaseLike, Request, parse_sha256
 
 if TYPE_CHECKING:
     from superfluid.runtime.host import Host
-    from superfluid.runtime.planning import Listing, ReleaseLike
 
 __all__ = ["CUDA_BY_DRIVER", "cuda_major_for_driver", "plan", "plan_build"]
 
@@ -242,7 +234,7 @@ def plan(request: Request, recipe: Mapping[str, Any], host: Host, listing: Listi
     backend order), then those of each older tested build, as later fallbacks: an installer that
     finds the newest build unusable here still installs a tested one. An older build with nothing
     for this host, or whose release the listing lacks, adds no fallback. ``--from`` plans that
-    archive (``planning.plan_from``); a build not tested needs ``--untested``.
+    archive (``from_archive.plan_from``); a build not tested needs ``--untested``.
 
     Raises:
         NotInstallable: as ``plan_build`` for the newest (or named) build; as ``plan_from``.

@@ -8,6 +8,8 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
+from superfluid.runtime.adapter import load_recipe
+from superfluid.runtime.errors import BadFile
 from superfluid.runtime.ordering import version_key
 
 __all__ = ["Archive", "TestedBuild", "parse_name", "load", "tested", "tested_of", "listed", "find_tested", "PACKAGE",
@@ -83,8 +85,6 @@ def load() -> dict[str, Any]:
     Raises:
         BadFile: the recipe is unreadable or does not match its schema.
     """
-    from superfluid.runtime.adapter import load_recipe
-
     return load_recipe(PACKAGE, SCHEMA)
 
 
@@ -110,8 +110,6 @@ def listed(compat_part: Any) -> list[TestedBuild]:
     Raises:
         BadFile: ``tested`` is not a list of ``{"build": "b<N>", "layout": str}``.
     """
-    from superfluid.runtime.errors import BadFile
-
     entries = compat_part.get("tested") if isinstance(compat_part, dict) else None
     if not isinstance(entries, list):
         raise BadFile("the compat document", "lists no tested llama.cpp builds", json_path="$.runtimes.llamacpp.tested")

@@ -6,13 +6,29 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from superfluid.runtime.errors import ModelLoadFailed, UsageError
-from superfluid.runtime.serving import RequestRefused, listen_flags, max_context_flag, queue_flag, serve_engine
-
-if TYPE_CHECKING:
-    from superfluid.runtime.serving import Sampling
+from superfluid.runtime.llamacpp.check import gguf_fault, is_flag, read_pairs
+from superfluid.runtime.llamacpp.drive import (
+    ChatTemplateRefused,
+    Context,
+    DecodeFailed,
+    Sampler,
+    apply_chat_template,
+    load_model,
+)
+from superfluid.runtime.llamacpp.loader import load
+from superfluid.runtime.llamacpp.locate import locate
+from superfluid.runtime.options import parse_flag_pairs
+from superfluid.runtime.serving import (
+    RequestRefused,
+    Sampling,
+    listen_flags,
+    max_context_flag,
+    queue_flag,
+    serve_engine,
+)
 
 __all__ = ["LlamaServeLine", "LlamaEngine", "parse_serve", "serve", "MAX_CONTEXT"]
 
@@ -42,9 +58,6 @@ def parse_serve(argv: Sequence[str]) -> LlamaServeLine:
             twice, a port outside 0-65535, a ``--queue`` outside 0-4096, or an option value of the
             wrong shape.
     """
-    from superfluid.runtime.llamacpp.check import is_flag, read_pairs
-    from superfluid.runtime.options import parse_flag_pairs
-
     own: dict[str, str] = {}
     rest: list[tuple[str, str]] = []
     for name, value in parse_flag_pairs(argv, lambda n: f"--{n}" in _OWN or is_flag(n)):
@@ -85,7 +98,7 @@ class _Generation:
 
 
 class LlamaEngine:
-    """The serving engine interface (``runtime.serving.Engine``) over one loaded llama.cpp model."""
+    """The serving engine interface (``runtime.serving.ServedEngine``) over one loaded llama.cpp model."""
 
     runtime_id = "llamacpp"
 
@@ -106,8 +119,6 @@ class LlamaEngine:
         Raises:
             RequestRefused: 400 when the model has no template, or one llama.cpp does not know.
         """
-        from superfluid.runtime.llamacpp.drive import ChatTemplateRefused, apply_chat_template
-
         if self.template is None:
             raise RequestRefused(400, f"the model {self.model_id} carries no chat template (its GGUF has no "
                                       f"tokenizer.chat_template): send a prompt to /v1/completions", param="messages")
@@ -119,8 +130,6 @@ class LlamaEngine:
 
     @contextmanager
     def generation(self, prompt: list[int], sampling: Sampling | None = None) -> Iterator[_Generation]:
-        from superfluid.runtime.llamacpp.drive import Context, Sampler
-
         with ExitStack() as stack:
             ctx = stack.enter_context(Context.create(self.model, n_ctx=self.n_ctx, options=self.options))
             step = max(1, min(int(self.options.get("batch-size", 2048)), ctx.n_ctx))
@@ -141,8 +150,6 @@ class LlamaEngine:
         """
         status = ctx.decode(tokens)
         if status != 0:
-            from superfluid.runtime.llamacpp.drive import DecodeFailed
-
             raise RequestRefused(500, str(DecodeFailed(status, self.model.lib.log.last())), kind="server_error")
 
     def is_eos(self, token: int) -> bool:
@@ -167,11 +174,6 @@ def _load(line: LlamaServeLine, environ: Mapping[str, str]) -> LlamaEngine:
         ModelLoadFailed: the model is missing, not GGUF, or llama.cpp could not load it or make a
             context for it.
     """
-    from superfluid.runtime.llamacpp.check import gguf_fault
-    from superfluid.runtime.llamacpp.drive import Context, load_model
-    from superfluid.runtime.llamacpp.loader import load
-    from superfluid.runtime.llamacpp.locate import locate
-
     lib = load(locate(line.options.get("lib"), environ=environ).path, environ=dict(environ))
     if not os.path.isfile(line.model):
         raise ModelLoadFailed(f"{line.model} does not exist" if not os.path.exists(line.model)

@@ -11,10 +11,11 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from superfluid.runtime.jsonread import UntrustedJson, loads
+from superfluid.runtime.llamacpp.drive import Device, Model, meta
 from superfluid.runtime.llamacpp.options import CACHE_TYPES, STATE_OPTIONS
 
 if TYPE_CHECKING:
-    from superfluid.runtime.llamacpp.drive import Device, Model
     from superfluid.runtime.llamacpp.loader import Library
 
 __all__ = [
@@ -68,8 +69,6 @@ def _ints(text: str | None) -> list[int] | None:
     """A metadata value as a list of ints: ``"4"`` -> [4], ``"[4, 4, 0]"`` -> [4, 4, 0]."""
     if text is None:
         return None
-    from superfluid.runtime.jsonread import UntrustedJson, loads
-
     try:  # the model's metadata: untrusted, read within limits
         value = loads(text, max_bytes=1 << 16, max_depth=2)
     except UntrustedJson:
@@ -92,8 +91,6 @@ def layer_widths(model: Model) -> list[LayerWidths]:
     Raises:
         SizingRefused: the metadata lacks the head counts.
     """
-    from superfluid.runtime.llamacpp.drive import meta
-
     fn = model.lib.fn
     arch = meta(model, "general.architecture") or ""
     n_layer = int(fn["llama_model_n_layer"](model.handle))

@@ -9,8 +9,9 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from superfluid.runtime.llamacpp.adapter import ADAPTER
 from superfluid.runtime.llamacpp.check import parse_flags, version_text
-from superfluid.runtime.worker import engine_handlers
+from superfluid.runtime.worker import engine_handlers, run
 
 __all__ = ["PROG", "HANDLERS", "main"]
 
@@ -31,9 +32,6 @@ HANDLERS: dict[str, Callable[[list[str]], int]] = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one worker command line; the exit code (the console script exits with it)."""
-    from superfluid.runtime.llamacpp.adapter import ADAPTER
-    from superfluid.runtime.worker import run
-
     return run(ADAPTER, argv, HANDLERS)
 
 

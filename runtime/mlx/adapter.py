@@ -9,14 +9,15 @@ from collections.abc import Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.adapter import Adapter, Question, Shown
-from superfluid.runtime.options import Option
+from superfluid.runtime.mlx.locate import environment, not_here
+from superfluid.runtime.options import Option, options_json
 from superfluid.runtime.ordering import version_key
+from superfluid.runtime.planning import Listing, NotInstallable, Plan, Request, install_name
 
 if TYPE_CHECKING:
     from superfluid.runtime.host import Host
-    from superfluid.runtime.planning import Listing, NotInstallable, Plan, Request
 
-__all__ = ["ADAPTER", "MlxAdapter", "OPTIONS", "not_here"]
+__all__ = ["ADAPTER", "MlxAdapter", "OPTIONS"]
 
 #: MLX's serve options (SPEC §7): spelled ``--mlx-<name>`` on serve, ``--<name>`` to the worker
 OPTIONS: tuple[Option, ...] = (
@@ -26,13 +27,6 @@ OPTIONS: tuple[Option, ...] = (
     Option("cache-limit-mb", "int", "MLX's buffer cache limit in MiB (0: keep no cache; unset: MLX's default)",
            minimum=0, maximum=1 << 24),
 )
-
-
-def not_here(host: Host, platforms: Collection[str]) -> str | None:
-    """Why MLX cannot install or run on ``host``, or None when it can."""
-    if host.platform in platforms:
-        return None
-    return f"MLX runs on Apple silicon only ({', '.join(sorted(platforms))}); this is {host.describe()}"
 
 
 class MlxAdapter(Adapter):
@@ -62,8 +56,6 @@ class MlxAdapter(Adapter):
 
     def compat(self) -> dict[str, Any]:
         """The tested versions and the Python they run on, the platforms, the options."""
-        from superfluid.runtime.options import options_json
-
         installs = [{"mlx": t["version"], "mlx_lm": t["mlx_lm"], "python": self.python_line} for t in self._tested()]
         return {"installs": installs, "platforms": list(self.recipe["platforms"]),
                 "options": options_json(self.options())}
@@ -71,8 +63,6 @@ class MlxAdapter(Adapter):
     def versions(self, host: Host, installed: Collection[str],
                  compat_part: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """Each tested version, newest first: installable here or why not (no network)."""
-        from superfluid.runtime.planning import install_name
-
         reason = not_here(host, self.recipe["platforms"])
         backend = self.recipe["backend"]
         rows = []
@@ -102,8 +92,6 @@ class MlxAdapter(Adapter):
     def _refusal(self, host: Host) -> NotInstallable:
         """Why nothing of MLX installs on ``host``: another platform, or (on Apple silicon) that the
         private Python is not made by this toolchain yet."""
-        from superfluid.runtime.planning import NotInstallable
-
         reason = not_here(host, self.recipe["platforms"])
         if reason:
             return NotInstallable(f"{reason}: nothing of mlx installs here",
@@ -120,8 +108,6 @@ class MlxAdapter(Adapter):
         Raises:
             NotInstallable: always.
         """
-        from superfluid.runtime.planning import NotInstallable
-
         platforms = ", ".join(sorted(self.recipe["platforms"]))
         raise NotInstallable(f"MLX publishes no release archives to install: it runs on Apple silicon only "
                              f"({platforms}), from the mlx and mlx-lm wheels in a Python {self.python_line} "
@@ -133,9 +119,7 @@ class MlxAdapter(Adapter):
     def nothing_to_load(self, environ: Mapping[str, str], worker: str) -> str | None:
         """Why ``worker``'s plain ``check`` would find no MLX to probe here: another platform, or no
         MLX environment where it would look (None: there is one, and only the worker probes it)."""
-        from superfluid.runtime.mlx.worker import environment
-
-        venv, why = environment({}, environ, worker)
+        venv, why = environment({}, environ, self.recipe["platforms"], worker)
         return why if venv is None else None
 
 

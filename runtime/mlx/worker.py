@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from superfluid.runtime import home as _home
-from superfluid.runtime.mlx.adapter import ADAPTER, not_here
+from superfluid.runtime.jsonread import UntrustedJson, loads
+from superfluid.runtime.mlx.adapter import ADAPTER
+from superfluid.runtime.mlx.locate import environment
+from superfluid.runtime.options import check_options, parse_flag_pairs
+from superfluid.runtime.worker import run
 
-__all__ = ["main", "check_report", "parse_check_args", "find_venv", "environment", "FORMATS"]
+__all__ = ["main", "check_report", "parse_check_args", "FORMATS"]
 
 FORMATS = [{"id": "mlx", "describe": "an MLX model directory",
              "directory": {"files": ["config.json"], "extensions": ["safetensors"]}}]
@@ -33,8 +37,6 @@ def parse_check_args(argv: Sequence[str]) -> tuple[str | None, dict[str, Any]]:
     Raises:
         UsageError: an unknown flag, a flag without its value, or a value of the wrong shape.
     """
-    from superfluid.runtime.options import check_options, parse_flag_pairs
-
     model: str | None = None
     given: list[tuple[str, str]] = []
     for name, value in parse_flag_pairs(argv):
@@ -45,25 +47,8 @@ def parse_check_args(argv: Sequence[str]) -> tuple[str | None, dict[str, Any]]:
     return model, check_options(ADAPTER.options(), given)
 
 
-def find_venv(options: Mapping[str, Any], environ: Mapping[str, str],
-              worker: str | None = None) -> tuple[str | None, list[str]]:
-    """The MLX environment to use and every place looked: ``--venv``, the install's ``env`` (of the
-    install ``worker`` runs from; default this process), ``SUPERFLUID_MLX_VENV``, ``VIRTUAL_ENV``."""
-    install = os.path.dirname(os.path.dirname(os.path.realpath(worker or sys.argv[0] or ".")))
-    # only a worker run from an install (<install>/bin/, beside its receipt) uses <install>/env
-    install_env = _home.install_env(install) if os.path.isfile(_home.install_receipt(install)) else None
-    candidates = [options.get("venv"), install_env, environ.get("SUPERFLUID_MLX_VENV"), environ.get("VIRTUAL_ENV")]
-    looked = [c for c in candidates if c]
-    for c in looked:
-        if os.access(os.path.join(c, "bin", "python"), os.X_OK):
-            return c, looked
-    return None, looked
-
-
 def _probe(venv: str, environ: Mapping[str, str]) -> dict[str, Any] | str:
     """The environment's own report of its Python and MLX, or why it gave none."""
-    import subprocess  # here: the face asks ``environment`` on every run, and starts nothing
-
     python = os.path.join(venv, "bin", "python")
     env = {k: v for k, v in environ.items() if not k.startswith("PYTHON")}
     try:
@@ -76,8 +61,6 @@ def _probe(venv: str, environ: Mapping[str, str]) -> dict[str, Any] | str:
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
         return f"{python} cannot import mlx and mlx-lm ({last})"
-    from superfluid.runtime.jsonread import UntrustedJson, loads
-
     try:
         facts = loads(done.stdout.strip().splitlines()[-1], max_bytes=1 << 20)
     except (UntrustedJson, IndexError):
@@ -95,25 +78,8 @@ def _model_facts(path: str) -> bool | str:
     return True
 
 
-def environment(options: Mapping[str, Any], environ: Mapping[str, str],
-                worker: str | None = None) -> tuple[str | None, str]:
-    """The MLX environment to probe, or None and why there is none here (another platform, or no
-    environment where ``find_venv`` looks); from file lookups alone, nothing is run."""
-    from superfluid.runtime.host import detect
-
-    reason = not_here(detect(environ), ADAPTER.recipe["platforms"])
-    if reason:
-        return None, reason
-    venv, looked = find_venv(options, environ, worker)
-    if venv is None:
-        where = ", ".join(looked) or "no --venv, no install, no SUPERFLUID_MLX_VENV or VIRTUAL_ENV"
-        return None, ("the mlx runtime is not installed: no MLX environment here (looked at: " + where
-                      + "): install it with `superfluid runtime install mlx`")
-    return venv, ""
-
-
 def _availability(options: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[bool | str, dict[str, Any]]:
-    venv, why = environment(options, environ)
+    venv, why = environment(options, environ, ADAPTER.recipe["platforms"])
     if venv is None:
         return why, {}
     facts = _probe(venv, environ)
@@ -170,8 +136,6 @@ def _version(argv: list[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The worker's entry point; the exit code (0 ok, 1 failure, 2 usage)."""
-    from superfluid.runtime.worker import run
-
     return run(ADAPTER, argv, {"check": _check, "version": _version})
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from superfluid.manifest import sources
 from superfluid.manifest.sources import DirectorySource, ListingSource, source_from
 from superfluid.runtime.errors import BadFile, UsageError
 from tests.release_server import ReleaseServer, sha256_line
@@ -65,13 +66,11 @@ def test_a_file_read_past_its_cap_or_not_regular_is_a_bad_file(root: Path) -> No
 
 
 def test_a_files_digest_is_remembered_while_it_is_unchanged(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from superfluid.manifest import release_files
-
     source = DirectorySource(root)
     path = root / "r0.1.0" / "a.tar.gz"
     hashed: list[Path] = []
-    real = release_files.file_sha256
-    monkeypatch.setattr(release_files, "file_sha256", lambda p: hashed.append(p) or real(p))
+    real = sources.file_sha256
+    monkeypatch.setattr(sources, "file_sha256", lambda p: hashed.append(p) or real(p))
     assert source.file_sha256(path) == source.file_sha256(path) == hashlib.sha256(b"one").hexdigest()
     path.write_bytes(b"changed")
     assert source.file_sha256(path) == hashlib.sha256(b"changed").hexdigest()

@@ -9,7 +9,6 @@ import pytest
 
 from superfluid.runtime.host import Host
 from superfluid.runtime.mlx.adapter import ADAPTER as MLX
-from superfluid.runtime.mlx.adapter import not_here
 from superfluid.runtime.planning import NotInstallable, Request
 from tests.declarations.conftest import LINUX_X64 as ENV_LINUX_X64
 from tests.declarations.conftest import MACOS_ARM64 as ENV_MACOS_ARM64
@@ -43,18 +42,6 @@ def test_mlx_compat_and_versions() -> None:
 
 
 # -- where it installs, and how the manifest and the face show it -----------------------------------
-
-@pytest.mark.parametrize(("host", "refused"), [
-    pytest.param(Host("macos", "arm64"), False, id="apple-silicon"),
-    pytest.param(Host("macos", "x64"), True, id="intel-mac"),
-    pytest.param(Host("linux", "arm64"), True, id="linux-arm64"),
-])
-def test_not_here(host: Host, refused: bool) -> None:
-    why = not_here(host, ["macos-arm64"])
-    assert (why is not None) is refused
-    if why is not None:
-        assert why.startswith("MLX runs on Apple silicon only (macos-arm64)")
-
 
 @pytest.mark.parametrize(("host", "fragment"), [
     pytest.param(LINUX_X64, "nothing of mlx installs here", id="elsewhere"),

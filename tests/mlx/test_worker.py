@@ -1,69 +1,24 @@
-"""``runtime/mlx/worker``: where the MLX environment is looked for, why MLX cannot run here, and the
-``check`` report — each environment a real directory whose ``bin/python`` is a script that answers
-the MLX probe as a real one would (MLX itself is never imported)."""
+"""``runtime/mlx/worker``: the ``check`` report and the worker's lines — each environment a real directory
+whose ``bin/python`` is a script that answers the MLX probe as a real one would (``tests/mlx/environments``)."""
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from superfluid.runtime.errors import UsageError
-from superfluid.runtime.mlx.worker import check_report, environment, find_venv, main, parse_check_args
-
-MAC = {"SUPERFLUID_HOST_OS": "macos", "SUPERFLUID_HOST_ARCH": "arm64"}
-GOOD = {"python": "3.12", "mlx": "0.29.3", "mlx_lm": "0.28.2", "metal": True, "device": "Apple M3", "memory": 1 << 34}
-
-
-def venv(path: Path, answer: str | None = None, *, code: int = 0, stderr: str = "") -> Path:
-    """An environment at ``path`` whose ``bin/python`` prints ``answer`` (the probe's JSON line)."""
-    (path / "bin").mkdir(parents=True)
-    python = path / "bin" / "python"
-    python.write_text(f"#!{sys.executable}\nimport sys\nprint({answer!r} if {answer!r} is not None else '')\n"
-                      f"sys.stderr.write({stderr!r})\nsys.exit({code})\n")
-    python.chmod(0o755)
-    return path
+from superfluid.runtime.mlx.worker import check_report, main, parse_check_args
+from tests.mlx.environments import GOOD, MAC, venv
 
 
 def test_check_args() -> None:
     assert parse_check_args(["--model", "/m", "--prefill-chunk", "256"]) == ("/m", {"prefill-chunk": 256})
     with pytest.raises(UsageError, match=r"--threads: no such option \(this runtime takes: venv, prefill-chunk, "):
         parse_check_args(["--threads", "2"])
-
-
-def test_find_venv_order_and_what_was_looked_at(tmp_path: Path) -> None:
-    flag, var, active = venv(tmp_path / "flag", "{}"), venv(tmp_path / "var", "{}"), venv(tmp_path / "act", "{}")
-    env = {"SUPERFLUID_MLX_VENV": str(var), "VIRTUAL_ENV": str(active)}
-    worker = str(tmp_path / "elsewhere" / "bin" / "superfluid-worker-mlx")
-    assert find_venv({"venv": str(flag)}, env, worker) == (str(flag), [str(flag), str(var), str(active)])
-    assert find_venv({}, env, worker) == (str(var), [str(var), str(active)])
-    assert find_venv({"venv": str(tmp_path / "none")}, {"VIRTUAL_ENV": str(active)}, worker) == (
-        str(active), [str(tmp_path / "none"), str(active)])
-    assert find_venv({}, {}, worker) == (None, [])
-
-
-def test_an_installs_own_env_is_used_only_beside_its_receipt(tmp_path: Path) -> None:
-    install = tmp_path / "runtimes" / "mlx" / "0.29.3-metal"
-    venv(install / "env", "{}")
-    worker = str(install / "bin" / "superfluid-worker-mlx")
-    assert find_venv({}, {}, worker) == (None, [])  # no receipt: not an install
-    (install / "runtime.json").write_text("{}")
-    assert find_venv({}, {}, worker) == (str(install / "env"), [str(install / "env")])
-
-
-def test_environment_says_why_there_is_none(tmp_path: Path) -> None:
-    assert environment({}, {"SUPERFLUID_HOST_OS": "linux", "SUPERFLUID_HOST_ARCH": "x64"}) == (
-        None, "MLX runs on Apple silicon only (macos-arm64); this is Linux x64")
-    none, why = environment({}, MAC, str(tmp_path / "bin" / "w"))
-    assert none is None and why == ("the mlx runtime is not installed: no MLX environment here (looked at: no --venv, "
-                                    "no install, no SUPERFLUID_MLX_VENV or VIRTUAL_ENV): install it with "
-                                    "`superfluid runtime install mlx`")
-    _, why = environment({"venv": str(tmp_path / "gone")}, MAC, str(tmp_path / "bin" / "w"))
-    assert f"(looked at: {tmp_path / 'gone'})" in why
 
 
 @pytest.mark.parametrize(("answer", "code", "stderr", "available"), [

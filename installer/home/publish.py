@@ -31,7 +31,7 @@ from superfluid.runtime.home import CURRENT, LIB, worker_path
 from superfluid.runtime.receipt import RECEIPT, Receipt, now_utc, write_receipt
 from superfluid.runtime.record import with_files
 
-__all__ = ["Published", "install_staged", "worker_argv", "write_worker_launcher", "launcher_script"]
+__all__ = ["Published", "install_staged", "launcher_argv", "write_worker_launcher", "launcher_script"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +46,7 @@ class Published:
     cleaned: tuple[str, ...] = ()  # leftovers of dead writers removed first
 
 
-def worker_argv(runtime_id: str, *, python: str | None = None, module: str | None = None) -> list[str]:
+def launcher_argv(runtime_id: str, *, python: str | None = None, module: str | None = None) -> list[str]:
     """The command a launcher written with ``argv`` execs: this interpreter running the adapter's
     worker ``main``.
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from superfluid.installer.home import store
-from superfluid.installer.home.publish import install_staged, worker_argv, write_worker_launcher
+from superfluid.installer.home.publish import install_staged, launcher_argv, write_worker_launcher
 from superfluid.installer.home.store import (
     BadName,
     StoreError,
@@ -139,7 +139,7 @@ def test_launcher_hands_its_own_path_as_argv0(tmp_path: Path, probe_module: dict
     install = tmp_path / "runtimes" / RID / "1.0-cpu"
     install.mkdir(parents=True)
     (tmp_path / "runtimes" / RID / "current").symlink_to("1.0-cpu")
-    write_worker_launcher(install, RID, argv=worker_argv(RID, module="sfprobe"))
+    write_worker_launcher(install, RID, argv=launcher_argv(RID, module="sfprobe"))
     via_current = tmp_path / "runtimes" / RID / "current" / "bin" / f"superfluid-worker-{RID}"
     run = subprocess.run([str(via_current), "check", "--model", "a b.gguf"], capture_output=True, text=True,
                          env=probe_module, timeout=30)
@@ -150,7 +150,7 @@ def test_launcher_hands_its_own_path_as_argv0(tmp_path: Path, probe_module: dict
 def test_launcher_ignores_modules_in_the_working_directory(tmp_path: Path, probe_module: dict[str, str]) -> None:
     install = tmp_path / "i"
     install.mkdir()
-    write_worker_launcher(install, RID, argv=worker_argv(RID, module="sfprobe"))
+    write_worker_launcher(install, RID, argv=launcher_argv(RID, module="sfprobe"))
     (tmp_path / "cwd").mkdir()
     (tmp_path / "cwd" / "sfprobe.py").write_text("def main():\n    print('hijacked')\n")
     run = subprocess.run([str(install / worker_path(RID))], capture_output=True, text=True, cwd=tmp_path / "cwd",
@@ -159,7 +159,7 @@ def test_launcher_ignores_modules_in_the_working_directory(tmp_path: Path, probe
 
 
 def test_default_worker_command_runs_the_adapter_main() -> None:
-    argv = worker_argv("basert")
+    argv = launcher_argv("basert")
     assert argv[0] == sys.executable and argv[1] in ("-P", "-I") and argv[2] == "-c"
     assert "from superfluid.runtime.basert.worker import main" in argv[3]
 

@@ -20,7 +20,7 @@ from superfluid.runtime.errors import WorkerFailed
 from superfluid.runtime.jsonread import UntrustedJson, loads
 
 __all__ = ["scrubbed_env", "worker_env", "is_secret", "WorkerResult", "run_worker", "run_json", "DEFAULT_TIMEOUT",
-           "OUTPUT_MAX_BYTES", "PYTHON_VARIABLE", "HELD_VARIABLE", "start_worker", "finish_worker", "stop_worker",
+           "OUTPUT_MAX_BYTES", "PYTHON_VARIABLE", "PRIMED_VARIABLE", "start_worker", "finish_worker", "stop_worker",
            "answer_json"]
 
 #: words of a variable's name that make it a credential (the name split at ``_``, ``-``, ``.``)
@@ -38,8 +38,8 @@ _PEM_KEY = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")
 #: the Python that runs this superfluid, handed to every worker it starts: an install's launcher
 #: (``bin/superfluid-worker-<id>``) runs the adapter's worker with it (installer/home/publish.py)
 PYTHON_VARIABLE = "SUPERFLUID_PYTHON"
-#: set (``1``) for a worker started held (``start_worker``): it makes ready, then waits for its stdin to close
-HELD_VARIABLE = "SUPERFLUID_HELD"
+#: set (``1``) for a worker started primed (``start_worker``): it makes ready, then waits for its stdin to close
+PRIMED_VARIABLE = "SUPERFLUID_PRIMED"
 #: seconds a worker may take to answer a declaration or a check
 DEFAULT_TIMEOUT = 30.0
 #: bytes of a worker's stdout and of its stderr kept; a worker printing more is stopped
@@ -157,9 +157,9 @@ def _collect(proc: subprocess.Popen[bytes], deadline: float) -> tuple[bytes, byt
 
 
 def start_worker(argv: Sequence[str], *, environ: Mapping[str, str] | None = None,
-                 held: bool = False) -> subprocess.Popen[bytes]:
+                 primed: bool = False) -> subprocess.Popen[bytes]:
     """Start a worker command line as ``run_worker`` runs it (scrubbed environment, a process group
-    of its own, stdin closed); ``held``: its stdin a pipe and ``HELD_VARIABLE`` set, so that it
+    of its own, stdin closed); ``primed``: its stdin a pipe and ``PRIMED_VARIABLE`` set, so that it
     makes ready (imports what its command needs) and waits until ``finish_worker`` closes that pipe.
     A worker started before what it checks is there (a staged install's, while the archives arrive).
 
@@ -167,11 +167,11 @@ def start_worker(argv: Sequence[str], *, environ: Mapping[str, str] | None = Non
         WorkerFailed: it could not start (``lasting``).
     """
     env = worker_env(environ)
-    if held:
-        env[HELD_VARIABLE] = "1"
+    if primed:
+        env[PRIMED_VARIABLE] = "1"
     name = os.path.basename(argv[0])
     try:
-        return subprocess.Popen(list(argv), stdin=subprocess.PIPE if held else subprocess.DEVNULL,
+        return subprocess.Popen(list(argv), stdin=subprocess.PIPE if primed else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
     except FileNotFoundError:
         raise WorkerFailed(name, f"not found at {argv[0]}", lasting=True) from None
@@ -191,14 +191,14 @@ def stop_worker(proc: subprocess.Popen[bytes]) -> int:
         if stream is not None:
             try:
                 stream.close()
-            except OSError:  # a held worker's stdin whose reader is gone
+            except OSError:  # a primed worker's stdin whose reader is gone
                 pass
     return code
 
 
 def finish_worker(proc: subprocess.Popen[bytes], argv: Sequence[str], *,
                   timeout: float = DEFAULT_TIMEOUT) -> WorkerResult:
-    """Let a started worker go (a held one's stdin closed) and collect its answer within
+    """Let a started worker go (a primed one's stdin closed) and collect its answer within
     ``timeout`` seconds from now, as ``run_worker`` does; it is stopped whatever happens.
 
     Raises:

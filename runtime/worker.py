@@ -17,7 +17,7 @@ from superfluid.runtime.errors import ModelLoadFailed, UsageError, guarded
 from superfluid.runtime.home import home, install_receipt, installs_in, runtime_dir
 from superfluid.runtime.host import detect
 from superfluid.runtime.options import options_json
-from superfluid.runtime.process import HELD_VARIABLE
+from superfluid.runtime.process import PRIMED_VARIABLE
 from superfluid.runtime.registry import worker_command
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def engine_handlers(package: str, prog: str) -> dict[str, Handler]:
     """
     def check(argv: list[str]) -> int:
         module = import_module(f"{package}.check")
-        if os.environ.pop(HELD_VARIABLE, None) == "1":  # started before its library arrived (an install's
+        if os.environ.pop(PRIMED_VARIABLE, None) == "1":  # started before its library arrived (an install's
             sys.stdin.buffer.read()  # probe): ready now, it checks once the installer closes stdin
         report, code = module.check_argv(argv, os.environ)
         _line(report)

@@ -46,25 +46,25 @@ class PlanSteps:
         self.platform, self.lock, self.phases = platform, lock, phases
         self.fetched: Sequence[Verified] = ()
         self.probed = 0.0
-        self._held: subprocess.Popen[bytes] | None = None
-        self._held_launcher: tuple[int, int, int] | None = None  # the launcher it was started from
+        self._primed: subprocess.Popen[bytes] | None = None
+        self._primed_launcher: tuple[int, int, int] | None = None  # the launcher it was started from
 
     def stage(self, staging: Path) -> None:
         """Fill ``staging/lib`` with the plan's verified archives; the staged worker that probes them
-        is started first, held (``process.start_worker``): it starts while the archives arrive."""
+        is started first, primed (``process.start_worker``): it starts while the archives arrive."""
 
         argv = probe_argv(self.adapter, self.plan, staging)
         try:
-            self._held_launcher = _identity(argv[0])
-            self._held = start_worker(argv, environ=probe_environ(self.environ), held=True)
+            self._primed_launcher = _identity(argv[0])
+            self._primed = start_worker(argv, environ=probe_environ(self.environ), primed=True)
         except (OSError, WorkerFailed):
-            self._held = None  # the probe starts it again, and says why it cannot
+            self._primed = None  # the probe starts it again, and says why it cannot
         try:
             self.fetched = self.fill(staging / LIB)
         except BaseException:
-            if self._held is not None:
-                stop_worker(self._held)
-                self._held = None
+            if self._primed is not None:
+                stop_worker(self._primed)
+                self._primed = None
             raise
 
     def probe(self, staging: Path) -> Receipt:
@@ -74,27 +74,27 @@ class PlanSteps:
             ProbeRefused: as ``probe_staged``.
         """
 
-        held, self._held = self._held, None
-        if held is not None and not self._still_held(held, staging):
-            stop_worker(held)
-            held = None
+        primed, self._primed = self._primed, None
+        if primed is not None and not self._still_primed(primed, staging):
+            stop_worker(primed)
+            primed = None
         with phase(self.phases, "probe"):
             probed = probe_staged(self.adapter, self.plan, staging, environ=self.environ, untested=self.untested,
-                                  held=held)
+                                  primed=primed)
         receipt = receipt_for(self.plan, [Source(a.url, sha) for a, _, sha in self.fetched], probed, self.platform,
                               lock=self.lock)
         self.probed = time.monotonic()
         return receipt
 
-    def _still_held(self, held: subprocess.Popen[bytes], staging: Path) -> bool:
-        """Whether the held worker may answer for the staged install: still waiting (one that
+    def _still_primed(self, primed: subprocess.Popen[bytes], staging: Path) -> bool:
+        """Whether the primed worker may answer for the staged install: still waiting (one that
         answered already did not wait for the library), from the launcher now staged (a stage may
         put another in its place)."""
         try:
-            same = _identity(probe_argv(self.adapter, self.plan, staging)[0]) == self._held_launcher
+            same = _identity(probe_argv(self.adapter, self.plan, staging)[0]) == self._primed_launcher
         except OSError:
             return False
-        return same and held.poll() is None
+        return same and primed.poll() is None
 
 
 def _identity(path: str) -> tuple[int, int, int]:
@@ -118,9 +118,9 @@ def probe_argv(adapter: Adapter, p: Plan, staging: Path) -> list[str]:
 
 
 def probe_staged(adapter: Adapter, p: Plan, staging: Path, *, environ: Mapping[str, str], untested: bool,
-                 held: subprocess.Popen[bytes] | None = None) -> Probed:
+                 primed: subprocess.Popen[bytes] | None = None) -> Probed:
     """Run the staged worker's check in a subprocess (``probe_environ``, stdin closed, a timeout)
-    and judge its report (``Adapter.judge_probe``). ``held``: that worker, started held before the
+    and judge its report (``Adapter.judge_probe``). ``primed``: that worker, started primed before the
     library was staged (``PlanSteps.stage``), let go now; else it is started now.
 
     Raises:
@@ -129,7 +129,7 @@ def probe_staged(adapter: Adapter, p: Plan, staging: Path, *, environ: Mapping[s
 
     argv = probe_argv(adapter, p, staging)
     try:
-        proc = held if held is not None else start_worker(argv, environ=probe_environ(environ))
+        proc = primed if primed is not None else start_worker(argv, environ=probe_environ(environ))
         report = answer_json(finish_worker(proc, argv, timeout=PROBE_TIMEOUT), accept=(0, 1))
     except WorkerFailed as e:
         raise ProbeRefused(p, f"its check failed: {e.reason}") from None

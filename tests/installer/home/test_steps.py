@@ -151,11 +151,11 @@ def test_a_probe_that_answers_a_receipt_replaces_the_stages(tmp_path: Path) -> N
     assert json.loads((published.path / "runtime.json").read_text())["sources"][0]["url"] == "file:///probed"
 
 
-# waits while held (its stdin open), as every engine's worker does (runtime/worker.py); then reports
+# waits while primed (its stdin open), as every engine's worker does (runtime/worker.py); then reports
 # whether the library is there and which process answers
 HOLDING = """#!/bin/sh
 echo $$ > "$(dirname "$0")/../started"
-if [ "${SUPERFLUID_HELD:-}" = 1 ]; then cat > /dev/null; fi
+if [ "${SUPERFLUID_PRIMED:-}" = 1 ]; then cat > /dev/null; fi
 if [ -e "$3/libengine.so" ]; then here=true; else here=false; fi
 printf '{"available": true, "receipt_seen": false, "lib_there": %s, "pid": %s}\\n' "$here" "$$"
 """
@@ -193,18 +193,18 @@ def test_the_probe_worker_starts_before_the_archives_arrive_and_checks_once_they
     steps.stage(staging)
     steps.probe(staging)
     (report,) = adapter.reports
-    assert started_during_fill == [True]  # started held, while the archives were still to come
+    assert started_during_fill == [True]  # started primed, while the archives were still to come
     assert report["lib_there"] is True  # and checked only once they were staged
-    assert report["pid"] == int((staging / "started").read_text())  # one worker: the held one answered
+    assert report["pid"] == int((staging / "started").read_text())  # one worker: the primed one answered
 
 
-def test_a_failed_stage_stops_the_held_worker(tmp_path: Path) -> None:
+def test_a_failed_stage_stops_the_primed_worker(tmp_path: Path) -> None:
     staging = _staging_with_holding_launcher(tmp_path)
     held: list[int] = []
 
     def failing_fill(lib: Path) -> list[Verified]:
-        assert steps._held is not None
-        held.append(steps._held.pid)
+        assert steps._primed is not None
+        held.append(steps._primed.pid)
         raise OSError("disk full")
 
     steps = PlanSteps(FakeAdapter(), the_plan(), failing_fill, environ=env(tmp_path), untested=False,  # type: ignore[arg-type]

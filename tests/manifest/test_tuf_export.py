@@ -3,7 +3,8 @@ keys init``, ``export --tuf-keys``, ``refresh-timestamp`` and ``rotate-root`` wr
 ``python -m http.server`` serves it on loopback, and ``superfluid compat --service`` (the console
 script, as a user runs it) follows it or refuses it: a rollback after a newer version was seen, an
 expired timestamp, a tampered answer, no trust root; a rotated root is followed. Then the live
-service signing its own index and re-signing its timestamp."""
+service signing its own index and re-signing its timestamp. (Each module's own rules, in process:
+``test_tuf_keys.py``, ``test_tuf_repository.py``, ``test_tuf_live.py``, ``test_tuf_command.py``.)"""
 
 from __future__ import annotations
 
@@ -195,30 +196,3 @@ def test_the_live_service_signs_its_index_and_its_timestamp(signed_releases: tup
         assert _versions(sf(tuf_env, *ask))["targets"] == int(first["targets"]) + 1  # type: ignore[call-overload]
     finally:
         assert served.stop() == 0
-
-
-@pytest.mark.parametrize(("argv", "fragment"), [
-    (["keys", "init", "{keys}"], "already holds a key set"),
-    (["keys", "init", "{tmp}/k2", "--root-keys", "2", "--root-threshold", "3"], "threshold must be between 1"),
-    (["export", "--source", "{source}", "--tuf-keys", "{keys}", "--expires", "timestamp=2", "{tmp}/s"],
-     "--expires 'timestamp=2'"),
-    (["export", "--source", "{source}", "--tuf-keys", "{tmp}", "{tmp}/s"], "holds no keys.json"),
-    (["refresh-timestamp", "--tuf-keys", "{keys}", "{tmp}"], "holds no TUF metadata"),
-    (["serve", "--source", "{source}", "--tuf-keys", "{keys}"], "--tuf-keys needs --tuf-repo DIR"),
-    (["serve", "--source", "{source}", "--tuf-repo", "{tmp}/repo"], "holds no metadata/timestamp.json"),
-], ids=["keys-twice", "threshold", "expires", "no-key-set", "no-metadata", "keys-without-repo", "repo-unsigned"])
-def test_usage_errors_are_exit_2_before_anything_is_written(signed_releases: tuple[Path, Path], tmp_path: Path,
-                                                            capsys: pytest.CaptureFixture[str], argv: list[str],
-                                                            fragment: str) -> None:
-    from superfluid.manifest.command import main
-    from superfluid.manifest.tuf_keys import init_keys
-
-    source, _ = signed_releases
-    keys = tmp_path / "keys"
-    init_keys(keys)
-    before = sorted(p.name for p in tmp_path.iterdir())
-    args = [a.format(keys=keys, tmp=tmp_path, source=source) for a in argv]
-    assert main(args) == 2
-    err = capsys.readouterr().err
-    assert fragment in err and "Traceback" not in err, err
-    assert sorted(p.name for p in tmp_path.iterdir()) == before

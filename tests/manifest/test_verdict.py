@@ -31,7 +31,7 @@ WHERE, SIG_WHERE = "r/x.tar.gz.compat.json", "r/x.tar.gz.compat.json.minisig"
 
 
 @pytest.fixture(scope="module")
-def document(doc: dict[str, Any]) -> bytes:
+def named_document(doc: dict[str, Any]) -> bytes:
     """This checkout's compat document naming ``x.tar.gz`` and its digest, as bytes."""
     named = {**doc, "release": {**doc["release"], "tarball": "x.tar.gz", "sha256": SHA}}
     return (json.dumps(named, indent=2) + "\n").encode()
@@ -48,19 +48,19 @@ def _trust(*keys: SecretKey) -> list[TrustedKey]:
 # -- the signature ----------------------------------------------------------------------------------
 
 
-def test_a_signature_by_a_trusted_key_names_the_key_and_its_file(document: bytes, key: SecretKey) -> None:
+def test_a_signature_by_a_trusted_key_names_the_key_and_its_file(named_document: bytes, key: SecretKey) -> None:
     other = generate()
-    verdict = judge_signature(document, _signature(document, key), _trust(other, key), where=WHERE,
+    verdict = judge_signature(named_document, _signature(named_document, key), _trust(other, key), where=WHERE,
                               signature_where=SIG_WHERE, require=True)
     assert verdict == DocumentVerdict("verified", key.id, "keys/1.pub", "release x", "unnamed")
     assert verdict.text == f"verified by key {key.id}"
 
 
-def test_unsigned_is_read_unless_a_signature_is_required(document: bytes, key: SecretKey) -> None:
-    verdict = judge_signature(document, None, _trust(key), where=WHERE, signature_where=SIG_WHERE)
+def test_unsigned_is_read_unless_a_signature_is_required(named_document: bytes, key: SecretKey) -> None:
+    verdict = judge_signature(named_document, None, _trust(key), where=WHERE, signature_where=SIG_WHERE)
     assert verdict == DocumentVerdict("unsigned") and verdict.text == "unsigned"
     with pytest.raises(Unsigned) as refused:
-        judge_signature(document, None, _trust(key), where=WHERE, signature_where=SIG_WHERE, require=True)
+        judge_signature(named_document, None, _trust(key), where=WHERE, signature_where=SIG_WHERE, require=True)
     assert str(refused.value).startswith(f"{WHERE} is unsigned (no {SIG_WHERE}), and --require-signature was given")
     assert refused.value.where == WHERE and "without --require-signature" in (refused.value.fix or "")
 
@@ -91,9 +91,9 @@ def _garbled(document: bytes, key: SecretKey) -> tuple[bytes, bytes]:
     pytest.param(_stranger, UntrustedKey, "which is not a trusted key (trusted: ", id="key-nobody-trusts"),
     pytest.param(_garbled, BadSignatureFile, f"{SIG_WHERE}: is not a minisign signature", id="not-a-signature"),
 ])
-def test_a_signature_that_does_not_hold_is_refused(document: bytes, key: SecretKey, attack: Any, error: type,
+def test_a_signature_that_does_not_hold_is_refused(named_document: bytes, key: SecretKey, attack: Any, error: type,
                                                    fragment: str) -> None:
-    body, signature = attack(document, key)
+    body, signature = attack(named_document, key)
     with pytest.raises(error) as refused:
         judge_signature(body, signature, _trust(key), where=WHERE, signature_where=SIG_WHERE)
     assert fragment in str(refused.value)
@@ -149,16 +149,16 @@ def test_another_tarball_is_refused_with_both_digests() -> None:
 # -- the whole check, in order ----------------------------------------------------------------------
 
 
-def test_judge_release_checks_signature_document_then_tarball(document: bytes, key: SecretKey) -> None:
+def test_judge_release_checks_signature_document_then_tarball(named_document: bytes, key: SecretKey) -> None:
     asked: list[str] = []
 
     def beside(name: str) -> str | None:
         asked.append(name)
         return SHA
 
-    doc, verdict = judge_release(document, _signature(document, key), _trust(key), where=WHERE,
+    doc, verdict = judge_release(named_document, _signature(named_document, key), _trust(key), where=WHERE,
                                  signature_where=SIG_WHERE, tarball_sha256=beside, require=True)
-    assert doc == json.loads(document) and asked == ["x.tar.gz"]
+    assert doc == json.loads(named_document) and asked == ["x.tar.gz"]
     assert verdict.to_json() == {"verdict": f"verified by key {key.id}", "signature": "verified", "key_id": key.id,
                                  "key": "keys/0.pub", "trusted_comment": "release x", "tarball": "checked"}
 
@@ -180,7 +180,7 @@ def test_judge_release_refuses_the_signature_before_reading_the_document(key: Se
                       tarball_sha256=lambda name: None)
 
 
-def test_judge_release_refuses_another_tarball(document: bytes) -> None:
+def test_judge_release_refuses_another_tarball(named_document: bytes) -> None:
     with pytest.raises(TarballMismatch):
-        judge_release(document, None, [], where=WHERE, signature_where=SIG_WHERE,
+        judge_release(named_document, None, [], where=WHERE, signature_where=SIG_WHERE,
                       tarball_sha256=lambda name: "f" * 64)

@@ -1,62 +1,126 @@
-"""Tests mirror modules: every module of ``runtime/`` (and of each engine's folder) and of
-``installer/`` has its own ``tests/<package>/test_<module>.py``, unless the allow-list below says
-why it holds no rule to test."""
+"""Tests mirror modules (issue 30, item 7): every module has its own test file, found by its name.
+
+- ``runtime/<m>.py`` is tested by ``tests/runtime/test_<m>.py``; an engine's folder ``runtime/<id>/``
+  by ``tests/<id>/`` (beside its native fixtures).
+- ``installer/`` and ``manifest/`` are mirrored folder for folder, sub-packages included:
+  ``installer/cache/blobs.py`` by ``tests/installer/cache/test_blobs.py``, ``manifest/choose.py`` by
+  ``tests/manifest/test_choose.py``.
+- A package's ``__init__.py`` needs no test file, and may hold no rule (no function, no class) to
+  test: code belongs in a module named for it.
+- The other way round: a test file named for a module sits where that module is mirrored, so one
+  left behind when its module moved fails here. Files named for a behaviour (an attack, an end to end
+  run) may sit beside the mirrors.
+- The face (``superfluid/`` and ``superfluid/commands/``) is not mirrored module by module: a command
+  is what a person types, and it is tested through the real command line in files named for what they
+  check (``tests/face/test_help.py``, ``test_json_errors.py``, ``test_hints.py``; ``tests/end_to_end``,
+  ``tests/fleet``, ``tests/serve`` for the commands' work), where one file checks every command at once.
+
+Every list here is read from the folders, so a module added, moved or split is checked as it is.
+"""
 
 from __future__ import annotations
 
+import ast
+from functools import cache
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: (package folder, the tests folder that mirrors it); an engine's folder ``runtime/<id>/`` is
-#: mirrored by ``tests/<id>/``
-PACKAGES = [("runtime", "tests/runtime"), ("installer", "tests/installer")] + [
-    (f"runtime/{p.name}", f"tests/{p.name}") for p in sorted((ROOT / "runtime").iterdir())
-    if (p / "__init__.py").is_file()]
+#: the packages whose modules are mirrored, each with its sub-packages
+PACKAGES = ("runtime", "installer", "manifest")
 
-#: modules that hold no decision, each with the reason: they need no test file of their own
-ALLOWED = {
-    "runtime/__init__.py": "the package marker, one docstring",
-    "installer/__init__.py": "the package marker, one docstring",
-    "runtime/basert/__init__.py": "the package marker, one docstring",
-    "runtime/llamacpp/__init__.py": "the package marker, one docstring",
-    "runtime/mlx/__init__.py": "the package marker, one docstring",
-}
+#: modules (not ``__init__.py``) that hold no decision, each with the reason: they need no test file
+ALLOWED: dict[str, str] = {}
 
 
+def mirror_folder(folder: str) -> str:
+    """The tests folder that mirrors a package folder: ``runtime/basert`` -> ``tests/basert``,
+    ``installer/sources/oci`` -> ``tests/installer/sources/oci``."""
+    parts = folder.split("/")
+    if parts[0] == "runtime" and len(parts) > 1:  # an engine's adapter folder
+        return "/".join(["tests", *parts[1:]])
+    return "/".join(["tests", *parts])
+
+
+@cache
+def package_folders() -> list[str]:
+    """Every package folder (one holding ``__init__.py``) of the mirrored packages."""
+    return sorted(init.parent.relative_to(ROOT).as_posix()
+                  for top in PACKAGES for init in (ROOT / top).rglob("__init__.py"))
+
+
+@cache
 def modules() -> list[str]:
-    return [f"{folder}/{m.name}" for folder, _ in PACKAGES for m in sorted((ROOT / folder).glob("*.py"))]
+    return [f"{folder}/{m.name}" for folder in package_folders() for m in sorted((ROOT / folder).glob("*.py"))]
 
 
 def mirror(module: str) -> str:
     folder, name = module.rsplit("/", 1)
-    tests = dict(PACKAGES)[folder]
-    return f"{tests}/test_{name}"
+    return f"{mirror_folder(folder)}/test_{name}"
 
 
-@pytest.mark.parametrize("module", [m for m in modules() if m not in ALLOWED])
+def _defines(path: Path) -> list[str]:
+    """The functions and classes a module defines at its top level."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+
+
+@pytest.mark.parametrize("module", [m for m in modules() if m not in ALLOWED and not m.endswith("/__init__.py")])
 def test_each_module_has_its_test_file(module: str) -> None:
     assert (ROOT / mirror(module)).is_file(), f"{module} has no {mirror(module)}"
 
 
-@pytest.mark.parametrize("module", sorted(ALLOWED))
-def test_the_allow_list_names_modules_that_exist(module: str) -> None:
-    assert (ROOT / module).is_file(), f"{module} is allowed but does not exist: drop it from ALLOWED"
-    assert not (ROOT / mirror(module)).is_file(), f"{module} has {mirror(module)}: drop it from ALLOWED"
+@pytest.mark.parametrize("init", [m for m in modules() if m.endswith("/__init__.py")])
+def test_a_package_marker_holds_no_rule(init: str) -> None:
+    assert _defines(ROOT / init) == [], f"{init} defines code: move it into a module named for it, tested by its mirror"
 
 
-def test_every_engine_folder_is_mirrored() -> None:
-    engines = {folder for folder, _ in PACKAGES if folder.startswith("runtime/")}
-    assert {"runtime/basert", "runtime/llamacpp", "runtime/mlx"} <= engines
-    for folder, tests in PACKAGES:
-        assert (ROOT / tests).is_dir(), f"{folder} has no tests folder {tests}"
+def test_the_allow_list_names_modules_without_tests() -> None:
+    for module in ALLOWED:
+        assert (ROOT / module).is_file(), f"{module} is allowed but does not exist: drop it from ALLOWED"
+        assert not (ROOT / mirror(module)).is_file(), f"{module} has {mirror(module)}: drop it from ALLOWED"
+
+
+def _test_files() -> list[str]:
+    """Every ``test_*.py`` under the tests folders that mirror packages (the folders of packages gone too)."""
+    tops = {mirror_folder(folder) for folder in package_folders() if folder.count("/") <= 1}
+    return sorted({p.relative_to(ROOT).as_posix() for top in tops for p in (ROOT / top).rglob("test_*.py")})
+
+
+@pytest.mark.parametrize("test_file", _test_files())
+def test_a_test_named_for_a_module_sits_at_its_mirror(test_file: str) -> None:
+    mirrors = {mirror(m): m for m in modules()}
+    if test_file in mirrors:
+        return
+    name = test_file.rsplit("/", 1)[1].removeprefix("test_")
+    homes = [m for m in modules() if m.rsplit("/", 1)[1] == name]
+    assert homes == [], (f"{test_file} mirrors no module of its folder, and is named for {', '.join(homes)}: "
+                         f"move it to {', '.join(mirror(m) for m in homes)} (or name it for what it tests)")
+
+
+def test_every_package_folder_is_mirrored() -> None:
+    folders = package_folders()
+    assert {"runtime/basert", "runtime/llamacpp", "runtime/mlx", "installer/cache", "manifest"} <= set(folders)
+    for folder in folders:
+        assert (ROOT / mirror_folder(folder)).is_dir(), f"{folder} has no tests folder {mirror_folder(folder)}"
+
+
+@pytest.mark.parametrize(("module", "test_file"), [
+    ("runtime/planning.py", "tests/runtime/test_planning.py"),
+    ("runtime/basert/abi.py", "tests/basert/test_abi.py"),
+    ("installer/install.py", "tests/installer/test_install.py"),
+    ("installer/cache/blobs.py", "tests/installer/cache/test_blobs.py"),
+    ("installer/sources/oci/ref.py", "tests/installer/sources/oci/test_ref.py"),
+    ("manifest/choose.py", "tests/manifest/test_choose.py"),
+], ids=["runtime", "engine", "installer-top", "installer-sub-package", "installer-nested", "manifest"])
+def test_the_mirror_of_a_module(module: str, test_file: str) -> None:
+    assert mirror(module) == test_file
 
 
 def _fixtures(path: Path) -> list[str]:
     """The names of the fixtures a test module or conftest defines at its top level."""
-    import ast
 
     def is_fixture(d: ast.expr) -> bool:
         target = d.func if isinstance(d, ast.Call) else d

@@ -5,13 +5,14 @@ See docs/fleet.md, "What a lock holds".
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
-import stat
 import sys
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -19,7 +20,8 @@ import tomli_w
 
 from superfluid.installer.sources.mirror import asset_path, path_of_url, url_below
 from superfluid.runtime.atomic import write_atomic
-from superfluid.runtime.errors import BadFile, SuperfluidError
+from superfluid.runtime.errors import BadFile, SuperfluidError, UsageError
+from superfluid.runtime.jsonread import MAX_DEPTH, NotRegularFile, read_bytes
 from superfluid.runtime.ordering import backend_rank
 from superfluid.runtime.planning import Plan, PlanAsset, Sha256, install_name, parse_sha256
 from superfluid.runtime.schema import validate
@@ -251,24 +253,26 @@ def write(path: str | os.PathLike[str], lock: Lock) -> str:
 def read(path: str | os.PathLike[str]) -> tuple[Lock, str]:
     """Read and check the lock at ``path``; answers it and the SHA-256 of its bytes.
 
+    The path goes through the gate every file we read goes through (``jsonread.read_bytes``: a
+    regular file, at most ``MAX_BYTES``), the text through a nesting cap before the TOML parser.
+
     Raises:
-        BadFile: missing, unreadable, not TOML (with its line), or not a valid lock (with its key).
+        UsageError: the path names a directory, a FIFO, a device or a socket (exit 2).
+        BadFile: missing, unreadable, too large, not TOML (with its line), nested deeper than any
+            lock, or not a valid lock (with its key).
     """
     where = os.fspath(path)
-    try:
-        # a link to a lock is followed (a repository may keep it elsewhere); a FIFO cannot hold the open
-        fd = os.open(where, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:  # a link to a lock is followed (a repository may keep it elsewhere); a FIFO cannot hold the open
+        data = read_bytes(where, max_bytes=MAX_BYTES, follow=True)
     except FileNotFoundError:
         raise BadFile(where, "does not exist", fix="`superfluid lock` writes one") from None
+    except NotRegularFile as e:
+        if e.errno == errno.EFBIG:
+            raise BadFile(where, f"is larger than {MAX_BYTES} bytes, more than any lock") from None
+        raise UsageError(f"{where} {e.strerror}: a lock is the TOML file `superfluid lock` writes",
+                         fix="name the lock file itself (superfluid.lock)") from None
     except OSError as e:
         raise BadFile(where, f"cannot be read ({e.strerror or e})") from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise BadFile(where, "is not a regular file")
-        data = f.read(MAX_BYTES + 1)
-    if len(data) > MAX_BYTES:
-        raise BadFile(where, f"is larger than {MAX_BYTES} bytes, more than any lock")
     return loads(data, where), hashlib.sha256(data).hexdigest()
 
 
@@ -281,6 +285,9 @@ def loads(data: bytes | str, where: str) -> Lock:
     """
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
+        if (depth := toml_depth(text)) > MAX_DEPTH:  # the TOML reader recurses per level: it never sees it
+            raise BadFile(where, f"nests arrays or tables {depth} deep, deeper than any lock ({MAX_DEPTH})",
+                          fix=_ANEW)
         doc = tomllib.loads(text)
     except UnicodeDecodeError as e:
         raise BadFile(where, f"is not UTF-8 text (byte {e.start})", fix=_ANEW) from None
@@ -294,6 +301,19 @@ def loads(data: bytes | str, where: str) -> Lock:
         key = (e.json_path or "$").removeprefix("$").removeprefix(".") or "the top level"
         raise BadFile(where, e.fault, json_path=key, fix=_ANEW) from None
     return _parse(doc, where)
+
+
+#: what ``toml_depth`` leaves out: strings of the four kinds, and comments (a ``[`` in either nests nothing)
+_TOML_SKIPPED = re.compile(r'"""(?:[^\\]|\\.)*?"""|\'\'\'.*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*',
+                           re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def toml_depth(text: str) -> int:
+    """The deepest nesting of ``[``/``{`` in the TOML ``text``, strings and comments left out,
+    counted without recursion (a table header ``[[engine]]`` counts 2)."""
+    brackets = _NOT_BRACKET.sub("", _TOML_SKIPPED.sub("", text))
+    return max(accumulate(1 if c in "[{" else -1 for c in brackets), default=0)
 
 
 def _check_tag(doc: Mapping[str, Any], where: str) -> None:

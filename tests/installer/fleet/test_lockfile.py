@@ -15,7 +15,7 @@ from superfluid.installer.fleet import lockfile
 from superfluid.installer.fleet.lockfile import Engine, Lock, LockedFile, Target
 from superfluid.installer.sources import mirror
 from superfluid.installer.sources.mirror import Mirror
-from superfluid.runtime.errors import BadFile
+from superfluid.runtime.errors import BadFile, UsageError
 from superfluid.runtime.planning import Sha256
 from superfluid.runtime.schema import errors as schema_errors
 from tests.fleet.conftest import machine_at
@@ -171,7 +171,7 @@ def test_malformed_lock_through_the_cli_changes_nothing(tmp_path: Path, case: st
 def test_a_fifo_or_an_oversized_lock_is_refused_without_waiting(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo.lock"
     os.mkfifo(fifo)
-    with pytest.raises(BadFile, match="is not a regular file"):
+    with pytest.raises(UsageError, match="is a FIFO, not a regular file"):  # the path is wrong: exit 2 (issue 37)
         lockfile.read(fifo)  # no writer: a blocking open would hang here
     huge = tmp_path / "huge.lock"
     huge.write_bytes(b"#" * (lockfile.MAX_BYTES + 1))
@@ -188,3 +188,36 @@ def test_a_runtime_this_superfluid_does_not_ship_is_refused_at_install(tmp_path:
     run = m.superfluid("runtime", "install", "--locked")
     assert run.code == 1 and "names the runtime 'tpurt', which this superfluid does not ship" in run.stderr
     assert list(m.home.iterdir()) == []
+
+
+@pytest.mark.parametrize(("text", "depth"), [
+    ("", 0),
+    ("a = 1\n", 0),
+    ("a = [1, [2, [3]]]\n", 3),
+    ("[[engine]]\nx = 1\n", 2),
+    ('a = ["[[[[", \'{{{{\']\n', 1),
+    ('a = """\n[[[[\n"""\nb = \'\'\'{{{{\'\'\'\n', 0),
+    ("a = 1  # [[[[[[ a comment\n", 0),
+    ("a = {b = {c = [1]}}\n", 3),
+], ids=["empty", "flat", "arrays", "table-header", "in-strings", "in-multiline-strings", "in-a-comment", "inline"])
+def test_toml_depth_counts_nesting_outside_strings_and_comments(text: str, depth: int) -> None:
+    assert lockfile.toml_depth(text) == depth
+
+
+def test_a_lock_nested_deeper_than_the_cap_never_reaches_the_toml_reader() -> None:
+    with pytest.raises(BadFile, match="nests arrays or tables 100000 deep"):
+        lockfile.loads("x = " + "[" * 100_000 + "]" * 100_000, "deep.lock")
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "dev-zero"])
+def test_a_lock_path_that_is_not_a_regular_file_is_a_usage_error(tmp_path: Path, kind: str) -> None:
+    if kind == "directory":
+        path = str(tmp_path)
+    elif kind == "fifo":
+        path = str(tmp_path / "fifo")
+        os.mkfifo(path)
+    else:
+        path = "/dev/zero"
+    with pytest.raises(UsageError, match="not a regular file") as e:
+        lockfile.read(path)
+    assert path in str(e.value)

@@ -1,5 +1,5 @@
 """Files every layer of the installer handles one way: a lock file opened safely, a tree removed
-without following links."""
+without following links, the leftovers of a writer that died told from a live one's."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import stat
 import sys
 from collections.abc import Callable
 
-__all__ = ["NotALockFile", "open_lock_file", "remove_tree"]
+__all__ = ["NotALockFile", "open_lock_file", "remove_tree", "writer_alive"]
 
 #: never follow a link, never block on a FIFO, never leak into a worker
 _FLAGS = os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
@@ -74,3 +74,18 @@ def remove_tree(path: str | os.PathLike[str]) -> None:
             os.unlink(p)
         except FileNotFoundError:
             pass
+
+
+def writer_alive(pid: int) -> bool:
+    """Whether the process ``pid`` that named a temporary file after itself may still be writing it:
+    not this process (whoever asks is about to clean up, holding the lock it needs), and not a pid
+    that no longer exists; a pid of another user (``PermissionError``) is taken as alive."""
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -5,16 +5,19 @@ See docs/fleet.md, "The mirror".
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from superfluid.installer.cache.blobs import Cache, sha256_file
 from superfluid.installer.cache.download import Wanted, download_many
+from superfluid.installer.files import writer_alive
 from superfluid.installer.fleet.lockfile import Lock, LockedFile, LockFileError
 from superfluid.installer.sources.mirror import listing_path
 from superfluid.installer.sources.release_source import fetcher_for
@@ -28,6 +31,8 @@ from superfluid.runtime.ordering import version_key
 __all__ = ["Synced", "Problem", "files_of", "fetch_files", "sync", "verify", "listing"]
 
 _LISTING_MAX_BYTES = 64 << 20
+#: a temp file of a sync (``_temp_for``): the pid of its writer
+_LEFTOVER = re.compile(r"\..+\.sync-(?P<pid>\d+)-[0-9a-f]{12}\.tmp")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +90,7 @@ def _place(blob: Path, target: Path) -> None:
     """Copy a verified blob to ``target``, whole or not at all (``atomic_file``)."""
 
     target.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_file(target) as out, open(blob, "rb") as src:
+    with atomic_file(target, temp=_temp_for(target)) as out, open(blob, "rb") as src:
         shutil.copyfileobj(src, out, 1 << 20)
 
 
@@ -125,6 +130,8 @@ def sync(lock: Lock, root: str | os.PathLike[str], *, environ: Mapping[str, str]
     items = files_of(lock)
     repos = sorted({repo for repo, _, _ in items})
     listings = {repo: listing(lock, repo, _existing(base, repo)) for repo in repos}  # refused before any write
+    _clean_leftovers([_target(base, f.path).parent for _, _, f in items]  # what a killed sync left
+                     + [_listing_path(base, r).parent for r in repos])
     missing: list[LockedFile] = []
     present: list[str] = []
     replaced: list[str] = []
@@ -175,7 +182,31 @@ def _existing(base: Path, repo: str) -> list[Any]:
 def _write_text(path: Path, text: str) -> None:
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, text.encode("utf-8"))
+    write_atomic(path, text.encode("utf-8"), temp=_temp_for(path))
+
+
+def _temp_for(target: Path) -> str:
+    """The temp file a sync writes ``target`` through: named for this process, so that a sync killed
+    mid-write leaves a name the next one recognises as a dead writer's (``_clean_leftovers``)."""
+    return f".{target.name}.sync-{os.getpid()}-{os.urandom(6).hex()}.tmp"
+
+
+def _clean_leftovers(folders: Iterable[Path]) -> list[str]:
+    """The temp files a killed sync left in ``folders`` (its pid is gone) removed; answers their paths."""
+    removed: list[str] = []
+    for folder in sorted(set(folders)):
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for name in names:
+            m = _LEFTOVER.fullmatch(name)
+            if m is None or writer_alive(int(m.group("pid"))):
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(folder / name)
+                removed.append(str(folder / name))
+    return removed
 
 
 def _version_of(tag: str) -> str:

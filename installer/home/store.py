@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from superfluid.installer.errors import StoreError
-from superfluid.installer.files import remove_tree
+from superfluid.installer.files import remove_tree, writer_alive
 from superfluid.installer.mutex import MutexOwner, install_mutex
 from superfluid.runtime.atomic import write_atomic
 from superfluid.runtime.errors import SuperfluidError, UsageError
@@ -41,6 +41,8 @@ __all__ = [
     "runtime_root",
     "guard_root",
     "clean_stale",
+    "settle",
+    "tidy",
     "make_staging",
     "publish",
     "list_installs",
@@ -169,18 +171,6 @@ def _temp_name(kind: str, install: str | None = None) -> str:
     return f".{kind}-{mid}{os.getpid()}-{secrets.token_hex(8)}"
 
 
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return False  # we hold the lock, so nothing of ours is in progress here
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def clean_stale(root: str | os.PathLike[str]) -> list[str]:
     """Remove what dead writers left in ``root`` and put back an install set aside mid-replacement.
     Call it holding the lock. An entry whose pid is alive (another pid namespace, a reused pid) is
@@ -199,7 +189,7 @@ def clean_stale(root: str | os.PathLike[str]) -> list[str]:
         if m is None:
             continue
         pid = m.group("pid") or m.group("pid2")
-        if pid is not None and _alive(int(pid)):
+        if pid is not None and writer_alive(int(pid)):
             continue
         path = os.path.join(root, name)
         install = m.group("install")
@@ -209,6 +199,42 @@ def clean_stale(root: str | os.PathLike[str]) -> list[str]:
             remove_tree(path)
         done.append(name)
     return done
+
+
+def settle(root: str | os.PathLike[str]) -> list[str]:
+    """Finish or undo what a killed writer of ``root`` left half done, then clean up after it; call
+    it holding the lock (every command that takes it does, before it reads the installs).
+
+    ``clean_stale`` first (an install set aside mid-replacement is put back; the staging folders,
+    ``.current-new-*`` links and other names of dead writers go), then ``current`` is pointed again
+    at the default install (``refresh_current``): a publish killed after its install was renamed
+    into place, but before ``current`` was switched to it, ends as it would have. ``current`` is
+    always the default (the pinned install, else the best one), so this changes nothing else.
+    Answers the names acted on (``current`` among them when it moved).
+
+    Raises:
+        OSError: the directory cannot be changed.
+    """
+    done = clean_stale(root)
+    before = current_install(root)
+    if refresh_current(root) != before:
+        done.append(CURRENT)
+    return done
+
+
+def tidy(root: str | os.PathLike[str], *, timeout: float = 600.0,
+         on_wait: Callable[[MutexOwner], None] | None = None) -> list[str]:
+    """``settle`` the runtime at ``root`` under its lock, for a command that may end without
+    changing anything (``runtime repair`` of an install that verifies); nothing when the runtime
+    has no folder. Answers the names acted on.
+
+    Raises:
+        MutexBusy, StoreError: as ``install_mutex``; a filesystem fault.
+    """
+    if not os.path.isdir(root):
+        return []
+    with install_mutex(root, timeout=timeout, on_wait=on_wait):
+        return settle(root)
 
 
 def make_staging(root: str | os.PathLike[str], install: str) -> Path:

@@ -10,17 +10,20 @@ import fcntl
 import io
 import os
 import re
+import stat
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import IO, Any
 from urllib.parse import quote
 
-from tuf.api import exceptions as tuf_errors
-from tuf.api.metadata import Metadata, TargetFile
-from tuf.ngclient import Updater, UpdaterConfig
-from tuf.ngclient.fetcher import FetcherInterface
+# python-tuf at the top here: this module is the boundary, imported only where an answer is verified
+from tuf.api import exceptions as tuf_errors  # noqa: TID253
+from tuf.api.metadata import Metadata, TargetFile  # noqa: TID253
+from tuf.ngclient import Updater, UpdaterConfig  # noqa: TID253
+from tuf.ngclient.fetcher import FetcherInterface  # noqa: TID253
 
 from superfluid.installer.errors import DownloadError, SizeExceeded
+from superfluid.installer.files import NotALockFile, open_lock_file
 from superfluid.installer.transport.fetcher import Fetcher
 from superfluid.installer.trust.errors import (
     AnswerMismatch,
@@ -34,9 +37,9 @@ from superfluid.installer.trust.errors import (
     UntrustedSigner,
 )
 from superfluid.runtime.errors import BadFile, SuperfluidError
-from superfluid.runtime.jsonread import read_bytes
+from superfluid.runtime.jsonread import kind_of, read_bytes
 
-__all__ = ["fetch_target", "CONFIG"]
+__all__ = ["fetch_target", "check_folder", "CONFIG"]
 
 #: the Updater's limits (bytes): python-tuf's defaults, but at most 16 root rotations per run
 CONFIG = UpdaterConfig(max_root_rotations=16, prefix_targets_with_hash=False, app_user_agent="superfluid")
@@ -198,10 +201,72 @@ def _root_versions(directory: str) -> list[int]:
     return sorted(int(n.split(".", 1)[0]) for n in names if re.fullmatch(r"[1-9][0-9]{0,9}\.root\.json", n))
 
 
+#: a link ngclient itself makes: ``root.json`` naming the newest root of ``root_history/``
+_ROOT_LINK = re.compile(r"root_history/[1-9][0-9]{0,9}\.root\.json")
+
+
+def _refuse(path: str, what: str) -> BadFile:
+    return BadFile(path, f"{what}; nothing in a trust folder is read or written through such a thing",
+                   fix=f"remove {path} (the next `superfluid compat --service` fetches what it needs anew)")
+
+
+def _check_file(path: str, *, max_bytes: int) -> None:
+    """``path`` absent, or a regular file (no link) of at most ``max_bytes``.
+
+    Raises:
+        BadFile: anything else is there: a link, a FIFO, a device, a folder, or too many bytes.
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise _refuse(path, f"is {kind_of(st.st_mode)}, not a regular file")
+    if st.st_size > max_bytes:
+        raise _refuse(path, f"is larger than {max_bytes} bytes ({st.st_size})")
+
+
+def check_folder(directory: str, *, answer_bytes: int = _MAX_LOCAL) -> None:
+    """Every file of a trust folder through the gate of the rest of the home before ngclient (which
+    opens what it finds, following links and waiting on a FIFO) or we read one: regular files of at
+    most ``_MAX_LOCAL`` bytes (``answer_bytes`` in ``answers/``); ``root.json`` may be the link
+    ngclient makes to ``root_history/<N>.root.json``, nothing else may be a link.
+
+    Raises:
+        BadFile: names the first file that is not so.
+    """
+    for sub, cap in (("", _MAX_LOCAL), ("root_history", _MAX_LOCAL), ("answers", answer_bytes)):
+        folder = os.path.join(directory, sub) if sub else directory
+        try:
+            st = os.lstat(folder)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            raise _refuse(folder, f"is {kind_of(st.st_mode)}, not a folder")
+        for name in sorted(os.listdir(folder)):
+            path = os.path.join(folder, name)
+            if not sub and name in ("root_history", "answers", ".lock"):
+                continue  # the two folders are checked in turn, the lock file by open_lock_file
+            if not sub and name == "root.json" and os.path.islink(path):
+                if not _ROOT_LINK.fullmatch(os.readlink(path)):
+                    raise _refuse(path, f"is a symbolic link to {os.readlink(path)}")
+                _check_file(os.path.join(directory, os.readlink(path)), max_bytes=cap)
+                continue
+            _check_file(path, max_bytes=cap)
+
+
 @contextmanager
 def _locked(directory: str) -> Iterator[None]:
-    """One process at a time in a trust folder (ngclient's Updater is single-instance)."""
-    fd = os.open(os.path.join(directory, ".lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    """One process at a time in a trust folder (ngclient's Updater is single-instance).
+
+    Raises:
+        BadFile: its lock file is a link, a FIFO or anything but a regular file.
+    """
+    path = os.path.join(directory, ".lock")
+    try:
+        fd = open_lock_file(path)
+    except NotALockFile as e:
+        raise _refuse(path, str(e.strerror)) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -220,9 +285,23 @@ def _cached(path: str, info: TargetFile) -> bytes | None:
 
 
 def _download(updater: Updater, words: _Words, info: TargetFile, path: str) -> bytes:
-
+    """The answer downloaded by ngclient into a new file of its own, renamed over ``path`` once
+    verified: never written through what is at ``path`` (ngclient opens its path for writing)."""
+    fresh = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}-{os.urandom(6).hex()}.tmp")
     try:
-        where = updater.download_target(info, path)
+        where = _fetched(updater, words, info, fresh)
+        os.replace(where, path)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(fresh)
+        raise
+    return read_bytes(path, max_bytes=info.length)
+
+
+def _fetched(updater: Updater, words: _Words, info: TargetFile, path: str) -> str:
+    """``updater.download_target`` into ``path``, its refusals in our words."""
+    try:
+        return updater.download_target(info, path)
     except tuf_errors.DownloadLengthMismatchError:
         raise EndlessData(words.service, f"answer {info.path} longer than its metadata says ({info.length} bytes): "
                           "endless data, refused", limit=info.length) from None
@@ -233,7 +312,6 @@ def _download(updater: Updater, words: _Words, info: TargetFile, path: str) -> b
     except tuf_errors.DownloadHTTPError as e:
         raise FreshnessError(words.service, f"answer {info.path} is listed by the index, but {words.service} answers "
                              f"HTTP {e.status_code}") from None
-    return read_bytes(where, max_bytes=info.length)
 
 
 def _freshness(words: _Words) -> dict[str, Any]:
@@ -267,6 +345,7 @@ def fetch_target(service: str, path: str, *, anchor: bytes, anchor_where: str, d
     words = _Words(service, directory, seam)
     answers = os.path.join(directory, "answers")
     with _locked(directory):
+        check_folder(directory)
         try:
             updater = Updater(directory, service + "metadata/", answers, service, seam, CONFIG, bootstrap=anchor)
         except tuf_errors.RepositoryError as e:

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
+import time
 from pathlib import Path
 from unittest.mock import patch
+from urllib.parse import quote
 
 import pytest
 from securesystemslib.signer import CryptoSigner
@@ -27,6 +30,7 @@ from superfluid.installer.trust.errors import (
     UntrustedSigner,
 )
 from superfluid.installer.trust.manifest import Trust, fetch_answer, trust_dir
+from superfluid.runtime.errors import BadFile
 from tests.installer.conftest import ANSWER, FIRST
 from tests.tuf_simulator import TufSimulator
 
@@ -231,3 +235,60 @@ def test_an_answer_the_index_does_not_list(client: Client, sim: TufSimulator) ->
     with pytest.raises(NotListed, match=f"{sim.url} lists no signed answer at v1/releases/9.9.9.json"):
         client.ask("v1/releases/9.9.9.json")
     assert "/v1/releases/9.9.9.json" not in sim.fetched
+
+
+# --- the trust folder is part of the home: planted files (issue 36, item 3) -------------------------------
+
+
+def _plant(path: Path, kind: str, outside: Path) -> None:
+    path.unlink(missing_ok=True)
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        os.symlink("/dev/zero", path)
+    elif kind == "outside-link":
+        os.symlink(outside, path)
+    else:  # a regular file larger than any metadata or answer
+        with open(path, "wb") as f:
+            f.truncate(100 << 20)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "outside-link", "huge"])
+@pytest.mark.parametrize("name", ["timestamp.json", "snapshot.json", "targets.json", "answers/ANSWER", ".lock"])
+def test_a_planted_file_in_the_trust_folder_is_refused_naming_it(client: Client, tmp_path: Path, name: str,
+                                                                 kind: str) -> None:
+    outside = tmp_path / "outside.json"
+    outside.write_bytes(b'{"not": "ours"}')
+    path = client.folder / name.replace("ANSWER", quote(ANSWER, ""))
+    if kind == "huge" and name == ".lock":
+        pytest.skip("the lock file holds nothing: its size is never read")
+    _plant(path, kind, outside)
+    began = time.monotonic()
+    with pytest.raises(BadFile) as e:
+        client.ask(root=False)
+    assert time.monotonic() - began < 10
+    assert str(path) in str(e.value)
+    assert outside.read_bytes() == b'{"not": "ours"}'  # never opened for writing through the link
+
+
+def test_the_root_link_ngclient_makes_is_followed_and_no_other(client: Client, tmp_path: Path) -> None:
+    root = client.folder / "root.json"
+    assert os.readlink(root).startswith("root_history/")  # ngclient's own link: accepted
+    assert client.ask(root=False) == FIRST
+    outside = tmp_path / "evil.root.json"
+    outside.write_bytes(b"{}")
+    root.unlink()
+    os.symlink(outside, root)
+    with pytest.raises(BadFile, match="is a symbolic link to"):
+        client.ask(root=False)
+
+
+def test_an_answer_is_written_as_a_new_file_renamed_over_the_old(client: Client, sim: TufSimulator) -> None:
+    """A cached answer of other bytes is replaced by a new file, not written into: a hard link to it
+    elsewhere (the same inode) keeps its bytes."""
+    path = client.folder / "answers" / quote(ANSWER, "")
+    keep = client.home.parent / "hard-link"
+    path.write_bytes(b"stale")
+    os.link(path, keep)
+    assert client.ask(root=False) == FIRST
+    assert keep.read_bytes() == b"stale" and path.read_bytes() == FIRST

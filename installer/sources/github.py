@@ -20,6 +20,7 @@ from superfluid.runtime.errors import BadFile
 from superfluid.runtime.jsonread import UntrustedJson, loads
 
 __all__ = [
+    "MAX_RELEASES",
     "Asset",
     "Release",
     "GitHubClient",
@@ -228,21 +229,37 @@ def parse_releases(
     one, and the fault); without ``warn`` it is logged. The other releases are still listed.
 
     Raises:
-        BadFile: not an array.
+        BadFile: not an array, or more than ``MAX_RELEASES`` entries.
     """
     if not isinstance(data, list):
         raise _fault(where, "$", f"expected a JSON array of releases, got {type(data).__name__}")
+    if len(data) > MAX_RELEASES:
+        raise _fault(where, "$", f"lists {len(data)} releases, more than superfluid reads from one listing "
+                                 f"({MAX_RELEASES}): not a release listing")
     releases = []
+    skipped = 0
     for i, r in enumerate(data):
         path = f"$[{offset + i}]"
         try:
             releases.append(parse_release(r, where=where, path=path, url_for=url_for))
         except BadFile as e:
+            skipped += 1
+            if skipped > _MAX_SKIPS_TOLD:
+                continue
             tag = r.get("tag_name") if isinstance(r, dict) else None
             named = f"release {tag!r} ({path})" if isinstance(tag, str) and tag else f"release {path}"
             message = f"{where}: {named} skipped: {e.json_path or path}: {e.fault}"
             (warn or log.warning)(message)
+    if skipped > _MAX_SKIPS_TOLD:
+        (warn or log.warning)(f"{where}: {skipped - _MAX_SKIPS_TOLD} more malformed releases skipped")
     return [r for r in releases if not r.draft]
+
+
+#: the most entries one listing (a page, or a mirror's whole releases.json) may hold: llama.cpp, the
+#: engine with the most releases, has some thousands; a million entries is an attack, refused at once
+MAX_RELEASES = 20_000
+#: malformed releases named one by one; the rest are counted in one line
+_MAX_SKIPS_TOLD = 20
 
 
 _LINK = re.compile(r'<([^>]*)>\s*((?:;\s*[^;,]+)*)')
@@ -369,6 +386,9 @@ def list_pages(
             cache.drop_http(url)  # never revalidate a broken page into a 304 that keeps it
             raise
         seen += len(data) if isinstance(data, list) else 0
+        if seen > MAX_RELEASES:
+            raise BadFile(first_url, f"lists more than {MAX_RELEASES} releases over {page + 1} pages, more than "
+                          "superfluid reads from one listing: not a release listing")
         url = got.link_next
         if url is None:
             return releases

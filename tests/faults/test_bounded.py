@@ -15,7 +15,7 @@ from superfluid.installer.cache.blobs import Cache
 from superfluid.installer.cache.download import download
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import DownloadError
-from superfluid.installer.transport.fetcher import RequestsFetcher
+from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 from tests.conftest import isolated_env
 from tests.end_to_end import releases
 from tests.faults.conftest import Home
@@ -89,3 +89,19 @@ def test_a_malformed_release_entry_is_skipped_with_a_warning_naming_it(tmp_path:
     assert run.code == 0, run.stderr
     assert "superfluid: warning: " in run.stderr and "release 'v0.6.0' ($[0]) skipped" in run.stderr
     assert (home.path / "runtimes" / "basert" / "0.4.0-cpu").is_dir()
+
+
+def test_a_listing_of_a_million_releases_is_refused_within_seconds(tmp_path: Path) -> None:
+    """Issue 36, item 5: a mirror whose releases.json lists 1,000,000 empty releases (3 MB) is refused
+    at once, naming the file; it used to be read entry by entry, a warning each, for minutes."""
+    mirror = tmp_path / "mirror"
+    listing = mirror / releases.REPO / "releases.json"
+    listing.parent.mkdir(parents=True)
+    listing.write_text("[" + ",".join(["{}"] * 1_000_000) + "]")
+    home = Home(tmp_path / "home", isolated_env(tmp_path / "home"), mirror)
+    began = time.monotonic()
+    run = home.sf("runtime", "install", "basert", "--mirror", str(mirror), timeout=30)
+    assert time.monotonic() - began < 10
+    assert run.code == 1, run.stderr
+    assert "releases.json" in run.stderr and "1000000 releases" in run.stderr
+    assert len(run.stderr.splitlines()) < 10  # no warning per entry

@@ -18,6 +18,7 @@ from superfluid.installer.cache.blobs import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import OfflineMissing, RateLimited, ReleaseNotFound, SizeExceeded
 from superfluid.installer.sources.github import (
+    MAX_RELEASES,
     Asset,
     GitHubClient,
     check_repo,
@@ -27,7 +28,8 @@ from superfluid.installer.sources.github import (
     token_from,
     web_base_for,
 )
-from superfluid.installer.transport.fetcher import NoNetworkFetcher, RequestsFetcher
+from superfluid.installer.transport.files import NoNetworkFetcher
+from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 from superfluid.runtime.errors import BadFile
 from tests.installer.conftest import REPO
 from tests.release_server import ReleaseServer
@@ -126,6 +128,18 @@ class TestParse:
             rels = parse_releases([_release("v1", assets=None), _release("v0")], where="https://api/x")
         assert [r.tag for r in rels] == ["v0"]
         assert "release 'v1' ($[0]) skipped: $[0].assets: expected list, got NoneType" in caplog.text
+
+    def test_a_listing_of_more_releases_than_any_engine_has_is_refused_at_once(self) -> None:
+        """Issue 36, item 5: a million entries is not a listing: refused before one is parsed."""
+        with pytest.raises(BadFile, match=f"lists 1000000 releases, more than .* \\({MAX_RELEASES}\\)"):
+            parse_releases([{}] * 1_000_000, where="https://api/x")
+        assert len(parse_releases([_release(f"v{i}") for i in range(MAX_RELEASES)], where="x")) == MAX_RELEASES
+
+    def test_many_malformed_entries_are_named_twenty_then_counted(self) -> None:
+        warnings: list[str] = []
+        rels = parse_releases([{}] * 500 + [_release("v1")], where="https://api/x", warn=warnings.append)
+        assert [r.tag for r in rels] == ["v1"]
+        assert len(warnings) == 21 and warnings[-1] == "https://api/x: 480 more malformed releases skipped"
 
     def test_one_release_alone_is_still_refused(self) -> None:
         with pytest.raises(BadFile, match="expected list") as e:
@@ -274,17 +288,17 @@ class TestClientLoopback:
         client = self._client(release_server, home)
         client.releases(REPO)
         sizes: list[int] = []
-        orig = client.fetcher._fetch
+        orig = client.fetcher._send
 
-        def spy(url: str, headers: Any) -> Any:
-            r = orig(url, headers)
+        def spy(request: Any) -> Any:
+            r = orig(request)
             body = list(r)
             sizes.append(sum(len(b) for b in body))
             from superfluid.installer.transport.fetcher import FetchResponse
 
             return FetchResponse(r.url, r.status, r.headers, iter(body))
 
-        client.fetcher._fetch = spy  # type: ignore[method-assign]
+        client.fetcher._send = spy  # type: ignore[method-assign]
         client.releases(REPO)
         assert sizes == [0]
 

@@ -93,6 +93,25 @@ def _wait_for_record(fd: int, patience: float, poll: float) -> MutexOwner:
         time.sleep(poll)
 
 
+def _take_or_name(fd: int, patience: float, poll: float) -> MutexOwner | None:
+    """While the lock is busy, the holder's record once it is written (up to ``patience`` seconds; a
+    waiter may arrive between the holder's ``flock`` and its record), or None when the lock came
+    free meanwhile and is now ours: then there is nobody to name (a holder that let go before its
+    record was read used to be named "another process")."""
+    deadline = time.monotonic() + patience
+    while True:
+        holder = _read_holder(fd)
+        if holder.pid is not None:
+            return holder
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return None
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return holder
+        time.sleep(poll)
+
+
 def _open_lock(path: str) -> int:
     """The lock file, opened for writing its record by ``files.open_lock_file``'s rule.
 
@@ -158,11 +177,12 @@ def install_mutex(root: str | os.PathLike[str], *, timeout: float = 600.0,
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             deadline = time.monotonic() + timeout
-            if on_wait is not None:
-                # the holder writes its record right after its flock: give it a moment, so the
-                # message names it (and go on waiting when the lock comes free meanwhile)
-                on_wait(_wait_for_record(fd, min(2.0, timeout), min(poll, 0.05)))
-            while True:
+            # the holder writes its record right after its flock: give it a moment, so the message
+            # names it; a lock that comes free meanwhile is taken, and nobody is waited for
+            holder = _take_or_name(fd, min(2.0, timeout), min(poll, 0.05))
+            if holder is not None and on_wait is not None:
+                on_wait(holder)
+            while holder is not None:
                 time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

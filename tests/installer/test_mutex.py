@@ -167,3 +167,36 @@ def test_nobody_holds_a_lock_that_no_process_holds(tmp_path: Path, plant: object
     plant(tmp_path / LOCK)  # type: ignore[operator]
     assert mutex_owner(tmp_path) is None
 
+
+
+BRIEF = textwrap.dedent("""
+    import fcntl, os, sys, time
+    fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # held, and no record written yet (as between a holder's flock and its record)
+    print("held", flush=True)
+    time.sleep(float(sys.argv[2]))
+    os.close(fd)
+""")
+
+
+@pytest.mark.parametrize("hold", [0.3, 3.0], ids=["lets-go-before-its-record", "never-writes-one"])
+def test_a_waiter_names_nobody_it_did_not_wait_for(tmp_path: Path, hold: float) -> None:
+    """Issue 36, item 6: a holder that lets go before its record is read is not named "another
+    process": the lock is taken and nobody is reported; one that holds on with no record past the
+    waiter's patience (2 s) is reported as unknown, once."""
+    root = tmp_path / "runtimes" / RID
+    root.mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", BRIEF, str(root / LOCK), str(hold)], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        seen: list[MutexOwner] = []
+        with install_mutex(root, timeout=10, on_wait=seen.append) as me:
+            assert me.pid == os.getpid()
+        if hold < 2.0:
+            assert seen == []
+        else:
+            assert len(seen) == 1 and seen[0].pid is None
+    finally:
+        holder.kill()
+        holder.wait()

@@ -172,11 +172,21 @@ class Adapter(ABC):
         return [dict(f) for f in _declared(self.formats_from, "FORMATS")]
 
     def check(self, argv: list[str], environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
-        """A linked adapter's in-process ``check``: the worker's report and exit code.
+        """A linked adapter's in-process ``check``: the report and exit code its worker's ``check``
+        prints, by ``check_argv`` of the package's ``check`` module — an adapter's standard module,
+        found by name as the worker finds it (``runtime.worker.engine_handlers``), so that naming an
+        adapter for its declarations loads no bindings.
 
         Only linked adapters check in process; the others are asked through their worker.
+
+        Raises:
+            NotImplementedError: the adapter is not linked.
+            UsageError: as its ``check_argv`` (an unknown flag or a bad option value).
         """
-        raise NotImplementedError(f"the {self.id} adapter is not linked; ask its worker")
+        if not self.linked:
+            raise NotImplementedError(f"the {self.id} adapter is not linked; ask its worker")
+        answer: tuple[dict[str, Any], int] = import_module(f"{self.package}.check").check_argv(argv, environ)
+        return answer
 
     def nothing_to_load(self, environ: Mapping[str, str], worker: str) -> str | None:
         """Why a plain ``check`` by ``worker`` would find nothing here to load (no library, no

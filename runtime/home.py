@@ -32,6 +32,7 @@ __all__ = [
     "keys_dir",
     "is_install_entry",
     "installs_in",
+    "installed_installs",
     "current_target",
     "HomeUnusable",
     "home_fault",
@@ -152,6 +153,17 @@ def installs_in(runtime_dir: _PathLike) -> list[str]:
     except (FileNotFoundError, NotADirectoryError):
         return []
     return sorted(n for n in names if is_install_entry(n) and _real_dir(os.path.join(runtime_dir, n)))
+
+
+def installed_installs(runtime_id: str, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Names of the installs under ``$SUPERFLUID_HOME/runtimes/<id>/`` that hold a receipt file
+    (read or not: a broken install is still installed)."""
+    root = runtime_dir(home(environ), runtime_id)
+    try:
+        names = installs_in(root)
+    except OSError:
+        return []
+    return [n for n in names if os.path.isfile(install_receipt(os.path.join(root, n)))]
 
 
 def _real_dir(path: str) -> bool:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from superfluid.runtime import install_step
 from superfluid.runtime.errors import ModelLoadFailed, UsageError, guarded
-from superfluid.runtime.home import home, install_receipt, installs_in, runtime_dir
+from superfluid.runtime.home import installed_installs
 from superfluid.runtime.host import detect
 from superfluid.runtime.options import options_json
 from superfluid.runtime.process import PRIMED_VARIABLE
@@ -23,20 +23,9 @@ from superfluid.runtime.registry import worker_command
 if TYPE_CHECKING:
     from superfluid.runtime.adapter import Adapter
 
-__all__ = ["run", "installed_installs", "Handler", "engine_handlers"]
+__all__ = ["run", "Handler", "engine_handlers"]
 
 Handler = Callable[[list[str]], int]
-
-
-def installed_installs(runtime_id: str, environ: dict[str, str] | None = None) -> list[str]:
-    """Names of the installs under ``$SUPERFLUID_HOME/runtimes/<id>/`` that hold a receipt file
-    (read or not: a broken install is still installed)."""
-    root = runtime_dir(home(environ), runtime_id)
-    try:
-        names = installs_in(root)
-    except OSError:
-        return []
-    return [n for n in names if os.path.isfile(install_receipt(os.path.join(root, n)))]
 
 
 def _line(doc: object) -> None:

@@ -248,7 +248,7 @@ def ask(ref: WorkerRef, argv: Sequence[str], runtime_id: str, environ: Mapping[s
 def _in_process(runtime_id: str, argv: Sequence[str], environ: Mapping[str, str]) -> tuple[Any, int]:
     from superfluid.runtime.host import detect
     from superfluid.runtime.options import options_json
-    from superfluid.runtime.worker import installed_installs
+    from superfluid.runtime.home import installed_installs
 
     adapter = registry.get(runtime_id)
     command = argv[0]

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 from superfluid.runtime.adapter import Adapter, Question, ServeFlag, Shown
 from superfluid.runtime.basert import header
 from superfluid.runtime.basert.abi import abi_verdict, drives_of
-from superfluid.runtime.basert.check import check_argv
 from superfluid.runtime.basert.planner import plan
 from superfluid.runtime.options import options_json
 from superfluid.runtime.ordering import version_key
@@ -120,18 +119,6 @@ class BasertAdapter(Adapter):
         (``planner.plan``)."""
         drives, line = drives_of(compat_part)
         return plan(request, self.recipe, host, listing, drives=drives, line=line)
-
-    def check(self, argv: list[str], environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
-        """The worker's ``check`` in process: the report and its exit code.
-
-        ``check.check_argv``, what the worker's ``check`` prints (the library is opened only when
-        asked: importing the bindings loads nothing native).
-
-        Raises:
-            UsageError: an unknown flag or a bad option value.
-        """
-        return check_argv(argv, environ)
-
 
     def judge(self, part: Mapping[str, Any], kind: str, value: str, platform: str | None,
               release: str) -> dict[str, Any]:

@@ -11,16 +11,46 @@ from superfluid.runtime.errors import ModelLoadFailed, SuperfluidError
 from superfluid.runtime.llamacpp.bindings import ChatMessage
 from superfluid.runtime.llamacpp.layout import fill
 from superfluid.runtime.llamacpp.loader import Library
-from superfluid.runtime.llamacpp.options import apply
+from superfluid.runtime.llamacpp.options import FIELDS
 
 __all__ = ["Device", "devices", "Model", "load_model", "Context", "DecodeFailed", "meta", "Sampler",
-           "apply_chat_template", "ChatTemplateRefused"]
+           "apply_chat_template", "ChatTemplateRefused", "apply", "tensor_split_array"]
 
 _DEV_TYPES = {0: "cpu", 1: "gpu", 2: "igpu", 3: "accel"}
 #: llama_decode: 2 = aborted by the abort callback (llama.h)
 DECODE_ABORTED = 2
 #: LLAMA_DEFAULT_SEED: llama_sampler_init_dist draws a random seed for it (llama.h)
 _RANDOM_SEED = 0xFFFFFFFF
+
+
+def tensor_split_array(values: list[float]) -> Any:
+    """A C ``float[]`` for ``tensor_split``; the caller keeps it alive while the model loads."""
+    # llama.cpp reads llama_max_devices() entries (16 at most on the tested builds); pad with zeros
+    padded = list(values) + [0.0] * max(0, 16 - len(values))
+    return (C.c_float * len(padded))(*padded)
+
+
+def apply(values: Mapping[str, Any], model: Any, context: Any) -> list[Any]:
+    """Set the checked option ``values`` on the two structs (either layout); returns objects to keep alive.
+
+    ``lib`` is not a struct field (the locator reads it); ``tensor-split`` becomes a C array.
+    """
+    keep: list[Any] = []
+    model_values: dict[str, Any] = {}
+    context_values: dict[str, Any] = {}
+    for name, value in values.items():
+        if name == "tensor-split":
+            array = tensor_split_array(value)
+            keep.append(array)
+            model.tensor_split = array
+            continue
+        if name not in FIELDS:
+            continue
+        target, member, convert = FIELDS[name]
+        (model_values if target == "model" else context_values)[member] = convert(value)
+    fill(model, model_values)
+    fill(context, context_values)
+    return keep
 
 
 class DecodeFailed(SuperfluidError):

@@ -5,14 +5,12 @@ See docs/runtimes.md, "Options (`--llamacpp-<name>` on serve, `--<name>` to the 
 
 from __future__ import annotations
 
-import ctypes as C
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from superfluid.runtime.llamacpp.layout import fill
 from superfluid.runtime.options import Option
 
-__all__ = ["OPTIONS", "FIELDS", "CACHE_TYPES", "STATE_OPTIONS", "apply", "tensor_split_array"]
+__all__ = ["OPTIONS", "FIELDS", "CACHE_TYPES", "STATE_OPTIONS"]
 
 # ggml_type ids of the KV cache types llama.cpp accepts (ggml.h `enum ggml_type`); the loader checks
 # each against the library's own ggml_type_name before using it.
@@ -98,33 +96,3 @@ STATE_OPTIONS = (
     "rope-scaling", "rope-freq-base", "rope-freq-scale", "yarn-ext-factor", "yarn-attn-factor",
     "yarn-beta-fast", "yarn-beta-slow", "yarn-orig-ctx", "cache-type-k", "cache-type-v",
 )
-
-
-def tensor_split_array(values: list[float]) -> Any:
-    """A C ``float[]`` for ``tensor_split``; the caller keeps it alive while the model loads."""
-    # llama.cpp reads llama_max_devices() entries (16 at most on the tested builds); pad with zeros
-    padded = list(values) + [0.0] * max(0, 16 - len(values))
-    return (C.c_float * len(padded))(*padded)
-
-
-def apply(values: Mapping[str, Any], model: Any, context: Any) -> list[Any]:
-    """Set the checked option ``values`` on the two structs (either layout); returns objects to keep alive.
-
-    ``lib`` is not a struct field (the locator reads it); ``tensor-split`` becomes a C array.
-    """
-    keep: list[Any] = []
-    model_values: dict[str, Any] = {}
-    context_values: dict[str, Any] = {}
-    for name, value in values.items():
-        if name == "tensor-split":
-            array = tensor_split_array(value)
-            keep.append(array)
-            model.tensor_split = array
-            continue
-        if name not in FIELDS:
-            continue
-        target, field, convert = FIELDS[name]
-        (model_values if target == "model" else context_values)[field] = convert(value)
-    fill(model, model_values)
-    fill(context, context_values)
-    return keep

@@ -196,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
     if for_release is not None:  # --for: the adapter's verdicts for that release's compat document
         from superfluid.runtime.host import detect
         from superfluid.runtime.planning import Request
-        from superfluid.runtime.worker import installed_installs
+        from superfluid.runtime.home import installed_installs
 
         adapter = registry.get(args.id)
         part = adapter.compat_part(Request(args.id, for_=for_release))
@@ -205,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
         answer, _ = ask(args.id, args.sub, environ)
     listing = _listing_choice(args, environ) if args.sub == "versions" and for_release is None else None
     if listing is not None and not isinstance(listing[0], str):
-        from superfluid.runtime.worker import installed_installs
+        from superfluid.runtime.home import installed_installs
 
         answer = with_listing(answer, listing[0], installed_installs(args.id, environ))
     if args.json:

@@ -1,4 +1,5 @@
-"""``runtime/llamacpp/drive``: what a decode status and a device say, as tables; then a real libllama
+"""``runtime/llamacpp/drive``: what a decode status and a device say, as tables; checked option values
+landing in the named fields of either layout's structs (``apply``); then a real libllama
 (each layout, in a fresh process: two builds never share one) driving a real tiny model: tokens round
 trip, metadata found or None, llama.cpp's own chat formatter and its refusal, a decode of nothing."""
 
@@ -13,7 +14,10 @@ from typing import Any
 
 import pytest
 
-from superfluid.runtime.llamacpp.drive import DECODE_ABORTED, DecodeFailed, Device
+from superfluid.runtime.llamacpp import layout as L
+from superfluid.runtime.llamacpp.drive import DECODE_ABORTED, DecodeFailed, Device, apply
+from superfluid.runtime.llamacpp.options import OPTIONS
+from superfluid.runtime.options import check_options
 from tests.conftest import ROOT
 
 
@@ -32,6 +36,20 @@ def test_a_device_as_json_names_its_total_memory() -> None:
     d = Device(0, "CPU", "the host", "CPU", "cpu", 1, 2)
     assert d.to_json() == {"index": 0, "name": "CPU", "description": "the host", "backend": "CPU", "kind": "cpu",
                            "memory_free": 1, "memory_total": 2, "memory": 2}
+
+
+@pytest.mark.parametrize("layout", L.LAYOUTS, ids=lambda x: x.name)
+def test_checked_values_land_in_the_named_fields_of_either_layout(layout: L.Layout) -> None:
+    values = check_options(OPTIONS, [("n-gpu-layers", "0"), ("split-mode", "none"), ("repack", "false"),
+                                     ("threads", "3"), ("cache-type-k", "q8_0"), ("flash-attn", "on"),
+                                     ("kv-offload", "no"), ("rope-freq-base", "20000"),
+                                     ("tensor-split", "3,1")])
+    model, context = layout.model(), layout.context()
+    keep = apply(values, model, context)
+    assert (model.n_gpu_layers, model.split_mode, model.use_extra_bufts) == (0, 0, False)
+    assert list(model.tensor_split[:3]) == [3.0, 1.0, 0.0] and keep
+    assert (context.n_threads, context.type_k, context.flash_attn_type) == (3, 8, 1)
+    assert (context.offload_kqv, context.rope_freq_base) == (False, 20000.0)
 
 
 _CHILD = textwrap.dedent("""

@@ -1,4 +1,4 @@
-"""The installer's network limits: one frozen record with units, built once by the face."""
+"""The installer's network limits and settings: one frozen record with units, built once by the face."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ DEFAULT_GITHUB_API = "https://api.github.com"
 
 @dataclass(frozen=True, slots=True)
 class FetchConfig:
-    """Named limits for listing and downloading. Checked on construction.
+    """Named limits for listing and downloading, and the network settings a command line chose
+    (``--plain-http``). Checked on construction.
 
     Raises:
         ValueError: a limit out of range (negative, zero where a positive number is needed).
@@ -41,6 +42,8 @@ class FetchConfig:
     # streamed install of 210 MB ~0.15 s whenever the disk was busy with other writes
     fsync: bool = False
     user_agent: str = "superfluid-toolchain"
+    # speak plain http:// to every oci:// registry (--plain-http), not only to one on loopback
+    oci_plain_http: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from superfluid.installer.config import FetchConfig
 from superfluid.installer.home.fill import fill_for
 from superfluid.installer.home.publish import install_staged
 from superfluid.installer.home.steps import PlanSteps
@@ -90,9 +91,11 @@ class Outcome:
 
 
 def plan(request: Request, *, environ: Mapping[str, str], mirror: str | None = None, offline: bool = False,
-         host: Host | None = None, source: ReleaseSource | None = None) -> tuple[list[Plan], str, ReleaseSource | None]:
+         host: Host | None = None, source: ReleaseSource | None = None,
+         config: FetchConfig | None = None) -> tuple[list[Plan], str, ReleaseSource | None]:
     """Listing → choose: the ordered plans with every digest settled, a description of where they
-    come from, and the source (None for ``--from``, which reads no listing).
+    come from, and the source (None for ``--from``, which reads no listing). ``config``: the
+    network's limits and settings (``--plain-http``) for the source ``source_for`` chooses.
 
     Raises:
         UsageError: an unknown runtime, a bad ``--mirror``.
@@ -107,7 +110,7 @@ def plan(request: Request, *, environ: Mapping[str, str], mirror: str | None = N
         return adapter.plan(request, host), redact_url(request.from_), None
 
     if source is None:
-        source = source_for(mirror=mirror, offline=offline, environ=environ,
+        source = source_for(mirror=mirror, offline=offline, environ=environ, config=config,
                             fix=f"run `superfluid runtime install {request.id}` once without --offline")
     try:
         listing = SourceListing(source, adapter.repo)
@@ -121,9 +124,11 @@ def plan(request: Request, *, environ: Mapping[str, str], mirror: str | None = N
 def install(request: Request, *, environ: Mapping[str, str], mirror: str | None = None, offline: bool = False,
             dry_run: bool = False, tell: Tell | None = None, progress: Progress | None = None,
             host: Host | None = None, source: ReleaseSource | None = None, phases: Phases | None = None,
-            kept: Callable[[Sequence[Plan]], Outcome | None] | None = None) -> Outcome:
+            kept: Callable[[Sequence[Plan]], Outcome | None] | None = None,
+            config: FetchConfig | None = None) -> Outcome:
     """``superfluid runtime install``: plan, and unless ``dry_run``, fetch, verify, stage, probe and
     publish the first plan that runs here (``install_plans``); the phases' spans go on ``phases``.
+    ``config`` as ``plan``'s.
     ``kept`` is asked first with the plans: an outcome it answers (the install is already there) is
     returned as ``kept``, and nothing is fetched.
 
@@ -139,7 +144,8 @@ def install(request: Request, *, environ: Mapping[str, str], mirror: str | None 
     tell = tell or (lambda _event: None)
     host = host or detect(environ)
     with phase(phases, "listing"):
-        plans, where, src = plan(request, environ=environ, mirror=mirror, offline=offline, host=host, source=source)
+        plans, where, src = plan(request, environ=environ, mirror=mirror, offline=offline, host=host, source=source,
+                                 config=config)
     try:
         listed = tuple(src.warnings) if src is not None else ()
         for warning in listed:  # a malformed release entry was skipped: said, never silent

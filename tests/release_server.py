@@ -51,7 +51,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import DownloadError, DownloadStalled
 from superfluid.installer.sources.mirror import asset_path, listing_path
-from superfluid.installer.transport.fetcher import Fetcher, FetchResponse, Headers
+from superfluid.installer.transport.fetcher import Fetcher, FetchResponse, Headers, Request
 
 __all__ = ["ReleaseServer", "Fault", "Logged", "sha256_line"]
 
@@ -657,14 +657,15 @@ class _MemoryFetcher(Fetcher):
         super().__init__(config)
         self.fake = fake
 
-    def _fetch(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
+    def _send(self, request: Request) -> FetchResponse:
+        url, headers = request.url, request.headers
         parts = urlsplit(url)
         origin = f"{parts.scheme}://{parts.netloc}"
         server = "objects" if self.fake.objects_url and origin == self.fake.objects_url else "api"
         if origin not in (self.fake.url, self.fake.objects_url):
             raise DownloadError(url, "could not connect: no such host in memory", retryable=True)
         target = parts.path + (f"?{parts.query}" if parts.query else "")
-        reply = self.fake.respond(server, "GET", target, headers)
+        reply = self.fake.respond(server, request.method, target, headers)
         if reply.status == 0:
             raise DownloadError(url, "connection closed without an answer", retryable=True)
         body = reply.body

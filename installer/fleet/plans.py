@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from superfluid.installer.config import FetchConfig
 from superfluid.installer.fleet.lockfile import Engine, Lock, LockFileError, Target
 from superfluid.installer.install import plan
 from superfluid.installer.sources.choose import source_for
@@ -150,11 +151,11 @@ class _Recording(ReleaseSource):
 
 
 def plan_engine(request: Request, target: Target, *, environ: Mapping[str, str], mirror: str | None = None,
-                offline: bool = False) -> Engine:
+                offline: bool = False, config: FetchConfig | None = None) -> Engine:
     """The engine of ``target``: the first plan ``install.plan`` answers for ``request`` on a machine
     of the target's kind (``host_for``), its digests settled, with the evidence it was chosen on.
     Every lock's engine comes from here. A plan whose files the release does not publish (``absent``)
-    is skipped, as an install skips it.
+    is skipped, as an install skips it. ``config`` as ``install.plan``'s.
 
     Raises:
         NotInstallable: nothing of the runtime installs on such a machine.
@@ -164,7 +165,7 @@ def plan_engine(request: Request, target: Target, *, environ: Mapping[str, str],
     """
 
     repo = registry.get(request.id).repo
-    source = _Recording(source_for(mirror=mirror, offline=offline, environ=environ,
+    source = _Recording(source_for(mirror=mirror, offline=offline, environ=environ, config=config,
                                    fix="run `superfluid lock` once without --offline"))
     plans, _, _ = plan(request, environ=environ, host=host_for(target.platform, target.host), source=source)
     source.close()

@@ -12,8 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from superfluid.installer.cache.blobs import Cache
+from superfluid.installer.cache.download import download
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.fleet.lockfile import Engine, Lock, LockedFile, LockFileError
+from superfluid.installer.fleet.sync import fetch_files, files_of, listing
+from superfluid.installer.sources.mirror import listing_path
 from superfluid.installer.sources.oci.client import OciFetcher, fetcher_for_ref
 from superfluid.installer.sources.oci.ref import (
     ARTIFACT_TYPE,
@@ -27,7 +31,10 @@ from superfluid.installer.sources.oci.ref import (
     manifest,
     ref_of_url,
 )
+from superfluid.installer.transport.progress import Progress
 from superfluid.runtime.errors import BadFile
+from superfluid.runtime.home import home
+from superfluid.runtime.jsonread import UntrustedJson, loads
 
 __all__ = ["Pushed", "push", "engine_manifests"]
 
@@ -48,23 +55,15 @@ class Pushed:
     manifests_present: int
 
 
-def _listing_path(repo: str) -> str:
-    from superfluid.installer.sources.mirror import listing_path
-
-    return listing_path(repo)
-
-
 def _listing(net: OciFetcher, lock: Lock, repo: str) -> bytes:
     """``releases.json`` of ``repo`` as this push leaves it: the registry's, with the lock's releases
     and files merged in (rendered as ``mirror sync`` writes it).
 
     Raises:
         BadFile: the registry's listing is not a JSON array of releases.
+        VerificationError: the registry's listing is not the bytes its index names.
     """
-    from superfluid.installer.fleet.sync import listing
-    from superfluid.runtime.jsonread import UntrustedJson, loads
-
-    where = _listing_path(repo)
+    where = listing_path(repo)
     old = net.index(repo).get(where)
     existing: Any = []
     if old is not None:
@@ -90,7 +89,7 @@ def engine_manifests(lock: Lock, listings: Mapping[str, bytes]) -> dict[str, byt
     out: dict[str, bytes] = {}
     for tag, (e, layers) in sorted(by_tag.items()):
         body = listings[e.repo]
-        listed = Layer(_listing_path(e.repo), hashlib.sha256(body).hexdigest(), len(body))
+        listed = Layer(listing_path(e.repo), hashlib.sha256(body).hexdigest(), len(body))
         notes = {"superfluid.runtime": e.target.runtime, "superfluid.version": e.version,
                  "superfluid.platform": e.target.platform, "superfluid.backend": e.backend,
                  "superfluid.repo": e.repo}
@@ -105,35 +104,31 @@ def _index(net: OciFetcher, lock: Lock, repo: str, body: bytes) -> bytes:
     for e in lock.engines:
         if e.repo == repo:
             layers.update((f.path, Layer(f.path, f.sha256, f.size)) for f in e.files())
-    where = _listing_path(repo)
+    where = listing_path(repo)
     layers[where] = Layer(where, hashlib.sha256(body).hexdigest(), len(body))
     return manifest([layers[t] for t in sorted(layers)], artifact_type=INDEX_TYPE,
                     annotations={"superfluid.repo": repo})
 
 
-def _local_copies(files: Sequence[LockedFile], *, environ: Mapping[str, str], progress: Any) -> list[Path]:
+def _local_copies(files: Sequence[LockedFile], *, environ: Mapping[str, str], progress: Progress | None,
+                  config: FetchConfig) -> list[Path]:
     """Each file's verified bytes in the home's cache, fetched from the lock's URL (a registry's
     too, by digest), in order."""
-    from superfluid.installer.fleet.sync import fetch_files
-
     plain = [f for f in files if not is_oci(f.url)]
     got: dict[str, Path] = dict(zip((str(f.sha256) for f in plain), fetch_files(plain, environ=environ,
                                                                                  progress=progress), strict=True))
     for f in files:
         if is_oci(f.url):
-            got[f.sha256] = _from_registry(f, environ=environ, progress=progress)
+            got[f.sha256] = _from_registry(f, environ=environ, progress=progress, config=config)
     return [got[f.sha256] for f in files]
 
 
-def _from_registry(f: LockedFile, *, environ: Mapping[str, str], progress: Any) -> Path:
-    from superfluid.installer.cache.blobs import Cache
-    from superfluid.installer.cache.download import download
-    from superfluid.runtime.home import home
-
-    ref = ref_of_url(f.url, environ=environ)
+def _from_registry(f: LockedFile, *, environ: Mapping[str, str], progress: Progress | None,
+                   config: FetchConfig) -> Path:
+    ref = ref_of_url(f.url, plain_http=config.oci_plain_http)
     if ref is None:
         raise LockFileError(f"{f.name}: {f.url} names no registry repository", fix="lock it again")
-    net = fetcher_for_ref(ref, environ)
+    net = fetcher_for_ref(ref, environ, config)
     try:
         net.learn(f.url, f.sha256)
         return download(f.url, f.sha256, f.size, cache=Cache.for_home(home(environ)), fetcher=net,
@@ -142,10 +137,11 @@ def _from_registry(f: LockedFile, *, environ: Mapping[str, str], progress: Any) 
         net.close()
 
 
-def push(lock: Lock, ref: OciRef, *, environ: Mapping[str, str], progress: Any = None,
+def push(lock: Lock, ref: OciRef, *, environ: Mapping[str, str], progress: Progress | None = None,
          tell: Callable[[str], None] | None = None, config: FetchConfig | None = None,
          fetcher: OciFetcher | None = None) -> Pushed:
-    """Push every file ``lock`` names to ``ref`` (see the module doc).
+    """Push every file ``lock`` names to ``ref`` (see the module doc), through ``fetcher`` (default
+    ``fetcher_for_ref``'s; a lock's ``oci://`` files are read with ``config.oci_plain_http``).
 
     Raises:
         BadFile: the auth file, or a listing or index the registry holds, is broken (nothing sent).
@@ -153,8 +149,7 @@ def push(lock: Lock, ref: OciRef, *, environ: Mapping[str, str], progress: Any =
         DownloadError: the registry refused, or a transfer failed after the retries (what was sent
             stays: a push again sends the rest).
     """
-    from superfluid.installer.fleet.sync import files_of
-
+    config = config or (fetcher.config if fetcher is not None else FetchConfig())
     tell = tell or (lambda _line: None)
     net = fetcher or fetcher_for_ref(ref, environ, config, push=True)
     try:
@@ -165,12 +160,12 @@ def push(lock: Lock, ref: OciRef, *, environ: Mapping[str, str], progress: Any =
         for f in files:
             blobs.setdefault(f.sha256, (f.path, f.size, f))
         for repo, body in listings.items():
-            blobs.setdefault(hashlib.sha256(body).hexdigest(), (_listing_path(repo), len(body), body))
+            blobs.setdefault(hashlib.sha256(body).hexdigest(), (listing_path(repo), len(body), body))
         blobs.setdefault(hashlib.sha256(EMPTY_CONFIG).hexdigest(), ("(the empty config)", 2, EMPTY_CONFIG))
         missing = {sha: b for sha, b in blobs.items() if not net.has_blob(sha)}
         present = [b[0] for sha, b in blobs.items() if sha not in missing]
         fetch = [src for _, _, src in missing.values() if isinstance(src, LockedFile)]
-        copies = _local_copies(fetch, environ=environ, progress=progress)
+        copies = _local_copies(fetch, environ=environ, progress=progress, config=config)
         local: dict[str, Path] = dict(zip((str(f.sha256) for f in fetch), copies, strict=True))
         sent = 0
         for sha, (title, size, src) in missing.items():

@@ -17,13 +17,10 @@ from superfluid.installer.sources.release_source import (
     OfflineSource,
     ReleaseSource,
     basic_credential,
-    network_fetcher,
 )
-from superfluid.installer.transport.fetcher import (
-    Fetcher,
-    FileFetcher,
-    NoNetworkFetcher,
-)
+from superfluid.installer.transport.fetcher import Fetcher
+from superfluid.installer.transport.files import FileFetcher, NoNetworkFetcher
+from superfluid.installer.transport.loopback import network_fetcher
 from superfluid.runtime import home as _home
 from superfluid.runtime.errors import UsageError
 from superfluid.runtime.redact import redact_text
@@ -49,9 +46,10 @@ def source_for(
         mirror: ``--mirror`` as given, or ``None`` (then ``SUPERFLUID_MIRROR``; empty is unset).
         offline: ``--offline``.
         environ: the environment the face read (never ``os.environ`` implicitly).
-        config: limits (default ``FetchConfig()``).
+        config: limits and settings (default ``FetchConfig()``; ``oci_plain_http`` for a registry).
         cache: the cache (default ``$SUPERFLUID_HOME/cache``).
-        fetcher: the network seam for online sources (default ``RequestsFetcher``; tests inject).
+        fetcher: the network seam for online sources (default ``network_fetcher``'s; a registry's
+            requests go through it too; tests inject).
         fix: the command that fills the cache, quoted when ``offline`` lacks something.
 
     Raises:
@@ -66,7 +64,7 @@ def source_for(
 
         try:
             return oci_source(mirror, named_by=named_by, offline=offline, environ=environ, config=config,
-                              cache=cache, fix=fix)
+                              cache=cache, fix=fix, transport=fetcher)
         except ValueError as e:
             raise UsageError(str(e), fix="name a registry repository: oci://HOST[:PORT]/REPO") from e
     if mirror:

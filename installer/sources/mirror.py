@@ -62,7 +62,7 @@ def mirror_root_url(where: str, *, named_by: str = "--mirror") -> str:
     given = f"{named_by} {where}" if named_by.startswith("-") else f"{named_by}={where}"
     if where[:6].lower() == "oci://":  # a registry repository: installer/sources/oci/ref.py
 
-        return parse_ref(where, environ={}, named_by=named_by).root
+        return parse_ref(where, named_by=named_by).root
     scheme = urlsplit(where).scheme.lower()
     if scheme in ("http", "https", "file"):
         if scheme == "file" and not os.path.isdir(path_of_file_url(where)):

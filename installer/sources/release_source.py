@@ -14,15 +14,10 @@ from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import OfflineMissing, SizeExceeded
 from superfluid.installer.sources.github import Asset, GitHubClient, Release, cached_get
 from superfluid.installer.sources.mirror import Mirror
-from superfluid.installer.transport.fetcher import (
-    Credential,
-    Fetcher,
-    FileFetcher,
-    NoNetworkFetcher,
-    RequestsFetcher,
-    origin_of,
-)
-from superfluid.installer.transport.loopback import LoopbackFetcher, serves
+from superfluid.installer.transport.fetcher import Credential, Fetcher, origin_of
+from superfluid.installer.transport.files import FileFetcher, NoNetworkFetcher
+from superfluid.installer.transport.loopback import network_fetcher
+from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 from superfluid.runtime.redact import split_userinfo
 
 __all__ = [
@@ -33,7 +28,6 @@ __all__ = [
     "Asset",
     "Release",
     "Download",
-    "network_fetcher",
     "fetcher_for",
 ]
 
@@ -252,13 +246,3 @@ def fetcher_for(url: str, config: FetchConfig | None = None, *, plain_http: bool
     if environ is None:
         return RequestsFetcher(config, plain_http_origins=origins, credential=credential)
     return network_fetcher(clean, environ, config or FetchConfig(), plain_http_origins=origins, credential=credential)
-
-
-def network_fetcher(root: str, environ: Mapping[str, str], config: FetchConfig, *, plain_http_origins: Sequence[str],
-             credential: Credential | None = None) -> Fetcher:
-    """The fetcher for a source at ``root``: the standard library's for plain ``http://`` to this
-    machine when it serves it as ``requests`` would (``loopback_fetcher.serves``: no proxy named),
-    so that reading a local mirror does not import ``requests``; else ``RequestsFetcher``."""
-
-    kind = LoopbackFetcher if serves(root, environ) else RequestsFetcher
-    return kind(config, plain_http_origins=plain_http_origins, credential=credential)

@@ -1,18 +1,20 @@
-"""The network seam: one abstract method; redirects, schemes, statuses, caps and retries written once."""
+"""The network seam: one abstract method (a request in, a status, headers and byte chunks out); the
+rules of every method written once in the base class. See docs/install.md, "Mirrors".
+"""
 
 from __future__ import annotations
 
-import hashlib
+import email.utils
 import ipaddress
 import logging
-import os
 import socket
 import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from pathlib import Path
+from typing import BinaryIO, TypeAlias, TypeVar
 from urllib.parse import unquote, urljoin, urlsplit
 
 from superfluid.installer.config import FetchConfig
@@ -25,27 +27,33 @@ from superfluid.installer.errors import (
     RateLimited,
     SizeExceeded,
 )
-
-if TYPE_CHECKING:
-    import requests
+from superfluid.installer.transport.progress import Progress
+from superfluid.runtime.jsonread import loads
 
 __all__ = [
     "Credential",
     "Headers",
+    "Request",
+    "Upload",
     "FetchResponse",
     "Fetcher",
-    "RequestsFetcher",
-    "FileFetcher",
-    "NoNetworkFetcher",
     "origin_of",
+    "address_of",
     "is_loopback",
     "parse_retry_after",
+    "path_of_file_url",
 ]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
+#: redirects that keep the method and the body (RFC 9110 15.4.8, 15.4.9): the only ones a request
+#: with a body follows; a 301, 302 or 303 to one is its answer (an error status, as any other)
+_KEEP_METHOD = frozenset({307, 308})
+_NO_BODY_METHODS = frozenset({"GET", "HEAD"})
+#: the bytes of an error answer read for its message
+_ERROR_BODY_BYTES = 2048
 
 
 def origin_of(url: str) -> str:
@@ -63,6 +71,20 @@ def origin_of(url: str) -> str:
     if port is None or (scheme, port) in (("https", 443), ("http", 80)):
         return f"{scheme}://{host}"
     return f"{scheme}://{host}:{port}"
+
+
+def address_of(url: str) -> str:
+    """``host:port`` of ``url``, the port its scheme's default when none is written.
+
+    >>> address_of("https://mirror.example/x")
+    'mirror.example:443'
+    """
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return f"{parts.hostname}:{port or (443 if parts.scheme == 'https' else 80)}"
 
 
 def is_loopback(url: str) -> bool:
@@ -83,8 +105,6 @@ def parse_retry_after(value: str | None, *, now: float) -> float | None:
     value = value.strip()
     if value.isdigit():
         return float(value)
-    import email.utils  # rare: an HTTP-date
-
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
@@ -92,6 +112,14 @@ def parse_retry_after(value: str | None, *, now: float) -> float | None:
     if when is None:
         return None
     return max(0.0, when.timestamp() - now)
+
+
+def path_of_file_url(url: str) -> str:
+    """The local path a ``file://`` URL names (``file:///a/b`` → ``/a/b``)."""
+    parts = urlsplit(url)
+    if parts.netloc not in ("", "localhost"):
+        raise DownloadError(url, "file:// URLs must name a local path (file:///...)")
+    return unquote(parts.path)
 
 
 class Headers(Mapping[str, str]):
@@ -126,6 +154,61 @@ class Credential:
 
     def __repr__(self) -> str:
         return f"Credential(origin={self.origin!r}, authorization=<hidden>)"
+
+
+class Upload:
+    """A request body of ``size`` bytes, read from bytes or a file in chunks as it is sent and told
+    to ``progress``; ``rewind`` makes it ready to be sent again (a retry, a ``307``), ``close``
+    closes its file. The transports read it as a file (``read``, ``len``)."""
+
+    def __init__(self, source: bytes | Path, size: int, *, progress: Progress | None = None, name: str = "") -> None:
+        self._data = source if isinstance(source, bytes) else b""
+        self._file: BinaryIO | None = open(source, "rb") if isinstance(source, Path) else None  # noqa: SIM115
+        self._size = size
+        self._pos = 0
+        self._progress, self.name = progress, name
+        if progress is not None:
+            progress.start(name, size)
+
+    def __len__(self) -> int:
+        return self._size - self._pos
+
+    def read(self, n: int | None = -1) -> bytes:
+        n = self._size - self._pos if n is None or n < 0 else min(n, self._size - self._pos)
+        chunk = self._file.read(n) if self._file is not None else self._data[self._pos:self._pos + n]
+        self._pos += len(chunk)
+        if chunk and self._progress is not None:
+            self._progress.advance(self.name, len(chunk))
+        return chunk
+
+    def rewind(self) -> None:
+        if self._pos == 0:
+            return
+        if self._file is not None:
+            self._file.seek(0)
+        self._pos = 0
+        if self._progress is not None:
+            self._progress.start(self.name, self._size)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+        if self._progress is not None:
+            self._progress.finish(self.name)
+
+
+#: what a request sends: bytes, or an ``Upload`` read as it goes
+Body: TypeAlias = bytes | Upload
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One hop of a request: what a ``Fetcher`` implementation sends, exactly (no header added)."""
+
+    method: str  # upper case: GET, HEAD, PUT, POST, PATCH
+    url: str
+    headers: Mapping[str, str]
+    body: Body | None = None
 
 
 class FetchResponse:
@@ -171,7 +254,13 @@ class FetchResponse:
 
 
 class Fetcher(ABC):
-    """The seam. Subclasses implement ``_fetch``; callers use ``open``, ``get_bytes`` and ``retry``.
+    """The seam. Implementations answer ``_send``: one hop (method, URL, headers, body) answered with a
+    status, headers and byte chunks, no redirect followed, no status judged (``requests_fetcher``,
+    ``loopback``, ``files``). Callers use ``request``, ``open``, ``get_bytes`` and ``retry``, and every
+    rule is here, for every method: the schemes and plain ``http://``, redirects (a credential only at
+    its own origin), statuses, the size cap and the stall rule on every answer's body, retries under
+    one overall deadline. A wrapper (the OCI registry client) composes a fetcher and sends through its
+    ``request``; ``send`` is one hop, for a wrapper that is a fetcher itself.
 
     Args:
         config: the limits (timeouts, retries, caps).
@@ -201,11 +290,12 @@ class Fetcher(ABC):
         self._clock = clock
         self._count_lock = threading.Lock()
         self._waiting = threading.local()  # per thread: when the request being retried last got a byte
-        self.requests_made = 0  # _fetch calls so far (the benchmark counts warm listings)
+        self.requests_made = 0  # hops sent so far (the benchmark counts warm listings)
 
     @abstractmethod
-    def _fetch(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
-        """One GET of ``url`` with exactly ``headers``; no redirect followed; body streamed.
+    def _send(self, request: Request) -> FetchResponse:
+        """One hop: ``request`` with exactly its headers and body; no redirect followed, no status
+        judged; the body streamed (none for ``HEAD``).
 
         Raises:
             DownloadError: a transport fault, ``retryable`` when another attempt may help
@@ -217,26 +307,31 @@ class Fetcher(ABC):
 
     # -- one request, redirects by hand ---------------------------------------------------------
 
-    def open(
+    def request(
         self,
+        method: str,
         url: str,
         headers: Mapping[str, str] | None = None,
         *,
+        body: Body | None = None,
         credential: Credential | None = None,
         max_bytes: int | None = None,
         accept: Collection[int] = (),
     ) -> FetchResponse:
-        """GET ``url``, following redirects, and answer a 2xx, a 304 or a status in ``accept``.
+        """``method`` ``url``, following redirects, and answer a 2xx, a 304 or a status in ``accept``.
 
-        ``credential`` is attached only to hops at its origin. The body is capped at ``max_bytes``
-        (``None``: ``config.max_download_bytes``) and every fault while reading it is a
-        ``DownloadError``.
+        A ``GET`` or ``HEAD`` follows every redirect; a request with a body follows ``307`` and
+        ``308`` only (the same method and body, sent again). ``credential`` is attached only to
+        hops at its origin. The answer's body is capped at ``max_bytes`` (``None``:
+        ``config.max_download_bytes``), held to the stall rule, and every fault while reading it
+        is a ``DownloadError``.
 
         Raises:
             RateLimited: 429, or 403 with ``X-RateLimit-Remaining: 0`` or a ``Retry-After``.
             DownloadError: any other status, a refused scheme, too many redirects, transport.
             SizeExceeded: ``Content-Length`` or the body beyond ``max_bytes``.
         """
+        method = method.upper()
         cap = self.config.max_download_bytes if max_bytes is None else max_bytes
         credential = credential or self.credential
         current = url
@@ -246,8 +341,11 @@ class Fetcher(ABC):
             send.setdefault("User-Agent", self.config.user_agent)
             if credential is not None and origin_of(current) == credential.origin:
                 send["Authorization"] = credential.authorization
-            response = self._call(current, send)
-            if response.status in _REDIRECTS and response.status not in accept:
+            if isinstance(body, Upload):
+                body.rewind()  # sent again whole: a redirect, an attempt after a challenge
+            response = self.send(Request(method, current, send, body))
+            if response.status in _REDIRECTS and response.status not in accept and (
+                    (method in _NO_BODY_METHODS and body is None) or response.status in _KEEP_METHOD):
                 location = response.headers.get("location")
                 response.close()
                 if not location:
@@ -256,8 +354,24 @@ class Fetcher(ABC):
                 current = urljoin(current, location)
                 continue
             self._check_status(response, accept, credential)
-            return self._capped(response, cap)
+            return self._capped(response, cap, head=method == "HEAD")
         raise DownloadError(url, f"more than {self.config.max_redirects} redirects")
+
+    def open(
+        self,
+        url: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        credential: Credential | None = None,
+        max_bytes: int | None = None,
+        accept: Collection[int] = (),
+    ) -> FetchResponse:
+        """``GET`` ``url``: ``request`` with its rules.
+
+        Raises:
+            as ``request``.
+        """
+        return self.request("GET", url, headers, credential=credential, max_bytes=max_bytes, accept=accept)
 
     def get_bytes(
         self,
@@ -319,6 +433,10 @@ class Fetcher(ABC):
             if outer is None:
                 self._waiting.since = None
 
+    def retrying(self) -> bool:
+        """Whether this thread is inside ``retry`` (a request made now is one attempt of it)."""
+        return getattr(self._waiting, "since", None) is not None
+
     def _retries_for(self, e: DownloadError) -> int:
         """Further attempts a fault is worth: few where waiting cures nothing (a name that does not
         resolve, a connection refused), ``config.retries`` otherwise."""
@@ -343,18 +461,25 @@ class Fetcher(ABC):
 
     # -- rules written once -----------------------------------------------------------------------
 
-    def _call(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
+    def send(self, request: Request) -> FetchResponse:
+        """One hop through this fetcher's transport, counted, its faults as ``DownloadError``: no
+        rule applied (``request`` applies them).
+
+        Raises:
+            DownloadError, OfflineMissing: the transport failed.
+        """
         with self._count_lock:
             self.requests_made += 1
-        log.debug("GET %s", url)
+        log.debug("%s %s", request.method, request.url)
+        url = request.url
         try:
-            return self._fetch(url, headers)
+            return self._send(request)
         except (DownloadError, OfflineMissing):
             raise
         except socket.gaierror as e:
             raise HostUnreachable(url, urlsplit(url).hostname or url, e.strerror or str(e)) from e
         except ConnectionRefusedError as e:
-            raise ConnectionRefused(url, _address(url)) from e
+            raise ConnectionRefused(url, address_of(url)) from e
         except OSError as e:
             raise DownloadError(url, f"connection failed: {e}", retryable=True) from e
         except Exception as e:
@@ -378,44 +503,15 @@ class Fetcher(ABC):
         if 200 <= status < 300 or status == 304 or status in accept:
             return
         now = self._clock()
-        retry_after = parse_retry_after(r.headers.get("retry-after"), now=now)
-        remaining = r.headers.get("x-ratelimit-remaining")
-        if status == 429 or (status == 403 and (remaining == "0" or retry_after is not None)):
-            reset_at = _int_or_none(r.headers.get("x-ratelimit-reset"))
-            wait = retry_after
-            if wait is None and reset_at is not None and remaining == "0":
-                wait = max(0.0, reset_at - now)
-            retryable = wait is None or wait <= self.config.retry_after_max
+        try:  # a rate limit's words are its headers'; any other error's, the start of its body
+            detail = "" if _rate_limited(status, r.headers, now) else _error_detail(self._guard(r, 1 << 62))
+        finally:
             r.close()
-            raise RateLimited(
-                r.url,
-                status=status,
-                reset_at=float(reset_at) if reset_at is not None else None,
-                retry_after=wait,
-                limit=_int_or_none(r.headers.get("x-ratelimit-limit")),
-                retryable=retryable,
-                authenticated=credential is not None and origin_of(r.url) == credential.origin,
-                now=now,
-            )
-        detail = _error_detail(r)
-        r.close()
-        if status >= 500 or status == 408:
-            # a 503 may say when to come back; waited within retry_after_max, else backoff
-            wait = retry_after if retry_after is not None and retry_after <= self.config.retry_after_max else None
-            raise DownloadError(r.url, f"HTTP {status}{detail}", status=status, retryable=True, retry_after=wait)
-        if status == 401:
-            raise DownloadError(
-                r.url,
-                f"HTTP 401 unauthorized{detail}",
-                status=status,
-                fix="check GITHUB_TOKEN / GH_TOKEN, or unset it for public releases",
-            )
-        if status == 404:
-            raise DownloadError(r.url, f"not found (HTTP 404){detail}", status=status)
-        raise DownloadError(r.url, f"HTTP {status}{detail}", status=status)
+        raise status_error(r.url, status, r.headers, detail, config=self.config, now=now,
+                           authenticated=credential is not None and origin_of(r.url) == credential.origin)
 
-    def _capped(self, r: FetchResponse, cap: int) -> FetchResponse:
-        length = _int_or_none(r.headers.get("content-length"))
+    def _capped(self, r: FetchResponse, cap: int, *, head: bool = False) -> FetchResponse:
+        length = None if head else _int_or_none(r.headers.get("content-length"))  # a HEAD's is the GET's
         if length is not None and length > cap:
             r.close()
             raise SizeExceeded(r.url, cap, length)
@@ -451,6 +547,52 @@ class Fetcher(ABC):
             r.close()
 
 
+def status_error(url: str, status: int, headers: Mapping[str, str], detail: str, *, config: FetchConfig,
+                 now: float, authenticated: bool) -> DownloadError:
+    """The error an answer of ``status`` is: ``RateLimited`` for 429 (or a 403 that says so), a
+    retryable one for 5xx and 408 (waiting ``Retry-After`` within ``config.retry_after_max``), the
+    fix for a 401, else the status; ``detail`` (``: message``) from the answer's body."""
+    retry_after = parse_retry_after(headers.get("retry-after"), now=now)
+    remaining = headers.get("x-ratelimit-remaining")
+    if _rate_limited(status, headers, now):
+        reset_at = _int_or_none(headers.get("x-ratelimit-reset"))
+        wait = retry_after
+        if wait is None and reset_at is not None and remaining == "0":
+            wait = max(0.0, reset_at - now)
+        return RateLimited(
+            url,
+            status=status,
+            reset_at=float(reset_at) if reset_at is not None else None,
+            retry_after=wait,
+            limit=_int_or_none(headers.get("x-ratelimit-limit")),
+            retryable=wait is None or wait <= config.retry_after_max,
+            authenticated=authenticated,
+            now=now,
+        )
+    if status >= 500 or status == 408:
+        # a 503 may say when to come back; waited within retry_after_max, else backoff
+        wait = retry_after if retry_after is not None and retry_after <= config.retry_after_max else None
+        return DownloadError(url, f"HTTP {status}{detail}", status=status, retryable=True, retry_after=wait)
+    if status == 401:
+        return DownloadError(
+            url,
+            f"HTTP 401 unauthorized{detail}",
+            status=status,
+            fix="check GITHUB_TOKEN / GH_TOKEN, or unset it for public releases",
+        )
+    if status == 404:
+        return DownloadError(url, f"not found (HTTP 404){detail}", status=status)
+    return DownloadError(url, f"HTTP {status}{detail}", status=status)
+
+
+def _rate_limited(status: int, headers: Mapping[str, str], now: float) -> bool:
+    """429, or a 403 with ``X-RateLimit-Remaining: 0`` or a ``Retry-After``."""
+    if status == 429:
+        return True
+    return status == 403 and (headers.get("x-ratelimit-remaining") == "0"
+                              or parse_retry_after(headers.get("retry-after"), now=now) is not None)
+
+
 def _int_or_none(value: str | None) -> int | None:
     try:
         return int(value) if value is not None else None
@@ -458,254 +600,16 @@ def _int_or_none(value: str | None) -> int | None:
         return None
 
 
-def _error_detail(r: FetchResponse) -> str:
-    """A short reason from an error body (GitHub's JSON ``message``), best effort."""
-    from superfluid.runtime.jsonread import loads
-
+def _error_detail(chunks: Iterable[bytes]) -> str:
+    """A short reason from the start of an error body (GitHub's JSON ``message``), best effort."""
     try:
         body = b""
-        for chunk in r:
+        for chunk in chunks:
             body += chunk
-            if len(body) >= 2048:
+            if len(body) >= _ERROR_BODY_BYTES:
                 break
         text = body.decode("utf-8", "replace")  # a label only: a stray byte does not hide the message
         message = loads(text, max_bytes=len(text)).get("message") if body else None
     except Exception:
         return ""
     return f": {str(message)[:200]}" if isinstance(message, str) and message else ""
-
-
-class _NoAuth:
-    """Tells requests not to add credentials of its own (``.netrc``, URL userinfo)."""
-
-    def __call__(self, r: Any) -> Any:
-        return r
-
-
-class RequestsFetcher(Fetcher):
-    """``http(s)://`` through ``requests``: proxies and CA bundles as it reads them from the environment.
-
-    One ``requests.Session`` per thread (sessions are not thread-safe); connections kept alive.
-    Bodies are read raw: no content decoding unless the caller asked for an encoding.
-    """
-
-    def __init__(self, config: FetchConfig | None = None, **kwargs: Any) -> None:
-        super().__init__(config, **kwargs)
-        self._local = threading.local()
-        self._sessions: list[requests.Session] = []
-        self._sessions_lock = threading.Lock()
-
-    def _session(self) -> requests.Session:
-        session: requests.Session | None = getattr(self._local, "session", None)
-        if session is None:
-            import requests
-
-            session = requests.Session()
-            self._local.session = session
-            with self._sessions_lock:
-                self._sessions.append(session)
-        return session
-
-    def close(self) -> None:
-        with self._sessions_lock:
-            sessions, self._sessions = self._sessions, []
-        for s in sessions:
-            s.close()
-        self._local = threading.local()
-
-    def _fetch(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
-        import requests
-        import urllib3.exceptions
-
-        cfg = self.config
-        connect_timeout, stall_timeout = self._time_left(cfg.connect_timeout), self._time_left(cfg.stall_timeout)
-        try:
-            r = self._session().get(
-                url,
-                headers=dict(headers),
-                stream=True,
-                allow_redirects=False,
-                timeout=(connect_timeout, stall_timeout),
-                auth=_NoAuth(),
-            )
-        except requests.exceptions.ConnectTimeout as e:
-            raise DownloadError(url, f"could not connect within {connect_timeout:g} s", retryable=True) from e
-        except requests.exceptions.ReadTimeout as e:
-            raise DownloadStalled(url, stall_timeout) from e
-        except requests.exceptions.SSLError as e:
-            raise DownloadError(
-                url,
-                f"TLS failed: {e}",
-                fix="if a proxy re-signs traffic, point REQUESTS_CA_BUNDLE at its CA certificate",
-            ) from e
-        except requests.exceptions.ConnectionError as e:
-            unresolved = _unresolved(e)
-            if unresolved is not None:
-                raise HostUnreachable(url, urlsplit(url).hostname or url, unresolved) from e
-            if _refused(e):
-                raise ConnectionRefused(url, _address(url)) from e
-            raise DownloadError(url, f"could not connect: {_reason(e)}", retryable=True) from e
-        except requests.exceptions.RequestException as e:
-            raise DownloadError(url, f"request failed: {e}") from e
-
-        decode = headers.get("Accept-Encoding", "identity") != "identity"
-
-        def chunks() -> Iterator[bytes]:
-            received = 0
-            # read1 hands over bytes as they arrive: a stall then loses nothing already received
-            # (a partial resumes from it) and progress moves smoothly. urllib3 < 2 lacks it.
-            read1 = getattr(r.raw, "read1", None)
-            try:
-                if read1 is None:
-                    for chunk in r.raw.stream(cfg.chunk_size, decode_content=decode):
-                        received += len(chunk)
-                        yield chunk
-                    return
-                while chunk := read1(cfg.chunk_size, decode_content=decode):
-                    received += len(chunk)
-                    yield chunk
-            except (urllib3.exceptions.ReadTimeoutError, requests.exceptions.ReadTimeout) as e:
-                raise DownloadStalled(url, stall_timeout, received=received) from e
-            except (urllib3.exceptions.HTTPError, requests.exceptions.RequestException, OSError) as e:
-                raise DownloadError(
-                    url, f"connection broken after {received} bytes: {_reason(e)}", retryable=True
-                ) from e
-
-        return FetchResponse(url, r.status_code, Headers(r.headers), chunks(), r.close)
-
-
-def _chain(e: BaseException) -> Iterator[BaseException]:
-    """``e`` and every exception it wraps (requests wraps urllib3 wraps the socket error)."""
-    seen: set[int] = set()
-    todo: list[BaseException] = [e]
-    while todo:
-        cur = todo.pop()
-        if id(cur) in seen:
-            continue
-        seen.add(id(cur))
-        yield cur
-        todo += [x for x in (*cur.args, getattr(cur, "reason", None), cur.__cause__, cur.__context__)
-                 if isinstance(x, BaseException)]
-
-
-def _unresolved(e: BaseException) -> str | None:
-    """The resolver's words when a requests/urllib3 connection error is a host name that did not
-    resolve (DNS), else None."""
-    found: str | None = None
-    for cur in _chain(e):
-        if isinstance(cur, socket.gaierror):
-            return cur.strerror or str(cur)
-        if type(cur).__name__ == "NameResolutionError":  # urllib3 2: wraps the gaierror
-            found = found or _reason(cur)
-    return found
-
-
-def _refused(e: BaseException) -> bool:
-    """Whether a requests/urllib3 connection error is a refused connection (nothing listens)."""
-    return any(isinstance(cur, ConnectionRefusedError) for cur in _chain(e))
-
-
-def _address(url: str) -> str:
-    """``host:port`` of ``url``, the port its scheme's default when none is written."""
-    parts = urlsplit(url)
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    return f"{parts.hostname}:{port or (443 if parts.scheme == 'https' else 80)}"
-
-
-def _reason(e: BaseException) -> str:
-    """The innermost useful words of a requests/urllib3 exception chain."""
-    for _ in range(8):  # requests wraps urllib3 wraps the socket error
-        inner = e.args[0] if e.args and isinstance(e.args[0], BaseException) else getattr(e, "reason", None)
-        if not isinstance(inner, BaseException):
-            break
-        e = inner
-    text = e.args[0] if e.args and isinstance(e.args[0], str) else str(e)
-    for sep in ("): ", ">: "):  # "HTTPConnection(host=..., port=...): Failed to establish ..."
-        if sep in text:
-            text = text.split(sep, 1)[1]
-    return text
-
-
-class FileFetcher(Fetcher):
-    """``file://`` URLs (a mirror directory), answering as a static HTTP server would.
-
-    ``ETag`` from inode, mtime and size; ``Range: bytes=N-`` honoured with 206 (and ``If-Range``);
-    a missing file is a 404.
-    """
-
-    schemes = frozenset({"file"})
-
-    def _fetch(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
-        path = path_of_file_url(url)
-        try:
-            f = open(path, "rb")  # noqa: SIM115 - closed by the response
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            return FetchResponse(url, 404, {"content-length": "0"}, iter(()))
-        except OSError as e:
-            raise DownloadError(url, f"cannot read {path}: {e.strerror or e}") from e
-        import email.utils
-
-        st = os.fstat(f.fileno())
-        etag = '"' + hashlib.sha256(f"{st.st_ino}-{st.st_mtime_ns}-{st.st_size}".encode()).hexdigest()[:32] + '"'
-        modified = email.utils.formatdate(st.st_mtime, usegmt=True)
-        out = {"etag": etag, "accept-ranges": "bytes", "last-modified": modified}
-        if _header(headers, "If-None-Match") == etag:
-            f.close()
-            return FetchResponse(url, 304, out, iter(()))
-        start = _range_start(headers)
-        if_range = _header(headers, "If-Range")
-        status = 200
-        if start is not None and (if_range is None or if_range == etag):
-            if start >= st.st_size:
-                f.close()
-                out.update({"content-range": f"bytes */{st.st_size}", "content-length": "0"})
-                return FetchResponse(url, 416, out, iter(()))
-            status = 206
-            f.seek(start)
-            out["content-range"] = f"bytes {start}-{st.st_size - 1}/{st.st_size}"
-            out["content-length"] = str(st.st_size - start)
-        else:
-            out["content-length"] = str(st.st_size)
-        size = self.config.chunk_size
-
-        def chunks() -> Iterator[bytes]:
-            with f:
-                while block := f.read(size):
-                    yield block
-
-        return FetchResponse(url, status, out, chunks(), f.close)
-
-
-def path_of_file_url(url: str) -> str:
-    """The local path a ``file://`` URL names (``file:///a/b`` → ``/a/b``)."""
-    parts = urlsplit(url)
-    if parts.netloc not in ("", "localhost"):
-        raise DownloadError(url, "file:// URLs must name a local path (file:///...)")
-    return unquote(parts.path)
-
-
-def _header(headers: Mapping[str, str], name: str) -> str | None:
-    for k, v in headers.items():
-        if k.lower() == name.lower():
-            return v
-    return None
-
-
-def _range_start(headers: Mapping[str, str]) -> int | None:
-    value = _header(headers, "Range")
-    if not value or not value.startswith("bytes=") or not value.endswith("-"):
-        return None
-    first = value[len("bytes=") : -1]
-    return int(first) if first.isdigit() else None
-
-
-class NoNetworkFetcher(Fetcher):
-    """Refuses every request without opening a connection (``--offline``'s backstop)."""
-
-    schemes = frozenset({"https", "http", "file"})
-
-    def _fetch(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
-        raise OfflineMissing("copy of this URL", url=url)

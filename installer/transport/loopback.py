@@ -5,15 +5,24 @@ from __future__ import annotations
 import http.client
 import threading
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import DownloadError, DownloadStalled
-from superfluid.installer.transport.fetcher import Fetcher, FetchResponse, Headers, is_loopback
+from superfluid.installer.transport.fetcher import (
+    Credential,
+    Fetcher,
+    FetchResponse,
+    Headers,
+    Request,
+    Upload,
+    is_loopback,
+)
+from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 
-__all__ = ["LoopbackFetcher", "serves"]
+__all__ = ["LoopbackFetcher", "serves", "network_fetcher"]
 
 #: the variables through which ``requests`` would send an ``http://`` request to a proxy
 PROXY_VARIABLES = ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY")
@@ -27,10 +36,19 @@ def serves(url: str, environ: Mapping[str, str]) -> bool:
         environ.get(name) for name in PROXY_VARIABLES)
 
 
+def network_fetcher(root: str, environ: Mapping[str, str], config: FetchConfig, *,
+                    plain_http_origins: Collection[str] = (), credential: Credential | None = None) -> Fetcher:
+    """The fetcher for a server at ``root``: the standard library's for plain ``http://`` to this
+    machine when it serves it as ``requests`` would (``serves``: no proxy named), so that reading a
+    local mirror or registry does not import ``requests``; else ``RequestsFetcher``."""
+    kind = LoopbackFetcher if serves(root, environ) else RequestsFetcher
+    return kind(config, plain_http_origins=plain_http_origins, credential=credential)
+
+
 class LoopbackFetcher(Fetcher):
-    """``http://`` to loopback through ``http.client``: a mirror on this machine (a fleet's local
-    cache, a test's release server) is read without importing ``requests``, whose import costs more
-    than such a mirror's whole listing.
+    """``http://`` to loopback through ``http.client``, every method: a mirror or registry on this
+    machine (a fleet's local cache, a test's release server) is read without importing ``requests``,
+    whose import costs more than such a mirror's whole listing.
 
     A ``Fetcher`` like the others: redirects, the scheme rule, statuses, caps, retries and
     credentials are the base class's. One kept-alive connection per thread and origin; a ``gzip``
@@ -77,18 +95,19 @@ class LoopbackFetcher(Fetcher):
         if conn is not None:
             conn.close()
 
-    def _fetch(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
+    def _send(self, request: Request) -> FetchResponse:
+        url, headers = request.url, request.headers
         parts = urlsplit(url)
         if parts.scheme.lower() != "http" or not is_loopback(url):
             if self._elsewhere is None:
-                from superfluid.installer.transport.fetcher import RequestsFetcher
-
                 self._elsewhere = RequestsFetcher(self.config)
-            return self._elsewhere._fetch(url, headers)  # the rules stay this one's (open, _check_url)
+            return self._elsewhere._send(request)  # the rules stay this one's (request, _check_url)
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         stall = self._time_left(self.config.stall_timeout)
         send = {"Accept-Encoding": "identity", **headers}
         for fresh in (False, True):  # a kept connection the server closed meanwhile: once more, anew
+            if isinstance(request.body, Upload):
+                request.body.rewind()
             conn, reused = self._connection(parts.netloc, fresh)
             try:
                 if conn.sock is None:
@@ -99,7 +118,7 @@ class LoopbackFetcher(Fetcher):
                                     retryable=True) from e
             try:
                 conn.sock.settimeout(stall)
-                conn.request("GET", target, headers=send)
+                conn.request(request.method, target, body=request.body, headers=send)
                 r = conn.getresponse()
                 break
             except TimeoutError as e:

@@ -20,7 +20,8 @@ import pytest
 
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import ConnectionRefused, DownloadError, HostUnreachable
-from superfluid.installer.transport.fetcher import Fetcher, FetchResponse, RequestsFetcher
+from superfluid.installer.transport.fetcher import Fetcher, FetchResponse, Request
+from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 from tests.conftest import VENV_BIN
 
 UNRESOLVABLE = "https://api.nowhere.invalid"  # RFC 6761: never resolves
@@ -104,7 +105,7 @@ class _Unresolvable(Fetcher):
         self.waits: list[float] = []
         super().__init__(FetchConfig(), sleep=self.waits.append)
 
-    def _fetch(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
+    def _send(self, request: Request) -> FetchResponse:
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
 
 
@@ -129,7 +130,7 @@ def test_requests_reports_the_real_resolver_failure_as_unreachable() -> None:
 
 def test_other_connection_faults_keep_every_retry() -> None:
     class Reset(_Unresolvable):
-        def _fetch(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
+        def _send(self, request: Request) -> FetchResponse:
             raise ConnectionResetError(104, "Connection reset by peer")
 
     fetcher = Reset()
@@ -141,7 +142,7 @@ def test_other_connection_faults_keep_every_retry() -> None:
 
 def test_a_refused_connection_is_retried_once() -> None:
     class Refused(_Unresolvable):
-        def _fetch(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
+        def _send(self, request: Request) -> FetchResponse:
             raise ConnectionRefusedError(111, "Connection refused")
 
     fetcher = Refused()

@@ -2,21 +2,27 @@
 machine locks against the loopback GitHub fake and pushes the lock's files to the registry; twenty
 machines install ``--locked --mirror oci://...`` at once, each byte the blob of its locked digest,
 verified by us; the release server sees no request from them; a second push sends no blob; a
-flipped blob in the registry's storage is refused with nothing installed; basic auth from a docker
+flipped blob in the registry's storage is refused with nothing installed, and so is a listing, a
+``.sha256`` file or an ABI asset replaced there with other bytes (issue 37); basic auth from a docker
 config works and its password is in no file of a home and no output."""
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import shutil
+import urllib.request
 from pathlib import Path
 
+import pytest
+
 from superfluid.installer.fleet import lockfile
+from superfluid.installer.sources.oci.ref import MANIFEST_TYPE, TITLE
 from superfluid.runtime.schema import errors as schema_errors
 from tests.conftest import Run
 from tests.fleet.conftest import Machine, machine_at
-from tests.fleet.registry import PASSWORD, USER, Registry, docker_config
+from tests.fleet.registry import PASSWORD, REPOSITORY, USER, Registry, docker_config
 from tests.release_server import ReleaseServer
 
 NODES = 20
@@ -173,3 +179,66 @@ def test_basic_auth_from_a_docker_config(tmp_path: Path, admin: Machine, fleet_s
         assert secret not in everything and encoded not in everything
     for run in (pushed, *runs):
         assert PASSWORD not in run.stdout + run.stderr and encoded.decode() not in run.stdout + run.stderr
+
+
+def _index(registry: Registry) -> dict[str, str]:
+    """The files the registry's index of baseRT names: mirror path -> SHA-256."""
+    req = urllib.request.Request(f"http://{registry.host}/v2/{REPOSITORY}/manifests/releases.basecompute.baseRT",
+                                 headers={"Accept": MANIFEST_TYPE})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        doc = json.loads(r.read())
+    return {layer["annotations"][TITLE]: layer["digest"].removeprefix("sha256:") for layer in doc["layers"]}
+
+
+def _other_bytes(title: str, data: bytes) -> bytes:
+    """Bytes that say the same as ``data`` (read unchecked, the install would go on as if nothing
+    were wrong), and are not ``data``: only the digest tells them apart."""
+    if title.endswith("releases.json"):
+        return (json.dumps(json.loads(data), indent=2) + "\n").encode()
+    return data.replace(b"\n", b"\r\n") if b"\n" in data else data + b"\n"
+
+
+@pytest.mark.parametrize("which", ["releases.json", ".sha256", "-abi-"], ids=["listing", "sha256-file", "abi-asset"])
+def test_a_blob_of_other_bytes_in_the_registry_is_refused_naming_it(tmp_path: Path, admin: Machine,
+                                                                    registry: Registry, which: str) -> None:
+    """Issue 37: the registry serves what its storage holds; every blob it answers is hashed as it
+    arrives and refused unless it is the digest the manifest names, before anything reads it."""
+    _lock(admin, "basert")
+    _push(admin, registry)
+    title, sha = next((t, s) for t, s in _index(registry).items() if which in t)
+    stored = registry.blob_file(sha)
+    other = _other_bytes(title, stored.read_bytes())
+    stored.write_bytes(other)
+    got = hashlib.sha256(other).hexdigest()
+
+    node = machine_at(tmp_path, "node")
+    run = node.superfluid("runtime", "install", "basert", "--mirror", registry.url)
+    assert run.code == 1, (run.stdout, run.stderr)
+    assert "Traceback" not in run.stderr
+    for named in (title.rsplit("/", 1)[-1], sha, got, registry.host, "nothing was installed"):
+        assert named in run.stderr, (named, run.stderr)
+    assert node.installs("basert") == []
+    cache = node.home / "cache"
+    kept = [p for p in cache.rglob("*") if p.is_file() and not p.is_symlink()] if cache.is_dir() else []
+    assert not any(p.name == got for p in kept) and not any(p.read_bytes() == other for p in kept)
+
+
+@pytest.mark.parametrize(("flag", "env", "scheme"), [
+    ((), {}, "https"),
+    (("--plain-http",), {}, "http"),
+    ((), {"SUPERFLUID_OCI_PLAIN_HTTP": "1"}, "http"),
+], ids=["https", "flag", "variable"])
+def test_plain_http_reaches_the_registry_client_as_a_setting(admin: Machine, flag: tuple[str, ...],
+                                                              env: dict[str, str], scheme: str) -> None:
+    """``--plain-http`` (or ``SUPERFLUID_OCI_PLAIN_HTTP=1``, read by the face) is handed down in the
+    fetch configuration: the registry's first request is ``http://`` for push, install and lock."""
+    _lock(admin, "basert")
+    admin.env.update(env)
+    where = "oci://registry.invalid/fleet/engines"
+    for argv in (["mirror", "push", where, *flag],
+                 ["runtime", "install", "basert", "--mirror", where, *flag],
+                 ["lock", "--runtime", "basert", "--platform", "linux-x64", "--mirror", where, "-o", "other.lock",
+                  *flag]):
+        run = admin.superfluid(*argv)
+        assert run.code == 1 and "Traceback" not in run.stderr, (argv, run.stderr)
+        assert f"{scheme}://registry.invalid/v2/fleet/engines/" in run.stderr, (argv, run.stderr)

@@ -20,7 +20,7 @@ import pytest
 from superfluid.installer.cache.blobs import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.fleet.lockfile import Engine, Lock, LockedFile, Target
-from superfluid.installer.transport.fetcher import RequestsFetcher
+from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 from tests.release_server import ReleaseServer
 from tests.tuf_simulator import TufSimulator
 

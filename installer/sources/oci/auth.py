@@ -1,18 +1,37 @@
-"""Registry credentials as docker and oras users keep them, and the challenges of registries."""
+"""Registry credentials as docker and oras users keep them, the challenges of registries, and
+``RegistryAuth``: a fetcher's requests to one registry with its challenges answered."""
 
 from __future__ import annotations
 
 import base64
 import os
 import re
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import urlencode, urlsplit
 
+from superfluid.installer.errors import DownloadError
+from superfluid.installer.sources.oci.ref import OciRef
+from superfluid.installer.transport.fetcher import Body, Credential, Fetcher, FetchResponse, origin_of
 from superfluid.runtime.errors import BadFile
+from superfluid.runtime.jsonread import UntrustedJson, loads, read_bytes
 
-__all__ = ["Login", "Challenge", "auth_files", "login_for", "parse_challenge", "token_url", "parse_token"]
+__all__ = [
+    "Login",
+    "Challenge",
+    "RegistryAuth",
+    "auth_files",
+    "login_for",
+    "parse_challenge",
+    "token_url",
+    "parse_token",
+    "once_or_retried",
+]
+
+T = TypeVar("T")
 
 #: the most bytes of an auth file or a token answer read
 _AUTH_MAX_BYTES = 1 << 20
@@ -83,8 +102,6 @@ def login_for(host: str, repository: str, environ: Mapping[str, str]) -> Login |
         BadFile: that file is not JSON, its ``auths`` is not an object, or the entry that matches is
             broken (never quoting a secret).
     """
-    from superfluid.runtime.jsonread import UntrustedJson, loads, read_bytes
-
     for path in auth_files(environ):
         where = str(path)
         try:
@@ -169,8 +186,6 @@ def parse_token(body: bytes, where: str) -> str:
     Raises:
         BadFile: not JSON, or no token in it.
     """
-    from superfluid.runtime.jsonread import UntrustedJson, loads
-
     try:
         doc = loads(body, max_bytes=_AUTH_MAX_BYTES)
     except UntrustedJson as e:
@@ -179,3 +194,115 @@ def parse_token(body: bytes, where: str) -> str:
     if not isinstance(token, str) or not token or any(c in token for c in "\r\n"):
         raise BadFile(where, "answered no token", json_path="$.token")
     return token
+
+
+def once_or_retried(fetcher: Fetcher, url: str, op: Callable[[int], T]) -> T:
+    """``fetcher.retry(url, op)``; or one attempt when this thread is inside a retry already (a
+    challenge or an index read while a download is tried): the outer loop retries it, the two never
+    multiply."""
+    if fetcher.retrying():
+        return op(0)
+    return fetcher.retry(url, op)
+
+
+class RegistryAuth:
+    """Requests to one registry through ``fetcher``, a ``401`` answered from its challenge: Basic
+    with the login, or a token asked of the Bearer challenge's realm (with the login; only over
+    HTTPS or to loopback: the fetcher's scheme rule) for the repository's scope. A wrapper around
+    the fetcher: every request, the token's too, keeps the fetcher's rules (redirects with the
+    credential at the registry's origin only, caps, the stall rule); the credential is kept for
+    the requests after.
+
+    Args:
+        fetcher: the fetcher that speaks HTTP to the registry.
+        ref: the registry and repository.
+        login: the login for the registry (``login_for``), or None (anonymous).
+        push: ask tokens for ``pull,push`` (``mirror push``) rather than ``pull``.
+    """
+
+    def __init__(self, fetcher: Fetcher, ref: OciRef, login: Login | None, *, push: bool = False) -> None:
+        self.fetcher = fetcher
+        self.ref = ref
+        self.login = login
+        self.scope = f"repository:{ref.repository}:{'pull,push' if push else 'pull'}"
+        self._origin = origin_of(ref.api)
+        self._auth: Credential | None = None
+        self._lock = threading.Lock()
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        body: Body | None = None,
+        credential: Credential | None = None,
+        max_bytes: int | None = None,
+        accept: Collection[int] = (),
+    ) -> FetchResponse:
+        """``fetcher.request``, a ``401`` of the registry answered once (an ``Upload`` body is sent
+        again whole); ``credential`` given: sent as it is, no challenge answered.
+
+        Raises:
+            DownloadError: as ``Fetcher.request``; a 401 not cured by the login names the fix.
+        """
+        wanted = frozenset(accept)
+        for answered in (False, True):
+            auth = credential or self._auth
+            r = self.fetcher.request(method, url, headers, body=body, credential=auth, max_bytes=max_bytes,
+                                     accept=wanted | {401})
+            if r.status != 401 or 401 in wanted:
+                return r
+            challenge, at = r.headers.get("www-authenticate"), r.url
+            r.close()
+            if origin_of(at) != self._origin:
+                raise DownloadError(at, f"HTTP 401 unauthorized (a redirect of {url})", status=401)
+            if answered or credential is not None or not self._answer(challenge, auth):
+                raise self.unauthorized(url)
+        raise AssertionError("unreachable")
+
+    def _answer(self, header: str | None, failed: Credential | None) -> bool:
+        """Answer a challenge: whether a new ``Authorization`` is there to try."""
+        challenge = parse_challenge(header)
+        if challenge is None:
+            return False
+        with self._lock:
+            if self._auth is not failed:  # another thread answered it meanwhile
+                return self._auth is not None
+            if challenge.scheme == "basic":
+                if self.login is None or (failed is not None and failed.authorization == self.login.basic()):
+                    return False
+                self._auth = Credential(self._origin, self.login.basic())
+                return True
+            if challenge.scheme == "bearer":
+                self._auth = Credential(self._origin, f"Bearer {self._token(challenge)}")
+                return True
+        return False
+
+    def _token(self, challenge: Challenge) -> str:
+        """A token from the challenge's realm, asked with the login when there is one."""
+        try:
+            url = token_url(challenge, self.scope)
+        except ValueError as e:
+            raise DownloadError(self.ref.api, str(e)) from None
+        login = Credential(origin_of(url), self.login.basic()) if self.login is not None else None
+
+        def attempt(_: int) -> bytes:
+            with self.fetcher.open(url, {"Accept": "application/json"}, credential=login,
+                                   max_bytes=_AUTH_MAX_BYTES, accept=(401, 403)) as r:
+                if r.status in (401, 403):
+                    raise self.unauthorized(url.split("?", 1)[0], token=True)
+                return r.read()
+
+        return parse_token(once_or_retried(self.fetcher, url, attempt), f"the token service {url.split('?', 1)[0]}")
+
+    def unauthorized(self, url: str, *, token: bool = False) -> DownloadError:
+        """The 401 the login did not cure, with its fix."""
+        host = self.ref.host
+        what = "its token service refused" if token else f"{self.ref.describe()} refused"
+        if self.login is None:
+            return DownloadError(url, f"HTTP 401 unauthorized: {self.ref.describe()} asks for a login, and there "
+                                 f"is none for {host}", status=401,
+                                 fix=f"`docker login {host}` (or an auths entry for {host} in REGISTRY_AUTH_FILE)")
+        return DownloadError(url, f"HTTP 401 unauthorized: {what} the login of {self.login.user!r} from "
+                             f"{self.login.source}", status=401, fix=f"log in again: `docker login {host}`")

@@ -1,18 +1,21 @@
-"""The network seam for one OCI registry: the fetcher's rules, with a registry's addressing and auth."""
+"""The client of one OCI registry repository, a wrapper of a fetcher: its files as ``oci://`` URLs, each
+the blob of its digest and refused unless it is, and the requests a push makes. See docs/fleet.md.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 from urllib.parse import urljoin
 
 from superfluid.installer.config import FetchConfig
-from superfluid.installer.errors import DownloadError, VerificationError
-from superfluid.installer.sources.oci.auth import Login, parse_challenge, parse_token, token_url
+from superfluid.installer.errors import DownloadError, SizeExceeded, VerificationError
+from superfluid.installer.sources.oci.auth import Login, RegistryAuth, login_for, once_or_retried
 from superfluid.installer.sources.oci.ref import (
     MANIFEST_MAX_BYTES,
     MANIFEST_TYPE,
@@ -21,14 +24,35 @@ from superfluid.installer.sources.oci.ref import (
     index_tag,
     parse_manifest,
 )
-from superfluid.installer.transport.fetcher import Credential, FetchResponse, Headers, RequestsFetcher, origin_of
+from superfluid.installer.transport.fetcher import (
+    Body,
+    Credential,
+    Fetcher,
+    FetchResponse,
+    Headers,
+    Request,
+    Upload,
+    status_error,
+)
+from superfluid.installer.transport.loopback import network_fetcher
+from superfluid.installer.transport.progress import Progress
+from superfluid.runtime.jsonread import UntrustedJson, loads
 
-__all__ = ["OciFetcher", "Reply", "fetcher_for_ref"]
+__all__ = ["OciFetcher", "Reply", "fetcher_for_ref", "ANSWER_MAX_BYTES"]
 
-_REDIRECTS = frozenset({301, 302, 303, 307, 308})
-_TOKEN_MAX_BYTES = 1 << 20
+T = TypeVar("T")
+
+#: the most bytes of a registry's answer to a ``HEAD``, ``POST`` or ``PUT`` (the distribution
+#: spec's are empty, or an error document): more is refused, as a download beyond its cap is
+ANSWER_MAX_BYTES = 64 << 10
 #: the bytes of an error answer kept for its message
 _ERROR_BODY_BYTES = 4096
+#: the statuses a registry's answer is judged by here, with its error document's words (a 401 is
+#: the challenge ``RegistryAuth`` answers; a redirect is the fetcher's to follow)
+_JUDGED = frozenset(range(400, 600)) - {401}
+#: headers that would let a server answer ``304`` for a blob: a blob is named by its digest, and
+#: bytes kept from an earlier answer are never taken for another digest's
+_CONDITIONAL = frozenset({"if-none-match", "if-modified-since"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,15 +66,8 @@ class Reply:
     body: bytes = b""
 
 
-def _no_auth(r: Any) -> Any:
-    """Tells requests to add no credentials of its own (``.netrc``, URL userinfo)."""
-    return r
-
-
 def _oci_detail(body: bytes) -> str:
     """``CODE: message`` of a distribution error answer (``{"errors": [{"code", "message"}]}``)."""
-    from superfluid.runtime.jsonread import UntrustedJson, loads
-
     try:
         doc = loads(body, max_bytes=_ERROR_BODY_BYTES * 4)
     except (UntrustedJson, ValueError):
@@ -61,58 +78,104 @@ def _oci_detail(body: bytes) -> str:
     return ": ".join(words)
 
 
-class _Body:
-    """A blob's bytes for an upload, read in chunks and told to the progress bar."""
-
-    def __init__(self, source: bytes | Path, size: int, progress: Any, name: str) -> None:
-        self._file = open(source, "rb") if isinstance(source, Path) else None  # noqa: SIM115 - closed by close()
-        self._data = source if isinstance(source, bytes) else b""
-        self._pos = 0
-        self._size = size
-        self._progress, self._name = progress, name
-        if progress is not None:
-            progress.start(name, size)
-
-    def __len__(self) -> int:
-        return self._size - self._pos
-
-    def read(self, n: int = -1) -> bytes:
-        n = self._size - self._pos if n is None or n < 0 else n
-        chunk = self._file.read(n) if self._file is not None else self._data[self._pos:self._pos + n]
-        self._pos += len(chunk)
-        if chunk and self._progress is not None:
-            self._progress.advance(self._name, len(chunk))
-        return chunk
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-        if self._progress is not None:
-            self._progress.finish(self._name)
-
-
-class OciFetcher(RequestsFetcher):
-    """``RequestsFetcher`` for one registry repository (see the module doc).
+class OciFetcher(Fetcher):
+    """A registry repository's files as a fetcher of ``oci://HOST/REPO/<mirror path>`` URLs, each the
+    blob of its digest, hashed as it arrives; any other URL is fetched as it is. Every request
+    (``GET``, ``HEAD``, ``POST``, ``PUT``, a token, a redirect) goes through one fetcher
+    (``transport``), wrapped by ``RegistryAuth`` for the registry's challenges: the fetcher's rules
+    (schemes, redirects, the credential at its origin only, statuses, the size cap and the stall rule
+    on every answer, retries) are the same for a registry as for any source.
 
     Args:
         ref: the registry and repository.
-        config: the limits.
-        login: the login for the registry (``oci_auth.login_for``), or None (anonymous).
+        transport: the fetcher that speaks HTTP to the registry (``network_fetcher``).
+        login: the login for the registry (``auth.login_for``), or None (anonymous).
         push: ask tokens for ``pull,push`` (``mirror push``) rather than ``pull``.
     """
 
-    def __init__(self, ref: OciRef, config: FetchConfig | None = None, *, login: Login | None = None,
-                 push: bool = False, **kwargs: Any) -> None:
-        super().__init__(config, plain_http_origins=[ref.api] if ref.plain_http else (), **kwargs)
+    def __init__(self, ref: OciRef, transport: Fetcher, *, login: Login | None = None, push: bool = False) -> None:
+        super().__init__(transport.config)
         self.ref = ref
-        self.login = login
-        self.scope = f"repository:{ref.repository}:{'pull,push' if push else 'pull'}"
-        self._origin = origin_of(ref.api)
-        self._auth: Credential | None = None
-        self._auth_lock = threading.Lock()
+        self.transport = transport
+        self.auth = RegistryAuth(transport, ref, login, push=push)
+        self._blob = re.compile(re.escape(ref.api) + f"/v2/{re.escape(ref.repository)}/blobs/sha256:([0-9a-f]{{64}})")
         self._digests: dict[str, str] = {}
         self._indexes: dict[str, dict[str, Layer]] = {}
         self._index_lock = threading.Lock()
+
+    @property
+    def login(self) -> Login | None:
+        return self.auth.login
+
+    # -- the fetcher: every rule is the transport's --------------------------------------------------
+
+    def _send(self, request: Request) -> FetchResponse:
+        return self.transport.send(request)
+
+    def retry(self, url: str, op: Callable[[int], T]) -> T:
+        return self.transport.retry(url, op)
+
+    def retrying(self) -> bool:
+        return self.transport.retrying()
+
+    def close(self) -> None:
+        self.transport.close()
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        body: Body | None = None,
+        credential: Credential | None = None,
+        max_bytes: int | None = None,
+        accept: Collection[int] = (),
+    ) -> FetchResponse:
+        """``RegistryAuth.request`` of the URL ``url`` names (see ``resolve``). A blob's ``GET``
+        is never conditional, and its whole body (``200``) is hashed as it arrives: its last chunk
+        raises ``VerificationError`` unless it is the digest it was asked by.
+
+        Raises:
+            DownloadError: as ``Fetcher.request``; a 401 not cured by the login names the fix.
+            VerificationError: while the body is read: a blob of other bytes than its digest.
+        """
+        method = method.upper()
+        target = self.resolve(url)
+        m = self._blob.fullmatch(target) if method == "GET" else None
+        send = dict(headers or {})
+        if m is not None:
+            send = {k: v for k, v in send.items() if k.lower() not in _CONDITIONAL}
+        try:
+            r = self.auth.request(method, target, send, body=body, credential=credential, max_bytes=max_bytes,
+                                  accept=accept)
+        except DownloadError as e:
+            raise self._named(e, url, target) from None
+        if m is not None and r.status == 200:
+            return FetchResponse(r.url, r.status, r.headers, self._checked(r, url, m.group(1)), r.close)
+        return r
+
+    def _checked(self, r: FetchResponse, url: str, sha256: str) -> Iterator[bytes]:
+        h = hashlib.sha256()
+        for chunk in r:
+            h.update(chunk)
+            yield chunk
+        got = h.hexdigest()
+        if got != sha256:
+            r.close()
+            raise VerificationError(
+                url, "sha256", sha256, got,
+                fix=f"nothing was installed or cached: {self.ref.describe()} serves other bytes for the blob "
+                    f"sha256:{sha256} than that digest (a registry checks digests when a blob is pushed, not "
+                    f"when it is served); push it again (`superfluid mirror push {self.ref.root.rstrip('/')} "
+                    "--lock FILE`), or tell whoever runs the registry")
+
+    def _named(self, e: DownloadError, url: str, target: str) -> DownloadError:
+        if e.status == 404 and self._blob.fullmatch(target):
+            digest = target.rsplit("/", 1)[-1]
+            return DownloadError(url, f"{self.ref.describe()} holds no blob {digest} (HTTP 404)", status=404,
+                                 fix=self._push_fix())
+        return e
 
     # -- addressing -------------------------------------------------------------------------------
 
@@ -162,100 +225,6 @@ class OciFetcher(RequestsFetcher):
     def _push_fix(self) -> str:
         return f"push the lock that names it: `superfluid mirror push {self.ref.root.rstrip('/')} --lock FILE`"
 
-    # -- GET: the base class's rules, after addressing and with the challenge answered ------------
-
-    def open(
-        self,
-        url: str,
-        headers: Mapping[str, str] | None = None,
-        *,
-        credential: Credential | None = None,
-        max_bytes: int | None = None,
-        accept: Collection[int] = (),
-    ) -> FetchResponse:
-        """``Fetcher.open`` of the blob ``url`` names (see ``resolve``), a ``401`` answered once.
-
-        Raises:
-            DownloadError: as ``Fetcher.open``; a 401 not cured by the login names the fix.
-        """
-        target = self.resolve(url)
-        wanted = frozenset(accept)
-        for answered in (False, True):
-            auth = credential or self._auth
-            try:
-                r = super().open(target, headers, credential=auth, max_bytes=max_bytes, accept=wanted | {401})
-            except DownloadError as e:
-                raise self._named(e, url, target) from None
-            if r.status != 401 or 401 in wanted:
-                return r
-            challenge, at = r.headers.get("www-authenticate"), r.url
-            r.close()
-            if origin_of(at) != self._origin:
-                raise DownloadError(at, f"HTTP 401 unauthorized (a redirect of {target})", status=401)
-            if answered or credential is not None or not self._answer(challenge, auth):
-                raise self._unauthorized(target)
-        raise AssertionError("unreachable")
-
-    def _named(self, e: DownloadError, url: str, target: str) -> DownloadError:
-        if e.status == 404 and target.startswith(self.ref.api + f"/v2/{self.ref.repository}/blobs/"):
-            digest = target.rsplit("/", 1)[-1]
-            return DownloadError(url, f"{self.ref.describe()} holds no blob {digest} (HTTP 404)", status=404,
-                                 fix=self._push_fix())
-        return e
-
-    def _answer(self, header: str | None, failed: Credential | None) -> bool:
-        """Answer a challenge: whether a new ``Authorization`` is there to try."""
-        challenge = parse_challenge(header)
-        if challenge is None:
-            return False
-        with self._auth_lock:
-            if self._auth is not failed:  # another thread answered it meanwhile
-                return self._auth is not None
-            if challenge.scheme == "basic":
-                if self.login is None or (failed is not None and failed.authorization == self.login.basic()):
-                    return False
-                self._auth = Credential(self._origin, self.login.basic())
-                return True
-            if challenge.scheme == "bearer":
-                self._auth = Credential(self._origin, f"Bearer {self._token(challenge)}")
-                return True
-        return False
-
-    def _token(self, challenge: Any) -> str:
-        """A token from the challenge's realm, asked with the login when there is one (only over
-        HTTPS or to loopback: the base class's scheme rule)."""
-        try:
-            url = token_url(challenge, self.scope)
-        except ValueError as e:
-            raise DownloadError(self.ref.api, str(e)) from None
-        login = Credential(origin_of(url), self.login.basic()) if self.login is not None else None
-
-        def attempt(_: int) -> bytes:
-            with super(OciFetcher, self).open(url, {"Accept": "application/json"}, credential=login,
-                                              max_bytes=_TOKEN_MAX_BYTES, accept=(401, 403)) as r:
-                if r.status in (401, 403):
-                    raise self._unauthorized(url.split("?", 1)[0], token=True)
-                return r.read()
-
-        return parse_token(self._once_or_retried(url, attempt), f"the token service {url.split('?', 1)[0]}")
-
-    def _once_or_retried(self, url: str, op: Callable[[int], Any]) -> Any:
-        """``retry(url, op)``; or one attempt when this thread is inside a retry already (a challenge
-        or an index read while a download is tried): the outer loop retries it, the two never multiply."""
-        if getattr(self._waiting, "since", None) is not None:
-            return op(0)
-        return self.retry(url, op)
-
-    def _unauthorized(self, url: str, *, token: bool = False) -> DownloadError:
-        host = self.ref.host
-        what = "its token service refused" if token else f"{self.ref.describe()} refused"
-        if self.login is None:
-            return DownloadError(url, f"HTTP 401 unauthorized: {self.ref.describe()} asks for a login, and there "
-                                 f"is none for {host}", status=401,
-                                 fix=f"`docker login {host}` (or an auths entry for {host} in REGISTRY_AUTH_FILE)")
-        return DownloadError(url, f"HTTP 401 unauthorized: {what} the login of {self.login.user!r} from "
-                             f"{self.login.source}", status=401, fix=f"log in again: `docker login {host}`")
-
     # -- reads of the registry's own documents ----------------------------------------------------
 
     def manifest(self, reference: str) -> tuple[bytes, str] | None:
@@ -267,12 +236,16 @@ class OciFetcher(RequestsFetcher):
         url = self.ref.manifest_url(reference)
 
         def attempt(_: int) -> bytes:
-            with self.open(url, {"Accept": MANIFEST_TYPE, "Accept-Encoding": "identity"},
-                           max_bytes=MANIFEST_MAX_BYTES) as r:
-                return r.read()
+            try:
+                with self.open(url, {"Accept": MANIFEST_TYPE, "Accept-Encoding": "identity"},
+                               max_bytes=MANIFEST_MAX_BYTES) as r:
+                    return r.read()
+            except SizeExceeded as e:
+                raise DownloadError(e.url, f"answered a manifest of more than {MANIFEST_MAX_BYTES} bytes (at least "
+                                    f"{e.got}): not a registry's answer (distribution's are 4 MiB at most)") from None
 
         try:
-            body: bytes = self._once_or_retried(url, attempt)
+            body = once_or_retried(self, url, attempt)
         except DownloadError as e:
             if e.status == 404:
                 return None
@@ -280,33 +253,30 @@ class OciFetcher(RequestsFetcher):
         return body, hashlib.sha256(body).hexdigest()
 
     def blob(self, sha256: str, *, max_bytes: int) -> bytes:
-        """A small blob's bytes, checked against its digest.
+        """A small blob's bytes, checked against its digest as they arrive.
 
         Raises:
             VerificationError: other bytes.
             DownloadError: as ``open``.
         """
         url = self.ref.blob_url(sha256)
-        _, body = self.get_bytes(url, max_bytes=max_bytes, headers={"Accept-Encoding": "identity"})
-        got = hashlib.sha256(body).hexdigest()
-        if got != sha256:
-            raise VerificationError(url, "sha256", sha256, got)
-        return body
+        return self.get_bytes(url, max_bytes=max_bytes, headers={"Accept-Encoding": "identity"})[1]
 
     # -- push ---------------------------------------------------------------------------------------
 
     def has_blob(self, sha256: str) -> bool:
         """Whether the repository holds the blob (``HEAD``; a redirect is followed without the
         credential off the registry's origin)."""
-        reply = self.send("HEAD", self.ref.blob_url(sha256), accept=(404,))
+        reply = self.call("HEAD", self.ref.blob_url(sha256), accept=(404,))
         return reply.status != 404
 
     def has_manifest(self, tag: str, sha256: str) -> bool:
         """Whether ``tag`` names the manifest of ``sha256`` already (``HEAD``, its digest header)."""
-        reply = self.send("HEAD", self.ref.manifest_url(tag), headers={"Accept": MANIFEST_TYPE}, accept=(404,))
+        reply = self.call("HEAD", self.ref.manifest_url(tag), headers={"Accept": MANIFEST_TYPE}, accept=(404,))
         return reply.status != 404 and reply.headers.get("docker-content-digest") == f"sha256:{sha256}"
 
-    def upload(self, sha256: str, size: int, source: bytes | Path, *, progress: Any = None, name: str = "") -> None:
+    def upload(self, sha256: str, size: int, source: bytes | Path, *, progress: Progress | None = None,
+               name: str = "") -> None:
         """Upload one blob: ``POST`` an upload session, then one ``PUT`` of the whole body with its
         digest (the registry checks it too). Retried whole: a session that failed is not reused.
 
@@ -316,15 +286,15 @@ class OciFetcher(RequestsFetcher):
         start = self.ref.upload_url()
 
         def attempt(_: int) -> None:
-            began = self.send_once("POST", start, headers={"Content-Length": "0"}, accept=(202,))
+            began = self.call_once("POST", start, headers={"Content-Length": "0"}, accept=(202,))
             location = began.headers.get("location")
             if not location:
                 raise DownloadError(start, f"HTTP {began.status} without a Location for the upload")
-            target = urljoin(start, location)
+            target = urljoin(began.url, location)
             target += ("&" if "?" in target else "?") + f"digest=sha256:{sha256}"
-            body = _Body(source, size, progress, name or sha256[:12])
+            body = Upload(source, size, progress=progress, name=name or sha256[:12])
             try:
-                self.send_once("PUT", target, body=body, accept=(201,),
+                self.call_once("PUT", target, body=body, accept=(201,),
                                headers={"Content-Type": "application/octet-stream", "Content-Length": str(size)})
             finally:
                 body.close()
@@ -337,85 +307,54 @@ class OciFetcher(RequestsFetcher):
         Raises:
             DownloadError: the registry refused it (its error code and message named).
         """
-        self.send("PUT", self.ref.manifest_url(tag), body=body, accept=(201,),
+        self.call("PUT", self.ref.manifest_url(tag), body=body, accept=(201,),
                   headers={"Content-Type": MANIFEST_TYPE, "Content-Length": str(len(body))})
 
-    def send(self, method: str, url: str, *, headers: Mapping[str, str] | None = None,
-             body: bytes | _Body | None = None, accept: Collection[int] = ()) -> Reply:
-        """``send_once``, retried as ``Fetcher.retry`` says (a body of bytes only: it is sent again)."""
-        return self.retry(url, lambda _: self.send_once(method, url, headers=headers, body=body, accept=accept))
+    def call(self, method: str, url: str, *, headers: Mapping[str, str] | None = None, body: Body | None = None,
+             accept: Collection[int] = ()) -> Reply:
+        """``call_once``, retried as ``Fetcher.retry`` says (the body is sent again whole)."""
+        return self.retry(url, lambda _: self.call_once(method, url, headers=headers, body=body, accept=accept))
 
-    def send_once(self, method: str, url: str, *, headers: Mapping[str, str] | None = None,
-                  body: bytes | _Body | None = None, accept: Collection[int] = ()) -> Reply:
-        """One ``method`` request with a challenge answered once; a 2xx or a status in ``accept``.
+    def call_once(self, method: str, url: str, *, headers: Mapping[str, str] | None = None,
+                  body: Body | None = None, accept: Collection[int] = ()) -> Reply:
+        """One ``method`` request (a challenge answered once), its answer read whole within
+        ``ANSWER_MAX_BYTES`` and the stall rule; a 2xx or a status in ``accept``.
 
         Raises:
-            DownloadError: any other status (retryable for 5xx and 429), or the transport.
+            DownloadError: any other status (retryable for 5xx and 429, the registry's error code
+                and message named), an answer beyond the cap, or the transport.
         """
-        for answered in (False, True):
-            auth = self._auth
-            reply = self._request(method, url, headers or {}, body, auth)
-            if reply.status != 401 or 401 in accept:
-                break
-            if answered or not self._answer(reply.headers.get("www-authenticate"), auth):
-                raise self._unauthorized(url)
-            if isinstance(body, _Body):  # a streamed body was spent on the refusal: the caller retries
-                raise DownloadError(url, "HTTP 401 before the upload was authorized; trying again", retryable=True)
-        return self._judge(reply, accept)
+        try:
+            with self.request(method, url, headers, body=body, max_bytes=ANSWER_MAX_BYTES,
+                              accept=_JUDGED | frozenset(accept)) as r:
+                data = r.read()
+        except SizeExceeded as e:
+            raise DownloadError(e.url, f"answered the {method} with more than {ANSWER_MAX_BYTES} bytes (at least "
+                                f"{e.got}): not a registry's answer") from None
+        return self._judge(Reply(r.status, r.headers, r.url, data[:_ERROR_BODY_BYTES]), accept)
 
     def _judge(self, reply: Reply, accept: Collection[int]) -> Reply:
         if 200 <= reply.status < 300 or reply.status in accept:
             return reply
-        try:  # the base class's status rule: 429 and 5xx retryable, Retry-After honoured
-            self._check_status(FetchResponse(reply.url, reply.status, reply.headers, iter(())), (), None)
-        except DownloadError as e:
-            detail = _oci_detail(reply.body)
-            if detail:
-                e.message += f" ({detail})"
-            raise
-        raise DownloadError(reply.url, f"HTTP {reply.status}", status=reply.status)
-
-    def _request(self, method: str, url: str, headers: Mapping[str, str], body: bytes | _Body | None,
-                 auth: Credential | None) -> Reply:
-        """One request, redirects of a ``HEAD`` followed by hand (the credential only at its origin)."""
-        import requests
-
-        current = url
-        for hop in range(self.config.max_redirects + 1):
-            self._check_url(current, redirected_from=url if hop else None)
-            send = {"User-Agent": self.config.user_agent, **headers}
-            if auth is not None and origin_of(current) == auth.origin:
-                send["Authorization"] = auth.authorization
-            with self._count_lock:
-                self.requests_made += 1
-            timeout = (self._time_left(self.config.connect_timeout), self._time_left(self.config.stall_timeout))
-            try:
-                r = self._session().request(method, current, headers=send, data=body, allow_redirects=False,
-                                            timeout=timeout, auth=_no_auth)
-            except requests.exceptions.Timeout as e:
-                raise DownloadError(current, f"no answer within {timeout[1]:g} s ({method})", retryable=True) from e
-            except requests.exceptions.ConnectionError as e:
-                raise DownloadError(current, f"could not connect ({method}): {type(e).__name__}",
-                                    retryable=True) from e
-            except requests.exceptions.RequestException as e:
-                raise DownloadError(current, f"{method} failed: {e}") from e
-            reply = Reply(r.status_code, Headers(r.headers), current, r.content[:_ERROR_BODY_BYTES])
-            r.close()
-            if reply.status in _REDIRECTS and method == "HEAD" and reply.headers.get("location"):
-                current = urljoin(current, reply.headers["location"])
-                continue
-            return reply
-        raise DownloadError(url, f"more than {self.config.max_redirects} redirects")
+        # the fetcher's status rule (429 and 5xx retryable, Retry-After honoured), the registry's words
+        e = status_error(reply.url, reply.status, reply.headers, "", config=self.config, now=self._clock(),
+                         authenticated=False)
+        detail = _oci_detail(reply.body)
+        if detail:
+            e.message += f" ({detail})"
+        raise e
 
 
 def fetcher_for_ref(ref: OciRef, environ: Mapping[str, str], config: FetchConfig | None = None, *,
-                    push: bool = False, sleep: Callable[[float], None] | None = None) -> OciFetcher:
-    """An ``OciFetcher`` for ``ref`` with the login the environment's auth file holds for it.
+                    push: bool = False, transport: Fetcher | None = None) -> OciFetcher:
+    """An ``OciFetcher`` for ``ref`` with the login the environment's auth file holds for it,
+    through ``transport`` (default: ``network_fetcher`` for the registry, plain ``http://`` to it
+    when ``ref.plain_http``).
 
     Raises:
         BadFile: the auth file is broken.
     """
-    from superfluid.installer.sources.oci.auth import login_for
-
-    extra: dict[str, Any] = {"sleep": sleep} if sleep is not None else {}
-    return OciFetcher(ref, config, login=login_for(ref.host, ref.repository, environ), push=push, **extra)
+    login = login_for(ref.host, ref.repository, environ)
+    net = transport or network_fetcher(ref.api, environ, config or FetchConfig(),
+                                       plain_http_origins=[ref.api] if ref.plain_http else ())
+    return OciFetcher(ref, net, login=login, push=push)

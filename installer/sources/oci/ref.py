@@ -11,9 +11,11 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
+from superfluid.installer.transport.fetcher import is_loopback
 from superfluid.runtime.errors import BadFile
+from superfluid.runtime.jsonread import UntrustedJson, loads
 
 __all__ = [
     "SCHEME",
@@ -24,12 +26,10 @@ __all__ = [
     "EMPTY_TYPE",
     "EMPTY_CONFIG",
     "TITLE",
-    "PLAIN_HTTP_VARIABLE",
     "OciRef",
     "Layer",
     "is_oci",
     "parse_ref",
-    "plain_http_asked",
     "ref_of_url",
     "engine_tag",
     "index_tag",
@@ -48,7 +48,6 @@ MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
 EMPTY_TYPE = "application/vnd.oci.empty.v1+json"
 EMPTY_CONFIG = b"{}"
 TITLE = "org.opencontainers.image.title"
-PLAIN_HTTP_VARIABLE = "SUPERFLUID_OCI_PLAIN_HTTP"
 
 #: the most bytes of a manifest we read (distribution refuses larger ones than 4 MiB)
 MANIFEST_MAX_BYTES = 4 << 20
@@ -69,15 +68,7 @@ def is_oci(where: str | None) -> bool:
     return bool(where) and str(where)[:6].lower() == "oci://"
 
 
-def plain_http_asked(environ: Mapping[str, str]) -> bool:
-    """Whether plain HTTP was asked for every registry (``SUPERFLUID_OCI_PLAIN_HTTP=1``; the face
-    sets it for ``--plain-http``)."""
-    return environ.get(PLAIN_HTTP_VARIABLE, "").strip().lower() in ("1", "true", "yes")
-
-
 def _loopback(host: str) -> bool:
-    from superfluid.installer.transport.fetcher import is_loopback
-
     return is_loopback(f"http://{host}/")
 
 
@@ -114,16 +105,14 @@ class OciRef:
 
     def path_of(self, url: str) -> str | None:
         """The path below ``root`` that ``url`` names (unquoted), or None when it is not below it."""
-        from urllib.parse import unquote
-
         if not url.lower().startswith(self.root.lower()):
             return None
         return unquote(url[len(self.root):].split("#", 1)[0].split("?", 1)[0])
 
 
-def parse_ref(where: str, *, environ: Mapping[str, str], named_by: str = "--mirror") -> OciRef:
+def parse_ref(where: str, *, plain_http: bool = False, named_by: str = "--mirror") -> OciRef:
     """``oci://HOST[:PORT]/REPO`` as an ``OciRef``: HTTPS, or plain HTTP to a loopback host or
-    when ``plain_http_asked``.
+    when ``plain_http`` (``--plain-http``, ``FetchConfig.oci_plain_http``).
 
     Raises:
         ValueError: not such a reference (names the fault; a ``user:password@`` is never repeated).
@@ -146,12 +135,12 @@ def parse_ref(where: str, *, environ: Mapping[str, str], named_by: str = "--mirr
         raise ValueError(f"{given}: {repository!r} is not a repository name (lower-case path components "
                          "such as fleet/engines)")
     host = netloc.lower()
-    return OciRef(host, repository, plain_http=plain_http_asked(environ) or _loopback(host))
+    return OciRef(host, repository, plain_http=plain_http or _loopback(host))
 
 
-def ref_of_url(url: str, *, environ: Mapping[str, str]) -> OciRef | None:
+def ref_of_url(url: str, *, plain_http: bool = False) -> OciRef | None:
     """The registry an ``oci://HOST/REPO/<mirror path>`` URL (as a lock records it) is below, or
-    None when ``url`` is no such URL."""
+    None when ``url`` is no such URL (``plain_http`` as ``parse_ref``'s)."""
     if not is_oci(url):
         return None
     parts = urlsplit(url)
@@ -159,7 +148,7 @@ def ref_of_url(url: str, *, environ: Mapping[str, str]) -> OciRef | None:
     if len(segments) <= _MIRROR_PATH_PARTS:
         return None
     try:
-        return parse_ref(f"oci://{parts.netloc}/{'/'.join(segments[:-_MIRROR_PATH_PARTS])}", environ=environ)
+        return parse_ref(f"oci://{parts.netloc}/{'/'.join(segments[:-_MIRROR_PATH_PARTS])}", plain_http=plain_http)
     except ValueError:
         return None
 
@@ -219,8 +208,6 @@ def parse_manifest(data: bytes, where: str) -> list[Layer]:
     Raises:
         BadFile: not a JSON image manifest, or a titled layer without a SHA-256 digest and a size.
     """
-    from superfluid.runtime.jsonread import UntrustedJson, loads
-
     try:
         doc = loads(data, max_bytes=MANIFEST_MAX_BYTES)
     except UntrustedJson as e:

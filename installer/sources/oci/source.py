@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from superfluid.installer.cache.blobs import Cache
 from superfluid.installer.config import FetchConfig
@@ -19,13 +19,27 @@ from superfluid.installer.sources.release_source import (
     Release,
     ReleaseSource,
 )
-from superfluid.installer.transport.fetcher import Fetcher, NoNetworkFetcher
+from superfluid.installer.transport.fetcher import Fetcher
+from superfluid.installer.transport.files import NoNetworkFetcher
+from superfluid.runtime.home import home
 
 if TYPE_CHECKING:
     from superfluid.installer.cache.download import Progress
-    from superfluid.installer.fleet.lockfile import Engine
 
-__all__ = ["OciMirror", "OciSource", "oci_source", "locked_source"]
+__all__ = ["OciMirror", "OciSource", "oci_source", "locked_source", "Locked"]
+
+
+class Locked(Protocol):
+    """A file a lock names (``fleet.lockfile.LockedFile``): its mirror path, URL and digest."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def sha256(self) -> str: ...
 
 
 class OciMirror(Mirror):
@@ -93,44 +107,44 @@ class OciSource(MirrorSource):
 
 
 def oci_source(where: str, *, named_by: str, offline: bool, environ: Mapping[str, str],
-               config: FetchConfig, cache: Cache, fix: str | None = None) -> ReleaseSource:
+               config: FetchConfig, cache: Cache, fix: str | None = None,
+               transport: Fetcher | None = None) -> ReleaseSource:
     """The source of ``--mirror oci://HOST/REPO`` (``named_by``: ``--mirror`` or
-    ``SUPERFLUID_MIRROR``); with ``offline`` the cache alone.
+    ``SUPERFLUID_MIRROR``; plain ``http://`` as ``config.oci_plain_http`` says); with ``offline``
+    the cache alone. ``transport``: the fetcher that speaks to the registry (default
+    ``fetcher_for_ref``'s).
 
     Raises:
         ValueError: ``where`` is not an ``oci://HOST/REPO`` reference.
         BadFile: the auth file is broken.
     """
-    ref = parse_ref(where, environ=environ, named_by=named_by)
+    ref = parse_ref(where, plain_http=config.oci_plain_http, named_by=named_by)
     if offline:
         return OfflineSource(OciMirror(ref, NoNetworkFetcher(config), cache, offline=True), cache, fix=fix)
-    net = fetcher_for_ref(ref, environ, config)
+    net = fetcher_for_ref(ref, environ, config, transport=transport)
     return OciSource(OciMirror(ref, net, cache), cache, net)
 
 
-def locked_source(root: str | None, engines: Sequence[Engine], environ: Mapping[str, str]) -> ReleaseSource | None:
+def locked_source(root: str | None, files: Sequence[Locked], environ: Mapping[str, str],
+                  config: FetchConfig | None = None, *, transport: Fetcher | None = None) -> ReleaseSource | None:
     """The source a ``--locked`` install fetches from when its bytes are in a registry: ``root``
     (``--mirror oci://...``), else the registry the lock's own ``oci://`` URLs name; None when
-    neither is one. Every file of ``engines`` is the blob of its locked digest: no listing or
-    index is read.
+    neither is one. Each of ``files`` (every file of the engines installed) is the blob of its
+    locked digest: no listing or index is read. ``config``: the limits and ``oci_plain_http``;
+    ``transport`` as ``oci_source``'s.
 
     Raises:
         BadFile: the auth file is broken.
     """
-    ref = parse_ref(root, environ=environ) if root is not None and is_oci(root) else None
+    config = config or FetchConfig()
+    plain = config.oci_plain_http
+    ref = parse_ref(root, plain_http=plain) if root is not None and is_oci(root) else None
     if ref is None and root is None:
-        ref = next((r for e in engines for a in e.assets if (r := ref_of_url(a.url, environ=environ))), None)
+        ref = next((r for f in files if (r := ref_of_url(f.url, plain_http=plain))), None)
     if ref is None:
         return None
-    cache = Cache.for_home(_home(environ))
-    net = fetcher_for_ref(ref, environ)
-    for e in engines:
-        for f in e.files():
-            net.learn(f.path, f.sha256)
+    cache = Cache.for_home(home(environ))
+    net = fetcher_for_ref(ref, environ, config, transport=transport)
+    for f in files:
+        net.learn(f.path, f.sha256)
     return OciSource(OciMirror(ref, net, cache), cache, net)
-
-
-def _home(environ: Mapping[str, str]) -> str:
-    from superfluid.runtime.home import home
-
-    return str(home(environ))

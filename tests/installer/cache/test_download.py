@@ -26,7 +26,7 @@ from superfluid.installer.cache.download import (
 )
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import DownloadError, DownloadStalled, SizeExceeded, VerificationError
-from superfluid.installer.transport.fetcher import RequestsFetcher
+from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 from tests.installer.conftest import REPO
 from tests.release_server import ReleaseServer
 

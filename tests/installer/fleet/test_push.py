@@ -53,7 +53,7 @@ def test_the_manifests_are_stable(file_lock: Lock) -> None:
 # --- real pushes ------------------------------------------------------------------------------------------
 
 def test_a_push_sends_everything_once(file_lock: Lock, registry: Registry, cli_home: Home) -> None:
-    ref = parse_ref(registry.url, environ={})
+    ref = parse_ref(registry.url)
     told: list[str] = []
     first = push(file_lock, ref, environ=cli_home.env, tell=told.append)
     assert len(first.sent) == 4 + 2 and first.present == ()  # four files, the listing, the empty config
@@ -75,6 +75,6 @@ def test_a_file_whose_bytes_are_not_the_locked_ones_is_not_sent(file_lock: Lock,
     (_, _, cpu) = next(x for x in files_of(file_lock) if x[2].name == "engine-cpu.tar.gz")
     Path(cpu.url.removeprefix("file://")).write_bytes(b"cpu enginX")
     with pytest.raises(VerificationError):
-        push(file_lock, parse_ref(registry.url, environ={}), environ=cli_home.env)
+        push(file_lock, parse_ref(registry.url), environ=cli_home.env)
     assert registry.tags() == []  # nothing tagged
     assert not registry.blob_file(cpu.sha256).exists()

@@ -22,7 +22,9 @@ from superfluid.installer.sources.release_source import (
     basic_credential,
     fetcher_for,
 )
-from superfluid.installer.transport.fetcher import FileFetcher, NoNetworkFetcher, RequestsFetcher, origin_of
+from superfluid.installer.transport.fetcher import origin_of
+from superfluid.installer.transport.files import FileFetcher, NoNetworkFetcher
+from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 from superfluid.runtime.errors import UsageError
 
 

@@ -1,48 +1,39 @@
-"""The fetcher seam: status rules, retries, redirects with token scoping, caps, schemes.
+"""The fetcher seam: status rules, retries, redirects with token scoping, caps, schemes, for every
+method.
 
-Unit tests through ``responses`` (the real ``RequestsFetcher`` over a mocked transport), plus the
-``FileFetcher`` on real files and a fetcher whose ``_fetch`` misbehaves.
+Unit tests through ``responses`` (the real ``RequestsFetcher`` over a mocked transport), a scripted
+fetcher that answers each hop from a table and records what it was sent (``PUT``, ``POST``,
+``HEAD``: the redirects a body follows, the credential across origins, caps and stalls on every
+answer), and fetchers whose ``_send`` misbehaves.
 """
 
 from __future__ import annotations
 
 import email.utils
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import responses
 
 from superfluid.installer.config import FetchConfig
-from superfluid.installer.errors import DownloadError, DownloadStalled, OfflineMissing, RateLimited, SizeExceeded
+from superfluid.installer.errors import DownloadError, DownloadStalled, RateLimited, SizeExceeded
 from superfluid.installer.transport.fetcher import (
     Credential,
     Fetcher,
     FetchResponse,
-    FileFetcher,
-    NoNetworkFetcher,
-    RequestsFetcher,
+    Request,
+    Upload,
     is_loopback,
     origin_of,
     parse_retry_after,
 )
+from superfluid.installer.transport.progress import Progress
+from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 
 API = "https://api.example.test"
 CRED = Credential("https://api.example.test", "Bearer s3cret")
-
-
-@pytest.fixture
-def sleeps() -> list[float]:
-    return []
-
-
-@pytest.fixture
-def rf(sleeps: list[float]) -> Iterator[RequestsFetcher]:
-    f = RequestsFetcher(FetchConfig(retries=3, backoff_base=0.5, backoff_max=4.0), sleep=sleeps.append,
-                        clock=lambda: 1_000_000.0)
-    yield f
-    f.close()
 
 
 class TestHelpers:
@@ -159,15 +150,6 @@ class TestStatus:
             rf.get_bytes(f"{API}/a", max_bytes=100)
         assert not isinstance(e.value, RateLimited)
 
-    @responses.activate
-    def test_connection_error_is_retryable(self, rf: RequestsFetcher, sleeps: list[float]) -> None:
-        import requests
-
-        responses.get(f"{API}/a", body=requests.exceptions.ConnectionError("refused"))
-        responses.get(f"{API}/a", body=b"ok")
-        _, body = rf.get_bytes(f"{API}/a", max_bytes=100)
-        assert body == b"ok" and sleeps == [0.5]
-
 
 class TestRedirectsAndTokens:
     @responses.activate
@@ -191,17 +173,6 @@ class TestRedirectsAndTokens:
     def test_a_callers_authorization_header_is_dropped(self, rf: RequestsFetcher) -> None:
         responses.get("https://elsewhere.test/x", body=b"x")
         rf.get_bytes("https://elsewhere.test/x", max_bytes=10, headers={"authorization": "Bearer leaked"})
-        assert "Authorization" not in responses.calls[0].request.headers
-
-    @responses.activate
-    def test_netrc_credentials_are_not_added(self, rf: RequestsFetcher, tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
-        netrc = tmp_path / "netrc"
-        netrc.write_text("machine elsewhere.test login u password p\n")
-        netrc.chmod(0o600)
-        monkeypatch.setenv("NETRC", str(netrc))
-        responses.get("https://elsewhere.test/x", body=b"x")
-        rf.get_bytes("https://elsewhere.test/x", max_bytes=10)
         assert "Authorization" not in responses.calls[0].request.headers
 
     @responses.activate
@@ -248,8 +219,8 @@ class TestCaps:
 
     def test_a_body_longer_than_announced_is_cut_at_the_cap(self) -> None:
         class Liar(Fetcher):
-            def _fetch(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
-                return FetchResponse(url, 200, {}, iter([b"a" * 8, b"b" * 8, b"c" * 8]))
+            def _send(self, request: Request) -> FetchResponse:
+                return FetchResponse(request.url, 200, {}, iter([b"a" * 8, b"b" * 8, b"c" * 8]))
 
         with pytest.raises(SizeExceeded) as e:
             Liar().get_bytes("https://x.test/", max_bytes=10)
@@ -259,13 +230,13 @@ class TestCaps:
 class TestStall:
     def test_a_trickle_is_a_stall(self) -> None:
         class Trickle(Fetcher):
-            def _fetch(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
+            def _send(self, request: Request) -> FetchResponse:
                 def body() -> Iterator[bytes]:
                     while True:
                         time.sleep(0.05)
                         yield b"x"
 
-                return FetchResponse(url, 200, {}, body())
+                return FetchResponse(request.url, 200, {}, body())
 
         f = Trickle(FetchConfig(retries=0, stall_timeout=0.3, stall_min_bytes=100))
         with pytest.raises(DownloadStalled, match=r"only \d bytes in 0.3 s after \d+ bytes \(stall timeout\)"):
@@ -273,13 +244,13 @@ class TestStall:
 
     def test_slow_but_steady_is_not_a_stall(self) -> None:
         class Steady(Fetcher):
-            def _fetch(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
+            def _send(self, request: Request) -> FetchResponse:
                 def body() -> Iterator[bytes]:
                     for _ in range(12):
                         time.sleep(0.05)
                         yield b"x" * 100
 
-                return FetchResponse(url, 200, {}, body())
+                return FetchResponse(request.url, 200, {}, body())
 
         f = Steady(FetchConfig(retries=0, stall_timeout=0.2, stall_min_bytes=100))
         assert len(f.get_bytes("https://x.test/", max_bytes=10_000)[1]) == 1200
@@ -288,7 +259,7 @@ class TestStall:
 class TestWrapping:
     def test_anything_an_implementation_raises_becomes_a_download_error(self) -> None:
         class Broken(Fetcher):
-            def _fetch(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
+            def _send(self, request: Request) -> FetchResponse:
                 raise ValueError("boom")
 
         with pytest.raises(DownloadError, match="request failed: boom") as e:
@@ -299,8 +270,8 @@ class TestWrapping:
         calls = []
 
         class Flaky(Fetcher):
-            def _fetch(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
-                calls.append(url)
+            def _send(self, request: Request) -> FetchResponse:
+                calls.append(request.url)
 
                 def body() -> Iterator[bytes]:
                     yield b"par"
@@ -308,7 +279,7 @@ class TestWrapping:
                         raise ConnectionResetError("reset by peer")
                     yield b"tial"
 
-                return FetchResponse(url, 200, {}, body())
+                return FetchResponse(request.url, 200, {}, body())
 
         f = Flaky(FetchConfig(backoff_base=0), sleep=lambda s: None)
         assert f.get_bytes("https://x.test/", max_bytes=100)[1] == b"partial"
@@ -316,8 +287,8 @@ class TestWrapping:
 
     def test_counts_requests(self) -> None:
         class One(Fetcher):
-            def _fetch(self, url: str, headers: Mapping[str, str]) -> FetchResponse:
-                return FetchResponse(url, 200, {}, iter([b"x"]))
+            def _send(self, request: Request) -> FetchResponse:
+                return FetchResponse(request.url, 200, {}, iter([b"x"]))
 
         f = One()
         f.get_bytes("https://x.test/", max_bytes=1)
@@ -325,36 +296,111 @@ class TestWrapping:
         assert f.requests_made == 2
 
 
-class TestFileFetcher:
-    def test_whole_range_if_range_and_missing(self, tmp_path: Path) -> None:
-        p = tmp_path / "f.bin"
-        p.write_bytes(b"0123456789")
-        f = FileFetcher(FetchConfig(chunk_size=4))
-        url = p.as_uri()
-        with f.open(url) as r:
-            assert (r.status, r.read()) == (200, b"0123456789")
-            etag = r.headers["etag"]
-        with f.open(url, {"Range": "bytes=4-", "If-Range": etag}) as r:
-            assert (r.status, r.read(), r.headers["content-range"]) == (206, b"456789", "bytes 4-9/10")
-        with f.open(url, {"Range": "bytes=4-", "If-Range": '"other"'}) as r:
-            assert (r.status, r.read()) == (200, b"0123456789")
-        with f.open(url, {"If-None-Match": etag}) as r:
-            assert r.status == 304
-        with pytest.raises(DownloadError, match="HTTP 404"):
-            f.open((tmp_path / "nope").as_uri())
+class _Scripted(Fetcher):
+    """Answers each hop from ``answers`` (URL -> status, headers, body chunks) and records the
+    requests it was sent, with their bodies read whole."""
 
-    def test_refuses_http(self) -> None:
-        with pytest.raises(DownloadError, match="http:// URLs are not fetched here"):
-            FileFetcher().open("http://127.0.0.1:1/x")
+    def __init__(self, answers: dict[str, tuple[int, dict[str, str], Iterator[bytes] | list[bytes]]],
+                 **kwargs: object) -> None:
+        super().__init__(FetchConfig(retries=0, stall_timeout=0.3, stall_min_bytes=100), **kwargs)  # type: ignore[arg-type]
+        self.answers = answers
+        self.sent: list[tuple[str, str, dict[str, str], bytes | None]] = []
+
+    def _send(self, request: Request) -> FetchResponse:
+        body = request.body
+        data = body if isinstance(body, bytes) or body is None else body.read()
+        self.sent.append((request.method, request.url, dict(request.headers), data))
+        status, headers, chunks = self.answers[request.url]
+        return FetchResponse(request.url, status, headers, iter(chunks))
 
 
-def test_the_no_sockets_fixture_catches_a_real_connection(no_sockets: list[object]) -> None:
-    with pytest.raises(DownloadError):
-        RequestsFetcher(FetchConfig(retries=0)).open("http://127.0.0.1:9/x")
-    assert no_sockets == [("127.0.0.1", 9)]
+class TestMethods:
+    def test_a_put_follows_a_307_with_its_body_and_without_the_credential_elsewhere(self) -> None:
+        f = _Scripted({f"{API}/up": (307, {"location": "https://store.example.test/up?sig=1"}, []),
+                       "https://store.example.test/up?sig=1": (201, {}, [])})
+        with f.request("PUT", f"{API}/up", {"Content-Length": "4"}, body=b"data", credential=CRED) as r:
+            assert r.status == 201
+        assert [(m, u, b) for m, u, _, b in f.sent] == [("PUT", f"{API}/up", b"data"),
+                                                        ("PUT", "https://store.example.test/up?sig=1", b"data")]
+        assert f.sent[0][2]["Authorization"] == "Bearer s3cret" and "Authorization" not in f.sent[1][2]
+
+    def test_an_upload_is_sent_again_whole_after_a_308(self, tmp_path: Path) -> None:
+        path = tmp_path / "blob"
+        path.write_bytes(b"0123456789")
+        f = _Scripted({f"{API}/a": (308, {"location": "/b"}, []), f"{API}/b": (201, {}, [])})
+        upload = Upload(path, 10, name="blob")
+        try:
+            f.request("PUT", f"{API}/a", body=upload).close()
+        finally:
+            upload.close()
+        assert [b for *_, b in f.sent] == [b"0123456789", b"0123456789"]
+
+    @pytest.mark.parametrize("status", [301, 302, 303])
+    def test_a_request_with_a_body_does_not_follow_a_redirect_that_changes_its_method(self, status: int) -> None:
+        f = _Scripted({f"{API}/up": (status, {"location": "https://elsewhere.test/"}, [])})
+        with pytest.raises(DownloadError, match=f"HTTP {status}"):
+            f.request("POST", f"{API}/up", body=b"x")
+        assert len(f.sent) == 1
+
+    def test_a_head_follows_redirects_and_its_length_is_not_a_body(self) -> None:
+        f = _Scripted({f"{API}/blob": (302, {"location": "https://store.example.test/blob"}, []),
+                       "https://store.example.test/blob": (200, {"content-length": str(10 << 30)}, [])})
+        with f.request("HEAD", f"{API}/blob", max_bytes=1024, credential=CRED) as r:
+            assert (r.status, r.read()) == (200, b"")
+        assert [m for m, *_ in f.sent] == ["HEAD", "HEAD"] and "Authorization" not in f.sent[1][2]
+
+    def test_an_endless_answer_to_a_post_is_cut_at_the_cap(self) -> None:
+        def endless() -> Iterator[bytes]:
+            while True:
+                yield b"x" * 4096
+
+        f = _Scripted({f"{API}/up": (202, {}, endless())})
+        with pytest.raises(SizeExceeded) as e, f.request("POST", f"{API}/up", body=b"", max_bytes=65536) as r:
+            r.read()
+        assert e.value.limit == 65536
+
+    def test_an_answer_that_trickles_is_a_stall(self) -> None:
+        def trickle() -> Iterator[bytes]:
+            while True:
+                time.sleep(0.05)
+                yield b"x"
+
+        f = _Scripted({f"{API}/up": (201, {}, trickle())})
+        started = time.monotonic()
+        with pytest.raises(DownloadStalled), f.request("PUT", f"{API}/up", body=b"x", max_bytes=1 << 20) as r:
+            r.read()
+        assert time.monotonic() - started < 2
+
+    def test_an_error_body_that_trickles_ends_within_the_stall_rule(self) -> None:
+        def trickle() -> Iterator[bytes]:
+            while True:
+                time.sleep(0.05)
+                yield b"x"
+
+        f = _Scripted({f"{API}/up": (500, {}, trickle())})
+        started = time.monotonic()
+        with pytest.raises(DownloadError, match="HTTP 500") as e:
+            f.request("PUT", f"{API}/up", body=b"x")
+        assert e.value.retryable and time.monotonic() - started < 2
 
 
-def test_no_network_fetcher_refuses_without_connecting(no_sockets: list[object]) -> None:
-    with pytest.raises(OfflineMissing, match="offline"):
-        NoNetworkFetcher().open("https://api.github.com/x")
-    assert no_sockets == []
+class TestUpload:
+    def test_read_in_chunks_told_to_progress_and_rewound(self, tmp_path: Path) -> None:
+        told: list[tuple[str, object]] = []
+
+        class Told(Progress):
+            def start(self, name: str, total: int | None, done: int = 0) -> None:
+                told.append(("start", total))
+
+            def advance(self, name: str, n: int) -> None:
+                told.append(("advance", n))
+
+            def finish(self, name: str) -> None:
+                told.append(("finish", name))
+
+        upload = Upload(b"abcdef", 6, progress=Told(), name="f")
+        assert (len(upload), upload.read(4), len(upload), upload.read(), upload.read()) == (6, b"abcd", 2, b"ef", b"")
+        upload.rewind()
+        assert upload.read(100) == b"abcdef"
+        upload.close()
+        assert told == [("start", 6), ("advance", 4), ("advance", 2), ("start", 6), ("advance", 6), ("finish", "f")]

@@ -4,14 +4,18 @@ retryable error), chosen only where requests would not go through a proxy."""
 
 from __future__ import annotations
 
+import http.server
 import json
+import threading
+from pathlib import Path
 
 import pytest
 
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import DownloadError
-from superfluid.installer.transport.fetcher import RequestsFetcher
+from superfluid.installer.transport.fetcher import Upload
 from superfluid.installer.transport.loopback import LoopbackFetcher, serves
+from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 from tests.release_server import ReleaseServer
 
 REPO, TAG, NAME = "acme/engine", "v1", "engine.tar.gz"
@@ -94,3 +98,55 @@ def test_close_closes_the_connections_of_every_thread(tagged: ReleaseServer) -> 
         assert len(conns) == 3 and all(c.sock is not None for c in conns)
         fetcher.close()  # from this thread, while the pool's threads still live
         assert all(c.sock is None for c in conns)
+
+
+def test_every_method_with_its_body_on_one_kept_connection(tmp_path: Path) -> None:
+    """``HEAD``, ``POST`` and a ``PUT`` of an ``Upload``: sent as they are, answered, one connection."""
+    seen: list[tuple[str, str, bytes]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def _answer(self, status: int, extra: dict[str, str]) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            seen.append((self.command, self.path, self.rfile.read(length) if length else b""))
+            self.send_response(status)
+            for k, v in {"Content-Length": "0", **extra}.items():
+                self.send_header(k, v)
+            self.end_headers()
+
+        def do_HEAD(self) -> None:  # noqa: N802 - http.server's names
+            self._answer(200, {"Content-Length": "123456789"})
+
+        def do_POST(self) -> None:  # noqa: N802
+            self._answer(202, {"Location": "/upload/1"})
+
+        def do_PUT(self) -> None:  # noqa: N802
+            self._answer(201, {})
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    blob = tmp_path / "blob"
+    blob.write_bytes(b"y" * 100_000)
+    fetcher = LoopbackFetcher(FetchConfig())
+    try:
+        with fetcher.request("HEAD", f"{base}/blob", max_bytes=1024) as r:
+            assert (r.status, r.headers["content-length"], r.read()) == (200, "123456789", b"")
+        with fetcher.request("POST", f"{base}/upload/", {"Content-Length": "0"}) as r:
+            assert (r.status, r.headers["location"]) == (202, "/upload/1")
+        upload = Upload(blob, 100_000)
+        with fetcher.request("PUT", f"{base}/upload/1", {"Content-Length": "100000"}, body=upload) as r:
+            assert r.status == 201
+        upload.close()
+        assert [(m, p, len(b)) for m, p, b in seen] == [("HEAD", "/blob", 0), ("POST", "/upload/", 0),
+                                                        ("PUT", "/upload/1", 100_000)]
+        assert seen[-1][2] == b"y" * 100_000
+        assert fetcher.requests_made == 3 and len(fetcher._opened) == 1
+    finally:
+        fetcher.close()
+        httpd.shutdown()
+        httpd.server_close()

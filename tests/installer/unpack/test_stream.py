@@ -20,7 +20,7 @@ from superfluid.installer.cache.download import download
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import DownloadError, VerificationError
 from superfluid.installer.phases import Phases
-from superfluid.installer.transport.fetcher import RequestsFetcher
+from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 from superfluid.installer.unpack import stream
 from superfluid.installer.unpack.extract import ExtractLimits, UnsafeArchive
 from superfluid.installer.unpack.stream import download_and_extract, streams

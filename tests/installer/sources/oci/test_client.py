@@ -23,6 +23,7 @@ from superfluid.installer.errors import DownloadError, VerificationError
 from superfluid.installer.sources.oci.auth import Login
 from superfluid.installer.sources.oci.client import OciFetcher
 from superfluid.installer.sources.oci.ref import parse_ref
+from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 
 
 def _b64(text: str) -> str:
@@ -118,8 +119,8 @@ def fake() -> Iterator[_Fake]:
 
 
 def _fetcher(fake: _Fake, login: Login | None) -> OciFetcher:
-    ref = parse_ref(f"oci://{fake.url('registry').removeprefix('http://')}/fleet/engines", environ={})
-    return OciFetcher(ref, FetchConfig(backoff_base=0.01), login=login, sleep=lambda _s: None)
+    ref = parse_ref(f"oci://{fake.url('registry').removeprefix('http://')}/fleet/engines")
+    return OciFetcher(ref, RequestsFetcher(FetchConfig(backoff_base=0.01), sleep=lambda _s: None), login=login)
 
 
 def test_a_bearer_challenge_a_redirect_without_the_token_and_a_resumed_blob(tmp_path: Path, fake: _Fake) -> None:

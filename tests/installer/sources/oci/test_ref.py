@@ -31,7 +31,7 @@ from superfluid.runtime.errors import BadFile
     pytest.param("oci://[::1]:5000/a-b/c__d", "[::1]:5000", "a-b/c__d", "http://[::1]:5000", id="ipv6"),
 ])
 def test_a_reference(where: str, host: str, repository: str, api: str) -> None:
-    ref = parse_ref(where, environ={})
+    ref = parse_ref(where)
     assert (ref.host, ref.repository, ref.api) == (host, repository, api)
     assert ref.root == f"oci://{host}/{repository}/"
 
@@ -47,22 +47,22 @@ def test_a_reference(where: str, host: str, repository: str, api: str) -> None:
 ])
 def test_a_bad_reference(where: str, fault: str) -> None:
     with pytest.raises(ValueError, match=fault) as e:
-        parse_ref(where, environ={})
+        parse_ref(where)
     assert "s3cret" not in str(e.value)
 
 
 def test_plain_http_to_another_host_only_when_asked() -> None:
-    assert parse_ref("oci://registry.example/x", environ={}).api == "https://registry.example"
-    assert parse_ref("oci://registry.example/x", environ={"SUPERFLUID_OCI_PLAIN_HTTP": "1"}).api == \
+    assert parse_ref("oci://registry.example/x").api == "https://registry.example"
+    assert parse_ref("oci://registry.example/x", plain_http=True).api == \
         "http://registry.example"
 
 
 def test_the_registry_of_a_locked_url() -> None:
     url = "oci://127.0.0.1:5000/fleet/engines/basecompute/baseRT/releases/download/v0.4.0/x.tar.gz"
-    ref = ref_of_url(url, environ={})
+    ref = ref_of_url(url)
     assert ref is not None and ref.repository == "fleet/engines"
     assert ref.path_of(url) == "basecompute/baseRT/releases/download/v0.4.0/x.tar.gz"
-    assert ref_of_url("https://github.com/a/b/releases/download/t/n", environ={}) is None
+    assert ref_of_url("https://github.com/a/b/releases/download/t/n") is None
 
 
 @pytest.mark.parametrize(("parts", "tag"), [

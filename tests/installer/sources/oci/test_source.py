@@ -26,7 +26,7 @@ from tests.installer.conftest import LOCKED_REPO
 @pytest.fixture
 def pushed(file_lock: Lock, registry: Registry, cli_home: Home) -> Registry:
     """The registry holding everything ``file_lock`` names."""
-    push(file_lock, parse_ref(registry.url, environ={}), environ=cli_home.env)
+    push(file_lock, parse_ref(registry.url), environ=cli_home.env)
     return registry
 
 
@@ -82,7 +82,8 @@ def _in_registry(lock: Lock, registry: Registry) -> Lock:
 def test_which_registry_a_locked_install_reads(file_lock: Lock, registry: Registry, cli_home: Home,
                                                root: str | None, from_lock: bool, reads: str | None) -> None:
     lock = _in_registry(file_lock, registry) if from_lock else file_lock
-    source = locked_source(registry.url if root == "REGISTRY" else root, lock.engines, cli_home.env)
+    files = [f for e in lock.engines for f in e.files()]
+    source = locked_source(registry.url if root == "REGISTRY" else root, files, cli_home.env)
     try:
         if reads is None:
             assert source is None
@@ -96,7 +97,7 @@ def test_which_registry_a_locked_install_reads(file_lock: Lock, registry: Regist
 def test_a_locked_file_is_fetched_as_the_blob_of_its_digest(file_lock: Lock, pushed: Registry,
                                                             cli_home: Home) -> None:
     lock = _in_registry(file_lock, pushed)
-    source = locked_source(None, lock.engines, cli_home.env)
+    source = locked_source(None, [f for e in lock.engines for f in e.files()], cli_home.env)
     assert source is not None
     try:
         (_, _, f) = next(x for x in files_of(lock) if x[2].name == "engine-cuda.tar.gz")

@@ -1,6 +1,6 @@
-"""Host facts: platform, accelerators and libc, each overridable by a ``SUPERFLUID_HOST_*`` variable.
+"""Host facts: platform, accelerators, C library, libraries and CPU, each overridable by ``SUPERFLUID_HOST_*``.
 
-See docs/cli.md, "Environment".
+See docs/cli.md, "Environment", and docs/install.md, "What a build needs".
 """
 
 from __future__ import annotations
@@ -9,17 +9,43 @@ import os
 import platform
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
-__all__ = ["Host", "detect", "platform_string", "PROBED"]
+from superfluid.runtime.libraries import (
+    glibc_defined,
+    ldconfig,
+    libc_of,
+    libraries_in,
+    library_dirs,
+    libstdcxx_versions,
+    under,
+)
+
+__all__ = ["Host", "detect", "platform_string", "PROBED", "X86_FEATURES", "ARM64_HWCAPS", "NOTABLE"]
 
 _NONE = ("none", "no", "false", "0", "")
+
+#: the x86 CPU features a build may need (``/proc/cpuinfo``'s ``flags``)
+X86_FEATURES = ("avx", "avx2", "avx512f", "f16c", "fma")
+#: the arm64 HWCAPs a build may need (``/proc/cpuinfo``'s ``Features``, the kernel's names of AT_HWCAP bits)
+ARM64_HWCAPS = ("fp", "asimd", "asimdhp", "asimddp", "i8mm", "bf16", "sve", "sve2", "sme")
+#: the libraries a report names where they were found: the Vulkan loader, the NVIDIA driver's CUDA
+#: library, the C++ and OpenMP runtimes builds link
+NOTABLE = ("libvulkan.so.1", "libcuda.so.1", "libstdc++.so.6", "libgomp.so.1")
 
 
 @dataclass(frozen=True, slots=True)
 class Host:
-    """What the resolver and planners need to know about this machine."""
+    """What the resolver and planners need to know about this machine.
+
+    ``libc`` is ``"glibc"``, ``"musl"`` or None (not known: a host described rather than probed);
+    ``glibcxx`` and ``cxxabi`` the newest versions the host's ``libstdc++.so.6`` defines;
+    ``libraries`` each library name found on the loader's paths and where (None: not probed, so no
+    library is judged missing); ``cpu_features`` those of ``X86_FEATURES``/``ARM64_HWCAPS`` the CPU
+    has (empty: not known).
+    """
 
     os: str  # "linux" | "macos"
     arch: str  # "x64" | "arm64"
@@ -29,6 +55,12 @@ class Host:
     vulkan: bool = False
     glibc: str | None = None
     memory: int | None = None  # bytes of physical memory
+    libc: str | None = None
+    glibcxx: str | None = None
+    cxxabi: str | None = None
+    library_dirs: tuple[str, ...] = ()
+    cpu_features: tuple[str, ...] = ()
+    libraries: Mapping[str, str] | None = field(default=None, compare=False, repr=False)
 
     @property
     def platform(self) -> str:
@@ -48,8 +80,17 @@ class Host:
             parts.append("Vulkan")
         return ", ".join(parts)
 
-    def to_json(self) -> dict[str, object]:
-        return asdict(self)
+    def found(self, name: str) -> str | None:
+        """Where the library ``name`` (``libvulkan.so.1``) was found, or None."""
+        return (self.libraries or {}).get(name)
+
+    def to_json(self) -> dict[str, Any]:
+        """Every fact; of the libraries, where each of ``NOTABLE`` was found (null: not found)."""
+        return {"os": self.os, "arch": self.arch, "nvidia_driver": self.nvidia_driver,
+                "cuda_runtime": self.cuda_runtime, "rocm": self.rocm, "vulkan": self.vulkan, "glibc": self.glibc,
+                "memory": self.memory, "libc": self.libc, "glibcxx": self.glibcxx, "cxxabi": self.cxxabi,
+                "library_dirs": list(self.library_dirs), "cpu_features": list(self.cpu_features),
+                "libraries": {n: self.found(n) for n in NOTABLE} if self.libraries is not None else None}
 
 
 def platform_string(os_name: str, arch: str) -> str:
@@ -74,15 +115,18 @@ _NVIDIA_VERSION = "/proc/driver/nvidia/version"
 _CUDA_DIRS = ("/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib",
               "/usr/local/cuda/targets/sbsa-linux/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu")
 _VULKAN_ICD_DIRS = ("/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d", "/usr/local/share/vulkan/icd.d")
-_KFD, _ROCM, _USR_LIB = "/dev/kfd", "/opt/rocm", "/usr/lib"
-#: what the probes below read: a file or directory whose change (a driver, a CUDA runtime, ROCm or
-#: Vulkan installed or removed) may change a fact; for keepers of answers computed from the facts
-PROBED: tuple[str, ...] = (_NVIDIA_VERSION, *_CUDA_DIRS, _KFD, _ROCM, _USR_LIB, *_VULKAN_ICD_DIRS)
+_KFD, _ROCM, _CPUINFO = "/dev/kfd", "/opt/rocm", "/proc/cpuinfo"
+#: what the probes below read: a file or directory whose change (a driver, a CUDA runtime, ROCm,
+#: Vulkan or a library installed or removed) may change a fact; for keepers of answers computed
+#: from the facts
+PROBED: tuple[str, ...] = (_NVIDIA_VERSION, *_CUDA_DIRS, _KFD, _ROCM, "/etc/ld.so.cache", "/lib64", "/usr/lib64",
+                           "/lib", "/usr/lib", "/usr/local/lib", "/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
+                           *_VULKAN_ICD_DIRS)
 
 
-def _nvidia_driver() -> str | None:
+def _nvidia_driver(root: str) -> str | None:
     try:
-        with open(_NVIDIA_VERSION, encoding="utf-8", errors="replace") as f:
+        with open(under(root, _NVIDIA_VERSION), encoding="utf-8", errors="replace") as f:
             first = f.readline()
     except OSError:
         return None
@@ -103,30 +147,28 @@ def _names(folder: str) -> list[str]:
 _CUDA_SONAME = re.compile(r"(libcudart|libcublas)\.so\.(\d+)")
 
 
-def _cuda_runtime() -> int | None:
+def _cuda_runtime(root: str, dirs: tuple[str, ...] = ()) -> int | None:
     """The newest CUDA major whose runtime (``libcudart.so.<N>``) and cuBLAS (``libcublas.so.<N>``)
-    sit in the same one of the folders."""
+    sit in the same one of the CUDA folders or the library folders ``dirs``."""
     majors: set[int] = set()
-    for d in _CUDA_DIRS:
+    for d in dict.fromkeys((*_CUDA_DIRS, *dirs)):
         found: dict[str, set[int]] = {"libcudart": set(), "libcublas": set()}
-        for name in _names(d):
+        for name in _names(under(root, d)):
             if m := _CUDA_SONAME.match(name):
                 found[m.group(1)].add(int(m.group(2)))
         majors |= found["libcudart"] & found["libcublas"]
     return max(majors) if majors else None
 
 
-def _rocm() -> bool:
-    return os.path.exists(_KFD) and os.path.isdir(_ROCM)
+def _rocm(root: str) -> bool:
+    return os.path.exists(under(root, _KFD)) and os.path.isdir(under(root, _ROCM))
 
 
-def _vulkan() -> bool:
-    """A Vulkan loader by the name programs open it (``libvulkan.so.1``, in ``/usr/lib`` or a folder
-    of it) and an installable client driver (a ``.json`` in an ICD folder)."""
-    loader = "libvulkan.so.1"
-    libs = os.path.exists(os.path.join(_USR_LIB, loader)) or any(
-        os.path.exists(os.path.join(_USR_LIB, d, loader)) for d in _names(_USR_LIB))
-    return libs and any(n.endswith(".json") for d in _VULKAN_ICD_DIRS for n in _names(d))
+def _vulkan(root: str, libraries: Mapping[str, str]) -> bool:
+    """A Vulkan loader by the name programs open it (``libvulkan.so.1``, on the loader's paths) and an
+    installable client driver (a ``.json`` in an ICD folder)."""
+    return "libvulkan.so.1" in libraries and any(
+        n.endswith(".json") for d in _VULKAN_ICD_DIRS for n in _names(under(root, d)))
 
 
 def _glibc() -> str | None:
@@ -142,6 +184,22 @@ def _glibc() -> str | None:
     return version if name == "glibc" and version else None
 
 
+def _cpu_features(root: str, arch: str) -> tuple[str, ...]:
+    """Those of ``X86_FEATURES`` (the ``flags`` line) or ``ARM64_HWCAPS`` (the ``Features`` line) that
+    the first processor ``/proc/cpuinfo`` describes has."""
+    key, known = ("flags", X86_FEATURES) if arch == "x64" else ("Features", ARM64_HWCAPS)
+    try:
+        with open(under(root, _CPUINFO), encoding="utf-8", errors="replace") as f:
+            for line in f:
+                name, sep, value = line.partition(":")
+                if sep and name.strip() == key:
+                    words = set(value.split())
+                    return tuple(k for k in known if k in words)
+    except OSError:
+        pass
+    return ()
+
+
 def _memory() -> int | None:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -153,10 +211,54 @@ def _flag(value: str) -> bool:
     return value.lower() not in _NONE
 
 
+def _words(value: str) -> tuple[str, ...]:
+    return tuple(w for w in re.split(r"[\s,]+", value.strip().lower()) if w and w not in _NONE)
+
+
 def detect(environ: Mapping[str, str] | None = None) -> Host:
-    """The running host's facts, each overridden by its ``SUPERFLUID_HOST_*`` variable when set."""
+    """The running host's facts, each overridden by its ``SUPERFLUID_HOST_*`` variable when set
+    (``LD_LIBRARY_PATH`` is read too: the loader searches it first). The probes read their files
+    under ``/``, or under ``SUPERFLUID_HOST_ROOT`` (a test's fake root laid out as a distribution
+    lays out its libraries); ``runtime/libraries.py`` finds the libraries and reads the C and C++
+    libraries' versions."""
     env = os.environ if environ is None else environ
-    return _detect(tuple(sorted((k, v) for k, v in env.items() if k.startswith("SUPERFLUID_HOST_"))))
+    return _detect(tuple(sorted((k, v) for k, v in env.items()
+                                if k.startswith("SUPERFLUID_HOST_") or k == "LD_LIBRARY_PATH")))
+
+
+@dataclass(frozen=True, slots=True)
+class _Libraries:
+    """What the library probes found: the C library, libstdc++'s versions, the folders and names."""
+
+    libc: str | None = None
+    glibc: str | None = None
+    glibcxx: str | None = None
+    cxxabi: str | None = None
+    dirs: tuple[str, ...] = ()
+    found: Mapping[str, str] | None = None
+
+
+def _libraries(env: Mapping[str, str], root: str, arch: str, native: bool) -> _Libraries:
+    """The library facts of a Linux host: probed under ``root`` when it is this machine (``native``:
+    its platform is the one it runs on, or a root is named), else only what ``env`` states."""
+    named = env.get("SUPERFLUID_HOST_LIBRARY_PATH")
+    if not native and named is None:
+        return _Libraries()
+    if named is not None:
+        cached: list[tuple[str, str]] = []
+        dirs = tuple(d for d in named.split(os.pathsep) if d.startswith("/") and os.path.isdir(under(root, d)))
+    else:
+        cached = ldconfig(root)
+        dirs = library_dirs(root, arch, env.get("LD_LIBRARY_PATH"), cached)
+    found = libraries_in(root, dirs, cached)
+    stated = _glibc() if root == "/" else glibc_defined(root, found)
+    glibcxx, cxxabi = libstdcxx_versions(root, found)
+    return _Libraries(libc_of(root, found, stated), stated, glibcxx, cxxabi, dirs, found)
+
+
+def _text(env: Mapping[str, str], name: str, probed: str | None) -> str | None:
+    value = env.get(name)
+    return probed if value is None else (None if value.lower() in _NONE else value)
 
 
 @lru_cache(maxsize=8)
@@ -164,22 +266,39 @@ def _detect(overrides: tuple[tuple[str, str], ...]) -> Host:
     env = dict(overrides)
     os_name = _env(env, "SUPERFLUID_HOST_OS") or _os()
     arch = _env(env, "SUPERFLUID_HOST_ARCH") or _arch()
+    root = _env(env, "SUPERFLUID_HOST_ROOT") or "/"
     driver = env.get("SUPERFLUID_HOST_NVIDIA_DRIVER")
     cuda = env.get("SUPERFLUID_HOST_CUDA_RUNTIME")
     rocm = env.get("SUPERFLUID_HOST_ROCM")
     vulkan = env.get("SUPERFLUID_HOST_VULKAN")
     glibc = env.get("SUPERFLUID_HOST_GLIBC")
     memory = env.get("SUPERFLUID_HOST_MEMORY")
+    features = env.get("SUPERFLUID_HOST_CPU_FEATURES")
     linux = os_name == "linux"
+    # a platform other than the one this runs on is a host described, not this machine: its C
+    # library and libraries are not this machine's (a root named is read as that host's)
+    native = root != "/" or (os_name, arch) == (_os(), _arch())
+    libs = _libraries(env, root, arch, native) if linux else _Libraries()
+    libc = _text(env, "SUPERFLUID_HOST_LIBC", libs.libc)
+    if glibc is not None and env.get("SUPERFLUID_HOST_LIBC") is None:
+        libc = "glibc" if glibc else libs.libc if libs.libc != "glibc" else None
+    found = libs.found or {}
     return Host(
         os=os_name,
         arch=arch,
         nvidia_driver=(None if driver.lower() in _NONE else driver) if driver is not None
-        else (_nvidia_driver() if linux else None),
+        else (_nvidia_driver(root) if linux else None),
         cuda_runtime=(None if cuda.lower() in _NONE else int(cuda)) if cuda is not None
-        else (_cuda_runtime() if linux else None),
-        rocm=_flag(rocm) if rocm is not None else (linux and _rocm()),
-        vulkan=_flag(vulkan) if vulkan is not None else (linux and _vulkan()),
-        glibc=(glibc or None) if glibc is not None else _glibc(),
+        else (_cuda_runtime(root, libs.dirs) if linux else None),
+        rocm=_flag(rocm) if rocm is not None else (linux and _rocm(root)),
+        vulkan=_flag(vulkan) if vulkan is not None else (linux and _vulkan(root, found)),
+        glibc=(glibc or None) if glibc is not None else (libs.glibc if libc == "glibc" else None),
         memory=int(memory) if memory else _memory(),
+        libc=libc,
+        glibcxx=_text(env, "SUPERFLUID_HOST_GLIBCXX", libs.glibcxx),
+        cxxabi=_text(env, "SUPERFLUID_HOST_CXXABI", libs.cxxabi),
+        library_dirs=libs.dirs,
+        cpu_features=_words(features) if features is not None
+        else (_cpu_features(root, arch) if linux and native else ()),
+        libraries=libs.found,
     )

@@ -7,15 +7,15 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from superfluid import __version__
 from superfluid.runtime import registry
-from superfluid.runtime.home import cache_file, home, linked_between, runtimes_dir
-from superfluid.runtime.home_cache import changed_at, fingerprint, read_object
+from superfluid.runtime.home import cache_file, home, linked_between
+from superfluid.runtime.home_cache import changed_at, fingerprint, read_object, write
 
-__all__ = ["KEPT_COMMANDS", "KEEP_SECONDS", "RACY_SECONDS", "lookup", "keep", "depends_on", "answer_vars"]
+__all__ = ["KEPT_COMMANDS", "KEEP_SECONDS", "RACY_SECONDS", "lookup", "keep"]
 
 #: the commands whose output may be kept (the first word of the command line)
 KEPT_COMMANDS = frozenset({"runtimes"})
@@ -31,26 +31,10 @@ _FILE = "outputs.json"
 #: command lines kept at once (``runtimes``, ``runtimes --json``... the newest last)
 _MAX_ENTRIES = 8
 _MAX_BYTES = 1 << 20
-#: variables an answer depends on besides ``SUPERFLUID_*`` and each runtime's ``catalog.env_keys``:
-#: where the home is when SUPERFLUID_HOME is unset, and what the interpreter imports
-_ANSWER_VARS = ("HOME", "PYTHONPATH", "PYTHONHOME")
-#: how deep the home's runtimes folder is recorded: runtimes/<id>/<install>/<folder>/<file>
-_HOME_DEPTH = 4
 
 
 def _path(environ: Mapping[str, str]) -> str:
     return cache_file(home(environ), _FILE)
-
-
-def answer_vars() -> list[str]:
-    """The names of the variables that change an answer about the runtimes here besides
-    ``SUPERFLUID_*`` (host facts included): each runtime's ``catalog.env_keys`` (``PATH``,
-    ``LD_LIBRARY_PATH``, ``BASERT_LIB``...) and ``_ANSWER_VARS``. No other variable's value is ever
-    an input: a token in the environment changes no answer, and nothing of it is written to the home.
-    Kept beside each output by name (asking the adapters again is what a kept output saves)."""
-    from superfluid.catalog import env_keys
-
-    return sorted({*_ANSWER_VARS, *(k for runtime_id in registry.IDS for k in env_keys(runtime_id))})
 
 
 def _inputs(argv: Sequence[str], environ: Mapping[str, str], names: Sequence[str]) -> str:
@@ -116,65 +100,23 @@ def lookup(argv: Sequence[str], environ: Mapping[str, str]) -> str | None:
     return output
 
 
-def _entries(folder: str, depth: int) -> Iterator[str]:
-    """``folder`` and what is in it to ``depth`` levels, links not followed."""
-    yield folder
-    if depth == 0:
-        return
-    try:
-        with os.scandir(folder) as it:
-            found = [(e.path, e.is_dir(follow_symlinks=False)) for e in it]
-    except OSError:
-        return
-    for path, is_dir in sorted(found):
-        if is_dir:
-            yield from _entries(path, depth - 1)
-        else:
-            yield path
-
-
-def depends_on(environ: Mapping[str, str]) -> list[str]:
-    """The paths an answer about the runtimes here depends on (see the module's docstring)."""
-    from superfluid.catalog import env_keys, shipped_dirs
-    from superfluid.runtime.host import PROBED
-    from superfluid.runtime.locate import beside
-
-    paths: list[str] = [*_entries(runtimes_dir(home(environ)), _HOME_DEPTH)]
-    for folder in shipped_dirs():  # workers beside superfluid, and the libraries searched there
-        for searched in beside(folder):
-            paths += _entries(searched, 1)
-    keys = {k for runtime_id in registry.IDS for k in env_keys(runtime_id)}
-    for key, value in environ.items():  # the home itself is not: its runtimes are, its cache is not
-        if (key in keys or key.startswith("SUPERFLUID_")) and key != "SUPERFLUID_HOME":
-            paths += [p for p in value.split(os.pathsep) if os.path.isabs(p)]
-    paths += [*PROBED, sys.executable]
-    files = [getattr(m, "__file__", None) for name, m in list(sys.modules.items())
-             if name.split(".")[0] == "superfluid"]
-    folders = {os.path.dirname(f) for f in files if isinstance(f, str)}
-    for folder in sorted(folders):
-        paths += _entries(folder, 1)
-    # byte code is written as modules are first imported: what it is compiled from is recorded instead
-    return [p for p in dict.fromkeys(paths) if not p.endswith((".pyc", "__pycache__"))]
-
-
-def keep(argv: Sequence[str], environ: Mapping[str, str], output: str, *, began: float,
-         deps: Iterable[str] | None = None) -> bool:
-    """Keep ``output`` of ``superfluid <argv>``, computed from ``began`` (a ``time.time()``) on;
-    ``deps`` default ``depends_on(environ)``. Answers whether it was kept: never for a command not
-    in ``KEPT_COMMANDS``, while a worker is named, after a racy change, or where the home's cache
-    cannot be written (or is a link out of it: nothing is written through one)."""
-    from superfluid.runtime.home_cache import write
-
+def keep(argv: Sequence[str], environ: Mapping[str, str], output: str, *, began: float, deps: Iterable[str],
+         names: Sequence[str]) -> bool:
+    """Keep ``output`` of ``superfluid <argv>``, computed from ``began`` (a ``time.time()``) on, from
+    the paths ``deps`` and the variables ``names`` (besides ``SUPERFLUID_*``: ``commands.runtimes``
+    says which). Answers whether it was kept: never for a command not in ``KEPT_COMMANDS``, while a
+    worker is named, after a racy change, or where the home's cache cannot be written (or is a link
+    out of it: nothing is written through one)."""
     if not _kept_here(argv, environ):
         return False
-    stats = [(p, fingerprint(p)) for p in (depends_on(environ) if deps is None else deps)]
+    stats = [(p, fingerprint(p)) for p in deps]
     if any(changed_at(facts) >= (began - RACY_SECONDS) * 1e9 for _, facts in stats):
         return False
     path = _path(environ)
     kept = _read(path, environ)
     kept.pop(" ".join(argv), None)
     kept = dict(list(kept.items())[-(_MAX_ENTRIES - 1):])
-    names = answer_vars()
+    names = list(names)
     kept[" ".join(argv)] = {"at": began, "vars": names, "inputs": _inputs(argv, environ, names),
                             "deps": [[p, facts] for p, facts in stats], "output": output}
     data = json.dumps({"format": _FORMAT, "outputs": kept}).encode()

@@ -5,6 +5,7 @@ See docs/cli.md, "Runtime ids and where their workers are found".
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -13,7 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from superfluid import __version__
+from superfluid import runtime as _runtime_pkg
 from superfluid.runtime import registry
+from superfluid.runtime.errors import BadFile, WorkerFailed
 from superfluid.runtime.home import (
     cache_file,
     current_dir,
@@ -21,9 +25,14 @@ from superfluid.runtime.home import (
     current_worker,
     home,
     install_receipt,
+    installed_installs,
     runtime_dir,
 )
 from superfluid.runtime.home_cache import fingerprint, read_object, write
+from superfluid.runtime.host import detect
+from superfluid.runtime.options import options_json
+from superfluid.runtime.process import DEFAULT_TIMEOUT, run_json, scrubbed_env
+from superfluid.runtime.schema import validate_once
 
 __all__ = ["ENV_KEYS", "env_keys", "WorkerRef", "locate", "ask", "answer", "nothing_to_load", "shipped_dirs",
            "worker_timeout"]
@@ -112,11 +121,6 @@ def _key(ref: WorkerRef, argv: Sequence[str], runtime_id: str, environ: Mapping[
         target = None
     keys = env_keys(runtime_id)
     env = sorted((k, v) for k, v in environ.items() if k.startswith("SUPERFLUID_") or k in keys)
-    import hashlib
-
-    from superfluid import __version__
-    from superfluid import runtime as _runtime_pkg
-
     recipe = os.path.join(os.path.dirname(_runtime_pkg.__file__ or ""), runtime_id, "recipe.json")
     facts = [_CACHE_VERSION, __version__, _stat(recipe), ref.path, _stat(ref.path), list(argv), env, target,
              _stat(install_receipt(current)), _stat(root)]
@@ -144,8 +148,6 @@ def _trimmed(entries: dict[str, Any]) -> dict[str, Any]:
 
 def _failure_key(ref: WorkerRef, runtime_id: str, environ: Mapping[str, str]) -> str:
     """One worker file (as it is now) in one environment: what a remembered failure is of."""
-    import hashlib
-
     keys = env_keys(runtime_id)
     env = sorted((k, v) for k, v in environ.items() if k.startswith("SUPERFLUID_") or k in keys)
     facts = ["failed", _CACHE_VERSION, ref.path, _stat(ref.path), env]
@@ -154,8 +156,6 @@ def _failure_key(ref: WorkerRef, runtime_id: str, environ: Mapping[str, str]) ->
 
 def _remembered_failure(entry: Any, ref: WorkerRef) -> None:
     """Raise the failure of ``ref`` remembered less than ``FAILURE_TTL`` seconds ago, if any."""
-    from superfluid.runtime.errors import WorkerFailed
-
     if not isinstance(entry, dict) or not isinstance(entry.get("at"), (int, float)):
         return
     age = time.time() - float(entry["at"])
@@ -172,9 +172,6 @@ def _checked(answer: Any, argv: Sequence[str], ref: WorkerRef) -> Any:
     Raises:
         WorkerFailed: the answer does not match its schema (names the JSON path at fault).
     """
-    from superfluid.runtime.errors import BadFile, WorkerFailed
-    from superfluid.runtime.schema import validate_once
-
     command = argv[0] if argv else ""
     name = _ANSWER_SCHEMAS.get(command)
     if name is None:
@@ -192,8 +189,6 @@ def _checked(answer: Any, argv: Sequence[str], ref: WorkerRef) -> Any:
 
 def worker_timeout(environ: Mapping[str, str]) -> float:
     """Seconds a worker may take: ``SUPERFLUID_WORKER_TIMEOUT`` when a positive number, else the default."""
-    from superfluid.runtime.process import DEFAULT_TIMEOUT
-
     try:
         value = float(environ.get("SUPERFLUID_WORKER_TIMEOUT") or DEFAULT_TIMEOUT)
     except ValueError:
@@ -210,9 +205,6 @@ def ask(ref: WorkerRef, argv: Sequence[str], runtime_id: str, environ: Mapping[s
     Raises:
         WorkerFailed: the worker could not start, hung, or did not answer with JSON.
     """
-    from superfluid.runtime.errors import WorkerFailed
-    from superfluid.runtime.process import run_json
-
     cache = cache and argv[:1] == ["check"]
     path = _cache_path(environ)
     key = _key(ref, argv, runtime_id, environ)
@@ -246,10 +238,6 @@ def ask(ref: WorkerRef, argv: Sequence[str], runtime_id: str, environ: Mapping[s
 
 
 def _in_process(runtime_id: str, argv: Sequence[str], environ: Mapping[str, str]) -> tuple[Any, int]:
-    from superfluid.runtime.host import detect
-    from superfluid.runtime.options import options_json
-    from superfluid.runtime.home import installed_installs
-
     adapter = registry.get(runtime_id)
     command = argv[0]
     if command == "check":
@@ -274,8 +262,6 @@ def answer(runtime_id: str, argv: Sequence[str], environ: Mapping[str, str], *,
     Raises:
         WorkerFailed: no worker was found, or it failed, hung or did not answer with JSON.
     """
-    from superfluid.runtime.errors import WorkerFailed
-
     ref = locate(runtime_id, environ)
     if ref is None or ref.source != "environment":
         if argv[0] in _DECLARATIONS or registry.get(runtime_id).linked:
@@ -299,7 +285,5 @@ def nothing_to_load(runtime_id: str, ref: WorkerRef | None, environ: Mapping[str
     """
     if ref is None or ref.source == "environment":
         return None
-    from superfluid.runtime.process import scrubbed_env
-
     # the environment the worker would get (SPEC §8.4), so both look in the same places
     return registry.get(runtime_id).nothing_to_load(scrubbed_env(environ), ref.path)

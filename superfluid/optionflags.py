@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from superfluid.runtime import registry
 from superfluid.runtime.errors import UsageError
-from superfluid.runtime.options import parse_flag_pairs
+from superfluid.runtime.options import check_options, parse_flag_pairs, to_argv
 
 __all__ = ["parse_flag_pairs", "check_runtime_options", "worker_argv", "split_serve_options",
            "Culprits", "find_culprits", "culprit_message"]
@@ -21,17 +22,12 @@ def check_runtime_options(runtime_id: str, pairs: Sequence[tuple[str, str]], *, 
         UsageError: an unknown runtime, an option it does not take, or a value of the wrong shape
             (names the flag as spelled, the value and the accepted shape).
     """
-    from superfluid.runtime import registry
-    from superfluid.runtime.options import check_options
-
     declared = registry.get(runtime_id).options()
     return check_options(declared, pairs, prefix=prefix)
 
 
 def worker_argv(values: Mapping[str, Any]) -> list[str]:
     """Checked values as the worker reads them: ``["--n-gpu-layers", "0", ...]``."""
-    from superfluid.runtime.options import to_argv
-
     return to_argv(dict(values))
 
 
@@ -82,8 +78,6 @@ def find_culprits(probe: Probe, values: Mapping[str, Any]) -> Culprits | None:
 def culprit_message(runtime_id: str, culprits: Culprits, values: Mapping[str, Any], reason: str, *,
                     prefix: str = "") -> str:
     """``the llamacpp runtime fails with --cache-type-k q4_1 and passes without it: <reason>``."""
-    from superfluid.runtime.options import to_argv
-
     spelled = [" ".join(to_argv({n: values[n]})).replace("--", f"--{prefix}", 1) for n in culprits.names]
     if culprits.together:
         what = f"{' '.join(spelled)} together and passes without them"

@@ -1,16 +1,27 @@
-"""The command tree of ``superfluid``: every command, flag and help page, as argparse parsers."""
+"""The command tree of ``superfluid``: argparse parsers made from the command modules, their help pages
+(what each command does, an example or two, its exit codes), and the overview.
+
+Each command is a module of ``superfluid.commands`` (``COMMANDS`` names them) with three things: ``HELP``
+(its page), ``arguments(p)`` (its flags and arguments, declared on its parser) and ``run(args)``. The
+tree for a command line loads the module of the command it names alone; the others are named only, and
+a line that reaches one after all is parsed again by the whole tree (``NotLoaded``).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
-from typing import Any, NoReturn
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from importlib import import_module
+from typing import Any, NamedTuple, NoReturn, Protocol, cast
 
-from superfluid.helptext import FLAG_HELP, RUNTIME_IDS, dress, find
+from superfluid.commands import COMMANDS
 from superfluid.runtime.errors import UsageError
+from superfluid.runtime.registry import IDS, canonical
 
-__all__ = ["Exit", "parser", "check_help", "canonical_ids"]
+__all__ = ["Exit", "NotLoaded", "Parser", "Once", "OnceSwitch", "Pair", "Help", "Command", "COMMON_EXITS",
+           "exits", "either", "RUNTIME_IDS", "FLAG_HELP", "Formatter", "add_json", "load", "tree", "parser",
+           "children", "walk", "find", "synopsis", "overview", "canonical_ids"]
 
 
 class Exit(Exception):
@@ -21,8 +32,119 @@ class Exit(Exception):
         self.status = status
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that raises ``UsageError`` instead of exiting, so the face's table decides."""
+class NotLoaded(Exception):
+    """The line reached a command whose module the tree did not load: parse it with the whole tree."""
+
+
+#: the exit codes every command shares (SPEC §6.1), worded once
+COMMON_EXITS = {
+    0: "done",
+    1: "a run-time failure (network, verification, install, load, a worker that failed)",
+    2: "a usage error: a bad flag or value, refused before anything is looked up or changed",
+}
+
+
+class Help(NamedTuple):
+    """One command's help page: the summary listed by its parent, a paragraph, examples, exit codes.
+    ``listed``: whether its parent's page lists it among its commands (``cache du`` and ``cache prune``
+    have never been)."""
+
+    summary: str
+    description: str
+    examples: tuple[str, ...]
+    exits: tuple[tuple[int, str], ...]
+    listed: bool = True
+
+    def epilog(self) -> str:
+        lines = ["examples:"]
+        lines += [f"  {e}" for e in self.examples]
+        lines += ["", "exit codes:"]
+        lines += [f"  {code}  {what}" for code, what in self.exits]
+        return "\n".join(lines)
+
+
+def exits(**special: str) -> tuple[tuple[int, str], ...]:
+    """The common codes with a command's own words for some (``_0="installed"``)."""
+    words = {**COMMON_EXITS, **{int(k[1:]): v for k, v in special.items()}}
+    return tuple(sorted(words.items()))
+
+
+def either(words: Sequence[str]) -> str:
+    """``a, b or c``."""
+    return " or ".join(filter(None, (", ".join(words[:-1]), words[-1] if words else "")))
+
+
+#: the runtimes this release ships, in words: ``basert, llamacpp or mlx``
+RUNTIME_IDS = either(IDS)
+
+#: the pages of superfluid itself and of the groups of commands
+_GROUPS: dict[str, Help] = {
+    "": Help(
+        "install, verify and drive superfluid's inference engines",
+        "Install, verify and drive superfluid's inference engines (baseRT, llama.cpp, MLX).",
+        ("superfluid runtimes", "superfluid runtime install basert", "superfluid runtime check llamacpp --help"),
+        exits(_3="(workers serving) the model did not load",
+              _4="(serve) the runtime for the model is not installed or cannot run here"),
+    ),
+    "runtime": Help(
+        "install and manage runtimes",
+        "Install, inspect and manage the runtimes (" + RUNTIME_IDS + ") under $SUPERFLUID_HOME/runtimes.",
+        ("superfluid runtime install basert", "superfluid runtime versions llamacpp"),
+        exits(),
+    ),
+    "mirror": Help(
+        "a static mirror of what a lock names",
+        "Make and check a directory that holds every file a lock names, in the layout --mirror reads; serve "
+        "it with any static web server, CDN or object store. Or push those files to an OCI registry, which "
+        "--mirror oci://HOST/REPO reads.",
+        ("superfluid mirror sync ./engines --lock superfluid.lock", "superfluid mirror verify ./engines",
+         "superfluid mirror push oci://registry.example:5000/fleet/engines"),
+        exits(),
+    ),
+    "cache": Help(
+        "the download cache: where, how large, prune",
+        "The content-addressed download cache under $SUPERFLUID_HOME/cache: its directory, what it holds by kind, "
+        "and removing what no install and no kept lock needs.",
+        ("superfluid cache du", "superfluid cache prune --older-than 30d --dry-run"),
+        exits(),
+    ),
+}
+
+#: the words of a flag or argument that a parser added without its own help (the same flag says the
+#: same thing on every command)
+FLAG_HELP = {
+    "--json": "print JSON (schema'd) on stdout instead of text; a failure prints {\"error\": {...}}",
+    "--offline": "use the download cache only; never open a connection",
+    "--untested": "allow a version of another ABI or not tested (the receipt records tested: false)",
+    "--dry-run": "print the ordered plans and change nothing",
+    "--mirror": "fetch release files from this mirror: an http(s):// URL, a directory or an OCI registry "
+                "oci://HOST/REPO (or SUPERFLUID_MIRROR)",
+    "--plain-http": "speak plain HTTP to an oci:// registry that is not on loopback (or SUPERFLUID_OCI_PLAIN_HTTP=1)",
+    "--auto": "unpin: serve from the best-ranked install",
+    "-h": "show this help (flags, examples, exit codes) and exit",
+    "-V": "print the version and exit",
+    "id": "runtime id: " + RUNTIME_IDS,
+    "install": "an install name as `superfluid runtimes` shows it (e.g. 0.4.0-cpu, b11642-cpu)",
+}
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that raises ``UsageError`` instead of exiting, so the face's table decides.
+
+    A command whose line is flags only (``takes_flags_only``: serve) has ``-h`` anywhere ask for its
+    help, no abbreviated flag, its faults worded as a worker words them (``--port is given twice``,
+    ``--model needs a value``), and what it does not declare kept as ``args.unknown`` for it to judge.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.flags_only = False
+        self.page: Help | None = None
+
+    def takes_flags_only(self) -> None:
+        self.flags_only = True
+        self.allow_abbrev = False
+        self.exit_on_error = False
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see '{self.prog} --help')")
@@ -32,220 +154,251 @@ class _Parser(argparse.ArgumentParser):
             sys.stderr.write(message)
         raise Exit(status)
 
+    def parse_known_args(  # type: ignore[override]
+            self, args: Sequence[str] | None = None, namespace: Any = None) -> tuple[Any, list[str]]:
+        if not self.flags_only:
+            return super().parse_known_args(args, namespace)
+        line = list(sys.argv[1:] if args is None else args)
+        if "-h" in line or "--help" in line:
+            self.print_help()
+            self.exit()
+        try:
+            namespace, unknown = super().parse_known_args(line, namespace)
+        except argparse.ArgumentError as e:
+            self.error(_flag_words(e))
+        namespace.unknown = unknown
+        return namespace, []
 
-def _add_json(p: argparse.ArgumentParser) -> None:
+
+class _Unloaded:
+    """A command the tree names only (its module not loaded; no parser built): a line that reaches it
+    is parsed again by the whole tree."""
+
+    def __init__(self, prog: str) -> None:
+        self.prog = prog
+
+    def parse_known_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> tuple[Any, list[str]]:
+        raise NotLoaded(self.prog)
+
+
+def _flag_words(e: argparse.ArgumentError) -> str:
+    """argparse's words for a flag's fault, as a flags-only line says them."""
+    flag = e.argument_name or ""
+    if e.message.startswith("ignored explicit argument"):
+        return f"{flag} takes no value"
+    if e.message.startswith("expected one argument"):
+        return f"{flag} needs a value"
+    return f"{flag} {e.message}".strip()
+
+
+class Once(argparse.Action):
+    """A flag of a flags-only line that takes a value, given at most once, never empty."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if getattr(namespace, self.dest, None) is not None:
+            raise argparse.ArgumentError(self, "is given twice")
+        if not values:
+            raise argparse.ArgumentError(self, "needs a value")
+        setattr(namespace, self.dest, values)
+
+
+class OnceSwitch(argparse._StoreTrueAction):
+    """A switch of a flags-only line, given at most once."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if getattr(namespace, self.dest, False) is True:
+            raise argparse.ArgumentError(self, "is given twice")
+        setattr(namespace, self.dest, True)
+
+
+class Pair(argparse.Action):
+    """A flag of a flags-only line kept as ``(name, value)`` in the order given (``dest`` a list, each
+    name at most once), its value checked later by whoever declared it (a runtime option)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        name = self.option_strings[0][2:]
+        pairs: list[tuple[str, str]] = list(getattr(namespace, self.dest, None) or [])
+        if any(n == name for n, _ in pairs):
+            raise argparse.ArgumentError(self, "is given twice")
+        setattr(namespace, self.dest, [*pairs, (name, str(values))])
+
+
+class Command(Protocol):
+    """What the tree and the face read of a command's module."""
+
+    HELP: Help
+
+    def arguments(self, p: Parser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+def add_json(p: argparse.ArgumentParser) -> None:
+    """``--json``, in the words every command gives it."""
     p.add_argument("--json", action="store_true", help=FLAG_HELP["--json"])
 
 
-def _install_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("id", nargs="?", help=f"runtime id: {RUNTIME_IDS} (with --locked: every runtime locked)")
-    p.add_argument("--locked", nargs="?", const="", metavar="FILE",
-                   help="install what this lock names for this machine (default ./superfluid.lock or SUPERFLUID_LOCK)")
-    p.add_argument("--version", dest="want_version", metavar="V", help="install this version (e.g. 0.4.0, b11642)")
-    p.add_argument("--backend", metavar="B", help="install this backend (cpu, cuda-13.4, vulkan, metal...)")
-    p.add_argument("--from", dest="from_", metavar="URL|PATH", help="install this archive instead of a release's")
-    p.add_argument("--sha256", metavar="H", help="the digest --from's archive (or an unpinned asset) must have")
-    p.add_argument("--untested", action="store_true", help="allow a version of another ABI or not tested")
-    p.add_argument("--dry-run", action="store_true", help="print the ordered plans and change nothing")
-    p.add_argument("--reinstall", action="store_true",
-                   help="install again what is already installed from the same archive (by default: said, and "
-                        "nothing is fetched)")
-    p.add_argument("--offline", action="store_true", help="use the cache only; never open a connection")
-    p.add_argument("--mirror", metavar="URL|DIR", help="fetch releases from this mirror (or SUPERFLUID_MIRROR)")
-    p.add_argument("--plain-http", action="store_true")
-    p.add_argument("--timings", action="store_true",
-                   help="record the install's phases (listing, download, extract, probe, publish): on stderr, "
-                        "or with --json as its timings")
-    _add_json(p)
-    _for_flags(p)
+def load(path: str) -> Command:
+    """The module of the command ``path`` (``"runtime install"``): the dispatch, imported when it runs."""
+    return cast(Command, import_module(f"superfluid.commands.{COMMANDS[path]}"))
 
 
-def _for_flags(p: argparse.ArgumentParser) -> None:
-    from superfluid.commands.for_release import add_flags
-
-    add_flags(p)
-
-
-def _trust_flags(p: argparse.ArgumentParser) -> None:
-    from superfluid.commands.trust_flags import add_flags
-
-    add_flags(p)
-
-
-def _lock_parsers(sub: Any) -> None:
-    p = sub.add_parser("lock", help="pin the engine builds of a fleet in superfluid.lock")
-    p.add_argument("--runtime", action="append", metavar="ID", help="lock this runtime (repeatable; default: all)")
-    p.add_argument("--platform", action="append", metavar="P", help="for this platform, e.g. linux-x64 (repeatable)")
-    p.add_argument("--backend", action="append", metavar="B",
-                   help="for this kind of machine: cpu, cuda, rocm, vulkan, metal (repeatable)")
-    p.add_argument("--mirror", metavar="URL|DIR", help="read releases from this mirror (or SUPERFLUID_MIRROR)")
-    p.add_argument("--offline", action="store_true", help="read releases from the cache only")
-    p.add_argument("--plain-http", action="store_true")
-    p.add_argument("-o", "--output", metavar="FILE",
-                   help="the lock file (default ./superfluid.lock or SUPERFLUID_LOCK)")
-    p.add_argument("--check", action="store_true", help="say what would move and why; change nothing")
-    p.add_argument("--upgrade", nargs="?", const="", action="append", metavar="ID",
-                   help="choose anew (every runtime, or ID's engines) and write it")
-    _add_json(p)
-    _for_flags(p)
-    mirror = sub.add_parser("mirror", help="a static mirror of what a lock names")
-    msub = mirror.add_subparsers(dest="sub", parser_class=_Parser, required=True)
-    for name, what in (("sync", "fetch every file a lock names into DIR"), ("verify", "recheck DIR against a lock")):
-        q = msub.add_parser(name, help=what)
-        q.add_argument("dir", metavar="DIR", help="the mirror's root directory")
-        q.add_argument("--lock", metavar="FILE", help="the lock (default ./superfluid.lock or SUPERFLUID_LOCK)")
-    q = msub.add_parser("push", help="push every file a lock names to an OCI registry")
-    q.add_argument("to", metavar="oci://HOST/REPO", help="the registry repository, e.g. oci://registry.example:5000/fleet/engines")
-    q.add_argument("--lock", metavar="FILE", help="the lock (default ./superfluid.lock or SUPERFLUID_LOCK)")
-    q.add_argument("--plain-http", action="store_true")
-    _add_json(q)
-
-
-def _home_parsers(sub: Any, rsub: Any) -> None:
-    """The home over months: ``runtime verify``, ``runtime gc`` and ``cache dir|du|prune``."""
-    q = rsub.add_parser("verify", help="check an install's files against its receipt")
-    q.add_argument("id")
-    q.add_argument("install", nargs="?")
-    _add_json(q)
-    q = rsub.add_parser("gc", help="remove old installs of a runtime")
-    q.add_argument("id")
-    q.add_argument("--keep", metavar="N", help="keep the newest N installs (default 2), besides current and pinned")
-    q.add_argument("--dry-run", action="store_true", help="say what would be removed and change nothing")
-    q.add_argument("--lock", action="append", metavar="FILE",
-                   help="also keep the installs this lock names (repeatable)")
-    _add_json(q)
-    cache = sub.add_parser("cache", help="the download cache: where, how large, prune")
-    csub = cache.add_subparsers(dest="sub", parser_class=_Parser, required=True)
-    csub.add_parser("dir", help="print the cache's directory")
-    for name in ("du", "prune"):
-        q = csub.add_parser(name)
-        q.add_argument("--keep-lock", action="append", metavar="FILE",
-                       help="count what this lock names as in use, and keep it (repeatable)")
-        _add_json(q)
-    q.add_argument("--older-than", metavar="AGE",
-                   help="remove only what was last used longer ago (default 30d; s, m, h, d, w: 12h, 0s)")
-    q.add_argument("--dry-run", action="store_true", help="say what would be removed and change nothing")
-
-
-def _serve_parser(sub: Any, *, shown: bool) -> None:
-    from superfluid.commands.serve import add_flags
-
-    add_flags(sub.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API"), shown=shown)
-
-
-def _question_flags(p: argparse.ArgumentParser) -> None:
-    """``--<kind> V`` for each kind of question the adapters are asked (``compat --service``), in name
-    order, with what it names of each runtime asked it (``Adapter.questions``)."""
-    from superfluid.runtime import registry
-    from superfluid.runtime.adapter import by_kind
-
-    for kind, asked in by_kind(map(registry.get, registry.IDS)).items():
-        p.add_argument(f"--{kind}", dest=f"ask_{kind}", metavar=asked[0][1].metavar,
-                       help="; ".join(f"--runtime {adapter.id}: {q.flag}" for adapter, q in asked))
-
-
-def _named(argv: Sequence[str] | None) -> set[str]:
-    """The commands whose adapter-declared flags the tree needs: the one ``argv`` names (its first
-    word), or every one (no ``argv``: the whole tree)."""
-    if argv is None:
-        return {"compat", "serve"}
-    return {next((a for a in argv if not a.startswith("-")), "")}
-
-
-def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The command tree (every command, flag and help page); with ``argv``, the line it is built to
-    parse, the adapters' flags only on the command it names."""
-    named = _named(argv)
-    top = _Parser(prog="superfluid", add_help=False)
+def tree(modules: Mapping[str, Command | None]) -> Parser:
+    """The command tree of every command in ``modules`` (path -> its module, in ``COMMANDS`` order; None:
+    the command is named and nothing more), every page and flag worded (``dress``)."""
+    top = Parser(prog="superfluid", add_help=False)
     top.add_argument("-h", "--help", action="store_true", help="show the commands and exit")
     top.add_argument("-V", "--version", action="store_true", help="print the version and exit")
-    sub = top.add_subparsers(dest="command", parser_class=_Parser)
-    _add_json(sub.add_parser("version", help="print the version"))
-    p = sub.add_parser("runtimes", help="what is installed and ready here")
-    _add_json(p)
-    p.add_argument("--verify", action="store_true",
-                   help="also check each current install's files against its receipt (reads every file)")
-    p = sub.add_parser("compat", help="what this release drives")
-    _add_json(p)
-    p.add_argument("--release", metavar="FILE|URL", help="read and verify another release's compat.json")
-    p.add_argument("--key", action="append", metavar="FILE", help="also trust this minisign public key (repeatable)")
-    p.add_argument("--require-signature", action="store_true", help="refuse a --release document with no signature")
-    p.add_argument("--service", metavar="URL", help="ask this compat manifest service (or static export) which "
-                   "releases drive an engine (or SUPERFLUID_MANIFEST_URL)")
-    p.add_argument("--runtime", metavar="ID", help=f"the engine asked about with --service: {RUNTIME_IDS}")
-    if "compat" in named:
-        _question_flags(p)
-    p.add_argument("--platform", metavar="P", help="with --service: on this platform (e.g. linux-x64)")
-    _trust_flags(p)
-    runtime = sub.add_parser("runtime", help="install and manage runtimes")
-    rsub = runtime.add_subparsers(dest="sub", parser_class=_Parser, required=True)
-    _install_flags(rsub.add_parser("install", help="fetch, verify and install a runtime"))
-    for name, what in (("versions", "the versions a runtime installs"), ("options", "options taken on serve")):
-        q = rsub.add_parser(name, help=what)
-        q.add_argument("id")
-        _add_json(q)
-        if name == "versions":
-            _for_flags(q)
-            q.add_argument("--mirror", metavar="URL|DIR",
-                           help="also say what this mirror's release listing offers here (or SUPERFLUID_MIRROR)")
-            q.add_argument("--offline", action="store_true",
-                           help="also say what the cached release listing offers here (no connection)")
-    q = rsub.add_parser("check", help="probe a runtime with options: check [--model PATH] [--json] [--<option> V]...")
-    q.add_argument("id")
-    q.add_argument("rest", nargs=argparse.REMAINDER, help="--model PATH, --json and --<option> <value> pairs")
-    q = rsub.add_parser("update", help="install the newest installable version beside the current one")
-    q.add_argument("id")
-    for flag in ("--offline", "--untested", "--json", "--dry-run"):
-        q.add_argument(flag, action="store_true")
-    q.add_argument("--mirror", metavar="URL|DIR")
-    q.add_argument("--plain-http", action="store_true")
-    _for_flags(q)
-    q = rsub.add_parser("repair", help="reinstall an install in place (default: the current one)")
-    q.add_argument("id")
-    q.add_argument("install", nargs="?")
-    q.add_argument("--offline", action="store_true")
-    q.add_argument("--mirror", metavar="URL|DIR")
-    q.add_argument("--plain-http", action="store_true")
-    q.add_argument("--json", action="store_true")
-    q = rsub.add_parser("remove", help="remove an install, or every install with --all")
-    q.add_argument("id")
-    q.add_argument("install", nargs="?")
-    q.add_argument("--all", action="store_true", help="remove every install of the runtime")
-    q.add_argument("--json", action="store_true")
-    q = rsub.add_parser("list", help="the installs of a runtime: current, pinned, ready or broken")
-    q.add_argument("id")
-    _add_json(q)
-    q = rsub.add_parser("use", help="pin an install as the default, or --auto to unpin")
-    q.add_argument("id")
-    q.add_argument("install", nargs="?")
-    q.add_argument("--auto", action="store_true")
-    _add_json(q)
-    _lock_parsers(sub)
-    _home_parsers(sub, rsub)
-    _serve_parser(sub, shown="serve" in named)
-    p = sub.add_parser("completion", help="print a shell completion script (bash, zsh or fish)")
-    p.add_argument("shell", choices=("bash", "zsh", "fish"), help="the shell to complete for")
-    return dress(top)
+    subs: dict[str, Any] = {"": top.add_subparsers(dest="command", parser_class=Parser)}
+    pages = dict(_GROUPS)
+    for path, module in modules.items():
+        group, _, name = path.rpartition(" ")
+        if group not in subs:  # runtime, mirror, cache: a page that lists its commands
+            parent, _, word = group.rpartition(" ")
+            node = subs[parent].add_parser(word, help=pages[group].summary)
+            subs[group] = node.add_subparsers(dest="sub", parser_class=Parser, required=True)
+        if module is None:
+            subs[group]._name_parser_map[name] = _Unloaded(f"{subs[group]._prog_prefix} {name}")
+            continue
+        pages[path] = module.HELP
+        p = subs[group].add_parser(name, **({"help": module.HELP.summary} if module.HELP.listed else {}))
+        module.arguments(p)
+    return _dress(top, pages)
 
 
-def check_help(top: argparse.ArgumentParser, runtime_id: str) -> str:
-    """``runtime check <id> --help``: check's page, then the options that runtime takes."""
-    from superfluid.runtime import registry
+def parser(argv: Sequence[str] | None = None) -> Parser:
+    """The command tree for the line ``argv``: the module of the command it names loaded (of every
+    command under a group it names, for its page), the others named only; the whole tree without
+    ``argv``, for an empty line or one that asks the overview (``--help``, ``-h``)."""
+    line = list(argv or ())
+    words = [a for a in line if not a.startswith("-")][:2]
+    if words and words[0] in COMMANDS:
+        words = words[:1]
+    prefix = " ".join(words)
+    if argv is None or not line or (not prefix and {"-h", "--help"} & set(line)):
+        wanted = list(COMMANDS)
+    else:  # a line naming no command (--version) loads none
+        wanted = [p for p in COMMANDS if prefix and (p == prefix or p.startswith(prefix + " "))]
+    return tree({path: load(path) if path in wanted else None for path in COMMANDS})
 
-    page = find(top, "runtime check")
-    assert page is not None
-    text = page.format_help()
-    registry.get(runtime_id)  # an unknown id is a usage error
-    from superfluid.commands.check import options_help
 
-    return text + "\n" + options_help(runtime_id)
+def children(node: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The subcommands of ``node`` by name (none for a leaf)."""
+    for action in node._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return {name: p for name, p in action.choices.items() if isinstance(p, argparse.ArgumentParser)}
+    return {}
+
+
+def walk(node: argparse.ArgumentParser, path: str = "") -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """Every command of the tree with its path (``""``, ``"runtime"``, ``"runtime install"``...)."""
+    yield path, node
+    for name, child in children(node).items():
+        yield from walk(child, f"{path} {name}".strip())
+
+
+def find(node: argparse.ArgumentParser, path: str) -> argparse.ArgumentParser | None:
+    """The command at ``path``, or None."""
+    for word in path.split():
+        node = children(node).get(word)  # type: ignore[assignment]
+        if node is None:
+            return None
+    return node
+
+
+class Formatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions re-wrapped to the terminal, epilogs (examples, exit codes) kept as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith(("examples:", "exit codes:")):
+            return super()._fill_text(text, width, indent)
+        return argparse.HelpFormatter._fill_text(self, text, width, indent)
+
+
+def _nonempty(flag: str, metavar: str) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        if value == "":
+            raise argparse.ArgumentTypeError(f"needs {metavar}, not an empty string")
+        return value
+
+    check.__name__ = flag  # argparse names the type in some of its own messages
+    return check
+
+
+def _dress(top: Parser, pages: Mapping[str, Help]) -> Parser:
+    """Give every command of the tree its help page and every flag its words; make every flag's value
+    non-empty (``--release ''`` is a usage error, not "no flag"). Answers ``top``."""
+    for path, node in walk(top):
+        page = pages.get(path)
+        node.formatter_class = Formatter
+        if page is not None:
+            cast(Parser, node).page = page
+            node.description = node.description or page.description
+            node.epilog = node.epilog or page.epilog()
+        for action in node._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                action.metavar = action.metavar or "<command>"
+                for choice in action._choices_actions:
+                    sub = pages.get(f"{path} {choice.dest}".strip())
+                    choice.help = sub.summary if sub else choice.help
+                continue
+            if action.nargs == argparse.REMAINDER:
+                action.metavar = action.metavar or "flags"
+            key = action.option_strings[0] if action.option_strings else action.dest
+            if action.help is None:
+                action.help = FLAG_HELP.get(key)
+            takes_value = action.option_strings and action.nargs is None and action.type is None \
+                and isinstance(action, (argparse._StoreAction, argparse._AppendAction))
+            if takes_value:
+                action.type = _nonempty(key, action.metavar if isinstance(action.metavar, str) else "a value")
+    return top
+
+
+def synopsis(path: str, node: argparse.ArgumentParser) -> str:
+    """``runtime install <id> [flags]``: the command, its arguments, and its flags when few."""
+    words = [path] if path else []
+    flags = [a for a in node._actions if a.option_strings and not isinstance(a, argparse._HelpAction)]
+    for a in node._actions:
+        if a.option_strings or isinstance(a, argparse._SubParsersAction):
+            continue
+        if a.nargs == argparse.REMAINDER:
+            words.append("[flags]")
+            flags = []
+        elif a.choices:
+            words.append("|".join(map(str, a.choices)))
+        else:
+            words.append(f"[<{a.dest}>]" if a.nargs == "?" else f"<{a.dest}>")
+    if len(flags) > 2:
+        words.append("[flags]")
+    for a in flags if len(flags) <= 2 else []:
+        words.append(f"[{a.option_strings[-1]}" + (f" {a.metavar}]" if a.metavar else "]"))
+    return " ".join(words)
+
+
+def overview(top: Parser) -> str:
+    """``superfluid`` with no command: every command's synopsis and summary, then the exit codes."""
+    rows: list[tuple[str, str]] = []
+    for path, node in walk(top):
+        if not path or children(node):
+            continue
+        page = cast(Parser, node).page
+        rows.append((synopsis(path, node), page.summary if page else ""))
+    width = max(len(s) for s, _ in rows) + 2
+    head = _GROUPS[""]
+    lines = [f"superfluid: {head.summary}", "", "commands:"]
+    lines += [f"  {s.ljust(width)}{what}".rstrip() for s, what in rows]
+    lines += ["", "Run 'superfluid <command> --help' for a command's flags, examples and exit codes.",
+              "Exit codes: 0 done, 1 run-time failure, 2 usage error, 3 model did not load, 4 runtime not",
+              "installed or cannot run here (serve). With --json, a failure is {\"error\": {...}} on stdout."]
+    return "\n".join(lines) + "\n"
 
 
 def canonical_ids(args: argparse.Namespace) -> None:
     """An alias (``llama.cpp``) named where a runtime id is taken (``<id>``, ``--runtime``,
     ``--upgrade ID``), replaced by that runtime's id, so every command reads and writes under it."""
-    from superfluid.runtime.registry import canonical
-
     for name in ("id", "runtime", "upgrade"):
         value = getattr(args, name, None)
         if isinstance(value, str):

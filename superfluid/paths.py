@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import stat
 
+from superfluid.runtime import registry
 from superfluid.runtime.errors import UsageError
 from superfluid.runtime.jsonread import kind_of
 
@@ -43,8 +44,6 @@ def regular_file(flag: str, path: str) -> str:
 
 def _reads_directories(runtime_id: str | None) -> bool:
     """Whether ``runtime_id`` (None: any runtime this release ships) declares a model directory format."""
-    from superfluid.runtime import registry
-
     ids = registry.IDS if runtime_id is None else (runtime_id,)
     return any("directory" in fmt for rid in ids for fmt in registry.get(rid).formats())
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -9,12 +10,13 @@ import sys
 import threading
 from collections.abc import Mapping
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from superfluid.runtime.errors import ModelLoadFailed, SuperfluidError
-
-if TYPE_CHECKING:
-    from superfluid.commands.serve import Ready, ServeCommand
+from superfluid.runtime.home import home, install_dir, runtime_dir
+from superfluid.runtime.jsonread import UntrustedJson, loads
+from superfluid.runtime.process import worker_env
+from superfluid.serve_line import Ready, ServeCommand, runtime_argv
 
 __all__ = ["serve_child", "worker_line", "startup_line", "worker_reason"]
 
@@ -28,8 +30,6 @@ _READY_MAX = 64 << 10
 
 def worker_line(ready: Ready, line: ServeCommand) -> list[str]:
     """The worker's command line: its serve flags, then the runtime's checked options."""
-    from superfluid.commands.serve import runtime_argv
-
     argv = [ready.worker, "serve", "--model", line.model, "--host", line.host, "--port", str(line.port),
             "--queue", str(line.queue)]
     if line.max_context is not None:
@@ -38,8 +38,6 @@ def worker_line(ready: Ready, line: ServeCommand) -> list[str]:
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    import ctypes
-
     try:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
     except (OSError, AttributeError):
@@ -59,8 +57,6 @@ def worker_reason(stderr_lines: list[str], runtime_id: str) -> str:
 
 def _where(ready: Ready, library: str | None, environ: Mapping[str, str]) -> str:
     """``installed: <install dir>`` or ``library: <path>, named by <flag or variable>``."""
-    from superfluid.runtime.home import home, install_dir, runtime_dir
-
     if not library:
         return f"worker: {ready.worker}"
     root = os.path.realpath(runtime_dir(home(environ), ready.runtime_id))
@@ -93,8 +89,6 @@ class _Child:
     """The running worker: its stderr kept (and passed through once it is ready), the signals forwarded."""
 
     def __init__(self, argv: list[str], environ: Mapping[str, str]) -> None:
-        from superfluid.runtime.process import worker_env
-
         self.stopping: int | None = None
         self.lines: list[str] = []
         self.passing = False
@@ -131,8 +125,6 @@ class _Child:
     def ready_line(self) -> dict[str, Any] | None:
         """The worker's ready line, or None when it ended (or said something else) first."""
         assert self.proc.stdout is not None
-        from superfluid.runtime.jsonread import UntrustedJson, loads
-
         raw = self.proc.stdout.readline(_READY_MAX + 1)
         try:
             announced = loads(raw, max_bytes=_READY_MAX) if raw.strip() else None

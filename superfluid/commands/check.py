@@ -10,9 +10,44 @@ from typing import Any
 
 from superfluid import catalog
 from superfluid.optionflags import check_runtime_options, culprit_message, find_culprits, parse_flag_pairs, worker_argv
-from superfluid.output import print_json
+from superfluid.output import error_doc, print_json, table
+from superfluid.parser import Help, Parser, exits
+from superfluid.paths import model_path
+from superfluid.runtime import registry
+from superfluid.runtime.errors import UsageError
 
-__all__ = ["run", "split_args", "read_options", "options_help"]
+__all__ = ["HELP", "arguments", "run", "more_help", "split_args", "read_options", "options_help"]
+
+HELP = Help(
+    "probe a runtime with options (checked before any worker starts)",
+    "Ask the runtime's check, with options. Every option value is checked against the runtime's "
+    "declaration before any worker starts; when the check fails with options and passes without them, "
+    "the options at fault are named. Options are spelled --<option> V or, as on serve, --<id>-<option> V "
+    "(--basert-lib P, --llamacpp-lib P); 'superfluid runtime check <id> --help' lists the runtime's options.",
+    ("superfluid runtime check basert --basert-lib ./build/libbaseRT.so",
+     "superfluid runtime check llamacpp --model tiny.gguf --n-gpu-layers 0 --json"),
+    exits(_0="available (and, with --model, the model reads)",
+          _1="not available here, or the model does not read (the reason on stderr; with --json the report's "
+             "error: not-available, model-unreadable, model-not-servable)",
+          _2="a usage error: a bad flag or option value, a --model that is a FIFO, a device or not readable"),
+)
+#: the commands that only read the home (see superfluid.cli)
+READS_HOME = True
+
+
+def arguments(p: Parser) -> None:
+    p.add_argument("id")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="--model PATH, --json and --<option> <value> pairs")
+
+
+def more_help(args: argparse.Namespace) -> str:
+    """What ``runtime check <id> --help`` adds to its page (``-h`` is one of its own flags there): the
+    options that runtime takes.
+
+    Raises:
+        UsageError: no such runtime.
+    """
+    return options_help(args.id)
 
 
 def split_args(tokens: Sequence[str], runtime_id: str | None = None) -> tuple[str | None, bool, list[tuple[str, str]]]:
@@ -33,8 +68,6 @@ def split_args(tokens: Sequence[str], runtime_id: str | None = None) -> tuple[st
         elif token == "--model" or token.startswith("--model="):
             _, eq, value = token.partition("=")
             if not eq:
-                from superfluid.runtime.errors import UsageError
-
                 if not tokens:
                     raise UsageError("--model needs a path")
                 value = tokens.pop(0)
@@ -49,8 +82,6 @@ def split_args(tokens: Sequence[str], runtime_id: str | None = None) -> tuple[st
 
 
 def _declared(runtime_id: str) -> list[Any]:
-    from superfluid.runtime import registry
-
     return list(registry.get(runtime_id).options())
 
 
@@ -69,8 +100,6 @@ def read_options(runtime_id: str, pairs: Sequence[tuple[str, str]]) -> tuple[dic
     values = check_runtime_options(runtime_id, plain)
     spelled = check_runtime_options(runtime_id, prefixed, prefix=lead)
     for name in values.keys() & spelled.keys():
-        from superfluid.runtime.errors import UsageError
-
         raise UsageError(f"--{lead}{name} and --{name} name the same option: give one")
     values.update(spelled)
     argv = worker_argv({n: v for n, v in values.items() if not (n == "lib" and n in spelled)})
@@ -81,9 +110,6 @@ def read_options(runtime_id: str, pairs: Sequence[tuple[str, str]]) -> tuple[dic
 
 def options_help(runtime_id: str) -> str:
     """The options ``runtime check <id>`` takes, for its ``--help``: flag, accepted shape, words."""
-    from superfluid.output import table
-    from superfluid.runtime import registry
-
     declared = registry.get(runtime_id).options()
     if not declared:
         return f"the {runtime_id} runtime takes no options\n"
@@ -122,8 +148,6 @@ def run(args: argparse.Namespace) -> int:
     model, as_json, pairs = split_args(args.rest, args.id)
     values, forwarded = read_options(args.id, pairs)  # before any worker starts
     if model is not None:  # a FIFO or a device would hold the worker's read forever
-        from superfluid.paths import model_path
-
         model_path("--model", model, args.id)
     environ: Mapping[str, str] = dict(os.environ)
     head = ["check", *(["--model", model] if model else [])]
@@ -142,8 +166,6 @@ def run(args: argparse.Namespace) -> int:
                 report = {**report, "options_at_fault": culprits.names}
     if as_json:
         if not ok:
-            from superfluid.output import error_doc
-
             failure = error_doc(error, reason, 1)
             report = {**report, **failure} if isinstance(report, dict) else failure
         print_json(report)

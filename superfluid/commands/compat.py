@@ -13,15 +13,52 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from superfluid import __version__, catalog
-from superfluid.output import print_json, table
-from superfluid.runtime import registry
-from superfluid.runtime.errors import BadFile, UsageError, WorkerFailed
+from superfluid.installer.transport.requests_fetcher import RequestsFetcher
+from superfluid.installer.trust.manifest import fetch_answer
+from superfluid.installer.trust.service import ENV_URL, service_base
+from superfluid.manifest.compat import build, release_info, unknown_runtimes, validate
+from superfluid.manifest.keys import trusted_keys
+from superfluid.manifest.release_files import SIGNATURE_SUFFIX
+from superfluid.manifest.routes import RouteError, asked_by, choose_route
+from superfluid.manifest.verdict import judge_release
+from superfluid.output import error_doc, print_json, table
+from superfluid.parser import RUNTIME_IDS, Help, Parser, add_json, either, exits
+from superfluid.runtime import registry, schema
+from superfluid.runtime.adapter import by_kind
+from superfluid.runtime.errors import BadFile, SuperfluidError, UsageError, WorkerFailed
+from superfluid.runtime.home import home as home_of
+from superfluid.runtime.jsonread import NotRegularFile, UntrustedJson, loads, read_bytes
+from superfluid.trust_flags import add_flags as add_trust_flags
+from superfluid.trust_flags import trust_from
 
 if TYPE_CHECKING:
     from superfluid.installer.transport.fetcher import Fetcher
     from superfluid.manifest.verdict import DocumentVerdict
 
-__all__ = ["run", "gather", "read_release", "compat_text", "verdict_text", "RELEASE_NAME"]
+__all__ = ["HELP", "arguments", "run", "gather", "read_release", "compat_text", "verdict_text", "RELEASE_NAME"]
+
+HELP = Help(
+    "what this release drives (or another release's compat.json)",
+    "This release's compat document, merged from every adapter it ships; with --release, another "
+    "release's compat.json read from a file or URL, its .minisig verified against the trusted keys "
+    "(the package's, $SUPERFLUID_HOME/keys/*.pub, each --key) before it is read. With --service URL (or "
+    "$SUPERFLUID_MANIFEST_URL) and --runtime: which superfluid releases drive an engine, newest first with "
+    "why, asked of a compat manifest service or its static export (docs/manifest-service.md), each answer "
+    "checked fresh against the service's TUF metadata from a root given once (--trust-root FILE or "
+    "$SUPERFLUID_MANIFEST_ROOT; kept in $SUPERFLUID_HOME/trust): a rolled-back, frozen, mixed or forged index "
+    "is refused; --insecure-no-freshness asks unchecked.",
+    ("superfluid compat --json > superfluid.compat.json",
+     "superfluid compat --release https://example.org/r/superfluid-0.2.0.compat.json --require-signature",
+     "superfluid compat --service https://manifest.example.org --runtime basert --abi 2 --trust-root 1.root.json",
+     "superfluid compat --service ./site --runtime llamacpp --build b11549 --platform linux-x64 --json"),
+    exits(_0="the document is complete (or --release was read: verified, or unsigned with a warning; or "
+             "--service answered)",
+          _1="a runtime gave no answer, --release could not be read, verified or validated, or --service "
+             "could not be asked or its answer was refused (a rollback, a freeze, mix-and-match, a forged "
+             "or tampered index)"),
+)
+#: the commands that only read the home (see superfluid.cli)
+READS_HOME = True
 
 #: the name this toolchain's release carries in its compat document
 RELEASE_NAME = "superfluid-toolchain"
@@ -29,16 +66,15 @@ RELEASE_NAME = "superfluid-toolchain"
 _MAX_BYTES = 4 << 20
 #: bytes a .minisig may have (minisign's own line limits, with room)
 _MAX_SIGNATURE_BYTES = 16 << 10
+#: bytes of one answer of a manifest service (``--service``)
+_SERVICE_MAX_BYTES = 16 << 20
 
 
 def _part_fault(runtime_id: str, part: Any) -> str | None:
     """Why a runtime's answer is not a compat part, or None (checked against the schema)."""
-    from superfluid.manifest.compat import build, release_info
-    from superfluid.runtime.schema import errors
-
     if not isinstance(part, dict):
         return "answered `compat --json` with something other than a JSON object"
-    found = errors(build(release_info(RELEASE_NAME, __version__), {runtime_id: part}), "compat")
+    found = schema.errors(build(release_info(RELEASE_NAME, __version__), {runtime_id: part}), "compat")
     if found:
         return f"its `compat --json` answer does not match the compat schema ({found[0]})"
     return None
@@ -47,15 +83,12 @@ def _part_fault(runtime_id: str, part: Any) -> str | None:
 def _all_valid(answers: Mapping[str, Any]) -> bool:
     """Whether every answer is a compat part: the document of them all checked against the schema
     once per content (the same answers on every run cost no schema library)."""
-    from superfluid.manifest.compat import build, release_info
-    from superfluid.runtime.schema import validate_once
-
     if not all(isinstance(part, dict) for part in answers.values()):
         return False
     doc = build(release_info(RELEASE_NAME, __version__), answers)
     try:
         # made from what this package ships: checked once per installation, not once per home
-        validate_once(doc, json.dumps(doc, sort_keys=True).encode(), "compat", "superfluid compat", shipped=True)
+        schema.validate_once(doc, json.dumps(doc, sort_keys=True).encode(), "compat", "superfluid compat", shipped=True)
     except BadFile:
         return False
     return True
@@ -101,8 +134,6 @@ class _Beside:
 
     def signature(self) -> str:
         """``<source>.minisig`` (for a URL, on its path, before any query)."""
-        from superfluid.manifest.release_files import SIGNATURE_SUFFIX
-
         if not self.is_url:
             return self.source + SIGNATURE_SUFFIX
         parts = urlsplit(self.source)
@@ -110,8 +141,6 @@ class _Beside:
 
     def _web(self) -> Fetcher:
         if self._fetcher is None:
-            from superfluid.installer.transport.fetcher import RequestsFetcher
-
             # the user named the origin: plain http is theirs to choose
             self._fetcher = RequestsFetcher(plain_http_origins=[self.source])
         return self._fetcher
@@ -126,8 +155,6 @@ class _Beside:
         if self.is_url:
             response, body = self._web().get_bytes(where, max_bytes=max_bytes, accept=(404,) if optional else ())
             return None if response.status == 404 else body
-        from superfluid.runtime.jsonread import NotRegularFile, read_bytes
-
         try:  # a regular file (a FIFO or a device is never waited on or read without end)
             body = read_bytes(where, max_bytes=max_bytes, follow=True)
         except NotRegularFile as e:
@@ -200,10 +227,6 @@ def read_release(source: str, *, keys: list[str] | None = None, home: str | None
         TarballMismatch: the tarball beside it has another SHA-256 than the document says.
         DownloadError: a URL could not be fetched.
     """
-    from superfluid.manifest.keys import trusted_keys
-    from superfluid.manifest.verdict import judge_release
-    from superfluid.runtime.home import home as home_of
-
     trusted = trusted_keys(home if home is not None else home_of(), keys or [])
     beside = _Beside(source)
     try:
@@ -294,15 +317,32 @@ def compat_text(doc: Mapping[str, Any]) -> str:
     return "\n".join(blocks)
 
 
+def arguments(p: Parser) -> None:
+    add_json(p)
+    p.add_argument("--release", metavar="FILE|URL", help="read and verify another release's compat.json")
+    p.add_argument("--key", action="append", metavar="FILE", help="also trust this minisign public key (repeatable)")
+    p.add_argument("--require-signature", action="store_true", help="refuse a --release document with no signature")
+    p.add_argument("--service", metavar="URL", help="ask this compat manifest service (or static export) which "
+                   "releases drive an engine (or SUPERFLUID_MANIFEST_URL)")
+    p.add_argument("--runtime", metavar="ID", help=f"the engine asked about with --service: {RUNTIME_IDS}")
+    _question_flags(p)
+    p.add_argument("--platform", metavar="P", help="with --service: on this platform (e.g. linux-x64)")
+    add_trust_flags(p)
+
+
+def _question_flags(p: argparse.ArgumentParser) -> None:
+    """``--<kind> V`` for each kind of question the adapters are asked (``--service``), in name order, with
+    what it names of each runtime asked it (``Adapter.questions``)."""
+    for kind, asked in by_kind(map(registry.get, registry.IDS)).items():
+        p.add_argument(f"--{kind}", dest=f"ask_{kind}", metavar=asked[0][1].metavar,
+                       help="; ".join(f"--runtime {adapter.id}: {q.flag}" for adapter, q in asked))
+
+
 def run(args: argparse.Namespace) -> int:
     """0 the document is complete (or --release was read: verified, or unsigned with a warning); 1 a
     runtime gave no answer, or --release could not be read or verified; 2 a bad flag."""
-    from superfluid.manifest.compat import build, release_info, validate
-
     if args.service or args.runtime:  # which releases drive an engine: asked of a manifest service
-        from superfluid.commands.compat_service import run as ask_service
-
-        return ask_service(args)
+        return _ask_service(args)
     _refuse_service_flags(args)
     keys = _key_flags(args)
     verdict: DocumentVerdict | None = None
@@ -315,15 +355,11 @@ def run(args: argparse.Namespace) -> int:
         doc = build(release_info(RELEASE_NAME, __version__), parts, unanswered=failed)
         validate(doc, "superfluid compat", once=True)
     if args.json:
-        from superfluid.manifest.compat import unknown_runtimes
-
         shown = {**doc} if verdict is None else {**doc, "verification": verdict.to_json()}
         unknown = unknown_runtimes(doc)
         if unknown:
             shown["unknown_runtimes"] = unknown
         if failed:
-            from superfluid.output import error_doc
-
             shown.update(error_doc("unanswered", f"no compat answer from {', '.join(failed)}: the document "
                                    f"is incomplete and must not be published", 1))
         print_json(shown)
@@ -337,3 +373,85 @@ def run(args: argparse.Namespace) -> int:
     for runtime_id, why in failed.items():
         sys.stderr.write(f"superfluid: {runtime_id} gave no compat answer: {why}\n")
     return 1 if failed else 0
+
+
+# -- superfluid compat --service: which releases drive an engine, asked of a manifest service ------------
+
+
+def _question(args: argparse.Namespace) -> Any:
+    """The ``Choose`` route the flags ask (exit 2 when they do not make one)."""
+    kinds = by_kind(map(registry.get, registry.IDS))  # each --<kind> the parser declared
+    if not args.runtime:
+        raise UsageError(f"--service asks which releases drive an engine: give --runtime {'|'.join(registry.IDS)} "
+                         f"with {either([f'--{k} {asked[0][1].sample}' for k, asked in kinds.items()])}")
+    values = {kind: getattr(args, f"ask_{kind}", None) for kind in kinds}
+    given = [kind for kind in kinds if values[kind] is not None]
+    if len(given) != 1:
+        flags = " or ".join(f"--{k}" for k in kinds if k in asked_by(args.runtime)) or either([f"--{k}" for k in kinds])
+        raise UsageError(f"--runtime {args.runtime} needs one of {flags}")
+    kind = given[0]
+    try:
+        return choose_route(args.runtime, kind, str(values[kind]), args.platform)
+    except RouteError as e:
+        name = f"--{e.parameter}" if e.parameter in (*kinds, "platform") else "--runtime"
+        raise UsageError(f"{name}: {e.message}") from None
+
+
+def _not_answered(base: str, route: Any, status: int, body: bytes) -> SuperfluidError:
+    try:
+        message = loads(body, max_bytes=_SERVICE_MAX_BYTES)["error"]
+    except (UntrustedJson, TypeError, KeyError):
+        message = None
+    if isinstance(message, str):
+        return SuperfluidError(f"{base}: {message}")
+    return SuperfluidError(f"{base} has no answer for {route.asked} (HTTP {status}): a static export holds answers "
+                           f"only for the values its releases name", fix="ask the service itself (superfluid-manifest "
+                           "serve, or its WSGI application) for any other value")
+
+
+def _rows(rows: list[dict[str, Any]]) -> str:
+    return table(["VERSION", "RELEASE", "WHY"], [[r["version"], r["name"], r["why"]] for r in rows])
+
+
+def _text(answer: dict[str, Any], base: str) -> str:
+    question = answer["question"]
+    drives, others, rejected = answer["drives"], answer["others"], answer["rejected"]
+    out = []
+    if drives:
+        out.append(f"releases that drive {question}, newest first ({base}):\n{_rows(drives)}")
+    else:
+        out.append(f"no release drives {question} ({base})\n")
+    if others:
+        out.append(f"releases that do not:\n{_rows(others)}")
+    if rejected:
+        lines = "".join(f"  {r['version'] or '?'} ({r['where']}): {r['reason']}\n" for r in rejected)
+        out.append(f"rejected by the service, never chosen:\n{lines}")
+    return "\n".join(out)
+
+
+def _ask_service(args: argparse.Namespace) -> int:
+    """``--service``: 0 the service answered (whether or not a release drives it); 1 it could not be asked or its
+    answer is not one; 2 a bad flag."""
+    if args.release or getattr(args, "key", None) or getattr(args, "require_signature", False):
+        raise UsageError("--service asks a manifest service; --release, --key and --require-signature read one "
+                         "compat.json: give one or the other")
+    route = _question(args)
+    url = args.service or os.environ.get(ENV_URL, "").strip()
+    if not url:
+        raise UsageError(f"--runtime asks a compat manifest service: give --service URL (or set {ENV_URL})")
+    base = service_base(url)
+    got = fetch_answer(base, route.path, trust_from(args, os.environ), max_bytes=_SERVICE_MAX_BYTES, accept=(400, 404))
+    status, body = got.status, got.body
+    if status != 200:
+        raise _not_answered(base, route, status, body)
+    where = base + route.path.lstrip("/")
+    try:
+        answer = loads(body, max_bytes=_SERVICE_MAX_BYTES)
+    except UntrustedJson as e:
+        raise BadFile(where, f"is not JSON ({e.detail})") from None
+    schema.validate(answer, "manifest-choose", where)
+    if args.json:
+        print_json({**answer, "service": base, "freshness": got.freshness})
+    else:
+        sys.stdout.write(_text(answer, base))
+    return 0

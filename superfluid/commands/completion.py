@@ -7,10 +7,28 @@ import sys
 from dataclasses import dataclass, field
 
 from superfluid import __version__
+from superfluid.installer.fleet.plans import HOSTS, PLATFORMS
+from superfluid.parser import Help, Parser, children, walk
+from superfluid.parser import parser as tree
+from superfluid.runtime import registry
 
-__all__ = ["Flag", "Command", "Model", "model", "render", "SHELLS", "run"]
+__all__ = ["HELP", "arguments", "Flag", "Command", "Model", "model", "render", "SHELLS", "run"]
+
+HELP = Help(
+    "print a shell completion script (bash, zsh or fish)",
+    "Print a completion script for the shell, generated from this superfluid's own commands and flags "
+    "(and each runtime's options on runtime check).",
+    ("source <(superfluid completion bash)          # in ~/.bashrc",
+     "superfluid completion zsh > \"${fpath[1]}/_superfluid\"",
+     "superfluid completion fish > ~/.config/fish/completions/superfluid.fish"),
+    ((0, "printed"), (2, "a usage error (a shell other than bash, zsh, fish)")),
+)
 
 SHELLS = ("bash", "zsh", "fish")
+
+
+def arguments(p: Parser) -> None:
+    p.add_argument("shell", choices=SHELLS, help="the shell to complete for")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,9 +58,6 @@ class Model:
 def _named_values() -> dict[str, str]:
     """The flags whose values are a known list, whatever command takes them: ``--runtime`` and
     ``--upgrade`` a runtime id, ``--backend`` a kind of machine, ``--platform`` a platform."""
-    from superfluid.installer.fleet.plans import HOSTS, PLATFORMS
-    from superfluid.runtime import registry
-
     ids = "words:" + " ".join(registry.IDS)
     return {"--runtime": ids, "--upgrade": ids, "--backend": "words:" + " ".join(HOSTS),
             "--platform": "words:" + " ".join(PLATFORMS)}
@@ -68,8 +83,6 @@ def _value_of(action: argparse.Action, named: dict[str, str] | None = None) -> s
 
 def _option_flags(runtime_id: str) -> list[Flag]:
     """``runtime check <id>``'s flags: ``--model``, ``--json`` and the runtime's declared options."""
-    from superfluid.runtime import registry
-
     flags = [Flag(("-h", "--help")), Flag(("--json",)), Flag(("--model",), "file")]
     for option in registry.get(runtime_id).options():
         if option.kind == "enum":
@@ -87,8 +100,6 @@ def _option_flags(runtime_id: str) -> list[Flag]:
 def _serve_options(given: list[Flag]) -> list[Flag]:
     """``serve``'s ``--<id>-<option>`` flags: every option of every runtime, beside the ones its
     help page already shows."""
-    from superfluid.runtime import registry
-
     have = {n for f in given for n in f.names}
     return [Flag((f.names[-1],), f.value) for rid in registry.IDS for f in _option_flags(rid)
             if len(f.names) == 2 and f.names[-1] not in have]
@@ -97,16 +108,13 @@ def _serve_options(given: list[Flag]) -> list[Flag]:
 def model(top: argparse.ArgumentParser) -> Model:
     """The completion model of the whole tree. An ``install`` positional completes to the install
     names under ``$SUPERFLUID_HOME/runtimes/<id>/``, read by the shell when it completes."""
-    from superfluid.helptext import children, walk
-    from superfluid.runtime import registry
-
     named = _named_values()
     commands: list[Command] = []
     for path, parser in walk(top):
         command = Command(path, subcommands=list(children(parser)))
         for action in parser._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                continue
+            if isinstance(action, argparse._SubParsersAction) or action.help == argparse.SUPPRESS:
+                continue  # serve's runtime options not shown among its flags: added below
             if action.option_strings:
                 command.flags.append(Flag(tuple(action.option_strings), _value_of(action, named)))
             elif action.nargs == argparse.REMAINDER:
@@ -404,7 +412,5 @@ def render(shell: str, m: Model) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Print the script; 0 (a shell other than bash, zsh, fish is refused by the parser: exit 2)."""
-    from superfluid.parser import parser
-
-    sys.stdout.write(render(args.shell, model(parser())))
+    sys.stdout.write(render(args.shell, model(tree())))
     return 0

@@ -9,12 +9,36 @@ import argparse
 import os
 import sys
 
+from superfluid.installer.fleet.lockfile import locked_installs
+from superfluid.installer.home.gc import Collected, collect
+from superfluid.installer.home.store import check_runtime_id
+from superfluid.output import print_json
+from superfluid.parser import Help, Parser, add_json, exits
+from superfluid.runtime import registry
 from superfluid.runtime.errors import UsageError
+from superfluid.runtime.home import home, writable_home
 
-__all__ = ["run", "DEFAULT_KEEP"]
+__all__ = ["HELP", "arguments", "run", "DEFAULT_KEEP"]
+
+HELP = Help(
+    "remove old installs of a runtime",
+    "Remove the installs beyond the newest N (by version, then install time) that are neither current, "
+    "pinned, named by a --lock file, nor broken, in the order remove makes kill-safe.",
+    ("superfluid runtime gc basert --keep 1 --dry-run", "superfluid runtime gc llamacpp --lock superfluid.lock"),
+    exits(_0="collected, or nothing to collect", _1="a lock that does not read, or a filesystem fault"),
+)
 
 #: installs ``gc`` keeps when ``--keep`` is not given: the newest, and the one before to go back to
 DEFAULT_KEEP = 2
+
+
+def arguments(p: Parser) -> None:
+    p.add_argument("id")
+    p.add_argument("--keep", metavar="N", help="keep the newest N installs (default 2), besides current and pinned")
+    p.add_argument("--dry-run", action="store_true", help="say what would be removed and change nothing")
+    p.add_argument("--lock", action="append", metavar="FILE",
+                   help="also keep the installs this lock names (repeatable)")
+    add_json(p)
 
 
 def _keep(value: str | None) -> int:
@@ -26,8 +50,6 @@ def _keep(value: str | None) -> int:
 
 
 def _locks(runtime_id: str, paths: list[str] | None) -> dict[str, str]:
-    from superfluid.installer.fleet.lockfile import locked_installs
-
     given = []
     for raw in paths or ():
         path = os.path.abspath(os.path.expanduser(raw))
@@ -38,8 +60,6 @@ def _locks(runtime_id: str, paths: list[str] | None) -> dict[str, str]:
 
 
 def _text(done: object) -> str:
-    from superfluid.installer.home.gc import Collected
-
     assert isinstance(done, Collected)
     d = done.decision
     kept = ", ".join(f"{name} ({why})" for name, why in d.keep) or "none"
@@ -61,12 +81,6 @@ def run(args: argparse.Namespace) -> int:
         UsageError: exit 2.
         BadFile, StoreError, MutexBusy: exit 1.
     """
-    from superfluid.installer.home.gc import collect
-    from superfluid.installer.home.store import check_runtime_id
-    from superfluid.output import print_json
-    from superfluid.runtime import registry
-    from superfluid.runtime.home import home, writable_home
-
     registry.get(check_runtime_id(args.id))
     keep = _keep(args.keep)
     locked = _locks(args.id, args.lock)

@@ -1,4 +1,8 @@
-"""``superfluid runtime install|update|repair <id>``: plan, verify and install a runtime."""
+"""``superfluid runtime install <id>``: plan, verify and install a runtime; with ``--locked``, a fleet's
+engine builds by digest, installed exactly.
+
+See docs/install.md, and docs/fleet.md, "Installing from a lock".
+"""
 
 from __future__ import annotations
 
@@ -6,140 +10,82 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from superfluid.runtime.errors import UsageError
-from superfluid.runtime.redact import redact_url
+from superfluid.commands.lock import lock_path
+from superfluid.fetch_flags import fetch_config
+from superfluid.for_release import add_flags as add_for_flags
+from superfluid.install_report import event_lines, outcome_lines, plan_lines, say
+from superfluid.installer.cache.download import progress_for
+from superfluid.installer.errors import VerificationError
+from superfluid.installer.fleet import lockfile
+from superfluid.installer.fleet.lockfile import Engine
+from superfluid.installer.fleet.plans import kinds_of, select
+from superfluid.installer.home.store import (
+    current_install,
+    guard_root,
+    list_installs,
+    read_pinned,
+    runtime_root,
+    settle,
+)
+from superfluid.installer.install import Event, Outcome, install_plans
+from superfluid.installer.mutex import install_mutex
+from superfluid.installer.sources.choose import source_for
+from superfluid.installer.sources.mirror import mirror_root_url
+from superfluid.installer.sources.oci.source import locked_source
+from superfluid.installer.sources.release_source import ReleaseSource
+from superfluid.installing import check_id, count, home_holds, installed_with, recorded_hint, request_of, show
+from superfluid.output import print_json
+from superfluid.parser import RUNTIME_IDS, Help, Parser, add_json, exits
+from superfluid.paths import regular_file
+from superfluid.runtime import registry
+from superfluid.runtime.errors import SuperfluidError, UsageError
+from superfluid.runtime.home import home
+from superfluid.runtime.host import Host, detect
+from superfluid.runtime.planning import Plan
+from superfluid.runtime.upkeep import first_known, same_archives
 
-__all__ = ["run", "plan_lines", "outcome_lines", "event_lines", "timing_lines"]
+__all__ = ["HELP", "arguments", "run", "already_installed", "install_locked"]
 
-if TYPE_CHECKING:
-    from superfluid.installer.install import Event, Outcome
-    from superfluid.installer.phases import Phases
-    from superfluid.runtime.planning import Plan, Request
-
-_DIGEST_SOURCE = {
-    "pin": "pinned in this superfluid's recipe",
-    "flag": "as --sha256 names it",
-    "release": "the release's .sha256",
-    "api": "the listing's digest",
-    "computed": "none known: computed and recorded",
-    "absent": "not in this release: this plan is skipped",
-}
-
-
-def _err(text: str) -> None:
-    sys.stderr.write(f"superfluid: {text}\n")
-    sys.stderr.flush()
-
-
-def _mb(size: int) -> str:
-    if not size:
-        return ""
-    return f", {size / 1e6:.1f} MB" if size >= 100_000 else f", {size / 1e3:.1f} kB"
-
-
-def _abi(runtime_id: str, abi: int | None) -> str | None:
-    """``ABI 2`` or ``unnumbered`` for a runtime whose libraries state ABI numbers; else None."""
-    from superfluid.runtime import registry
-
-    return registry.get(runtime_id).abi_words(abi)
-
-
-def plan_lines(plans: list[Plan], where: str) -> str:
-    """The plans of a ``--dry-run`` for people: one paragraph per plan, in the order tried."""
-    out = [f"plans for this machine, from {where} (tried in order; nothing was changed):"]
-    for i, p in enumerate(plans):
-        flag = "" if p.tested else " (UNTESTED with this superfluid)"
-        abi = f", {words}" if (words := _abi(p.id, p.abi)) else ""
-        out.append(f"{i + 1}. {p.id} {p.install} ({p.chosen_by}{abi}){flag}: {p.why}{_mb(p.size)}")
-        for a in p.assets:
-            digest = f"sha256 {a.sha256}" if a.sha256 else "no sha256"
-            checked = " + ".join(_DIGEST_SOURCE.get(c, c) for c in a.checked) or _DIGEST_SOURCE.get(
-                a.digest_source, a.digest_source)
-            out.append(f"   from {redact_url(a.url)}")
-            out.append(f"     {digest} ({checked})")
-    return "\n".join(out) + "\n"
-
-
-def outcome_lines(outcome: Outcome, *, installs_before: int) -> str:
-    """What an install did, for people (stdout)."""
-    r = outcome.receipt
-    if r is None:
-        return ""
-    facts = [r.version]
-    if (words := _abi(r.id, r.abi)) is not None:
-        facts.append(words)
-    if not r.tested:
-        facts.append("UNTESTED")
-    lines = [f"{r.id} {r.install} installed ({', '.join(facts)}, chosen by {r.chosen_by})"
-             + (", replacing the one of that name" if outcome.replaced else "")]
-    if outcome.current and (outcome.pinned or installs_before > 0 or outcome.current != r.install):
-        how = "pinned with `superfluid runtime use`" if outcome.pinned == outcome.current else "the best-ranked"
-        lines.append(f"{r.id} serves from {outcome.current} by default ({how})")
-    return "".join(f"superfluid: {line}\n" for line in lines)
+HELP = Help(
+    "fetch, verify and install a runtime",
+    "Choose the newest version that installs here (by ABI number for basert, by the tested-build list "
+    "for llama.cpp), download it into the cache with its digest checked, probe it in a worker, then "
+    "publish it under $SUPERFLUID_HOME/runtimes/<id>/ in one rename. An install already here from the "
+    "same archive is said and left as it is (--reinstall installs it again). Progress goes to stderr (a "
+    "bar on a terminal only), the result to stdout.",
+    ("superfluid runtime install basert", "superfluid runtime install llamacpp --version b11642 --dry-run",
+     "superfluid runtime install basert --reinstall",
+     "superfluid runtime install basert --from ./basert-engine-linux-x64-0.4.0.tar.gz --sha256 <hex>",
+     "superfluid runtime install basert --mirror /srv/mirror --offline",
+     "superfluid runtime install --locked superfluid.lock --mirror https://mirror.example.org/engines/"),
+    exits(_0="installed (or planned, with --dry-run)",
+          _1="a run-time failure: network, verification, a refusal of the rules, the staged worker's probe"),
+)
 
 
-def _request(args: argparse.Namespace, **over: Any) -> Request:
-    from superfluid.commands.for_release import release_for
-    from superfluid.runtime.planning import Request
-
-    source = over.pop("from_", getattr(args, "from_", None))
-    if source and "://" not in source:
-        source = os.path.abspath(os.path.expanduser(source))
-    return Request.parse(
-        args.id,
-        version=over.pop("version", getattr(args, "want_version", None)),
-        backend=over.pop("backend", getattr(args, "backend", None)),
-        from_=source,
-        sha256=over.pop("sha256", getattr(args, "sha256", None)),
-        untested=over.pop("untested", bool(getattr(args, "untested", False))),
-        for_=over.pop("for_") if "for_" in over else release_for(args, os.environ),
-    )
-
-
-def _check_id(runtime_id: str) -> None:
-    from superfluid.installer.home.store import check_runtime_id
-    from superfluid.runtime import registry
-
-    check_runtime_id(runtime_id)
-    registry.get(runtime_id)  # UsageError naming the runtimes this release ships
-
-
-def _count(runtime_id: str, environ: Mapping[str, str]) -> int:
-    from superfluid.installer.home.store import list_installs, runtime_root
-    from superfluid.runtime.home import home
-
-    return sum(1 for i in list_installs(runtime_root(home(environ), runtime_id)) if i.ok)
-
-
-def event_lines(event: Event) -> list[str]:
-    """What an install tells while it runs, for people (stderr)."""
-    p = event.plan
-    if event.kind == "trying" and p is not None:
-        lead = "installing" if event.index == 0 else "  then, if it does not run:"
-        untested = "" if p.tested else " (UNTESTED with this superfluid)"
-        return [f"{lead} {p.id} {p.install}: {p.why}{_mb(p.size)}{untested}",
-                *(f"  from {redact_url(a.url)}" for a in p.assets)]
-    if event.kind == "fell-back" and p is not None:
-        if event.reason.endswith("not in this release"):
-            return [f"{p.id} {p.install}: {event.reason}; falling back to the next"]
-        return [f"{p.id} {p.install} does not run here ({event.reason}); falling back to the next"]
-    if event.kind == "warning":
-        return [f"warning: {event.reason}"]
-    if event.kind == "unchecked":
-        return [f"warning: {event.path} has no SHA-256 to check it against: installing a local file unchecked "
-                f"(its SHA-256 is {event.sha256})"]
-    if event.kind == "waiting" and p is not None:
-        return [f"another install of {p.id} is running ({event.holder}); waiting for it"]
-    return []
-
-
-def timing_lines(phases: Phases) -> str:
-    """``--timings`` for people (stderr): one line per phase, its start and length in seconds since
-    the process started (``start`` covers the interpreter, the imports and the command line)."""
-    return "".join(f"superfluid: timing {name:<9} {start:7.3f} s .. {end:7.3f} s  {end - start:7.3f} s\n"
-                   for name, start, end in phases.spans())
+def arguments(p: Parser) -> None:
+    p.add_argument("id", nargs="?", help=f"runtime id: {RUNTIME_IDS} (with --locked: every runtime locked)")
+    p.add_argument("--locked", nargs="?", const="", metavar="FILE",
+                   help="install what this lock names for this machine (default ./superfluid.lock or SUPERFLUID_LOCK)")
+    p.add_argument("--version", dest="want_version", metavar="V", help="install this version (e.g. 0.4.0, b11642)")
+    p.add_argument("--backend", metavar="B", help="install this backend (cpu, cuda-13.4, vulkan, metal...)")
+    p.add_argument("--from", dest="from_", metavar="URL|PATH", help="install this archive instead of a release's")
+    p.add_argument("--sha256", metavar="H", help="the digest --from's archive (or an unpinned asset) must have")
+    p.add_argument("--untested", action="store_true", help="allow a version of another ABI or not tested")
+    p.add_argument("--dry-run", action="store_true", help="print the ordered plans and change nothing")
+    p.add_argument("--reinstall", action="store_true",
+                   help="install again what is already installed from the same archive (by default: said, and "
+                        "nothing is fetched)")
+    p.add_argument("--offline", action="store_true", help="use the cache only; never open a connection")
+    p.add_argument("--mirror", metavar="URL|DIR", help="fetch releases from this mirror (or SUPERFLUID_MIRROR)")
+    p.add_argument("--plain-http", action="store_true")
+    p.add_argument("--timings", action="store_true",
+                   help="record the install's phases (listing, download, extract, probe, publish): on stderr, "
+                        "or with --json as its timings")
+    add_json(p)
+    add_for_flags(p)
 
 
 def already_installed(plans: Sequence[Plan], environ: Mapping[str, str]) -> Outcome | None:
@@ -148,12 +94,6 @@ def already_installed(plans: Sequence[Plan], environ: Mapping[str, str]) -> Outc
     archive whose digest is not known yet, a ``--from`` file without ``--sha256``, is never
     taken as the same). None: install it.
     """
-    from superfluid.installer.home.store import current_install, guard_root, list_installs, read_pinned, runtime_root
-    from superfluid.installer.install import Outcome
-    from superfluid.installer.mutex import install_mutex
-    from superfluid.runtime.home import home
-    from superfluid.runtime.upkeep import first_known, same_archives
-
     first = first_known(plans)
     if first is None:
         return None
@@ -161,8 +101,9 @@ def already_installed(plans: Sequence[Plan], environ: Mapping[str, str]) -> Outc
     if not (root / first.install).is_dir():
         return None
     guard_root(root)  # judged as an install would be: never through a link, under the runtime's lock
-    with install_mutex(root, on_wait=lambda holder: _err(f"another install of {first.id} is running "
+    with install_mutex(root, on_wait=lambda holder: say(f"another install of {first.id} is running "
                                                         f"({holder.describe()}); waiting for it")):
+        settle(root)  # a publish killed before `current` moved to it is finished first (issue 36)
         there = next((i for i in list_installs(root) if i.name == first.install and i.ok), None)
         if there is None or there.receipt is None:
             return None
@@ -172,58 +113,16 @@ def already_installed(plans: Sequence[Plan], environ: Mapping[str, str]) -> Outc
                        current=current_install(root), pinned=read_pinned(root), kept=True)  # install() says where from
 
 
-def _do(request: Request, args: argparse.Namespace, environ: Mapping[str, str], *, dry_run: bool,
-        keep: bool = False) -> Outcome:
-    from superfluid.installer.cache.download import progress_for
-    from superfluid.installer.install import install
-
-    def tell(event: Event) -> None:
-        if not args.json:
-            for line in event_lines(event):
-                _err(line)
-
-    phases = None
-    if getattr(args, "timings", False):
-        from superfluid.installer.phases import Phases
-
-        phases = Phases.since_process_start()
-        args.phases = phases
-    progress = progress_for(sys.stderr, environ=environ, json_mode=args.json)
-    try:
-        return install(request, environ=environ, mirror=args.mirror, offline=args.offline, dry_run=dry_run,
-                       tell=tell, progress=progress, phases=phases,
-                       kept=(lambda plans: already_installed(plans, environ)) if keep else None)
-    finally:
-        progress.close()
-
-
-def _show(outcome: Outcome, args: argparse.Namespace, before: int) -> None:
-    from superfluid.output import print_json
-
-    phases: Phases | None = getattr(args, "phases", None)
-    if phases is not None and not args.json:
-        sys.stderr.write(timing_lines(phases))
-    if args.json:
-        doc = outcome.to_json()
-        if phases is not None:
-            doc["timings"] = phases.to_json()
-        print_json(doc)
-    elif outcome.dry_run:
-        sys.stdout.write(plan_lines(list(outcome.plans), outcome.source))
-    else:
-        sys.stdout.write(outcome_lines(outcome, installs_before=before))
-
-
 def _install(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
-    from superfluid.commands.source_hints import recorded_hint
-
-    request = _request(args)
-    before = _count(args.id, environ)
+    request = request_of(args)
+    before = count(args.id, environ)
     with recorded_hint(args, environ):  # named no mirror and cannot list: the one its installs came from
-        outcome = _do(request, args, environ, dry_run=args.dry_run, keep=not getattr(args, "reinstall", False))
+        keep = not getattr(args, "reinstall", False)
+        outcome = installed_with(request, args, environ, dry_run=args.dry_run,
+                                 kept=(lambda plans: already_installed(plans, environ)) if keep else None)
     if outcome.kept:
         return _kept(outcome, args)
-    _show(outcome, args, before)
+    show(outcome, args, before)
     return 0
 
 
@@ -232,8 +131,6 @@ def _kept(outcome: Outcome, args: argparse.Namespace) -> int:
     r = outcome.receipt
     assert r is not None
     if args.json:
-        from superfluid.output import print_json
-
         print_json(outcome.to_json())
         return 0
     digests = ", ".join(f"sha256 {s.sha256[:12]}…" for s in r.sources)
@@ -243,166 +140,160 @@ def _kept(outcome: Outcome, args: argparse.Namespace) -> int:
     return 0
 
 
-def _default(runtime_id: str, environ: Mapping[str, str]) -> tuple[Any, Any]:
-    """The root and the default install of a runtime, or the 'not installed' refusal."""
-    from superfluid.installer.home.store import default_install, runtime_root
-    from superfluid.runtime.home import home
-    from superfluid.runtime.planning import NotInstallable
-
-    root = runtime_root(home(environ), runtime_id)
-    current = default_install(root)
-    if current is None:
-        raise NotInstallable(f"{runtime_id} is not installed",
-                             fix=f"`superfluid runtime install {runtime_id}` installs it")
-    return root, current
-
-
-def _update(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
-    """Install the newest installable build of the default install's backend family beside it;
-    the old install stays (and a pin moves to the new one)."""
-    from superfluid.installer.home.store import list_installs, read_pinned
-    from superfluid.installer.install import plan
-    from superfluid.runtime.home import home, install_receipt
-    from superfluid.runtime.receipt import read_receipt
-    from superfluid.runtime.upkeep import nothing_to_update, update_wanted
-
-    root, current = _default(args.id, environ)
-    old = read_receipt(install_receipt(root / current))
-    request = _request(args, **update_wanted(old))
-    from superfluid.commands.source_hints import recorded_hint
-
-    with recorded_hint(args, environ):
-        plans, _, source = plan(request, environ=environ, mirror=args.mirror, offline=args.offline)
-    if source is not None:
-        source.close()
-    installed = {i.name for i in list_installs(root) if i.ok}
-    nothing = nothing_to_update(args.id, current, old, plans[0], installed)
-    if nothing is not None:
-        return _nothing(args, nothing, current)
-    before = len(installed)
-    outcome = _do(request, args, environ, dry_run=args.dry_run)
-    if not outcome.dry_run and outcome.receipt is not None and read_pinned(root) == current:
-        from superfluid.installer.home.store import pin
-
-        pin(home(environ), args.id, outcome.receipt.install)
-        if not args.json:
-            _err(f"{args.id} serves from {outcome.receipt.install} by default (the pin moved from {current})")
-    _show(outcome, args, before)
-    if not args.json and not outcome.dry_run:
-        _err(f"{args.id} {current} stays installed: `superfluid runtime remove {args.id} {current}` removes it")
-    return 0
-
-
-def _nothing(args: argparse.Namespace, message: str, current: str) -> int:
-    from superfluid.commands.source_hints import given, keep_source
-    from superfluid.output import print_json
-
-    message = keep_source(message, given(args))
-    if args.json:
-        print_json({"id": args.id, "dry_run": bool(args.dry_run), "updated": False, "current": current,
-                    "why": message, "plans": [], "warnings": []})
-    else:
-        sys.stdout.write(f"superfluid: {message}\n")
-    return 0
-
-
-def _repair(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
-    """Reinstall an install in place from what its receipt says (or its name, when the receipt
-    itself is what is broken)."""
-    from superfluid.installer.home.store import (
-        NoSuchInstall,
-        check_install_name,
-        current_install,
-        default_install,
-        list_installs,
-        runtime_root,
-    )
-    from superfluid.runtime.home import home
-    from superfluid.runtime.upkeep import repair_target, repair_wanted
-
-    root = runtime_root(home(environ), args.id)
-    present = {i.name: i for i in list_installs(root)}
-    if args.install is not None:
-        check_install_name(args.install)
-        target = present.get(args.install)
-        if target is None:
-            raise NoSuchInstall(f"{args.id} has no install {args.install} "
-                                f"(installed: {', '.join(present) or 'none'})",
-                                fix=f"`superfluid runtime list {args.id}` lists its installs")
-    else:
-        target = repair_target(args.id, present, current_install(root), lambda: default_install(root))
-    request = _request(args, **repair_wanted(args.id, target.name, target.receipt, target.problem))
-    _recorded_source(args, environ, target.name, from_=request.from_)
-    outcome = _do(request, args, environ, dry_run=False)
-    _show(outcome, args, len(present))
-    return 0
-
-
-def _recorded_source(args: argparse.Namespace, environ: Mapping[str, str], install: str, *,
-                     from_: str | None) -> None:
-    """A repair that names no source reinstalls from the mirror the install came from, as its
-    receipt records it (for a receipt that does not read: the one the runtime's other installs
-    record), before GitHub; it says so. Sets ``args.mirror``."""
-    from superfluid.commands.source_hints import recorded_mirror, shown
-
-    if from_ or args.mirror or environ.get("SUPERFLUID_MIRROR"):
-        return
-    root = recorded_mirror(args.id, environ, install)
-    if root is not None:
-        args.mirror = shown(root)
-        if not args.json:
-            _err(f"reinstalling {args.id} {install} from the mirror {args.mirror}, the source the receipts of "
-                 f"{args.id} here record (--mirror names another)")
-
-
 def run(args: argparse.Namespace) -> int:
-    """Dispatch ``runtime install|update|repair``.
+    """``runtime install``.
 
     Raises:
         UsageError: a bad flag value or runtime id (exit 2).
         SuperfluidError: any run-time failure (exit 1).
     """
     environ = dict(os.environ)
-    if args.sub == "install" and getattr(args, "locked", None) is not None:
-        from superfluid.commands.lock import install_locked
-
+    if getattr(args, "locked", None) is not None:
         return install_locked(args, environ)
     if args.id is None:
         raise UsageError("runtime install needs a runtime id (basert, llamacpp, mlx), or --locked [FILE]")
-    _check_id(args.id)
-    if args.sub == "install":
-        if args.from_ and args.offline and "://" in args.from_ and not args.from_.startswith("file://"):
-            raise UsageError("--from URL needs the network, and --offline forbids it: give a local file")
-        if args.from_ and "://" not in args.from_:
-            local = os.path.expanduser(args.from_)
-            if os.path.isdir(local):
-                raise UsageError(f"--from {args.from_} is a directory: name the archive file in it "
-                                 f"(e.g. {os.path.join(args.from_, '<name>.tar.gz')}); --mirror {args.from_} "
-                                 f"reads a directory of release files")
-            from superfluid.paths import regular_file
-
-            regular_file("--from", local)  # a FIFO would hold the open; an unreadable file is named now
-        _home_holds(args, environ)
-        return _install(args, environ)
-    if args.sub == "update":
-        _home_holds(args, environ)
-        return _update(args, environ)
-    if args.sub == "repair":
-        _home_holds(args, environ)
-        from superfluid.commands.restore import repair  # verified first: put back only when it differs
-
-        return repair(args, environ, _repair)
-    raise UsageError(f"runtime {args.sub}: not a command of this module")
+    check_id(args.id)
+    if args.from_ and args.offline and "://" in args.from_ and not args.from_.startswith("file://"):
+        raise UsageError("--from URL needs the network, and --offline forbids it: give a local file")
+    if args.from_ and "://" not in args.from_:
+        local = os.path.expanduser(args.from_)
+        if os.path.isdir(local):
+            raise UsageError(f"--from {args.from_} is a directory: name the archive file in it "
+                             f"(e.g. {os.path.join(args.from_, '<name>.tar.gz')}); --mirror {args.from_} "
+                             f"reads a directory of release files")
+        regular_file("--from", local)  # a FIFO would hold the open; an unreadable file is named now
+    home_holds(args, environ)
+    return _install(args, environ)
 
 
-def _home_holds(args: argparse.Namespace, environ: Mapping[str, str]) -> None:
-    """Downloads and installs land in the home: one that cannot hold them (a file, not writable, a
-    read-only file system) is named before anything is fetched (an offline dry run writes nothing).
+# -- superfluid runtime install --locked -------------------------------------------------------------
+
+
+def _refuse_flags(args: argparse.Namespace) -> None:
+    for dest, flag in (("want_version", "--version"), ("backend", "--backend"), ("from_", "--from"),
+                       ("sha256", "--sha256"), ("untested", "--untested"), ("for_", "--for")):
+        if getattr(args, dest, None):
+            raise UsageError(f"--locked installs what the lock names: {flag} cannot be given with it",
+                             fix="change the lock with `superfluid lock`, or install without --locked")
+
+
+def _mirror_root(args: argparse.Namespace, environ: Mapping[str, str]) -> str | None:
+    where = args.mirror or environ.get("SUPERFLUID_MIRROR") or None
+    if where is None:
+        return None
+    try:
+        return mirror_root_url(where)
+    except ValueError as e:
+        raise UsageError(str(e), fix="give --mirror an http(s):// URL or an existing directory") from None
+
+
+def _verified(e: Any, path: str) -> SuperfluidError:
+    return VerificationError(e.url, e.what, e.expected, e.got,
+                             fix=f"{path} pins {e.expected}; nothing was installed: the source serves other bytes "
+                                 "than were locked (`superfluid lock --check` says whether the release changed)")
+
+
+def _chosen(args: argparse.Namespace, path: str, environ: Mapping[str, str]
+            ) -> tuple[str, Host, dict[str, list[Engine]]]:
+    """The lock's digest, this host, and what it installs from the lock, per runtime.
 
     Raises:
-        HomeUnusable: it cannot.
+        UsageError: an unknown runtime id (exit 2).
+        BadFile, LockFileError: as ``lockfile.read`` and ``plans.select``; a runtime not shipped.
     """
-    from superfluid.runtime.home import writable_home
+    if args.id is not None:
+        check_id(args.id)
+    lock, digest = lockfile.read(path)
+    host = detect(environ)
+    chosen = select(lock, host, args.id, lock_name=path)
+    for r in chosen:
+        try:
+            registry.get(r)
+        except UsageError:
+            raise lockfile.LockFileError(f"{path} names the runtime {r!r}, which this superfluid does not ship",
+                                         fix="install with the superfluid that wrote the lock, or lock again"
+                                         ) from None
+    return digest, host, chosen
 
-    if not (getattr(args, "dry_run", False) and getattr(args, "offline", False)):
-        writable_home(environ)
+
+def _notes(path: str, host: Host, chosen: Mapping[str, list[Engine]]) -> None:
+    """Say what is installed from where, and when this machine is a better kind than the lock has."""
+    kinds = kinds_of(host)
+    say(f"installing from {path} for {host.platform} ({', '.join(kinds)} machine)")
+    for r, engines in chosen.items():
+        if kinds[0] in ("cuda", "rocm", "vulkan") and engines[0].target.host != kinds[0]:
+            say(f"note: this is a {kinds[0]} machine, and {path} has no {kinds[0]} engine of {r} for "
+                f"{host.platform}: `superfluid lock --platform {host.platform} --backend {kinds[0]}` adds one")
+
+
+def install_locked(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    """``superfluid runtime install [<id>] --locked [FILE]``: the lock's engines for this machine's
+    platform and kinds (best first, the others its fallbacks), fetched from the lock's URLs (or the
+    same paths below ``--mirror``), each byte checked against the lock's digest. No listing is read.
+
+    Raises:
+        UsageError: a flag that chooses (``--version``, ``--backend``...), a bad ``--mirror`` (exit 2).
+        BadFile: the lock is missing or malformed (nothing changed).
+        LockFileError: the lock has nothing for this platform or runtime (says the command that adds it).
+        VerificationError: bytes other than the lock's (names the asset, expected and got).
+        SuperfluidError: as ``runtime install`` (exit 1).
+    """
+    _refuse_flags(args)
+    root = _mirror_root(args, environ)
+    path = lock_path(args.locked or None, environ)
+    digest, host, chosen = _chosen(args, path, environ)
+    ref = {"file": os.path.abspath(path), "sha256": digest}
+    where = f"the lock {path} (sha256 {digest})" + (f", below the mirror {root}" if root else "")
+    if not args.json:
+        _notes(f"{path} (sha256 {digest})", host, chosen)
+    source = _offline_source(path, environ) if args.offline else _registry_source(root, chosen, environ, args)
+
+    def tell(event: Event) -> None:
+        if not args.json:
+            for line in event_lines(event):
+                say(line)
+
+    results: list[dict[str, Any]] = []
+    progress = progress_for(sys.stderr, environ=environ, json_mode=args.json)
+    try:
+        for r, engines in chosen.items():
+            plans = [e.to_plan(root) for e in engines]
+            if args.dry_run:
+                results.append({"id": r, "dry_run": True, "source": where, "plans": [p.to_json() for p in plans],
+                                "warnings": []})
+                if not args.json:
+                    sys.stdout.write(plan_lines(plans, where))
+                continue
+            try:
+                outcome = install_plans(r, plans, environ=environ, where=where, source=source,
+                                        untested=not all(p.tested for p in plans), tell=tell, progress=progress,
+                                        platform=host.platform, lock=ref)
+            except VerificationError as e:
+                raise _verified(e, path) from None
+            results.append(outcome.to_json())
+            if not args.json:
+                sys.stdout.write(outcome_lines(outcome, installs_before=1))
+    finally:
+        progress.close()
+        if source is not None:
+            source.close()
+    if args.json:
+        print_json({"lock": ref, "platform": host.platform, "kinds": kinds_of(host), "dry_run": bool(args.dry_run),
+                    "installs": results})
+    return 0
+
+
+def _registry_source(root: str | None, chosen: Mapping[str, list[Engine]], environ: Mapping[str, str],
+                     args: argparse.Namespace) -> ReleaseSource | None:
+    """The registry's source when the bytes come from one (``--mirror oci://...``, or a lock whose
+    URLs are ``oci://``), else None."""
+    engines = [e for es in chosen.values() for e in es]
+    if not any(u[:6].lower() == "oci://" for u in [root or "", *(a.url for e in engines for a in e.assets)]):
+        return None
+    return locked_source(root, [f for e in engines for f in e.files()], environ, fetch_config(args, environ))
+
+
+def _offline_source(path: str, environ: Mapping[str, str]) -> ReleaseSource:
+    """The cache alone (``--offline``): assets by the lock's digests, never a connection."""
+    return source_for(mirror=None, offline=True, environ=environ,
+                      fix=f"run `superfluid runtime install --locked {path}` once without --offline")

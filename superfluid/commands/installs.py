@@ -9,18 +9,44 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from superfluid.installer.home.store import Installed
+from superfluid.installer.home.store import (
+    Installed,
+    check_runtime_id,
+    current_install,
+    fault,
+    list_installs,
+    read_pinned,
+    runtime_root,
+)
+from superfluid.output import print_json, table
+from superfluid.parser import Help, Parser, add_json, exits
+from superfluid.runtime import registry
+from superfluid.runtime.home import home
+from superfluid.runtime.upkeep import repair_command
 
-__all__ = ["run", "listing", "listing_lines"]
+__all__ = ["HELP", "arguments", "run", "listing", "listing_lines"]
+
+HELP = Help(
+    "the installs of a runtime: current, pinned, ready or broken",
+    "List every install of a runtime under $SUPERFLUID_HOME/runtimes/<id>: its version, backend and "
+    "platform, whether it is current (the default) and pinned, and whether it is ready or broken (its "
+    "receipt does not read, or a file it records is missing or not as recorded), with the repair that puts a "
+    "broken one back. Reads the home only: no file is hashed (runtime verify does), no worker started.",
+    ("superfluid runtime list basert", "superfluid runtime list llamacpp --json"),
+    exits(_0="listed (also when nothing is installed)", _1="a filesystem fault"),
+)
+#: the commands that only read the home (see superfluid.cli)
+READS_HOME = True
+
+
+def arguments(p: Parser) -> None:
+    p.add_argument("id")
+    add_json(p)
 
 
 def _entry(runtime_id: str, found: Installed, current: str | None, pinned: str | None) -> dict[str, Any]:
-    from superfluid.installer.home.store import fault
-    from superfluid.runtime.upkeep import repair_command
-
     r = found.receipt
     why = fault(found)
     return {"install": found.name, "version": r.version if r else None, "backend": r.backend if r else None,
@@ -38,9 +64,6 @@ def listing(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
     Raises:
         BadName: a bad runtime id.
     """
-    from superfluid.installer.home.store import current_install, list_installs, read_pinned, runtime_root
-    from superfluid.runtime.home import home
-
     root = runtime_root(home(environ), runtime_id)
     current, pinned = current_install(root), read_pinned(root)
     installs = [_entry(runtime_id, i, current, pinned) for i in list_installs(root)]
@@ -51,8 +74,6 @@ def listing(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
 
 def listing_lines(doc: dict[str, Any]) -> str:
     """The listing for people: a table, then a line for each broken install with its fix."""
-    from superfluid.output import table
-
     runtime_id = doc["id"]
     if not doc["installs"]:
         return (f"{runtime_id}: nothing installed (`superfluid runtime install {runtime_id}` installs it)\n")
@@ -72,10 +93,6 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         UsageError: a bad or unknown runtime id (exit 2).
     """
-    from superfluid.installer.home.store import check_runtime_id
-    from superfluid.output import print_json
-    from superfluid.runtime import registry
-
     registry.get(check_runtime_id(args.id))  # an unknown runtime is a usage error
     doc = listing(args.id, dict(os.environ))
     if args.json:

@@ -9,33 +9,58 @@ import argparse
 import os
 import sys
 
+from superfluid.commands.lock import lock_path
+from superfluid.fetch_flags import fetch_config
+from superfluid.installer.cache.download import progress_for
+from superfluid.installer.fleet import lockfile
+from superfluid.installer.fleet.push import push
+from superfluid.installer.sources.oci.ref import parse_ref
+from superfluid.output import print_json
+from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.runtime.errors import UsageError
 
-__all__ = ["run"]
+__all__ = ["HELP", "arguments", "run"]
+
+HELP = Help(
+    "push every file a lock names to an OCI registry",
+    "Push every file the lock names (archives, their .sha256, ABI assets, each repository's releases.json) "
+    "to an OCI distribution registry as artifacts: one manifest per engine install, tagged "
+    "<runtime>-<version>-<platform>-<backend>, each file a layer titled by its mirror path. A blob the "
+    "registry holds is not sent again. Machines then install with --mirror oci://HOST/REPO. The login is "
+    "docker's (~/.docker/config.json, REGISTRY_AUTH_FILE); plain HTTP only to loopback or with --plain-http. "
+    "See docs/fleet.md.",
+    ("superfluid mirror push oci://registry.example:5000/fleet/engines --lock superfluid.lock",),
+    exits(_0="pushed, or everything was there already",
+          _1="a broken lock, a download or verification, the registry refused (its login, the push)"),
+)
 
 
 def _mb(size: int) -> str:
     return f"{size / 1e6:.1f} MB" if size >= 100_000 else f"{size / 1e3:.1f} kB"
 
 
-def run(args: argparse.Namespace, path: str) -> int:
+def arguments(p: Parser) -> None:
+    p.add_argument("to", metavar="oci://HOST/REPO",
+                   help="the registry repository, e.g. oci://registry.example:5000/fleet/engines")
+    p.add_argument("--lock", metavar="FILE", help="the lock (default ./superfluid.lock or SUPERFLUID_LOCK)")
+    p.add_argument("--plain-http", action="store_true")
+    add_json(p)
+
+
+def run(args: argparse.Namespace) -> int:
     """``mirror push``.
 
     Raises:
         UsageError: the target is not an ``oci://HOST/REPO`` reference (exit 2).
         SuperfluidError: a broken lock, a download, a verification, the registry (exit 1).
     """
-    from superfluid.installer.sources.oci.ref import parse_ref
-
     environ = dict(os.environ)
+    path = lock_path(args.lock, environ)
+    config = fetch_config(args, environ)
     try:
-        ref = parse_ref(args.to, environ=environ, named_by="mirror push")
+        ref = parse_ref(args.to, plain_http=config.oci_plain_http, named_by="mirror push")
     except ValueError as e:
         raise UsageError(str(e), fix="name a registry repository: oci://HOST[:PORT]/REPO") from None
-    from superfluid.installer.cache.download import progress_for
-    from superfluid.installer.fleet import lockfile
-    from superfluid.installer.fleet.push import push
-
     lock, digest = lockfile.read(path)
     progress = progress_for(sys.stderr, environ=environ, json_mode=args.json)
 
@@ -44,12 +69,10 @@ def run(args: argparse.Namespace, path: str) -> int:
             sys.stderr.write(f"superfluid: {line}\n")
 
     try:
-        done = push(lock, ref, environ=environ, progress=progress, tell=tell)
+        done = push(lock, ref, environ=environ, progress=progress, tell=tell, config=config)
     finally:
         progress.close()
     if args.json:
-        from superfluid.output import print_json
-
         print_json({"registry": f"{ref.host}/{ref.repository}",
                     "lock": {"file": os.path.abspath(path), "sha256": digest},
                     "tags": list(done.tags), "indexes": list(done.indexes),

@@ -5,30 +5,65 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from superfluid import answer_cache, catalog
+from superfluid.catalog import env_keys, shipped_dirs
+from superfluid.installer.home.store import fault, list_installs, runtime_root
 from superfluid.output import gb, json_text, table
+from superfluid.parser import COMMON_EXITS, Help, Parser, add_json
 from superfluid.runtime import registry
-from superfluid.runtime.errors import WorkerFailed
-from superfluid.runtime.home import current_target, home, runtime_dir, runtimes_dir
+from superfluid.runtime.errors import BadFile, WorkerFailed
+from superfluid.runtime.home import (
+    current_target,
+    home,
+    home_fault,
+    install_dir,
+    install_receipt,
+    runtime_dir,
+    runtimes_dir,
+)
+from superfluid.runtime.host import PROBED
+from superfluid.runtime.locate import beside
+from superfluid.runtime.receipt import read_receipt
+from superfluid.runtime.record import UNRECORDED, verify_install
+from superfluid.runtime.upkeep import puts_back
 
-if TYPE_CHECKING:  # asked on every run: no argparse unless the command tree is built
+if TYPE_CHECKING:
     import argparse
 
-__all__ = ["run", "rows"]
+__all__ = ["HELP", "READS_HOME", "arguments", "run", "rows", "verified_rows", "verified_lines", "answer_vars",
+           "depends_on"]
+
+HELP = Help(
+    "what is installed and ready here",
+    "One row per runtime: its state (ready, not installed, broken, missing), the default install, its "
+    "version and ABI, the newest version that installs here, its device and who checks it. Never touches "
+    "the network; repeats no check while nothing it depends on changed.",
+    ("superfluid runtimes", "superfluid runtimes --json | jq -r '.[] | select(.ready == true) | .id'",
+     "superfluid runtimes --verify --json"),
+    ((0, "the table is the answer, even when nothing is ready"), (2, COMMON_EXITS[2])),
+)
+#: the commands that only read the home (see superfluid.cli)
+READS_HOME = True
+#: variables an answer depends on besides ``SUPERFLUID_*`` and each runtime's ``catalog.env_keys``:
+#: where the home is when SUPERFLUID_HOME is unset, and what the interpreter imports
+_ANSWER_VARS = ("HOME", "PYTHONPATH", "PYTHONHOME")
+#: how deep the home's runtimes folder is recorded: runtimes/<id>/<install>/<folder>/<file>
+_HOME_DEPTH = 4
+
+
+def arguments(p: Parser) -> None:
+    add_json(p)
+    p.add_argument("--verify", action="store_true",
+                   help="also check each current install's files against its receipt (reads every file)")
 
 
 def _current(runtime_id: str, environ: Mapping[str, str]) -> tuple[str | None, str | None]:
     """The install ``current`` names, and why the runtime's installs are broken there (None: they
     are not): ``current`` is not a good link (dangling, a loop, out of the home, a file...), or the
     receipt of the install it names does not read. Nothing is followed out of the home."""
-    from superfluid.runtime.errors import BadFile
-    from superfluid.runtime.home import install_receipt
-    from superfluid.runtime.receipt import read_receipt
-    from superfluid.runtime.upkeep import puts_back
-
     if _homeless(environ) is not None:  # nothing is installed in a home that is not a directory
         return None, None
     root = runtime_dir(home(environ), runtime_id)
@@ -50,9 +85,6 @@ def _current(runtime_id: str, environ: Mapping[str, str]) -> tuple[str | None, s
 def _glanced(runtime_id: str, install: str, environ: Mapping[str, str]) -> str | None:
     """Why the install is broken at a glance (a file its receipt records gone or not as recorded),
     with its repair; None when it looks whole. Asked when its check failed: the reason to give."""
-    from superfluid.installer.home.store import fault, list_installs
-    from superfluid.runtime.upkeep import puts_back
-
     found = next((i for i in list_installs(runtime_dir(home(environ), runtime_id)) if i.name == install), None)
     why = fault(found) if found is not None else None
     if why is None:
@@ -62,18 +94,12 @@ def _glanced(runtime_id: str, install: str, environ: Mapping[str, str]) -> str |
 
 def _homeless(environ: Mapping[str, str]) -> str | None:
     """Why SUPERFLUID_HOME holds nothing (a file, a dangling link, a path under a file), or None."""
-    from superfluid.runtime.home import home_fault
-
     where = home(environ)
     return None if os.path.isdir(where) else home_fault(where)
 
 
 def _made_for(runtime_id: str, install: str, environ: Mapping[str, str]) -> dict[str, Any] | None:
     """The release an install was made for (its receipt's ``for``, from ``--for``), or None."""
-    from superfluid.runtime.errors import BadFile
-    from superfluid.runtime.home import install_dir, install_receipt
-    from superfluid.runtime.receipt import read_receipt
-
     try:
         made_for = read_receipt(install_receipt(install_dir(home(environ), runtime_id, install))).extra.get("for")
     except BadFile:
@@ -84,10 +110,6 @@ def _made_for(runtime_id: str, install: str, environ: Mapping[str, str]) -> dict
 def _locked_by(runtime_id: str, install: str, environ: Mapping[str, str]) -> dict[str, Any] | None:
     """The lock an install came from (its receipt's ``lock``: ``{"file", "sha256"}``, from
     ``install --locked``), or None."""
-    from superfluid.runtime.errors import BadFile
-    from superfluid.runtime.home import install_dir, install_receipt
-    from superfluid.runtime.receipt import read_receipt
-
     try:
         lock = read_receipt(install_receipt(install_dir(home(environ), runtime_id, install))).extra.get("lock")
     except BadFile:
@@ -201,9 +223,6 @@ def _worker(worker: dict[str, Any] | None) -> str:
 def _broken_others(runtime_id: str, current: str | None, environ: Mapping[str, str]) -> str:
     """A line for each install of the runtime other than ``current`` that is broken, with its repair
     (the table shows the current one only; ``runtime list`` shows them all)."""
-    from superfluid.installer.home.store import fault, list_installs
-    from superfluid.runtime.upkeep import puts_back
-
     lines = ""
     for i in list_installs(runtime_dir(home(environ), runtime_id)):
         if i.name != current and (why := fault(i)) is not None:
@@ -242,12 +261,97 @@ def run(args: argparse.Namespace) -> int:
     environ = dict(os.environ)
     found = rows(environ)
     verify = getattr(args, "verify", False)
-    if verify:  # asked for: reads every file of each current install (commands/verify.py)
-        from superfluid.commands.verify import verified_lines, verified_rows
-
+    if verify:  # asked for: reads every file of each current install
         found = verified_rows(found, environ)
     text = json_text(found) if args.json else _human(found, environ) + (verified_lines(found) if verify else "")
     if all(r["state"] != "missing" for r in found) and not verify:  # no worker failed: nothing expires by itself
-        answer_cache.keep(["runtimes", *(["--json"] if args.json else [])], environ, text, began=began)
+        answer_cache.keep(["runtimes", *(["--json"] if args.json else [])], environ, text, began=began,
+                          deps=depends_on(environ), names=answer_vars())
     sys.stdout.write(text)
     return 0
+
+
+# -- runtimes --verify ---------------------------------------------------------------------------------
+
+
+def verified_rows(rows: list[dict[str, Any]], environ: Mapping[str, str]) -> list[dict[str, Any]]:
+    """``runtimes --verify``: each row with a current install gets ``verified`` (true, or why not);
+    a ready install whose files do not match its receipt is ``broken``, its ``ready`` saying so."""
+    out = []
+    for row in rows:
+        name = row.get("install")
+        if not name:
+            out.append(row)
+            continue
+        found = next((i for i in list_installs(runtime_root(home(environ), row["id"])) if i.name == name), None)
+        if found is None:
+            out.append(row)
+            continue
+        verdict = verify_install(row["id"], name, found.path, found.receipt, found.problem)
+        row = {**row, "verified": True if verdict.ok else verdict.summary(named=False)}
+        if not verdict.ok and verdict.problem != UNRECORDED and row.get("state") == "ready":
+            row.update(state="broken", ready=row["verified"])
+        out.append(row)
+    return out
+
+
+def verified_lines(rows: list[dict[str, Any]]) -> str:
+    """What ``runtimes --verify`` adds below the table: the verified installs (the others are
+    named among the runtimes that are not ready, or here when what is wrong is unknown)."""
+    lines = []
+    for row in rows:
+        verified = row.get("verified")
+        if verified is True:
+            lines.append(f"{row['id']}: {row['install']} verified: every file as its receipt records it")
+        elif isinstance(verified, str) and verified != row.get("ready"):
+            lines.append(f"{row['id']}: {verified}")
+    return "".join(f"{line}\n" for line in lines)
+
+
+# -- what the answer depends on, kept with it (superfluid.answer_cache) --------------------------------
+
+
+def answer_vars() -> list[str]:
+    """The names of the variables that change an answer about the runtimes here besides
+    ``SUPERFLUID_*`` (host facts included): each runtime's ``catalog.env_keys`` (``PATH``,
+    ``LD_LIBRARY_PATH``, ``BASERT_LIB``...) and ``_ANSWER_VARS``. No other variable's value is ever
+    an input: a token in the environment changes no answer, and nothing of it is written to the home.
+    Kept beside each output by name (asking the adapters again is what a kept output saves)."""
+    return sorted({*_ANSWER_VARS, *(k for runtime_id in registry.IDS for k in env_keys(runtime_id))})
+
+
+def _entries(folder: str, depth: int) -> Iterator[str]:
+    """``folder`` and what is in it to ``depth`` levels, links not followed."""
+    yield folder
+    if depth == 0:
+        return
+    try:
+        with os.scandir(folder) as it:
+            found = [(e.path, e.is_dir(follow_symlinks=False)) for e in it]
+    except OSError:
+        return
+    for path, is_dir in sorted(found):
+        if is_dir:
+            yield from _entries(path, depth - 1)
+        else:
+            yield path
+
+
+def depends_on(environ: Mapping[str, str]) -> list[str]:
+    """The paths an answer about the runtimes here depends on (see the module's docstring)."""
+    paths: list[str] = [*_entries(runtimes_dir(home(environ)), _HOME_DEPTH)]
+    for folder in shipped_dirs():  # workers beside superfluid, and the libraries searched there
+        for searched in beside(folder):
+            paths += _entries(searched, 1)
+    keys = {k for runtime_id in registry.IDS for k in env_keys(runtime_id)}
+    for key, value in environ.items():  # the home itself is not: its runtimes are, its cache is not
+        if (key in keys or key.startswith("SUPERFLUID_")) and key != "SUPERFLUID_HOME":
+            paths += [p for p in value.split(os.pathsep) if os.path.isabs(p)]
+    paths += [*PROBED, sys.executable]
+    files = [getattr(m, "__file__", None) for name, m in list(sys.modules.items())
+             if name.split(".")[0] == "superfluid"]
+    folders = {os.path.dirname(f) for f in files if isinstance(f, str)}
+    for folder in sorted(folders):
+        paths += _entries(folder, 1)
+    # byte code is written as modules are first imported: what it is compiled from is recorded instead
+    return [p for p in dict.fromkeys(paths) if not p.endswith((".pyc", "__pycache__"))]

@@ -1,4 +1,4 @@
-"""``superfluid runtime verify`` and ``runtimes --verify``: is an install still what its receipt records?
+"""``superfluid runtime verify <id> [<install>]``: is an install still what its receipt records?
 
 See docs/install.md, "Verifying an install later".
 """
@@ -9,14 +9,42 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from superfluid.installer.home.store import (
+    NoSuchInstall,
+    check_install_name,
+    check_runtime_id,
+    list_installs,
+    runtime_root,
+)
+from superfluid.output import error_doc, print_json
+from superfluid.parser import Help, Parser, add_json, exits
+from superfluid.runtime import registry
 from superfluid.runtime.errors import SuperfluidError
+from superfluid.runtime.home import home
+from superfluid.runtime.record import Verdict, verify_install
 
-if TYPE_CHECKING:
-    from superfluid.runtime.record import Verdict
+__all__ = ["HELP", "arguments", "run", "verdicts", "verdict_lines", "NotVerified"]
 
-__all__ = ["run", "verdicts", "verdict_lines", "verified_rows", "verified_lines", "NotVerified"]
+HELP = Help(
+    "check an install's files against its receipt",
+    "Hash every file of an install (or of every install of the runtime) and compare it with what its receipt "
+    "recorded when it was staged: a file missing, changed (size, SHA-256, link target, executable bit) or "
+    "added (an extra .so in lib/ counts) is named, with the command that puts it back. Changes nothing.",
+    ("superfluid runtime verify basert", "superfluid runtime verify llamacpp b11642-cpu --json"),
+    exits(_0="every file as its receipt records it",
+          _1="a file missing, changed or added; a receipt that records no files or does not read; no such "
+             "install"),
+)
+#: the commands that only read the home (see superfluid.cli)
+READS_HOME = True
+
+
+def arguments(p: Parser) -> None:
+    p.add_argument("id")
+    p.add_argument("install", nargs="?")
+    add_json(p)
 
 
 class NotVerified(SuperfluidError):
@@ -30,10 +58,6 @@ def verdicts(runtime_id: str, install: str | None, environ: Mapping[str, str]) -
         BadName: a bad install name.
         NoSuchInstall: no such install, or none installed.
     """
-    from superfluid.installer.home.store import NoSuchInstall, check_install_name, list_installs, runtime_root
-    from superfluid.runtime.home import home
-    from superfluid.runtime.record import verify_install
-
     root = runtime_root(home(environ), runtime_id)
     found = list_installs(root)
     if install is not None:
@@ -73,10 +97,6 @@ def run(args: argparse.Namespace) -> int:
         UsageError: a bad runtime id or install name (exit 2).
         NoSuchInstall: exit 1.
     """
-    from superfluid.installer.home.store import check_runtime_id
-    from superfluid.output import error_doc, print_json
-    from superfluid.runtime import registry
-
     registry.get(check_runtime_id(args.id))  # an unknown runtime is a usage error
     found = verdicts(args.id, args.install, dict(os.environ))
     failure = _failure(found)
@@ -91,43 +111,3 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"superfluid: {failure}\n")
         return 1
     return 0
-
-
-# --- superfluid runtimes --verify -----------------------------------------------------------------------------
-
-def verified_rows(rows: list[dict[str, Any]], environ: Mapping[str, str]) -> list[dict[str, Any]]:
-    """``runtimes --verify``: each row with a current install gets ``verified`` (true, or why not);
-    a ready install whose files do not match its receipt is ``broken``, its ``ready`` saying so."""
-    from superfluid.installer.home.store import list_installs, runtime_root
-    from superfluid.runtime.home import home
-    from superfluid.runtime.record import UNRECORDED, verify_install
-
-    out = []
-    for row in rows:
-        name = row.get("install")
-        if not name:
-            out.append(row)
-            continue
-        found = next((i for i in list_installs(runtime_root(home(environ), row["id"])) if i.name == name), None)
-        if found is None:
-            out.append(row)
-            continue
-        verdict = verify_install(row["id"], name, found.path, found.receipt, found.problem)
-        row = {**row, "verified": True if verdict.ok else verdict.summary(named=False)}
-        if not verdict.ok and verdict.problem != UNRECORDED and row.get("state") == "ready":
-            row.update(state="broken", ready=row["verified"])
-        out.append(row)
-    return out
-
-
-def verified_lines(rows: list[dict[str, Any]]) -> str:
-    """What ``runtimes --verify`` adds below the table: the verified installs (the others are
-    named among the runtimes that are not ready, or here when what is wrong is unknown)."""
-    lines = []
-    for row in rows:
-        verified = row.get("verified")
-        if verified is True:
-            lines.append(f"{row['id']}: {row['install']} verified: every file as its receipt records it")
-        elif isinstance(verified, str) and verified != row.get("ready"):
-            lines.append(f"{row['id']}: {verified}")
-    return "".join(f"{line}\n" for line in lines)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.commands.declarations import with_listing
+from superfluid.declarations import with_listing
 from tests.declarations.conftest import base_env, sf, sf_json, validate
 from tests.end_to_end import releases
 from tests.release_server import ReleaseServer

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from superfluid.commands.source_hints import keep_source
+from superfluid.source_hints import keep_source
 from tests.conftest import native_cache
 from tests.end_to_end import releases
 from tests.end_to_end.conftest import Home

@@ -1,5 +1,6 @@
 """``superfluid.answer_cache``: a kept output is printed again only while everything it was computed
-from is the same; any change, an expired age, a named worker or a bad cache file computes it anew."""
+from is the same; any change, an expired age, a named worker or a bad cache file computes it anew. What
+an answer about the runtimes depends on is ``superfluid.commands.runtimes``' to say."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from superfluid import answer_cache
+from superfluid.commands.runtimes import answer_vars, depends_on
 
 ARGV = ["runtimes", "--json"]
 OUTPUT = '[{"id": "basert", "state": "ready"}]\n'
@@ -36,7 +38,8 @@ def environ(sf_home: Path) -> dict[str, str]:
 
 
 def _kept(environ: dict[str, str], deps: list[str], argv: list[str] = ARGV, began: float | None = None) -> bool:
-    return answer_cache.keep(argv, environ, OUTPUT, began=time.time() if began is None else began, deps=deps)
+    return answer_cache.keep(argv, environ, OUTPUT, began=time.time() if began is None else began, deps=deps,
+                             names=answer_vars())
 
 
 def _file(environ: dict[str, str]) -> Path:
@@ -176,7 +179,7 @@ def test_only_the_variables_that_change_the_answer_are_inputs(environ: dict[str,
     assert answer_cache.lookup(ARGV, {**secret_env, "GITHUB_TOKEN": "another"}) == OUTPUT  # no input
     assert answer_cache.lookup(ARGV, {**secret_env, "BASERT_LIB": "/opt/other"}) is None  # an input
     assert answer_cache.lookup(ARGV, {**secret_env, "SUPERFLUID_HOST_GLIBC": "2.17"}) is None
-    names = answer_cache.answer_vars()
+    names = answer_vars()
     assert {"PATH", "LD_LIBRARY_PATH", "BASERT_LIB", "HOME"} <= set(names) and "GITHUB_TOKEN" not in names
 
 
@@ -201,7 +204,7 @@ def test_what_an_answer_about_the_runtimes_depends_on(environ: dict[str, str], s
     lib.mkdir(parents=True)
     (lib / "libbaseRT.so").write_bytes(b"")
     os.symlink("0.4.0-cpu", sf_home / "runtimes" / "basert" / "current")
-    found = answer_cache.depends_on({**environ, "BASERT_LIB": "/opt/basert/lib:relative", "UNRELATED": "/etc"})
+    found = depends_on({**environ, "BASERT_LIB": "/opt/basert/lib:relative", "UNRELATED": "/etc"})
     assert str(lib / "libbaseRT.so") in found and str(sf_home / "runtimes" / "basert" / "current") in found
     assert str(sf_home / "runtimes") in found
     assert set(shipped_dirs()) <= set(found)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from superfluid.helptext import children, walk
+from superfluid.parser import children, walk
 from tests.conftest import ROOT, VENV_BIN, Run, isolated_env
 from tests.faults.conftest import mirror_dir  # noqa: F401 - the fixture, defined once there
 

@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.helptext import children, find
 from superfluid.installer.fleet.plans import HOSTS, PLATFORMS
-from superfluid.parser import parser
+from superfluid.parser import children, find, parser
 from superfluid.runtime import registry
 from tests.conftest import VENV_BIN
 
@@ -212,7 +211,7 @@ def test_the_script_names_every_command_and_is_stable(workdir: Path, shell: str)
     from superfluid.commands.completion import model, render
 
     assert render(shell, model(parser())) == text
-    from superfluid.helptext import walk
+    from superfluid.parser import walk
 
     for path, node in walk(parser()):
         for flag in {s for a in node._actions for s in a.option_strings}:

@@ -15,7 +15,7 @@ from superfluid import cli
 @pytest.mark.parametrize(("argv", "module", "entry", "collecting"), [
     (["runtimes", "--json"], "superfluid.commands.runtimes", "run", False),
     (["compat", "--json"], "superfluid.commands.compat", "run", False),
-    (["serve", "--model", "x"], "superfluid.commands.serve", "main", True),
+    (["serve", "--model", "x"], "superfluid.commands.serve", "run", True),
 ], ids=["runtimes", "compat", "serve"])
 def test_the_collector_is_paused_for_a_command_and_given_back(
         argv: list[str], module: str, entry: str, collecting: bool, monkeypatch: pytest.MonkeyPatch) -> None:

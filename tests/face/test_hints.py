@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.helptext import children, find, walk
-from superfluid.parser import parser
+from superfluid.parser import children, find, parser, walk
 from superfluid.runtime import registry
 from tests.conftest import ROOT, VENV_BIN
 

@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from superfluid.helptext import walk
-from superfluid.parser import parser
+from superfluid.parser import parser, walk
 from superfluid.runtime.schema import errors as schema_errors
 from tests.conftest import VENV_BIN
 
@@ -52,6 +51,7 @@ FAILURES = [
     ("runtime use", ["runtime", "use", "basert", "0.4.0-cpu", "--json"], {}, 1, "no-such-install"),
     ("runtime repair", ["runtime", "repair", "basert", "0.4.0-cpu", "--json"], {}, 1, "no-such-install"),
     ("version", ["version", "--json", "--bogus"], {}, 2, "usage"),
+    ("doctor", ["doctor", "--json", "--bogus"], {}, 2, "usage"),
 ]
 
 

@@ -160,10 +160,15 @@ def hinted_flags(text: str) -> list[str]:
 
 
 def assert_serve_takes(flags: list[str], model: Path) -> None:
-    from superfluid.commands.serve import parse_line
+    """Each flag parses on serve's line (the face's tree) and its checks take it."""
+    from superfluid.parser import parser
+    from superfluid.serve_line import parse_line
 
     for flag in flags:
-        parse_line(["--model", str(model), flag, "x"] if flag != "--offline" else ["--model", str(model), flag])
+        line = ["serve", "--model", str(model), flag, *(["x"] if flag != "--offline" else [])]
+        args, extra = parser(line).parse_known_args(line)
+        assert extra == [] and args.unknown == [], flag
+        parse_line(args)
 
 
 @pytest.mark.parametrize(("lib", "says"), [

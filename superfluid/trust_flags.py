@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
+from superfluid.installer.trust.manifest import Trust
+from superfluid.installer.trust.service import trust_for
 from superfluid.runtime.errors import UsageError
-
-if TYPE_CHECKING:  # the parser of every command adds these flags: it imports little
-    from superfluid.installer.trust.manifest import Trust
 
 __all__ = ["add_flags", "trust_from"]
 
@@ -34,12 +32,8 @@ def trust_from(args: argparse.Namespace, environ: Mapping[str, str]) -> Trust:
     Raises:
         UsageError: ``--trust-root`` with ``--insecure-no-freshness``.
     """
-    from superfluid.installer.trust.manifest import ENV_ROOT, Trust
-    from superfluid.runtime.home import home
-
     flag = getattr(args, "trust_root", None)
     insecure = bool(getattr(args, "insecure_no_freshness", False))
     if flag and insecure:
         raise UsageError("--trust-root and --insecure-no-freshness contradict each other: give one")
-    root = flag or environ.get(ENV_ROOT, "").strip() or None
-    return Trust(home(environ), None if insecure else root, insecure)
+    return trust_for(flag, insecure, environ)

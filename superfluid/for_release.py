@@ -2,18 +2,35 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from superfluid.commands.compat import read_release
+from superfluid.installer.errors import DownloadError
+from superfluid.installer.sources.choose import source_for
+from superfluid.installer.trust.errors import NotListed
+from superfluid.installer.trust.manifest import fetch_answer
+from superfluid.installer.trust.service import service_base
+from superfluid.manifest.compat import parse
+from superfluid.manifest.keys import trusted_keys
+from superfluid.manifest.routes import ReleaseList, ReleaseOne
+from superfluid.manifest.verdict import judge_signature
 from superfluid.runtime.errors import BadFile, SuperfluidError, UsageError
+from superfluid.runtime.home import home
+from superfluid.runtime.jsonread import UntrustedJson, loads
+from superfluid.runtime.planning import ForRelease
+from superfluid.trust_flags import add_flags as add_trust_flags
+from superfluid.trust_flags import trust_from
 
-if TYPE_CHECKING:  # the parser of every command adds this module's flags: it imports little
+if TYPE_CHECKING:
     import argparse
 
     from superfluid.installer.trust.manifest import Trust
-    from superfluid.runtime.planning import ForRelease
 
 __all__ = ["add_flags", "release_for", "RELEASES_REPO", "NoSuchRelease"]
 
@@ -31,8 +48,6 @@ def add_flags(p: argparse.ArgumentParser) -> None:
                        help="also trust this minisign public key for --for (repeatable)")
     if not any(a.dest == "require_signature" for a in p._actions):
         p.add_argument("--require-signature", action="store_true", help="refuse a --for document with no signature")
-    from superfluid.commands.trust_flags import add_flags as add_trust_flags
-
     add_trust_flags(p)  # --for VERSION asks the manifest service
 
 
@@ -45,10 +60,6 @@ def _is_version(value: str) -> bool:
 
 
 def _for_release(doc: Mapping[str, Any], body: bytes, where: str) -> ForRelease:
-    import hashlib
-
-    from superfluid.runtime.planning import ForRelease
-
     release = doc.get("release")
     if not isinstance(release, Mapping):
         release = {}
@@ -61,10 +72,6 @@ def _for_release(doc: Mapping[str, Any], body: bytes, where: str) -> ForRelease:
 
 def _verified(body: bytes, signature: bytes | None, where: str, *, keys: list[str], home: str,
               require_signature: bool) -> ForRelease:
-    from superfluid.manifest.compat import parse
-    from superfluid.manifest.keys import trusted_keys
-    from superfluid.manifest.verdict import judge_signature
-
     verdict = judge_signature(body, signature, trusted_keys(home, keys), where=where,
                               signature_where=f"{where}.minisig", require=require_signature)
     _warn_unsigned(verdict.signature, where)
@@ -73,8 +80,6 @@ def _verified(body: bytes, signature: bytes | None, where: str, *, keys: list[st
 
 def _warn_unsigned(signature: str, where: str) -> None:
     if signature == "unsigned":
-        import sys
-
         sys.stderr.write(f"superfluid: warning: {where} is unsigned: planning for it unverified "
                          "(--require-signature refuses it)\n")
 
@@ -85,8 +90,6 @@ class NoSuchRelease(SuperfluidError):
 
 def _reason_in(body: bytes) -> str | None:
     """The service's own words in a 404's body (``{"error": "release 0.2.1 was rejected: ..."}``)."""
-    from superfluid.runtime.jsonread import UntrustedJson, loads
-
     try:
         error = loads(body, max_bytes=_MAX_BYTES)["error"]
     except (UntrustedJson, TypeError, KeyError):
@@ -97,10 +100,6 @@ def _reason_in(body: bytes) -> str | None:
 def _reason_listed(base: str, version: str, trust: Trust) -> str | None:
     """Why the service has no release ``version``, from its release list (``v1/releases.json``: a
     static export answers no 404 body, and a signed index lists no answer for a rejected release)."""
-    from superfluid.installer.trust.manifest import fetch_answer
-    from superfluid.manifest.routes import ReleaseList
-    from superfluid.runtime.jsonread import UntrustedJson, loads
-
     try:
         route = ReleaseList.path.lstrip("/")
         listed = loads(fetch_answer(base, route, trust, max_bytes=_MAX_BYTES).body, max_bytes=_MAX_BYTES)
@@ -132,13 +131,6 @@ def _from_service(url: str, version: str, trust: Trust, **verify: Any) -> ForRel
         FreshnessError, NotListed, NoTrustRoot: its answer is refused.
         BadFile: the answer is not the service's shape.
     """
-    from superfluid.commands.compat_service import service_base
-    from superfluid.installer.errors import DownloadError
-    from superfluid.installer.trust.errors import NotListed
-    from superfluid.installer.trust.manifest import fetch_answer
-    from superfluid.manifest.routes import ReleaseOne
-    from superfluid.runtime.jsonread import UntrustedJson, loads
-
     base = service_base(url, "SUPERFLUID_MANIFEST_URL")
     route = ReleaseOne(version).path.lstrip("/")  # served by the service and by a static export
     where = f"{base}{route}"
@@ -170,8 +162,6 @@ def _from_github(version: str, environ: Mapping[str, str], **verify: Any) -> For
     Raises:
         ReleaseNotFound: no such release; NotInstallable-like BadFile: it carries no compat.json.
     """
-    from superfluid.installer.sources.choose import source_for
-
     repo = environ.get("SUPERFLUID_RELEASES_REPO") or RELEASES_REPO
     source = source_for(mirror=None, offline=False, environ=environ)
     try:
@@ -197,8 +187,6 @@ def release_for(args: argparse.Namespace, environ: Mapping[str, str]) -> ForRele
         UsageError: an empty value.
         BadFile, SignatureError, TarballMismatch, DownloadError, ReleaseNotFound: as reading it.
     """
-    from superfluid.runtime.home import home
-
     value = getattr(args, "for_", None) or environ.get("SUPERFLUID_FOR") or None
     if value is None:
         return None
@@ -212,17 +200,11 @@ def release_for(args: argparse.Namespace, environ: Mapping[str, str]) -> ForRele
         raise UsageError(f"--for {value}: not a compat.json file, a URL or a superfluid version (e.g. 0.9.0): "
                          "name an existing file, an https:// URL or a release's version")
     if not _is_version(value):
-        from dataclasses import replace
-
-        from superfluid.commands.compat import read_release
-
         doc, verdict, digest = read_release(value, keys=keys, home=home(environ), require_signature=require)
         _warn_unsigned(verdict.signature, value)
         named = _for_release(doc, b"", value)
         return replace(named, compat_sha256=digest)
     service = environ.get("SUPERFLUID_MANIFEST_URL")
     if service:
-        from superfluid.commands.trust_flags import trust_from
-
         return _from_service(service, value, trust_from(args, environ), **verify)
     return _from_github(value, environ, **verify)

@@ -1,4 +1,4 @@
-"""``superfluid mirror sync|verify DIR [--lock FILE]``: a static mirror of what a lock names.
+"""``superfluid mirror sync DIR [--lock FILE]``: every file a lock names fetched into a static mirror.
 
 See docs/fleet.md, "The mirror".
 """
@@ -9,13 +9,29 @@ import argparse
 import os
 import sys
 
-from superfluid.runtime.errors import SuperfluidError, UsageError
+from superfluid.commands.lock import lock_path
+from superfluid.installer.cache.download import progress_for
+from superfluid.installer.fleet import lockfile
+from superfluid.installer.fleet.sync import sync
+from superfluid.parser import Help, Parser, exits
+from superfluid.runtime.errors import UsageError
+from superfluid.runtime.jsonread import kind_of
 
-__all__ = ["run", "MirrorMismatch"]
+__all__ = ["HELP", "arguments", "run"]
+
+HELP = Help(
+    "fetch every file a lock names into DIR",
+    "Fetch every file the lock names into DIR (<owner>/<repo>/releases/download/<tag>/<name>, and each "
+    "repository's releases.json), each verified against the lock; resumable, and what is already there "
+    "with the right digest is not fetched again.",
+    ("superfluid mirror sync ./engines --lock superfluid.lock",),
+    exits(_0="synced", _1="a broken lock, a download or a verification that failed"),
+)
 
 
-class MirrorMismatch(SuperfluidError):
-    """``mirror verify``: a file is missing or holds other bytes than the lock pins (exit 1)."""
+def arguments(p: Parser) -> None:
+    p.add_argument("dir", metavar="DIR", help="the mirror's root directory")
+    p.add_argument("--lock", metavar="FILE", help="the lock (default ./superfluid.lock or SUPERFLUID_LOCK)")
 
 
 def _a_directory(where: str) -> None:
@@ -24,8 +40,6 @@ def _a_directory(where: str) -> None:
     Raises:
         UsageError: it, or a part of its path, is something else (names which and what it is).
     """
-    from superfluid.runtime.jsonread import kind_of
-
     probe = os.path.abspath(where)
     while not os.path.lexists(probe) and os.path.dirname(probe) != probe:
         probe = os.path.dirname(probe)
@@ -38,10 +52,6 @@ def _a_directory(where: str) -> None:
 
 
 def _sync(args: argparse.Namespace, path: str) -> int:
-    from superfluid.installer.cache.download import progress_for
-    from superfluid.installer.fleet import lockfile
-    from superfluid.installer.fleet.sync import sync
-
     lock, digest = lockfile.read(path)
     _a_directory(args.dir)
     environ = dict(os.environ)
@@ -61,40 +71,13 @@ def _sync(args: argparse.Namespace, path: str) -> int:
     return 0
 
 
-def _verify(args: argparse.Namespace, path: str) -> int:
-    from superfluid.installer.fleet import lockfile
-    from superfluid.installer.fleet.sync import verify
-
-    lock, _ = lockfile.read(path)
-    if not os.path.isdir(args.dir):
-        raise MirrorMismatch(f"{args.dir}: no such directory", fix=f"`superfluid mirror sync {args.dir} --lock {path}`")
-    good, problems = verify(lock, args.dir)
-    for p in problems:
-        sys.stdout.write(f"{p.path}: {p.fault}\n")
-    if problems:
-        raise MirrorMismatch(f"{args.dir}: {len(problems)} problem(s) against {path} ({good} files verified)",
-                             fix=f"`superfluid mirror sync {args.dir} --lock {path}` fetches what is missing or wrong")
-    sys.stdout.write(f"superfluid: {args.dir}: every file of {path} verified ({good} files)\n")
-    return 0
-
-
 def run(args: argparse.Namespace) -> int:
-    """Dispatch ``mirror sync|verify``.
+    """``mirror sync``.
 
     Raises:
-        UsageError: an empty directory name (exit 2).
-        MirrorMismatch: ``verify`` found a problem (exit 1).
+        UsageError: an empty directory name, or one that cannot be a directory (exit 2).
         SuperfluidError: a broken lock, a download or verification failure (exit 1).
     """
-    from superfluid.commands.lock import lock_path
-
-    if args.sub == "push":  # an OCI registry: superfluid/commands/mirror_push.py
-        from superfluid.commands.mirror_push import run as push
-
-        return push(args, lock_path(args.lock, os.environ))
     if not args.dir:
         raise UsageError("mirror needs a directory")
-    path = lock_path(args.lock, os.environ)
-    if args.sub == "sync":
-        return _sync(args, path)
-    return _verify(args, path)
+    return _sync(args, lock_path(args.lock, os.environ))

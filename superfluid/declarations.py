@@ -1,4 +1,6 @@
-"""``superfluid runtime versions|options <id>``: a runtime's declarations, asked through the catalog."""
+"""What a runtime declares (its versions, its options), asked through the catalog, checked for its shape and
+shown: ``runtime options`` and ``runtime versions``, and the line ``runtime versions <id> [--json]`` alone
+(``superfluid.quickparse``), answered without the listing and ``--for`` machinery of ``commands.versions``."""
 
 from __future__ import annotations
 
@@ -11,11 +13,17 @@ from superfluid import catalog
 from superfluid.output import print_json, table
 from superfluid.runtime import registry
 from superfluid.runtime.errors import WorkerFailed
+from superfluid.runtime.options import Option
+from superfluid.runtime.ordering import version_key
+from superfluid.source_hints import given, keep_source
 
-if TYPE_CHECKING:  # asked on every run: no argparse unless the command tree is built
+if TYPE_CHECKING:
     import argparse
 
-__all__ = ["run", "ask", "versions_text", "with_listing", "options_text", "shape_of"]
+__all__ = ["run", "show", "ask", "versions_text", "with_listing", "options_text", "shape_of", "READS_HOME"]
+
+#: the commands that only read the home (see superfluid.cli)
+READS_HOME = True
 
 _KINDS = ("int", "float", "bool", "enum", "list", "path")
 
@@ -77,8 +85,6 @@ def with_listing(rows: list[dict[str, Any]], chosen: Mapping[str, Any], installe
     """``rows`` with the version ``chosen`` (a plan's JSON, what ``install`` would install from the
     listing) marked as installing here as its install, added in version order when the recipe does
     not pin it. Pure."""
-    from superfluid.runtime.ordering import version_key
-
     mark = {"installs": True, "install": chosen["install"], "source": "listing", "chosen_by": chosen["chosen_by"]}
     here = [chosen["platform"]] if chosen.get("platform") else []
     # the platforms a listed version has builds for include this one, which the listing offers
@@ -90,26 +96,6 @@ def with_listing(rows: list[dict[str, Any]], chosen: Mapping[str, Any], installe
                "tested": chosen["tested"], "platforms": here}
         out = sorted([*out, row], key=lambda r: version_key(r["version"]), reverse=True)
     return out
-
-
-def _listing_choice(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[dict[str, Any] | str, str] | None:
-    """What ``runtime install <id> --dry-run`` would choose from the listing ``--mirror``,
-    ``SUPERFLUID_MIRROR`` or ``--offline`` names: (the first plan's JSON, or why nothing installs;
-    where the listing came from). None when no such listing is asked for."""
-    mirror = getattr(args, "mirror", None) or environ.get("SUPERFLUID_MIRROR") or None
-    offline = bool(getattr(args, "offline", False))
-    if mirror is None and not offline:
-        return None
-    from superfluid.installer.install import plan
-    from superfluid.runtime.planning import NotInstallable, Request
-
-    try:
-        plans, where, source = plan(Request(args.id), environ=environ, mirror=mirror, offline=offline)
-    except NotInstallable as e:
-        return str(e), mirror or "the cache"
-    if source is not None:
-        source.close()
-    return plans[0].to_json(), where
 
 
 def versions_text(runtime_id: str, rows: list[dict[str, Any]], listing: tuple[Any, str] | None = None) -> str:
@@ -156,8 +142,6 @@ def versions_text(runtime_id: str, rows: list[dict[str, Any]], listing: tuple[An
 
 def shape_of(option: Mapping[str, Any]) -> str:
     """The accepted shape in words, from an option's JSON (``an integer of at least -1``)."""
-    from superfluid.runtime.options import Option
-
     try:
         return Option(option["name"], option["type"], option.get("description", ""), option.get("default"),
                       option.get("minimum"), option.get("maximum"), tuple(option.get("values") or ()),
@@ -185,35 +169,20 @@ def options_text(runtime_id: str, options: list[dict[str, Any]]) -> str:
                    f"to the worker: --<option> <value>\n")
 
 
-def run(args: argparse.Namespace) -> int:
-    """``runtime versions|options <id> [--json]``; 0 answered, 1 the worker failed, 2 usage."""
-    environ = dict(os.environ)
-    for_release = None
-    if args.sub == "versions":
-        from superfluid.commands.for_release import release_for
-
-        for_release = release_for(args, environ)
-    if for_release is not None:  # --for: the adapter's verdicts for that release's compat document
-        from superfluid.runtime.host import detect
-        from superfluid.runtime.planning import Request
-        from superfluid.runtime.home import installed_installs
-
-        adapter = registry.get(args.id)
-        part = adapter.compat_part(Request(args.id, for_=for_release))
-        answer = adapter.versions(detect(environ), installed_installs(args.id, environ), part)
-    else:
-        answer, _ = ask(args.id, args.sub, environ)
-    listing = _listing_choice(args, environ) if args.sub == "versions" and for_release is None else None
-    if listing is not None and not isinstance(listing[0], str):
-        from superfluid.runtime.home import installed_installs
-
-        answer = with_listing(answer, listing[0], installed_installs(args.id, environ))
+def show(args: argparse.Namespace, answer: list[dict[str, Any]], listing: tuple[Any, str] | None = None) -> None:
+    """``answer`` as the line asked it: JSON, or the table of ``versions_text`` or ``options_text``."""
     if args.json:
         print_json(answer)
     elif args.sub == "versions":
-        from superfluid.commands.source_hints import given, keep_source
-
         sys.stdout.write(keep_source(versions_text(args.id, answer, listing), given(args)))
     else:
         sys.stdout.write(options_text(args.id, answer))
+
+
+def run(args: argparse.Namespace) -> int:
+    """``runtime versions|options <id> [--json]``, from what the runtime declares alone (``runtime
+    versions`` with ``--for`` or a release listing is superfluid.commands.versions); 0 answered, 1 the
+    worker failed, 2 usage."""
+    answer, _ = ask(args.id, args.sub, dict(os.environ))
+    show(args, answer)
     return 0

@@ -1,0 +1,189 @@
+"""``superfluid runtime repair <id> [<install>]``: an install put back as its receipt records it. Verified
+first: what differs is put back by digest; an install whose receipt does not read, or records no files,
+is reinstalled from what its receipt (or its name) says.
+
+See docs/install.md, "Verifying an install later".
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping
+
+from superfluid.install_report import outcome_lines, say
+from superfluid.installer.cache.download import progress_for
+from superfluid.installer.home.publish import launcher_script
+from superfluid.installer.home.restore import plan_of, restore, unrestorable
+from superfluid.installer.home.store import (
+    Installed,
+    NoSuchInstall,
+    check_install_name,
+    current_install,
+    default_install,
+    guard_root,
+    list_installs,
+    runtime_root,
+    tidy,
+)
+from superfluid.installer.install import Outcome
+from superfluid.installer.sources.mirror import mirror_root_url
+from superfluid.installing import check_id, home_holds, installed_with, recorded_mirror, request_of, show
+from superfluid.output import print_json
+from superfluid.parser import Help, Parser, exits
+from superfluid.runtime.errors import UsageError
+from superfluid.runtime.home import home, worker_path
+from superfluid.runtime.jsonread import read_bytes
+from superfluid.runtime.record import verify_install
+from superfluid.runtime.upkeep import repair_target, repair_wanted
+from superfluid.source_hints import shown
+
+__all__ = ["HELP", "arguments", "run", "launcher_differs"]
+
+HELP = Help(
+    "reinstall an install in place (default: the current one)",
+    "Verify an install against the files its receipt records and, only when something differs (or its "
+    "worker launcher is not the one this superfluid writes), put it back exactly: its archives by their "
+    "recorded digests, from the cache (verified) or fetched again, then one rename. An install whose "
+    "receipt does not read or records no files is reinstalled from what its receipt (or its name) says.",
+    ("superfluid runtime repair basert", "superfluid runtime repair llamacpp b11642-cpu --offline"),
+    exits(_0="repaired, or nothing to repair", _1="no such install, or a run-time failure as install's"),
+)
+
+
+def arguments(p: Parser) -> None:
+    p.add_argument("id")
+    p.add_argument("install", nargs="?")
+    p.add_argument("--offline", action="store_true")
+    p.add_argument("--mirror", metavar="URL|DIR")
+    p.add_argument("--plain-http", action="store_true")
+    p.add_argument("--json", action="store_true")
+
+
+def launcher_differs(target: Installed) -> bool:
+    """Whether the install's worker launcher is other than the one this superfluid writes (another
+    Python made it, or an older superfluid): a repair writes it anew."""
+    runtime_id = target.receipt.id if target.receipt else ""
+    try:
+        have = read_bytes(os.path.join(target.path, worker_path(runtime_id)), max_bytes=1 << 20)
+    except OSError:
+        return True
+    return have != launcher_script(runtime_id).encode("utf-8")
+
+
+def _mirror_root(args: argparse.Namespace, environ: Mapping[str, str]) -> str | None:
+    named_by = "--mirror" if args.mirror else "SUPERFLUID_MIRROR"
+    where = args.mirror or environ.get("SUPERFLUID_MIRROR") or None
+    if where is None:
+        return None
+    try:
+        return mirror_root_url(where, named_by=named_by)
+    except ValueError as e:
+        raise UsageError(str(e), fix="give --mirror an http(s):// URL or an existing directory") from None
+
+
+def _target(args: argparse.Namespace, environ: Mapping[str, str]) -> Installed | None:
+    """The install a repair names (or ``current`` names) when its receipt says enough to put it
+    back by digest; None when the reinstall decides (and words any refusal)."""
+    root = runtime_root(home(environ), args.id)
+    guard_root(root)  # a repair writes: nothing through a link inside the home, even when nothing differs
+    tidy(root, on_wait=lambda owner: say(  # what a killed writer left is finished first (issue 36)
+        f"another change of {args.id} is running ({owner.describe()}); waiting for it"))
+    name = args.install if args.install is not None else current_install(root)
+    if name is None:
+        return None
+    check_install_name(name)
+    target = next((i for i in list_installs(root) if i.name == name), None)
+    if target is None or target.receipt is None or unrestorable(target.receipt) is not None:
+        return None
+    return target
+
+
+def _nothing(args: argparse.Namespace, target: Installed, verdict: object) -> int:
+    why = f"every file of {args.id} {target.name} is as its receipt records it"
+    if args.json:
+        print_json({"id": args.id, "install": target.name, "repaired": False, "why": why,
+                    "verified": verdict.to_json()})  # type: ignore[attr-defined]
+    else:
+        sys.stdout.write(f"superfluid: {why}: nothing to repair\n")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """``runtime repair``: verify, then put back only what differs (see the module doc).
+
+    Raises:
+        UsageError: a bad runtime id, install name or ``--mirror`` (exit 2).
+        StoreError: the runtime's folder is a link (exit 1).
+        SuperfluidError: as ``restore.restore``, or as ``runtime install`` (exit 1).
+    """
+    environ = dict(os.environ)
+    check_id(args.id)
+    home_holds(args, environ)
+    target = _target(args, environ)
+    if target is None or target.receipt is None:
+        return _reinstall(args, environ)
+    verdict = verify_install(args.id, target.name, target.path, target.receipt)
+    if verdict.ok and not launcher_differs(target):
+        return _nothing(args, target, verdict)
+    mirror_root = _mirror_root(args, environ)
+    if not args.json:
+        what = "; ".join(d.describe() for d in verdict.differences) or "its worker launcher, written anew"
+        sys.stderr.write(f"superfluid: putting {args.id} {target.name} back as its receipt records it: {what}\n")
+
+    def waiting(holder: object) -> None:
+        if not args.json:
+            sys.stderr.write(f"superfluid: another install of {args.id} is running "
+                             f"({holder.describe()}); waiting for it\n")  # type: ignore[attr-defined]
+
+    progress = progress_for(sys.stderr, environ=environ, json_mode=args.json)
+    try:
+        done = restore(target.receipt, environ=environ, offline=args.offline, mirror_root=mirror_root,
+                       progress=progress, on_wait=waiting)
+    finally:
+        progress.close()
+    where = "the cache" if args.offline else "the cache, else the sources its receipt records"
+    outcome = Outcome(args.id, (plan_of(target.receipt, mirror_root=mirror_root),), False, where, done.receipt,
+                      str(done.path), done.replaced, done.current, done.pinned, cleaned=done.cleaned)
+    if args.json:
+        print_json(outcome.to_json())
+    else:
+        sys.stdout.write(outcome_lines(outcome, installs_before=1))
+    return 0
+
+
+def _reinstall(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    """Reinstall an install in place from what its receipt says (or its name, when the receipt
+    itself is what is broken)."""
+    root = runtime_root(home(environ), args.id)
+    present = {i.name: i for i in list_installs(root)}
+    if args.install is not None:
+        check_install_name(args.install)
+        target = present.get(args.install)
+        if target is None:
+            raise NoSuchInstall(f"{args.id} has no install {args.install} "
+                                f"(installed: {', '.join(present) or 'none'})",
+                                fix=f"`superfluid runtime list {args.id}` lists its installs")
+    else:
+        target = repair_target(args.id, present, current_install(root), lambda: default_install(root))
+    request = request_of(args, **repair_wanted(args.id, target.name, target.receipt, target.problem))
+    _recorded_source(args, environ, target.name, from_=request.from_)
+    outcome = installed_with(request, args, environ, dry_run=False)
+    show(outcome, args, len(present))
+    return 0
+
+
+def _recorded_source(args: argparse.Namespace, environ: Mapping[str, str], install: str, *,
+                     from_: str | None) -> None:
+    """A repair that names no source reinstalls from the mirror the install came from, as its
+    receipt records it (for a receipt that does not read: the one the runtime's other installs
+    record), before GitHub; it says so. Sets ``args.mirror``."""
+    if from_ or args.mirror or environ.get("SUPERFLUID_MIRROR"):
+        return
+    root = recorded_mirror(args.id, environ, install)
+    if root is not None:
+        args.mirror = shown(root)
+        if not args.json:
+            say(f"reinstalling {args.id} {install} from the mirror {args.mirror}, the source the receipts of "
+                f"{args.id} here record (--mirror names another)")

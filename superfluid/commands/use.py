@@ -1,0 +1,81 @@
+"""``superfluid runtime use <id> <install>|--auto``: which install a runtime serves from by default.
+
+See docs/install.md, "Managing installs".
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+
+from superfluid.installer.home.store import check_runtime_id, pin, unpin
+from superfluid.output import print_json
+from superfluid.parser import Help, Parser, add_json, exits
+from superfluid.runtime import registry
+from superfluid.runtime.errors import UsageError
+from superfluid.runtime.home import writable_home
+
+__all__ = ["HELP", "arguments", "run"]
+
+HELP = Help(
+    "pin an install as the default, or --auto to unpin",
+    "Pin the install a runtime serves from by default ($SUPERFLUID_HOME/runtimes/<id>/pinned), or with "
+    "--auto go back to the best-ranked one. A broken install (its receipt does not read, or a file it "
+    "records is gone) is refused, naming the repair; runtime list names the installs there are.",
+    ("superfluid runtime use basert 0.3.1-cpu", "superfluid runtime use basert --auto",
+     "superfluid runtime use basert 0.4.0-cpu --json"),
+    exits(_0="pinned (or unpinned)", _1="no such install, or a broken one"),
+)
+
+
+def arguments(p: Parser) -> None:
+    p.add_argument("id")
+    p.add_argument("install", nargs="?")
+    p.add_argument("--auto", action="store_true")
+    add_json(p)
+
+
+def _waiting(runtime_id: str) -> Callable[[object], None]:
+    def on_wait(holder: object) -> None:
+        sys.stderr.write(f"superfluid: another install of {runtime_id} is running "
+                         f"({holder.describe()}); waiting for it\n")  # type: ignore[attr-defined]
+
+    return on_wait
+
+
+def _use(args: argparse.Namespace, home: str) -> int:
+    if args.auto and args.install:
+        raise UsageError(f"runtime use {args.id}: give an install or --auto, not both")
+    if args.auto:
+        chosen = unpin(home, args.id, on_wait=_waiting(args.id))
+        return _used(args, chosen, None, f"superfluid: {args.id} serves from {chosen} by default (the best-ranked)")
+    if not args.install:
+        raise UsageError(f"runtime use {args.id} needs an install (`superfluid runtime list {args.id}` lists them) "
+                         "or --auto")
+    chosen = pin(home, args.id, args.install, on_wait=_waiting(args.id))
+    return _used(args, chosen, chosen, f"superfluid: {args.id} serves from {chosen} by default "
+                                       f"(pinned; `superfluid runtime use {args.id} --auto` unpins it)")
+
+
+def _used(args: argparse.Namespace, current: str, pinned: str | None, line: str) -> int:
+    """What ``use`` did: the line for people, or with ``--json`` the document (schema ``use-result``)."""
+    if getattr(args, "json", False):
+        print_json({"id": args.id, "current": current, "pinned": pinned})
+    else:
+        sys.stdout.write(line + "\n")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """``runtime use``.
+
+    Raises:
+        UsageError: a bad runtime id or install name, or an install with ``--auto`` (exit 2).
+        NoSuchInstall, MutexBusy, StoreError: exit 1.
+    """
+    check_runtime_id(args.id)
+    registry.get(args.id)
+    where = writable_home(dict(os.environ))  # a file, an unwritable or read-only home: named, before anything
+    return _use(args, where)

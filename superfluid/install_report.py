@@ -1,0 +1,106 @@
+"""What an install says, for people: its plans (``--dry-run``), what it does while it runs, what it did,
+and its ``--timings``; shared by ``runtime install|update|repair`` and ``install --locked``."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+from superfluid.runtime import registry
+from superfluid.runtime.redact import redact_url
+
+if TYPE_CHECKING:
+    from superfluid.installer.install import Event, Outcome
+    from superfluid.installer.phases import Phases
+    from superfluid.runtime.planning import Plan
+
+__all__ = ["say", "plan_lines", "outcome_lines", "event_lines", "timing_lines"]
+
+_DIGEST_SOURCE = {
+    "pin": "pinned in this superfluid's recipe",
+    "flag": "as --sha256 names it",
+    "release": "the release's .sha256",
+    "api": "the listing's digest",
+    "computed": "none known: computed and recorded",
+    "absent": "not in this release: this plan is skipped",
+}
+
+
+def say(text: str) -> None:
+    """One line for people on stderr, now (``superfluid: <text>``)."""
+    sys.stderr.write(f"superfluid: {text}\n")
+    sys.stderr.flush()
+
+
+def _mb(size: int) -> str:
+    if not size:
+        return ""
+    return f", {size / 1e6:.1f} MB" if size >= 100_000 else f", {size / 1e3:.1f} kB"
+
+
+def _abi(runtime_id: str, abi: int | None) -> str | None:
+    """``ABI 2`` or ``unnumbered`` for a runtime whose libraries state ABI numbers; else None."""
+    return registry.get(runtime_id).abi_words(abi)
+
+
+def plan_lines(plans: list[Plan], where: str) -> str:
+    """The plans of a ``--dry-run`` for people: one paragraph per plan, in the order tried."""
+    out = [f"plans for this machine, from {where} (tried in order; nothing was changed):"]
+    for i, p in enumerate(plans):
+        flag = "" if p.tested else " (UNTESTED with this superfluid)"
+        abi = f", {words}" if (words := _abi(p.id, p.abi)) else ""
+        out.append(f"{i + 1}. {p.id} {p.install} ({p.chosen_by}{abi}){flag}: {p.why}{_mb(p.size)}")
+        for a in p.assets:
+            digest = f"sha256 {a.sha256}" if a.sha256 else "no sha256"
+            checked = " + ".join(_DIGEST_SOURCE.get(c, c) for c in a.checked) or _DIGEST_SOURCE.get(
+                a.digest_source, a.digest_source)
+            out.append(f"   from {redact_url(a.url)}")
+            out.append(f"     {digest} ({checked})")
+    return "\n".join(out) + "\n"
+
+
+def outcome_lines(outcome: Outcome, *, installs_before: int) -> str:
+    """What an install did, for people (stdout)."""
+    r = outcome.receipt
+    if r is None:
+        return ""
+    facts = [r.version]
+    if (words := _abi(r.id, r.abi)) is not None:
+        facts.append(words)
+    if not r.tested:
+        facts.append("UNTESTED")
+    lines = [f"{r.id} {r.install} installed ({', '.join(facts)}, chosen by {r.chosen_by})"
+             + (", replacing the one of that name" if outcome.replaced else "")]
+    if outcome.current and (outcome.pinned or installs_before > 0 or outcome.current != r.install):
+        how = "pinned with `superfluid runtime use`" if outcome.pinned == outcome.current else "the best-ranked"
+        lines.append(f"{r.id} serves from {outcome.current} by default ({how})")
+    return "".join(f"superfluid: {line}\n" for line in lines)
+
+
+def event_lines(event: Event) -> list[str]:
+    """What an install tells while it runs, for people (stderr)."""
+    p = event.plan
+    if event.kind == "trying" and p is not None:
+        lead = "installing" if event.index == 0 else "  then, if it does not run:"
+        untested = "" if p.tested else " (UNTESTED with this superfluid)"
+        return [f"{lead} {p.id} {p.install}: {p.why}{_mb(p.size)}{untested}",
+                *(f"  from {redact_url(a.url)}" for a in p.assets)]
+    if event.kind == "fell-back" and p is not None:
+        if event.reason.endswith("not in this release"):
+            return [f"{p.id} {p.install}: {event.reason}; falling back to the next"]
+        return [f"{p.id} {p.install} does not run here ({event.reason}); falling back to the next"]
+    if event.kind == "warning":
+        return [f"warning: {event.reason}"]
+    if event.kind == "unchecked":
+        return [f"warning: {event.path} has no SHA-256 to check it against: installing a local file unchecked "
+                f"(its SHA-256 is {event.sha256})"]
+    if event.kind == "waiting" and p is not None:
+        return [f"another install of {p.id} is running ({event.holder}); waiting for it"]
+    return []
+
+
+def timing_lines(phases: Phases) -> str:
+    """``--timings`` for people (stderr): one line per phase, its start and length in seconds since
+    the process started (``start`` covers the interpreter, the imports and the command line)."""
+    return "".join(f"superfluid: timing {name:<9} {start:7.3f} s .. {end:7.3f} s  {end - start:7.3f} s\n"
+                   for name, start, end in phases.spans())

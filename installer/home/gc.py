@@ -12,14 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 from superfluid.installer.cache.prune import InUse
 from superfluid.installer.home import store
-from superfluid.installer.home.store import current_install, list_installs, read_pinned
 from superfluid.installer.mutex import install_mutex
+from superfluid.runtime import installs
 from superfluid.runtime.home import runtimes_dir
+from superfluid.runtime.installs import current_install, list_installs, read_pinned
 from superfluid.runtime.ordering import version_key
 
 if TYPE_CHECKING:
-    from superfluid.installer.home.store import Installed
     from superfluid.installer.mutex import MutexOwner
+    from superfluid.runtime.installs import Installed
 
 __all__ = ["Candidate", "Decision", "Collected", "choose", "candidates", "collect", "in_use"]
 
@@ -76,7 +77,7 @@ def choose(found: Sequence[Candidate], *, keep: int, current: str | None = None,
 
 
 def candidates(installed: Sequence[Installed]) -> list[Candidate]:
-    """The rule's view of ``store.list_installs``."""
+    """The rule's view of ``installs.list_installs``."""
     return [Candidate(i.name, i.receipt.version if i.receipt else None, i.receipt.installed_at if i.receipt else None)
             for i in installed]
 
@@ -108,7 +109,7 @@ def collect(home: str, runtime_id: str, *, keep: int, dry_run: bool = False,
         MutexBusy, StoreError: as ``install_mutex``; a filesystem fault.
     """
 
-    root = store.runtime_root(home, runtime_id)
+    root = installs.runtime_root(home, runtime_id)
     store.guard_root(root)
     if dry_run or not os.path.isdir(root):  # nothing installed: no lock is taken, nothing is written
         return _decide(runtime_id, root, keep, locked, dry_run=dry_run)

@@ -13,21 +13,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from superfluid.installer.files import remove_tree
-from superfluid.installer.home.store import (
-    StoreError,
-    check_install_name,
-    clean_stale,
-    current_install,
-    guard_root,
-    make_staging,
-    publish,
-    read_pinned,
-    refresh_current,
-    runtime_root,
-)
+from superfluid.installer.home.store import StoreError, clean_stale, guard_root, make_staging, publish, refresh_current
 from superfluid.installer.mutex import MutexOwner, install_mutex
 from superfluid.runtime.atomic import write_atomic
 from superfluid.runtime.home import CURRENT, LIB, worker_path
+from superfluid.runtime.installs import check_install_name, current_install, read_pinned, runtime_root
 from superfluid.runtime.receipt import RECEIPT, Receipt, now_utc, write_receipt
 from superfluid.runtime.record import with_files
 

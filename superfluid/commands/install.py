@@ -21,14 +21,7 @@ from superfluid.installer.errors import VerificationError
 from superfluid.installer.fleet import lockfile
 from superfluid.installer.fleet.lockfile import Engine
 from superfluid.installer.fleet.plans import kinds_of, select
-from superfluid.installer.home.store import (
-    current_install,
-    guard_root,
-    list_installs,
-    read_pinned,
-    runtime_root,
-    settle,
-)
+from superfluid.installer.home.store import guard_root, settle
 from superfluid.installer.install import Event, Outcome, install_plans
 from superfluid.installer.mutex import install_mutex
 from superfluid.installer.sources.choose import source_for
@@ -43,6 +36,7 @@ from superfluid.runtime import registry
 from superfluid.runtime.errors import SuperfluidError, UsageError
 from superfluid.runtime.home import home
 from superfluid.runtime.host import Host, detect
+from superfluid.runtime.installs import current_install, list_installs, read_pinned, runtime_root
 from superfluid.runtime.planning import Plan
 from superfluid.runtime.upkeep import first_known, same_archives
 

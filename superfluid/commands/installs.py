@@ -11,7 +11,11 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from superfluid.installer.home.store import (
+from superfluid.output import print_json, table
+from superfluid.parser import Help, Parser, add_json, exits
+from superfluid.runtime import registry
+from superfluid.runtime.home import home
+from superfluid.runtime.installs import (
     Installed,
     check_runtime_id,
     current_install,
@@ -20,10 +24,6 @@ from superfluid.installer.home.store import (
     read_pinned,
     runtime_root,
 )
-from superfluid.output import print_json, table
-from superfluid.parser import Help, Parser, add_json, exits
-from superfluid.runtime import registry
-from superfluid.runtime.home import home
 from superfluid.runtime.upkeep import repair_command
 
 __all__ = ["HELP", "arguments", "run", "listing", "listing_lines"]

@@ -16,17 +16,7 @@ from superfluid.install_report import outcome_lines, say
 from superfluid.installer.cache.download import progress_for
 from superfluid.installer.home.publish import launcher_script
 from superfluid.installer.home.restore import plan_of, restore, unrestorable
-from superfluid.installer.home.store import (
-    Installed,
-    NoSuchInstall,
-    check_install_name,
-    current_install,
-    default_install,
-    guard_root,
-    list_installs,
-    runtime_root,
-    tidy,
-)
+from superfluid.installer.home.store import NoSuchInstall, guard_root, tidy
 from superfluid.installer.install import Outcome
 from superfluid.installer.sources.mirror import mirror_root_url
 from superfluid.installing import check_id, home_holds, installed_with, recorded_mirror, request_of, show
@@ -34,6 +24,14 @@ from superfluid.output import print_json
 from superfluid.parser import Help, Parser, exits
 from superfluid.runtime.errors import UsageError
 from superfluid.runtime.home import home, worker_path
+from superfluid.runtime.installs import (
+    Installed,
+    check_install_name,
+    current_install,
+    default_install,
+    list_installs,
+    runtime_root,
+)
 from superfluid.runtime.jsonread import read_bytes
 from superfluid.runtime.record import verify_install
 from superfluid.runtime.upkeep import repair_target, repair_wanted

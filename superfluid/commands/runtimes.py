@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from superfluid import answer_cache, catalog
 from superfluid.catalog import env_keys, shipped_dirs
-from superfluid.installer.home.store import fault, list_installs, runtime_root
 from superfluid.output import gb, json_text, table
 from superfluid.parser import COMMON_EXITS, Help, Parser, add_json
 from superfluid.runtime import registry
@@ -25,6 +24,7 @@ from superfluid.runtime.home import (
     runtimes_dir,
 )
 from superfluid.runtime.host import PROBED
+from superfluid.runtime.installs import fault, list_installs, runtime_root
 from superfluid.runtime.locate import beside
 from superfluid.runtime.receipt import read_receipt
 from superfluid.runtime.record import UNRECORDED, verify_install

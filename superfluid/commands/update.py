@@ -14,12 +14,13 @@ from pathlib import Path
 from superfluid.fetch_flags import fetch_config
 from superfluid.for_release import add_flags as add_for_flags
 from superfluid.install_report import say
-from superfluid.installer.home.store import default_install, list_installs, pin, read_pinned, runtime_root
+from superfluid.installer.home.store import pin
 from superfluid.installer.install import plan
 from superfluid.installing import check_id, home_holds, installed_with, recorded_hint, request_of, show
 from superfluid.output import print_json
 from superfluid.parser import Help, Parser, exits
 from superfluid.runtime.home import home, install_receipt
+from superfluid.runtime.installs import default_install, list_installs, read_pinned, runtime_root
 from superfluid.runtime.planning import NotInstallable
 from superfluid.runtime.receipt import read_receipt
 from superfluid.runtime.upkeep import nothing_to_update, update_wanted

@@ -7,13 +7,10 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from superfluid.installer.home import store
 from superfluid.installer.home.publish import install_staged
-from superfluid.installer.home.store import (
-    list_installs,
-    runtime_root,
-)
+from superfluid.runtime import installs
 from superfluid.runtime.home import worker_path
+from superfluid.runtime.installs import list_installs, runtime_root
 from superfluid.runtime.receipt import Receipt, Source
 
 RID = "demo"
@@ -40,7 +37,7 @@ def no_probe(staging: Path) -> None:
     pass
 
 
-def do_install(home: Path, install: str, tag: str = "", **kw: object) -> store.Installed:
+def do_install(home: Path, install: str, tag: str = "", **kw: object) -> installs.Installed:
     install_staged(home, RID, install, populating(install, tag), no_probe, **kw)  # type: ignore[arg-type]
     return next(i for i in list_installs(runtime_root(home, RID)) if i.name == install)
 

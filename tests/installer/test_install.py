@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from superfluid.installer.home.store import list_installs, runtime_root
 from superfluid.installer.install import Event, Outcome, install, install_plans
+from superfluid.runtime.installs import list_installs, runtime_root
 from superfluid.runtime.planning import NotInstallable, Plan, PlanAsset, Request
 from superfluid.runtime.probe import ProbeRefused
 from superfluid.runtime.receipt import read_receipt

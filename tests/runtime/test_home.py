@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from superfluid.installer.cache.blobs import Cache
-from superfluid.installer.home.store import BadName, check_install_name, list_installs
 from superfluid.runtime import home as h
+from superfluid.runtime.installs import BadName, check_install_name, list_installs
 
 
 @pytest.mark.parametrize(("env", "want"), [

@@ -9,8 +9,9 @@ import pytest
 
 from superfluid.installer.home.gc import Candidate, choose, collect
 from superfluid.installer.home.publish import install_staged
-from superfluid.installer.home.store import current_install, list_installs, pin, runtime_root
+from superfluid.installer.home.store import pin
 from superfluid.runtime.home import worker_path
+from superfluid.runtime.installs import current_install, list_installs, runtime_root
 from superfluid.runtime.receipt import Receipt, Source
 
 

@@ -15,8 +15,8 @@ import pytest
 
 from superfluid.installer.errors import OfflineMissing
 from superfluid.installer.home.restore import NotRestorable, plan_of, restore, unrestorable
-from superfluid.installer.home.store import runtime_root
 from superfluid.installer.install import install
+from superfluid.runtime.installs import runtime_root
 from superfluid.runtime.planning import Request
 from superfluid.runtime.receipt import Receipt, Source, read_receipt
 from superfluid.runtime.record import FILES, files_of

@@ -15,10 +15,11 @@ import pytest
 from superfluid.installer.home.fill import Verified
 from superfluid.installer.home.publish import install_staged
 from superfluid.installer.home.steps import PlanSteps, probe_environ
-from superfluid.installer.home.store import StoreError, runtime_root
+from superfluid.installer.home.store import StoreError
 from superfluid.installer.phases import Phases
 from superfluid.runtime import registry
 from superfluid.runtime.home import worker_path
+from superfluid.runtime.installs import runtime_root
 from superfluid.runtime.planning import Plan, PlanAsset
 from superfluid.runtime.probe import Probed, ProbeRefused
 from superfluid.runtime.receipt import read_receipt

@@ -18,21 +18,13 @@ import pytest
 
 from superfluid.installer.home import store
 from superfluid.installer.home.publish import install_staged
-from superfluid.installer.home.store import (
-    BadName,
-    NoSuchInstall,
-    StoreError,
-    check_install_name,
-    check_runtime_id,
-    clean_stale,
+from superfluid.installer.home.store import NoSuchInstall, StoreError, clean_stale, pin, remove, unpin
+from superfluid.installer.mutex import install_mutex, mutex_owner
+from superfluid.runtime.installs import (
     current_install,
     list_installs,
-    pin,
     read_pinned,
-    remove,
-    unpin,
 )
-from superfluid.installer.mutex import install_mutex, mutex_owner
 from superfluid.runtime.receipt import Receipt, read_receipt
 from tests.installer.archives import snapshot
 from tests.installer.staged import RID, do_install, leftovers, no_probe, populating, receipt, root_of
@@ -42,30 +34,6 @@ def dead_pid() -> int:
     proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
                           check=True)
     return int(proc.stdout)
-
-
-# --- names and order (pure) -----------------------------------------------------------------------
-
-@pytest.mark.parametrize("name", ["basert", "llamacpp", "mlx", "a.b-c_d", "0x"])
-def test_runtime_ids_accepted(name: str) -> None:
-    assert check_runtime_id(name) == name
-
-
-@pytest.mark.parametrize("name", ["", "Basert", "../x", "a/b", ".hidden", "-x", "a b", "basert@0.4.0-cpu"])
-def test_runtime_ids_refused(name: str) -> None:
-    with pytest.raises(BadName, match="is not a runtime id"):
-        check_runtime_id(name)
-
-
-@pytest.mark.parametrize("name", ["0.4.0-cpu", "b11284-cuda-13.4", "custom-vulkan", "1.0+local", "x_y"])
-def test_install_names_accepted(name: str) -> None:
-    assert check_install_name(name) == name
-
-
-@pytest.mark.parametrize("name", ["", ".staging", "..", "a/b", "../x", "current", "pinned", "a b", "é", "x\n"])
-def test_install_names_refused(name: str) -> None:
-    with pytest.raises(BadName, match="is not an install name"):
-        check_install_name(name)
 
 
 # --- default, pin, remove ---------------------------------------------------------------------------
@@ -125,26 +93,6 @@ def test_remove_one_then_all(tmp_path: Path) -> None:
     with pytest.raises(NoSuchInstall, match="demo is not installed"):
         unpin(home, RID)
 
-
-def test_broken_installs_listed_but_never_default(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    root = root_of(home)
-    do_install(home, "1.0-cpu")
-    (root / "9.0-metal" / "lib").mkdir(parents=True)  # no receipt
-    (root / "8.0-metal").mkdir()
-    (root / "8.0-metal" / "runtime.json").write_text(json.dumps(receipt("1.0-cpu").to_json()))  # another's
-    (root / "7.0-metal").mkdir()
-    (root / "7.0-metal" / "runtime.json").write_text("{not json")
-    found = {i.name: i for i in list_installs(root)}
-    assert found["1.0-cpu"].ok
-    assert "does not exist" in (found["9.0-metal"].problem or "")
-    assert "describes the install '1.0-cpu', not '8.0-metal'" in (found["8.0-metal"].problem or "")
-    assert "not valid JSON at line 1" in (found["7.0-metal"].problem or "")
-    assert [i.name for i in list_installs(root)][0] == "1.0-cpu"
-    assert store.default_install(root) == "1.0-cpu"
-
-
-# --- stale leftovers ------------------------------------------------------------------------------------
 
 def test_clean_stale(tmp_path: Path) -> None:
     home = tmp_path / "home"

@@ -19,7 +19,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from superfluid import __version__
 from superfluid.manifest import tuf_command
 from superfluid.manifest.answers import drives_cells, encode, releases_answer
-from superfluid.manifest.command_line import Parser
+from superfluid.manifest.command_line import MAX_SECONDS, Parser, integer, seconds
 from superfluid.manifest.export import export
 from superfluid.manifest.service import ENV_KEYS, ENV_SOURCE, Service, ServiceConfig, keys_from
 from superfluid.manifest.sources import source_from
@@ -54,10 +54,12 @@ def _parser() -> argparse.ArgumentParser:
     p = _page(sub, "serve", "answer over HTTP (the standard library's server, for local use)")
     _common(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8750, help="port (default 8750; 0: any free port)")
-    p.add_argument("--ttl", type=float, metavar="S", help="seconds between looks at the source for changes "
-                   "(default 1 for a directory, 60 for a URL)")
-    p.add_argument("--max-age", type=int, default=60, metavar="S", help="Cache-Control max-age of answers (default 60)")
+    p.add_argument("--port", type=integer(0, 65535), default=8750, metavar="N",
+                   help="port, 0 to 65535 (default 8750; 0: any free port)")
+    p.add_argument("--ttl", type=seconds, metavar="S", help="seconds between looks at the source for changes "
+                   f"(default 1 for a directory, 60 for a URL; at most {MAX_SECONDS})")
+    p.add_argument("--max-age", type=integer(0, MAX_SECONDS), default=60, metavar="S",
+                   help=f"Cache-Control max-age of answers, whole seconds (default 60; at most {MAX_SECONDS})")
     p.add_argument("--quiet", action="store_true", help="log no request")
     tuf_command.add_flags(p, serve=True)
     p = _page(sub, "export", "write every answer as a static file under OUT_DIR")
@@ -213,8 +215,6 @@ def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     sign = tuf_command.signer_for_export(args) if args.command == "export" else None
     source, keys = _setup(args, environ)
     config = ServiceConfig(ttl=getattr(args, "ttl", None), max_age=getattr(args, "max_age", 60))
-    if config.max_age < 0 or (config.ttl is not None and config.ttl < 0):
-        raise UsageError("--ttl and --max-age must not be negative")
     live = tuf_command.live_for_serve(args, environ) if args.command == "serve" else None
     service = Service(source, keys, config, tuf=live)
     index = service.load()

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import math
+import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from os import PathLike
 from typing import NoReturn
 
 from superfluid.runtime.errors import UsageError
 
-__all__ = ["Parser", "report_written"]
+__all__ = ["Parser", "report_written", "integer", "seconds", "MAX_SECONDS"]
+
+#: the most seconds a limit may be (a year): a TTL or ``max-age`` longer than that is a typo, not a wish
+MAX_SECONDS = 365 * 86400
+_INTEGER = re.compile(r"^[+-]?[0-9]{1,20}$")
 
 
 class Parser(argparse.ArgumentParser):
@@ -38,3 +44,32 @@ def report_written(prog: str, note: str, files: Iterable[str | PathLike[str]]) -
     for path in files:
         sys.stdout.write(f"{path}\n")
     return 0
+
+
+def integer(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse ``type``: a whole number from ``lo`` to ``hi`` (``--port``: 0 to 65535), else a usage error
+    naming the flag (``argument --port: expected an integer from 0 to 65535, not '99999'``)."""
+
+    def parse(raw: str) -> int:
+        text = raw.strip()
+        if _INTEGER.match(text) is None or not lo <= int(text) <= hi:
+            raise argparse.ArgumentTypeError(f"expected an integer from {lo} to {hi}, not {raw!r}")
+        return int(text)
+
+    return parse
+
+
+def seconds(raw: str) -> float:
+    """An argparse ``type``: a number of seconds from 0 to ``MAX_SECONDS``, else a usage error naming the flag
+    (negative, NaN, infinite and huge values included).
+
+    Raises:
+        argparse.ArgumentTypeError: not such a number.
+    """
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 <= value <= MAX_SECONDS):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds from 0 to {MAX_SECONDS} (a year), not {raw!r}")
+    return value

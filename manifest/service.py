@@ -10,12 +10,14 @@ import logging
 import os
 import threading
 import time
+from argparse import ArgumentTypeError
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
 
 from superfluid.manifest.answers import JSON, Body, encode, error_body, render
+from superfluid.manifest.command_line import seconds
 from superfluid.manifest.index import Index, build_index
 from superfluid.manifest.keys import TrustedKey, package_keys_dir, read_key_dir, read_public_key
 from superfluid.manifest.routes import Health, Route, RouteError, parse_route
@@ -230,12 +232,9 @@ def _seconds(environ: Mapping[str, str], name: str) -> float | None:
     if not value:
         return None
     try:
-        seconds = float(value)
-    except ValueError:
-        raise UsageError(f"{name}={value!r}: not a number of seconds") from None
-    if seconds < 0:
-        raise UsageError(f"{name}={value!r}: must not be negative")
-    return seconds
+        return seconds(value)
+    except ArgumentTypeError as e:
+        raise UsageError(f"{name}={value!r}: {str(e).partition(', not ')[0]}") from None
 
 
 def from_environment(environ: Mapping[str, str]) -> Service:

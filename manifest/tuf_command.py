@@ -11,10 +11,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from superfluid.manifest.command_line import Parser
+from superfluid.manifest.command_line import Parser, integer
 from superfluid.manifest.tuf_keys import init_keys, read_keys
 from superfluid.manifest.tuf_live import live_from_environment
-from superfluid.manifest.tuf_repository import now_utc, parse_expires, refresh_timestamp, rotate_root, sign_export
+from superfluid.manifest.tuf_repository import (
+    expiry_of,
+    now_utc,
+    parse_expires,
+    refresh_timestamp,
+    rotate_root,
+    sign_export,
+)
 from superfluid.runtime.errors import UsageError
 
 __all__ = ["add_flags", "add_commands", "COMMANDS", "run", "signer_for_export", "live_for_serve"]
@@ -23,12 +30,30 @@ __all__ = ["add_flags", "add_commands", "COMMANDS", "run", "signer_for_export", 
 COMMANDS = ("keys", "refresh-timestamp", "rotate-root")
 
 _EXPIRES_HELP = ("how long ROLE's metadata is valid when signed: ROLE root, targets, snapshot or timestamp, "
-                 "DURATION e.g. 2s, 30m, 12h, 7d, 4w (repeatable; defaults root=365d targets=90d snapshot=90d "
-                 "timestamp=1d)")
+                 "DURATION e.g. 2s, 30m, 12h, 7d, 4w, more than zero and at most 36500d (repeatable; defaults "
+                 "root=365d targets=90d snapshot=90d timestamp=1d)")
+
+
+#: the most root keys a key set may hold (each a file, each a signature on every root)
+MAX_ROOT_KEYS = 64
+
+
+def _expires_value(value: str) -> str:
+    """An argparse ``type``: one ``ROLE=DURATION``, checked as the commands read it (kept as given).
+
+    Raises:
+        argparse.ArgumentTypeError: why it is refused, naming the value.
+    """
+    try:
+        expiry_of(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{value!r}: {e}") from None
+    return value
 
 
 def _expires(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--expires", action="append", default=[], metavar="ROLE=DURATION", help=_EXPIRES_HELP)
+    p.add_argument("--expires", action="append", default=[], metavar="ROLE=DURATION", type=_expires_value,
+                   help=_EXPIRES_HELP)
 
 
 def add_flags(p: argparse.ArgumentParser, *, serve: bool = False) -> None:
@@ -50,8 +75,9 @@ def add_commands(sub: Any) -> None:
     ksub = keys.add_subparsers(dest="keys_command", parser_class=Parser, required=True)
     p = ksub.add_parser("init", help="make a key set in DIR: root, targets, snapshot and timestamp keys")
     p.add_argument("dir", metavar="DIR")
-    p.add_argument("--root-keys", type=int, default=1, metavar="N", help="how many root keys (default 1)")
-    p.add_argument("--root-threshold", type=int, default=1, metavar="T",
+    p.add_argument("--root-keys", type=integer(1, MAX_ROOT_KEYS), default=1, metavar="N",
+                   help=f"how many root keys, 1 to {MAX_ROOT_KEYS} (default 1)")
+    p.add_argument("--root-threshold", type=integer(1, MAX_ROOT_KEYS), default=1, metavar="T",
                    help="how many of them must sign a root (default 1)")
     p = sub.add_parser("refresh-timestamp", help="re-sign only the timestamp of an export (what a cron job runs)")
     p.add_argument("--tuf-keys", required=True, metavar="DIR", help="the key set holding the timestamp key")

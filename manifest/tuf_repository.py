@@ -21,14 +21,17 @@ if TYPE_CHECKING:
     from securesystemslib.signer import Signer
     from tuf.api.metadata import Metadata, Root
 
-__all__ = ["Expiry", "parse_expires", "METADATA", "latest_root", "sign_export", "refresh_timestamp", "rotate_root",
+__all__ = ["Expiry", "expiry_of", "parse_expires", "MAX_VALIDITY", "METADATA",
+           "latest_root", "sign_export", "refresh_timestamp", "rotate_root",
            "target_files", "now_utc"]
 
 #: where the metadata sits in the tree
 METADATA = "metadata"
 _ROOT_FILE = re.compile(r"^([1-9][0-9]{0,9})\.root\.json$")
-_DURATION = re.compile(r"^([1-9][0-9]{0,9})([smhdw])$")
+_DURATION = re.compile(r"^([0-9]+)([smhdw])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+#: the longest a role's metadata may be valid: 100 years (a date a signature can state, however long it is kept)
+MAX_VALIDITY = timedelta(days=36500)
 _MAX_METADATA = 8 << 20  # bytes of one metadata file read back
 
 
@@ -50,20 +53,40 @@ class Expiry:
         return value
 
 
+def expiry_of(value: str) -> tuple[str, timedelta]:
+    """One ``ROLE=DURATION`` (``2s``, ``30m``, ``12h``, ``7d``, ``4w``): the role and how long it is valid.
+
+    Raises:
+        ValueError: why it is refused, in words (an unknown role, a duration not so spelled, zero, or more
+            than ``MAX_VALIDITY``).
+    """
+    role, sep, duration = value.partition("=")
+    match = _DURATION.match(duration.strip())
+    if not sep or role.strip() not in ROLES or match is None:
+        raise ValueError(f"give ROLE=DURATION, ROLE one of {', '.join(ROLES)}, DURATION a whole number and a unit "
+                         "(s, m, h, d, w), e.g. timestamp=2s")
+    digits, unit = match[1].lstrip("0"), match[2]
+    if not digits:
+        raise ValueError(f"a duration of zero is not allowed: metadata valid for no time is expired when signed; "
+                         f"give at least 1{unit}, e.g. {role.strip()}=1{unit}")
+    if len(digits) > 12 or int(digits) * _UNITS[unit] > MAX_VALIDITY.total_seconds():
+        raise ValueError(f"a duration of at most {MAX_VALIDITY.days}d (100 years) is allowed")
+    return role.strip(), timedelta(seconds=int(digits) * _UNITS[unit])
+
+
 def parse_expires(values: Sequence[str]) -> Expiry:
     """``--expires ROLE=DURATION`` (repeatable; ``2s``, ``30m``, ``12h``, ``7d``, ``4w``) over the defaults.
 
     Raises:
-        UsageError: an unknown role or a duration not so spelled.
+        UsageError: an unknown role, a duration not so spelled, zero or more than ``MAX_VALIDITY``.
     """
     expiry = Expiry()
     for value in values:
-        role, sep, duration = value.partition("=")
-        match = _DURATION.match(duration.strip())
-        if not sep or role.strip() not in ROLES or match is None:
-            raise UsageError(f"--expires {value!r}: give ROLE=DURATION, ROLE one of {', '.join(ROLES)}, DURATION a "
-                             "whole number and a unit (s, m, h, d, w), e.g. timestamp=2s")
-        expiry = replace(expiry, **{role.strip(): timedelta(seconds=int(match[1]) * _UNITS[match[2]])})
+        try:
+            role, valid = expiry_of(value)
+        except ValueError as e:
+            raise UsageError(f"--expires {value!r}: {e}") from None
+        expiry = replace(expiry, **{role: valid})
     return expiry
 
 

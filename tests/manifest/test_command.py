@@ -99,7 +99,8 @@ def test_export_writes_every_answer(checked_folders: Folders, tmp_path: Path,
     (["serve", "--source", "ftp://host/x"], 2, "give a directory, an http(s):// mirror URL or github:OWNER/REPO"),
     (["serve", "--source", "github:not a repo"], 2, "not a GitHub repository"),
     (["check", "--source", ".", "--key", "/nonexistent.pub"], 2, "--key /nonexistent.pub: no such file"),
-    (["serve", "--source", ".", "--port", "many"], 2, "invalid int value"),
+    (["serve", "--source", ".", "--port", "many"], 2,
+     "argument --port: expected an integer from 0 to 65535, not 'many'"),
     (["check", "--source", ""], 2, "argument --source: needs SRC, not an empty string"),
     (["check", "--source", ".", "--unknown"], 2, "unrecognized arguments: --unknown (see 'superfluid-manifest check "
                                                   "--help')"),
@@ -115,13 +116,41 @@ def test_usage_errors_exit_2(args: list[str], code: int, fragment: str, capsys: 
     assert fragment in err and "Traceback" not in err and out == "", err
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError,
-                   reason="ServiceConfig refuses a negative value with ValueError before run() says it as a usage "
-                          "error")
-@pytest.mark.parametrize("flag", ["--ttl", "--max-age"])
-def test_a_negative_limit_is_a_usage_error(flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["serve", "--source", str(tmp_path), flag, "-1"]) == 2
-    assert "--ttl and --max-age must not be negative" in capsys.readouterr().err
+@pytest.mark.parametrize(("flag", "value", "said"), [
+    ("--port", "99999", "argument --port: expected an integer from 0 to 65535, not '99999'"),
+    ("--port", "-1", "argument --port: expected an integer from 0 to 65535, not '-1'"),
+    ("--ttl", "-5", "argument --ttl: expected a number of seconds from 0 to 31536000 (a year), not '-5'"),
+    ("--ttl", "nan", "argument --ttl: expected a number of seconds from 0 to 31536000 (a year), not 'nan'"),
+    ("--ttl", "inf", "argument --ttl: expected a number of seconds from 0 to 31536000 (a year), not 'inf'"),
+    ("--max-age", "-1", "argument --max-age: expected an integer from 0 to 31536000, not '-1'"),
+    ("--max-age", "1.5", "argument --max-age: expected an integer from 0 to 31536000, not '1.5'"),
+], ids=["port-huge", "port-negative", "ttl-negative", "ttl-nan", "ttl-inf", "max-age-negative", "max-age-fraction"])
+def test_a_bad_limit_is_a_usage_error_naming_the_flag(flag: str, value: str, said: str, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 35, items 1 and 2: was an OverflowError from bind() or a ValueError traceback (exit 1), and
+    ``--ttl nan``/``inf`` were served with."""
+    assert main(["serve", "--source", str(tmp_path), flag, value]) == 2
+    out, err = capsys.readouterr()
+    assert err == f"superfluid-manifest: {said} (see 'superfluid-manifest serve --help')\n" and out == ""
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["export", "--source", ".", "--tuf-keys", "K", "--expires", "timestamp=99999999w", "out"],
+     "argument --expires: 'timestamp=99999999w': a duration of at most 36500d (100 years) is allowed"),
+    (["export", "--source", ".", "--expires", "timestamp=0s", "out"],
+     "argument --expires: 'timestamp=0s': a duration of zero is not allowed"),
+    (["keys", "init", "k", "--root-keys", "999999999"], "argument --root-keys: expected an integer from 1 to 64"),
+], ids=["expires-huge", "expires-zero", "root-keys-huge"])
+def test_a_bad_duration_or_count_is_a_usage_error_naming_the_flag(argv: list[str], said: str, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 35, items 3 and 15: a huge ``--expires`` was an OverflowError traceback, zero was "not a whole
+    number and a unit"; a huge ``--root-keys`` made keys for ever."""
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith(f"superfluid-manifest: {said}") and "Traceback" not in err and out == ""
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.usefixtures("no_manifest_variables")

@@ -4,11 +4,13 @@ tool's answer is a note on stderr and the files it wrote on stdout."""
 
 from __future__ import annotations
 
+import argparse
+import re
 from pathlib import Path
 
 import pytest
 
-from superfluid.manifest.command_line import Parser, report_written
+from superfluid.manifest.command_line import MAX_SECONDS, Parser, integer, report_written, seconds
 from superfluid.runtime.errors import UsageError
 
 
@@ -63,3 +65,34 @@ def test_report_written_is_a_note_then_each_file(tmp_path: Path, capsys: pytest.
 def test_report_written_of_nothing(capsys: pytest.CaptureFixture[str]) -> None:
     assert report_written("ci/tool", "nothing to do", []) == 0
     assert capsys.readouterr() == ("", "ci/tool: nothing to do\n")
+
+
+@pytest.mark.parametrize(("raw", "value"), [("0", 0), ("65535", 65535), (" 8750 ", 8750), ("+1", 1)],
+                         ids=["low", "high", "spaces", "plus"])
+def test_an_integer_in_range_is_read(raw: str, value: int) -> None:
+    assert integer(0, 65535)(raw) == value
+
+
+@pytest.mark.parametrize("raw", ["-1", "65536", "99999", "1e3", "1.5", "nan", "", "٣", "9" * 5000],
+                         ids=["negative", "one-over", "huge", "exponent", "fraction", "nan", "empty", "not-ascii",
+                              "endless-digits"])
+def test_an_integer_out_of_range_names_the_range(raw: str) -> None:
+    p = Parser(prog="tool")
+    p.add_argument("--port", type=integer(0, 65535))
+    with pytest.raises(UsageError) as refused:
+        p.parse_args(["--port", raw])
+    assert str(refused.value) == (f"argument --port: expected an integer from 0 to 65535, not {raw!r} "
+                                  "(see 'tool --help')")
+
+
+@pytest.mark.parametrize(("raw", "value"), [("0", 0.0), ("0.5", 0.5), ("60", 60.0), (str(MAX_SECONDS), MAX_SECONDS)])
+def test_seconds_in_range_are_read(raw: str, value: float) -> None:
+    assert seconds(raw) == value
+
+
+@pytest.mark.parametrize("raw", ["-5", "-0.1", "nan", "inf", "1e999", "31536001", "soon", ""],
+                         ids=["negative", "negative-fraction", "nan", "inf", "overflow", "over-a-year", "words",
+                              "empty"])
+def test_seconds_out_of_range_are_refused(raw: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match=re.escape(f"from 0 to {MAX_SECONDS} (a year), not {raw!r}")):
+        seconds(raw)

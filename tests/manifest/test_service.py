@@ -516,13 +516,18 @@ def test_no_index_yet_answers_503(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("variables", "fragment"), [
     ({}, "SUPERFLUID_MANIFEST_SOURCE is not set"),
     ({"SUPERFLUID_MANIFEST_SOURCE": "/nonexistent/releases"}, "no such directory"),
-    ({"SUPERFLUID_MANIFEST_SOURCE": ".", "SUPERFLUID_MANIFEST_TTL": "soon"}, "not a number of seconds"),
+    ({"SUPERFLUID_MANIFEST_SOURCE": ".", "SUPERFLUID_MANIFEST_TTL": "soon"},
+     "SUPERFLUID_MANIFEST_TTL='soon': expected a number of seconds from 0 to 31536000"),
+    ({"SUPERFLUID_MANIFEST_SOURCE": ".", "SUPERFLUID_MANIFEST_TTL": "nan"}, "SUPERFLUID_MANIFEST_TTL='nan': expected"),
+    ({"SUPERFLUID_MANIFEST_SOURCE": ".", "SUPERFLUID_MANIFEST_MAX_AGE": "-1"},
+     "SUPERFLUID_MANIFEST_MAX_AGE='-1': expected"),
 ])
 def test_the_application_misconfigured_answers_503_with_the_reason(monkeypatch: pytest.MonkeyPatch,
                                                                    variables: dict[str, str], fragment: str) -> None:
     from superfluid.manifest import service
 
-    for name in ("SUPERFLUID_MANIFEST_SOURCE", "SUPERFLUID_MANIFEST_KEYS", "SUPERFLUID_MANIFEST_TTL"):
+    for name in ("SUPERFLUID_MANIFEST_SOURCE", "SUPERFLUID_MANIFEST_KEYS", "SUPERFLUID_MANIFEST_TTL",
+                 "SUPERFLUID_MANIFEST_MAX_AGE"):
         monkeypatch.delenv(name, raising=False)
     for name, value in variables.items():
         monkeypatch.setenv(name, value)

@@ -31,13 +31,13 @@ def empty_source(tmp_path: Path) -> Path:
     (["keys", "init", "{keys}"], "already holds a key set"),
     (["keys", "init", "{tmp}/k2", "--root-keys", "2", "--root-threshold", "3"], "threshold must be between 1"),
     (["export", "--source", "{source}", "--tuf-keys", "{keys}", "--expires", "timestamp=2", "{tmp}/s"],
-     "--expires 'timestamp=2'"),
+     "argument --expires: 'timestamp=2': give ROLE=DURATION"),
     (["export", "--source", "{source}", "--tuf-keys", "{tmp}", "{tmp}/s"], "holds no keys.json"),
     (["refresh-timestamp", "--tuf-keys", "{keys}", "{tmp}"], "holds no TUF metadata"),
     (["refresh-timestamp", "--tuf-keys", "{keys}", "{tmp}/none"], "is not a directory (name an export made with "
                                                                    "--tuf-keys)"),
     (["refresh-timestamp", "{tmp}"], "the following arguments are required: --tuf-keys"),
-    (["rotate-root", "--tuf-keys", "{keys}", "--expires", "root=1y", "{tmp}"], "--expires 'root=1y'"),
+    (["rotate-root", "--tuf-keys", "{keys}", "--expires", "root=1y", "{tmp}"], "argument --expires: 'root=1y'"),
     (["serve", "--source", "{source}", "--tuf-keys", "{keys}"], "--tuf-keys needs --tuf-repo DIR"),
     (["serve", "--source", "{source}", "--tuf-repo", "{tmp}/repo"], "holds no metadata/timestamp.json"),
 ], ids=["keys-twice", "threshold", "expires", "no-key-set", "no-metadata", "not-a-directory", "no-key-set-named",
@@ -96,8 +96,8 @@ def _args(*argv: str) -> argparse.Namespace:
 
 def test_export_signs_only_with_tuf_keys(tmp_path: Path) -> None:
     assert signer_for_export(_args()) is None
-    with pytest.raises(UsageError, match="--expires 'timestamp=2'"):  # refused even with nothing to sign
-        signer_for_export(_args("--expires", "timestamp=2"))
+    with pytest.raises(UsageError, match="argument --expires: 'timestamp=2'"):  # refused as the line is read
+        _args("--expires", "timestamp=2")
     init_keys(tmp_path / "keys")
     assert callable(signer_for_export(_args("--tuf-keys", str(tmp_path / "keys"))))
 

@@ -19,9 +19,11 @@ from tuf.api.metadata import Metadata, Root
 
 from superfluid.manifest.tuf_keys import KeySet, init_keys, read_keys
 from superfluid.manifest.tuf_repository import (
+    MAX_VALIDITY,
     METADATA,
     Expiry,
     latest_root,
+    now_utc,
     parse_expires,
     refresh_timestamp,
     rotate_root,
@@ -85,13 +87,33 @@ def test_parse_expires(values: list[str], expected: Expiry) -> None:
     assert parse_expires(values) == expected
 
 
-@pytest.mark.parametrize("value", ["timestamp=2", "timestamp", "=1d", "mirror=1d", "timestamp=0s", "timestamp=1y",
+@pytest.mark.parametrize("value", ["timestamp=2", "timestamp", "=1d", "mirror=1d", "timestamp=1y",
                                    "timestamp=-1d", "timestamp=1.5h", "Timestamp=1d"],
-                         ids=["no-unit", "no-duration", "no-role", "no-such-role", "zero", "unknown-unit", "negative",
+                         ids=["no-unit", "no-duration", "no-role", "no-such-role", "unknown-unit", "negative",
                               "fraction", "capitals"])
 def test_parse_expires_refuses(value: str) -> None:
     with pytest.raises(UsageError, match=re.escape(f"--expires {value!r}: give ROLE=DURATION")):
         parse_expires([value])
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    ("timestamp=0s", "a duration of zero is not allowed: metadata valid for no time is expired when signed; give "
+                     "at least 1s, e.g. timestamp=1s"),
+    ("root=000d", "a duration of zero is not allowed"),
+    ("timestamp=99999999w", "a duration of at most 36500d (100 years) is allowed"),
+    ("root=36501d", "a duration of at most 36500d (100 years) is allowed"),
+    ("root=" + "9" * 5000 + "s", "a duration of at most 36500d"),
+], ids=["zero", "zeros", "huge", "one-day-too-long", "digits-without-end"])
+def test_parse_expires_says_zero_and_too_long_as_such(value: str, said: str) -> None:
+    """Issue 35, items 3 and 15: a date out of range was an OverflowError, zero was "not a whole number"."""
+    with pytest.raises(UsageError, match=re.escape(f"--expires {value!r}: {said}")):
+        parse_expires([value])
+
+
+def test_the_longest_validity_is_a_date_a_signature_can_state() -> None:
+    expiry = parse_expires(["root=36500d"])
+    assert expiry.root == MAX_VALIDITY
+    assert now_utc() + expiry.root > now_utc()
 
 
 def test_each_role_has_its_expiry() -> None:

@@ -129,7 +129,8 @@ class _Words:
                 return NoFreshness(self.service, f"{self.service} publishes no TUF metadata ({url}: HTTP "
                                    f"{e.status_code}): the freshness of its answers cannot be checked, refused",
                                    role=role, fix="its operator exports with superfluid-manifest export --tuf-keys "
-                                   "(or serves with --tuf-repo); to ask anyway, give --insecure-no-freshness")
+                                   "(or serves with --tuf-repo DIR --tuf-keys KEYS); to ask anyway, give "
+                                   "--insecure-no-freshness")
             return FreshnessError(self.service, f"{url} answers HTTP {e.status_code}, though the metadata names it",
                                   role=role)
         if isinstance(e, tuf_errors.DownloadLengthMismatchError):

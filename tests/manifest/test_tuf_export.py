@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import time
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from superfluid.manifest.minisign import generate
-from tests.conftest import VENV_BIN
+from tests.conftest import ROOT, VENV_BIN
 from tests.manifest.release_folders import base_document, vary, write_release
 from tests.manifest.test_service import Served, serve
 
@@ -196,3 +197,61 @@ def test_the_live_service_signs_its_index_and_its_timestamp(signed_releases: tup
         assert _versions(sf(tuf_env, *ask))["targets"] == int(first["targets"]) + 1  # type: ignore[call-overload]
     finally:
         assert served.stop() == 0
+
+
+def _doc_lines(section: str) -> list[list[str]]:
+    """The ``$ ...`` command lines of the first code block under ``section`` of docs/manifest-service.md."""
+    text = (ROOT / "docs" / "manifest-service.md").read_text()
+    block = text[text.index(f"## {section}"):].split("```")[1]
+    return [shlex.split(line[2:].split("#")[0]) for line in block.splitlines() if line.startswith("$ ")]
+
+
+def test_the_client_example_of_the_docs_works_against_the_service_it_shows(
+        signed_releases: tuple[Path, Path], tmp_path: Path, tuf_env: dict[str, str]) -> None:
+    """Issue 35, item 6: "Asking from the command line", pasted as it reads (its paths made ours): the
+    service it shows publishes TUF metadata, and the client trusts the root the page names."""
+    source, pub = signed_releases
+    places = {"/secure/tuf-keys": str(tmp_path / "keys"), "./releases": str(source), "release.pub": str(pub),
+              "./tuf": str(tmp_path / "tuf")}
+
+    def ours(word: str) -> str:
+        for theirs, mine in places.items():
+            if word == theirs or word.startswith(theirs + "/"):
+                return mine + word[len(theirs):]
+        return word
+
+    init, serve_line, ask = ([ours(w) for w in line] for line in _doc_lines("Asking from the command line"))
+    assert init[:3] == ["superfluid-manifest", "keys", "init"] and serve_line[:2] == ["superfluid-manifest", "serve"]
+    assert ask[:3] == ["superfluid", "compat", "--service"]
+    manifest(*init[1:])
+    flags = serve_line[2:]
+    at = flags.index("--source")
+    served: Served = serve(flags[at + 1], tuf_env, *flags[:at], *flags[at + 2:])
+    try:
+        ask[3] = served.url
+        done = sf(tuf_env, *ask[2:])
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith(f"releases that drive basert ABI 2, newest first ({served.url}/):")
+        assert "0.2.0" in done.stdout
+    finally:
+        assert served.stop() == 0
+
+
+def test_a_service_without_tuf_metadata_is_refused_naming_how_to_serve_it(
+        signed_releases: tuple[Path, Path], tmp_path: Path, tuf_env: dict[str, str]) -> None:
+    """The plain ``serve --source --key`` the page shows first publishes no metadata: the refusal says how
+    to serve it with metadata, as the page does."""
+    source, pub = signed_releases
+    manifest("keys", "init", str(tmp_path / "keys"))
+    manifest("export", "--source", str(source), "--key", str(pub), "--tuf-keys", str(tmp_path / "keys"),
+             str(tmp_path / "site"))
+    served: Served = serve(str(source), tuf_env, "--key", str(pub))
+    try:
+        done = sf(tuf_env, "--service", served.url, "--runtime", "basert", "--abi", "2", "--json",
+                  "--trust-root", str(tmp_path / "site" / "metadata" / "1.root.json"))
+    finally:
+        assert served.stop() == 0
+    assert done.returncode == 1
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "no-freshness" and "publishes no TUF metadata" in error["message"]
+    assert "serves with --tuf-repo DIR --tuf-keys KEYS" in error["fix"]

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from superfluid.installer.fleet import lockfile
-from superfluid.installer.sources.oci.ref import MANIFEST_TYPE, TITLE
+from superfluid.installer.sources.oci.ref import INDEX_TYPE, MANIFEST_TYPE, TITLE
 from superfluid.runtime.schema import errors as schema_errors
-from tests.conftest import Run
+from tests.conftest import ROOT, Run
 from tests.fleet.conftest import Machine, machine_at
 from tests.fleet.registry import PASSWORD, REPOSITORY, USER, Registry, docker_config
 from tests.release_server import ReleaseServer
@@ -188,6 +188,24 @@ def _index(registry: Registry) -> dict[str, str]:
     with urllib.request.urlopen(req, timeout=10) as r:
         doc = json.loads(r.read())
     return {layer["annotations"][TITLE]: layer["digest"].removeprefix("sha256:") for layer in doc["layers"]}
+
+
+def test_the_releases_tag_is_an_image_manifest_as_the_docs_say(admin: Machine, registry: Registry) -> None:
+    """Issue 35, item 7: ``releases.<owner>.<repo>`` is an image manifest of our artifact type (what
+    oras and skopeo read as one), not an ``image.index``; docs/fleet.md and docs/cli.md say so."""
+    _lock(admin, "basert")
+    _push(admin, registry)
+    req = urllib.request.Request(f"http://{registry.host}/v2/{REPOSITORY}/manifests/releases.basecompute.baseRT",
+                                 headers={"Accept": f"{MANIFEST_TYPE}, application/vnd.oci.image.index.v1+json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        doc = json.loads(r.read())
+    assert (doc["mediaType"], doc["artifactType"]) == (MANIFEST_TYPE, INDEX_TYPE) and "manifests" not in doc
+    row = next(line for line in (ROOT / "docs" / "fleet.md").read_text().splitlines()
+               if line.startswith("| `releases.<owner>.<repo>`"))
+    assert "an image manifest" in row and INDEX_TYPE in row and "the index of" not in row
+    cli = " ".join((ROOT / "docs" / "cli.md").read_text().split())
+    assert "per repository an index tagged" not in cli
+    assert f"not an OCI `image.index`: `artifactType` `{INDEX_TYPE}`" in cli
 
 
 def _other_bytes(title: str, data: bytes) -> bytes:

@@ -195,6 +195,10 @@ def install_plans(runtime_id: str, plans: Sequence[Plan], *, environ: Mapping[st
             reason = f"{', '.join(absent)} {'is' if len(absent) == 1 else 'are'} not in this release"
             _fall_back(plans, i, reason, fallbacks, tell, "installs", NotInstallable(f"{p.id} {p.install}: {reason}"))
             continue
+        if p.refused is not None:  # its recorded needs are not met here: refused before any byte is fetched
+            refused = NotInstallable(f"{p.id} {p.install}: {p.refused}")
+            _fall_back(plans, i, p.refused, fallbacks, tell, "installs", refused)
+            continue
         tell(Event("trying", p, index=i))
         fill = fill_for(p, source, environ=environ, progress=progress, phases=phases, unchecked=partial(unchecked, p))
         steps = PlanSteps(adapter, p, fill, environ=environ, untested=untested, platform=platform, lock=lock,

@@ -9,6 +9,7 @@ import argparse
 import gzip
 import hashlib
 import io
+import json
 import os
 import re
 import sys
@@ -23,10 +24,12 @@ from superfluid.runtime.basert.bundles import default_backend, parse_bundle_name
 from superfluid.runtime.basert.config import CONFIG_SIZE
 from superfluid.runtime.basert.loader import dlopen, probe
 from superfluid.runtime.basert.verdict import judge
+from superfluid.runtime.elf import ELFInvalid
 from superfluid.runtime.errors import SuperfluidError, UsageError, guarded
+from superfluid.runtime.needs import NEEDS_SUFFIX, measure_files
 
 __all__ = ["EngineRefused", "LibraryFacts", "Written", "bundle_name", "abi_asset_name", "library_facts",
-           "write_assets", "main"]
+           "needs_text", "write_assets", "main"]
 
 _PROG = "ci/engine-assets"
 _BACKEND = re.compile(r"^[a-z][a-z0-9_.]*$")
@@ -107,6 +110,21 @@ def _bundle(members: Mapping[str, bytes], mtime: int) -> bytes:
     return out.getvalue()
 
 
+def needs_text(paths: Sequence[str]) -> str:
+    """``<bundle>.needs.json``: what the bundle's shared objects need of a Linux host (``needs.measure_files``).
+
+    Raises:
+        EngineRefused: a shared object that is not an ELF file the loader could read.
+    """
+    try:
+        needs = measure_files(paths)
+    except ELFInvalid as e:
+        raise EngineRefused(f"cannot read what the bundle needs: {e}") from None
+    doc = needs.to_json()
+    doc.pop("files", None)  # which file needs what is for messages, not for the release
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
 def _read(path: str) -> bytes:
     try:
         with open(path, "rb") as f:
@@ -132,6 +150,8 @@ def write_assets(lib: str, *, platform: str, version: str, out: Path, backend: s
                             f"build the library of that version, or give --version {facts.version}")
     files = {name: _bundle(members, mtime)}
     files[name + SHA256_SUFFIX] = sha256_line(name, hashlib.sha256(files[name]).hexdigest()).encode("ascii")
+    if platform.startswith("linux-"):  # what it needs of a host, checked before it is downloaded
+        files[name + NEEDS_SUFFIX] = needs_text([lib, *add]).encode("ascii")
     if facts.abi is not None:
         files[abi_asset_name(facts.abi)] = f"{facts.abi}\n".encode("ascii")
     clash = [n for n in files if (out / n).exists()]
@@ -147,7 +167,9 @@ def write_assets(lib: str, *, platform: str, version: str, out: Path, backend: s
 
 def _parser() -> argparse.ArgumentParser:
     p = Parser(prog=_PROG, description="Write a baseRT release's assets from a built libbaseRT: the bundle, its "
-                                         ".sha256 and basert-engine-abi-<N>.txt with the number the library states.")
+                                         ".sha256, on Linux its .needs.json (the newest GLIBC_/GLIBCXX_ versions "
+                                         "and the libraries it needs of a host) and basert-engine-abi-<N>.txt with "
+                                         "the number the library states.")
     p.add_argument("--lib", required=True, metavar="PATH", help="the built libbaseRT (.so or .dylib)")
     p.add_argument("--platform", required=True, metavar="P", help="linux-x64, linux-arm64, macos-arm64 ...")
     p.add_argument("--version", required=True, metavar="V", help="the release's version; the library must state it")

@@ -6,7 +6,7 @@ See docs/install.md, "What a build needs".
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,7 +15,8 @@ from superfluid.runtime.elf import ELFInvalid, is_elf, read
 from superfluid.runtime.host import Host
 from superfluid.runtime.libraries import newest, version_key
 
-__all__ = ["Needs", "InvalidNeeds", "Verdict", "GLIBC_LIBRARIES", "measure", "judge", "refusal", "is_shared_object"]
+__all__ = ["Needs", "InvalidNeeds", "Verdict", "GLIBC_LIBRARIES", "NEEDS_SUFFIX", "measure", "measure_files", "judge",
+           "refusal", "is_shared_object"]
 
 #: the libraries glibc itself provides: judged by its version, never looked for one by one
 GLIBC_LIBRARIES = frozenset({"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "librt.so.1",
@@ -24,6 +25,8 @@ GLIBC_LIBRARIES = frozenset({"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl
 #: the symbol version prefixes a build's needs name, by the field that holds each
 _PREFIXES = (("glibc", "GLIBC_"), ("glibcxx", "GLIBCXX_"), ("cxxabi", "CXXABI_"))
 _NEWER = "this build was made for a newer distribution"
+#: a release's statement of what one of its archives needs: ``<archive>.needs.json`` beside it
+NEEDS_SUFFIX = ".needs.json"
 
 
 class InvalidNeeds(ValueError):
@@ -114,6 +117,20 @@ def measure(folder: str | os.PathLike[str]) -> Needs:
             names it).
     """
     objects, carried = _objects(Path(folder))
+    return _measured(objects, carried)
+
+
+def measure_files(paths: Iterable[str | os.PathLike[str]]) -> Needs:
+    """The needs of the shared objects among ``paths``, shipped together (each carries the others).
+
+    Raises:
+        ELFInvalid: as ``measure``.
+    """
+    files = [Path(p) for p in paths]
+    return _measured([p for p in files if is_shared_object(p.name) and is_elf(p.resolve())], {p.name for p in files})
+
+
+def _measured(objects: list[Path], carried: set[str]) -> Needs:
     best: dict[str, tuple[tuple[int, ...], str, str]] = {}
     wanted: dict[str, str] = {}
     for path in objects:

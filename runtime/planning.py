@@ -17,6 +17,7 @@ from superfluid.runtime.redact import redact_url
 
 if TYPE_CHECKING:
     from superfluid.runtime.host import Host
+    from superfluid.runtime.needs import Needs
 
 __all__ = [
     "first_published",
@@ -87,8 +88,8 @@ def install_name(version: str, backend: str) -> InstallName:
 
 def first_published(plans: Sequence[Plan]) -> Plan | None:
     """The plan an install tries first: the first whose archives the release publishes (one with an
-    ``absent`` archive is skipped), or None."""
-    return next((p for p in plans if all(a.digest_source != "absent" for a in p.assets)), None)
+    ``absent`` archive is skipped) and that is not ``refused`` here, or None."""
+    return next((p for p in plans if p.refused is None and all(a.digest_source != "absent" for a in p.assets)), None)
 
 
 def parse_install_name(name: str) -> tuple[str, str] | None:
@@ -290,6 +291,9 @@ class Plan:
     ``facts`` are the adapter's own facts the probe holds the staged library to (llama.cpp's
     ``layout``); they are written at the top level of the plan's JSON. ``made_for`` names the release
     a ``--for`` plan was made for (``ForRelease.to_json``): ``tested`` and ``abi`` are then that release's.
+    ``needs`` are what its build needs of the host, when recorded before the download; ``refused``
+    why this host does not meet them (``needs.judge``): the plan is shown, and the installer skips it
+    without fetching a byte of it.
     """
 
     id: str
@@ -303,6 +307,8 @@ class Plan:
     platform: str = ""
     facts: Mapping[str, Any] = field(default_factory=dict)
     made_for: Mapping[str, str] | None = None
+    needs: Needs | None = None
+    refused: str | None = None
 
     @property
     def install(self) -> InstallName:
@@ -323,6 +329,10 @@ class Plan:
             out.setdefault(key, value)
         if self.made_for is not None:
             out["for"] = dict(self.made_for)
+        if self.needs is not None:
+            out["needs"] = self.needs.to_json()
+        if self.refused is not None:
+            out["refused"] = self.refused
         return out
 
 

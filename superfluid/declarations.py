@@ -111,6 +111,8 @@ def versions_text(runtime_id: str, rows: list[dict[str, Any]], listing: tuple[An
     for r in rows:
         if r.get("verdict"):
             text += f"{r['version']}: {r['verdict']}\n"
+        for refused in r.get("refused") or ():  # a plan its recorded needs refuse here, before any download
+            text += f"{r['version']}: {refused['install']} is refused here: {refused['why']}\n"
     reasons = {r["installs"] for r in rows if r["installs"] is not True}
     pins = "none of the recipe's pins installs here" if listing is None else "none installs here"
     if len(reasons) == 1 and len(rows) > 1 and all(r["installs"] is not True for r in rows):

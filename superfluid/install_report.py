@@ -50,6 +50,8 @@ def plan_lines(plans: list[Plan], where: str) -> str:
         flag = "" if p.tested else " (UNTESTED with this superfluid)"
         abi = f", {words}" if (words := _abi(p.id, p.abi)) else ""
         out.append(f"{i + 1}. {p.id} {p.install} ({p.chosen_by}{abi}){flag}: {p.why}{_mb(p.size)}")
+        if p.refused is not None:  # its recorded needs are not met here: skipped, nothing of it fetched
+            out.append(f"   refused here, so skipped: {p.refused}")
         for a in p.assets:
             digest = f"sha256 {a.sha256}" if a.sha256 else "no sha256"
             checked = " + ".join(_DIGEST_SOURCE.get(c, c) for c in a.checked) or _DIGEST_SOURCE.get(

@@ -13,8 +13,11 @@ from typing import TYPE_CHECKING
 
 from superfluid.installer.phases import phase
 from superfluid.runtime import registry
+from superfluid.runtime.elf import ELFInvalid
 from superfluid.runtime.errors import WorkerFailed
 from superfluid.runtime.home import LIB, worker_path
+from superfluid.runtime.host import detect
+from superfluid.runtime.needs import judge, measure, refusal
 from superfluid.runtime.probe import ProbeRefused
 from superfluid.runtime.process import answer_json, finish_worker, start_worker, stop_worker
 from superfluid.runtime.receipt import Source, receipt_for
@@ -25,11 +28,12 @@ if TYPE_CHECKING:
     from superfluid.installer.home.fill import Fill, Verified
     from superfluid.installer.phases import Phases
     from superfluid.runtime.adapter import Adapter
+    from superfluid.runtime.host import Host
     from superfluid.runtime.planning import Plan
     from superfluid.runtime.probe import Probed
     from superfluid.runtime.receipt import Receipt
 
-__all__ = ["PROBE_TIMEOUT", "PlanSteps", "probe_staged", "probe_argv", "probe_environ"]
+__all__ = ["PROBE_TIMEOUT", "PlanSteps", "check_staged", "probe_staged", "probe_argv", "probe_environ"]
 
 #: seconds the staged worker's check may take before it is killed
 PROBE_TIMEOUT = 60.0
@@ -68,13 +72,20 @@ class PlanSteps:
             raise
 
     def probe(self, staging: Path) -> Receipt:
-        """The receipt of the staged install, made of the probe's verdict on it.
+        """The receipt of the staged install, made of the probe's verdict on it, once its files are
+        known to load here (``check_staged``).
 
         Raises:
-            ProbeRefused: as ``probe_staged``.
+            ProbeRefused: as ``check_staged`` and ``probe_staged``.
         """
 
         primed, self._primed = self._primed, None
+        try:
+            check_staged(self.plan, staging, detect(self.environ))
+        except ProbeRefused:
+            if primed is not None:
+                stop_worker(primed)
+            raise
         if primed is not None and not self._still_primed(primed, staging):
             stop_worker(primed)
             primed = None
@@ -101,6 +112,33 @@ def _identity(path: str) -> tuple[int, int, int]:
     """Which file ``path`` is now: its inode, modification time and size."""
     st = os.stat(path)
     return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def check_staged(p: Plan, staging: Path, host: Host) -> None:
+    """Before the staged library is loaded: every link in it leads to a file it holds, and what its
+    shared objects need (``needs.measure``) this host has (``needs.judge``). A build made for a newer
+    distribution, for glibc on a musl host, or naming a library this host lacks is refused naming
+    the file, what it needs and what the host has; the installer then tries the next plan.
+
+    Raises:
+        ProbeRefused: a link leads nowhere, a shared object is not one the loader could read, or
+            the host does not meet the needs.
+    """
+    lib = staging / LIB
+    for top, _, names in os.walk(lib):
+        for name in sorted(names):
+            path = Path(top) / name
+            if path.is_symlink() and not path.exists():
+                shown = path.relative_to(staging)
+                raise ProbeRefused(p, f"{shown} is a link to {os.readlink(path)}, which the archive does not hold",
+                                   fix="nothing was installed: the archive is incomplete; report it to its publisher")
+    try:
+        needs = measure(lib)
+    except ELFInvalid as e:
+        raise ProbeRefused(p, f"a shared object is not one the loader can read: {e}") from None
+    verdict = judge(needs, host)
+    if not verdict.ok:
+        raise ProbeRefused(p, refusal(verdict, p.id))
 
 
 def probe_environ(environ: Mapping[str, str]) -> dict[str, str]:

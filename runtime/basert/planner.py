@@ -14,6 +14,8 @@ from superfluid.runtime.basert.bundles import Bundle, default_backend, parse_abi
 from superfluid.runtime.digests import api_sha256, expected_digest
 from superfluid.runtime.errors import InconsistentRelease
 from superfluid.runtime.from_archive import NameFacts, plan_from
+from superfluid.runtime.jsonread import UntrustedJson, loads
+from superfluid.runtime.needs import NEEDS_SUFFIX, InvalidNeeds, Needs, judge
 from superfluid.runtime.ordering import backend_family, backend_rank, version_key
 from superfluid.runtime.planning import (
     Listing,
@@ -30,7 +32,7 @@ from superfluid.runtime.planning import (
 if TYPE_CHECKING:
     from superfluid.runtime.host import Host
 
-__all__ = ["read_abi_asset", "release_abi", "plan"]
+__all__ = ["read_abi_asset", "read_needs", "release_abi", "plan"]
 
 _REPO = "basecompute/baseRT"
 
@@ -225,14 +227,42 @@ def _runnable(cand: _Candidate, host: Host, backend: str | None) -> list[_Offer]
     return sorted(runnable, key=lambda o: (backend_rank(o.bundle.backend), o.bundle.backend))
 
 
-def _plans_for(judged: _Judged, host: Host, request: Request, untested: bool, repo: str | None) -> list[Plan]:
+def read_needs(repo: str, tag: str, name: str, text: str) -> Needs:
+    """What a bundle needs of a host, as ``<bundle>.needs.json`` (``ci/engine-assets`` writes it) states.
+
+    Raises:
+        InconsistentRelease: the asset is not a needs document (JSON of ``needs.Needs``).
+    """
+    try:
+        return Needs.from_json(loads(text, max_bytes=1 << 16))
+    except UntrustedJson as e:
+        raise InconsistentRelease(repo, tag, f"is not JSON ({e.detail})", asset=name) from None
+    except InvalidNeeds as e:
+        raise InconsistentRelease(repo, tag, f"is not a needs document: {e}", asset=name) from None
+
+
+def _needs_of(cand: _Candidate, name: str, listing: Listing | None) -> Needs | None:
+    """What the release states bundle ``name`` needs (its ``<name>.needs.json``), read through the
+    listing and checked against its digest; None when it states nothing (the extracted files are
+    then measured before the probe)."""
+    if listing is None or cand.release is None:
+        return None
+    asset = next((a for a in cand.release.assets if a.name == name + NEEDS_SUFFIX), None)
+    if asset is None:
+        return None
+    return read_needs(listing.repo, cand.tag, asset.name, listing.text(cand.release, asset))
+
+
+def _plans_for(judged: _Judged, host: Host, request: Request, untested: bool, listing: Listing | None) -> list[Plan]:
     """The plans of one chosen release: its bundles that run here, best backend first. Without a
-    listing (``repo`` None) the release's digest statements are still to be read: provisional.
+    listing the release's digest statements are still to be read: provisional. A bundle whose
+    ``<bundle>.needs.json`` this host does not meet is ``refused`` (shown, skipped before download).
 
     ``chosen_by`` is ``"pin"`` for a bundle the recipe pins by name, else how the release was
     judged (``"abi"``, ``"line"``), or ``"untested"``.
     """
     cand = judged.cand
+    repo = listing.repo if listing is not None else None
     plans = []
     for o in _runnable(cand, host, request.backend):
         name = o.bundle.name
@@ -248,9 +278,12 @@ def _plans_for(judged: _Judged, host: Host, request: Request, untested: bool, re
             chosen_by, why = "pin", f"{judged.why}; pinned in this superfluid's recipe"
         else:
             chosen_by, why = judged.chosen_by or "abi", judged.why
+        needs = _needs_of(cand, name, listing)
+        verdict = judge(needs, host, build=name) if needs is not None else None
         plans.append(Plan(id="basert", version=cand.version, backend=o.bundle.backend, assets=(asset,),
                           tested=not untested, chosen_by=chosen_by, abi=judged.abi,
-                          why=f"{host.describe()}: {why}; the {o.bundle.backend} bundle", platform=host.platform))
+                          why=f"{host.describe()}: {why}; the {o.bundle.backend} bundle", platform=host.platform,
+                          needs=needs, refused=None if verdict is None or verdict.ok else str(verdict)))
     return plans
 
 
@@ -287,7 +320,6 @@ def plan(request: Request, recipe: Mapping[str, Any], host: Host, listing: Listi
     """
     if request.from_:
         return [plan_from(request, host, _read_name(recipe), default_backend=default_backend(host.platform))]
-    repo = listing.repo if listing is not None else None
     cands = _candidates(recipe, listing)
     here = [c for c in cands.values() if any(o.bundle.platform == host.platform for o in c.offers)]
     judged = [_judge(c, listing, drives, line) for c in here]
@@ -296,7 +328,7 @@ def plan(request: Request, recipe: Mapping[str, Any], host: Host, listing: Listi
     drives_what = f"ABI {drives}" + (f" (or the unnumbered {line}.x line)" if line else "")
     if request.version is None:
         if best is not None:
-            return _plans_for(best, host, request, False, repo)
+            return _plans_for(best, host, request, False, listing)
         if not here:
             platforms = sorted({o.bundle.platform for c in cands.values() for o in c.offers})
             raise NotInstallable(
@@ -321,10 +353,10 @@ def plan(request: Request, recipe: Mapping[str, Any], host: Host, listing: Listi
     if named.error is not None:
         raise named.error
     if named.chosen_by is not None:
-        return _plans_for(named, host, request, False, repo)
+        return _plans_for(named, host, request, False, listing)
     instead = (f"the newest it drives is {best.cand.version}" if best
                else f"no release for {host.platform} states {drives_what}")
     if not request.untested:
         raise NotInstallable(f"{named.why}: {instead}; --untested installs {request.version} anyway",
                              instead=best.cand.version if best else None)
-    return _plans_for(named, host, request, True, repo)
+    return _plans_for(named, host, request, True, listing)

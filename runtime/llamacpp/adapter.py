@@ -47,12 +47,18 @@ class LlamacppAdapter(Adapter):
 
     def versions(self, host: Host, installed: Collection[str],
                  compat_part: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-        """Each tested build, newest first: what it installs here first (``b11642-cpu``) or why nothing."""
+        """Each tested build, newest first: what it installs here first (``b11642-cpu``) or why nothing;
+        ``refused``: each plan of it refused here by its recorded needs, and why."""
         part = compat_part if compat_part is not None else self.compat()
         rows = []
         for b in (tested(self.recipe) if compat_part is None else tested_of(self.recipe, compat_part)):
+            refused: list[Plan] = []
             try:
-                first = self.plan_for(Request(self.id, version=b.version), host, None, part)[0]
+                plans = self.plan_for(Request(self.id, version=b.version), host, None, part)
+                refused = [p for p in plans if p.refused is not None]
+                first = next((p for p in plans if p.refused is None), None)
+                if first is None:
+                    raise NotInstallable("; ".join(str(p.refused) for p in refused))
             except NotInstallable as e:
                 installs: bool | str = e.message
                 install = backend = None
@@ -70,6 +76,8 @@ class LlamacppAdapter(Adapter):
             if backend is not None:
                 row["backend"] = backend
                 row["digest"] = digest
+            if refused:
+                row["refused"] = [{"install": p.install, "why": p.refused} for p in refused]
             rows.append(row)
         return rows
 

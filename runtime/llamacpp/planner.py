@@ -11,15 +11,17 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.digests import api_sha256, expected_digest
+from superfluid.runtime.errors import BadFile
 from superfluid.runtime.from_archive import NameFacts, plan_from
 from superfluid.runtime.llamacpp.recipe import Archive, TestedBuild, find_tested, parse_name, tested
+from superfluid.runtime.needs import InvalidNeeds, Needs, judge
 from superfluid.runtime.ordering import backend_family
 from superfluid.runtime.planning import Listing, NotInstallable, Plan, PlanAsset, ReleaseLike, Request, parse_sha256
 
 if TYPE_CHECKING:
     from superfluid.runtime.host import Host
 
-__all__ = ["CUDA_BY_DRIVER", "cuda_major_for_driver", "plan", "plan_build"]
+__all__ = ["CUDA_BY_DRIVER", "cuda_major_for_driver", "recorded_needs", "plan", "plan_build"]
 
 RUNTIME_ID = "llamacpp"
 
@@ -111,6 +113,25 @@ def _ordered(mains: Sequence[Archive], host: Host) -> list[tuple[Archive, str]]:
     return out
 
 
+def recorded_needs(recipe: Mapping[str, Any], version: str, name: str) -> Needs | None:
+    """What the recipe records archive ``name`` of build ``version`` needs of a host (its ``needs``),
+    or None when it records nothing (the extracted files are then measured before the probe).
+
+    Raises:
+        BadFile: the recorded needs are not needs (the recipe is this superfluid's own: a bug).
+    """
+    for entry in recipe.get("tested", ()):
+        if entry.get("version") != version:
+            continue
+        for asset in entry.get("assets", ()):
+            if asset.get("name") == name and "needs" in asset:
+                try:
+                    return Needs.from_json(asset["needs"])
+                except InvalidNeeds as e:
+                    raise BadFile("the llama.cpp recipe", str(e), json_path=f"$.tested[{version}].{name}") from None
+    return None
+
+
 def _untested_message(version: str, builds: Sequence[TestedBuild]) -> str:
     names = ", ".join(b.version for b in builds)
     return (f"llama.cpp {version} is not a build this adapter was tested with (tested: {names}); its C API "
@@ -132,7 +153,9 @@ def _plan(request: Request, recipe: Mapping[str, Any], host: Host, build: Tested
     """One plan: ``archives`` (the main one first) at the release's URLs, else the recipe's; each
     asset's digest from the recipe (a tested build) and the listing, ``--sha256`` naming the first.
     An archive the listed release does not publish is ``absent`` (no digest is asked of it): the
-    plan is shown, and the installer skips it as not in this release."""
+    plan is shown, and the installer skips it as not in this release. The main archive's recorded
+    needs (``recorded_needs``) are judged here: a plan this host does not meet is ``refused``,
+    shown with its reason, and skipped before any of it is fetched."""
     listed = {a.name: a for a in release.assets} if release is not None else {}
     assets = []
     for i, archive in enumerate(archives):
@@ -152,9 +175,11 @@ def _plan(request: Request, recipe: Mapping[str, Any], host: Host, build: Tested
                                 checked=checked, api_sha256=api, pin=pin))
     main = archives[0]
     facts = {"layout": build.layout} if build is not None else {}
+    needs = recorded_needs(recipe, version, main.name)
+    verdict = judge(needs, host, build=main.name) if needs is not None else None
     return Plan(id=RUNTIME_ID, version=version, backend=main.backend, assets=tuple(assets), tested=build is not None,
                 chosen_by="tested" if build is not None else "untested", abi=None, why=why, platform=main.platform,
-                facts=facts)
+                facts=facts, needs=needs, refused=str(verdict) if verdict is not None and not verdict.ok else None)
 
 
 def plan_build(request: Request, recipe: Mapping[str, Any], host: Host, listing: Listing | None = None,

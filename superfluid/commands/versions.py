@@ -19,7 +19,7 @@ from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.runtime import registry
 from superfluid.runtime.home import installed_installs
 from superfluid.runtime.host import detect
-from superfluid.runtime.planning import NotInstallable, Request
+from superfluid.runtime.planning import NotInstallable, Request, first_published
 
 __all__ = ["HELP", "READS_HOME", "arguments", "run"]
 
@@ -56,7 +56,10 @@ def _listing_choice(args: argparse.Namespace, environ: Mapping[str, str]) -> tup
         return str(e), mirror or "the cache"
     if source is not None:
         source.close()
-    return plans[0].to_json(), where
+    first = first_published(plans)  # a plan refused by its needs, or not in the release, is skipped
+    if first is None:
+        return "; ".join(f"{p.install}: {p.refused or 'not in this release'}" for p in plans), where
+    return first.to_json(), where
 
 
 def run(args: argparse.Namespace) -> int:

@@ -39,7 +39,8 @@ def test_assets_of_each_build(tmp_path: Path, version: str, abi: int | None) -> 
     done, out = _assets(tmp_path, version)
     assert done.returncode == 0, done.stderr
     bundle = f"basert-engine-{host_platform()}-{version}.tar.gz"
-    want = [bundle, f"{bundle}.sha256"] + ([f"basert-engine-abi-{abi}.txt"] if abi is not None else [])
+    needs = [f"{bundle}.needs.json"] if host_platform().startswith("linux-") else []
+    want = [bundle, f"{bundle}.sha256", *needs] + ([f"basert-engine-abi-{abi}.txt"] if abi is not None else [])
     assert [Path(line).name for line in done.stdout.splitlines()] == want
     assert sorted(p.name for p in out.iterdir()) == sorted(want)
     data = (out / bundle).read_bytes()

@@ -33,4 +33,5 @@ COMMANDS: dict[str, str] = {
     "cache prune": "cache_prune",
     "serve": "serve",
     "completion": "completion",
+    "doctor": "doctor",
 }

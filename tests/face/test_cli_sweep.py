@@ -235,6 +235,7 @@ def good_lines(m: str, work: Path) -> list[tuple[str, ...]]:
     lock, mirror2, src = str(work / "superfluid.lock"), str(work / "mirror2"), str(work / "releases")
     return [
         ("superfluid", "version"),
+        ("superfluid", "doctor"),
         ("superfluid", "runtimes"),
         ("superfluid", "compat"),
         ("superfluid", "completion", "bash"),

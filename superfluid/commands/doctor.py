@@ -1,0 +1,112 @@
+"""``superfluid doctor [--json]``: this machine as the installer sees it, and what installs here.
+
+See docs/cli.md and docs/install.md, "What a build needs".
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from superfluid import __version__
+from superfluid.output import print_json
+from superfluid.parser import Help, Parser, add_json, exits
+from superfluid.runtime import registry
+from superfluid.runtime.host import NOTABLE, Host, detect
+from superfluid.runtime.ordering import backend_family
+from superfluid.runtime.planning import NotInstallable, Request, backend_runs_here, first_published
+
+__all__ = ["HELP", "FAMILIES", "arguments", "run", "report", "report_text"]
+
+HELP = Help(
+    "this machine as the installer sees it, and what installs here",
+    "The host's facts (platform, C library, libstdc++'s newest GLIBCXX_ and CXXABI_, CPU features, drivers, "
+    "the library directories and the Vulkan loader, libcuda and CUDA runtime found in them) and, for each "
+    "runtime, the plan `superfluid runtime install` would take here and why each other candidate would not. "
+    "From the recipes alone: no network, nothing changed. Paste it into a bug report.",
+    ("superfluid doctor", "superfluid doctor --json"),
+    exits(_0="answered"),
+)
+
+#: the backend families a runtime's candidates are named by when no plan of them is made
+FAMILIES = ("metal", "cuda", "rocm", "vulkan", "cpu")
+
+
+def arguments(p: Parser) -> None:
+    add_json(p)
+
+
+def _runtime(runtime_id: str, host: Host) -> dict[str, Any]:
+    """What ``runtime install <id>`` would take here, its fallbacks, and why each other candidate
+    would not install: a plan refused by what its build needs, and each backend family no plan is
+    made of (``planning.backend_runs_here``)."""
+    adapter = registry.get(runtime_id)
+    refused: list[dict[str, Any]] = []
+    try:
+        plans = adapter.plan(Request(runtime_id), host)
+    except NotInstallable as e:
+        return {"id": runtime_id, "installs": None, "why_not": e.message, "fallbacks": [], "refused": refused}
+    chosen = first_published(plans)
+    fallbacks = [p.install for p in plans if p is not chosen and p.refused is None]
+    refused += [{"install": p.install, "backend": p.backend, "why": p.refused} for p in plans if p.refused]
+    planned = {backend_family(p.backend) for p in plans}
+    for family in FAMILIES:
+        if family not in planned:
+            why = backend_runs_here(family, host.platform, host) or \
+                f"no {family} build of {runtime_id} is planned for {host.platform}"
+            refused.append({"install": None, "backend": family, "why": why})
+    why_not = None if chosen is not None else "each of its plans is refused here (below)"
+    return {"id": runtime_id, "installs": chosen.to_json() if chosen is not None else None, "why_not": why_not,
+            "fallbacks": fallbacks, "refused": refused}
+
+
+def report(environ: dict[str, str]) -> dict[str, Any]:
+    """The doctor's answer (schema ``doctor``)."""
+    host = detect(environ)
+    return {"superfluid": __version__, "describe": host.describe(), "host": host.to_json(),
+            "runtimes": [_runtime(runtime_id, host) for runtime_id in registry.IDS]}
+
+
+def _or(value: object, none: str = "not known") -> str:
+    return none if value is None or value == "" else str(value)
+
+
+def report_text(doc: dict[str, Any]) -> str:
+    """The doctor's answer for people."""
+    h = doc["host"]
+    libc = {"glibc": f"glibc {_or(h['glibc'])}", "musl": "musl"}.get(h["libc"] or "", "not known")
+    cxx = ", ".join(f"{p}{v}" for p, v in (("GLIBCXX_", h["glibcxx"]), ("CXXABI_", h["cxxabi"])) if v) or "not found"
+    rows = [("platform", f"{h['os']}-{h['arch']} ({doc['describe']})"), ("C library", libc), ("libstdc++", cxx),
+            ("CPU features", " ".join(h["cpu_features"]) or "not known"),
+            ("NVIDIA driver", _or(h["nvidia_driver"], "none")), ("CUDA runtime", _or(h["cuda_runtime"], "none")),
+            ("ROCm", "yes" if h["rocm"] else "no"), ("Vulkan", "yes" if h["vulkan"] else "no")]
+    found = h["libraries"] or {}
+    rows += [(name, _or(found.get(name), "not found")) for name in NOTABLE] if h["libraries"] is not None else []
+    rows.append(("library dirs", ", ".join(h["library_dirs"]) or "not probed"))
+    width = max(len(k) for k, _ in rows)
+    out = [f"superfluid {doc['superfluid']} doctor: this machine, as the installer sees it"]
+    out += [f"  {k.ljust(width)}  {v}" for k, v in rows]
+    out.append("runtimes (from this superfluid's recipes; nothing fetched):")
+    for r in doc["runtimes"]:
+        if r["installs"] is not None:
+            p = r["installs"]
+            out.append(f"  {r['id']}: installs {p['install']} ({p['why']})")
+            if r["fallbacks"]:
+                out.append(f"    then, if it does not run: {', '.join(r['fallbacks'])}")
+        else:
+            out.append(f"  {r['id']}: nothing installs here: {r['why_not']}")
+        for x in r["refused"]:
+            out.append(f"    not {x['install'] or x['backend']}: {x['why']}")
+    return "\n".join(out) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    """``doctor``; 0 answered, 2 usage."""
+    doc = report(dict(os.environ))
+    if getattr(args, "json", False):
+        print_json(doc)
+    else:
+        sys.stdout.write(report_text(doc))
+    return 0

@@ -15,9 +15,11 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from superfluid.runtime.errors import BadFile
+from superfluid.runtime.formats import reads
 from superfluid.runtime.jsonread import UntrustedJson, loads
 from superfluid.runtime.planning import Listing, NotInstallable, Plan, Request
 from superfluid.runtime.probe import Probed, judge_probe
+from superfluid.runtime.registry import aliases_of
 from superfluid.runtime.schema import validate_once
 
 if TYPE_CHECKING:
@@ -129,6 +131,14 @@ def _declared(module: str | None, name: str) -> tuple[Any, ...]:
     return tuple(getattr(import_module(module), name))
 
 
+def _constant(module: str | None, name: str) -> Mapping[str, Any] | None:
+    """The mapping ``name`` of ``module``, imported now, or None (no module, or none declared)."""
+    if module is None:
+        return None
+    found = getattr(import_module(module), name, None)
+    return found if isinstance(found, Mapping) else None
+
+
 class Adapter(ABC):
     """One runtime's declarations. Subclasses set ``id`` and ``package`` and implement the two
     declarations ``compat`` and ``versions``; the rest has defaults (docs/adapters.md)."""
@@ -158,7 +168,8 @@ class Adapter(ABC):
 
     #: the module whose ``OPTIONS`` are the options it takes on serve (None: none), imported when asked
     options_from: ClassVar[str | None] = None
-    #: the module whose ``FORMATS`` are the model formats it reads (None: none), imported when asked
+    #: the module whose ``FORMATS`` are the model formats it reads (None: none), imported when asked,
+    #: with its ``TOKENIZER`` and ``CAPABILITIES`` when it declares them (its check reports all three)
     formats_from: ClassVar[str | None] = None
 
     def options(self) -> list[Option]:
@@ -170,6 +181,26 @@ class Adapter(ABC):
         ``superfluid serve`` picks the runtime for a model (``superfluid.runtime.formats``):
         ``FORMATS`` of ``formats_from``."""
         return [dict(f) for f in _declared(self.formats_from, "FORMATS")]
+
+    @property
+    def aliases(self) -> list[str]:
+        """The other names ``--runtime`` takes for it (``registry.ALIASES``; its check's ``runtime.aliases``)."""
+        return aliases_of(self.id)
+
+    def tokenizer(self) -> dict[str, Any]:
+        """Where its tokenizer comes from, as its check reports it (``tokenizer``): ``TOKENIZER`` of
+        ``formats_from``, else the engine's own (``{"from": "engine"}``)."""
+        return dict(_constant(self.formats_from, "TOKENIZER") or {"from": "engine"})
+
+    def capabilities(self) -> dict[str, Any]:
+        """Its static capability record, as its check reports it (``capabilities``, see
+        ``runtime.contract``): ``CAPABILITIES`` of ``formats_from``, else none (``{}``)."""
+        return dict(_constant(self.formats_from, "CAPABILITIES") or {})
+
+    def reads(self, path: str) -> str | None:
+        """Why it does not read ``path`` by its formats alone (missing, or of another format), or None:
+        the gate its check's ``--model`` passes before anything is loaded."""
+        return reads(self.formats(), path)
 
     def check(self, argv: list[str], environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
         """A linked adapter's in-process ``check``: the report and exit code its worker's ``check``

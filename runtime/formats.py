@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-__all__ = ["PathFacts", "facts_of", "match", "claim", "describe", "MAGIC_BYTES"]
+__all__ = ["PathFacts", "facts_of", "match", "claim", "describe", "words", "reads", "MAGIC_BYTES"]
 
 #: bytes read from the start of a file to compare with the declared magic
 MAGIC_BYTES = 16
@@ -107,3 +107,25 @@ def describe(declared: Formats) -> str:
         if formats:
             parts.append(f"{runtime_id} reads " + " or ".join(_one(f) for f in formats))
     return "; ".join(parts) or "no runtime declares a model format"
+
+
+def words(formats: Sequence[Mapping[str, Any]]) -> str:
+    """What a runtime reads, in words (its check's ``reads``, a ``runtimes`` row's): its formats'
+    ``describe``, the last joined by "or" (``a GGUF file``; ``a baseRT model file or a GGUF file``)."""
+    said = [str(f.get("describe") or f.get("id")) for f in formats]
+    if not said:
+        return "no model format"
+    return said[0] if len(said) == 1 else f"{', '.join(said[:-1])} or {said[-1]}"
+
+
+def reads(formats: Sequence[Mapping[str, Any]], path: str) -> str | None:
+    """Why a runtime declaring ``formats`` does not read ``path`` by its formats alone (nothing is
+    loaded): the path is missing, or no format claims it; None when one does. The gate a runtime's
+    ``check --model`` passes first, and what ``superfluid runtimes <model>`` says of a runtime
+    that is not ready."""
+    if not os.path.lexists(path):
+        return f"{path}: no such file or directory"
+    facts = facts_of(path)
+    if any(match(f, facts) is not None for f in formats):
+        return None
+    return f"it reads {words(formats)}, and {path} is not one"

@@ -13,7 +13,7 @@ from superfluid.runtime.errors import UsageError
 if TYPE_CHECKING:
     from superfluid.runtime.adapter import Adapter
 
-__all__ = ["IDS", "ALIASES", "get", "canonical", "meant", "worker_command", "env_override"]
+__all__ = ["IDS", "ALIASES", "get", "canonical", "aliases_of", "meant", "worker_command", "env_override"]
 
 #: runtime id -> module holding its ``ADAPTER``
 _ADAPTERS = {
@@ -32,6 +32,11 @@ ALIASES = {"llama.cpp": "llamacpp", "llama-cpp": "llamacpp"}
 def canonical(name: str) -> str:
     """The runtime id ``name`` is (an alias answers its runtime's id; anything else as given)."""
     return ALIASES.get(name, name)
+
+
+def aliases_of(runtime_id: str) -> list[str]:
+    """The other names of ``runtime_id``, in ``ALIASES``'s order (its check's ``runtime.aliases``)."""
+    return [name for name, rid in ALIASES.items() if rid == runtime_id]
 
 
 def meant(name: str) -> str:

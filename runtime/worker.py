@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import import_module
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime import install_step
-from superfluid.runtime.errors import ModelLoadFailed, UsageError, guarded
+from superfluid.runtime.errors import ModelLoadFailed, NotServable, UsageError, guarded
 from superfluid.runtime.home import installed_installs
 from superfluid.runtime.host import detect
 from superfluid.runtime.options import options_json
@@ -23,9 +23,11 @@ from superfluid.runtime.registry import worker_command
 if TYPE_CHECKING:
     from superfluid.runtime.adapter import Adapter
 
-__all__ = ["run", "Handler", "engine_handlers"]
+__all__ = ["run", "Handler", "Check", "engine_handlers", "check_handlers"]
 
 Handler = Callable[[list[str]], int]
+#: a runtime's check: its command line and environment in, the report and exit code out
+Check = Callable[[list[str], Mapping[str, str]], tuple[dict[str, Any], int]]
 
 
 def _line(doc: object) -> None:
@@ -66,6 +68,26 @@ def engine_handlers(package: str, prog: str) -> dict[str, Handler]:
             return 3
 
     return {"check": check, "plan": plan, "install": install, "serve": serve}
+
+
+def check_handlers(check: Check) -> dict[str, Handler]:
+    """``check`` and ``version`` of a runtime whose check is one function (``runtime.contract``):
+    ``check`` prints its report (exit 0 available, else 1); ``version`` prints the report's
+    ``runtime.version``, or exits 1 with the reason it is not available.
+    """
+    def checked(argv: list[str]) -> int:
+        report, code = check(argv, os.environ)
+        _line(report)
+        return int(code)
+
+    def version(argv: list[str]) -> int:
+        report, _ = check(argv, os.environ)
+        if report.get("available") is not True:
+            raise NotServable(str(report.get("available")))
+        sys.stdout.write(f"{report['runtime']['version']}\n")
+        return 0
+
+    return {"check": checked, "version": version}
 
 
 def _declaration(adapter: Adapter, command: str, rest: list[str]) -> int:

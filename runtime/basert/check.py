@@ -9,6 +9,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from superfluid.runtime import contract
 from superfluid.runtime.basert.config import facts
 from superfluid.runtime.basert.header import REQUIRES, UNNUMBERED_LINE
 from superfluid.runtime.basert.loader import Library, open_library
@@ -19,13 +20,17 @@ from superfluid.runtime.errors import LibraryRefused, SuperfluidError, UsageErro
 from superfluid.runtime.host import detect
 from superfluid.runtime.options import check_value, find, flag_values
 
-__all__ = ["RUNTIME_ID", "FORMATS", "devices", "model_report", "check_report", "check_argv", "version_text",
-           "lib_flag", "kv_bits_flag"]
+__all__ = ["RUNTIME_ID", "FORMATS", "TOKENIZER", "CAPABILITIES", "devices", "model_report", "check_report",
+           "check_argv", "version_text", "lib_flag", "kv_bits_flag"]
 
 RUNTIME_ID = "basert"
 FORMATS: tuple[dict[str, Any], ...] = (
     {"id": "base", "describe": "a baseRT model file", "file": {"extensions": ["base"], "magic": "BASE"}},
 )
+#: libbaseRT tokenizes (``baseRT_encode``, ``baseRT_decode_token``): no tokenizer of ours
+TOKENIZER = {"from": "engine"}
+#: the static record (``runtime.contract``): it takes --basert-kv-bits
+CAPABILITIES = contract.capabilities(kv_bits=True)
 
 
 def devices(library: Library, os_name: str) -> list[dict[str, Any]]:
@@ -73,7 +78,7 @@ def check_report(model: str | None = None, lib: str | None = None,
             and the messages say what the user typed.
     """
     env = os.environ if environ is None else environ
-    report: dict[str, Any] = {"runtime": {"id": RUNTIME_ID, "version": None}, "available": True}
+    report = contract.report(RUNTIME_ID, formats=FORMATS, tokenizer=TOKENIZER, capabilities=CAPABILITIES)
     library: Library | None = None
     refused_path: str | None = None
     try:
@@ -98,7 +103,6 @@ def check_report(model: str | None = None, lib: str | None = None,
         report["devices"] = devices(library, detect(env).os)
     elif refused_path:
         report["library"] = refused_path
-    report["formats"] = [dict(f) for f in FORMATS]
     if model is not None:
         report["model"] = model_report(library, model)
     ok = library is not None and (model is None or report["model"]["reads"] is True)

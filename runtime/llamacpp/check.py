@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from superfluid.runtime import registry
+from superfluid.runtime import contract
 from superfluid.runtime.errors import LibraryNotFound, LibraryRefused, ModelLoadFailed
 from superfluid.runtime.host import detect
 from superfluid.runtime.llamacpp import sizing
@@ -17,11 +17,15 @@ from superfluid.runtime.locate import namer
 from superfluid.runtime.options import check_options, parse_flag_pairs
 
 __all__ = ["parse_flags", "is_flag", "read_pairs", "check_report", "check_argv", "version_text", "FORMATS",
-           "RUNTIME_ID", "ALIASES"]
+           "TOKENIZER", "CAPABILITIES", "RUNTIME_ID"]
 
 RUNTIME_ID = "llamacpp"
-ALIASES = [name for name, rid in registry.ALIASES.items() if rid == RUNTIME_ID]
 FORMATS = [{"id": "gguf", "describe": "a GGUF file", "file": {"extensions": ["gguf"], "magic": "GGUF"}}]
+#: libllama tokenizes (``llama_tokenize``, the model's own vocabulary): no tokenizer of ours
+TOKENIZER = {"from": "engine"}
+#: the static record (``runtime.contract``): llama.cpp's KV cache is typed, not sized in bits
+CAPABILITIES = contract.capabilities(kv_bits="no such knob: llama.cpp's KV cache types are --llamacpp-cache-type-k "
+                                              "and --llamacpp-cache-type-v")
 _LIB_FLAGS = ("--lib", "--llamacpp-lib")
 
 
@@ -133,8 +137,7 @@ def check_report(model_path: str | None, options: Mapping[str, Any],
                  environ: Mapping[str, str], *, spelled: str | None = None) -> tuple[dict[str, Any], int]:
     """The check report and its exit code: 0 when available (and the model reads), else 1.
     ``spelled`` is the library flag as given (``named`` says it; default ``--llamacpp-lib``)."""
-    report: dict[str, Any] = {"runtime": {"id": RUNTIME_ID, "version": None, "aliases": ALIASES},
-                              "available": True, "formats": FORMATS, "devices": []}
+    report = contract.report(RUNTIME_ID, formats=FORMATS, tokenizer=TOKENIZER, capabilities=CAPABILITIES)
     named = namer(LIBRARY, options.get("lib"), environ, spelled=spelled)
     try:
         lib = _load(options, environ, spelled=spelled)
@@ -142,6 +145,9 @@ def check_report(model_path: str | None, options: Mapping[str, Any],
         report["available"] = str(e)
         if named:
             report["named"] = named
+        if model_path is not None:  # what it can say without a library: the path, by its format
+            report["model"] = {"path": model_path, "reads": contract.unread(FORMATS, model_path,
+                                                                            "no usable llama.cpp here (see available)")}
         return report, 1
     devs = devices(lib)
     report["runtime"]["version"] = lib.version

@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from superfluid.runtime import contract
 from superfluid.runtime.jsonread import UntrustedJson, loads
 from superfluid.runtime.mlx.adapter import ADAPTER
 from superfluid.runtime.mlx.locate import environment
-from superfluid.runtime.options import check_options, parse_flag_pairs
-from superfluid.runtime.worker import run
+from superfluid.runtime.worker import check_handlers, run
 
-__all__ = ["main", "check_report", "parse_check_args", "FORMATS"]
+__all__ = ["main", "check_report", "parse_check_args", "FORMATS", "TOKENIZER", "CAPABILITIES"]
 
 FORMATS = [{"id": "mlx", "describe": "an MLX model directory",
              "directory": {"files": ["config.json"], "extensions": ["safetensors"]}}]
+#: mlx-lm reads the model's own tokenizer files (Hugging Face's format)
+TOKENIZER = {"from": "huggingface"}
+#: the static record (``runtime.contract``)
+CAPABILITIES = contract.capabilities(kv_bits="no such knob: MLX sizes its KV cache itself")
 _PROBE_TIMEOUT = 60.0  # seconds: importing mlx in a cold environment is slow
 _PROBE = (
     "import json, sys\n"
@@ -32,19 +35,13 @@ _PROBE = (
 
 
 def parse_check_args(argv: Sequence[str]) -> tuple[str | None, dict[str, Any]]:
-    """``check``'s flags: the model path and the checked option values.
+    """``check``'s flags: the model path and the checked option values (``contract.check_line``).
 
     Raises:
-        UsageError: an unknown flag, a flag without its value, or a value of the wrong shape.
+        UsageError: an unknown flag (``unknown flag --x``), a flag without its value, or a value of
+            the wrong shape.
     """
-    model: str | None = None
-    given: list[tuple[str, str]] = []
-    for name, value in parse_flag_pairs(argv):
-        if name == "model":
-            model = value
-        else:
-            given.append((name, value))
-    return model, check_options(ADAPTER.options(), given)
+    return contract.check_line(argv, ADAPTER.options())
 
 
 def _probe(venv: str, environ: Mapping[str, str]) -> dict[str, Any] | str:
@@ -102,14 +99,13 @@ def check_report(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[dict[
     """
     model, options = parse_check_args(argv)
     available, facts = _availability(options, environ)
-    version = f"mlx {facts['mlx']} mlx-lm {facts['mlx_lm']}" if available is True else None
-    report: dict[str, Any] = {
-        "runtime": {"id": ADAPTER.id, "version": version, "aliases": []},
-        "available": available, "formats": FORMATS, "tokenizer": {"from": "huggingface"},
-        "devices": [{"backend": "Metal", "name": facts.get("device") or "Apple GPU", "memory": facts.get("memory")}]
-        if available is True else [],
-        "platforms": list(ADAPTER.recipe["platforms"]),
-    }
+    report = contract.report(ADAPTER.id, formats=FORMATS, tokenizer=TOKENIZER, capabilities=CAPABILITIES)
+    report["available"] = available
+    if available is True:
+        report["runtime"]["version"] = f"mlx {facts['mlx']} mlx-lm {facts['mlx_lm']}"
+        report["devices"] = [{"backend": "Metal", "name": facts.get("device") or "Apple GPU",
+                              "memory": facts.get("memory")}]
+    report["platforms"] = list(ADAPTER.recipe["platforms"])
     code = 0 if available is True else 1
     if model is not None:
         reads = _model_facts(model)
@@ -119,24 +115,9 @@ def check_report(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[dict[
     return report, code
 
 
-def _check(argv: list[str]) -> int:
-    report, code = check_report(argv, os.environ)
-    sys.stdout.write(json.dumps(report, separators=(",", ":")) + "\n")
-    return code
-
-
-def _version(argv: list[str]) -> int:
-    report, _ = check_report(argv, os.environ)
-    if report["available"] is not True:
-        sys.stderr.write(f"superfluid-worker-mlx: {report['available']}\n")
-        return 1
-    sys.stdout.write(f"{report['runtime']['version']}\n")
-    return 0
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """The worker's entry point; the exit code (0 ok, 1 failure, 2 usage)."""
-    return run(ADAPTER, argv, {"check": _check, "version": _version})
+    return run(ADAPTER, argv, check_handlers(check_report))
 
 
 if __name__ == "__main__":

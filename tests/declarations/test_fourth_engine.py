@@ -1,7 +1,8 @@
 """A fourth engine is its folder and one registry line (issue 20, item 1): a test-only adapter, added to a
 copy of the package in its import layout with nothing else changed, is seen by ``superfluid runtimes``,
 ``compat``, ``runtime versions``/``options``, ``serve --help``, ``compat --service`` and the compat
-manifest's choose answers and page (docs/adapters.md is the recipe)."""
+manifest's choose answers and page (docs/adapters.md is the recipe); its worker keeps the worker contract,
+as the conformance kit checks every adapter (issue 33, item 4)."""
 
 from __future__ import annotations
 
@@ -40,8 +41,13 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
+from superfluid.runtime import contract
 from superfluid.runtime.adapter import Adapter, Question, ServeFlag, Shown
 from superfluid.runtime.options import Option, options_json
+
+#: the one format it reads (its tokenizer is the engine's, and it states no capabilities: the defaults)
+FORMATS = ({"id": "toy", "describe": "a toy model file", "file": {"extensions": ["toy"], "magic": "TOY1"}},)
+NOTHING = "the toy engine has nothing to load"
 
 
 class ToyAdapter(Adapter):
@@ -49,6 +55,7 @@ class ToyAdapter(Adapter):
 
     id = "toy"
     package = "superfluid.runtime.toy"
+    formats_from = "superfluid.runtime.toy.adapter"
     linked = True
     questions = (Question("tag", pattern=r"t[1-9][0-9]*", expected="a toy tag, e.g. t7", metavar="T",
                           flag="a toy tag, e.g. t7"),)
@@ -68,7 +75,13 @@ class ToyAdapter(Adapter):
         return [Option("speed", "int", "how fast the toy plays", default=1, minimum=1, maximum=9)]
 
     def check(self, argv: list[str], environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
-        return {"runtime": {"id": self.id, "version": None}, "available": "the toy engine has nothing to load"}, 1
+        model, _ = contract.check_line(argv, self.options())
+        report = contract.report(self.id, formats=self.formats(), tokenizer=self.tokenizer(),
+                                 capabilities=self.capabilities())
+        report["available"] = NOTHING
+        if model is not None:
+            report["model"] = {"path": model, "reads": contract.unread(self.formats(), model, NOTHING)}
+        return report, 1
 
     def judge(self, part: Mapping[str, Any], kind: str, value: str, platform: str | None,
               release: str) -> dict[str, Any]:
@@ -87,6 +100,24 @@ class ToyAdapter(Adapter):
 
 
 ADAPTER = ToyAdapter()
+''',
+    "worker.py": '''"""``superfluid-worker-toy``: the toy engine's worker command line."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from superfluid.runtime.toy.adapter import ADAPTER
+from superfluid.runtime.worker import check_handlers, run
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run(ADAPTER, argv, check_handlers(ADAPTER.check))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
 ''',
 }
 
@@ -196,6 +227,17 @@ def test_runtimes_lists_it(toy_tree: Tree) -> None:
     assert toy["installable"] is None and [o["name"] for o in toy["options"]] == ["speed"]
     text = toy_tree.run("runtimes")
     assert text.returncode == 0 and f"\n{ID}: the toy engine has nothing to load\n" in text.stdout
+
+
+def test_it_passes_the_conformance_kit(toy_tree: Tree) -> None:
+    """The kit every adapter runs on itself, its worker run as its console script would run it."""
+    done = toy_tree.run(ID, module="superfluid.runtime.conformance")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout == f"{ID} conforms: its declarations, formats, check report and worker command line keep " \
+                          "the worker contract\n"
+    report = json.loads(toy_tree.run("-m", f"superfluid.runtime.{ID}.worker", "check", module=None).stdout)
+    assert report["formats"][0]["id"] == ID and report["tokenizer"] == {"from": "engine"}
+    assert report["capabilities"] == {} and report["runtime"]["aliases"] == []
 
 
 def test_compat_holds_its_part(toy_tree: Tree) -> None:

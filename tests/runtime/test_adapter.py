@@ -279,6 +279,7 @@ def test_the_defaults() -> None:
     a = bare()
     assert a.probe_argv("/s/lib") == ["check", "--lib", "/s/lib"]
     assert a.formats() == [] and a.nothing_to_load({}, "w") is None
+    assert a.aliases == [] and a.tokenizer() == {"from": "engine"} and a.capabilities() == {}
     assert list(a.named({"x": 1})) == [] and a.drives_cell({}) == "yes"
     assert a.shown({}) == Shown("bare:") and a.version_note({}) == "" and a.requires_text({"abi": 1}) is None
     assert (a.linked, a.holds_version, a.needs_device, a.receipt_keys, a.environment) == (False, False, True, (), ())
@@ -304,3 +305,29 @@ def test_an_asset_free_plan_is_still_a_plan() -> None:
     """The helper above builds real plans (keyword-only), the shape the rules receive."""
     asset = PlanAsset(name="a.tar.gz", url="https://x/a.tar.gz", sha256=None, size=None, digest_source="absent")
     assert _plan(assets=(asset,)).install == "1.0-cpu"
+
+
+# --- what its check reports, declared (the worker contract: runtime/contract.py) -----------------------------
+
+@pytest.mark.parametrize(("ident", "aliases", "tokenizer", "kv_bits"), [
+    pytest.param("basert", [], {"from": "engine"}, True, id="basert"),
+    pytest.param("llamacpp", ["llama.cpp", "llama-cpp"], {"from": "engine"}, "no such knob", id="llamacpp"),
+    pytest.param("mlx", [], {"from": "huggingface"}, "no such knob", id="mlx"),
+])
+def test_the_shipped_declarations(ident: str, aliases: list[str], tokenizer: dict[str, str],
+                                  kv_bits: bool | str) -> None:
+    adapter = registry.get(ident)
+    assert adapter.aliases == aliases and adapter.tokenizer() == tokenizer
+    record = adapter.capabilities()
+    assert record["descriptor_version"] == 1 and record["workload"]["causal_generation"] is True
+    assert record["load"]["kv_bits"] is True if kv_bits is True else record["load"]["kv_bits"].startswith(kv_bits)
+
+
+def test_reads_is_the_gate_of_its_formats(tmp_path: Path) -> None:
+    adapter = registry.get("llamacpp")
+    (tmp_path / "m.gguf").write_bytes(b"GGUF\x03")
+    (tmp_path / "notes.txt").write_text("hello")
+    assert adapter.reads(str(tmp_path / "m.gguf")) is None
+    assert adapter.reads(str(tmp_path / "notes.txt")) == \
+        f"it reads a GGUF file, and {tmp_path / 'notes.txt'} is not one"
+    assert adapter.reads(str(tmp_path / "gone")) == f"{tmp_path / 'gone'}: no such file or directory"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.runtime.formats import MAGIC_BYTES, PathFacts, claim, describe, facts_of, match
+from superfluid.runtime.formats import MAGIC_BYTES, PathFacts, claim, describe, facts_of, match, reads, words
 
 BASE = {"id": "base", "describe": "a baseRT model file", "file": {"extensions": ["base"], "magic": "BASE"}}
 GGUF = {"id": "gguf", "describe": "a GGUF file", "file": {"extensions": ["gguf"], "magic": "GGUF"}}
@@ -97,3 +97,26 @@ def test_describe() -> None:
     assert describe({"a": [{"id": "x", "file": {"extensions": ["x", "y"]}}, MLX]}) == (
         "a reads x (.x/.y) or an MLX model directory (holding config.json, *.safetensors)")
     assert describe({}) == describe({"a": []}) == "no runtime declares a model format"
+
+
+@pytest.mark.parametrize(("formats", "said"), [
+    pytest.param([GGUF], "a GGUF file", id="one"),
+    pytest.param([BASE, GGUF], "a baseRT model file or a GGUF file", id="two"),
+    pytest.param([BASE, GGUF, MLX], "a baseRT model file, a GGUF file or an MLX model directory", id="three"),
+    pytest.param([], "no model format", id="none"),
+])
+def test_words_say_what_it_reads(formats: list[dict[str, object]], said: str) -> None:
+    assert words(formats) == said
+
+
+def test_reads_refuses_a_missing_path_and_another_format(tmp_path: Path) -> None:
+    (tmp_path / "m.gguf").write_bytes(b"GGUF\x03")
+    (tmp_path / "notes.txt").write_text("not a model")
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    assert reads([GGUF], str(tmp_path / "m.gguf")) is None
+    assert reads([BASE, GGUF], str(tmp_path / "m.gguf")) is None
+    assert reads([GGUF], str(tmp_path / "notes.txt")) == \
+        f"it reads a GGUF file, and {tmp_path / 'notes.txt'} is not one"
+    assert reads([GGUF], str(tmp_path / "gone")) == f"{tmp_path / 'gone'}: no such file or directory"
+    assert reads([GGUF], str(tmp_path / "dangling")).startswith("it reads a GGUF file")  # type: ignore[union-attr]
+    assert reads([], str(tmp_path / "m.gguf")) == f"it reads no model format, and {tmp_path / 'm.gguf'} is not one"

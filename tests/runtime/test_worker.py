@@ -10,7 +10,7 @@ import pytest
 
 from superfluid.runtime import registry
 from superfluid.runtime.errors import BadFile
-from superfluid.runtime.worker import run
+from superfluid.runtime.worker import check_handlers, run
 
 USAGE = "usage: superfluid-worker-basert <check|compat|options|versions> [flags]\n"
 
@@ -76,3 +76,31 @@ def test_a_declaration_is_one_compact_json_line(capsys: pytest.CaptureFixture[st
     assert out == json.dumps(doc, separators=(",", ":")) + "\n"
     if command == "compat":
         assert doc == adapter.compat()
+
+
+def _check(available: bool | str) -> object:
+    def check(argv: list[str], environ: object) -> tuple[dict[str, object], int]:
+        report = {"runtime": {"id": "basert", "version": "1.0" if available is True else None}, "available": available,
+                  "argv": argv}
+        return report, 0 if available is True else 1
+
+    return check
+
+
+@pytest.mark.parametrize(("available", "argv", "code", "out", "err"), [
+    pytest.param(True, ["check", "--model", "/m"], 0,
+                 '{"runtime":{"id":"basert","version":"1.0"},"available":true,"argv":["--model","/m"]}\n', "",
+                 id="check"),
+    pytest.param("nothing here", ["check"], 1,
+                 '{"runtime":{"id":"basert","version":null},"available":"nothing here","argv":[]}\n', "",
+                 id="check-unavailable"),
+    pytest.param(True, ["version"], 0, "1.0\n", "", id="version"),
+    pytest.param("nothing here", ["version"], 1, "", "superfluid-worker-basert: nothing here\n",
+                 id="version-unavailable"),
+])
+def test_check_handlers_answer_check_and_version_from_one_check(capsys: pytest.CaptureFixture[str],
+                                                                available: bool | str, argv: list[str], code: int,
+                                                                out: str, err: str) -> None:
+    handlers = check_handlers(_check(available))  # type: ignore[arg-type]
+    assert run(registry.get("basert"), argv, handlers) == code
+    assert capsys.readouterr() == (out, err)

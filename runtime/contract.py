@@ -1,0 +1,83 @@
+"""The worker contract: the keys every adapter's ``check`` report carries, whatever its engine.
+
+See docs/adapters.md, "The worker contract".
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from superfluid.runtime.formats import reads
+from superfluid.runtime.options import Option, check_options, parse_flag_pairs
+from superfluid.runtime.registry import aliases_of
+
+__all__ = ["REPORT_KEYS", "RUNTIME_KEYS", "DEVICE_KEYS", "TOKENIZER_SOURCES", "DESCRIPTOR_VERSION", "report",
+           "unread", "check_line", "capabilities"]
+
+#: the keys every check report has, in the order it prints them
+REPORT_KEYS = ("runtime", "available", "formats", "tokenizer", "devices", "capabilities")
+#: the keys of its ``runtime``
+RUNTIME_KEYS = ("id", "version", "aliases")
+#: the keys of each of its ``devices``
+DEVICE_KEYS = ("backend", "name", "memory")
+#: where a tokenizer comes from: the engine's own, the model's Hugging Face files, a library of ours
+TOKENIZER_SOURCES = ("engine", "huggingface", "library")
+#: the version of the static capability record's shape
+DESCRIPTOR_VERSION = 1
+
+#: what superfluid's serving layer (``runtime/serving.py``, shared by every worker) does not do, in
+#: the static record's sections: text in, text out, one generation at a time
+_SERVING_LAYER: dict[str, dict[str, bool | str]] = {
+    "workload": {"causal_generation": True,
+                 "embedding": "superfluid serves text generation only (no /v1/embeddings)",
+                 "speech_to_text": "superfluid serves text prompts only"},
+    "modalities": {"image_encode": "superfluid serves text prompts only",
+                   "gemma_audio_encode": "superfluid serves text prompts only"},
+    "sampling": {"grammar": "superfluid samples without a grammar"},
+    "serving": {"multi_row_verification": "superfluid does not speculate",
+                "park_lossy": "superfluid parks no session"},
+}
+
+
+def capabilities(*, kv_bits: bool | str) -> dict[str, Any]:
+    """A runtime's static capability record: what the serving layer does (the same for every
+    runtime) and whether the runtime takes ``--<id>-kv-bits`` (``load.kv_bits``: true, or why not)."""
+    record: dict[str, Any] = {"descriptor_version": DESCRIPTOR_VERSION, **copy.deepcopy(_SERVING_LAYER)}
+    record["load"] = {"kv_bits": kv_bits}
+    return record
+
+
+def report(runtime_id: str, *, formats: Sequence[Mapping[str, Any]], tokenizer: Mapping[str, Any],
+           capabilities: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys every check report starts from (``REPORT_KEYS``), for a runtime that is available
+    until its check says otherwise: no version yet, no device, its declarations copied."""
+    return {"runtime": {"id": runtime_id, "version": None, "aliases": aliases_of(runtime_id)},
+            "available": True, "formats": copy.deepcopy([dict(f) for f in formats]),
+            "tokenizer": dict(tokenizer), "devices": [], "capabilities": copy.deepcopy(dict(capabilities))}
+
+
+def unread(formats: Sequence[Mapping[str, Any]], path: str, why: str) -> str:
+    """``model.reads`` of a check that has no engine to load the model with: the path refused by
+    its formats alone (missing, or of another format), else ``not read: <why>``."""
+    return reads(formats, path) or f"not read: {why}"
+
+
+def check_line(argv: Sequence[str], options: Sequence[Option]) -> tuple[str | None, dict[str, Any]]:
+    """``check [--model PATH] [--<option> V]...``: the model path and the option values, checked
+    against the runtime's declaration (``options``).
+
+    Raises:
+        UsageError: a flag that is neither ``--model`` nor an option (``unknown flag --x``), a flag
+            without its value, or a value of the wrong shape.
+    """
+    names = {o.name for o in options}
+    model: str | None = None
+    given: list[tuple[str, str]] = []
+    for name, value in parse_flag_pairs(argv, lambda n: n == "model" or n in names):
+        if name == "model":
+            model = value
+        else:
+            given.append((name, value))
+    return model, check_options(options, given)

@@ -1,0 +1,292 @@
+"""``runtime/conformance``: the kit every adapter runs on itself (issue 33, item 4) — basert, llamacpp and
+mlx pass it through their real worker executables, their engine installed or not (the fourth, test-only
+adapter in tests/declarations/test_fourth_engine.py), and it fails, naming the fault, on a report that
+drops a key, a declaration ``--runtime`` cannot take, a format that matches nothing or a text file, a
+``version`` that disagrees with ``check``, or a worker that takes a flag it does not read."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from superfluid.runtime import conformance, registry
+from superfluid.runtime.adapter import Adapter
+from superfluid.runtime.conformance import (
+    declaration_faults,
+    faults,
+    format_faults,
+    main,
+    report_faults,
+    sample,
+)
+from superfluid.runtime.contract import REPORT_KEYS, RUNTIME_KEYS
+from superfluid.runtime.formats import facts_of, match
+from superfluid.runtime.host import Host
+from superfluid.runtime.options import Option
+from superfluid.runtime.registry import worker_command
+from tests.conftest import VENV_BIN, isolated_env
+from tests.declarations.conftest import fake_worker
+from tests.mlx.environments import GOOD, MAC, venv
+
+
+def _worker(runtime_id: str) -> list[str]:
+    return [str(VENV_BIN / worker_command(runtime_id))]
+
+
+@pytest.mark.parametrize("runtime_id", registry.IDS)
+def test_every_adapter_conforms_with_nothing_installed(home: Path, runtime_id: str) -> None:
+    assert faults(registry.get(runtime_id), worker=_worker(runtime_id), environ=isolated_env(home)) == []
+
+
+@pytest.mark.parametrize("runtime_id", registry.IDS)
+def test_every_adapter_conforms_when_ready(home: Path, tmp_path: Path, engines: Path, libllama_v2: Path,
+                                           runtime_id: str) -> None:
+    named = {"basert": {"BASERT_LIB": str(engines / "0.4.0")}, "llamacpp": {"SUPERFLUID_LLAMA_LIB": str(libllama_v2)},
+             "mlx": {"SUPERFLUID_MLX_VENV": str(venv(tmp_path / "env", json.dumps(GOOD))), **MAC}}[runtime_id]
+    env = isolated_env(home, **named)
+    adapter = registry.get(runtime_id)
+    assert faults(adapter, worker=_worker(runtime_id), environ=env) == []
+    if adapter.linked:
+        assert adapter.check([], env)[0]["available"] is True
+
+
+# -- it fails when a report drops a key ------------------------------------------------------------------------
+
+#: a worker that answers as the real one, less one key of its check report
+DROPPING = """
+import subprocess
+done = subprocess.run([{real!r}, *args], capture_output=True, text=True)
+out = done.stdout
+if args[:1] == ["check"] and out.strip():
+    report = json.loads(out)
+    path = {path!r}
+    if len(path) == 1:
+        report.pop(path[0])
+    else:
+        report[path[0]].pop(path[1])
+    out = json.dumps(report) + "\\n"
+sys.stdout.write(out)
+sys.stderr.write(done.stderr)
+sys.exit(done.returncode)
+"""
+
+
+@pytest.mark.parametrize("path", [*((k,) for k in REPORT_KEYS), *(("runtime", k) for k in RUNTIME_KEYS)],
+                         ids=lambda p: ".".join(p))
+def test_the_kit_fails_when_a_report_drops_a_key(home: Path, tmp_path: Path, path: tuple[str, ...]) -> None:
+    worker = fake_worker(tmp_path / "dropping", DROPPING.format(real=_worker("llamacpp")[0], path=list(path)))
+    found = faults(registry.get("llamacpp"), worker=[str(worker)], environ=isolated_env(home))
+    assert f"llamacpp: its check report has no `{'.'.join(path)}`" in found, found
+
+
+def test_the_command_line_fails_on_a_dropped_key_and_says_which(home: Path, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    worker = fake_worker(tmp_path / "dropping", DROPPING.format(real=_worker("mlx")[0], path=["tokenizer"]))
+    for key, value in isolated_env(home).items():
+        monkeypatch.setenv(key, value)
+    assert main(["mlx", "--worker", str(worker)]) == 1
+    assert "mlx: its check report has no `tokenizer`\n" in capsys.readouterr().out
+    assert main(["mlx", "--worker", _worker("mlx")[0]]) == 0
+    assert capsys.readouterr().out == ("mlx conforms: its declarations, formats, check report and worker command "
+                                       "line keep the worker contract\n")
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    pytest.param([], "usage: python -m superfluid.runtime.conformance <id> [--worker PATH]", id="nothing"),
+    pytest.param(["mlx", "--worker"], "--worker needs the path", id="no-worker-path"),
+    pytest.param(["toy"], "no runtime 'toy'", id="unknown-id"),
+])
+def test_a_bad_line_is_2(capsys: pytest.CaptureFixture[str], argv: list[str], said: str) -> None:
+    assert main(argv) == 2
+    assert said in capsys.readouterr().err
+
+
+# -- the worker command line ----------------------------------------------------------------------------------
+
+#: a worker answering check as llamacpp's does when nothing is installed, and one fault on request
+HONEST = """
+fault = os.environ.get("FAULT", "")
+report = {"runtime": {"id": "llamacpp", "version": None, "aliases": ["llama.cpp", "llama-cpp"]},
+          "available": "nothing here", "formats": %s, "tokenizer": {"from": "engine"}, "devices": [],
+          "capabilities": %s}
+if args[:1] == ["version"]:
+    if fault == "version":
+        print("llama.cpp b1")
+        sys.exit(0)
+    sys.stderr.write("w: nothing here\\n")
+    sys.exit(1)
+if args[:1] == ["check"]:
+    rest = args[1:]
+    if rest and rest[0] not in ("--model",):
+        if fault == "flag":
+            sys.exit(1)
+        sys.stderr.write("w: unknown flag " + rest[0] + "\\n")
+        sys.exit(2)
+    if rest:
+        report["model"] = {"path": rest[1], "reads": True if fault == "reads" else "not read"}
+    if fault == "exit":
+        print(json.dumps(report))
+        sys.exit(0)
+    print(json.dumps(report))
+    sys.exit(1)
+sys.exit(2)
+"""
+
+
+@pytest.fixture
+def honest(tmp_path: Path) -> Path:
+    adapter = registry.get("llamacpp")
+    return fake_worker(tmp_path / "honest", HONEST % (repr(adapter.formats()), repr(adapter.capabilities())))
+
+
+@pytest.mark.parametrize(("fault", "said"), [
+    pytest.param("", None, id="none"),
+    pytest.param("version", "llamacpp: version exits 0 on a runtime check calls unusable (1, and why)", id="version"),
+    pytest.param("flag", "llamacpp: check --no-such-flag x exits 1", id="takes-an-unknown-flag"),
+    pytest.param("reads", "llamacpp: check --model <missing> reads it", id="reads-a-missing-model"),
+    pytest.param("exit", "llamacpp: its check exits 0 and says available: 'nothing here'", id="exit-disagrees"),
+])
+def test_the_worker_faults(home: Path, tmp_path: Path, honest: Path, fault: str, said: str | None) -> None:
+    found = conformance.worker_faults(registry.get("llamacpp"), [str(honest)], isolated_env(home, FAULT=fault),
+                                      str(tmp_path))
+    if said is None:
+        assert found == []
+    else:
+        assert any(f.startswith(said) for f in found), found
+
+
+# -- declarations, formats and reports, in process --------------------------------------------------------------
+
+class Made(Adapter):
+    """An adapter whose declarations a test writes."""
+
+    id = "llamacpp"
+    package = "nowhere"
+    said: dict[str, Any] = {}
+
+    def compat(self) -> dict[str, Any]:
+        return {}
+
+    def versions(self, host: Host, installed: Collection[str],
+                 compat_part: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        return []
+
+    @property
+    def aliases(self) -> list[str]:
+        return list(self.said.get("aliases", []))
+
+    def options(self) -> list[Option]:
+        return list(self.said.get("options", []))
+
+    def formats(self) -> list[dict[str, Any]]:
+        return list(self.said.get("formats", []))
+
+    def tokenizer(self) -> dict[str, Any]:
+        return dict(self.said.get("tokenizer", {"from": "engine"}))
+
+    def capabilities(self) -> dict[str, Any]:
+        return dict(self.said.get("capabilities", {}))
+
+
+def made(**said: Any) -> Adapter:
+    cls = type("Declared", (Made,), {"said": said, **({"id": said["id"]} if "id" in said else {})})
+    return cls()
+
+
+GGUF = {"id": "gguf", "describe": "a GGUF file", "file": {"extensions": ["gguf"], "magic": "GGUF"}}
+MLX = {"id": "mlx", "describe": "an MLX model directory",
+       "directory": {"files": ["config.json"], "extensions": ["safetensors"]}}
+
+
+@pytest.mark.parametrize(("said", "fault"), [
+    pytest.param({"id": "Llama CPP"}, "the id 'Llama CPP' is not spelled as a runtime id can be", id="bad-id"),
+    pytest.param({"id": "llama2"}, "'llama2' is not in the registry", id="not-registered"),
+    pytest.param({"aliases": ["llamacpp"]}, "the alias 'llamacpp' repeats the id", id="alias-is-the-id"),
+    pytest.param({"aliases": ["mlx"]}, "the alias 'mlx' is another runtime's id", id="alias-is-another-id"),
+    pytest.param({"aliases": ["l", "l"]}, "the alias 'l' is declared twice", id="alias-twice"),
+    pytest.param({"aliases": ["llama cpp"]}, "the alias 'llama cpp' cannot be written in --runtime", id="space"),
+    pytest.param({"aliases": ["l@1"]}, "the alias 'l@1' cannot be written in --runtime", id="at"),
+    pytest.param({"aliases": [""]}, "the alias '' cannot be written in --runtime", id="empty"),
+    pytest.param({"options": [Option("Threads", "int", "t")]}, "the option 'Threads' cannot be written", id="option"),
+    pytest.param({"options": [Option("model", "path", "m")]}, "the option 'model' cannot be written", id="model"),
+    pytest.param({"options": [Option("t", "int", "t"), Option("t", "int", "t")]}, "the option 't' is declared twice",
+                 id="option-twice"),
+    pytest.param({"formats": [GGUF, GGUF]}, "the format gguf is declared twice", id="format-twice"),
+    pytest.param({"formats": [{"id": "x", "describe": ""}]}, "a format needs an id and words for it", id="no-words"),
+    pytest.param({"formats": [{"id": "x", "describe": "x", "file": {}}]},
+                 "the file format x names neither an extension nor a magic", id="file-matches-nothing"),
+    pytest.param({"formats": [{"id": "x", "describe": "x", "directory": {"files": ["a"]}}]},
+                 "the directory format x names no weights extension", id="directory-matches-nothing"),
+    pytest.param({"formats": [{"id": "x", "describe": "x"}]}, "the format x is neither a file nor a directory",
+                 id="neither"),
+    pytest.param({"tokenizer": {"from": "magic"}}, "the tokenizer comes from 'magic'", id="tokenizer"),
+    pytest.param({"tokenizer": {"from": "library"}}, "a library tokenizer names no library", id="library"),
+    pytest.param({"capabilities": {"load": {}}}, "descriptor_version is None, not 1", id="no-descriptor-version"),
+    pytest.param({"capabilities": {"descriptor_version": 1, "load": {"kv_bits": False}}},
+                 "the capability load.kv_bits is False: true, or why not", id="capability-false"),
+])
+def test_a_declaration_fault_is_named(said: dict[str, Any], fault: str) -> None:
+    found = declaration_faults(made(**said))
+    assert any(fault in f for f in found), found
+
+
+def test_the_shipped_declarations_have_no_fault() -> None:
+    for rid in registry.IDS:
+        assert declaration_faults(registry.get(rid)) == []
+
+
+@pytest.mark.parametrize("fmt", [GGUF, MLX, {"id": "bare", "describe": "a bare file", "file": {"magic": "BARE"}}],
+                         ids=["file", "directory", "magic-only"])
+def test_a_sample_is_made_to_its_formats_rule(tmp_path: Path, fmt: dict[str, Any]) -> None:
+    assert match(fmt, facts_of(sample(str(tmp_path), fmt))) is not None
+
+
+class Lenient(Made):
+    def reads(self, path: str) -> str | None:
+        return None
+
+
+def test_a_format_that_claims_a_text_file_or_reads_that_takes_anything(tmp_path: Path) -> None:
+    text = {"id": "text", "describe": "a text file", "file": {"extensions": ["txt"]}}
+    found = format_faults(made(formats=[text]), str(tmp_path))
+    assert f"llamacpp: a text file matches a format ({tmp_path / 'notes.txt'})" in found
+    lenient = type("L", (Lenient,), {"said": {"formats": [GGUF]}})()
+    found = format_faults(lenient, str(tmp_path))
+    assert "llamacpp: reads accepts a path that does not exist" in found
+    assert f"llamacpp: reads accepts a text file ({tmp_path / 'notes.txt'})" in found
+
+
+def test_a_report_that_does_not_read_back_to_the_declaration() -> None:
+    adapter = registry.get("llamacpp")
+    good, code = {"runtime": {"id": "llamacpp", "version": None, "aliases": adapter.aliases}, "available": "no",
+                  "formats": adapter.formats(), "tokenizer": adapter.tokenizer(), "devices": [],
+                  "capabilities": adapter.capabilities()}, 1
+    assert report_faults(adapter, good, code) == []
+    cases = [
+        ({"runtime": {**good["runtime"], "id": "mlx"}}, "names another runtime: 'mlx'"),
+        ({"runtime": {**good["runtime"], "aliases": []}}, "aliases [] are not the declared"),
+        ({"formats": []}, "`formats` does not read back to the declaration"),
+        ({"tokenizer": {"from": "huggingface"}}, "`tokenizer` does not read back"),
+        ({"devices": [{"backend": "CPU"}]}, "while the runtime is not available"),
+        ({"available": ""}, "available is '': true, or why not"),
+        ({"runtime": {**good["runtime"], "version": "b1"}}, "runtime.version is 'b1'"),
+    ]
+    for change, said in cases:
+        found = report_faults(adapter, {**good, **change}, code)
+        assert any(said in f for f in found), (change, found)
+    ready = {**good, "available": True, "runtime": {**good["runtime"], "version": "llama.cpp b1"},
+             "devices": [{"backend": "CPU", "name": "cpu", "memory": 1}]}
+    assert report_faults(adapter, ready, 0) == []
+    assert any("lacks one of backend, name, memory" in f
+               for f in report_faults(adapter, {**ready, "devices": [{"backend": "CPU"}]}, 0))
+    assert report_faults(adapter, [1], 1) == ["llamacpp: its check printed list, not a report (a JSON object)"]
+
+
+def test_the_default_worker_is_the_packages_worker_module() -> None:
+    assert conformance.default_worker(registry.get("mlx")) == [sys.executable, "-m", "superfluid.runtime.mlx.worker"]

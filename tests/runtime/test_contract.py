@@ -1,0 +1,143 @@
+"""``runtime/contract``: the worker contract — the keys every check report starts from, the line every
+check parses, the reason of a model it cannot load — and a table proving the three workers give the same
+answers to its checks (issue 33, item 3), run as processes, their engine installed or not."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from superfluid.runtime.contract import (
+    DESCRIPTOR_VERSION,
+    REPORT_KEYS,
+    RUNTIME_KEYS,
+    capabilities,
+    check_line,
+    report,
+    unread,
+)
+from superfluid.runtime.errors import UsageError
+from superfluid.runtime.options import Option
+from superfluid.runtime.registry import worker_command
+from tests.conftest import VENV_BIN, isolated_env
+from tests.mlx.environments import GOOD, MAC, venv
+
+GGUF = {"id": "gguf", "describe": "a GGUF file", "file": {"extensions": ["gguf"], "magic": "GGUF"}}
+OPTIONS = (Option("threads", "int", "threads", default=1, minimum=1, maximum=8),)
+
+
+def test_a_report_starts_with_every_key_of_the_contract() -> None:
+    formats = [GGUF]
+    got = report("llamacpp", formats=formats, tokenizer={"from": "engine"}, capabilities={"descriptor_version": 1})
+    assert list(got) == list(REPORT_KEYS)
+    assert got["runtime"] == {"id": "llamacpp", "version": None, "aliases": ["llama.cpp", "llama-cpp"]}
+    assert (got["available"], got["devices"], got["formats"]) == (True, [], [GGUF])
+    got["formats"][0]["file"]["extensions"].append("bin")  # a copy: the declaration is not changed through it
+    assert GGUF["file"] == {"extensions": ["gguf"], "magic": "GGUF"}
+
+
+def test_the_capability_record() -> None:
+    record = capabilities(kv_bits="no such knob")
+    assert record["descriptor_version"] == DESCRIPTOR_VERSION and record["load"] == {"kv_bits": "no such knob"}
+    assert record["workload"]["causal_generation"] is True
+    assert all(v is True or (isinstance(v, str) and v) for k, s in record.items() if k != "descriptor_version"
+               for v in s.values())
+    capabilities(kv_bits=True)["serving"]["park_lossy"] = "changed"
+    assert capabilities(kv_bits=True)["serving"]["park_lossy"] == "superfluid parks no session"
+
+
+def test_a_model_it_cannot_load_is_refused_by_its_format_first(tmp_path: Path) -> None:
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    assert unread([GGUF], str(tmp_path / "gone"), "no engine") == f"{tmp_path / 'gone'}: no such file or directory"
+    assert unread([GGUF], str(tmp_path / "m.gguf"), "no engine") == "not read: no engine"
+
+
+@pytest.mark.parametrize(("argv", "parsed", "refused"), [
+    pytest.param([], (None, {}), None, id="nothing"),
+    pytest.param(["--model", "/m", "--threads=2"], ("/m", {"threads": 2}), None, id="model-and-option"),
+    pytest.param(["--no-such-flag", "x"], None, "unknown flag --no-such-flag", id="unknown-flag"),
+    pytest.param(["--threads", "9"], None, "--threads", id="bad-value"),
+    pytest.param(["--model"], None, "--model needs a value", id="no-value"),
+    pytest.param(["m.gguf"], None, "unexpected argument 'm.gguf'", id="not-a-flag"),
+])
+def test_the_check_line(argv: list[str], parsed: tuple[str | None, dict[str, Any]] | None,
+                        refused: str | None) -> None:
+    if refused is None:
+        assert check_line(argv, OPTIONS) == parsed
+        return
+    with pytest.raises(UsageError, match=refused):
+        check_line(argv, OPTIONS)
+
+
+# -- the three workers, the same answers (a table) ------------------------------------------------------------
+
+IDS = ("basert", "llamacpp", "mlx")
+
+
+def _ready_env(runtime_id: str, home: Path, tmp_path: Path, engines: Path, libllama_v2: Path) -> dict[str, str]:
+    if runtime_id == "basert":
+        return isolated_env(home, BASERT_LIB=str(engines / "0.4.0"))
+    if runtime_id == "llamacpp":
+        return isolated_env(home, SUPERFLUID_LLAMA_LIB=str(libllama_v2))
+    env = venv(tmp_path / "mlx-env", json.dumps(GOOD))
+    return isolated_env(home, SUPERFLUID_MLX_VENV=str(env), **MAC)
+
+
+def _run(runtime_id: str, argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(VENV_BIN / worker_command(runtime_id)), *argv], env=env, capture_output=True,
+                          text=True, timeout=120, check=False, stdin=subprocess.DEVNULL)
+
+
+def _keys(done: subprocess.CompletedProcess[str]) -> tuple[int, bool, bool]:
+    doc = json.loads(done.stdout)
+    return done.returncode, set(REPORT_KEYS) <= set(doc), set(RUNTIME_KEYS) <= set(doc["runtime"])
+
+
+def _missing_model(done: subprocess.CompletedProcess[str]) -> tuple[int, str]:
+    return done.returncode, type(json.loads(done.stdout)["model"]["reads"]).__name__
+
+
+def _unknown_flag(done: subprocess.CompletedProcess[str]) -> tuple[int, str, str]:
+    _, _, said = done.stderr.partition(": ")
+    return done.returncode, said, done.stdout
+
+
+#: (the case, its command line, what of the answer is compared, that answer when ready, when not installed)
+CASES: list[tuple[str, list[str], Callable[[subprocess.CompletedProcess[str]], Any], Any, Any]] = [
+    ("check", ["check"], _keys, (0, True, True), (1, True, True)),
+    ("check --model <missing>", ["check", "--model", "/no/such/model"], _missing_model, (1, "str"), (1, "str")),
+    ("an unknown flag", ["check", "--no-such-flag", "x"], _unknown_flag, (2, "unknown flag --no-such-flag\n", ""),
+     (2, "unknown flag --no-such-flag\n", "")),
+]
+
+
+@pytest.mark.parametrize("installed", [True, False], ids=["ready", "not-installed"])
+@pytest.mark.parametrize(("case", "argv", "seen", "ready", "not_installed"), CASES, ids=[c[0] for c in CASES])
+def test_the_three_workers_give_the_same_answers(home: Path, tmp_path: Path, engines: Path, libllama_v2: Path,
+                                                 installed: bool, case: str, argv: list[str],
+                                                 seen: Callable[[subprocess.CompletedProcess[str]], Any],
+                                                 ready: Any, not_installed: Any) -> None:
+    answers = {}
+    for rid in IDS:
+        env = _ready_env(rid, home, tmp_path, engines, libllama_v2) if installed else isolated_env(home)
+        answers[rid] = seen(_run(rid, argv, env))
+    assert answers == dict.fromkeys(IDS, ready if installed else not_installed), case
+
+
+@pytest.mark.parametrize("installed", [True, False], ids=["ready", "not-installed"])
+def test_version_agrees_with_check(home: Path, tmp_path: Path, engines: Path, libllama_v2: Path,
+                                   installed: bool) -> None:
+    """``version`` prints the check's ``runtime.version``, or exits 1 with the check's reason."""
+    for rid in IDS:
+        env = _ready_env(rid, home, tmp_path, engines, libllama_v2) if installed else isolated_env(home)
+        checked = json.loads(_run(rid, ["check"], env).stdout)
+        done = _run(rid, ["version"], env)
+        if installed:
+            assert (done.returncode, done.stdout) == (0, f"{checked['runtime']['version']}\n"), rid
+        else:
+            assert (done.returncode, done.stderr) == (1, f"{worker_command(rid)}: {checked['available']}\n"), rid

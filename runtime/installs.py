@@ -157,13 +157,16 @@ def read_pinned(root: str | os.PathLike[str]) -> str | None:
 
 
 def default_install(root: str | os.PathLike[str], *, leaving: Collection[str] = ()) -> str | None:
-    """The pinned install if it exists and reads, else the best-ranked readable one, else None;
-    installs named in ``leaving`` (about to be removed) are not candidates."""
-    ready = [i.name for i in list_installs(root) if i.ok and i.name not in leaving]
+    """The pinned install if it exists and reads, else the best-ranked whole one (no ``fault``: what
+    ``runtime list`` calls ready), else the best-ranked readable one, else None; installs named in
+    ``leaving`` (about to be removed) are not candidates. A pin is the user's word: a pinned install
+    broken at a glance stays the default, and ``serve`` and ``runtimes`` name its repair."""
+    readable = [i for i in list_installs(root) if i.ok and i.name not in leaving]
     pinned = read_pinned(root)
-    if pinned in ready:
+    if pinned in {i.name for i in readable}:
         return pinned
-    return ready[0] if ready else None
+    whole = [i for i in readable if fault(i) is None]
+    return (whole or readable)[0].name if readable else None
 
 
 def current_install(root: str | os.PathLike[str]) -> str | None:

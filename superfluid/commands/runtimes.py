@@ -84,7 +84,8 @@ def _current(runtime_id: str, environ: Mapping[str, str]) -> tuple[str | None, s
 
 def _glanced(runtime_id: str, install: str, environ: Mapping[str, str]) -> str | None:
     """Why the install is broken at a glance (a file its receipt records gone or not as recorded),
-    with its repair; None when it looks whole. Asked when its check failed: the reason to give."""
+    with its repair; None when it looks whole: ``installs.fault``, what ``runtime list``, ``use`` and
+    ``serve`` judge an install by."""
     found = next((i for i in list_installs(runtime_dir(home(environ), runtime_id)) if i.name == install), None)
     why = fault(found) if found is not None else None
     if why is None:
@@ -169,8 +170,9 @@ def row(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
                       "runtime": {"version": stated.get("version")}}
     if report is not None:
         ready = report.get("available", "the worker's check said nothing about availability")
-        if ready is not True and current and (glanced := _glanced(runtime_id, current, environ)) is not None:
-            ready = glanced  # not "install it": a file of the current install is gone, and repair puts it back
+        if current and not report.get("named") and (glanced := _glanced(runtime_id, current, environ)) is not None:
+            # what it serves from is broken as `runtime list` says, whatever its check: repair puts it back
+            ready = glanced
         out["ready"] = ready
         if ready is True:
             out["state"] = "ready"

@@ -105,7 +105,8 @@ def _install_dir(runtime_id: str, install: str, environ: Mapping[str, str]) -> s
 
 def _whole(runtime_id: str, install: str | None, environ: Mapping[str, str]) -> None:
     """Refuse to serve from an install that is broken (``--runtime ID@INSTALL``'s, else the one
-    ``current`` names): its receipt does not read, or a file it records is gone.
+    ``current`` names) as ``runtime list`` judges it (``installs.fault``): its receipt does not read,
+    or a file it records is missing or not as recorded at a glance.
 
     Raises:
         NotServable: it is broken (names what, and the repair that puts it back).
@@ -120,18 +121,24 @@ def _whole(runtime_id: str, install: str | None, environ: Mapping[str, str]) -> 
 
 
 def readiness(runtime_id: str, line: ServeCommand, environ: Mapping[str, str]) -> Ready:
-    """Whether ``runtime_id`` can serve here: the check the face runs for ``superfluid runtimes``.
+    """Whether ``runtime_id`` can serve here: the check the face runs for ``superfluid runtimes``, and
+    the install it serves from whole as ``runtime list`` says.
 
     Raises:
         NotServable: not installed, or unable to run here (the check's reason and fix); the install
-            it would serve from broken (``_whole``: the repair, not "install it").
+            it would serve from broken (``_whole``: the repair, not "install it"), even when its check
+            passes.
     """
+    home_lib = "lib" not in line.options.get(runtime_id, {})  # a library the line names is not the home's
     try:
-        return _readiness(runtime_id, line, environ)
+        ready = _readiness(runtime_id, line, environ)
     except NotServable:
-        if "lib" not in line.options.get(runtime_id, {}):  # a library the line names is not the home's
+        if home_lib:
             _whole(runtime_id, line.install, environ)
         raise
+    if home_lib and (line.install or not ready.report.get("named")):  # nor one its variable names
+        _whole(runtime_id, line.install, environ)
+    return ready
 
 
 def _readiness(runtime_id: str, line: ServeCommand, environ: Mapping[str, str]) -> Ready:

@@ -23,7 +23,7 @@ __all__ = ["HELP", "arguments", "run"]
 HELP = Help(
     "pin an install as the default, or --auto to unpin",
     "Pin the install a runtime serves from by default ($SUPERFLUID_HOME/runtimes/<id>/pinned), or with "
-    "--auto go back to the best-ranked one. A broken install (its receipt does not read, or a file it "
+    "--auto go back to the best-ranked whole one. A broken install (its receipt does not read, or a file it "
     "records is gone) is refused, naming the repair; runtime list names the installs there are.",
     ("superfluid runtime use basert 0.3.1-cpu", "superfluid runtime use basert --auto",
      "superfluid runtime use basert 0.4.0-cpu --json"),

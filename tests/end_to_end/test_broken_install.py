@@ -117,3 +117,29 @@ def test_a_flipped_byte_is_for_verify_not_for_a_glance(two: Home) -> None:
     assert _listed(two, "0.3.1-cpu")["state"] == "ready"  # same size, kind and mode: nothing is hashed
     run = two.superfluid("runtime", "verify", "basert", "0.3.1-cpu")
     assert run.code == 1 and f"changed lib/{LIB} (its SHA-256 is" in run.stdout
+
+
+def test_a_changed_current_install_is_broken_to_runtimes_list_use_and_serve(two: Home) -> None:
+    """Issue 35: one glance judges an install for all four commands. A byte added to the current
+    install's library (its check still passes) was ``ready`` to ``runtimes`` and served by ``serve``,
+    while ``runtime list`` said broken and ``use`` refused it; ``use --auto`` made it the default."""
+    with (two.basert / "0.4.0-cpu" / "lib" / LIB).open("ab") as f:
+        f.write(b"\0")
+    said = f"changed lib/{LIB} ("
+    repair = "`superfluid runtime repair basert 0.4.0-cpu` puts it back"
+    listed = _listed(two, "0.4.0-cpu")
+    assert listed["state"] == "broken" and listed["problem"].startswith(said), listed
+    row = _basert_row(two)
+    assert (row["state"], row["install"]) == ("broken", "0.4.0-cpu") and "version" not in row
+    assert row["ready"].startswith(f"0.4.0-cpu is broken: {said}") and row["ready"].endswith(repair), row
+    assert f"basert: 0.4.0-cpu is broken: {said}" in two.superfluid("runtimes").stdout
+    run = two.superfluid("runtime", "use", "basert", "0.4.0-cpu")
+    assert run.code == 1 and said in run.stderr and repair in run.stderr
+    run = two.superfluid("serve", "--model", str(MODEL), "--port", "0")
+    assert run.code == 4 and run.stdout == "", run.stderr
+    assert f"basert 0.4.0-cpu is broken ({said}" in run.stderr and run.stderr.rstrip().endswith(repair)
+    run = two.superfluid("runtime", "use", "basert", "--auto")  # the best-ranked whole install
+    assert run.code == 0 and two.current() == "0.3.1-cpu", run.stderr
+    assert _basert_row(two)["state"] == "ready"
+    assert two.superfluid("runtime", "repair", "basert", "0.4.0-cpu").code == 0
+    assert _listed(two, "0.4.0-cpu")["state"] == "ready"

@@ -303,6 +303,11 @@ def _read_name(recipe: Mapping[str, Any]) -> Callable[[str, str | None], NameFac
     return read
 
 
+def _anyway(version: str) -> str:
+    """The fix of a version this superfluid does not drive: the command that installs it all the same."""
+    return f"`superfluid runtime install basert --version {version} --untested` installs {version} anyway"
+
+
 def plan(request: Request, recipe: Mapping[str, Any], host: Host, listing: Listing | None, *,
          drives: int, line: str | None) -> list[Plan]:
     """The ordered plans for ``request`` on ``host`` (see the module doc): the newest release this
@@ -337,10 +342,11 @@ def plan(request: Request, recipe: Mapping[str, Any], host: Host, listing: Listi
                 fix="use a mirror that carries one (--mirror URL|DIR), or --from PATH|URL with --sha256")
         newest = _newest([j for j in judged if j.error is None])
         instead = newest.cand.version if newest else None
-        tail = f"; --version {instead} --untested installs {instead} anyway" if instead else ""
+        # a command to paste (the face adds the --mirror, --offline or --plain-http the user gave)
+        anyway = _anyway(instead) if instead else None
         raise NotInstallable(
             f"no baseRT release for {host.platform} states {drives_what}, the ABI this superfluid drives"
-            + (f": the newest is {instead} ({newest.why})" if newest else "") + tail, instead=instead)
+            + (f": the newest is {instead} ({newest.why})" if newest else ""), instead=instead, fix=anyway)
     named = next((j for j in judged if j.cand.version == request.version), None)
     if named is None:
         fault = f"has no bundle for {host.platform}" if request.version in cands else "is not published"
@@ -357,6 +363,6 @@ def plan(request: Request, recipe: Mapping[str, Any], host: Host, listing: Listi
     instead = (f"the newest it drives is {best.cand.version}" if best
                else f"no release for {host.platform} states {drives_what}")
     if not request.untested:
-        raise NotInstallable(f"{named.why}: {instead}; --untested installs {request.version} anyway",
-                             instead=best.cand.version if best else None)
+        raise NotInstallable(f"{named.why}: {instead}", instead=best.cand.version if best else None,
+                             fix=_anyway(request.version))
     return _plans_for(named, host, request, True, listing)

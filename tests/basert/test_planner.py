@@ -108,15 +108,16 @@ def test_choice(releases: list[R], flags: dict, expected: tuple) -> None:
 
 REFUSALS = [
     ("0.5.0-by-number", STANDARD, {"version": "0.5.0"}, NotInstallable,
-     "baseRT 0.5.0 states ABI 2; this superfluid drives ABI 1: the newest it drives is 0.4.0; "
-     "--untested installs 0.5.0 anyway"),
+     "baseRT 0.5.0 states ABI 2; this superfluid drives ABI 1: the newest it drives is 0.4.0: "
+     "`superfluid runtime install basert --version 0.5.0 --untested` installs 0.5.0 anyway"),
     ("0.2.6-off-line", STANDARD, {"version": "0.2.6"}, NotInstallable,
      "baseRT 0.2.6 states no ABI number; this superfluid drives ABI 1, and only the unnumbered 0.3.x line "
-     "carries ABI 1: the newest it drives is 0.4.0; --untested installs 0.2.6 anyway"),
+     "carries ABI 1: the newest it drives is 0.4.0: `superfluid runtime install basert --version 0.2.6 --untested` "
+     "installs 0.2.6 anyway"),
     ("nothing-driven", [release("0.5.0", 2), release("0.2.6")], {}, NotInstallable,
      "no baseRT release for linux-x64 states ABI 1 (or the unnumbered 0.3.x line), the ABI this superfluid drives: "
-     "the newest is 0.5.0 (baseRT 0.5.0 states ABI 2; this superfluid drives ABI 1); "
-     "--version 0.5.0 --untested installs 0.5.0 anyway"),
+     "the newest is 0.5.0 (baseRT 0.5.0 states ABI 2; this superfluid drives ABI 1): "
+     "`superfluid runtime install basert --version 0.5.0 --untested` installs 0.5.0 anyway"),
     ("not-published", STANDARD, {"version": "0.9.9"}, NotInstallable,
      "baseRT 0.9.9 is not published (the newest this superfluid drives here is 0.4.0)"),
     ("no-bundle-for-platform", [release("0.4.0", 1, platforms=("macos-arm64",))], {}, NotInstallable,
@@ -222,7 +223,7 @@ def test_pinned_digest_must_match_listing() -> None:
 
 
 def test_pinned_0_2_6_is_untested_only() -> None:
-    with pytest.raises(NotInstallable, match="--untested installs 0.2.6 anyway"):
+    with pytest.raises(NotInstallable, match="--version 0.2.6 --untested` installs 0.2.6 anyway"):
         plans(req(version="0.2.6"), [], host=MAC, recipe=RECIPE)
     got = plans(req(version="0.2.6", untested=True), [], host=MAC, recipe=RECIPE)
     assert (got[0].chosen_by, got[0].tested, got[0].assets[0].sha256) == ("untested", False, D["e"])

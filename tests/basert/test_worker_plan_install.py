@@ -93,7 +93,8 @@ def test_plan_a_named_version(clean_env: dict[str, str]) -> None:
     # a pin this build does not drive: refused by the ABI rule, planned untested with --untested
     assert refused(clean_env, MACOS, "--version", "0.2.6") == (
         f"{PROG}: baseRT 0.2.6 states no ABI number; this superfluid drives ABI 1, and only the unnumbered 0.3.x "
-        "line carries ABI 1: the newest it drives is 0.4.0; --untested installs 0.2.6 anyway\n")
+        "line carries ABI 1: the newest it drives is 0.4.0: `superfluid runtime install basert --version 0.2.6 "
+        "--untested` installs 0.2.6 anyway\n")
     untested = plan(clean_env, MACOS, "--version", "0.2.6", "--untested")["plans"]
     assert len(untested) == 1
     assert {k: untested[0][k] for k in ("install", "tested", "chosen_by", "abi")} == {

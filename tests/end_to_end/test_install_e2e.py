@@ -4,6 +4,7 @@ of the reference engine on the loopback server, a fresh SUPERFLUID_HOME (SPEC §
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import time
 
@@ -41,8 +42,16 @@ def test_installs_newest_abi_1_release_not_0_5_0(cli_home: Home, server: Release
 def test_version_0_5_0_refused_by_number(cli_home: Home, server: ReleaseServer) -> None:
     run = _install(cli_home, server, "--version", "0.5.0")
     assert run.code == 1
+    command = f"superfluid runtime install basert --version 0.5.0 --untested --mirror {server.mirror_url}"
     assert run.stderr.strip() == ("superfluid: baseRT 0.5.0 states ABI 2; this superfluid drives ABI 1: the newest it "
-                                  "drives is 0.4.0; --untested installs 0.5.0 anyway")
+                                  f"drives is 0.4.0: `{command}` installs 0.5.0 anyway")
+    assert cli_home.installs() == []
+    # the hint, pasted as it reads (issue 35, item 4), does what it says; --json carries it as the fix
+    as_json = _install(cli_home, server, "--version", "0.5.0", "--json")
+    assert as_json.json()["error"]["fix"] == f"`{command}` installs 0.5.0 anyway"
+    pasted = cli_home.superfluid(*shlex.split(command)[1:])
+    assert pasted.code == 0 and cli_home.installs() == ["0.5.0-cpu"], pasted.stderr
+    cli_home.superfluid("runtime", "remove", "basert", "--all")
     assert cli_home.installs() == []
 
 
@@ -63,7 +72,7 @@ def test_unnumbered_0_3_0_by_line_and_0_2_6_refused(cli_home: Home, server: Rele
     assert (r["tested"], r["abi"], r["chosen_by"]) == (True, None, "line")
     run = _install(cli_home, server, "--version", "0.2.6")
     assert run.code == 1 and "only the unnumbered 0.3.x line carries ABI 1" in run.stderr
-    assert "--untested installs 0.2.6 anyway" in run.stderr
+    assert "--version 0.2.6 --untested --mirror" in run.stderr and "` installs 0.2.6 anyway" in run.stderr
 
 
 def test_release_whose_abi_asset_disagrees_with_its_name_is_refused(cli_home: Home, server: ReleaseServer) -> None:

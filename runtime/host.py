@@ -13,6 +13,18 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from superfluid.runtime.gpufacts import (
+    CUDA_DIRS,
+    VULKAN_ICD_DIRS,
+    cudart_on_host,
+    cudart_version_of,
+    parse_capabilities,
+    parse_gfx,
+    probe_cuda,
+    rocm_gfx,
+    rocm_version,
+    vulkan_icds,
+)
 from superfluid.runtime.libraries import (
     glibc_defined,
     ldconfig,
@@ -61,6 +73,13 @@ class Host:
     library_dirs: tuple[str, ...] = ()
     cpu_features: tuple[str, ...] = ()
     libraries: Mapping[str, str] | None = field(default=None, compare=False, repr=False)
+    cuda_capabilities: tuple[str, ...] = ()  # one "major.minor" per NVIDIA GPU; empty: not known
+    gpu_names: tuple[str, ...] = ()  # the GPUs' names, in the same order, when the driver said them
+    cuda_runtime_version: str | None = None  # "12.4": what the found libcudart reports
+    cuda_runtime_reachable: bool | None = None  # whether the loader's paths reach it (None: not known)
+    rocm_version: str | None = None  # "6.4.1", from /opt/rocm/.info/version
+    rocm_gfx: tuple[str, ...] = ()  # each AMD GPU's gfx target (KFD topology); empty: not known
+    vulkan_icds: tuple[str, ...] = ()  # the ICD files of Vulkan's drivers
 
     @property
     def platform(self) -> str:
@@ -90,7 +109,11 @@ class Host:
                 "cuda_runtime": self.cuda_runtime, "rocm": self.rocm, "vulkan": self.vulkan, "glibc": self.glibc,
                 "memory": self.memory, "libc": self.libc, "glibcxx": self.glibcxx, "cxxabi": self.cxxabi,
                 "library_dirs": list(self.library_dirs), "cpu_features": list(self.cpu_features),
-                "libraries": {n: self.found(n) for n in NOTABLE} if self.libraries is not None else None}
+                "libraries": {n: self.found(n) for n in NOTABLE} if self.libraries is not None else None,
+                "cuda_capabilities": list(self.cuda_capabilities), "gpu_names": list(self.gpu_names),
+                "cuda_runtime_version": self.cuda_runtime_version,
+                "cuda_runtime_reachable": self.cuda_runtime_reachable, "rocm_version": self.rocm_version,
+                "rocm_gfx": list(self.rocm_gfx), "vulkan_icds": list(self.vulkan_icds)}
 
 
 def platform_string(os_name: str, arch: str) -> str:
@@ -112,9 +135,8 @@ def _arch() -> str:
 
 
 _NVIDIA_VERSION = "/proc/driver/nvidia/version"
-_CUDA_DIRS = ("/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib",
-              "/usr/local/cuda/targets/sbsa-linux/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu")
-_VULKAN_ICD_DIRS = ("/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d", "/usr/local/share/vulkan/icd.d")
+_CUDA_DIRS = CUDA_DIRS
+_VULKAN_ICD_DIRS = VULKAN_ICD_DIRS
 _KFD, _ROCM, _CPUINFO = "/dev/kfd", "/opt/rocm", "/proc/cpuinfo"
 #: what the probes below read: a file or directory whose change (a driver, a CUDA runtime, ROCm,
 #: Vulkan or a library installed or removed) may change a fact; for keepers of answers computed
@@ -261,6 +283,63 @@ def _text(env: Mapping[str, str], name: str, probed: str | None) -> str | None:
     return probed if value is None else (None if value.lower() in _NONE else value)
 
 
+@dataclass(frozen=True, slots=True)
+class _Gpu:
+    """The GPU facts beyond the driver's version: each NVIDIA GPU's capability (and name), the CUDA
+    runtime's version and reach, ROCm's version and gfx targets, Vulkan's ICD files."""
+
+    capabilities: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+    cudart_version: str | None = None
+    cudart_reachable: bool | None = None
+    rocm_version: str | None = None
+    rocm_gfx: tuple[str, ...] = ()
+    icds: tuple[str, ...] = ()
+
+
+def _gpu(env: Mapping[str, str], root: str, linux: bool, native: bool, driver: str | None,
+         libraries: Mapping[str, str] | None) -> _Gpu:
+    """The GPU facts (``gpufacts``), each overridden by its variable. Only this machine's own GPUs
+    are asked (``libcuda`` in a child process, else ``nvidia-smi``): not under a named root, nor for
+    a host whose driver or capabilities are stated."""
+    if not linux:
+        return _Gpu()
+    caps_set = env.get("SUPERFLUID_HOST_CUDA_CAPABILITY")
+    rt_set = env.get("SUPERFLUID_HOST_CUDA_RUNTIME")
+    rt_version = env.get("SUPERFLUID_HOST_CUDA_RUNTIME_VERSION")
+    reach = env.get("SUPERFLUID_HOST_CUDA_RUNTIME_REACHABLE")
+    path, reachable = (None, None) if rt_set is not None or rt_version is not None else cudart_on_host(root, libraries)
+    version = cudart_version_of(under(root, path)) if path else None
+    caps: tuple[str, ...] = parse_capabilities(caps_set) if caps_set is not None else ()
+    names: tuple[str, ...] = ()
+    ask = (caps_set is None and driver is not None and root == "/" and native
+           and "SUPERFLUID_HOST_NVIDIA_DRIVER" not in env)
+    if ask:
+        caps, names, asked = probe_cuda(path if path and version is None else None)
+        version = version or asked
+    if rt_version is not None:
+        version = rt_version if rt_version.lower() not in _NONE else None
+    rocm_v = env.get("SUPERFLUID_HOST_ROCM_VERSION")
+    gfx = env.get("SUPERFLUID_HOST_ROCM_GFX")
+    return _Gpu(
+        capabilities=caps,
+        names=names,
+        cudart_version=version,
+        cudart_reachable=_flag(reach) if reach is not None else reachable,
+        rocm_version=(None if rocm_v.lower() in _NONE else rocm_v) if rocm_v is not None else rocm_version(root),
+        rocm_gfx=parse_gfx(gfx) if gfx is not None else rocm_gfx(root),
+        icds=vulkan_icds(root),
+    )
+
+
+def _cuda_major(stated: str | None, version: str | None) -> int | None:
+    """``SUPERFLUID_HOST_CUDA_RUNTIME`` (a major, or none), else the major of the runtime version stated."""
+    if stated is not None:
+        return None if stated.lower() in _NONE else int(stated)
+    m = re.match(r"(\d+)", version or "")
+    return int(m.group(1)) if m and version and version.lower() not in _NONE else None
+
+
 @lru_cache(maxsize=8)
 def _detect(overrides: tuple[tuple[str, str], ...]) -> Host:
     env = dict(overrides)
@@ -283,12 +362,15 @@ def _detect(overrides: tuple[tuple[str, str], ...]) -> Host:
     if glibc is not None and env.get("SUPERFLUID_HOST_LIBC") is None:
         libc = "glibc" if glibc else libs.libc if libs.libc != "glibc" else None
     found = libs.found or {}
+    nvidia = (None if driver.lower() in _NONE else driver) if driver is not None \
+        else (_nvidia_driver(root) if linux else None)
+    gpu = _gpu(env, root, linux, native, nvidia, libs.found)
+    stated_version = env.get("SUPERFLUID_HOST_CUDA_RUNTIME_VERSION")
     return Host(
         os=os_name,
         arch=arch,
-        nvidia_driver=(None if driver.lower() in _NONE else driver) if driver is not None
-        else (_nvidia_driver(root) if linux else None),
-        cuda_runtime=(None if cuda.lower() in _NONE else int(cuda)) if cuda is not None
+        nvidia_driver=nvidia,
+        cuda_runtime=_cuda_major(cuda, stated_version) if cuda is not None or stated_version is not None
         else (_cuda_runtime(root, libs.dirs) if linux else None),
         rocm=_flag(rocm) if rocm is not None else (linux and _rocm(root)),
         vulkan=_flag(vulkan) if vulkan is not None else (linux and _vulkan(root, found)),
@@ -301,4 +383,11 @@ def _detect(overrides: tuple[tuple[str, str], ...]) -> Host:
         cpu_features=_words(features) if features is not None
         else (_cpu_features(root, arch) if linux and native else ()),
         libraries=libs.found,
+        cuda_capabilities=gpu.capabilities,
+        gpu_names=gpu.names,
+        cuda_runtime_version=gpu.cudart_version,
+        cuda_runtime_reachable=gpu.cudart_reachable,
+        rocm_version=gpu.rocm_version,
+        rocm_gfx=gpu.rocm_gfx,
+        vulkan_icds=gpu.icds,
     )

@@ -73,6 +73,21 @@ def _or(value: object, none: str = "not known") -> str:
     return none if value is None or value == "" else str(value)
 
 
+def _gpu_rows(h: dict[str, Any]) -> list[tuple[str, str]]:
+    """The GPU facts (issue 32): each NVIDIA GPU's capability, the CUDA runtime's version and reach,
+    ROCm's version and gfx targets, Vulkan's ICD files."""
+    names = h.get("gpu_names") or []
+    caps = [f"{names[i]} sm_{c.replace('.', '')}" if i < len(names) and names[i] else f"sm_{c.replace('.', '')}"
+            for i, c in enumerate(h.get("cuda_capabilities") or [])]
+    reachable = h.get("cuda_runtime_reachable")
+    reach = "" if reachable is None else ", on the loader's paths" if reachable else ", on none of the loader's paths"
+    runtime = f"{_or(h.get('cuda_runtime_version'))}{reach}" if h.get("cuda_runtime") else "none"
+    return [("CUDA GPUs", ", ".join(caps) or "not known"), ("CUDA runtime version", runtime),
+            ("ROCm version", _or(h.get("rocm_version"), "none")), ("ROCm GPUs", ", ".join(h.get("rocm_gfx") or [])
+                                                                   or "not known"),
+            ("Vulkan ICDs", ", ".join(h.get("vulkan_icds") or []) or "none")]
+
+
 def report_text(doc: dict[str, Any]) -> str:
     """The doctor's answer for people."""
     h = doc["host"]
@@ -82,6 +97,7 @@ def report_text(doc: dict[str, Any]) -> str:
             ("CPU features", " ".join(h["cpu_features"]) or "not known"),
             ("NVIDIA driver", _or(h["nvidia_driver"], "none")), ("CUDA runtime", _or(h["cuda_runtime"], "none")),
             ("ROCm", "yes" if h["rocm"] else "no"), ("Vulkan", "yes" if h["vulkan"] else "no")]
+    rows += _gpu_rows(h)
     found = h["libraries"] or {}
     rows += [(name, _or(found.get(name), "not found")) for name in NOTABLE] if h["libraries"] is not None else []
     rows.append(("library dirs", ", ".join(h["library_dirs"]) or "not probed"))

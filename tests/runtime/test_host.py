@@ -64,7 +64,9 @@ def test_to_json_holds_every_fact() -> None:
     assert host.Host("linux", "x64", cuda_runtime=13).to_json() == {
         "os": "linux", "arch": "x64", "nvidia_driver": None, "cuda_runtime": 13, "rocm": False, "vulkan": False,
         "glibc": None, "memory": None, "libc": None, "glibcxx": None, "cxxabi": None, "library_dirs": [],
-        "cpu_features": [], "libraries": None}
+        "cpu_features": [], "libraries": None, "cuda_capabilities": [], "gpu_names": [],
+        "cuda_runtime_version": None, "cuda_runtime_reachable": None, "rocm_version": None, "rocm_gfx": [],
+        "vulkan_icds": []}
     found = host.Host("linux", "x64", libraries={"libvulkan.so.1": "/usr/lib64/libvulkan.so.1", "libz.so.1": "/x"})
     assert found.to_json()["libraries"] == {"libvulkan.so.1": "/usr/lib64/libvulkan.so.1", "libcuda.so.1": None,
                                             "libstdc++.so.6": None, "libgomp.so.1": None}

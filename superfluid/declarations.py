@@ -81,21 +81,38 @@ def _yes(value: Any) -> str:
     return "yes" if value is True else "no"
 
 
-def with_listing(rows: list[dict[str, Any]], chosen: Mapping[str, Any], installed: Any) -> list[dict[str, Any]]:
+def with_listing(rows: list[dict[str, Any]], chosen: Mapping[str, Any] | None, installed: Any,
+                 judged: Mapping[str, Mapping[str, Any] | str] | None = None) -> list[dict[str, Any]]:
     """``rows`` with the version ``chosen`` (a plan's JSON, what ``install`` would install from the
-    listing) marked as installing here as its install, added in version order when the recipe does
-    not pin it. Pure."""
+    listing; None when it installs nothing) marked as installing here as its install, added in version
+    order when the recipe does not pin it; and each other version of ``judged`` (what ``install
+    --version V`` plans from the listing: a plan's JSON, or why nothing) installing here as that plan's
+    install, or not, for that reason. Pure."""
+    out = [_judged_row(r, (judged or {}).get(r["version"])) for r in rows]
+    if chosen is None:
+        return out
     mark = {"installs": True, "install": chosen["install"], "source": "listing", "chosen_by": chosen["chosen_by"]}
     here = [chosen["platform"]] if chosen.get("platform") else []
     # the platforms a listed version has builds for include this one, which the listing offers
     out = [dict(r, **mark, platforms=sorted({*r.get("platforms", []), *here})) if r["version"] == chosen["version"]
-           else dict(r) for r in rows]
+           else r for r in out]
     if not any(r["version"] == chosen["version"] for r in rows):
         row = {"version": chosen["version"], "abi": chosen.get("abi"), **mark,
                "installed": any(n.startswith(f"{chosen['version']}-") for n in installed),
                "tested": chosen["tested"], "platforms": here}
         out = sorted([*out, row], key=lambda r: version_key(r["version"]), reverse=True)
     return out
+
+
+def _judged_row(row: Mapping[str, Any], planned: Mapping[str, Any] | str | None) -> dict[str, Any]:
+    """``row`` as the listing's plan for its version says (None: as the recipe says)."""
+    if planned is None:
+        return dict(row)
+    if isinstance(planned, str):
+        return dict(row, installs=planned, install=None)
+    here = [planned["platform"]] if planned.get("platform") else []
+    return dict(row, installs=True, install=planned["install"], tested=planned["tested"],
+                platforms=sorted({*row.get("platforms", []), *here}))
 
 
 def versions_text(runtime_id: str, rows: list[dict[str, Any]], listing: tuple[Any, str] | None = None) -> str:

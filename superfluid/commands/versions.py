@@ -17,9 +17,10 @@ from superfluid.for_release import release_for
 from superfluid.installer.install import plan
 from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.runtime import registry
+from superfluid.runtime.errors import InconsistentRelease, SuperfluidError
 from superfluid.runtime.home import installed_installs
 from superfluid.runtime.host import detect
-from superfluid.runtime.planning import NotInstallable, Request, first_published
+from superfluid.runtime.planning import DigestConflict, NotInstallable, Request, first_published
 
 __all__ = ["HELP", "READS_HOME", "arguments", "run"]
 
@@ -46,13 +47,29 @@ def _listing_choice(args: argparse.Namespace, environ: Mapping[str, str]) -> tup
     """What ``runtime install <id> --dry-run`` would choose from the listing ``--mirror``,
     ``SUPERFLUID_MIRROR`` or ``--offline`` names: (the first plan's JSON, or why nothing installs;
     where the listing came from). None when no such listing is asked for."""
-    mirror = getattr(args, "mirror", None) or environ.get("SUPERFLUID_MIRROR") or None
-    offline = bool(getattr(args, "offline", False))
+    mirror, offline = _listing_named(args, environ)
     if mirror is None and not offline:
         return None
+    found = _planned(Request(args.id), environ, mirror, offline)
+    return found if isinstance(found[0], dict) else (found[0], mirror or "the cache")
+
+
+def _listing_named(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[str | None, bool]:
+    return getattr(args, "mirror", None) or environ.get("SUPERFLUID_MIRROR") or None, bool(getattr(args, "offline",
+                                                                                                   False))
+
+
+def _planned(request: Request, environ: Mapping[str, str], mirror: str | None,
+             offline: bool) -> tuple[dict[str, Any] | str, str]:
+    """The first plan ``runtime install --dry-run`` makes for ``request`` from the listing (its JSON),
+    or why it makes none (its refusal's words); and where the listing came from.
+
+    Raises:
+        DownloadError, OfflineMissing, ReleaseNotFound, BadFile: the listing cannot be read.
+    """
     try:
-        plans, where, source = plan(Request(args.id), environ=environ, mirror=mirror, offline=offline)
-    except NotInstallable as e:
+        plans, where, source = plan(request, environ=environ, mirror=mirror, offline=offline)
+    except (NotInstallable, InconsistentRelease, DigestConflict) as e:
         return str(e), mirror or "the cache"
     if source is not None:
         source.close()
@@ -60,6 +77,23 @@ def _listing_choice(args: argparse.Namespace, environ: Mapping[str, str]) -> tup
     if first is None:
         return "; ".join(f"{p.install}: {p.refused or 'not in this release'}" for p in plans), where
     return first.to_json(), where
+
+
+def _judged(args: argparse.Namespace, environ: Mapping[str, str], rows: list[dict[str, Any]],
+            chosen: str | None) -> dict[str, dict[str, Any] | str]:
+    """Each row's version (but ``chosen``, planned already) planned from the listing as ``runtime
+    install <id> --version V --dry-run`` plans it: its first plan's JSON, or why it installs nothing.
+    What ``versions`` says of a version is then what ``install`` does with it (issue 35, item 5)."""
+    mirror, offline = _listing_named(args, environ)
+    out: dict[str, dict[str, Any] | str] = {}
+    for r in rows:
+        if r["version"] == chosen:
+            continue
+        try:
+            out[r["version"]] = _planned(Request(args.id, version=r["version"]), environ, mirror, offline)[0]
+        except SuperfluidError as e:  # as install says it: a file of that release not in the cache, offline
+            out[r["version"]] = str(e)
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,7 +107,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         answer, _ = ask(args.id, "versions", environ)
     listing = _listing_choice(args, environ) if for_release is None else None
-    if listing is not None and not isinstance(listing[0], str):
-        answer = with_listing(answer, listing[0], installed_installs(args.id, environ))
+    if listing is not None:
+        chosen = listing[0] if not isinstance(listing[0], str) else None
+        judged = _judged(args, environ, answer, chosen["version"] if chosen else None)
+        answer = with_listing(answer, chosen, installed_installs(args.id, environ), judged)
     show(args, answer, listing)
     return 0

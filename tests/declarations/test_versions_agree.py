@@ -28,9 +28,9 @@ def test_with_a_mirror_versions_marks_what_install_chooses(home: Path, mirror: P
     chosen = _dry_run(env, *flags)
     rows = sf_json(env, "runtime", "versions", "basert", "--json", *flags)
     validate(rows, "versions")
-    here = [r for r in rows if r["installs"] is True]
-    assert [(r["version"], r["install"], r["source"]) for r in here] == [
-        (chosen["version"], chosen["install"], "listing")]
+    marked = [r for r in rows if r.get("source") == "listing"]
+    assert [(r["version"], r["install"], r["installs"]) for r in marked] == [
+        (chosen["version"], chosen["install"], True)]
     text = sf(env, "runtime", "versions", "basert", *flags).stdout
     hint = f"superfluid runtime install basert{' --mirror ' + str(mirror) if named == 'flag' else ''}"
     assert f"`{hint}` installs {chosen['version']} as {chosen['install']}" in text  # the hint keeps --mirror
@@ -62,8 +62,30 @@ def test_offline_versions_and_the_offline_dry_run_agree(home: Path, mirror: Path
     versions = sf(env, "runtime", "versions", "basert", "--json", "--offline", "--mirror", str(mirror))
     assert (versions.returncode, dry.returncode) == (0, 0), versions.stderr + dry.stderr
     chosen = json.loads(dry.stdout)["plans"][0]
-    (row,) = [r for r in json.loads(versions.stdout) if r["installs"] is True]
+    (row,) = [r for r in json.loads(versions.stdout) if r.get("source") == "listing"]
     assert (row["version"], row["install"], row["installed"]) == (chosen["version"], chosen["install"], True)
+
+
+@pytest.mark.parametrize("offline", [False, True], ids=["mirror", "offline"])
+def test_every_version_installs_as_versions_says(home: Path, mirror: Path, offline: bool) -> None:
+    """Issue 35, item 5: with a listing, each version ``versions`` lists installs here exactly when
+    ``install --version V --dry-run`` plans it, as the same install (0.3.0 was said not to install
+    on Linux x64, from the recipe's pins, while the listing's linux-x64 bundle installed)."""
+    env = base_env(home)
+    flags = ("--mirror", str(mirror), *(["--offline"] if offline else []))
+    if offline:
+        assert sf(env, "runtime", "install", "basert", "--mirror", str(mirror)).returncode == 0
+    rows = sf_json(env, "runtime", "versions", "basert", "--json", *flags)
+    validate(rows, "versions")
+    said = {r["version"]: (r["installs"] is True, r["install"]) for r in rows}
+    assert said["0.3.0"] == (True, "0.3.0-cpu")
+    for version, (installs, install) in said.items():
+        dry = sf(env, "runtime", "install", "basert", "--version", version, "--dry-run", "--json", *flags)
+        planned = json.loads(dry.stdout)["plans"][0]["install"] if dry.returncode == 0 else None
+        assert (dry.returncode == 0, planned) == (installs, install), (version, dry.stderr)
+        if not installs:
+            reason = next(r["installs"] for r in rows if r["version"] == version)
+            assert dry.stderr.startswith(f"superfluid: {reason.split(': `')[0]}"), (reason, dry.stderr)
 
 
 @pytest.mark.parametrize(("rows", "version", "expected"), [

@@ -13,6 +13,14 @@ from typing import TYPE_CHECKING, Any
 from superfluid.runtime.digests import api_sha256, expected_digest
 from superfluid.runtime.errors import BadFile
 from superfluid.runtime.from_archive import NameFacts, plan_from
+from superfluid.runtime.kernels import (
+    InvalidKernels,
+    Kernels,
+    cuda_refusal,
+    cudart_serves,
+    rocm_refusal,
+    upstream_cuda_kernels,
+)
 from superfluid.runtime.llamacpp.recipe import Archive, TestedBuild, find_tested, parse_name, tested
 from superfluid.runtime.needs import InvalidNeeds, Needs, judge
 from superfluid.runtime.ordering import backend_family
@@ -21,7 +29,8 @@ from superfluid.runtime.planning import Listing, NotInstallable, Plan, PlanAsset
 if TYPE_CHECKING:
     from superfluid.runtime.host import Host
 
-__all__ = ["CUDA_BY_DRIVER", "cuda_major_for_driver", "recorded_needs", "plan", "plan_build"]
+__all__ = ["CUDA_BY_DRIVER", "cuda_major_for_driver", "recorded_needs", "recorded_kernels", "kernels_of",
+           "gpu_refusal", "plan", "plan_build"]
 
 RUNTIME_ID = "llamacpp"
 
@@ -52,19 +61,29 @@ def _cuda_version(backend: str) -> tuple[int, ...]:
     return tuple(int(d) for d in re.findall(r"\d+", backend))
 
 
+def _rocm_version(backend: str) -> str | None:
+    """``rocm-10.0`` -> ``10.0``; None for a backend that is not ROCm or names no version."""
+    if backend_family(backend) != "rocm":
+        return None
+    m = re.search(r"\d+(\.\d+)*", backend)
+    return m.group(0) if m else None
+
+
 def _cudart(archive: Archive, archives: Sequence[Archive], host: Host) -> tuple[list[Archive], str]:
-    """The CUDA runtime side archive a CUDA plan also fetches, when the system has no runtime of its major."""
+    """The CUDA runtime side archive a CUDA plan also fetches, unless the system's runtime serves it
+    (``kernels.cudart_serves``: of its major, on the loader's paths, at least its version)."""
     version = _cuda_version(archive.backend)
     if not version:
         return [], ""
     major = version[0]
-    if host.cuda_runtime == major:
+    why_not = cudart_serves(host, version)
+    if why_not is None:
         return [], f"; the system's CUDA {major} runtime serves it"
     side = next((a for a in archives if a.cudart and a.backend == archive.backend
                  and a.platform == archive.platform), None)
     if side is None:
-        return [], f"; no CUDA {major} runtime on the system, and llama.cpp publishes none beside it"
-    return [side], f"; no CUDA {major} runtime on the system, so its archive too"
+        return [], f"; {why_not}, and llama.cpp publishes none beside it"
+    return [side], f"; {why_not}, so its archive too"
 
 
 def _by_backend(want: str, mains: Sequence[Archive], host: Host, version: str) -> Archive:
@@ -86,8 +105,23 @@ def _by_backend(want: str, mains: Sequence[Archive], host: Host, version: str) -
     return max(pool, key=lambda a: _cuda_version(a.backend))
 
 
-def _ordered(mains: Sequence[Archive], host: Host) -> list[tuple[Archive, str]]:
-    """Without ``--backend``: the archives to try, in order, each with why it is tried."""
+def _first_running(candidates: Sequence[Archive], why: str, refuse: Callable[[Archive], str | None]
+                   ) -> list[tuple[Archive, str]]:
+    """``candidates`` (best first) up to the first whose GPU code runs here: those refused before it
+    are planned too (refused, so that the reason is shown), the rest are not."""
+    out = []
+    for archive in candidates:
+        out.append((archive, why))
+        if refuse(archive) is None:
+            break
+    return out
+
+
+def _ordered(mains: Sequence[Archive], host: Host,
+             refuse: Callable[[Archive], str | None] = lambda a: None) -> list[tuple[Archive, str]]:
+    """Without ``--backend``: the archives to try, in order, each with why it is tried. Of the CUDA
+    builds the driver runs (newest first) and of the ROCm builds, each that ``refuse`` refuses is
+    followed by the next, up to the first that runs here."""
     by_backend = {a.backend: a for a in mains}
     if host.os == "macos":
         for backend, why in (("metal", "the Metal build"), ("cpu", "the CPU build")):
@@ -100,12 +134,11 @@ def _ordered(mains: Sequence[Archive], host: Host) -> list[tuple[Archive, str]]:
         cuda = [a for a in mains if _cuda_version(a.backend) and _cuda_version(a.backend)[0] <= runs]
         if cuda:
             driver_major = re.split(r"\D", host.nvidia_driver or "", maxsplit=1)[0]
-            out.append((max(cuda, key=lambda a: _cuda_version(a.backend)),
-                        f"NVIDIA driver {driver_major} runs CUDA {runs}"))
+            out += _first_running(sorted(cuda, key=lambda a: _cuda_version(a.backend), reverse=True),
+                                  f"NVIDIA driver {driver_major} runs CUDA {runs}", refuse)
     if host.rocm:
         rocm = sorted((a for a in mains if backend_family(a.backend) == "rocm"), key=lambda a: a.backend, reverse=True)
-        if rocm:
-            out.append((rocm[0], "ROCm"))
+        out += _first_running(rocm, "ROCm", refuse)
     if host.vulkan and "vulkan" in by_backend:
         out.append((by_backend["vulkan"], "a Vulkan driver"))
     if "cpu" in by_backend:
@@ -129,6 +162,46 @@ def recorded_needs(recipe: Mapping[str, Any], version: str, name: str) -> Needs 
                     return Needs.from_json(asset["needs"])
                 except InvalidNeeds as e:
                     raise BadFile("the llama.cpp recipe", str(e), json_path=f"$.tested[{version}].{name}") from None
+    return None
+
+
+def recorded_kernels(recipe: Mapping[str, Any], version: str, name: str) -> Kernels | None:
+    """The GPU code the recipe records archive ``name`` of build ``version`` carries (its
+    ``kernels``), or None.
+
+    Raises:
+        BadFile: the record is not one (the recipe is this superfluid's own: a bug).
+    """
+    for entry in recipe.get("tested", ()):
+        if entry.get("version") != version:
+            continue
+        for asset in entry.get("assets", ()):
+            if asset.get("name") == name and "kernels" in asset:
+                try:
+                    return Kernels.from_json(asset["kernels"])
+                except InvalidKernels as e:
+                    raise BadFile("the llama.cpp recipe", str(e), json_path=f"$.tested[{version}].{name}") from None
+    return None
+
+
+def kernels_of(recipe: Mapping[str, Any], version: str, archive: Archive) -> Kernels | None:
+    """What GPU code ``archive`` carries: the recipe's record, else, for a CUDA build, what
+    upstream's release workflow builds every CUDA build with (``kernels.upstream_cuda_kernels``)."""
+    recorded = recorded_kernels(recipe, version, archive.name)
+    if recorded is not None:
+        return recorded
+    cuda = _cuda_version(archive.backend)
+    return upstream_cuda_kernels(cuda) if cuda else None
+
+
+def gpu_refusal(recipe: Mapping[str, Any], version: str, archive: Archive, host: Host) -> str | None:
+    """Why ``archive``'s GPU code cannot run on ``host``'s GPUs (``kernels.cuda_refusal``,
+    ``kernels.rocm_refusal``), or None."""
+    cuda = _cuda_version(archive.backend)
+    if cuda:
+        return cuda_refusal(host, cuda, kernels_of(recipe, version, archive))
+    if backend_family(archive.backend) == "rocm":
+        return rocm_refusal(host, _rocm_version(archive.backend), kernels_of(recipe, version, archive))
     return None
 
 
@@ -177,9 +250,11 @@ def _plan(request: Request, recipe: Mapping[str, Any], host: Host, build: Tested
     facts = {"layout": build.layout} if build is not None else {}
     needs = recorded_needs(recipe, version, main.name)
     verdict = judge(needs, host, build=main.name) if needs is not None else None
+    reasons = [r for r in (gpu_refusal(recipe, version, main, host),
+                           str(verdict) if verdict is not None and not verdict.ok else None) if r]
     return Plan(id=RUNTIME_ID, version=version, backend=main.backend, assets=tuple(assets), tested=build is not None,
                 chosen_by="tested" if build is not None else "untested", abi=None, why=why, platform=main.platform,
-                facts=facts, needs=needs, refused=str(verdict) if verdict is not None and not verdict.ok else None)
+                facts=facts, needs=needs, refused="; ".join(reasons) or None)
 
 
 def plan_build(request: Request, recipe: Mapping[str, Any], host: Host, listing: Listing | None = None,
@@ -226,7 +301,7 @@ def plan_build(request: Request, recipe: Mapping[str, Any], host: Host, listing:
         return [_plan(request, recipe, host, build, version, [chosen, *side], release, repo,
                       f"{describe}: {request.backend}, as named{note}")]
     out = []
-    for archive, why in _ordered(mains, host):
+    for archive, why in _ordered(mains, host, lambda a: gpu_refusal(recipe, version, a, host)):
         side, note = _cudart(archive, archives, host)
         out.append(_plan(request, recipe, host, build, version, [archive, *side], release, repo,
                          f"{describe}: {why}{note}"))

@@ -1,7 +1,6 @@
 """The ``superfluid`` command line: parsing, output and exit codes, nothing else.
 
-A line is answered by the module of the command it names (``superfluid.commands``, found through the
-tree of ``superfluid.parser``), imported when it runs. See docs/cli.md, "Exit codes".
+See docs/cli.md, "Exit codes".
 """
 
 from __future__ import annotations
@@ -20,8 +19,10 @@ from superfluid.output import error_code, error_doc, print_json
 from superfluid.parser import Command, Exit, NotLoaded, Parser, canonical_ids, find, load, overview, parser
 from superfluid.runtime.errors import ModelLoadFailed, NotServable, SuperfluidError, UsageError
 from superfluid.runtime.home import home, home_fault
-from superfluid.source_hints import given, keep_source
+from superfluid.source_hints import fitting, given, keep_source
 
+# A line is answered by the module of the command it names (``superfluid.commands``, found through
+# the tree of ``superfluid.parser``), imported when it runs.
 __all__ = ["main", "EXIT_CODES", "exit_code"]
 
 #: error class -> exit code (SPEC §6.1); the first matching class wins
@@ -79,13 +80,14 @@ def _prog(args: argparse.Namespace | None) -> str:
 def _fail(error: BaseException, code: int, args: argparse.Namespace | None, as_json: bool) -> int:
     """The error on stderr (and, in ``--json`` mode, as JSON on stdout); answers the exit code."""
     flags = given(args)  # a command the message suggests keeps the --mirror/--offline given
-    text = keep_source(str(error), flags) if not isinstance(error, KeyboardInterrupt) else "interrupted"
+    text = keep_source(fitting(str(error), args), flags) if not isinstance(error, KeyboardInterrupt) \
+        else "interrupted"
     if isinstance(error, UsageError) and "--help" not in text:
         text += f" (see '{_prog(args)} --help')"
     sys.stderr.write(f"superfluid: {text}\n")
     if as_json:
         fix = error.fix if isinstance(error, SuperfluidError) else None
-        doc = error_doc(error_code(error), text, code, fix=keep_source(fix, flags) if fix else None)
+        doc = error_doc(error_code(error), text, code, fix=keep_source(fitting(fix, args), flags) if fix else None)
         print_json({**(error.document or {}), **doc} if isinstance(error, SuperfluidError) else doc)
     return code
 

@@ -1,11 +1,4 @@
-"""The command tree of ``superfluid``: argparse parsers made from the command modules, their help pages
-(what each command does, an example or two, its exit codes), and the overview.
-
-Each command is a module of ``superfluid.commands`` (``COMMANDS`` names them) with three things: ``HELP``
-(its page), ``arguments(p)`` (its flags and arguments, declared on its parser) and ``run(args)``. The
-tree for a command line loads the module of the command it names alone; the others are named only, and
-a line that reaches one after all is parsed again by the whole tree (``NotLoaded``).
-"""
+"""The command tree of ``superfluid``: argparse parsers made from the command modules, and the overview."""
 
 from __future__ import annotations
 
@@ -19,6 +12,11 @@ from superfluid.commands import COMMANDS
 from superfluid.runtime.errors import UsageError
 from superfluid.runtime.registry import IDS, canonical
 
+# Each command is a module of ``superfluid.commands`` (``COMMANDS`` names them) with three things:
+# ``HELP`` (its page: what it does, an example or two, its exit codes), ``arguments(p)`` (its flags,
+# declared on its parser) and ``run(args)``. The tree for a command line loads the module of the command
+# it names alone; the others are named only, and a line that reaches one after all is parsed again by the
+# whole tree (``NotLoaded``).
 __all__ = ["Exit", "NotLoaded", "Parser", "Once", "OnceSwitch", "Pair", "Help", "Command", "COMMON_EXITS",
            "exits", "either", "RUNTIME_IDS", "FLAG_HELP", "Formatter", "add_json", "load", "tree", "parser",
            "children", "walk", "find", "synopsis", "overview", "canonical_ids"]

@@ -1,5 +1,4 @@
-"""What ``superfluid serve`` is asked: its flags, its line with every value checked (``ServeCommand``),
-the runtime found able to serve it (``Ready``), and the options as its worker reads them.
+"""What ``superfluid serve`` is asked, every value checked, and the runtime found able to serve it.
 
 See docs/host-contract.md, "1. Starting a server".
 """

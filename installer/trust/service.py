@@ -1,6 +1,4 @@
-"""Where a compat manifest service is, and how far its answers are trusted: the base URL a command
-asks (a directory holding a static export becomes a ``file://`` URL) and the ``Trust`` the flags and
-the environment name.
+"""Where a compat manifest service is (a URL, or a static export's folder) and how far a command trusts it.
 
 See docs/manifest-service.md, "The client".
 """

@@ -1,5 +1,4 @@
-"""Where the MLX environment is found (``--venv``, the install's ``env``, ``SUPERFLUID_MLX_VENV``,
-``VIRTUAL_ENV``), and why MLX cannot run on a host: file lookups alone, nothing is run.
+"""Where the MLX environment is found and why MLX cannot run on a host, by file lookups alone.
 
 See docs/adapters.md, "Worked example: MLX".
 """

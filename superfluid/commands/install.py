@@ -1,13 +1,13 @@
-"""``superfluid runtime install <id>``: plan, verify and install a runtime; with ``--locked``, a fleet's
-engine builds by digest, installed exactly.
+"""``superfluid runtime install <id>``: plan, verify and install a runtime (``--locked``: a fleet's builds).
 
-See docs/install.md, and docs/fleet.md, "Installing from a lock".
+See docs/fleet.md, "Installing from a lock".
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -39,6 +39,7 @@ from superfluid.runtime.host import Host, detect
 from superfluid.runtime.installs import current_install, list_installs, read_pinned, runtime_root
 from superfluid.runtime.planning import Plan
 from superfluid.runtime.upkeep import first_known, same_archives
+from superfluid.source_hints import shown
 
 __all__ = ["HELP", "arguments", "run", "already_installed", "install_locked"]
 
@@ -181,10 +182,26 @@ def _mirror_root(args: argparse.Namespace, environ: Mapping[str, str]) -> str | 
         raise UsageError(str(e), fix="give --mirror an http(s):// URL or an existing directory") from None
 
 
-def _verified(e: Any, path: str) -> SuperfluidError:
-    return VerificationError(e.url, e.what, e.expected, e.got,
-                             fix=f"{path} pins {e.expected}; nothing was installed: the source serves other bytes "
-                                 "than were locked (`superfluid lock --check` says whether the release changed)")
+def _verified(e: Any, path: str, root: str | None) -> SuperfluidError:
+    """An install ``--locked`` refused bytes other than the lock's, with the command that finds the
+    cause: a mirror directory's files are ``mirror verify``'s to check and ``mirror sync``'s to put
+    back (``lock --check`` asks the release, not the mirror, and finds nothing); another mirror is
+    the place to look; without one, the release itself changed, ``lock --check``'s question."""
+    pins = f"{path} pins {e.expected}; nothing was installed"
+    quoted = shlex.quote(path)
+    if root is not None and root.startswith("file:"):
+        where = shlex.quote(shown(root))
+        fix = (f"{pins}: the mirror {shown(root)} holds other bytes than were locked (`superfluid mirror verify "
+               f"{where} --lock {quoted}` names every file that differs; `superfluid mirror sync {where} --lock "
+               f"{quoted}` fetches them again)")
+    elif root is not None:
+        fix = (f"{pins}: the mirror {shown(root)} serves other bytes than were locked; fill it again from the lock "
+               "(`superfluid mirror sync DIR` or `superfluid mirror push oci://...`, as it was filled), or install "
+               "without --mirror from the release")
+    else:
+        fix = f"{pins}: the source serves other bytes than were locked (`superfluid lock --check` says whether the " \
+              "release changed)"
+    return VerificationError(e.url, e.what, e.expected, e.got, fix=fix)
 
 
 def _chosen(args: argparse.Namespace, path: str, environ: Mapping[str, str]
@@ -263,7 +280,7 @@ def install_locked(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
                                         untested=not all(p.tested for p in plans), tell=tell, progress=progress,
                                         platform=host.platform, lock=ref)
             except VerificationError as e:
-                raise _verified(e, path) from None
+                raise _verified(e, path, root) from None
             results.append(outcome.to_json())
             if not args.json:
                 sys.stdout.write(outcome_lines(outcome, installs_before=1))

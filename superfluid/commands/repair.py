@@ -1,6 +1,4 @@
-"""``superfluid runtime repair <id> [<install>]``: an install put back as its receipt records it. Verified
-first: what differs is put back by digest; an install whose receipt does not read, or records no files,
-is reinstalled from what its receipt (or its name) says.
+"""``superfluid runtime repair <id> [<install>]``: an install put back as its receipt records it.
 
 See docs/install.md, "Verifying an install later".
 """
@@ -37,6 +35,8 @@ from superfluid.runtime.record import verify_install
 from superfluid.runtime.upkeep import repair_target, repair_wanted
 from superfluid.source_hints import shown
 
+# Verified first: what differs is put back by digest; an install whose receipt does not read, or
+# records no files, is reinstalled from what its receipt (or its name) says.
 __all__ = ["HELP", "arguments", "run", "launcher_differs"]
 
 HELP = Help(
@@ -126,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
     if verdict.ok and not launcher_differs(target):
         return _nothing(args, target, verdict)
     mirror_root = _mirror_root(args, environ)
+    put_back = [d.path for d in verdict.differences] + ([] if verdict.differences else [worker_path(args.id)])
     if not args.json:
         what = "; ".join(d.describe() for d in verdict.differences) or "its worker launcher, written anew"
         sys.stderr.write(f"superfluid: putting {args.id} {target.name} back as its receipt records it: {what}\n")
@@ -145,10 +146,16 @@ def run(args: argparse.Namespace) -> int:
     outcome = Outcome(args.id, (plan_of(target.receipt, mirror_root=mirror_root),), False, where, done.receipt,
                       str(done.path), done.replaced, done.current, done.pinned, cleaned=done.cleaned)
     if args.json:
-        print_json(outcome.to_json())
+        print_json({**outcome.to_json(), "repaired": True, "put_back": put_back})
     else:
-        sys.stdout.write(outcome_lines(outcome, installs_before=1))
+        sys.stdout.write(outcome_lines(outcome, installs_before=1, repaired=_put_back_words(put_back)))
     return 0
+
+
+def _put_back_words(paths: list[str]) -> str:
+    """``put back lib/a.so, lib/b.so and 2 more as its receipt records them``."""
+    shown_paths = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    return f"put back {shown_paths} as its receipt records {'it' if len(paths) == 1 else 'them'}"
 
 
 def _reinstall(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
@@ -168,7 +175,12 @@ def _reinstall(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     request = request_of(args, **repair_wanted(args.id, target.name, target.receipt, target.problem))
     _recorded_source(args, environ, target.name, from_=request.from_)
     outcome = installed_with(request, args, environ, dry_run=False)
-    show(outcome, args, len(present))
+    if args.json or outcome.dry_run:
+        show(outcome, args, len(present))
+    else:  # said as a repair: the install of that name reinstalled in place
+        why = target.problem or (unrestorable(target.receipt) if target.receipt else None) or "its receipt said so"
+        sys.stdout.write(outcome_lines(outcome, installs_before=len(present),
+                                       repaired=f"reinstalled in place from {outcome.source} ({why})"))
     return 0
 
 

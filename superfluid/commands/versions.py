@@ -1,5 +1,4 @@
-"""``superfluid runtime versions <id>``: the versions a runtime installs, and which install here; with
-``--mirror``/``--offline`` what the release listing offers too, with ``--for`` for another release.
+"""``superfluid runtime versions <id>``: the versions a runtime installs, and which install here.
 
 See docs/cli.md.
 """

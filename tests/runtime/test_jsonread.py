@@ -281,27 +281,27 @@ def test_a_service_answer_nested_too_deeply(tmp_path: Path, monkeypatch: pytest.
     import argparse
     from types import SimpleNamespace
 
-    from superfluid.commands import compat_service
+    from superfluid.commands import compat
     from superfluid.installer.trust import manifest as manifest_trust
     from superfluid.runtime.errors import BadFile, SuperfluidError
 
     route = SimpleNamespace(asked="llamacpp build b1")
-    not_answered = compat_service._not_answered("http://x/", route, 404, DEEP)
+    not_answered = compat._not_answered("http://x/", route, 404, DEEP)
     assert isinstance(not_answered, SuperfluidError) and "has no answer for llamacpp build b1" in str(not_answered)
-    monkeypatch.setattr(manifest_trust, "fetch_answer", lambda *a, **k: manifest_trust.Answer(200, DEEP))
+    monkeypatch.setattr(compat, "fetch_answer", lambda *a, **k: manifest_trust.Answer(200, DEEP))
     args = argparse.Namespace(release=None, key=None, require_signature=False, runtime="llamacpp", ask_abi=None,
                               ask_build="b1", ask_version=None, platform=None, service=str(tmp_path), json=True,
                               insecure_no_freshness=True)
     with pytest.raises(BadFile, match="is not JSON \\(is nested too deeply"):
-        within(5, lambda: compat_service.run(args))
+        within(5, lambda: compat.run(args))
 
 
 def test_a_release_answer_nested_too_deeply(monkeypatch: pytest.MonkeyPatch) -> None:
-    from superfluid.commands import for_release
+    from superfluid import for_release
     from superfluid.installer.trust import manifest as manifest_trust
     from superfluid.runtime.errors import BadFile
 
-    monkeypatch.setattr(manifest_trust, "fetch_answer", lambda *a, **k: manifest_trust.Answer(200, DEEP))
+    monkeypatch.setattr(for_release, "fetch_answer", lambda *a, **k: manifest_trust.Answer(200, DEEP))
     trust = manifest_trust.Trust("/nonexistent", insecure=True)
     with pytest.raises(BadFile, match="is not the manifest service's answer for a release \\(is nested too deeply"):
         within(5, lambda: for_release._from_service("http://x", "0.1.0", trust, keys=[], home="/nonexistent",

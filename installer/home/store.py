@@ -133,9 +133,10 @@ def settle(root: str | os.PathLike[str]) -> list[str]:
 
 def tidy(root: str | os.PathLike[str], *, timeout: float = 600.0,
          on_wait: Callable[[MutexOwner], None] | None = None) -> list[str]:
-    """``settle`` the runtime at ``root`` under its lock, for a command that may end without
-    changing anything (``runtime repair`` of an install that verifies); nothing when the runtime
-    has no folder. Answers the names acted on.
+    """``clean_stale`` under the runtime's lock, for a command that may end without changing anything
+    (``runtime repair`` of an install that verifies): what a killed writer left goes, ``current`` is
+    left as it is (a repair puts back the install it names); nothing when the runtime has no folder.
+    Answers the names acted on.
 
     Raises:
         MutexBusy, StoreError: as ``install_mutex``; a filesystem fault.
@@ -143,7 +144,7 @@ def tidy(root: str | os.PathLike[str], *, timeout: float = 600.0,
     if not os.path.isdir(root):
         return []
     with install_mutex(root, timeout=timeout, on_wait=on_wait):
-        return settle(root)
+        return clean_stale(root)
 
 
 def make_staging(root: str | os.PathLike[str], install: str) -> Path:

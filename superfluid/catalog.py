@@ -231,6 +231,8 @@ def ask(ref: WorkerRef, argv: Sequence[str], runtime_id: str, environ: Mapping[s
     if cache:
         library = answer.get("library") if isinstance(answer, dict) else None
         deps = [_stat(library)] if isinstance(library, str) else []
+        # a verdict on a model stands while the model is as it was (a file fixed in place is judged again)
+        deps += [_stat(argv[i + 1]) for i, flag in enumerate(argv[:-1]) if flag == "--model"]
         entries = {k: v for k, v in entries.items() if k != key}
         entries[key] = {"answer": answer, "code": result.returncode, "deps": deps}
         _store(path, _trimmed(entries))

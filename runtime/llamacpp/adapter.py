@@ -26,7 +26,7 @@ class LlamacppAdapter(Adapter):
     package = "superfluid.runtime.llamacpp"
     recipe_schema = "llamacpp-recipe"
     options_from = "superfluid.runtime.llamacpp.options"
-    formats_from = "superfluid.runtime.llamacpp.check"
+    formats_from = "superfluid.runtime.llamacpp.formats"
     receipt_keys = ("layout",)
     #: what the compat manifest is asked about llama.cpp: a build
     questions = (Question("build", pattern=r"b[1-9][0-9]{0,9}", expected="a llama.cpp build, e.g. b11642",

@@ -10,22 +10,16 @@ from superfluid.runtime.errors import LibraryNotFound, LibraryRefused, ModelLoad
 from superfluid.runtime.host import detect
 from superfluid.runtime.llamacpp import sizing
 from superfluid.runtime.llamacpp.drive import devices, load_model
+from superfluid.runtime.llamacpp.formats import CAPABILITIES, FORMATS, TOKENIZER
 from superfluid.runtime.llamacpp.loader import load
 from superfluid.runtime.llamacpp.locate import LIBRARY, locate
 from superfluid.runtime.llamacpp.options import OPTIONS
 from superfluid.runtime.locate import namer
 from superfluid.runtime.options import check_options, parse_flag_pairs
 
-__all__ = ["parse_flags", "is_flag", "read_pairs", "check_report", "check_argv", "version_text", "FORMATS",
-           "TOKENIZER", "CAPABILITIES", "RUNTIME_ID"]
+__all__ = ["parse_flags", "is_flag", "read_pairs", "check_report", "check_argv", "version_text", "RUNTIME_ID"]
 
 RUNTIME_ID = "llamacpp"
-FORMATS = [{"id": "gguf", "describe": "a GGUF file", "file": {"extensions": ["gguf"], "magic": "GGUF"}}]
-#: libllama tokenizes (``llama_tokenize``, the model's own vocabulary): no tokenizer of ours
-TOKENIZER = {"from": "engine"}
-#: the static record (``runtime.contract``): llama.cpp's KV cache is typed, not sized in bits
-CAPABILITIES = contract.capabilities(kv_bits="no such knob: llama.cpp's KV cache types are --llamacpp-cache-type-k "
-                                              "and --llamacpp-cache-type-v")
 _LIB_FLAGS = ("--lib", "--llamacpp-lib")
 
 

@@ -9,6 +9,7 @@ from collections.abc import Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.adapter import Adapter, Question, Shown
+from superfluid.runtime.contract import capabilities
 from superfluid.runtime.mlx.locate import environment, not_here
 from superfluid.runtime.options import Option, options_json
 from superfluid.runtime.ordering import version_key
@@ -17,7 +18,7 @@ from superfluid.runtime.planning import Listing, NotInstallable, Plan, Request, 
 if TYPE_CHECKING:
     from superfluid.runtime.host import Host
 
-__all__ = ["ADAPTER", "MlxAdapter", "OPTIONS"]
+__all__ = ["ADAPTER", "MlxAdapter", "OPTIONS", "FORMATS", "TOKENIZER", "CAPABILITIES"]
 
 #: MLX's serve options (SPEC §7): spelled ``--mlx-<name>`` on serve, ``--<name>`` to the worker
 OPTIONS: tuple[Option, ...] = (
@@ -27,6 +28,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("cache-limit-mb", "int", "MLX's buffer cache limit in MiB (0: keep no cache; unset: MLX's default)",
            minimum=0, maximum=1 << 24),
 )
+#: the model format MLX reads: a directory of Hugging Face files with safetensors weights
+FORMATS = [{"id": "mlx", "describe": "an MLX model directory",
+            "directory": {"files": ["config.json"], "extensions": ["safetensors"]}}]
+#: mlx-lm reads the model's own tokenizer files (Hugging Face's format)
+TOKENIZER = {"from": "huggingface"}
+#: the static record (``runtime.contract``)
+CAPABILITIES = capabilities(kv_bits="no such knob: MLX sizes its KV cache itself")
 
 
 class MlxAdapter(Adapter):
@@ -36,7 +44,7 @@ class MlxAdapter(Adapter):
     package = "superfluid.runtime.mlx"
     recipe_schema = "mlx-recipe"
     options_from = "superfluid.runtime.mlx.adapter"
-    formats_from = "superfluid.runtime.mlx.worker"
+    formats_from = "superfluid.runtime.mlx.adapter"
     #: what the compat manifest is asked about MLX: an mlx version
     questions = (Question("version", flag="an mlx version"),)
     column = "MLX"

@@ -10,18 +10,11 @@ from typing import Any
 
 from superfluid.runtime import contract
 from superfluid.runtime.jsonread import UntrustedJson, loads
-from superfluid.runtime.mlx.adapter import ADAPTER
+from superfluid.runtime.mlx.adapter import ADAPTER, CAPABILITIES, FORMATS, TOKENIZER
 from superfluid.runtime.mlx.locate import environment
 from superfluid.runtime.worker import check_handlers, run
 
-__all__ = ["main", "check_report", "parse_check_args", "FORMATS", "TOKENIZER", "CAPABILITIES"]
-
-FORMATS = [{"id": "mlx", "describe": "an MLX model directory",
-             "directory": {"files": ["config.json"], "extensions": ["safetensors"]}}]
-#: mlx-lm reads the model's own tokenizer files (Hugging Face's format)
-TOKENIZER = {"from": "huggingface"}
-#: the static record (``runtime.contract``)
-CAPABILITIES = contract.capabilities(kv_bits="no such knob: MLX sizes its KV cache itself")
+__all__ = ["main", "check_report", "parse_check_args"]
 _PROBE_TIMEOUT = 60.0  # seconds: importing mlx in a cold environment is slow
 _PROBE = (
     "import json, sys\n"

@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from superfluid import answer_cache, catalog
 from superfluid.catalog import env_keys, shipped_dirs
-from superfluid.output import gb, json_text, table
+from superfluid.output import json_text, table
 from superfluid.parser import COMMON_EXITS, Help, Parser, add_json
+from superfluid.paths import model_path
 from superfluid.runtime import registry
-from superfluid.runtime.errors import BadFile, WorkerFailed
+from superfluid.runtime.errors import BadFile, UsageError, WorkerFailed
 from superfluid.runtime.home import (
     current_target,
     home,
@@ -29,6 +30,7 @@ from superfluid.runtime.locate import beside
 from superfluid.runtime.receipt import read_receipt
 from superfluid.runtime.record import UNRECORDED, verify_install
 from superfluid.runtime.upkeep import puts_back
+from superfluid.runtimes_report import declared, device_cell, model_answer, reads_cell
 
 if TYPE_CHECKING:
     import argparse
@@ -37,13 +39,16 @@ __all__ = ["HELP", "READS_HOME", "arguments", "run", "rows", "verified_rows", "v
            "depends_on"]
 
 HELP = Help(
-    "what is installed and ready here",
+    "what is installed and ready here, or which runtime serves a model",
     "One row per runtime: its state (ready, not installed, broken, missing), the default install, its "
-    "version and ABI, the newest version that installs here, its device and who checks it. Never touches "
-    "the network; repeats no check while nothing it depends on changed.",
+    "version and ABI, the newest version that installs here, the model formats it reads, its device and who "
+    "checks it. Never touches the network; repeats no check while nothing it depends on changed. With a "
+    "model: each runtime's verdict on it (reads it or not, and why, with what its check says of the model), "
+    "then the runtime that serves it, as serve would choose, and what it can do.",
     ("superfluid runtimes", "superfluid runtimes --json | jq -r '.[] | select(.ready == true) | .id'",
-     "superfluid runtimes --verify --json"),
-    ((0, "the table is the answer, even when nothing is ready"), (2, COMMON_EXITS[2])),
+     "superfluid runtimes --verify --json", "superfluid runtimes tiny.gguf --json | jq -r .serves"),
+    ((0, "the table is the answer, even when nothing is ready; with a model: a runtime here serves it"),
+     (1, "with a model: no runtime here serves it (each says why)"), (2, COMMON_EXITS[2])),
 )
 #: the commands that only read the home (see superfluid.cli)
 READS_HOME = True
@@ -55,6 +60,8 @@ _HOME_DEPTH = 4
 
 
 def arguments(p: Parser) -> None:
+    p.add_argument("model", nargs="?", metavar="MODEL",
+                   help="a model file or directory: which runtime here reads and serves it")
     add_json(p)
     p.add_argument("--verify", action="store_true",
                    help="also check each current install's files against its receipt (reads every file)")
@@ -198,20 +205,13 @@ def row(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
         if (lock := _locked_by(runtime_id, current, environ)) is not None:
             out["lock"] = lock
     out["installable"], out["options"] = _installable(runtime_id, environ)
+    out.update(declared(runtime_id, report, ready=out["ready"] is True, worker=out.get("worker")))
     # keep the documented key order: id, state, ready first
     return {k: out[k] for k in ("id", "state", "ready", *[k for k in out if k not in ("id", "state", "ready")])}
 
 
 def rows(environ: Mapping[str, str]) -> list[dict[str, Any]]:
     return [row(runtime_id, environ) for runtime_id in registry.IDS]
-
-
-def _device(r: dict[str, Any]) -> str:
-    devices = r.get("devices") or []
-    if not devices:
-        return "-"
-    d = devices[0]
-    return f"{d.get('backend', '?')}: {d.get('name', '?')}, {gb(d.get('memory'))}"
 
 
 def _worker(worker: dict[str, Any] | None) -> str:
@@ -234,7 +234,7 @@ def _broken_others(runtime_id: str, current: str | None, environ: Mapping[str, s
 
 
 def _human(found: list[dict[str, Any]], environ: Mapping[str, str]) -> str:
-    header = ["RUNTIME", "STATE", "INSTALL", "VERSION", "ABI", "INSTALLABLE", "DEVICE", "WORKER"]
+    header = ["RUNTIME", "STATE", "INSTALL", "VERSION", "ABI", "INSTALLABLE", "READS", "DEVICE", "WORKER"]
     body = []
     for r in found:
         abi = r.get("abi", "-") if r.get("state") == "ready" else "-"
@@ -242,7 +242,7 @@ def _human(found: list[dict[str, Any]], environ: Mapping[str, str]) -> str:
         worker = r.get("worker")
         body.append([r["id"], r["state"], r.get("install") or "-", r.get("version") or "-",
                      "-" if abi is None and not numbered else ("unnumbered" if abi is None else str(abi)),
-                     r.get("installable") or "-", _device(r),
+                     r.get("installable") or "-", reads_cell(r), device_cell(r),
                      _worker(worker)])
     text = table(header, body)
     for r in found:
@@ -258,11 +258,23 @@ def _human(found: list[dict[str, Any]], environ: Mapping[str, str]) -> str:
     return text
 
 
+def _model(model: str, as_json: bool, environ: Mapping[str, str]) -> int:
+    """``runtimes <model>``: 0 when a runtime here serves it, 1 when none does."""
+    text, doc, serves = model_answer(model, rows(environ), environ)
+    sys.stdout.write(json_text(doc) if as_json else text)
+    return 0 if serves else 1
+
+
 def run(args: argparse.Namespace) -> int:
     began = time.time()
     environ = dict(os.environ)
-    found = rows(environ)
     verify = getattr(args, "verify", False)
+    model = getattr(args, "model", None)
+    if model is not None:
+        if verify:
+            raise UsageError("--verify checks the installs, not a model: give one or the other")
+        return _model(model_path("model", model), args.json, environ)
+    found = rows(environ)
     if verify:  # asked for: reads every file of each current install
         found = verified_rows(found, environ)
     text = json_text(found) if args.json else _human(found, environ) + (verified_lines(found) if verify else "")

@@ -36,7 +36,7 @@ def test_no_arguments_prints_overview_on_stderr_and_exits_2(capsys: pytest.Captu
 
 def test_help_and_version_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
-    assert "runtimes [--json]" in capsys.readouterr().out
+    assert "runtimes [<model>] [--json]" in capsys.readouterr().out
     assert main(["--version"]) == 0
     assert capsys.readouterr().out == f"superfluid {__version__}\n"
 

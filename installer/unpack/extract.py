@@ -11,16 +11,18 @@ import os
 import secrets
 import shutil
 import stat
+import struct
 import tarfile
+import threading
 import zipfile
-import zlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from contextlib import closing, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, NamedTuple, cast
 
 from superfluid.installer.files import remove_tree
+from superfluid.installer.unpack.inflate import ERRORS, Inflow, crc32, raw_inflater
 from superfluid.runtime.errors import BadFile, SuperfluidError
 from superfluid.runtime.record import remember
 
@@ -42,6 +44,9 @@ _FIX = "nothing was installed from it; report the archive to its publisher, or u
 _KINDS = ("file", "dir", "symlink", "hardlink", "chardev", "blockdev", "fifo", "other")
 _MAX_HOPS = 40  # symlinks followed in one resolution, as Linux's ELOOP bound
 _CHUNK = 1 << 20  # bytes copied per read
+#: what reading a broken archive raises (truncated, corrupt compression, not an archive)
+_BROKEN: tuple[type[Exception], ...] = (tarfile.TarError, zipfile.BadZipFile, *ERRORS, lzma.LZMAError, EOFError)
+_ZIP_HEADER = struct.Struct("<4s22xHH")  # a zip member's local header: signature, ..., name and extra lengths
 
 
 class UnsafeArchive(BadFile):
@@ -240,6 +245,8 @@ def _link_fault(parts: Sequence[str], target: str, tree: Mapping[str, Entry]) ->
 
 _Opener = Callable[[], IO[bytes]]
 _Defence = Callable[[], None]
+#: an archive's members in order, each with how to open its content and a last check, if any
+_Members = Generator[tuple[Member, _Opener | None, _Defence | None], None, None]
 
 
 def _tar_kind(ti: tarfile.TarInfo) -> str:
@@ -263,7 +270,7 @@ def _reading(archive: str) -> Iterator[None]:
 
     try:
         yield
-    except (tarfile.TarError, zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError) as e:
+    except _BROKEN as e:
         raise BadFile(archive, f"is not a readable archive ({e or type(e).__name__})",
                       fix="its download is corrupt or it is not a release archive; run the same command again") from e
 
@@ -358,31 +365,128 @@ class _Content:
         pass
 
 
-def _tar_members(archive: str, dest: str,
-                 stream: IO[bytes] | None = None) -> Iterator[tuple[Member, _Opener | None, _Defence | None]]:
-    # Stream mode ("r|*"): one pass, whatever the compression; members come in archive order.
-    # ``stream``: the tar's bytes as they arrive, already decompressed (``archive`` only names it),
-    # read through a ``_Forward``, which only ever moves forward as the stream mode does.
-    if stream is None:
-        tar = tarfile.open(archive, mode="r|*", bufsize=_CHUNK)
-        forward = None
-    else:
-        forward = _Forward(stream)
-        tar = tarfile.open(fileobj=cast("IO[bytes]", forward), mode="r:")
-    with tar:
-        for ti in tar:
-            member = Member(ti.name, _tar_kind(ti), ti.size, ti.mode, ti.linkname)
-            opener = _tar_opener(tar, forward, ti) if member.kind == "file" else None
-            yield member, opener, _tar_defence(archive, dest, ti)
+def _tar_members(archive: str, dest: str, stream: IO[bytes] | None = None) -> _Members:
+    # One pass, front to back, whatever the compression; members come in archive order.
+    # ``stream``: the tar's bytes as they arrive, already decompressed (``archive`` only names it);
+    # without it, the file is decompressed on a second thread as it is read (``_inflowing``). Either
+    # is read through a ``_Forward``, which only ever moves forward as tarfile's stream mode does.
+    with _inflowing(archive) if stream is None else nullcontext(stream) as source:
+        forward = _Forward(source)
+        with tarfile.open(fileobj=cast("IO[bytes]", forward), mode="r:") as tar:
+            for ti in tar:
+                member = Member(ti.name, _tar_kind(ti), ti.size, ti.mode, ti.linkname)
+                opener = _tar_opener(tar, forward, ti) if member.kind == "file" else None
+                yield member, opener, _tar_defence(archive, dest, ti)
 
 
-def _tar_opener(tar: tarfile.TarFile, forward: _Forward | None, ti: tarfile.TarInfo) -> _Opener:
-    if forward is not None and not ti.issparse():
+@contextmanager
+def _inflowing(archive: str) -> Iterator[IO[bytes]]:
+    """The tar in the file ``archive``, decompressed (gzip, bzip2, xz or none, by its first bytes)
+    by a second thread as it reads the file, while this one reads the tar: the two cores of a
+    streamed install (``stream``), for an archive already on disk (a cached or resumed download,
+    a restore, ``--from``)."""
+    f = open(archive, "rb")  # closed below, once the thread is done with it
+    inflow = Inflow()
+
+    def produce() -> None:
+        try:
+            while chunk := f.read(_CHUNK):
+                if not inflow.feed(chunk):
+                    return
+            inflow.finish()
+        except BaseException as e:  # the file could not be read: the reader's error, in its turn
+            inflow.fail(e)
+
+    thread = threading.Thread(target=produce, name="superfluid-inflate", daemon=True)
+    thread.start()
+    try:
+        yield cast("IO[bytes]", inflow)
+    finally:
+        inflow.cancel()
+        thread.join()
+        f.close()
+
+
+def _tar_opener(tar: tarfile.TarFile, forward: _Forward, ti: tarfile.TarInfo) -> _Opener:
+    if not ti.issparse():
         return lambda: cast("IO[bytes]", _Content(forward, ti.offset_data, ti.size))
     return lambda: cast("IO[bytes]", tar.extractfile(ti))
 
 
-def _zip_members(archive: str) -> Iterator[tuple[Member, _Opener | None, _Defence | None]]:
+class _ZipContent:
+    """A zip member's bytes, its deflate data inflated by ``inflate``'s inflater (ISA-L where it is
+    installed; zipfile's reader would use the standard library's), as ``zipfile`` reads them: the
+    member opened by zipfile first (its checks of the local header: the name agrees with the
+    directory's, no encryption or patch data), at most the declared size given, the CRC-32 checked
+    once the data ends or the declared size is reached."""
+
+    def __init__(self, zf: zipfile.ZipFile, zi: zipfile.ZipInfo, archive: str) -> None:
+        self._zf, self._zi, self._archive = zf, zi, archive
+
+    def pieces(self) -> Iterator[memoryview]:
+        zi = self._zi
+        with self._zf.open(zi):  # zipfile's checks of the local header, and its refusals
+            pass
+        left, crc = zi.file_size, 0
+        if left:
+            for piece in self._data():
+                piece = piece[:left]  # a member longer than it declares: zipfile gives its declared size
+                left -= len(piece)
+                crc = crc32(piece, crc)
+                if not left:  # the last piece is given only once the CRC-32 is right, as zipfile does
+                    self._check(crc)
+                    yield memoryview(piece)
+                    return
+                yield memoryview(piece)
+        self._check(crc)
+
+    def _check(self, crc: int) -> None:
+        if crc != self._zi.CRC:
+            raise zipfile.BadZipFile(f"Bad CRC-32 for file {self._zi.filename!r}")
+
+    def _data(self) -> Iterator[bytes]:
+        """The member's bytes as they come out of the inflater, at most ``_CHUNK`` at a time."""
+        zi = self._zi
+        with open(self._archive, "rb") as f:
+            f.seek(zi.header_offset)
+            header = f.read(_ZIP_HEADER.size)
+            if len(header) != _ZIP_HEADER.size:
+                raise zipfile.BadZipFile("Truncated file header")
+            magic, name_length, extra_length = _ZIP_HEADER.unpack(header)
+            if magic != b"PK\x03\x04":
+                raise zipfile.BadZipFile("Bad magic number for file header")
+            f.seek(name_length + extra_length, os.SEEK_CUR)
+            inflater = raw_inflater() if zi.compress_type == zipfile.ZIP_DEFLATED else None
+            left = zi.compress_size
+            while left > 0 and (chunk := f.read(min(left, _CHUNK))):
+                left -= len(chunk)
+                if inflater is None:
+                    yield chunk
+                    continue
+                while chunk and not inflater.eof:
+                    out = inflater.decompress(chunk, _CHUNK)
+                    chunk = inflater.unconsumed_tail
+                    if out:
+                        yield out
+            if left > 0:
+                raise EOFError("the archive ends inside a member's data")
+            while inflater is not None and not inflater.eof and (out := inflater.decompress(b"", _CHUNK)):
+                yield out  # what the inflater still held when its input ran out (zipfile's flush)
+
+    def __enter__(self) -> _ZipContent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def _zip_opener(zf: zipfile.ZipFile, zi: zipfile.ZipInfo, archive: str) -> _Opener:
+    if zi.compress_type in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED) and not zi.flag_bits & 0x1:
+        return lambda: cast("IO[bytes]", _ZipContent(zf, zi, archive))
+    return lambda: zf.open(zi)  # bzip2, lzma, encrypted: zipfile's own reader (and its refusals)
+
+
+def _zip_members(archive: str) -> _Members:
 
     with zipfile.ZipFile(archive) as zf:
         for zi in zf.infolist():
@@ -402,7 +506,7 @@ def _zip_members(archive: str) -> Iterator[tuple[Member, _Opener | None, _Defenc
                     linkname = f.read(4097).decode("utf-8", "surrogateescape")
             mode = (unix & 0o7777) or (0o755 if kind == "dir" else 0o644)
             member = Member(zi.filename, kind, zi.file_size, mode, linkname)
-            yield member, ((lambda zi=zi: zf.open(zi)) if kind == "file" else None), None  # type: ignore[misc]
+            yield member, (_zip_opener(zf, zi, archive) if kind == "file" else None), None
 
 
 # --- the writer -------------------------------------------------------------------------------------
@@ -485,7 +589,7 @@ def _unpack(archive: str, dest: str, limits: ExtractLimits, stream: IO[bytes] | 
         members = _tar_members(archive, dest, stream)
     else:
         members = _zip_members(archive) if _is_zip(archive) else _tar_members(archive, dest)
-    with _reading(archive):
+    with _reading(archive), closing(members):  # closed at once on a refusal: its reading thread stops
         for member, opener, defence in members:
             count += 1
             if count > limits.max_members:

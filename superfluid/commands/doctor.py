@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from superfluid import __version__
+from superfluid.installer.unpack.inflate import INFLATER
 from superfluid.output import print_json
 from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.runtime import registry
@@ -65,7 +66,7 @@ def _runtime(runtime_id: str, host: Host) -> dict[str, Any]:
 def report(environ: dict[str, str]) -> dict[str, Any]:
     """The doctor's answer (schema ``doctor``)."""
     host = detect(environ)
-    return {"superfluid": __version__, "describe": host.describe(), "host": host.to_json(),
+    return {"superfluid": __version__, "describe": host.describe(), "host": host.to_json(), "inflater": INFLATER,
             "runtimes": [_runtime(runtime_id, host) for runtime_id in registry.IDS]}
 
 
@@ -101,6 +102,7 @@ def report_text(doc: dict[str, Any]) -> str:
     found = h["libraries"] or {}
     rows += [(name, _or(found.get(name), "not found")) for name in NOTABLE] if h["libraries"] is not None else []
     rows.append(("library dirs", ", ".join(h["library_dirs"]) or "not probed"))
+    rows.append(("inflater", doc["inflater"]))
     width = max(len(k) for k, _ in rows)
     out = [f"superfluid {doc['superfluid']} doctor: this machine, as the installer sees it"]
     out += [f"  {k.ljust(width)}  {v}" for k, v in rows]

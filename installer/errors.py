@@ -8,6 +8,7 @@ from superfluid.runtime.errors import SuperfluidError
 from superfluid.runtime.redact import redact_url
 
 __all__ = [
+    "ELSEWHERE",
     "StoreError",
     "DownloadError",
     "DownloadStalled",
@@ -19,6 +20,12 @@ __all__ = [
     "ReleaseNotFound",
     "OfflineMissing",
 ]
+
+
+#: the end of a network fault's fix that names another source: it fits a command that takes ``--mirror``
+#: and ``--offline`` (the face leaves it out of any other command's hint)
+ELSEWHERE = ("; or install from elsewhere with --mirror URL|DIR (a mirror or a directory of release files) or "
+             "--offline (the download cache)")
 
 
 class DownloadError(SuperfluidError):
@@ -84,8 +91,7 @@ class HostUnreachable(DownloadError):
             url,
             f"cannot reach {host}: its name does not resolve ({detail})",
             retryable=True,
-            fix="check the network connection and DNS; or install from elsewhere with --mirror URL|DIR "
-                "(a mirror or a directory of release files) or --offline (the download cache)",
+            fix=f"check the network connection and DNS{ELSEWHERE}",
         )
         self.host = host
 
@@ -100,9 +106,7 @@ class ConnectionRefused(DownloadError):
             url,
             f"connection refused by {address}: nothing listens there",
             retryable=True,
-            fix=f"check that the server at {address} is running and that the URL names its port; or install "
-                "from elsewhere with --mirror URL|DIR (a mirror or a directory of release files) or --offline "
-                "(the download cache)",
+            fix=f"check that the server at {address} is running and that the URL names its port{ELSEWHERE}",
         )
         self.address = address
 

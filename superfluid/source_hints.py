@@ -8,12 +8,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
+from superfluid.installer.errors import ELSEWHERE
 from superfluid.runtime.redact import redact_url
 
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["SOURCE_FLAGS", "given", "keep_source", "shown"]
+__all__ = ["SOURCE_FLAGS", "given", "keep_source", "shown", "fitting"]
 
 #: the source flags of the commands a hint may name
 SOURCE_FLAGS: dict[tuple[str, ...], tuple[str, ...]] = {
@@ -76,3 +77,12 @@ def keep_source(text: str, flags: Flags) -> str:
         return f"`{m.group(1)} {' '.join(add)}`" if add else m.group(0)
 
     return _HINT.sub(extended, text)
+
+
+def fitting(text: str, args: argparse.Namespace | None) -> str:
+    """``text`` without a suggestion of flags the command ``args`` parsed does not take: a network
+    fault's "or install from elsewhere with --mirror URL|DIR ... or --offline" is for the commands
+    that take both (``runtime install``, ``lock``...), not ``mirror push`` or ``compat --service``."""
+    if args is not None and hasattr(args, "mirror") and hasattr(args, "offline"):
+        return text
+    return text.replace(ELSEWHERE, "")

@@ -94,10 +94,10 @@ def _anchor(trust: Trust, directory: str, service: str) -> tuple[bytes, str]:
         except OSError as e:
             raise BadFile(path, f"cannot be read ({e.strerror or e})") from None
     raise NoTrustRoot(f"no TUF root to trust {service} from (this superfluid ships none: there is no default manifest "
-                      f"service): give --trust-root FILE, the service's metadata/1.root.json as its operator hands it "
-                      f"out, or set {ENV_ROOT}",
-                      fix="or ask without freshness checks with --insecure-no-freshness (a rolled-back or frozen "
-                          "index is then accepted)")
+                      "service)",
+                      fix=f"give --trust-root FILE, the service's metadata/1.root.json as its operator hands it out, "
+                          f"or set {ENV_ROOT}; or ask without freshness checks with --insecure-no-freshness (a "
+                          "rolled-back or frozen index is then accepted)")
 
 
 def _unchecked(service: str, path: str, *, max_bytes: int, accept: tuple[int, ...]) -> Answer:

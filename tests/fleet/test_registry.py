@@ -163,9 +163,16 @@ def test_basic_auth_from_a_docker_config(tmp_path: Path, admin: Machine, fleet_s
         pushed = _push(admin, registry)
 
         node = machine_at(tmp_path, "node")
+        shutil.copy(admin.cwd / "superfluid.lock", node.cwd / "superfluid.lock")
+        # the variable names a file that is not there: said so, not "no login for the host" (issue 35, item 14)
+        node.env["REGISTRY_AUTH_FILE"] = str(tmp_path / "missing.json")
+        run = node.superfluid("runtime", "install", "basert", "--mirror", registry.url, "--json")
+        assert run.code == 1 and node.installs("basert") == [], run.stderr
+        error = run.json()["error"]
+        assert f"REGISTRY_AUTH_FILE names {tmp_path / 'missing.json'}, which does not exist" in error["message"]
+        assert "point REGISTRY_AUTH_FILE at an existing auth file" in error["fix"]
         auth = docker_config(tmp_path / "elsewhere", registry.host)
         node.env["REGISTRY_AUTH_FILE"] = str(auth)
-        shutil.copy(admin.cwd / "superfluid.lock", node.cwd / "superfluid.lock")
         runs = [node.superfluid("runtime", "install", "--locked", "--mirror", registry.url),
                 node.superfluid("runtime", "install", "basert", "--mirror", registry.url, "--json")]
         assert [r.code for r in runs] == [0, 0], [r.stderr for r in runs]

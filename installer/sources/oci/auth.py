@@ -25,6 +25,7 @@ __all__ = [
     "RegistryAuth",
     "auth_files",
     "login_for",
+    "missing_auth_file",
     "parse_challenge",
     "token_url",
     "parse_token",
@@ -61,6 +62,14 @@ def auth_files(environ: Mapping[str, str]) -> list[Path]:
         return [Path(config).expanduser() / "config.json"]
     home = environ.get("HOME") or os.path.expanduser("~")
     return [Path(home) / ".docker" / "config.json"]
+
+
+def missing_auth_file(environ: Mapping[str, str]) -> str | None:
+    """The file ``REGISTRY_AUTH_FILE`` names when it does not exist (a login is then looked up
+    nowhere, which a registry's 401 says), else None."""
+    named = environ.get("REGISTRY_AUTH_FILE") or ""
+    path = Path(named).expanduser()
+    return str(path) if named and not os.path.lexists(path) else None
 
 
 def _key(raw: str) -> str:
@@ -228,6 +237,8 @@ class RegistryAuth:
         self._origin = origin_of(ref.api)
         self._auth: Credential | None = None
         self._lock = threading.Lock()
+        #: with no login: the auth file the environment names that does not exist (``missing_auth_file``)
+        self.missing_file: str | None = None
 
     def request(
         self,
@@ -300,6 +311,12 @@ class RegistryAuth:
         """The 401 the login did not cure, with its fix."""
         host = self.ref.host
         what = "its token service refused" if token else f"{self.ref.describe()} refused"
+        if self.login is None and self.missing_file is not None:
+            return DownloadError(url, f"HTTP 401 unauthorized: {self.ref.describe()} asks for a login, and "
+                                 f"REGISTRY_AUTH_FILE names {self.missing_file}, which does not exist", status=401,
+                                 fix="point REGISTRY_AUTH_FILE at an existing auth file (as `docker login` or `podman "
+                                     "login` writes it), or unset it to read $DOCKER_CONFIG/config.json or "
+                                     "~/.docker/config.json")
         if self.login is None:
             return DownloadError(url, f"HTTP 401 unauthorized: {self.ref.describe()} asks for a login, and there "
                                  f"is none for {host}", status=401,

@@ -15,7 +15,7 @@ from urllib.parse import urljoin
 
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import DownloadError, SizeExceeded, VerificationError
-from superfluid.installer.sources.oci.auth import Login, RegistryAuth, login_for, once_or_retried
+from superfluid.installer.sources.oci.auth import Login, RegistryAuth, login_for, missing_auth_file, once_or_retried
 from superfluid.installer.sources.oci.ref import (
     MANIFEST_MAX_BYTES,
     MANIFEST_TYPE,
@@ -357,4 +357,6 @@ def fetcher_for_ref(ref: OciRef, environ: Mapping[str, str], config: FetchConfig
     login = login_for(ref.host, ref.repository, environ)
     net = transport or network_fetcher(ref.api, environ, config or FetchConfig(),
                                        plain_http_origins=[ref.api] if ref.plain_http else ())
-    return OciFetcher(ref, net, login=login, push=push)
+    fetcher = OciFetcher(ref, net, login=login, push=push)
+    fetcher.auth.missing_file = missing_auth_file(environ) if login is None else None  # a 401 names it
+    return fetcher

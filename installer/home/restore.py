@@ -93,6 +93,18 @@ def plan_of(receipt: Receipt, *, mirror_root: str | None = None) -> Plan:
                 platform=receipt.platforms[0] if receipt.platforms else "")
 
 
+def _elsewhere(p: Plan, a: PlanAsset) -> str:
+    """Where a repair whose local source is gone finds the bytes again, checked against the receipt's
+    digest: a mirror that holds the release (``repair --mirror``, when it came from a mirror's layout),
+    or a copy of the file (``install --from FILE --sha256``, never unchecked)."""
+    copy = (f"`superfluid runtime install {p.id} --from FILE --sha256 {a.sha256} --reinstall` installs a copy of "
+            f"{a.name} in its place, checked")
+    if path_of_url(a.url) is None:  # a file of the user's own (--from): only a copy of it will do
+        return copy
+    return (f"`superfluid runtime repair {p.id} {p.install} --mirror DIR` fetches it from a mirror that holds it, "
+            f"checked against the receipt's digest; or {copy}")
+
+
 def _fetch(p: Plan, *, environ: Mapping[str, str], offline: bool, progress: Progress | None) -> list[Verified]:
     """Every archive of ``p`` verified on disk, in plan order: from the cache when it holds the
     digest (re-hashed), else from its source (a local file hashed in place; with ``offline``,
@@ -118,8 +130,7 @@ def _fetch(p: Plan, *, environ: Mapping[str, str], offline: bool, progress: Prog
             local = path_of_file_url(a.url) if a.url.startswith("file://") else a.url
             if not os.path.isfile(local):
                 raise NotRestorable(f"{p.id} {p.install}: {local}, the file it was installed from, is gone (and the "
-                                    "cache does not hold it)",
-                                    fix=f"`superfluid runtime install {p.id} --from FILE` installs it again")
+                                    "cache does not hold it)", fix=_elsewhere(p, a))
         elif offline:
             raise OfflineMissing(f"archive {a.name} of {p.id} {p.install} (sha256 {a.sha256})", url=a.url,
                                  fix=f"run `superfluid runtime repair {p.id} {p.install}` without --offline")

@@ -21,7 +21,15 @@ from superfluid.install_report import say
 from superfluid.installer.errors import ReleaseNotFound
 from superfluid.installer.fleet import lockfile
 from superfluid.installer.fleet.lockfile import DEFAULT_NAME, Engine, Lock, Target
-from superfluid.installer.fleet.plans import Change, check_targets, compare, kinds_of, plan_engine, targets_of
+from superfluid.installer.fleet.plans import (
+    Change,
+    check_targets,
+    compare,
+    host_for,
+    kinds_of,
+    plan_engine,
+    targets_of,
+)
 from superfluid.output import print_json
 from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.runtime import registry
@@ -103,9 +111,11 @@ def _plan(target: Target, args: argparse.Namespace, environ: Mapping[str, str]) 
 
 
 def _now(targets: list[Target], args: argparse.Namespace, environ: Mapping[str, str],
-         keep: Lock | None, upgrade: set[str] | None) -> dict[Target, Engine | str]:
+         keep: Lock | None, upgrade: set[str] | None,
+         failed: dict[Target, SuperfluidError] | None = None) -> dict[Target, Engine | str]:
     """Each target's engine: kept from ``keep`` unless upgraded, else planned now; or why nothing
-    of it installs on such a machine (the rules refuse, or nothing is published for it)."""
+    of it installs on such a machine (the rules refuse, or nothing is published for it), with the
+    refusal itself in ``failed`` when given."""
     out: dict[Target, Engine | str] = {}
     for t in targets:
         kept = keep.engine(t) if keep is not None else None
@@ -115,8 +125,34 @@ def _now(targets: list[Target], args: argparse.Namespace, environ: Mapping[str, 
         try:
             out[t] = _plan(t, args, environ)
         except (NotInstallable, ReleaseNotFound, InconsistentRelease, DigestConflict) as e:
-            out[t] = str(e)
+            out[t] = _refusal(e, t)
+            if failed is not None:
+                failed[t] = e
     return out
+
+
+def _refusal(e: SuperfluidError, target: Target) -> str:
+    """Why nothing of ``target`` is locked, said of the machine asked, not of this one (a planner says
+    "this is <host>" of the host it plans for), with a fix that names only what lock takes (not
+    ``--from``, an install's alone)."""
+    asked = host_for(target.platform, target.host).describe()
+    text = e.message.replace(f"this is {asked}", f"the machine asked is {asked}")
+    fix = (e.fix or "").split(", or --from ")[0].split("; or --from ")[0]
+    return f"{text}: {fix}" if fix else text
+
+
+def _nothing_of(runtime: str, failed: Mapping[Target, SuperfluidError]) -> lockfile.LockFileError:
+    """The refusal of a lock where nothing of ``runtime`` installs on any machine asked: when each
+    machine failed because the source lacks the runtime's releases (no listing), that is the fix,
+    not other platforms."""
+    why = [e for t, e in failed.items() if t.runtime == runtime]
+    if why and all(isinstance(e, ReleaseNotFound) for e in why):
+        repo = registry.get(runtime).repo
+        fix = f"{why[0].fix or f'the source holds no releases of {repo}'}; or name a mirror that holds {repo}'s " \
+              "listing with --mirror URL|DIR"
+    else:
+        fix = "see the reasons above; name other platforms or kinds of machine"
+    return lockfile.LockFileError(f"nothing of {runtime} installs on any machine asked: nothing was written", fix=fix)
 
 
 def _same_release(args: argparse.Namespace, environ: Mapping[str, str]) -> Any:
@@ -205,7 +241,8 @@ def _change_json(c: Change) -> dict[str, Any]:
 def _write(path: str, old: Lock | None, targets: list[Target], defaulted: bool, args: argparse.Namespace,
            environ: Mapping[str, str]) -> int:
     upgrade = _upgrading(args)
-    now = _now(targets, args, environ, old, upgrade)
+    failed: dict[Target, SuperfluidError] = {}
+    now = _now(targets, args, environ, old, upgrade, failed)
     engines = [e for e in now.values() if not isinstance(e, str)]
     not_locked = [{"target": t.describe(), "why": why} for t, why in now.items() if isinstance(why, str)]
     for skipped in not_locked:
@@ -213,8 +250,7 @@ def _write(path: str, old: Lock | None, targets: list[Target], defaulted: bool, 
     named = set(args.runtime or ()) | (set(old.runtimes) if old and not defaulted else set())
     for r in sorted(named):
         if not any(e.target.runtime == r for e in engines):
-            raise lockfile.LockFileError(f"nothing of {r} installs on any machine asked: nothing was written",
-                                     fix="see the reasons above; name other platforms or kinds of machine")
+            raise _nothing_of(r, failed)
     if not engines:
         raise lockfile.LockFileError("nothing installs on any machine asked: nothing was written")
     runtimes = sorted({t.runtime for t in targets} if not defaulted else {e.target.runtime for e in engines})

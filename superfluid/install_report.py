@@ -61,8 +61,9 @@ def plan_lines(plans: list[Plan], where: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def outcome_lines(outcome: Outcome, *, installs_before: int) -> str:
-    """What an install did, for people (stdout)."""
+def outcome_lines(outcome: Outcome, *, installs_before: int, repaired: str | None = None) -> str:
+    """What an install did, for people (stdout); for a repair (``repaired``: what it put back, e.g.
+    ``put back lib/libbaseRT.so as its receipt records it``) said as a repair, not a new install."""
     r = outcome.receipt
     if r is None:
         return ""
@@ -71,8 +72,11 @@ def outcome_lines(outcome: Outcome, *, installs_before: int) -> str:
         facts.append(words)
     if not r.tested:
         facts.append("UNTESTED")
-    lines = [f"{r.id} {r.install} installed ({', '.join(facts)}, chosen by {r.chosen_by})"
-             + (", replacing the one of that name" if outcome.replaced else "")]
+    if repaired is not None:
+        lines = [f"{r.id} {r.install} repaired: {repaired} ({', '.join(facts)}, chosen by {r.chosen_by})"]
+    else:
+        lines = [f"{r.id} {r.install} installed ({', '.join(facts)}, chosen by {r.chosen_by})"
+                 + (", replacing the one of that name" if outcome.replaced else "")]
     if outcome.current and (outcome.pinned or installs_before > 0 or outcome.current != r.install):
         how = "pinned with `superfluid runtime use`" if outcome.pinned == outcome.current else "the best-ranked"
         lines.append(f"{r.id} serves from {outcome.current} by default ({how})")

@@ -180,7 +180,7 @@ def _reinstall(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     else:  # said as a repair: the install of that name reinstalled in place
         why = target.problem or (unrestorable(target.receipt) if target.receipt else None) or "its receipt said so"
         sys.stdout.write(outcome_lines(outcome, installs_before=len(present),
-                                       repaired=f"reinstalled in place from {outcome.source} ({why})"))
+                                       repaired=f"reinstalled in place from {outcome.source} (broken: {why})"))
     return 0
 
 

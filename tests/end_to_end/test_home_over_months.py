@@ -72,7 +72,9 @@ def test_a_flipped_byte_is_named_and_repair_puts_it_back_offline(cli_home: Home,
     run = cli_home.superfluid("runtime", "repair", "basert", "--offline")
     assert run.code == 0, run.stderr
     assert server.log == []  # from the cache: no connection at all
-    assert f"changed lib/{LIB}" in run.stderr and "replacing the one of that name" in run.stdout
+    assert f"changed lib/{LIB}" in run.stderr
+    assert run.stdout.startswith(f"superfluid: basert 0.4.0-cpu repaired: put back lib/{LIB} as its receipt records "
+                                 "it (0.4.0, ABI 1, chosen by abi)\n"), run.stdout  # said as a repair (issue 35)
     assert (install / "lib" / LIB).read_bytes() == good
     assert cli_home.superfluid("runtime", "verify", "basert").code == 0
     after = cli_home.receipt("0.4.0-cpu")
@@ -105,6 +107,9 @@ def test_an_install_without_a_file_list_is_told_to_repair_never_a_crash(cli_home
     assert _row(cli_home, "--verify")["state"] == "ready"  # nothing is known wrong: it is not verified, that is all
     run = cli_home.superfluid("runtime", "repair", "basert", "--mirror", server.mirror_url)
     assert run.code == 0, run.stderr
+    assert run.stdout.startswith(f"superfluid: basert 0.4.0-cpu repaired: reinstalled in place from mirror "
+                                 f"{server.mirror_url}"), run.stdout  # said as a repair (issue 35, item 17)
+    assert "(broken: its receipt records no files) (0.4.0, ABI 1, chosen by abi)" in run.stdout
     assert "files" in cli_home.receipt("0.4.0-cpu")
     assert cli_home.superfluid("runtime", "verify", "basert").code == 0
 

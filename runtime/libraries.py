@@ -8,21 +8,27 @@ from __future__ import annotations
 import glob
 import os
 import re
-import subprocess
+import struct
 from collections.abc import Iterable, Mapping, Sequence
 
 from superfluid.runtime.elf import ELFInvalid, read
+from superfluid.runtime.jsonread import read_bytes
 
-__all__ = ["MULTIARCH", "DEFAULT_DIRS", "under", "parse_ldconfig", "ldconfig", "library_dirs", "libraries_in",
-           "libc_of", "glibc_defined", "libstdcxx_versions", "version_key", "newest"]
+__all__ = ["MULTIARCH", "DEFAULT_DIRS", "under", "parse_ldconfig", "parse_ld_cache", "ldconfig", "library_dirs",
+           "libraries_in", "libc_of", "glibc_defined", "libstdcxx_versions", "version_key", "newest"]
 
 #: the Debian/Ubuntu multiarch folder name of each architecture
 MULTIARCH = {"x64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}
 #: the folders searched after the cache, in the loader's order, then ``/usr/local/lib`` (where a
 #: library built by hand lands; most distributions list it in ld.so.conf)
 DEFAULT_DIRS = ("/lib64", "/usr/lib64", "/lib", "/usr/lib", "/usr/local/lib")
-_LDCONFIG = ("/sbin/ldconfig", "/usr/sbin/ldconfig", "/usr/bin/ldconfig")
-_LDCONFIG_TIMEOUT = 5.0  # seconds
+#: glibc's loader cache (elf/cache.c): the new table's magic and version, its header (magic+version,
+#: entries, bytes of strings, flags and padding, extension offset, 3 unused words) and one entry (flags,
+#: name and path offsets, OS version, hwcap bits), in the host's byte order
+_CACHE_MAGIC = b"glibc-ld.so.cache1.1"
+_CACHE_HEADER = struct.Struct("=20sIIB3xI12x")
+_CACHE_ENTRY = struct.Struct("=iIIIQ")
+_CACHE_MAX_BYTES = 16 << 20
 _LINE = re.compile(r"^\s+(\S+)\s+\([^)]*\)\s*=>\s*(?P<path>/\S.*?)\s*$")
 _SONAME = re.compile(r"\.so(\.|$)")
 
@@ -47,17 +53,39 @@ def parse_ldconfig(text: str) -> list[tuple[str, str]]:
 
 def ldconfig(root: str) -> list[tuple[str, str]]:
     """What ``ldconfig -p`` lists of the loader's cache under ``root`` (``<root>/etc/ld.so.cache``),
-    or nothing: no cache (musl has none), no ``ldconfig``, or it failed."""
-    cache = under(root, "/etc/ld.so.cache")
-    tool = next((t for t in _LDCONFIG if os.access(t, os.X_OK)), None)
-    if tool is None or not os.path.isfile(cache):
-        return []
+    read from the file itself (no ``ldconfig`` run: this is asked on every computed ``runtimes``),
+    or nothing: no cache (musl has none), or not a cache of glibc's format."""
     try:
-        done = subprocess.run([tool, "-p", "-C", cache], capture_output=True, text=True, errors="replace",
-                              timeout=_LDCONFIG_TIMEOUT, check=False, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError):
+        data = read_bytes(under(root, "/etc/ld.so.cache"), max_bytes=_CACHE_MAX_BYTES)
+    except OSError:
         return []
-    return parse_ldconfig(done.stdout) if done.returncode == 0 else []
+    return parse_ld_cache(data)
+
+
+def parse_ld_cache(data: bytes) -> list[tuple[str, str]]:
+    """``(name, path)`` of each library in the bytes of a glibc ``ld.so.cache``, in its order: the
+    ``glibc-ld.so.cache1.1`` table (after the old ``ld.so-1.7.0`` one, where a cache carries both),
+    whose entries hold offsets of their name and path from the table's start; nothing when there is
+    no such table, or an entry points past the end."""
+    start = data.find(_CACHE_MAGIC)
+    if start < 0 or len(data) < start + _CACHE_HEADER.size:
+        return []
+    _magic, count, _strings, _flags, _ext = _CACHE_HEADER.unpack_from(data, start)
+    first = start + _CACHE_HEADER.size
+    if count > (len(data) - first) // _CACHE_ENTRY.size:
+        return []
+    out = []
+    for i in range(count):
+        _entry_flags, key, value, _os, _hwcap = _CACHE_ENTRY.unpack_from(data, first + i * _CACHE_ENTRY.size)
+        name, path = _string(data, start + key), _string(data, start + value)
+        if name and path and path.startswith("/"):
+            out.append((name, path))
+    return out
+
+
+def _string(data: bytes, at: int) -> str | None:
+    end = data.find(b"\0", at)
+    return data[at:end].decode("utf-8", "replace") if 0 <= at < len(data) and end > at else None
 
 
 def library_dirs(root: str, arch: str, ld_library_path: str | None,

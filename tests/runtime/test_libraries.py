@@ -4,6 +4,8 @@ the C library and the newest versions its libc and libstdc++ define, read from t
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -117,3 +119,26 @@ def test_newest(names: list[str], prefix: str, expected: str | None) -> None:
 
 def test_ldconfig_without_a_cache_lists_nothing(tmp_path: Path) -> None:
     assert libraries.ldconfig(str(tmp_path)) == []
+
+
+@pytest.mark.skipif(not os.path.isfile("/etc/ld.so.cache") or shutil.which("ldconfig") is None,
+                    reason="a glibc host with its loader cache and ldconfig")
+def test_the_loader_cache_reads_as_ldconfig_lists_it() -> None:
+    """The cache is read from its bytes (no process started); the real ``ldconfig -p`` is the judge."""
+    real = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=True).stdout
+    assert libraries.ldconfig("/") == parse_ldconfig(real) != []
+
+
+@pytest.mark.parametrize("data", [b"", b"glibc-ld.so.cache1.1", b"not a cache" * 10,
+                                  b"glibc-ld.so.cache1.1" + b"\xff\xff\xff\x7f" + b"\0" * 60],
+                         ids=["empty", "magic-only", "garbage", "count-past-the-end"])
+def test_a_cache_that_does_not_read_lists_nothing(data: bytes) -> None:
+    assert libraries.parse_ld_cache(data) == []
+
+
+def test_a_truncated_cache_lists_no_entry_it_does_not_hold_whole() -> None:
+    if not os.path.isfile("/etc/ld.so.cache"):
+        pytest.skip("no loader cache on this host")
+    data = Path("/etc/ld.so.cache").read_bytes()
+    cut = libraries.parse_ld_cache(data[: len(data) * 3 // 4])
+    assert set(cut) <= set(libraries.parse_ld_cache(data))

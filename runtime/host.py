@@ -6,7 +6,6 @@ See docs/cli.md, "Environment", and docs/install.md, "What a build needs".
 from __future__ import annotations
 
 import os
-import platform
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -194,15 +193,14 @@ def _vulkan(root: str, libraries: Mapping[str, str]) -> bool:
 
 
 def _glibc() -> str | None:
-    try:  # what platform.libc_ver() reads first ("glibc 2.36"), without reading the executable
+    try:  # "glibc 2.36"
         stated = os.confstr("CS_GNU_LIBC_VERSION")
     except (AttributeError, ValueError, OSError):
         stated = None
+    # confstr is how glibc says it (platform.libc_ver() asks it first, then reads the interpreter's
+    # bytes); where it has no answer the libc is not glibc, or the loader's own files say which
     parts = (stated or "").split(maxsplit=1)
-    if len(parts) == 2:
-        name, version = parts
-    else:
-        name, version = platform.libc_ver()
+    name, version = parts if len(parts) == 2 else ("", "")
     return version if name == "glibc" and version else None
 
 

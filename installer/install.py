@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from superfluid.installer.cache.blobs import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.home.fill import fill_for
 from superfluid.installer.home.publish import install_staged
@@ -21,7 +22,7 @@ from superfluid.installer.sources.listing import SourceListing
 from superfluid.runtime import registry
 from superfluid.runtime.home import home
 from superfluid.runtime.host import detect
-from superfluid.runtime.planning import NotInstallable, Plan, Request
+from superfluid.runtime.planning import NotInstallable, Plan, Request, is_local
 from superfluid.runtime.probe import ProbeRefused
 from superfluid.runtime.redact import redact_url
 
@@ -41,7 +42,9 @@ class Event:
     """Something the workflow tells while it runs: ``kind`` is ``"trying"`` (``plan``, ``index``),
     ``"fell-back"`` (``plan``, ``reason``), ``"unchecked"`` (``path``, ``sha256``: a local file
     with no digest to check), ``"waiting"`` (``holder``: another install holds the lock) or
-    ``"warning"`` (``reason``: something read was not trusted, e.g. a malformed listing entry skipped)."""
+    ``"warning"`` (``reason``: something read was not trusted, e.g. a malformed listing entry skipped).
+    ``cached``, with ``"trying"``: the names of the plan's remote assets the download cache holds by
+    digest already, which are not fetched (their URL is not asked)."""
 
     kind: str
     plan: Plan | None = None
@@ -50,6 +53,7 @@ class Event:
     path: str = ""
     sha256: str = ""
     holder: str = ""
+    cached: tuple[str, ...] = ()
 
 
 Tell = Callable[[Event], None]
@@ -199,7 +203,7 @@ def install_plans(runtime_id: str, plans: Sequence[Plan], *, environ: Mapping[st
             refused = NotInstallable(f"{p.id} {p.install}: {p.refused}")
             _fall_back(plans, i, p.refused, fallbacks, tell, "installs", refused)
             continue
-        tell(Event("trying", p, index=i))
+        tell(Event("trying", p, index=i, cached=_cached(p, source, environ)))
         fill = fill_for(p, source, environ=environ, progress=progress, phases=phases, unchecked=partial(unchecked, p))
         steps = PlanSteps(adapter, p, fill, environ=environ, untested=untested, platform=platform, lock=lock,
                           phases=phases)
@@ -215,6 +219,14 @@ def install_plans(runtime_id: str, plans: Sequence[Plan], *, environ: Mapping[st
                        published.replaced, published.current, published.pinned, tuple(fallbacks),
                        tuple(warnings), published.cleaned)
     raise NotInstallable(f"nothing of {runtime_id} to install here")
+
+
+def _cached(p: Plan, source: ReleaseSource | None, environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The names of ``p``'s remote assets whose digest the download cache holds: the install takes
+    them from there (verified again), and their URL is never asked."""
+    cache = source.cache if source is not None else Cache.for_home(home(environ))
+    return tuple(a.name for a in p.assets
+                 if a.sha256 is not None and not is_local(a.url) and cache.blob_path(a.sha256).exists())
 
 
 def _fall_back(plans: Sequence[Plan], i: int, reason: str, fallbacks: list[tuple[str, str]], tell: Tell,

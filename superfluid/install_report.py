@@ -90,7 +90,8 @@ def event_lines(event: Event) -> list[str]:
         lead = "installing" if event.index == 0 else "  then, if it does not run:"
         untested = "" if p.tested else " (UNTESTED with this superfluid)"
         return [f"{lead} {p.id} {p.install}: {p.why}{_mb(p.size)}{untested}",
-                *(f"  from {redact_url(a.url)}" for a in p.assets)]
+                *(f"  from the download cache (as fetched before from {redact_url(a.url)}; not asked again)"
+                  if a.name in event.cached else f"  from {redact_url(a.url)}" for a in p.assets)]
     if event.kind == "fell-back" and p is not None:
         if event.reason.endswith("not in this release"):
             return [f"{p.id} {p.install}: {event.reason}; falling back to the next"]

@@ -320,3 +320,18 @@ def test_from_url_needs_a_digest(cli_home: Home, server: ReleaseServer) -> None:
     assert (r["chosen_by"], r["sources"][0]["sha256"], r["abi"]) == ("from", digest, 1)
     run = cli_home.superfluid("runtime", "install", "basert", "--from", url, "--sha256", "0" * 64)
     assert run.code == 1 and "SHA-256" in run.stderr
+
+
+def test_a_reinstall_from_the_cache_says_so_not_the_url_it_never_asks(cli_home: Home, server: ReleaseServer,
+                                                                      tmp_path: object) -> None:
+    """Issue 35, item 16: a --locked --reinstall against a mirror that is down succeeds from the
+    download cache; it said "from http://127.0.0.1:9/..." as if the bytes came from there."""
+    lock = f"{tmp_path}/superfluid.lock"
+    assert cli_home.superfluid("lock", "--runtime", "basert", "--mirror", server.mirror_url, "-o", lock).code == 0
+    first = cli_home.superfluid("runtime", "install", "--locked", lock, "--mirror", server.mirror_url)
+    assert first.code == 0 and "  from http://" in first.stderr, first.stderr  # fetched: from the mirror
+    down = "http://127.0.0.1:9/"
+    again = cli_home.superfluid("runtime", "install", "--locked", lock, "--mirror", down, "--reinstall")
+    assert again.code == 0, again.stderr
+    assert f"superfluid:   from the download cache (as fetched before from {down}" in again.stderr
+    assert f"superfluid:   from {down}" not in again.stderr

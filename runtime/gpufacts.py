@@ -12,7 +12,6 @@ import ctypes
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -205,8 +204,18 @@ def _child(args: list[str]) -> dict[str, object]:
     return doc if isinstance(doc, dict) else {}
 
 
+def _on_path(name: str) -> str | None:
+    """The executable ``name`` in the folders of ``PATH`` (``shutil.which``'s answer, without the
+    archive libraries ``shutil`` imports on every computed ``runtimes``)."""
+    for folder in os.get_exec_path():
+        candidate = os.path.join(folder, name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
 def _nvidia_smi() -> tuple[tuple[str, ...], str | None]:
-    tool = shutil.which("nvidia-smi")
+    tool = _on_path("nvidia-smi")
     if tool is None:
         return (), None
     try:

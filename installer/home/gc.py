@@ -28,27 +28,34 @@ __all__ = ["Candidate", "Decision", "Collected", "choose", "candidates", "collec
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """What the rule needs of one install: its name, version and install time (None: its receipt
-    does not read)."""
+    does not read), and whether this superfluid drives it (``tested``; false: installed with
+    ``--untested``)."""
 
     name: str
     version: str | None
     installed_at: str | None = None
+    tested: bool = True
 
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """The installs that stay, each with why, and those that go (in the order they are removed)."""
+    """The installs that stay, each with why, and those that go (in the order they are removed),
+    each with why (``why_removed``)."""
 
     keep: tuple[tuple[str, str], ...]
     remove: tuple[str, ...]
+    why_removed: tuple[tuple[str, str], ...] = ()
 
 
 def _newest_first(found: Sequence[Candidate]) -> list[Candidate]:
-
+    """The readable installs in the order ``--keep`` counts them: those this superfluid drives first
+    (an untested install is kept only after them: it may not run with this superfluid), then the
+    newest version, the latest installed, the name."""
     readable = [c for c in found if c.version is not None]
     by_name = sorted(readable, key=lambda c: c.name)
     by_time = sorted(by_name, key=lambda c: c.installed_at or "", reverse=True)
-    return sorted(by_time, key=lambda c: version_key(c.version or ""), reverse=True)
+    by_version = sorted(by_time, key=lambda c: version_key(c.version or ""), reverse=True)
+    return sorted(by_version, key=lambda c: not c.tested)
 
 
 def choose(found: Sequence[Candidate], *, keep: int, current: str | None = None, pinned: str | None = None,
@@ -63,22 +70,29 @@ def choose(found: Sequence[Candidate], *, keep: int, current: str | None = None,
         raise ValueError(f"keep {keep}: not a count")
     locked = locked or {}
     newest = [c.name for c in _newest_first(found)][:keep]
+    drives = sum(1 for c in found if c.version is not None and c.tested)
     kept: list[tuple[str, str]] = []
-    gone: list[str] = []
+    gone: list[tuple[str, str]] = []
     for c in sorted(found, key=lambda c: c.name):
-        why = [w for w, yes in ((f"one of the newest {keep}", c.name in newest), ("current", c.name == current),
+        newest_words = f"one of the newest {keep}" + ("" if c.tested else " (untested, counted after those this "
+                                                                           "superfluid drives)")
+        why = [w for w, yes in ((newest_words, c.name in newest), ("current", c.name == current),
                                 ("pinned", c.name == pinned), (f"named by {locked.get(c.name)}", c.name in locked),
                                 ("its receipt does not read", c.version is None)) if yes]
         if why:
             kept.append((c.name, ", ".join(why)))
+        elif not c.tested and drives:
+            gone.append((c.name, f"untested: this superfluid does not drive it, and the newest {keep} count the "
+                                 f"installs it drives first"))
         else:
-            gone.append(c.name)
-    return Decision(tuple(kept), tuple(gone))
+            gone.append((c.name, f"not one of the newest {keep}"))
+    return Decision(tuple(kept), tuple(n for n, _ in gone), tuple(gone))
 
 
 def candidates(installed: Sequence[Installed]) -> list[Candidate]:
     """The rule's view of ``installs.list_installs``."""
-    return [Candidate(i.name, i.receipt.version if i.receipt else None, i.receipt.installed_at if i.receipt else None)
+    return [Candidate(i.name, i.receipt.version if i.receipt else None, i.receipt.installed_at if i.receipt else None,
+                      i.receipt.tested if i.receipt else True)
             for i in installed]
 
 
@@ -94,7 +108,8 @@ class Collected:
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "dry_run": self.dry_run, "keep": self.keep, "removed": list(self.decision.remove),
-                "kept": [{"install": n, "why": w} for n, w in self.decision.keep], "current": self.current}
+                "kept": [{"install": n, "why": w} for n, w in self.decision.keep], "current": self.current,
+                "why_removed": [{"install": n, "why": w} for n, w in self.decision.why_removed]}
 
 
 def collect(home: str, runtime_id: str, *, keep: int, dry_run: bool = False,

@@ -22,8 +22,9 @@ __all__ = ["HELP", "arguments", "run", "DEFAULT_KEEP"]
 
 HELP = Help(
     "remove old installs of a runtime",
-    "Remove the installs beyond the newest N (by version, then install time) that are neither current, "
-    "pinned, named by a --lock file, nor broken, in the order remove makes kill-safe.",
+    "Remove the installs beyond the newest N that are neither current, pinned, named by a --lock file, nor "
+    "broken, in the order remove makes kill-safe. The installs this superfluid drives count first (an untested "
+    "one only after them), then by version, then install time; each removal says why.",
     ("superfluid runtime gc basert --keep 1 --dry-run", "superfluid runtime gc llamacpp --lock superfluid.lock"),
     exits(_0="collected, or nothing to collect", _1="a lock that does not read, or a filesystem fault"),
 )
@@ -68,7 +69,9 @@ def _text(done: object) -> str:
             return f"superfluid: {done.id} is not installed: nothing to collect\n"
         return f"superfluid: {done.id}: nothing to collect (kept {kept})\n"
     verb = "would remove" if done.dry_run else "removed"
-    lines = [f"superfluid: {done.id}: {verb} {', '.join(d.remove)}", f"superfluid: {done.id}: kept {kept}"]
+    why = dict(d.why_removed)
+    removed = ", ".join(f"{name} ({why[name]})" if name in why else name for name in d.remove)
+    lines = [f"superfluid: {done.id}: {verb} {removed}", f"superfluid: {done.id}: kept {kept}"]
     if done.dry_run:
         lines.append("superfluid: nothing was changed (--dry-run)")
     return "".join(f"{line}\n" for line in lines)

@@ -277,4 +277,26 @@ def test_gc_keeps_current_and_pinned_and_what_a_lock_names(cli_home: Home, serve
     assert run.code == 0 and "0.4.0-cpu (current, named by" in run.stdout, run.stdout
     assert cli_home.installs() == ["0.4.0-cpu"]
     assert cli_home.superfluid("runtime", "gc", "basert", "--keep", "x").code == 2
+    assert cli_home.superfluid("runtime", "gc", "basert", "--keep", "-1").code == 2
     assert cli_home.superfluid("runtime", "gc", "nope").code == 2
+
+
+def test_gc_counts_the_installs_this_superfluid_drives_first(cli_home: Home, server: ReleaseServer) -> None:
+    """Issue 35, item 18: with an untested 0.5.0-cpu (ABI 2) beside the tested 0.4.0-cpu, --keep 1 kept
+    the untested one as "the newest" and removed the one this superfluid drives. The installs it
+    drives count first; the removal says why (docs/cli.md, runtime gc)."""
+    for flags in (("--version", "0.3.1"), ("--version", "0.4.0"), ("--version", "0.5.0", "--untested")):
+        _install(cli_home, server, *flags)
+    assert cli_home.superfluid("runtime", "use", "basert", "0.3.1-cpu").code == 0
+    run = cli_home.superfluid("runtime", "gc", "basert", "--keep", "1")
+    assert run.code == 0, run.stderr
+    assert run.stdout == (
+        "superfluid: basert: removed 0.5.0-cpu (untested: this superfluid does not drive it, and the newest 1 count "
+        "the installs it drives first)\n"
+        "superfluid: basert: kept 0.3.1-cpu (current, pinned), 0.4.0-cpu (one of the newest 1)\n")
+    assert cli_home.installs() == ["0.3.1-cpu", "0.4.0-cpu"]
+    _install(cli_home, server, "--version", "0.5.0", "--untested")
+    doc = cli_home.superfluid("runtime", "gc", "basert", "--keep", "3", "--json").json()
+    assert schema_errors(doc, "gc") == [] and doc["removed"] == []  # room for it: kept, and said untested
+    assert {"install": "0.5.0-cpu", "why": "one of the newest 3 (untested, counted after those this superfluid "
+                                           "drives)"} in doc["kept"]

@@ -39,6 +39,10 @@ CASES = [
     pytest.param([c("0.4.0-cpu", "2026-01-01T00:00:00Z"), c("0.4.0-vulkan", "2026-02-01T00:00:00Z")], dict(keep=1),
                  ["0.4.0-vulkan"], ["0.4.0-cpu"], id="same-version-newest-installed-first"),
     pytest.param([], dict(keep=1), [], [], id="nothing-installed"),
+    pytest.param([c("0.4.0-cpu"), Candidate("0.5.0-cpu", "0.5.0", tested=False)], dict(keep=1), ["0.4.0-cpu"],
+                 ["0.5.0-cpu"], id="the-installs-it-drives-count-first"),
+    pytest.param([Candidate("0.5.0-cpu", "0.5.0", tested=False), Candidate("0.6.0-cpu", "0.6.0", tested=False)],
+                 dict(keep=1), ["0.6.0-cpu"], ["0.5.0-cpu"], id="untested-alone-newest-first"),
 ]
 
 
@@ -52,6 +56,16 @@ def test_choose(found: list[Candidate], facts: dict[str, object], kept: list[str
 def test_why_each_stays() -> None:
     decision = choose(THREE, keep=1, current="0.4.0-cpu", pinned="0.3.0-cpu", locked={"0.3.0-cpu": "a.lock"})
     assert dict(decision.keep) == {"0.3.0-cpu": "pinned, named by a.lock", "0.4.0-cpu": "one of the newest 1, current"}
+
+
+def test_why_each_goes() -> None:
+    found = [c("0.3.1-cpu"), c("0.4.0-cpu"), Candidate("0.5.0-cpu", "0.5.0", tested=False)]
+    decision = choose(found, keep=1, current="0.4.0-cpu")
+    assert dict(decision.why_removed) == {
+        "0.3.1-cpu": "not one of the newest 1",
+        "0.5.0-cpu": "untested: this superfluid does not drive it, and the newest 1 count the installs it drives first"}
+    assert dict(choose(found, keep=3).keep)["0.5.0-cpu"] == ("one of the newest 3 (untested, counted after those "
+                                                             "this superfluid drives)")
 
 
 def test_a_negative_keep_is_refused() -> None:
@@ -83,7 +97,8 @@ def test_collect_removes_in_the_order_remove_does_and_a_dry_run_changes_nothing(
     assert done.to_json() == {"id": "demo", "dry_run": False, "keep": 1, "removed": ["2.0-cpu"],
                               "kept": [{"install": "1.0-cpu", "why": "current, pinned"},
                                        {"install": "3.0-cpu", "why": "one of the newest 1"}],
-                              "current": "1.0-cpu"}
+                              "current": "1.0-cpu", "why_removed": [{"install": "2.0-cpu",
+                                                                     "why": "not one of the newest 1"}]}
     assert sorted(i.name for i in list_installs(root)) == ["1.0-cpu", "3.0-cpu"]
     assert current_install(root) == "1.0-cpu"
     assert sorted(n for n in (p.name for p in root.iterdir()) if n.startswith(".")) == [".install.lock"]

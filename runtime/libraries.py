@@ -117,9 +117,10 @@ def libraries_in(root: str, dirs: Iterable[str], cached: Sequence[tuple[str, str
             names = os.listdir(under(root, folder))
         except OSError:
             continue
-        for name in sorted(names):
-            if _SONAME.search(name):
-                found.setdefault(name, os.path.join(folder, name))
+        prefix = folder.rstrip("/") + "/"
+        for name in names:  # names are unique in a folder: its order does not matter (this is asked often)
+            if ".so" in name and name not in found and _SONAME.search(name):
+                found[name] = prefix + name
     for name, path in cached:
         found.setdefault(name, path)
     return found

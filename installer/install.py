@@ -171,9 +171,10 @@ def install_plans(runtime_id: str, plans: Sequence[Plan], *, environ: Mapping[st
                   progress: Progress | None = None, platform: str | None = None,
                   lock: Mapping[str, str] | None = None, phases: Phases | None = None) -> Outcome:
     """Fetch, verify, stage, probe and publish the first of ``plans`` (digests settled) that runs
-    here; the others are its fallbacks. ``source`` (None: each URL as given, through the home's
-    cache) only fetches. ``lock`` (``{"file", "sha256"}``) names the lock the plans came from, which
-    the receipt records.
+    here; the others are its fallbacks. A plan whose GPU module misses its CUDA runtime is followed
+    by its ``retry`` (the same build with its CUDA runtime archive). ``source`` (None: each URL as
+    given, through the home's cache) only fetches. ``lock`` (``{"file", "sha256"}``) names the lock
+    the plans came from, which the receipt records.
 
     Raises:
         NotInstallable: every plan's probe refused (names each reason), or there is none.
@@ -193,6 +194,7 @@ def install_plans(runtime_id: str, plans: Sequence[Plan], *, environ: Mapping[st
                         f"unchecked (its SHA-256 is {sha256})")
         tell(Event("unchecked", p, path=path, sha256=sha256))
 
+    plans = list(plans)  # a plan's retry joins them, next, when its probe asks for it
     for i, p in enumerate(plans):
         absent = [a.name for a in p.assets if a.digest_source == "absent"]
         if absent:  # the release does not publish this plan's archive: the next plan is tried
@@ -211,6 +213,8 @@ def install_plans(runtime_id: str, plans: Sequence[Plan], *, environ: Mapping[st
             published = install_staged(home(environ), p.id, p.install, steps.stage, steps.probe,
                                        on_wait=partial(_waiting, tell, p), command=f"superfluid runtime install {p.id}")
         except ProbeRefused as e:
+            if e.missing_runtime is not None and p.retry is not None:  # the same build with its CUDA runtime next
+                plans.insert(i + 1, p.retry)
             _fall_back(plans, i, e.reason, fallbacks, tell, "runs", e)
             continue
         if phases is not None and steps.probed:

@@ -309,6 +309,9 @@ class Plan:
     made_for: Mapping[str, str] | None = None
     needs: Needs | None = None
     refused: str | None = None
+    #: the same build with its CUDA runtime archive: tried next when this plan's GPU module does not
+    #: load for a missing CUDA runtime (``probe.missing_cuda_runtime``), else never
+    retry: Plan | None = None
 
     @property
     def install(self) -> InstallName:
@@ -333,6 +336,8 @@ class Plan:
             out["needs"] = self.needs.to_json()
         if self.refused is not None:
             out["refused"] = self.refused
+        if self.retry is not None:
+            out["retry"] = self.retry.to_json()
         return out
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,7 +11,17 @@ from superfluid.runtime.errors import SuperfluidError
 from superfluid.runtime.ordering import backend_family
 from superfluid.runtime.planning import Plan
 
-__all__ = ["ProbeRefused", "Probed", "judge_probe"]
+__all__ = ["ProbeRefused", "Probed", "judge_probe", "missing_cuda_runtime"]
+
+#: the loader's words for a CUDA runtime it does not find (``libcudart.so.12: cannot open shared object file``),
+#: or the needs' (``needs libcudart.so.12, which is on none of this host's library paths``)
+_NO_CUDART = re.compile(r"(libcudart\.so\.\d+)(?:: cannot open shared object file|, which is on none of)")
+
+
+def missing_cuda_runtime(reason: str) -> str | None:
+    """The CUDA runtime library (``libcudart.so.12``) a refusal says the loader did not find, or None."""
+    m = _NO_CUDART.search(reason)
+    return m.group(1) if m else None
 
 
 class ProbeRefused(SuperfluidError):
@@ -20,6 +31,8 @@ class ProbeRefused(SuperfluidError):
         super().__init__(f"{plan.id} {plan.install}: {reason}", fix=fix)
         self.plan = plan
         self.reason = reason
+        #: the CUDA runtime library its GPU module did not find (``missing_cuda_runtime``), or None
+        self.missing_runtime = missing_cuda_runtime(reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,15 +56,19 @@ def _by_abi(report: Mapping[str, Any]) -> tuple[int | None] | None:
     return None
 
 
-def _device_fits(p: Plan, devices: Sequence[Mapping[str, Any]]) -> str | None:
-    """A GPU build must find a device of its backend family; a CPU build any."""
+def _device_fits(p: Plan, devices: Sequence[Mapping[str, Any]],
+                 unloaded: Mapping[str, Any] | None = None) -> str | None:
+    """A GPU build must find a device of its backend family; a CPU build any. ``unloaded``: the
+    report's GPU modules that registered no device, and why (the loader's words), said with it."""
     if p.backend == "cpu":
         return None
     family = backend_family(p.backend).lower()
     seen = [str(d.get("backend", "?")) for d in devices]
     if any(s.lower() == family for s in seen):
         return None
-    return f"its check finds no {p.backend} device here (it sees: {', '.join(seen) or 'none'})"
+    why = "".join(f"; {name} does not load: {words}" for name, words in sorted((unloaded or {}).items())
+                  if isinstance(words, str))
+    return f"its check finds no {p.backend} device here (it sees: {', '.join(seen) or 'none'}){why}"
 
 
 def _hold_to_plan(p: Plan, report: Mapping[str, Any], version: str | None, holds_version: bool) -> None:
@@ -89,7 +106,9 @@ def judge_probe(p: Plan, report: Mapping[str, Any], *, untested: bool, holds_ver
         if p.abi is not None and abi is not None and abi != p.abi:
             raise ProbeRefused(p, f"its library states ABI {abi}, and the release states {p.abi}",
                                fix="nothing was installed: the bundle is not the release it says")
-        why = _device_fits(p, devices) if needs_device else None
+        unloaded = report.get("unloaded")
+        why = _device_fits(p, devices, unloaded if isinstance(unloaded, Mapping) else None) if needs_device \
+            else None
         if why:
             raise ProbeRefused(p, why)
         return Probed(p.tested, abi, version, devices, extra)

@@ -91,4 +91,4 @@ class SourceListing:
                 a = settle_asset(a, self.text(rel, side), flag=flag,  # type: ignore[arg-type]
                                  where=(self.repo, rel.tag))
             assets.append(a)
-        return replace(p, assets=tuple(assets))
+        return replace(p, assets=tuple(assets), retry=self.settle(p.retry, flag) if p.retry is not None else None)

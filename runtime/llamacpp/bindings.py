@@ -100,10 +100,11 @@ FUNCTIONS: dict[str, tuple[list[Any], Any]] = {
     # optional: a build may lack them and still be driven
     "llama_version": ([], C.c_char_p),
     "ggml_backend_load_all_from_path": ([C.c_char_p], None),
+    "ggml_backend_load": ([C.c_char_p], _p),
 }
 
 #: functions a build may lack
-OPTIONAL = frozenset({"llama_version", "ggml_backend_load_all_from_path"})
+OPTIONAL = frozenset({"llama_version", "ggml_backend_load_all_from_path", "ggml_backend_load"})
 REQUIRED = tuple(name for name in FUNCTIONS if name not in OPTIONAL)
 
 

@@ -148,6 +148,8 @@ def check_report(model_path: str | None, options: Mapping[str, Any],
     report["layout"] = lib.layout.name
     report["library"] = lib.path
     report["devices"] = [d.to_json() for d in devs]
+    if lib.unloaded:  # a GPU module beside it that registers no device, and the loader's words of why
+        report["unloaded"] = dict(lib.unloaded)
     if named:
         report["named"] = named
     if model_path is None:

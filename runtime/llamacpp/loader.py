@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes as C
 import os
+import re
 import sys
 from collections import deque
 from dataclasses import dataclass, field
@@ -18,12 +19,17 @@ from superfluid.runtime.llamacpp import bindings
 from superfluid.runtime.llamacpp.layout import Layout, LayoutUnknown, detect
 from superfluid.runtime.receipt import read_receipt
 
-__all__ = ["Library", "LogTail", "load", "LOG_ENV"]
+__all__ = ["Library", "LogTail", "load", "LOG_ENV", "GPU_MODULES"]
 
 LOG_ENV = "SUPERFLUID_LLAMA_LOG"
 _FIX = "install a build the adapter lists as tested: `superfluid runtime install llamacpp`"
 _GGML_LOG_ERROR = 4
 _GGML_LOG_CONT = 5
+#: the GPU backend modules a release ships beside libllama (``libggml-<name>.so``) -> the names its
+#: backend registers its devices under (lower case)
+GPU_MODULES = {"cuda": ("cuda",), "hip": ("rocm", "hip"), "vulkan": ("vulkan",), "sycl": ("sycl",),
+               "opencl": ("opencl",), "musa": ("musa",)}
+_MODULE = re.compile(r"^libggml-(?P<name>[a-z]+)\.so$")
 
 
 @dataclass
@@ -63,6 +69,9 @@ class Library:
     context_defaults: bytes  # the library's own llama_context_params defaults (its sizeof bytes)
     model_defaults: bytes
     handle: C.CDLL
+    #: the GPU modules beside it that registered no device, each with why (the loader's words:
+    #: ``libcudart.so.12: cannot open shared object file: No such file or directory``)
+    unloaded: dict[str, str] = field(default_factory=dict)
 
     @property
     def version(self) -> str:
@@ -156,5 +165,55 @@ def load(path: str, *, environ: dict[str, str] | None = None) -> Library:
     if fn["ggml_backend_dev_count"]() == 0 and "ggml_backend_load_all_from_path" in fn:
         # release builds load their backends (CPU included) as modules beside libllama
         fn["ggml_backend_load_all_from_path"](os.path.dirname(real).encode())
+    lib.unloaded = _unloaded_modules(fn, os.path.dirname(real), tail)
     _loaded[real] = lib
     return lib
+
+
+def _registered(fn: dict[str, Any]) -> set[str]:
+    """The backend names (lower case) the registered devices belong to."""
+    out = set()
+    for i in range(fn["ggml_backend_dev_count"]()):
+        reg = fn["ggml_backend_dev_backend_reg"](fn["ggml_backend_dev_get"](i))
+        name = fn["ggml_backend_reg_name"](reg) if reg else None
+        if name:
+            out.add(name.decode("utf-8", "replace").lower())
+    return out
+
+
+def _unloaded_modules(fn: dict[str, Any], directory: str, tail: LogTail) -> dict[str, str]:
+    """Each GPU module beside libllama (``GPU_MODULES``) whose backend registered no device, loaded
+    once more (``ggml_backend_load``, which says why in the log; else ``dlopen``) for the words of
+    why: a module that misses its runtime must say so, never leave the build silently on the CPU."""
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return {}
+    modules = [(n, m["name"]) for n in names if (m := _MODULE.match(n)) and m["name"] in GPU_MODULES]
+    if not modules:
+        return {}
+    registered = _registered(fn)
+    out: dict[str, str] = {}
+    for file, name in modules:
+        if any(r.startswith(GPU_MODULES[name]) for r in registered):
+            continue
+        path = os.path.join(directory, file)
+        if "ggml_backend_load" in fn:
+            kept = list(tail.errors)
+            tail.errors.clear()
+            reg = fn["ggml_backend_load"](path.encode())
+            words = tail.last()
+            tail.errors.clear()
+            tail.errors.extend(kept)
+            if reg and any(r.startswith(GPU_MODULES[name]) for r in _registered(fn)):
+                continue
+            _, _, said = words.partition(f"failed to load {path}: ")
+            out[file] = said.strip() or words or "it registers no device here"
+        else:
+            try:
+                C.CDLL(path)
+            except OSError as e:
+                out[file] = str(e).removeprefix(f"{path}: ")
+            else:
+                out[file] = "it registers no device here"
+    return out

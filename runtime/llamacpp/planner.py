@@ -69,6 +69,12 @@ def _rocm_version(backend: str) -> str | None:
     return m.group(0) if m else None
 
 
+def _side(archive: Archive, archives: Sequence[Archive]) -> Archive | None:
+    """The CUDA runtime side archive llama.cpp publishes beside ``archive`` (``cudart-llama-...``), or None."""
+    return next((a for a in archives if a.cudart and a.backend == archive.backend
+                 and a.platform == archive.platform), None)
+
+
 def _cudart(archive: Archive, archives: Sequence[Archive], host: Host) -> tuple[list[Archive], str]:
     """The CUDA runtime side archive a CUDA plan also fetches, unless the system's runtime serves it
     (``kernels.cudart_serves``: of its major, on the loader's paths, at least its version)."""
@@ -79,11 +85,25 @@ def _cudart(archive: Archive, archives: Sequence[Archive], host: Host) -> tuple[
     why_not = cudart_serves(host, version)
     if why_not is None:
         return [], f"; the system's CUDA {major} runtime serves it"
-    side = next((a for a in archives if a.cudart and a.backend == archive.backend
-                 and a.platform == archive.platform), None)
+    side = _side(archive, archives)
     if side is None:
         return [], f"; {why_not}, and llama.cpp publishes none beside it"
     return [side], f"; {why_not}, so its archive too"
+
+
+def _with_retry(make: Callable[[list[Archive], str], Plan], archive: Archive, side: Sequence[Archive],
+                archives: Sequence[Archive], why: str, note: str) -> Plan:
+    """The plan of ``archive`` with ``side`` (``note``: ``_cudart``'s), and when it trusts the system's
+    CUDA runtime (no side archive) while llama.cpp publishes one, its ``retry``: the same build with
+    that archive, which the installer tries next when its GPU module does not load for a missing CUDA
+    runtime (the loader's words), before Vulkan or the CPU."""
+    p = make([archive, *side], f"{why}{note}")
+    spare = _side(archive, archives) if not side and _cuda_version(archive.backend) else None
+    if spare is None:
+        return p
+    major = _cuda_version(archive.backend)[0]
+    return replace(p, retry=make([archive, spare], f"{why}; its GPU module did not find the system's CUDA {major} "
+                                                   "runtime, so its archive too"))
 
 
 def _by_backend(want: str, mains: Sequence[Archive], host: Host, version: str) -> Archive:
@@ -295,16 +315,18 @@ def plan_build(request: Request, recipe: Mapping[str, Any], host: Host, listing:
     if not mains:
         raise NotInstallable(f"llama.cpp {version} publishes no build for {host.platform}")
     describe = host.describe()
+
+    def make(files: list[Archive], why: str) -> Plan:
+        return _plan(request, recipe, host, build, version, files, release, repo, why)
+
     if request.backend:
         chosen = _by_backend(request.backend, mains, host, version)
         side, note = _cudart(chosen, archives, host)
-        return [_plan(request, recipe, host, build, version, [chosen, *side], release, repo,
-                      f"{describe}: {request.backend}, as named{note}")]
+        return [_with_retry(make, chosen, side, archives, f"{describe}: {request.backend}, as named", note)]
     out = []
     for archive, why in _ordered(mains, host, lambda a: gpu_refusal(recipe, version, a, host)):
         side, note = _cudart(archive, archives, host)
-        out.append(_plan(request, recipe, host, build, version, [archive, *side], release, repo,
-                         f"{describe}: {why}{note}"))
+        out.append(_with_retry(make, archive, side, archives, f"{describe}: {why}", note))
     if not out:
         raise NotInstallable(f"no llama.cpp {version} build for {describe} runs here "
                              f"(it has: {', '.join(sorted(a.backend for a in mains))})")

@@ -197,3 +197,22 @@ def test_done_when_pascal_is_offered_no_cuda_13_build_and_ampere_is(cli_home: Ho
     assert offered and offered[0]["install"] == "b11642-cuda-12.8"
     ampere = _plans(_dry_run(cli_home, tmp_path, "8.6"))
     assert [p for p in ampere if not p.get("refused")][0]["install"] == "b11642-cuda-13.4"
+
+
+def test_a_plan_that_trusts_the_system_cuda_runtime_carries_its_cudart_retry() -> None:
+    """Issue 32, item 4: a CUDA plan that leaves the CUDA runtime to the system carries, as its
+    retry, the same build with its cudart archive (tried when its GPU module misses the runtime); a
+    plan that fetches the archive already carries none, nor does a CPU plan."""
+    trusting = plan(Request("llamacpp"), load(), _nvidia("ampere", "550.54.15", cuda_runtime=12,
+                                                         cuda_runtime_version="12.8", cuda_runtime_reachable=True))
+    first = trusting[0]
+    assert first.install == "b11642-cuda-12.8" and [a.name for a in first.assets] == [
+        "llama-b11642-bin-ubuntu-cuda-12.8-x64.tar.gz"]
+    assert first.retry is not None and first.retry.install == first.install
+    assert [a.name for a in first.retry.assets] == ["llama-b11642-bin-ubuntu-cuda-12.8-x64.tar.gz",
+                                                    "cudart-llama-b11642-bin-ubuntu-cuda-12.8-x64.tar.gz"]
+    assert "did not find the system's CUDA 12 runtime" in first.retry.why
+    assert first.to_json()["retry"]["assets"][1]["name"].startswith("cudart-")
+    assert all(p.retry is None for p in trusting if p.backend == "cpu")
+    fetching = plan(Request("llamacpp"), load(), _nvidia("ampere", "550.54.15"))
+    assert len(fetching[0].assets) == 2 and fetching[0].retry is None

@@ -67,31 +67,45 @@ def _engine_note(runtime_id: str) -> str:
 
 
 def _boot(runtime_id: str, module: str) -> str:
-    """The ``-c`` program the launcher runs: the adapter's worker ``main`` with the launcher as
-    ``argv[0]``, or, when this Python has no superfluid, one line saying which command restores it."""
+    """The Python half of the launcher, run as a script (the launcher itself): the adapter's worker
+    ``main`` with the launcher as ``argv[0]``, named as its command in ``ps`` (the kernel's ``comm``,
+    as a console script's), or, when this Python has no superfluid, one line saying which command
+    restores it."""
     name, up = _layout(runtime_id)
     install = "sys.argv[0]"
     for _ in range(up + 1):
         install = f"os.path.dirname({install})"
     return "\n".join([
         "import os, sys",
-        "if sys.path and sys.path[0] in ('', '.'):",
-        "    del sys.path[0]  # the working directory: never a source of our modules (as -P, any Python 3)",
-        "sys.argv[0] = sys.argv.pop(1)",
+        "if sys.path and sys.path[0] in ('', '.', os.path.dirname(os.path.abspath(sys.argv[0]))):",
+        "    del sys.path[0]  # the working directory or this folder: never a source of our modules (as -P)",
+        "try:  # ps names it as it names a console script, `superfluid-worker-<id> serve ...`: its comm too",
+        "    with open('/proc/self/comm', 'w') as comm:",
+        "        comm.write(os.path.basename(sys.argv[0])[:15])",
+        "except OSError:",
+        "    pass",
         "try:",
         f"    from {module} import main",
         "except ImportError as e:",
         f"    install = os.path.basename({install})",
         f"    sys.stderr.write(f'{name}: {{sys.executable}} has no superfluid to run this install ({{e}}); '",
-        f"                     f'`superfluid runtime repair {runtime_id} {{install}}` rewrites its launcher\\n')",
+        f"                     f'`superfluid runtime repair {runtime_id} {{install}}` rewrites its launcher'",
+        "                     + chr(10))",
         "    sys.exit(127)",
         "sys.exit(main())",
     ])
 
 
+#: what opens the sh half as a Python string (and is the null command ``:`` to sh), and closes it
+_OPEN, _CLOSE = "'" * 3 + ":'", "'" * 3
+
+
 def launcher_script(runtime_id: str, *, made_by: str | None = None, module: str | None = None) -> str:
-    """The POSIX sh launcher of an install: it runs the adapter's worker with its own path as
-    ``argv[0]`` (its ``../lib`` holds the engine) under the first Python that is there, in order:
+    """The launcher of an install: a POSIX sh script that is also the Python program it runs. The sh
+    half finds a Python and runs this very file under it with the arguments (so ``ps`` shows
+    ``python …/bin/superfluid-worker-<id> serve …``, as a console script, not a ``-c`` program); the
+    Python half runs the adapter's worker with the launcher's own path as ``argv[0]`` (its ``../lib``
+    holds the engine). The Python is the first that is there, in order:
 
     1. ``$SUPERFLUID_PYTHON``: the superfluid that starts a worker names its own Python;
     2. the Python of the ``superfluid`` on ``PATH``, found as the catalog finds workers (symlinks
@@ -102,6 +116,10 @@ def launcher_script(runtime_id: str, *, made_by: str | None = None, module: str 
     No path is needed but the last, so moving or deleting the environment that made the install
     breaks nothing while a superfluid is on ``PATH`` (or asks); with none anywhere, the launcher
     exits 127 naming the command that restores it (``superfluid runtime repair <id> <install>``).
+
+    Raises:
+        ValueError: ``made_by`` cannot be written into the sh half, which is a Python string too (three
+            single quotes in a row, or a backslash).
     """
     name, up = _layout(runtime_id)
     engine = _engine_note(runtime_id)
@@ -110,16 +128,21 @@ def launcher_script(runtime_id: str, *, made_by: str | None = None, module: str 
         install_dir = f'"$(dirname -- {install_dir})"'
     boot = _boot(runtime_id, module or f"superfluid.runtime.{runtime_id}.worker")
     made = made_by or sys.executable
-    # one line (a worker's reason is its last line of stderr), naming the command that restores it
+    # one line (a worker's reason is its last line of stderr), naming the command that restores it; its
+    # backticks are quoted singly: a backslash in the sh half would be an escape of the Python string
+    tick = "\"'`'\""
     missing = (f"{name}: no superfluid to run this install's worker: SUPERFLUID_PYTHON is not set, no "
                "superfluid is on PATH, and $made_by (the Python that made this install) is gone; install "
-               "superfluid (or put it on PATH), then \\`superfluid runtime repair "
-               f"{runtime_id} $install\\` rewrites this launcher")
-    return f"""#!/bin/sh
-# {name}: written by superfluid's installer. It runs the {runtime_id} adapter's worker with this
-# file as argv[0] (its {engine} holds the engine), under the first Python found: $SUPERFLUID_PYTHON
-# (set by the superfluid that starts it), the Python of the `superfluid` on PATH, or the one that
-# made this install. Moving or deleting that environment breaks nothing while a superfluid is on PATH.
+               f"superfluid (or put it on PATH), then {tick}superfluid runtime repair {runtime_id} $install{tick} "
+               "rewrites this launcher")
+    shell = f"""#!/bin/sh
+{_OPEN}
+# {name}: written by superfluid's installer. This file is a POSIX sh script and the Python program
+# it runs: the sh half runs this file under the first Python found, $SUPERFLUID_PYTHON (set by the
+# superfluid that starts it), the Python of the `superfluid` on PATH, or the one that made this
+# install; the Python half runs the {runtime_id} adapter's worker with this file as argv[0] (its
+# {engine} holds the engine). Moving or deleting that environment breaks nothing while a superfluid
+# is on PATH.
 here=$(cd -- "$(dirname -- "$0")" && pwd -P) || exit 127
 made_by={shlex.quote(made)}
 py=${{SUPERFLUID_PYTHON:-}}
@@ -151,8 +174,11 @@ if [ -z "$py" ]; then
   echo "{missing}" >&2
   exit 127
 fi
-exec "$py" -c {shlex.quote(boot)} "$here/{name}" "$@"
+exec "$py" "$here/{name}" "$@"
 """
+    if _CLOSE in shell.split(_OPEN, 1)[1] or "\\" in shell:
+        raise ValueError(f"{made!r} cannot be written into an install's launcher")
+    return f"{shell}{_CLOSE}\n{boot}\n"
 
 
 def write_worker_launcher(install_dir: str | os.PathLike[str], runtime_id: str, *,

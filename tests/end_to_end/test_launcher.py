@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from superfluid.installer.home.publish import launcher_script
-from tests.conftest import VENV_BIN
+from tests.conftest import VENV_BIN, native_cache
 from tests.end_to_end.conftest import Home
 from tests.release_server import ReleaseServer
 
@@ -144,3 +144,40 @@ def test_an_install_survives_the_environment_that_made_it_being_deleted(tmp_path
     alone = subprocess.run([str(launcher), "check"], env=env, capture_output=True, text=True, timeout=60)
     assert alone.returncode == 127
     assert "`superfluid runtime repair basert 0.4.0-cpu` rewrites this launcher" in alone.stderr
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (read from /proc)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads the process table from /proc (Linux)")
+def test_ps_names_the_installed_worker_as_its_command(cli_home: Home, server: ReleaseServer) -> None:
+    """Issue 35, item 19: ``superfluid serve``'s basert worker showed in ``ps`` as a long ``python -c
+    '...'`` program; it shows as ``python <install>/bin/superfluid-worker-basert serve ...``, as a
+    console script does, and its ``comm`` (``ps -e``, ``top``, ``pgrep``) is the worker's name."""
+    assert cli_home.superfluid("runtime", "install", "basert", "--mirror", server.mirror_url).code == 0
+    model = native_cache() / "basert" / "models" / "tiny.base"
+    served = cli_home.popen("serve", "--model", str(model), "--port", "0")
+    try:
+        assert served.stdout is not None
+        ready = served.stdout.readline()
+        assert " serves tiny.base on http://" in ready, served.stderr.read() if served.stderr else ""
+        (worker,) = _children(served.pid)
+        argv = Path(f"/proc/{worker}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        launcher = cli_home.basert / "0.4.0-cpu" / "bin" / "superfluid-worker-basert"
+        assert [a.decode() for a in argv[1:3]] == [str(launcher.resolve()), "serve"], argv
+        assert b"-c" not in argv and b"import" not in b" ".join(argv)
+        assert Path(f"/proc/{worker}/comm").read_text().strip() == "superfluid-worker-basert"[:15]
+    finally:
+        served.terminate()
+        served.wait(timeout=30)

@@ -121,6 +121,7 @@ def bad_values(command: tuple[str, ...]) -> list[tuple[str, str]]:
 
 
 CASES = [(c, flag, value) for c in COMMANDS for flag, value in bad_values(c)]
+Case = tuple[tuple[str, ...], str, str]
 
 
 def run(home: Path, cwd: Path, *argv: str) -> Run:
@@ -130,13 +131,12 @@ def run(home: Path, cwd: Path, *argv: str) -> Run:
 
 
 @pytest.fixture(scope="module")
-def bad_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[tuple[str, ...], str, str], tuple[Run, list[str]]]:
+def manifest_bad_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[Case, tuple[Run, list[str]]]:
     """Every bad value of every flag, each in a fresh home and folder, in parallel: the run and every
     path it left there (there was none)."""
     top = tmp_path_factory.mktemp("manifest-bad")
 
-    def one(i: int, command: tuple[str, ...], flag: str, value: str
-            ) -> tuple[tuple[tuple[str, ...], str, str], tuple[Run, list[str]]]:
+    def one(i: int, command: tuple[str, ...], flag: str, value: str) -> tuple[Case, tuple[Run, list[str]]]:
         home, scratch = top / f"home{i}", top / f"scratch{i}"
         home.mkdir()
         scratch.mkdir()
@@ -152,9 +152,9 @@ def bad_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[tuple[str, 
 @pytest.mark.parametrize(("command", "flag", "value"), CASES,
                          ids=[f"{' '.join(c)} {f} {v!r}"[:90] for c, f, v in CASES])
 def test_a_bad_value_is_a_usage_error_naming_the_flag(
-        bad_runs: dict[tuple[tuple[str, ...], str, str], tuple[Run, list[str]]], command: tuple[str, ...],
+        manifest_bad_runs: dict[Case, tuple[Run, list[str]]], command: tuple[str, ...],
         flag: str, value: str) -> None:
-    done, left = bad_runs[(command, flag, value)]
+    done, left = manifest_bad_runs[(command, flag, value)]
     assert done.code == 2, (done.code, done.stderr[-600:])
     assert "Traceback" not in done.stderr and done.stdout == ""
     line = done.stderr.strip()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from superfluid.runtime.errors import SuperfluidError
+from superfluid.runtime.errors import ELSEWHERE, SuperfluidError
 from superfluid.runtime.redact import redact_url
 
 __all__ = [
@@ -20,12 +20,6 @@ __all__ = [
     "ReleaseNotFound",
     "OfflineMissing",
 ]
-
-
-#: the end of a network fault's fix that names another source: it fits a command that takes ``--mirror``
-#: and ``--offline`` (the face leaves it out of any other command's hint)
-ELSEWHERE = ("; or install from elsewhere with --mirror URL|DIR (a mirror or a directory of release files) or "
-             "--offline (the download cache)")
 
 
 class DownloadError(SuperfluidError):

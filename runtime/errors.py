@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = [
+    "ELSEWHERE",
     "SuperfluidError",
     "UsageError",
     "BadFile",
@@ -19,6 +20,12 @@ __all__ = [
     "InconsistentRelease",
     "guarded",
 ]
+
+
+#: the end of a network fault's fix that names another source (``installer.errors``): it fits a command that
+#: takes ``--mirror`` and ``--offline``, and the face leaves it out of any other command's hint
+ELSEWHERE = ("; or install from elsewhere with --mirror URL|DIR (a mirror or a directory of release files) or "
+             "--offline (the download cache)")
 
 
 class SuperfluidError(Exception):

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
-from superfluid.installer.errors import ELSEWHERE
+from superfluid.runtime.errors import ELSEWHERE
 from superfluid.runtime.redact import redact_url
 
 if TYPE_CHECKING:

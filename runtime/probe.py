@@ -11,7 +11,7 @@ from superfluid.runtime.errors import SuperfluidError
 from superfluid.runtime.ordering import backend_family
 from superfluid.runtime.planning import Plan
 
-__all__ = ["ProbeRefused", "Probed", "judge_probe", "missing_cuda_runtime"]
+__all__ = ["ProbeRefused", "Probed", "judge_probe", "missing_cuda_runtime", "cpu_fallback"]
 
 #: the loader's words for a CUDA runtime it does not find (``libcudart.so.12: cannot open shared object file``),
 #: or the needs' (``needs libcudart.so.12, which is on none of this host's library paths``)
@@ -56,19 +56,32 @@ def _by_abi(report: Mapping[str, Any]) -> tuple[int | None] | None:
     return None
 
 
-def _device_fits(p: Plan, devices: Sequence[Mapping[str, Any]],
+def _device_fits(backend: str, devices: Sequence[Mapping[str, Any]],
                  unloaded: Mapping[str, Any] | None = None) -> str | None:
     """A GPU build must find a device of its backend family; a CPU build any. ``unloaded``: the
     report's GPU modules that registered no device, and why (the loader's words), said with it."""
-    if p.backend == "cpu":
+    if backend == "cpu":
         return None
-    family = backend_family(p.backend).lower()
+    family = backend_family(backend).lower()
     seen = [str(d.get("backend", "?")) for d in devices]
     if any(s.lower() == family for s in seen):
         return None
     why = "".join(f"; {name} does not load: {words}" for name, words in sorted((unloaded or {}).items())
                   if isinstance(words, str))
-    return f"its check finds no {p.backend} device here (it sees: {', '.join(seen) or 'none'}){why}"
+    return f"its check finds no {backend} device here (it sees: {', '.join(seen) or 'none'}){why}"
+
+
+def cpu_fallback(install: str, backend: str, report: Mapping[str, Any]) -> str | None:
+    """Why ``install``, a GPU build (``backend`` not ``cpu``), would serve on the CPU: its check
+    (``report``) loads the library and lists devices, none of the build's family (with the GPU
+    modules that did not load and the loader's words); None when it finds one, or for a CPU build."""
+    devices = report.get("devices")
+    if backend_family(backend) == "cpu" or backend == "unknown" or not isinstance(devices, list):
+        return None
+    unloaded = report.get("unloaded")
+    why = _device_fits(backend, [d for d in devices if isinstance(d, Mapping)],
+                       unloaded if isinstance(unloaded, Mapping) else None)
+    return None if why is None else f"{install} is a {backend} build, and {why}: it serves on the CPU"
 
 
 def _hold_to_plan(p: Plan, report: Mapping[str, Any], version: str | None, holds_version: bool) -> None:
@@ -107,7 +120,7 @@ def judge_probe(p: Plan, report: Mapping[str, Any], *, untested: bool, holds_ver
             raise ProbeRefused(p, f"its library states ABI {abi}, and the release states {p.abi}",
                                fix="nothing was installed: the bundle is not the release it says")
         unloaded = report.get("unloaded")
-        why = _device_fits(p, devices, unloaded if isinstance(unloaded, Mapping) else None) if needs_device \
+        why = _device_fits(p.backend, devices, unloaded if isinstance(unloaded, Mapping) else None) if needs_device \
             else None
         if why:
             raise ProbeRefused(p, why)

@@ -27,6 +27,7 @@ from superfluid.runtime.home import (
 from superfluid.runtime.host import PROBED
 from superfluid.runtime.installs import fault, list_installs, runtime_root
 from superfluid.runtime.locate import beside
+from superfluid.runtime.probe import cpu_fallback
 from superfluid.runtime.receipt import read_receipt
 from superfluid.runtime.record import UNRECORDED, verify_install
 from superfluid.runtime.upkeep import puts_back
@@ -115,6 +116,15 @@ def _made_for(runtime_id: str, install: str, environ: Mapping[str, str]) -> dict
     return made_for if isinstance(made_for, dict) else None
 
 
+def _cpu_fallback(runtime_id: str, install: str, report: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
+    """Why ``install``, a GPU build by its receipt, serves on the CPU (``probe.cpu_fallback``), or None."""
+    try:
+        backend = read_receipt(install_receipt(install_dir(home(environ), runtime_id, install))).backend
+    except BadFile:
+        return None
+    return cpu_fallback(install, backend, report)
+
+
 def _locked_by(runtime_id: str, install: str, environ: Mapping[str, str]) -> dict[str, Any] | None:
     """The lock an install came from (its receipt's ``lock``: ``{"file", "sha256"}``, from
     ``install --locked``), or None."""
@@ -195,6 +205,9 @@ def row(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
             version = (report.get("runtime") or {}).get("version")
             out["version"] = version.split(" (")[0] if isinstance(version, str) else None
             out["devices"] = report.get("devices", [])
+            if current and not report.get("named") and (cpu := _cpu_fallback(runtime_id, current, report,
+                                                                              environ)) is not None:
+                out["no_gpu"] = cpu  # a GPU build whose library registers no GPU device: never silent
             if "abi" in report:
                 out["abi"] = report["abi"]
         if "requires" in report:
@@ -248,6 +261,8 @@ def _human(found: list[dict[str, Any]], environ: Mapping[str, str]) -> str:
     for r in found:
         if r["ready"] is not True:
             text += f"{r['id']}: {r['ready']}\n"
+        if r.get("no_gpu"):
+            text += f"{r['id']}: {r['no_gpu']}\n"
         text += _broken_others(r["id"], r.get("install"), environ)
     for r in found:
         said = registry.get(r["id"]).requires_text(r["requires"]) if "requires" in r else None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 
@@ -14,10 +15,20 @@ from superfluid import catalog
 from superfluid.installer.mutex import MutexBusy, MutexError, install_mutex
 from superfluid.parser import COMMON_EXITS, Help, Once, OnceSwitch, Pair, Parser, exits
 from superfluid.runtime import formats, registry
-from superfluid.runtime.errors import NotServable, SuperfluidError, UsageError, WorkerFailed
-from superfluid.runtime.home import home, install_dir, install_lib, install_worker, installs_in, runtime_dir
+from superfluid.runtime.errors import BadFile, NotServable, SuperfluidError, UsageError, WorkerFailed
+from superfluid.runtime.home import (
+    home,
+    install_dir,
+    install_lib,
+    install_receipt,
+    install_worker,
+    installs_in,
+    runtime_dir,
+)
 from superfluid.runtime.installs import current_install, fault, list_installs
 from superfluid.runtime.planning import parse_install_name
+from superfluid.runtime.probe import cpu_fallback
+from superfluid.runtime.receipt import read_receipt
 from superfluid.runtime.upkeep import puts_back
 from superfluid.serve_line import FLAGS, Ready, ServeCommand, parse_line, runtime_argv, shown_options
 from superfluid.supervise import serve_child
@@ -169,6 +180,24 @@ def _readiness(runtime_id: str, line: ServeCommand, environ: Mapping[str, str]) 
     return Ready(runtime_id, ref.path, report, values, install)
 
 
+def _cpu_fallback(ready: Ready, environ: Mapping[str, str]) -> str | None:
+    """Why the install served from, a GPU build by its receipt, serves on the CPU (its check finds no
+    device of its family: ``probe.cpu_fallback``), or None; a library the line or the runtime's
+    variable names is no install's, and is not judged."""
+    path = ready.install
+    if path is None:
+        name = None if ready.report.get("named") or "lib" in ready.values else \
+            current_install(runtime_dir(home(environ), ready.runtime_id))
+        if name is None:
+            return None
+        path = install_dir(home(environ), ready.runtime_id, name)
+    try:
+        receipt = read_receipt(install_receipt(path))
+    except BadFile:
+        return None
+    return cpu_fallback(receipt.install, receipt.backend, ready.report)
+
+
 def run(args: argparse.Namespace) -> int:
     """``superfluid serve ...``; the exit code (errors are raised for the face's table).
 
@@ -183,6 +212,8 @@ def run(args: argparse.Namespace) -> int:
     runtime_id = choose_runtime(line)
     with _hold_sessions(line.sessions):
         ready = readiness(runtime_id, line, env)
+        if (cpu := _cpu_fallback(ready, env)) is not None:  # a GPU build serving on the CPU is said, never silent
+            sys.stderr.write(f"superfluid serve: {cpu}\n")
         return serve_child(ready, line, env)
 
 

@@ -14,6 +14,7 @@ import gzip
 import io
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -148,3 +149,49 @@ def test_a_missing_cuda_runtime_is_retried_with_the_cudart_archive(cli_home: Hom
     installed = cli_home.path / "runtimes" / "llamacpp" / "b11642-cuda-12.8" / "lib"
     assert (installed / "libcudart.so.12").is_file() and (installed / "libggml-cuda.so").is_file()
 
+
+
+_CPU_ONLY = '''
+if args[:1] == ["check"]:
+    print(json.dumps({"id": "llamacpp", "available": True, "runtime": {"version": "llama.cpp b11642"},
+                      "devices": [{"index": 0, "name": "CPU", "backend": "CPU", "kind": "cpu"}],
+                      "unloaded": {"libggml-cuda.so": "libcudart.so.12: cannot open shared object file: "
+                                                      "No such file or directory"}}))
+    sys.exit(0)
+sys.exit(3)
+'''
+
+
+def test_a_gpu_build_that_finds_no_gpu_says_it_serves_on_the_cpu(cli_home: Home, tmp_path: Path,
+                                                                  gpu_module: tuple[Path, Path]) -> None:
+    """Issue 32, item 5: the current install is a CUDA build (installed from real files) and its
+    library, checked, registers no CUDA device (a worker answering so): runtimes --json says why in
+    ``no_gpu`` and the table says it; serve says it on stderr before it serves; a CPU device alone is
+    never silent."""
+    lib, runtime = gpu_module
+    server = ReleaseServer()
+    server.add_release(REPO, "b11642", {MAIN: libllama_archive(lib),
+                                        CUDART: _tar_gz({"libcudart.so.12": runtime / "libcudart.so.12"})})
+    mirror = server.write_mirror(tmp_path / "mirror")
+    cli_home.env.update(SUPERFLUID_HOST_NVIDIA_DRIVER="550.54.15", SUPERFLUID_HOST_CUDA_CAPABILITY="8.6",
+                        SUPERFLUID_HOST_VULKAN="0")
+    done = cli_home.superfluid("runtime", "install", "llamacpp", "--mirror", str(mirror), "--json")
+    assert done.code == 0 and done.json()["installed"] == "b11642-cuda-12.8", done.stderr
+    row = next(r for r in cli_home.superfluid("runtimes", "--json").json() if r["id"] == "llamacpp")
+    assert "no_gpu" not in row  # its check sees the CUDA device
+    worker = tmp_path / "worker"
+    worker.write_text(f"#!{sys.executable}\nimport json, sys\nargs = sys.argv[1:]\n{_CPU_ONLY}")
+    worker.chmod(0o755)
+    cli_home.env["SUPERFLUID_WORKER_LLAMACPP"] = str(worker)
+    rows = cli_home.superfluid("runtimes", "--json")
+    assert rows.code == 0, rows.stderr
+    row = next(r for r in rows.json() if r["id"] == "llamacpp")
+    assert row["state"] == "ready" and row["install"] == "b11642-cuda-12.8"
+    assert row["no_gpu"] == ("b11642-cuda-12.8 is a cuda-12.8 build, and its check finds no cuda-12.8 device here "
+                             "(it sees: CPU); libggml-cuda.so does not load: libcudart.so.12: cannot open shared "
+                             "object file: No such file or directory: it serves on the CPU")
+    assert f"llamacpp: {row['no_gpu']}" in cli_home.superfluid("runtimes").stdout
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF" + bytes(60))
+    served = cli_home.superfluid("serve", "--model", str(model), "--runtime", "llamacpp")
+    assert f"superfluid serve: {row['no_gpu']}" in served.stderr

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from superfluid.runtime.planning import Plan
-from superfluid.runtime.probe import Probed, ProbeRefused, judge_probe
+from superfluid.runtime.probe import Probed, ProbeRefused, cpu_fallback, judge_probe, missing_cuda_runtime
 
 TESTED = Plan(id="basert", version="0.4.0", backend="cpu", assets=(), tested=True, chosen_by="abi", abi=1,
               why="the newest release of ABI 1")
@@ -146,3 +146,20 @@ def test_judge_probe(plan: Plan, report: dict[str, Any], options: dict[str, Any]
     assert fragment in str(caught.value) and caught.value.fix == fix
     assert str(caught.value).startswith(f"{plan.id} {plan.install}: ") and caught.value.plan is plan
     assert caught.value.reason in str(caught.value)
+
+
+def test_the_loader_s_words_for_a_missing_cuda_runtime_are_read() -> None:
+    assert missing_cuda_runtime("its check finds no cuda-12.8 device here (it sees: CPU); libggml-cuda.so does not "
+                                "load: libcudart.so.12: cannot open shared object file") == "libcudart.so.12"
+    assert missing_cuda_runtime("libggml-cuda.so needs libcudart.so.13, which is on none of this host's library "
+                                "paths") == "libcudart.so.13"
+    assert missing_cuda_runtime("libcublas.so.12: cannot open shared object file") is None
+
+
+def test_a_gpu_build_without_its_device_serves_on_the_cpu_and_says_so() -> None:
+    cpu = [{"backend": "CPU"}]
+    assert cpu_fallback("b1-vulkan", "vulkan", {"devices": cpu}) == (
+        "b1-vulkan is a vulkan build, and its check finds no vulkan device here (it sees: CPU): it serves on the CPU")
+    assert cpu_fallback("b1-vulkan", "vulkan", {"devices": [*cpu, {"backend": "Vulkan"}]}) is None
+    assert cpu_fallback("b1-cpu", "cpu", {"devices": cpu}) is None
+    assert cpu_fallback("b1-cuda-12.8", "cuda-12.8", {}) is None  # no devices listed: nothing to judge

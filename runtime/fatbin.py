@@ -1,9 +1,6 @@
 """The GPU architectures a CUDA shared object carries: the cubin and PTX entries of its ``.nv_fatbin``.
 
-A CUDA library's device code lies in its ``.nv_fatbin`` section: one or more fat binaries, each a
-header (magic ``0xBA55ED50``, its header size and the size of its entries) and entries, each with a
-header naming its kind (1: PTX, 2: an ELF cubin) and its ``sm_XX``. Only the headers are read (a
-compressed payload is never unpacked). See docs/install.md, "How a GPU build is chosen".
+See docs/install.md, "How a GPU build is chosen".
 """
 
 from __future__ import annotations
@@ -14,6 +11,10 @@ import struct
 from superfluid.runtime.elf import ELFInvalid
 from superfluid.runtime.kernels import Kernels
 
+# A CUDA library's device code lies in its ``.nv_fatbin`` section: one or more fat binaries, each a
+# header (magic ``0xBA55ED50``, its header size and the size of its entries) and entries, each with a
+# header naming its kind (1: PTX, 2: an ELF cubin) and its ``sm_XX``. Only the headers are read (a
+# compressed payload is never unpacked).
 __all__ = ["FATBIN_MAGIC", "SECTION", "section", "entries", "kernels_of_file"]
 
 FATBIN_MAGIC = 0xBA55ED50

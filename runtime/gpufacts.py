@@ -1,9 +1,6 @@
 """GPU facts of a Linux host: NVIDIA GPUs' compute capabilities, the CUDA runtime, ROCm and Vulkan.
 
-Every probe degrades to "not known" (None or empty), never raises: a fact not known refuses no
-build. The probe that calls into ``libcuda`` runs in a child process with a time limit (a driver
-that hangs or crashes costs the answer, not the command), and checks each symbol before calling it.
-See docs/install.md, "How a GPU build is chosen", and docs/cli.md, "Environment".
+See docs/install.md, "How a GPU build is chosen".
 """
 
 from __future__ import annotations
@@ -19,6 +16,10 @@ from collections.abc import Mapping, Sequence
 from superfluid.runtime.jsonread import loads
 from superfluid.runtime.libraries import under, version_key
 
+# Every probe degrades to "not known" (None or empty), never raises: a fact not known refuses no
+# build. The probe that calls into ``libcuda`` runs in a child process with a time limit (a driver
+# that hangs or crashes costs the answer, not the command), and checks each symbol before calling it.
+# The overrides are in docs/cli.md, "Environment".
 __all__ = ["CUDA_DIRS", "VULKAN_ICD_DIRS", "KFD_NODES", "ROCM_VERSION_FILE", "parse_capabilities", "parse_gfx",
            "gfx_name", "parse_nvidia_smi", "rocm_version", "rocm_gfx", "vulkan_icds", "cudart_on_host",
            "cudart_version_of", "probe_cuda", "probe_libcuda"]

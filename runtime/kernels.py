@@ -1,10 +1,6 @@
 """What a GPU build's kernels run on, as data, and the verdict on a host's GPUs before the download.
 
-A CUDA build carries cubins (machine code for one architecture: it runs on GPUs of the same major
-and a minor at or above it; an ``a`` architecture such as ``sm_120a`` only on exactly that one) and
-PTX (which the driver compiles for any GPU at or above it, when the driver is at least as new as the
-toolkit that wrote it). A ROCm build carries code objects for named gfx targets and links one ROCm
-major. See docs/install.md, "How a GPU build is chosen".
+See docs/install.md, "How a GPU build is chosen".
 """
 
 from __future__ import annotations
@@ -16,6 +12,11 @@ from typing import Any
 
 from superfluid.runtime.host import Host
 
+# A CUDA build carries cubins (machine code for one architecture: it runs on GPUs of the same major
+# and a minor at or above it; an ``a`` architecture such as ``sm_120a`` only on exactly that one) and
+# PTX (which the driver compiles for any GPU at or above it, when the driver is at least as new as the
+# toolkit that wrote it). A ROCm build carries code objects for named gfx targets and links one ROCm
+# major.
 __all__ = ["Kernels", "InvalidKernels", "CUDA_DRIVER_FLOOR", "TOOLKIT_DRIVER", "arch_key", "upstream_cuda_kernels",
            "from_cmake", "driver_major", "cuda_refusal", "rocm_refusal", "cudart_serves"]
 

@@ -1,5 +1,4 @@
-"""What ``superfluid runtimes`` answers as upstream's report does: a row's declared keys, its READS
-and DEVICE cells, and every runtime's verdict on one model (``runtimes <model>``).
+"""What ``superfluid runtimes`` answers as upstream's report does, and each runtime's verdict on a model.
 
 See docs/host-contract.md, "5. The answers a host reads".
 """

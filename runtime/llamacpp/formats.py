@@ -1,5 +1,4 @@
-"""What llama.cpp's check reports of it beside its options: the format it reads, its tokenizer, its
-static capability record (read by the adapter without loading the engine's bindings).
+"""What llama.cpp's check reports beside its options: format, tokenizer, capabilities (no bindings loaded).
 
 See docs/adapters.md, "The worker contract".
 """

@@ -1,9 +1,12 @@
-"""``http(s)://`` through ``requests`` (proxies and CA bundles as it reads them from the environment),
-imported when a request is first sent: a command that opens no connection never imports it."""
+"""``http(s)://`` through ``requests``, TLS verified as the operating system verifies it (``truststore``).
+
+See docs/install.md, "Company networks: proxies and certificates".
+"""
 
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -26,6 +29,42 @@ class _NoAuth:
         return r
 
 
+# requests (with urllib3) is imported when a request is first sent, so that a command that opens no
+# connection never imports it; proxies (HTTPS_PROXY, NO_PROXY...) and CA bundles (REQUESTS_CA_BUNDLE)
+# are read from the environment as requests reads them. Certificates are verified against the
+# operating system's store through truststore (what pip does), so that a company's root that IT
+# installed in the system is trusted; certifi, requests' own bundle, where truststore is not there.
+#: the adapter class, made at the first request (it subclasses requests' own), or None without truststore
+_ADAPTERS: dict[str, Any] = {}
+
+
+def _system_trust_adapter() -> Any:
+    """A new ``HTTPAdapter`` whose TLS context is ``truststore``'s (the system's certificate store),
+    for one session; None where truststore cannot be imported (then requests verifies with certifi)."""
+    if "system" in _ADAPTERS:
+        made = _ADAPTERS["system"]
+        return made() if made is not None else None
+    try:
+        import truststore
+        from requests.adapters import HTTPAdapter
+    except ImportError:
+        _ADAPTERS["system"] = None
+        return None
+    context = truststore.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+
+    class SystemTrust(HTTPAdapter):
+        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["ssl_context"] = context
+            super().init_poolmanager(*args, **kwargs)
+
+        def proxy_manager_for(self, *args: Any, **kwargs: Any) -> Any:
+            kwargs["ssl_context"] = context
+            return super().proxy_manager_for(*args, **kwargs)
+
+    _ADAPTERS["system"] = SystemTrust
+    return SystemTrust()
+
+
 class RequestsFetcher(Fetcher):
     """``http(s)://`` through ``requests``, every method.
 
@@ -45,6 +84,9 @@ class RequestsFetcher(Fetcher):
             import requests
 
             session = requests.Session()
+            adapter = _system_trust_adapter()
+            if adapter is not None:
+                session.mount("https://", adapter)
             self._local.session = session
             with self._sessions_lock:
                 self._sessions.append(session)

@@ -2,10 +2,14 @@
 """Build real libllama libraries for the tests, from sdists the package index serves.
 
 Two layouts of ``llama_context_params`` (SPEC §4.2), each from a pinned source distribution that
-vendors a llama.cpp tree (notes/llamacpp.md §2b and §7.4 measured these recipes):
+vendors a llama.cpp tree (notes/llamacpp.md §2b and §7.4 measured these recipes), and the second
+built once more as upstream's release workflow builds its Linux archives:
 
 - ``v1``: ``llama-cpp-python==0.3.36`` vendors llama.cpp b11312 (160-byte context params);
-- ``v2``: ``xllamacpp==2026.10.11549`` vendors llama.cpp b11549 (168 bytes, ``moe_cache_size`` at 112).
+- ``v2``: ``xllamacpp==2026.10.11549`` vendors llama.cpp b11549 (168 bytes, ``moe_cache_size`` at 112);
+- ``dl``: the v2 tree with ``GGML_BACKEND_DL=ON`` (the CPU backend a module, ``libggml-cpu.so``, that
+  libllama does not link and the loader finds at run time; one CPU variant, not upstream's
+  ``GGML_CPU_ALL_VARIANTS``, for CI time).
 
 Each sdist is fetched with the ordinary pip client by pinned version (``--no-binary <name>``, never
 ``:all:``, which would compile build dependencies too) and checked against a pinned sha256. Only
@@ -16,7 +20,7 @@ the build's public headers under ``include/`` (the layout test compiles ``offset
 and ``build.json``, the stamp. A layout is rebuilt only when its pinned inputs change (the stamp
 holds them); an interrupted build leaves no stamp and is redone.
 
-Usage: ``build_libllama.py [v1|v2|all] [--json]`` prints one line per layout: ``<layout> <dir>``
+Usage: ``build_libllama.py [v1|v2|dl|all] [--json]`` prints one line per layout: ``<layout> <dir>``
 (or the stamps as JSON). Exit 0 when every asked layout is built, 1 with the reason otherwise.
 """
 
@@ -95,6 +99,16 @@ PINS = {
 }
 
 
+#: a layout built as upstream's release workflow builds its Linux archives (issue 31, item 5): the
+#: backends as modules loaded at run time (``GGML_BACKEND_DL``: libllama links no CPU backend, the
+#: loader finds ``libggml-cpu.so`` beside it), one CPU module rather than upstream's
+#: ``GGML_CPU_ALL_VARIANTS`` (CI time); the v2 tree
+PINS["dl"] = Pin(**{**asdict(PINS["v2"]), "layout": "dl"})
+#: per layout: cmake flags beyond ``CMAKE_FLAGS``, and the targets built
+EXTRA_FLAGS = {"dl": ("-DGGML_BACKEND_DL=ON", "-DGGML_CPU_ALL_VARIANTS=OFF")}
+TARGETS = {"dl": ("llama", "ggml-cpu")}
+
+
 class BuildFailed(Exception):
     """A step of the build failed; the message says which and why."""
 
@@ -113,7 +127,8 @@ def layout_dir(layout: str, root: Path | None = None) -> Path:
 
 
 def _wanted_stamp(pin: Pin) -> dict[str, object]:
-    return {"pin": asdict(pin), "cmake": list(CMAKE_FLAGS), "recipe_revision": RECIPE_REVISION}
+    return {"pin": asdict(pin), "cmake": [*CMAKE_FLAGS, *EXTRA_FLAGS.get(pin.layout, ())],
+            "recipe_revision": RECIPE_REVISION}
 
 
 def read_stamp(directory: Path) -> dict[str, object] | None:
@@ -240,9 +255,12 @@ def build(layout: str, *, root: Path | None = None, force: bool = False) -> Path
         src = extract_tree(pin, sdist, work / "src")
         build_dir = work / "build"
         shutil.rmtree(build_dir, ignore_errors=True)
-        _run(["cmake", "-S", str(src), "-B", str(build_dir), *CMAKE_FLAGS], log, "cmake configure")
+        _run(["cmake", "-S", str(src), "-B", str(build_dir), *CMAKE_FLAGS, *EXTRA_FLAGS.get(layout, ())], log,
+             "cmake configure")
         compiled = time.monotonic()
-        _run(["cmake", "--build", str(build_dir), "-j2", "--target", "llama"], log, "cmake --build --target llama")
+        targets = TARGETS.get(layout, ("llama",))
+        _run(["cmake", "--build", str(build_dir), "-j2", "--target", *targets], log,
+             f"cmake --build --target {' '.join(targets)}")
         compile_seconds = time.monotonic() - compiled
         staging = base / f".{layout}.staging"
         shutil.rmtree(staging, ignore_errors=True)
@@ -268,11 +286,11 @@ def build(layout: str, *, root: Path | None = None, force: bool = False) -> Path
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("layout", nargs="?", default="all", choices=["v1", "v2", "all"])
+    parser.add_argument("layout", nargs="?", default="all", choices=[*PINS, "all"])
     parser.add_argument("--force", action="store_true", help="rebuild even when the stamp is current")
     parser.add_argument("--json", action="store_true", help="print the stamps as JSON")
     args = parser.parse_args(argv)
-    layouts = ["v1", "v2"] if args.layout == "all" else [args.layout]
+    layouts = list(PINS) if args.layout == "all" else [args.layout]
     stamps = {}
     for layout in layouts:
         try:

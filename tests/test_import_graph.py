@@ -19,9 +19,7 @@ FOLDERS = {"superfluid": "superfluid", "installer": "superfluid.installer", "run
            "manifest": "superfluid.manifest"}
 #: files that may import our own modules inside a function, each with why (the dispatch imports a
 #: command's module, and the registry an adapter, by ``import_module``: no import statement)
-ALLOWED_INSIDE: dict[str, str] = {
-    "installer/trust/manifest.py": "tuf_client, where python-tuf is imported, only when an answer is verified",
-}
+ALLOWED_INSIDE: dict[str, str] = {}
 #: at most this many imports of our own modules inside functions (issue 30)
 MAX_INSIDE = 40
 

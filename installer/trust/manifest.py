@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from superfluid.installer.sources.release_source import fetcher_for
 from superfluid.installer.trust.errors import NoTrustRoot
+from superfluid.installer.trust.tuf_client import fetch_target
 from superfluid.runtime.errors import BadFile
 from superfluid.runtime.home import linked_between, writable_home
 from superfluid.runtime.jsonread import read_bytes
@@ -128,9 +129,6 @@ def fetch_answer(service: str, path: str, trust: Trust, *, max_bytes: int, accep
         return _unchecked(service, path, max_bytes=max_bytes, accept=accept)
     anchor, where = _anchor(trust, trust_dir(trust.home, service), service)
     directory = _folder(trust.home, service)
-    # tuf_client is where python-tuf (heavy: securesystemslib, cryptography) is imported: loaded only
-    # when an answer is verified, as the heavy libraries are (tests/test_import_graph.py allows it)
-    from superfluid.installer.trust.tuf_client import fetch_target  # noqa: PLC0415
 
     fetcher = fetcher_for(service, plain_http=True)
     try:

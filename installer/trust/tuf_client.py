@@ -13,14 +13,8 @@ import re
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import quote
-
-# python-tuf at the top here: this module is the boundary, imported only where an answer is verified
-from tuf.api import exceptions as tuf_errors  # noqa: TID253
-from tuf.api.metadata import Metadata, TargetFile  # noqa: TID253
-from tuf.ngclient import Updater, UpdaterConfig  # noqa: TID253
-from tuf.ngclient.fetcher import FetcherInterface  # noqa: TID253
 
 from superfluid.installer.errors import DownloadError, SizeExceeded
 from superfluid.installer.files import NotALockFile, open_lock_file
@@ -39,42 +33,55 @@ from superfluid.installer.trust.errors import (
 from superfluid.runtime.errors import BadFile, SuperfluidError
 from superfluid.runtime.jsonread import kind_of, read_bytes
 
-__all__ = ["fetch_target", "check_folder", "CONFIG"]
+if TYPE_CHECKING:
+    from tuf.api.metadata import TargetFile
+    from tuf.ngclient import Updater
 
-#: the Updater's limits (bytes): python-tuf's defaults, but at most 16 root rotations per run
-CONFIG = UpdaterConfig(max_root_rotations=16, prefix_targets_with_hash=False, app_user_agent="superfluid")
+__all__ = ["fetch_target", "check_folder"]
+
+# python-tuf (with securesystemslib, cryptography and urllib3: about 80 ms) is imported where it is
+# used, as the other heavy libraries are: asking a question of a service loads it, nothing else does
 _ROLE = re.compile(r"\b(root|timestamp|snapshot|targets)\b")
 _MAX_LOCAL = 8 << 20
 
 
-class _Fetcher(FetcherInterface):
-    """ngclient's network seam over ours; remembers the last metadata file fetched, for the words."""
+def _seam(inner: Fetcher) -> Any:
+    """ngclient's network seam over ours (a ``FetcherInterface``): it remembers the last metadata
+    file fetched (``last_url``, ``last_body``), for the words of a refusal."""
+    from tuf.api import exceptions as tuf_errors
+    from tuf.ngclient.fetcher import FetcherInterface
 
-    def __init__(self, inner: Fetcher) -> None:
-        self.inner = inner
-        self.last_url = ""
-        self.last_body: bytes | None = None
-        self.last_limit = 0
+    class Seam(FetcherInterface):
+        def __init__(self, inner: Fetcher) -> None:
+            self.inner = inner
+            self.last_url = ""
+            self.last_body: bytes | None = None
+            self.last_limit = 0
 
-    def _fetch(self, url: str) -> Iterator[bytes]:
-        with self.download_file(url, self.inner.config.max_download_bytes) as f:
-            yield f.read()
+        def _fetch(self, url: str) -> Iterator[bytes]:
+            with self.download_file(url, self.inner.config.max_download_bytes) as f:
+                yield f.read()
 
-    @contextmanager
-    def download_file(self, url: str, max_length: int) -> Iterator[IO[bytes]]:
-        self.last_url, self.last_body, self.last_limit = url, None, max_length
-        try:
-            response, body = self.inner.get_bytes(url, max_bytes=max_length, accept=(403, 404))
-        except SizeExceeded as e:
-            raise tuf_errors.DownloadLengthMismatchError(f"{url}: more than {max_length} bytes") from e
-        if response.status in (403, 404):
-            raise tuf_errors.DownloadHTTPError(f"{url}: HTTP {response.status}", response.status)
-        self.last_body = body
-        yield io.BytesIO(body)
+        @contextmanager
+        def download_file(self, url: str, max_length: int) -> Iterator[IO[bytes]]:
+            self.last_url, self.last_body, self.last_limit = url, None, max_length
+            try:
+                response, body = self.inner.get_bytes(url, max_bytes=max_length, accept=(403, 404))
+            except SizeExceeded as e:
+                raise tuf_errors.DownloadLengthMismatchError(f"{url}: more than {max_length} bytes") from e
+            if response.status in (403, 404):
+                raise tuf_errors.DownloadHTTPError(f"{url}: HTTP {response.status}", response.status)
+            self.last_body = body
+            yield io.BytesIO(body)
+
+    return Seam(inner)
 
 
 def _parse(data: bytes | None) -> Any:
     """The signed part of metadata, unverified (only for the words of a refusal), or None."""
+    from tuf.api import exceptions as tuf_errors
+    from tuf.api.metadata import Metadata
+
     if data is None:
         return None
     try:
@@ -90,7 +97,7 @@ def _stamp(when: datetime.datetime) -> str:
 class _Words:
     """What a refusal says: the service, the trust folder's metadata, the last file fetched."""
 
-    def __init__(self, service: str, directory: str, fetcher: _Fetcher) -> None:
+    def __init__(self, service: str, directory: str, fetcher: Any) -> None:
         self.service = service
         self.directory = directory
         self.fetcher = fetcher
@@ -122,6 +129,8 @@ class _Words:
 
     def refusal(self, e: Exception) -> SuperfluidError:
         """The typed refusal of one of the library's errors during ``refresh``."""
+        from tuf.api import exceptions as tuf_errors
+
         role = self.fetched_role
         url = self.fetcher.last_url.removeprefix(self.service)
         if isinstance(e, tuf_errors.DownloadHTTPError):
@@ -276,6 +285,8 @@ def _locked(directory: str) -> Iterator[None]:
 
 
 def _cached(path: str, info: TargetFile) -> bytes | None:
+    from tuf.api import exceptions as tuf_errors
+
 
     try:
         data = read_bytes(path, max_bytes=info.length)
@@ -301,6 +312,8 @@ def _download(updater: Updater, words: _Words, info: TargetFile, path: str) -> b
 
 def _fetched(updater: Updater, words: _Words, info: TargetFile, path: str) -> str:
     """``updater.download_target`` into ``path``, its refusals in our words."""
+    from tuf.api import exceptions as tuf_errors
+
     try:
         return updater.download_target(info, path)
     except tuf_errors.DownloadLengthMismatchError:
@@ -342,13 +355,18 @@ def fetch_target(service: str, path: str, *, anchor: bytes, anchor_where: str, d
         BadFile: the anchor is not a TUF root signed by itself.
         DownloadError: the service could not be reached.
     """
-    seam = _Fetcher(fetcher)
+    from tuf.api import exceptions as tuf_errors
+    from tuf.ngclient import Updater, UpdaterConfig
+
+    # python-tuf's defaults, but at most 16 root rotations per run
+    config = UpdaterConfig(max_root_rotations=16, prefix_targets_with_hash=False, app_user_agent="superfluid")
+    seam = _seam(fetcher)
     words = _Words(service, directory, seam)
     answers = os.path.join(directory, "answers")
     with _locked(directory):
         check_folder(directory)
         try:
-            updater = Updater(directory, service + "metadata/", answers, service, seam, CONFIG, bootstrap=anchor)
+            updater = Updater(directory, service + "metadata/", answers, service, seam, config, bootstrap=anchor)
         except tuf_errors.RepositoryError as e:
             raise BadFile(anchor_where, f"is not a TUF root signed by its own keys ({e})") from None
         try:

@@ -21,7 +21,7 @@ from superfluid.runtime.kernels import (
     rocm_refusal,
     upstream_cuda_kernels,
 )
-from superfluid.runtime.llamacpp.recipe import Archive, TestedBuild, find_tested, parse_name, tested
+from superfluid.runtime.llamacpp.recipe import Archive, TestedBuild, find_tested, parse_name, tested, tested_record
 from superfluid.runtime.needs import InvalidNeeds, Needs, judge
 from superfluid.runtime.ordering import backend_family
 from superfluid.runtime.planning import Listing, NotInstallable, Plan, PlanAsset, ReleaseLike, Request, parse_sha256
@@ -173,16 +173,13 @@ def recorded_needs(recipe: Mapping[str, Any], version: str, name: str) -> Needs 
     Raises:
         BadFile: the recorded needs are not needs (the recipe is this superfluid's own: a bug).
     """
-    for entry in recipe.get("tested", ()):
-        if entry.get("version") != version:
-            continue
-        for asset in entry.get("assets", ()):
-            if asset.get("name") == name and "needs" in asset:
-                try:
-                    return Needs.from_json(asset["needs"])
-                except InvalidNeeds as e:
-                    raise BadFile("the llama.cpp recipe", str(e), json_path=f"$.tested[{version}].{name}") from None
-    return None
+    recorded = tested_record(recipe, version, name, "needs")
+    if recorded is None:
+        return None
+    try:
+        return Needs.from_json(recorded)
+    except InvalidNeeds as e:
+        raise BadFile("the llama.cpp recipe", str(e), json_path=f"$.tested[{version}].{name}") from None
 
 
 def recorded_kernels(recipe: Mapping[str, Any], version: str, name: str) -> Kernels | None:
@@ -192,16 +189,13 @@ def recorded_kernels(recipe: Mapping[str, Any], version: str, name: str) -> Kern
     Raises:
         BadFile: the record is not one (the recipe is this superfluid's own: a bug).
     """
-    for entry in recipe.get("tested", ()):
-        if entry.get("version") != version:
-            continue
-        for asset in entry.get("assets", ()):
-            if asset.get("name") == name and "kernels" in asset:
-                try:
-                    return Kernels.from_json(asset["kernels"])
-                except InvalidKernels as e:
-                    raise BadFile("the llama.cpp recipe", str(e), json_path=f"$.tested[{version}].{name}") from None
-    return None
+    recorded = tested_record(recipe, version, name, "kernels")
+    if recorded is None:
+        return None
+    try:
+        return Kernels.from_json(recorded)
+    except InvalidKernels as e:
+        raise BadFile("the llama.cpp recipe", str(e), json_path=f"$.tested[{version}].{name}") from None
 
 
 def kernels_of(recipe: Mapping[str, Any], version: str, archive: Archive) -> Kernels | None:

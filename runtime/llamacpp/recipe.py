@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
@@ -12,8 +12,8 @@ from superfluid.runtime.adapter import load_recipe
 from superfluid.runtime.errors import BadFile
 from superfluid.runtime.ordering import version_key
 
-__all__ = ["Archive", "TestedBuild", "parse_name", "load", "tested", "tested_of", "listed", "find_tested", "PACKAGE",
-           "SCHEMA"]
+__all__ = ["Archive", "TestedBuild", "parse_name", "load", "tested", "tested_of", "tested_record", "listed",
+           "find_tested", "PACKAGE", "SCHEMA"]
 
 PACKAGE = "superfluid.runtime.llamacpp"
 SCHEMA = "llamacpp-recipe"
@@ -101,6 +101,18 @@ def tested(recipe: dict[str, Any] | None = None) -> list[TestedBuild]:
 def find_tested(builds: Iterable[TestedBuild], version: str) -> TestedBuild | None:
     """The build ``version`` among ``builds`` (the tested ones), or None: it is not tested."""
     return next((b for b in builds if b.version == version), None)
+
+
+def tested_record(recipe: Mapping[str, Any], version: str, name: str, key: str) -> Any:
+    """What the recipe records under ``key`` (``needs``, ``kernels``) for archive ``name`` of the
+    tested build ``version``, or None when it records nothing there."""
+    for entry in recipe.get("tested", ()):
+        if entry.get("version") != version:
+            continue
+        for asset in entry.get("assets", ()):
+            if asset.get("name") == name and key in asset:
+                return asset[key]
+    return None
 
 
 def listed(compat_part: Any) -> list[TestedBuild]:

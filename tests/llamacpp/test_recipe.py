@@ -57,3 +57,12 @@ class TestRecipe:
         del data["tested"]
         with pytest.raises(BadFile, match="tested"):
             validate(data, R.SCHEMA, "recipe.json")
+
+
+def test_a_tested_assets_record_is_read_by_key() -> None:
+    recipe = {"tested": [{"version": "b2", "assets": [{"name": "a.tar.gz", "needs": {"glibc": "2.34"}}]},
+                         {"version": "b1", "assets": [{"name": "a.tar.gz", "kernels": {"cubin": ["sm_86"]}}]}]}
+    assert R.tested_record(recipe, "b2", "a.tar.gz", "needs") == {"glibc": "2.34"}
+    assert R.tested_record(recipe, "b2", "a.tar.gz", "kernels") is None  # another build's
+    assert R.tested_record(recipe, "b1", "a.tar.gz", "kernels") == {"cubin": ["sm_86"]}
+    assert R.tested_record(recipe, "b3", "a.tar.gz", "needs") is None

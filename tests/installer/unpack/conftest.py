@@ -13,4 +13,5 @@ def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     fallback where the isal wheel is missing)."""
     if request.param == "zlib":
         monkeypatch.setattr(inflate, "isal_zlib", None)
+        monkeypatch.setattr(inflate, "igzip_lib", None)
     return str(request.param)

@@ -152,16 +152,15 @@ def _library_like(seed: int, size: int) -> bytes:
     return bytes(out[:size])
 
 
-#: archives past the point (4 MiB of gzip) where the pipeline decides which thread inflates: one
-#: that barely compresses (handed over compressed: the extracting thread inflates it) and one that
-#: compresses as libraries do (the downloading thread inflates it)
+#: large archives (several MiB queued between the threads): one that barely compresses and one that
+#: compresses as libraries do; both inflated on the inflater's own thread
 LARGE = {"incompressible": [E("dir", "pkg"), E("file", "pkg/noise.bin", os.urandom(9 << 20))],
          "libraries": [E("dir", "pkg"), *(E("file", f"pkg/lib{i}.so", _library_like(i, 5 << 20), 0o755)
                                           for i in range(3))]}
 
 
 @pytest.mark.parametrize("kind", list(LARGE))
-def test_a_large_archive_streams_whichever_thread_inflates(kind: str, release_server: ReleaseServer, area: Path,
+def test_a_large_archive_streams_through_three_threads(kind: str, release_server: ReleaseServer, area: Path,
                                                           cache: Cache, fetcher: RequestsFetcher,
                                                           from_file: list[object],
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
@@ -179,11 +178,11 @@ def test_a_large_archive_streams_whichever_thread_inflates(kind: str, release_se
     for e in LARGE[kind][1:]:
         assert (lib / e.name.split("/", 1)[1]).read_bytes() == e.data
     assert from_file == [] and [r.status for r in release_server.log] == [200, 206]
-    assert len(made) == 1 and made[0]._inflating is (kind == "incompressible")
+    assert len(made) == 1 and made[0]._thread is not None and made[0]._thread.name == "superfluid-inflate"
 
 
 @pytest.mark.parametrize("kind", list(LARGE))
-def test_corrupt_data_past_the_decision_is_a_bad_file(kind: str, release_server: ReleaseServer, area: Path,
+def test_corrupt_data_deep_in_a_large_archive_is_a_bad_file(kind: str, release_server: ReleaseServer, area: Path,
                                                       cache: Cache, fetcher: RequestsFetcher) -> None:
     good = make_tar(area / "good.tar.gz", LARGE[kind]).read_bytes()
     at = len(good) * 3 // 4

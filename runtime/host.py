@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from superfluid.runtime.gpufacts import (
     CUDA_DIRS,
@@ -246,8 +246,7 @@ def detect(environ: Mapping[str, str] | None = None) -> Host:
                                 if k.startswith("SUPERFLUID_HOST_") or k == "LD_LIBRARY_PATH")))
 
 
-@dataclass(frozen=True, slots=True)
-class _Libraries:
+class _Libraries(NamedTuple):
     """What the library probes found: the C library, libstdc++'s versions, the folders and names."""
 
     libc: str | None = None
@@ -281,8 +280,7 @@ def _text(env: Mapping[str, str], name: str, probed: str | None) -> str | None:
     return probed if value is None else (None if value.lower() in _NONE else value)
 
 
-@dataclass(frozen=True, slots=True)
-class _Gpu:
+class _Gpu(NamedTuple):
     """The GPU facts beyond the driver's version: each NVIDIA GPU's capability (and name), the CUDA
     runtime's version and reach, ROCm's version and gfx targets, Vulkan's ICD files."""
 

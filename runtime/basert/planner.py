@@ -6,8 +6,7 @@ See docs/install.md, "baseRT: by ABI number".
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from superfluid.runtime.basert.abi import AbiVerdict, abi_verdict
 from superfluid.runtime.basert.bundles import Bundle, default_backend, parse_abi_asset_name, parse_bundle_name
@@ -90,8 +89,7 @@ def release_abi(repo: str, tag: str, abi_texts: Mapping[str, str], pin_abi: int 
 # -- the candidates -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Offer:
+class _Offer(NamedTuple):
     """One bundle a candidate release offers, with what the listing and the recipe say of it."""
 
     bundle: Bundle
@@ -102,8 +100,7 @@ class _Offer:
     pinned: bool  # the recipe pins this very asset (by name)
 
 
-@dataclass(frozen=True, slots=True)
-class _Candidate:
+class _Candidate(NamedTuple):
     version: str
     tag: str
     prerelease: bool
@@ -169,8 +166,7 @@ def _candidates(recipe: Mapping[str, Any], listing: Listing | None) -> dict[str,
 # -- judging and planning -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Judged:
+class _Judged(NamedTuple):
     cand: _Candidate
     rule: AbiVerdict | None  # None: the release contradicts itself (error)
     chosen_by: str | None  # None: not driven (installs only with --untested)

@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import re
+import subprocess
+import sys
 from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
 
 import pytest
 
 from superfluid.cli import main
-from superfluid.parser import Parser, children, parser, walk
+from superfluid.parser import NotLoaded, Parser, children, parser, walk
 from superfluid.runtime import registry
 
 TREE = dict(walk(parser()))
@@ -98,3 +102,39 @@ def test_a_usage_error_points_at_its_own_help(path: str) -> None:
     assert code == 2 and out == ""
     assert err.endswith(f"(see 'superfluid {path} --help')\n") or (
         path == "runtime check" and "--help" in err), err
+
+
+@pytest.mark.parametrize("columns", ["120", "", "0", "wide", "-5"])
+def test_help_is_as_wide_as_shutil_says_the_terminal_is(columns: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The formatter's width is ``shutil.get_terminal_size``'s (``COLUMNS``, else the terminal, else
+    80), found without importing ``shutil`` on every command."""
+    import shutil
+
+    from superfluid.parser import _columns
+
+    monkeypatch.setenv("COLUMNS", columns)
+    assert _columns() == shutil.get_terminal_size().columns
+
+
+def test_a_tree_for_one_command_names_the_groups_it_does_not_load() -> None:
+    """``runtimes``' tree builds no parser for ``runtime``, ``mirror`` or ``cache``: they are named
+    only, and a line that reaches one is parsed by the whole tree."""
+    top = parser(["runtimes", "--json"])
+    named = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))._name_parser_map
+    assert isinstance(named["runtimes"], Parser)
+    assert {g for g in ("runtime", "mirror", "cache") if not isinstance(named[g], Parser)} == {"runtime", "mirror",
+                                                                                               "cache"}
+    with pytest.raises(NotLoaded):
+        top.parse_known_args(["runtime", "list"])
+
+
+def test_a_command_line_does_not_import_shutil(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", "import contextlib, io, sys\n"
+                               "from superfluid.cli import main\n"
+                               "with contextlib.redirect_stdout(io.StringIO()):\n"
+                               "    code = main(['runtimes', '--json'])\n"
+                               "print(code, 'shutil' in sys.modules)"],
+        env={**os.environ, "SUPERFLUID_HOME": str(tmp_path)}, capture_output=True, text=True, check=False,
+        timeout=60)
+    assert done.stdout.split() == ["0", "False"], done.stderr

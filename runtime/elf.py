@@ -235,6 +235,26 @@ class ELFFile:
         return tuple(out)
 
 
+#: the ELF facts of files this process wrote, read as they were written (the extractor's writer, on
+#: its own thread), by (device, inode): (size, modification time in ns, facts). As ``record``'s
+#: digests: a file whose size and modification time are still those is not read again (a rename or
+#: a chmod keeps both; a file rewritten, or a new one on a reused inode, changes them).
+_WRITTEN: dict[tuple[int, int], tuple[int, int, ELFFile]] = {}
+
+
+def remember(path: str | os.PathLike[str]) -> None:
+    """Read the ELF facts of the regular file just written at ``path`` (no link followed) for
+    ``read`` to answer later without reading it again; nothing is kept for a file that is not an ELF
+    object the loader could read (``read`` reads it again, and says why)."""
+    try:
+        with open(path, "rb", opener=_nofollow) as f:
+            st = os.fstat(f.fileno())
+            facts = ELFFile(f)
+    except (OSError, ELFInvalid):
+        return
+    _WRITTEN[(st.st_dev, st.st_ino)] = (st.st_size, st.st_mtime_ns, facts)
+
+
 def read(path: str | os.PathLike[str]) -> ELFFile:
     """The ELF facts of the file at ``path`` (a link is followed: a library's soname link reads as it).
 
@@ -243,6 +263,10 @@ def read(path: str | os.PathLike[str]) -> ELFFile:
     """
     try:
         with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            known = _WRITTEN.get((st.st_dev, st.st_ino))
+            if known is not None and known[:2] == (st.st_size, st.st_mtime_ns):
+                return known[2]
             return ELFFile(f)
     except OSError as e:
         raise ELFInvalid(f"cannot read {os.fspath(path)}: {e.strerror or e}") from None

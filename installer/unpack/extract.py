@@ -23,7 +23,9 @@ from typing import IO, NamedTuple, cast
 
 from superfluid.installer.files import remove_tree
 from superfluid.installer.unpack.inflate import ERRORS, Inflow, crc32, raw_inflater
+from superfluid.runtime import elf
 from superfluid.runtime.errors import BadFile, SuperfluidError
+from superfluid.runtime.needs import is_shared_object
 from superfluid.runtime.record import remember
 
 __all__ = [
@@ -567,6 +569,8 @@ def _write(root: str, path: str, member: Member, verdict_mode: int, opener: _Ope
             remember(os.fstat(fd), digest)
         finally:
             os.close(fd)
+        if is_shared_object(os.path.basename(path)):  # its needs are read here, beside the inflating,
+            elf.remember(full)  # not after the extraction, before the probe (needs.measure)
 
 
 def _ensure_parents(root: str, path: str, tree: dict[str, Entry], dir_modes: dict[str, int]) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.runtime.elf import ELFFile, ELFInvalid, elf_hash, is_elf, read
+from superfluid.runtime.elf import ELFFile, ELFInvalid, elf_hash, is_elf, read, remember
 from superfluid.runtime.libraries import newest
 from tests.runtime.fake_roots import real_library
 
@@ -151,3 +151,32 @@ def test_an_unreadable_path_is_invalid(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("name", "value"), [(b"", 0), (b"GLIBC_2.2.5", 0x09691A75), (b"GLIBCXX_3.4", 0x08922974)])
 def test_elf_hash(name: bytes, value: int) -> None:
     assert elf_hash(name) == value
+
+
+class TestRemember:
+    """``remember``: a file's facts read as it is written, answered by ``read`` while it is unchanged."""
+
+    def test_a_remembered_file_is_not_read_again(self, libstdcxx: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+        copy = tmp_path / "libstdc++.so.6"
+        copy.write_bytes(libstdcxx.read_bytes())
+        remember(copy)
+        moved = tmp_path / "moved.so"
+        copy.rename(moved)  # a rename keeps the file: what merge_tree does after the extraction
+        made: list[object] = []
+        monkeypatch.setattr(ELFFile, "__init__", lambda self, f: made.append(f))
+        assert read(moved).soname == "libstdc++.so.6" and made == []
+
+    def test_a_file_changed_since_is_read_again(self, libc: Path, libstdcxx: Path, tmp_path: Path) -> None:
+        path = tmp_path / "lib.so"
+        path.write_bytes(libstdcxx.read_bytes())
+        remember(path)
+        path.write_bytes(libc.read_bytes())  # rewritten in place: another size and modification time
+        assert read(path).soname == "libc.so.6"
+
+    def test_what_is_not_elf_is_not_remembered_and_read_says_why(self, tmp_path: Path) -> None:
+        path = tmp_path / "fake.so"
+        path.write_bytes(b"not an ELF object" * 10)
+        remember(path)  # never raises
+        with pytest.raises(ELFInvalid, match="bad magic"):
+            read(path)

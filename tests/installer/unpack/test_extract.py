@@ -31,8 +31,11 @@ from superfluid.installer.unpack.extract import (
     judge_member,
     merge_tree,
 )
+from superfluid.runtime import elf
 from superfluid.runtime.errors import BadFile
+from superfluid.runtime.needs import measure
 from tests.installer.archives import HOSTILE, E, make_tar, make_zip, snapshot
+from tests.runtime.fake_roots import real_library
 
 D, F, L = Entry("dir"), Entry("file"), (lambda t: Entry("symlink", t))
 
@@ -458,3 +461,19 @@ def test_destination_must_be_new(tmp_path: Path) -> None:
     (tmp_path / "exists").mkdir()
     with pytest.raises(ExtractFailed, match="File exists"):
         extract_archive(archive, tmp_path / "exists")
+
+
+def test_the_needs_of_extracted_shared_objects_are_read_as_they_are_written(area: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer reads each shared object's ELF facts beside the inflating (``elf.remember``): the
+    check before the probe (``needs.measure``) reads none of them again, after the tree was moved."""
+    libstdcxx = Path(real_library("libstdc++.so.6")).read_bytes()
+    archive = make_tar(area / "libs.tar.gz", [E("dir", "pkg"), E("file", "pkg/lib/libstdc++.so.6", libstdcxx, 0o755),
+                                              E("file", "pkg/lib/notes.txt", "not a library")])
+    root = extract_archive(archive, area / "stage" / "x")
+    lib = area / "staging" / "lib"
+    lib.mkdir(parents=True, exist_ok=True)
+    merge_tree(root, lib)
+    monkeypatch.setattr(elf.ELFFile, "__init__", lambda self, f: pytest.fail("a shared object was read again"))
+    measured = measure(lib)
+    assert measured.glibc is not None and measured.files["glibc"] == "libstdc++.so.6"

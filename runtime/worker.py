@@ -34,6 +34,18 @@ def _line(doc: object) -> None:
     sys.stdout.write(json.dumps(doc, separators=(",", ":")) + "\n")
 
 
+def _exit_now(code: int) -> None:
+    """End a primed check as soon as its report is out: the installer waits for its exit code, and
+    the interpreter's teardown (every module, the loaded engine) took longer than the check itself
+    (measured: 10 ms against 5 ms). Nothing is left to write: its output is flushed first."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:
+        code = code or 1
+    os._exit(code)
+
+
 def engine_handlers(package: str, prog: str) -> dict[str, Handler]:
     """``check``, ``plan``, ``install`` and ``serve`` of an adapter package that has the standard
     modules: ``adapter.ADAPTER``, ``check.check_argv`` and ``serve.serve`` (imported when their
@@ -44,10 +56,13 @@ def engine_handlers(package: str, prog: str) -> dict[str, Handler]:
     """
     def check(argv: list[str]) -> int:
         module = import_module(f"{package}.check")
-        if os.environ.pop(PRIMED_VARIABLE, None) == "1":  # started before its library arrived (an install's
-            sys.stdin.buffer.read()  # probe): ready now, it checks once the installer closes stdin
+        primed = os.environ.pop(PRIMED_VARIABLE, None) == "1"
+        if primed:  # started before its library arrived (an install's probe): ready now, it checks once
+            sys.stdin.buffer.read()  # the installer closes stdin
         report, code = module.check_argv(argv, os.environ)
         _line(report)
+        if primed:
+            _exit_now(int(code))
         return int(code)
 
     def plan(argv: list[str]) -> int:

@@ -4,13 +4,17 @@ from the adapter, the engine's commands passed to its handlers, anything else a 
 from __future__ import annotations
 
 import json
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
 from superfluid.runtime import registry
 from superfluid.runtime.errors import BadFile
+from superfluid.runtime.process import start_worker
 from superfluid.runtime.worker import check_handlers, run
+from tests.end_to_end import releases
 
 USAGE = "usage: superfluid-worker-basert <check|compat|options|versions> [flags]\n"
 
@@ -104,3 +108,28 @@ def test_check_handlers_answer_check_and_version_from_one_check(capsys: pytest.C
     handlers = check_handlers(_check(available))  # type: ignore[arg-type]
     assert run(registry.get("basert"), argv, handlers) == code
     assert capsys.readouterr() == (out, err)
+
+
+@pytest.mark.parametrize("lib", ["engine", "empty"])
+def test_a_primed_check_answers_whole_then_exits_with_its_code(lib: str, tmp_path: Path) -> None:
+    """An install's probe: the worker started primed waits for stdin to close, checks, writes its
+    whole report and exits with the check's code at once (its interpreter's teardown skipped: the
+    installer waits for that code)."""
+    folder = tmp_path / "lib"
+    folder.mkdir()
+    if lib == "engine":
+        releases.build_engines()
+        built = next(releases.native_cache().glob("basert/0.4.0/**/libbaseRT.so"), None)
+        if built is None:
+            pytest.skip("the reference engine is not built (scripts/build-native)")
+        shutil.copy(built, folder / "libbaseRT.so")
+    argv = [sys.executable, "-c", "import sys; from superfluid.runtime.basert.worker import main; sys.exit(main())",
+            "check", "--lib", str(folder)]
+    proc = start_worker(argv, primed=True)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    proc.stdin.close()
+    out, err = proc.stdout.read(), proc.stderr.read()
+    proc.wait(timeout=60)
+    report = json.loads(out)
+    assert (report["available"] is True) is (lib == "engine"), err
+    assert proc.returncode == (0 if lib == "engine" else 1)

@@ -18,7 +18,7 @@ from superfluid.runtime.home import installed_installs
 from superfluid.runtime.host import detect
 from superfluid.runtime.options import options_json
 from superfluid.runtime.process import PRIMED_VARIABLE
-from superfluid.runtime.registry import worker_command
+from superfluid.runtime.registry import get, worker_command
 
 if TYPE_CHECKING:
     from superfluid.runtime.adapter import Adapter
@@ -153,24 +153,35 @@ def _help(adapter: Adapter, handlers: dict[str, Handler]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(adapter: Adapter, argv: Sequence[str] | None, handlers: dict[str, Handler]) -> int:
-    """Dispatch one worker command line; the exit code (0 ok, 1 failure, 2 usage)."""
+def run(adapter: Adapter | str, argv: Sequence[str] | None, handlers: dict[str, Handler]) -> int:
+    """Dispatch one worker command line; the exit code (0 ok, 1 failure, 2 usage).
+
+    ``adapter``: the runtime's adapter, or its id: then the registry loads the adapter (its planner,
+    the host probes...) only for the commands that ask it, help and the declarations, never for a
+    check (an install's probe starts a worker while the archive arrives: it imports what it checks
+    with, no more).
+    """
     args = list(sys.argv[1:] if argv is None else argv)
-    prog = worker_command(adapter.id)
+    runtime_id = adapter if isinstance(adapter, str) else adapter.id
+
+    def the_adapter() -> Adapter:
+        return get(adapter) if isinstance(adapter, str) else adapter
+
+    prog = worker_command(runtime_id)
     if not args or args[0] in ("-h", "--help", "help"):
         if not args:
-            sys.stderr.write(_usage(adapter.id, handlers) + "\n")
+            sys.stderr.write(_usage(runtime_id, handlers) + "\n")
             return 2
-        sys.stdout.write(_help(adapter, handlers))
+        sys.stdout.write(_help(the_adapter(), handlers))
         return 0
     command, rest = args[0], args[1:]
 
     def dispatch() -> int:
         if command in ("compat", "versions", "options"):
-            return _declaration(adapter, command, rest)
+            return _declaration(the_adapter(), command, rest)
         handler = handlers.get(command)
         if handler is None:
-            raise UsageError(f"unknown command {command!r}; {_usage(adapter.id, handlers)}")
+            raise UsageError(f"unknown command {command!r}; {_usage(runtime_id, handlers)}")
         return handler(rest)
 
     return guarded(prog, dispatch)

@@ -9,7 +9,6 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from superfluid.runtime.basert.adapter import ADAPTER
 from superfluid.runtime.basert.check import version_text
 from superfluid.runtime.basert.locate import FLAG
 from superfluid.runtime.options import flag_values
@@ -34,7 +33,7 @@ HANDLERS: dict[str, Callable[[list[str]], int]] = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one worker command line; the exit code (the console script exits with it)."""
-    return run(ADAPTER, argv, HANDLERS)
+    return run("basert", argv, HANDLERS)  # the adapter loaded only for a command that asks it
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from superfluid.runtime.llamacpp.adapter import ADAPTER
 from superfluid.runtime.llamacpp.check import parse_flags, version_text
 from superfluid.runtime.worker import engine_handlers, run
 
@@ -32,7 +31,7 @@ HANDLERS: dict[str, Callable[[list[str]], int]] = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one worker command line; the exit code (the console script exits with it)."""
-    return run(ADAPTER, argv, HANDLERS)
+    return run("llamacpp", argv, HANDLERS)  # the adapter loaded only for a command that asks it
 
 
 if __name__ == "__main__":

@@ -6,12 +6,12 @@ See docs/runtimes.md, "basert (baseRT)".
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.adapter import Adapter, Question, ServeFlag, Shown
 from superfluid.runtime.basert import header
 from superfluid.runtime.basert.abi import abi_verdict, drives_of
-from superfluid.runtime.basert.planner import plan
 from superfluid.runtime.options import options_json
 from superfluid.runtime.ordering import version_key
 from superfluid.runtime.planning import Listing, Plan, Request, install_name
@@ -47,6 +47,9 @@ class BasertAdapter(Adapter):
     recipe_schema = "basert-recipe"
     options_from = "superfluid.runtime.basert.options"
     formats_from = "superfluid.runtime.basert.check"
+    #: the planner, imported when an install is planned (``plan_for``), as ``options_from`` is when
+    #: the options are asked: the declarations (versions, compat) and the checks never need it
+    planner_from = "superfluid.runtime.basert.planner"
     numbered_abi = True
     environment = ("BASERT_LIB", "BASERT_KERNEL_LIB")
     questions = QUESTIONS
@@ -118,7 +121,8 @@ class BasertAdapter(Adapter):
         """The plans by the ABI rule for the ABI ``compat_part`` requires, and its unnumbered line
         (``planner.plan``)."""
         drives, line = drives_of(compat_part)
-        return plan(request, self.recipe, host, listing, drives=drives, line=line)
+        planner = import_module(self.planner_from)
+        return list(planner.plan(request, self.recipe, host, listing, drives=drives, line=line))
 
     def judge(self, part: Mapping[str, Any], kind: str, value: str, platform: str | None,
               release: str) -> dict[str, Any]:

@@ -255,18 +255,27 @@ def remember(path: str | os.PathLike[str]) -> None:
     _WRITTEN[(st.st_dev, st.st_ino)] = (st.st_size, st.st_mtime_ns, facts)
 
 
+def remembered(path: str | os.PathLike[str]) -> ELFFile | None:
+    """The facts ``remember`` kept of the file at ``path`` (a link followed) while it is unchanged
+    since, else None: one ``stat``, no ``open`` (the check before a probe asks it of every file)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    known = _WRITTEN.get((st.st_dev, st.st_ino))
+    return known[2] if known is not None and known[:2] == (st.st_size, st.st_mtime_ns) else None
+
+
 def read(path: str | os.PathLike[str]) -> ELFFile:
     """The ELF facts of the file at ``path`` (a link is followed: a library's soname link reads as it).
 
     Raises:
         ELFInvalid: as ``ELFFile``, or the file cannot be opened (the reason in words).
     """
+    if (known := remembered(path)) is not None:
+        return known
     try:
         with open(path, "rb") as f:
-            st = os.fstat(f.fileno())
-            known = _WRITTEN.get((st.st_dev, st.st_ino))
-            if known is not None and known[:2] == (st.st_size, st.st_mtime_ns):
-                return known[2]
             return ELFFile(f)
     except OSError as e:
         raise ELFInvalid(f"cannot read {os.fspath(path)}: {e.strerror or e}") from None

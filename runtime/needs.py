@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from superfluid.runtime.elf import ELFInvalid, is_elf, read
+from superfluid.runtime.elf import ELFInvalid, is_elf, read, remembered
 from superfluid.runtime.host import Host
 from superfluid.runtime.libraries import newest, version_key
 
@@ -102,7 +102,7 @@ def _objects(folder: Path) -> tuple[list[Path], set[str]]:
         for name in sorted(names):
             path = Path(top) / name
             carried.add(name)
-            if is_shared_object(name) and not path.is_symlink() and is_elf(path):
+            if is_shared_object(name) and not path.is_symlink() and (remembered(path) is not None or is_elf(path)):
                 objects.append(path)
     return objects, carried
 

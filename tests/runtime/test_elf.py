@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.runtime.elf import ELFFile, ELFInvalid, elf_hash, is_elf, read, remember
+from superfluid.runtime.elf import ELFFile, ELFInvalid, elf_hash, is_elf, read, remember, remembered
 from superfluid.runtime.libraries import newest
 from tests.runtime.fake_roots import real_library
 
@@ -180,3 +180,16 @@ class TestRemember:
         remember(path)  # never raises
         with pytest.raises(ELFInvalid, match="bad magic"):
             read(path)
+
+    def test_remembered_answers_the_kept_facts_only_while_the_file_is_unchanged(self, libstdcxx: Path,
+                                                                                tmp_path: Path) -> None:
+        path = tmp_path / "libstdc++.so.6"
+        path.write_bytes(libstdcxx.read_bytes())
+        assert remembered(path) is None  # never remembered
+        remember(path)
+        kept = remembered(path)
+        assert kept is not None and kept.soname == "libstdc++.so.6"
+        with path.open("ab") as f:
+            f.write(b"\0" * 16)  # appended to: another size
+        assert remembered(path) is None
+        assert remembered(tmp_path / "missing.so") is None

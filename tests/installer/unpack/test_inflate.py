@@ -49,7 +49,7 @@ def _pour(chunks: list[bytes]) -> tuple[bytes, BaseException | None, list[bool]]
             answers.append(inflow.feed(c))
         inflow.finish()
 
-    t = threading.Thread(target=produce)
+    t = threading.Thread(target=produce, name="producer")
     t.start()
     got, error = [], None
     try:
@@ -60,6 +60,14 @@ def _pour(chunks: list[bytes]) -> tuple[bytes, BaseException | None, list[bool]]
     inflow.cancel()
     t.join()
     return b"".join(got), error, answers
+
+
+#: bytes of 16 symbols: about 2x smaller as gzip, as shared libraries are about 3x
+_SIXTEEN = bytes(b"0123456789abcdef"[i % 16] for i in range(256))
+
+
+def _compressible(n: int) -> bytes:
+    return os.urandom(n).translate(_SIXTEEN)
 
 
 def test_the_inflater_in_use_is_isal_where_installed() -> None:
@@ -148,12 +156,23 @@ def test_what_follows_the_compressed_stream_is_not_read(engine: str) -> None:
 
 
 def test_once_the_stream_ended_a_feed_answers_false(engine: str) -> None:
-    """The producer is told before the reader reads the end: a feed after it answers False."""
+    """A short stream is inflated as it is fed: the feed that reaches its end answers False."""
     inflow = Inflow()
-    assert inflow.feed(_tar_gz({"a": b"1"}))
+    assert inflow.feed(_tar_gz({"a": b"1"})) is False
+    assert inflow.feed(b"trailing junk") is False
+    inflow.cancel()
+
+
+def test_once_the_inflater_found_the_end_a_feed_answers_false(engine: str) -> None:
+    """Inflated on its own thread, the producer is told before the reader reads the end."""
+    data = gzip.compress(_compressible(10 << 20), mtime=0)
+    inflow = Inflow()
+    t = threading.Thread(target=lambda: [inflow.feed(c) for c in _chunks(data)])
+    t.start()
     while inflow.read(1 << 16):
         pass
-    assert inflow.feed(b"trailing junk") is False
+    t.join()
+    assert inflow._thread is not None and inflow.feed(b"trailing junk") is False
     inflow.cancel()
 
 
@@ -176,7 +195,8 @@ def test_corrupt_data_reaches_the_reader_after_the_bytes_before_it(engine: str) 
 
 
 def _pour_watched(chunks: list[bytes], monkeypatch: pytest.MonkeyPatch) -> tuple[bytes, BaseException | None, set[str]]:
-    """As ``_pour``, answering the names of the threads that decompressed."""
+    """As ``_pour``, answering the names of the threads that decompressed (``producer``,
+    ``superfluid-inflate``, ``MainThread``: the reader)."""
     inflating: set[str] = set()
     take = Decompressor.take
 
@@ -193,24 +213,40 @@ def _chunks(data: bytes, size: int = 1 << 20) -> list[bytes]:
     return [data[i:i + size] for i in range(0, len(data), size)]
 
 
-@pytest.mark.parametrize("compress", ["gzip", "gzip-barely", "bz2", "xz"])
-def test_a_compressed_tar_is_inflated_on_a_thread_of_its_own(compress: str, engine: str,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """Neither the producer's thread nor the reader's decompresses: the inflater's does, whatever
-    the compression and however well the stream compresses."""
-    plain = b"".join(os.urandom(64) * 64 for _ in range(1000)) + os.urandom(1 << 20)
-    if compress == "gzip-barely":
-        plain = os.urandom(6 << 20)
-    data = {"bz2": bz2.compress, "xz": lzma.compress}.get(compress, lambda b: gzip.compress(b, mtime=0))(plain)
-    got, error, inflating = _pour_watched(_chunks(data, 64 << 10), monkeypatch)
+_COMPRESS = {"gzip": lambda b: gzip.compress(b, mtime=0), "bz2": bz2.compress,
+             "xz": lambda b: lzma.compress(b, preset=0)}
+
+
+@pytest.mark.parametrize("compress", list(_COMPRESS))
+def test_past_its_first_mib_a_stream_that_compresses_is_inflated_on_a_thread_of_its_own(
+        compress: str, engine: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The producer inflates the first ``_DECIDE`` bytes, the inflater thread the rest; the reader never."""
+    plain = _compressible(10 << 20)
+    got, error, inflating = _pour_watched(_chunks(_COMPRESS[compress](plain), 256 << 10), monkeypatch)
     assert error is None and got == plain
-    assert inflating == {"superfluid-inflate"}
+    assert inflating == {"producer", "superfluid-inflate"}
+
+
+def test_a_gzip_stream_that_barely_compresses_is_inflated_by_the_reader(engine: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past its first 4 MiB it is handed over compressed: the reader inflates it (a copy, made
+    where the bytes are read next), and reads the same bytes; no third thread."""
+    plain = os.urandom(12 << 20) + bytes(1 << 20)
+    got, error, inflating = _pour_watched(_chunks(gzip.compress(plain, mtime=0)), monkeypatch)
+    assert error is None and got == plain
+    assert inflating == {"producer", "MainThread"}
+
+
+def test_a_short_stream_is_inflated_by_the_producer(engine: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    plain = _compressible(1 << 20)
+    got, error, inflating = _pour_watched(_chunks(gzip.compress(plain, mtime=0), 64 << 10), monkeypatch)
+    assert error is None and got == plain and inflating == {"producer"}
 
 
 def test_an_uncompressed_tar_reaches_the_reader_as_it_comes(monkeypatch: pytest.MonkeyPatch) -> None:
-    raw = gzip.decompress(_tar_gz({"a": os.urandom(100_000)}))
-    got, error, inflating = _pour_watched(_chunks(raw, 4096), monkeypatch)
-    assert error is None and got == raw and inflating == set()
+    raw = gzip.decompress(_tar_gz({"a": os.urandom(6 << 20)}))
+    got, error, inflating = _pour_watched(_chunks(raw, 1 << 20), monkeypatch)
+    assert error is None and got == raw and "superfluid-inflate" not in inflating
 
 
 def test_corrupt_data_trailing_junk_and_a_cut_stream(engine: str) -> None:
@@ -242,8 +278,10 @@ def test_a_reader_that_is_gone_stops_the_inflating() -> None:
 def test_a_reader_that_cancels_ends_the_inflater_waiting_for_input() -> None:
     """The inflater waits for the producer's next chunk; the reader cancels: the thread ends, it
     does not wait for a producer that may never come back."""
-    inflow = Inflow()
-    assert inflow.feed(gzip.compress(os.urandom(1000))[:500])
+    inflow = Inflow(capacity=64 << 20)
+    data = gzip.compress(_compressible(12 << 20), mtime=0)
+    for c in _chunks(data[:5 << 20]):
+        assert inflow.feed(c)
     assert inflow.read()
     inflow.cancel()
     assert inflow._thread is not None

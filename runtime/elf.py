@@ -10,7 +10,9 @@ import struct
 from dataclasses import dataclass
 from typing import IO
 
-__all__ = ["ELFInvalid", "ELFFile", "VersionNeed", "elf_hash", "is_elf", "MACHINES", "read"]
+from superfluid.runtime.written import Written
+
+__all__ = ["ELFInvalid", "ELFFile", "VersionNeed", "elf_hash", "is_elf", "MACHINES", "read", "remember", "remembered"]
 
 _MAGIC = b"\x7fELF"
 _PT_LOAD, _PT_DYNAMIC = 1, 2
@@ -236,10 +238,8 @@ class ELFFile:
 
 
 #: the ELF facts of files this process wrote, read as they were written (the extractor's writer, on
-#: its own thread), by (device, inode): (size, modification time in ns, facts). As ``record``'s
-#: digests: a file whose size and modification time are still those is not read again (a rename or
-#: a chmod keeps both; a file rewritten, or a new one on a reused inode, changes them).
-_WRITTEN: dict[tuple[int, int], tuple[int, int, ELFFile]] = {}
+#: its own thread): a file unchanged since is not read again (``runtime.written``)
+_WRITTEN: Written[ELFFile] = Written()
 
 
 def remember(path: str | os.PathLike[str]) -> None:
@@ -252,7 +252,7 @@ def remember(path: str | os.PathLike[str]) -> None:
             facts = ELFFile(f)
     except (OSError, ELFInvalid):
         return
-    _WRITTEN[(st.st_dev, st.st_ino)] = (st.st_size, st.st_mtime_ns, facts)
+    _WRITTEN.keep(st, facts)
 
 
 def remembered(path: str | os.PathLike[str]) -> ELFFile | None:
@@ -262,8 +262,7 @@ def remembered(path: str | os.PathLike[str]) -> ELFFile | None:
         st = os.stat(path)
     except OSError:
         return None
-    known = _WRITTEN.get((st.st_dev, st.st_ino))
-    return known[2] if known is not None and known[:2] == (st.st_size, st.st_mtime_ns) else None
+    return _WRITTEN.get(st)
 
 
 def read(path: str | os.PathLike[str]) -> ELFFile:

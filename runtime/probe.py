@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from superfluid.runtime.errors import SuperfluidError
+from superfluid.runtime.errors import BadFile, SuperfluidError
+from superfluid.runtime.home import install_receipt
 from superfluid.runtime.ordering import backend_family
 from superfluid.runtime.planning import Plan
+from superfluid.runtime.receipt import read_receipt
 
-__all__ = ["ProbeRefused", "Probed", "judge_probe", "missing_cuda_runtime", "cpu_fallback"]
+__all__ = ["ProbeRefused", "Probed", "judge_probe", "missing_cuda_runtime", "cpu_fallback", "install_cpu_fallback"]
 
 #: the loader's words for a CUDA runtime it does not find (``libcudart.so.12: cannot open shared object file``),
 #: or the needs' (``needs libcudart.so.12, which is on none of this host's library paths``)
@@ -56,8 +59,7 @@ def _by_abi(report: Mapping[str, Any]) -> tuple[int | None] | None:
     return None
 
 
-def _device_fits(backend: str, devices: Sequence[Mapping[str, Any]],
-                 unloaded: Mapping[str, Any] | None = None) -> str | None:
+def _device_fits(backend: str, devices: Sequence[Mapping[str, Any]], unloaded: object = None) -> str | None:
     """A GPU build must find a device of its backend family; a CPU build any. ``unloaded``: the
     report's GPU modules that registered no device, and why (the loader's words), said with it."""
     if backend == "cpu":
@@ -66,8 +68,8 @@ def _device_fits(backend: str, devices: Sequence[Mapping[str, Any]],
     seen = [str(d.get("backend", "?")) for d in devices]
     if any(s.lower() == family for s in seen):
         return None
-    why = "".join(f"; {name} does not load: {words}" for name, words in sorted((unloaded or {}).items())
-                  if isinstance(words, str))
+    said = unloaded if isinstance(unloaded, Mapping) else {}
+    why = "".join(f"; {name} does not load: {words}" for name, words in sorted(said.items()) if isinstance(words, str))
     return f"its check finds no {backend} device here (it sees: {', '.join(seen) or 'none'}){why}"
 
 
@@ -78,10 +80,18 @@ def cpu_fallback(install: str, backend: str, report: Mapping[str, Any]) -> str |
     devices = report.get("devices")
     if backend_family(backend) == "cpu" or backend == "unknown" or not isinstance(devices, list):
         return None
-    unloaded = report.get("unloaded")
-    why = _device_fits(backend, [d for d in devices if isinstance(d, Mapping)],
-                       unloaded if isinstance(unloaded, Mapping) else None)
+    why = _device_fits(backend, [d for d in devices if isinstance(d, Mapping)], report.get("unloaded"))
     return None if why is None else f"{install} is a {backend} build, and {why}: it serves on the CPU"
+
+
+def install_cpu_fallback(install: str | os.PathLike[str], report: Mapping[str, Any]) -> str | None:
+    """``cpu_fallback`` of the install at ``install`` (its build and backend as its receipt records
+    them) on its check's ``report``; None when its receipt does not read."""
+    try:
+        receipt = read_receipt(install_receipt(install))
+    except BadFile:
+        return None
+    return cpu_fallback(receipt.install, receipt.backend, report)
 
 
 def _hold_to_plan(p: Plan, report: Mapping[str, Any], version: str | None, holds_version: bool) -> None:
@@ -119,9 +129,7 @@ def judge_probe(p: Plan, report: Mapping[str, Any], *, untested: bool, holds_ver
         if p.abi is not None and abi is not None and abi != p.abi:
             raise ProbeRefused(p, f"its library states ABI {abi}, and the release states {p.abi}",
                                fix="nothing was installed: the bundle is not the release it says")
-        unloaded = report.get("unloaded")
-        why = _device_fits(p.backend, devices, unloaded if isinstance(unloaded, Mapping) else None) if needs_device \
-            else None
+        why = _device_fits(p.backend, devices, report.get("unloaded")) if needs_device else None
         if why:
             raise ProbeRefused(p, why)
         return Probed(p.tested, abi, version, devices, extra)

@@ -19,6 +19,7 @@ from superfluid.runtime.errors import BadFile, SuperfluidError
 from superfluid.runtime.jsonread import kind_of
 from superfluid.runtime.receipt import MAX_BYTES, RECEIPT, Receipt
 from superfluid.runtime.upkeep import repair_command
+from superfluid.runtime.written import Written
 
 __all__ = ["FILES", "UNRECORDED", "FileRecord", "Difference", "Verdict", "NotRecordable", "record_tree", "compare",
            "files_of", "with_files", "verify_install", "glance", "remember"]
@@ -162,24 +163,16 @@ def _name(path: str) -> bytes:
     return undone if undone != raw and _text(undone) == path else raw
 
 
-#: SHA-256 of the files this process wrote, hashed as they were written (the extractor's writer), by
-#: (device, inode): (size, modification time in ns, digest). A file whose size and modification time
-#: are still those is not read again to be recorded; any other is (a file rewritten, or a new one
-#: on a reused inode, has another modification time or size).
-_WRITTEN: dict[tuple[int, int], tuple[int, int, str]] = {}
+#: SHA-256 of the files this process wrote, hashed as they were written (the extractor's writer): a file
+#: unchanged since is not read again to be recorded (``runtime.written``)
+_WRITTEN: Written[str] = Written()
 
 
 def remember(st: os.stat_result, sha256: str) -> None:
     """Record that the regular file whose ``fstat`` (taken after its last write) is ``st`` holds
     bytes of SHA-256 ``sha256``: ``record_tree`` uses it while the file's size and modification
     time are unchanged (a rename or a chmod keeps both), and reads the file otherwise."""
-    _WRITTEN[(st.st_dev, st.st_ino)] = (st.st_size, st.st_mtime_ns, sha256)
-
-
-def _known(st: os.stat_result) -> str | None:
-    """The remembered SHA-256 of the file whose ``lstat`` is ``st``, when it is unchanged since."""
-    known = _WRITTEN.get((st.st_dev, st.st_ino))
-    return known[2] if known is not None and known[:2] == (st.st_size, st.st_mtime_ns) else None
+    _WRITTEN.keep(st, sha256)
 
 
 def _hash(path: bytes) -> tuple[int, str, bool]:
@@ -220,7 +213,7 @@ def _entry(full: bytes, rel: bytes, *, digest: str | None = None) -> tuple[FileR
             return FileRecord(path, other=f"a link that cannot be read ({e.strerror or e})"), False
     if not stat.S_ISREG(st.st_mode):
         return FileRecord(path, other=kind_of(st.st_mode)), False
-    known = digest if digest is not None else _known(st)  # else hashed as it was written, unchanged since
+    known = digest if digest is not None else _WRITTEN.get(st)  # else hashed as it was written, unchanged since
     if known is not None:  # not read again
         return FileRecord(path, size=st.st_size, sha256=known, executable=bool(st.st_mode & 0o111)), False
     try:

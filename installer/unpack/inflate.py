@@ -76,9 +76,9 @@ class Decompressor:
         # step); ISA-L's own decompressor keeps it, as bz2's and lzma's do: 10% faster on 1 MiB chunks
         self._tail = False
         self._deflate = head.startswith(_GZIP)
-        if head.startswith(_GZIP) and igzip_lib is not None:
+        if self._deflate and igzip_lib is not None:
             self._engine = igzip_lib.IgzipDecompressor(flag=igzip_lib.DECOMP_GZIP)  # header and trailer checked
-        elif head.startswith(_GZIP):
+        elif self._deflate:
             self._engine, self._tail = gzip_inflater(), True
         elif head.startswith(_BZIP2):
             self._engine = bz2.BZ2Decompressor()
@@ -282,18 +282,23 @@ class Inflow:
             self._decompressor = Decompressor(self._head)
             self._pour(self._head)
         self._open = False
-        (self._packed if self._thread is not None else self._channel).finish()
+        self._inbox.finish()
 
     def fail(self, error: BaseException) -> None:
         """The compressed input could not be read: the reader gets what came out, then ``error``."""
         self._open = False
-        (self._packed if self._thread is not None else self._channel).fail(error)
+        self._inbox.fail(error)
 
     def abort(self, error: BaseException) -> None:
         """Stop the reader (its next ``read`` raises ``error``) and the inflater."""
         self._open = False
         self._channel.abort(error)
         self._packed.abort(error)
+
+    @property
+    def _inbox(self) -> Channel:
+        """Where the producer's next chunk and its end go: the inflater's input once it runs."""
+        return self._packed if self._thread is not None else self._channel
 
     def _pour(self, chunk: bytes) -> bool:
         d = self._decompressor

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from superfluid.runtime.digests import api_sha256, expected_digest
 from superfluid.runtime.errors import BadFile
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CUDA_BY_DRIVER", "cuda_major_for_driver", "recorded_needs", "recorded_kernels", "kernels_of",
            "gpu_refusal", "plan", "plan_build"]
+
+T = TypeVar("T")
 
 RUNTIME_ID = "llamacpp"
 
@@ -166,6 +168,23 @@ def _ordered(mains: Sequence[Archive], host: Host,
     return out
 
 
+def _recorded(recipe: Mapping[str, Any], version: str, name: str, key: str, read: Callable[[Any], T],
+              invalid: type[Exception]) -> T | None:
+    """The recipe's ``key`` record of archive ``name`` of build ``version``, read by ``read``; None
+    when it records nothing there.
+
+    Raises:
+        BadFile: ``read`` refused the record with ``invalid`` (the recipe is this superfluid's own: a bug).
+    """
+    recorded = tested_record(recipe, version, name, key)
+    if recorded is None:
+        return None
+    try:
+        return read(recorded)
+    except invalid as e:
+        raise BadFile("the llama.cpp recipe", str(e), json_path=f"$.tested[{version}].{name}") from None
+
+
 def recorded_needs(recipe: Mapping[str, Any], version: str, name: str) -> Needs | None:
     """What the recipe records archive ``name`` of build ``version`` needs of a host (its ``needs``),
     or None when it records nothing (the extracted files are then measured before the probe).
@@ -173,13 +192,7 @@ def recorded_needs(recipe: Mapping[str, Any], version: str, name: str) -> Needs 
     Raises:
         BadFile: the recorded needs are not needs (the recipe is this superfluid's own: a bug).
     """
-    recorded = tested_record(recipe, version, name, "needs")
-    if recorded is None:
-        return None
-    try:
-        return Needs.from_json(recorded)
-    except InvalidNeeds as e:
-        raise BadFile("the llama.cpp recipe", str(e), json_path=f"$.tested[{version}].{name}") from None
+    return _recorded(recipe, version, name, "needs", Needs.from_json, InvalidNeeds)
 
 
 def recorded_kernels(recipe: Mapping[str, Any], version: str, name: str) -> Kernels | None:
@@ -189,13 +202,7 @@ def recorded_kernels(recipe: Mapping[str, Any], version: str, name: str) -> Kern
     Raises:
         BadFile: the record is not one (the recipe is this superfluid's own: a bug).
     """
-    recorded = tested_record(recipe, version, name, "kernels")
-    if recorded is None:
-        return None
-    try:
-        return Kernels.from_json(recorded)
-    except InvalidKernels as e:
-        raise BadFile("the llama.cpp recipe", str(e), json_path=f"$.tested[{version}].{name}") from None
+    return _recorded(recipe, version, name, "kernels", Kernels.from_json, InvalidKernels)
 
 
 def kernels_of(recipe: Mapping[str, Any], version: str, archive: Archive) -> Kernels | None:

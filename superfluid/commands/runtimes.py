@@ -27,7 +27,7 @@ from superfluid.runtime.home import (
 from superfluid.runtime.host import PROBED
 from superfluid.runtime.installs import fault, list_installs, runtime_root
 from superfluid.runtime.locate import beside
-from superfluid.runtime.probe import cpu_fallback
+from superfluid.runtime.probe import install_cpu_fallback
 from superfluid.runtime.receipt import read_receipt
 from superfluid.runtime.record import UNRECORDED, verify_install
 from superfluid.runtime.upkeep import puts_back
@@ -116,15 +116,6 @@ def _made_for(runtime_id: str, install: str, environ: Mapping[str, str]) -> dict
     return made_for if isinstance(made_for, dict) else None
 
 
-def _cpu_fallback(runtime_id: str, install: str, report: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
-    """Why ``install``, a GPU build by its receipt, serves on the CPU (``probe.cpu_fallback``), or None."""
-    try:
-        backend = read_receipt(install_receipt(install_dir(home(environ), runtime_id, install))).backend
-    except BadFile:
-        return None
-    return cpu_fallback(install, backend, report)
-
-
 def _locked_by(runtime_id: str, install: str, environ: Mapping[str, str]) -> dict[str, Any] | None:
     """The lock an install came from (its receipt's ``lock``: ``{"file", "sha256"}``, from
     ``install --locked``), or None."""
@@ -205,8 +196,8 @@ def row(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
             version = (report.get("runtime") or {}).get("version")
             out["version"] = version.split(" (")[0] if isinstance(version, str) else None
             out["devices"] = report.get("devices", [])
-            if current and not report.get("named") and (cpu := _cpu_fallback(runtime_id, current, report,
-                                                                              environ)) is not None:
+            if current and not report.get("named") and (cpu := install_cpu_fallback(
+                    install_dir(home(environ), runtime_id, current), report)) is not None:
                 out["no_gpu"] = cpu  # a GPU build whose library registers no GPU device: never silent
             if "abi" in report:
                 out["abi"] = report["abi"]

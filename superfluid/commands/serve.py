@@ -15,20 +15,18 @@ from superfluid import catalog
 from superfluid.installer.mutex import MutexBusy, MutexError, install_mutex
 from superfluid.parser import COMMON_EXITS, Help, Once, OnceSwitch, Pair, Parser, exits
 from superfluid.runtime import formats, registry
-from superfluid.runtime.errors import BadFile, NotServable, SuperfluidError, UsageError, WorkerFailed
+from superfluid.runtime.errors import NotServable, SuperfluidError, UsageError, WorkerFailed
 from superfluid.runtime.home import (
     home,
     install_dir,
     install_lib,
-    install_receipt,
     install_worker,
     installs_in,
     runtime_dir,
 )
 from superfluid.runtime.installs import current_install, fault, list_installs
 from superfluid.runtime.planning import parse_install_name
-from superfluid.runtime.probe import cpu_fallback
-from superfluid.runtime.receipt import read_receipt
+from superfluid.runtime.probe import install_cpu_fallback
 from superfluid.runtime.upkeep import puts_back
 from superfluid.serve_line import FLAGS, Ready, ServeCommand, parse_line, runtime_argv, shown_options
 from superfluid.supervise import serve_child
@@ -191,11 +189,7 @@ def _cpu_fallback(ready: Ready, environ: Mapping[str, str]) -> str | None:
         if name is None:
             return None
         path = install_dir(home(environ), ready.runtime_id, name)
-    try:
-        receipt = read_receipt(install_receipt(path))
-    except BadFile:
-        return None
-    return cpu_fallback(receipt.install, receipt.backend, ready.report)
+    return install_cpu_fallback(path, ready.report)
 
 
 def run(args: argparse.Namespace) -> int:

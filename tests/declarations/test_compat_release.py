@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import http.server
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 from superfluid.manifest.compat import build, parse, release_info, validate, with_tarball
 from superfluid.runtime.errors import BadFile
 from tests.declarations.conftest import base_env, sf, sf_json
+from tests.threaded_server import serving
 
 
 @pytest.fixture
@@ -92,14 +92,8 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         def log_message(self, *a) -> None:  # type: ignore[no-untyped-def]
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", root
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)) as port:
+        yield f"http://127.0.0.1:{port}", root
 
 
 def test_release_url_over_loopback(home: Path, checkout_document: dict, served: tuple[str, Path]) -> None:

@@ -131,14 +131,19 @@ if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
 
 
-def libllama_archive(lib_dir: Path) -> bytes:
-    """A flat ``.tar.gz`` of the libllama/libggml files of ``lib_dir`` (symlinks kept)."""
+def libllama_archive(lib_dir: Path, top: str | None = None) -> bytes:
+    """A ``.tar.gz`` of the libllama/libggml files of ``lib_dir`` (symlinks kept), flat or under the
+    folder ``top`` (``llama-<tag>``, as upstream's release archives are)."""
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        if top is not None:
+            folder = tarfile.TarInfo(top)
+            folder.type, folder.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(folder)
         for path in sorted(lib_dir.iterdir()):
             if not path.name.startswith(("libllama", "libggml")):
                 continue
-            info = tarfile.TarInfo(path.name)
+            info = tarfile.TarInfo(path.name if top is None else f"{top}/{path.name}")
             info.mtime = 1_767_225_600
             if path.is_symlink():
                 info.type, info.linkname = tarfile.SYMTYPE, os.readlink(path)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import http.client
 import http.server
-import threading
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
@@ -14,6 +13,7 @@ import pytest
 
 from tests.conftest import Home
 from tests.release_server import ReleaseServer
+from tests.threaded_server import serving
 
 
 class _Forward(http.server.BaseHTTPRequestHandler):
@@ -53,14 +53,8 @@ class _Forward(http.server.BaseHTTPRequestHandler):
 def proxy() -> Iterator[tuple[str, list[str]]]:
     seen: list[str] = []
     handler = type("Recording", (_Forward,), {"seen": seen})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", seen
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)) as port:
+        yield f"http://127.0.0.1:{port}", seen
 
 
 @pytest.mark.native

@@ -6,17 +6,14 @@ installed from a mirror folder by the real console script and serves a completio
 
 from __future__ import annotations
 
-import gzip
-import io
-import os
 import subprocess
-import tarfile
 from pathlib import Path
 
 import pytest
 
 from superfluid.runtime.elf import read as read_elf
 from tests.conftest import VENV_BIN, libllama
+from tests.end_to_end.releases import libllama_archive
 from tests.release_server import ReleaseServer
 from tests.serve.test_serve_openai import client, env_for, start, stop_cleanly
 
@@ -29,27 +26,6 @@ def libllama_dl() -> Path:
     return libllama("dl")
 
 
-def upstream_tarball(lib_dir: Path, tag: str) -> bytes:
-    """Every libllama/libggml file of ``lib_dir`` under ``llama-<tag>/``, links kept as links."""
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        top = tarfile.TarInfo(f"llama-{tag}")
-        top.type, top.mode = tarfile.DIRTYPE, 0o755
-        tar.addfile(top)
-        for path in sorted(lib_dir.iterdir()):
-            if not path.name.startswith(("libllama", "libggml")):
-                continue
-            info = tarfile.TarInfo(f"llama-{tag}/{path.name}")
-            if path.is_symlink():
-                info.type, info.linkname = tarfile.SYMTYPE, os.readlink(path)
-                tar.addfile(info)
-            else:
-                data = path.read_bytes()
-                info.size, info.mode = len(data), 0o755
-                tar.addfile(info, io.BytesIO(data))
-    return gzip.compress(raw.getvalue(), mtime=0)
-
-
 @pytest.mark.native
 def test_a_backend_dl_release_archive_installs_from_a_mirror_folder_and_serves(
         libllama_dl: Path, gguf_models: dict[str, Path], tmp_path: Path) -> None:
@@ -58,7 +34,7 @@ def test_a_backend_dl_release_archive_installs_from_a_mirror_folder_and_serves(
     assert not any("ggml-cpu" in n for n in libllama_so.needed), "the CPU backend is a module, not linked"
     releases = ReleaseServer()  # never started: its state is written as a mirror folder
     releases.add_release("ggml-org/llama.cpp", TAG, {f"llama-{TAG}-bin-ubuntu-x64.tar.gz":
-                                                     upstream_tarball(libllama_dl, TAG)})
+                                                     libllama_archive(libllama_dl, f"llama-{TAG}")})
     mirror = releases.write_mirror(tmp_path / "mirror")
     home = tmp_path / "home"
     env = {**env_for(home), "SUPERFLUID_HOST_VULKAN": "0"}

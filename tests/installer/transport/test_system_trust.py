@@ -10,11 +10,12 @@ import http.server
 import ssl
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.threaded_server import serving
 
 pytest.importorskip("truststore")
 
@@ -77,13 +78,8 @@ def https(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"https://127.0.0.1:{server.server_address[1]}/hello", ca
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(server) as port:
+        yield f"https://127.0.0.1:{port}/hello", ca
 
 
 FETCH = """

@@ -16,7 +16,18 @@ from typing import cast
 
 from superfluid import answer_cache, quickparse
 from superfluid.output import error_code, error_doc, print_json
-from superfluid.parser import Command, Exit, NotLoaded, Parser, canonical_ids, find, load, overview, parser
+from superfluid.parser import (
+    Exit,
+    NotLoaded,
+    Parser,
+    Runs,
+    canonical_ids,
+    find,
+    load,
+    overview,
+    parser,
+    runner,
+)
 from superfluid.runtime.errors import ModelLoadFailed, NotServable, SuperfluidError, UsageError
 from superfluid.runtime.home import home, home_fault
 from superfluid.source_hints import fitting, given, keep_source
@@ -148,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.write(kept)  # nothing it was computed from changed: no parser, no adapter
             return 0
         if (quick := quickparse.parse(args_in, os.environ)) is not None:  # a line asked on every run
-            args, module = quick.args, cast(Command, import_module(quick.module))
+            args, module = quick.args, cast(Runs, import_module(quick.module))
         else:
             if not args_in:
                 sys.stderr.write(overview(parser(args_in)))
@@ -161,13 +172,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 0
             if not (path := _path(args)):
                 raise UsageError(f"{args_in[0]} needs a command first (see 'superfluid --help')")
-            module = load(path)
-            more_help = getattr(module, "more_help", None)  # a command that reads its own flags (runtime check)
+            command = load(path)
+            more_help = getattr(command, "more_help", None)  # a command that reads its own flags (runtime check)
             if more_help is not None and not args.version and {"-h", "--help"} & set(getattr(args, "rest", ())):
                 page = find(top, path)
                 assert page is not None
                 sys.stdout.write(page.format_help() + "\n" + more_help(args))
                 return 0
+            module = runner(command, args, os.environ)  # the command's module, or another's for its flags
         if getattr(module, "READS_HOME", False):
             _warn_home()
         return int(module.run(args))

@@ -20,11 +20,11 @@ from superfluid.manifest.compat import parse
 from superfluid.manifest.keys import trusted_keys
 from superfluid.manifest.routes import ReleaseList, ReleaseOne
 from superfluid.manifest.verdict import judge_signature
+from superfluid.release_flags import FOR_VARIABLE
 from superfluid.runtime.errors import BadFile, SuperfluidError, UsageError
 from superfluid.runtime.home import home
 from superfluid.runtime.jsonread import UntrustedJson, loads
 from superfluid.runtime.planning import ForRelease
-from superfluid.trust_flags import add_flags as add_trust_flags
 from superfluid.trust_flags import trust_from
 
 if TYPE_CHECKING:
@@ -32,23 +32,11 @@ if TYPE_CHECKING:
 
     from superfluid.installer.trust.manifest import Trust
 
-__all__ = ["add_flags", "release_for", "RELEASES_REPO", "NoSuchRelease"]
+__all__ = ["release_for", "RELEASES_REPO", "NoSuchRelease"]
 
 #: where the superfluid releases are published (``SUPERFLUID_RELEASES_REPO`` overrides)
 RELEASES_REPO = "superfluid/superfluid-toolchain"
 _MAX_BYTES = 4 << 20
-
-
-def add_flags(p: argparse.ArgumentParser) -> None:
-    """``--for``, ``--key`` and ``--require-signature`` on a command that plans."""
-    p.add_argument("--for", dest="for_", metavar="FILE|URL|VERSION",
-                   help="plan for another superfluid release: its compat.json, or its version (or SUPERFLUID_FOR)")
-    if not any(a.dest == "key" for a in p._actions):
-        p.add_argument("--key", action="append", metavar="FILE",
-                       help="also trust this minisign public key for --for (repeatable)")
-    if not any(a.dest == "require_signature" for a in p._actions):
-        p.add_argument("--require-signature", action="store_true", help="refuse a --for document with no signature")
-    add_trust_flags(p)  # --for VERSION asks the manifest service
 
 
 #: what a superfluid version looks like (0.9.0, v0.9.0, 1.0.0rc1): a digit first, no spaces
@@ -187,7 +175,7 @@ def release_for(args: argparse.Namespace, environ: Mapping[str, str]) -> ForRele
         UsageError: an empty value.
         BadFile, SignatureError, TarballMismatch, DownloadError, ReleaseNotFound: as reading it.
     """
-    value = getattr(args, "for_", None) or environ.get("SUPERFLUID_FOR") or None
+    value = getattr(args, "for_", None) or environ.get(FOR_VARIABLE) or None
     if value is None:
         return None
     value = value.strip()

@@ -12,7 +12,6 @@ from contextlib import contextmanager
 from typing import Any
 
 from superfluid.fetch_flags import fetch_config
-from superfluid.for_release import release_for
 from superfluid.install_report import event_lines, outcome_lines, plan_lines, say, timing_lines
 from superfluid.installer.cache.download import progress_for
 from superfluid.installer.config import DEFAULT_GITHUB_API
@@ -25,15 +24,16 @@ from superfluid.output import print_json
 from superfluid.runtime import registry
 from superfluid.runtime.home import home, writable_home
 from superfluid.runtime.installs import check_runtime_id, list_installs, runtime_root
-from superfluid.runtime.planning import Plan, Request
+from superfluid.runtime.planning import ForRelease, Plan, Request
 from superfluid.source_hints import shown
 
 __all__ = ["request_of", "check_id", "count", "installed_with", "show", "home_holds", "recorded_mirror",
            "recorded_hint"]
 
 
-def request_of(args: argparse.Namespace, **over: Any) -> Request:
-    """The install the flags ask for (``over``: what the command decides instead of them)."""
+def request_of(args: argparse.Namespace, *, for_: ForRelease | None, **over: Any) -> Request:
+    """The install the flags ask for, planned for the release ``for_`` (``for_release.release_for``;
+    None: this one); ``over``: what the command decides instead of the flags."""
     source = over.pop("from_", getattr(args, "from_", None))
     if source and "://" not in source:
         source = os.path.abspath(os.path.expanduser(source))
@@ -44,7 +44,7 @@ def request_of(args: argparse.Namespace, **over: Any) -> Request:
         from_=source,
         sha256=over.pop("sha256", getattr(args, "sha256", None)),
         untested=over.pop("untested", bool(getattr(args, "untested", False))),
-        for_=over.pop("for_") if "for_" in over else release_for(args, os.environ),
+        for_=for_,
     )
 
 

@@ -241,9 +241,25 @@ def add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help=FLAG_HELP["--json"])
 
 
+class Runs(Protocol):
+    """What the face runs of a command's module, or of the module a flag hands its line to (``runs_in``)."""
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
 def load(path: str) -> Command:
     """The module of the command ``path`` (``"runtime install"``): the dispatch, imported when it runs."""
     return cast(Command, import_module(f"superfluid.commands.{COMMANDS[path]}"))
+
+
+def runner(module: Command, args: argparse.Namespace, environ: Mapping[str, str]) -> Runs:
+    """The module that runs the parsed line: the command's own, or the one in this package its
+    ``runs_in(args, environ)`` names when a flag makes the line another command (``runtime install
+    --locked`` installs a lock: ``install_locked``), imported by the dispatch as the command's own is,
+    so that a command's common form never loads what only another form runs."""
+    runs_in = getattr(module, "runs_in", None)
+    other = runs_in(args, environ) if runs_in is not None else None
+    return module if other is None else cast(Runs, import_module(f"superfluid.commands.{other}"))
 
 
 def tree(modules: Mapping[str, Command | None]) -> Parser:

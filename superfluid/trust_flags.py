@@ -1,4 +1,5 @@
-"""``--trust-root FILE`` and ``--insecure-no-freshness``: how a command trusts a manifest service.
+"""How a command trusts a manifest service, as ``--trust-root FILE`` and ``--insecure-no-freshness``
+say (the flags themselves: ``release_flags.add_trust_flags``).
 
 See docs/manifest-service.md, "The client".
 """
@@ -12,18 +13,7 @@ from superfluid.installer.trust.manifest import Trust
 from superfluid.installer.trust.service import trust_for
 from superfluid.runtime.errors import UsageError
 
-__all__ = ["add_flags", "trust_from"]
-
-
-def add_flags(p: argparse.ArgumentParser) -> None:
-    """The two flags, once per parser."""
-    if any(a.dest == "trust_root" for a in p._actions):
-        return
-    p.add_argument("--trust-root", metavar="FILE", help="the manifest service's TUF root to start trusting its "
-                   "answers from, e.g. its metadata/1.root.json (or SUPERFLUID_MANIFEST_ROOT; kept in "
-                   "$SUPERFLUID_HOME/trust after the first run)")
-    p.add_argument("--insecure-no-freshness", action="store_true",
-                   help="ask the manifest service without TUF checks: a rolled-back or frozen index is accepted")
+__all__ = ["trust_from"]
 
 
 def trust_from(args: argparse.Namespace, environ: Mapping[str, str]) -> Trust:

@@ -23,12 +23,12 @@ from superfluid.manifest.routes import RouteError, asked_by, choose_route
 from superfluid.manifest.verdict import judge_release
 from superfluid.output import error_doc, print_json, table
 from superfluid.parser import RUNTIME_IDS, Help, Parser, add_json, either, exits
+from superfluid.release_flags import add_trust_flags
 from superfluid.runtime import registry, schema
 from superfluid.runtime.adapter import by_kind
 from superfluid.runtime.errors import BadFile, SuperfluidError, UsageError, WorkerFailed
 from superfluid.runtime.home import home as home_of
 from superfluid.runtime.jsonread import NotRegularFile, UntrustedJson, loads, read_bytes
-from superfluid.trust_flags import add_flags as add_trust_flags
 from superfluid.trust_flags import trust_from
 
 if TYPE_CHECKING:

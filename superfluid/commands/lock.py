@@ -15,7 +15,6 @@ from typing import Any
 
 from superfluid import __version__
 from superfluid.fetch_flags import fetch_config
-from superfluid.for_release import add_flags as add_for_flags
 from superfluid.for_release import release_for
 from superfluid.install_report import say
 from superfluid.installer.errors import ReleaseNotFound
@@ -32,6 +31,7 @@ from superfluid.installer.fleet.plans import (
 )
 from superfluid.output import print_json
 from superfluid.parser import Help, Parser, add_json, exits
+from superfluid.release_flags import add_flags as add_for_flags
 from superfluid.runtime import registry
 from superfluid.runtime.errors import InconsistentRelease, SuperfluidError, UsageError
 from superfluid.runtime.host import detect

@@ -10,6 +10,7 @@ import os
 import sys
 from collections.abc import Mapping
 
+from superfluid.for_release import release_for
 from superfluid.install_report import outcome_lines, say
 from superfluid.installer.cache.download import progress_for
 from superfluid.installer.home.publish import launcher_script
@@ -172,7 +173,8 @@ def _reinstall(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
                                 fix=f"`superfluid runtime list {args.id}` lists its installs")
     else:
         target = repair_target(args.id, present, current_install(root), lambda: default_install(root))
-    request = request_of(args, **repair_wanted(args.id, target.name, target.receipt, target.problem))
+    request = request_of(args, for_=release_for(args, environ),
+                         **repair_wanted(args.id, target.name, target.receipt, target.problem))
     _recorded_source(args, environ, target.name, from_=request.from_)
     outcome = installed_with(request, args, environ, dry_run=False)
     if args.json or outcome.dry_run:

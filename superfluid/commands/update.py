@@ -12,13 +12,14 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from superfluid.fetch_flags import fetch_config
-from superfluid.for_release import add_flags as add_for_flags
+from superfluid.for_release import release_for
 from superfluid.install_report import say
 from superfluid.installer.home.store import pin
 from superfluid.installer.install import plan
 from superfluid.installing import check_id, home_holds, installed_with, recorded_hint, request_of, show
 from superfluid.output import print_json
 from superfluid.parser import Help, Parser, exits
+from superfluid.release_flags import add_flags as add_for_flags
 from superfluid.runtime.home import home, install_receipt
 from superfluid.runtime.installs import default_install, list_installs, read_pinned, runtime_root
 from superfluid.runtime.planning import NotInstallable
@@ -62,7 +63,7 @@ def _update(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     the old install stays (and a pin moves to the new one)."""
     root, current = _default(args.id, environ)
     old = read_receipt(install_receipt(root / current))
-    request = request_of(args, **update_wanted(old))
+    request = request_of(args, for_=release_for(args, environ), **update_wanted(old))
     with recorded_hint(args, environ):
         plans, _, source = plan(request, environ=environ, mirror=args.mirror, offline=args.offline,
                                 config=fetch_config(args, environ))

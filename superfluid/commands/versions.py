@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from superfluid.declarations import READS_HOME, ask, show, with_listing
-from superfluid.for_release import add_flags as add_for_flags
 from superfluid.for_release import release_for
 from superfluid.installer.install import plan
 from superfluid.parser import Help, Parser, add_json, exits
+from superfluid.release_flags import add_flags as add_for_flags
 from superfluid.runtime import registry
 from superfluid.runtime.errors import InconsistentRelease, SuperfluidError
 from superfluid.runtime.home import installed_installs

@@ -1,0 +1,29 @@
+"""``superfluid runtime install <id> --for FILE|URL|VERSION`` (or ``SUPERFLUID_FOR``): the install
+planned for another superfluid release, whose compat document is read and verified first
+(``for_release``). Its flags and page are ``runtime install``'s; the dispatch runs this module when
+the line or the environment names a release (``commands/install.py``'s ``runs_in``).
+
+See docs/cli.md, `runtime install`, "--for".
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from superfluid.commands.install import install_line
+from superfluid.for_release import release_for
+
+__all__ = ["run"]
+
+
+def run(args: argparse.Namespace) -> int:
+    """``runtime install <id> --for ...``: the line checked as a plain install's, then planned for
+    the release named (read and verified before anything is planned).
+
+    Raises:
+        UsageError: a bad flag value or runtime id (exit 2).
+        SuperfluidError: the release's document cannot be read or verified, or as ``runtime install``.
+    """
+    environ = dict(os.environ)
+    return install_line(args, environ, lambda: release_for(args, environ))

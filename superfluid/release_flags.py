@@ -1,0 +1,37 @@
+"""The flags of a command that may read another superfluid release's compat document: ``--for``,
+``--key``, ``--require-signature``, and how the manifest service is trusted (``--trust-root``,
+``--insecure-no-freshness``). Only the words: reading them is ``for_release``'s and
+``trust_flags``'s, which a command imports where it reads them (``runtime install`` only in
+``commands/install_for.py``: a plain install never loads the signature and TUF machinery)."""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["add_flags", "add_trust_flags", "FOR_VARIABLE"]
+
+#: the release to plan for when ``--for`` is not given (docs/cli.md)
+FOR_VARIABLE = "SUPERFLUID_FOR"
+
+
+def add_flags(p: argparse.ArgumentParser) -> None:
+    """``--for``, ``--key`` and ``--require-signature`` on a command that plans."""
+    p.add_argument("--for", dest="for_", metavar="FILE|URL|VERSION",
+                   help=f"plan for another superfluid release: its compat.json, or its version (or {FOR_VARIABLE})")
+    if not any(a.dest == "key" for a in p._actions):
+        p.add_argument("--key", action="append", metavar="FILE",
+                       help="also trust this minisign public key for --for (repeatable)")
+    if not any(a.dest == "require_signature" for a in p._actions):
+        p.add_argument("--require-signature", action="store_true", help="refuse a --for document with no signature")
+    add_trust_flags(p)  # --for VERSION asks the manifest service
+
+
+def add_trust_flags(p: argparse.ArgumentParser) -> None:
+    """``--trust-root`` and ``--insecure-no-freshness``, once per parser."""
+    if any(a.dest == "trust_root" for a in p._actions):
+        return
+    p.add_argument("--trust-root", metavar="FILE", help="the manifest service's TUF root to start trusting its "
+                   "answers from, e.g. its metadata/1.root.json (or SUPERFLUID_MANIFEST_ROOT; kept in "
+                   "$SUPERFLUID_HOME/trust after the first run)")
+    p.add_argument("--insecure-no-freshness", action="store_true",
+                   help="ask the manifest service without TUF checks: a rolled-back or frozen index is accepted")

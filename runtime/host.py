@@ -34,7 +34,7 @@ from superfluid.runtime.libraries import (
     under,
 )
 
-__all__ = ["Host", "detect", "platform_string", "PROBED", "X86_FEATURES", "ARM64_HWCAPS", "NOTABLE"]
+__all__ = ["Host", "detect", "os_name", "platform_string", "PROBED", "X86_FEATURES", "ARM64_HWCAPS", "NOTABLE"]
 
 _NONE = ("none", "no", "false", "0", "")
 
@@ -126,6 +126,14 @@ def _env(environ: Mapping[str, str], name: str) -> str | None:
 
 def _os() -> str:
     return "macos" if os.uname().sysname == "Darwin" else "linux"  # platform.system()
+
+
+def os_name(environ: Mapping[str, str] | None = None) -> str:
+    """The host's operating system as ``detect`` answers it (``"linux"``, ``"macos"``;
+    ``SUPERFLUID_HOST_OS`` overrides), without probing the rest: what a check that only names its
+    devices' backend needs (``detect`` reads the loader's cache and every library folder first)."""
+    env = os.environ if environ is None else environ
+    return _env(env, "SUPERFLUID_HOST_OS") or _os()
 
 
 def _arch() -> str:
@@ -339,7 +347,7 @@ def _cuda_major(stated: str | None, version: str | None) -> int | None:
 @lru_cache(maxsize=8)
 def _detect(overrides: tuple[tuple[str, str], ...]) -> Host:
     env = dict(overrides)
-    os_name = _env(env, "SUPERFLUID_HOST_OS") or _os()
+    system = os_name(env)
     arch = _env(env, "SUPERFLUID_HOST_ARCH") or _arch()
     root = _env(env, "SUPERFLUID_HOST_ROOT") or "/"
     driver = env.get("SUPERFLUID_HOST_NVIDIA_DRIVER")
@@ -349,10 +357,10 @@ def _detect(overrides: tuple[tuple[str, str], ...]) -> Host:
     glibc = env.get("SUPERFLUID_HOST_GLIBC")
     memory = env.get("SUPERFLUID_HOST_MEMORY")
     features = env.get("SUPERFLUID_HOST_CPU_FEATURES")
-    linux = os_name == "linux"
+    linux = system == "linux"
     # a platform other than the one this runs on is a host described, not this machine: its C
     # library and libraries are not this machine's (a root named is read as that host's)
-    native = root != "/" or (os_name, arch) == (_os(), _arch())
+    native = root != "/" or (system, arch) == (_os(), _arch())
     libs = _libraries(env, root, arch, native) if linux else _Libraries()
     libc = _text(env, "SUPERFLUID_HOST_LIBC", libs.libc)
     if glibc is not None and env.get("SUPERFLUID_HOST_LIBC") is None:
@@ -363,7 +371,7 @@ def _detect(overrides: tuple[tuple[str, str], ...]) -> Host:
     gpu = _gpu(env, root, linux, native, nvidia, libs.found)
     stated_version = env.get("SUPERFLUID_HOST_CUDA_RUNTIME_VERSION")
     return Host(
-        os=os_name,
+        os=system,
         arch=arch,
         nvidia_driver=nvidia,
         cuda_runtime=_cuda_major(cuda, stated_version) if cuda is not None or stated_version is not None

@@ -17,7 +17,7 @@ from superfluid.runtime.basert.locate import FLAG, namer
 from superfluid.runtime.basert.model import Model, looks_like_model
 from superfluid.runtime.basert.options import OPTIONS
 from superfluid.runtime.errors import LibraryRefused, SuperfluidError, UsageError
-from superfluid.runtime.host import detect
+from superfluid.runtime.host import os_name
 from superfluid.runtime.options import check_value, find, flag_values
 
 __all__ = ["RUNTIME_ID", "FORMATS", "TOKENIZER", "CAPABILITIES", "devices", "model_report", "check_report",
@@ -100,7 +100,7 @@ def check_report(model: str | None = None, lib: str | None = None,
     if library is not None:
         report["library"] = library.path
         report["config_read"] = library.config_read
-        report["devices"] = devices(library, detect(env).os)
+        report["devices"] = devices(library, os_name(env))
     elif refused_path:
         report["library"] = refused_path
     if model is not None:

@@ -96,3 +96,18 @@ def test_check_argv_names_the_flag_as_given(engines: Path, tmp_path: Path) -> No
     assert code == 0 and report["named"] == "--lib" and "model" not in report
     with pytest.raises(UsageError, match="unknown flag --threads"):
         check_argv(["--threads", "2"], env)
+
+
+def test_the_check_names_its_devices_backend_without_probing_the_host(engines: Path, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the OS names the backend: the loader's cache and the library folders are not read (the
+    probe of an install waits for this check: 4 ms of its 6 were that reading)."""
+    from superfluid.runtime import host
+
+    def refused(*_: object) -> object:
+        raise AssertionError("the check probed the host")
+
+    monkeypatch.setattr(host, "_detect", refused)
+    report, code = check_argv(["--lib", str(lib_path(engines, "0.4.0"))], {"SUPERFLUID_HOME": str(tmp_path),
+                                                                          "SUPERFLUID_HOST_OS": "macos"})
+    assert code == 0 and report["available"] is True and report["devices"] == []

@@ -215,3 +215,9 @@ def test_vulkan_needs_its_loader_and_a_driver(tmp_path: Path, loader: str | None
     if icd:
         _touch(root / "etc" / "vulkan" / "icd.d", icd)
     assert detect({"SUPERFLUID_HOST_ROOT": str(root)}).vulkan is expected
+
+
+@pytest.mark.parametrize("environ", [{}, {"SUPERFLUID_HOST_OS": ""}, {"SUPERFLUID_HOST_OS": "macos"},
+                                     {"SUPERFLUID_HOST_OS": "linux", "SUPERFLUID_HOST_ARCH": "arm64"}])
+def test_os_name_is_detects_without_the_probes(environ: dict[str, str]) -> None:
+    assert host.os_name(environ) == detect(environ).os

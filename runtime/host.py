@@ -33,8 +33,9 @@ from superfluid.runtime.libraries import (
     libstdcxx_versions,
     under,
 )
+from superfluid.runtime.system import arch_name, os_name, running_arch, running_os
 
-__all__ = ["Host", "detect", "os_name", "platform_string", "PROBED", "X86_FEATURES", "ARM64_HWCAPS", "NOTABLE"]
+__all__ = ["Host", "detect", "platform_string", "PROBED", "X86_FEATURES", "ARM64_HWCAPS", "NOTABLE"]
 
 _NONE = ("none", "no", "false", "0", "")
 
@@ -122,23 +123,6 @@ def platform_string(os_name: str, arch: str) -> str:
 def _env(environ: Mapping[str, str], name: str) -> str | None:
     value = environ.get(name)
     return value if value else None
-
-
-def _os() -> str:
-    return "macos" if os.uname().sysname == "Darwin" else "linux"  # platform.system()
-
-
-def os_name(environ: Mapping[str, str] | None = None) -> str:
-    """The host's operating system as ``detect`` answers it (``"linux"``, ``"macos"``;
-    ``SUPERFLUID_HOST_OS`` overrides), without probing the rest: what a check that only names its
-    devices' backend needs (``detect`` reads the loader's cache and every library folder first)."""
-    env = os.environ if environ is None else environ
-    return _env(env, "SUPERFLUID_HOST_OS") or _os()
-
-
-def _arch() -> str:
-    machine = os.uname().machine.lower()  # platform.machine()
-    return "arm64" if machine in ("arm64", "aarch64") else "x64"
 
 
 _NVIDIA_VERSION = "/proc/driver/nvidia/version"
@@ -347,8 +331,7 @@ def _cuda_major(stated: str | None, version: str | None) -> int | None:
 @lru_cache(maxsize=8)
 def _detect(overrides: tuple[tuple[str, str], ...]) -> Host:
     env = dict(overrides)
-    system = os_name(env)
-    arch = _env(env, "SUPERFLUID_HOST_ARCH") or _arch()
+    system, arch = os_name(env), arch_name(env)
     root = _env(env, "SUPERFLUID_HOST_ROOT") or "/"
     driver = env.get("SUPERFLUID_HOST_NVIDIA_DRIVER")
     cuda = env.get("SUPERFLUID_HOST_CUDA_RUNTIME")
@@ -360,7 +343,7 @@ def _detect(overrides: tuple[tuple[str, str], ...]) -> Host:
     linux = system == "linux"
     # a platform other than the one this runs on is a host described, not this machine: its C
     # library and libraries are not this machine's (a root named is read as that host's)
-    native = root != "/" or (system, arch) == (_os(), _arch())
+    native = root != "/" or (system, arch) == (running_os(), running_arch())
     libs = _libraries(env, root, arch, native) if linux else _Libraries()
     libc = _text(env, "SUPERFLUID_HOST_LIBC", libs.libc)
     if glibc is not None and env.get("SUPERFLUID_HOST_LIBC") is None:

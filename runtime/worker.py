@@ -1,5 +1,10 @@
 """The worker command line shared by every adapter: ``superfluid-worker-<id> <command>``.
 
+Each command's module is imported when that command runs, as the face's dispatch imports a
+command's: ``check`` and ``serve`` the adapter package's, ``plan`` and ``install``
+``runtime.install_step``, the declarations ``runtime.declaration``. A primed check (an install's
+probe, started while the archive arrives) so imports what it checks with and no more.
+
 See docs/cli.md, "Workers: `superfluid-worker-<id> <command>`".
 """
 
@@ -12,11 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from superfluid.runtime import install_step
 from superfluid.runtime.errors import ModelLoadFailed, NotServable, UsageError, guarded
-from superfluid.runtime.home import installed_installs
-from superfluid.runtime.host import detect
-from superfluid.runtime.options import options_json
 from superfluid.runtime.process import PRIMED_VARIABLE
 from superfluid.runtime.registry import get, worker_command
 
@@ -26,6 +27,10 @@ if TYPE_CHECKING:
 __all__ = ["run", "Handler", "Check", "engine_handlers", "check_handlers"]
 
 Handler = Callable[[list[str]], int]
+#: the modules of the commands every worker has, imported when their command runs
+_INSTALL_STEP = "superfluid.runtime.install_step"  # plan, install
+_DECLARATION = "superfluid.runtime.declaration"  # compat, versions, options
+_DECLARATIONS = ("compat", "versions", "options")
 #: a runtime's check: its command line and environment in, the report and exit code out
 Check = Callable[[list[str], Mapping[str, str]], tuple[dict[str, Any], int]]
 
@@ -66,13 +71,15 @@ def engine_handlers(package: str, prog: str) -> dict[str, Handler]:
         return int(code)
 
     def plan(argv: list[str]) -> int:
-        _line(install_step.plan_answer(import_module(f"{package}.adapter").ADAPTER, argv, os.environ))
+        step = import_module(_INSTALL_STEP)
+        _line(step.plan_answer(import_module(f"{package}.adapter").ADAPTER, argv, os.environ))
         return 0
 
     def install(argv: list[str]) -> int:
+        step = import_module(_INSTALL_STEP)
         adapter = import_module(f"{package}.adapter").ADAPTER
-        into, text = install_step.parse_install(argv)
-        _line(install_step.judge_and_record(adapter, into, install_step.plan_of_json(text, adapter.id), os.environ))
+        into, text = step.parse_install(argv)
+        _line(step.judge_and_record(adapter, into, step.plan_of_json(text, adapter.id), os.environ))
         return 0
 
     def serve(argv: list[str]) -> int:
@@ -105,21 +112,8 @@ def check_handlers(check: Check) -> dict[str, Handler]:
     return {"check": checked, "version": version}
 
 
-def _declaration(adapter: Adapter, command: str, rest: list[str]) -> int:
-    if rest != ["--json"]:
-        raise UsageError(f"{command} takes exactly --json (got {' '.join(rest) or 'nothing'})")
-    if command == "compat":
-        doc: object = adapter.compat()
-    elif command == "versions":
-        doc = adapter.versions(detect(), installed_installs(adapter.id))
-    else:
-        doc = options_json(adapter.options())
-    _line(doc)
-    return 0
-
-
 def _usage(adapter_id: str, handlers: dict[str, Handler]) -> str:
-    commands = sorted({"compat", "versions", "options", *handlers})
+    commands = sorted({*_DECLARATIONS, *handlers})
     return f"usage: {worker_command(adapter_id)} <{'|'.join(commands)}> [flags]"
 
 
@@ -139,7 +133,7 @@ _COMMAND_HELP = {
 def _help(adapter: Adapter, handlers: dict[str, Handler]) -> str:
     """``--help``: the usage line, each command, examples and exit codes."""
     prog = worker_command(adapter.id)
-    commands = sorted({"compat", "versions", "options", *handlers})
+    commands = sorted({*_DECLARATIONS, *handlers})
     lines = [_usage(adapter.id, handlers), "",
              f"The {adapter.id} worker: what superfluid runs to ask and drive the engine (docs/cli.md, "
              f"\"Workers\"); people use `superfluid runtime check {adapter.id}` and `superfluid serve`.", "",
@@ -177,8 +171,9 @@ def run(adapter: Adapter | str, argv: Sequence[str] | None, handlers: dict[str, 
     command, rest = args[0], args[1:]
 
     def dispatch() -> int:
-        if command in ("compat", "versions", "options"):
-            return _declaration(the_adapter(), command, rest)
+        if command in _DECLARATIONS:
+            _line(import_module(_DECLARATION).declaration(the_adapter(), command, rest))
+            return 0
         handler = handlers.get(command)
         if handler is None:
             raise UsageError(f"unknown command {command!r}; {_usage(runtime_id, handlers)}")

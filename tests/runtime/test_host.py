@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.runtime import host
+from superfluid.runtime import host, system
 from superfluid.runtime.host import detect
 from tests.runtime.fake_roots import cpuinfo, lay_out, real_library
 
@@ -219,5 +219,5 @@ def test_vulkan_needs_its_loader_and_a_driver(tmp_path: Path, loader: str | None
 
 @pytest.mark.parametrize("environ", [{}, {"SUPERFLUID_HOST_OS": ""}, {"SUPERFLUID_HOST_OS": "macos"},
                                      {"SUPERFLUID_HOST_OS": "linux", "SUPERFLUID_HOST_ARCH": "arm64"}])
-def test_os_name_is_detects_without_the_probes(environ: dict[str, str]) -> None:
-    assert host.os_name(environ) == detect(environ).os
+def test_os_and_arch_are_detects_without_the_probes(environ: dict[str, str]) -> None:
+    assert system.os_name(environ) == detect(environ).os and system.arch_name(environ) == detect(environ).arch

@@ -4,7 +4,9 @@ from the adapter, the engine's commands passed to its handlers, anything else a 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -133,3 +135,36 @@ def test_a_primed_check_answers_whole_then_exits_with_its_code(lib: str, tmp_pat
     report = json.loads(out)
     assert (report["available"] is True) is (lib == "engine"), err
     assert proc.returncode == (0 if lib == "engine" else 1)
+
+
+#: modules only the worker's other commands run: a check (an install's probe) never imports them
+_NOT_FOR_A_CHECK = ("superfluid.runtime.install_step", "superfluid.runtime.declaration", "superfluid.runtime.host",
+                    "superfluid.runtime.planning", "superfluid.runtime.receipt", "superfluid.runtime.record",
+                    "superfluid.runtime.basert.adapter", "superfluid.runtime.basert.planner")
+
+_LOADED = """\
+import contextlib, io, json, sys
+from superfluid.runtime.basert.worker import main
+with contextlib.redirect_stdout(io.StringIO()) as out:
+    code = main(sys.argv[1:])
+print(json.dumps({"code": code, "out": out.getvalue(), "modules": sorted(sys.modules)}))
+"""
+
+
+@pytest.mark.parametrize(("argv", "loads", "code"), [
+    pytest.param(["check", "--lib", "{lib}"], (), 1, id="check"),  # an empty folder: the report says why
+    pytest.param(["versions", "--json"], ("superfluid.runtime.declaration", "superfluid.runtime.host"), 0,
+                 id="versions"),
+    pytest.param(["plan", "--version", "0.0.1"], ("superfluid.runtime.install_step",), 1, id="plan"),
+])
+def test_a_worker_command_loads_its_own_module_only(argv: list[str], loads: tuple[str, ...], code: int,
+                                                    tmp_path: Path, sf_home: Path) -> None:
+    line = [a.replace("{lib}", str(tmp_path)) for a in argv]
+    done = subprocess.run([sys.executable, "-c", _LOADED, *line], capture_output=True, text=True, check=False,
+                          timeout=60, env={**os.environ, "SUPERFLUID_HOME": str(sf_home)})
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["code"] == code, done.stderr
+    assert set(loads) <= set(doc["modules"])
+    if argv[0] == "check":
+        assert set(_NOT_FOR_A_CHECK) & set(doc["modules"]) == set()

@@ -1,0 +1,37 @@
+"""What a worker declares without its engine: ``compat``, ``versions`` and ``options``, each with
+``--json`` (``superfluid-worker-<id> versions --json``). The worker's dispatch (``runtime/worker.py``)
+imports this module for these commands only, as it imports a command's module: a check, the
+install's probe, never loads the host's probes or the list of installs.
+
+See docs/cli.md, "Workers: `superfluid-worker-<id> <command>`".
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from superfluid.runtime.errors import UsageError
+from superfluid.runtime.home import installed_installs
+from superfluid.runtime.host import detect
+from superfluid.runtime.options import options_json
+
+if TYPE_CHECKING:
+    from superfluid.runtime.adapter import Adapter
+
+__all__ = ["declaration"]
+
+
+def declaration(adapter: Adapter, command: str, rest: list[str]) -> object:
+    """The document ``command`` (``compat``, ``versions`` or ``options``) declares for ``adapter``: its compat part, the
+    versions it installs judged for this host, or the options it takes.
+
+    Raises:
+        UsageError: anything but ``--json`` after the command.
+    """
+    if rest != ["--json"]:
+        raise UsageError(f"{command} takes exactly --json (got {' '.join(rest) or 'nothing'})")
+    if command == "compat":
+        return adapter.compat()
+    if command == "versions":
+        return adapter.versions(detect(), installed_installs(adapter.id))
+    return options_json(adapter.options())

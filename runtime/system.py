@@ -1,0 +1,39 @@
+"""The running system as platforms name it: ``linux`` or ``macos``, ``x64`` or ``arm64``, each
+overridable by its ``SUPERFLUID_HOST_*`` variable. ``host.detect`` starts from these and then probes
+the rest (the loader's cache, every library folder, the GPUs); a worker's check that only names its
+devices' backend reads this module alone, without those probes or their imports.
+
+See docs/cli.md, "Environment".
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+__all__ = ["os_name", "arch_name", "running_os", "running_arch"]
+
+
+def running_os() -> str:
+    """This machine's operating system: ``"macos"`` or ``"linux"`` (``platform.system()``, read cheaply)."""
+    return "macos" if os.uname().sysname == "Darwin" else "linux"
+
+
+def running_arch() -> str:
+    """This machine's architecture: ``"arm64"`` or ``"x64"`` (``platform.machine()``, read cheaply)."""
+    machine = os.uname().machine.lower()
+    return "arm64" if machine in ("arm64", "aarch64") else "x64"
+
+
+def os_name(environ: Mapping[str, str] | None = None) -> str:
+    """The host's operating system as ``host.detect`` answers it (``SUPERFLUID_HOST_OS`` overrides;
+    empty: this machine's)."""
+    env = os.environ if environ is None else environ
+    return env.get("SUPERFLUID_HOST_OS") or running_os()
+
+
+def arch_name(environ: Mapping[str, str] | None = None) -> str:
+    """The host's architecture as ``host.detect`` answers it (``SUPERFLUID_HOST_ARCH`` overrides;
+    empty: this machine's)."""
+    env = os.environ if environ is None else environ
+    return env.get("SUPERFLUID_HOST_ARCH") or running_arch()

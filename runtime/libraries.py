@@ -10,6 +10,7 @@ import os
 import re
 import struct
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 
 from superfluid.runtime.elf import ELFInvalid, read
 from superfluid.runtime.jsonread import read_bytes
@@ -31,6 +32,7 @@ _CACHE_ENTRY = struct.Struct("=iIIIQ")
 _CACHE_MAX_BYTES = 16 << 20
 _LINE = re.compile(r"^\s+(\S+)\s+\([^)]*\)\s*=>\s*(?P<path>/\S.*?)\s*$")
 _SONAME = re.compile(r"\.so(\.|$)")
+_DOTTED = re.compile(r"\d+(\.\d+)*")  # a version of dotted numbers (asked of every symbol version: compiled once)
 
 
 def under(root: str, path: str) -> str:
@@ -137,9 +139,10 @@ def libc_of(root: str, libraries: Mapping[str, str], stated_glibc: str | None) -
     return None
 
 
+@lru_cache(maxsize=4096)  # a few hundred distinct names (GLIBC_2.2.5...), asked of every shared object of a build
 def version_key(text: str) -> tuple[int, ...] | None:
     """``"2.34"`` -> (2, 34); None for text that is not dotted numbers (``PRIVATE``, ``TM_1``)."""
-    return tuple(int(p) for p in text.split(".")) if re.fullmatch(r"\d+(\.\d+)*", text) else None
+    return tuple(int(p) for p in text.split(".")) if _DOTTED.fullmatch(text) else None
 
 
 def newest(names: Iterable[str], prefix: str) -> str | None:

@@ -95,15 +95,23 @@ def is_shared_object(name: str) -> bool:
 
 def _objects(folder: Path) -> tuple[list[Path], set[str]]:
     """The shared objects under ``folder`` (regular files, links not followed) and every name the
-    folder carries (files, links and sonames: what ``$ORIGIN`` finds)."""
+    folder carries (files, links and sonames: what ``$ORIGIN`` finds); folders and names in sorted
+    order. Read with ``scandir``, whose entries know links from files without a ``stat`` (the check
+    before an install's probe walks every staged file)."""
     objects, carried = [], set()
-    for top, dirs, names in os.walk(folder):
-        dirs.sort()
-        for name in sorted(names):
-            path = Path(top) / name
-            carried.add(name)
-            if is_shared_object(name) and not path.is_symlink() and (remembered(path) is not None or is_elf(path)):
-                objects.append(path)
+    pending = [os.fspath(folder)]
+    while pending:
+        with os.scandir(pending.pop()) as found:
+            entries = sorted(found, key=lambda e: e.name)
+        folders = [e for e in entries if e.is_dir()]  # a link to a folder is one, never followed (as os.walk)
+        pending.extend(e.path for e in reversed(folders) if not e.is_symlink())
+        for e in entries:
+            if e.is_dir():
+                continue
+            carried.add(e.name)
+            if (is_shared_object(e.name) and not e.is_symlink()
+                    and (remembered(e.path) is not None or is_elf(e.path))):
+                objects.append(Path(e.path))
     return objects, carried
 
 
@@ -140,8 +148,9 @@ def _measured(objects: list[Path], carried: set[str]) -> Needs:
             raise ELFInvalid(f"{path.name}: {e}") from None
         if obj.soname:
             carried.add(obj.soname)
+        versions = [n.name for n in obj.version_needs]
         for key, prefix in _PREFIXES:
-            text = newest((n.name for n in obj.version_needs), prefix)
+            text = newest(versions, prefix)
             key_of = version_key(text) if text else None
             if text and key_of is not None and (key not in best or key_of > best[key][0]):
                 best[key] = (key_of, text, path.name)

@@ -125,13 +125,10 @@ def check_staged(p: Plan, staging: Path, host: Host) -> None:
             the host does not meet the needs.
     """
     lib = staging / LIB
-    for top, _, names in os.walk(lib):
-        for name in sorted(names):
-            path = Path(top) / name
-            if path.is_symlink() and not path.exists():
-                shown = path.relative_to(staging)
-                raise ProbeRefused(p, f"{shown} is a link to {os.readlink(path)}, which the archive does not hold",
-                                   fix="nothing was installed: the archive is incomplete; report it to its publisher")
+    if (dangling := _dangling_link(str(lib))) is not None:
+        shown = Path(dangling).relative_to(staging)
+        raise ProbeRefused(p, f"{shown} is a link to {os.readlink(dangling)}, which the archive does not hold",
+                           fix="nothing was installed: the archive is incomplete; report it to its publisher")
     try:
         needs = measure(lib)
     except ELFInvalid as e:
@@ -139,6 +136,21 @@ def check_staged(p: Plan, staging: Path, host: Host) -> None:
     verdict = judge(needs, host)
     if not verdict.ok:
         raise ProbeRefused(p, refusal(verdict, p.id))
+
+
+def _dangling_link(folder: str) -> str | None:
+    """The first link under ``folder`` (folders and names in sorted order, links to folders not
+    followed) that leads nowhere, or None. Read with ``scandir``: its entries tell a link without a
+    ``stat``, so only the links are resolved."""
+    pending = [folder]
+    while pending:
+        with os.scandir(pending.pop()) as found:
+            entries = sorted(found, key=lambda e: e.name)
+        for e in entries:
+            if e.is_symlink() and not os.path.exists(e.path):
+                return e.path
+        pending.extend(reversed([e.path for e in entries if not e.is_symlink() and e.is_dir()]))
+    return None
 
 
 def probe_environ(environ: Mapping[str, str]) -> dict[str, str]:

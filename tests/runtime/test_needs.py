@@ -137,3 +137,16 @@ def test_raise_need_refuses_what_it_cannot_do(libllama_v1: Path, tmp_path: Path)
         helper.raise_need(libllama_v1, tmp_path / "a", new="GLIBC_2.100")
     with pytest.raises(ValueError, match="needs no GLIBC_9.99"):
         helper.raise_need(libllama_v1, tmp_path / "b", old="GLIBC_9.99", new="GLIBC_9.98")
+
+
+def test_measure_walks_subfolders_and_counts_links_as_carried_names(libllama_v2: Path, tmp_path: Path) -> None:
+    """Folders below the build are measured as its top (``$ORIGIN/sub`` holds objects too); a link
+    to a folder is a name the build carries, never followed; a link to a library is not measured twice."""
+    build = native_script("raise_need").copy_build(libllama_v2, tmp_path / "b")
+    flat = measure(build)
+    (build / "backends").mkdir()
+    os.replace(build / "libllama.so", build / "backends" / "libllama.so")  # moved below: still measured
+    os.symlink("backends", build / "libs")
+    os.symlink("backends/libllama.so", build / "libllama.so")
+    nested = measure(build)
+    assert (nested.glibc, nested.glibcxx, nested.libraries) == (flat.glibc, flat.glibcxx, flat.libraries)

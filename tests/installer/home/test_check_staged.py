@@ -63,3 +63,17 @@ def test_a_shared_object_the_loader_cannot_read_is_refused(tmp_path: Path, libll
     (staging / "lib" / "libggml-extra.so").write_bytes((libllama_v1 / "libllama.so").read_bytes()[:200])
     with pytest.raises(ProbeRefused, match="a shared object is not one the loader can read: libggml-extra.so: "):
         check_staged(PLAN, staging, detect({}))
+
+
+def test_a_dangling_link_in_a_subfolder_is_found_and_the_first_in_order_named(tmp_path: Path,
+                                                                               libllama_v1: Path) -> None:
+    staging = _staged(tmp_path, libllama_v1)
+    for folder, name in (("b/deep", "z.so"), ("a", "y.so"), ("b", "x.so")):
+        (staging / "lib" / folder).mkdir(parents=True, exist_ok=True)
+        os.symlink("nowhere.so", staging / "lib" / folder / name)
+    os.symlink("b", staging / "lib" / "c")  # a link to a folder leads somewhere: never followed
+    with pytest.raises(ProbeRefused, match=r"lib/a/y.so is a link to nowhere.so"):  # as os.walk orders them
+        check_staged(PLAN, staging, detect({}))
+    os.unlink(staging / "lib" / "a" / "y.so")
+    with pytest.raises(ProbeRefused, match=r"lib/b/x.so is a link"):  # a folder's own names before its subfolders
+        check_staged(PLAN, staging, detect({}))

@@ -1,7 +1,4 @@
-"""What a worker declares without its engine: ``compat``, ``versions`` and ``options``, each with
-``--json`` (``superfluid-worker-<id> versions --json``). The worker's dispatch (``runtime/worker.py``)
-imports this module for these commands only, as it imports a command's module: a check, the
-install's probe, never loads the host's probes or the list of installs.
+"""What a worker declares without its engine: ``compat``, ``versions`` and ``options`` (``--json``).
 
 See docs/cli.md, "Workers: `superfluid-worker-<id> <command>`".
 """
@@ -17,6 +14,10 @@ from superfluid.runtime.options import options_json
 
 if TYPE_CHECKING:
     from superfluid.runtime.adapter import Adapter
+
+# The worker's dispatch (runtime/worker.py) imports this module for these commands only, as it
+# imports a command's module: a check, the install's probe, never loads the host's probes or the
+# list of installs.
 
 __all__ = ["declaration"]
 

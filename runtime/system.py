@@ -1,7 +1,4 @@
-"""The running system as platforms name it: ``linux`` or ``macos``, ``x64`` or ``arm64``, each
-overridable by its ``SUPERFLUID_HOST_*`` variable. ``host.detect`` starts from these and then probes
-the rest (the loader's cache, every library folder, the GPUs); a worker's check that only names its
-devices' backend reads this module alone, without those probes or their imports.
+"""The running system as platforms name it (``linux``/``macos``, ``x64``/``arm64``), without the host's probes.
 
 See docs/cli.md, "Environment".
 """
@@ -10,6 +7,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+
+# host.detect starts from these and then probes the rest (the loader's cache, every library
+# folder, the GPUs); a worker's check that only names its devices' backend reads this module alone,
+# without those probes or their imports. Each is overridden by its SUPERFLUID_HOST_* variable.
 
 __all__ = ["os_name", "arch_name", "running_os", "running_arch"]
 

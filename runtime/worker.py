@@ -1,10 +1,5 @@
 """The worker command line shared by every adapter: ``superfluid-worker-<id> <command>``.
 
-Each command's module is imported when that command runs, as the face's dispatch imports a
-command's: ``check`` and ``serve`` the adapter package's, ``plan`` and ``install``
-``runtime.install_step``, the declarations ``runtime.declaration``. A primed check (an install's
-probe, started while the archive arrives) so imports what it checks with and no more.
-
 See docs/cli.md, "Workers: `superfluid-worker-<id> <command>`".
 """
 
@@ -23,6 +18,11 @@ from superfluid.runtime.registry import get, worker_command
 
 if TYPE_CHECKING:
     from superfluid.runtime.adapter import Adapter
+
+# Each command's module is imported when that command runs, as the face's dispatch imports a
+# command's: check and serve the adapter package's, plan and install runtime.install_step, the
+# declarations runtime.declaration. A primed check (an install's probe, started while the archive
+# arrives) so imports what it checks with and no more.
 
 __all__ = ["run", "Handler", "Check", "engine_handlers", "check_handlers"]
 

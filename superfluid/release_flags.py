@@ -1,12 +1,16 @@
-"""The flags of a command that may read another superfluid release's compat document: ``--for``,
-``--key``, ``--require-signature``, and how the manifest service is trusted (``--trust-root``,
-``--insecure-no-freshness``). Only the words: reading them is ``for_release``'s and
-``trust_flags``'s, which a command imports where it reads them (``runtime install`` only in
-``commands/install_for.py``: a plain install never loads the signature and TUF machinery)."""
+"""The words of the flags that read another release's compat document (``--for``, ``--key``...), not their reading.
+
+See docs/architecture.md, "Where a new thing goes".
+"""
 
 from __future__ import annotations
 
 import argparse
+
+# --for, --key, --require-signature, and how the manifest service is trusted (--trust-root,
+# --insecure-no-freshness). Reading them is for_release's and trust_flags', which a command imports
+# where it reads them (runtime install only in commands/install_for.py): a plain install never
+# loads the signature and TUF machinery.
 
 __all__ = ["add_flags", "add_trust_flags", "FOR_VARIABLE"]
 

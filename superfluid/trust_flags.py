@@ -1,5 +1,4 @@
-"""How a command trusts a manifest service, as ``--trust-root FILE`` and ``--insecure-no-freshness``
-say (the flags themselves: ``release_flags.add_trust_flags``).
+"""How a command trusts a manifest service, as ``--trust-root FILE`` and ``--insecure-no-freshness`` say.
 
 See docs/manifest-service.md, "The client".
 """

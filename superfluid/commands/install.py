@@ -1,9 +1,6 @@
 """``superfluid runtime install <id>``: plan, verify and install a runtime.
 
-Its flags and page are here for every form; two flags make it another install, run by its own
-module (``runs_in``): ``--locked`` (a fleet's builds: ``install_locked``, docs/fleet.md) and
-``--for``/``SUPERFLUID_FOR`` (planned for another release: ``install_for``). A plain install so
-never loads the lock, signature and TUF machinery it does not run.
+See docs/cli.md, "`superfluid runtime install <id> [flags]`".
 """
 
 from __future__ import annotations
@@ -28,6 +25,11 @@ from superfluid.runtime.home import home
 from superfluid.runtime.installs import current_install, list_installs, read_pinned, runtime_root
 from superfluid.runtime.planning import ForRelease, Plan
 from superfluid.runtime.upkeep import first_known, same_archives
+
+# Its flags and page are here for every form; two flags make it another install, run by its own
+# module (runs_in): --locked (a fleet's builds: install_locked.py) and --for/SUPERFLUID_FOR (planned
+# for another release: install_for.py). A plain install so never loads the lock, signature and TUF
+# machinery it does not run.
 
 __all__ = ["HELP", "arguments", "runs_in", "run", "install_line", "already_installed"]
 

@@ -1,9 +1,6 @@
-"""``superfluid runtime install <id> --for FILE|URL|VERSION`` (or ``SUPERFLUID_FOR``): the install
-planned for another superfluid release, whose compat document is read and verified first
-(``for_release``). Its flags and page are ``runtime install``'s; the dispatch runs this module when
-the line or the environment names a release (``commands/install.py``'s ``runs_in``).
+"""``superfluid runtime install <id> --for FILE|URL|VERSION``: the install planned for another release.
 
-See docs/cli.md, `runtime install`, "--for".
+See docs/cli.md, "`superfluid runtime install <id> [flags]`".
 """
 
 from __future__ import annotations
@@ -13,6 +10,10 @@ import os
 
 from superfluid.commands.install import install_line
 from superfluid.for_release import release_for
+
+# Its flags and page are runtime install's; the dispatch runs this module when the line or the
+# environment (SUPERFLUID_FOR) names a release (commands/install.py's runs_in). The release's
+# compat document is read and verified (for_release) before anything is planned.
 
 __all__ = ["run"]
 

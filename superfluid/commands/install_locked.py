@@ -1,6 +1,4 @@
-"""``superfluid runtime install [<id>] --locked [FILE]``: install what a fleet's lock names for this
-machine (its flags and page are ``runtime install``'s; the dispatch runs this module for ``--locked``,
-see ``commands/install.py``'s ``runs_in``).
+"""``superfluid runtime install [<id>] --locked [FILE]``: install what a fleet's lock names for this machine.
 
 See docs/fleet.md, "Installing from a lock".
 """
@@ -33,6 +31,9 @@ from superfluid.runtime import registry
 from superfluid.runtime.errors import SuperfluidError, UsageError
 from superfluid.runtime.host import Host, detect
 from superfluid.source_hints import shown
+
+# Its flags and page are runtime install's; the dispatch runs this module for --locked
+# (commands/install.py's runs_in).
 
 __all__ = ["run", "install_locked"]
 

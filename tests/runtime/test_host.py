@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.runtime import host, system
+from superfluid.runtime import host
 from superfluid.runtime.host import detect
 from tests.runtime.fake_roots import cpuinfo, lay_out, real_library
 
@@ -216,8 +216,3 @@ def test_vulkan_needs_its_loader_and_a_driver(tmp_path: Path, loader: str | None
         _touch(root / "etc" / "vulkan" / "icd.d", icd)
     assert detect({"SUPERFLUID_HOST_ROOT": str(root)}).vulkan is expected
 
-
-@pytest.mark.parametrize("environ", [{}, {"SUPERFLUID_HOST_OS": ""}, {"SUPERFLUID_HOST_OS": "macos"},
-                                     {"SUPERFLUID_HOST_OS": "linux", "SUPERFLUID_HOST_ARCH": "arm64"}])
-def test_os_and_arch_are_detects_without_the_probes(environ: dict[str, str]) -> None:
-    assert system.os_name(environ) == detect(environ).os and system.arch_name(environ) == detect(environ).arch

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from superfluid.runtime.errors import BadFile
 from superfluid.runtime.process import start_worker
 from superfluid.runtime.worker import check_handlers, run
 from tests.end_to_end import releases
+from tests.loaded_modules import loaded
 
 USAGE = "usage: superfluid-worker-basert <check|compat|options|versions> [flags]\n"
 
@@ -142,15 +142,6 @@ _NOT_FOR_A_CHECK = ("superfluid.runtime.install_step", "superfluid.runtime.decla
                     "superfluid.runtime.planning", "superfluid.runtime.receipt", "superfluid.runtime.record",
                     "superfluid.runtime.basert.adapter", "superfluid.runtime.basert.planner")
 
-_LOADED = """\
-import contextlib, io, json, sys
-from superfluid.runtime.basert.worker import main
-with contextlib.redirect_stdout(io.StringIO()) as out:
-    code = main(sys.argv[1:])
-print(json.dumps({"code": code, "out": out.getvalue(), "modules": sorted(sys.modules)}))
-"""
-
-
 @pytest.mark.parametrize(("argv", "loads", "code"), [
     pytest.param(["check", "--lib", "{lib}"], (), 1, id="check"),  # an empty folder: the report says why
     pytest.param(["versions", "--json"], ("superfluid.runtime.declaration", "superfluid.runtime.host"), 0,
@@ -160,11 +151,8 @@ print(json.dumps({"code": code, "out": out.getvalue(), "modules": sorted(sys.mod
 def test_a_worker_command_loads_its_own_module_only(argv: list[str], loads: tuple[str, ...], code: int,
                                                     tmp_path: Path, sf_home: Path) -> None:
     line = [a.replace("{lib}", str(tmp_path)) for a in argv]
-    done = subprocess.run([sys.executable, "-c", _LOADED, *line], capture_output=True, text=True, check=False,
-                          timeout=60, env={**os.environ, "SUPERFLUID_HOME": str(sf_home)})
-    assert done.returncode == 0, done.stderr
-    doc = json.loads(done.stdout)
-    assert doc["code"] == code, done.stderr
-    assert set(loads) <= set(doc["modules"])
+    run = loaded("superfluid.runtime.basert.worker", line, {**os.environ, "SUPERFLUID_HOME": str(sf_home)})
+    assert run.code == code
+    assert set(loads) <= run.modules
     if argv[0] == "check":
-        assert set(_NOT_FOR_A_CHECK) & set(doc["modules"]) == set()
+        assert set(_NOT_FOR_A_CHECK) & run.modules == set()

@@ -6,7 +6,7 @@ See docs/install.md, "What a build needs".
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ from superfluid.runtime.host import Host
 from superfluid.runtime.libraries import newest, version_key
 
 __all__ = ["Needs", "InvalidNeeds", "Verdict", "GLIBC_LIBRARIES", "NEEDS_SUFFIX", "measure", "measure_files", "judge",
-           "refusal", "is_shared_object"]
+           "refusal", "is_shared_object", "tree_files"]
 
 #: the libraries glibc itself provides: judged by its version, never looked for one by one
 GLIBC_LIBRARIES = frozenset({"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "librt.so.1",
@@ -93,25 +93,27 @@ def is_shared_object(name: str) -> bool:
     return name.endswith(".so") or ".so." in name
 
 
-def _objects(folder: Path) -> tuple[list[Path], set[str]]:
-    """The shared objects under ``folder`` (regular files, links not followed) and every name the
-    folder carries (files, links and sonames: what ``$ORIGIN`` finds); folders and names in sorted
-    order. Read with ``scandir``, whose entries know links from files without a ``stat`` (the check
-    before an install's probe walks every staged file)."""
-    objects, carried = [], set()
+def tree_files(folder: str | os.PathLike[str]) -> Iterator[os.DirEntry[str]]:
+    """Every entry below ``folder`` that ``os.walk`` lists as a name (files, links to files, links
+    that lead nowhere), in its order: a folder's names sorted, then its subfolders in sorted order;
+    a link to a folder is neither listed nor followed. Read with ``scandir``, whose entries tell a
+    link from a file without a ``stat`` (the check before an install's probe walks every staged file)."""
     pending = [os.fspath(folder)]
     while pending:
         with os.scandir(pending.pop()) as found:
             entries = sorted(found, key=lambda e: e.name)
-        folders = [e for e in entries if e.is_dir()]  # a link to a folder is one, never followed (as os.walk)
-        pending.extend(e.path for e in reversed(folders) if not e.is_symlink())
-        for e in entries:
-            if e.is_dir():
-                continue
-            carried.add(e.name)
-            if (is_shared_object(e.name) and not e.is_symlink()
-                    and (remembered(e.path) is not None or is_elf(e.path))):
-                objects.append(Path(e.path))
+        pending.extend(reversed([e.path for e in entries if e.is_dir() and not e.is_symlink()]))
+        yield from (e for e in entries if not e.is_dir())
+
+
+def _objects(folder: Path) -> tuple[list[Path], set[str]]:
+    """The shared objects under ``folder`` (regular files, links not followed) and every name the
+    folder carries (files, links and sonames: what ``$ORIGIN`` finds)."""
+    objects, carried = [], set()
+    for e in tree_files(folder):
+        carried.add(e.name)
+        if is_shared_object(e.name) and not e.is_symlink() and (remembered(e.path) is not None or is_elf(e.path)):
+            objects.append(Path(e.path))
     return objects, carried
 
 

@@ -18,8 +18,8 @@ from superfluid.runtime.registry import IDS, canonical
 # declared on its parser) and ``run(args)``. The tree for a command line loads the module of the command
 # it names alone; the others are named only, and a line that reaches one after all is parsed again by the
 # whole tree (``NotLoaded``).
-__all__ = ["Exit", "NotLoaded", "Parser", "Once", "OnceSwitch", "Pair", "Help", "Command", "COMMON_EXITS",
-           "exits", "either", "RUNTIME_IDS", "FLAG_HELP", "Formatter", "add_json", "load", "tree", "parser",
+__all__ = ["Exit", "NotLoaded", "Parser", "Once", "OnceSwitch", "Pair", "Help", "Runs", "Command", "COMMON_EXITS",
+           "exits", "either", "RUNTIME_IDS", "FLAG_HELP", "Formatter", "add_json", "load", "runner", "tree", "parser",
            "children", "walk", "find", "synopsis", "overview", "canonical_ids"]
 
 
@@ -226,25 +226,23 @@ class Pair(argparse.Action):
         setattr(namespace, self.dest, [*pairs, (name, str(values))])
 
 
-class Command(Protocol):
+class Runs(Protocol):
+    """What the face runs of a command's module, or of the module a flag hands its line to (``runs_in``)."""
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+class Command(Runs, Protocol):
     """What the tree and the face read of a command's module."""
 
     HELP: Help
 
     def arguments(self, p: Parser) -> None: ...
 
-    def run(self, args: argparse.Namespace) -> int: ...
-
 
 def add_json(p: argparse.ArgumentParser) -> None:
     """``--json``, in the words every command gives it."""
     p.add_argument("--json", action="store_true", help=FLAG_HELP["--json"])
-
-
-class Runs(Protocol):
-    """What the face runs of a command's module, or of the module a flag hands its line to (``runs_in``)."""
-
-    def run(self, args: argparse.Namespace) -> int: ...
 
 
 def load(path: str) -> Command:

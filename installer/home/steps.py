@@ -17,7 +17,7 @@ from superfluid.runtime.elf import ELFInvalid
 from superfluid.runtime.errors import WorkerFailed
 from superfluid.runtime.home import LIB, worker_path
 from superfluid.runtime.host import detect
-from superfluid.runtime.needs import judge, measure, refusal
+from superfluid.runtime.needs import judge, measure, refusal, tree_files
 from superfluid.runtime.probe import ProbeRefused
 from superfluid.runtime.process import answer_json, finish_worker, start_worker, stop_worker
 from superfluid.runtime.receipt import Source, receipt_for
@@ -125,10 +125,11 @@ def check_staged(p: Plan, staging: Path, host: Host) -> None:
             the host does not meet the needs.
     """
     lib = staging / LIB
-    if (dangling := _dangling_link(str(lib))) is not None:
-        shown = Path(dangling).relative_to(staging)
-        raise ProbeRefused(p, f"{shown} is a link to {os.readlink(dangling)}, which the archive does not hold",
-                           fix="nothing was installed: the archive is incomplete; report it to its publisher")
+    for e in tree_files(lib):
+        if e.is_symlink() and not os.path.exists(e.path):
+            shown = Path(e.path).relative_to(staging)
+            raise ProbeRefused(p, f"{shown} is a link to {os.readlink(e.path)}, which the archive does not hold",
+                               fix="nothing was installed: the archive is incomplete; report it to its publisher")
     try:
         needs = measure(lib)
     except ELFInvalid as e:
@@ -136,21 +137,6 @@ def check_staged(p: Plan, staging: Path, host: Host) -> None:
     verdict = judge(needs, host)
     if not verdict.ok:
         raise ProbeRefused(p, refusal(verdict, p.id))
-
-
-def _dangling_link(folder: str) -> str | None:
-    """The first link under ``folder`` (folders and names in sorted order, links to folders not
-    followed) that leads nowhere, or None. Read with ``scandir``: its entries tell a link without a
-    ``stat``, so only the links are resolved."""
-    pending = [folder]
-    while pending:
-        with os.scandir(pending.pop()) as found:
-            entries = sorted(found, key=lambda e: e.name)
-        for e in entries:
-            if e.is_symlink() and not os.path.exists(e.path):
-                return e.path
-        pending.extend(reversed([e.path for e in entries if not e.is_symlink() and e.is_dir()]))
-    return None
 
 
 def probe_environ(environ: Mapping[str, str]) -> dict[str, str]:

@@ -23,7 +23,6 @@ from typing import IO, NamedTuple, cast
 
 from superfluid.installer.files import remove_tree
 from superfluid.installer.unpack.inflate import ERRORS, Inflow, crc32, raw_inflater
-from superfluid.installer.unpack.pages import keep_freed
 from superfluid.runtime import elf
 from superfluid.runtime.errors import BadFile, SuperfluidError
 from superfluid.runtime.needs import is_shared_object
@@ -388,7 +387,6 @@ def _inflowing(archive: str) -> Iterator[IO[bytes]]:
     by a second thread as it reads the file, while this one reads the tar: the two cores of a
     streamed install (``stream``), for an archive already on disk (a cached or resumed download,
     a restore, ``--from``)."""
-    keep_freed()  # the chunks reuse the same pages (pages.py)
     f = open(archive, "rb")  # closed below, once the thread is done with it
     inflow = Inflow()
 

@@ -13,6 +13,8 @@ import time
 import zlib
 from typing import Any
 
+from superfluid.installer.unpack.pages import keep_freed
+
 try:
     from isal import __version__ as _isal_version
     from isal import igzip_lib, isal_zlib
@@ -238,6 +240,7 @@ class Inflow:
     """
 
     def __init__(self, capacity: int = _QUEUED) -> None:
+        keep_freed()  # the chunks it passes between threads reuse the same pages (pages.py)
         self._channel = Channel(capacity)  # tar bytes (or Packed ones) for the reader
         self._packed = Channel(capacity)  # compressed bytes for the inflater thread, once it runs
         self._head = b""

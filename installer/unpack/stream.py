@@ -24,7 +24,6 @@ from superfluid.installer.unpack.extract import (
     merge_tree,
 )
 from superfluid.installer.unpack.inflate import Inflow
-from superfluid.installer.unpack.pages import keep_freed
 
 if TYPE_CHECKING:
     from superfluid.installer.cache.blobs import Cache
@@ -121,7 +120,6 @@ def download_and_extract(url: str, sha256: str, size: int, lib: str | os.PathLik
     """
     lib_s = os.path.abspath(os.fspath(lib))
     os.makedirs(lib_s, exist_ok=True)
-    keep_freed()  # the pass's chunks reuse the same pages (pages.py)
     label = name or url.rstrip("/").rsplit("/", 1)[-1] or url
     tmp = os.path.join(os.path.dirname(lib_s), f".stream-{secrets.token_hex(8)}")
     pipeline = _Pipeline(label, tmp, size, limits, descend)

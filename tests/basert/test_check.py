@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from basert_helpers import lib_path
 
+from superfluid.runtime import host
 from superfluid.runtime.basert.check import check_argv, check_report, devices, kv_bits_flag, lib_flag, model_report
 from superfluid.runtime.errors import UsageError
 
@@ -98,16 +99,18 @@ def test_check_argv_names_the_flag_as_given(engines: Path, tmp_path: Path) -> No
         check_argv(["--threads", "2"], env)
 
 
-def test_the_check_names_its_devices_backend_without_probing_the_host(engines: Path, tmp_path: Path,
+@pytest.mark.parametrize(("os_name", "backend"), [("linux", "CUDA"), ("macos", "Metal")])
+def test_the_check_names_its_devices_backend_without_probing_the_host(engines: Path, tmp_path: Path, os_name: str,
+                                                                      backend: str,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Only the OS names the backend: the loader's cache and the library folders are not read (the
     probe of an install waits for this check: 4 ms of its 6 were that reading)."""
-    from superfluid.runtime import host
 
     def refused(*_: object) -> object:
         raise AssertionError("the check probed the host")
 
     monkeypatch.setattr(host, "_detect", refused)
+    monkeypatch.setenv("BASERT_REF_DEVICE_BUDGET", str(1 << 30))  # the reference engine's device
     report, code = check_argv(["--lib", str(lib_path(engines, "0.4.0"))], {"SUPERFLUID_HOME": str(tmp_path),
-                                                                          "SUPERFLUID_HOST_OS": "macos"})
-    assert code == 0 and report["available"] is True and report["devices"] == []
+                                                                          "SUPERFLUID_HOST_OS": os_name})
+    assert code == 0 and [d["backend"] for d in report["devices"]] == [backend]

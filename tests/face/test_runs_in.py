@@ -7,6 +7,7 @@ import argparse
 
 import pytest
 
+from superfluid.cli import _path
 from superfluid.commands import install, install_for, install_locked, runtimes
 from superfluid.parser import load, parser, runner
 
@@ -30,5 +31,4 @@ def _args(*line: str) -> argparse.Namespace:
 ])
 def test_the_form_of_a_line_runs_in_its_module(line: list[str], environ: dict[str, str], module: object) -> None:
     args = _args(*line)
-    path = " ".join(w for w in (args.command, getattr(args, "sub", None)) if w)
-    assert runner(load(path), args, environ) is module
+    assert runner(load(_path(args)), args, environ) is module

@@ -12,7 +12,7 @@ import pytest
 
 from superfluid.runtime.elf import ELFInvalid
 from superfluid.runtime.host import Host, detect
-from superfluid.runtime.needs import InvalidNeeds, Needs, is_shared_object, judge, measure, refusal
+from superfluid.runtime.needs import InvalidNeeds, Needs, is_shared_object, judge, measure, refusal, tree_files
 from tests.conftest import native_script
 
 LIBS = {"libc.so.6": "/lib/libc.so.6", "libstdc++.so.6": "/lib/libstdc++.so.6", "libgomp.so.1": "/lib/libgomp.so.1"}
@@ -141,7 +141,7 @@ def test_raise_need_refuses_what_it_cannot_do(libllama_v1: Path, tmp_path: Path)
 
 def test_measure_walks_subfolders_and_counts_links_as_carried_names(libllama_v2: Path, tmp_path: Path) -> None:
     """Folders below the build are measured as its top (``$ORIGIN/sub`` holds objects too); a link
-    to a folder is a name the build carries, never followed; a link to a library is not measured twice."""
+    to a folder is never followed; a link to a library carries its name and is not measured twice."""
     build = native_script("raise_need").copy_build(libllama_v2, tmp_path / "b")
     flat = measure(build)
     (build / "backends").mkdir()
@@ -150,3 +150,15 @@ def test_measure_walks_subfolders_and_counts_links_as_carried_names(libllama_v2:
     os.symlink("backends/libllama.so", build / "libllama.so")
     nested = measure(build)
     assert (nested.glibc, nested.glibcxx, nested.libraries) == (flat.glibc, flat.glibcxx, flat.libraries)
+
+
+def test_tree_files_walks_as_os_walk_and_neither_lists_nor_follows_a_link_to_a_folder(tmp_path: Path) -> None:
+    for rel in ("b/z", "a/y", "b/x", "c/deep/w"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    os.symlink("b", tmp_path / "link-to-b")
+    os.symlink("nowhere", tmp_path / "dangling")
+    walked = [os.path.relpath(os.path.join(top, n), tmp_path)
+              for top, dirs, names in os.walk(tmp_path) if not dirs.sort() for n in sorted(names)]
+    assert [os.path.relpath(e.path, tmp_path) for e in tree_files(tmp_path)] == walked
+    assert walked == ["dangling", "a/y", "b/x", "b/z", "c/deep/w"]  # the link to b: not listed, not followed

@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from superfluid.installer.unpack import pages
+
 glibc = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt's settings are glibc's")
 
 #: chunks as the pipeline passes them: received (sizes vary) on one thread, three times as many
@@ -62,8 +64,6 @@ def test_it_is_said_once_and_answers_the_same() -> None:
 
 
 def test_without_mallopt_nothing_changes(monkeypatch: pytest.MonkeyPatch) -> None:
-    from superfluid.installer.unpack import pages
-
     class NoMallopt:
         def __init__(self, name: object) -> None:
             pass

@@ -66,9 +66,9 @@ sys.path.insert(0, str(ROOT))
 
 from superfluid.installer.unpack.inflate import INFLATER  # noqa: E402
 from superfluid.runtime import elf  # noqa: E402
-from superfluid.runtime.elf import is_elf  # noqa: E402
-from superfluid.runtime.host import detect  # noqa: E402
-from superfluid.runtime.needs import GLIBC_LIBRARIES, is_shared_object  # noqa: E402
+from superfluid.runtime.hostfacts.elf import is_elf  # noqa: E402
+from superfluid.runtime.hostfacts.host import detect  # noqa: E402
+from superfluid.runtime.hostfacts.needs import GLIBC_LIBRARIES, is_shared_object  # noqa: E402
 from tests.end_to_end import releases  # noqa: E402
 from tests.release_server import ReleaseServer  # noqa: E402
 

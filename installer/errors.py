@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from superfluid.runtime.errors import ELSEWHERE, SuperfluidError
-from superfluid.runtime.redact import redact_url
+from superfluid.runtime.kernel.errors import ELSEWHERE, SuperfluidError
+from superfluid.runtime.kernel.redact import redact_url
 
 __all__ = [
     "ELSEWHERE",

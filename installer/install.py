@@ -20,19 +20,19 @@ from superfluid.installer.phases import phase
 from superfluid.installer.sources.choose import source_for
 from superfluid.installer.sources.listing import SourceListing
 from superfluid.runtime import registry
-from superfluid.runtime.home import home
-from superfluid.runtime.host import detect
+from superfluid.runtime.hostfacts.host import detect
+from superfluid.runtime.kernel.layout import home
+from superfluid.runtime.kernel.redact import redact_url
 from superfluid.runtime.planning import NotInstallable, Plan, Request, is_local
 from superfluid.runtime.probe import ProbeRefused
-from superfluid.runtime.redact import redact_url
 
 if TYPE_CHECKING:
     from superfluid.installer.cache.download import Progress
     from superfluid.installer.mutex import MutexOwner
     from superfluid.installer.phases import Phases
     from superfluid.installer.sources.release_source import ReleaseSource
-    from superfluid.runtime.host import Host
-    from superfluid.runtime.receipt import Receipt
+    from superfluid.runtime.hostfacts.host import Host
+    from superfluid.runtime.kernel.receipt import Receipt
 
 __all__ = ["Event", "Outcome", "install", "install_plans", "plan"]
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from superfluid.installer.files import NotALockFile, open_lock_file
-from superfluid.runtime.errors import SuperfluidError
-from superfluid.runtime.home import LOCK
-from superfluid.runtime.jsonread import loads
+from superfluid.runtime.kernel.errors import SuperfluidError
+from superfluid.runtime.kernel.jsonread import loads
+from superfluid.runtime.kernel.layout import LOCK
 
 __all__ = ["MutexOwner", "MutexBusy", "MutexError", "install_mutex", "mutex_owner"]
 

@@ -16,16 +16,16 @@ from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from superfluid import __version__
 from superfluid.manifest import tuf_command
 from superfluid.manifest.answers import drives_cells, encode, releases_answer
 from superfluid.manifest.command_line import MAX_SECONDS, Parser, integer, seconds
 from superfluid.manifest.export import export
 from superfluid.manifest.service import ENV_KEYS, ENV_SOURCE, Service, ServiceConfig, keys_from
 from superfluid.manifest.sources import source_from
-from superfluid.output import error_code, error_doc, print_json
 from superfluid.runtime import registry
-from superfluid.runtime.errors import SuperfluidError, UsageError, guarded
+from superfluid.runtime.kernel.errors import SuperfluidError, UsageError, guarded
+from superfluid.runtime.kernel.output import error_code, error_doc, print_json
+from superfluid.runtime.kernel.version import VERSION
 
 __all__ = ["main"]
 
@@ -49,7 +49,7 @@ def _page(sub: Any, name: str, summary: str) -> argparse.ArgumentParser:
 
 def _parser() -> argparse.ArgumentParser:
     top = Parser(prog=_PROG, description="The compat manifest service: which superfluid release drives an engine.")
-    top.add_argument("-V", "--version", action="version", version=f"{_PROG} {__version__}")
+    top.add_argument("-V", "--version", action="version", version=f"{_PROG} {VERSION}")
     sub = top.add_subparsers(dest="command", parser_class=Parser, required=True)
     p = _page(sub, "serve", "answer over HTTP (the standard library's server, for local use)")
     _common(p)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from os import PathLike
 from typing import NoReturn
 
-from superfluid.runtime.errors import UsageError
+from superfluid.runtime.kernel.errors import UsageError
 
 __all__ = ["Parser", "report_written", "integer", "seconds", "MAX_SECONDS"]
 

@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from superfluid.manifest.release_files import file_sha256
-from superfluid.runtime import schema
-from superfluid.runtime.errors import BadFile
-from superfluid.runtime.jsonread import UntrustedJson, loads
+from superfluid.runtime.kernel import schema
+from superfluid.runtime.kernel.errors import BadFile
+from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
 from superfluid.runtime.registry import IDS
 
 __all__ = ["SCHEMA_TAG", "SCHEMA_NAME", "release_info", "build", "validate", "parse", "with_tarball",

@@ -24,9 +24,9 @@ from superfluid.runtime.basert.bundles import default_backend, parse_bundle_name
 from superfluid.runtime.basert.config import CONFIG_SIZE
 from superfluid.runtime.basert.loader import dlopen, probe
 from superfluid.runtime.basert.verdict import judge
-from superfluid.runtime.elf import ELFInvalid
-from superfluid.runtime.errors import SuperfluidError, UsageError, guarded
-from superfluid.runtime.needs import NEEDS_SUFFIX, measure_files
+from superfluid.runtime.hostfacts.elf import ELFInvalid
+from superfluid.runtime.hostfacts.needs import NEEDS_SUFFIX, measure_files
+from superfluid.runtime.kernel.errors import SuperfluidError, UsageError, guarded
 
 __all__ = ["EngineRefused", "LibraryFacts", "Written", "bundle_name", "abi_asset_name", "library_facts",
            "needs_text", "write_assets", "main"]

@@ -15,7 +15,7 @@ from superfluid.manifest.answers import render
 from superfluid.manifest.choose import choose_routes
 from superfluid.manifest.index import Index
 from superfluid.manifest.routes import Page, ReleaseList, ReleaseOne, Route
-from superfluid.runtime.errors import BadFile, UsageError
+from superfluid.runtime.kernel.errors import BadFile, UsageError
 
 __all__ = ["export_routes", "export"]
 

@@ -13,9 +13,9 @@ from superfluid.manifest.release_files import COMPAT_SUFFIX, SIGNATURE_SUFFIX
 from superfluid.manifest.routes import ReleaseOne, version_usable
 from superfluid.manifest.sources import Folder, Snapshot
 from superfluid.manifest.verdict import DocumentVerdict, Unsigned, judge_release
-from superfluid.runtime.errors import BadFile, SuperfluidError
-from superfluid.runtime.jsonread import UntrustedJson, loads
-from superfluid.runtime.ordering import version_key
+from superfluid.runtime.kernel.errors import BadFile, SuperfluidError
+from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
+from superfluid.runtime.kernel.ordering import version_key
 
 __all__ = ["Document", "Good", "Rejected", "Index", "build_index", "MAX_DOCUMENT_BYTES", "MAX_SIGNATURE_BYTES"]
 

@@ -10,12 +10,12 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 
-import superfluid
 from superfluid.manifest.minisign import PublicKey, SecretKey, generate, parse_public_key, parse_secret_key
-from superfluid.runtime.errors import BadFile, UsageError
-from superfluid.runtime.home import keys_dir
+from superfluid.runtime.kernel.errors import BadFile, UsageError
+from superfluid.runtime.kernel.layout import keys_dir
 
 __all__ = [
     "KEY_SUFFIX",
@@ -53,7 +53,7 @@ class TrustedKey:
 
 def package_keys_dir() -> Path:
     """``superfluid/keys``: the public keys this package ships (none until a maintainer adds one)."""
-    return Path(superfluid.__file__).resolve().parent / "keys"
+    return Path(str(files("superfluid"))).resolve() / "keys"  # package data of the face's folder, not its code
 
 
 def _read(path: str | os.PathLike[str]) -> bytes:

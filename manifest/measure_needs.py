@@ -13,9 +13,9 @@ import tempfile
 from collections.abc import Sequence
 
 from superfluid.manifest.command_line import Parser
-from superfluid.runtime.elf import ELFInvalid
-from superfluid.runtime.errors import SuperfluidError, UsageError, guarded
-from superfluid.runtime.needs import Needs, measure
+from superfluid.runtime.hostfacts.elf import ELFInvalid
+from superfluid.runtime.hostfacts.needs import Needs, measure
+from superfluid.runtime.kernel.errors import SuperfluidError, UsageError, guarded
 
 __all__ = ["measure_path", "main"]
 

@@ -10,7 +10,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from superfluid.runtime.errors import BadFile, SuperfluidError
+from superfluid.runtime.kernel.errors import BadFile, SuperfluidError
 
 __all__ = [
     "DEFAULT_UNTRUSTED_COMMENT",

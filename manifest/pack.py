@@ -27,8 +27,8 @@ from superfluid.manifest.index import MAX_DOCUMENT_BYTES
 from superfluid.manifest.keys import ENV_KEY, ENV_KEY_FILE, signing_key
 from superfluid.manifest.minisign import SecretKey, sign, verify
 from superfluid.manifest.release_files import COMPAT_SUFFIX, SHA256_SUFFIX, SIGNATURE_SUFFIX, file_sha256, sha256_line
-from superfluid.runtime.errors import SuperfluidError, UsageError, guarded
-from superfluid.runtime.jsonread import UntrustedJson, loads
+from superfluid.runtime.kernel.errors import SuperfluidError, UsageError, guarded
+from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
 from superfluid.runtime.process import scrubbed_env
 
 __all__ = ["PackError", "Packed", "pack", "compat_of_wheel", "main"]

@@ -23,7 +23,7 @@ from superfluid.manifest.keys import TrustedKey, package_keys_dir, read_key_dir,
 from superfluid.manifest.routes import Health, Route, RouteError, parse_route
 from superfluid.manifest.sources import ManifestSource, source_from
 from superfluid.manifest.tuf_live import LiveRepository, live_from_environment
-from superfluid.runtime.errors import SuperfluidError, UsageError
+from superfluid.runtime.kernel.errors import SuperfluidError, UsageError
 
 __all__ = ["ServiceConfig", "Service", "app", "keys_from", "from_environment", "ENV_SOURCE", "ENV_KEYS", "ENV_TTL",
            "ENV_MAX_AGE"]

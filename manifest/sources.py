@@ -21,8 +21,8 @@ from superfluid.installer.sources.github import Release, check_repo
 from superfluid.installer.sources.release_source import ReleaseSource
 from superfluid.installer.transport.fetcher import path_of_file_url
 from superfluid.manifest.release_files import file_sha256
-from superfluid.runtime.errors import BadFile, UsageError
-from superfluid.runtime.jsonread import NotRegularFile, read_bytes
+from superfluid.runtime.kernel.errors import BadFile, UsageError
+from superfluid.runtime.kernel.jsonread import NotRegularFile, read_bytes
 
 __all__ = ["Folder", "Snapshot", "ManifestSource", "DirectorySource", "ListingSource", "source_from",
            "DIRECTORY_TTL", "URL_TTL"]

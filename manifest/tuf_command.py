@@ -22,7 +22,7 @@ from superfluid.manifest.tuf_repository import (
     rotate_root,
     sign_export,
 )
-from superfluid.runtime.errors import UsageError
+from superfluid.runtime.kernel.errors import UsageError
 
 __all__ = ["add_flags", "add_commands", "COMMANDS", "run", "signer_for_export", "live_for_serve"]
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from superfluid.runtime.errors import BadFile, UsageError
-from superfluid.runtime.jsonread import UntrustedJson, read_bytes, read_json
+from superfluid.runtime.kernel.errors import BadFile, UsageError
+from superfluid.runtime.kernel.jsonread import UntrustedJson, read_bytes, read_json
 
 if TYPE_CHECKING:
     from securesystemslib.signer import Key, Signer

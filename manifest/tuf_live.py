@@ -22,8 +22,8 @@ from superfluid.manifest.answers import JSON, Body, error_body, render
 from superfluid.manifest.export import export, export_routes
 from superfluid.manifest.tuf_keys import KeySet, read_keys
 from superfluid.manifest.tuf_repository import METADATA, Expiry, parse_expires, refresh_timestamp, sign_export
-from superfluid.runtime.errors import BadFile, UsageError
-from superfluid.runtime.jsonread import UntrustedJson, loads, read_bytes
+from superfluid.runtime.kernel.errors import BadFile, UsageError
+from superfluid.runtime.kernel.jsonread import UntrustedJson, loads, read_bytes
 
 if TYPE_CHECKING:
     from superfluid.manifest.index import Index

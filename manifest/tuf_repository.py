@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from superfluid.manifest.tuf_keys import ROLES, KeySet
-from superfluid.runtime.atomic import write_atomic
-from superfluid.runtime.errors import BadFile, UsageError
-from superfluid.runtime.jsonread import read_bytes
+from superfluid.runtime.kernel.atomic import write_atomic
+from superfluid.runtime.kernel.errors import BadFile, UsageError
+from superfluid.runtime.kernel.jsonread import read_bytes
 
 if TYPE_CHECKING:
     from securesystemslib.signer import Signer

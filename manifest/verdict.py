@@ -9,7 +9,7 @@ from typing import Any, Literal
 from superfluid.manifest.compat import parse
 from superfluid.manifest.keys import TrustedKey
 from superfluid.manifest.minisign import SignatureError, parse_signature, verify
-from superfluid.runtime.errors import SuperfluidError
+from superfluid.runtime.kernel.errors import SuperfluidError
 from superfluid.runtime.planning import parse_sha256
 
 __all__ = ["DocumentVerdict", "Unsigned", "TarballMismatch", "judge_signature", "tarball_name",

@@ -14,17 +14,17 @@ from functools import cached_property
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
-from superfluid.runtime.errors import BadFile
-from superfluid.runtime.formats import reads
-from superfluid.runtime.jsonread import UntrustedJson, loads
+from superfluid.runtime.kernel.errors import BadFile
+from superfluid.runtime.kernel.formats import reads
+from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
+from superfluid.runtime.kernel.schema import validate_once
 from superfluid.runtime.planning import Listing, NotInstallable, Plan, Request
 from superfluid.runtime.probe import Probed, judge_probe
 from superfluid.runtime.registry import aliases_of
-from superfluid.runtime.schema import validate_once
 
 if TYPE_CHECKING:
-    from superfluid.runtime.host import Host
-    from superfluid.runtime.options import Option
+    from superfluid.runtime.hostfacts.host import Host
+    from superfluid.runtime.kernel.options import Option
 
 __all__ = ["Adapter", "load_recipe", "Question", "ServeFlag", "Shown", "VERSION_PATTERN", "by_kind"]
 
@@ -178,7 +178,7 @@ class Adapter(ABC):
 
     def formats(self) -> list[dict[str, Any]]:
         """The model formats the runtime reads, as its ``check`` reports them (``formats``): how
-        ``superfluid serve`` picks the runtime for a model (``superfluid.runtime.formats``):
+        ``superfluid serve`` picks the runtime for a model (``superfluid.runtime.kernel.formats``):
         ``FORMATS`` of ``formats_from``."""
         return [dict(f) for f in _declared(self.formats_from, "FORMATS")]
 

@@ -22,9 +22,9 @@ from superfluid.runtime.contract import (
     RUNTIME_KEYS,
     TOKENIZER_SOURCES,
 )
-from superfluid.runtime.errors import UsageError, guarded
-from superfluid.runtime.formats import facts_of, match
-from superfluid.runtime.jsonread import UntrustedJson, loads
+from superfluid.runtime.kernel.errors import UsageError, guarded
+from superfluid.runtime.kernel.formats import facts_of, match
+from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
 
 if TYPE_CHECKING:
     from superfluid.runtime.adapter import Adapter

@@ -9,8 +9,8 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from superfluid.runtime.formats import reads
-from superfluid.runtime.options import Option, check_options, parse_flag_pairs
+from superfluid.runtime.kernel.formats import reads
+from superfluid.runtime.kernel.options import Option, check_options, parse_flag_pairs
 from superfluid.runtime.registry import aliases_of
 
 __all__ = ["REPORT_KEYS", "RUNTIME_KEYS", "DEVICE_KEYS", "TOKENIZER_SOURCES", "DESCRIPTOR_VERSION", "report",
@@ -27,7 +27,7 @@ TOKENIZER_SOURCES = ("engine", "huggingface", "library")
 #: the version of the static capability record's shape
 DESCRIPTOR_VERSION = 1
 
-#: what superfluid's serving layer (``runtime/serving.py``, shared by every worker) does not do, in
+#: what superfluid's serving layer (``runtime/serving/server.py``, shared by every worker) does not do, in
 #: the static record's sections: text in, text out, one generation at a time
 _SERVING_LAYER: dict[str, dict[str, bool | str]] = {
     "workload": {"causal_generation": True,

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from superfluid.runtime.errors import UsageError
-from superfluid.runtime.home import installed_installs
-from superfluid.runtime.host import detect
-from superfluid.runtime.options import options_json
+from superfluid.runtime.hostfacts.host import detect
+from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.layout import installed_installs
+from superfluid.runtime.kernel.options import options_json
 
 if TYPE_CHECKING:
     from superfluid.runtime.adapter import Adapter

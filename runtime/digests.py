@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from superfluid.runtime.errors import InconsistentRelease
+from superfluid.runtime.kernel.errors import InconsistentRelease
 from superfluid.runtime.planning import DigestConflict, NotInstallable, PlanAsset, Sha256, is_local, parse_sha256
 
 __all__ = ["api_sha256", "parse_sha256_file", "expected_digest", "settle_asset"]

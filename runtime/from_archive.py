@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.digests import expected_digest
-from superfluid.runtime.errors import UsageError
+from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.planning import NotInstallable, Plan, PlanAsset, Request, Sha256, is_local
 
 if TYPE_CHECKING:
-    from superfluid.runtime.host import Host
+    from superfluid.runtime.hostfacts.host import Host
 
 __all__ = ["NameFacts", "plan_from"]
 

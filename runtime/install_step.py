@@ -7,14 +7,15 @@ from collections.abc import Mapping, Sequence
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from superfluid.runtime.errors import SuperfluidError, UsageError
-from superfluid.runtime.home import install_lib, install_receipt
-from superfluid.runtime.host import detect
-from superfluid.runtime.jsonread import UntrustedJson, loads
-from superfluid.runtime.options import flag_values
+from superfluid.runtime.hostfacts.host import detect
+from superfluid.runtime.kernel.errors import SuperfluidError, UsageError
+from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
+from superfluid.runtime.kernel.layout import install_lib, install_receipt
+from superfluid.runtime.kernel.options import flag_values
+from superfluid.runtime.kernel.receipt import Receipt, Source, write_receipt
+from superfluid.runtime.kernel.record import with_files
 from superfluid.runtime.planning import CHOSEN_BY, Plan, PlanAsset, Request, parse_sha256
-from superfluid.runtime.receipt import Receipt, Source, receipt_for, write_receipt
-from superfluid.runtime.record import with_files
+from superfluid.runtime.probe import receipt_for
 
 if TYPE_CHECKING:
     from superfluid.runtime.adapter import Adapter

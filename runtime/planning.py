@@ -10,14 +10,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NewType, Protocol
 
-from superfluid.runtime.errors import SuperfluidError, UsageError
-from superfluid.runtime.options import flag_values
-from superfluid.runtime.ordering import backend_family
-from superfluid.runtime.redact import redact_url
+from superfluid.runtime.kernel.errors import SuperfluidError, UsageError
+from superfluid.runtime.kernel.options import flag_values
+from superfluid.runtime.kernel.ordering import backend_family
+from superfluid.runtime.kernel.redact import redact_url
 
 if TYPE_CHECKING:
-    from superfluid.runtime.host import Host
-    from superfluid.runtime.needs import Needs
+    from superfluid.runtime.hostfacts.host import Host
+    from superfluid.runtime.hostfacts.needs import Needs
 
 __all__ = [
     "first_published",

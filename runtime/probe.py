@@ -8,13 +8,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from superfluid.runtime.errors import BadFile, SuperfluidError
-from superfluid.runtime.home import install_receipt
-from superfluid.runtime.ordering import backend_family
+from superfluid.runtime.kernel.errors import BadFile, SuperfluidError
+from superfluid.runtime.kernel.layout import install_receipt, worker_path
+from superfluid.runtime.kernel.ordering import backend_family
+from superfluid.runtime.kernel.receipt import LINK_W, Receipt, Source, now_utc, read_receipt
+from superfluid.runtime.kernel.redact import redact_url
 from superfluid.runtime.planning import Plan
-from superfluid.runtime.receipt import read_receipt
 
-__all__ = ["ProbeRefused", "Probed", "judge_probe", "missing_cuda_runtime", "cpu_fallback", "install_cpu_fallback"]
+__all__ = ["ProbeRefused", "Probed", "judge_probe", "missing_cuda_runtime", "cpu_fallback", "install_cpu_fallback",
+           "receipt_for"]
 
 #: the loader's words for a CUDA runtime it does not find (``libcudart.so.12: cannot open shared object file``),
 #: or the needs' (``needs libcudart.so.12, which is on none of this host's library paths``)
@@ -150,3 +152,18 @@ def judge_probe(p: Plan, report: Mapping[str, Any], *, untested: bool, holds_ver
         fix = f"a release of another ABI installs only untested (`superfluid runtime install {p.id} --version " \
               f"{p.version} --untested`)"
     raise ProbeRefused(p, f"the staged library was refused by its check: {reason}", fix=fix)
+
+
+def receipt_for(plan: Plan, sources: Sequence[Source], probed: Probed, platform: str, *,
+                lock: Mapping[str, str] | None = None) -> Receipt:
+    """The receipt of an install of ``plan`` whose staged library ``probed`` found, fetched from
+    ``sources``, on ``platform`` (the plan's own when it names one): the one place receipts are made.
+    ``lock`` (``{"file", "sha256"}``) names the lock the plan came from (``install --locked``)."""
+    return Receipt(id=plan.id, install=plan.install, version=plan.version, backend=plan.backend,
+                   worker=worker_path(plan.id), link_w=LINK_W, platforms=(plan.platform or platform,),
+                   sources=tuple(Source(redact_url(s.url), s.sha256) for s in sources),  # never user:password@
+                   tested=probed.tested, abi=probed.abi,
+                   chosen_by=plan.chosen_by,  # type: ignore[arg-type]
+                   installed_at=now_utc(),
+                   extra={**probed.extra, **({"for": dict(plan.made_for)} if plan.made_for else {}),
+                          **({"lock": dict(lock)} if lock else {})})

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from superfluid.runtime.errors import WorkerFailed
-from superfluid.runtime.jsonread import UntrustedJson, loads
+from superfluid.runtime.kernel.errors import WorkerFailed
+from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
 
 __all__ = ["scrubbed_env", "worker_env", "is_secret", "WorkerResult", "run_worker", "run_json", "DEFAULT_TIMEOUT",
            "OUTPUT_MAX_BYTES", "PYTHON_VARIABLE", "PRIMED_VARIABLE", "start_worker", "finish_worker", "stop_worker",

@@ -8,7 +8,8 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-from superfluid.runtime.errors import UsageError
+from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.layout import worker_command
 
 if TYPE_CHECKING:
     from superfluid.runtime.adapter import Adapter
@@ -56,11 +57,6 @@ def get(runtime_id: str) -> Adapter:
     if module is None:
         raise UsageError(f"no runtime {runtime_id!r}; this superfluid ships: {', '.join(IDS)}{meant(runtime_id)}")
     return import_module(module).ADAPTER  # type: ignore[no-any-return]
-
-
-def worker_command(runtime_id: str) -> str:
-    """The worker's command name, ``superfluid-worker-<id>``."""
-    return f"superfluid-worker-{runtime_id}"
 
 
 def env_override(runtime_id: str) -> str:

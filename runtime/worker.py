@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from superfluid.runtime.errors import ModelLoadFailed, NotServable, UsageError, guarded
+from superfluid.runtime.kernel.errors import ModelLoadFailed, NotServable, UsageError, guarded
 from superfluid.runtime.process import PRIMED_VARIABLE
 from superfluid.runtime.registry import get, worker_command
 

@@ -2,5 +2,6 @@
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from superfluid.runtime.kernel.version import VERSION as __version__
+
 __all__ = ["__version__"]

@@ -12,8 +12,8 @@ from typing import Any
 
 from superfluid import __version__
 from superfluid.runtime import registry
-from superfluid.runtime.home import cache_file, home, linked_between
-from superfluid.runtime.home_cache import changed_at, fingerprint, read_object, write
+from superfluid.runtime.kernel.home_cache import changed_at, fingerprint, read_object, write
+from superfluid.runtime.kernel.layout import cache_file, home, linked_between
 
 __all__ = ["KEPT_COMMANDS", "KEEP_SECONDS", "RACY_SECONDS", "lookup", "keep"]
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from superfluid.installer.cache.prune import Scan
 from superfluid.installer.fleet.lockfile import digests_of_locks
-from superfluid.runtime.errors import UsageError
+from superfluid.runtime.kernel.errors import UsageError
 
 __all__ = ["keep_locks", "kinds_json", "in_use_by"]
 

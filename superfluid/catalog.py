@@ -17,8 +17,10 @@ from typing import Any
 from superfluid import __version__
 from superfluid import runtime as _runtime_pkg
 from superfluid.runtime import registry
-from superfluid.runtime.errors import BadFile, WorkerFailed
-from superfluid.runtime.home import (
+from superfluid.runtime.hostfacts.host import detect
+from superfluid.runtime.kernel.errors import BadFile, WorkerFailed
+from superfluid.runtime.kernel.home_cache import fingerprint, read_object, write
+from superfluid.runtime.kernel.layout import (
     cache_file,
     current_dir,
     current_target,
@@ -28,11 +30,9 @@ from superfluid.runtime.home import (
     installed_installs,
     runtime_dir,
 )
-from superfluid.runtime.home_cache import fingerprint, read_object, write
-from superfluid.runtime.host import detect
-from superfluid.runtime.options import options_json
+from superfluid.runtime.kernel.options import options_json
+from superfluid.runtime.kernel.schema import validate_once
 from superfluid.runtime.process import DEFAULT_TIMEOUT, run_json, scrubbed_env
-from superfluid.runtime.schema import validate_once
 
 __all__ = ["ENV_KEYS", "env_keys", "WorkerRef", "locate", "ask", "answer", "nothing_to_load", "shipped_dirs",
            "worker_timeout"]

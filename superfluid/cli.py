@@ -15,7 +15,6 @@ from importlib import import_module
 from typing import cast
 
 from superfluid import answer_cache, quickparse
-from superfluid.output import error_code, error_doc, print_json
 from superfluid.parser import (
     Exit,
     NotLoaded,
@@ -28,8 +27,9 @@ from superfluid.parser import (
     parser,
     runner,
 )
-from superfluid.runtime.errors import ModelLoadFailed, NotServable, SuperfluidError, UsageError
-from superfluid.runtime.home import home, home_fault
+from superfluid.runtime.kernel.errors import ModelLoadFailed, NotServable, SuperfluidError, UsageError
+from superfluid.runtime.kernel.layout import home, home_fault
+from superfluid.runtime.kernel.output import error_code, error_doc, print_json
 from superfluid.source_hints import fitting, given, keep_source
 
 # A line is answered by the module of the command it names (``superfluid.commands``, found through

@@ -10,11 +10,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from superfluid import catalog
-from superfluid.output import print_json, table
 from superfluid.runtime import registry
-from superfluid.runtime.errors import WorkerFailed
-from superfluid.runtime.options import Option
-from superfluid.runtime.ordering import version_key
+from superfluid.runtime.kernel.errors import WorkerFailed
+from superfluid.runtime.kernel.options import Option
+from superfluid.runtime.kernel.ordering import version_key
+from superfluid.runtime.kernel.output import print_json, table
 from superfluid.source_hints import given, keep_source
 
 if TYPE_CHECKING:

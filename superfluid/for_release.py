@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from superfluid.commands.compat import read_release
 from superfluid.installer.errors import DownloadError
 from superfluid.installer.sources.choose import source_for
 from superfluid.installer.trust.errors import NotListed
@@ -20,10 +19,11 @@ from superfluid.manifest.compat import parse
 from superfluid.manifest.keys import trusted_keys
 from superfluid.manifest.routes import ReleaseList, ReleaseOne
 from superfluid.manifest.verdict import judge_signature
+from superfluid.release_document import read_release
 from superfluid.release_flags import FOR_VARIABLE
-from superfluid.runtime.errors import BadFile, SuperfluidError, UsageError
-from superfluid.runtime.home import home
-from superfluid.runtime.jsonread import UntrustedJson, loads
+from superfluid.runtime.kernel.errors import BadFile, SuperfluidError, UsageError
+from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
+from superfluid.runtime.kernel.layout import home
 from superfluid.runtime.planning import ForRelease
 from superfluid.trust_flags import trust_from
 

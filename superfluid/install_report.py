@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from superfluid.runtime import registry
-from superfluid.runtime.redact import redact_url
+from superfluid.runtime.kernel.redact import redact_url
 
 if TYPE_CHECKING:
     from superfluid.installer.install import Event, Outcome

@@ -16,14 +16,14 @@ from superfluid.install_report import event_lines, outcome_lines, plan_lines, sa
 from superfluid.installer.cache.download import progress_for
 from superfluid.installer.config import DEFAULT_GITHUB_API
 from superfluid.installer.errors import DownloadError, OfflineMissing
+from superfluid.installer.home.installs import check_runtime_id, list_installs, runtime_root
 from superfluid.installer.home.restore import mirror_of
 from superfluid.installer.install import Event, Outcome, install
 from superfluid.installer.phases import Phases
 from superfluid.installer.sources.github import web_base_for
-from superfluid.output import print_json
 from superfluid.runtime import registry
-from superfluid.runtime.home import home, writable_home
-from superfluid.runtime.installs import check_runtime_id, list_installs, runtime_root
+from superfluid.runtime.kernel.layout import home, writable_home
+from superfluid.runtime.kernel.output import print_json
 from superfluid.runtime.planning import ForRelease, Plan, Request
 from superfluid.source_hints import shown
 

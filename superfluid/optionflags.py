@@ -6,8 +6,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from superfluid.runtime import registry
-from superfluid.runtime.errors import UsageError
-from superfluid.runtime.options import check_options, parse_flag_pairs, to_argv
+from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.options import check_options, parse_flag_pairs, to_argv
 
 __all__ = ["parse_flag_pairs", "check_runtime_options", "worker_argv", "split_serve_options",
            "Culprits", "find_culprits", "culprit_message"]

@@ -10,7 +10,7 @@ from importlib import import_module
 from typing import Any, NamedTuple, NoReturn, Protocol, cast
 
 from superfluid.commands import COMMANDS
-from superfluid.runtime.errors import UsageError
+from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.registry import IDS, canonical
 
 # Each command is a module of ``superfluid.commands`` (``COMMANDS`` names them) with three things:

@@ -8,8 +8,8 @@ import os
 import stat
 
 from superfluid.runtime import registry
-from superfluid.runtime.errors import UsageError
-from superfluid.runtime.jsonread import kind_of
+from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.jsonread import kind_of
 
 __all__ = ["regular_file", "model_path"]
 

@@ -10,9 +10,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from superfluid import catalog
-from superfluid.output import gb, table
-from superfluid.runtime import formats, registry
-from superfluid.runtime.errors import WorkerFailed
+from superfluid.runtime import registry
+from superfluid.runtime.kernel import formats
+from superfluid.runtime.kernel.errors import WorkerFailed
+from superfluid.runtime.kernel.output import gb, table
 
 __all__ = ["declared", "reads_cell", "device_cell", "facts_line", "verdict", "model_answer", "CAPABILITY_LINES"]
 

@@ -11,12 +11,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from superfluid.installer.home.installs import check_install_name
 from superfluid.optionflags import check_runtime_options, split_serve_options, worker_argv
 from superfluid.paths import model_path
 from superfluid.runtime import registry
-from superfluid.runtime.errors import UsageError
-from superfluid.runtime.installs import check_install_name
-from superfluid.runtime.serving import listen_flags, max_context_flag, queue_flag
+from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.serving.server import listen_flags, max_context_flag, queue_flag
 
 __all__ = ["ServeCommand", "Ready", "FLAGS", "HELP_HINT", "shown_options", "parse_line", "runtime_argv"]
 

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
-from superfluid.runtime.errors import ELSEWHERE
-from superfluid.runtime.redact import redact_url
+from superfluid.runtime.kernel.errors import ELSEWHERE
+from superfluid.runtime.kernel.redact import redact_url
 
 if TYPE_CHECKING:
     import argparse

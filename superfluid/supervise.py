@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from types import FrameType
 from typing import Any
 
-from superfluid.runtime.errors import ModelLoadFailed, SuperfluidError
-from superfluid.runtime.home import home, install_dir, runtime_dir
-from superfluid.runtime.jsonread import UntrustedJson, loads
+from superfluid.runtime.kernel.errors import ModelLoadFailed, SuperfluidError
+from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
+from superfluid.runtime.kernel.layout import home, install_dir, runtime_dir
 from superfluid.runtime.process import worker_env
 from superfluid.serve_line import Ready, ServeCommand, runtime_argv
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from superfluid.installer.trust.manifest import Trust
 from superfluid.installer.trust.service import trust_for
-from superfluid.runtime.errors import UsageError
+from superfluid.runtime.kernel.errors import UsageError
 
 __all__ = ["trust_from"]
 

@@ -240,7 +240,7 @@ def printed_receipt(done: subprocess.CompletedProcess[str], into: Path) -> dict[
     """The receipt a worker's ``install --into INTO`` answered, checked: exit 0, nothing on stderr,
     one line on stdout equal to ``INTO/runtime.json`` (written pretty, newline-terminated), and valid
     against ``schemas/runtime.schema.json``."""
-    from superfluid.runtime.schema import errors
+    from superfluid.runtime.kernel.schema import errors
 
     assert done.returncode == 0, done.stderr
     assert done.stderr == "" and done.stdout.count("\n") == 1

@@ -1,7 +1,9 @@
 """Tests mirror modules (issue 30, item 7): every module has its own test file, found by its name.
 
-- ``runtime/<m>.py`` is tested by ``tests/runtime/test_<m>.py``; an engine's folder ``runtime/<id>/``
-  by ``tests/<id>/`` (beside its native fixtures).
+- ``runtime/<m>.py`` is tested by ``tests/runtime/test_<m>.py``, a module of the runtime's own
+  sub-packages (``runtime/kernel/``, ``runtime/hostfacts/``, ``runtime/serving/``) by
+  ``tests/runtime/<package>/test_<m>.py``; an engine's folder ``runtime/<id>/`` (the one holding a
+  ``recipe.json``) by ``tests/<id>/`` (beside its native fixtures).
 - ``installer/`` and ``manifest/`` are mirrored folder for folder, sub-packages included:
   ``installer/cache/blobs.py`` by ``tests/installer/cache/test_blobs.py``, ``manifest/choose.py`` by
   ``tests/manifest/test_choose.py``.
@@ -37,9 +39,9 @@ ALLOWED: dict[str, str] = {}
 
 def mirror_folder(folder: str) -> str:
     """The tests folder that mirrors a package folder: ``runtime/basert`` -> ``tests/basert``,
-    ``installer/sources/oci`` -> ``tests/installer/sources/oci``."""
+    ``runtime/kernel`` -> ``tests/runtime/kernel``, ``installer/sources/oci`` -> ``tests/installer/sources/oci``."""
     parts = folder.split("/")
-    if parts[0] == "runtime" and len(parts) > 1:  # an engine's adapter folder
+    if parts[0] == "runtime" and len(parts) > 1 and (ROOT / folder / "recipe.json").is_file():  # an engine's folder
         return "/".join(["tests", *parts[1:]])
     return "/".join(["tests", *parts])
 
@@ -110,11 +112,13 @@ def test_every_package_folder_is_mirrored() -> None:
 @pytest.mark.parametrize(("module", "test_file"), [
     ("runtime/planning.py", "tests/runtime/test_planning.py"),
     ("runtime/basert/abi.py", "tests/basert/test_abi.py"),
+    ("runtime/kernel/receipt.py", "tests/runtime/kernel/test_receipt.py"),
     ("installer/install.py", "tests/installer/test_install.py"),
     ("installer/cache/blobs.py", "tests/installer/cache/test_blobs.py"),
     ("installer/sources/oci/ref.py", "tests/installer/sources/oci/test_ref.py"),
     ("manifest/choose.py", "tests/manifest/test_choose.py"),
-], ids=["runtime", "engine", "installer-top", "installer-sub-package", "installer-nested", "manifest"])
+], ids=["runtime", "engine", "runtime-sub-package", "installer-top", "installer-sub-package", "installer-nested",
+        "manifest"])
 def test_the_mirror_of_a_module(module: str, test_file: str) -> None:
     assert mirror(module) == test_file
 

@@ -21,11 +21,11 @@ from typing import Any, BinaryIO
 
 from superfluid.installer.cache.holds import hold
 from superfluid.installer.files import open_lock_file
-from superfluid.runtime.atomic import write_atomic
-from superfluid.runtime.home import cache_dir
-from superfluid.runtime.jsonread import UntrustedJson, read_bytes, read_json
+from superfluid.runtime.kernel.atomic import write_atomic
+from superfluid.runtime.kernel.jsonread import UntrustedJson, read_bytes, read_json
+from superfluid.runtime.kernel.layout import cache_dir
+from superfluid.runtime.kernel.redact import redact_url
 from superfluid.runtime.planning import parse_sha256
-from superfluid.runtime.redact import redact_url
 
 __all__ = ["Cache", "HttpEntry", "Partial", "sha256_file", "is_sha256"]
 

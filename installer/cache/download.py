@@ -22,7 +22,7 @@ from superfluid.installer.cache.blobs import Cache, Partial, is_sha256
 from superfluid.installer.errors import DownloadError, SizeExceeded, VerificationError
 from superfluid.installer.transport.fetcher import Fetcher, FetchResponse
 from superfluid.installer.transport.progress import Progress, TerminalProgress, progress_for
-from superfluid.runtime.redact import redact_url
+from superfluid.runtime.kernel.redact import redact_url
 
 __all__ = [
     "Download",

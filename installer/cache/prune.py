@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from superfluid.installer.cache.blobs import HttpEntry, is_sha256
 from superfluid.installer.cache.holds import held_now, pruning
 from superfluid.installer.errors import StoreError
-from superfluid.runtime.jsonread import UntrustedJson, read_json
+from superfluid.runtime.kernel.jsonread import UntrustedJson, read_json
 
 if TYPE_CHECKING:
     from superfluid.installer.mutex import MutexOwner

@@ -19,12 +19,12 @@ from urllib.parse import unquote, urlsplit
 import tomli_w
 
 from superfluid.installer.sources.mirror import asset_path, path_of_url, url_below
-from superfluid.runtime.atomic import write_atomic
-from superfluid.runtime.errors import BadFile, SuperfluidError, UsageError
-from superfluid.runtime.jsonread import MAX_DEPTH, NotRegularFile, read_bytes
-from superfluid.runtime.ordering import backend_rank
+from superfluid.runtime.kernel.atomic import write_atomic
+from superfluid.runtime.kernel.errors import BadFile, SuperfluidError, UsageError
+from superfluid.runtime.kernel.jsonread import MAX_DEPTH, NotRegularFile, read_bytes
+from superfluid.runtime.kernel.ordering import backend_rank
+from superfluid.runtime.kernel.schema import validate
 from superfluid.runtime.planning import Plan, PlanAsset, Sha256, install_name, parse_sha256
-from superfluid.runtime.schema import validate
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -18,9 +18,9 @@ from superfluid.installer.sources.choose import source_for
 from superfluid.installer.sources.mirror import path_of_url
 from superfluid.installer.sources.release_source import Download, ReleaseSource
 from superfluid.runtime import registry
-from superfluid.runtime.errors import UsageError
-from superfluid.runtime.host import Host
-from superfluid.runtime.ordering import backend_rank, version_key
+from superfluid.runtime.hostfacts.host import Host
+from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.ordering import backend_rank, version_key
 from superfluid.runtime.planning import NotInstallable, Request, backend_runs_here, first_published
 
 if TYPE_CHECKING:

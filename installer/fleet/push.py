@@ -32,9 +32,9 @@ from superfluid.installer.sources.oci.ref import (
     ref_of_url,
 )
 from superfluid.installer.transport.progress import Progress
-from superfluid.runtime.errors import BadFile
-from superfluid.runtime.home import home
-from superfluid.runtime.jsonread import UntrustedJson, loads
+from superfluid.runtime.kernel.errors import BadFile
+from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
+from superfluid.runtime.kernel.layout import home
 
 __all__ = ["Pushed", "push", "engine_manifests"]
 

@@ -22,11 +22,11 @@ from superfluid.installer.fleet.lockfile import Lock, LockedFile, LockFileError
 from superfluid.installer.sources.mirror import listing_path
 from superfluid.installer.sources.release_source import fetcher_for
 from superfluid.installer.transport.fetcher import origin_of
-from superfluid.runtime.atomic import atomic_file, write_atomic
-from superfluid.runtime.errors import BadFile
-from superfluid.runtime.home import home
-from superfluid.runtime.jsonread import UntrustedJson, read_json
-from superfluid.runtime.ordering import version_key
+from superfluid.runtime.kernel.atomic import atomic_file, write_atomic
+from superfluid.runtime.kernel.errors import BadFile
+from superfluid.runtime.kernel.jsonread import UntrustedJson, read_json
+from superfluid.runtime.kernel.layout import home
+from superfluid.runtime.kernel.ordering import version_key
 
 __all__ = ["Synced", "Problem", "files_of", "fetch_files", "sync", "verify", "listing"]
 

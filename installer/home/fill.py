@@ -17,8 +17,8 @@ from superfluid.installer.sources.release_source import Asset, fetcher_for
 from superfluid.installer.transport.fetcher import path_of_file_url
 from superfluid.installer.unpack.extract import extract_all
 from superfluid.installer.unpack.stream import download_and_extract, streams
-from superfluid.runtime.errors import UsageError
-from superfluid.runtime.home import home
+from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.layout import home
 from superfluid.runtime.planning import PlanAsset, is_local
 
 if TYPE_CHECKING:

@@ -11,16 +11,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from superfluid.installer.cache.prune import InUse
-from superfluid.installer.home import store
+from superfluid.installer.home import installs, store
+from superfluid.installer.home.installs import current_install, list_installs, read_pinned
 from superfluid.installer.mutex import install_mutex
-from superfluid.runtime import installs
-from superfluid.runtime.home import runtimes_dir
-from superfluid.runtime.installs import current_install, list_installs, read_pinned
-from superfluid.runtime.ordering import version_key
+from superfluid.runtime.kernel.layout import runtimes_dir
+from superfluid.runtime.kernel.ordering import version_key
 
 if TYPE_CHECKING:
+    from superfluid.installer.home.installs import Installed
     from superfluid.installer.mutex import MutexOwner
-    from superfluid.runtime.installs import Installed
 
 __all__ = ["Candidate", "Decision", "Collected", "choose", "candidates", "collect", "in_use"]
 

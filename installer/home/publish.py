@@ -13,13 +13,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from superfluid.installer.files import remove_tree
+from superfluid.installer.home.installs import check_install_name, current_install, read_pinned, runtime_root
 from superfluid.installer.home.store import StoreError, clean_stale, guard_root, make_staging, publish, refresh_current
 from superfluid.installer.mutex import MutexOwner, install_mutex
-from superfluid.runtime.atomic import write_atomic
-from superfluid.runtime.home import CURRENT, LIB, worker_path
-from superfluid.runtime.installs import check_install_name, current_install, read_pinned, runtime_root
-from superfluid.runtime.receipt import RECEIPT, Receipt, now_utc, write_receipt
-from superfluid.runtime.record import with_files
+from superfluid.runtime.kernel.atomic import write_atomic
+from superfluid.runtime.kernel.layout import CURRENT, LIB, worker_path
+from superfluid.runtime.kernel.receipt import RECEIPT, Receipt, now_utc, write_receipt
+from superfluid.runtime.kernel.record import with_files
 
 __all__ = ["Published", "install_staged", "launcher_argv", "write_worker_launcher", "launcher_script"]
 
@@ -231,7 +231,7 @@ def _describe(staging: Path, receipt: Receipt, runtime_id: str, install: str) ->
         receipt = replace(receipt, installed_at=now_utc())
     _check_receipt(receipt, runtime_id, install)
 
-    receipt = with_files(receipt, staging)  # every staged file, for `runtime verify` (runtime/record.py)
+    receipt = with_files(receipt, staging)  # every staged file, for `runtime verify` (runtime/kernel/record.py)
     write_receipt(staging / RECEIPT, receipt)
     _check_staged(staging, receipt)
     return receipt

@@ -18,19 +18,19 @@ from superfluid.installer.home.publish import install_staged
 from superfluid.installer.sources.mirror import asset_path, path_of_url, root_of_url, url_below
 from superfluid.installer.transport.fetcher import path_of_file_url
 from superfluid.installer.unpack.extract import extract_all
-from superfluid.runtime.errors import SuperfluidError
-from superfluid.runtime.home import LIB, home
+from superfluid.runtime.kernel.errors import SuperfluidError
+from superfluid.runtime.kernel.layout import LIB, home
+from superfluid.runtime.kernel.receipt import RECEIPT
+from superfluid.runtime.kernel.record import compare, files_of, record_tree
 from superfluid.runtime.planning import Plan, PlanAsset, Sha256, is_local
-from superfluid.runtime.receipt import RECEIPT
-from superfluid.runtime.record import compare, files_of, record_tree
 
 if TYPE_CHECKING:
     from superfluid.installer.cache.download import Progress
     from superfluid.installer.home.fill import Verified
     from superfluid.installer.home.publish import Published
     from superfluid.installer.mutex import MutexOwner
+    from superfluid.runtime.kernel.receipt import Receipt
     from superfluid.runtime.planning import Plan, PlanAsset
-    from superfluid.runtime.receipt import Receipt
 
 __all__ = ["NotRestorable", "unrestorable", "mirror_of", "plan_of", "restore"]
 

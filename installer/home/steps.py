@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING
 
 from superfluid.installer.phases import phase
 from superfluid.runtime import registry
-from superfluid.runtime.elf import ELFInvalid
-from superfluid.runtime.errors import WorkerFailed
-from superfluid.runtime.home import LIB, worker_path
-from superfluid.runtime.host import detect
-from superfluid.runtime.needs import judge, measure, refusal, tree_files
-from superfluid.runtime.probe import ProbeRefused
+from superfluid.runtime.hostfacts.elf import ELFInvalid
+from superfluid.runtime.hostfacts.host import detect
+from superfluid.runtime.hostfacts.needs import judge, measure, refusal, tree_files
+from superfluid.runtime.kernel.errors import WorkerFailed
+from superfluid.runtime.kernel.layout import LIB, worker_path
+from superfluid.runtime.kernel.receipt import Source
+from superfluid.runtime.probe import ProbeRefused, receipt_for
 from superfluid.runtime.process import answer_json, finish_worker, start_worker, stop_worker
-from superfluid.runtime.receipt import Source, receipt_for
 
 if TYPE_CHECKING:
     import subprocess
@@ -28,10 +28,10 @@ if TYPE_CHECKING:
     from superfluid.installer.home.fill import Fill, Verified
     from superfluid.installer.phases import Phases
     from superfluid.runtime.adapter import Adapter
-    from superfluid.runtime.host import Host
+    from superfluid.runtime.hostfacts.host import Host
+    from superfluid.runtime.kernel.receipt import Receipt
     from superfluid.runtime.planning import Plan
     from superfluid.runtime.probe import Probed
-    from superfluid.runtime.receipt import Receipt
 
 __all__ = ["PROBE_TIMEOUT", "PlanSteps", "check_staged", "probe_staged", "probe_argv", "probe_environ"]
 

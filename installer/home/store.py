@@ -17,10 +17,7 @@ from pathlib import Path
 
 from superfluid.installer.errors import StoreError
 from superfluid.installer.files import remove_tree, writer_alive
-from superfluid.installer.mutex import MutexOwner, install_mutex
-from superfluid.runtime.atomic import write_atomic
-from superfluid.runtime.home import CURRENT, PINNED, installs_in
-from superfluid.runtime.installs import (
+from superfluid.installer.home.installs import (
     check_install_name,
     current_install,
     default_install,
@@ -29,7 +26,10 @@ from superfluid.runtime.installs import (
     read_pinned,
     runtime_root,
 )
-from superfluid.runtime.upkeep import puts_back
+from superfluid.installer.mutex import MutexOwner, install_mutex
+from superfluid.runtime.kernel.atomic import write_atomic
+from superfluid.runtime.kernel.fixes import puts_back
+from superfluid.runtime.kernel.layout import CURRENT, PINNED, installs_in
 
 __all__ = [
     "StoreError",

@@ -21,9 +21,9 @@ from superfluid.installer.sources.release_source import (
 from superfluid.installer.transport.fetcher import Fetcher
 from superfluid.installer.transport.files import FileFetcher, NoNetworkFetcher
 from superfluid.installer.transport.loopback import network_fetcher
-from superfluid.runtime import home as _home
-from superfluid.runtime.errors import UsageError
-from superfluid.runtime.redact import redact_text
+from superfluid.runtime.kernel import layout as _home
+from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.redact import redact_text
 
 __all__ = ["source_for"]
 

@@ -16,8 +16,8 @@ from superfluid.installer.cache.blobs import Cache, HttpEntry
 from superfluid.installer.config import DEFAULT_GITHUB_API, FetchConfig
 from superfluid.installer.errors import DownloadError, OfflineMissing, ReleaseNotFound
 from superfluid.installer.transport.fetcher import Credential, Fetcher, is_loopback, origin_of
-from superfluid.runtime.errors import BadFile
-from superfluid.runtime.jsonread import UntrustedJson, loads
+from superfluid.runtime.kernel.errors import BadFile
+from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
 
 __all__ = [
     "MAX_RELEASES",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from superfluid.installer.errors import OfflineMissing, ReleaseNotFound
 from superfluid.installer.sources.github import Asset
 from superfluid.runtime.digests import api_sha256, settle_asset
-from superfluid.runtime.errors import InconsistentRelease
+from superfluid.runtime.kernel.errors import InconsistentRelease
 
 if TYPE_CHECKING:
     from superfluid.installer.sources.release_source import Asset, Release, ReleaseSource

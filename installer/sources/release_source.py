@@ -18,7 +18,7 @@ from superfluid.installer.transport.fetcher import Credential, Fetcher, origin_o
 from superfluid.installer.transport.files import FileFetcher, NoNetworkFetcher
 from superfluid.installer.transport.loopback import network_fetcher
 from superfluid.installer.transport.requests_fetcher import RequestsFetcher
-from superfluid.runtime.redact import split_userinfo
+from superfluid.runtime.kernel.redact import split_userinfo
 
 __all__ = [
     "ReleaseSource",

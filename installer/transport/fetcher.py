@@ -28,7 +28,7 @@ from superfluid.installer.errors import (
     SizeExceeded,
 )
 from superfluid.installer.transport.progress import Progress
-from superfluid.runtime.jsonread import loads
+from superfluid.runtime.kernel.jsonread import loads
 
 __all__ = [
     "Credential",

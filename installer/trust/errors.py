@@ -5,7 +5,7 @@ See docs/manifest-service.md, "What each check stops".
 
 from __future__ import annotations
 
-from superfluid.runtime.errors import SuperfluidError, UsageError
+from superfluid.runtime.kernel.errors import SuperfluidError, UsageError
 
 __all__ = ["FreshnessError", "RollbackRefused", "FreezeRefused", "UntrustedSigner", "MixAndMatch", "EndlessData",
            "AnswerMismatch", "NoFreshness", "NotListed", "NoTrustRoot"]

@@ -16,9 +16,9 @@ from urllib.parse import urlsplit
 from superfluid.installer.sources.release_source import fetcher_for
 from superfluid.installer.trust.errors import NoTrustRoot
 from superfluid.installer.trust.tuf_client import fetch_target
-from superfluid.runtime.errors import BadFile
-from superfluid.runtime.home import linked_between, writable_home
-from superfluid.runtime.jsonread import read_bytes
+from superfluid.runtime.kernel.errors import BadFile
+from superfluid.runtime.kernel.jsonread import read_bytes
+from superfluid.runtime.kernel.layout import linked_between, writable_home
 
 __all__ = ["Trust", "Answer", "fetch_answer", "trust_dir", "ENV_ROOT"]
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from superfluid.installer.trust.manifest import ENV_ROOT, Trust
-from superfluid.runtime.errors import UsageError
-from superfluid.runtime.home import home
+from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.layout import home
 
 __all__ = ["ENV_URL", "service_base", "trust_for"]
 

@@ -30,8 +30,8 @@ from superfluid.installer.trust.errors import (
     RollbackRefused,
     UntrustedSigner,
 )
-from superfluid.runtime.errors import BadFile, SuperfluidError
-from superfluid.runtime.jsonread import kind_of, read_bytes
+from superfluid.runtime.kernel.errors import BadFile, SuperfluidError
+from superfluid.runtime.kernel.jsonread import kind_of, read_bytes
 
 if TYPE_CHECKING:
     from tuf.api.metadata import TargetFile

@@ -23,10 +23,10 @@ from typing import IO, NamedTuple, cast
 
 from superfluid.installer.files import remove_tree
 from superfluid.installer.unpack.inflate import ERRORS, Inflow, crc32, raw_inflater
-from superfluid.runtime import elf
-from superfluid.runtime.errors import BadFile, SuperfluidError
-from superfluid.runtime.needs import is_shared_object
-from superfluid.runtime.record import remember
+from superfluid.runtime.hostfacts import elf
+from superfluid.runtime.hostfacts.needs import is_shared_object
+from superfluid.runtime.kernel.errors import BadFile, SuperfluidError
+from superfluid.runtime.kernel.record import remember
 
 __all__ = [
     "UnsafeArchive",

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from superfluid.runtime.basert.header import ABI_VERSION, UNNUMBERED_LINE
-from superfluid.runtime.errors import BadFile
-from superfluid.runtime.ordering import version_line
+from superfluid.runtime.kernel.errors import BadFile
+from superfluid.runtime.kernel.ordering import version_line
 
 __all__ = ["AbiVerdict", "abi_verdict", "drives_of"]
 

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 from superfluid.runtime.adapter import Adapter, Question, ServeFlag, Shown
 from superfluid.runtime.basert import header
 from superfluid.runtime.basert.abi import abi_verdict, drives_of
-from superfluid.runtime.options import options_json
-from superfluid.runtime.ordering import version_key
+from superfluid.runtime.kernel.options import options_json
+from superfluid.runtime.kernel.ordering import version_key
 from superfluid.runtime.planning import Listing, Plan, Request, install_name
 
 if TYPE_CHECKING:
-    from superfluid.runtime.host import Host
+    from superfluid.runtime.hostfacts.host import Host
 
 __all__ = ["ADAPTER", "BasertAdapter", "pins_newest_first", "QUESTIONS"]
 

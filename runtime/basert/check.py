@@ -16,9 +16,9 @@ from superfluid.runtime.basert.loader import Library, open_library
 from superfluid.runtime.basert.locate import FLAG, namer
 from superfluid.runtime.basert.model import Model, looks_like_model
 from superfluid.runtime.basert.options import OPTIONS
-from superfluid.runtime.errors import LibraryRefused, SuperfluidError, UsageError
-from superfluid.runtime.options import check_value, find, flag_values
-from superfluid.runtime.system import os_name
+from superfluid.runtime.hostfacts.system import os_name
+from superfluid.runtime.kernel.errors import LibraryRefused, SuperfluidError, UsageError
+from superfluid.runtime.kernel.options import check_value, find, flag_values
 
 __all__ = ["RUNTIME_ID", "FORMATS", "TOKENIZER", "CAPABILITIES", "devices", "model_report", "check_report",
            "check_argv", "version_text", "lib_flag", "kv_bits_flag"]

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from superfluid.runtime.errors import BadFile
+from superfluid.runtime.kernel.errors import BadFile
 
 __all__ = [
     "HEADER_PATH",

@@ -19,7 +19,7 @@ from superfluid.runtime.basert.bindings import (
 from superfluid.runtime.basert.config import CONFIG_SIZE, BaseRTModelConfig
 from superfluid.runtime.basert.locate import locate
 from superfluid.runtime.basert.verdict import FIX, ConfigRead, Probe, judge
-from superfluid.runtime.errors import LibraryRefused
+from superfluid.runtime.kernel.errors import LibraryRefused
 
 if TYPE_CHECKING:
     from superfluid.runtime.basert.model import Model

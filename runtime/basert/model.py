@@ -8,7 +8,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from superfluid.runtime.basert.loader import Library, config_of
-from superfluid.runtime.errors import ModelLoadFailed, SuperfluidError
+from superfluid.runtime.kernel.errors import ModelLoadFailed, SuperfluidError
 
 if TYPE_CHECKING:
     from superfluid.runtime.basert.config import BaseRTModelConfig

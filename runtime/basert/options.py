@@ -5,7 +5,7 @@ See docs/runtimes.md, "basert (baseRT)"; declared by the adapter (``options_from
 
 from __future__ import annotations
 
-from superfluid.runtime.options import Option
+from superfluid.runtime.kernel.options import Option
 
 __all__ = ["OPTIONS"]
 

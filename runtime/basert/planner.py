@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from superfluid.runtime.basert.abi import AbiVerdict, abi_verdict
 from superfluid.runtime.basert.bundles import Bundle, default_backend, parse_abi_asset_name, parse_bundle_name
 from superfluid.runtime.digests import api_sha256, expected_digest
-from superfluid.runtime.errors import InconsistentRelease
 from superfluid.runtime.from_archive import NameFacts, plan_from
-from superfluid.runtime.jsonread import UntrustedJson, loads
-from superfluid.runtime.needs import NEEDS_SUFFIX, InvalidNeeds, Needs, judge
-from superfluid.runtime.ordering import backend_family, backend_rank, version_key
+from superfluid.runtime.hostfacts.needs import NEEDS_SUFFIX, InvalidNeeds, Needs, judge
+from superfluid.runtime.kernel.errors import InconsistentRelease
+from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
+from superfluid.runtime.kernel.ordering import backend_family, backend_rank, version_key
 from superfluid.runtime.planning import (
     Listing,
     NotInstallable,
@@ -29,7 +29,7 @@ from superfluid.runtime.planning import (
 )
 
 if TYPE_CHECKING:
-    from superfluid.runtime.host import Host
+    from superfluid.runtime.hostfacts.host import Host
 
 __all__ = ["read_abi_asset", "read_needs", "release_abi", "plan"]
 

@@ -15,9 +15,9 @@ from superfluid.runtime.basert.check import kv_bits_flag, lib_flag
 from superfluid.runtime.basert.loader import open_library
 from superfluid.runtime.basert.locate import FLAG
 from superfluid.runtime.basert.model import Model, looks_like_model
-from superfluid.runtime.errors import ModelLoadFailed, SuperfluidError, UsageError
-from superfluid.runtime.options import flag_values
-from superfluid.runtime.serving import (
+from superfluid.runtime.kernel.errors import ModelLoadFailed, SuperfluidError, UsageError
+from superfluid.runtime.kernel.options import flag_values
+from superfluid.runtime.serving.server import (
     RequestRefused,
     Sampling,
     listen_flags,

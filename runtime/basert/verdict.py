@@ -10,7 +10,7 @@ from typing import Literal
 
 from superfluid.runtime.basert.abi import abi_verdict
 from superfluid.runtime.basert.header import ABI_VERSION, HEADER_VERSION, UNNUMBERED_LINE
-from superfluid.runtime.errors import AbiRefused, LibraryRefused
+from superfluid.runtime.kernel.errors import AbiRefused, LibraryRefused
 
 __all__ = ["Probe", "LibraryVerdict", "ConfigRead", "FIX", "judge"]
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 from superfluid.runtime.basert.check import version_text
 from superfluid.runtime.basert.locate import FLAG
-from superfluid.runtime.options import flag_values
+from superfluid.runtime.kernel.options import flag_values
 from superfluid.runtime.worker import engine_handlers, run
 
 __all__ = ["PROG", "HANDLERS", "main"]

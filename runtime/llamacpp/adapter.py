@@ -6,15 +6,15 @@ from collections.abc import Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.adapter import Adapter, Question, ServeFlag, Shown
-from superfluid.runtime.errors import LibraryNotFound
+from superfluid.runtime.kernel.errors import LibraryNotFound
+from superfluid.runtime.kernel.options import options_json
 from superfluid.runtime.llamacpp.locate import locate
 from superfluid.runtime.llamacpp.planner import plan
 from superfluid.runtime.llamacpp.recipe import find_tested, listed, tested, tested_of
-from superfluid.runtime.options import options_json
 from superfluid.runtime.planning import Listing, NotInstallable, Plan, Request
 
 if TYPE_CHECKING:
-    from superfluid.runtime.host import Host
+    from superfluid.runtime.hostfacts.host import Host
 
 __all__ = ["ADAPTER", "LlamacppAdapter"]
 

@@ -6,16 +6,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from superfluid.runtime import contract
-from superfluid.runtime.errors import LibraryNotFound, LibraryRefused, ModelLoadFailed
-from superfluid.runtime.host import detect
+from superfluid.runtime.hostfacts.host import detect
+from superfluid.runtime.hostfacts.locate import namer
+from superfluid.runtime.kernel.errors import LibraryNotFound, LibraryRefused, ModelLoadFailed
+from superfluid.runtime.kernel.options import check_options, parse_flag_pairs
 from superfluid.runtime.llamacpp import sizing
 from superfluid.runtime.llamacpp.drive import devices, load_model
 from superfluid.runtime.llamacpp.formats import CAPABILITIES, FORMATS, TOKENIZER
 from superfluid.runtime.llamacpp.loader import load
 from superfluid.runtime.llamacpp.locate import LIBRARY, locate
 from superfluid.runtime.llamacpp.options import OPTIONS
-from superfluid.runtime.locate import namer
-from superfluid.runtime.options import check_options, parse_flag_pairs
 
 __all__ = ["parse_flags", "is_flag", "read_pairs", "check_report", "check_argv", "version_text", "RUNTIME_ID"]
 

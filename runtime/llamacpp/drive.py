@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from superfluid.runtime.errors import ModelLoadFailed, SuperfluidError
+from superfluid.runtime.kernel.errors import ModelLoadFailed, SuperfluidError
 from superfluid.runtime.llamacpp.bindings import ChatMessage
 from superfluid.runtime.llamacpp.layout import fill
 from superfluid.runtime.llamacpp.loader import Library

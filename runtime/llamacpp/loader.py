@@ -13,11 +13,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from superfluid.runtime.errors import BadFile, LibraryRefused
-from superfluid.runtime.home import install_receipt
+from superfluid.runtime.kernel.errors import BadFile, LibraryRefused
+from superfluid.runtime.kernel.layout import install_receipt
+from superfluid.runtime.kernel.receipt import read_receipt
 from superfluid.runtime.llamacpp import bindings
 from superfluid.runtime.llamacpp.layout import Layout, LayoutUnknown, detect
-from superfluid.runtime.receipt import read_receipt
 
 __all__ = ["Library", "LogTail", "load", "LOG_ENV", "GPU_MODULES"]
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from superfluid.runtime import locate as _locate
-from superfluid.runtime.locate import Library, Located
+from superfluid.runtime.hostfacts import locate as _locate
+from superfluid.runtime.hostfacts.locate import Library, Located
 
 __all__ = ["Located", "FLAG", "ENV", "LIBRARY", "library_names", "locate"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from superfluid.runtime.options import Option
+from superfluid.runtime.kernel.options import Option
 
 __all__ = ["OPTIONS", "FIELDS", "CACHE_TYPES", "STATE_OPTIONS"]
 

@@ -11,9 +11,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from superfluid.runtime.digests import api_sha256, expected_digest
-from superfluid.runtime.errors import BadFile
 from superfluid.runtime.from_archive import NameFacts, plan_from
-from superfluid.runtime.kernels import (
+from superfluid.runtime.hostfacts.kernels import (
     InvalidKernels,
     Kernels,
     cuda_refusal,
@@ -21,13 +20,14 @@ from superfluid.runtime.kernels import (
     rocm_refusal,
     upstream_cuda_kernels,
 )
+from superfluid.runtime.hostfacts.needs import InvalidNeeds, Needs, judge
+from superfluid.runtime.kernel.errors import BadFile
+from superfluid.runtime.kernel.ordering import backend_family
 from superfluid.runtime.llamacpp.recipe import Archive, TestedBuild, find_tested, parse_name, tested, tested_record
-from superfluid.runtime.needs import InvalidNeeds, Needs, judge
-from superfluid.runtime.ordering import backend_family
 from superfluid.runtime.planning import Listing, NotInstallable, Plan, PlanAsset, ReleaseLike, Request, parse_sha256
 
 if TYPE_CHECKING:
-    from superfluid.runtime.host import Host
+    from superfluid.runtime.hostfacts.host import Host
 
 __all__ = ["CUDA_BY_DRIVER", "cuda_major_for_driver", "recorded_needs", "recorded_kernels", "kernels_of",
            "gpu_refusal", "plan", "plan_build"]

@@ -9,8 +9,8 @@ from functools import lru_cache
 from typing import Any
 
 from superfluid.runtime.adapter import load_recipe
-from superfluid.runtime.errors import BadFile
-from superfluid.runtime.ordering import version_key
+from superfluid.runtime.kernel.errors import BadFile
+from superfluid.runtime.kernel.ordering import version_key
 
 __all__ = ["Archive", "TestedBuild", "parse_name", "load", "tested", "tested_of", "tested_record", "listed",
            "find_tested", "PACKAGE", "SCHEMA"]

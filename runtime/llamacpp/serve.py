@@ -8,7 +8,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from superfluid.runtime.errors import ModelLoadFailed, UsageError
+from superfluid.runtime.kernel.errors import ModelLoadFailed, UsageError
+from superfluid.runtime.kernel.options import parse_flag_pairs
 from superfluid.runtime.llamacpp.check import gguf_fault, is_flag, read_pairs
 from superfluid.runtime.llamacpp.drive import (
     ChatTemplateRefused,
@@ -20,8 +21,7 @@ from superfluid.runtime.llamacpp.drive import (
 )
 from superfluid.runtime.llamacpp.loader import load
 from superfluid.runtime.llamacpp.locate import locate
-from superfluid.runtime.options import parse_flag_pairs
-from superfluid.runtime.serving import (
+from superfluid.runtime.serving.server import (
     RequestRefused,
     Sampling,
     listen_flags,

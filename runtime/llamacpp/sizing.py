@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from superfluid.runtime.jsonread import UntrustedJson, loads
+from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
 from superfluid.runtime.llamacpp.drive import Device, Model, meta
 from superfluid.runtime.llamacpp.options import CACHE_TYPES, STATE_OPTIONS
 

@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.adapter import Adapter, Question, Shown
 from superfluid.runtime.contract import capabilities
+from superfluid.runtime.kernel.options import Option, options_json
+from superfluid.runtime.kernel.ordering import version_key
 from superfluid.runtime.mlx.locate import environment, not_here
-from superfluid.runtime.options import Option, options_json
-from superfluid.runtime.ordering import version_key
 from superfluid.runtime.planning import Listing, NotInstallable, Plan, Request, install_name
 
 if TYPE_CHECKING:
-    from superfluid.runtime.host import Host
+    from superfluid.runtime.hostfacts.host import Host
 
 __all__ = ["ADAPTER", "MlxAdapter", "OPTIONS", "FORMATS", "TOKENIZER", "CAPABILITIES"]
 

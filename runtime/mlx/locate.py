@@ -10,8 +10,8 @@ import sys
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from superfluid.runtime import home as _home
-from superfluid.runtime.host import Host, detect
+from superfluid.runtime.hostfacts.host import Host, detect
+from superfluid.runtime.kernel import layout as _home
 
 __all__ = ["not_here", "find_venv", "environment"]
 

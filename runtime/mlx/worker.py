@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from superfluid.runtime import contract
-from superfluid.runtime.jsonread import UntrustedJson, loads
+from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
 from superfluid.runtime.mlx.adapter import ADAPTER, CAPABILITIES, FORMATS, TOKENIZER
 from superfluid.runtime.mlx.locate import environment
 from superfluid.runtime.worker import check_handlers, run

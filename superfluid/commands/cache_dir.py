@@ -10,7 +10,7 @@ import os
 import sys
 
 from superfluid.parser import COMMON_EXITS, Help, Parser
-from superfluid.runtime.home import cache_dir, home
+from superfluid.runtime.kernel.layout import cache_dir, home
 
 __all__ = ["HELP", "arguments", "run"]
 

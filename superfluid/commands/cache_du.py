@@ -14,9 +14,9 @@ from superfluid.cache_report import in_use_by, keep_locks, kinds_json
 from superfluid.installer.cache.holds import held_now
 from superfluid.installer.cache.prune import human_bytes, scan
 from superfluid.installer.home.gc import in_use
-from superfluid.output import print_json, table
 from superfluid.parser import Help, Parser, add_json, exits
-from superfluid.runtime.home import cache_dir, home
+from superfluid.runtime.kernel.layout import cache_dir, home
+from superfluid.runtime.kernel.output import print_json, table
 
 __all__ = ["HELP", "arguments", "run"]
 

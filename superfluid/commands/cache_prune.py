@@ -12,10 +12,10 @@ import sys
 from superfluid.cache_report import in_use_by, keep_locks, kinds_json
 from superfluid.installer.cache.prune import Pruned, guard_cache, human_age, human_bytes, parse_age, prune
 from superfluid.installer.home.gc import in_use
-from superfluid.output import print_json
 from superfluid.parser import Help, Parser, add_json, exits
-from superfluid.runtime.errors import UsageError
-from superfluid.runtime.home import cache_dir, home, writable_home
+from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.layout import cache_dir, home, writable_home
+from superfluid.runtime.kernel.output import print_json
 
 __all__ = ["HELP", "arguments", "run", "DEFAULT_AGE"]
 

@@ -10,11 +10,11 @@ from typing import Any
 
 from superfluid import catalog
 from superfluid.optionflags import check_runtime_options, culprit_message, find_culprits, parse_flag_pairs, worker_argv
-from superfluid.output import error_doc, print_json, table
 from superfluid.parser import Help, Parser, exits
 from superfluid.paths import model_path
 from superfluid.runtime import registry
-from superfluid.runtime.errors import UsageError
+from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.output import error_doc, print_json, table
 
 __all__ = ["HELP", "arguments", "run", "more_help", "split_args", "read_options", "options_help"]
 

@@ -12,11 +12,11 @@ from typing import Any
 
 from superfluid import __version__
 from superfluid.installer.unpack.inflate import INFLATER
-from superfluid.output import print_json
 from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.runtime import registry
-from superfluid.runtime.host import NOTABLE, Host, detect
-from superfluid.runtime.ordering import backend_family
+from superfluid.runtime.hostfacts.host import NOTABLE, Host, detect
+from superfluid.runtime.kernel.ordering import backend_family
+from superfluid.runtime.kernel.output import print_json
 from superfluid.runtime.planning import NotInstallable, Request, backend_runs_here, first_published
 
 __all__ = ["HELP", "FAMILIES", "arguments", "run", "report", "report_text"]

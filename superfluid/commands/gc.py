@@ -11,12 +11,12 @@ import sys
 
 from superfluid.installer.fleet.lockfile import locked_installs
 from superfluid.installer.home.gc import Collected, collect
-from superfluid.output import print_json
+from superfluid.installer.home.installs import check_runtime_id
 from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.runtime import registry
-from superfluid.runtime.errors import UsageError
-from superfluid.runtime.home import home, writable_home
-from superfluid.runtime.installs import check_runtime_id
+from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.layout import home, writable_home
+from superfluid.runtime.kernel.output import print_json
 
 __all__ = ["HELP", "arguments", "run", "DEFAULT_KEEP"]
 

@@ -7,31 +7,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 
-from superfluid.install_report import say
-from superfluid.installer.home.store import guard_root, settle
-from superfluid.installer.install import Outcome
-from superfluid.installer.mutex import install_mutex
-from superfluid.installing import check_id, count, home_holds, installed_with, recorded_hint, request_of, show
-from superfluid.output import print_json
+from superfluid.install_line import install_line
 from superfluid.parser import RUNTIME_IDS, Help, Parser, add_json, exits
-from superfluid.paths import regular_file
 from superfluid.release_flags import FOR_VARIABLE
 from superfluid.release_flags import add_flags as add_for_flags
-from superfluid.runtime.errors import UsageError
-from superfluid.runtime.home import home
-from superfluid.runtime.installs import current_install, list_installs, read_pinned, runtime_root
-from superfluid.runtime.planning import ForRelease, Plan
-from superfluid.runtime.upkeep import first_known, same_archives
 
 # Its flags and page are here for every form; two flags make it another install, run by its own
 # module (runs_in): --locked (a fleet's builds: install_locked.py) and --for/SUPERFLUID_FOR (planned
 # for another release: install_for.py). A plain install so never loads the lock, signature and TUF
 # machinery it does not run.
 
-__all__ = ["HELP", "arguments", "runs_in", "run", "install_line", "already_installed"]
+__all__ = ["HELP", "arguments", "runs_in", "run"]
 
 HELP = Help(
     "fetch, verify and install a runtime",
@@ -73,58 +61,6 @@ def arguments(p: Parser) -> None:
     add_for_flags(p)
 
 
-def already_installed(plans: Sequence[Plan], environ: Mapping[str, str]) -> Outcome | None:
-    """The install the first plan would make, when it is already here from the same bytes: its
-    receipt reads, and records every archive the plan fetches by the digest the plan pins (an
-    archive whose digest is not known yet, a ``--from`` file without ``--sha256``, is never
-    taken as the same). None: install it.
-    """
-    first = first_known(plans)
-    if first is None:
-        return None
-    root = runtime_root(home(environ), first.id)
-    if not (root / first.install).is_dir():
-        return None
-    guard_root(root)  # judged as an install would be: never through a link, under the runtime's lock
-    with install_mutex(root, on_wait=lambda holder: say(f"another install of {first.id} is running "
-                                                        f"({holder.describe()}); waiting for it")):
-        settle(root)  # a publish killed before `current` moved to it is finished first (issue 36)
-        there = next((i for i in list_installs(root) if i.name == first.install and i.ok), None)
-        if there is None or there.receipt is None:
-            return None
-        if not same_archives(first, there.receipt):
-            return None
-        return Outcome(first.id, tuple(plans), False, "", receipt=there.receipt, path=str(root / first.install),
-                       current=current_install(root), pinned=read_pinned(root), kept=True)  # install() says where from
-
-
-def _install(args: argparse.Namespace, environ: Mapping[str, str], for_: ForRelease | None) -> int:
-    request = request_of(args, for_=for_)
-    before = count(args.id, environ)
-    with recorded_hint(args, environ):  # named no mirror and cannot list: the one its installs came from
-        keep = not getattr(args, "reinstall", False)
-        outcome = installed_with(request, args, environ, dry_run=args.dry_run,
-                                 kept=(lambda plans: already_installed(plans, environ)) if keep else None)
-    if outcome.kept:
-        return _kept(outcome, args)
-    show(outcome, args, before)
-    return 0
-
-
-def _kept(outcome: Outcome, args: argparse.Namespace) -> int:
-    """A second identical install: said, and nothing was fetched or changed (``--reinstall`` forces one)."""
-    r = outcome.receipt
-    assert r is not None
-    if args.json:
-        print_json(outcome.to_json())
-        return 0
-    digests = ", ".join(f"sha256 {s.sha256[:12]}…" for s in r.sources)
-    sys.stdout.write(f"superfluid: {r.id} {r.install} is already installed from the same archive ({digests}): "
-                     f"nothing was fetched or changed; `superfluid runtime install {r.id} --reinstall` installs it "
-                     f"again, `superfluid runtime verify {r.id} {r.install}` checks its files\n")
-    return 0
-
-
 def runs_in(args: argparse.Namespace, environ: Mapping[str, str]) -> str | None:
     """The command module that runs this line instead of this one (the dispatch imports it): a lock's
     install (``--locked``), one planned for another release (``--for``, or ``SUPERFLUID_FOR``); None:
@@ -144,28 +80,3 @@ def run(args: argparse.Namespace) -> int:
         SuperfluidError: any run-time failure (exit 1).
     """
     return install_line(args, dict(os.environ), lambda: None)
-
-
-def install_line(args: argparse.Namespace, environ: Mapping[str, str],
-                 planned_for: Callable[[], ForRelease | None]) -> int:
-    """``runtime install <id>``, its line checked first, then planned for the release ``planned_for``
-    answers (``for_release.release_for``; None: this one).
-
-    Raises:
-        UsageError: a bad flag value or runtime id (exit 2).
-        SuperfluidError: any run-time failure (exit 1).
-    """
-    if args.id is None:
-        raise UsageError("runtime install needs a runtime id (basert, llamacpp, mlx), or --locked [FILE]")
-    check_id(args.id)
-    if args.from_ and args.offline and "://" in args.from_ and not args.from_.startswith("file://"):
-        raise UsageError("--from URL needs the network, and --offline forbids it: give a local file")
-    if args.from_ and "://" not in args.from_:
-        local = os.path.expanduser(args.from_)
-        if os.path.isdir(local):
-            raise UsageError(f"--from {args.from_} is a directory: name the archive file in it "
-                             f"(e.g. {os.path.join(args.from_, '<name>.tar.gz')}); --mirror {args.from_} "
-                             f"reads a directory of release files")
-        regular_file("--from", local)  # a FIFO would hold the open; an unreadable file is named now
-    home_holds(args, environ)
-    return _install(args, environ, planned_for())

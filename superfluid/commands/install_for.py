@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from superfluid.commands.install import install_line
 from superfluid.for_release import release_for
+from superfluid.install_line import install_line
 
 # Its flags and page are runtime install's; the dispatch runs this module when the line or the
 # environment (SUPERFLUID_FOR) names a release (commands/install.py's runs_in). The release's

@@ -12,7 +12,6 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from superfluid.commands.lock import lock_path
 from superfluid.fetch_flags import fetch_config
 from superfluid.install_report import event_lines, outcome_lines, plan_lines, say
 from superfluid.installer.cache.download import progress_for
@@ -26,10 +25,11 @@ from superfluid.installer.sources.mirror import mirror_root_url
 from superfluid.installer.sources.oci.source import locked_source
 from superfluid.installer.sources.release_source import ReleaseSource
 from superfluid.installing import check_id
-from superfluid.output import print_json
+from superfluid.lock_flags import lock_path
 from superfluid.runtime import registry
-from superfluid.runtime.errors import SuperfluidError, UsageError
-from superfluid.runtime.host import Host, detect
+from superfluid.runtime.hostfacts.host import Host, detect
+from superfluid.runtime.kernel.errors import SuperfluidError, UsageError
+from superfluid.runtime.kernel.output import print_json
 from superfluid.source_hints import shown
 
 # Its flags and page are runtime install's; the dispatch runs this module for --locked

@@ -11,11 +11,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from superfluid.output import print_json, table
-from superfluid.parser import Help, Parser, add_json, exits
-from superfluid.runtime import registry
-from superfluid.runtime.home import home
-from superfluid.runtime.installs import (
+from superfluid.installer.home.installs import (
     Installed,
     check_runtime_id,
     current_install,
@@ -24,7 +20,11 @@ from superfluid.runtime.installs import (
     read_pinned,
     runtime_root,
 )
-from superfluid.runtime.upkeep import repair_command
+from superfluid.parser import Help, Parser, add_json, exits
+from superfluid.runtime import registry
+from superfluid.runtime.kernel.fixes import repair_command
+from superfluid.runtime.kernel.layout import home
+from superfluid.runtime.kernel.output import print_json, table
 
 __all__ = ["HELP", "arguments", "run", "listing", "listing_lines"]
 

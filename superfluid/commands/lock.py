@@ -19,7 +19,7 @@ from superfluid.for_release import release_for
 from superfluid.install_report import say
 from superfluid.installer.errors import ReleaseNotFound
 from superfluid.installer.fleet import lockfile
-from superfluid.installer.fleet.lockfile import DEFAULT_NAME, Engine, Lock, Target
+from superfluid.installer.fleet.lockfile import Engine, Lock, Target
 from superfluid.installer.fleet.plans import (
     Change,
     check_targets,
@@ -29,15 +29,16 @@ from superfluid.installer.fleet.plans import (
     plan_engine,
     targets_of,
 )
-from superfluid.output import print_json
+from superfluid.lock_flags import lock_path
 from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.release_flags import add_flags as add_for_flags
 from superfluid.runtime import registry
-from superfluid.runtime.errors import InconsistentRelease, SuperfluidError, UsageError
-from superfluid.runtime.host import detect
+from superfluid.runtime.hostfacts.host import detect
+from superfluid.runtime.kernel.errors import InconsistentRelease, SuperfluidError, UsageError
+from superfluid.runtime.kernel.output import print_json
 from superfluid.runtime.planning import DigestConflict, NotInstallable, Request
 
-__all__ = ["HELP", "arguments", "run", "lock_path", "LockOutdated", "change_lines"]
+__all__ = ["HELP", "arguments", "run", "LockOutdated", "change_lines"]
 
 HELP = Help(
     "pin the engine builds of a fleet in superfluid.lock",
@@ -72,11 +73,6 @@ def arguments(p: Parser) -> None:
 
 class LockOutdated(SuperfluidError):
     """``lock --check``: the lock no longer matches what would be chosen now (exit 1)."""
-
-
-def lock_path(given: str | None, environ: Mapping[str, str]) -> str:
-    """The lock file: as given, else ``SUPERFLUID_LOCK``, else ``./superfluid.lock``."""
-    return given or environ.get("SUPERFLUID_LOCK") or DEFAULT_NAME
 
 
 # -- superfluid lock ---------------------------------------------------------------------------------

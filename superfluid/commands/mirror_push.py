@@ -9,15 +9,15 @@ import argparse
 import os
 import sys
 
-from superfluid.commands.lock import lock_path
 from superfluid.fetch_flags import fetch_config
 from superfluid.installer.cache.download import progress_for
 from superfluid.installer.fleet import lockfile
 from superfluid.installer.fleet.push import push
 from superfluid.installer.sources.oci.ref import parse_ref
-from superfluid.output import print_json
+from superfluid.lock_flags import lock_path
 from superfluid.parser import Help, Parser, add_json, exits
-from superfluid.runtime.errors import UsageError
+from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.output import print_json
 
 __all__ = ["HELP", "arguments", "run"]
 

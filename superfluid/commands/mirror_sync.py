@@ -9,13 +9,13 @@ import argparse
 import os
 import sys
 
-from superfluid.commands.lock import lock_path
 from superfluid.installer.cache.download import progress_for
 from superfluid.installer.fleet import lockfile
 from superfluid.installer.fleet.sync import sync
+from superfluid.lock_flags import lock_path
 from superfluid.parser import Help, Parser, exits
-from superfluid.runtime.errors import UsageError
-from superfluid.runtime.jsonread import kind_of
+from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.jsonread import kind_of
 
 __all__ = ["HELP", "arguments", "run"]
 

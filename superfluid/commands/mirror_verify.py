@@ -9,11 +9,11 @@ import argparse
 import os
 import sys
 
-from superfluid.commands.lock import lock_path
 from superfluid.installer.fleet import lockfile
 from superfluid.installer.fleet.sync import verify
+from superfluid.lock_flags import lock_path
 from superfluid.parser import Help, Parser, exits
-from superfluid.runtime.errors import SuperfluidError, UsageError
+from superfluid.runtime.kernel.errors import SuperfluidError, UsageError
 
 __all__ = ["HELP", "arguments", "run", "MirrorMismatch"]
 

@@ -11,12 +11,12 @@ import sys
 from collections.abc import Callable
 
 from superfluid.installer.home import store
-from superfluid.output import print_json
+from superfluid.installer.home.installs import check_runtime_id
 from superfluid.parser import Help, Parser, exits
 from superfluid.runtime import registry
-from superfluid.runtime.errors import UsageError
-from superfluid.runtime.home import writable_home
-from superfluid.runtime.installs import check_runtime_id
+from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.layout import writable_home
+from superfluid.runtime.kernel.output import print_json
 
 __all__ = ["HELP", "arguments", "run"]
 

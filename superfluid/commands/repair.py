@@ -13,17 +13,7 @@ from collections.abc import Mapping
 from superfluid.for_release import release_for
 from superfluid.install_report import outcome_lines, say
 from superfluid.installer.cache.download import progress_for
-from superfluid.installer.home.publish import launcher_script
-from superfluid.installer.home.restore import plan_of, restore, unrestorable
-from superfluid.installer.home.store import NoSuchInstall, guard_root, tidy
-from superfluid.installer.install import Outcome
-from superfluid.installer.sources.mirror import mirror_root_url
-from superfluid.installing import check_id, home_holds, installed_with, recorded_mirror, request_of, show
-from superfluid.output import print_json
-from superfluid.parser import Help, Parser, exits
-from superfluid.runtime.errors import UsageError
-from superfluid.runtime.home import home, worker_path
-from superfluid.runtime.installs import (
+from superfluid.installer.home.installs import (
     Installed,
     check_install_name,
     current_install,
@@ -31,9 +21,19 @@ from superfluid.runtime.installs import (
     list_installs,
     runtime_root,
 )
-from superfluid.runtime.jsonread import read_bytes
-from superfluid.runtime.record import verify_install
-from superfluid.runtime.upkeep import repair_target, repair_wanted
+from superfluid.installer.home.publish import launcher_script
+from superfluid.installer.home.restore import plan_of, restore, unrestorable
+from superfluid.installer.home.store import NoSuchInstall, guard_root, tidy
+from superfluid.installer.home.upkeep import repair_target, repair_wanted
+from superfluid.installer.install import Outcome
+from superfluid.installer.sources.mirror import mirror_root_url
+from superfluid.installing import check_id, home_holds, installed_with, recorded_mirror, request_of, show
+from superfluid.parser import Help, Parser, exits
+from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.jsonread import read_bytes
+from superfluid.runtime.kernel.layout import home, worker_path
+from superfluid.runtime.kernel.output import print_json
+from superfluid.runtime.kernel.record import verify_install
 from superfluid.source_hints import shown
 
 # Verified first: what differs is put back by digest; an install whose receipt does not read, or

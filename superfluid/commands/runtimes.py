@@ -10,12 +10,15 @@ from typing import TYPE_CHECKING, Any
 
 from superfluid import answer_cache, catalog
 from superfluid.catalog import env_keys, shipped_dirs
-from superfluid.output import json_text, table
+from superfluid.installer.home.installs import fault, list_installs, runtime_root
 from superfluid.parser import COMMON_EXITS, Help, Parser, add_json
 from superfluid.paths import model_path
 from superfluid.runtime import registry
-from superfluid.runtime.errors import BadFile, UsageError, WorkerFailed
-from superfluid.runtime.home import (
+from superfluid.runtime.hostfacts.host import PROBED
+from superfluid.runtime.hostfacts.locate import beside
+from superfluid.runtime.kernel.errors import BadFile, UsageError, WorkerFailed
+from superfluid.runtime.kernel.fixes import puts_back
+from superfluid.runtime.kernel.layout import (
     current_target,
     home,
     home_fault,
@@ -24,13 +27,10 @@ from superfluid.runtime.home import (
     runtime_dir,
     runtimes_dir,
 )
-from superfluid.runtime.host import PROBED
-from superfluid.runtime.installs import fault, list_installs, runtime_root
-from superfluid.runtime.locate import beside
+from superfluid.runtime.kernel.output import json_text, table
+from superfluid.runtime.kernel.receipt import read_receipt
+from superfluid.runtime.kernel.record import UNRECORDED, verify_install
 from superfluid.runtime.probe import install_cpu_fallback
-from superfluid.runtime.receipt import read_receipt
-from superfluid.runtime.record import UNRECORDED, verify_install
-from superfluid.runtime.upkeep import puts_back
 from superfluid.runtimes_report import declared, device_cell, model_answer, reads_cell
 
 if TYPE_CHECKING:

@@ -12,11 +12,14 @@ from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 
 from superfluid import catalog
+from superfluid.installer.home.installs import current_install, fault, list_installs
 from superfluid.installer.mutex import MutexBusy, MutexError, install_mutex
 from superfluid.parser import COMMON_EXITS, Help, Once, OnceSwitch, Pair, Parser, exits
-from superfluid.runtime import formats, registry
-from superfluid.runtime.errors import NotServable, SuperfluidError, UsageError, WorkerFailed
-from superfluid.runtime.home import (
+from superfluid.runtime import registry
+from superfluid.runtime.kernel import formats
+from superfluid.runtime.kernel.errors import NotServable, SuperfluidError, UsageError, WorkerFailed
+from superfluid.runtime.kernel.fixes import puts_back
+from superfluid.runtime.kernel.layout import (
     home,
     install_dir,
     install_lib,
@@ -24,10 +27,8 @@ from superfluid.runtime.home import (
     installs_in,
     runtime_dir,
 )
-from superfluid.runtime.installs import current_install, fault, list_installs
 from superfluid.runtime.planning import parse_install_name
 from superfluid.runtime.probe import install_cpu_fallback
-from superfluid.runtime.upkeep import puts_back
 from superfluid.serve_line import FLAGS, Ready, ServeCommand, parse_line, runtime_argv, shown_options
 from superfluid.supervise import serve_child
 

@@ -14,17 +14,17 @@ from pathlib import Path
 from superfluid.fetch_flags import fetch_config
 from superfluid.for_release import release_for
 from superfluid.install_report import say
+from superfluid.installer.home.installs import default_install, list_installs, read_pinned, runtime_root
 from superfluid.installer.home.store import pin
+from superfluid.installer.home.upkeep import nothing_to_update, update_wanted
 from superfluid.installer.install import plan
 from superfluid.installing import check_id, home_holds, installed_with, recorded_hint, request_of, show
-from superfluid.output import print_json
 from superfluid.parser import Help, Parser, exits
 from superfluid.release_flags import add_flags as add_for_flags
-from superfluid.runtime.home import home, install_receipt
-from superfluid.runtime.installs import default_install, list_installs, read_pinned, runtime_root
+from superfluid.runtime.kernel.layout import home, install_receipt
+from superfluid.runtime.kernel.output import print_json
+from superfluid.runtime.kernel.receipt import read_receipt
 from superfluid.runtime.planning import NotInstallable
-from superfluid.runtime.receipt import read_receipt
-from superfluid.runtime.upkeep import nothing_to_update, update_wanted
 from superfluid.source_hints import given, keep_source
 
 __all__ = ["HELP", "arguments", "run"]

@@ -11,14 +11,14 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from superfluid.installer.home.installs import check_install_name, check_runtime_id, list_installs, runtime_root
 from superfluid.installer.home.store import NoSuchInstall
-from superfluid.output import error_doc, print_json
 from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.runtime import registry
-from superfluid.runtime.errors import SuperfluidError
-from superfluid.runtime.home import home
-from superfluid.runtime.installs import check_install_name, check_runtime_id, list_installs, runtime_root
-from superfluid.runtime.record import Verdict, verify_install
+from superfluid.runtime.kernel.errors import SuperfluidError
+from superfluid.runtime.kernel.layout import home
+from superfluid.runtime.kernel.output import error_doc, print_json
+from superfluid.runtime.kernel.record import Verdict, verify_install
 
 __all__ = ["HELP", "arguments", "run", "verdicts", "verdict_lines", "NotVerified"]
 

@@ -6,8 +6,8 @@ import argparse
 import sys
 
 from superfluid import __version__
-from superfluid.output import print_json
 from superfluid.parser import Help, Parser, add_json
+from superfluid.runtime.kernel.output import print_json
 
 __all__ = ["HELP", "arguments", "run"]
 

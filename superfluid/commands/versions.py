@@ -16,9 +16,9 @@ from superfluid.installer.install import plan
 from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.release_flags import add_flags as add_for_flags
 from superfluid.runtime import registry
-from superfluid.runtime.errors import InconsistentRelease, SuperfluidError
-from superfluid.runtime.home import installed_installs
-from superfluid.runtime.host import detect
+from superfluid.runtime.hostfacts.host import detect
+from superfluid.runtime.kernel.errors import InconsistentRelease, SuperfluidError
+from superfluid.runtime.kernel.layout import installed_installs
 from superfluid.runtime.planning import DigestConflict, NotInstallable, Request, first_published
 
 __all__ = ["HELP", "READS_HOME", "arguments", "run"]

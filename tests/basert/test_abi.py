@@ -10,7 +10,7 @@ from superfluid.runtime.basert.abi import abi_verdict
 from superfluid.runtime.basert.adapter import BasertAdapter
 from superfluid.runtime.basert.planner import plan
 from superfluid.runtime.basert.verdict import Probe, judge
-from superfluid.runtime.host import Host
+from superfluid.runtime.hostfacts.host import Host
 from superfluid.runtime.planning import NotInstallable, Request
 from tests.memory_listing import Asset, MemoryListing, Release
 

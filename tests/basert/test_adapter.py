@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from superfluid.runtime.basert.adapter import ADAPTER as BASERT
-from superfluid.runtime.host import Host
+from superfluid.runtime.hostfacts.host import Host
 from tests.declarations.conftest import version_rows as _rows
 
 LINUX_X64 = Host("linux", "x64")

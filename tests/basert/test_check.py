@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from basert_helpers import lib_path
 
-from superfluid.runtime import host
 from superfluid.runtime.basert.check import check_argv, check_report, devices, kv_bits_flag, lib_flag, model_report
-from superfluid.runtime.errors import UsageError
+from superfluid.runtime.hostfacts import host
+from superfluid.runtime.kernel.errors import UsageError
 
 
 class _Budget:

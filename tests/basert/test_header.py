@@ -11,7 +11,7 @@ import pytest
 from basert_helpers import INCLUDE, ROOT, compile_and_run
 
 from superfluid.runtime.basert import header
-from superfluid.runtime.errors import BadFile
+from superfluid.runtime.kernel.errors import BadFile
 
 
 def test_requires_is_what_the_compiler_sees(tmp_path: Path) -> None:

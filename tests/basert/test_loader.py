@@ -18,7 +18,7 @@ from superfluid.runtime.basert.config import CONFIG_SIZE, BaseRTModelConfig
 from superfluid.runtime.basert.header import ABI_VERSION, UNNUMBERED_LINE
 from superfluid.runtime.basert.loader import config_of, dlopen, load_library
 from superfluid.runtime.basert.model import Model
-from superfluid.runtime.errors import AbiRefused, LibraryRefused
+from superfluid.runtime.kernel.errors import AbiRefused, LibraryRefused
 
 EXTRA = 5 * 4  # the 0.4.0, 0.5.0 and wrong-size engines append five uint32 fields to our struct
 
@@ -107,7 +107,7 @@ def test_wrong_size_never_calls_get_config_in_process(engines: Path) -> None:
 _CHILD = textwrap.dedent("""
     import ctypes, os, sys
     from superfluid.runtime.basert.loader import load_library
-    from superfluid.runtime.errors import LibraryRefused
+    from superfluid.runtime.kernel.errors import LibraryRefused
     path, mode = sys.argv[1], sys.argv[2]
     if mode == "judge":
         try:

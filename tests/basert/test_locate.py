@@ -1,7 +1,7 @@
 """libbaseRT found by the shared search and judged: end to end from the home's current install.
 
 The search's rules (flag > BASERT_LIB > beside the executable > ../lib > the current install) are
-tested once for every adapter in tests/runtime/test_locate.py.
+tested once for every adapter in tests/runtime/hostfacts/test_locate.py.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from basert_helpers import LIB_NAME, lib_path
 
 from superfluid.runtime.basert import locate
 from superfluid.runtime.basert.loader import open_library
-from superfluid.runtime.errors import LibraryNotFound
+from superfluid.runtime.kernel.errors import LibraryNotFound
 
 
 def test_open_library_from_the_current_install(engines: Path, tmp_path: Path) -> None:
@@ -33,7 +33,7 @@ def test_open_library_from_the_current_install(engines: Path, tmp_path: Path) ->
     assert lib.path == str(home / "runtimes" / "basert" / "current" / "lib" / LIB_NAME)
 
 
-# --- libbaseRT's own words (moved from tests/runtime/test_locate.py) ----------------------------------
+# --- libbaseRT's own words (moved from tests/runtime/hostfacts/test_locate.py) ----------------------------------
 
 @pytest.mark.parametrize(("platform", "want"), [
     pytest.param("linux", ("libbaseRT.so", "libbaseRT.so.0"), id="linux"),

@@ -11,7 +11,7 @@ from basert_helpers import lib_path
 from superfluid.runtime.basert.config import facts
 from superfluid.runtime.basert.loader import Library, load_library
 from superfluid.runtime.basert.model import GenerationFailed, Model, looks_like_model
-from superfluid.runtime.errors import ModelLoadFailed
+from superfluid.runtime.kernel.errors import ModelLoadFailed
 
 COMPLETION = " a time the tiny reference engine spoke plainly and stopped"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from superfluid.runtime.basert.adapter import ADAPTER
 from superfluid.runtime.basert.options import OPTIONS
-from superfluid.runtime.options import find, options_json
+from superfluid.runtime.kernel.options import find, options_json
 
 
 def test_the_adapter_declares_these_options() -> None:

@@ -8,8 +8,8 @@ import pytest
 from superfluid.runtime.basert.bundles import parse_abi_asset_name
 from superfluid.runtime.basert.planner import plan, read_abi_asset
 from superfluid.runtime.digests import settle_asset
-from superfluid.runtime.errors import InconsistentRelease, UsageError
-from superfluid.runtime.host import Host
+from superfluid.runtime.hostfacts.host import Host
+from superfluid.runtime.kernel.errors import InconsistentRelease, UsageError
 from superfluid.runtime.planning import DigestConflict, NotInstallable, Request, install_name
 from tests.memory_listing import Asset, MemoryListing, Release
 

@@ -9,9 +9,9 @@ import json
 import pytest
 
 from superfluid.runtime.basert.planner import plan, read_needs
-from superfluid.runtime.errors import InconsistentRelease
-from superfluid.runtime.host import Host
-from superfluid.runtime.needs import Needs
+from superfluid.runtime.hostfacts.host import Host
+from superfluid.runtime.hostfacts.needs import Needs
+from superfluid.runtime.kernel.errors import InconsistentRelease
 from superfluid.runtime.planning import Request, first_published
 from tests.memory_listing import Asset, MemoryListing, Release
 

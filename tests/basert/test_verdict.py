@@ -9,7 +9,7 @@ import pytest
 
 from superfluid.runtime.basert.header import ABI_VERSION, UNNUMBERED_LINE
 from superfluid.runtime.basert.verdict import FIX, LibraryVerdict, Probe, judge
-from superfluid.runtime.errors import AbiRefused, LibraryRefused
+from superfluid.runtime.kernel.errors import AbiRefused, LibraryRefused
 
 PATH = "/x/libbaseRT.so"
 OK = {"version": "0.4.0", "abi": 1, "has_into": True, "config_size": 1792}

@@ -13,7 +13,7 @@ import pytest
 from basert_helpers import LIB_NAME, WORKER, lib_path
 
 from superfluid.runtime.basert.header import REQUIRES
-from superfluid.runtime.schema import errors as schema_errors
+from superfluid.runtime.kernel.schema import errors as schema_errors
 
 PROG = "superfluid-worker-basert"
 

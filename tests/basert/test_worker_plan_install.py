@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from basert_helpers import LIB_NAME, WORKER, lib_path
 
-from superfluid.runtime.receipt import read_receipt
+from superfluid.runtime.kernel.receipt import read_receipt
 from tests.conftest import printed_receipt
 
 PROG = "superfluid-worker-basert"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.runtime.schema import errors
+from superfluid.runtime.kernel.schema import errors
 from tests.ci.conftest import KeyPair, Packed, ci_env, make_key_pair, run_ci, run_minisign
 from tests.conftest import ROOT, VENV_BIN
 

@@ -51,7 +51,7 @@ def fake_worker(path: Path, body: str) -> Path:
 
 
 def validate(doc: Any, name: str) -> None:
-    from superfluid.runtime.schema import errors
+    from superfluid.runtime.kernel.schema import errors
 
     found = errors(doc, name)
     assert not found, found

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from superfluid.manifest.compat import build, parse, release_info, validate, with_tarball
-from superfluid.runtime.errors import BadFile
+from superfluid.runtime.kernel.errors import BadFile
 from tests.declarations.conftest import base_env, sf, sf_json
 from tests.threaded_server import serving
 

@@ -43,7 +43,7 @@ from typing import Any
 
 from superfluid.runtime import contract
 from superfluid.runtime.adapter import Adapter, Question, ServeFlag, Shown
-from superfluid.runtime.options import Option, options_json
+from superfluid.runtime.kernel.options import Option, options_json
 
 #: the one format it reads (its tokenizer is the engine's, and it states no capabilities: the defaults)
 FORMATS = ({"id": "toy", "describe": "a toy model file", "file": {"extensions": ["toy"], "magic": "TOY1"}},)

@@ -167,9 +167,9 @@ def test_basert_checks_in_process_and_knows_of_nothing_to_skip() -> None:
 def test_a_recipe_is_validated_once_per_content(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    from superfluid.runtime import schema
     from superfluid.runtime.adapter import load_recipe
-    from superfluid.runtime.errors import BadFile
+    from superfluid.runtime.kernel import schema
+    from superfluid.runtime.kernel.errors import BadFile
     from superfluid.runtime.llamacpp.adapter import ADAPTER
 
     good = dict(ADAPTER.recipe)  # read before the home is set: only the fake recipe is stamped there

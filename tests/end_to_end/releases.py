@@ -51,7 +51,7 @@ def engine_lib(variant: str) -> Path:
 
 
 def host_platform() -> str:
-    from superfluid.runtime.host import detect
+    from superfluid.runtime.hostfacts.host import detect
 
     return detect({}).platform
 

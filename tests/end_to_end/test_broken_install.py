@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from superfluid.runtime.schema import errors as schema_errors
+from superfluid.runtime.kernel.schema import errors as schema_errors
 from tests.conftest import native_cache
 from tests.end_to_end.conftest import Home
 

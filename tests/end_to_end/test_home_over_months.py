@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from superfluid.runtime.schema import errors as schema_errors
+from superfluid.runtime.kernel.schema import errors as schema_errors
 from tests.conftest import VENV_BIN
 from tests.end_to_end import releases
 from tests.end_to_end.conftest import Home
@@ -201,7 +201,7 @@ PRUNER = textwrap.dedent("""
     from pathlib import Path
     from superfluid.installer.cache import prune
     from superfluid.installer.home.gc import in_use
-    from superfluid.runtime.home import cache_dir
+    from superfluid.runtime.kernel.layout import cache_dir
 
     cli_home, marker = sys.argv[1], sys.argv[2]
     real = prune._remove

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from superfluid.manifest import minisign
-from superfluid.runtime.host import detect
-from superfluid.runtime.schema import errors
+from superfluid.runtime.hostfacts.host import detect
+from superfluid.runtime.kernel.schema import errors
 from tests.conftest import VENV_BIN, native_script
 from tests.end_to_end.conftest import Home
 from tests.end_to_end.releases import libllama_archive

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from superfluid.runtime.schema import errors as schema_errors
+from superfluid.runtime.kernel.schema import errors as schema_errors
 from tests.end_to_end import releases
 from tests.end_to_end.conftest import Home
 from tests.release_server import ReleaseServer

@@ -118,7 +118,7 @@ def test_a_backend_the_release_lacks_falls_back_to_the_next_plan(cli_home: Home,
     assert dry.code == 0, dry.stderr
     plans = dry.json()["plans"]
     assert [p["install"] for p in plans][:2] == ["b11642-cuda-13.4", "b11642-cpu"]
-    from superfluid.runtime.schema import errors
+    from superfluid.runtime.kernel.schema import errors
 
     assert errors(dry.json(), "plan") == []
     assert plans[0]["assets"][0]["digest_source"] == "absent" and plans[0]["assets"][0]["sha256"] is None

@@ -124,7 +124,7 @@ def test_one_pass_install_records_its_phases(old: Home, big: ReleaseServer, big_
 
 
 def test_timings_are_recorded_when_asked(cli_home: Home, big: ReleaseServer) -> None:
-    from superfluid.runtime.schema import errors as schema_errors
+    from superfluid.runtime.kernel.schema import errors as schema_errors
 
     run = cli_home.superfluid("runtime", "install", "basert", "--mirror", big.mirror_url, "--version", "0.3.1",
                               "--json", "--timings")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shutil
 
-from superfluid.runtime.schema import errors as schema_errors
+from superfluid.runtime.kernel.schema import errors as schema_errors
 from tests.end_to_end.conftest import Home
 
 

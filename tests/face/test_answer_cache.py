@@ -198,7 +198,7 @@ def test_what_an_answer_about_the_runtimes_depends_on(environ: dict[str, str], s
     environment names, the host's probed files, and superfluid's own code and recipes."""
     import superfluid.runtime.basert.adapter  # noqa: F401  (a module the computation imports)
     from superfluid.catalog import shipped_dirs
-    from superfluid.runtime.host import PROBED
+    from superfluid.runtime.hostfacts.host import PROBED
 
     lib = sf_home / "runtimes" / "basert" / "0.4.0-cpu" / "lib"
     lib.mkdir(parents=True)

@@ -7,7 +7,7 @@ import pytest
 
 from superfluid import __version__
 from superfluid.cli import EXIT_CODES, exit_code, main
-from superfluid.runtime.errors import (
+from superfluid.runtime.kernel.errors import (
     AbiRefused,
     BadFile,
     ModelLoadFailed,

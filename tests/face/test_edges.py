@@ -153,7 +153,7 @@ def test_superfluid_manifest_version(cli_home: Home) -> None:
 def test_superfluid_manifest_json_failures_are_the_json_error(cli_home: Home, argv: list[str]) -> None:
     import json
 
-    from superfluid.runtime.schema import errors
+    from superfluid.runtime.kernel.schema import errors
 
     code, out, err = _program("superfluid-manifest", *argv, env=cli_home.env)
     assert code == 2 and err.startswith("superfluid-manifest: "), err
@@ -185,7 +185,7 @@ def two_installs(cli_home: Home, mirror: Path) -> Home:
 
 
 def _valid(doc: object, schema: str) -> None:
-    from superfluid.runtime.schema import errors
+    from superfluid.runtime.kernel.schema import errors
 
     assert errors(doc, schema) == []
 

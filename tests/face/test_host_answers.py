@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from superfluid.runtime import registry
-from superfluid.runtime.schema import errors, load
+from superfluid.runtime.kernel.schema import errors, load
 from tests.conftest import Home, Run, isolated_env
 
 #: upstream's keys of a runtimes --json row (its runtimes_report.rs), and ours

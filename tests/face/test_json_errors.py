@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from superfluid.parser import parser, walk
-from superfluid.runtime.schema import errors as schema_errors
+from superfluid.runtime.kernel.schema import errors as schema_errors
 from tests.conftest import VENV_BIN
 
 MISSING_WORKER = {"SUPERFLUID_WORKER_LLAMACPP": "/nonexistent/superfluid-worker-llamacpp"}

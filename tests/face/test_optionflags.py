@@ -13,7 +13,7 @@ from superfluid.optionflags import (
     split_serve_options,
     worker_argv,
 )
-from superfluid.runtime.errors import UsageError
+from superfluid.runtime.kernel.errors import UsageError
 
 
 def test_pairs_and_forwarding() -> None:

@@ -51,7 +51,7 @@ def test_a_wrong_answer_marks_its_row_and_the_others_answer(installed_home: Home
     rows = {r["id"]: r for r in run.json()}
     assert rows["llamacpp"]["state"] == "missing" and reason in rows["llamacpp"]["ready"], rows["llamacpp"]
     assert rows["basert"]["state"] == "ready" and rows["mlx"]["state"] in ("not installed", "missing")
-    from superfluid.runtime.schema import errors
+    from superfluid.runtime.kernel.schema import errors
 
     assert errors(run.json(), "runtimes") == []
     check = installed_home.sf("runtime", "check", "llamacpp", env=env)

@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 from superfluid.installer.fleet import lockfile
-from superfluid.runtime.schema import errors as schema_errors
+from superfluid.runtime.kernel.schema import errors as schema_errors
 from tests.conftest import ROOT
 from tests.fleet.conftest import BASERT, Machine, machine_at, static_server
 from tests.release_server import ReleaseServer

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from superfluid.installer.fleet import lockfile
-from superfluid.runtime.schema import errors as schema_errors
+from superfluid.runtime.kernel.schema import errors as schema_errors
 from tests.end_to_end import releases
 from tests.fleet.conftest import BASERT, CUDA_BUNDLE, Machine, machine_at
 from tests.release_server import ReleaseServer, sha256_line

@@ -19,7 +19,7 @@ import pytest
 
 from superfluid.installer.fleet import lockfile
 from superfluid.installer.sources.oci.ref import INDEX_TYPE, MANIFEST_TYPE, TITLE
-from superfluid.runtime.schema import errors as schema_errors
+from superfluid.runtime.kernel.schema import errors as schema_errors
 from tests.conftest import ROOT, Run
 from tests.fleet.conftest import Machine, machine_at
 from tests.fleet.registry import PASSWORD, REPOSITORY, USER, Registry, docker_config

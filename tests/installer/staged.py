@@ -7,11 +7,11 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from superfluid.installer.home import installs
+from superfluid.installer.home.installs import list_installs, runtime_root
 from superfluid.installer.home.publish import install_staged
-from superfluid.runtime import installs
-from superfluid.runtime.home import worker_path
-from superfluid.runtime.installs import list_installs, runtime_root
-from superfluid.runtime.receipt import Receipt, Source
+from superfluid.runtime.kernel.layout import worker_path
+from superfluid.runtime.kernel.receipt import Receipt, Source
 
 RID = "demo"
 

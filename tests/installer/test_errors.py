@@ -15,7 +15,7 @@ from superfluid.installer.errors import (
     SizeExceeded,
     VerificationError,
 )
-from superfluid.runtime.errors import SuperfluidError
+from superfluid.runtime.kernel.errors import SuperfluidError
 
 URL = "https://h.test/x.tar.gz"
 NOW = 1_767_225_600.0  # 2026-01-01 00:00:00 UTC

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
+from superfluid.installer.home.installs import list_installs, runtime_root
 from superfluid.installer.install import Event, Outcome, install, install_plans
-from superfluid.runtime.installs import list_installs, runtime_root
+from superfluid.runtime.kernel.receipt import read_receipt
 from superfluid.runtime.planning import NotInstallable, Plan, PlanAsset, Request
 from superfluid.runtime.probe import ProbeRefused
-from superfluid.runtime.receipt import read_receipt
 from tests.conftest import Home
 from tests.end_to_end.releases import bundle_name
 

@@ -16,7 +16,7 @@ import pytest
 
 from superfluid.installer import mutex as flock
 from superfluid.installer.mutex import MutexBusy, MutexError, MutexOwner, install_mutex, mutex_owner
-from superfluid.runtime.home import LOCK
+from superfluid.runtime.kernel.layout import LOCK
 from tests.installer.staged import RID
 
 HOLDER = textwrap.dedent("""

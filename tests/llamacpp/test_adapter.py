@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from superfluid.runtime.host import Host
+from superfluid.runtime.hostfacts.host import Host
 from superfluid.runtime.llamacpp.adapter import ADAPTER as LLAMACPP
 from tests.declarations.conftest import LINUX_X64 as ENV_LINUX_X64
 from tests.declarations.conftest import SPEC_LLAMA_OPTIONS, empty_home_env

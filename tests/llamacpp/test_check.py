@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from superfluid.runtime.errors import UsageError
+from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.llamacpp.check import _spelled, gguf_fault, is_flag, parse_flags, read_pairs
 
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from superfluid.runtime.kernel.options import check_options
 from superfluid.runtime.llamacpp import layout as L
 from superfluid.runtime.llamacpp.drive import DECODE_ABORTED, DecodeFailed, Device, apply
 from superfluid.runtime.llamacpp.options import OPTIONS
-from superfluid.runtime.options import check_options
 from tests.conftest import ROOT
 
 

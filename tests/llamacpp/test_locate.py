@@ -1,5 +1,5 @@
 """``runtime/llamacpp/locate``: libllama's names, flag and variable, and its words when nothing is
-found (the search itself is tests/runtime/test_locate.py, run for every adapter); then the real
+found (the search itself is tests/runtime/hostfacts/test_locate.py, run for every adapter); then the real
 libllama found in its build directory, as the worker's ``--lib`` names it, and loaded."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.runtime.errors import LibraryNotFound
+from superfluid.runtime.kernel.errors import LibraryNotFound
 from superfluid.runtime.llamacpp import locate
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from superfluid.runtime.errors import UsageError
+from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.options import check_options
 from superfluid.runtime.llamacpp import options as O
-from superfluid.runtime.options import check_options
 
 # --- options -------------------------------------------------------------------------------------
 

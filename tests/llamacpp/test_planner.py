@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from superfluid.runtime.host import Host
+from superfluid.runtime.hostfacts.host import Host
 from superfluid.runtime.llamacpp.adapter import ADAPTER
 from superfluid.runtime.llamacpp.planner import cuda_major_for_driver, plan, plan_build
 from superfluid.runtime.planning import DigestConflict, Request

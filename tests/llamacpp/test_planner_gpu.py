@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.runtime.host import Host, detect
-from superfluid.runtime.kernels import Kernels, cuda_refusal, cudart_serves, from_cmake, upstream_cuda_kernels
+from superfluid.runtime.hostfacts.host import Host, detect
+from superfluid.runtime.hostfacts.kernels import Kernels, cuda_refusal, cudart_serves, from_cmake, upstream_cuda_kernels
 from superfluid.runtime.llamacpp.planner import kernels_of, plan, recorded_kernels
 from superfluid.runtime.llamacpp.recipe import load, parse_name
 from superfluid.runtime.planning import Request

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from superfluid.runtime.errors import BadFile
-from superfluid.runtime.host import Host
+from superfluid.runtime.hostfacts.host import Host
+from superfluid.runtime.hostfacts.needs import Needs
+from superfluid.runtime.kernel.errors import BadFile
 from superfluid.runtime.llamacpp.adapter import ADAPTER
 from superfluid.runtime.llamacpp.planner import plan, recorded_needs
 from superfluid.runtime.llamacpp.recipe import load
-from superfluid.runtime.needs import Needs
 from superfluid.runtime.planning import Request, first_published
 
 LIBS = {"libc.so.6": "/lib/libc.so.6", "libstdc++.so.6": "/lib/libstdc++.so.6"}

@@ -49,8 +49,8 @@ class TestRecipe:
             17438632, "f53f2534e7ac8df1ef056117d215f1581feb6c426310d6423efac9adcdd5c2c8")
 
     def test_a_recipe_missing_its_tested_list_is_refused_by_the_schema(self) -> None:
-        from superfluid.runtime.errors import BadFile
-        from superfluid.runtime.schema import validate
+        from superfluid.runtime.kernel.errors import BadFile
+        from superfluid.runtime.kernel.schema import validate
 
         data = json.loads((Path(R.__file__).parent / "recipe.json").read_text())
         validate(data, R.SCHEMA, "recipe.json")

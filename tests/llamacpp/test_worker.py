@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from superfluid.runtime.receipt import Receipt
+from superfluid.runtime.kernel.receipt import Receipt
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.native

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from superfluid.runtime.kernel.receipt import read_receipt
 from superfluid.runtime.llamacpp import layout as L
-from superfluid.runtime.receipt import read_receipt
 from tests.conftest import ROOT, printed_receipt
 
 #: a Linux x64 host with no accelerator at all, whatever this machine has

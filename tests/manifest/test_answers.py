@@ -18,7 +18,7 @@ from superfluid.manifest.minisign import SecretKey
 from superfluid.manifest.routes import Choose, Health, Page, ReleaseList, ReleaseOne, Route
 from superfluid.manifest.sources import DirectorySource
 from superfluid.runtime import registry
-from superfluid.runtime.schema import errors
+from superfluid.runtime.kernel.schema import errors
 from tests.manifest.release_folders import vary, write_release
 
 

@@ -15,7 +15,7 @@ from superfluid.manifest.keys import TrustedKey
 from superfluid.manifest.minisign import SecretKey
 from superfluid.manifest.routes import PLATFORMS, Choose
 from superfluid.manifest.sources import DirectorySource
-from superfluid.runtime.schema import errors
+from superfluid.runtime.kernel.schema import errors
 from tests.manifest.release_folders import vary, write_release
 
 

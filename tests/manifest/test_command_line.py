@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from superfluid.manifest.command_line import MAX_SECONDS, Parser, integer, report_written, seconds
-from superfluid.runtime.errors import UsageError
+from superfluid.runtime.kernel.errors import UsageError
 
 
 def _parser() -> Parser:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from superfluid.manifest.compat import parse, unknown_runtimes, validate
-from superfluid.runtime.errors import BadFile
+from superfluid.runtime.kernel.errors import BadFile
 from tests.conftest import VENV_BIN
 
 #: what a newer release might say about an engine this one has never heard of: other keys, other
@@ -80,6 +80,6 @@ def test_compat_release_json_keeps_it_and_lists_it(tmp_path: Path, ours: dict[st
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     assert doc["runtimes"]["vllm"] == VLLM and doc["unknown_runtimes"] == ["vllm"]
-    from superfluid.runtime.schema import errors
+    from superfluid.runtime.kernel.schema import errors
 
     assert errors(doc, "compat") == []

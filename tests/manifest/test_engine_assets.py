@@ -10,7 +10,7 @@ import pytest
 
 from superfluid.manifest.engine_assets import EngineRefused, abi_asset_name, bundle_name, library_facts
 from superfluid.runtime.basert.bundles import parse_abi_asset_name
-from superfluid.runtime.errors import UsageError
+from superfluid.runtime.kernel.errors import UsageError
 from tests.basert.basert_helpers import lib_path
 
 

@@ -17,7 +17,7 @@ from superfluid.manifest.keys import TrustedKey
 from superfluid.manifest.minisign import generate
 from superfluid.manifest.routes import Page, ReleaseList, ReleaseOne
 from superfluid.manifest.sources import DirectorySource
-from superfluid.runtime.errors import BadFile, UsageError
+from superfluid.runtime.kernel.errors import BadFile, UsageError
 from tests.manifest.release_folders import base_document, vary, write_release
 
 

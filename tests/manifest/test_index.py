@@ -19,7 +19,7 @@ from superfluid.manifest.keys import TrustedKey
 from superfluid.manifest.minisign import SecretKey, generate
 from superfluid.manifest.routes import Choose, ReleaseOne
 from superfluid.manifest.sources import DirectorySource
-from superfluid.runtime.schema import errors
+from superfluid.runtime.kernel.schema import errors
 from tests.manifest.release_folders import vary, write_release
 
 DOC = "superfluid_toolchain-{v}.tar.gz.compat.json"

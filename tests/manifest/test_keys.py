@@ -19,7 +19,7 @@ from superfluid.manifest.keys import (
     write_key_pair,
 )
 from superfluid.manifest.minisign import BadKey, SecretKey, generate
-from superfluid.runtime.errors import BadFile, UsageError
+from superfluid.runtime.kernel.errors import BadFile, UsageError
 
 
 def test_a_public_key_reads_with_its_source(tmp_path: Path, key: SecretKey) -> None:

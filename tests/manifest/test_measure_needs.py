@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from superfluid.manifest.measure_needs import main, measure_path
-from superfluid.runtime.errors import SuperfluidError, UsageError
+from superfluid.runtime.kernel.errors import SuperfluidError, UsageError
 from tests.end_to_end.releases import libllama_archive
 
 

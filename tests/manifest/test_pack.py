@@ -30,7 +30,7 @@ from superfluid.manifest.pack import (
     main,
 )
 from superfluid.manifest.release_files import file_sha256
-from superfluid.runtime.errors import UsageError
+from superfluid.runtime.kernel.errors import UsageError
 
 ARTIFACT = "superfluid_toolchain-0.1.0.tar.gz"
 

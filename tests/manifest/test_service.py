@@ -27,7 +27,7 @@ import pytest
 from superfluid.manifest.keys import TrustedKey
 from superfluid.manifest.minisign import SecretKey, generate, parse_signature, verify
 from superfluid.manifest.sources import DirectorySource
-from superfluid.runtime.schema import errors
+from superfluid.runtime.kernel.schema import errors
 from tests.conftest import VENV_BIN
 from tests.manifest.release_folders import base_document, vary, write_release
 from tests.release_server import ReleaseServer

@@ -12,7 +12,7 @@ import pytest
 
 from superfluid.manifest import sources
 from superfluid.manifest.sources import DirectorySource, ListingSource, source_from
-from superfluid.runtime.errors import BadFile, UsageError
+from superfluid.runtime.kernel.errors import BadFile, UsageError
 from tests.release_server import ReleaseServer, sha256_line
 
 REPO = "acme/superfluid"

@@ -16,7 +16,7 @@ from superfluid.manifest.command_line import Parser
 from superfluid.manifest.tuf_command import COMMANDS, add_commands, add_flags, signer_for_export
 from superfluid.manifest.tuf_keys import init_keys
 from superfluid.manifest.tuf_repository import METADATA, latest_root
-from superfluid.runtime.errors import UsageError
+from superfluid.runtime.kernel.errors import UsageError
 
 
 @pytest.fixture

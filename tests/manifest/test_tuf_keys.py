@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from superfluid.manifest.tuf_keys import KEYS_FILE, ROLES, KeySet, init_keys, read_keys
-from superfluid.runtime.errors import BadFile, UsageError
+from superfluid.runtime.kernel.errors import BadFile, UsageError
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ from superfluid.manifest.sources import DirectorySource
 from superfluid.manifest.tuf_keys import KeySet, init_keys, read_keys
 from superfluid.manifest.tuf_live import LiveRepository, live_from_environment
 from superfluid.manifest.tuf_repository import METADATA, Expiry, parse_expires
-from superfluid.runtime.errors import UsageError
+from superfluid.runtime.kernel.errors import UsageError
 from tests.manifest.release_folders import vary, write_release
 
 START = datetime(2026, 1, 1, tzinfo=timezone.utc).timestamp()

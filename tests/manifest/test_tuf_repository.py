@@ -30,7 +30,7 @@ from superfluid.manifest.tuf_repository import (
     sign_export,
     target_files,
 )
-from superfluid.runtime.errors import BadFile, UsageError
+from superfluid.runtime.kernel.errors import BadFile, UsageError
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 CHAIN = ["1.root.json", "targets.json", "snapshot.json", "timestamp.json"]

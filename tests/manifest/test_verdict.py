@@ -23,7 +23,7 @@ from superfluid.manifest.verdict import (
     judge_tarball,
     tarball_name,
 )
-from superfluid.runtime.errors import BadFile
+from superfluid.runtime.kernel.errors import BadFile
 
 TARBALL = b"the release tarball\n"
 SHA = hashlib.sha256(TARBALL).hexdigest()

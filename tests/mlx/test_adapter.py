@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.runtime.host import Host
+from superfluid.runtime.hostfacts.host import Host
 from superfluid.runtime.mlx.adapter import ADAPTER as MLX
 from superfluid.runtime.planning import NotInstallable, Request
 from tests.declarations.conftest import LINUX_X64 as ENV_LINUX_X64

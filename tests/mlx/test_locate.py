@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.runtime.host import Host
+from superfluid.runtime.hostfacts.host import Host
 from superfluid.runtime.mlx.locate import environment, find_venv, not_here
 from tests.mlx.environments import MAC, venv
 

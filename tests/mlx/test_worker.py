@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from superfluid.runtime.errors import UsageError
+from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.mlx.worker import check_report, main, parse_check_args
 from tests.mlx.environments import GOOD, MAC, venv
 

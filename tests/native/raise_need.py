@@ -5,7 +5,7 @@
 dynamic string table, the version it needs from glibc (``GLIBC_2.34``) to one of the same length no
 glibc defines (``GLIBC_2.99``), recomputing the ``vna_hash`` of every ``.gnu.version_r`` entry that
 names it. To the dynamic loader the copy is exactly a build made on a newer distribution: it refuses
-it ("version `GLIBC_2.99' not found"), as ``superfluid.runtime.needs`` says it will before loading it.
+it ("version `GLIBC_2.99' not found"), as ``superfluid.runtime.hostfacts.needs`` says it will before loading it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import shutil
 import struct
 from pathlib import Path
 
-from superfluid.runtime.elf import elf_hash, read
+from superfluid.runtime.hostfacts.elf import elf_hash, read
 
 __all__ = ["raise_need", "copy_build"]
 

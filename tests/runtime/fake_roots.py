@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from superfluid.runtime.host import detect
+from superfluid.runtime.hostfacts.host import detect
 
 __all__ = ["LAYOUTS", "lay_out", "real_library", "cpuinfo"]
 

@@ -14,9 +14,9 @@ import pytest
 
 from superfluid.runtime import registry
 from superfluid.runtime.adapter import VERSION_PATTERN, Adapter, Question, Shown, by_kind, load_recipe
-from superfluid.runtime.errors import BadFile
-from superfluid.runtime.host import Host
-from superfluid.runtime.options import Option
+from superfluid.runtime.hostfacts.host import Host
+from superfluid.runtime.kernel.errors import BadFile
+from superfluid.runtime.kernel.options import Option
 from superfluid.runtime.planning import ForRelease, Listing, NotInstallable, Plan, PlanAsset, Request
 from superfluid.runtime.probe import ProbeRefused, judge_probe
 

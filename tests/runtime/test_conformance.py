@@ -25,9 +25,9 @@ from superfluid.runtime.conformance import (
     sample,
 )
 from superfluid.runtime.contract import REPORT_KEYS, RUNTIME_KEYS
-from superfluid.runtime.formats import facts_of, match
-from superfluid.runtime.host import Host
-from superfluid.runtime.options import Option
+from superfluid.runtime.hostfacts.host import Host
+from superfluid.runtime.kernel.formats import facts_of, match
+from superfluid.runtime.kernel.options import Option
 from superfluid.runtime.registry import worker_command
 from tests.conftest import VENV_BIN, isolated_env
 from tests.declarations.conftest import fake_worker

@@ -21,8 +21,8 @@ from superfluid.runtime.contract import (
     report,
     unread,
 )
-from superfluid.runtime.errors import UsageError
-from superfluid.runtime.options import Option
+from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.options import Option
 from superfluid.runtime.registry import worker_command
 from tests.conftest import VENV_BIN, isolated_env
 from tests.mlx.environments import GOOD, MAC, venv

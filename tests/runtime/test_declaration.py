@@ -8,9 +8,9 @@ import pytest
 
 from superfluid.runtime import registry
 from superfluid.runtime.declaration import declaration
-from superfluid.runtime.errors import UsageError
-from superfluid.runtime.host import detect
-from superfluid.runtime.options import options_json
+from superfluid.runtime.hostfacts.host import detect
+from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.options import options_json
 
 
 @pytest.mark.parametrize("runtime_id", registry.IDS)

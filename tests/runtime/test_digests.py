@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from superfluid.runtime.digests import api_sha256, expected_digest, parse_sha256_file, settle_asset
-from superfluid.runtime.errors import InconsistentRelease
+from superfluid.runtime.kernel.errors import InconsistentRelease
 from superfluid.runtime.planning import DigestConflict, NotInstallable, PlanAsset
 
 D = {c: c * 64 for c in "abcdef"}  # six distinct digests

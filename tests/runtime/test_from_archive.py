@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
-from superfluid.runtime.errors import UsageError
 from superfluid.runtime.from_archive import NameFacts, plan_from
-from superfluid.runtime.host import Host
+from superfluid.runtime.hostfacts.host import Host
+from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.planning import DigestConflict, NotInstallable, Request, Sha256
 
 HOST = Host("linux", "x64")

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from superfluid.runtime.errors import UsageError
 from superfluid.runtime.install_step import parse_install, plan_of_json
+from superfluid.runtime.kernel.errors import UsageError
 
 SHA = "a" * 64
 ASSET = {"name": "basert-engine-linux-x64-0.4.0.tar.gz", "url": "https://x.test/v0.4.0/b.tar.gz", "sha256": SHA}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from superfluid.runtime.errors import UsageError
+from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.planning import install_name, parse_install_name
 
 NAMES = [

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.runtime.errors import WorkerFailed
+from superfluid.runtime.kernel.errors import WorkerFailed
 from superfluid.runtime.process import is_secret, run_json, run_worker, scrubbed_env
 
 CALLER = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from superfluid.runtime import registry
-from superfluid.runtime.errors import UsageError
+from superfluid.runtime.kernel.errors import UsageError
 
 
 def test_every_id_answers_its_own_adapter() -> None:
@@ -44,7 +44,7 @@ def test_meant_suggests_only_a_shipped_id(name: str, suggestion: str) -> None:
 
 
 def test_an_id_that_is_no_runtime_id_gets_the_same_suggestion_from_the_store() -> None:
-    from superfluid.runtime.installs import BadName, check_runtime_id
+    from superfluid.installer.home.installs import BadName, check_runtime_id
 
     for name, suggestion in (("FOO", None), ("BASERT", "basert")):
         with pytest.raises(BadName) as refused:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from superfluid.runtime import registry
-from superfluid.runtime.errors import BadFile
+from superfluid.runtime.kernel.errors import BadFile
 from superfluid.runtime.process import start_worker
 from superfluid.runtime.worker import check_handlers, run
 from tests.end_to_end import releases
@@ -138,13 +138,14 @@ def test_a_primed_check_answers_whole_then_exits_with_its_code(lib: str, tmp_pat
 
 
 #: modules only the worker's other commands run: a check (an install's probe) never imports them
-_NOT_FOR_A_CHECK = ("superfluid.runtime.install_step", "superfluid.runtime.declaration", "superfluid.runtime.host",
-                    "superfluid.runtime.planning", "superfluid.runtime.receipt", "superfluid.runtime.record",
+_NOT_FOR_A_CHECK = ("superfluid.runtime.install_step", "superfluid.runtime.declaration",
+                    "superfluid.runtime.hostfacts.host", "superfluid.runtime.planning",
+                    "superfluid.runtime.kernel.receipt", "superfluid.runtime.kernel.record",
                     "superfluid.runtime.basert.adapter", "superfluid.runtime.basert.planner")
 
 @pytest.mark.parametrize(("argv", "loads", "code"), [
     pytest.param(["check", "--lib", "{lib}"], (), 1, id="check"),  # an empty folder: the report says why
-    pytest.param(["versions", "--json"], ("superfluid.runtime.declaration", "superfluid.runtime.host"), 0,
+    pytest.param(["versions", "--json"], ("superfluid.runtime.declaration", "superfluid.runtime.hostfacts.host"), 0,
                  id="versions"),
     pytest.param(["plan", "--version", "0.0.1"], ("superfluid.runtime.install_step",), 1, id="plan"),
 ])

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.runtime.elf import read as read_elf
+from superfluid.runtime.hostfacts.elf import read as read_elf
 from tests.conftest import VENV_BIN, libllama
 from tests.end_to_end.releases import libllama_archive
 from tests.release_server import ReleaseServer

@@ -16,8 +16,8 @@ from urllib.parse import urlencode, urlsplit
 from superfluid.installer.errors import DownloadError
 from superfluid.installer.sources.oci.ref import OciRef
 from superfluid.installer.transport.fetcher import Body, Credential, Fetcher, FetchResponse, origin_of
-from superfluid.runtime.errors import BadFile
-from superfluid.runtime.jsonread import UntrustedJson, loads, read_bytes
+from superfluid.runtime.kernel.errors import BadFile
+from superfluid.runtime.kernel.jsonread import UntrustedJson, loads, read_bytes
 
 __all__ = [
     "Login",

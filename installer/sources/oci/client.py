@@ -36,7 +36,7 @@ from superfluid.installer.transport.fetcher import (
 )
 from superfluid.installer.transport.loopback import network_fetcher
 from superfluid.installer.transport.progress import Progress
-from superfluid.runtime.jsonread import UntrustedJson, loads
+from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
 
 __all__ = ["OciFetcher", "Reply", "fetcher_for_ref", "ANSWER_MAX_BYTES"]
 

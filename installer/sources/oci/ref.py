@@ -14,8 +14,8 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from superfluid.installer.transport.fetcher import is_loopback
-from superfluid.runtime.errors import BadFile
-from superfluid.runtime.jsonread import UntrustedJson, loads
+from superfluid.runtime.kernel.errors import BadFile
+from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
 
 __all__ = [
     "SCHEME",

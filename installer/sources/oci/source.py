@@ -21,7 +21,7 @@ from superfluid.installer.sources.release_source import (
 )
 from superfluid.installer.transport.fetcher import Fetcher
 from superfluid.installer.transport.files import NoNetworkFetcher
-from superfluid.runtime.home import home
+from superfluid.runtime.kernel.layout import home
 
 if TYPE_CHECKING:
     from superfluid.installer.cache.download import Progress

@@ -15,9 +15,9 @@ from superfluid.installer.fleet import lockfile
 from superfluid.installer.fleet.lockfile import Engine, Lock, LockedFile, Target
 from superfluid.installer.sources import mirror
 from superfluid.installer.sources.mirror import Mirror
-from superfluid.runtime.errors import BadFile, UsageError
+from superfluid.runtime.kernel.errors import BadFile, UsageError
+from superfluid.runtime.kernel.schema import errors as schema_errors
 from superfluid.runtime.planning import Sha256
-from superfluid.runtime.schema import errors as schema_errors
 from tests.fleet.conftest import machine_at
 
 if sys.version_info >= (3, 11):

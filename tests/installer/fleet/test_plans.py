@@ -18,10 +18,10 @@ from superfluid.installer.fleet.plans import (
     select,
     targets_of,
 )
-from superfluid.runtime.errors import UsageError
-from superfluid.runtime.host import Host
+from superfluid.runtime.hostfacts.host import Host
+from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.schema import load
 from superfluid.runtime.llamacpp.planner import cuda_major_for_driver
-from superfluid.runtime.schema import load
 from tests.installer.fleet.test_lockfile import SHA_A, SHA_B, _engine, _file
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from superfluid.installer.fleet.lockfile import Lock, LockFileError
 from superfluid.installer.fleet.sync import files_of, listing, sync, verify
-from superfluid.runtime.errors import BadFile
+from superfluid.runtime.kernel.errors import BadFile
 from tests.conftest import Home
 from tests.installer.archives import snapshot
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from superfluid.installer.home.steps import check_staged
-from superfluid.runtime.host import Host, detect
+from superfluid.runtime.hostfacts.host import Host, detect
 from superfluid.runtime.planning import Plan, PlanAsset
 from superfluid.runtime.probe import ProbeRefused
 from tests.conftest import native_script

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from superfluid.installer.home.gc import Candidate, choose, collect
+from superfluid.installer.home.installs import current_install, list_installs, runtime_root
 from superfluid.installer.home.publish import install_staged
 from superfluid.installer.home.store import pin
-from superfluid.runtime.home import worker_path
-from superfluid.runtime.installs import current_install, list_installs, runtime_root
-from superfluid.runtime.receipt import Receipt, Source
+from superfluid.runtime.kernel.layout import worker_path
+from superfluid.runtime.kernel.receipt import Receipt, Source
 
 
 def c(name: str, at: str = "2026-01-01T00:00:00Z") -> Candidate:

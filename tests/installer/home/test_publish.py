@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 
 from superfluid.installer.home import store
+from superfluid.installer.home.installs import BadName
 from superfluid.installer.home.publish import install_staged, launcher_argv, write_worker_launcher
 from superfluid.installer.home.store import StoreError
 from superfluid.installer.mutex import mutex_owner
 from superfluid.installer.unpack.extract import UnsafeArchive, extract_all
-from superfluid.runtime.errors import WorkerFailed
-from superfluid.runtime.home import worker_path
-from superfluid.runtime.installs import BadName
-from superfluid.runtime.receipt import Receipt, read_receipt
-from superfluid.runtime.record import FILES
+from superfluid.runtime.kernel.errors import WorkerFailed
+from superfluid.runtime.kernel.layout import worker_path
+from superfluid.runtime.kernel.receipt import Receipt, read_receipt
+from superfluid.runtime.kernel.record import FILES
 from tests.installer.archives import E, make_tar, snapshot
 from tests.installer.staged import RID, do_install, leftovers, no_probe, populating, receipt, root_of
 

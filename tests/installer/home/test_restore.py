@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from superfluid.installer.errors import OfflineMissing
+from superfluid.installer.home.installs import runtime_root
 from superfluid.installer.home.restore import NotRestorable, plan_of, restore, unrestorable
 from superfluid.installer.install import install
-from superfluid.runtime.installs import runtime_root
+from superfluid.runtime.kernel.receipt import Receipt, Source, read_receipt
+from superfluid.runtime.kernel.record import FILES, files_of
 from superfluid.runtime.planning import Request
-from superfluid.runtime.receipt import Receipt, Source, read_receipt
-from superfluid.runtime.record import FILES, files_of
 from tests.conftest import Home
 from tests.installer.archives import snapshot
 

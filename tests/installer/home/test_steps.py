@@ -13,16 +13,16 @@ from typing import Any
 import pytest
 
 from superfluid.installer.home.fill import Verified
+from superfluid.installer.home.installs import runtime_root
 from superfluid.installer.home.publish import install_staged
 from superfluid.installer.home.steps import PlanSteps, probe_environ
 from superfluid.installer.home.store import StoreError
 from superfluid.installer.phases import Phases
 from superfluid.runtime import registry
-from superfluid.runtime.home import worker_path
-from superfluid.runtime.installs import runtime_root
+from superfluid.runtime.kernel.layout import worker_path
+from superfluid.runtime.kernel.receipt import read_receipt
 from superfluid.runtime.planning import Plan, PlanAsset
 from superfluid.runtime.probe import Probed, ProbeRefused
-from superfluid.runtime.receipt import read_receipt
 
 RID = "demo"
 SHA = "b" * 64
@@ -134,7 +134,7 @@ def test_no_receipt_from_either_step_publishes_nothing(tmp_path: Path) -> None:
 
 
 def test_a_probe_that_answers_a_receipt_replaces_the_stages(tmp_path: Path) -> None:
-    from superfluid.runtime.receipt import Receipt, Source
+    from superfluid.runtime.kernel.receipt import Receipt, Source
 
     def made(tag: str) -> Receipt:
         return Receipt(id=RID, install="1.0-cpu", version="1.0", backend="cpu", worker=worker_path(RID),

@@ -17,15 +17,15 @@ from pathlib import Path
 import pytest
 
 from superfluid.installer.home import store
-from superfluid.installer.home.publish import install_staged
-from superfluid.installer.home.store import NoSuchInstall, StoreError, clean_stale, pin, remove, unpin
-from superfluid.installer.mutex import install_mutex, mutex_owner
-from superfluid.runtime.installs import (
+from superfluid.installer.home.installs import (
     current_install,
     list_installs,
     read_pinned,
 )
-from superfluid.runtime.receipt import Receipt, read_receipt
+from superfluid.installer.home.publish import install_staged
+from superfluid.installer.home.store import NoSuchInstall, StoreError, clean_stale, pin, remove, unpin
+from superfluid.installer.mutex import install_mutex, mutex_owner
+from superfluid.runtime.kernel.receipt import Receipt, read_receipt
 from tests.installer.archives import snapshot
 from tests.installer.staged import RID, do_install, leftovers, no_probe, populating, receipt, root_of
 
@@ -125,8 +125,8 @@ INSTALLER = textwrap.dedent("""
     from pathlib import Path
     from superfluid.installer.home import store
     from superfluid.installer.home.publish import install_staged
-    from superfluid.runtime.home import worker_path
-    from superfluid.runtime.receipt import Receipt, Source
+    from superfluid.runtime.kernel.layout import worker_path
+    from superfluid.runtime.kernel.receipt import Receipt, Source
 
     home, install, tag, mode, marker = sys.argv[1:6]
 
@@ -307,7 +307,7 @@ def test_sigkill_after_the_exchange_keeps_the_new_install(tmp_path: Path) -> Non
 # --- pinned, written whole ---------------------------------------------------------------------------------
 
 def test_pinned_goes_through_a_temp_name_clean_stale_knows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import superfluid.runtime.atomic as atomic
+    import superfluid.runtime.kernel.atomic as atomic
 
     home = tmp_path / "home"
     do_install(home, "1.0-cpu")

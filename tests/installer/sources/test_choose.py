@@ -16,7 +16,7 @@ from superfluid.installer.sources.choose import source_for
 from superfluid.installer.sources.github import GitHubClient
 from superfluid.installer.sources.mirror import Mirror
 from superfluid.installer.sources.release_source import GitHubSource, MirrorSource, OfflineSource, ReleaseSource
-from superfluid.runtime.errors import UsageError
+from superfluid.runtime.kernel.errors import UsageError
 
 
 def _choose(home: Path, mirror: str | None, offline: bool = False, **variables: str) -> ReleaseSource:

@@ -30,7 +30,7 @@ from superfluid.installer.sources.github import (
 )
 from superfluid.installer.transport.files import NoNetworkFetcher
 from superfluid.installer.transport.requests_fetcher import RequestsFetcher
-from superfluid.runtime.errors import BadFile
+from superfluid.runtime.kernel.errors import BadFile
 from tests.installer.conftest import REPO
 from tests.release_server import ReleaseServer
 

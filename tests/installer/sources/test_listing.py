@@ -13,7 +13,7 @@ import pytest
 from superfluid.installer.errors import OfflineMissing, ReleaseNotFound
 from superfluid.installer.sources.github import Asset, Release
 from superfluid.installer.sources.listing import SourceListing
-from superfluid.runtime.errors import InconsistentRelease
+from superfluid.runtime.kernel.errors import InconsistentRelease
 from superfluid.runtime.planning import DigestConflict, Plan, PlanAsset
 
 REPO = "owner/repo"

@@ -19,7 +19,7 @@ from superfluid.installer.errors import OfflineMissing, ReleaseNotFound, SizeExc
 from superfluid.installer.sources.choose import source_for
 from superfluid.installer.sources.mirror import asset_path, listing_path, mirror_root_url
 from superfluid.installer.sources.release_source import GitHubSource, MirrorSource, OfflineSource
-from superfluid.runtime.errors import BadFile, UsageError
+from superfluid.runtime.kernel.errors import BadFile, UsageError
 from tests.installer.conftest import REPO
 from tests.release_server import ReleaseServer, sha256_line
 

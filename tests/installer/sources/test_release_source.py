@@ -25,7 +25,7 @@ from superfluid.installer.sources.release_source import (
 from superfluid.installer.transport.fetcher import origin_of
 from superfluid.installer.transport.files import FileFetcher, NoNetworkFetcher
 from superfluid.installer.transport.requests_fetcher import RequestsFetcher
-from superfluid.runtime.errors import UsageError
+from superfluid.runtime.kernel.errors import UsageError
 
 
 def pick(tmp_path: Path, mirror: str | None, offline: bool, **env: str) -> ReleaseSource:

@@ -20,8 +20,8 @@ from superfluid.installer.trust.errors import (
     RollbackRefused,
     UntrustedSigner,
 )
-from superfluid.output import error_code
-from superfluid.runtime.errors import SuperfluidError, UsageError
+from superfluid.runtime.kernel.errors import SuperfluidError, UsageError
+from superfluid.runtime.kernel.output import error_code
 
 SERVICE = "https://manifest.example"
 

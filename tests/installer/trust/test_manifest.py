@@ -13,7 +13,7 @@ import pytest
 
 from superfluid.installer.trust.errors import NoTrustRoot
 from superfluid.installer.trust.manifest import Trust, _anchor, fetch_answer, trust_dir
-from superfluid.runtime.errors import BadFile
+from superfluid.runtime.kernel.errors import BadFile
 from tests.installer.conftest import ANSWER, FIRST
 from tests.tuf_simulator import TufSimulator
 

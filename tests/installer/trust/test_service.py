@@ -10,7 +10,7 @@ import pytest
 
 from superfluid.installer.trust.manifest import ENV_ROOT, Trust
 from superfluid.installer.trust.service import ENV_URL, service_base, trust_for
-from superfluid.runtime.errors import UsageError
+from superfluid.runtime.kernel.errors import UsageError
 
 
 @pytest.mark.parametrize(("url", "base"), [

@@ -30,7 +30,7 @@ from superfluid.installer.trust.errors import (
     UntrustedSigner,
 )
 from superfluid.installer.trust.manifest import Trust, fetch_answer, trust_dir
-from superfluid.runtime.errors import BadFile
+from superfluid.runtime.kernel.errors import BadFile
 from tests.installer.conftest import ANSWER, FIRST
 from tests.tuf_simulator import TufSimulator
 

@@ -31,9 +31,9 @@ from superfluid.installer.unpack.extract import (
     judge_member,
     merge_tree,
 )
-from superfluid.runtime import elf
-from superfluid.runtime.errors import BadFile
-from superfluid.runtime.needs import measure
+from superfluid.runtime.hostfacts import elf
+from superfluid.runtime.hostfacts.needs import measure
+from superfluid.runtime.kernel.errors import BadFile
 from tests.installer.archives import HOSTILE, E, make_tar, make_zip, snapshot
 from tests.runtime.fake_roots import real_library
 

@@ -26,7 +26,7 @@ from superfluid.installer.unpack import stream
 from superfluid.installer.unpack.extract import ExtractLimits, UnsafeArchive
 from superfluid.installer.unpack.inflate import Inflow
 from superfluid.installer.unpack.stream import download_and_extract, streams
-from superfluid.runtime.errors import BadFile
+from superfluid.runtime.kernel.errors import BadFile
 from tests.installer.archives import HOSTILE, E, make_tar, snapshot
 from tests.installer.conftest import REPO
 from tests.release_server import ReleaseServer

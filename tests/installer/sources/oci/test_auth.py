@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from superfluid.installer.sources.oci.auth import Login, auth_files, login_for, parse_challenge, parse_token, token_url
-from superfluid.runtime.errors import BadFile
+from superfluid.runtime.kernel.errors import BadFile
 
 
 def _auths(path: Path, entries: dict[str, Any]) -> Path:

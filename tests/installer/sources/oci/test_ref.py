@@ -17,7 +17,7 @@ from superfluid.installer.sources.oci.ref import (
     parse_ref,
     ref_of_url,
 )
-from superfluid.runtime.errors import BadFile
+from superfluid.runtime.kernel.errors import BadFile
 
 # -- references ---------------------------------------------------------------------------------------
 

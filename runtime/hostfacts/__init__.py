@@ -1,0 +1,1 @@
+"""Host facts: the platform, the C library, shared libraries, ELF, GPUs and what a build needs of them."""

@@ -1,0 +1,257 @@
+"""GPU facts of a Linux host: NVIDIA GPUs' compute capabilities, the CUDA runtime, ROCm and Vulkan.
+
+See docs/install.md, "How a GPU build is chosen".
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+
+from superfluid.runtime.hostfacts.libraries import under, version_key
+from superfluid.runtime.kernel.jsonread import loads
+
+# Every probe degrades to "not known" (None or empty), never raises: a fact not known refuses no
+# build. The probe that calls into ``libcuda`` runs in a child process with a time limit (a driver
+# that hangs or crashes costs the answer, not the command), and checks each symbol before calling it.
+# The overrides are in docs/cli.md, "Environment".
+__all__ = ["CUDA_DIRS", "VULKAN_ICD_DIRS", "KFD_NODES", "ROCM_VERSION_FILE", "parse_capabilities", "parse_gfx",
+           "gfx_name", "parse_nvidia_smi", "rocm_version", "rocm_gfx", "vulkan_icds", "cudart_on_host",
+           "cudart_version_of", "probe_cuda", "probe_libcuda"]
+
+#: where a CUDA toolkit or the distribution's packages put the CUDA runtime (not all on the loader's paths)
+CUDA_DIRS = ("/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib",
+             "/usr/local/cuda/targets/sbsa-linux/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu")
+#: where Vulkan's installable client drivers are described (one ``.json`` each)
+VULKAN_ICD_DIRS = ("/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d", "/usr/local/share/vulkan/icd.d")
+#: the kernel's topology of AMD GPUs (one folder per node; a GPU's has a non-zero gfx_target_version)
+KFD_NODES = "/sys/class/kfd/kfd/topology/nodes"
+ROCM_VERSION_FILE = "/opt/rocm/.info/version"
+_PROBE_TIMEOUT = 20.0  # seconds: cuInit on a busy host may take seconds, never minutes
+_CAPABILITY = re.compile(r"\d+\.\d+")
+_GFX = re.compile(r"gfx[0-9a-f]{3,5}")
+_CUDART = re.compile(r"libcudart\.so\.(\d+)$")
+# CUdevice_attribute: CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR
+_CC_MAJOR, _CC_MINOR = 75, 76
+
+
+def parse_capabilities(text: str) -> tuple[str, ...]:
+    """One ``major.minor`` per GPU (``"8.6,8.9"`` -> ("8.6", "8.9")); words that are not are dropped.
+
+    >>> parse_capabilities("6.1"), parse_capabilities("8.6, 8.9"), parse_capabilities("none")
+    (('6.1',), ('8.6', '8.9'), ())
+    """
+    return tuple(w for w in re.split(r"[\s,]+", text.strip()) if _CAPABILITY.fullmatch(w))
+
+
+def parse_gfx(text: str) -> tuple[str, ...]:
+    """gfx targets, lower case, each once (``"gfx90a,GFX1100"`` -> ("gfx90a", "gfx1100"))."""
+    return tuple(dict.fromkeys(w for w in re.split(r"[\s,]+", text.strip().lower()) if _GFX.fullmatch(w)))
+
+
+def gfx_name(target_version: int) -> str | None:
+    """The gfx target of a KFD node's ``gfx_target_version`` (``90010`` -> ``gfx90a``, ``110000`` ->
+    ``gfx1100``); None for 0 (a CPU node).
+
+    >>> gfx_name(90010), gfx_name(110000), gfx_name(90402), gfx_name(0)
+    ('gfx90a', 'gfx1100', 'gfx942', None)
+    """
+    if target_version <= 0:
+        return None
+    major, minor, step = target_version // 10000, (target_version // 100) % 100, target_version % 100
+    return f"gfx{major}{minor:x}{step:x}"
+
+
+def parse_nvidia_smi(text: str) -> tuple[tuple[str, ...], str | None]:
+    """``(capabilities, driver)`` from ``nvidia-smi --query-gpu=compute_cap,driver_version --format=csv``."""
+    caps: list[str] = []
+    driver = None
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) >= 2 and _CAPABILITY.fullmatch(cells[0]):
+            caps.append(cells[0])
+            driver = driver or (cells[1] if re.fullmatch(r"\d+(\.\d+)+", cells[1]) else None)
+    return tuple(caps), driver
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(65536)
+    except OSError:
+        return None
+
+
+def rocm_version(root: str) -> str | None:
+    """ROCm's version as ``/opt/rocm/.info/version`` states it (``6.4.1-120`` -> ``6.4.1``), or None."""
+    text = _read(under(root, ROCM_VERSION_FILE))
+    m = re.match(r"\s*(\d+(?:\.\d+)*)", text or "")
+    return m.group(1) if m else None
+
+
+def rocm_gfx(root: str) -> tuple[str, ...]:
+    """The gfx target of each AMD GPU the kernel's KFD topology lists, each once, in node order."""
+    folder = under(root, KFD_NODES)
+    try:
+        nodes = sorted(os.listdir(folder), key=lambda n: (len(n), n))
+    except OSError:
+        return ()
+    out: dict[str, None] = {}
+    for node in nodes:
+        text = _read(os.path.join(folder, node, "properties")) or ""
+        m = re.search(r"^gfx_target_version\s+(\d+)\s*$", text, re.MULTILINE)
+        name = gfx_name(int(m.group(1))) if m else None
+        if name:
+            out[name] = None
+    return tuple(out)
+
+
+def vulkan_icds(root: str) -> tuple[str, ...]:
+    """The ICD files (``/usr/share/vulkan/icd.d/nvidia_icd.json``...) of Vulkan's drivers, host paths."""
+    out = []
+    for folder in VULKAN_ICD_DIRS:
+        try:
+            names = sorted(os.listdir(under(root, folder)))
+        except OSError:
+            continue
+        out += [f"{folder}/{n}" for n in names if n.endswith(".json")]
+    return tuple(out)
+
+
+def cudart_version_of(path: str) -> str | None:
+    """``major.minor`` of a CUDA runtime from the name its soname links to (``libcudart.so.12.4.127``)."""
+    m = re.search(r"libcudart\.so\.(\d+)\.(\d+)", os.path.basename(os.path.realpath(path)))
+    return f"{m.group(1)}.{m.group(2)}" if m else None
+
+
+def cudart_on_host(root: str, libraries: Mapping[str, str] | None,
+                   dirs: Sequence[str] = CUDA_DIRS) -> tuple[str | None, bool | None]:
+    """``(path, reachable)`` of the newest CUDA runtime (``libcudart.so.<N>``): the loader's (in
+    ``libraries``, found on its paths: reachable) before one that only lies in a CUDA folder (not
+    reachable); ``(None, None)`` when there is none or the libraries were not probed."""
+    if libraries is None:
+        return None, None
+    on_path = sorted(((int(m.group(1)), p) for n, p in libraries.items() if (m := _CUDART.match(n))), reverse=True)
+    if on_path:
+        return on_path[0][1], True
+    beside: list[tuple[int, str]] = []
+    for folder in dirs:
+        try:
+            names = os.listdir(under(root, folder))
+        except OSError:
+            continue
+        beside += [(int(m.group(1)), f"{folder}/{n}") for n in names if (m := _CUDART.match(n))]
+    return (max(beside)[1], False) if beside else (None, None)
+
+
+def probe_libcuda() -> dict[str, object]:
+    """What the NVIDIA driver's ``libcuda.so.1`` says of this machine's GPUs, in this process:
+    ``{"driver_api": "12.8", "capabilities": ["8.6"], "names": ["NVIDIA GeForce RTX 3090"]}``;
+    ``{}`` when it cannot be loaded or any symbol is missing or a call fails."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return {}
+    names = ("cuInit", "cuDriverGetVersion", "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetAttribute",
+             "cuDeviceGetName")
+    if not all(hasattr(cuda, n) for n in names):
+        return {}
+    version, count = ctypes.c_int(0), ctypes.c_int(0)
+    if cuda.cuInit(0) != 0 or cuda.cuDriverGetVersion(ctypes.byref(version)) != 0 \
+            or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return {}
+    caps, gpus = [], []
+    for i in range(count.value):
+        dev, major, minor = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0)
+        name = ctypes.create_string_buffer(256)
+        if cuda.cuDeviceGet(ctypes.byref(dev), i) != 0 \
+                or cuda.cuDeviceGetAttribute(ctypes.byref(major), _CC_MAJOR, dev) != 0 \
+                or cuda.cuDeviceGetAttribute(ctypes.byref(minor), _CC_MINOR, dev) != 0:
+            return {}
+        caps.append(f"{major.value}.{minor.value}")
+        gpus.append(name.value.decode("utf-8", "replace") if cuda.cuDeviceGetName(name, 256, dev) == 0 else "")
+    v = version.value
+    return {"driver_api": f"{v // 1000}.{(v % 1000) // 10}", "capabilities": caps, "names": gpus}
+
+
+def probe_cudart(path: str) -> str | None:
+    """``major.minor`` a CUDA runtime reports (``cudaRuntimeGetVersion``), in this process; None when
+    it cannot be loaded, lacks the symbol or fails."""
+    try:
+        rt = ctypes.CDLL(path)
+    except OSError:
+        return None
+    if not hasattr(rt, "cudaRuntimeGetVersion"):
+        return None
+    v = ctypes.c_int(0)
+    if rt.cudaRuntimeGetVersion(ctypes.byref(v)) != 0 or v.value <= 0:
+        return None
+    return f"{v.value // 1000}.{(v.value % 1000) // 10}"
+
+
+def _child(args: list[str]) -> dict[str, object]:
+    """This module's ``main`` in a child process (a hanging or crashing driver costs only the answer)."""
+    try:
+        done = subprocess.run([sys.executable, "-m", "superfluid.runtime.hostfacts.gpufacts", *args],
+                              capture_output=True, text=True, timeout=_PROBE_TIMEOUT, check=False,
+                              stdin=subprocess.DEVNULL)
+        doc = loads(done.stdout, max_bytes=65536) if done.returncode == 0 else {}
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _on_path(name: str) -> str | None:
+    """The executable ``name`` in the folders of ``PATH`` (``shutil.which``'s answer, without the
+    archive libraries ``shutil`` imports on every computed ``runtimes``)."""
+    for folder in os.get_exec_path():
+        candidate = os.path.join(folder, name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _nvidia_smi() -> tuple[tuple[str, ...], str | None]:
+    tool = _on_path("nvidia-smi")
+    if tool is None:
+        return (), None
+    try:
+        done = subprocess.run([tool, "--query-gpu=compute_cap,driver_version", "--format=csv"], capture_output=True,
+                              text=True, timeout=_PROBE_TIMEOUT, check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return (), None
+    return parse_nvidia_smi(done.stdout) if done.returncode == 0 else ((), None)
+
+
+def probe_cuda(cudart: str | None) -> tuple[tuple[str, ...], tuple[str, ...], str | None]:
+    """``(capabilities, names, cudart_version)`` of this machine: through ``libcuda`` (in a child
+    process), else ``nvidia-smi``; the runtime at ``cudart`` asked its version the same way."""
+    doc = _child(["--cudart", cudart] if cudart else [])
+    listed, named = doc.get("capabilities"), doc.get("names")
+    caps = tuple(c for c in listed if isinstance(c, str) and _CAPABILITY.fullmatch(c)) \
+        if isinstance(listed, list) else ()
+    names = tuple(str(n) for n in named) if isinstance(named, list) else ()
+    if not caps:
+        caps, _ = _nvidia_smi()
+        names = ()
+    rt = doc.get("cudart")
+    version = rt if isinstance(rt, str) and version_key(rt) is not None else None
+    return caps, names if len(names) == len(caps) else (), version
+
+
+def main(argv: Sequence[str]) -> int:
+    """``python -m superfluid.runtime.hostfacts.gpufacts [--cudart PATH]``: the libcuda probe as JSON."""
+    doc = dict(probe_libcuda())
+    if len(argv) == 2 and argv[0] == "--cudart":
+        doc["cudart"] = probe_cudart(argv[1])
+    sys.stdout.write(json.dumps(doc) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

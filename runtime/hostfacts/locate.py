@@ -1,0 +1,134 @@
+"""Where an engine library is found: the one named, else the first searched directory holding it.
+
+See docs/runtimes.md, "Where the library is found".
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from superfluid.runtime.kernel import layout as _home
+from superfluid.runtime.kernel.errors import LibraryNotFound
+
+__all__ = ["Library", "Located", "library_names", "namer", "beside", "search_dirs", "locate"]
+
+
+@dataclass(frozen=True, slots=True)
+class Library:
+    """What an adapter says about its engine library; the search itself is the same for all."""
+
+    stem: str  # "baseRT": libbaseRT.so, libbaseRT.so.0; libbaseRT.dylib, libbaseRT.0.dylib on macOS
+    runtime_id: str  # whose current install is searched
+    flag: str  # "--basert-lib"
+    env: str  # "BASERT_LIB"
+    fix: str  # the command that installs one, or how to name one
+    missing: str  # nothing found: a format of {name} (the first file name) and {dirs}
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """A library path to load, who named it (the flag, the variable, or None when searched) and the
+    files looked at."""
+
+    path: str
+    named: str | None
+    looked: tuple[str, ...]
+
+
+def library_names(library: Library, platform: str | None = None) -> tuple[str, str]:
+    """The two file names searched in a directory, preferred first, for ``platform`` (a
+    ``sys.platform`` value; default this one)."""
+    if (platform or sys.platform) == "darwin":
+        return (f"lib{library.stem}.dylib", f"lib{library.stem}.0.dylib")
+    return (f"lib{library.stem}.so", f"lib{library.stem}.so.0")
+
+
+def namer(library: Library, flag: str | None, environ: Mapping[str, str], *,
+          spelled: str | None = None) -> str | None:
+    """Who names the library: its flag (as ``spelled`` when the user gave another spelling of it,
+    e.g. ``--lib``), its variable, or None when it is searched for."""
+    if flag:
+        return spelled or library.flag
+    return library.env if environ.get(library.env) else None
+
+
+def beside(folder: str) -> list[str]:
+    """The folders searched beside an executable in ``folder``: ``folder`` and its ``../lib``."""
+    return [folder, os.path.normpath(os.path.join(folder, "..", _home.LIB))]
+
+
+def search_dirs(library: Library, executable: str | None = None,
+                environ: Mapping[str, str] | None = None) -> list[str]:
+    """The searched directories, in order: beside the executable (default ``sys.argv[0]``; none
+    when it is empty), its ``../lib``, the current install's ``lib``."""
+    dirs: list[str] = []
+    exe = executable if executable is not None else (sys.argv[0] if sys.argv else "")
+    if exe:
+        # realpath: a worker reached through a link (a shim, ``current/bin/…``) searches beside the
+        # file it really is, so its ``../lib`` is its own install's and not the link's neighbour's
+        dirs += beside(os.path.dirname(os.path.realpath(exe)))
+    home = _home.home(environ)
+    # through `current` only when it is absent or a good link to an install of this runtime: a bad
+    # one (dangling, a loop, out of the home) is never followed
+    if _home.current_target(_home.runtime_dir(home, library.runtime_id))[1] is None:
+        dirs.append(_home.current_lib(home, library.runtime_id))
+    return dirs
+
+
+def _in_dir(directory: str, names: tuple[str, ...]) -> str | None:
+    for name in names:
+        candidate = os.path.join(directory, name)
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def _named(library: Library, path: str, by: str, names: tuple[str, ...]) -> Located:
+    # abspath, not realpath, for the library itself: it is reported as it was reached
+    # (``current/lib/…`` stays ``current``), and dlopen follows the links anyway
+    if os.path.isdir(path):
+        looked = tuple(os.path.join(path, n) for n in names)
+        found = _in_dir(path, names)
+        if found is None:
+            raise LibraryNotFound(f"{by} names the directory {path}, which holds neither {' nor '.join(names)}",
+                                  looked=list(looked), fix=library.fix)
+        return Located(os.path.abspath(found), by, looked)
+    if not os.path.exists(path):
+        raise LibraryNotFound(f"{by} names {path}, which does not exist", looked=[path], fix=library.fix)
+    return Located(os.path.abspath(path), by, (path,))
+
+
+def locate(library: Library, flag: str | None = None, environ: Mapping[str, str] | None = None, *,
+           executable: str | None = None, platform: str | None = None, spelled: str | None = None) -> Located:
+    """The library to load: ``flag``, else the library's variable, else the search.
+
+    Args:
+        library: the adapter's names, flag, variable and words.
+        flag: the flag's value, if given (empty counts as not given).
+        environ: the environment for the variable and ``SUPERFLUID_HOME`` (default: ours).
+        executable: the path whose directory is searched first (default: ``sys.argv[0]``).
+        platform: ``sys.platform`` value choosing the file names (default: this one).
+        spelled: how the flag was given when not as ``library.flag`` (``--lib``): messages and
+            ``Located.named`` say what the user typed.
+
+    Raises:
+        LibraryNotFound: a named path holds no library, or the search found none (lists where it
+            looked and how to install or name one).
+    """
+    env = os.environ if environ is None else environ
+    names = library_names(library, platform)
+    by = namer(library, flag, env, spelled=spelled)
+    if by is not None:
+        return _named(library, flag or env[library.env], by, names)
+    looked: list[str] = []
+    dirs = search_dirs(library, executable, env)
+    for directory in dirs:
+        looked += [os.path.join(directory, n) for n in names]
+        found = _in_dir(directory, names)
+        if found is not None:
+            return Located(os.path.abspath(found), None, tuple(looked))
+    raise LibraryNotFound(library.missing.format(name=names[0], dirs=", ".join(dirs)), looked=looked,
+                          fix=library.fix)

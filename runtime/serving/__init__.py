@@ -1,0 +1,1 @@
+"""Serving: the OpenAI-compatible HTTP layer every serving worker shares."""

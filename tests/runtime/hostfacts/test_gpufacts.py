@@ -1,0 +1,91 @@
+"""GPU facts: NVIDIA capabilities, the CUDA runtime's version and reach, ROCm and Vulkan (issue 32, item 1)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from superfluid.runtime.hostfacts import gpufacts
+from superfluid.runtime.hostfacts.host import detect
+
+
+def test_capabilities_and_gfx_are_parsed() -> None:
+    assert gpufacts.parse_capabilities("6.1") == ("6.1",)
+    assert gpufacts.parse_capabilities("8.6, 8.9") == ("8.6", "8.9")
+    assert gpufacts.parse_capabilities("none") == () and gpufacts.parse_capabilities("sm_86") == ()
+    assert gpufacts.parse_gfx("gfx90a,GFX1100 gfx90a") == ("gfx90a", "gfx1100")
+    assert [gpufacts.gfx_name(v) for v in (90010, 110000, 90402, 100300, 0)] == \
+        ["gfx90a", "gfx1100", "gfx942", "gfx1030", None]
+
+
+def test_nvidia_smi_csv_is_read() -> None:
+    text = "compute_cap, driver_version\n6.1, 580.95.05\n8.6, 580.95.05\n"
+    assert gpufacts.parse_nvidia_smi(text) == (("6.1", "8.6"), "580.95.05")
+    assert gpufacts.parse_nvidia_smi("[N/A], [N/A]\n") == ((), None)
+
+
+def _root(tmp_path: Path) -> Path:
+    root = tmp_path / "root"
+    for node, version in (("0", 0), ("1", 90010), ("2", 110000), ("3", 90010)):
+        props = root / "sys/class/kfd/kfd/topology/nodes" / node
+        props.mkdir(parents=True)
+        (props / "properties").write_text(f"cpu_cores_count 0\ngfx_target_version {version}\nsimd_count 4\n")
+    (root / "opt/rocm/.info").mkdir(parents=True)
+    (root / "opt/rocm/.info/version").write_text("6.4.1-120\n")
+    (root / "usr/share/vulkan/icd.d").mkdir(parents=True)
+    (root / "usr/share/vulkan/icd.d/radeon_icd.x86_64.json").write_text("{}")
+    (root / "usr/share/vulkan/icd.d/README").write_text("")
+    lib = root / "usr/lib64"
+    lib.mkdir(parents=True)
+    (lib / "libcudart.so.12.4.127").write_bytes(b"")
+    os.symlink("libcudart.so.12.4.127", lib / "libcudart.so.12")
+    (root / "usr/local/cuda/lib64").mkdir(parents=True)
+    (root / "usr/local/cuda/lib64/libcudart.so.13.0.48").write_bytes(b"")
+    os.symlink("libcudart.so.13.0.48", root / "usr/local/cuda/lib64/libcudart.so.13")
+    return root
+
+
+def test_rocm_vulkan_and_the_cuda_runtime_are_read_under_a_root(tmp_path: Path) -> None:
+    root = _root(tmp_path)
+    host = detect({"SUPERFLUID_HOST_ROOT": str(root), "SUPERFLUID_HOST_LIBRARY_PATH": "/usr/lib64"})
+    assert host.rocm_version == "6.4.1" and host.rocm_gfx == ("gfx90a", "gfx1100")
+    assert host.vulkan_icds == ("/usr/share/vulkan/icd.d/radeon_icd.x86_64.json",)
+    # the loader's runtime (12.4, reached) before the one only in /usr/local/cuda (13, not on its paths)
+    assert (host.cuda_runtime_version, host.cuda_runtime_reachable) == ("12.4", True)
+    off = detect({"SUPERFLUID_HOST_ROOT": str(root), "SUPERFLUID_HOST_LIBRARY_PATH": "/usr/lib"})
+    assert (off.cuda_runtime_version, off.cuda_runtime_reachable) == ("13.0", False)
+    assert off.cuda_capabilities == ()  # a root named: this machine's GPUs are not asked
+    doc = off.to_json()
+    assert doc["rocm_gfx"] == ["gfx90a", "gfx1100"] and doc["cuda_runtime_reachable"] is False
+
+
+def test_every_gpu_fact_is_overridden() -> None:
+    host = detect({"SUPERFLUID_HOST_OS": "linux", "SUPERFLUID_HOST_NVIDIA_DRIVER": "580.95.05",
+                   "SUPERFLUID_HOST_CUDA_CAPABILITY": "8.6,8.9", "SUPERFLUID_HOST_CUDA_RUNTIME_VERSION": "12.4",
+                   "SUPERFLUID_HOST_CUDA_RUNTIME_REACHABLE": "no", "SUPERFLUID_HOST_ROCM_VERSION": "7.0.2",
+                   "SUPERFLUID_HOST_ROCM_GFX": "gfx90a,gfx1100"})
+    assert host.cuda_capabilities == ("8.6", "8.9") and host.cuda_runtime == 12
+    assert (host.cuda_runtime_version, host.cuda_runtime_reachable) == ("12.4", False)
+    assert (host.rocm_version, host.rocm_gfx) == ("7.0.2", ("gfx90a", "gfx1100"))
+    none = detect({"SUPERFLUID_HOST_CUDA_CAPABILITY": "none", "SUPERFLUID_HOST_ROCM_VERSION": "none",
+                   "SUPERFLUID_HOST_ROCM_GFX": ""})
+    assert (none.cuda_capabilities, none.rocm_version, none.rocm_gfx) == ((), None, ())
+
+
+def test_the_libcuda_probe_degrades_to_nothing_where_there_is_no_driver() -> None:
+    done = subprocess.run([sys.executable, "-m", "superfluid.runtime.hostfacts.gpufacts"], capture_output=True,
+                          text=True, timeout=60, check=True)
+    assert done.stdout.strip() in ("{}",) or '"capabilities"' in done.stdout
+    assert gpufacts.probe_cudart("/nonexistent/libcudart.so.12") is None
+
+
+def test_a_library_without_the_symbols_is_not_called(tmp_path: Path) -> None:
+    """A library by libcudart's name that lacks ``cudaRuntimeGetVersion`` is looked at, never called."""
+    libc = detect({}).found("libc.so.6")
+    if libc is None:
+        pytest.skip("no libc.so.6 found on this machine")
+    assert gpufacts.probe_cudart(libc) is None

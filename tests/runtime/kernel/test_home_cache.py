@@ -1,0 +1,112 @@
+"""``runtime/home_cache``: a cache file of the home is read as a JSON object or ``{}``, written whole
+or not at all (never through a link in the home), and fingerprinted for answers that depend on it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from superfluid.runtime.kernel import home_cache
+
+MAX = 1 << 10
+NESTED_60: list[object] = []
+for _ in range(59):
+    NESTED_60 = [NESTED_60]
+
+
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _link(path: Path) -> None:
+    target = path.parent / "target.json"
+    target.write_text('{"a": 1}')
+    path.symlink_to(target)
+
+
+@pytest.mark.parametrize(("make", "want"), [
+    pytest.param(lambda p: p.write_text('{"a": 1, "b": [2]}'), {"a": 1, "b": [2]}, id="an-object"),
+    pytest.param(lambda p: None, {}, id="absent"),
+    pytest.param(lambda p: p.write_text("[1, 2]"), {}, id="an-array"),
+    pytest.param(lambda p: p.write_text('"text"'), {}, id="a-string"),
+    pytest.param(lambda p: p.write_text('{"a": '), {}, id="cut-short"),
+    pytest.param(lambda p: p.write_bytes(b'{"a": "\xff"}'), {}, id="not-utf-8"),
+    pytest.param(lambda p: p.write_text('{"a": "' + "x" * MAX + '"}'), {}, id="too-large"),
+    pytest.param(lambda p: p.write_text('{"a": ' + "[" * 100 + "]" * 100 + "}"), {}, id="too-deep"),
+    pytest.param(lambda p: p.write_text('{"a": ' + "[" * 60 + "]" * 60 + "}"), {"a": NESTED_60}, id="deep-enough"),
+    pytest.param(lambda p: p.mkdir(), {}, id="a-directory"),
+    pytest.param(_fifo, {}, id="a-fifo"),
+    pytest.param(_link, {}, id="a-link"),
+])
+def test_read_object(tmp_path: Path, make: Callable[[Path], None], want: dict[str, object]) -> None:
+    path = tmp_path / "answers.json"
+    make(path)
+    assert home_cache.read_object(str(path), max_bytes=MAX) == want
+
+
+def test_write_makes_the_folders_and_writes_whole(tmp_path: Path) -> None:
+    path = tmp_path / "cache" / "kept" / "runtimes.json"
+    assert home_cache.write(str(tmp_path), str(path), b'{"k": 1}') is True
+    assert path.read_bytes() == b'{"k": 1}' and os.listdir(path.parent) == ["runtimes.json"]
+    assert home_cache.write(str(tmp_path), str(path), b"{}") is True and path.read_bytes() == b"{}"
+
+
+@pytest.mark.parametrize("linked", ["cache", "cache/kept"])
+def test_write_never_goes_through_a_link_in_the_home(tmp_path: Path, linked: str) -> None:
+    home, outside = tmp_path / "home", tmp_path / "outside"
+    outside.mkdir()
+    (home / linked).parent.mkdir(parents=True, exist_ok=True)
+    (home / linked).symlink_to(outside, target_is_directory=True)
+    assert home_cache.write(str(home), str(home / "cache" / "kept" / "x.json"), b"{}") is False
+    assert list(outside.rglob("*")) == []
+
+
+def test_a_link_above_the_home_is_the_homes_business(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    home = tmp_path / "home"
+    home.symlink_to(tmp_path / "real", target_is_directory=True)
+    assert home_cache.write(str(home), str(home / "cache" / "x.json"), b"{}") is True
+    assert (tmp_path / "real" / "cache" / "x.json").read_bytes() == b"{}"
+
+
+def test_a_refused_write_is_no_error(tmp_path: Path) -> None:
+    (tmp_path / "cache").write_text("a file where the folder goes")
+    assert home_cache.write(str(tmp_path), str(tmp_path / "cache" / "x.json"), b"{}") is False
+
+
+def test_fingerprint_of_a_file_changes_with_it(tmp_path: Path) -> None:
+    path = tmp_path / "lib.so"
+    assert home_cache.fingerprint(str(path)) is None
+    path.write_bytes(b"one")
+    first = home_cache.fingerprint(str(path))
+    assert first is not None and len(first) == 5 and first[2] == 3
+    os.utime(path, ns=(first[3] + 10**9, first[3] + 10**9))
+    assert home_cache.fingerprint(str(path)) != first
+    assert home_cache.changed_at(home_cache.fingerprint(str(path))) == max(first[3] + 10**9, first[4])
+
+
+def test_fingerprint_through_a_link_holds_what_it_leads_to(tmp_path: Path) -> None:
+    target, link = tmp_path / "lib.so.1", tmp_path / "lib.so"
+    target.write_bytes(b"library")
+    link.symlink_to(target.name)
+    facts = home_cache.fingerprint(str(link))
+    assert facts is not None and len(facts) == 10 and facts[7] == len(b"library")
+    os.utime(target, ns=(4 * 10**18, 4 * 10**18))  # the link itself unchanged, what it leads to changed
+    assert home_cache.changed_at(home_cache.fingerprint(str(link))) == 4 * 10**18
+    target.unlink()
+    dangling = home_cache.fingerprint(str(link))
+    assert dangling is not None and len(dangling) == 6 and dangling[5] is None
+
+
+@pytest.mark.parametrize(("facts", "want"), [
+    pytest.param(None, 0, id="none"),
+    pytest.param([0, 1, 2, 30, 40], 40, id="file-ctime"),
+    pytest.param([0, 1, 2, 50, 40], 50, id="file-mtime"),
+    pytest.param([0, 1, 2, 30, 40, 0, 1, 2, 90, 60], 90, id="link-target"),
+    pytest.param([0, 1, 2, 30, 40, None], 40, id="dangling-link"),
+])
+def test_changed_at(facts: list[object] | None, want: int) -> None:
+    assert home_cache.changed_at(facts) == want

@@ -1,0 +1,96 @@
+"""``runtime/options``: an engine option's value checked against its declaration, forwarded as worker
+flags, declared as JSON; and the flags of a command line read as pairs."""
+
+from __future__ import annotations
+
+import pytest
+
+from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.options import Option, check_options, check_value, options_json, to_argv
+
+NGL = Option("n-gpu-layers", "int", "layers on the GPU", default=-1, minimum=-1, maximum=999)
+FREQ = Option("rope-freq-base", "float", "RoPE base", minimum=0)
+FLASH = Option("flash-attn", "bool", "flash attention", default=False)
+CACHE = Option("cache-type-k", "enum", "K cache type", default="f16", values=("f16", "q8_0", "q4_0"))
+SPLIT = Option("tensor-split", "list", "split ratios", item="float")
+LIB = Option("lib", "path", "libllama to load")
+
+
+@pytest.mark.parametrize(
+    ("option", "raw", "value"),
+    [
+        pytest.param(NGL, "0", 0, id="int-zero"),
+        pytest.param(NGL, "-1", -1, id="int-lower-bound"),
+        pytest.param(NGL, "999", 999, id="int-upper-bound"),
+        pytest.param(FREQ, "10000.5", 10000.5, id="float"),
+        pytest.param(FLASH, "true", True, id="bool-true"),
+        pytest.param(FLASH, "0", False, id="bool-zero"),
+        pytest.param(CACHE, "q8_0", "q8_0", id="enum"),
+        pytest.param(SPLIT, "3,1", [3.0, 1.0], id="list-floats"),
+        pytest.param(LIB, "/opt/lib/libllama.so", "/opt/lib/libllama.so", id="path"),
+    ],
+)
+def test_accepted_values_parse(option: Option, raw: str, value: object) -> None:
+    assert check_value(option, raw) == value
+
+
+@pytest.mark.parametrize(
+    ("option", "raw", "fragment"),
+    [
+        pytest.param(NGL, "1000", "an integer from -1 to 999", id="int-above"),
+        pytest.param(NGL, "-2", "an integer from -1 to 999", id="int-below"),
+        pytest.param(NGL, "1.5", "an integer", id="int-fraction"),
+        pytest.param(NGL, "", "an integer", id="int-empty"),
+        pytest.param(FREQ, "nan", "a number of at least 0", id="float-nan"),
+        pytest.param(FREQ, "-1", "a number of at least 0", id="float-negative"),
+        pytest.param(FLASH, "maybe", "true or false", id="bool-word"),
+        pytest.param(CACHE, "q9_9", "one of f16, q8_0, q4_0", id="enum-unknown"),
+        pytest.param(SPLIT, "3,,1", "comma-separated list of floats", id="list-hole"),
+        pytest.param(SPLIT, "a,b", "comma-separated list of floats", id="list-words"),
+        pytest.param(LIB, "", "a path", id="path-empty"),
+    ],
+)
+def test_wrong_values_name_flag_value_and_shape(option: Option, raw: str, fragment: str) -> None:
+    with pytest.raises(UsageError) as e:
+        check_value(option, raw)
+    assert f"--{option.name} {raw!r}" in str(e.value)
+    assert fragment in str(e.value)
+
+
+def test_unknown_option_names_what_is_taken_with_serve_spelling() -> None:
+    with pytest.raises(UsageError, match=r"--llamacpp-n-gpu: no such option .*n-gpu-layers"):
+        check_options([NGL, FLASH], [("n-gpu", "1")], prefix="llamacpp-")
+
+
+def test_checked_values_forward_as_worker_flags() -> None:
+    values = check_options([NGL, FLASH, SPLIT], [("n-gpu-layers", "0"), ("flash-attn", "yes"), ("tensor-split", "1,2")])
+    assert to_argv(values) == ["--n-gpu-layers", "0", "--flash-attn", "true", "--tensor-split", "1.0,2.0"]
+
+
+def test_json_declares_shape() -> None:
+    got = {o["name"]: o for o in options_json([NGL, CACHE, SPLIT])}
+    assert got["n-gpu-layers"] == {"name": "n-gpu-layers", "type": "int", "description": "layers on the GPU",
+                                   "default": -1, "minimum": -1, "maximum": 999}
+    assert got["cache-type-k"]["values"] == ["f16", "q8_0", "q4_0"]
+    assert got["tensor-split"]["items"] == "float"
+
+
+@pytest.mark.parametrize(("tokens", "takes", "want"), [
+    pytest.param(["--lib", "/x", "--model=m.gguf"], ["--lib", "--model"], {"--lib": "/x", "--model": "m.gguf"},
+                 id="both-spellings"),
+    pytest.param([], ["--lib"], {}, id="none"),
+    pytest.param(["--lib", "/x", "--lib", "/y"], ["--lib"], "--lib is given twice", id="twice"),
+    pytest.param(["--lib="], ["--lib"], "--lib needs a value", id="empty-value"),
+    pytest.param(["--lib"], ["--lib"], "--lib needs a value", id="no-value"),
+    pytest.param(["--other", "1"], ["--lib"], "unknown flag --other", id="unknown"),
+    pytest.param(["lib"], ["--lib"], "unexpected argument 'lib'", id="not-a-flag"),
+    pytest.param(["--"], ["--lib"], "unexpected argument '--'", id="bare-dashes"),
+])
+def test_flag_values(tokens: list[str], takes: list[str], want: dict[str, str] | str) -> None:
+    from superfluid.runtime.kernel.options import flag_values
+
+    if isinstance(want, dict):
+        assert flag_values(tokens, takes) == want
+    else:
+        with pytest.raises(UsageError, match=want):
+            flag_values(tokens, takes)

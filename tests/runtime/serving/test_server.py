@@ -1,0 +1,321 @@
+"""The serving layer's rules over real loopback HTTP, with a scripted engine in this process.
+
+The engine "generates" a fixed list of byte strings, so each rule is one row: what a stream sends
+piece by piece (never the start of a stop string before it is ruled out, never half a character),
+what the whole answer says, and what happens to requests beyond the queue (503 with Retry-After,
+never a crash) or once the server shuts down.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from superfluid.runtime.serving.completions import Sampling
+from superfluid.runtime.serving.server import Service, make_server
+
+EOS = 0
+
+
+class _Gen:
+    def __init__(self, engine: Script, sampling: Sampling | None) -> None:
+        self.engine = engine
+        self.i = 0
+        self.sampling = sampling
+
+    def next_token(self) -> int:
+        self.engine.asked.wait(30)  # held until the test lets it go
+        return self.i + 1 if self.i < len(self.engine.pieces) else EOS
+
+    def feed(self, token: int) -> None:
+        self.i += 1
+
+    def full(self) -> bool:
+        return False
+
+
+class Script:
+    """An engine whose generation is ``pieces`` (token i + 1 is ``pieces[i]``), then the end token."""
+
+    runtime_id = "script"
+    model_id = "script"
+    model_path = "/dev/null"
+    n_ctx = 64
+
+    def __init__(self, pieces: Sequence[bytes]) -> None:
+        self.pieces = list(pieces)
+        self.asked = threading.Event()
+        self.asked.set()
+        self.started = threading.Event()
+        self.seen: list[Sampling | None] = []
+
+    def tokenize(self, text: str, *, special: bool = False) -> list[int]:
+        return [99] + [99 for _ in text.split()]
+
+    def chat_prompt(self, messages: Sequence[tuple[str, str]]) -> str:
+        return " ".join(content for _, content in messages)
+
+    @contextmanager
+    def generation(self, prompt: list[int], sampling: Sampling | None) -> Iterator[_Gen]:
+        self.seen.append(sampling)
+        self.started.set()
+        yield _Gen(self, sampling)
+
+    def is_eos(self, token: int) -> bool:
+        return token == EOS
+
+    def piece(self, token: int) -> bytes:
+        return self.pieces[token - 1]
+
+    def facts(self) -> dict[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+@contextmanager
+def serving(engine: Script, queue: int = 16) -> Iterator[tuple[Service, int]]:
+    service = Service(engine, queue=queue, wait=30)
+    server = make_server(service, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield service, int(server.server_address[1])
+    finally:
+        engine.asked.set()
+        server.shutdown()
+        server.server_close()
+
+
+def post(port: int, path: str, body: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        return resp.status, dict(resp.getheaders()), resp.read()
+    finally:
+        conn.close()
+
+
+def events(raw: bytes) -> list[Any]:
+    """The data of each server-sent event (``[DONE]`` as the string)."""
+    out: list[Any] = []
+    for block in raw.decode().split("\n\n"):
+        if block.startswith("data: "):
+            data = block[len("data: "):]
+            out.append(data if data == "[DONE]" else json.loads(data))
+    return out
+
+
+@pytest.mark.parametrize(("pieces", "stop", "sent", "finish"), [
+    pytest.param([b" a", b" b", b" c"], [], [" a", " b", " c"], "stop", id="one-chunk-per-token"),
+    pytest.param([b" a", b" b", b" c"], ["b"], [" a", " "], "stop", id="stop-inside-a-token"),
+    pytest.param([b" a", b"X", b"Y", b" c"], ["XYZ"], [" a", "XY c"], "stop",
+                 id="a-prefix-held-then-released"),
+    pytest.param([b" a", b"X", b"Y", b"Z", b" c"], ["XYZ"], [" a"], "stop", id="a-prefix-held-then-cut"),
+    pytest.param([b"caf", b"\xc3", b"\xa9", b"!"], [], ["caf", "\u00e9", "!"], "stop", id="a-character-sent-whole"),
+    pytest.param([b"ok", b"\xc3"], [], ["ok", "\ufffd"], "stop", id="half-a-character-at-the-end"),
+    pytest.param([b"a"] * 10, [], ["a"] * 4, "length", id="max-tokens"),
+])
+def test_a_stream_sends_what_is_safe_to_send(pieces: list[bytes], stop: list[str], sent: list[str],
+                                             finish: str) -> None:
+    engine = Script(pieces)
+    with serving(engine) as (_, port):
+        body = {"prompt": "x", "max_tokens": 4 if finish == "length" else 64, "stop": stop}
+        status, headers, raw = post(port, "/v1/completions", {**body, "stream": True})
+        assert status == 200 and headers["Content-Type"] == "text/event-stream"
+        got = events(raw)
+        assert got[-1] == "[DONE]"
+        chunks = got[:-1]
+        assert [c["choices"][0]["text"] for c in chunks[:-1]] == sent
+        assert chunks[-1]["choices"][0] == {"text": "", "index": 0, "finish_reason": finish, "logprobs": None}
+        whole = json.loads(post(port, "/v1/completions", body)[2])
+        assert whole["choices"][0]["text"] == "".join(sent) and whole["choices"][0]["finish_reason"] == finish
+
+
+def test_a_chat_stream_opens_with_the_role_and_ends_with_usage() -> None:
+    engine = Script([b" hi", b" there"])
+    with serving(engine) as (_, port):
+        status, _, raw = post(port, "/v1/chat/completions", {
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "a b"}]}], "stream": True,
+            "stream_options": {"include_usage": True}})
+        got = events(raw)
+    assert status == 200 and got[-1] == "[DONE]"
+    assert [c["choices"][0]["delta"] for c in got[:4]] == [{"role": "assistant", "content": ""}, {"content": " hi"},
+                                                          {"content": " there"}, {}]
+    assert all(c["object"] == "chat.completion.chunk" and c["id"].startswith("chatcmpl-") for c in got[:-1])
+    assert got[-2]["choices"] == [] and got[-2]["usage"] == {"prompt_tokens": 3, "completion_tokens": 3,
+                                                             "total_tokens": 6}
+
+
+def test_sampling_reaches_the_engine_with_a_seed() -> None:
+    engine = Script([b"x"])
+    with serving(engine) as (_, port):
+        post(port, "/v1/completions", {"prompt": "a", "temperature": 0.5, "top_p": 0.9, "top_k": 4, "seed": 11})
+        post(port, "/v1/completions", {"prompt": "a", "temperature": 0.5})
+        post(port, "/v1/completions", {"prompt": "a", "temperature": 0, "seed": 3})
+    assert engine.seen[0] == Sampling(0.5, 0.9, 4, 11)
+    assert engine.seen[1] is not None and isinstance(engine.seen[1].seed, int)  # one drawn per request
+    assert engine.seen[2] is None  # temperature 0: greedy, the seed changes nothing
+
+
+def hold(engine: Script, port: int, results: list[tuple[int, dict[str, str], bytes]]) -> threading.Thread:
+    """A request that generates while the engine is held; started and waiting for the engine."""
+    engine.asked.clear()
+    engine.started.clear()
+    t = threading.Thread(target=lambda: results.append(post(port, "/v1/completions", {"prompt": "a"})))
+    t.start()
+    assert engine.started.wait(10)
+    return t
+
+
+@pytest.mark.parametrize("queue", [0, 1])
+def test_requests_beyond_the_queue_get_503_and_the_others_wait(queue: int) -> None:
+    engine = Script([b"x", b"y"])
+    with serving(engine, queue=queue) as (service, port):
+        first: list[tuple[int, dict[str, str], bytes]] = []
+        waiting: list[tuple[int, dict[str, str], bytes]] = []
+        t = hold(engine, port, first)
+        waiters = [threading.Thread(target=lambda: waiting.append(post(port, "/v1/completions", {"prompt": "b"})))
+                   for _ in range(queue)]
+        for w in waiters:
+            w.start()
+        for _ in range(500):  # until the waiters hold their places in the queue
+            if service.admitted == 1 + queue:
+                break
+            time.sleep(0.01)
+        assert service.admitted == 1 + queue
+        status, headers, raw = post(port, "/v1/completions", {"prompt": "c"})
+        assert status == 503 and headers["Retry-After"] == "1"
+        assert json.loads(raw)["error"]["code"] == "busy" and "serve --queue N" in json.loads(raw)["error"]["message"]
+        engine.asked.set()
+        t.join(30)
+        for w in waiters:
+            w.join(30)
+    assert [s for s, _, _ in first + waiting] == [200] * (1 + queue)
+
+
+def test_a_shutdown_ends_a_stream_with_an_error_event() -> None:
+    engine = Script([b"x"] * 50)
+    with serving(engine) as (service, port):
+        results: list[tuple[int, dict[str, str], bytes]] = []
+        engine.asked.clear()
+        t = threading.Thread(target=lambda: results.append(post(port, "/v1/completions",
+                                                                 {"prompt": "a", "max_tokens": 50, "stream": True})))
+        t.start()
+        assert engine.started.wait(10)
+        service.closing.set()
+        engine.asked.set()
+        t.join(30)
+    got = events(results[0][2])
+    assert results[0][0] == 200 and got[-1] == "[DONE]"
+    assert got[-2] == {"error": {"message": "the server is shutting down", "type": "server_error", "param": None,
+                                 "code": None}}
+
+
+def get(port: int, path: str) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def test_a_request_for_another_model_is_a_404_in_openais_shape() -> None:
+    engine = Script([b"x"])
+    with serving(engine) as (_, port):
+        chat = {"messages": [{"role": "user", "content": "a"}], "model": "gpt-4"}
+        for path, body in (("/v1/completions", {"prompt": "a", "model": "gpt-4"}), ("/v1/chat/completions", chat)):
+            status, _, raw = post(port, path, body)
+            error = json.loads(raw)["error"]
+            assert status == 404, path
+            assert (error["type"], error["param"], error["code"]) == ("invalid_request_error", "model",
+                                                                      "model_not_found")
+            assert "'gpt-4' does not exist here: this server serves 'script'" in error["message"]
+        assert post(port, "/v1/completions", {"prompt": "a", "model": "script"})[0] == 200
+        assert post(port, "/v1/completions", {"prompt": "a"})[0] == 200  # not named: the one served
+
+
+def test_one_model_is_retrieved_by_its_id() -> None:
+    with serving(Script([b"x"])) as (service, port):
+        status, raw = get(port, "/v1/models/script")
+        assert status == 200
+        assert json.loads(raw) == {"id": "script", "object": "model", "created": service.created, "owned_by": "script"}
+        status, raw = get(port, "/v1/models/other")
+        assert status == 404 and json.loads(raw)["error"]["code"] == "model_not_found"
+
+
+def test_a_generation_stops_when_its_client_goes_away_without_streaming() -> None:
+    import socket
+
+    class Slow(Script):  # 10 ms a token: the whole answer would hold the engine for 100 s
+        def piece(self, token: int) -> bytes:
+            time.sleep(0.01)
+            return super().piece(token)
+
+    engine = Slow([b"x"] * 10_000)
+    with serving(engine) as (service, port):
+        engine.asked.clear()
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        body = json.dumps({"prompt": "a", "max_tokens": 10_000}).encode()
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        assert engine.started.wait(10)
+        sock.close()  # the client gives up while the engine is held
+        engine.asked.set()
+        for _ in range(500):  # the engine is let go well before 10,000 tokens
+            if not service.lock.locked():
+                break
+            time.sleep(0.01)
+        assert not service.lock.locked()
+        status, _, raw = post(port, "/v1/completions", {"prompt": "b", "max_tokens": 2})
+        assert status == 200 and json.loads(raw)["choices"][0]["text"] == "xx"
+
+
+def test_a_burst_of_fifty_streams_is_answered_never_reset() -> None:
+    engine = Script([b"x"] * 3)
+    results: list[int | str] = []
+    lock = threading.Lock()
+
+    def one() -> None:
+        try:
+            status, _, raw = post(port, "/v1/completions", {"prompt": "a", "stream": True})
+            outcome: int | str = status if status == 503 or events(raw)[-1] == "[DONE]" else f"{status} unfinished"
+        except OSError as e:  # a reset connection: the fault this test is for
+            outcome = f"{type(e).__name__}: {e}"
+        with lock:
+            results.append(outcome)
+
+    with serving(engine, queue=16) as (_, port):
+        engine.asked.clear()  # the first holds the engine while the rest connect at once
+        threads = [threading.Thread(target=one) for _ in range(50)]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)
+        engine.asked.set()
+        for t in threads:
+            t.join(60)
+    assert len(results) == 50
+    assert set(results) <= {200, 503}, [r for r in results if r not in (200, 503)]
+    assert 200 in results
+
+
+def test_the_listen_backlog_holds_a_burst() -> None:
+    from superfluid.runtime.serving.server import BACKLOG
+
+    assert BACKLOG >= 128  # the stdlib's default of 5 reset connections of a burst (SYN cookies)
+    server = make_server(Service(Script([b"x"])), "127.0.0.1", 0)
+    try:
+        assert server.request_queue_size == BACKLOG
+    finally:
+        server.server_close()

@@ -9,7 +9,7 @@ __all__ = ["FetchConfig", "DEFAULT_GITHUB_API"]
 DEFAULT_GITHUB_API = "https://api.github.com"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class FetchConfig:
     """Named limits for listing and downloading, and the network settings a command line chose
     (``--plain-http``). Checked on construction.

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["Event", "Outcome", "install", "install_plans", "plan"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Event:
     """Something the workflow tells while it runs: ``kind`` is ``"trying"`` (``plan``, ``index``),
     ``"fell-back"`` (``plan``, ``reason``), ``"unchecked"`` (``path``, ``sha256``: a local file
@@ -59,7 +59,7 @@ class Event:
 Tell = Callable[[Event], None]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Outcome:
     """The answer of ``install``: the plans, and what was installed unless it was a dry run."""
 
@@ -153,9 +153,9 @@ def install(request: Request, *, environ: Mapping[str, str], mirror: str | None 
     try:
         listed = tuple(src.warnings) if src is not None else ()
         for warning in listed:  # a malformed release entry was skipped: said, never silent
-            tell(Event("warning", reason=warning))
+            tell(Event(kind="warning", reason=warning))
         if dry_run:
-            return Outcome(request.id, tuple(plans), True, where, warnings=listed)
+            return Outcome(id=request.id, plans=tuple(plans), dry_run=True, source=where, warnings=listed)
         if kept is not None and (same := kept(plans)) is not None:  # already installed: nothing fetched
             return replace(same, source=where, kept=True, warnings=listed + same.warnings)
         done = install_plans(request.id, plans, environ=environ, source=src, where=where, untested=request.untested,
@@ -192,7 +192,7 @@ def install_plans(runtime_id: str, plans: Sequence[Plan], *, environ: Mapping[st
     def unchecked(p: Plan, path: str, sha256: str) -> None:
         warnings.append(f"{path} has no SHA-256 to check it against: installing a local file "
                         f"unchecked (its SHA-256 is {sha256})")
-        tell(Event("unchecked", p, path=path, sha256=sha256))
+        tell(Event(kind="unchecked", plan=p, path=path, sha256=sha256))
 
     plans = list(plans)  # a plan's retry joins them, next, when its probe asks for it
     for i, p in enumerate(plans):
@@ -205,7 +205,7 @@ def install_plans(runtime_id: str, plans: Sequence[Plan], *, environ: Mapping[st
             refused = NotInstallable(f"{p.id} {p.install}: {p.refused}")
             _fall_back(plans, i, p.refused, fallbacks, tell, "installs", refused)
             continue
-        tell(Event("trying", p, index=i, cached=_cached(p, source, environ)))
+        tell(Event(kind="trying", plan=p, index=i, cached=_cached(p, source, environ)))
         fill = fill_for(p, source, environ=environ, progress=progress, phases=phases, unchecked=partial(unchecked, p))
         steps = PlanSteps(adapter, p, fill, environ=environ, untested=untested, platform=platform, lock=lock,
                           phases=phases)
@@ -219,9 +219,11 @@ def install_plans(runtime_id: str, plans: Sequence[Plan], *, environ: Mapping[st
             continue
         if phases is not None and steps.probed:
             phases.add("publish", steps.probed, time.monotonic())
-        return Outcome(runtime_id, tuple(plans), False, where, published.receipt, str(published.path),
-                       published.replaced, published.current, published.pinned, tuple(fallbacks),
-                       tuple(warnings), published.cleaned)
+        return Outcome(id=runtime_id, plans=tuple(plans), dry_run=False, source=where, receipt=published.receipt,
+                       path=str(published.path),
+                       replaced=published.replaced, current=published.current, pinned=published.pinned,
+                       fallbacks=tuple(fallbacks),
+                       warnings=tuple(warnings), cleaned=published.cleaned)
     raise NotInstallable(f"nothing of {runtime_id} to install here")
 
 
@@ -243,7 +245,7 @@ def _fall_back(plans: Sequence[Plan], i: int, reason: str, fallbacks: list[tuple
     p = plans[i]
     fallbacks.append((p.install, reason))
     if i + 1 < len(plans):
-        tell(Event("fell-back", p, index=i, reason=reason))
+        tell(Event(kind="fell-back", plan=p, index=i, reason=reason))
         return
     if len(plans) == 1:
         raise alone
@@ -251,4 +253,4 @@ def _fall_back(plans: Sequence[Plan], i: int, reason: str, fallbacks: list[tuple
 
 
 def _waiting(tell: Tell, p: Plan, holder: MutexOwner) -> None:
-    tell(Event("waiting", p, holder=holder.describe()))
+    tell(Event(kind="waiting", plan=p, holder=holder.describe()))

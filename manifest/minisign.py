@@ -159,7 +159,7 @@ class SecretKey:
         return f"SecretKey(id={self.id!r})"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Signature:
     """A parsed ``.minisig``: the signature of a file and of its trusted comment."""
 
@@ -288,8 +288,9 @@ def parse_signature(data: str | bytes, where: str) -> Signature:
     global_signature = _b64(tail, _SIG)
     if global_signature is None:
         raise BadSignatureFile(where, f"is not a minisign signature (line 4 must be base64 of {_SIG} bytes)")
-    return Signature(raw[:2], raw[2:2 + _ID], raw[2 + _ID:], comment, global_signature,
-                     untrusted[len(_UNTRUSTED):])
+    return Signature(algorithm=raw[:2], key_id=raw[2:2 + _ID], signature=raw[2 + _ID:], trusted_comment=comment,
+                     global_signature=global_signature,
+                     untrusted_comment=untrusted[len(_UNTRUSTED):])
 
 
 def _printable(text: str) -> bool:
@@ -336,8 +337,9 @@ def sign(message: bytes, key: SecretKey, *, trusted_comment: str,
     signed = hashlib.blake2b(message).digest() if prehash else message
     signature = private.sign(signed)
     global_signature = private.sign(signature + trusted_comment.encode("utf-8"))
-    return Signature(_ED_HASHED if prehash else _ED, key.key_id, signature, trusted_comment, global_signature,
-                     untrusted_comment)
+    return Signature(algorithm=_ED_HASHED if prehash else _ED, key_id=key.key_id, signature=signature,
+                     trusted_comment=trusted_comment, global_signature=global_signature,
+                     untrusted_comment=untrusted_comment)
 
 
 def verify(message: bytes, signature: Signature, trusted: Sequence[PublicKey], *, where: str) -> PublicKey:

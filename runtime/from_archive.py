@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["NameFacts", "plan_from"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class NameFacts:
     """What an archive's file name says (each None when it does not say), and what the adapter's
     recipe knows of that version: the file's pinned digest and size, its ABI, the facts a plan of

@@ -192,7 +192,7 @@ class ForRelease:
         return {"release": self.release, "version": self.version, "compat_sha256": self.compat_sha256}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Request:
     """What is asked: ``runtime install <id> [--version V] [--backend B] [--from URL|PATH]
     [--sha256 H] [--untested]``, and the worker's ``plan`` line."""
@@ -232,7 +232,8 @@ class Request:
                 raise UsageError(f"--sha256 {sha256!r} is not a SHA-256 (64 hexadecimal digits)")
         if from_ is not None and not from_.strip():
             raise UsageError("--from needs a path or a URL")
-        return cls(runtime_id, version, backend, from_, digest, untested, for_)
+        return cls(id=runtime_id, version=version, backend=backend, from_=from_, sha256=digest, untested=untested,
+                   for_=for_)
 
     @classmethod
     def from_argv(cls, runtime_id: str, argv: Sequence[str]) -> Request:

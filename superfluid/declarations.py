@@ -162,9 +162,11 @@ def versions_text(runtime_id: str, rows: list[dict[str, Any]], listing: tuple[An
 def shape_of(option: Mapping[str, Any]) -> str:
     """The accepted shape in words, from an option's JSON (``an integer of at least -1``)."""
     try:
-        return Option(option["name"], option["type"], option.get("description", ""), option.get("default"),
-                      option.get("minimum"), option.get("maximum"), tuple(option.get("values") or ()),
-                      option.get("items") or "str").shape()
+        return Option(name=option["name"], kind=option["type"], description=option.get("description", ""),
+                      default=option.get("default"),
+                      minimum=option.get("minimum"), maximum=option.get("maximum"),
+                      values=tuple(option.get("values") or ()),
+                      item=option.get("items") or "str").shape()
     except (KeyError, TypeError):
         return str(option.get("type", "?"))
 

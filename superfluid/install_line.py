@@ -72,7 +72,8 @@ def already_installed(plans: Sequence[Plan], environ: Mapping[str, str]) -> Outc
             return None
         if not same_archives(first, there.receipt):
             return None
-        return Outcome(first.id, tuple(plans), False, "", receipt=there.receipt, path=str(root / first.install),
+        return Outcome(id=first.id, plans=tuple(plans), dry_run=False, source="", receipt=there.receipt,
+                       path=str(root / first.install),
                        current=current_install(root), pinned=read_pinned(root), kept=True)  # install() says where from
 
 

@@ -16,7 +16,7 @@ from superfluid.optionflags import check_runtime_options, split_serve_options, w
 from superfluid.paths import model_path
 from superfluid.runtime import registry
 from superfluid.runtime.kernel.errors import UsageError
-from superfluid.runtime.serving.server import listen_flags, max_context_flag, queue_flag
+from superfluid.runtime.serving.flags import listen_flags, max_context_flag, queue_flag
 
 __all__ = ["ServeCommand", "Ready", "FLAGS", "HELP_HINT", "shown_options", "parse_line", "runtime_argv"]
 
@@ -43,7 +43,7 @@ def shown_options() -> dict[str, tuple[str, str]]:
     return {f"--{rid}-{f.option}": (f.metavar, f.words) for rid in registry.IDS for f in registry.get(rid).serve_flags}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class ServeCommand:
     """A checked ``serve`` command line."""
 

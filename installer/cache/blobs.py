@@ -99,7 +99,7 @@ def _lock_partial(lock_path: Path) -> int:
         os.close(fd)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class HttpEntry:
     """What we last received from one URL: its validators and the digest of its body."""
 
@@ -355,8 +355,8 @@ class Cache:
     ) -> HttpEntry:
         """Record what ``url`` answered (its body already a blob of ``sha256``)."""
         self._ensure()
-        entry = HttpEntry(redact_url(url), sha256, size, etag, last_modified,
-                          redact_url(link_next) if link_next else None, time.time())
+        entry = HttpEntry(url=redact_url(url), sha256=sha256, size=size, etag=etag, last_modified=last_modified,
+                          link_next=redact_url(link_next) if link_next else None, stored_at=time.time())
         _write_atomic(self._entry_path(url), json.dumps(entry.to_json(), indent=1).encode())
         return entry
 

@@ -119,7 +119,7 @@ class InUse:
 
 # --- reading the cache --------------------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Item:
     """One file (a partial: its files) of the cache, its kind, and whether a prune removes it."""
 
@@ -231,12 +231,12 @@ def _blobs(root: str, facts: _Facts, records: Mapping[str, list[str]]) -> list[I
         if st is None:
             continue
         if not is_sha256(name) or not stat.S_ISREG(st.st_mode):
-            out.append(Item(f"sha256/{name}", "other", st.st_size, facts.age(st)))
+            out.append(Item(path=f"sha256/{name}", kind="other", size=st.st_size, age=facts.age(st)))
             continue
         kind = blob_kind(needed=name in facts.needed, archive=is_archive(_head(path)))
         stale = is_stale(kind, age=facts.age(st), grace=facts.grace, held=name in facts.held,
                          named=kind == "http" and name in records, born_before=facts.before(st))
-        out.append(Item(f"sha256/{name}", kind, st.st_size, facts.age(st), stale))
+        out.append(Item(path=f"sha256/{name}", kind=kind, size=st.st_size, age=facts.age(st), stale=stale))
     return out
 
 
@@ -250,7 +250,8 @@ def _record_items(root: str, facts: _Facts, records: Mapping[str, list[str]], bl
             if st is None:
                 continue
             gone = blob is None and facts.before(st) and facts.age(st) >= facts.grace
-            out.append(Item(rel, "http", st.st_size, facts.age(st), gone or (blob is not None and blob.stale)))
+            out.append(Item(path=rel, kind="http", size=st.st_size, age=facts.age(st),
+                            stale=gone or (blob is not None and blob.stale)))
     return out
 
 
@@ -269,9 +270,9 @@ def _partials(root: str, facts: _Facts) -> list[Item]:
         newest = max(stats, key=lambda t: t[1].st_mtime)[1]
         held = f"{key}.lock" in names and _partial_held(os.path.join(folder, f"{key}.lock"))
         first, *rest = sorted(n for n, _ in stats)
-        out.append(Item(f"partial/{first}", "partial", size, facts.age(newest),
-                        is_stale("partial", age=facts.age(newest), grace=facts.grace, held=held,
-                                 born_before=facts.before(newest)), tuple(f"partial/{n}" for n in rest)))
+        out.append(Item(path=f"partial/{first}", kind="partial", size=size, age=facts.age(newest),
+                        stale=is_stale("partial", age=facts.age(newest), grace=facts.grace, held=held,
+                                 born_before=facts.before(newest)), also=tuple(f"partial/{n}" for n in rest)))
     return out
 
 
@@ -301,7 +302,8 @@ def _others(root: str, facts: _Facts, seen: set[str]) -> list[Item]:
             rel = name if rel_top == "." else f"{rel_top}/{name}"
             st = _lstat(os.path.join(top, name))
             if rel not in seen and st is not None:
-                out.append(Item(rel, "http" if rel_top == "http" else "other", st.st_size, facts.age(st)))
+                out.append(Item(path=rel, kind="http" if rel_top == "http" else "other", size=st.st_size,
+                                age=facts.age(st)))
     return out
 
 

@@ -86,7 +86,7 @@ class Target:
         return f"{self.runtime} {self.platform} ({self.host})"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class LockedFile:
     """One file of a release, pinned: where it sits below a mirror root, where it was found, its
     size and SHA-256, and (for an installed asset) which statements its digest was agreed against."""
@@ -107,7 +107,7 @@ class LockedFile:
         return out
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Engine:
     """The install a target gets: the first plan the installer would try on such a machine."""
 
@@ -157,15 +157,18 @@ class Engine:
                 missing = "SHA-256" if a.sha256 is None else "size"
                 raise LockFileError(f"{target.describe()}: {a.name} has no {missing} to lock",
                                 fix="a lock pins every byte; lock releases whose listing states it")
-            assets.append(LockedFile(a.name, _path_for(a.url, repo, target), a.url, a.size, a.sha256,
-                                     a.digest_source, tuple(a.checked)))
+            assets.append(LockedFile(name=a.name, path=_path_for(a.url, repo, target), url=a.url, size=a.size,
+                                     sha256=a.sha256,
+                                     digest_source=a.digest_source, checked=tuple(a.checked)))
         files = sorted({url: (size, sha) for url, size, sha in evidence}.items(),
                        key=lambda kv: kv[0].rsplit("/", 1)[-1])
-        proofs = tuple(LockedFile(unquote(url.rsplit("/", 1)[-1]), _path_for(url, repo, target), url, size,
-                                  Sha256(sha)) for url, (size, sha) in files)
+        proofs = tuple(LockedFile(name=unquote(url.rsplit("/", 1)[-1]), path=_path_for(url, repo, target), url=url,
+                                  size=size,
+                                  sha256=Sha256(sha)) for url, (size, sha) in files)
         facts = {k: v for k, v in plan.facts.items() if isinstance(v, (str, int, float, bool))}
-        return cls(target, repo, plan.version, plan.backend, plan.chosen_by, plan.abi, plan.tested, plan.why,
-                   tuple(assets), facts, proofs)
+        return cls(target=target, repo=repo, version=plan.version, backend=plan.backend, chosen_by=plan.chosen_by,
+                   abi=plan.abi, tested=plan.tested, why=plan.why,
+                   assets=tuple(assets), facts=facts, evidence=proofs)
 
     def to_toml(self) -> dict[str, Any]:
         out: dict[str, Any] = {"runtime": self.target.runtime, "platform": self.target.platform,
@@ -363,8 +366,8 @@ def _file(raw: Mapping[str, Any], repo: str, where: str, key: str, *, evidence: 
     _check_path(raw["path"], repo, raw["name"], where, f"{key}.path")
     sha = parse_sha256(raw["sha256"])
     assert sha is not None  # the schema's pattern
-    return LockedFile(raw["name"], raw["path"], raw["url"], raw["size"], sha,
-                      "" if evidence else raw["digest_source"], tuple(raw.get("checked", ())))
+    return LockedFile(name=raw["name"], path=raw["path"], url=raw["url"], size=raw["size"], sha256=sha,
+                      digest_source="" if evidence else raw["digest_source"], checked=tuple(raw.get("checked", ())))
 
 
 def _parse(doc: Mapping[str, Any], where: str) -> Lock:
@@ -386,9 +389,11 @@ def _parse(doc: Mapping[str, Any], where: str) -> Lock:
                     raise _fault(where, f"{key}.{kind}[{j}].sha256", f"pins {locked.path} as {locked.sha256}, and "
                                  f"{earlier[1]} pins it as {earlier[0]}")
                 out.append(locked)
-        engines.append(Engine(target, raw["repo"], raw["version"], raw["backend"], raw["chosen_by"], raw.get("abi"),
-                              raw["tested"], raw["why"], tuple(files["asset"]), dict(raw.get("facts", {})),
-                              tuple(files["evidence"])))
+        engines.append(Engine(target=target, repo=raw["repo"], version=raw["version"], backend=raw["backend"],
+                              chosen_by=raw["chosen_by"], abi=raw.get("abi"),
+                              tested=raw["tested"], why=raw["why"], assets=tuple(files["asset"]),
+                              facts=dict(raw.get("facts", {})),
+                              evidence=tuple(files["evidence"])))
     targets = doc["targets"]
     return Lock(doc["superfluid"], tuple(targets["runtimes"]), tuple(targets["platforms"]),
                 tuple(targets["backends"]), tuple(engines))

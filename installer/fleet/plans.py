@@ -98,7 +98,7 @@ def host_for(platform: str, kind: str) -> Host:
     """The host a ``kind`` machine of ``platform`` is planned as (``HOSTS``)."""
     os_name, arch = platform.split("-", 1)
     facts = HOSTS[kind]
-    return Host(os_name, arch, nvidia_driver=facts.get("nvidia_driver"),  # type: ignore[arg-type]
+    return Host(os=os_name, arch=arch, nvidia_driver=facts.get("nvidia_driver"),  # type: ignore[arg-type]
                 rocm=bool(facts.get("rocm")), vulkan=bool(facts.get("vulkan")))
 
 

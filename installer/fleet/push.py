@@ -41,7 +41,7 @@ __all__ = ["Pushed", "push", "engine_manifests"]
 _LISTING_MAX_BYTES = 64 << 20
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Pushed:
     """What a push did: the engine tags and index tags the registry holds now; the blobs sent
     (mirror paths) and found there; the bytes sent; the manifests sent and found in place."""
@@ -186,5 +186,6 @@ def push(lock: Lock, ref: OciRef, *, environ: Mapping[str, str], progress: Progr
         if fetcher is None:
             net.close()
     total = len(manifests) + len(indexes)
-    return Pushed(tuple(manifests), tuple(indexes), tuple(b[0] for b in missing.values()), tuple(present), sent,
-                  written, total - written)
+    return Pushed(tags=tuple(manifests), indexes=tuple(indexes), sent=tuple(b[0] for b in missing.values()),
+                  present=tuple(present), bytes_sent=sent,
+                  manifests_sent=written, manifests_present=total - written)

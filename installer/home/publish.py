@@ -24,7 +24,7 @@ from superfluid.runtime.kernel.record import with_files
 __all__ = ["Published", "install_staged", "launcher_argv", "write_worker_launcher", "launcher_script"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Published:
     """What ``install_staged`` did, for the face's completion lines."""
 
@@ -303,5 +303,6 @@ def install_staged(
             raise StoreError(f"{runtime_id} {install} is installed, but {root / CURRENT} could not be "
                              f"updated: {e.strerror or e}",
                              fix=f"`superfluid runtime use {runtime_id} --auto` retries it") from e
-    return Published(receipt, root / install, replaced, chosen if chosen else current_install(root),
-                     read_pinned(root), cleaned)
+    return Published(receipt=receipt, path=root / install, replaced=replaced,
+                     current=chosen if chosen else current_install(root),
+                     pinned=read_pinned(root), cleaned=cleaned)

@@ -74,7 +74,7 @@ def probe(cdll: ctypes.CDLL, path: str) -> tuple[Probe, dict[str, Any]]:
     for binding in BOUND:
         fn = bind(cdll, binding)
         if fn is None:
-            return Probe(path, missing=binding[0]), functions
+            return Probe(path=path, missing=binding[0]), functions
         functions[binding[0]] = fn
     for binding in OPTIONAL:
         fn = bind(cdll, binding)
@@ -84,7 +84,7 @@ def probe(cdll: ctypes.CDLL, path: str) -> tuple[Probe, dict[str, Any]]:
     version = raw.decode("utf-8", "replace") if raw else ""
     abi = int(functions[ABI_VERSION]()) if ABI_VERSION in functions else None
     size = int(functions["baseRT_model_config_sizeof"]())
-    facts = Probe(path, version=version, abi=abi, has_into=GET_CONFIG_INTO in functions, config_size=size)
+    facts = Probe(path=path, version=version, abi=abi, has_into=GET_CONFIG_INTO in functions, config_size=size)
     return facts, functions
 
 

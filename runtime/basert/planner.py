@@ -293,9 +293,10 @@ def _read_name(recipe: Mapping[str, Any]) -> Callable[[str, str | None], NameFac
         version = version or (b.version if b else None)
         pin = _pins(recipe).get(version or "")
         pinned = next((a for a in (pin or {}).get("assets", []) if a.get("name") == name), None)
-        return NameFacts(b.platform if b else None, b.backend if b else None, b.version if b else None,
-                         parse_sha256((pinned or {}).get("sha256")), (pinned or {}).get("size"),
-                         (pin or {}).get("abi"))
+        return NameFacts(platform=b.platform if b else None, backend=b.backend if b else None,
+                         version=b.version if b else None,
+                         pin=parse_sha256((pinned or {}).get("sha256")), size=(pinned or {}).get("size"),
+                         abi=(pin or {}).get("abi"))
     return read
 
 

@@ -20,7 +20,7 @@ FIX = ("install one this superfluid drives with `superfluid runtime install base
        "or name another with --basert-lib or BASERT_LIB")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Probe:
     """What a probe found in a library, without calling anything unsafe."""
 

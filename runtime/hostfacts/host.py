@@ -48,7 +48,7 @@ ARM64_HWCAPS = ("fp", "asimd", "asimdhp", "asimddp", "i8mm", "bf16", "sve", "sve
 NOTABLE = ("libvulkan.so.1", "libcuda.so.1", "libstdc++.so.6", "libgomp.so.1")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Host:
     """What the resolver and planners need to know about this machine.
 

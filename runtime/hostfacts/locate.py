@@ -16,7 +16,7 @@ from superfluid.runtime.kernel.errors import LibraryNotFound
 __all__ = ["Library", "Located", "library_names", "namer", "beside", "search_dirs", "locate"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Library:
     """What an adapter says about its engine library; the search itself is the same for all."""
 

@@ -33,7 +33,7 @@ class InvalidNeeds(ValueError):
     """A needs document that is not one (the message names the field)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Needs:
     """What a build needs of a host. ``files`` says which file needs each version (``"glibc":
     "libllama.so"``) and each library: measured needs name them, recorded needs may not."""
@@ -84,8 +84,9 @@ class Needs:
         files = doc.get("files", {})
         if not isinstance(files, Mapping) or not all(isinstance(v, str) for v in files.values()):
             raise InvalidNeeds("needs.files must be an object of file names")
-        return cls(versions["glibc"], versions["glibcxx"], versions["cxxabi"], lists["libraries"], lists["cpu"],
-                   {str(k): v for k, v in files.items()})
+        return cls(glibc=versions["glibc"], glibcxx=versions["glibcxx"], cxxabi=versions["cxxabi"],
+                   libraries=lists["libraries"], cpu=lists["cpu"],
+                   files={str(k): v for k, v in files.items()})
 
 
 def is_shared_object(name: str) -> bool:
@@ -161,7 +162,8 @@ def _measured(objects: list[Path], carried: set[str]) -> Needs:
     missing = sorted(n for n in wanted if n not in carried)
     files = {key: name for key, (_, _, name) in best.items()} | {lib: wanted[lib] for lib in missing}
     newest_of = {k: best[k][1] if k in best else None for k, _ in _PREFIXES}
-    return Needs(newest_of["glibc"], newest_of["glibcxx"], newest_of["cxxabi"], tuple(missing), (), files)
+    return Needs(glibc=newest_of["glibc"], glibcxx=newest_of["glibcxx"], cxxabi=newest_of["cxxabi"],
+                 libraries=tuple(missing), cpu=(), files=files)
 
 
 @dataclass(frozen=True, slots=True)

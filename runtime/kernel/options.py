@@ -18,7 +18,7 @@ _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Option:
     """One option: its name (``n-gpu-layers``), the shape of its value and a one-line description."""
 

@@ -58,7 +58,7 @@ class Source:
         return {"url": self.url, "sha256": self.sha256}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Receipt:
     """What an install is, how it was chosen and where its bytes came from."""
 

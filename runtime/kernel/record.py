@@ -35,7 +35,7 @@ class NotRecordable(SuperfluidError):
     """A staged install whose files cannot be recorded in its receipt (unreadable, special, too many)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class FileRecord:
     """One entry below an install: a regular file (``size``, ``sha256``, ``executable``), a symbolic
     link (``link``: its target), or, only when found, something else (``other``: what it is, or why
@@ -79,11 +79,11 @@ class FileRecord:
         if not isinstance(data, Mapping) or not isinstance(data.get("path"), str) or not data["path"]:
             raise BadFile(where, "is not a recorded file (an object with a path)", json_path=at)
         if isinstance(data.get("link"), str):
-            return cls(data["path"], link=data["link"])
+            return cls(path=data["path"], link=data["link"])
         size, sha256 = data.get("size"), data.get("sha256")
         if not isinstance(size, int) or isinstance(size, bool) or size < 0 or not _is_hex64(sha256):
             raise BadFile(where, "records neither a link nor a file's size and SHA-256", json_path=at)
-        return cls(data["path"], size=size, sha256=sha256, executable=data.get("executable") is True)
+        return cls(path=data["path"], size=size, sha256=sha256, executable=data.get("executable") is True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,24 +203,24 @@ def _entry(full: bytes, rel: bytes, *, digest: str | None = None) -> tuple[FileR
     try:
         st = os.lstat(full)
     except OSError as e:
-        return FileRecord(path, other=f"cannot be read ({e.strerror or e})"), False
+        return FileRecord(path=path, other=f"cannot be read ({e.strerror or e})"), False
     if stat.S_ISDIR(st.st_mode):
-        return FileRecord(path), True
+        return FileRecord(path=path), True
     if stat.S_ISLNK(st.st_mode):
         try:
-            return FileRecord(path, link=_text(os.readlink(full))), False
+            return FileRecord(path=path, link=_text(os.readlink(full))), False
         except OSError as e:
-            return FileRecord(path, other=f"a link that cannot be read ({e.strerror or e})"), False
+            return FileRecord(path=path, other=f"a link that cannot be read ({e.strerror or e})"), False
     if not stat.S_ISREG(st.st_mode):
-        return FileRecord(path, other=kind_of(st.st_mode)), False
+        return FileRecord(path=path, other=kind_of(st.st_mode)), False
     known = digest if digest is not None else _WRITTEN.get(st)  # else hashed as it was written, unchanged since
     if known is not None:  # not read again
-        return FileRecord(path, size=st.st_size, sha256=known, executable=bool(st.st_mode & 0o111)), False
+        return FileRecord(path=path, size=st.st_size, sha256=known, executable=bool(st.st_mode & 0o111)), False
     try:
         size, sha256, executable = _hash(full)
     except OSError as e:
-        return FileRecord(path, other=f"a file that cannot be read ({e.strerror or e})"), False
-    return FileRecord(path, size=size, sha256=sha256, executable=executable), False
+        return FileRecord(path=path, other=f"a file that cannot be read ({e.strerror or e})"), False
+    return FileRecord(path=path, size=size, sha256=sha256, executable=executable), False
 
 
 def record_tree(root: str | os.PathLike[str], *, skip: Sequence[str] = ()) -> tuple[FileRecord, ...]:
@@ -238,7 +238,8 @@ def record_tree(root: str | os.PathLike[str], *, skip: Sequence[str] = ()) -> tu
             names = sorted(os.listdir(os.path.join(top, rel_dir) if rel_dir else top))
         except OSError as e:
             if rel_dir:
-                out.append(FileRecord(_text(rel_dir), other=f"a directory that cannot be listed ({e.strerror or e})"))
+                out.append(FileRecord(path=_text(rel_dir),
+                                      other=f"a directory that cannot be listed ({e.strerror or e})"))
                 continue
             raise
         for name in names:
@@ -292,7 +293,7 @@ def with_files(receipt: Receipt, install_dir: str | os.PathLike[str], *, max_byt
 
 # --- one install -----------------------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Verdict:
     """What ``verify_install`` found: the differences from the receipt, or why nothing could be
     compared (``problem``: the receipt does not read, or records no files)."""
@@ -343,19 +344,20 @@ def verify_install(runtime_id: str, install: str, path: str | os.PathLike[str],
     and ``problem`` says why). Reads every file; changes nothing."""
     where = os.fspath(path)
     if receipt is None:
-        return Verdict(runtime_id, install, where, problem=f"its receipt does not read ({problem})")
+        return Verdict(id=runtime_id, install=install, path=where, problem=f"its receipt does not read ({problem})")
     try:
         recorded = files_of(receipt, os.path.join(where, RECEIPT))
     except BadFile as e:
-        return Verdict(runtime_id, install, where, problem=f"its receipt does not read ({e})")
+        return Verdict(id=runtime_id, install=install, path=where, problem=f"its receipt does not read ({e})")
     if recorded is None:
-        return Verdict(runtime_id, install, where, problem=UNRECORDED)
+        return Verdict(id=runtime_id, install=install, path=where, problem=UNRECORDED)
     try:
         found = record_tree(Path(where), skip=(RECEIPT,))
     except OSError as e:
-        return Verdict(runtime_id, install, where, len(recorded),
+        return Verdict(id=runtime_id, install=install, path=where, recorded=len(recorded),
                        problem=f"it cannot be read ({e.strerror or e})")
-    return Verdict(runtime_id, install, where, len(recorded), compare(recorded, found))
+    return Verdict(id=runtime_id, install=install, path=where, recorded=len(recorded), differences=compare(recorded,
+                                                                                                           found))
 
 
 def glance(receipt: Receipt, path: str | os.PathLike[str]) -> tuple[Difference, ...]:
@@ -377,5 +379,5 @@ def glance(receipt: Receipt, path: str | os.PathLike[str]) -> tuple[Difference, 
         if not os.path.lexists(full):
             continue  # missing: compare says so
         record, is_dir = _entry(full, rel, digest=want.sha256 or "")  # the digest is taken as recorded
-        found.append(FileRecord(record.path, other=kind_of(stat.S_IFDIR)) if is_dir else record)
+        found.append(FileRecord(path=record.path, other=kind_of(stat.S_IFDIR)) if is_dir else record)
     return compare(recorded, found)

@@ -54,7 +54,7 @@ class LlamacppAdapter(Adapter):
         for b in (tested(self.recipe) if compat_part is None else tested_of(self.recipe, compat_part)):
             refused: list[Plan] = []
             try:
-                plans = self.plan_for(Request(self.id, version=b.version), host, None, part)
+                plans = self.plan_for(Request(id=self.id, version=b.version), host, None, part)
                 refused = [p for p in plans if p.refused is not None]
                 first = next((p for p in plans if p.refused is None), None)
                 if first is None:

@@ -62,7 +62,7 @@ class DecodeFailed(SuperfluidError):
         self.status = status
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Device:
     """A device of ggml's backend registry."""
 

@@ -153,7 +153,7 @@ class DefaultsImage(C.Structure):
         return bytes(self)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Layout:
     """One generation of the parameter structs."""
 
@@ -170,8 +170,10 @@ class Layout:
 
 
 LAYOUTS: tuple[Layout, ...] = (
-    Layout("v2", ContextParamsV2, ModelParams, _CONTEXT_V2, tuple(_MODEL), ("b11642", "b11549", "b11669", "b11739")),
-    Layout("v1", ContextParamsV1, ModelParams, _CONTEXT_V1, tuple(_MODEL), ("b11284", "b11312", "b11434")),
+    Layout(name="v2", context=ContextParamsV2, model=ModelParams, context_fields=_CONTEXT_V2,
+           model_fields=tuple(_MODEL), builds=("b11642", "b11549", "b11669", "b11739")),
+    Layout(name="v1", context=ContextParamsV1, model=ModelParams, context_fields=_CONTEXT_V1,
+           model_fields=tuple(_MODEL), builds=("b11284", "b11312", "b11434")),
 )
 
 

@@ -58,7 +58,7 @@ class LogTail:
         return " / ".join(self.errors)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Library:
     """A loaded libllama of a known layout, its functions bound for that layout."""
 

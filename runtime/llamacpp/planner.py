@@ -342,9 +342,10 @@ def _read_name(builds: Sequence[TestedBuild], untested: bool) -> Callable[[str, 
         if build is None and not untested:
             raise NotInstallable(_untested_message(version, builds))
         pinned = next((a for a in build.archives if a.name == name), None) if build else None
-        return NameFacts(parsed.platform if parsed else None, parsed.backend if parsed else None,
-                         parsed.build if parsed else None, parse_sha256(pinned.sha256) if pinned else None,
-                         pinned.size if pinned else None, None, {"layout": build.layout} if build else {},
+        return NameFacts(platform=parsed.platform if parsed else None, backend=parsed.backend if parsed else None,
+                         version=parsed.build if parsed else None, pin=parse_sha256(pinned.sha256) if pinned else None,
+                         size=pinned.size if pinned else None, abi=None,
+                         facts={"layout": build.layout} if build else {},
                          tested=build is not None)
     return read
 

@@ -21,7 +21,7 @@ SCHEMA = "llamacpp-recipe"
 _NAME = re.compile(r"^(?P<cudart>cudart-)?llama-(?P<build>b\d+)-bin-(?P<os>ubuntu|macos)-(?P<rest>.+)\.tar\.gz$")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Archive:
     """One release archive: what its name says, and what the recipe pins about it."""
 

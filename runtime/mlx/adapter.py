@@ -22,10 +22,13 @@ __all__ = ["ADAPTER", "MlxAdapter", "OPTIONS", "FORMATS", "TOKENIZER", "CAPABILI
 
 #: MLX's serve options (SPEC §7): spelled ``--mlx-<name>`` on serve, ``--<name>`` to the worker
 OPTIONS: tuple[Option, ...] = (
-    Option("venv", "path", "the Python environment holding mlx and mlx-lm, instead of the installed one"),
-    Option("prefill-chunk", "int", "prompt tokens evaluated per step while prefilling", default=2048,
+    Option(name="venv", kind="path",
+           description="the Python environment holding mlx and mlx-lm, instead of the installed one"),
+    Option(name="prefill-chunk", kind="int", description="prompt tokens evaluated per step while prefilling",
+           default=2048,
            minimum=1, maximum=1 << 20),
-    Option("cache-limit-mb", "int", "MLX's buffer cache limit in MiB (0: keep no cache; unset: MLX's default)",
+    Option(name="cache-limit-mb", kind="int",
+           description="MLX's buffer cache limit in MiB (0: keep no cache; unset: MLX's default)",
            minimum=0, maximum=1 << 24),
 )
 #: the model format MLX reads: a directory of Hugging Face files with safetensors weights

@@ -46,7 +46,7 @@ def _runtime(runtime_id: str, host: Host) -> dict[str, Any]:
     adapter = registry.get(runtime_id)
     refused: list[dict[str, Any]] = []
     try:
-        plans = adapter.plan(Request(runtime_id), host)
+        plans = adapter.plan(Request(id=runtime_id), host)
     except NotInstallable as e:
         return {"id": runtime_id, "installs": None, "why_not": e.message, "fallbacks": [], "refused": refused}
     chosen = first_published(plans)

@@ -101,7 +101,7 @@ def _upgrading(args: argparse.Namespace) -> set[str] | None:
 
 
 def _plan(target: Target, args: argparse.Namespace, environ: Mapping[str, str]) -> Engine:
-    request = Request(target.runtime, for_=getattr(args, "for_release", None))
+    request = Request(id=target.runtime, for_=getattr(args, "for_release", None))
     return plan_engine(request, target, environ=environ, mirror=args.mirror, offline=args.offline,
                        config=fetch_config(args, environ))
 
@@ -154,7 +154,7 @@ def _nothing_of(runtime: str, failed: Mapping[Target, SuperfluidError]) -> lockf
 def _same_release(args: argparse.Namespace, environ: Mapping[str, str]) -> Any:
     def again(old: Engine) -> Engine | None:
         try:
-            request = Request(old.target.runtime, version=old.version, backend=old.backend,
+            request = Request(id=old.target.runtime, version=old.version, backend=old.backend,
                               for_=getattr(args, "for_release", None))
             engine = plan_engine(request, old.target, environ=environ, mirror=args.mirror, offline=args.offline,
                                  config=fetch_config(args, environ))

@@ -144,8 +144,10 @@ def run(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     where = "the cache" if args.offline else "the cache, else the sources its receipt records"
-    outcome = Outcome(args.id, (plan_of(target.receipt, mirror_root=mirror_root),), False, where, done.receipt,
-                      str(done.path), done.replaced, done.current, done.pinned, cleaned=done.cleaned)
+    outcome = Outcome(id=args.id, plans=(plan_of(target.receipt, mirror_root=mirror_root),), dry_run=False,
+                      source=where, receipt=done.receipt,
+                      path=str(done.path), replaced=done.replaced, current=done.current, pinned=done.pinned,
+                      cleaned=done.cleaned)
     if args.json:
         print_json({**outcome.to_json(), "repaired": True, "put_back": put_back})
     else:

@@ -49,7 +49,7 @@ def _listing_choice(args: argparse.Namespace, environ: Mapping[str, str]) -> tup
     mirror, offline = _listing_named(args, environ)
     if mirror is None and not offline:
         return None
-    found = _planned(Request(args.id), environ, mirror, offline)
+    found = _planned(Request(id=args.id), environ, mirror, offline)
     return found if isinstance(found[0], dict) else (found[0], mirror or "the cache")
 
 
@@ -89,7 +89,7 @@ def _judged(args: argparse.Namespace, environ: Mapping[str, str], rows: list[dic
         if r["version"] == chosen:
             continue
         try:
-            out[r["version"]] = _planned(Request(args.id, version=r["version"]), environ, mirror, offline)[0]
+            out[r["version"]] = _planned(Request(id=args.id, version=r["version"]), environ, mirror, offline)[0]
         except SuperfluidError as e:  # as install says it: a file of that release not in the cache, offline
             out[r["version"]] = str(e)
     return out
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     for_release = release_for(args, environ)
     if for_release is not None:  # --for: the adapter's verdicts for that release's compat document
         adapter = registry.get(args.id)
-        part = adapter.compat_part(Request(args.id, for_=for_release))
+        part = adapter.compat_part(Request(id=args.id, for_=for_release))
         answer = adapter.versions(detect(environ), installed_installs(args.id, environ), part)
     else:
         answer, _ = ask(args.id, "versions", environ)

@@ -27,7 +27,7 @@ MATRIX = [
     pytest.param("0.4.0", None, None, id="unnumbered-later"),
     pytest.param("1.3.0", None, None, id="unnumbered-other-major"),
 ]
-LINUX = Host("linux", "x64")
+LINUX = Host(os="linux", arch="x64")
 
 
 @pytest.mark.parametrize(("version", "abi", "by"), MATRIX)
@@ -52,7 +52,7 @@ def test_no_unnumbered_line_drives_no_unnumbered_library() -> None:
 
 
 def _loader_serves(version: str, abi: int | None) -> bool:
-    probe = Probe("/x/libbaseRT.so", version=version, abi=abi, has_into=True)
+    probe = Probe(path="/x/libbaseRT.so", version=version, abi=abi, has_into=True)
     return judge(probe, 1792, drives=1, line="0.3").serves
 
 
@@ -65,7 +65,7 @@ def _planner_chooses(version: str, abi: int | None) -> str | None:
     texts = {(rel.tag, a.name): f"{abi}\n" for a in assets if a.name.startswith("basert-engine-abi-")}
     listing = MemoryListing([rel], texts)
     try:
-        return plan(Request("basert"), {"pinned": []}, LINUX, listing, drives=1, line="0.3")[0].chosen_by
+        return plan(Request(id="basert"), {"pinned": []}, LINUX, listing, drives=1, line="0.3")[0].chosen_by
     except NotInstallable:
         return None
 

@@ -12,10 +12,10 @@ from superfluid.runtime.basert.adapter import ADAPTER as BASERT
 from superfluid.runtime.hostfacts.host import Host
 from tests.declarations.conftest import version_rows as _rows
 
-LINUX_X64 = Host("linux", "x64")
-LINUX_ARM64_GPU = Host("linux", "arm64", nvidia_driver="580.95.05")
-LINUX_ARM64 = Host("linux", "arm64")
-MACOS_ARM64 = Host("macos", "arm64")
+LINUX_X64 = Host(os="linux", arch="x64")
+LINUX_ARM64_GPU = Host(os="linux", arch="arm64", nvidia_driver="580.95.05")
+LINUX_ARM64 = Host(os="linux", arch="arm64")
+MACOS_ARM64 = Host(os="macos", arch="arm64")
 
 
 def test_basert_recipe_carries_upstream_pins_and_no_invented_digest() -> None:

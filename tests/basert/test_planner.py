@@ -13,10 +13,10 @@ from superfluid.runtime.kernel.errors import InconsistentRelease, UsageError
 from superfluid.runtime.planning import DigestConflict, NotInstallable, Request, install_name
 from tests.memory_listing import Asset, MemoryListing, Release
 
-LINUX = Host("linux", "x64")
-LINUX_ARM = Host("linux", "arm64")
-LINUX_ARM_GPU = Host("linux", "arm64", nvidia_driver="580.95.05")
-MAC = Host("macos", "arm64")
+LINUX = Host(os="linux", arch="x64")
+LINUX_ARM = Host(os="linux", arch="arm64")
+LINUX_ARM_GPU = Host(os="linux", arch="arm64", nvidia_driver="580.95.05")
+MAC = Host(os="macos", arch="arm64")
 D = {c: c * 64 for c in "abcdef"}  # six distinct digests
 
 

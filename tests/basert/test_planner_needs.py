@@ -27,32 +27,32 @@ def _plans(needs: str | None, host: Host) -> tuple[list, MemoryListing]:
         assets.append(Asset(BUNDLE + ".needs.json"))
         texts[("v0.4.0", BUNDLE + ".needs.json")] = needs
     listing = MemoryListing([Release("v0.4.0", tuple(assets))], texts, repo="basecompute/baseRT")
-    return plan(Request("basert"), RECIPE, host, listing, drives=1, line="0.3"), listing
+    return plan(Request(id="basert"), RECIPE, host, listing, drives=1, line="0.3"), listing
 
 
 NEEDS = json.dumps({"glibc": "2.34", "glibcxx": None, "cxxabi": None, "libraries": ["libc.so.6"]})
 
 
 @pytest.mark.parametrize(("host", "refused"), [
-    pytest.param(Host("linux", "x64", glibc="2.36", libc="glibc", libraries=LIBS), None, id="met"),
-    pytest.param(Host("linux", "x64", glibc="2.28", libc="glibc", libraries=LIBS),
+    pytest.param(Host(os="linux", arch="x64", glibc="2.36", libc="glibc", libraries=LIBS), None, id="met"),
+    pytest.param(Host(os="linux", arch="x64", glibc="2.28", libc="glibc", libraries=LIBS),
                  f"{BUNDLE} needs GLIBC_2.34; this host has glibc 2.28: this build was made for a newer distribution",
                  id="rhel-8"),
-    pytest.param(Host("linux", "x64", libc="musl", libraries=LIBS),
+    pytest.param(Host(os="linux", arch="x64", libc="musl", libraries=LIBS),
                  f"{BUNDLE} needs glibc (GLIBC_2.34); this host's C library is musl: this build is made for glibc "
                  "distributions", id="alpine"),
-    pytest.param(Host("linux", "x64"), None, id="a-host-described"),
+    pytest.param(Host(os="linux", arch="x64"), None, id="a-host-described"),
 ])
 def test_a_bundle_s_stated_needs_are_judged_before_download(host: Host, refused: str | None) -> None:
     plans, listing = _plans(NEEDS, host)
     assert [p.install for p in plans] == ["0.4.0-cpu"]
-    assert plans[0].refused == refused and plans[0].needs == Needs("2.34", libraries=("libc.so.6",))
+    assert plans[0].refused == refused and plans[0].needs == Needs(glibc="2.34", libraries=("libc.so.6",))
     assert ("v0.4.0", BUNDLE + ".needs.json") in listing.read
     assert (first_published(plans) is None) is (refused is not None)
 
 
 def test_a_bundle_without_a_needs_asset_is_measured_after_extraction() -> None:
-    plans, _ = _plans(None, Host("linux", "x64", glibc="2.0", libc="glibc"))
+    plans, _ = _plans(None, Host(os="linux", arch="x64", glibc="2.0", libc="glibc"))
     assert plans[0].needs is None and plans[0].refused is None
 
 
@@ -60,6 +60,6 @@ def test_a_bundle_without_a_needs_asset_is_measured_after_extraction() -> None:
                                              ("[]", "is not a needs document")])
 def test_a_needs_asset_that_is_not_one_is_inconsistent(text: str, fault: str) -> None:
     with pytest.raises(InconsistentRelease, match=f"asset {BUNDLE}.needs.json: {fault}"):
-        _plans(text, Host("linux", "x64"))
+        _plans(text, Host(os="linux", arch="x64"))
     with pytest.raises(InconsistentRelease, match=fault):
         read_needs("r", "v1", "x.needs.json", text)

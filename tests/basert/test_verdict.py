@@ -44,7 +44,7 @@ JUDGE = [
 
 @pytest.mark.parametrize(("change", "config_read", "refusal"), JUDGE)
 def test_judge(change: dict[str, Any], config_read: str | None, refusal: str | None) -> None:
-    verdict = judge(Probe(PATH, **{**OK, **change}), 1792, drives=1, line="0.3")
+    verdict = judge(Probe(path=PATH, **{**OK, **change}), 1792, drives=1, line="0.3")
     assert verdict.config_read == config_read
     if refusal is None:
         assert verdict.serves and verdict.refusal is None
@@ -66,7 +66,7 @@ KINDS = [
 @pytest.mark.parametrize(("change", "kind", "by_abi", "stated_version", "stated_abi"), KINDS)
 def test_the_refusal_carries_its_facts(change: dict[str, Any], kind: type[LibraryRefused], by_abi: bool,
                                        stated_version: str | None, stated_abi: int | None) -> None:
-    refusal = judge(Probe(PATH, **{**OK, **change}), 1792, drives=1, line="0.3").refusal
+    refusal = judge(Probe(path=PATH, **{**OK, **change}), 1792, drives=1, line="0.3").refusal
     assert refusal is not None and type(refusal) is kind
     assert (refusal.path, refusal.by_abi, refusal.stated_version, refusal.stated_abi) == (
         PATH, by_abi, stated_version, stated_abi)
@@ -76,32 +76,32 @@ def test_the_refusal_carries_its_facts(change: dict[str, Any], kind: type[Librar
 
 
 @pytest.mark.parametrize(("drives", "line", "probe", "serves"), [
-    pytest.param(2, "0.5", Probe("/x", version="0.5.2", config_size=1792), True, id="another-abi-its-own-line"),
-    pytest.param(2, "0.5", Probe("/x", version="0.3.0", config_size=1792), False, id="another-abi-not-our-line"),
-    pytest.param(2, None, Probe("/x", version="0.3.0", config_size=1792), False, id="no-unnumbered-line"),
-    pytest.param(2, None, Probe("/x", version="0.3.0", abi=2, config_size=1792), True, id="no-line-but-numbered"),
-    pytest.param(3, "0.3", Probe("/x", version="0.4.0", abi=1, has_into=True), False, id="our-old-number"),
+    pytest.param(2, "0.5", Probe(path="/x", version="0.5.2", config_size=1792), True, id="another-abi-its-own-line"),
+    pytest.param(2, "0.5", Probe(path="/x", version="0.3.0", config_size=1792), False, id="another-abi-not-our-line"),
+    pytest.param(2, None, Probe(path="/x", version="0.3.0", config_size=1792), False, id="no-unnumbered-line"),
+    pytest.param(2, None, Probe(path="/x", version="0.3.0", abi=2, config_size=1792), True, id="no-line-but-numbered"),
+    pytest.param(3, "0.3", Probe(path="/x", version="0.4.0", abi=1, has_into=True), False, id="our-old-number"),
 ])
 def test_what_it_drives_is_an_argument(drives: int, line: str | None, probe: Probe, serves: bool) -> None:
     assert judge(probe, 1792, drives=drives, line=line).serves is serves
 
 
 def test_an_abi_without_unnumbered_line_refuses_every_unnumbered_library() -> None:
-    verdict = judge(Probe("/x", version="0.3.0", config_size=1792), 1792, drives=2, line=None)
+    verdict = judge(Probe(path="/x", version="0.3.0", config_size=1792), 1792, drives=2, line=None)
     assert verdict.refusal is not None and "no unnumbered release carries ABI 2" in verdict.refusal.message
 
 
 def test_the_defaults_are_our_header() -> None:
     """Without ``drives``/``line`` the verdict is for the ABI and line our header states."""
-    numbered = Probe(PATH, version="9.9.9", abi=ABI_VERSION, has_into=True)
+    numbered = Probe(path=PATH, version="9.9.9", abi=ABI_VERSION, has_into=True)
     assert judge(numbered, 1792) == LibraryVerdict("into")
-    assert judge(Probe(PATH, version="9.9.9", abi=ABI_VERSION + 1, has_into=True), 1792).serves is False
+    assert judge(Probe(path=PATH, version="9.9.9", abi=ABI_VERSION + 1, has_into=True), 1792).serves is False
     assert UNNUMBERED_LINE is not None
-    assert judge(Probe(PATH, version=f"{UNNUMBERED_LINE}.9", config_size=1792), 1792).config_read == "by-value"
+    assert judge(Probe(path=PATH, version=f"{UNNUMBERED_LINE}.9", config_size=1792), 1792).config_read == "by-value"
 
 
 def test_the_size_compared_is_the_callers() -> None:
     """``our_size`` is the bindings' struct: the same library reads by value for one size only."""
-    probe = Probe(PATH, version="0.3.0", abi=1, config_size=1700)
+    probe = Probe(path=PATH, version="0.3.0", abi=1, config_size=1700)
     assert judge(probe, 1700).config_read == "by-value"
     assert judge(probe, 1792).serves is False

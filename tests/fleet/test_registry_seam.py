@@ -20,8 +20,8 @@ from superfluid.installer.install import install
 from superfluid.installer.sources.choose import source_for
 from superfluid.installer.sources.oci.client import fetcher_for_ref
 from superfluid.installer.sources.oci.ref import parse_ref
-from superfluid.installer.transport.fetcher import FetchResponse, Request
 from superfluid.installer.transport.loopback import LoopbackFetcher
+from superfluid.installer.transport.messages import FetchResponse, HttpRequest
 from superfluid.runtime.planning import Request as InstallRequest
 from tests.fleet.conftest import Machine, machine_at
 from tests.fleet.registry import Registry, docker_config
@@ -37,7 +37,7 @@ class Recording(LoopbackFetcher):
         self.seen: list[tuple[str, str]] = []
         self._seen_lock = threading.Lock()
 
-    def _send(self, request: Request) -> FetchResponse:
+    def _send(self, request: HttpRequest) -> FetchResponse:
         parts = urlsplit(request.url)
         if parts.netloc == self.host:
             with self._seen_lock:
@@ -52,7 +52,7 @@ def _answered(registry: Registry) -> Counter[tuple[str, str]]:
 def test_every_request_of_a_push_and_an_install_goes_through_the_fetcher(
         tmp_path: Path, admin: Machine, fleet_server: ReleaseServer) -> None:
     target = Target("basert", "linux-x64", "cpu")
-    engine = plan_engine(InstallRequest("basert"), target, environ=admin.env)
+    engine = plan_engine(InstallRequest(id="basert"), target, environ=admin.env)
     lock = Lock("0.1.0", ("basert",), ("linux-x64",), ("cpu",), (engine,))
     with Registry(tmp_path / "registry", auth=True) as registry:
         auth = docker_config(tmp_path / "login", registry.host)
@@ -77,7 +77,7 @@ def test_every_request_of_a_push_and_an_install_goes_through_the_fetcher(
         source = source_for(mirror=registry.url, offline=False, environ=node_env, fetcher=installing)
         registry.clear_log()
         try:
-            outcome = install(InstallRequest("basert"), environ=node_env, source=source)
+            outcome = install(InstallRequest(id="basert"), environ=node_env, source=source)
         finally:
             source.close()
         assert outcome.receipt is not None and node.installs("basert") == [engine.install]

@@ -111,14 +111,15 @@ def _file(src: Path, tag: str, name: str, data: bytes, repo: str = LOCKED_REPO) 
     where = src / repo / tag / name
     where.parent.mkdir(parents=True, exist_ok=True)
     where.write_bytes(data)
-    return LockedFile(name, f"{repo}/releases/download/{tag}/{name}", where.as_uri(), len(data),
-                      hashlib.sha256(data).hexdigest())  # type: ignore[arg-type]
+    return LockedFile(name=name, path=f"{repo}/releases/download/{tag}/{name}", url=where.as_uri(), size=len(data),
+                      sha256=hashlib.sha256(data).hexdigest())  # type: ignore[arg-type]
 
 
 def _engine(host: str, version: str, assets: tuple[LockedFile, ...], evidence: tuple[LockedFile, ...] = (),
             repo: str = LOCKED_REPO) -> Engine:
-    return Engine(Target("basert", "linux-x64", host), repo, version, host, "abi", 1, True, "test", assets, {},
-                  evidence)
+    return Engine(target=Target("basert", "linux-x64", host), repo=repo, version=version, backend=host,
+                  chosen_by="abi", abi=1, tested=True, why="test", assets=assets, facts={},
+                  evidence=evidence)
 
 
 @pytest.fixture

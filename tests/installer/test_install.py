@@ -133,7 +133,8 @@ def test_no_plan_installs_nothing(cli_home: Home) -> None:
 
 def _outcome(dry_run: bool) -> Outcome:
     p = Plan(id="basert", version="1.0", backend="cpu", assets=(), tested=True, chosen_by="tested", abi=1, why="t")
-    return Outcome("basert", (p,), dry_run, "the listing", fallbacks=(("0.5.0-cpu", "refused"),),
+    return Outcome(id="basert", plans=(p,), dry_run=dry_run, source="the listing", fallbacks=(("0.5.0-cpu",
+                                                                                               "refused"),),
                    warnings=("w",))
 
 

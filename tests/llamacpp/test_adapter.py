@@ -14,8 +14,8 @@ from tests.declarations.conftest import LINUX_X64 as ENV_LINUX_X64
 from tests.declarations.conftest import SPEC_LLAMA_OPTIONS, empty_home_env
 from tests.declarations.conftest import version_rows as _rows
 
-LINUX_X64 = Host("linux", "x64")
-MACOS_ARM64 = Host("macos", "arm64")
+LINUX_X64 = Host(os="linux", arch="x64")
+MACOS_ARM64 = Host(os="macos", arch="arm64")
 
 
 def test_llamacpp_compat_lists_the_tested_builds_with_their_layouts() -> None:

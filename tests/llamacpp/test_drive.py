@@ -33,7 +33,7 @@ def test_decode_failed(status: int, detail: str, message: str) -> None:
 
 
 def test_a_device_as_json_names_its_total_memory() -> None:
-    d = Device(0, "CPU", "the host", "CPU", "cpu", 1, 2)
+    d = Device(index=0, name="CPU", description="the host", backend="CPU", kind="cpu", memory_free=1, memory_total=2)
     assert d.to_json() == {"index": 0, "name": "CPU", "description": "the host", "backend": "CPU", "kind": "cpu",
                            "memory_free": 1, "memory_total": 2, "memory": 2}
 

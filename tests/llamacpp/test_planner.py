@@ -33,36 +33,39 @@ def _installs(host: Host, want: Want | None = None) -> list[tuple[str, list[str]
 
 
 @pytest.mark.parametrize(("host", "expected"), [
-    pytest.param(Host("linux", "x64"), [("b11642-cpu", ["llama-b11642-bin-ubuntu-x64.tar.gz"])], id="linux-cpu-only"),
-    pytest.param(Host("linux", "x64", nvidia_driver="580.95.05"), [
+    pytest.param(Host(os="linux", arch="x64"), [("b11642-cpu", ["llama-b11642-bin-ubuntu-x64.tar.gz"])],
+                 id="linux-cpu-only"),
+    pytest.param(Host(os="linux", arch="x64", nvidia_driver="580.95.05"), [
         ("b11642-cuda-13.4", ["llama-b11642-bin-ubuntu-cuda-13.4-x64.tar.gz",
                               "cudart-llama-b11642-bin-ubuntu-cuda-13.4-x64.tar.gz"]),
         ("b11642-cpu", ["llama-b11642-bin-ubuntu-x64.tar.gz"])], id="driver-580-no-runtime-adds-cudart"),
-    pytest.param(Host("linux", "x64", nvidia_driver="580.95.05", cuda_runtime=13), [
+    pytest.param(Host(os="linux", arch="x64", nvidia_driver="580.95.05", cuda_runtime=13), [
         ("b11642-cuda-13.4", ["llama-b11642-bin-ubuntu-cuda-13.4-x64.tar.gz"]),
         ("b11642-cpu", ["llama-b11642-bin-ubuntu-x64.tar.gz"])], id="driver-580-system-runtime"),
-    pytest.param(Host("linux", "x64", nvidia_driver="535.54", cuda_runtime=13), [
+    pytest.param(Host(os="linux", arch="x64", nvidia_driver="535.54", cuda_runtime=13), [
         ("b11642-cuda-12.8", ["llama-b11642-bin-ubuntu-cuda-12.8-x64.tar.gz",
                               "cudart-llama-b11642-bin-ubuntu-cuda-12.8-x64.tar.gz"]),
         ("b11642-cpu", ["llama-b11642-bin-ubuntu-x64.tar.gz"])], id="driver-535-cuda12-runtime-13-is-not-12"),
-    pytest.param(Host("linux", "x64", nvidia_driver="470.1", rocm=True, vulkan=True), [
+    pytest.param(Host(os="linux", arch="x64", nvidia_driver="470.1", rocm=True, vulkan=True), [
         ("b11642-rocm-10.0", ["llama-b11642-bin-ubuntu-rocm-10.0-x64.tar.gz"]),
         ("b11642-vulkan", ["llama-b11642-bin-ubuntu-vulkan-x64.tar.gz"]),
         ("b11642-cpu", ["llama-b11642-bin-ubuntu-x64.tar.gz"])], id="old-driver-then-rocm-vulkan-cpu"),
-    pytest.param(Host("linux", "arm64", nvidia_driver="580.1", vulkan=True), [
+    pytest.param(Host(os="linux", arch="arm64", nvidia_driver="580.1", vulkan=True), [
         ("b11642-cuda-13.4", ["llama-b11642-bin-ubuntu-cuda-13.4-arm64.tar.gz",
                               "cudart-llama-b11642-bin-ubuntu-cuda-13.4-arm64.tar.gz"]),
         ("b11642-vulkan", ["llama-b11642-bin-ubuntu-vulkan-arm64.tar.gz"]),
         ("b11642-cpu", ["llama-b11642-bin-ubuntu-arm64.tar.gz"])], id="linux-arm64"),
-    pytest.param(Host("macos", "arm64"), [("b11642-metal", ["llama-b11642-bin-macos-arm64.tar.gz"])], id="macos-metal"),
-    pytest.param(Host("macos", "x64"), [("b11642-cpu", ["llama-b11642-bin-macos-x64.tar.gz"])], id="macos-intel-cpu"),
+    pytest.param(Host(os="macos", arch="arm64"), [("b11642-metal", ["llama-b11642-bin-macos-arm64.tar.gz"])],
+                 id="macos-metal"),
+    pytest.param(Host(os="macos", arch="x64"), [("b11642-cpu", ["llama-b11642-bin-macos-x64.tar.gz"])],
+                 id="macos-intel-cpu"),
 ])
 def test_backend_order(host: Host, expected: list[tuple[str, list[str]]]) -> None:
     assert _installs(host) == expected
 
 
 def test_plan_shape_and_urls() -> None:
-    first = plan(Want(version="b11284"), RECIPE, Host("linux", "x64", nvidia_driver="580.95.05"))[0].to_json()
+    first = plan(Want(version="b11284"), RECIPE, Host(os="linux", arch="x64", nvidia_driver="580.95.05"))[0].to_json()
     assert first["id"] == "llamacpp" and first["version"] == "b11284" and first["tested"] is True
     assert first["layout"] == "v1" and first["backend"] == "cuda-13.4" and first["chosen_by"] == "tested"
     assert first["why"] == ("Linux x64, NVIDIA driver 580.95.05: NVIDIA driver 580 runs CUDA 13; "
@@ -74,12 +77,13 @@ def test_plan_shape_and_urls() -> None:
 
 
 @pytest.mark.parametrize(("backend", "host", "install"), [
-    pytest.param("cuda", Host("linux", "x64", nvidia_driver="535.1"), "b11642-cuda-12.8", id="family-within-driver"),
-    pytest.param("cuda", Host("linux", "x64", nvidia_driver="580.1"), "b11642-cuda-13.4", id="family-newest"),
-    pytest.param("cuda", Host("linux", "x64"), "b11642-cuda-13.4", id="family-no-driver-newest"),
-    pytest.param("cuda-12.8", Host("linux", "x64", nvidia_driver="580.1"), "b11642-cuda-12.8", id="exact"),
-    pytest.param("sycl-fp16", Host("linux", "x64"), "b11642-sycl-fp16", id="sycl-only-when-named"),
-    pytest.param("vulkan", Host("linux", "x64"), "b11642-vulkan", id="vulkan-named-without-driver"),
+    pytest.param("cuda", Host(os="linux", arch="x64", nvidia_driver="535.1"), "b11642-cuda-12.8",
+                 id="family-within-driver"),
+    pytest.param("cuda", Host(os="linux", arch="x64", nvidia_driver="580.1"), "b11642-cuda-13.4", id="family-newest"),
+    pytest.param("cuda", Host(os="linux", arch="x64"), "b11642-cuda-13.4", id="family-no-driver-newest"),
+    pytest.param("cuda-12.8", Host(os="linux", arch="x64", nvidia_driver="580.1"), "b11642-cuda-12.8", id="exact"),
+    pytest.param("sycl-fp16", Host(os="linux", arch="x64"), "b11642-sycl-fp16", id="sycl-only-when-named"),
+    pytest.param("vulkan", Host(os="linux", arch="x64"), "b11642-vulkan", id="vulkan-named-without-driver"),
 ])
 def test_named_backend_gives_one_plan_per_build(backend: str, host: Host, install: str) -> None:
     plans = plan_build(Want(backend=backend), RECIPE, host)
@@ -95,19 +99,19 @@ def test_named_backend_gives_one_plan_per_build(backend: str, host: Host, instal
     pytest.param(Want(version="b11284"), ["b11284-cuda-13.4", "b11284-cpu"], id="version-named-no-fallback"),
 ])
 def test_older_tested_builds_follow_as_fallbacks(want: Request, installs: list[str]) -> None:
-    host = Host("linux", "x64", nvidia_driver="580.95.05")
+    host = Host(os="linux", arch="x64", nvidia_driver="580.95.05")
     assert [p.install for p in plan(want, RECIPE, host)] == installs
 
 
 def test_named_backend_missing_is_refused_with_what_there_is() -> None:
     with pytest.raises(PlanRefused, match=r"llama.cpp b11642 has no rocm build for macos-arm64 \(it has: metal\)"):
-        plan(Want(backend="rocm"), RECIPE, Host("macos", "arm64"))
+        plan(Want(backend="rocm"), RECIPE, Host(os="macos", arch="arm64"))
 
 
 def test_untested_build_needs_untested() -> None:
     tested = r"b11700 is not a build this adapter was tested with \(tested: b11642, b11284\)"
     with pytest.raises(PlanRefused, match=tested):
-        plan(Want(version="b11700"), RECIPE, Host("linux", "x64"))
+        plan(Want(version="b11700"), RECIPE, Host(os="linux", arch="x64"))
 
 
 def test_untested_build_plans_from_the_listing_with_its_digests() -> None:
@@ -116,43 +120,43 @@ def test_untested_build_plans_from_the_listing_with_its_digests() -> None:
         Asset("llama-b11700-bin-ubuntu-x64.tar.gz", "https://example.invalid/cpu.tgz", 123, f"sha256:{digest}"),
         Asset("llama-b11700-bin-win-cpu-x64.zip", "https://example.invalid/win.zip", 9),
     ))])
-    plans = plan(Want(version="b11700", untested=True), RECIPE, Host("linux", "x64"), listing)
+    plans = plan(Want(version="b11700", untested=True), RECIPE, Host(os="linux", arch="x64"), listing)
     assert len(plans) == 1
     p = plans[0].to_json()
     assert (p["install"], p["tested"], p["chosen_by"], "layout" in p) == ("b11700-cpu", False, "untested", False)
     assert p["assets"] == [{"name": "llama-b11700-bin-ubuntu-x64.tar.gz", "url": "https://example.invalid/cpu.tgz",
                             "sha256": digest, "size": 123, "digest_source": "api", "checked": ["api"]}]
     with pytest.raises(LookupError, match="release b11701 not found"):  # the source's own error
-        plan(Want(version="b11701", untested=True), RECIPE, Host("linux", "x64"), listing)
+        plan(Want(version="b11701", untested=True), RECIPE, Host(os="linux", arch="x64"), listing)
     # without a listing an untested build cannot be planned: its archives are known only from there
     with pytest.raises(PlanRefused, match="known only from the release listing"):
-        plan(Want(version="b11700", untested=True), RECIPE, Host("linux", "x64"))
+        plan(Want(version="b11700", untested=True), RECIPE, Host(os="linux", arch="x64"))
 
 
 def test_listed_urls_and_digests_for_a_tested_build_and_a_fallback_missing_from_the_listing() -> None:
     listing = MemoryListing([Release("b11642", assets=(
         Asset("llama-b11642-bin-ubuntu-x64.tar.gz", "https://mirror.test/x.tgz", 5, "sha256:" + "cd" * 32),))])
-    plans = plan(Want(), RECIPE, Host("linux", "x64"), listing)  # b11284 is not in the listing: no fallback
+    plans = plan(Want(), RECIPE, Host(os="linux", arch="x64"), listing)  # b11284 is not in the listing: no fallback
     assert [(p.install, p.assets[0].url, p.assets[0].sha256, p.assets[0].digest_source) for p in plans] == [
         ("b11642-cpu", "https://mirror.test/x.tgz", "cd" * 32, "api")]
 
 
 def test_from_archive_is_one_plan_as_named() -> None:
     p = plan(Want(from_="/tmp/llama-b11642-bin-ubuntu-vulkan-x64.tar.gz", sha256="cd" * 32), RECIPE,
-             Host("linux", "x64"))[0].to_json()
+             Host(os="linux", arch="x64"))[0].to_json()
     assert (p["install"], p["tested"], p["layout"], p["chosen_by"]) == ("b11642-vulkan", True, "v2", "from")
     assert p["assets"][0]["sha256"] == "cd" * 32 and p["why"].endswith(", as named")
-    pinned = plan(Want(from_="/tmp/llama-b11284-bin-ubuntu-vulkan-x64.tar.gz"), RECIPE, Host("linux", "x64"))[0]
+    pinned = plan(Want(from_="/tmp/llama-b11284-bin-ubuntu-vulkan-x64.tar.gz"), RECIPE, Host(os="linux", arch="x64"))[0]
     assert (pinned.assets[0].digest_source, pinned.facts) == ("pin", {"layout": "v1"})  # the recipe's digest
     with pytest.raises(DigestConflict, match="a pin is never overridden"):
         plan(Want(from_="/tmp/llama-b11284-bin-ubuntu-vulkan-x64.tar.gz", sha256="cd" * 32), RECIPE,
-             Host("linux", "x64"))
+             Host(os="linux", arch="x64"))
     with pytest.raises(PlanRefused, match="is built for linux-x64; this is macOS arm64"):
         plan(Want(from_="/tmp/llama-b11284-bin-ubuntu-vulkan-x64.tar.gz", sha256="cd" * 32), RECIPE,
-             Host("macos", "arm64"))
+             Host(os="macos", arch="arm64"))
     with pytest.raises(PlanRefused, match="custom is not a build"):
-        plan(Want(from_="/tmp/my-build.tar.gz"), RECIPE, Host("linux", "x64"))
-    custom = plan(Want(from_="/tmp/my-build.tar.gz", untested=True), RECIPE, Host("linux", "x64"))[0]
+        plan(Want(from_="/tmp/my-build.tar.gz"), RECIPE, Host(os="linux", arch="x64"))
+    custom = plan(Want(from_="/tmp/my-build.tar.gz", untested=True), RECIPE, Host(os="linux", arch="x64"))[0]
     assert (custom.install, custom.tested) == ("custom-cpu", False)
 
 
@@ -160,4 +164,4 @@ def test_no_build_for_the_platform() -> None:
     recipe = {**RECIPE, "tested": [{"version": "b11642", "layout": "v2",
                                     "assets": [{"name": "llama-b11642-bin-macos-arm64.tar.gz"}]}]}
     with pytest.raises(PlanRefused, match="publishes no build for linux-x64"):
-        plan(Want(), recipe, Host("linux", "x64"))
+        plan(Want(), recipe, Host(os="linux", arch="x64"))

@@ -21,12 +21,13 @@ GPUS = {"pascal": "6.1", "turing": "7.5", "ampere": "8.6", "hopper": "9.0"}
 
 
 def _nvidia(gpu: str, driver: str, **facts: object) -> Host:
-    return Host("linux", "x64", nvidia_driver=driver, cuda_capabilities=(GPUS[gpu],), **facts)  # type: ignore[arg-type]
+    return Host(os="linux", arch="x64", nvidia_driver=driver, cuda_capabilities=(GPUS[gpu],),
+                **facts)  # type: ignore[arg-type]
 
 
 def _shown(host: Host) -> list[tuple[str, str | None]]:
     """``(install, refused)`` of each b11642 plan (the newest tested build's)."""
-    return [(p.install, p.refused) for p in plan(Request("llamacpp"), load(), host) if p.version == "b11642"]
+    return [(p.install, p.refused) for p in plan(Request(id="llamacpp"), load(), host) if p.version == "b11642"]
 
 
 def test_the_recipe_records_upstream_s_kernels() -> None:
@@ -76,23 +77,25 @@ def test_a_cuda_build_is_planned_only_where_its_kernels_run(gpu: str, driver: st
 
 
 def test_a_gpu_not_known_refuses_nothing() -> None:
-    assert _shown(Host("linux", "x64", nvidia_driver="580.95.05"))[0] == ("b11642-cuda-13.4", None)
+    assert _shown(Host(os="linux", arch="x64", nvidia_driver="580.95.05"))[0] == ("b11642-cuda-13.4", None)
 
 
 def test_every_gpu_must_be_covered_and_a_name_is_said() -> None:
-    host = Host("linux", "x64", nvidia_driver="580.95.05", cuda_capabilities=("8.6", "6.1"),
+    host = Host(os="linux", arch="x64", nvidia_driver="580.95.05", cuda_capabilities=("8.6", "6.1"),
                 gpu_names=("NVIDIA GeForce RTX 3090", "NVIDIA GeForce GTX 1080"))
     said = cuda_refusal(host, (13, 4), upstream_cuda_kernels((13, 4)))
     assert said == "NVIDIA GeForce GTX 1080 is sm_61; this build's kernels start at sm_75"
     # an 'a' architecture runs on exactly that GPU; a cubin runs on a later minor of its major
-    assert cuda_refusal(Host("linux", "x64", cuda_capabilities=("12.1",)), (13, 0), from_cmake("120a-real")) \
+    assert cuda_refusal(Host(os="linux", arch="x64", cuda_capabilities=("12.1",)), (13, 0), from_cmake("120a-real")) \
         is not None
-    assert cuda_refusal(Host("linux", "x64", cuda_capabilities=("8.9",)), (12, 4), from_cmake("86-real")) is None
-    assert cuda_refusal(Host("linux", "x64", cuda_capabilities=("9.0",)), (12, 4), from_cmake("86-real")) == \
+    assert cuda_refusal(Host(os="linux", arch="x64", cuda_capabilities=("8.9",)), (12, 4),
+                        from_cmake("86-real")) is None
+    assert cuda_refusal(Host(os="linux", arch="x64", cuda_capabilities=("9.0",)), (12, 4), from_cmake("86-real")) == \
         "this host's GPU is sm_90; this build carries machine code for sm_86, none of which runs on it"
-    assert cuda_refusal(Host("linux", "x64", nvidia_driver="470.1", cuda_capabilities=("8.6",)), (12, 8), None) == \
+    assert cuda_refusal(Host(os="linux", arch="x64", nvidia_driver="470.1", cuda_capabilities=("8.6",)), (12, 8),
+                        None) == \
         "NVIDIA driver 470 runs CUDA 12 builds from driver 525 on"
-    assert cuda_refusal(Host("linux", "x64", cuda_capabilities=("8.6",)), (12, 8), Kernels()) is None
+    assert cuda_refusal(Host(os="linux", arch="x64", cuda_capabilities=("8.6",)), (12, 8), Kernels()) is None
 
 
 # the system's CUDA runtime: (its facts, the note of the b11642 CUDA 12.8 plan, whether the cudart archive comes)
@@ -114,7 +117,7 @@ RUNTIME_TABLE = [
 def test_a_system_cuda_runtime_counts_only_when_reached_and_new_enough(facts: dict[str, object], note: str,
                                                                         side: bool) -> None:
     host = _nvidia("ampere", "550.54.14", **facts)
-    first = plan(Request("llamacpp"), load(), host)[0]
+    first = plan(Request(id="llamacpp"), load(), host)[0]
     assert first.install == "b11642-cuda-12.8" and first.refused is None
     assert first.why.endswith(note), first.why
     assert any(a.name.startswith("cudart-") for a in first.assets) is side
@@ -136,7 +139,7 @@ ROCM_TABLE = [
                                                                      "6-gfx90a", "7-gfx1100", "not-known"])
 def test_a_rocm_build_needs_the_host_s_major_and_a_gpu_it_carries(version: str | None, gfx: tuple[str, ...],
                                                                   said: str | None) -> None:
-    host = Host("linux", "x64", rocm=True, rocm_version=version, rocm_gfx=gfx)
+    host = Host(os="linux", arch="x64", rocm=True, rocm_version=version, rocm_gfx=gfx)
     shown = _shown(host)
     assert shown[0][0] == "b11642-rocm-10.0"
     assert (shown[0][1] is None) is (said is None) and (said is None or (shown[0][1] or "").startswith(said))
@@ -203,7 +206,7 @@ def test_a_plan_that_trusts_the_system_cuda_runtime_carries_its_cudart_retry() -
     """Issue 32, item 4: a CUDA plan that leaves the CUDA runtime to the system carries, as its
     retry, the same build with its cudart archive (tried when its GPU module misses the runtime); a
     plan that fetches the archive already carries none, nor does a CPU plan."""
-    trusting = plan(Request("llamacpp"), load(), _nvidia("ampere", "550.54.15", cuda_runtime=12,
+    trusting = plan(Request(id="llamacpp"), load(), _nvidia("ampere", "550.54.15", cuda_runtime=12,
                                                          cuda_runtime_version="12.8", cuda_runtime_reachable=True))
     first = trusting[0]
     assert first.install == "b11642-cuda-12.8" and [a.name for a in first.assets] == [
@@ -214,5 +217,5 @@ def test_a_plan_that_trusts_the_system_cuda_runtime_carries_its_cudart_retry() -
     assert "did not find the system's CUDA 12 runtime" in first.retry.why
     assert first.to_json()["retry"]["assets"][1]["name"].startswith("cudart-")
     assert all(p.retry is None for p in trusting if p.backend == "cpu")
-    fetching = plan(Request("llamacpp"), load(), _nvidia("ampere", "550.54.15"))
+    fetching = plan(Request(id="llamacpp"), load(), _nvidia("ampere", "550.54.15"))
     assert len(fetching[0].assets) == 2 and fetching[0].retry is None

@@ -18,7 +18,8 @@ GiB = 1 << 30
 
 
 def dev(kind: str, free: int, total: int = 16 * GiB, name: str = "GPU0") -> Device:
-    return Device(0, name, "a device", "CUDA" if kind != "cpu" else "CPU", kind, free, total)
+    return Device(index=0, name=name, description="a device", backend="CUDA" if kind != "cpu" else "CPU", kind=kind,
+                  memory_free=free, memory_total=total)
 
 
 # --- export_budget: one function keyed on the resolved device ---------------------------------------

@@ -15,8 +15,8 @@ from tests.declarations.conftest import MACOS_ARM64 as ENV_MACOS_ARM64
 from tests.declarations.conftest import empty_home_env, fake_worker
 from tests.declarations.conftest import version_rows as _rows
 
-LINUX_X64 = Host("linux", "x64")
-MACOS_ARM64 = Host("macos", "arm64")
+LINUX_X64 = Host(os="linux", arch="x64")
+MACOS_ARM64 = Host(os="macos", arch="arm64")
 
 
 def test_mlx_recipe_pins_every_wheel_and_the_python() -> None:
@@ -49,7 +49,7 @@ def test_mlx_compat_and_versions() -> None:
 ])
 def test_it_plans_nothing(host: Host, fragment: str) -> None:
     with pytest.raises(NotInstallable, match=fragment) as e:
-        MLX.plan(Request("mlx"), host)
+        MLX.plan(Request(id="mlx"), host)
     assert e.value.fix
 
 

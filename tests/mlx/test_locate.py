@@ -15,9 +15,9 @@ PLATFORMS = ["macos-arm64"]
 
 
 @pytest.mark.parametrize(("host", "refused"), [
-    pytest.param(Host("macos", "arm64"), False, id="apple-silicon"),
-    pytest.param(Host("macos", "x64"), True, id="intel-mac"),
-    pytest.param(Host("linux", "arm64"), True, id="linux-arm64"),
+    pytest.param(Host(os="macos", arch="arm64"), False, id="apple-silicon"),
+    pytest.param(Host(os="macos", arch="x64"), True, id="intel-mac"),
+    pytest.param(Host(os="linux", arch="arm64"), True, id="linux-arm64"),
 ])
 def test_not_here(host: Host, refused: bool) -> None:
     why = not_here(host, PLATFORMS)

@@ -183,11 +183,11 @@ FOR = ForRelease("superfluid-9.0", "9.0", "c" * 64, runtimes={"bare": {"requires
 
 
 def test_compat_part_is_ours_without_for() -> None:
-    assert bare().compat_part(Request("bare")) == {"requires": {"abi": 7}}
+    assert bare().compat_part(Request(id="bare")) == {"requires": {"abi": 7}}
 
 
 def test_compat_part_is_the_for_releases() -> None:
-    assert bare().compat_part(Request("bare", for_=FOR)) == {"requires": {"abi": 9}}
+    assert bare().compat_part(Request(id="bare", for_=FOR)) == {"requires": {"abi": 9}}
 
 
 @pytest.mark.parametrize("runtimes", [
@@ -197,7 +197,7 @@ def test_compat_part_is_the_for_releases() -> None:
     pytest.param({"other": {"requires": {}}}, id="another-runtime"),
 ])
 def test_a_for_release_that_drives_none_of_it(runtimes: dict[str, Any]) -> None:
-    req = Request("bare", for_=ForRelease("superfluid-9.0", "9.0", "c" * 64, runtimes=runtimes))
+    req = Request(id="bare", for_=ForRelease("superfluid-9.0", "9.0", "c" * 64, runtimes=runtimes))
     with pytest.raises(NotInstallable, match="runtimes.bare"):
         bare().compat_part(req)
 
@@ -222,16 +222,16 @@ class Planning(Bare):
 
 def test_plan_stamps_what_it_was_made_for() -> None:
     adapter = bare(cls=Planning)
-    host = Host("linux", "x64")
-    (ours,) = adapter.plan(Request("bare"), host)
-    (theirs,) = adapter.plan(Request("bare", for_=FOR), host)
+    host = Host(os="linux", arch="x64")
+    (ours,) = adapter.plan(Request(id="bare"), host)
+    (theirs,) = adapter.plan(Request(id="bare", for_=FOR), host)
     assert (ours.why, ours.made_for) == ("abi 7", None)
     assert (theirs.why, theirs.made_for) == ("abi 9", FOR.to_json())
 
 
 def test_the_default_installs_nothing() -> None:
     with pytest.raises(NotInstallable, match="no installer for the bare runtime"):
-        bare().plan(Request("bare"), Host("linux", "x64"))
+        bare().plan(Request(id="bare"), Host(os="linux", arch="x64"))
 
 
 # --- the probe's verdict, with the adapter's switches ---------------------------------------------------------

@@ -28,7 +28,7 @@ from tests.conftest import VENV_BIN, isolated_env
 from tests.mlx.environments import GOOD, MAC, venv
 
 GGUF = {"id": "gguf", "describe": "a GGUF file", "file": {"extensions": ["gguf"], "magic": "GGUF"}}
-OPTIONS = (Option("threads", "int", "threads", default=1, minimum=1, maximum=8),)
+OPTIONS = (Option(name="threads", kind="int", description="threads", default=1, minimum=1, maximum=8),)
 
 
 def test_a_report_starts_with_every_key_of_the_contract() -> None:

@@ -33,14 +33,17 @@ BASE = "https://github.com/basecompute/baseRT/releases/download/v0.4.0/"
 def _file(name: str, sha: Sha256 = SHA_A, *, evidence: bool = False) -> LockedFile:
     path = f"basecompute/baseRT/releases/download/v0.4.0/{name}"
     if evidence:
-        return LockedFile(name, path, BASE + name, 2, sha)
-    return LockedFile(name, path, BASE + name, 1234, sha, "release", ("release", "api"))
+        return LockedFile(name=name, path=path, url=BASE + name, size=2, sha256=sha)
+    return LockedFile(name=name, path=path, url=BASE + name, size=1234, sha256=sha, digest_source="release",
+                      checked=("release", "api"))
 
 
 def _engine(host: str = "cpu", backend: str = "cpu", runtime: str = "basert") -> Engine:
-    return Engine(Target(runtime, "linux-x64", host), "basecompute/baseRT", "0.4.0", backend, "abi", 1, True,
-                  "Linux x64: baseRT 0.4.0 states ABI 1", (_file(f"basert-engine-linux-x64-{backend}-0.4.0.tar.gz"),),
-                  {}, (_file("basert-engine-abi-1.txt", SHA_B, evidence=True),))
+    return Engine(target=Target(runtime, "linux-x64", host), repo="basecompute/baseRT", version="0.4.0",
+                  backend=backend, chosen_by="abi", abi=1, tested=True,
+                  why="Linux x64: baseRT 0.4.0 states ABI 1",
+                  assets=(_file(f"basert-engine-linux-x64-{backend}-0.4.0.tar.gz"),),
+                  facts={}, evidence=(_file("basert-engine-abi-1.txt", SHA_B, evidence=True),))
 
 
 LOCK = Lock("0.1.0", ("basert",), ("linux-x64",), ("cpu", "cuda"), (_engine("cpu"), _engine("cuda", "cuda")))
@@ -63,10 +66,14 @@ class TestWriteAndRead:
         assert schema_errors(doc, "lock") == []
         assert [e["host"] for e in doc["engine"]] == ["cuda", "cpu"]  # sorted: best kind first
         assert "abi" not in tomllib.loads(lockfile.dumps(Lock("0.1.0", (), (), (), (
-            Engine(Target("llamacpp", "linux-x64", "cpu"), "ggml-org/llama.cpp", "b11642", "cpu", "tested", None,
-                   True, "", (LockedFile("x.tar.gz", "ggml-org/llama.cpp/releases/download/b11642/x.tar.gz",
-                                         "https://h/ggml-org/llama.cpp/releases/download/b11642/x.tar.gz", 1, SHA_A,
-                                         "api", ("api",)),), {"layout": "v2"}),))))["engine"][0]
+            Engine(target=Target("llamacpp", "linux-x64", "cpu"), repo="ggml-org/llama.cpp", version="b11642",
+                   backend="cpu", chosen_by="tested", abi=None,
+                   tested=True, why="", assets=(LockedFile(name="x.tar.gz",
+                                                           path="ggml-org/llama.cpp/releases/download/b11642/x.tar.gz",
+                                         url="https://h/ggml-org/llama.cpp/releases/download/b11642/x.tar.gz", size=1,
+                                         sha256=SHA_A,
+                                         digest_source="api", checked=("api",)),), facts={"layout": "v2"}),
+                                         ))))["engine"][0]
 
     def test_engines_sort_whatever_order_they_come_in(self) -> None:
         shuffled = Lock("0.1.0", ("basert",), ("linux-x64",), ("cuda", "cpu"), (_engine("cuda", "cuda"), _engine()))

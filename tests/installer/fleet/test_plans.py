@@ -27,12 +27,12 @@ from tests.installer.fleet.test_lockfile import SHA_A, SHA_B, _engine, _file
 
 class TestHosts:
     @pytest.mark.parametrize("platform, kind, host", [
-        ("linux-x64", "cpu", Host("linux", "x64")),
-        ("linux-arm64", "cuda", Host("linux", "arm64", nvidia_driver="580.95.05")),
-        ("linux-x64", "rocm", Host("linux", "x64", rocm=True)),
-        ("linux-x64", "vulkan", Host("linux", "x64", vulkan=True)),
-        ("macos-arm64", "metal", Host("macos", "arm64")),
-        ("macos-arm64", "cpu", Host("macos", "arm64")),
+        ("linux-x64", "cpu", Host(os="linux", arch="x64")),
+        ("linux-arm64", "cuda", Host(os="linux", arch="arm64", nvidia_driver="580.95.05")),
+        ("linux-x64", "rocm", Host(os="linux", arch="x64", rocm=True)),
+        ("linux-x64", "vulkan", Host(os="linux", arch="x64", vulkan=True)),
+        ("macos-arm64", "metal", Host(os="macos", arch="arm64")),
+        ("macos-arm64", "cpu", Host(os="macos", arch="arm64")),
     ])
     def test_each_kind_declares_its_facts(self, platform: str, kind: str, host: Host) -> None:
         assert host_for(platform, kind) == host
@@ -44,11 +44,11 @@ class TestHosts:
         assert set(load("lock")["$defs"]["host"]["enum"]) == set(HOSTS)
 
     @pytest.mark.parametrize("host, kinds", [
-        (Host("linux", "x64"), ["cpu"]),
-        (Host("linux", "x64", nvidia_driver="535.1", vulkan=True), ["cuda", "vulkan", "cpu"]),
-        (Host("linux", "arm64", rocm=True), ["rocm", "cpu"]),
-        (Host("macos", "arm64"), ["metal", "cpu"]),
-        (Host("macos", "x64"), ["cpu"]),
+        (Host(os="linux", arch="x64"), ["cpu"]),
+        (Host(os="linux", arch="x64", nvidia_driver="535.1", vulkan=True), ["cuda", "vulkan", "cpu"]),
+        (Host(os="linux", arch="arm64", rocm=True), ["rocm", "cpu"]),
+        (Host(os="macos", arch="arm64"), ["metal", "cpu"]),
+        (Host(os="macos", arch="x64"), ["cpu"]),
     ])
     def test_the_kinds_a_machine_is_best_first(self, host: Host, kinds: list[str]) -> None:
         assert kinds_of(host) == kinds
@@ -82,25 +82,27 @@ LOCK = Lock("0.1.0", ("basert",), ("linux-x64",), ("cpu", "cuda"),
 
 class TestSelect:
     def test_a_plain_machine_gets_the_cpu_engine(self) -> None:
-        got = select(LOCK, Host("linux", "x64"))
+        got = select(LOCK, Host(os="linux", arch="x64"))
         assert {r: [e.install for e in es] for r, es in got.items()} == {"basert": ["0.4.0-cpu"]}
 
     def test_a_cuda_machine_tries_cuda_then_falls_back_to_cpu(self) -> None:
-        got = select(LOCK, Host("linux", "x64", nvidia_driver="580.1"))
+        got = select(LOCK, Host(os="linux", arch="x64", nvidia_driver="580.1"))
         assert [e.install for e in got["basert"]] == ["0.4.0-cuda", "0.4.0-cpu"]
 
     def test_one_install_is_tried_once(self) -> None:
         same = Lock("0.1.0", ("basert",), ("linux-x64",), ("cpu", "cuda"), (_engine("cpu"), _engine("cuda", "cpu")))
-        assert [e.target.host for e in select(same, Host("linux", "x64", nvidia_driver="580.1"))["basert"]] == ["cuda"]
+        assert [e.target.host for e in select(same, Host(os="linux", arch="x64",
+                                                         nvidia_driver="580.1"))["basert"]] == ["cuda"]
 
     @pytest.mark.parametrize("lock, host, runtime, says, fix", [
-        (LOCK, Host("linux", "arm64"), None, "has no engine for linux-arm64",
+        (LOCK, Host(os="linux", arch="arm64"), None, "has no engine for linux-arm64",
          "`superfluid lock --platform linux-arm64`"),
-        (LOCK, Host("linux", "arm64", nvidia_driver="580.1"), None, "has no engine for linux-arm64",
+        (LOCK, Host(os="linux", arch="arm64", nvidia_driver="580.1"), None, "has no engine for linux-arm64",
          "`superfluid lock --platform linux-arm64 --backend cuda`"),
-        (LOCK, Host("linux", "x64"), "llamacpp", "has no llamacpp engine for linux-x64",
+        (LOCK, Host(os="linux", arch="x64"), "llamacpp", "has no llamacpp engine for linux-x64",
          "`superfluid lock --runtime llamacpp --platform linux-x64`"),
-        (Lock("0.1.0", ("basert",), ("linux-x64",), ("cuda",), (_engine("cuda", "cuda"),)), Host("linux", "x64"),
+        (Lock("0.1.0", ("basert",), ("linux-x64",), ("cuda",), (_engine("cuda", "cuda"),)), Host(os="linux",
+                                                                                                 arch="x64"),
          None, "only for cuda machines", "`superfluid lock --runtime basert --platform linux-x64` adds this kind"),
     ])
     def test_a_machine_the_lock_has_nothing_for_is_told_the_command(self, lock: Lock, host: Host,
@@ -118,8 +120,9 @@ OLD = _engine()
 T = OLD.target
 NEWER = _moved(OLD, version="0.4.1", why="0.4.1 states ABI 1",
                assets=(replace(OLD.assets[0], path=OLD.assets[0].path.replace("0.4.0", "0.4.1"), sha256=SHA_B),))
-TESTED = Engine(Target("llamacpp", "linux-x64", "cpu"), "ggml-org/llama.cpp", "b11284", "cpu", "tested", None, True,
-                "the CPU build", (_file("x.tar.gz"),))
+TESTED = Engine(target=Target("llamacpp", "linux-x64", "cpu"), repo="ggml-org/llama.cpp", version="b11284",
+                backend="cpu", chosen_by="tested", abi=None, tested=True,
+                why="the CPU build", assets=(_file("x.tar.gz"),))
 
 
 @pytest.mark.parametrize("case, lock, now, same, kinds, says", [

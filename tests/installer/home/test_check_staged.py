@@ -41,11 +41,12 @@ def test_a_build_for_a_newer_glibc_is_refused_naming_the_file(tmp_path: Path, li
 
 def test_a_musl_host_refuses_a_glibc_build(tmp_path: Path, libllama_v1: Path) -> None:
     with pytest.raises(ProbeRefused, match="this host's C library is musl"):
-        check_staged(PLAN, _staged(tmp_path, libllama_v1), Host("linux", "x64", libc="musl"))
+        check_staged(PLAN, _staged(tmp_path, libllama_v1), Host(os="linux", arch="x64", libc="musl"))
 
 
 def test_a_library_the_host_lacks_is_named(tmp_path: Path, libllama_v1: Path) -> None:
-    host = Host("linux", "x64", libc="glibc", glibc="2.36", libraries={"libstdc++.so.6": "/x", "libgcc_s.so.1": "/x"})
+    host = Host(os="linux", arch="x64", libc="glibc", glibc="2.36", libraries={"libstdc++.so.6": "/x",
+                                                                               "libgcc_s.so.1": "/x"})
     with pytest.raises(ProbeRefused, match=r"needs libgomp.so.1, which is on none of this host's library paths"):
         check_staged(PLAN, _staged(tmp_path, libllama_v1), host)
 

@@ -57,21 +57,22 @@ def test_another_os_probes_no_linux_device() -> None:
     ({"glibc": "2.39", "memory": 1 << 30}, "Linux x64"),
 ])
 def test_describe(facts: dict[str, object], line: str) -> None:
-    assert host.Host("linux", "x64", **facts).describe() == line  # type: ignore[arg-type]
+    assert host.Host(os="linux", arch="x64", **facts).describe() == line  # type: ignore[arg-type]
 
 
 def test_to_json_holds_every_fact() -> None:
-    assert host.Host("linux", "x64", cuda_runtime=13).to_json() == {
+    assert host.Host(os="linux", arch="x64", cuda_runtime=13).to_json() == {
         "os": "linux", "arch": "x64", "nvidia_driver": None, "cuda_runtime": 13, "rocm": False, "vulkan": False,
         "glibc": None, "memory": None, "libc": None, "glibcxx": None, "cxxabi": None, "library_dirs": [],
         "cpu_features": [], "libraries": None, "cuda_capabilities": [], "gpu_names": [],
         "cuda_runtime_version": None, "cuda_runtime_reachable": None, "rocm_version": None, "rocm_gfx": [],
         "vulkan_icds": []}
-    found = host.Host("linux", "x64", libraries={"libvulkan.so.1": "/usr/lib64/libvulkan.so.1", "libz.so.1": "/x"})
+    found = host.Host(os="linux", arch="x64", libraries={"libvulkan.so.1": "/usr/lib64/libvulkan.so.1",
+                                                         "libz.so.1": "/x"})
     assert found.to_json()["libraries"] == {"libvulkan.so.1": "/usr/lib64/libvulkan.so.1", "libcuda.so.1": None,
                                             "libstdc++.so.6": None, "libgomp.so.1": None}
     assert found.found("libz.so.1") == "/x" and found.found("libnope.so") is None
-    assert found == host.Host("linux", "x64")  # the libraries found are not compared: the facts are
+    assert found == host.Host(os="linux", arch="x64")  # the libraries found are not compared: the facts are
     assert host.platform_string("macos", "arm64") == "macos-arm64"
 
 

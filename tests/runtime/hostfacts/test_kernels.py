@@ -20,7 +20,7 @@ from superfluid.runtime.hostfacts.kernels import (
     upstream_cuda_kernels,
 )
 
-LINUX = Host("linux", "x64")
+LINUX = Host(os="linux", arch="x64")
 
 
 @pytest.mark.parametrize(("arch", "key"), [("sm_86", (8, 6, "")), ("sm_120a", (12, 0, "a")), ("sm_5", None),

@@ -24,41 +24,44 @@ from superfluid.runtime.hostfacts.needs import (
 from tests.conftest import native_script
 
 LIBS = {"libc.so.6": "/lib/libc.so.6", "libstdc++.so.6": "/lib/libstdc++.so.6", "libgomp.so.1": "/lib/libgomp.so.1"}
-DEBIAN12 = Host("linux", "x64", glibc="2.36", libc="glibc", glibcxx="3.4.30", cxxabi="1.3.13", libraries=LIBS,
+DEBIAN12 = Host(os="linux", arch="x64", glibc="2.36", libc="glibc", glibcxx="3.4.30", cxxabi="1.3.13", libraries=LIBS,
                 cpu_features=("avx", "avx2", "f16c", "fma"))
 UBUNTU24 = Needs(glibc="2.38", glibcxx="3.4.32", cxxabi="1.3.15", files={"glibc": "libllama.so"})
 
 
 @pytest.mark.parametrize(("needs", "host", "said"), [
-    pytest.param(Needs("2.34", "3.4.30"), DEBIAN12, [], id="ubuntu-22.04-build-on-debian-12"),
+    pytest.param(Needs(glibc="2.34", glibcxx="3.4.30"), DEBIAN12, [], id="ubuntu-22.04-build-on-debian-12"),
     pytest.param(UBUNTU24, DEBIAN12, ["libllama.so needs GLIBC_2.38; this host has glibc 2.36: this build was made "
                                       "for a newer distribution",
                                       "this build needs GLIBCXX_3.4.32; this host's libstdc++ defines GLIBCXX_3.4.30 "
                                       "at most: this build was made for a newer distribution",
                                       "this build needs CXXABI_1.3.15; this host's libstdc++ defines CXXABI_1.3.13 at "
                                       "most: this build was made for a newer distribution"], id="ubuntu-24.04-build"),
-    pytest.param(Needs("2.34"), Host("linux", "x64", libc="musl", glibcxx="3.4.32", libraries=LIBS),
+    pytest.param(Needs(glibc="2.34"), Host(os="linux", arch="x64", libc="musl", glibcxx="3.4.32", libraries=LIBS),
                  ["this build needs glibc (GLIBC_2.34); this host's C library is musl: this build is made for glibc "
                   "distributions"], id="musl-refuses-glibc"),
-    pytest.param(Needs(libraries=("libc.so.6", "libvulkan.so.1")), Host("linux", "x64", libc="musl", libraries=LIBS),
+    pytest.param(Needs(libraries=("libc.so.6", "libvulkan.so.1")), Host(os="linux", arch="x64", libc="musl",
+                                                                        libraries=LIBS),
                  ["this build needs glibc; this host's C library is musl: this build is made for glibc "
                   "distributions"], id="musl-said-once"),
-    pytest.param(Needs(libraries=("libc.musl-x86_64.so.1",)), Host("linux", "x64", libc="musl",
+    pytest.param(Needs(libraries=("libc.musl-x86_64.so.1",)), Host(os="linux", arch="x64", libc="musl",
                                                                     libraries={"libc.musl-x86_64.so.1": "/lib/x"}),
                  [], id="a-musl-build-on-musl"),
     pytest.param(Needs(libraries=("libvulkan.so.1", "libm.so.6", "libgomp.so.1")), DEBIAN12,
                  ["this build needs libvulkan.so.1, which is on none of this host's library paths"],
                  id="library-absent-glibc-own-not-looked-for"),
     pytest.param(Needs(libraries=("libvulkan.so.1", "libcuda.so.1", "libcudart.so.13")),
-                 Host("linux", "x64", libc="glibc", vulkan=True, nvidia_driver="580.1", cuda_runtime=13,
+                 Host(os="linux", arch="x64", libc="glibc", vulkan=True, nvidia_driver="580.1", cuda_runtime=13,
                       libraries=LIBS), [], id="stated-devices-speak-for-their-libraries"),
-    pytest.param(Needs(libraries=("libvulkan.so.1",)), Host("linux", "x64"), [], id="libraries-not-probed"),
-    pytest.param(Needs("2.99", "3.4.99", "1.3.99"), Host("linux", "arm64"), [], id="a-host-described-knows-nothing"),
+    pytest.param(Needs(libraries=("libvulkan.so.1",)), Host(os="linux", arch="x64"), [], id="libraries-not-probed"),
+    pytest.param(Needs(glibc="2.99", glibcxx="3.4.99", cxxabi="1.3.99"), Host(os="linux", arch="arm64"), [],
+                 id="a-host-described-knows-nothing"),
     pytest.param(Needs(cpu=("avx512f", "avx2")), DEBIAN12,
                  ["this build needs the CPU features avx512f; this CPU has avx, avx2, f16c, fma"], id="cpu"),
-    pytest.param(Needs(cpu=("avx512f",)), Host("linux", "x64"), [], id="cpu-not-known"),
-    pytest.param(Needs("2.3.4"), Host("linux", "x64", glibc="2.28", libc="glibc"), [], id="dotted-compare"),
-    pytest.param(Needs("2.28.1"), Host("linux", "x64", glibc="2.28", libc="glibc"),
+    pytest.param(Needs(cpu=("avx512f",)), Host(os="linux", arch="x64"), [], id="cpu-not-known"),
+    pytest.param(Needs(glibc="2.3.4"), Host(os="linux", arch="x64", glibc="2.28", libc="glibc"), [],
+                 id="dotted-compare"),
+    pytest.param(Needs(glibc="2.28.1"), Host(os="linux", arch="x64", glibc="2.28", libc="glibc"),
                  ["this build needs GLIBC_2.28.1; this host has glibc 2.28: this build was made for a newer "
                   "distribution"], id="longer-is-newer"),
 ])
@@ -69,7 +72,7 @@ def test_judge(needs: Needs, host: Host, said: list[str]) -> None:
 
 
 def test_the_subject_is_the_archive_when_no_file_is_named() -> None:
-    verdict = judge(Needs("2.38"), DEBIAN12, build="llama-b11642-bin-ubuntu-arm64.tar.gz")
+    verdict = judge(Needs(glibc="2.38"), DEBIAN12, build="llama-b11642-bin-ubuntu-arm64.tar.gz")
     assert str(verdict).startswith("llama-b11642-bin-ubuntu-arm64.tar.gz needs GLIBC_2.38; this host has glibc 2.36")
     assert refusal(verdict, "llamacpp").endswith("; `superfluid runtime versions llamacpp` lists the builds that "
                                                  "install here")

@@ -8,12 +8,13 @@ import pytest
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.options import Option, check_options, check_value, options_json, to_argv
 
-NGL = Option("n-gpu-layers", "int", "layers on the GPU", default=-1, minimum=-1, maximum=999)
-FREQ = Option("rope-freq-base", "float", "RoPE base", minimum=0)
-FLASH = Option("flash-attn", "bool", "flash attention", default=False)
-CACHE = Option("cache-type-k", "enum", "K cache type", default="f16", values=("f16", "q8_0", "q4_0"))
-SPLIT = Option("tensor-split", "list", "split ratios", item="float")
-LIB = Option("lib", "path", "libllama to load")
+NGL = Option(name="n-gpu-layers", kind="int", description="layers on the GPU", default=-1, minimum=-1, maximum=999)
+FREQ = Option(name="rope-freq-base", kind="float", description="RoPE base", minimum=0)
+FLASH = Option(name="flash-attn", kind="bool", description="flash attention", default=False)
+CACHE = Option(name="cache-type-k", kind="enum", description="K cache type", default="f16", values=("f16", "q8_0",
+                                                                                                    "q4_0"))
+SPLIT = Option(name="tensor-split", kind="list", description="split ratios", item="float")
+LIB = Option(name="lib", kind="path", description="libllama to load")
 
 
 @pytest.mark.parametrize(

@@ -25,12 +25,12 @@ from superfluid.runtime.kernel.record import (
 from superfluid.runtime.kernel.schema import errors as schema_errors
 
 A, B = "a" * 64, "b" * 64
-LIB = FileRecord("lib/libx.so", size=10, sha256=A, executable=True)
-LINK = FileRecord("lib/libx.so.1", link="libx.so")
+LIB = FileRecord(path="lib/libx.so", size=10, sha256=A, executable=True)
+LINK = FileRecord(path="lib/libx.so.1", link="libx.so")
 
 
 def f(path: str, size: int = 10, sha: str = A, executable: bool = False) -> FileRecord:
-    return FileRecord(path, size=size, sha256=sha, executable=executable)
+    return FileRecord(path=path, size=size, sha256=sha, executable=executable)
 
 
 #: (recorded, found, what compare answers: (change, path, a fragment of the detail))
@@ -47,17 +47,18 @@ CASES = [
                  id="lost-its-execute-bit"),
     pytest.param([f("lib/LICENSE")], [f("lib/LICENSE", executable=True)], [("changed", "lib/LICENSE", "is executable")],
                  id="made-executable"),
-    pytest.param([LINK], [FileRecord("lib/libx.so.1", link="/etc/passwd")],
+    pytest.param([LINK], [FileRecord(path="lib/libx.so.1", link="/etc/passwd")],
                  [("changed", "lib/libx.so.1", "links to /etc/passwd; the receipt records libx.so")],
                  id="link-retargeted"),
     pytest.param([LINK], [f("lib/libx.so.1")], [("changed", "lib/libx.so.1", "it is a file of 10 bytes; the receipt "
                                                                           "records a link to libx.so")],
                  id="link-replaced-by-a-file"),
-    pytest.param([LIB], [FileRecord("lib/libx.so", other="a FIFO")], [("changed", "lib/libx.so", "it is a FIFO")],
+    pytest.param([LIB], [FileRecord(path="lib/libx.so", other="a FIFO")], [("changed", "lib/libx.so", "it is a FIFO")],
                  id="a-fifo-in-its-place"),
-    pytest.param([LIB], [FileRecord("lib/libx.so", other="a file that cannot be read (Permission denied)")],
+    pytest.param([LIB], [FileRecord(path="lib/libx.so", other="a file that cannot be read (Permission denied)")],
                  [("changed", "lib/libx.so", "Permission denied")], id="unreadable"),
-    pytest.param([], [FileRecord("lib/dev", other="a character device")], [("added", "lib/dev", "a character device")],
+    pytest.param([], [FileRecord(path="lib/dev", other="a character device")], [("added", "lib/dev",
+                                                                                 "a character device")],
                  id="a-device-added"),
     pytest.param([f("b"), f("a")], [f("c"), f("a", sha=B)],
                  [("changed", "a", ""), ("missing", "b", ""), ("added", "c", "")], id="sorted-by-path"),

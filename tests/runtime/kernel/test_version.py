@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 import superfluid
 from superfluid.runtime.kernel.version import VERSION

@@ -17,9 +17,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 from superfluid.installer.errors import SizeExceeded, VerificationError
 from superfluid.installer.sources.choose import source_for
-from superfluid.installer.sources.github import Release, check_repo
+from superfluid.installer.sources.github import check_repo
+from superfluid.installer.sources.release import Release
 from superfluid.installer.sources.release_source import ReleaseSource
-from superfluid.installer.transport.fetcher import path_of_file_url
+from superfluid.installer.transport.urls import path_of_file_url
 from superfluid.manifest.release_files import file_sha256
 from superfluid.runtime.kernel.errors import BadFile, UsageError
 from superfluid.runtime.kernel.jsonread import NotRegularFile, read_bytes

@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from superfluid.installer.errors import OfflineMissing, ReleaseNotFound
-from superfluid.installer.sources.github import Asset
+from superfluid.installer.sources.release import Asset
 from superfluid.runtime.digests import api_sha256, settle_asset
 from superfluid.runtime.kernel.errors import InconsistentRelease
 

@@ -12,9 +12,11 @@ from urllib.parse import quote, unquote, urlsplit
 
 from superfluid.installer.cache.blobs import Cache
 from superfluid.installer.errors import DownloadError, OfflineMissing, ReleaseNotFound
-from superfluid.installer.sources.github import Release, check_repo, list_pages
+from superfluid.installer.sources.github import check_repo, list_pages
 from superfluid.installer.sources.oci.ref import parse_ref
-from superfluid.installer.transport.fetcher import Fetcher, path_of_file_url
+from superfluid.installer.sources.release import Release
+from superfluid.installer.transport.fetcher import Fetcher
+from superfluid.installer.transport.urls import path_of_file_url
 
 __all__ = [
     "path_of_url",
@@ -61,7 +63,6 @@ def mirror_root_url(where: str, *, named_by: str = "--mirror") -> str:
     """
     given = f"{named_by} {where}" if named_by.startswith("-") else f"{named_by}={where}"
     if where[:6].lower() == "oci://":  # a registry repository: installer/sources/oci/ref.py
-
         return parse_ref(where, named_by=named_by).root
     scheme = urlsplit(where).scheme.lower()
     if scheme in ("http", "https", "file"):
@@ -121,7 +122,7 @@ class Mirror:
         Raises:
             ReleaseNotFound: the mirror has no listing for ``repo``.
             BadFile: the listing is not GitHub-shaped.
-            OfflineMissing, DownloadError: as ``github.cached_get``.
+            OfflineMissing, DownloadError: as ``conditional.cached_get``.
         """
         url = self.listing_url(repo)
         try:

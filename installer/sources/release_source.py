@@ -9,15 +9,19 @@ from collections.abc import Mapping, Sequence
 from urllib.parse import urlsplit
 
 from superfluid.installer.cache.blobs import Cache
+from superfluid.installer.cache.conditional import cached_get
 from superfluid.installer.cache.download import Download, Progress, Wanted, download, download_many
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import OfflineMissing, SizeExceeded
-from superfluid.installer.sources.github import Asset, GitHubClient, Release, cached_get
+from superfluid.installer.sources.github import GitHubClient
 from superfluid.installer.sources.mirror import Mirror
-from superfluid.installer.transport.fetcher import Credential, Fetcher, origin_of
+from superfluid.installer.sources.release import Asset, Release
+from superfluid.installer.transport.fetcher import Fetcher
 from superfluid.installer.transport.files import FileFetcher, NoNetworkFetcher
 from superfluid.installer.transport.loopback import network_fetcher
+from superfluid.installer.transport.messages import Credential
 from superfluid.installer.transport.requests_fetcher import RequestsFetcher
+from superfluid.installer.transport.urls import origin_of
 from superfluid.runtime.kernel.redact import split_userinfo
 
 __all__ = [

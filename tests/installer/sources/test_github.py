@@ -1,6 +1,7 @@
-"""The GitHub releases client: parsing, pagination, conditional requests, tokens, rate limits.
+"""The GitHub releases client: pagination, conditional requests, tokens, rate limits (the listing's
+parsing is ``test_release.py``, the conditional GET and its paging ``tests/installer/cache/test_conditional.py``).
 
-Parsing and helpers are pure; the client runs against ``responses`` for exact transport shapes and
+Helpers are pure; the client runs against ``responses`` for exact transport shapes and
 against the loopback release server for the integration cases SPEC §11 names.
 """
 
@@ -17,17 +18,7 @@ import responses
 from superfluid.installer.cache.blobs import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import OfflineMissing, RateLimited, ReleaseNotFound, SizeExceeded
-from superfluid.installer.sources.github import (
-    MAX_RELEASES,
-    Asset,
-    GitHubClient,
-    check_repo,
-    parse_link_next,
-    parse_release,
-    parse_releases,
-    token_from,
-    web_base_for,
-)
+from superfluid.installer.sources.github import GitHubClient, check_repo, token_from, web_base_for
 from superfluid.installer.transport.files import NoNetworkFetcher
 from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 from superfluid.runtime.kernel.errors import BadFile
@@ -51,118 +42,7 @@ def _asset(name: str, **kw: Any) -> dict[str, Any]:
     return obj
 
 
-class TestParse:
-    def test_release_facts(self) -> None:
-        rel = parse_release(_release("v0.4.0", prerelease=True, assets=[_asset("a.tar.gz")]), where="x")
-        assert (rel.tag, rel.version, rel.name, rel.prerelease, rel.draft) == (
-            "v0.4.0", "0.4.0", "baseRT v0.4.0", True, False)
-        assert rel.assets == (Asset("a.tar.gz", f"https://github.com/{REPO}/releases/download/v1/a.tar.gz",
-                                    10, f"sha256:{HEX}"),)
-        assert rel.assets[0].sha256 == HEX and rel.asset("a.tar.gz") is rel.assets[0] and rel.asset("b") is None
-
-    @pytest.mark.parametrize(("tag", "version"), [("v0.4.0", "0.4.0"), ("b11642", "b11642"), ("V2", "2"),
-                                                  ("v", "v"), ("vnext", "vnext")])
-    def test_version_from_tag(self, tag: str, version: str) -> None:
-        assert parse_release(_release(tag), where="x").version == version
-
-    def test_drafts_skipped_prereleases_kept(self) -> None:
-        rels = parse_releases([_release("v3", draft=True), _release("v2", prerelease=True), _release("v1")], where="x")
-        assert [(r.tag, r.prerelease) for r in rels] == [("v2", True), ("v1", False)]
-
-    def test_digest_forms(self) -> None:
-        upper = parse_release(_release("v1", assets=[_asset("a", digest="sha256:" + HEX.upper())]), where="x")
-        assert upper.assets[0].digest == f"sha256:{HEX}"
-        none = parse_release(_release("v1", assets=[_asset("a", digest=None)]), where="x")
-        assert none.assets[0].sha256 is None
-        other = parse_release(_release("v1", assets=[_asset("a", digest="sha512:abc")]), where="x")
-        assert other.assets[0].sha256 is None and other.assets[0].digest == "sha512:abc"
-
-    def test_mirror_url_replaces_the_listed_one(self) -> None:
-        rel = parse_release(_release("v1", assets=[_asset("a")]), where="x",
-                            url_for=lambda tag, name: f"https://m.test/{tag}/{name}")
-        assert rel.assets[0].url == "https://m.test/v1/a"
-
-    def test_not_an_array_is_refused(self) -> None:
-        with pytest.raises(BadFile, match="expected a JSON array") as e:
-            parse_releases({"tag_name": "v1"}, where="https://api/x")
-        assert e.value.json_path == "$" and e.value.path == "https://api/x"
-
-    @pytest.mark.parametrize(
-        ("entry", "json_path", "fault"),
-        [
-            (42, "$[1]", "expected a release object"),
-            ({"name": "x"}, "$[1].tag_name", "expected str, got NoneType"),
-            (_release("../../etc"), "$[1].tag_name", "not a usable tag"),
-            (_release(""), "$[1].tag_name", "not a usable tag"),
-            (_release("v1", draft="no"), "$[1].draft", "expected bool"),
-            (_release("v1", assets={"a": 1}), "$[1].assets", "expected list"),
-            (_release("v1", assets=None), "$[1].assets", "expected list, got NoneType"),
-            (_release("v1", assets=[_asset("../evil")]), "$[1].assets[0].name", "not a usable file name"),
-            (_release("v1", assets=[_asset("a\x00b")]), "$[1].assets[0].name", "not a usable file name"),
-            (_release("v1", assets=[_asset("a", size="10")]), "$[1].assets[0].size", "expected int"),
-            (_release("v1", assets=[_asset("a", size=True)]), "$[1].assets[0].size", "expected int"),
-            (_release("v1", assets=[_asset("a", size=-1)]), "$[1].assets[0].size", "negative size"),
-            (_release("v1", assets=[_asset("a", digest="sha256:xyz")]), "$[1].assets[0].digest", "malformed"),
-            (_release("v1", assets=[_asset("a", browser_download_url="file:///etc/passwd")]),
-             "$[1].assets[0].browser_download_url", "not an http(s) URL"),
-        ],
-        ids=["not-object", "no-tag", "traversal-tag", "empty-tag", "draft-type", "assets-type", "assets-null",
-             "traversal-name", "nul-name", "size-string", "size-bool", "size-negative", "bad-digest", "file-url"],
-    )
-    def test_a_malformed_entry_is_skipped_with_a_warning_naming_it(self, entry: Any, json_path: str,
-                                                                  fault: str) -> None:
-        """Issue 14 item 14: one malformed release entry costs that release, never the listing, and
-        never silently: the warning names the listing, the entry (its tag when it has one) and the fault."""
-        warnings: list[str] = []
-        rels = parse_releases([_release("v2"), entry, _release("v0")], where="https://api/x", warn=warnings.append)
-        assert [r.tag for r in rels] == ["v2", "v0"]
-        assert len(warnings) == 1
-        assert warnings[0].startswith("https://api/x: release ") and "skipped" in warnings[0]
-        assert json_path in warnings[0] and fault in warnings[0]
-        tag = entry.get("tag_name") if isinstance(entry, dict) else None
-        if tag:
-            assert repr(tag) in warnings[0]
-
-    def test_without_a_listener_the_skip_is_logged(self, caplog: pytest.LogCaptureFixture) -> None:
-        with caplog.at_level("WARNING"):
-            rels = parse_releases([_release("v1", assets=None), _release("v0")], where="https://api/x")
-        assert [r.tag for r in rels] == ["v0"]
-        assert "release 'v1' ($[0]) skipped: $[0].assets: expected list, got NoneType" in caplog.text
-
-    def test_a_listing_of_more_releases_than_any_engine_has_is_refused_at_once(self) -> None:
-        """Issue 36, item 5: a million entries is not a listing: refused before one is parsed."""
-        with pytest.raises(BadFile, match=f"lists 1000000 releases, more than .* \\({MAX_RELEASES}\\)"):
-            parse_releases([{}] * 1_000_000, where="https://api/x")
-        assert len(parse_releases([_release(f"v{i}") for i in range(MAX_RELEASES)], where="x")) == MAX_RELEASES
-
-    def test_many_malformed_entries_are_named_twenty_then_counted(self) -> None:
-        warnings: list[str] = []
-        rels = parse_releases([{}] * 500 + [_release("v1")], where="https://api/x", warn=warnings.append)
-        assert [r.tag for r in rels] == ["v1"]
-        assert len(warnings) == 21 and warnings[-1] == "https://api/x: 480 more malformed releases skipped"
-
-    def test_one_release_alone_is_still_refused(self) -> None:
-        with pytest.raises(BadFile, match="expected list") as e:
-            parse_release(_release("v1", assets=None), where="https://api/x/tags/v1")
-        assert e.value.json_path == "$.assets"
-
-
 class TestHelpers:
-    @pytest.mark.parametrize(
-        ("header", "expected"),
-        [
-            ('<https://a/x?page=2>; rel="next", <https://a/x?page=5>; rel="last"', "https://a/x?page=2"),
-            ('<https://a/x?page=1>; rel="prev", <https://a/x?page=3>; rel="next"', "https://a/x?page=3"),
-            ('<https://a/x?page=1>; rel="first"', None),
-            ("<https://a/x?page=2>; rel=next", "https://a/x?page=2"),
-            (None, None),
-            ("garbage", None),
-        ],
-        ids=["first", "middle", "last", "unquoted", "absent", "garbage"],
-    )
-    def test_link_next(self, header: str | None, expected: str | None) -> None:
-        assert parse_link_next(header) == expected
-
     @pytest.mark.parametrize(
         ("env", "token"),
         [({"GH_TOKEN": "a", "GITHUB_TOKEN": "b"}, "a"), ({"GITHUB_TOKEN": "b"}, "b"),
@@ -207,6 +87,22 @@ class TestClientUnit:
             assert call.request.headers["Authorization"] == "Bearer tok"
             assert call.request.headers["Accept"] == "application/vnd.github+json"
             assert call.request.headers["X-GitHub-Api-Version"] == "2022-11-28"
+
+    @responses.activate
+    def test_a_listing_longer_than_the_page_cap_keeps_the_newest(self, tmp_path: Path,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+        base = f"{API}/repos/{REPO}/releases?per_page=2"
+        for page, tags in enumerate([("v5", "v4"), ("v3", "v2"), ("v1",)], start=1):
+            url = base if page == 1 else f"{base}&page={page}"
+            link = f'<{base}&page={page + 1}>; rel="next"'
+            responses.get(url, json=[_release(t) for t in tags], headers={"Link": link},
+                          match=[responses.matchers.query_string_matcher(url.split("?")[1])])
+        client = GitHubClient(RequestsFetcher(FetchConfig(retries=0, listing_per_page=2, listing_max_pages=2)),
+                              Cache(tmp_path), api_base=API)
+        with caplog.at_level("WARNING"):
+            rels = client.releases(REPO)
+        assert [r.tag for r in rels] == ["v5", "v4", "v3", "v2"] and len(responses.calls) == 2
+        assert f"{base}: stopped after 2 pages (4 releases)" in caplog.text
 
     @responses.activate
     def test_next_link_to_another_host_is_refused(self, tmp_path: Path) -> None:
@@ -294,7 +190,7 @@ class TestClientLoopback:
             r = orig(request)
             body = list(r)
             sizes.append(sum(len(b) for b in body))
-            from superfluid.installer.transport.fetcher import FetchResponse
+            from superfluid.installer.transport.messages import FetchResponse
 
             return FetchResponse(r.url, r.status, r.headers, iter(body))
 

@@ -11,8 +11,8 @@ from dataclasses import replace
 import pytest
 
 from superfluid.installer.errors import OfflineMissing, ReleaseNotFound
-from superfluid.installer.sources.github import Asset, Release
 from superfluid.installer.sources.listing import SourceListing
+from superfluid.installer.sources.release import Asset, Release
 from superfluid.runtime.kernel.errors import InconsistentRelease
 from superfluid.runtime.planning import DigestConflict, Plan, PlanAsset
 
@@ -33,7 +33,8 @@ def asset(name: str, data: bytes | None = None, *, digest: str | None = None) ->
 
 
 def release(tag: str, *assets: Asset) -> Release:
-    return Release(tag, tag.lstrip("v"), tag, False, False, None, assets)
+    return Release(tag=tag, version=tag.lstrip("v"), name=tag, draft=False, prerelease=False, published_at=None,
+                   assets=assets)
 
 
 class FakeSource:

@@ -13,7 +13,7 @@ from superfluid.installer.cache.blobs import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import OfflineMissing, SizeExceeded
 from superfluid.installer.sources.choose import source_for
-from superfluid.installer.sources.github import Asset
+from superfluid.installer.sources.release import Asset
 from superfluid.installer.sources.release_source import (
     GitHubSource,
     MirrorSource,
@@ -22,9 +22,9 @@ from superfluid.installer.sources.release_source import (
     basic_credential,
     fetcher_for,
 )
-from superfluid.installer.transport.fetcher import origin_of
 from superfluid.installer.transport.files import FileFetcher, NoNetworkFetcher
 from superfluid.installer.transport.requests_fetcher import RequestsFetcher
+from superfluid.installer.transport.urls import origin_of
 from superfluid.runtime.kernel.errors import UsageError
 
 

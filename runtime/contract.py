@@ -27,7 +27,7 @@ TOKENIZER_SOURCES = ("engine", "huggingface", "library")
 #: the version of the static capability record's shape
 DESCRIPTOR_VERSION = 1
 
-#: what superfluid's serving layer (``runtime/serving/server.py``, shared by every worker) does not do, in
+#: what superfluid's serving layer (``runtime/serving/``, shared by every worker) does not do, in
 #: the static record's sections: text in, text out, one generation at a time
 _SERVING_LAYER: dict[str, dict[str, bool | str]] = {
     "workload": {"causal_generation": True,

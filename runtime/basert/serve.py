@@ -17,14 +17,9 @@ from superfluid.runtime.basert.locate import FLAG
 from superfluid.runtime.basert.model import Model, looks_like_model
 from superfluid.runtime.kernel.errors import ModelLoadFailed, SuperfluidError, UsageError
 from superfluid.runtime.kernel.options import flag_values
-from superfluid.runtime.serving.server import (
-    RequestRefused,
-    Sampling,
-    listen_flags,
-    max_context_flag,
-    queue_flag,
-    serve_engine,
-)
+from superfluid.runtime.serving.completions import RequestRefused, Sampling
+from superfluid.runtime.serving.flags import listen_flags, max_context_flag, queue_flag
+from superfluid.runtime.serving.http import serve_engine
 
 __all__ = ["BasertServeLine", "BasertEngine", "parse_serve", "serve", "MAX_CONTEXT"]
 
@@ -98,7 +93,7 @@ class _Generation:
 
 
 class BasertEngine:
-    """The serving engine interface (``runtime.serving.ServedEngine``) over one loaded baseRT model."""
+    """The serving engine interface (``runtime.serving.generation.ServedEngine``) over one loaded baseRT model."""
 
     runtime_id = RUNTIME_ID
 
@@ -187,7 +182,7 @@ def _load(line: BasertServeLine, environ: Mapping[str, str]) -> BasertEngine:
 
 
 def serve(argv: Sequence[str], environ: Mapping[str, str], out: TextIO) -> int:
-    """``serve <argv...>``: load, then ``serving.serve_engine`` until SIGTERM/SIGINT; 0 on a clean close.
+    """``serve <argv...>``: load, then ``serving.http.serve_engine`` until SIGTERM/SIGINT; 0 on a clean close.
 
     Raises:
         UsageError: a bad command line (exit 2).

@@ -21,14 +21,9 @@ from superfluid.runtime.llamacpp.drive import (
 )
 from superfluid.runtime.llamacpp.loader import load
 from superfluid.runtime.llamacpp.locate import locate
-from superfluid.runtime.serving.server import (
-    RequestRefused,
-    Sampling,
-    listen_flags,
-    max_context_flag,
-    queue_flag,
-    serve_engine,
-)
+from superfluid.runtime.serving.completions import RequestRefused, Sampling
+from superfluid.runtime.serving.flags import listen_flags, max_context_flag, queue_flag
+from superfluid.runtime.serving.http import serve_engine
 
 __all__ = ["LlamaServeLine", "LlamaEngine", "parse_serve", "serve", "MAX_CONTEXT"]
 
@@ -98,7 +93,7 @@ class _Generation:
 
 
 class LlamaEngine:
-    """The serving engine interface (``runtime.serving.ServedEngine``) over one loaded llama.cpp model."""
+    """The serving engine interface (``runtime.serving.generation.ServedEngine``) over one loaded llama.cpp model."""
 
     runtime_id = "llamacpp"
 
@@ -196,7 +191,7 @@ def _load(line: LlamaServeLine, environ: Mapping[str, str]) -> LlamaEngine:
 
 
 def serve(argv: Sequence[str], environ: Mapping[str, str], out: TextIO) -> int:
-    """``serve <argv...>``: load, then ``serving.serve_engine`` until SIGTERM/SIGINT; 0 on a clean close.
+    """``serve <argv...>``: load, then ``serving.http.serve_engine`` until SIGTERM/SIGINT; 0 on a clean close.
 
     Raises:
         UsageError: a bad command line (exit 2).

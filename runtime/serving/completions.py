@@ -49,7 +49,7 @@ class Sampling:
     seed: int | None = None  # None: the server picks one per request
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CompletionRequest:
     """A checked request of either endpoint: a completion has ``prompt``, a chat ``messages``."""
 
@@ -89,7 +89,7 @@ def _integer(value: Any) -> bool:
 
 
 def _object(body: bytes) -> dict[str, Any]:
-    try:  # the HTTP layer capped its size (serving.MAX_BODY); the gate adds depth and strict UTF-8
+    try:  # the HTTP layer capped its size (serving.http.MAX_BODY); the gate adds depth and strict UTF-8
         data = loads(body, max_bytes=max(len(body), 1))
     except UntrustedJson as e:
         raise _refuse(f"the body is not valid JSON ({e.detail})") from None

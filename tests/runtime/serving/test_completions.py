@@ -26,23 +26,27 @@ def body(**fields: Any) -> bytes:
     return json.dumps(fields).encode()
 
 
+def completion(*, max_tokens: int | None = 16, stop: tuple[str, ...] = (), **fields: Any) -> CompletionRequest:
+    """A completion request of prompt ``x`` (by default of the default ``max_tokens``, no stop), and ``fields``."""
+    return CompletionRequest(prompt="x", max_tokens=max_tokens, stop=stop, **fields)
+
+
 @pytest.mark.parametrize(("fields", "want"), [
-    pytest.param({"prompt": "x"}, CompletionRequest("x", 16, ()), id="defaults"),
-    pytest.param({"prompt": ["x"], "model": "anything"}, CompletionRequest("x", 16, (), model="anything"),
-                 id="a-list-of-one"),
-    pytest.param({"prompt": "x", "max_tokens": 1, "stop": "\n"}, CompletionRequest("x", 1, ("\n",)), id="stop-string"),
-    pytest.param({"prompt": "x", "stop": ["a", "", "b", "c"]}, CompletionRequest("x", 16, ("a", "b", "c")),
+    pytest.param({"prompt": "x"}, completion(), id="defaults"),
+    pytest.param({"prompt": ["x"], "model": "anything"}, completion(model="anything"), id="a-list-of-one"),
+    pytest.param({"prompt": "x", "max_tokens": 1, "stop": "\n"}, completion(max_tokens=1, stop=("\n",)),
+                 id="stop-string"),
+    pytest.param({"prompt": "x", "stop": ["a", "", "b", "c"]}, completion(stop=("a", "b", "c")),
                  id="empty-stops-dropped"),
     pytest.param({"prompt": "x", "stream": True, "stream_options": {"include_usage": True}},
-                 CompletionRequest("x", 16, (), stream=True, include_usage=True), id="stream-with-usage"),
-    pytest.param({"prompt": "x", "temperature": 0, "top_p": 0.5, "seed": 3}, CompletionRequest("x", 16, ()),
+                 completion(stream=True, include_usage=True), id="stream-with-usage"),
+    pytest.param({"prompt": "x", "temperature": 0, "top_p": 0.5, "seed": 3}, completion(),
                  id="temperature-0-is-greedy"),
-    pytest.param({"prompt": "x", "temperature": 0.7}, CompletionRequest("x", 16, (), sampling=Sampling(0.7)),
-                 id="sampling-defaults"),
+    pytest.param({"prompt": "x", "temperature": 0.7}, completion(sampling=Sampling(0.7)), id="sampling-defaults"),
     pytest.param({"prompt": "x", "temperature": 2, "top_p": 1, "top_k": 40, "seed": -5},
-                 CompletionRequest("x", 16, (), sampling=Sampling(2.0, 1.0, 40, -5)), id="sampling-edges"),
+                 completion(sampling=Sampling(2.0, 1.0, 40, -5)), id="sampling-edges"),
     pytest.param({"prompt": "x", "n": 1, "best_of": 1, "echo": False, "presence_penalty": 0, "user": "u"},
-                 CompletionRequest("x", 16, ()), id="what-changes-nothing"),
+                 completion(), id="what-changes-nothing"),
 ])
 def test_parse_completion(fields: dict[str, Any], want: CompletionRequest) -> None:
     assert parse_completion(body(**fields)) == want
@@ -119,8 +123,8 @@ def test_a_chats_max_tokens_defaults_to_the_context_and_takes_either_name() -> N
     assert parse_completion(b'{"prompt": "x"}').max_tokens == 16
 
 
-REQUEST = CompletionRequest("x", 16, ())
-CHAT_REQUEST = CompletionRequest("", None, (), include_usage=True, messages=(("user", "x"),))
+REQUEST = completion()
+CHAT_REQUEST = CompletionRequest(prompt="", max_tokens=None, stop=(), include_usage=True, messages=(("user", "x"),))
 
 
 def test_answers_of_each_endpoint() -> None:

@@ -1,94 +1,36 @@
-"""The serving layer's rules over real loopback HTTP, with a scripted engine in this process.
+"""The HTTP server over real loopback HTTP, with a scripted engine in this process.
 
-The engine "generates" a fixed list of byte strings, so each rule is one row: what a stream sends
-piece by piece (never the start of a stop string before it is ruled out, never half a character),
-what the whole answer says, and what happens to requests beyond the queue (503 with Retry-After,
-never a crash) or once the server shuts down.
+What goes over the wire: a stream as server-sent events ending with ``[DONE]``, a refusal as
+OpenAI's error object (503 with Retry-After beyond the queue, 404 for another model), an error
+event once a stream has begun, and a burst of clients answered, never reset.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import socket
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
-from superfluid.runtime.serving.completions import Sampling
-from superfluid.runtime.serving.server import Service, make_server
-
-EOS = 0
-
-
-class _Gen:
-    def __init__(self, engine: Script, sampling: Sampling | None) -> None:
-        self.engine = engine
-        self.i = 0
-        self.sampling = sampling
-
-    def next_token(self) -> int:
-        self.engine.asked.wait(30)  # held until the test lets it go
-        return self.i + 1 if self.i < len(self.engine.pieces) else EOS
-
-    def feed(self, token: int) -> None:
-        self.i += 1
-
-    def full(self) -> bool:
-        return False
-
-
-class Script:
-    """An engine whose generation is ``pieces`` (token i + 1 is ``pieces[i]``), then the end token."""
-
-    runtime_id = "script"
-    model_id = "script"
-    model_path = "/dev/null"
-    n_ctx = 64
-
-    def __init__(self, pieces: Sequence[bytes]) -> None:
-        self.pieces = list(pieces)
-        self.asked = threading.Event()
-        self.asked.set()
-        self.started = threading.Event()
-        self.seen: list[Sampling | None] = []
-
-    def tokenize(self, text: str, *, special: bool = False) -> list[int]:
-        return [99] + [99 for _ in text.split()]
-
-    def chat_prompt(self, messages: Sequence[tuple[str, str]]) -> str:
-        return " ".join(content for _, content in messages)
-
-    @contextmanager
-    def generation(self, prompt: list[int], sampling: Sampling | None) -> Iterator[_Gen]:
-        self.seen.append(sampling)
-        self.started.set()
-        yield _Gen(self, sampling)
-
-    def is_eos(self, token: int) -> bool:
-        return token == EOS
-
-    def piece(self, token: int) -> bytes:
-        return self.pieces[token - 1]
-
-    def facts(self) -> dict[str, Any]:
-        return {}
-
-    def close(self) -> None:
-        pass
+from superfluid.runtime.serving.generation import Generator
+from superfluid.runtime.serving.http import BACKLOG, make_server
+from tests.runtime.serving.scripted_engine import Script
 
 
 @contextmanager
-def serving(engine: Script, queue: int = 16) -> Iterator[tuple[Service, int]]:
-    service = Service(engine, queue=queue, wait=30)
-    server = make_server(service, "127.0.0.1", 0)
+def serving(engine: Script, queue: int = 16) -> Iterator[tuple[Generator, int]]:
+    generator = Generator(engine, queue=queue, wait=30)
+    server = make_server(generator, "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
-        yield service, int(server.server_address[1])
+        yield generator, int(server.server_address[1])
     finally:
         engine.asked.set()
         server.shutdown()
@@ -115,30 +57,22 @@ def events(raw: bytes) -> list[Any]:
     return out
 
 
-@pytest.mark.parametrize(("pieces", "stop", "sent", "finish"), [
-    pytest.param([b" a", b" b", b" c"], [], [" a", " b", " c"], "stop", id="one-chunk-per-token"),
-    pytest.param([b" a", b" b", b" c"], ["b"], [" a", " "], "stop", id="stop-inside-a-token"),
-    pytest.param([b" a", b"X", b"Y", b" c"], ["XYZ"], [" a", "XY c"], "stop",
-                 id="a-prefix-held-then-released"),
-    pytest.param([b" a", b"X", b"Y", b"Z", b" c"], ["XYZ"], [" a"], "stop", id="a-prefix-held-then-cut"),
-    pytest.param([b"caf", b"\xc3", b"\xa9", b"!"], [], ["caf", "\u00e9", "!"], "stop", id="a-character-sent-whole"),
-    pytest.param([b"ok", b"\xc3"], [], ["ok", "\ufffd"], "stop", id="half-a-character-at-the-end"),
-    pytest.param([b"a"] * 10, [], ["a"] * 4, "length", id="max-tokens"),
-])
-def test_a_stream_sends_what_is_safe_to_send(pieces: list[bytes], stop: list[str], sent: list[str],
-                                             finish: str) -> None:
-    engine = Script(pieces)
+def test_a_stream_is_server_sent_events_of_the_runs_chunks_then_done() -> None:
+    engine = Script([b" a", b"X", b"Y", b" c"])
     with serving(engine) as (_, port):
-        body = {"prompt": "x", "max_tokens": 4 if finish == "length" else 64, "stop": stop}
+        body = {"prompt": "x", "max_tokens": 64, "stop": ["XYZ"]}
         status, headers, raw = post(port, "/v1/completions", {**body, "stream": True})
         assert status == 200 and headers["Content-Type"] == "text/event-stream"
+        assert headers["Cache-Control"] == "no-cache" and headers["Transfer-Encoding"] == "chunked"
         got = events(raw)
         assert got[-1] == "[DONE]"
         chunks = got[:-1]
-        assert [c["choices"][0]["text"] for c in chunks[:-1]] == sent
-        assert chunks[-1]["choices"][0] == {"text": "", "index": 0, "finish_reason": finish, "logprobs": None}
-        whole = json.loads(post(port, "/v1/completions", body)[2])
-        assert whole["choices"][0]["text"] == "".join(sent) and whole["choices"][0]["finish_reason"] == finish
+        assert [c["choices"][0]["text"] for c in chunks[:-1]] == [" a", "XY c"]
+        assert chunks[-1]["choices"][0] == {"text": "", "index": 0, "finish_reason": "stop", "logprobs": None}
+        status, headers, raw = post(port, "/v1/completions", body)
+        assert status == 200 and headers["Content-Type"] == "application/json"
+        whole = json.loads(raw)
+        assert whole["choices"][0]["text"] == " aXY c" and whole["choices"][0]["finish_reason"] == "stop"
 
 
 def test_a_chat_stream_opens_with_the_role_and_ends_with_usage() -> None:
@@ -156,17 +90,6 @@ def test_a_chat_stream_opens_with_the_role_and_ends_with_usage() -> None:
                                                              "total_tokens": 6}
 
 
-def test_sampling_reaches_the_engine_with_a_seed() -> None:
-    engine = Script([b"x"])
-    with serving(engine) as (_, port):
-        post(port, "/v1/completions", {"prompt": "a", "temperature": 0.5, "top_p": 0.9, "top_k": 4, "seed": 11})
-        post(port, "/v1/completions", {"prompt": "a", "temperature": 0.5})
-        post(port, "/v1/completions", {"prompt": "a", "temperature": 0, "seed": 3})
-    assert engine.seen[0] == Sampling(0.5, 0.9, 4, 11)
-    assert engine.seen[1] is not None and isinstance(engine.seen[1].seed, int)  # one drawn per request
-    assert engine.seen[2] is None  # temperature 0: greedy, the seed changes nothing
-
-
 def hold(engine: Script, port: int, results: list[tuple[int, dict[str, str], bytes]]) -> threading.Thread:
     """A request that generates while the engine is held; started and waiting for the engine."""
     engine.asked.clear()
@@ -180,7 +103,7 @@ def hold(engine: Script, port: int, results: list[tuple[int, dict[str, str], byt
 @pytest.mark.parametrize("queue", [0, 1])
 def test_requests_beyond_the_queue_get_503_and_the_others_wait(queue: int) -> None:
     engine = Script([b"x", b"y"])
-    with serving(engine, queue=queue) as (service, port):
+    with serving(engine, queue=queue) as (generator, port):
         first: list[tuple[int, dict[str, str], bytes]] = []
         waiting: list[tuple[int, dict[str, str], bytes]] = []
         t = hold(engine, port, first)
@@ -189,10 +112,10 @@ def test_requests_beyond_the_queue_get_503_and_the_others_wait(queue: int) -> No
         for w in waiters:
             w.start()
         for _ in range(500):  # until the waiters hold their places in the queue
-            if service.admitted == 1 + queue:
+            if generator.admitted == 1 + queue:
                 break
             time.sleep(0.01)
-        assert service.admitted == 1 + queue
+        assert generator.admitted == 1 + queue
         status, headers, raw = post(port, "/v1/completions", {"prompt": "c"})
         assert status == 503 and headers["Retry-After"] == "1"
         assert json.loads(raw)["error"]["code"] == "busy" and "serve --queue N" in json.loads(raw)["error"]["message"]
@@ -205,14 +128,14 @@ def test_requests_beyond_the_queue_get_503_and_the_others_wait(queue: int) -> No
 
 def test_a_shutdown_ends_a_stream_with_an_error_event() -> None:
     engine = Script([b"x"] * 50)
-    with serving(engine) as (service, port):
+    with serving(engine) as (generator, port):
         results: list[tuple[int, dict[str, str], bytes]] = []
         engine.asked.clear()
         t = threading.Thread(target=lambda: results.append(post(port, "/v1/completions",
                                                                  {"prompt": "a", "max_tokens": 50, "stream": True})))
         t.start()
         assert engine.started.wait(10)
-        service.closing.set()
+        generator.closing.set()
         engine.asked.set()
         t.join(30)
     got = events(results[0][2])
@@ -247,24 +170,23 @@ def test_a_request_for_another_model_is_a_404_in_openais_shape() -> None:
 
 
 def test_one_model_is_retrieved_by_its_id() -> None:
-    with serving(Script([b"x"])) as (service, port):
+    with serving(Script([b"x"])) as (generator, port):
         status, raw = get(port, "/v1/models/script")
         assert status == 200
-        assert json.loads(raw) == {"id": "script", "object": "model", "created": service.created, "owned_by": "script"}
+        assert json.loads(raw) == {"id": "script", "object": "model", "created": generator.created,
+                                   "owned_by": "script"}
         status, raw = get(port, "/v1/models/other")
         assert status == 404 and json.loads(raw)["error"]["code"] == "model_not_found"
 
 
 def test_a_generation_stops_when_its_client_goes_away_without_streaming() -> None:
-    import socket
-
     class Slow(Script):  # 10 ms a token: the whole answer would hold the engine for 100 s
         def piece(self, token: int) -> bytes:
             time.sleep(0.01)
             return super().piece(token)
 
     engine = Slow([b"x"] * 10_000)
-    with serving(engine) as (service, port):
+    with serving(engine) as (generator, port):
         engine.asked.clear()
         sock = socket.create_connection(("127.0.0.1", port), timeout=10)
         body = json.dumps({"prompt": "a", "max_tokens": 10_000}).encode()
@@ -274,10 +196,10 @@ def test_a_generation_stops_when_its_client_goes_away_without_streaming() -> Non
         sock.close()  # the client gives up while the engine is held
         engine.asked.set()
         for _ in range(500):  # the engine is let go well before 10,000 tokens
-            if not service.lock.locked():
+            if not generator.lock.locked():
                 break
             time.sleep(0.01)
-        assert not service.lock.locked()
+        assert not generator.lock.locked()
         status, _, raw = post(port, "/v1/completions", {"prompt": "b", "max_tokens": 2})
         assert status == 200 and json.loads(raw)["choices"][0]["text"] == "xx"
 
@@ -311,10 +233,8 @@ def test_a_burst_of_fifty_streams_is_answered_never_reset() -> None:
 
 
 def test_the_listen_backlog_holds_a_burst() -> None:
-    from superfluid.runtime.serving.server import BACKLOG
-
     assert BACKLOG >= 128  # the stdlib's default of 5 reset connections of a burst (SYN cookies)
-    server = make_server(Service(Script([b"x"])), "127.0.0.1", 0)
+    server = make_server(Generator(Script([b"x"])), "127.0.0.1", 0)
     try:
         assert server.request_queue_size == BACKLOG
     finally:

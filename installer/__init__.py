@@ -1,1 +1,1 @@
-"""superfluid.installer: release sources, resolver, download, verify, extract, store."""
+"""superfluid.installer: release sources, download, verify, extract, publish, in layers (docs/architecture.md)."""

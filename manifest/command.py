@@ -18,7 +18,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from superfluid.manifest import tuf_command
 from superfluid.manifest.answers import drives_cells, encode, releases_answer
-from superfluid.manifest.command_line import MAX_SECONDS, Parser, integer, seconds
+from superfluid.manifest.command_line import MAX_SECONDS, ManifestParser, integer, seconds
 from superfluid.manifest.export import export
 from superfluid.manifest.service import ENV_KEYS, ENV_SOURCE, Service, ServiceConfig, keys_from
 from superfluid.manifest.sources import source_from
@@ -48,9 +48,10 @@ def _page(sub: Any, name: str, summary: str) -> argparse.ArgumentParser:
 
 
 def _parser() -> argparse.ArgumentParser:
-    top = Parser(prog=_PROG, description="The compat manifest service: which superfluid release drives an engine.")
+    top = ManifestParser(prog=_PROG,
+                         description="The compat manifest service: which superfluid release drives an engine.")
     top.add_argument("-V", "--version", action="version", version=f"{_PROG} {VERSION}")
-    sub = top.add_subparsers(dest="command", parser_class=Parser, required=True)
+    sub = top.add_subparsers(dest="command", parser_class=ManifestParser, required=True)
     p = _page(sub, "serve", "answer over HTTP (the standard library's server, for local use)")
     _common(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")

@@ -12,14 +12,14 @@ from typing import NoReturn
 
 from superfluid.runtime.kernel.errors import UsageError
 
-__all__ = ["Parser", "report_written", "integer", "seconds", "MAX_SECONDS"]
+__all__ = ["ManifestParser", "report_written", "integer", "seconds", "MAX_SECONDS"]
 
 #: the most seconds a limit may be (a year): a TTL or ``max-age`` longer than that is a typo, not a wish
 MAX_SECONDS = 365 * 86400
 _INTEGER = re.compile(r"^[+-]?[0-9]{1,20}$")
 
 
-class Parser(argparse.ArgumentParser):
+class ManifestParser(argparse.ArgumentParser):
     """argparse that raises ``UsageError`` (pointing at ``--help``) instead of exiting."""
 
     def error(self, message: str) -> NoReturn:

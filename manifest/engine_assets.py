@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from superfluid.manifest.command_line import Parser, report_written
+from superfluid.manifest.command_line import ManifestParser, report_written
 from superfluid.manifest.release_files import SHA256_SUFFIX, sha256_line
 from superfluid.runtime.basert.bundles import default_backend, parse_bundle_name
 from superfluid.runtime.basert.config import CONFIG_SIZE
@@ -166,7 +166,8 @@ def write_assets(lib: str, *, platform: str, version: str, out: Path, backend: s
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = Parser(prog=_PROG, description="Write a baseRT release's assets from a built libbaseRT: the bundle, its "
+    p = ManifestParser(prog=_PROG,
+                       description="Write a baseRT release's assets from a built libbaseRT: the bundle, its "
                                          ".sha256, on Linux its .needs.json (the newest GLIBC_/GLIBCXX_ versions "
                                          "and the libraries it needs of a host) and basert-engine-abi-<N>.txt with "
                                          "the number the library states.")

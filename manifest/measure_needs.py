@@ -12,7 +12,7 @@ import tarfile
 import tempfile
 from collections.abc import Sequence
 
-from superfluid.manifest.command_line import Parser
+from superfluid.manifest.command_line import ManifestParser
 from superfluid.runtime.hostfacts.elf import ELFInvalid
 from superfluid.runtime.hostfacts.needs import Needs, measure
 from superfluid.runtime.kernel.errors import SuperfluidError, UsageError, guarded
@@ -46,8 +46,8 @@ def measure_path(path: str) -> Needs:
         raise SuperfluidError(f"{path}: {e}") from None
 
 
-def _parser() -> Parser:
-    p = Parser(prog=_PROG, description="Print what a build needs of a Linux host, as JSON: the newest GLIBC_, "
+def _parser() -> ManifestParser:
+    p = ManifestParser(prog=_PROG, description="Print what a build needs of a Linux host, as JSON: the newest GLIBC_, "
                                          "GLIBCXX_ and CXXABI_ versions its shared objects need, the libraries "
                                          "they name that it does not carry, and which file needs each.")
     p.add_argument("path", metavar="ARCHIVE|DIR", help="a release archive (.tar.gz ...) or an extracted build")

@@ -21,7 +21,7 @@ from typing import Any
 
 from packaging.utils import parse_wheel_filename
 
-from superfluid.manifest.command_line import Parser, report_written
+from superfluid.manifest.command_line import ManifestParser, report_written
 from superfluid.manifest.compat import validate, with_tarball
 from superfluid.manifest.index import MAX_DOCUMENT_BYTES
 from superfluid.manifest.keys import ENV_KEY, ENV_KEY_FILE, signing_key
@@ -213,7 +213,7 @@ def pack(source: Path, out: Path, environ: Mapping[str, str], *, unsigned: bool 
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = Parser(prog=_PROG, description="Build the sdist and the wheel into DIR, each with its .sha256, its "
+    p = ManifestParser(prog=_PROG, description="Build the sdist and the wheel into DIR, each with its .sha256, its "
                                          ".compat.json and that document's minisign signature (.minisig).")
     p.add_argument("--out", required=True, metavar="DIR", help="an empty (or new) directory to write into")
     p.add_argument("--unsigned", action="store_true",

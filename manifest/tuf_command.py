@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from superfluid.manifest.command_line import Parser, integer
+from superfluid.manifest.command_line import ManifestParser, integer
 from superfluid.manifest.tuf_keys import init_keys, read_keys
 from superfluid.manifest.tuf_live import live_from_environment
 from superfluid.manifest.tuf_repository import (
@@ -72,7 +72,7 @@ def add_flags(p: argparse.ArgumentParser, *, serve: bool = False) -> None:
 def add_commands(sub: Any) -> None:
     """The ``keys``, ``refresh-timestamp`` and ``rotate-root`` subcommands."""
     keys = sub.add_parser("keys", help="make a TUF key set (keys init DIR)")
-    ksub = keys.add_subparsers(dest="keys_command", parser_class=Parser, required=True)
+    ksub = keys.add_subparsers(dest="keys_command", parser_class=ManifestParser, required=True)
     p = ksub.add_parser("init", help="make a key set in DIR: root, targets, snapshot and timestamp keys")
     p.add_argument("dir", metavar="DIR")
     p.add_argument("--root-keys", type=integer(1, MAX_ROOT_KEYS), default=1, metavar="N",

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from superfluid.installer.errors import DownloadError
 from superfluid.installer.sources.choose import source_for
-from superfluid.installer.trust.errors import NotListed
 from superfluid.installer.trust.manifest import fetch_answer
+from superfluid.installer.trust.refusals import NotListed
 from superfluid.installer.trust.service import service_base
 from superfluid.manifest.compat import parse
 from superfluid.manifest.keys import trusted_keys

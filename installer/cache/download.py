@@ -20,7 +20,8 @@ from typing import Any
 
 from superfluid.installer.cache.blobs import Cache, Partial, is_sha256
 from superfluid.installer.errors import DownloadError, SizeExceeded, VerificationError
-from superfluid.installer.transport.fetcher import Fetcher, FetchResponse
+from superfluid.installer.transport.fetcher import Fetcher
+from superfluid.installer.transport.messages import FetchResponse
 from superfluid.installer.transport.progress import Progress, TerminalProgress, progress_for
 from superfluid.runtime.kernel.redact import redact_url
 
@@ -347,7 +348,6 @@ def _write_behind(fd: int, offset: int, length: int) -> None:
         _sync_file_range = False
         if sys.platform.startswith("linux"):
             try:
-
                 call = ctypes.CDLL(None, use_errno=True).sync_file_range
                 call.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
                 call.restype = ctypes.c_int

@@ -222,7 +222,6 @@ class _Facts:
 
 
 def _blobs(root: str, facts: _Facts, records: Mapping[str, list[str]]) -> list[Item]:
-
     out: list[Item] = []
     folder = os.path.join(root, "sha256")
     for name in _names(folder):

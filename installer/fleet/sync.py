@@ -21,7 +21,7 @@ from superfluid.installer.files import writer_alive
 from superfluid.installer.fleet.lockfile import Lock, LockedFile, LockFileError
 from superfluid.installer.sources.mirror import listing_path
 from superfluid.installer.sources.release_source import fetcher_for
-from superfluid.installer.transport.fetcher import origin_of
+from superfluid.installer.transport.urls import origin_of
 from superfluid.runtime.kernel.atomic import atomic_file, write_atomic
 from superfluid.runtime.kernel.errors import BadFile
 from superfluid.runtime.kernel.jsonread import UntrustedJson, read_json
@@ -79,7 +79,6 @@ def _target(root: Path, path: str) -> Path:
 
 
 def _holds(path: Path, f: LockedFile) -> bool:
-
     try:
         return path.is_file() and path.stat().st_size == f.size and sha256_file(path) == f.sha256
     except OSError:
@@ -158,7 +157,6 @@ def sync(lock: Lock, root: str | os.PathLike[str], *, environ: Mapping[str, str]
 
 
 def _listing_path(base: Path, repo: str) -> Path:
-
     return _target(base, listing_path(repo))
 
 
@@ -180,7 +178,6 @@ def _existing(base: Path, repo: str) -> list[Any]:
 
 
 def _write_text(path: Path, text: str) -> None:
-
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, text.encode("utf-8"), temp=_temp_for(path))
 

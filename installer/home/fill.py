@@ -14,7 +14,7 @@ from superfluid.installer.cache.download import Wanted, download_many
 from superfluid.installer.errors import VerificationError
 from superfluid.installer.phases import phase
 from superfluid.installer.sources.release_source import Asset, fetcher_for
-from superfluid.installer.transport.fetcher import path_of_file_url
+from superfluid.installer.transport.urls import path_of_file_url
 from superfluid.installer.unpack.extract import extract_all
 from superfluid.installer.unpack.stream import download_and_extract, streams
 from superfluid.runtime.kernel.errors import UsageError
@@ -93,15 +93,12 @@ def fetch(p: Plan, source: ReleaseSource | None, *, environ: Mapping[str, str], 
 
 
 def _home_cache(environ: Mapping[str, str]) -> Cache:
-
     return Cache.for_home(home(environ))
 
 
 def _download(assets: Sequence[PlanAsset], source: ReleaseSource | None, *, environ: Mapping[str, str],
               progress: Progress | None) -> list[Download]:
-
     if source is None:  # --from URL: a fetcher for that URL, the home's cache
-
         fetcher = fetcher_for(assets[0].url, plain_http=True, environ=environ)
         try:
             return download_many([Wanted(a.url, a.sha256, a.size, a.name) for a in assets],
@@ -116,7 +113,6 @@ def _extracting(fetched: Sequence[Verified], phases: Phases | None) -> Fill:
     """The fill of archives already verified in the cache: ``extract_all`` from their files."""
 
     def fill(lib: Path) -> Sequence[Verified]:
-
         with phase(phases, "extract"):
             extract_all([path for _, path, _ in fetched], lib)
         return fetched
@@ -140,7 +136,6 @@ def _streaming(p: Plan, source: ReleaseSource | None, *, environ: Mapping[str, s
     sha256, size = a.sha256, a.size
 
     def fill(lib: Path) -> Sequence[Verified]:
-
         fetcher = source.fetcher if source is not None else fetcher_for(a.url, plain_http=True, environ=environ)
         try:
             got = download_and_extract(a.url, sha256, size, lib, cache=cache, fetcher=fetcher, progress=progress,

@@ -141,7 +141,6 @@ def collect(home: str, runtime_id: str, *, keep: int, dry_run: bool = False,
 
 
 def _decide(runtime_id: str, root: Any, keep: int, locked: Mapping[str, str] | None, *, dry_run: bool) -> Collected:
-
     current = current_install(root)
     decision = choose(candidates(list_installs(root)), keep=keep, current=current, pinned=read_pinned(root),
                       locked=locked)

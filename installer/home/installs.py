@@ -55,7 +55,6 @@ def check_runtime_id(runtime_id: str) -> str:
         BadName: it is not.
     """
     if not _RUNTIME_ID.fullmatch(runtime_id):
-
         raise BadName(f"{runtime_id!r} is not a runtime id (lowercase letters, digits, '.', '-', '_')"
                       f"{meant(runtime_id)}")
     return runtime_id

@@ -21,7 +21,7 @@ from superfluid.installer.sources.release_source import (
 from superfluid.installer.transport.fetcher import Fetcher
 from superfluid.installer.transport.files import FileFetcher, NoNetworkFetcher
 from superfluid.installer.transport.loopback import network_fetcher
-from superfluid.runtime.kernel import layout as _home
+from superfluid.runtime.kernel import layout
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.redact import redact_text
 
@@ -57,11 +57,10 @@ def source_for(
             nor a directory.
     """
     config = config or (fetcher.config if fetcher is not None else FetchConfig())
-    cache = cache or Cache.for_home(_home.home(environ))
+    cache = cache or Cache.for_home(layout.home(environ))
     named_by = "--mirror" if mirror else "SUPERFLUID_MIRROR"
     mirror = mirror or environ.get("SUPERFLUID_MIRROR") or None
-    if mirror and mirror[:6].lower() == "oci://":  # a registry (installer/sources/oci/source.py), imported only then
-
+    if mirror and mirror[:6].lower() == "oci://":  # a registry (installer/sources/oci/source.py)
         try:
             return oci_source(mirror, named_by=named_by, offline=offline, environ=environ, config=config,
                               cache=cache, fix=fix, transport=fetcher)

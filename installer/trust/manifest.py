@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from superfluid.installer.sources.release_source import fetcher_for
-from superfluid.installer.trust.errors import NoTrustRoot
+from superfluid.installer.trust.refusals import NoTrustRoot
 from superfluid.installer.trust.tuf_client import fetch_target
 from superfluid.runtime.kernel.errors import BadFile
 from superfluid.runtime.kernel.jsonread import read_bytes
@@ -102,7 +102,6 @@ def _anchor(trust: Trust, directory: str, service: str) -> tuple[bytes, str]:
 
 
 def _unchecked(service: str, path: str, *, max_bytes: int, accept: tuple[int, ...]) -> Answer:
-
     sys.stderr.write(f"superfluid: warning: --insecure-no-freshness: the answers of {service} are not checked for "
                      "freshness (a rolled-back or frozen index is accepted)\n")
     url = service + path

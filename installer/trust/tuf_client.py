@@ -19,7 +19,7 @@ from urllib.parse import quote
 from superfluid.installer.errors import DownloadError, SizeExceeded
 from superfluid.installer.files import NotALockFile, open_lock_file
 from superfluid.installer.transport.fetcher import Fetcher
-from superfluid.installer.trust.errors import (
+from superfluid.installer.trust.refusals import (
     AnswerMismatch,
     EndlessData,
     FreezeRefused,
@@ -103,7 +103,6 @@ class _Words:
         self.fetcher = fetcher
 
     def local(self, role: str) -> Any:
-
         if role == "root":
             roots = _root_versions(self.directory)
             name = os.path.join("root_history", f"{max(roots)}.root.json") if roots else "root.json"

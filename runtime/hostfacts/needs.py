@@ -15,7 +15,8 @@ from superfluid.runtime.hostfacts.elf import ELFInvalid, is_elf, read, remembere
 from superfluid.runtime.hostfacts.host import Host
 from superfluid.runtime.hostfacts.libraries import newest, version_key
 
-__all__ = ["Needs", "InvalidNeeds", "Verdict", "GLIBC_LIBRARIES", "NEEDS_SUFFIX", "measure", "measure_files", "judge",
+__all__ = ["Needs", "InvalidNeeds", "NeedsVerdict", "GLIBC_LIBRARIES", "NEEDS_SUFFIX", "measure", "measure_files",
+           "judge",
            "refusal", "is_shared_object", "tree_files"]
 
 #: the libraries glibc itself provides: judged by its version, never looked for one by one
@@ -167,7 +168,7 @@ def _measured(objects: list[Path], carried: set[str]) -> Needs:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class NeedsVerdict:
     """Whether a build's needs are met here; ``reasons`` say why not, one per unmet need."""
 
     reasons: tuple[str, ...] = ()
@@ -200,7 +201,7 @@ def _who(needs: Needs, key: str, build: str) -> str:
     return needs.files.get(key) or build
 
 
-def judge(needs: Needs, host: Host, *, build: str = "this build") -> Verdict:
+def judge(needs: Needs, host: Host, *, build: str = "this build") -> NeedsVerdict:
     """Whether ``host`` meets ``needs``: the rule the dynamic loader applies, stated before it runs.
 
     A glibc build does not load with musl (said alone: nothing else of it matters). A ``GLIBC_``,
@@ -213,7 +214,7 @@ def judge(needs: Needs, host: Host, *, build: str = "this build") -> Verdict:
     """
     if needs.libc == "glibc" and host.libc == "musl":  # nothing else of it matters
         version = f" (GLIBC_{needs.glibc})" if needs.glibc else ""
-        return Verdict((f"{_who(needs, 'glibc', build)} needs glibc{version}; this host's C library is musl: "
+        return NeedsVerdict((f"{_who(needs, 'glibc', build)} needs glibc{version}; this host's C library is musl: "
                         "this build is made for glibc distributions",))
     reasons = []
     if _older(needs.glibc, host.glibc):
@@ -236,10 +237,10 @@ def judge(needs: Needs, host: Host, *, build: str = "this build") -> Verdict:
         if lacking:
             reasons.append(f"{build} needs the CPU features {', '.join(lacking)}; this CPU has "
                            f"{', '.join(host.cpu_features)}")
-    return Verdict(tuple(reasons))
+    return NeedsVerdict(tuple(reasons))
 
 
-def refusal(verdict: Verdict, runtime_id: str) -> str:
+def refusal(verdict: NeedsVerdict, runtime_id: str) -> str:
     """The reason an install gives for a build whose needs are not met: what is needed and what the
     host has, and where to look for the builds that install here."""
     return f"{verdict}; `superfluid runtime versions {runtime_id}` lists the builds that install here"

@@ -21,7 +21,7 @@ from superfluid.runtime.kernel.jsonread import kind_of
 from superfluid.runtime.kernel.receipt import MAX_BYTES, RECEIPT, Receipt
 from superfluid.runtime.kernel.written import Written
 
-__all__ = ["FILES", "UNRECORDED", "FileRecord", "Difference", "Verdict", "NotRecordable", "record_tree", "compare",
+__all__ = ["FILES", "UNRECORDED", "FileRecord", "Difference", "Verification", "NotRecordable", "record_tree", "compare",
            "files_of", "with_files", "verify_install", "glance", "remember"]
 
 #: the receipt's key that holds the list
@@ -294,7 +294,7 @@ def with_files(receipt: Receipt, install_dir: str | os.PathLike[str], *, max_byt
 # --- one install -----------------------------------------------------------------------------------------
 
 @dataclass(kw_only=True, frozen=True, slots=True)
-class Verdict:
+class Verification:
     """What ``verify_install`` found: the differences from the receipt, or why nothing could be
     compared (``problem``: the receipt does not read, or records no files)."""
 
@@ -339,24 +339,26 @@ UNRECORDED = "no file list recorded (it was installed before superfluid recorded
 
 
 def verify_install(runtime_id: str, install: str, path: str | os.PathLike[str],
-                   receipt: Receipt | None, problem: str | None = None) -> Verdict:
+                   receipt: Receipt | None, problem: str | None = None) -> Verification:
     """Compare the install at ``path`` with what its ``receipt`` records (None: it does not read,
     and ``problem`` says why). Reads every file; changes nothing."""
     where = os.fspath(path)
     if receipt is None:
-        return Verdict(id=runtime_id, install=install, path=where, problem=f"its receipt does not read ({problem})")
+        return Verification(id=runtime_id, install=install, path=where,
+                            problem=f"its receipt does not read ({problem})")
     try:
         recorded = files_of(receipt, os.path.join(where, RECEIPT))
     except BadFile as e:
-        return Verdict(id=runtime_id, install=install, path=where, problem=f"its receipt does not read ({e})")
+        return Verification(id=runtime_id, install=install, path=where, problem=f"its receipt does not read ({e})")
     if recorded is None:
-        return Verdict(id=runtime_id, install=install, path=where, problem=UNRECORDED)
+        return Verification(id=runtime_id, install=install, path=where, problem=UNRECORDED)
     try:
         found = record_tree(Path(where), skip=(RECEIPT,))
     except OSError as e:
-        return Verdict(id=runtime_id, install=install, path=where, recorded=len(recorded),
+        return Verification(id=runtime_id, install=install, path=where, recorded=len(recorded),
                        problem=f"it cannot be read ({e.strerror or e})")
-    return Verdict(id=runtime_id, install=install, path=where, recorded=len(recorded), differences=compare(recorded,
+    return Verification(id=runtime_id, install=install, path=where, recorded=len(recorded),
+                        differences=compare(recorded,
                                                                                                            found))
 
 

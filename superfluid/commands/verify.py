@@ -18,7 +18,7 @@ from superfluid.runtime import registry
 from superfluid.runtime.kernel.errors import SuperfluidError
 from superfluid.runtime.kernel.layout import home
 from superfluid.runtime.kernel.output import error_doc, print_json
-from superfluid.runtime.kernel.record import Verdict, verify_install
+from superfluid.runtime.kernel.record import Verification, verify_install
 
 __all__ = ["HELP", "arguments", "run", "verdicts", "verdict_lines", "NotVerified"]
 
@@ -46,7 +46,7 @@ class NotVerified(SuperfluidError):
     """An install is not what its receipt records (or cannot be compared with it): exit 1."""
 
 
-def verdicts(runtime_id: str, install: str | None, environ: Mapping[str, str]) -> list[Verdict]:
+def verdicts(runtime_id: str, install: str | None, environ: Mapping[str, str]) -> list[Verification]:
     """The verdict on ``install`` of ``runtime_id``, or on every install of it.
 
     Raises:
@@ -68,14 +68,14 @@ def verdicts(runtime_id: str, install: str | None, environ: Mapping[str, str]) -
             for i in sorted(found, key=lambda i: i.name)]
 
 
-def verdict_lines(verdict: Verdict) -> str:
+def verdict_lines(verdict: Verification) -> str:
     """One install's verdict for people: what differs, a line a path, or that it is verified."""
     if verdict.ok or verdict.problem is not None:
         return verdict.summary() + "\n" if verdict.ok else ""
     return "".join(f"{verdict.id} {verdict.install}: {d.describe()}\n" for d in verdict.differences)
 
 
-def _failure(found: list[Verdict]) -> NotVerified | None:
+def _failure(found: list[Verification]) -> NotVerified | None:
     bad = [v for v in found if not v.ok]
     if not bad:
         return None

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.manifest.command_line import MAX_SECONDS, Parser, integer, report_written, seconds
+from superfluid.manifest.command_line import MAX_SECONDS, ManifestParser, integer, report_written, seconds
 from superfluid.runtime.kernel.errors import UsageError
 
 
-def _parser() -> Parser:
-    p = Parser(prog="ci/tool")
+def _parser() -> ManifestParser:
+    p = ManifestParser(prog="ci/tool")
     p.add_argument("--out", metavar="DIR")
     p.add_argument("--key", action="append", default=[])
     p.add_argument("--count", type=int)
@@ -77,7 +77,7 @@ def test_an_integer_in_range_is_read(raw: str, value: int) -> None:
                          ids=["negative", "one-over", "huge", "exponent", "fraction", "nan", "empty", "not-ascii",
                               "endless-digits"])
 def test_an_integer_out_of_range_names_the_range(raw: str) -> None:
-    p = Parser(prog="tool")
+    p = ManifestParser(prog="tool")
     p.add_argument("--port", type=integer(0, 65535))
     with pytest.raises(UsageError) as refused:
         p.parse_args(["--port", raw])

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from superfluid.manifest.command import main
-from superfluid.manifest.command_line import Parser
+from superfluid.manifest.command_line import ManifestParser
 from superfluid.manifest.tuf_command import COMMANDS, add_commands, add_flags, signer_for_export
 from superfluid.manifest.tuf_keys import init_keys
 from superfluid.manifest.tuf_repository import METADATA, latest_root
@@ -88,7 +88,7 @@ def test_export_refresh_and_rotate(empty_source: Path, tmp_path: Path, capsys: p
 
 
 def _args(*argv: str) -> argparse.Namespace:
-    p = Parser(prog="superfluid-manifest export")
+    p = ManifestParser(prog="superfluid-manifest export")
     add_flags(p)
     p.add_argument("out")
     return p.parse_args([*argv, "site"])
@@ -113,7 +113,7 @@ def test_the_flags_each_command_takes(serve: bool, flags: set[str]) -> None:
 
 
 def test_the_commands_it_runs_are_the_ones_it_adds() -> None:
-    top = Parser(prog="superfluid-manifest")
-    sub = top.add_subparsers(dest="command", parser_class=Parser)
+    top = ManifestParser(prog="superfluid-manifest")
+    sub = top.add_subparsers(dest="command", parser_class=ManifestParser)
     add_commands(sub)
     assert tuple(sub.choices) == COMMANDS

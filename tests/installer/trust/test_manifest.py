@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.installer.trust.errors import NoTrustRoot
 from superfluid.installer.trust.manifest import Trust, _anchor, fetch_answer, trust_dir
+from superfluid.installer.trust.refusals import NoTrustRoot
 from superfluid.runtime.kernel.errors import BadFile
 from tests.installer.conftest import ANSWER, FIRST
 from tests.tuf_simulator import TufSimulator

@@ -18,7 +18,8 @@ from urllib.parse import quote
 import pytest
 from securesystemslib.signer import CryptoSigner
 
-from superfluid.installer.trust.errors import (
+from superfluid.installer.trust.manifest import Trust, fetch_answer, trust_dir
+from superfluid.installer.trust.refusals import (
     AnswerMismatch,
     EndlessData,
     FreezeRefused,
@@ -29,7 +30,6 @@ from superfluid.installer.trust.errors import (
     RollbackRefused,
     UntrustedSigner,
 )
-from superfluid.installer.trust.manifest import Trust, fetch_answer, trust_dir
 from superfluid.runtime.kernel.errors import BadFile
 from tests.installer.conftest import ANSWER, FIRST
 from tests.tuf_simulator import TufSimulator

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from superfluid.cli import exit_code
-from superfluid.installer.trust import errors as trust_errors
-from superfluid.installer.trust.errors import (
+from superfluid.installer.trust import refusals as trust_errors
+from superfluid.installer.trust.refusals import (
     AnswerMismatch,
     EndlessData,
     FreezeRefused,

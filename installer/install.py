@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from superfluid.installer.cache.blobs import Cache
+from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.home.fill import fill_for
 from superfluid.installer.home.publish import install_staged
@@ -232,7 +232,7 @@ def _cached(p: Plan, source: ReleaseSource | None, environ: Mapping[str, str]) -
     them from there (verified again), and their URL is never asked."""
     cache = source.cache if source is not None else Cache.for_home(home(environ))
     return tuple(a.name for a in p.assets
-                 if a.sha256 is not None and not is_local(a.url) and cache.blob_path(a.sha256).exists())
+                 if a.sha256 is not None and not is_local(a.url) and cache.blobs.blob_path(a.sha256).exists())
 
 
 def _fall_back(plans: Sequence[Plan], i: int, reason: str, fallbacks: list[tuple[str, str]], tell: Tell,

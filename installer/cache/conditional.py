@@ -10,7 +10,8 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from superfluid.installer.cache.blobs import Cache, HttpEntry
+from superfluid.installer.cache.http_index import HttpEntry
+from superfluid.installer.cache.stores import Cache
 from superfluid.installer.errors import DownloadError, OfflineMissing
 from superfluid.installer.transport.fetcher import Fetcher
 from superfluid.installer.transport.messages import Credential
@@ -71,8 +72,8 @@ def cached_get(
         OfflineMissing: offline and nothing cached for ``url``.
         DownloadError: as ``Fetcher.open`` (after retries).
     """
-    entry = cache.http_entry(url)
-    cached = cache.http_body(entry, max_bytes=max_bytes) if entry is not None else None
+    entry = cache.http.http_entry(url)
+    cached = cache.http.http_body(entry, max_bytes=max_bytes) if entry is not None else None
     if offline:
         if entry is None or cached is None:
             raise OfflineMissing(f"{what} {url}".strip(), url=None)
@@ -90,7 +91,7 @@ def cached_get(
         log.debug("%s: not modified", url)
         return CachedBody(url, cached, 304, entry.link_next, entry)
     link_next = parse_link_next(response.headers.get("link"))
-    entry = cache.put_http_body(
+    entry = cache.http.put_http_body(
         url, body, etag=response.headers.get("etag"), last_modified=response.headers.get("last-modified"),
         link_next=link_next,
     )

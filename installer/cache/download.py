@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from superfluid.installer.cache.blobs import Cache, Partial, is_sha256
+from superfluid.installer.cache.blobs import is_sha256
+from superfluid.installer.cache.partials import Partial
+from superfluid.installer.cache.stores import Cache
 from superfluid.installer.errors import DownloadError, SizeExceeded, VerificationError
 from superfluid.installer.transport.fetcher import Fetcher
 from superfluid.installer.transport.messages import FetchResponse
@@ -121,7 +123,7 @@ def download(
     hit = _cached(url, sha256, size, cache, fetcher)
     if hit is not None:
         return hit
-    with cache.partial(cache.partial_key(sha256=sha256, url=url)) as part:
+    with cache.partials.partial(cache.partials.partial_key(sha256=sha256, url=url)) as part:
         hit = _cached(url, sha256, size, cache, fetcher)  # another process may have finished it
         if hit is not None:
             return hit
@@ -139,7 +141,7 @@ def download(
 def _cached(url: str, sha256: str | None, size: int | None, cache: Cache, fetcher: Fetcher) -> Download | None:
     if sha256 is None:
         return None
-    path = cache.find_blob(sha256, size=size, rehash=fetcher.config.rehash_cached)
+    path = cache.blobs.find_blob(sha256, size=size, rehash=fetcher.config.rehash_cached)
     if path is None:
         return None
     log.debug("%s: cached as %s", url, path)
@@ -323,9 +325,9 @@ class _Job:
             self.part.discard()
             raise VerificationError(self.url, "sha256", self.sha256, digest)
         validator = self.part.validator() or {}
-        path = self.cache.add_blob(self.part.path, digest)
+        path = self.cache.blobs.add_blob(self.part.path, digest)
         self.part.discard()
-        self.cache.put_http(
+        self.cache.http.put_http(
             self.url, sha256=digest, size=received,
             etag=validator.get("etag"), last_modified=validator.get("last_modified"),
         )

@@ -14,8 +14,9 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from superfluid.installer.cache.blobs import HttpEntry, is_sha256
+from superfluid.installer.cache.blobs import is_sha256
 from superfluid.installer.cache.holds import held_now, pruning
+from superfluid.installer.cache.http_index import HttpEntry
 from superfluid.installer.errors import StoreError
 from superfluid.runtime.kernel.jsonread import UntrustedJson, read_json
 

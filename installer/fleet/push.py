@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from superfluid.installer.cache.blobs import Cache
 from superfluid.installer.cache.download import download
+from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.fleet.lockfile import Engine, Lock, LockedFile, LockFileError
 from superfluid.installer.fleet.sync import fetch_files, files_of, listing

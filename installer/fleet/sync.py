@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from superfluid.installer.cache.blobs import Cache, sha256_file
+from superfluid.installer.cache.blobs import sha256_file
 from superfluid.installer.cache.download import Wanted, download_many
+from superfluid.installer.cache.stores import Cache
 from superfluid.installer.files import writer_alive
 from superfluid.installer.fleet.lockfile import Lock, LockedFile, LockFileError
 from superfluid.installer.sources.mirror import listing_path

@@ -9,8 +9,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from superfluid.installer.cache.blobs import Cache, sha256_file
+from superfluid.installer.cache.blobs import sha256_file
 from superfluid.installer.cache.download import Wanted, download_many
+from superfluid.installer.cache.stores import Cache
 from superfluid.installer.errors import VerificationError
 from superfluid.installer.phases import phase
 from superfluid.installer.sources.release_source import Asset, fetcher_for
@@ -22,8 +23,8 @@ from superfluid.runtime.kernel.layout import home
 from superfluid.runtime.planning import PlanAsset, is_local
 
 if TYPE_CHECKING:
-    from superfluid.installer.cache.blobs import Cache
     from superfluid.installer.cache.download import Download, Progress
+    from superfluid.installer.cache.stores import Cache
     from superfluid.installer.phases import Phases
     from superfluid.installer.sources.release_source import ReleaseSource
     from superfluid.runtime.planning import Plan
@@ -131,7 +132,7 @@ def _streaming(p: Plan, source: ReleaseSource | None, *, environ: Mapping[str, s
     if is_local(a.url) or a.sha256 is None or a.size is None or not streams(a.name):
         return None
     cache = source.cache if source is not None else _home_cache(environ)
-    if cache.blob_path(a.sha256).exists():
+    if cache.blobs.blob_path(a.sha256).exists():
         return None  # the warm cache: extracted from the verified file
     sha256, size = a.sha256, a.size
 

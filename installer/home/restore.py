@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from superfluid.installer.cache.blobs import Cache
+from superfluid.installer.cache.stores import Cache
 from superfluid.installer.errors import OfflineMissing
 from superfluid.installer.home.fill import fetch
 from superfluid.installer.home.publish import install_staged
@@ -122,7 +122,7 @@ def _fetch(p: Plan, *, environ: Mapping[str, str], offline: bool, progress: Prog
     rest: list[tuple[int, PlanAsset]] = []
     for i, a in enumerate(p.assets):
         assert a.sha256 is not None  # plan_of: every source by its digest
-        blob = cache.find_blob(a.sha256)
+        blob = cache.blobs.find_blob(a.sha256)
         if blob is not None:
             found[i] = (a, blob, a.sha256)
             continue

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from superfluid.installer.cache.blobs import Cache
+from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import DEFAULT_GITHUB_API, FetchConfig
 from superfluid.installer.sources.github import GitHubClient, token_from
 from superfluid.installer.sources.mirror import Mirror, mirror_root_url

@@ -11,8 +11,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from superfluid.installer.cache.blobs import Cache
 from superfluid.installer.cache.conditional import cached_get, linked_pages
+from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import DEFAULT_GITHUB_API, FetchConfig
 from superfluid.installer.errors import DownloadError, ReleaseNotFound
 from superfluid.installer.sources.release import MAX_RELEASES, Release, parse_release, parse_releases
@@ -121,7 +121,7 @@ def list_pages(
             data = _load_json(got.body, got.url)
             releases.extend(parse_releases(data, where=got.url, url_for=url_for, offset=0, warn=warn))
         except BadFile:
-            cache.drop_http(got.url)  # never revalidate a broken page into a 304 that keeps it
+            cache.http.drop_http(got.url)  # never revalidate a broken page into a 304 that keeps it
             raise
         seen += len(data) if isinstance(data, list) else 0
         if seen > MAX_RELEASES:
@@ -241,7 +241,7 @@ class GitHubClient:
         try:
             release = parse_release(_load_json(got.body, url), where=url)
         except BadFile:
-            self.cache.drop_http(url)
+            self.cache.http.drop_http(url)
             raise
         if release.draft:
             raise ReleaseNotFound(repo, f"release {tag} (a draft)", where=self.api_base)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
-from superfluid.installer.cache.blobs import Cache
+from superfluid.installer.cache.stores import Cache
 from superfluid.installer.errors import DownloadError, OfflineMissing, ReleaseNotFound
 from superfluid.installer.sources.github import check_repo, list_pages
 from superfluid.installer.sources.oci.ref import parse_ref

@@ -8,9 +8,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from urllib.parse import urlsplit
 
-from superfluid.installer.cache.blobs import Cache
 from superfluid.installer.cache.conditional import cached_get
 from superfluid.installer.cache.download import Download, Progress, Wanted, download, download_many
+from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import OfflineMissing, SizeExceeded
 from superfluid.installer.sources.github import GitHubClient
@@ -128,13 +128,13 @@ class ReleaseSource(ABC):
         if want:
             # Listed digest: the cache answers by content. A fresh transfer is cached only when it
             # matches, so bytes garbled once are never revalidated (304) into staying.
-            cached = self.cache.read_blob(want, max_bytes=cap)
+            cached = self.cache.blobs.read_blob(want, max_bytes=cap)
             if cached is not None:
                 return cached
             if not self.offline:
                 r, data = self.fetcher.get_bytes(asset.url, max_bytes=cap, headers={"Accept-Encoding": "identity"})
                 if hashlib.sha256(data).hexdigest() == want:
-                    self.cache.put_http_body(asset.url, data, etag=r.headers.get("etag"),
+                    self.cache.http.put_http_body(asset.url, data, etag=r.headers.get("etag"),
                                              last_modified=r.headers.get("last-modified"))
                 return data
         got = cached_get(asset.url, fetcher=self.fetcher, cache=self.cache, max_bytes=cap,
@@ -211,9 +211,9 @@ class OfflineSource(ReleaseSource):
         size = asset.size if size is None else size
         rehash = self.fetcher.config.rehash_cached
         if sha256 is None:
-            entry = self.cache.http_entry(asset.url)
+            entry = self.cache.http.http_entry(asset.url)
             sha256 = entry.sha256 if entry is not None else None
-        path = self.cache.find_blob(sha256.lower(), size=size, rehash=rehash) if sha256 else None
+        path = self.cache.blobs.find_blob(sha256.lower(), size=size, rehash=rehash) if sha256 else None
         if path is None:
             raise OfflineMissing(f"download of {asset.name}", url=asset.url, fix=self.fix)
         assert sha256 is not None

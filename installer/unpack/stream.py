@@ -26,7 +26,7 @@ from superfluid.installer.unpack.extract import (
 from superfluid.installer.unpack.inflate import Inflow
 
 if TYPE_CHECKING:
-    from superfluid.installer.cache.blobs import Cache
+    from superfluid.installer.cache.stores import Cache
     from superfluid.installer.transport.fetcher import Fetcher
 
 __all__ = ["download_and_extract", "streams"]

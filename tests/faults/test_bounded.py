@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.installer.cache.blobs import Cache
 from superfluid.installer.cache.download import download
+from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import DownloadError
 from superfluid.installer.transport.requests_fetcher import RequestsFetcher

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.installer.cache.blobs import Cache
+from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.fleet.lockfile import Engine, Lock, LockedFile, Target
 from superfluid.installer.transport.requests_fetcher import RequestsFetcher

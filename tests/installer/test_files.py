@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.installer.cache.blobs import Cache
+from superfluid.installer.cache.stores import Cache
 from superfluid.installer.files import NotALockFile, open_lock_file, remove_tree
 
 
@@ -71,10 +71,10 @@ def test_a_partial_downloads_lock_planted_as_a_hard_link_is_replaced_not_written
     outside = tmp_path / "outside"
     outside.write_bytes(b"not ours")
     key = "ab" * 32
-    cache.partial_dir.mkdir(parents=True, exist_ok=True)
-    os.link(outside, cache.partial_dir / f"{key}.lock")
-    with cache.partial(key):
-        assert os.stat(cache.partial_dir / f"{key}.lock").st_ino != os.stat(outside).st_ino
+    cache.partials.folder.mkdir(parents=True, exist_ok=True)
+    os.link(outside, cache.partials.folder / f"{key}.lock")
+    with cache.partials.partial(key):
+        assert os.stat(cache.partials.folder / f"{key}.lock").st_ino != os.stat(outside).st_ino
     assert outside.read_bytes() == b"not ours" and os.stat(outside).st_nlink == 1
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from superfluid.installer.cache.blobs import Cache
+from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import DownloadError, ReleaseNotFound
 from superfluid.installer.sources.mirror import Mirror, listing_path

@@ -9,8 +9,8 @@ import pytest
 import responses
 from responses import matchers
 
-from superfluid.installer.cache.blobs import Cache
 from superfluid.installer.cache.conditional import cached_get, linked_pages, parse_link_next
+from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import DownloadError, OfflineMissing
 from superfluid.installer.transport.files import NoNetworkFetcher
@@ -62,7 +62,7 @@ class TestCachedGet:
         responses.replace(responses.GET, URL, body=b"[2]", headers={"ETag": '"e2"'})
         got = cached_get(URL, fetcher=_fetcher(), cache=cache, max_bytes=1000)
         assert (got.body, got.status, got.link_next) == (b"[2]", 200, None)
-        entry = cache.http_entry(URL)
+        entry = cache.http.http_entry(URL)
         assert entry is not None and entry.etag == '"e2"'
 
     @responses.activate

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.installer.cache.blobs import Cache
 from superfluid.installer.cache.download import (
     Progress,
     TerminalProgress,
@@ -24,6 +23,7 @@ from superfluid.installer.cache.download import (
     download_many,
     progress_for,
 )
+from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import DownloadError, DownloadStalled, SizeExceeded, VerificationError
 from superfluid.installer.transport.requests_fetcher import RequestsFetcher
@@ -65,7 +65,7 @@ def test_verified_into_the_content_addressed_cache(url: str, cache: Cache, fetch
     d = download(url, SHA, len(DATA), cache=cache, fetcher=fetcher)
     assert d.path == cache.root / "sha256" / SHA and d.path.read_bytes() == DATA
     assert (d.sha256, d.size, d.cached) == (SHA, len(DATA), False)
-    assert not list(cache.partial_dir.glob("*.partial"))
+    assert not list(cache.partials.folder.glob("*.partial"))
     assert bundle_server.log[0].header("Accept-Encoding") == "identity"
 
 
@@ -89,7 +89,7 @@ def test_without_an_expected_digest_the_computed_one_is_reported(url: str, cache
                                                                  fetcher: RequestsFetcher) -> None:
     d = download(url, None, None, cache=cache, fetcher=fetcher)
     assert d.sha256 == SHA and d.path.read_bytes() == DATA
-    entry = cache.http_entry(url)
+    entry = cache.http.http_entry(url)
     assert entry is not None and entry.sha256 == SHA
 
 
@@ -138,7 +138,7 @@ def test_partial_from_an_earlier_run_resumes(url: str, path: str, cache: Cache, 
     once = RequestsFetcher(FetchConfig(retries=0, stall_timeout=2))
     with pytest.raises(DownloadError, match="connection broken after 120000 bytes"):
         download(url, SHA, len(DATA), cache=cache, fetcher=once)
-    assert [p.stat().st_size for p in cache.partial_dir.glob("*.partial")] == [120_000]
+    assert [p.stat().st_size for p in cache.partials.folder.glob("*.partial")] == [120_000]
     d = download(url, SHA, len(DATA), cache=cache, fetcher=RequestsFetcher(fast))
     assert d.path.read_bytes() == DATA and bundle_server.log[-1].header("Range") == "bytes=120000-"
 
@@ -271,14 +271,14 @@ class TestMany:
                   for n, b in files]
         with pytest.raises(VerificationError, match=files[1][0]):
             download_many(wanted, cache=cache, fetcher=fetcher)
-        for p in cache.blob_dir.glob("*"):
+        for p in cache.blobs.folder.glob("*"):
             assert hashlib.sha256(p.read_bytes()).hexdigest() == p.name
-        assert not list(cache.partial_dir.glob(f"sha256-{hashlib.sha256(files[1][1]).hexdigest()}.partial"))
+        assert not list(cache.partials.folder.glob(f"sha256-{hashlib.sha256(files[1][1]).hexdigest()}.partial"))
 
     def test_same_file_twice_at_once_is_fetched_once(self, url: str, cache: Cache, fetcher: RequestsFetcher,
                                                      bundle_server: ReleaseServer) -> None:
         got = download_many([Wanted(url, SHA, len(DATA))] * 2, cache=cache, fetcher=fetcher)
-        assert [d.path for d in got] == [cache.blob_path(SHA)] * 2
+        assert [d.path for d in got] == [cache.blobs.blob_path(SHA)] * 2
         assert sorted(d.cached for d in got) == [False, True] and len(bundle_server.log) == 1
 
 
@@ -335,7 +335,7 @@ def test_an_empty_asset(release_server: ReleaseServer, cache: Cache, fetcher: Re
 def test_a_complete_partial_of_other_bytes_is_fetched_again(url: str, cache: Cache, fetcher: RequestsFetcher,
                                                             bundle_server: ReleaseServer) -> None:
     """An earlier run wrote every byte, then died before verifying: the bytes are checked, not trusted."""
-    with cache.partial(cache.partial_key(sha256=SHA, url=url)) as part:
+    with cache.partials.partial(cache.partials.partial_key(sha256=SHA, url=url)) as part:
         part.path.write_bytes(b"\0" * len(DATA))
         part.set_validator(url=url, etag=f'"{SHA[:32]}"', last_modified=None, total=len(DATA))
     d = download(url, SHA, len(DATA), cache=cache, fetcher=fetcher)
@@ -344,7 +344,7 @@ def test_a_complete_partial_of_other_bytes_is_fetched_again(url: str, cache: Cac
 
 def test_a_complete_partial_that_verifies_needs_no_request(url: str, cache: Cache, fetcher: RequestsFetcher,
                                                            bundle_server: ReleaseServer) -> None:
-    with cache.partial(cache.partial_key(sha256=SHA, url=url)) as part:
+    with cache.partials.partial(cache.partials.partial_key(sha256=SHA, url=url)) as part:
         part.path.write_bytes(DATA)
         part.set_validator(url=url, etag=f'"{SHA[:32]}"', last_modified=None, total=len(DATA))
     d = download(url, SHA, len(DATA), cache=cache, fetcher=fetcher)
@@ -358,7 +358,7 @@ def test_a_complete_partial_that_verifies_needs_no_request(url: str, cache: Cach
 )
 def test_a_partial_with_a_broken_record_restarts(url: str, cache: Cache, fetcher: RequestsFetcher,
                                                  bundle_server: ReleaseServer, meta: str) -> None:
-    with cache.partial(cache.partial_key(sha256=SHA, url=url)) as part:
+    with cache.partials.partial(cache.partials.partial_key(sha256=SHA, url=url)) as part:
         part.path.write_bytes(DATA[:1000])
         part.meta_path.write_text(meta.replace('"U"', f'"{url}"'))
     d = download(url, SHA, len(DATA), cache=cache, fetcher=fetcher)

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.installer.cache.blobs import Cache
 from superfluid.installer.cache.holds import HOLDS, held_now
 from superfluid.installer.cache.prune import (
     blob_kind,
@@ -31,6 +30,7 @@ from superfluid.installer.cache.prune import (
     prune,
     scan,
 )
+from superfluid.installer.cache.stores import Cache
 from superfluid.installer.home.gc import in_use
 
 
@@ -111,10 +111,10 @@ def test_words() -> None:
 def _blob(cache: Cache, data: bytes, *, age: float = 0.0) -> str:
     """A blob written as another process wrote it (``put_bytes`` would hold it for this one)."""
     digest = hashlib.sha256(data).hexdigest()
-    cache.blob_dir.mkdir(parents=True, exist_ok=True)
-    cache.partial_dir.mkdir(parents=True, exist_ok=True)
-    cache.http_dir.mkdir(parents=True, exist_ok=True)
-    path = cache.blob_path(digest)
+    cache.blobs.folder.mkdir(parents=True, exist_ok=True)
+    cache.partials.folder.mkdir(parents=True, exist_ok=True)
+    cache.http.folder.mkdir(parents=True, exist_ok=True)
+    path = cache.blobs.blob_path(digest)
     path.write_bytes(data)
     if age:
         t = time.time() - age
@@ -146,15 +146,15 @@ def built(tmp_path: Path) -> tuple[Path, Cache, dict[str, str]]:
         "page": _blob(cache, b'[{"tag_name": "v0.4.0"}]', age=old),
         "old-page": _blob(cache, b'[{"tag_name": "v0.3.1"}]', age=old),
     }
-    entry = cache.put_http("https://api.invalid/releases", sha256=names["page"], size=24)
-    stale = cache.put_http("https://x.invalid/removed.tar.gz", sha256=names["removed"], size=1)
+    entry = cache.http.put_http("https://api.invalid/releases", sha256=names["page"], size=24)
+    stale = cache.http.put_http("https://x.invalid/removed.tar.gz", sha256=names["removed"], size=1)
     t = time.time() - old
     for e in (entry, stale):
-        os.utime(cache._entry_path(e.url), (t, t))
+        os.utime(cache.http._entry_path(e.url), (t, t))
     _receipt(home, "0.4.0-cpu", names["current"])
-    (cache.partial_dir / "sha256-dead.partial").write_bytes(b"x" * 100)
-    (cache.partial_dir / "sha256-dead.json").write_text("{}")
-    for p in cache.partial_dir.iterdir():
+    (cache.partials.folder / "sha256-dead.partial").write_bytes(b"x" * 100)
+    (cache.partials.folder / "sha256-dead.json").write_text("{}")
+    for p in cache.partials.folder.iterdir():
         os.utime(p, (t, t))
     return home, cache, names
 
@@ -176,19 +176,19 @@ def test_du_by_kind(built: tuple[Path, Cache, dict[str, str]]) -> None:
 
 def test_prune_removes_what_nothing_needs_and_keeps_the_rest(built: tuple[Path, Cache, dict[str, str]]) -> None:
     home, cache, names = built
-    before = sorted(p.name for p in cache.blob_dir.iterdir())
+    before = sorted(p.name for p in cache.blobs.folder.iterdir())
     dry = prune(cache.root, in_use(str(home)), grace=DAY, dry_run=True, keep={"fleet.lock": {names["locked"]}})
-    assert sorted(p.name for p in cache.blob_dir.iterdir()) == before  # a dry run changes nothing
+    assert sorted(p.name for p in cache.blobs.folder.iterdir()) == before  # a dry run changes nothing
     done = prune(cache.root, in_use(str(home)), grace=DAY, keep={"fleet.lock": {names["locked"]}})
     assert [i.path for i in dry.removed] == [i.path for i in done.removed]
     assert sorted(i.path for i in done.removed) == sorted([
         f"sha256/{names['removed']}", f"sha256/{names['old-page']}", "partial/sha256-dead.json",
-        "http/" + os.path.basename(cache._entry_path("https://x.invalid/removed.tar.gz"))])
-    left = sorted(p.name for p in cache.blob_dir.iterdir())
+        "http/" + os.path.basename(cache.http._entry_path("https://x.invalid/removed.tar.gz"))])
+    left = sorted(p.name for p in cache.blobs.folder.iterdir())
     assert left == sorted([names["current"], names["locked"], names["page"]])
-    assert cache.http_entry("https://api.invalid/releases") is not None  # what --offline reads stays
-    assert cache.http_entry("https://x.invalid/removed.tar.gz") is None  # went with its blob
-    assert list(cache.partial_dir.iterdir()) == []
+    assert cache.http.http_entry("https://api.invalid/releases") is not None  # what --offline reads stays
+    assert cache.http.http_entry("https://x.invalid/removed.tar.gz") is None  # went with its blob
+    assert list(cache.partials.folder.iterdir()) == []
     assert done.freed == sum(i.size for i in done.removed)
     # without the lock, its archive is unused too
     again = prune(cache.root, in_use(str(home)), grace=DAY)
@@ -202,7 +202,7 @@ def test_within_the_grace_nothing_goes(built: tuple[Path, Cache, dict[str, str]]
 
 def test_a_live_download_keeps_its_partial(built: tuple[Path, Cache, dict[str, str]]) -> None:
     home, cache, _ = built
-    with cache.partial("sha256-live") as part:
+    with cache.partials.partial("sha256-live") as part:
         with part.open_for_write(0) as f:
             f.write(b"half")
         t = time.time() - 2 * DAY
@@ -213,15 +213,15 @@ def test_a_live_download_keeps_its_partial(built: tuple[Path, Cache, dict[str, s
     # the download is gone (the flock with it): the next prune may take it
     done = prune(cache.root, in_use(str(home)), grace=0.0)
     assert "partial/sha256-live.lock" in {i.path for i in done.removed}
-    assert not part.path.exists() and not (cache.partial_dir / "sha256-live.lock").exists()
+    assert not part.path.exists() and not (cache.partials.folder / "sha256-live.lock").exists()
 
 
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from superfluid.installer.cache.blobs import Cache
+    from superfluid.installer.cache.stores import Cache
     cache = Cache(sys.argv[1])
-    assert cache.find_blob(sys.argv[2]) is not None
+    assert cache.blobs.find_blob(sys.argv[2]) is not None
     Path(sys.argv[3]).write_text("held")
     time.sleep(60)
 """)
@@ -239,7 +239,7 @@ def test_a_running_process_keeps_what_it_holds(built: tuple[Path, Cache, dict[st
         assert names["removed"] in held_now(cache.root)
         done = prune(cache.root, in_use(str(home)), grace=0.0)
         assert f"sha256/{names['removed']}" not in {i.path for i in done.removed}
-        assert cache.blob_path(names["removed"]).exists()
+        assert cache.blobs.blob_path(names["removed"]).exists()
     finally:
         proc.kill()
         proc.wait()
@@ -253,8 +253,8 @@ def test_a_running_process_keeps_what_it_holds(built: tuple[Path, Cache, dict[st
 def test_a_blob_is_held_before_it_is_looked_up_and_touched_when_used(tmp_path: Path) -> None:
     cache = Cache(tmp_path / "cache")
     digest = _blob(cache, gzip.compress(b"engine"), age=3 * DAY)
-    assert cache.find_blob(digest) is not None
-    assert time.time() - os.stat(cache.blob_path(digest)).st_mtime < 60  # last used now
+    assert cache.blobs.find_blob(digest) is not None
+    assert time.time() - os.stat(cache.blobs.blob_path(digest)).st_mtime < 60  # last used now
     (record,) = (cache.root / HOLDS).iterdir()
     assert digest in record.read_text().split()
     fd = os.open(record, os.O_RDONLY)
@@ -263,4 +263,4 @@ def test_a_blob_is_held_before_it_is_looked_up_and_touched_when_used(tmp_path: P
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     finally:
         os.close(fd)
-    assert hashlib.sha256(cache.blob_path(digest).read_bytes()).hexdigest() == digest
+    assert hashlib.sha256(cache.blobs.blob_path(digest).read_bytes()).hexdigest() == digest

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.installer.cache.blobs import Cache
 from superfluid.installer.cache.download import Download, Progress
+from superfluid.installer.cache.stores import Cache
 from superfluid.installer.errors import VerificationError
 from superfluid.installer.home.fill import fetch, fill_for
 from superfluid.installer.phases import Phases
@@ -76,8 +76,8 @@ def test_which_plans_stream(tmp_path: Path, assets: list[PlanAsset], offline: bo
                             streams: bool) -> None:
     cache = Cache(tmp_path / "cache")
     if cached:
-        cache.blob_path(SHA).parent.mkdir(parents=True, exist_ok=True)
-        cache.blob_path(SHA).write_bytes(b"verified before")
+        cache.blobs.blob_path(SHA).parent.mkdir(parents=True, exist_ok=True)
+        cache.blobs.blob_path(SHA).write_bytes(b"verified before")
     blob = tmp_path / "blob"
     blob.write_bytes(b"x")
     source = FakeSource(cache, {a.url: blob for a in assets}, offline=offline)

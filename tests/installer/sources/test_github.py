@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import responses
 
-from superfluid.installer.cache.blobs import Cache
+from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import OfflineMissing, RateLimited, ReleaseNotFound, SizeExceeded
 from superfluid.installer.sources.github import GitHubClient, check_repo, token_from, web_base_for

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.installer.cache.blobs import Cache
+from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import OfflineMissing, ReleaseNotFound, SizeExceeded, VerificationError
 from superfluid.installer.sources.choose import source_for
@@ -81,7 +81,7 @@ class TestHttpMirror:
         assert asset is not None
         with pytest.raises(VerificationError, match=f"expected {SHA}"):
             source.fetch(asset, sha256=SHA)  # the pin, not whatever the mirror would like
-        assert not Cache.for_home(home).blob_path(SHA).exists()
+        assert not Cache.for_home(home).blobs.blob_path(SHA).exists()
 
     def test_listing_is_a_conditional_request(self, upstream: ReleaseServer, home: Path) -> None:
         source = source_for(mirror=upstream.mirror_url, offline=False, environ=env(home), config=FAST)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.installer.cache.blobs import Cache
+from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import OfflineMissing, SizeExceeded
 from superfluid.installer.sources.choose import source_for
@@ -161,7 +161,7 @@ def test_offline_fetch_answers_from_the_cache_by_digest(tmp_path: Path) -> None:
     source = source_for(mirror=None, offline=True, environ={"SUPERFLUID_HOME": str(tmp_path / "home")},
                         fix="run it once online")
     cache = Cache.for_home(str(tmp_path / "home"))
-    sha, _ = cache.put_bytes(b"an engine")
+    sha, _ = cache.blobs.put_bytes(b"an engine")
     got = source.fetch(Asset("e.tar.gz", "https://h.example/e.tar.gz", 9), sha256=sha.upper())
     assert got.cached and got.sha256 == sha and got.path.read_bytes() == b"an engine"
     with pytest.raises(OfflineMissing) as e:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.installer.cache.blobs import Cache
 from superfluid.installer.cache.download import download
+from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import DownloadError, VerificationError
 from superfluid.installer.phases import Phases
@@ -73,8 +73,8 @@ def _nothing_kept(area: Path, cache: Cache) -> None:
     """No extracted file (``lib/`` empty, no ``.stream-`` directory), no partial download, no blob."""
     assert os.listdir(area / "staging") in ([], ["lib"])
     assert not (area / "staging" / "lib").exists() or os.listdir(area / "staging" / "lib") == []
-    assert not list(cache.partial_dir.glob("*.partial")) and not list(cache.partial_dir.glob("*.json"))
-    assert not cache.blob_dir.exists() or os.listdir(cache.blob_dir) == []
+    assert not list(cache.partials.folder.glob("*.partial")) and not list(cache.partials.folder.glob("*.json"))
+    assert not cache.blobs.folder.exists() or os.listdir(cache.blobs.folder) == []
     assert (area / "outside" / "victim").read_text() == "precious\n"
 
 
@@ -87,8 +87,8 @@ def test_one_pass_lands_the_archive_and_the_verified_blob(release_server: Releas
     assert snap["libx.so"] == ("file", 12, 0o755, b"\x7fELF library") and snap["libx.so.1"] == ("link", "libx.so")
     assert (lib / "kernels.bin").read_bytes() == BIG
     assert os.listdir(area / "staging") == ["lib"]  # the stream's own directory is gone
-    assert cache.blob_path(hashlib.sha256(data).hexdigest()).read_bytes() == data
-    assert not list(cache.partial_dir.glob("*.partial"))
+    assert cache.blobs.blob_path(hashlib.sha256(data).hexdigest()).read_bytes() == data
+    assert not list(cache.partials.folder.glob("*.partial"))
     assert from_file == [] and len(release_server.log) == 1
     spans = {name: (start, end) for name, start, end in phases.spans()}
     assert spans["extract"][0] < spans["download"][1]  # extraction ran while the bytes arrived
@@ -114,7 +114,7 @@ def test_every_hostile_archive_is_refused_as_from_a_file(entries: list[E], fragm
     assert os.listdir(area / "staging") == ["lib"] and os.listdir(area / "staging" / "lib") == []
     assert (area / "outside" / "victim").read_text() == "precious\n"
     # the bytes are the release's (the digest matched): they stay cached, as a download's do
-    assert cache.blob_path(hashlib.sha256(data).hexdigest()).is_file()
+    assert cache.blobs.blob_path(hashlib.sha256(data).hexdigest()).is_file()
 
 
 def test_a_bomb_is_refused_as_it_flows(release_server: ReleaseServer, area: Path, cache: Cache,
@@ -264,7 +264,7 @@ def test_a_restart_from_byte_0_extracts_from_the_verified_file(release_server: R
     release_server.fault(path, "ignore_range")  # the resume is answered with the whole file
     lib = _run(url, data, area, cache, fetcher)
     assert (lib / "kernels.bin").read_bytes() == BIG
-    assert from_file == [cache.blob_path(hashlib.sha256(data).hexdigest())]
+    assert from_file == [cache.blobs.blob_path(hashlib.sha256(data).hexdigest())]
     assert [r.status for r in release_server.log] == [200, 200]
     assert sorted(os.listdir(area / "staging")) == ["lib"]
 

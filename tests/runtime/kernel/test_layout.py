@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.installer.cache.blobs import Cache
+from superfluid.installer.cache.stores import Cache
 from superfluid.installer.home.installs import BadName, check_install_name, list_installs
 from superfluid.runtime.kernel import layout as h
 

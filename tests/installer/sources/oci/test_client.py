@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from superfluid.installer.cache.blobs import Cache
 from superfluid.installer.cache.download import download
+from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import DownloadError, VerificationError
 from superfluid.installer.sources.oci.auth import Login

@@ -15,15 +15,10 @@ from typing import IO, TYPE_CHECKING, cast
 from superfluid.installer.cache.download import Download, Progress, download
 from superfluid.installer.files import remove_tree
 from superfluid.installer.phases import Phases, phase
-from superfluid.installer.unpack.extract import (
-    ExtractFailed,
-    ExtractLimits,
-    check_tree,
-    extract_all,
-    extract_archive,
-    merge_tree,
-)
+from superfluid.installer.unpack.extract import extract_all, extract_archive
 from superfluid.installer.unpack.inflate import Inflow
+from superfluid.installer.unpack.rules import ExtractLimits, check_tree
+from superfluid.installer.unpack.writer import ExtractFailed, merge_tree
 
 if TYPE_CHECKING:
     from superfluid.installer.cache.stores import Cache

@@ -1,4 +1,4 @@
-"""Builders of real archives (tar.gz, zip) and a disk snapshot, for the extraction and store tests."""
+"""Builders of real archives (tar.gz, zip), a disk snapshot, a refused extraction: for extraction and store tests."""
 
 from __future__ import annotations
 
@@ -13,7 +13,10 @@ from typing import NamedTuple
 
 import pytest
 
-__all__ = ["E", "HOSTILE", "make_tar", "make_zip", "snapshot"]
+from superfluid.installer.unpack.extract import extract_archive
+from superfluid.installer.unpack.rules import ExtractLimits, UnsafeArchive
+
+__all__ = ["E", "HOSTILE", "make_tar", "make_zip", "snapshot", "refused"]
 
 
 class E(NamedTuple):
@@ -84,8 +87,19 @@ def snapshot(root: Path) -> dict[str, tuple[object, ...]]:
     return found
 
 
+def refused(area: Path, archive: Path, fragment: str, *, limits: ExtractLimits | None = None,
+            error: type[Exception] = UnsafeArchive) -> Exception:
+    """Extract ``archive`` into ``area/stage/x``, assert ``error`` with ``fragment`` of its message, and
+    that nothing under ``area`` changed: nothing was written outside the destination, which is gone."""
+    before = snapshot(area)
+    with pytest.raises(error, match=fragment) as info:
+        extract_archive(archive, area / "stage" / "x", limits=limits)
+    assert snapshot(area) == before, "something was written outside the destination, or it was left behind"
+    return info.value
+
+
 #: hostile tar archives, each refused by the one member rule with a fragment of its message, whether
-#: extracted from a file (test_extract) or as it downloads (test_stream); ``{area}`` is the test's
+#: extracted from a file (test_rules) or as it downloads (test_stream); ``{area}`` is the test's
 #: directory, which holds ``outside/victim``
 HOSTILE = [
     pytest.param([E("file", "ok"), E("file", "../escaped", "x")], "climbs with '..'", id="dotdot-traversal"),

@@ -17,7 +17,8 @@ from superfluid.installer.home.installs import BadName
 from superfluid.installer.home.publish import install_staged, launcher_argv, write_worker_launcher
 from superfluid.installer.home.store import StoreError
 from superfluid.installer.mutex import mutex_owner
-from superfluid.installer.unpack.extract import UnsafeArchive, extract_all
+from superfluid.installer.unpack.extract import extract_all
+from superfluid.installer.unpack.rules import UnsafeArchive
 from superfluid.runtime.kernel.errors import WorkerFailed
 from superfluid.runtime.kernel.layout import worker_path
 from superfluid.runtime.kernel.receipt import Receipt, read_receipt

@@ -23,8 +23,8 @@ from superfluid.installer.errors import DownloadError, VerificationError
 from superfluid.installer.phases import Phases
 from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 from superfluid.installer.unpack import stream
-from superfluid.installer.unpack.extract import ExtractLimits, UnsafeArchive
 from superfluid.installer.unpack.inflate import Inflow
+from superfluid.installer.unpack.rules import ExtractLimits, UnsafeArchive
 from superfluid.installer.unpack.stream import download_and_extract, streams
 from superfluid.runtime.kernel.errors import BadFile
 from tests.installer.archives import HOSTILE, E, make_tar, snapshot

@@ -85,21 +85,22 @@ def _link(path: str, text: str | None = None) -> str:
 
 
 def drives_cells(release: Good) -> list[str]:
-    """What a release drives, one short cell per runtime this superfluid ships (``Adapter.drives_cell``;
+    """What a release drives, one short cell per runtime this superfluid ships (``Presentation.drives_cell``;
     ``-`` for none): the index page's and ``check``'s table."""
     runtimes = release.compat.get("runtimes") or {}
-    return [registry.get(rid).drives_cell(part) if isinstance(part := runtimes.get(rid), dict) else "-"
+    return [registry.presentation(rid).drives_cell(part) if isinstance(part := runtimes.get(rid), dict) else "-"
             for rid in registry.IDS]
 
 
 def _choose_paths() -> str:
     """``<code>/v1/choose/basert/abi/&lt;N&gt;.json</code>, ...``: every question's path, on the page."""
     return ", ".join(f"<code>/v1/choose/{html.escape(rid)}/{html.escape(q.kind)}/&lt;{html.escape(q.sample)}&gt;.json"
-                     f"</code>{html.escape(q.note)}" for rid in registry.IDS for q in registry.get(rid).questions)
+                     f"</code>{html.escape(q.note)}"
+                     for rid in registry.IDS for q in registry.presentation(rid).questions)
 
 
 def _columns() -> str:
-    return "".join(f"<th>{html.escape(a.column or a.id)}</th>" for a in map(registry.get, registry.IDS))
+    return "".join(f"<th>{html.escape(p.column or p.id)}</th>" for p in map(registry.presentation, registry.IDS))
 
 
 def page(index: Index) -> str:

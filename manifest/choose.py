@@ -21,7 +21,8 @@ def _row(release: Good, q: Choose) -> dict[str, Any]:
     if not isinstance(part, Mapping):
         return {**head, "by": None, "short": f"no {q.runtime}",
                 "why": f"{release.name} {release.version} ships no {q.runtime} adapter"}
-    verdict = registry.get(q.runtime).judge(part, q.kind, q.value, q.platform, f"{release.name} {release.version}")
+    verdict = registry.presentation(q.runtime).judge(part, q.kind, q.value, q.platform,
+                                                     f"{release.name} {release.version}")
     return {**head, **verdict}
 
 
@@ -29,7 +30,7 @@ def choose(index: Index, q: Choose) -> dict[str, Any]:
     """The answer of ``/v1/choose/...``: ``drives`` (newest first, each with ``by``, ``short`` and
     ``why``), ``others`` (the verified releases that do not, with why) and ``rejected``."""
     rows = [_row(release, q) for release in index.releases]
-    question = registry.get(q.runtime).question(q.kind)
+    question = registry.presentation(q.runtime).question(q.kind)
     value: int | str = int(q.value) if question is not None and question.number else q.value
     return {"asked": {"runtime": q.runtime, q.kind: value, "platform": q.platform}, "question": q.asked,
             "path": q.path, "drives": [r for r in rows if r["by"] is not None],
@@ -37,12 +38,12 @@ def choose(index: Index, q: Choose) -> dict[str, Any]:
 
 
 def _named(release: Good) -> Iterator[tuple[str, str, str]]:
-    """``(runtime, kind, value)`` of every value a release's document names (each adapter's ``named``)."""
+    """``(runtime, kind, value)`` of every value a release's document names (each runtime's ``Presentation.named``)."""
     runtimes = release.compat.get("runtimes") or {}
     for runtime_id in registry.IDS:
         part = runtimes.get(runtime_id)
         if isinstance(part, Mapping):
-            yield from ((runtime_id, kind, value) for kind, value in registry.get(runtime_id).named(part))
+            yield from ((runtime_id, kind, value) for kind, value in registry.presentation(runtime_id).named(part))
 
 
 def choose_routes(index: Index) -> list[Choose]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qs, quote
 
 from superfluid.runtime import registry
-from superfluid.runtime.adapter import VERSION_PATTERN, Question
+from superfluid.runtime.presentation import VERSION_PATTERN, Question
 
 __all__ = [
     "asked_by",
@@ -36,15 +36,15 @@ _JSON = ".json"
 
 
 def asked_by(runtime: str) -> tuple[str, ...]:
-    """The kinds of value ``runtime`` is asked by (its adapter's questions, its main one first); none
+    """The kinds of value ``runtime`` is asked by (its presentation's questions, its main one first); none
     for a runtime this superfluid does not ship."""
     if runtime not in registry.IDS:
         return ()
-    return tuple(q.kind for q in registry.get(runtime).questions)
+    return tuple(q.kind for q in registry.presentation(runtime).questions)
 
 
 def _question(runtime: str, kind: str) -> Question | None:
-    return registry.get(runtime).question(kind) if runtime in registry.IDS else None
+    return registry.presentation(runtime).question(kind) if runtime in registry.IDS else None
 
 
 class RouteError(Exception):
@@ -105,7 +105,7 @@ class Choose:
 
     @property
     def asked(self) -> str:
-        """What was asked, in words (the adapter's): ``basert ABI 2``, ``llamacpp build b11642 on linux-x64``."""
+        """What was asked, in words (its question's): ``basert ABI 2``, ``llamacpp build b11642 on linux-x64``."""
         question = _question(self.runtime, self.kind)
         words = question.named(self.value) if question is not None else f"{self.kind} {self.value}"
         return f"{self.runtime} {words}" + (f" on {self.platform}" if self.platform else "")
@@ -123,7 +123,7 @@ def version_usable(version: str) -> bool:
 
 def value_usable(runtime: str, kind: str, value: str) -> bool:
     """Whether ``value`` is the canonical spelling of a value of ``kind`` asked of ``runtime`` (its
-    adapter's question)."""
+    presentation's question)."""
     question = _question(runtime, kind)
     return question is not None and question.usable(value) and not value.endswith(_JSON)
 

@@ -1,4 +1,4 @@
-"""The adapter interface: what every runtime declares, and how the face and the manifest show it.
+"""The adapter interface: what every runtime declares, how it plans an install, and how its probe is judged.
 
 See docs/adapters.md, "The interface".
 """
@@ -8,92 +8,39 @@ from __future__ import annotations
 import os
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 from importlib import import_module
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from superfluid.runtime.kernel.errors import BadFile
-from superfluid.runtime.kernel.formats import reads
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
 from superfluid.runtime.kernel.schema import validate_once
 from superfluid.runtime.planning import Listing, NotInstallable, Plan, Request
 from superfluid.runtime.probe import Probed, judge_probe
-from superfluid.runtime.registry import aliases_of
 
 if TYPE_CHECKING:
     from superfluid.runtime.hostfacts.host import Host
     from superfluid.runtime.kernel.options import Option
 
-__all__ = ["Adapter", "load_recipe", "Question", "ServeFlag", "Shown", "VERSION_PATTERN", "by_kind"]
+__all__ = ["Adapter", "ModelFacts", "compat_part", "load_recipe"]
 
 #: bytes of a recipe read (ours are a few KiB)
 _RECIPE_MAX_BYTES = 4 << 20
-#: a version as a question spells it: one path segment (the manifest's release versions alike)
-VERSION_PATTERN = r"[0-9A-Za-z][0-9A-Za-z.+_!-]{0,63}"
 
 
 @dataclass(frozen=True, slots=True)
-class Question:
-    """A kind of value the compat manifest is asked about a runtime (``/v1/choose/<id>/<kind>/<value>``,
-    ``superfluid compat --service URL --runtime <id> --<kind> V``): its one spelling, and its words."""
+class ModelFacts:
+    """What a runtime's check reports of the models it reads, as its adapter declares it."""
 
-    kind: str
-    #: the canonical spelling, matched whole: one answer has one path (``2``, never ``02``)
-    pattern: str = VERSION_PATTERN
-    #: what a malformed value should have been
-    expected: str = "a version, e.g. 0.3.0"
-    #: the value asked, in words, ``{value}`` filled in (empty: ``<kind> {value}``)
-    words: str = ""
-    #: the value's name in ``--<kind>``'s usage
-    metavar: str = "V"
-    #: the value's name in a path of the index page and in a usage error (empty: ``metavar``)
-    placeholder: str = ""
-    #: what ``--<kind>`` names of this runtime, in its help (``a build, e.g. b11642``)
-    flag: str = ""
-    #: words after the path on the index page (`` (unnumbered)``)
-    note: str = ""
-    #: asked as a JSON integer in the answer's ``asked`` (``"abi": 2``)
-    number: bool = False
-
-    def usable(self, value: str) -> bool:
-        """Whether ``value`` is the canonical spelling of this kind of value."""
-        return re.fullmatch(self.pattern, value) is not None
-
-    def named(self, value: str) -> str:
-        """The value asked, in words: ``ABI 2``, ``build b11642``."""
-        return (self.words or f"{self.kind} {{value}}").format(value=value)
-
-    @property
-    def sample(self) -> str:
-        return self.placeholder or self.metavar
-
-
-class ServeFlag(NamedTuple):
-    """One of a runtime's options shown among serve's own flags, as ``--<id>-<option> METAVAR``."""
-
-    option: str
-    metavar: str
-    words: str
-
-
-class Shown(NamedTuple):
-    """A compat part as ``superfluid compat`` prints it: one line, then a table when it has rows."""
-
-    line: str
-    header: tuple[str, ...] = ()
-    rows: tuple[tuple[str, ...], ...] = ()
-
-
-def by_kind(adapters: Iterable[Adapter]) -> dict[str, list[tuple[Adapter, Question]]]:
-    """Every kind of question the adapters are asked, in name order, each with the adapters asked it:
-    those asked it first (their first question) before the others, each group in the order given."""
-    found: dict[str, list[tuple[int, int, Adapter, Question]]] = {}
-    for n, adapter in enumerate(adapters):
-        for rank, q in enumerate(adapter.questions):
-            found.setdefault(q.kind, []).append((rank, n, adapter, q))
-    return {kind: [(a, q) for _, _, a, q in sorted(found[kind], key=lambda f: f[:2])] for kind in sorted(found)}
+    #: the model formats it reads (``formats``): how ``superfluid serve`` picks the runtime for a
+    #: model, and the gate of its check's ``--model`` (``kernel.formats.reads``)
+    formats: list[dict[str, Any]]
+    #: where its tokenizer comes from (``tokenizer``)
+    tokenizer: dict[str, Any]
+    #: its static capability record (``capabilities``, see ``runtime.contract``), ``{}`` when none
+    capabilities: dict[str, Any]
 
 
 def load_recipe(package: str, schema: str | None = None) -> dict[str, Any]:
@@ -140,8 +87,9 @@ def _constant(module: str | None, name: str) -> Mapping[str, Any] | None:
 
 
 class Adapter(ABC):
-    """One runtime's declarations. Subclasses set ``id`` and ``package`` and implement the two
-    declarations ``compat`` and ``versions``; the rest has defaults (docs/adapters.md)."""
+    """One runtime's declarations, its planner and the judge of its probe. Subclasses set ``id`` and
+    ``package`` and implement the two declarations ``compat`` and ``versions``; the rest has defaults
+    (docs/adapters.md). How it is shown is its ``Presentation``'s (``presentation_from``)."""
 
     id: ClassVar[str]
     #: its ``check`` runs in process (basert); otherwise in its worker, so that a crash in the
@@ -171,36 +119,21 @@ class Adapter(ABC):
     #: the module whose ``FORMATS`` are the model formats it reads (None: none), imported when asked,
     #: with its ``TOKENIZER`` and ``CAPABILITIES`` when it declares them (its check reports all three)
     formats_from: ClassVar[str | None] = None
+    #: the module whose ``PRESENTATION`` says how the face and the manifest show it
+    #: (``runtime.presentation``; None: the defaults), imported when asked (``registry.presentation``)
+    presentation_from: ClassVar[str | None] = None
 
     def options(self) -> list[Option]:
         """The options the runtime takes on serve: ``OPTIONS`` of ``options_from``."""
         return list(_declared(self.options_from, "OPTIONS"))
 
-    def formats(self) -> list[dict[str, Any]]:
-        """The model formats the runtime reads, as its ``check`` reports them (``formats``): how
-        ``superfluid serve`` picks the runtime for a model (``superfluid.runtime.kernel.formats``):
-        ``FORMATS`` of ``formats_from``."""
-        return [dict(f) for f in _declared(self.formats_from, "FORMATS")]
-
-    @property
-    def aliases(self) -> list[str]:
-        """The other names ``--runtime`` takes for it (``registry.ALIASES``; its check's ``runtime.aliases``)."""
-        return aliases_of(self.id)
-
-    def tokenizer(self) -> dict[str, Any]:
-        """Where its tokenizer comes from, as its check reports it (``tokenizer``): ``TOKENIZER`` of
-        ``formats_from``, else the engine's own (``{"from": "engine"}``)."""
-        return dict(_constant(self.formats_from, "TOKENIZER") or {"from": "engine"})
-
-    def capabilities(self) -> dict[str, Any]:
-        """Its static capability record, as its check reports it (``capabilities``, see
-        ``runtime.contract``): ``CAPABILITIES`` of ``formats_from``, else none (``{}``)."""
-        return dict(_constant(self.formats_from, "CAPABILITIES") or {})
-
-    def reads(self, path: str) -> str | None:
-        """Why it does not read ``path`` by its formats alone (missing, or of another format), or None:
-        the gate its check's ``--model`` passes before anything is loaded."""
-        return reads(self.formats(), path)
+    def model_facts(self) -> ModelFacts:
+        """What its check reports of models (``formats``, ``tokenizer``, ``capabilities``): ``FORMATS``,
+        ``TOKENIZER`` and ``CAPABILITIES`` of ``formats_from``, else none, the engine's own tokenizer
+        (``{"from": "engine"}``) and no capability record (``{}``)."""
+        return ModelFacts(formats=[dict(f) for f in _declared(self.formats_from, "FORMATS")],
+                          tokenizer=dict(_constant(self.formats_from, "TOKENIZER") or {"from": "engine"}),
+                          capabilities=dict(_constant(self.formats_from, "CAPABILITIES") or {}))
 
     def check(self, argv: list[str], environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
         """A linked adapter's in-process ``check``: the report and exit code its worker's ``check``
@@ -257,32 +190,17 @@ class Adapter(ABC):
         """The ordered plans for ``request`` on ``host``, from the recipe and, when given, the
         release listing (without one: the recipe alone, as the worker's ``plan`` answers), for
         what this release drives — or, with ``request.for_``, what that release's compat document
-        says it drives (the same rules, another input).
+        says it drives (the same rules, another input: ``compat_part``).
 
         Raises:
             NotInstallable: nothing the request names installs here (the message says why).
             InconsistentRelease, DigestConflict, UsageError: the adapter's rules refuse.
         """
-        plans = self.plan_for(request, host, listing, self.compat_part(request))
+        plans = self.plan_for(request, host, listing, compat_part(self, request))
         if request.for_ is None:
             return plans
         made_for = request.for_.to_json()
         return [replace(p, made_for=made_for) for p in plans]
-
-    def compat_part(self, request: Request) -> Mapping[str, Any]:
-        """This runtime's part of the compat document the request plans for: ours (``compat()``),
-        or the ``--for`` release's.
-
-        Raises:
-            NotInstallable: the ``--for`` release drives nothing of this runtime.
-        """
-        if request.for_ is None:
-            return self.compat()
-        part = request.for_.runtimes.get(self.id)
-        if not isinstance(part, Mapping):
-            raise NotInstallable(f"superfluid {request.for_.version} ({request.for_.release}) drives no {self.id}: "
-                                 f"its compat document has no runtimes.{self.id}")
-        return part
 
     def plan_for(self, request: Request, host: Host, listing: Listing | None,
                  compat_part: Mapping[str, Any]) -> list[Plan]:
@@ -306,54 +224,18 @@ class Adapter(ABC):
         return judge_probe(plan, report, untested=untested, holds_version=self.holds_version,
                            needs_device=self.needs_device, keeps=self.receipt_keys)
 
-    # -- how the face and the compat manifest show it (docs/adapters.md) ------------------------------
 
-    #: its libraries state an ABI number, or none (unnumbered): its plans, installs and row say which
-    numbered_abi: ClassVar[bool] = False
-    #: what the compat manifest is asked about it (``/v1/choose/<id>/<kind>/...``), its main one first
-    questions: ClassVar[tuple[Question, ...]] = ()
-    #: its options shown among serve's own flags (``superfluid serve --help``), with their words there
-    serve_flags: ClassVar[tuple[ServeFlag, ...]] = ()
-    #: the heading of the index page's column of what each release drives of it (empty: the id)
-    column: ClassVar[str] = ""
+def compat_part(adapter: Adapter, request: Request) -> Mapping[str, Any]:
+    """The adapter's part of the compat document ``request`` plans for: ours (``adapter.compat()``),
+    or the ``--for`` release's.
 
-    def abi_words(self, abi: int | None) -> str | None:
-        """``ABI 2`` or ``unnumbered`` when its libraries state ABI numbers (``numbered_abi``); else None."""
-        if not self.numbered_abi:
-            return None
-        return f"ABI {abi}" if abi is not None else "unnumbered"
-
-    def question(self, kind: str) -> Question | None:
-        """The question of ``kind`` it is asked, or None."""
-        return next((q for q in self.questions if q.kind == kind), None)
-
-    def judge(self, part: Mapping[str, Any], kind: str, value: str, platform: str | None,
-              release: str) -> dict[str, Any]:
-        """Whether a release (``release``: its name and version) whose compat part for this runtime is
-        ``part`` drives the ``kind`` ``value`` (on ``platform``): ``{"by", "short", "why", ...}``, ``by``
-        None when it does not (the manifest's ``/v1/choose`` rows).
-
-        Raises:
-            NotImplementedError: it declares no questions (the default).
-        """
-        raise NotImplementedError(f"the {self.id} adapter is asked no questions")
-
-    def named(self, part: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
-        """``(kind, value)`` of every value a release's part names: the answers a static export holds."""
-        return iter(())
-
-    def drives_cell(self, part: Mapping[str, Any]) -> str:
-        """What a release drives of it, in one short cell (the index page, ``superfluid-manifest check``)."""
-        return "yes"
-
-    def shown(self, part: Mapping[str, Any]) -> Shown:
-        """Its compat part as ``superfluid compat`` prints it (the options line follows, for all)."""
-        return Shown(f"{self.id}:")
-
-    def version_note(self, row: Mapping[str, Any]) -> str:
-        """The NOTE of one of its ``versions`` rows in ``superfluid runtime versions``."""
-        return ""
-
-    def requires_text(self, requires: Mapping[str, Any]) -> str | None:
-        """The line under ``superfluid runtimes`` for the ``requires`` its row states, or None."""
-        return None
+    Raises:
+        NotInstallable: the ``--for`` release drives nothing of this runtime.
+    """
+    if request.for_ is None:
+        return adapter.compat()
+    part = request.for_.runtimes.get(adapter.id)
+    if not isinstance(part, Mapping):
+        raise NotInstallable(f"superfluid {request.for_.version} ({request.for_.release}) drives no {adapter.id}: "
+                             f"its compat document has no runtimes.{adapter.id}")
+    return part

@@ -23,7 +23,7 @@ from superfluid.runtime.contract import (
     TOKENIZER_SOURCES,
 )
 from superfluid.runtime.kernel.errors import UsageError, guarded
-from superfluid.runtime.kernel.formats import facts_of, match
+from superfluid.runtime.kernel.formats import facts_of, match, reads
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
 
 if TYPE_CHECKING:
@@ -55,14 +55,15 @@ def declaration_faults(adapter: Adapter) -> list[str]:
                      "'_')")
     if rid not in registry.IDS:
         found.append(f"{rid!r} is not in the registry (runtime/registry.py)")
-    for i, alias in enumerate(adapter.aliases):
+    aliases = registry.aliases_of(rid)
+    for i, alias in enumerate(aliases):
         if not alias or _NOT_IN_ALIAS.search(alias):
             found.append(f"the alias {alias!r} cannot be written in --runtime")
         if alias == rid:
             found.append(f"the alias {alias!r} repeats the id")
         elif alias in registry.IDS:
             found.append(f"the alias {alias!r} is another runtime's id")
-        if alias in adapter.aliases[:i]:
+        if alias in aliases[:i]:
             found.append(f"the alias {alias!r} is declared twice")
     names = [o.name for o in adapter.options()]
     for i, name in enumerate(names):
@@ -70,9 +71,10 @@ def declaration_faults(adapter: Adapter) -> list[str]:
             found.append(f"the option {name!r} cannot be written --{name} (lowercase words joined by '-', not model)")
         if name in names[:i]:
             found.append(f"the option {name!r} is declared twice")
-    found += _formats_declared(adapter.formats())
-    found += _tokenizer_declared(adapter.tokenizer())
-    found += _capabilities_declared(adapter.capabilities())
+    facts = adapter.model_facts()
+    found += _formats_declared(facts.formats)
+    found += _tokenizer_declared(facts.tokenizer)
+    found += _capabilities_declared(facts.capabilities)
     return [f"{rid}: {f}" for f in found]
 
 
@@ -153,24 +155,24 @@ def _stranger(folder: str) -> str:
 
 
 def format_faults(adapter: Adapter, folder: str) -> list[str]:
-    """What is wrong with the adapter's formats and ``reads``, tried on artifacts made in ``folder``
-    (docs/adapters.md, "The conformance kit", 2)."""
+    """What is wrong with the adapter's formats and the gate they make (``kernel.formats.reads``), tried
+    on artifacts made in ``folder`` (docs/adapters.md, "The conformance kit", 2)."""
     found = []
-    formats = adapter.formats()
+    formats = adapter.model_facts().formats
     for fmt in formats:
         if _formats_declared([fmt]):
             continue  # named by declaration_faults
         made = sample(folder, fmt)
         if match(fmt, facts_of(made)) is None:
             found.append(f"{fmt['id']} does not match an artifact made to its own rule ({made})")
-        if (why := adapter.reads(made)) is not None:
+        if (why := reads(formats, made)) is not None:
             found.append(f"reads refuses {made}, made to its format {fmt['id']}: {why}")
     stranger = _stranger(folder)
     if any(match(f, facts_of(stranger)) is not None for f in formats):
         found.append(f"a text file matches a format ({stranger})")
-    if adapter.reads(stranger) is None:
+    if reads(formats, stranger) is None:
         found.append(f"reads accepts a text file ({stranger})")
-    if adapter.reads(os.path.join(folder, "missing")) is None:
+    if reads(formats, os.path.join(folder, "missing")) is None:
         found.append("reads accepts a path that does not exist")
     return [f"{adapter.id}: {f}" for f in found]
 
@@ -186,9 +188,9 @@ def report_faults(adapter: Adapter, report: Any, code: int) -> list[str]:
         found += [f"its check report has no `runtime.{key}`" for key in RUNTIME_KEYS if key not in runtime]
         if runtime.get("id") != rid:
             found.append(f"its check report names another runtime: {runtime.get('id')!r}")
-        if "aliases" in runtime and runtime.get("aliases") != adapter.aliases:
+        if "aliases" in runtime and runtime.get("aliases") != (aliases := registry.aliases_of(rid)):
             found.append(f"its check report's aliases {runtime.get('aliases')!r} are not the declared "
-                         f"{adapter.aliases!r}")
+                         f"{aliases!r}")
     elif "runtime" in report:
         found.append("its check report's runtime is not an object")
     available = report.get("available")
@@ -199,8 +201,9 @@ def report_faults(adapter: Adapter, report: Any, code: int) -> list[str]:
     version = runtime.get("version") if isinstance(runtime, Mapping) else None
     if version is not None and (available is not True or not isinstance(version, str)):
         found.append(f"runtime.version is {version!r}: a string when available, else null")
-    for key, declared in (("formats", adapter.formats()), ("tokenizer", adapter.tokenizer()),
-                          ("capabilities", adapter.capabilities())):
+    facts = adapter.model_facts()
+    for key, declared in (("formats", facts.formats), ("tokenizer", facts.tokenizer),
+                          ("capabilities", facts.capabilities)):
         if key in report and report[key] != declared:
             found.append(f"its check report's `{key}` does not read back to the declaration: {report[key]!r}, "
                          f"declared {declared!r}")
@@ -284,10 +287,11 @@ def worker_faults(adapter: Adapter, worker: Sequence[str], environ: Mapping[str,
         found.append(f"{rid}: version exits {version.code} on a runtime check calls unusable (1, and why)")
     tries: list[tuple[str, str, bool | None]] = [
         (os.path.join(folder, "no-such-model"), "missing", False), (_stranger(folder), "a text file", False),
-        *((sample(folder, f), f"a {f['id']} sample", None) for f in adapter.formats() if not _formats_declared([f]))]
-    for path, what, reads in tries:
+        *((sample(folder, f), f"a {f['id']} sample", None) for f in adapter.model_facts().formats
+          if not _formats_declared([f]))]
+    for path, what, expected in tries:
         ran = _run(worker, ["check", "--model", path], environ)
-        found += [f"{rid}: {f}" for f in _model_faults(ran.report(), ran.code, what, reads=reads)]
+        found += [f"{rid}: {f}" for f in _model_faults(ran.report(), ran.code, what, reads=expected)]
     unknown = _run(worker, ["check", UNKNOWN_FLAG, "x"], environ)
     if unknown.code != 2 or f"unknown flag {UNKNOWN_FLAG}" not in unknown.stderr:
         found.append(f"{rid}: check {UNKNOWN_FLAG} x exits {unknown.code} ({unknown.stderr.strip()!r}), not 2 "

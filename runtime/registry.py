@@ -10,11 +10,13 @@ from typing import TYPE_CHECKING
 
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.layout import worker_command
+from superfluid.runtime.presentation import Presentation
 
 if TYPE_CHECKING:
     from superfluid.runtime.adapter import Adapter
 
-__all__ = ["IDS", "ALIASES", "get", "canonical", "aliases_of", "meant", "worker_command", "env_override"]
+__all__ = ["IDS", "ALIASES", "get", "presentation", "canonical", "aliases_of", "meant", "worker_command",
+           "env_override"]
 
 #: runtime id -> module holding its ``ADAPTER``
 _ADAPTERS = {
@@ -57,6 +59,19 @@ def get(runtime_id: str) -> Adapter:
     if module is None:
         raise UsageError(f"no runtime {runtime_id!r}; this superfluid ships: {', '.join(IDS)}{meant(runtime_id)}")
     return import_module(module).ADAPTER  # type: ignore[no-any-return]
+
+
+def presentation(runtime_id: str) -> Presentation:
+    """How the face and the compat manifest show ``runtime_id``: the ``PRESENTATION`` of the module its
+    adapter names in ``presentation_from``, imported now; the defaults without one.
+
+    Raises:
+        UsageError: no such runtime (as ``get``).
+    """
+    adapter = get(runtime_id)
+    if adapter.presentation_from is None:
+        return Presentation(adapter.id)
+    return import_module(adapter.presentation_from).PRESENTATION  # type: ignore[no-any-return]
 
 
 def env_override(runtime_id: str) -> str:

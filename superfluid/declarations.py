@@ -121,7 +121,7 @@ def versions_text(runtime_id: str, rows: list[dict[str, Any]], listing: tuple[An
     that the table holds the recipe's pins only."""
     if not rows:
         return f"the {runtime_id} runtime installs no version on its own\n"
-    note = registry.get(runtime_id).version_note  # the per-runtime detail is its adapter's
+    note = registry.presentation(runtime_id).version_note  # the per-runtime detail is its engine's
     body = [[r["version"], _yes(r["installs"]), r.get("install") or "-", _yes(r["installed"]),
              _yes(r["tested"]), note(r)] for r in rows]
     text = table(["VERSION", "INSTALLS HERE", "AS", "INSTALLED", "TESTED", "NOTE"], body)

@@ -40,7 +40,7 @@ def _mb(size: int) -> str:
 
 def _abi(runtime_id: str, abi: int | None) -> str | None:
     """``ABI 2`` or ``unnumbered`` for a runtime whose libraries state ABI numbers; else None."""
-    return registry.get(runtime_id).abi_words(abi)
+    return registry.presentation(runtime_id).abi_words(abi)
 
 
 def plan_lines(plans: list[Plan], where: str) -> str:

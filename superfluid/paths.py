@@ -45,7 +45,7 @@ def regular_file(flag: str, path: str) -> str:
 def _reads_directories(runtime_id: str | None) -> bool:
     """Whether ``runtime_id`` (None: any runtime this release ships) declares a model directory format."""
     ids = registry.IDS if runtime_id is None else (runtime_id,)
-    return any("directory" in fmt for rid in ids for fmt in registry.get(rid).formats())
+    return any("directory" in fmt for rid in ids for fmt in registry.get(rid).model_facts().formats)
 
 
 def model_path(flag: str, path: str, runtime_id: str | None = None) -> str:

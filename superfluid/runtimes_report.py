@@ -57,13 +57,13 @@ def declared(runtime_id: str, report: Any, *, ready: bool, worker: Mapping[str, 
     runtime found beside its worker, ``tokenizer`` (the library's path). Each is the check report's
     when it has it (a worker named by ``SUPERFLUID_WORKER_<ID>`` speaks for itself), else the
     adapter's declaration."""
-    adapter = registry.get(runtime_id)
     said: Mapping[str, Any] = report if isinstance(report, Mapping) else {}
     runtime = _said(said, "runtime", Mapping, {})
-    aliases: list[str] = _said(runtime, "aliases", list, adapter.aliases)
-    found: list[dict[str, Any]] = _said(said, "formats", list, adapter.formats())
-    tokenizer: Mapping[str, Any] = _said(said, "tokenizer", Mapping, adapter.tokenizer())
-    record: Mapping[str, Any] = _said(said, "capabilities", Mapping, adapter.capabilities())
+    facts = registry.get(runtime_id).model_facts()
+    aliases: list[str] = _said(runtime, "aliases", list, registry.aliases_of(runtime_id))
+    found: list[dict[str, Any]] = _said(said, "formats", list, facts.formats)
+    tokenizer: Mapping[str, Any] = _said(said, "tokenizer", Mapping, facts.tokenizer)
+    record: Mapping[str, Any] = _said(said, "capabilities", Mapping, facts.capabilities)
     out: dict[str, Any] = {"aliases": list(aliases), "formats": [dict(f) for f in found],
                            "reads": formats.words(found), "tokenizer_source": dict(tokenizer),
                            "capabilities": dict(record)}

@@ -38,9 +38,10 @@ HELP_HINT = "see 'superfluid serve --help'"
 
 def shown_options() -> dict[str, tuple[str, str]]:
     """The runtime options shown among serve's flags, ``--<id>-<option>`` -> (its value's name, what it
-    does): each adapter's ``serve_flags`` (every ``--<id>-<option>`` is taken; these the host contract
-    names)."""
-    return {f"--{rid}-{f.option}": (f.metavar, f.words) for rid in registry.IDS for f in registry.get(rid).serve_flags}
+    does): each runtime's ``serve_flags`` (its ``registry.presentation``; every ``--<id>-<option>`` is
+    taken; these the host contract names)."""
+    return {f"--{rid}-{f.option}": (f.metavar, f.words)
+            for rid in registry.IDS for f in registry.presentation(rid).serve_flags}
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)

@@ -1,6 +1,7 @@
 """The import graph of superfluid's own modules, read from the source (issue 30): no cycle among
-them, counting every import wherever it sits (a cycle is a design error, never hidden by deferring
-an import), and our own modules imported inside functions only where the allow-list says why.
+them, counting every import wherever it sits, those under ``if TYPE_CHECKING:`` too (a cycle is a
+design error, never hidden by deferring an import or by importing for types alone: issue 43), and
+our own modules imported inside functions only where the allow-list says why.
 
 ruff enforces the same rule per file (PLC0415, TID253: pyproject.toml); this test sees the whole
 graph, which ruff does not, and import-linter (scripts/import-contracts) checks the layers."""
@@ -61,14 +62,12 @@ def _targets(module: str, node: ast.Import | ast.ImportFrom) -> Iterator[str]:
 
 def _imports(module: str) -> Iterator[tuple[str, int, bool]]:
     """(imported module, line, inside a function) for every import of ours in ``module``, those
-    under ``if TYPE_CHECKING:`` left out (they are not run)."""
+    under ``if TYPE_CHECKING:`` included (not run, but a cycle of types is a cycle of ideas)."""
     tree = ast.parse(MODULES[module].read_text())
 
     def walk(node: ast.AST, inside: bool) -> Iterator[tuple[str, int, bool]]:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
-                yield from (t for s in child.orelse for t in walk(s, inside))
-            elif isinstance(child, (ast.Import, ast.ImportFrom)):
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
                 yield from ((t, child.lineno, inside) for t in _targets(module, child))
             else:
                 yield from walk(child, inside or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
@@ -143,9 +142,21 @@ def test_our_modules_are_imported_at_the_top() -> None:
 
 
 def test_the_graph_reader_sees_an_import_inside_a_function(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A test of the reader itself: a deferred import is found, one under TYPE_CHECKING is not."""
+    """A test of the reader itself: a deferred import is found, and so is one under TYPE_CHECKING."""
     path = tmp_path / "probe.py"
     path.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import superfluid.cli\n"
                     "def f():\n    from superfluid.runtime import registry\n")
     monkeypatch.setitem(MODULES, "superfluid.probe", path)
-    assert list(_imports("superfluid.probe")) == [("superfluid.runtime.registry", 5, True)]
+    assert list(_imports("superfluid.probe")) == [("superfluid.cli", 3, False),
+                                                  ("superfluid.runtime.registry", 5, True)]
+
+
+def test_a_cycle_of_types_alone_is_a_cycle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two modules that import each other, one of them only under TYPE_CHECKING, make a cycle."""
+    one, two = tmp_path / "one.py", tmp_path / "two.py"
+    one.write_text("from superfluid.two import B\n")
+    two.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from superfluid.one import A\n")
+    monkeypatch.setitem(MODULES, "superfluid.one", one)
+    monkeypatch.setitem(MODULES, "superfluid.two", two)
+    edges = {m: {t for t, _, _ in _imports(m)} for m in ("superfluid.one", "superfluid.two")}
+    assert cycles(edges) == [["superfluid.one", "superfluid.two"]]

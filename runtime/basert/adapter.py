@@ -5,11 +5,11 @@ See docs/runtimes.md, "basert (baseRT)".
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Mapping
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from superfluid.runtime.adapter import Adapter, Question, ServeFlag, Shown
+from superfluid.runtime.adapter import Adapter
 from superfluid.runtime.basert import header
 from superfluid.runtime.basert.abi import abi_verdict, drives_of
 from superfluid.runtime.kernel.options import options_json
@@ -19,15 +19,7 @@ from superfluid.runtime.planning import Listing, Plan, Request, install_name
 if TYPE_CHECKING:
     from superfluid.runtime.hostfacts.host import Host
 
-__all__ = ["ADAPTER", "BasertAdapter", "pins_newest_first", "QUESTIONS"]
-
-#: what the compat manifest is asked about baseRT: the ABI a library states, or an unnumbered one's version
-QUESTIONS: tuple[Question, ...] = (
-    Question("abi", pattern=r"[1-9][0-9]{0,8}", expected="a positive whole number without leading zeros, e.g. 2",
-             words="ABI {value}", metavar="N", flag="a library stating ABI N", number=True),
-    Question("version", words="unnumbered version {value}", flag="an unnumbered library's version",
-             note=" (unnumbered)"),
-)
+__all__ = ["ADAPTER", "BasertAdapter", "pins_newest_first"]
 
 
 def pins_newest_first(recipe: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -50,12 +42,8 @@ class BasertAdapter(Adapter):
     #: the planner, imported when an install is planned (``plan_for``), as ``options_from`` is when
     #: the options are asked: the declarations (versions, compat) and the checks never need it
     planner_from = "superfluid.runtime.basert.planner"
-    numbered_abi = True
+    presentation_from = "superfluid.runtime.basert.presentation"
     environment = ("BASERT_LIB", "BASERT_KERNEL_LIB")
-    questions = QUESTIONS
-    serve_flags = (ServeFlag("lib", "P", "the libbaseRT file or directory to serve with (else BASERT_LIB, else the "
-                                         "install's)"),)
-    column = "baseRT"
 
     def compat(self) -> dict[str, Any]:
         """``requires`` (from the header), the unnumbered line, the pins it installs on its own."""
@@ -123,48 +111,6 @@ class BasertAdapter(Adapter):
         drives, line = drives_of(compat_part)
         planner = import_module(self.planner_from)
         return list(planner.plan(request, self.recipe, host, listing, drives=drives, line=line))
-
-    def judge(self, part: Mapping[str, Any], kind: str, value: str, platform: str | None,
-              release: str) -> dict[str, Any]:
-        """The ABI rule (``abi.abi_verdict``) for a library stating ABI ``value`` (``abi``) or an
-        unnumbered one of version ``value`` (``version``), against the part's ``requires.abi`` and
-        ``unnumbered_line``; with a platform, also the pins it installs there on its own."""
-        drives, line = drives_of(part)
-        if kind == "abi":
-            rule = abi_verdict(None, int(value), drives=drives, line=line)
-        else:
-            rule = abi_verdict(value, None, drives=drives, line=line)
-        row: dict[str, Any] = {"by": rule.by, "short": rule.short, "why": rule.why,
-                               "requires": dict(part["requires"]), "unnumbered_line": line}
-        if platform is not None:
-            row["installs"] = [p["version"] for p in part.get("installs") or []
-                               if platform in (p.get("platforms") or [])]
-        return row
-
-    def named(self, part: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
-        """The ABI it requires, each pin's ABI, and the version of each unnumbered pin."""
-        yield "abi", str(part["requires"]["abi"])
-        for pin in part.get("installs") or []:
-            yield ("abi", str(pin["abi"])) if pin.get("abi") is not None else ("version", str(pin["version"]))
-
-    def drives_cell(self, part: Mapping[str, Any]) -> str:
-        line = part.get("unnumbered_line")
-        return f"ABI {part['requires']['abi']}" + (f"; unnumbered {line}.x" if line else "")
-
-    def shown(self, part: Mapping[str, Any]) -> Shown:
-        req = part["requires"]
-        line = part.get("unnumbered_line")
-        rows = tuple((i.get("version", "?"), "unnumbered" if i.get("abi") is None else str(i["abi"]),
-                      ", ".join(i.get("platforms") or []) or "-") for i in part.get("installs") or [])
-        return Shown(f"{self.id}: drives baseRT ABI {req.get('abi')} (header {req.get('header')})"
-                     + (f"; unnumbered libraries of the {line} line too" if line else ""),
-                     ("INSTALLS", "ABI", "PLATFORMS"), rows)
-
-    def version_note(self, row: Mapping[str, Any]) -> str:
-        return (self.abi_words(row["abi"]) or "") if "abi" in row else ""
-
-    def requires_text(self, requires: Mapping[str, Any]) -> str | None:
-        return f"{self.id}: this superfluid drives baseRT ABI {requires['abi']} (header {requires['header']})"
 
 
 ADAPTER = BasertAdapter()

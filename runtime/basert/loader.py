@@ -6,7 +6,7 @@ import ctypes
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from superfluid.runtime.basert.bindings import (
     ABI_VERSION,
@@ -20,9 +20,6 @@ from superfluid.runtime.basert.config import CONFIG_SIZE, BaseRTModelConfig
 from superfluid.runtime.basert.locate import locate
 from superfluid.runtime.basert.verdict import FIX, ConfigRead, Probe, judge
 from superfluid.runtime.kernel.errors import LibraryRefused
-
-if TYPE_CHECKING:
-    from superfluid.runtime.basert.model import Model
 
 __all__ = ["Library", "dlopen", "probe", "load_library", "open_library", "config_of"]
 
@@ -121,8 +118,8 @@ def open_library(flag: str | None = None, environ: Mapping[str, str] | None = No
     return load_library(found.path, named=found.named)
 
 
-def config_of(model: Model) -> BaseRTModelConfig:
-    """The configuration of a loaded model: the only read of it.
+def config_of(library: Library, handle: int) -> BaseRTModelConfig:
+    """The configuration of the model ``handle`` that ``library`` loaded (``Model.config``): the only read of it.
 
     By size into a zeroed struct of our size when the library has ``baseRT_get_config_into`` (fields
     the library lacks stay zero, fields beyond ours are not copied); else by value, which the verdict
@@ -131,13 +128,12 @@ def config_of(model: Model) -> BaseRTModelConfig:
     Raises:
         LibraryRefused: the library object does not allow a read (never for a judged library).
     """
-    library = model.library
     out = BaseRTModelConfig()
     if library.config_read == "into":
-        library.fn(GET_CONFIG_INTO)(model.handle, ctypes.byref(out), ctypes.sizeof(out))
+        library.fn(GET_CONFIG_INTO)(handle, ctypes.byref(out), ctypes.sizeof(out))
         return out
     if library.config_read == "by-value" and library.config_size == ctypes.sizeof(out):
-        result: BaseRTModelConfig = library.fn(GET_CONFIG)(model.handle)
+        result: BaseRTModelConfig = library.fn(GET_CONFIG)(handle)
         return result
     raise LibraryRefused(library.path, f"libbaseRT at {library.path}: its configuration cannot be read "
                                        f"safely ({library.config_size} bytes, {library.config_read})", fix=FIX)

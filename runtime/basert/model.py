@@ -71,7 +71,7 @@ class Model:
 
     def config(self) -> BaseRTModelConfig:
         """The model's configuration (through ``config_of``, the one reader)."""
-        return config_of(self)
+        return config_of(self.library, self.handle)
 
     @property
     def bos(self) -> int:

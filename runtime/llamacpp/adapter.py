@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
-from superfluid.runtime.adapter import Adapter, Question, ServeFlag, Shown
+from superfluid.runtime.adapter import Adapter
 from superfluid.runtime.kernel.errors import LibraryNotFound
 from superfluid.runtime.kernel.options import options_json
 from superfluid.runtime.llamacpp.locate import locate
 from superfluid.runtime.llamacpp.planner import plan
-from superfluid.runtime.llamacpp.recipe import find_tested, listed, tested, tested_of
+from superfluid.runtime.llamacpp.recipe import tested, tested_of
 from superfluid.runtime.planning import Listing, NotInstallable, Plan, Request
 
 if TYPE_CHECKING:
@@ -27,13 +27,8 @@ class LlamacppAdapter(Adapter):
     recipe_schema = "llamacpp-recipe"
     options_from = "superfluid.runtime.llamacpp.options"
     formats_from = "superfluid.runtime.llamacpp.formats"
+    presentation_from = "superfluid.runtime.llamacpp.presentation"
     receipt_keys = ("layout",)
-    #: what the compat manifest is asked about llama.cpp: a build
-    questions = (Question("build", pattern=r"b[1-9][0-9]{0,9}", expected="a llama.cpp build, e.g. b11642",
-                          metavar="B", placeholder="bNNNN", flag="a build, e.g. b11642"),)
-    serve_flags = (ServeFlag("lib", "P", "the libllama file or directory to serve with (else SUPERFLUID_LLAMA_LIB, "
-                                         "else the install's)"),)
-    column = "llama.cpp builds"
 
     def compat(self) -> dict[str, Any]:
         """The builds it was built and tested against, newest first, each with its struct layout."""
@@ -95,38 +90,6 @@ class LlamacppAdapter(Adapter):
         except LibraryNotFound as e:
             return str(e)
         return None
-
-
-    def judge(self, part: Mapping[str, Any], kind: str, value: str, platform: str | None,
-              release: str) -> dict[str, Any]:
-        """Whether build ``value`` is one the part lists as tested (``recipe.find_tested``, the rule the
-        planner installs by without ``--untested``)."""
-        builds = listed(part)
-        hit = find_tested(builds, value)
-        if hit is not None:
-            return {"by": "tested", "short": f"tested (layout {hit.layout})", "layout": hit.layout,
-                    "why": f"{value} is a build {release} was built and tested against (layout {hit.layout})"}
-        names = ", ".join(b.version for b in builds)
-        return {"by": None, "short": "not tested", "layout": None,
-                "why": f"{value} is not a build {release} was tested against (tested: {names}); it installs only "
-                       f"with --untested"}
-
-    def named(self, part: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
-        """Each tested build."""
-        return (("build", str(t["build"])) for t in part["tested"])
-
-    def drives_cell(self, part: Mapping[str, Any]) -> str:
-        return ", ".join(t["build"] for t in part["tested"])
-
-    def shown(self, part: Mapping[str, Any]) -> Shown:
-        rows = tuple((t.get("build", "?"), t.get("layout", "?"), t.get("published") or "-") for t in part["tested"])
-        return Shown(f"{self.id}: built and tested against these llama.cpp builds", ("BUILD", "LAYOUT", "PUBLISHED"),
-                     rows)
-
-    def version_note(self, row: Mapping[str, Any]) -> str:
-        if "layout" not in row:
-            return ""
-        return f"layout {row['layout']}" + (f", published {row['published']}" if row.get("published") else "")
 
 
 ADAPTER = LlamacppAdapter()

@@ -5,10 +5,10 @@ See docs/adapters.md, "Worked example: MLX".
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
-from superfluid.runtime.adapter import Adapter, Question, Shown
+from superfluid.runtime.adapter import Adapter
 from superfluid.runtime.contract import capabilities
 from superfluid.runtime.kernel.options import Option, options_json
 from superfluid.runtime.kernel.ordering import version_key
@@ -48,9 +48,7 @@ class MlxAdapter(Adapter):
     recipe_schema = "mlx-recipe"
     options_from = "superfluid.runtime.mlx.adapter"
     formats_from = "superfluid.runtime.mlx.adapter"
-    #: what the compat manifest is asked about MLX: an mlx version
-    questions = (Question("version", flag="an mlx version"),)
-    column = "MLX"
+    presentation_from = "superfluid.runtime.mlx.presentation"
 
     def _tested(self) -> list[dict[str, Any]]:
         return sorted(self.recipe["tested"], key=lambda t: version_key(t["version"]), reverse=True)
@@ -132,38 +130,6 @@ class MlxAdapter(Adapter):
         MLX environment where it would look (None: there is one, and only the worker probes it)."""
         venv, why = environment({}, environ, self.recipe["platforms"], worker)
         return why if venv is None else None
-
-
-    def judge(self, part: Mapping[str, Any], kind: str, value: str, platform: str | None,
-              release: str) -> dict[str, Any]:
-        """Whether mlx ``value`` is a version the part lists as tested, on its platforms."""
-        platforms = list(part["platforms"])
-        if platform is not None and platform not in platforms:
-            return {"by": None, "short": f"not on {platform}",
-                    "why": f"{release} runs mlx on {', '.join(platforms)} only"}
-        hit = next((i for i in part["installs"] if i["mlx"] == value), None)
-        if hit is not None:
-            return {"by": "tested", "short": f"tested, with mlx-lm {hit['mlx_lm']} on Python {hit['python']}",
-                    "why": f"mlx {value} is a version {release} was tested with (mlx-lm {hit['mlx_lm']}, Python "
-                           f"{hit['python']}, on {', '.join(platforms)})"}
-        names = ", ".join(i["mlx"] for i in part["installs"])
-        return {"by": None, "short": "not tested",
-                "why": f"mlx {value} is not a version {release} was tested with (tested: {names})"}
-
-    def named(self, part: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
-        """Each tested mlx version."""
-        return (("version", str(i["mlx"])) for i in part["installs"])
-
-    def drives_cell(self, part: Mapping[str, Any]) -> str:
-        return ", ".join(i["mlx"] for i in part["installs"]) + f" ({', '.join(part['platforms'])})"
-
-    def shown(self, part: Mapping[str, Any]) -> Shown:
-        rows = tuple((i.get("mlx", "?"), i.get("mlx_lm", "?"), i.get("python", "?")) for i in part["installs"])
-        return Shown(f"{self.id}: installs on {', '.join(part.get('platforms') or []) or '-'}",
-                     ("MLX", "MLX-LM", "PYTHON"), rows)
-
-    def version_note(self, row: Mapping[str, Any]) -> str:
-        return f"mlx-lm {row['mlx_lm']}, Python {row.get('python', '?')}" if "mlx_lm" in row else ""
 
 
 ADAPTER = MlxAdapter()

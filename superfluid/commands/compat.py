@@ -18,11 +18,11 @@ from superfluid.parser import RUNTIME_IDS, Help, Parser, add_json, either, exits
 from superfluid.release_document import read_release
 from superfluid.release_flags import add_trust_flags
 from superfluid.runtime import registry
-from superfluid.runtime.adapter import by_kind
 from superfluid.runtime.kernel import schema
 from superfluid.runtime.kernel.errors import BadFile, SuperfluidError, UsageError, WorkerFailed
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
 from superfluid.runtime.kernel.output import error_doc, print_json, table
+from superfluid.runtime.presentation import by_kind
 from superfluid.trust_flags import trust_from
 
 if TYPE_CHECKING:
@@ -147,7 +147,7 @@ def _runtime_text(runtime_id: str, part: Mapping[str, Any]) -> str:
         lines.append(f"{runtime_id}: unknown (a runtime this superfluid does not ship; kept as the document "
                      f"gives it: {', '.join(map(str, part)) or 'empty'})")
         return "\n".join(lines) + "\n"
-    shown = registry.get(runtime_id).shown(part)  # what the part means is its adapter's to say
+    shown = registry.presentation(runtime_id).shown(part)  # what the part means is its engine's to say
     lines.append(shown.line)
     if shown.rows:
         lines.append(_indent(table(shown.header, shown.rows)))
@@ -189,10 +189,10 @@ def arguments(p: Parser) -> None:
 
 def _question_flags(p: argparse.ArgumentParser) -> None:
     """``--<kind> V`` for each kind of question the adapters are asked (``--service``), in name order, with
-    what it names of each runtime asked it (``Adapter.questions``)."""
-    for kind, asked in by_kind(map(registry.get, registry.IDS)).items():
+    what it names of each runtime asked it (``Presentation.questions``)."""
+    for kind, asked in by_kind(map(registry.presentation, registry.IDS)).items():
         p.add_argument(f"--{kind}", dest=f"ask_{kind}", metavar=asked[0][1].metavar,
-                       help="; ".join(f"--runtime {adapter.id}: {q.flag}" for adapter, q in asked))
+                       help="; ".join(f"--runtime {shown.id}: {q.flag}" for shown, q in asked))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -237,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _question(args: argparse.Namespace) -> Any:
     """The ``Choose`` route the flags ask (exit 2 when they do not make one)."""
-    kinds = by_kind(map(registry.get, registry.IDS))  # each --<kind> the parser declared
+    kinds = by_kind(map(registry.presentation, registry.IDS))  # each --<kind> the parser declared
     if not args.runtime:
         raise UsageError(f"--service asks which releases drive an engine: give --runtime {'|'.join(registry.IDS)} "
                          f"with {either([f'--{k} {asked[0][1].sample}' for k, asked in kinds.items()])}")

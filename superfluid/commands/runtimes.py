@@ -242,7 +242,7 @@ def _human(found: list[dict[str, Any]], environ: Mapping[str, str]) -> str:
     body = []
     for r in found:
         abi = r.get("abi", "-") if r.get("state") == "ready" else "-"
-        numbered = registry.get(r["id"]).numbered_abi  # an ABI it does not state is "unnumbered"
+        numbered = registry.presentation(r["id"]).numbered_abi  # an ABI it does not state is "unnumbered"
         worker = r.get("worker")
         body.append([r["id"], r["state"], r.get("install") or "-", r.get("version") or "-",
                      "-" if abi is None and not numbered else ("unnumbered" if abi is None else str(abi)),
@@ -256,7 +256,7 @@ def _human(found: list[dict[str, Any]], environ: Mapping[str, str]) -> str:
             text += f"{r['id']}: {r['no_gpu']}\n"
         text += _broken_others(r["id"], r.get("install"), environ)
     for r in found:
-        said = registry.get(r["id"]).requires_text(r["requires"]) if "requires" in r else None
+        said = registry.presentation(r["id"]).requires_text(r["requires"]) if "requires" in r else None
         text += f"{said}\n" if said else ""
     fault = _homeless(environ)
     text += f"installed runtimes: {runtimes_dir(home(environ))}\n" if fault is None else \

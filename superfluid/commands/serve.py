@@ -88,7 +88,7 @@ def choose_runtime(line: ServeCommand) -> str:
     """
     if line.runtime is not None:
         return line.runtime
-    declared = {rid: registry.get(rid).formats() for rid in registry.IDS}
+    declared = {rid: registry.get(rid).model_facts().formats for rid in registry.IDS}
     found = formats.claim(declared, formats.facts_of(line.model))
     if found is None:
         raise UsageError(f"no runtime reads the model {line.model}: {formats.describe(declared)}; name the runtime "

@@ -16,6 +16,7 @@ from superfluid.installer.install import plan
 from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.release_flags import add_flags as add_for_flags
 from superfluid.runtime import registry
+from superfluid.runtime.adapter import compat_part
 from superfluid.runtime.hostfacts.host import detect
 from superfluid.runtime.kernel.errors import InconsistentRelease, SuperfluidError
 from superfluid.runtime.kernel.layout import installed_installs
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     for_release = release_for(args, environ)
     if for_release is not None:  # --for: the adapter's verdicts for that release's compat document
         adapter = registry.get(args.id)
-        part = adapter.compat_part(Request(id=args.id, for_=for_release))
+        part = compat_part(adapter, Request(id=args.id, for_=for_release))
         answer = adapter.versions(detect(environ), installed_installs(args.id, environ), part)
     else:
         answer, _ = ask(args.id, "versions", environ)

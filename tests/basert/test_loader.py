@@ -149,7 +149,7 @@ def test_by_value_read_is_a_real_get_config_call(engines: Path, tiny_model: Path
     lib = load_library(str(path))
     before = get_config_calls(path)
     with Model.load(lib, str(tiny_model)) as model:
-        config = config_of(model)
+        config = config_of(model.library, model.handle)
     assert get_config_calls(path) == before + 1
     assert config.vocab_size == 15
 
@@ -165,7 +165,7 @@ def test_into_reads_our_fields_and_ignores_theirs(engines: Path, tiny_model: Pat
     lib = load_library(str(path))
     assert lib.config_size > ctypes.sizeof(BaseRTModelConfig)
     with Model.load(lib, str(tiny_model)) as model:
-        config = config_of(model)
+        config = config_of(model.library, model.handle)
     assert get_config_calls(path) == 0  # read by size, never by value
     assert isinstance(config, BaseRTModelConfig) and ctypes.sizeof(config) == CONFIG_SIZE
     assert {k: getattr(config, k) for k in _expected_config(tiny_model)} == _expected_config(tiny_model)
@@ -174,7 +174,7 @@ def test_into_reads_our_fields_and_ignores_theirs(engines: Path, tiny_model: Pat
     assert list(config.ffn_dims[:3]) == [256, 256, 0]
     # byte for byte what the 0.3.0 engine returns by value for the same model
     with Model.load(load_library(str(lib_path(engines, "0.3.0"))), str(tiny_model)) as model:
-        assert bytes(config) == bytes(config_of(model))
+        assert bytes(config) == bytes(config_of(model.library, model.handle))
 
 
 def test_get_config_into_semantics_of_the_reference_engine(engines: Path, tiny_model: Path) -> None:

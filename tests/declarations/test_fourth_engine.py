@@ -30,7 +30,7 @@ else:  # pragma: no cover - the 3.10 interpreters have tomli (a dependency)
 ID = "toy"
 #: the registry line the new engine adds
 LINE = f'    "{ID}": "superfluid.runtime.{ID}.adapter",\n'
-#: the new engine's folder: an adapter with a recipe, no native code
+#: the new engine's folder: an adapter with a recipe, and how it is shown; no native code
 FOLDER = {
     "__init__.py": '"""A test-only engine."""\n',
     "recipe.json": json.dumps({"tags": ["t7", "t3"], "platforms": ["linux-x64"]}, indent=2) + "\n",
@@ -38,11 +38,11 @@ FOLDER = {
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from superfluid.runtime import contract
-from superfluid.runtime.adapter import Adapter, Question, ServeFlag, Shown
+from superfluid.runtime.adapter import Adapter
 from superfluid.runtime.kernel.options import Option, options_json
 
 #: the one format it reads (its tokenizer is the engine's, and it states no capabilities: the defaults)
@@ -51,16 +51,13 @@ NOTHING = "the toy engine has nothing to load"
 
 
 class ToyAdapter(Adapter):
-    """An engine asked by a kind of question no other engine has (``tag``)."""
+    """An engine with a recipe and no native code."""
 
     id = "toy"
     package = "superfluid.runtime.toy"
     formats_from = "superfluid.runtime.toy.adapter"
+    presentation_from = "superfluid.runtime.toy.presentation"
     linked = True
-    questions = (Question("tag", pattern=r"t[1-9][0-9]*", expected="a toy tag, e.g. t7", metavar="T",
-                          flag="a toy tag, e.g. t7"),)
-    serve_flags = (ServeFlag("speed", "N", "how fast the toy plays"),)
-    column = "toy tags"
 
     def compat(self) -> dict[str, Any]:
         return {"tags": list(self.recipe["tags"]), "platforms": list(self.recipe["platforms"]),
@@ -72,16 +69,39 @@ class ToyAdapter(Adapter):
                  "installed": False, "tested": True} for t in self.recipe["tags"]]
 
     def options(self) -> list[Option]:
-        return [Option("speed", "int", "how fast the toy plays", default=1, minimum=1, maximum=9)]
+        return [Option(name="speed", kind="int", description="how fast the toy plays", default=1, minimum=1,
+                       maximum=9)]
 
     def check(self, argv: list[str], environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
         model, _ = contract.check_line(argv, self.options())
-        report = contract.report(self.id, formats=self.formats(), tokenizer=self.tokenizer(),
-                                 capabilities=self.capabilities())
+        facts = self.model_facts()
+        report = contract.report(self.id, formats=facts.formats, tokenizer=facts.tokenizer,
+                                 capabilities=facts.capabilities)
         report["available"] = NOTHING
         if model is not None:
-            report["model"] = {"path": model, "reads": contract.unread(self.formats(), model, NOTHING)}
+            report["model"] = {"path": model, "reads": contract.unread(facts.formats, model, NOTHING)}
         return report, 1
+
+
+ADAPTER = ToyAdapter()
+''',
+    "presentation.py": '''"""How the toy engine is shown: asked by tag."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from superfluid.runtime.presentation import Presentation, Question, ServeFlag, Shown
+
+
+class ToyPresentation(Presentation):
+    """An engine asked by a kind of question no other engine has (``tag``)."""
+
+    questions = (Question("tag", pattern=r"t[1-9][0-9]*", expected="a toy tag, e.g. t7", metavar="T",
+                          flag="a toy tag, e.g. t7"),)
+    serve_flags = (ServeFlag("speed", "N", "how fast the toy plays"),)
+    column = "toy tags"
 
     def judge(self, part: Mapping[str, Any], kind: str, value: str, platform: str | None,
               release: str) -> dict[str, Any]:
@@ -99,7 +119,7 @@ class ToyAdapter(Adapter):
         return Shown(f"{self.id}: tested with these toy tags", ("TAG",), tuple((t,) for t in part["tags"]))
 
 
-ADAPTER = ToyAdapter()
+PRESENTATION = ToyPresentation("toy")
 ''',
     "worker.py": '''"""``superfluid-worker-toy``: the toy engine's worker command line."""
 
@@ -279,7 +299,7 @@ def test_the_manifest_chooses_by_its_question(toy_tree: Tree) -> None:
     assert "<th>toy tags</th>" in page and "<td>t7, t3</td>" in page and f"/v1/choose/{ID}/tag/&lt;T&gt;.json" in page
     check = toy_tree.run("check", "--source", str(folder.parent), module="superfluid.manifest.command")
     assert check.returncode == 0 and "TOY" in check.stdout.splitlines()[0], check.stderr
-    # the face asks the export by the flag the adapter's question declares
+    # the face asks the export by the flag the presentation's question declares
     asked = toy_tree.json("compat", "--service", str(site), "--runtime", ID, "--tag", "t3", "--json",
                       "--insecure-no-freshness")
     assert [r["by"] for r in asked["drives"]] == ["tested"]

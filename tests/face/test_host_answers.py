@@ -140,10 +140,10 @@ def test_every_row_carries_upstreams_keys(cli_home: Home) -> None:
     rows = json.loads(done.stdout)
     _valid(rows, "runtimes")
     for row in rows:
-        adapter = registry.get(row["id"])
-        assert row["aliases"] == adapter.aliases and row["formats"] == adapter.formats()
-        assert row["capabilities"] == adapter.capabilities() and row["capabilities"]["descriptor_version"] == 1
-        assert row["tokenizer_source"] == adapter.tokenizer()
+        facts = registry.get(row["id"]).model_facts()
+        assert row["aliases"] == registry.aliases_of(row["id"]) and row["formats"] == facts.formats
+        assert row["capabilities"] == facts.capabilities and row["capabilities"]["descriptor_version"] == 1
+        assert row["tokenizer_source"] == facts.tokenizer
     by_id = {r["id"]: r for r in rows}
     assert by_id["llamacpp"]["aliases"] == ["llama.cpp", "llama-cpp"] and by_id["llamacpp"]["reads"] == "a GGUF file"
     assert by_id["mlx"]["tokenizer_source"] == {"from": "huggingface"}

@@ -4,9 +4,6 @@ layouts, the options of SPEC §7, versions newest first per host)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from superfluid.runtime.hostfacts.host import Host
 from superfluid.runtime.llamacpp.adapter import ADAPTER as LLAMACPP
@@ -35,45 +32,6 @@ def test_llamacpp_versions_newest_first() -> None:
     assert rows["b11642"]["layout"] == "v2"
     mac = _rows(LLAMACPP.versions(MACOS_ARM64, []))
     assert mac["b11642"]["install"] == "b11642-metal"
-
-
-# -- how the manifest and the face show it ----------------------------------------------------------
-
-PART = {"tested": [{"build": "b11642", "layout": "v2", "published": "2026-05-01"}, {"build": "b11284", "layout": "v1"}]}
-
-
-@pytest.mark.parametrize(("value", "by", "layout"), [
-    pytest.param("b11642", "tested", "v2", id="the-newest-tested"),
-    pytest.param("b11284", "tested", "v1", id="an-older-tested"),
-    pytest.param("b11643", None, None, id="a-build-not-tested"),
-    pytest.param("b1164", None, None, id="a-prefix-is-not-the-build"),
-])
-def test_judge_is_membership_of_the_parts_tested_builds(value: str, by: str | None, layout: str | None) -> None:
-    row = LLAMACPP.judge(PART, "build", value, None, "superfluid 1.0")
-    assert (row["by"], row["layout"]) == (by, layout)
-
-
-def test_judge_reads_the_releases_part_not_ours() -> None:
-    part = {"tested": [{"build": "b99999", "layout": "v2"}]}
-    assert LLAMACPP.judge(part, "build", "b99999", None, "superfluid 9.0")["by"] == "tested"
-    assert LLAMACPP.judge(part, "build", "b11642", None, "superfluid 9.0")["by"] is None
-
-
-def test_named_drives_cell_and_shown() -> None:
-    assert list(LLAMACPP.named(PART)) == [("build", "b11642"), ("build", "b11284")]
-    assert LLAMACPP.drives_cell(PART) == "b11642, b11284"
-    shown = LLAMACPP.shown(PART)
-    assert shown.header == ("BUILD", "LAYOUT", "PUBLISHED")
-    assert shown.rows == (("b11642", "v2", "2026-05-01"), ("b11284", "v1", "-"))
-
-
-@pytest.mark.parametrize(("row", "note"), [
-    pytest.param({"layout": "v2", "published": "2026-05-01"}, "layout v2, published 2026-05-01", id="published"),
-    pytest.param({"layout": "v1"}, "layout v1", id="layout-alone"),
-    pytest.param({}, "", id="no-layout"),
-])
-def test_version_note(row: dict[str, Any], note: str) -> None:
-    assert LLAMACPP.version_note(row) == note
 
 
 def test_llamacpp_nothing_to_load(home: Path, tmp_path: Path) -> None:

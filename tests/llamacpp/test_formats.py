@@ -14,8 +14,9 @@ from superfluid.runtime.llamacpp.formats import CAPABILITIES, FORMATS, TOKENIZER
 
 def test_the_adapter_declares_them() -> None:
     adapter = registry.get("llamacpp")
-    assert adapter.formats() == FORMATS and adapter.tokenizer() == TOKENIZER == {"from": "engine"}
-    assert adapter.capabilities() == CAPABILITIES and CAPABILITIES["load"]["kv_bits"].startswith("no such knob")
+    facts = adapter.model_facts()
+    assert facts.formats == FORMATS and facts.tokenizer == TOKENIZER == {"from": "engine"}
+    assert facts.capabilities == CAPABILITIES and CAPABILITIES["load"]["kv_bits"].startswith("no such knob")
     assert declaration_faults(adapter) == []
 
 
@@ -23,7 +24,7 @@ def test_reading_them_loads_no_bindings() -> None:
     done = subprocess.run([sys.executable, "-c", "import json, sys\n"
                            "from superfluid.runtime import registry\n"
                            "a = registry.get('llamacpp')\n"
-                           "a.formats(), a.tokenizer(), a.capabilities()\n"
+                           "a.model_facts()\n"
                            "print(json.dumps(sorted(sys.modules)))"],
                           capture_output=True, text=True, check=True)
     loaded = set(json.loads(done.stdout))

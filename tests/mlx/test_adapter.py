@@ -53,30 +53,6 @@ def test_it_plans_nothing(host: Host, fragment: str) -> None:
     assert e.value.fix
 
 
-PART = {"installs": [{"mlx": "0.32.2", "mlx_lm": "0.31.3", "python": "3.12"}], "platforms": ["macos-arm64"]}
-
-
-@pytest.mark.parametrize(("value", "platform", "by"), [
-    pytest.param("0.32.2", None, "tested", id="tested"),
-    pytest.param("0.32.2", "macos-arm64", "tested", id="tested-on-its-platform"),
-    pytest.param("0.32.2", "linux-x64", None, id="not-on-another-platform"),
-    pytest.param("0.32.1", None, None, id="not-tested"),
-    pytest.param("0.32", None, None, id="a-prefix-is-not-the-version"),
-])
-def test_judge(value: str, platform: str | None, by: str | None) -> None:
-    assert MLX.judge(PART, "version", value, platform, "superfluid 1.0")["by"] == by
-
-
-def test_named_drives_cell_shown_and_note() -> None:
-    assert list(MLX.named(PART)) == [("version", "0.32.2")]
-    assert MLX.drives_cell(PART) == "0.32.2 (macos-arm64)"
-    shown = MLX.shown(PART)
-    assert shown.line == "mlx: installs on macos-arm64" and shown.rows == (("0.32.2", "0.31.3", "3.12"),)
-    assert MLX.version_note({"mlx_lm": "0.31.3", "python": "3.12"}) == "mlx-lm 0.31.3, Python 3.12"
-    assert MLX.version_note({"mlx_lm": "0.31.3"}) == "mlx-lm 0.31.3, Python ?"
-    assert MLX.version_note({}) == ""
-
-
 def test_the_python_line_is_the_recipes_major_minor() -> None:
     assert MLX.python == MLX.recipe["python"]["version"]
     assert MLX.python_line == ".".join(MLX.python.split(".")[:2])

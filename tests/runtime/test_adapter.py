@@ -1,21 +1,23 @@
-"""``runtime/adapter``: the base class's rules every adapter inherits (the canonical spelling of a
-question, the order of questions across adapters, the recipe's repository, the compat part a request
-plans for, the probe's verdict with the adapter's switches) and the defaults a new engine gets."""
+"""``runtime/adapter``: the base class's rules every adapter inherits (the recipe's repository, the
+compat part a request plans for, the probe's verdict with the adapter's switches) and the defaults a new
+engine gets; how a runtime is shown is tests/runtime/test_presentation.py."""
 
 from __future__ import annotations
 
 import json
 import sys
 from collections.abc import Collection, Mapping
+from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 
 from superfluid.runtime import registry
-from superfluid.runtime.adapter import VERSION_PATTERN, Adapter, Question, Shown, by_kind, load_recipe
+from superfluid.runtime.adapter import Adapter, ModelFacts, compat_part, load_recipe
 from superfluid.runtime.hostfacts.host import Host
 from superfluid.runtime.kernel.errors import BadFile
+from superfluid.runtime.kernel.formats import reads
 from superfluid.runtime.kernel.options import Option
 from superfluid.runtime.planning import ForRelease, Listing, NotInstallable, Plan, PlanAsset, Request
 from superfluid.runtime.probe import ProbeRefused, judge_probe
@@ -42,72 +44,6 @@ def bare(recipe: dict[str, Any] | None = None, cls: type[Adapter] = Bare) -> Ada
     adapter = cls()
     adapter.__dict__["recipe"] = recipe or {}  # the cached property, filled without a package
     return adapter
-
-
-# --- a question's one spelling ------------------------------------------------------------------------
-
-@pytest.mark.parametrize(("value", "usable"), [
-    pytest.param("0.3.0", True, id="version"),
-    pytest.param("b11642", True, id="build"),
-    pytest.param("2", True, id="number"),
-    pytest.param("1.0+local_x!y-z", True, id="every-allowed-sign"),
-    pytest.param("a" * 64, True, id="64-characters"),
-    pytest.param("a" * 65, False, id="65-characters"),
-    pytest.param("", False, id="empty"),
-    pytest.param(".3", False, id="leading-dot"),
-    pytest.param("-1", False, id="leading-dash"),
-    pytest.param("0.3/1", False, id="two-path-segments"),
-    pytest.param("..", False, id="dot-dot"),
-    pytest.param("0.3 ", False, id="trailing-space"),
-    pytest.param("0.3\n", False, id="trailing-newline"),
-    pytest.param("é", False, id="not-ascii"),
-])
-def test_the_default_pattern_is_one_path_segment(value: str, usable: bool) -> None:
-    assert Question("version").usable(value) is usable
-
-
-def test_a_pattern_is_matched_whole() -> None:
-    abi = Question("abi", pattern=r"[1-9][0-9]{0,8}", words="ABI {value}", number=True)
-    assert [abi.usable(v) for v in ("2", "02", "2a", "12")] == [True, False, False, True]
-    assert VERSION_PATTERN == Question("x").pattern
-
-
-@pytest.mark.parametrize(("question", "named", "sample"), [
-    pytest.param(Question("version"), "version 0.3.0", "V", id="defaults"),
-    pytest.param(Question("abi", words="ABI {value}", metavar="N"), "ABI 0.3.0", "N", id="words-and-metavar"),
-    pytest.param(Question("build", metavar="B", placeholder="<build>"), "build 0.3.0", "<build>", id="placeholder"),
-])
-def test_named_and_sample(question: Question, named: str, sample: str) -> None:
-    assert question.named("0.3.0") == named
-    assert question.sample == sample
-
-
-# --- questions across adapters ------------------------------------------------------------------------
-
-def _asking(ident: str, *kinds: str) -> Adapter:
-    cls = type(f"A{ident}", (Bare,), {"id": ident, "questions": tuple(Question(k) for k in kinds)})
-    return bare(cls=cls)
-
-
-def test_by_kind_sorts_kinds_and_puts_the_main_askers_first() -> None:
-    a, b, c = _asking("a", "version", "abi"), _asking("b", "abi"), _asking("c", "build", "version")
-    got = by_kind([a, b, c])
-    assert list(got) == ["abi", "build", "version"]
-    assert [x.id for x, _ in got["abi"]] == ["b", "a"]  # b's first question, a's second
-    assert [x.id for x, _ in got["version"]] == ["a", "c"]
-    assert [q.kind for _, q in got["build"]] == ["build"]
-    assert by_kind([]) == {} and by_kind([bare()]) == {}
-
-
-def test_by_kind_keeps_the_given_order_among_equals() -> None:
-    x, y = _asking("x", "version"), _asking("y", "version")
-    assert [a.id for a, _ in by_kind([y, x])["version"]] == ["y", "x"]
-
-
-def test_question_lookup() -> None:
-    a = _asking("a", "version", "abi")
-    assert a.question("abi") is a.questions[1]
-    assert a.question("build") is None
 
 
 # --- the recipe -----------------------------------------------------------------------------------------
@@ -183,11 +119,11 @@ FOR = ForRelease("superfluid-9.0", "9.0", "c" * 64, runtimes={"bare": {"requires
 
 
 def test_compat_part_is_ours_without_for() -> None:
-    assert bare().compat_part(Request(id="bare")) == {"requires": {"abi": 7}}
+    assert compat_part(bare(), Request(id="bare")) == {"requires": {"abi": 7}}
 
 
 def test_compat_part_is_the_for_releases() -> None:
-    assert bare().compat_part(Request(id="bare", for_=FOR)) == {"requires": {"abi": 9}}
+    assert compat_part(bare(), Request(id="bare", for_=FOR)) == {"requires": {"abi": 9}}
 
 
 @pytest.mark.parametrize("runtimes", [
@@ -199,7 +135,7 @@ def test_compat_part_is_the_for_releases() -> None:
 def test_a_for_release_that_drives_none_of_it(runtimes: dict[str, Any]) -> None:
     req = Request(id="bare", for_=ForRelease("superfluid-9.0", "9.0", "c" * 64, runtimes=runtimes))
     with pytest.raises(NotInstallable, match="runtimes.bare"):
-        bare().compat_part(req)
+        compat_part(bare(), req)
 
 
 def _plan(**kw: Any) -> Plan:
@@ -278,27 +214,18 @@ def test_judge_probe_is_the_shared_rule_with_the_adapters_switches(cls: type[Ada
 def test_the_defaults() -> None:
     a = bare()
     assert a.probe_argv("/s/lib") == ["check", "--lib", "/s/lib"]
-    assert a.formats() == [] and a.nothing_to_load({}, "w") is None
-    assert a.aliases == [] and a.tokenizer() == {"from": "engine"} and a.capabilities() == {}
-    assert list(a.named({"x": 1})) == [] and a.drives_cell({}) == "yes"
-    assert a.shown({}) == Shown("bare:") and a.version_note({}) == "" and a.requires_text({"abi": 1}) is None
+    assert a.model_facts() == ModelFacts(formats=[], tokenizer={"from": "engine"}, capabilities={})
+    assert a.nothing_to_load({}, "w") is None and a.presentation_from is None
     assert (a.linked, a.holds_version, a.needs_device, a.receipt_keys, a.environment) == (False, False, True, (), ())
     with pytest.raises(NotImplementedError, match="not linked"):
         a.check([], {})
-    with pytest.raises(NotImplementedError, match="no questions"):
-        a.judge({}, "abi", "1", None, "superfluid 1.0")
 
 
-@pytest.mark.parametrize(("numbered", "abi", "words"), [
-    pytest.param(False, 2, None, id="unnumbered-engine"),
-    pytest.param(False, None, None, id="unnumbered-engine-no-abi"),
-    pytest.param(True, 2, "ABI 2", id="numbered"),
-    pytest.param(True, 0, "ABI 0", id="numbered-zero"),
-    pytest.param(True, None, "unnumbered", id="numbered-engine-unnumbered-library"),
-])
-def test_abi_words(numbered: bool, abi: int | None, words: str | None) -> None:
-    cls = type("Numbered", (Bare,), {"numbered_abi": numbered})
-    assert bare(cls=cls).abi_words(abi) == words
+def test_at_most_twelve_methods() -> None:
+    """Declarations, the planner and the probe judge (issue 43); how it is shown is its Presentation's."""
+    own = [name for name, value in vars(Adapter).items()
+           if callable(value) or isinstance(value, (property, cached_property))]
+    assert len(own) <= 12, own
 
 
 def test_an_asset_free_plan_is_still_a_plan() -> None:
@@ -316,18 +243,18 @@ def test_an_asset_free_plan_is_still_a_plan() -> None:
 ])
 def test_the_shipped_declarations(ident: str, aliases: list[str], tokenizer: dict[str, str],
                                   kv_bits: bool | str) -> None:
-    adapter = registry.get(ident)
-    assert adapter.aliases == aliases and adapter.tokenizer() == tokenizer
-    record = adapter.capabilities()
+    facts = registry.get(ident).model_facts()
+    assert registry.aliases_of(ident) == aliases and facts.tokenizer == tokenizer
+    record = facts.capabilities
     assert record["descriptor_version"] == 1 and record["workload"]["causal_generation"] is True
     assert record["load"]["kv_bits"] is True if kv_bits is True else record["load"]["kv_bits"].startswith(kv_bits)
 
 
-def test_reads_is_the_gate_of_its_formats(tmp_path: Path) -> None:
-    adapter = registry.get("llamacpp")
+def test_its_formats_make_the_gate(tmp_path: Path) -> None:
+    formats = registry.get("llamacpp").model_facts().formats
     (tmp_path / "m.gguf").write_bytes(b"GGUF\x03")
     (tmp_path / "notes.txt").write_text("hello")
-    assert adapter.reads(str(tmp_path / "m.gguf")) is None
-    assert adapter.reads(str(tmp_path / "notes.txt")) == \
+    assert reads(formats, str(tmp_path / "m.gguf")) is None
+    assert reads(formats, str(tmp_path / "notes.txt")) == \
         f"it reads a GGUF file, and {tmp_path / 'notes.txt'} is not one"
-    assert adapter.reads(str(tmp_path / "gone")) == f"{tmp_path / 'gone'}: no such file or directory"
+    assert reads(formats, str(tmp_path / "gone")) == f"{tmp_path / 'gone'}: no such file or directory"

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
+from superfluid.installer.events import FellBack, Tell, Trying, Unchecked, Waiting, Warned
 from superfluid.installer.home.fill import fill_for
 from superfluid.installer.home.publish import install_staged
 from superfluid.installer.home.steps import PlanSteps
@@ -34,29 +35,8 @@ if TYPE_CHECKING:
     from superfluid.runtime.hostfacts.host import Host
     from superfluid.runtime.kernel.receipt import Receipt
 
-__all__ = ["Event", "Outcome", "install", "install_plans", "plan"]
+__all__ = ["Outcome", "install", "install_plans", "plan"]
 
-
-@dataclass(kw_only=True, frozen=True, slots=True)
-class Event:
-    """Something the workflow tells while it runs: ``kind`` is ``"trying"`` (``plan``, ``index``),
-    ``"fell-back"`` (``plan``, ``reason``), ``"unchecked"`` (``path``, ``sha256``: a local file
-    with no digest to check), ``"waiting"`` (``holder``: another install holds the lock) or
-    ``"warning"`` (``reason``: something read was not trusted, e.g. a malformed listing entry skipped).
-    ``cached``, with ``"trying"``: the names of the plan's remote assets the download cache holds by
-    digest already, which are not fetched (their URL is not asked)."""
-
-    kind: str
-    plan: Plan | None = None
-    index: int = 0
-    reason: str = ""
-    path: str = ""
-    sha256: str = ""
-    holder: str = ""
-    cached: tuple[str, ...] = ()
-
-
-Tell = Callable[[Event], None]
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -110,7 +90,6 @@ def plan(request: Request, *, environ: Mapping[str, str], mirror: str | None = N
     adapter = registry.get(request.id)
     host = host or detect(environ)
     if request.from_:
-
         return adapter.plan(request, host), redact_url(request.from_), None
 
     if source is None:
@@ -153,7 +132,7 @@ def install(request: Request, *, environ: Mapping[str, str], mirror: str | None 
     try:
         listed = tuple(src.warnings) if src is not None else ()
         for warning in listed:  # a malformed release entry was skipped: said, never silent
-            tell(Event(kind="warning", reason=warning))
+            tell(Warned(reason=warning))
         if dry_run:
             return Outcome(id=request.id, plans=tuple(plans), dry_run=True, source=where, warnings=listed)
         if kept is not None and (same := kept(plans)) is not None:  # already installed: nothing fetched
@@ -192,7 +171,7 @@ def install_plans(runtime_id: str, plans: Sequence[Plan], *, environ: Mapping[st
     def unchecked(p: Plan, path: str, sha256: str) -> None:
         warnings.append(f"{path} has no SHA-256 to check it against: installing a local file "
                         f"unchecked (its SHA-256 is {sha256})")
-        tell(Event(kind="unchecked", plan=p, path=path, sha256=sha256))
+        tell(Unchecked(plan=p, path=path, sha256=sha256))
 
     plans = list(plans)  # a plan's retry joins them, next, when its probe asks for it
     for i, p in enumerate(plans):
@@ -205,7 +184,7 @@ def install_plans(runtime_id: str, plans: Sequence[Plan], *, environ: Mapping[st
             refused = NotInstallable(f"{p.id} {p.install}: {p.refused}")
             _fall_back(plans, i, p.refused, fallbacks, tell, "installs", refused)
             continue
-        tell(Event(kind="trying", plan=p, index=i, cached=_cached(p, source, environ)))
+        tell(Trying(plan=p, index=i, cached=_cached(p, source, environ)))
         fill = fill_for(p, source, environ=environ, progress=progress, phases=phases, unchecked=partial(unchecked, p))
         steps = PlanSteps(adapter, p, fill, environ=environ, untested=untested, platform=platform, lock=lock,
                           phases=phases)
@@ -245,7 +224,7 @@ def _fall_back(plans: Sequence[Plan], i: int, reason: str, fallbacks: list[tuple
     p = plans[i]
     fallbacks.append((p.install, reason))
     if i + 1 < len(plans):
-        tell(Event(kind="fell-back", plan=p, index=i, reason=reason))
+        tell(FellBack(plan=p, index=i, reason=reason))
         return
     if len(plans) == 1:
         raise alone
@@ -253,4 +232,4 @@ def _fall_back(plans: Sequence[Plan], i: int, reason: str, fallbacks: list[tuple
 
 
 def _waiting(tell: Tell, p: Plan, holder: MutexOwner) -> None:
-    tell(Event(kind="waiting", plan=p, holder=holder.describe()))
+    tell(Waiting(plan=p, holder=holder.describe()))

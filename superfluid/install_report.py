@@ -6,11 +6,12 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
+from superfluid.installer.events import Event, FellBack, Trying, Unchecked, Warned
 from superfluid.runtime import registry
 from superfluid.runtime.kernel.redact import redact_url
 
 if TYPE_CHECKING:
-    from superfluid.installer.install import Event, Outcome
+    from superfluid.installer.install import Outcome
     from superfluid.installer.phases import Phases
     from superfluid.runtime.planning import Plan
 
@@ -85,25 +86,24 @@ def outcome_lines(outcome: Outcome, *, installs_before: int, repaired: str | Non
 
 def event_lines(event: Event) -> list[str]:
     """What an install tells while it runs, for people (stderr)."""
-    p = event.plan
-    if event.kind == "trying" and p is not None:
+    if isinstance(event, Trying):
+        p = event.plan
         lead = "installing" if event.index == 0 else "  then, if it does not run:"
         untested = "" if p.tested else " (UNTESTED with this superfluid)"
         return [f"{lead} {p.id} {p.install}: {p.why}{_mb(p.size)}{untested}",
                 *(f"  from the download cache (as fetched before from {redact_url(a.url)}; not asked again)"
                   if a.name in event.cached else f"  from {redact_url(a.url)}" for a in p.assets)]
-    if event.kind == "fell-back" and p is not None:
+    if isinstance(event, FellBack):
+        p = event.plan
         if event.reason.endswith("not in this release"):
             return [f"{p.id} {p.install}: {event.reason}; falling back to the next"]
         return [f"{p.id} {p.install} does not run here ({event.reason}); falling back to the next"]
-    if event.kind == "warning":
+    if isinstance(event, Warned):
         return [f"warning: {event.reason}"]
-    if event.kind == "unchecked":
+    if isinstance(event, Unchecked):
         return [f"warning: {event.path} has no SHA-256 to check it against: installing a local file unchecked "
                 f"(its SHA-256 is {event.sha256})"]
-    if event.kind == "waiting" and p is not None:
-        return [f"another install of {p.id} is running ({event.holder}); waiting for it"]
-    return []
+    return [f"another install of {event.plan.id} is running ({event.holder}); waiting for it"]
 
 
 def timing_lines(phases: Phases) -> str:

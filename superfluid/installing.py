@@ -16,9 +16,10 @@ from superfluid.install_report import event_lines, outcome_lines, plan_lines, sa
 from superfluid.installer.cache.download import progress_for
 from superfluid.installer.config import DEFAULT_GITHUB_API
 from superfluid.installer.errors import DownloadError, OfflineMissing
+from superfluid.installer.events import Event
 from superfluid.installer.home.installs import check_runtime_id, list_installs, runtime_root
 from superfluid.installer.home.restore import mirror_of
-from superfluid.installer.install import Event, Outcome, install
+from superfluid.installer.install import Outcome, install
 from superfluid.installer.phases import Phases
 from superfluid.installer.sources.github import web_base_for
 from superfluid.runtime import registry

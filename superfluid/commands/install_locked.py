@@ -16,10 +16,11 @@ from superfluid.fetch_flags import fetch_config
 from superfluid.install_report import event_lines, outcome_lines, plan_lines, say
 from superfluid.installer.cache.download import progress_for
 from superfluid.installer.errors import VerificationError
+from superfluid.installer.events import Event
 from superfluid.installer.fleet import lockfile
 from superfluid.installer.fleet.lockfile import Engine
 from superfluid.installer.fleet.plans import kinds_of, select
-from superfluid.installer.install import Event, install_plans
+from superfluid.installer.install import install_plans
 from superfluid.installer.sources.choose import source_for
 from superfluid.installer.sources.mirror import mirror_root_url
 from superfluid.installer.sources.oci.source import locked_source

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
+from superfluid.installer.events import Event, FellBack, Trying, Unchecked
 from superfluid.installer.home.installs import list_installs, runtime_root
-from superfluid.installer.install import Event, Outcome, install, install_plans
+from superfluid.installer.install import Outcome, install, install_plans
 from superfluid.runtime.kernel.receipt import read_receipt
 from superfluid.runtime.planning import NotInstallable, Plan, PlanAsset, Request
 from superfluid.runtime.probe import ProbeRefused
@@ -52,7 +53,7 @@ def nothing_published(env: dict[str, str]) -> None:
 
 
 def kinds(told: list[Event]) -> list[tuple[str, int]]:
-    return [(e.kind, e.index) for e in told if e.kind != "waiting"]
+    return [(e.kind, e.index) for e in told if isinstance(e, (Trying, FellBack))]
 
 
 # --- the first plan that runs ----------------------------------------------------------------------------
@@ -170,7 +171,7 @@ def test_from_a_local_bundle_without_a_digest_is_installed_unchecked_and_says_so
     told: list[Event] = []
     done = install(Request.parse("basert", from_=str(bundles["0.4.0"])), environ=env, tell=told.append)
     sha = hashlib.sha256(bundles["0.4.0"].read_bytes()).hexdigest()
-    unchecked = [e for e in told if e.kind == "unchecked"]
+    unchecked = [e for e in told if isinstance(e, Unchecked)]
     assert [(e.path, e.sha256) for e in unchecked] == [(str(bundles["0.4.0"]), sha)]
     assert len(done.warnings) == 1 and sha in done.warnings[0]
     assert done.receipt is not None and done.receipt.chosen_by == "from"

@@ -18,41 +18,21 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tests import cli
+from tests.cli import VENV_BIN, Run  # noqa: F401 - VENV_BIN: some tests import it from here
+
 if TYPE_CHECKING:
     from superfluid.manifest.minisign import SecretKey
     from tests.fleet.registry import Registry
     from tests.release_server import ReleaseServer
 
 ROOT = Path(__file__).resolve().parent.parent
-VENV_BIN = Path(os.environ.get("SUPERFLUID_TEST_BIN", ROOT / ".venv" / "bin"))
+#: ``cli.environment``, by the name some tests import it by from here
+isolated_env = cli.environment
 
 
 def native_cache() -> Path:
     return Path(os.environ.get("SUPERFLUID_NATIVE_CACHE") or ROOT / ".cache" / "native")
-
-
-def isolated_env(home: Path, **extra: str) -> dict[str, str]:
-    """Our environment without superfluid's or baseRT's variables, GitHub tokens or ``CI``, naming
-    ``home`` as SUPERFLUID_HOME (the native cache kept when set), then ``extra``."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SUPERFLUID_", "BASERT_")) and k not in ("GITHUB_TOKEN", "GH_TOKEN", "CI")}
-    if os.environ.get("SUPERFLUID_NATIVE_CACHE"):
-        env["SUPERFLUID_NATIVE_CACHE"] = os.environ["SUPERFLUID_NATIVE_CACHE"]
-    env["SUPERFLUID_HOME"] = str(home)
-    env.update(extra)
-    return env
-
-
-@dataclass
-class Run:
-    """One finished ``superfluid`` run."""
-
-    code: int
-    stdout: str
-    stderr: str
-
-    def json(self) -> Any:
-        return json.loads(self.stdout)
 
 
 @dataclass
@@ -86,13 +66,10 @@ class Home:
         return sorted(n for n in os.listdir(self.basert) if n.startswith(".") and n != ".install.lock")
 
     def superfluid(self, *argv: str, timeout: float = 120) -> Run:
-        done = subprocess.run([str(VENV_BIN / "superfluid"), *argv], env=self.env, capture_output=True, text=True,
-                              timeout=timeout, check=False, stdin=subprocess.DEVNULL)
-        return Run(done.returncode, done.stdout, done.stderr)
+        return cli.run("superfluid", *argv, env=self.env, timeout=timeout)
 
     def popen(self, *argv: str) -> subprocess.Popen[str]:
-        return subprocess.Popen([str(VENV_BIN / "superfluid"), *argv], env=self.env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, start_new_session=True)
+        return cli.start("superfluid", *argv, env=self.env, new_session=True)
 
 
 # -- homes -------------------------------------------------------------------------------------------
@@ -122,7 +99,7 @@ def sf_home(home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def cli_home(home: Path) -> Home:
     """``home`` with an isolated environment naming it, to run the real CLI in."""
-    return Home(home, isolated_env(home))
+    return Home(home, cli.environment(home))
 
 
 # -- servers -----------------------------------------------------------------------------------------
@@ -236,13 +213,13 @@ def gguf_models() -> dict[str, Path]:
 # -- checks ------------------------------------------------------------------------------------------
 
 
-def printed_receipt(done: subprocess.CompletedProcess[str], into: Path) -> dict[str, Any]:
+def printed_receipt(done: Run | subprocess.CompletedProcess[str], into: Path) -> dict[str, Any]:
     """The receipt a worker's ``install --into INTO`` answered, checked: exit 0, nothing on stderr,
     one line on stdout equal to ``INTO/runtime.json`` (written pretty, newline-terminated), and valid
     against ``schemas/runtime.schema.json``."""
     from superfluid.runtime.kernel.schema import errors
 
-    assert done.returncode == 0, done.stderr
+    assert (done.code if isinstance(done, Run) else done.returncode) == 0, done.stderr
     assert done.stderr == "" and done.stdout.count("\n") == 1
     printed = json.loads(done.stdout)
     text = (into / "runtime.json").read_text()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,9 +19,10 @@ import pytest
 
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import ConnectionRefused, DownloadError, HostUnreachable
-from superfluid.installer.transport.fetcher import Fetcher, FetchResponse, Request
+from superfluid.installer.transport.fetcher import Fetcher
+from superfluid.installer.transport.messages import FetchResponse, HttpRequest
 from superfluid.installer.transport.requests_fetcher import RequestsFetcher
-from tests.conftest import VENV_BIN
+from tests import cli
 
 UNRESOLVABLE = "https://api.nowhere.invalid"  # RFC 6761: never resolves
 
@@ -30,12 +30,9 @@ UNRESOLVABLE = "https://api.nowhere.invalid"  # RFC 6761: never resolves
 def _sf(tmp_path: Path, argv: list[str], env: Mapping[str, str] | None = None) -> tuple[int, str, str, float]:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("SUPERFLUID_", "BASERT_"))}
-    base.update({"SUPERFLUID_HOME": str(home), **(env or {})})
     began = time.monotonic()
-    done = subprocess.run([str(VENV_BIN / "superfluid"), *argv], env=base, capture_output=True, text=True,
-                          timeout=120, check=False, cwd=tmp_path)
-    return done.returncode, done.stdout, done.stderr, time.monotonic() - began
+    done = cli.run("superfluid", *argv, env=cli.environment(home, **(env or {})), cwd=tmp_path)
+    return done.code, done.stdout, done.stderr, time.monotonic() - began
 
 
 def _dir(tmp_path: Path) -> str:
@@ -105,7 +102,7 @@ class _Unresolvable(Fetcher):
         self.waits: list[float] = []
         super().__init__(FetchConfig(), sleep=self.waits.append)
 
-    def _send(self, request: Request) -> FetchResponse:
+    def _send(self, request: HttpRequest) -> FetchResponse:
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
 
 
@@ -130,7 +127,7 @@ def test_requests_reports_the_real_resolver_failure_as_unreachable() -> None:
 
 def test_other_connection_faults_keep_every_retry() -> None:
     class Reset(_Unresolvable):
-        def _send(self, request: Request) -> FetchResponse:
+        def _send(self, request: HttpRequest) -> FetchResponse:
             raise ConnectionResetError(104, "Connection reset by peer")
 
     fetcher = Reset()
@@ -142,7 +139,7 @@ def test_other_connection_faults_keep_every_retry() -> None:
 
 def test_a_refused_connection_is_retried_once() -> None:
     class Refused(_Unresolvable):
-        def _send(self, request: Request) -> FetchResponse:
+        def _send(self, request: HttpRequest) -> FetchResponse:
             raise ConnectionRefusedError(111, "Connection refused")
 
     fetcher = Refused()
@@ -168,14 +165,11 @@ def test_install_from_a_mirror_nobody_serves_fails_fast_naming_what_to_do(tmp_pa
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-        env = {**{k: v for k, v in os.environ.items() if not k.startswith("SUPERFLUID_")},
-               "SUPERFLUID_HOME": str(tmp_path / "home")}
         started = time.monotonic()
-        done = subprocess.run([str(VENV_BIN / "superfluid"), "runtime", "install", "basert", "--mirror",
-                               f"http://127.0.0.1:{port}/"], env=env, capture_output=True, text=True, timeout=60,
-                              check=False, stdin=subprocess.DEVNULL)
+        done = cli.run("superfluid", "runtime", "install", "basert", "--mirror", f"http://127.0.0.1:{port}/",
+                       env=cli.environment(tmp_path / "home"), timeout=60)
         took = time.monotonic() - started
-    assert done.returncode == 1, done.stderr
+    assert done.code == 1, done.stderr
     assert f"connection refused by 127.0.0.1:{port}" in done.stderr
     assert "is running" in done.stderr and "--offline" in done.stderr and "Traceback" not in done.stderr
     assert took < 5, took  # one retry after 0.5 s, not four with backoff (7.7 s)

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from superfluid.runtime.kernel.errors import (
     UsageError,
     WorkerFailed,
 )
-from tests.conftest import VENV_BIN
+from tests import cli
 
 
 @pytest.mark.parametrize(("error", "code"), [
@@ -52,5 +51,5 @@ def test_usage_errors_exit_2_with_one_clear_line(argv: list[str], capsys: pytest
 
 
 def test_installed_console_script_runs(sf_home: Path) -> None:
-    done = subprocess.run([str(VENV_BIN / "superfluid"), "version"], capture_output=True, text=True, check=False)
-    assert done.returncode == 0 and done.stdout == f"superfluid {__version__}\n"
+    done = cli.run("superfluid", "version", env=cli.environment(sf_home))
+    assert done.code == 0 and done.stdout == f"superfluid {__version__}\n"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import subprocess
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -15,7 +14,9 @@ from typing import Any
 import pytest
 
 from superfluid.parser import children, walk
-from tests.conftest import ROOT, VENV_BIN, Run, isolated_env
+from tests import cli
+from tests.cli import Run
+from tests.conftest import ROOT
 from tests.faults.conftest import mirror_dir  # noqa: F401 - the fixture, defined once there
 
 DOC = ROOT / "docs" / "cli.md"
@@ -89,10 +90,8 @@ def test_every_command_of_the_tree_is_in_docs_cli_md() -> None:
 
 
 def run(command: tuple[str, ...], home: Path, *argv: str, cwd: Path | None = None) -> Run:
-    done = subprocess.run([str(VENV_BIN / command[0]), *command[1:], *argv], env=isolated_env(home),
-                          capture_output=True, text=True, timeout=TIMEOUT, check=False, stdin=subprocess.DEVNULL,
-                          cwd=cwd, start_new_session=True)
-    return Run(done.returncode, done.stdout, done.stderr)
+    return cli.run(command[0], *command[1:], *argv, env=cli.environment(home), cwd=cwd, timeout=TIMEOUT,
+                   new_session=True)
 
 
 def listing(path: Path) -> list[str]:

@@ -19,7 +19,7 @@ import pytest
 from superfluid.installer.fleet.plans import HOSTS, PLATFORMS
 from superfluid.parser import children, find, parser
 from superfluid.runtime import registry
-from tests.conftest import VENV_BIN
+from tests import cli
 
 FILES = {"a.tar.gz", "b.gguf"}  # and the directory sub/, in the working directory
 #: the installs of basert in the home the shells complete in (beside current, pinned and a staging directory)
@@ -105,8 +105,8 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (basert / "current").symlink_to("0.4.0-cpu")
     (basert / "pinned").write_text("0.4.0-cpu\n")
     for shell in ("bash", "zsh", "fish"):
-        done = subprocess.run([str(VENV_BIN / "superfluid"), "completion", shell], capture_output=True, text=True,
-                              check=True, timeout=60)
+        done = cli.run("superfluid", "completion", shell, timeout=60)
+        assert done.code == 0, done.stderr
         (d / f"script.{shell}").write_text(done.stdout)
     (d / "fpath").mkdir()
     (d / "fpath" / "_superfluid").write_text((d / "script.zsh").read_text())
@@ -121,9 +121,7 @@ def _need(shell: str) -> str:
 
 
 def _run(argv: list[str], cwd: Path) -> str:
-    import os
-
-    env = {**os.environ, "SUPERFLUID_HOME": str(cwd / "home")}  # the install names are read from it
+    env = cli.environment(cwd / "home")  # the install names are read from it
     done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=60, check=False, env=env)
     assert done.returncode == 0 and done.stderr == "", done.stderr
     return done.stdout
@@ -147,7 +145,7 @@ def test_bash(workdir: Path, before: list[str], cur: str, want: set[str] | str) 
 
 def test_bash_registers_the_function_and_sources_from_process_substitution(workdir: Path) -> None:
     bash = _need("bash")
-    out = _run([bash, "--norc", "-c", f"source <({VENV_BIN / 'superfluid'} completion bash); complete -p superfluid"],
+    out = _run([bash, "--norc", "-c", f"source <({cli.script('superfluid')} completion bash); complete -p superfluid"],
                workdir)
     assert out.strip() == "complete -F _superfluid superfluid"
 
@@ -198,9 +196,8 @@ def test_fish(workdir: Path, before: list[str], cur: str, want: set[str] | str) 
 
 
 def test_an_unknown_shell_is_a_usage_error() -> None:
-    done = subprocess.run([str(VENV_BIN / "superfluid"), "completion", "tcsh"], capture_output=True, text=True,
-                          timeout=60, check=False)
-    assert done.returncode == 2 and done.stdout == ""
+    done = cli.run("superfluid", "completion", "tcsh", timeout=60)
+    assert done.code == 2 and done.stdout == ""
     assert "invalid choice: 'tcsh'" in done.stderr and "(see 'superfluid completion --help')" in done.stderr
 
 

@@ -122,13 +122,10 @@ def test_a_mirror_that_refuses_connections_names_the_next_step(cli_home: Home) -
 
 
 def _program(name: str, *argv: str, env: dict[str, str]) -> tuple[int, str, str]:
-    import subprocess
+    from tests import cli
 
-    from tests.conftest import VENV_BIN
-
-    done = subprocess.run([str(VENV_BIN / name), *argv], env=env, capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL)
-    return done.returncode, done.stdout, done.stderr
+    done = cli.run(name, *argv, env=env, timeout=60)
+    return done.code, done.stdout, done.stderr
 
 
 @pytest.mark.parametrize("page", [[], ["serve"], ["export"], ["check"]], ids=["top", "serve", "export", "check"])

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
 import re
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import pytest
 from superfluid.cli import main
 from superfluid.parser import NotLoaded, Parser, children, parser, walk
 from superfluid.runtime import registry
+from tests import cli
 
 TREE = dict(walk(parser()))
 COMMANDS = [path for path in TREE if path]
@@ -135,6 +135,6 @@ def test_a_command_line_does_not_import_shutil(tmp_path: Path) -> None:
                                "with contextlib.redirect_stdout(io.StringIO()):\n"
                                "    code = main(['runtimes', '--json'])\n"
                                "print(code, 'shutil' in sys.modules)"],
-        env={**os.environ, "SUPERFLUID_HOME": str(tmp_path)}, capture_output=True, text=True, check=False,
+        env=cli.environment(tmp_path), capture_output=True, text=True, check=False,
         timeout=60)
     assert done.stdout.split() == ["0", "False"], done.stderr

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import re
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +20,8 @@ import pytest
 
 from superfluid.parser import children, find, parser, walk
 from superfluid.runtime import registry
-from tests.conftest import ROOT, VENV_BIN
+from tests import cli
+from tests.conftest import ROOT
 
 _SOURCES = ("superfluid", "installer", "runtime", "manifest")
 _FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)")
@@ -146,11 +145,8 @@ def test_every_command_a_hint_names_exists_with_its_flags(where: str, hint: str)
 
 
 def _check(home: Path, *argv: str) -> tuple[int, dict[str, object], str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SUPERFLUID_", "BASERT_"))}
-    env["SUPERFLUID_HOME"] = str(home)
-    done = subprocess.run([str(VENV_BIN / "superfluid"), "runtime", "check", *argv, "--json"], env=env,
-                          capture_output=True, text=True, timeout=60, check=False)
-    return done.returncode, json.loads(done.stdout), done.stderr
+    done = cli.run("superfluid", "runtime", "check", *argv, "--json", env=cli.environment(home), timeout=60)
+    return done.code, json.loads(done.stdout), done.stderr
 
 
 @pytest.mark.parametrize(("runtime_id", "flag"), [
@@ -174,8 +170,7 @@ def test_runtime_check_with_a_real_library_named_either_way(tmp_path: Path) -> N
 
 
 def test_both_spellings_at_once_is_a_usage_error(tmp_path: Path) -> None:
-    env = {**os.environ, "SUPERFLUID_HOME": str(tmp_path)}
-    done = subprocess.run([str(VENV_BIN / "superfluid"), "runtime", "check", "llamacpp", "--lib", "a",
-                           "--llamacpp-lib", "b"], env=env, capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 2
+    done = cli.run("superfluid", "runtime", "check", "llamacpp", "--lib", "a", "--llamacpp-lib", "b",
+                   env=cli.environment(tmp_path), timeout=60)
+    assert done.code == 2
     assert "--llamacpp-lib and --lib name the same option: give one" in done.stderr

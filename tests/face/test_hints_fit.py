@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Home, isolated_env
+from tests import cli
+from tests.conftest import Home
 from tests.faults.conftest import mirror_dir  # noqa: F401 - the fixture, defined once there
 
 ELSEWHERE = "install from elsewhere with --mirror URL|DIR"
@@ -24,7 +25,7 @@ ELSEWHERE = "install from elsewhere with --mirror URL|DIR"
 def fresh(tmp_path: Path) -> Home:
     path = tmp_path / "home"
     path.mkdir()
-    return Home(path, isolated_env(path))
+    return Home(path, cli.environment(path))
 
 
 @pytest.fixture

@@ -14,7 +14,9 @@ import pytest
 
 from superfluid.runtime import registry
 from superfluid.runtime.kernel.schema import errors, load
-from tests.conftest import Home, Run, isolated_env
+from tests import cli
+from tests.cli import Run
+from tests.conftest import Home
 
 #: upstream's keys of a runtimes --json row (its runtimes_report.rs), and ours
 UPSTREAM = {"id", "state", "ready", "aliases", "formats", "reads", "tokenizer_source", "worker", "install", "version",
@@ -38,7 +40,7 @@ def tiny_gguf(tmp_path: Path, gguf_models: dict[str, Path]) -> Path:
 @pytest.fixture
 def llama_home(home: Path, libllama_v2: Path) -> Home:
     """A home where llama.cpp is ready (a real libllama named by SUPERFLUID_LLAMA_LIB)."""
-    return Home(home, isolated_env(home, SUPERFLUID_LLAMA_LIB=str(libllama_v2)))
+    return Home(home, cli.environment(home, SUPERFLUID_LLAMA_LIB=str(libllama_v2)))
 
 
 def _model(home: Home, *argv: str) -> tuple[Run, dict[str, Any]]:
@@ -101,7 +103,7 @@ def test_a_model_no_runtime_declares(cli_home: Home, tmp_path: Path) -> None:
 
 
 def test_a_model_basert_reads(home: Path, engines: Path) -> None:
-    ready = Home(home, isolated_env(home, BASERT_LIB=str(engines / "0.4.0")))
+    ready = Home(home, cli.environment(home, BASERT_LIB=str(engines / "0.4.0")))
     model = engines / "models" / "tiny.base"
     done, doc = _model(ready, str(model))
     assert done.code == 0 and doc["serves"] == "basert", done.stderr

@@ -7,8 +7,6 @@ that document."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,7 @@ import pytest
 
 from superfluid.parser import parser, walk
 from superfluid.runtime.kernel.schema import errors as schema_errors
-from tests.conftest import VENV_BIN
+from tests import cli
 
 MISSING_WORKER = {"SUPERFLUID_WORKER_LLAMACPP": "/nonexistent/superfluid-worker-llamacpp"}
 
@@ -55,13 +53,10 @@ FAILURES = [
 ]
 
 
-def _sf(tmp_path: Path, argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _sf(tmp_path: Path, argv: list[str], env: dict[str, str]) -> cli.Run:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("SUPERFLUID_", "BASERT_"))}
-    base.update({"SUPERFLUID_HOME": str(home), **env})
-    return subprocess.run([str(VENV_BIN / "superfluid"), *(a.format(tmp=tmp_path) for a in argv)], env=base,
-                          capture_output=True, text=True, timeout=120, check=False)
+    return cli.run("superfluid", *(a.format(tmp=tmp_path) for a in argv), env=cli.environment(home, **env))
 
 
 def test_the_table_covers_every_command_that_takes_json() -> None:
@@ -74,7 +69,7 @@ def test_the_table_covers_every_command_that_takes_json() -> None:
 def test_a_failure_in_json_mode_is_json(tmp_path: Path, path: str, argv: list[str], env: dict[str, str], code: int,
                                         kind: str) -> None:
     done = _sf(tmp_path, argv, env)
-    assert done.returncode == code, done.stderr
+    assert done.code == code, done.stderr
     doc: Any = json.loads(done.stdout)  # nothing else on stdout
     assert schema_errors(doc, "error") == []
     error = doc["error"]
@@ -86,12 +81,12 @@ def test_a_failure_in_json_mode_is_json(tmp_path: Path, path: str, argv: list[st
 
 def test_without_json_nothing_is_printed_on_stdout(tmp_path: Path) -> None:
     done = _sf(tmp_path, ["runtime", "update", "basert"], {})
-    assert done.returncode == 1 and done.stdout == "" and done.stderr.startswith("superfluid: basert is not installed")
+    assert done.code == 1 and done.stdout == "" and done.stderr.startswith("superfluid: basert is not installed")
 
 
 def test_a_failed_check_carries_the_error_in_its_report(tmp_path: Path) -> None:
     done = _sf(tmp_path, ["runtime", "check", "basert", "--json", "--basert-lib", "{tmp}/nope"], {})
-    assert done.returncode == 1
+    assert done.code == 1
     report = json.loads(done.stdout)
     assert report["available"].startswith(f"--basert-lib names {tmp_path}/nope")
     assert report["error"] == {"code": "not-available", "message": report["available"], "exit": 1}
@@ -100,7 +95,7 @@ def test_a_failed_check_carries_the_error_in_its_report(tmp_path: Path) -> None:
 
 def test_compat_with_a_runtime_unanswered_carries_the_error(tmp_path: Path) -> None:
     done = _sf(tmp_path, ["compat", "--json"], MISSING_WORKER)
-    assert done.returncode == 1
+    assert done.code == 1
     doc = json.loads(done.stdout)
     assert "llamacpp" in doc["unanswered"] and doc["error"]["code"] == "unanswered" and doc["error"]["exit"] == 1
     assert schema_errors(doc, "compat") == []

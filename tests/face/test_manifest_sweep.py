@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -15,7 +14,9 @@ import pytest
 
 from superfluid.manifest.command import _parser
 from superfluid.parser import children, walk
-from tests.conftest import ROOT, VENV_BIN, Run, isolated_env
+from tests import cli
+from tests.cli import Run
+from tests.conftest import ROOT
 
 PROG = "superfluid-manifest"
 TREE = _parser()
@@ -125,9 +126,7 @@ Case = tuple[tuple[str, ...], str, str]
 
 
 def run(home: Path, cwd: Path, *argv: str) -> Run:
-    done = subprocess.run([str(VENV_BIN / PROG), *argv], env=isolated_env(home), capture_output=True, text=True,
-                          timeout=TIMEOUT, check=False, stdin=subprocess.DEVNULL, cwd=cwd, start_new_session=True)
-    return Run(done.returncode, done.stdout, done.stderr)
+    return cli.run(PROG, *argv, env=cli.environment(home), cwd=cwd, timeout=TIMEOUT, new_session=True)
 
 
 @pytest.fixture(scope="module")

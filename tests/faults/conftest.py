@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from tests import cli
 from tests import conftest as shared
-from tests.conftest import VENV_BIN, Run, isolated_env
+from tests.cli import Run
 
 #: seconds any one command of these tests may take (installs from a local mirror take ~0.5 s)
 TIMEOUT = 20.0
@@ -29,13 +30,11 @@ class Home(shared.Home):
 
     def sf(self, *argv: str, timeout: float = TIMEOUT, env: dict[str, str] | None = None) -> Run:
         try:
-            done = subprocess.run([str(VENV_BIN / "superfluid"), *argv], env=env or self.env, capture_output=True,
-                                  text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL,
-                                  start_new_session=True)
+            done = cli.run("superfluid", *argv, env=env or self.env, timeout=timeout, new_session=True)
         except subprocess.TimeoutExpired as e:
             pytest.fail(f"`superfluid {' '.join(argv)}` hung for {timeout:g} s: {e.stderr!r}")
         assert "Traceback" not in done.stderr, done.stderr
-        return Run(done.returncode, done.stdout, done.stderr)
+        return done
 
     def repair_flags(self) -> list[str]:
         return ["--mirror", str(self.mirror)]
@@ -70,7 +69,7 @@ def mirror_dir(tmp_path_factory: pytest.TempPathFactory, engines: Path) -> Path:
 def template(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Path:
     path = tmp_path_factory.mktemp("template") / "home"
     path.mkdir()
-    h = Home(path, isolated_env(path), mirror_dir)
+    h = Home(path, cli.environment(path), mirror_dir)
     for version in ("0.3.1", "0.4.0"):
         run = h.sf("runtime", "install", "basert", "--mirror", str(mirror_dir), "--version", version)
         assert run.code == 0, run.stderr
@@ -83,4 +82,4 @@ def installed_home(tmp_path: Path, template: Path, mirror_dir: Path) -> Home:
     """A copy of the home with basert 0.3.1-cpu and 0.4.0-cpu installed (current: 0.4.0-cpu)."""
     path = tmp_path / "home"
     shutil.copytree(template, path, symlinks=True)
-    return Home(path, isolated_env(path), mirror_dir)
+    return Home(path, cli.environment(path), mirror_dir)

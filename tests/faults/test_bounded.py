@@ -16,7 +16,7 @@ from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import DownloadError
 from superfluid.installer.transport.requests_fetcher import RequestsFetcher
-from tests.conftest import isolated_env
+from tests import cli
 from tests.end_to_end import releases
 from tests.faults.conftest import Home
 from tests.release_server import ReleaseServer
@@ -79,7 +79,7 @@ def test_a_malformed_release_entry_is_skipped_with_a_warning_naming_it(tmp_path:
     doc = json.loads(listing.read_text())
     doc.insert(0, {"tag_name": "v0.6.0", "name": "broken", "assets": None})
     (mirror / "basecompute" / "baseRT" / "releases.json").write_text(json.dumps(doc))
-    home = Home(tmp_path / "home", isolated_env(tmp_path / "home"), mirror)
+    home = Home(tmp_path / "home", cli.environment(tmp_path / "home"), mirror)
     home.path.mkdir()
     dry = home.sf("runtime", "install", "basert", "--mirror", str(mirror), "--dry-run", "--json")
     assert dry.code == 0, dry.stderr
@@ -98,7 +98,7 @@ def test_a_listing_of_a_million_releases_is_refused_within_seconds(tmp_path: Pat
     listing = mirror / releases.REPO / "releases.json"
     listing.parent.mkdir(parents=True)
     listing.write_text("[" + ",".join(["{}"] * 1_000_000) + "]")
-    home = Home(tmp_path / "home", isolated_env(tmp_path / "home"), mirror)
+    home = Home(tmp_path / "home", cli.environment(tmp_path / "home"), mirror)
     began = time.monotonic()
     run = home.sf("runtime", "install", "basert", "--mirror", str(mirror), timeout=30)
     assert time.monotonic() - began < 10

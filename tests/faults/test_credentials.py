@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from superfluid.runtime.process import is_secret, scrubbed_env
-from tests.conftest import isolated_env
+from tests import cli
 from tests.end_to_end import releases
 from tests.faults.conftest import Home
 from tests.release_server import ReleaseServer
@@ -46,7 +46,7 @@ def _everything_under(path: Path) -> bytes:
 
 @pytest.mark.parametrize("how", ["flag", "variable"])
 def test_a_mirror_password_is_used_and_never_kept_or_shown(tmp_path: Path, basert_040: ReleaseServer, how: str) -> None:
-    home = Home(tmp_path / "home", isolated_env(tmp_path / "home"), tmp_path)
+    home = Home(tmp_path / "home", cli.environment(tmp_path / "home"), tmp_path)
     home.path.mkdir()
     url = _with_userinfo(basert_040.mirror_url)
     flags = ["--mirror", url] if how == "flag" else []
@@ -70,7 +70,7 @@ def test_a_mirror_password_is_used_and_never_kept_or_shown(tmp_path: Path, baser
 
 def test_a_failing_mirror_with_a_password_names_it_without_the_password(tmp_path: Path,
                                                                         basert_040: ReleaseServer) -> None:
-    home = Home(tmp_path / "home", isolated_env(tmp_path / "home"), tmp_path)
+    home = Home(tmp_path / "home", cli.environment(tmp_path / "home"), tmp_path)
     home.path.mkdir()
     name = releases.bundle_name("0.4.0")
     basert_040.fault(basert_040.mirror_path(releases.REPO, "v0.4.0", name), "status", status=404, times=100)
@@ -118,7 +118,7 @@ def test_a_real_worker_sees_none_of_them(tmp_path: Path) -> None:
     worker = tmp_path / "env-worker"
     worker.write_text(ENV_WORKER.format(python=sys.executable))
     worker.chmod(0o755)
-    env = isolated_env(tmp_path / "home")
+    env = cli.environment(tmp_path / "home")
     env.update({name: "value" for name in CREDENTIALS}, SUPERFLUID_WORKER_LLAMACPP=str(worker),
                SUPERFLUID_MIRROR=f"https://u:{SECRET}@mirror.example/")
     home = Home(tmp_path / "home", env, tmp_path)

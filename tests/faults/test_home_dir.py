@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import VENV_BIN, Run, isolated_env
+from tests import cli
+from tests.cli import Run
 from tests.faults.conftest import TIMEOUT, Home, tree_digest
 
 CHANGING = [
@@ -36,12 +37,11 @@ READING = [["runtimes", "--json"], ["runtime", "versions", "basert", "--json"], 
 
 def _run(argv: list[str], env: dict[str, str], prefix: list[str] | None = None) -> Run:
     try:
-        done = subprocess.run([*(prefix or []), str(VENV_BIN / "superfluid"), *argv], env=env, capture_output=True,
-                              text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+        done = cli.run("superfluid", *argv, env=env, timeout=TIMEOUT, prefix=prefix or [])
     except subprocess.TimeoutExpired:
         pytest.fail(f"superfluid {' '.join(argv)} hung")
     assert "Traceback" not in done.stderr, done.stderr
-    return Run(done.returncode, done.stdout, done.stderr)
+    return done
 
 
 def _mirror_flags(argv: list[str], mirror: Path) -> list[str]:
@@ -64,7 +64,7 @@ def test_a_home_that_is_a_file(tmp_path: Path, mirror_dir: Path, under: bool) ->
     afile = tmp_path / "home-file"
     afile.write_text("not a directory\n")
     where = afile / "sub" if under else afile
-    env = isolated_env(where)
+    env = cli.environment(where)
     for argv in CHANGING:
         _assert_refused(_run(_mirror_flags(argv, mirror_dir), env), where,
                         "cannot be made" if under else "is a file, not a directory")
@@ -126,7 +126,7 @@ def unwritable(template: Path, mirror_dir: Path) -> Iterator[tuple[Home, list[st
                 for d in dirs:
                     os.chmod(os.path.join(root, d), 0o555)
             os.chmod(path, 0o555)
-        yield Home(path, isolated_env(path), mirror_dir), prefix
+        yield Home(path, cli.environment(path), mirror_dir), prefix
     finally:
         for root, dirs, _ in os.walk(base):
             for d in dirs:

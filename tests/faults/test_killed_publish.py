@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import VENV_BIN
+from tests import cli
 from tests.faults.conftest import Home
 
 pytestmark = pytest.mark.skipif(shutil.which("strace") is None, reason="strace (scripts/system-tools) is needed")
@@ -26,13 +25,12 @@ LEFTOVERS = (".current-new-", ".staging-", ".old-", ".removing-", ".pinned-new-"
 def _killed_at(home: Home, syscalls: str, n: int, *argv: str) -> bool:
     """``superfluid <argv>`` with SIGKILL injected at its ``n``-th call of one of ``syscalls``;
     answers whether it was killed (False: it made fewer such calls and completed)."""
-    done = subprocess.run(["strace", "-qq", "-o", "/dev/null", "-e", f"trace={syscalls}",
-                           "-e", f"inject={syscalls}:signal=KILL:when={n}", "--", str(VENV_BIN / "superfluid"), *argv],
-                          env=home.env, capture_output=True, text=True, timeout=60, check=False,
-                          stdin=subprocess.DEVNULL)
-    if done.returncode == 0:
+    done = cli.run("superfluid", *argv, env=home.env, timeout=60,
+                   prefix=["strace", "-qq", "-o", "/dev/null", "-e", f"trace={syscalls}",
+                           "-e", f"inject={syscalls}:signal=KILL:when={n}", "--"])
+    if done.code == 0:
         return False
-    assert done.returncode in (-9, 137), (done.returncode, done.stderr[-2000:])
+    assert done.code in (-9, 137), (done.code, done.stderr[-2000:])
     return True
 
 

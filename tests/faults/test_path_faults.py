@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import isolated_env
+from tests import cli
 from tests.faults.conftest import Home
 
 BLAME = "check SUPERFLUID_HOME"
@@ -24,7 +24,7 @@ def test_runtimes_in_a_home_that_is_a_file_says_nothing_is_installed_there(tmp_p
                                                                            under: bool) -> None:
     afile = tmp_path / "home-file"
     afile.write_text("not a directory\n")
-    home = Home(afile / "sub" if under else afile, isolated_env(afile / "sub" if under else afile), mirror_dir)
+    home = Home(afile / "sub" if under else afile, cli.environment(afile / "sub" if under else afile), mirror_dir)
     rows = home.sf("runtimes", "--json")
     assert rows.code == 0, rows.stderr
     for r in rows.json():
@@ -80,20 +80,15 @@ def unreadable_archive(mirror_dir: Path) -> Iterator[tuple[Path, list[str]]]:
 
 
 def test_an_unreadable_from_archive_is_named(unreadable_archive: tuple[Path, list[str]], tmp_path: Path) -> None:
-    import subprocess
-
-    from tests.conftest import VENV_BIN
-
     archive, prefix = unreadable_archive
     home = Path(tempfile.mkdtemp(prefix="sf-home-"))
     try:
         os.chmod(home, 0o777)
-        done = subprocess.run([*prefix, str(VENV_BIN / "superfluid"), "runtime", "install", "basert", "--from",
-                               str(archive), "--untested"], env=isolated_env(home), capture_output=True, text=True,
-                              timeout=20, stdin=subprocess.DEVNULL)
+        done = cli.run("superfluid", "runtime", "install", "basert", "--from", archive, "--untested",
+                       env=cli.environment(home), timeout=20, prefix=prefix)
     finally:
         shutil.rmtree(home, ignore_errors=True)
-    assert done.returncode == 2, done.stderr
+    assert done.code == 2, done.stderr
     assert f"--from {archive} cannot be read (permission denied)" in done.stderr, done.stderr
     assert BLAME not in done.stderr and "Traceback" not in done.stderr
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import isolated_env
+from tests import cli
 from tests.faults.conftest import Home
 
 HEAD = f"#!{sys.executable}\nimport json, os, sys, time\n"
@@ -92,7 +92,7 @@ def test_a_killed_worker_takes_its_children_with_it(tmp_path: Path) -> None:
              f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{p.pid}}'); time.sleep(600)")
     home_path = tmp_path / "home"
     spawner = _worker(tmp_path / "spawner", spawn, others=spawn)
-    env = dict(isolated_env(home_path), SUPERFLUID_WORKER_LLAMACPP=str(spawner), SUPERFLUID_WORKER_TIMEOUT="1")
+    env = dict(cli.environment(home_path), SUPERFLUID_WORKER_LLAMACPP=str(spawner), SUPERFLUID_WORKER_TIMEOUT="1")
     home = Home(home_path, env, tmp_path)
     started = time.monotonic()
     run = home.sf("runtime", "check", "llamacpp", timeout=10)

@@ -6,9 +6,7 @@ exit codes. (Serving over HTTP is ``test_service.py``; the TUF subcommands ``tes
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +15,7 @@ import pytest
 
 from superfluid.manifest.command import main
 from superfluid.manifest.minisign import SecretKey
-from tests.conftest import VENV_BIN
+from tests import cli
 from tests.manifest.release_folders import vary, write_release
 
 GOOD = ["0.2.0", "0.1.0"]  # newest first
@@ -184,7 +182,5 @@ def test_each_page_ends_with_examples_and_exit_codes(page: list[str], example: s
 
 
 def test_usage_error_through_the_console_script(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in _VARIABLES}
-    done = subprocess.run([str(VENV_BIN / "superfluid-manifest"), "serve"], env=env, capture_output=True, text=True,
-                          timeout=60, stdin=subprocess.DEVNULL, check=False, cwd=tmp_path)
-    assert done.returncode == 2 and done.stderr.startswith("superfluid-manifest: --source is missing"), done.stderr
+    done = cli.run("superfluid-manifest", "serve", timeout=60, cwd=tmp_path)  # its environment names no _VARIABLES
+    assert done.code == 2 and done.stderr.startswith("superfluid-manifest: --source is missing"), done.stderr

@@ -5,8 +5,6 @@ never refused. The runtimes this superfluid knows are still held to their shape.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +12,7 @@ import pytest
 
 from superfluid.manifest.compat import parse, unknown_runtimes, validate
 from superfluid.runtime.kernel.errors import BadFile
-from tests.conftest import VENV_BIN
+from tests import cli
 
 #: what a newer release might say about an engine this one has never heard of: other keys, other
 #: option types, no options at all
@@ -25,9 +23,8 @@ SGLANG: dict[str, Any] = {}
 
 @pytest.fixture(scope="module")
 def ours() -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SUPERFLUID_")}
-    done = subprocess.run([str(VENV_BIN / "superfluid"), "compat", "--json"], env=env, capture_output=True, text=True,
-                          timeout=120, check=True)
+    done = cli.run("superfluid", "compat", "--json")
+    assert done.code == 0, done.stderr
     return json.loads(done.stdout)  # type: ignore[no-any-return]
 
 
@@ -58,18 +55,15 @@ def test_what_is_still_refused(ours: dict[str, Any], runtime_id: str, part: Any,
     assert e.value.json_path is not None and e.value.json_path.startswith(path)
 
 
-def _compat_release(tmp_path: Path, doc: dict[str, Any], *flags: str) -> subprocess.CompletedProcess[str]:
+def _compat_release(tmp_path: Path, doc: dict[str, Any], *flags: str) -> cli.Run:
     path = tmp_path / "superfluid-9.0.0.compat.json"
     path.write_text(json.dumps(doc, indent=2))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SUPERFLUID_")}
-    env["SUPERFLUID_HOME"] = str(tmp_path / "home")
-    return subprocess.run([str(VENV_BIN / "superfluid"), "compat", "--release", str(path), *flags], env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
+    return cli.run("superfluid", "compat", "--release", path, *flags, env=cli.environment(tmp_path / "home"))
 
 
 def test_compat_release_shows_an_unknown_runtime_as_unknown(tmp_path: Path, ours: dict[str, Any]) -> None:
     done = _compat_release(tmp_path, _newer(ours, vllm=VLLM))
-    assert done.returncode == 0, done.stderr  # unsigned: read with a warning, not refused
+    assert done.code == 0, done.stderr  # unsigned: read with a warning, not refused
     assert "vllm: unknown (a runtime this superfluid does not ship; kept as the document gives it: engines, " \
            "options)" in done.stdout
     assert "basert: drives baseRT ABI 1" in done.stdout
@@ -77,7 +71,7 @@ def test_compat_release_shows_an_unknown_runtime_as_unknown(tmp_path: Path, ours
 
 def test_compat_release_json_keeps_it_and_lists_it(tmp_path: Path, ours: dict[str, Any]) -> None:
     done = _compat_release(tmp_path, _newer(ours, vllm=VLLM), "--json")
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     doc = json.loads(done.stdout)
     assert doc["runtimes"]["vllm"] == VLLM and doc["unknown_runtimes"] == ["vllm"]
     from superfluid.runtime.kernel.schema import errors

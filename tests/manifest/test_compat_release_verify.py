@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from superfluid.manifest.compat import with_tarball
+from tests import cli
 from tests.ci.conftest import KeyPair, make_key_pair, run_minisign
-from tests.conftest import VENV_BIN
 from tests.release_server import ReleaseServer
 
 TARBALL = "superfluid_toolchain-9.9.tar.gz"
@@ -40,16 +39,15 @@ class Signed:
         return self.folder / f"{DOC}.minisig"
 
 
-def _sf(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(VENV_BIN / "superfluid"), *args], env=env, capture_output=True, text=True,
-                          timeout=120, check=False, stdin=subprocess.DEVNULL)
+def _sf(env: dict[str, str], *args: str) -> cli.Run:
+    return cli.run("superfluid", *args, env=env)
 
 
 @pytest.fixture(scope="module")
 def document(tmp_path_factory: pytest.TempPathFactory) -> dict:
     home = tmp_path_factory.mktemp("home")
     done = _sf({"PATH": "/usr/bin:/bin", "SUPERFLUID_HOME": str(home)}, "compat", "--json")
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     return json.loads(done.stdout)
 
 
@@ -74,14 +72,14 @@ def signed(tmp_path: Path, document: dict) -> Signed:
 
 def test_verified_by_a_key_named_with_key(env: dict[str, str], signed: Signed) -> None:
     done = _sf(env, "compat", "--release", str(signed.doc), "--key", str(signed.keys.public))
-    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.code == 0 and done.stderr == "", done.stderr
     assert (f"signature: verified by key {signed.keys.key_id} ({signed.keys.public}); trusted comment: "
             f"release 9.9\tfile:{DOC}\ntarball: its SHA-256 checked\n") in done.stdout
 
 
 def test_json_carries_the_verdict(env: dict[str, str], signed: Signed, document: dict) -> None:
     done = _sf(env, "compat", "--release", str(signed.doc), "--key", str(signed.keys.public), "--json")
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     got = json.loads(done.stdout)
     assert got.pop("verification") == {
         "verdict": f"verified by key {signed.keys.key_id}", "signature": "verified", "key_id": signed.keys.key_id,
@@ -95,7 +93,7 @@ def test_keys_in_superfluid_home_are_trusted(env: dict[str, str], signed: Signed
     shutil.copy(signed.stranger.public, keys / "a-stranger.pub")
     shutil.copy(signed.keys.public, keys / "release.pub")
     done = _sf(env, "compat", "--release", str(signed.doc))
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert f"signature: verified by key {signed.keys.key_id} ({keys / 'release.pub'})" in done.stdout
 
 
@@ -103,13 +101,13 @@ def test_a_legacy_signature_is_accepted(env: dict[str, str], signed: Signed) -> 
     done = run_minisign("-S", "-l", "-s", str(signed.keys.secret), "-m", str(signed.doc))
     assert done.returncode == 0, done.stderr
     got = _sf(env, "compat", "--release", str(signed.doc), "--key", str(signed.keys.public))
-    assert got.returncode == 0 and f"verified by key {signed.keys.key_id}" in got.stdout
+    assert got.code == 0 and f"verified by key {signed.keys.key_id}" in got.stdout
 
 
 def test_unsigned_is_read_with_a_warning(env: dict[str, str], signed: Signed) -> None:
     signed.sig.unlink()
     done = _sf(env, "compat", "--release", str(signed.doc), "--json")
-    assert done.returncode == 0
+    assert done.code == 0
     assert json.loads(done.stdout)["verification"]["verdict"] == "unsigned"
     assert done.stderr == (f"superfluid: warning: {signed.doc} is unsigned (no .minisig beside it): its content is "
                            f"not verified; --require-signature refuses it\n")
@@ -118,7 +116,7 @@ def test_unsigned_is_read_with_a_warning(env: dict[str, str], signed: Signed) ->
 def test_unsigned_is_refused_when_a_signature_is_required(env: dict[str, str], signed: Signed) -> None:
     signed.sig.unlink()
     done = _sf(env, "compat", "--release", str(signed.doc), "--require-signature")
-    assert done.returncode == 1 and done.stdout == ""
+    assert done.code == 1 and done.stdout == ""
     assert f"superfluid: {signed.doc} is unsigned (no {signed.sig}), and --require-signature was given" in done.stderr
 
 
@@ -160,7 +158,7 @@ def test_refused_with_the_reason(env: dict[str, str], signed: Signed, attack, fr
     attack(signed)
     for extra in ((), ("--json",)):
         done = _sf(env, "compat", "--release", str(signed.doc), "--key", str(signed.keys.public), *extra)
-        assert done.returncode == 1
+        assert done.code == 1
         if extra:  # --json: the refusal as JSON on stdout too (issue 15), nothing of the document
             assert json.loads(done.stdout)["error"]["message"] == done.stderr.removeprefix("superfluid: ").rstrip("\n")
         else:
@@ -173,7 +171,7 @@ def test_refused_with_the_reason(env: dict[str, str], signed: Signed, attack, fr
 
 def test_no_trusted_key_at_all(env: dict[str, str], signed: Signed) -> None:
     done = _sf(env, "compat", "--release", str(signed.doc))
-    assert done.returncode == 1
+    assert done.code == 1
     assert (f"signed by key {signed.keys.key_id}, which is not a trusted key (trusted: none): if you trust that key, "
             f"name its .pub file with --key FILE or put it in $SUPERFLUID_HOME/keys/") in done.stderr
 
@@ -181,7 +179,7 @@ def test_no_trusted_key_at_all(env: dict[str, str], signed: Signed) -> None:
 def test_tarball_not_beside_is_not_checked(env: dict[str, str], signed: Signed) -> None:
     (signed.folder / TARBALL).unlink()
     done = _sf(env, "compat", "--release", str(signed.doc), "--key", str(signed.keys.public), "--json")
-    assert done.returncode == 0 and json.loads(done.stdout)["verification"]["tarball"] == "absent"
+    assert done.code == 0 and json.loads(done.stdout)["verification"]["tarball"] == "absent"
 
 
 def test_a_broken_key_in_the_trust_store_is_an_error(env: dict[str, str], signed: Signed) -> None:
@@ -189,7 +187,7 @@ def test_a_broken_key_in_the_trust_store_is_an_error(env: dict[str, str], signed
     keys.mkdir()
     (keys / "broken.pub").write_text("untrusted comment: x\nnope\n")
     done = _sf(env, "compat", "--release", str(signed.doc), "--key", str(signed.keys.public))
-    assert done.returncode == 1 and f"superfluid: {keys / 'broken.pub'}: is not a minisign public key" in done.stderr
+    assert done.code == 1 and f"superfluid: {keys / 'broken.pub'}: is not a minisign public key" in done.stderr
 
 
 @pytest.mark.parametrize(("args", "fragment"), [
@@ -201,7 +199,7 @@ def test_usage_errors(env: dict[str, str], signed: Signed, tmp_path: Path, args:
                       fragment: str) -> None:
     subs = {"doc": str(signed.doc), "missing": str(tmp_path / "none.pub"), "pub": str(signed.keys.public)}
     done = _sf(env, "compat", *(a.format(**subs) for a in args))
-    assert done.returncode == 2 and f"superfluid: {fragment.format(**subs)}" in done.stderr
+    assert done.code == 2 and f"superfluid: {fragment.format(**subs)}" in done.stderr
 
 
 # -- over HTTP (loopback) ---------------------------------------------------------------------------------
@@ -219,7 +217,7 @@ def test_url_fetches_the_signature_and_the_tarball_beside_it(env: dict[str, str]
                                                              release_server: ReleaseServer) -> None:
     url = _publish(release_server, signed)
     done = _sf(env, "compat", "--release", url, "--key", str(signed.keys.public), "--json")
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     verification = json.loads(done.stdout)["verification"]
     assert verification["verdict"] == f"verified by key {signed.keys.key_id}" and verification["tarball"] == "checked"
     fetched = [r.path for r in release_server.log]
@@ -230,10 +228,10 @@ def test_url_without_a_signature_is_unsigned(env: dict[str, str], signed: Signed
                                              release_server: ReleaseServer) -> None:
     url = _publish(release_server, signed, with_signature=False)
     done = _sf(env, "compat", "--release", url)
-    assert done.returncode == 0 and "signature: unsigned" in done.stdout
+    assert done.code == 0 and "signature: unsigned" in done.stdout
     assert f"superfluid: warning: {url} is unsigned" in done.stderr
     required = _sf(env, "compat", "--release", url, "--require-signature")
-    assert required.returncode == 1 and f"(no {url}.minisig), and --require-signature was given" in required.stderr
+    assert required.code == 1 and f"(no {url}.minisig), and --require-signature was given" in required.stderr
 
 
 def test_url_of_a_changed_document_is_refused(env: dict[str, str], signed: Signed,
@@ -241,6 +239,6 @@ def test_url_of_a_changed_document_is_refused(env: dict[str, str], signed: Signe
     _change_doc(signed)
     url = _publish(release_server, signed)
     done = _sf(env, "compat", "--release", url, "--key", str(signed.keys.public))
-    assert done.returncode == 1 and f"superfluid: {url}: its signature does not verify" in done.stderr
+    assert done.code == 1 and f"superfluid: {url}: its signature does not verify" in done.stderr
     assert release_server.download_path(REPO, "v9.9",
                                         TARBALL) not in [r.path for r in release_server.log]  # refused first

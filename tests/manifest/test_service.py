@@ -28,7 +28,7 @@ from superfluid.manifest.keys import TrustedKey
 from superfluid.manifest.minisign import SecretKey, generate, parse_signature, verify
 from superfluid.manifest.sources import DirectorySource
 from superfluid.runtime.kernel.schema import errors
-from tests.conftest import VENV_BIN
+from tests import cli
 from tests.manifest.release_folders import base_document, vary, write_release
 from tests.release_server import ReleaseServer
 
@@ -69,17 +69,14 @@ def releases(tmp_path_factory: pytest.TempPathFactory) -> Releases:
 @pytest.fixture(scope="module")
 def service_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     home = tmp_path_factory.mktemp("home")
-    out = {k: v for k, v in os.environ.items() if not k.startswith("SUPERFLUID_") and "proxy" not in k.lower()}
-    out.update(SUPERFLUID_HOME=str(home / "sf"), HOME=str(home))  # gunicorn keeps its control socket under HOME
-    return out
+    return cli.environment(home / "sf", HOME=str(home))  # gunicorn keeps its control socket under HOME
 
 
 class Served:
-    """A server started as a subprocess; its base URL read from what it prints."""
+    """A server started as a subprocess (a command of the test environment); its base URL read from what it prints."""
 
     def __init__(self, argv: list[str], env: Mapping[str, str], pattern: str) -> None:
-        self.proc = subprocess.Popen(argv, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
+        self.proc = cli.start(*argv, env=env, stdout=subprocess.DEVNULL)
         self.lines: list[str] = []
         deadline = time.monotonic() + 15
         assert self.proc.stderr is not None
@@ -109,7 +106,7 @@ class Served:
 
 
 def serve(source: str, env: Mapping[str, str], *flags: str) -> Served:
-    return Served([str(VENV_BIN / "superfluid-manifest"), "serve", "--source", source, "--port", "0", "--quiet",
+    return Served(["superfluid-manifest", "serve", "--source", source, "--port", "0", "--quiet",
                    *flags], env, "serving on ")
 
 
@@ -264,16 +261,15 @@ def test_health(manifest_service: Served, releases: Releases) -> None:
 # -- the static export, the command line ------------------------------------------------------------
 
 
-def _manifest(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(VENV_BIN / "superfluid-manifest"), *args], env=dict(env), capture_output=True,
-                          text=True, timeout=60, stdin=subprocess.DEVNULL, check=False)
+def _manifest(env: Mapping[str, str], *args: str) -> cli.Run:
+    return cli.run("superfluid-manifest", *args, env=env, timeout=60)
 
 
 @pytest.fixture(scope="module")
 def exported(releases: Releases, service_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("export") / "site"
     done = _manifest(service_env, "export", "--source", str(releases.root), "--key", str(releases.public), str(out))
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     return out
 
 
@@ -295,25 +291,24 @@ def test_export_again_replaces_its_own_and_nothing_else(releases: Releases, serv
     again = shutil.copytree(exported, tmp_path / "site")
     (again / "v1/releases/9.9.9.json").write_text("stale\n")
     done = _manifest(service_env, "export", "--source", str(releases.root), "--key", str(releases.public), str(again))
-    assert done.returncode == 0 and not (again / "v1/releases/9.9.9.json").exists()
+    assert done.code == 0 and not (again / "v1/releases/9.9.9.json").exists()
     other = tmp_path / "not-an-export"
     other.mkdir()
     (other / "precious").write_text("mine\n")
     done = _manifest(service_env, "export", "--source", str(releases.root), str(other))
-    assert done.returncode == 2 and "neither empty nor an earlier export" in done.stderr
+    assert done.code == 2 and "neither empty nor an earlier export" in done.stderr
     assert (other / "precious").read_text() == "mine\n" and len(list(other.iterdir())) == 1
 
 
-def _sf(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(VENV_BIN / "superfluid"), *args], env=dict(env), capture_output=True, text=True,
-                          timeout=60, stdin=subprocess.DEVNULL, check=False)
+def _sf(env: Mapping[str, str], *args: str) -> cli.Run:
+    return cli.run("superfluid", *args, env=env, timeout=60)
 
 
 def test_superfluid_compat_asks_the_service_and_a_static_export(manifest_service: Served, exported: Path,
                                                                 service_env: dict[str, str]) -> None:
     done = _sf(service_env, "compat", "--service", manifest_service.url, "--runtime", "basert", "--abi", "2",
                "--insecure-no-freshness")
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("releases that drive basert ABI 2, newest first")
     assert [line.split()[0] for line in lines[2:4]] == ["0.3.0", "0.2.0"]
@@ -322,7 +317,7 @@ def test_superfluid_compat_asks_the_service_and_a_static_export(manifest_service
     for url in (manifest_service.url, str(exported), exported.as_uri()):
         done = _sf({**service_env, "SUPERFLUID_MANIFEST_URL": url}, "compat", "--runtime", "llamacpp", "--build",
                    "b11642", "--platform", "linux-x64", "--json", "--insecure-no-freshness")
-        assert done.returncode == 0, done.stderr
+        assert done.code == 0, done.stderr
         answer = json.loads(done.stdout)
         assert answer.pop("freshness") == {"checked": False}  # asked unchecked (test_tuf_export asks checked)
         assert answer.pop("service").rstrip("/").endswith(urlsplit(url).path.rstrip("/")) and answer == served
@@ -348,9 +343,9 @@ def test_superfluid_compat_refuses_a_bad_question_before_asking(args: list[str],
 def test_superfluid_compat_a_value_the_export_does_not_hold(exported: Path, service_env: dict[str, str]) -> None:
     done = _sf(service_env, "compat", "--service", str(exported), "--runtime", "basert", "--abi", "7",
                "--insecure-no-freshness")
-    assert done.returncode == 1 and "has no answer for basert ABI 7" in done.stderr and "Traceback" not in done.stderr
+    assert done.code == 1 and "has no answer for basert ABI 7" in done.stderr and "Traceback" not in done.stderr
     done = _sf(service_env, "compat", "--runtime", "basert", "--abi", "7")
-    assert done.returncode == 2 and "SUPERFLUID_MANIFEST_URL" in done.stderr
+    assert done.code == 2 and "SUPERFLUID_MANIFEST_URL" in done.stderr
 
 
 # -- reloading, gunicorn, GitHub and mirror sources -------------------------------------------------
@@ -401,7 +396,7 @@ def test_reloads_on_change_without_dropping_requests(releases: Releases, service
 
 def test_the_same_application_under_gunicorn(manifest_service: Served, releases: Releases,
                                              service_env: dict[str, str]) -> None:
-    gunicorn = Served([str(VENV_BIN / "gunicorn"), "--workers", "2", "--bind", "127.0.0.1:0",
+    gunicorn = Served(["gunicorn", "--workers", "2", "--bind", "127.0.0.1:0",
                        "--graceful-timeout", "5", "superfluid.manifest.service:app"],
                       {**service_env, "SUPERFLUID_MANIFEST_SOURCE": str(releases.root),
                        "SUPERFLUID_MANIFEST_KEYS": str(releases.public)}, "Listening at: ")
@@ -454,7 +449,7 @@ def test_the_load_benchmark_runs_bounded(service_env: dict[str, str]) -> None:
     """benchmarks/bench_manifest.py, small: both servers answer every request (scripts/bench runs it full)."""
     from tests.conftest import ROOT
 
-    done = subprocess.run([str(VENV_BIN / "python"), str(ROOT / "benchmarks" / "bench_manifest.py"), "--requests", "90",
+    done = subprocess.run([cli.script("python"), str(ROOT / "benchmarks" / "bench_manifest.py"), "--requests", "90",
                            "--clients", "6", "--json"], env=service_env, capture_output=True, text=True, timeout=120,
                           stdin=subprocess.DEVNULL, check=False)
     assert done.returncode == 0, done.stderr

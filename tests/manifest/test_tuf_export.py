@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from superfluid.manifest.minisign import generate
-from tests.conftest import ROOT, VENV_BIN
+from tests import cli
+from tests.conftest import ROOT
 from tests.manifest.release_folders import base_document, vary, write_release
 from tests.manifest.test_service import Served, serve
 
@@ -40,21 +41,17 @@ def signed_releases(tmp_path: Path) -> tuple[Path, Path]:
 
 @pytest.fixture
 def tuf_env(tmp_path: Path) -> dict[str, str]:
-    out = {k: v for k, v in os.environ.items() if not k.startswith("SUPERFLUID_") and "proxy" not in k.lower()}
-    out.update(SUPERFLUID_HOME=str(tmp_path / "home"), HOME=str(tmp_path))
-    return out
+    return cli.environment(tmp_path / "home", HOME=str(tmp_path))
 
 
-def manifest(*args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([str(VENV_BIN / "superfluid-manifest"), *args], capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL, check=False)
-    assert done.returncode == 0, done.stderr
+def manifest(*args: str) -> cli.Run:
+    done = cli.run("superfluid-manifest", *args)
+    assert done.code == 0, done.stderr
     return done
 
 
-def sf(tuf_env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([str(VENV_BIN / "superfluid"), "compat", *args], env=tuf_env, capture_output=True, text=True,
-                          timeout=120, stdin=subprocess.DEVNULL, check=False)
+def sf(tuf_env: dict[str, str], *args: str) -> cli.Run:
+    done = cli.run("superfluid", "compat", *args, env=tuf_env)
     assert "Traceback" not in done.stderr, done.stderr
     return done
 
@@ -64,7 +61,7 @@ def www(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     """A directory served by ``python -m http.server`` on loopback, and its URL."""
     top = tmp_path / "www"
     top.mkdir()
-    proc = subprocess.Popen([str(VENV_BIN / "python"), "-u", "-m", "http.server", "0", "--bind", "127.0.0.1",
+    proc = subprocess.Popen([cli.script("python"), "-u", "-m", "http.server", "0", "--bind", "127.0.0.1",
                              "--directory", str(top)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             stdin=subprocess.DEVNULL)
     assert proc.stdout is not None
@@ -77,8 +74,8 @@ def www(tmp_path: Path) -> Iterator[tuple[Path, str]]:
         proc.wait(timeout=10)
 
 
-def _versions(done: subprocess.CompletedProcess[str]) -> dict[str, object]:
-    assert done.returncode == 0, done.stderr
+def _versions(done: cli.Run) -> dict[str, object]:
+    assert done.code == 0, done.stderr
     freshness: dict[str, object] = json.loads(done.stdout)["freshness"]
     return freshness
 
@@ -104,7 +101,7 @@ def test_a_real_export_served_by_http_server(signed_releases: tuple[Path, Path],
 
     # no trust root and no --insecure-no-freshness: refused before anything is fetched
     done = sf(tuf_env, *ask)
-    assert done.returncode == 2 and "--trust-root" in done.stderr and "--insecure-no-freshness" in done.stderr
+    assert done.code == 2 and "--trust-root" in done.stderr and "--insecure-no-freshness" in done.stderr
     assert json.loads(done.stdout)["error"]["code"] == "no-trust-root"
 
     assert _versions(sf(tuf_env, *ask, "--trust-root", str(root1))) == {
@@ -116,7 +113,7 @@ def test_a_real_export_served_by_http_server(signed_releases: tuple[Path, Path],
     shutil.rmtree(site)
     shutil.copytree(tmp_path / "site-v1", site)
     done = sf(tuf_env, *ask)
-    assert done.returncode == 1, done.stderr
+    assert done.code == 1, done.stderr
     assert "index version 1 (timestamp) is older than version 2 seen on" in done.stderr and "rollback" in done.stderr
     assert json.loads(done.stdout)["error"]["code"] == "rollback-refused"
     _home_holds_only_trust(tuf_env)
@@ -129,7 +126,7 @@ def test_a_real_export_served_by_http_server(signed_releases: tuple[Path, Path],
     assert _versions(sf(tuf_env, *ask))["timestamp"] == 3
     time.sleep(2.5)
     done = sf(tuf_env, *ask)
-    assert done.returncode == 1 and re.search(r"timestamp expired at \S+Z \(now \S+Z\): .*freeze", done.stderr), \
+    assert done.code == 1 and re.search(r"timestamp expired at \S+Z \(now \S+Z\): .*freeze", done.stderr), \
         done.stderr
     manifest("refresh-timestamp", "--tuf-keys", str(keys), str(site))
     assert _versions(sf(tuf_env, *ask))["timestamp"] == 4
@@ -138,7 +135,7 @@ def test_a_real_export_served_by_http_server(signed_releases: tuple[Path, Path],
     answer = site / "v1" / "choose" / "basert" / "abi" / "1.json"
     answer.write_bytes(answer.read_bytes().replace(b"ABI 1", b"ABI 9", 1))
     done = sf(tuf_env, "--service", service, "--runtime", "basert", "--abi", "1")
-    assert done.returncode == 1 and "answer v1/choose/basert/abi/1.json does not match its metadata" in done.stderr
+    assert done.code == 1 and "answer v1/choose/basert/abi/1.json does not match its metadata" in done.stderr
 
     # a rotated root is followed: by this client, and by a new one given root 1 only
     new = tmp_path / "keys-2"
@@ -163,10 +160,9 @@ def test_export_refuses_keys_its_root_does_not_trust(signed_releases: tuple[Path
     manifest("export", "--source", str(source), "--key", str(pub), "--tuf-keys", str(tmp_path / "a"),
              str(tmp_path / "site"))
     before = {p: p.read_bytes() for p in (tmp_path / "site").rglob("*") if p.is_file()}
-    done = subprocess.run([str(VENV_BIN / "superfluid-manifest"), "export", "--source", str(source), "--key",
-                           str(pub), "--tuf-keys", str(tmp_path / "b"), str(tmp_path / "site")],
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 2 and "the targets key(s) in" in done.stderr and "rotate-root --to" in done.stderr
+    done = cli.run("superfluid-manifest", "export", "--source", source, "--key", pub, "--tuf-keys", tmp_path / "b",
+                   tmp_path / "site")
+    assert done.code == 2 and "the targets key(s) in" in done.stderr and "rotate-root --to" in done.stderr
     assert {p: p.read_bytes() for p in (tmp_path / "site").rglob("*") if p.is_file()} == before
 
 
@@ -230,7 +226,7 @@ def test_the_client_example_of_the_docs_works_against_the_service_it_shows(
     try:
         ask[3] = served.url
         done = sf(tuf_env, *ask[2:])
-        assert done.returncode == 0, done.stderr
+        assert done.code == 0, done.stderr
         assert done.stdout.startswith(f"releases that drive basert ABI 2, newest first ({served.url}/):")
         assert "0.2.0" in done.stdout
     finally:
@@ -251,7 +247,7 @@ def test_a_service_without_tuf_metadata_is_refused_naming_how_to_serve_it(
                   "--trust-root", str(tmp_path / "site" / "metadata" / "1.root.json"))
     finally:
         assert served.stop() == 0
-    assert done.returncode == 1
+    assert done.code == 1
     error = json.loads(done.stdout)["error"]
     assert error["code"] == "no-freshness" and "publishes no TUF metadata" in error["message"]
     assert "serves with --tuf-repo DIR --tuf-keys KEYS" in error["fix"]

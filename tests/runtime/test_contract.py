@@ -5,7 +5,6 @@ answers to its checks (issue 33, item 3), run as processes, their engine install
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from superfluid.runtime.contract import (
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.options import Option
 from superfluid.runtime.registry import worker_command
-from tests.conftest import VENV_BIN, isolated_env
+from tests import cli
 from tests.mlx.environments import GOOD, MAC, venv
 
 GGUF = {"id": "gguf", "describe": "a GGUF file", "file": {"extensions": ["gguf"], "magic": "GGUF"}}
@@ -81,34 +80,33 @@ IDS = ("basert", "llamacpp", "mlx")
 
 def _ready_env(runtime_id: str, home: Path, tmp_path: Path, engines: Path, libllama_v2: Path) -> dict[str, str]:
     if runtime_id == "basert":
-        return isolated_env(home, BASERT_LIB=str(engines / "0.4.0"))
+        return cli.environment(home, BASERT_LIB=str(engines / "0.4.0"))
     if runtime_id == "llamacpp":
-        return isolated_env(home, SUPERFLUID_LLAMA_LIB=str(libllama_v2))
+        return cli.environment(home, SUPERFLUID_LLAMA_LIB=str(libllama_v2))
     env = venv(tmp_path / "mlx-env", json.dumps(GOOD))
-    return isolated_env(home, SUPERFLUID_MLX_VENV=str(env), **MAC)
+    return cli.environment(home, SUPERFLUID_MLX_VENV=str(env), **MAC)
 
 
-def _run(runtime_id: str, argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(VENV_BIN / worker_command(runtime_id)), *argv], env=env, capture_output=True,
-                          text=True, timeout=120, check=False, stdin=subprocess.DEVNULL)
+def _run(runtime_id: str, argv: list[str], env: dict[str, str]) -> cli.Run:
+    return cli.run(worker_command(runtime_id), *argv, env=env)
 
 
-def _keys(done: subprocess.CompletedProcess[str]) -> tuple[int, bool, bool]:
+def _keys(done: cli.Run) -> tuple[int, bool, bool]:
     doc = json.loads(done.stdout)
-    return done.returncode, set(REPORT_KEYS) <= set(doc), set(RUNTIME_KEYS) <= set(doc["runtime"])
+    return done.code, set(REPORT_KEYS) <= set(doc), set(RUNTIME_KEYS) <= set(doc["runtime"])
 
 
-def _missing_model(done: subprocess.CompletedProcess[str]) -> tuple[int, str]:
-    return done.returncode, type(json.loads(done.stdout)["model"]["reads"]).__name__
+def _missing_model(done: cli.Run) -> tuple[int, str]:
+    return done.code, type(json.loads(done.stdout)["model"]["reads"]).__name__
 
 
-def _unknown_flag(done: subprocess.CompletedProcess[str]) -> tuple[int, str, str]:
+def _unknown_flag(done: cli.Run) -> tuple[int, str, str]:
     _, _, said = done.stderr.partition(": ")
-    return done.returncode, said, done.stdout
+    return done.code, said, done.stdout
 
 
 #: (the case, its command line, what of the answer is compared, that answer when ready, when not installed)
-CASES: list[tuple[str, list[str], Callable[[subprocess.CompletedProcess[str]], Any], Any, Any]] = [
+CASES: list[tuple[str, list[str], Callable[[cli.Run], Any], Any, Any]] = [
     ("check", ["check"], _keys, (0, True, True), (1, True, True)),
     ("check --model <missing>", ["check", "--model", "/no/such/model"], _missing_model, (1, "str"), (1, "str")),
     ("an unknown flag", ["check", "--no-such-flag", "x"], _unknown_flag, (2, "unknown flag --no-such-flag\n", ""),
@@ -120,11 +118,11 @@ CASES: list[tuple[str, list[str], Callable[[subprocess.CompletedProcess[str]], A
 @pytest.mark.parametrize(("case", "argv", "seen", "ready", "not_installed"), CASES, ids=[c[0] for c in CASES])
 def test_the_three_workers_give_the_same_answers(home: Path, tmp_path: Path, engines: Path, libllama_v2: Path,
                                                  installed: bool, case: str, argv: list[str],
-                                                 seen: Callable[[subprocess.CompletedProcess[str]], Any],
+                                                 seen: Callable[[cli.Run], Any],
                                                  ready: Any, not_installed: Any) -> None:
     answers = {}
     for rid in IDS:
-        env = _ready_env(rid, home, tmp_path, engines, libllama_v2) if installed else isolated_env(home)
+        env = _ready_env(rid, home, tmp_path, engines, libllama_v2) if installed else cli.environment(home)
         answers[rid] = seen(_run(rid, argv, env))
     assert answers == dict.fromkeys(IDS, ready if installed else not_installed), case
 
@@ -134,10 +132,10 @@ def test_version_agrees_with_check(home: Path, tmp_path: Path, engines: Path, li
                                    installed: bool) -> None:
     """``version`` prints the check's ``runtime.version``, or exits 1 with the check's reason."""
     for rid in IDS:
-        env = _ready_env(rid, home, tmp_path, engines, libllama_v2) if installed else isolated_env(home)
+        env = _ready_env(rid, home, tmp_path, engines, libllama_v2) if installed else cli.environment(home)
         checked = json.loads(_run(rid, ["check"], env).stdout)
         done = _run(rid, ["version"], env)
         if installed:
-            assert (done.returncode, done.stdout) == (0, f"{checked['runtime']['version']}\n"), rid
+            assert (done.code, done.stdout) == (0, f"{checked['runtime']['version']}\n"), rid
         else:
-            assert (done.returncode, done.stderr) == (1, f"{worker_command(rid)}: {checked['available']}\n"), rid
+            assert (done.code, done.stderr) == (1, f"{worker_command(rid)}: {checked['available']}\n"), rid

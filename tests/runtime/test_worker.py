@@ -4,7 +4,6 @@ from the adapter, the engine's commands passed to its handlers, anything else a 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from superfluid.runtime import registry
 from superfluid.runtime.kernel.errors import BadFile
 from superfluid.runtime.process import start_worker
 from superfluid.runtime.worker import check_handlers, run
+from tests import cli
 from tests.end_to_end import releases
 from tests.loaded_modules import loaded
 
@@ -152,7 +152,7 @@ _NOT_FOR_A_CHECK = ("superfluid.runtime.install_step", "superfluid.runtime.decla
 def test_a_worker_command_loads_its_own_module_only(argv: list[str], loads: tuple[str, ...], code: int,
                                                     tmp_path: Path, sf_home: Path) -> None:
     line = [a.replace("{lib}", str(tmp_path)) for a in argv]
-    run = loaded("superfluid.runtime.basert.worker", line, {**os.environ, "SUPERFLUID_HOME": str(sf_home)})
+    run = loaded("superfluid.runtime.basert.worker", line, cli.environment(sf_home))
     assert run.code == code
     assert set(loads) <= run.modules
     if argv[0] == "check":

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from superfluid.runtime.kernel.jsonread import MAX_DEPTH, NotRegularFile, UntrustedJson, loads, read_bytes, read_json
-from tests.conftest import VENV_BIN
+from tests import cli
 
 
 def within(seconds: float, fn: Callable[[], Any]) -> Any:
@@ -140,22 +140,16 @@ def test_a_named_link_is_followed_when_asked(tmp_path: Path) -> None:
 def test_compat_release_reads_a_hostile_document_with_limits(tmp_path: Path, data: bytes, fault: str) -> None:
     doc = tmp_path / "x.compat.json"
     doc.write_bytes(data)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SUPERFLUID_")}
-    env["SUPERFLUID_HOME"] = str(tmp_path / "home")
-    done = subprocess.run([str(VENV_BIN / "superfluid"), "compat", "--release", str(doc)], env=env,
-                          capture_output=True, text=True, timeout=20)
-    assert done.returncode == 1 and "Traceback" not in done.stderr
+    done = cli.run("superfluid", "compat", "--release", doc, env=cli.environment(tmp_path / "home"), timeout=20)
+    assert done.code == 1 and "Traceback" not in done.stderr
     assert fault in done.stderr and str(doc) in done.stderr
 
 
 def test_compat_release_never_waits_on_a_fifo(tmp_path: Path) -> None:
     doc = tmp_path / "x.compat.json"
     os.mkfifo(doc)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SUPERFLUID_")}
-    env["SUPERFLUID_HOME"] = str(tmp_path / "home")
-    done = subprocess.run([str(VENV_BIN / "superfluid"), "compat", "--release", str(doc)], env=env,
-                          capture_output=True, text=True, timeout=20)
-    assert done.returncode == 1 and "not a regular file" in done.stderr
+    done = cli.run("superfluid", "compat", "--release", doc, env=cli.environment(tmp_path / "home"), timeout=20)
+    assert done.code == 1 and "not a regular file" in done.stderr
 
 
 def test_the_parser_is_never_asked_to_recurse_deeply() -> None:

@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import ROOT, VENV_BIN, native_cache
+from tests import cli
+from tests.conftest import ROOT, native_cache
 
 __all__ = ["ROOT", "ENGINE_DIR", "BUILD_SH", "LIB_NAME", "VARIANTS", "WORKER", "native_cache", "build_engines",
            "lib_path", "INCLUDE", "compile_and_run"]
@@ -17,7 +18,7 @@ INCLUDE = ROOT / "runtime" / "basert" / "include"  # our baseRT.h
 BUILD_SH = ENGINE_DIR / "build.sh"
 LIB_NAME = "libbaseRT.dylib" if sys.platform == "darwin" else "libbaseRT.so"
 VARIANTS = ("0.2.6", "0.3.0", "0.3.1", "0.4.0", "0.5.0", "missing-symbol", "wrong-size")
-WORKER = VENV_BIN / "superfluid-worker-basert"
+WORKER = Path(cli.script("superfluid-worker-basert"))
 
 if str(ENGINE_DIR) not in sys.path:
     sys.path.insert(0, str(ENGINE_DIR))  # make_model.py

@@ -12,7 +12,6 @@ import http.client
 import json
 import signal
 import socket
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from basert_helpers import WORKER, lib_path
 
 from superfluid.runtime.basert.loader import load_library
 from superfluid.runtime.basert.model import Model
+from tests import cli
 from tests.serving_client import ServeProcess
 
 PROG = "superfluid-worker-basert"
@@ -196,27 +196,26 @@ def test_a_signal_closes_the_server_cleanly(engines: Path, tiny_model: Path, cle
         socket.create_connection((s.host, s.port), timeout=5).close()
 
 
-def serve_once(env: dict[str, str], *args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(WORKER), "serve", *map(str, args)], env=env, capture_output=True, text=True,
-                          timeout=60)
+def serve_once(env: dict[str, str], *args: str | Path) -> cli.Run:
+    return cli.run(WORKER, "serve", *args, env=env, timeout=60)
 
 
 def test_a_model_that_does_not_load_exits_3(engines: Path, clean_env: dict[str, str], tmp_path: Path) -> None:
     lib = lib_path(engines, "0.4.0")
     missing = tmp_path / "missing.base"
     done = serve_once(clean_env, "--basert-lib", lib, "--model", missing, "--port", "0")
-    assert done.returncode == 3 and done.stdout == ""
+    assert done.code == 3 and done.stdout == ""
     assert done.stderr == f"{PROG}: model load failed: cannot read {missing}: No such file or directory\n"
     other = tmp_path / "other.gguf"
     other.write_bytes(b"GGUF" + b"\0" * 64)
     done = serve_once(clean_env, "--basert-lib", lib, "--model", other, "--port", "0")
-    assert done.returncode == 3
+    assert done.code == 3
     assert done.stderr == (f"{PROG}: model load failed: {other} is not a baseRT model (it does not start with "
                            "BASE)\n")
     broken = tmp_path / "broken.base"
     broken.write_bytes(b"BASE\x01")  # the magic, then too little
     done = serve_once(clean_env, "--basert-lib", lib, "--model", broken, "--port", "0")
-    assert done.returncode == 3 and done.stdout == ""
+    assert done.code == 3 and done.stdout == ""
     assert done.stderr.startswith(f"{PROG}: model load failed: libbaseRT at {lib} could not load the model {broken}")
 
 
@@ -228,21 +227,21 @@ def test_a_model_that_does_not_load_exits_3(engines: Path, clean_env: dict[str, 
 def test_a_library_this_build_does_not_drive_exits_1(engines: Path, tiny_model: Path, clean_env: dict[str, str],
                                                      variant: str, reason: str) -> None:
     done = serve_once(clean_env, "--basert-lib", lib_path(engines, variant), "--model", tiny_model, "--port", "0")
-    assert done.returncode == 1 and done.stdout == ""
+    assert done.code == 1 and done.stdout == ""
     assert done.stderr.startswith(f"{PROG}: libbaseRT at {lib_path(engines, variant)}") and reason in done.stderr
 
 
 def test_no_library_or_a_taken_port_exits_1(engines: Path, tiny_model: Path, clean_env: dict[str, str],
                                            tmp_path: Path) -> None:
     done = serve_once(clean_env, "--basert-lib", tmp_path / "nope", "--model", tiny_model)
-    assert done.returncode == 1
+    assert done.code == 1
     assert done.stderr.startswith(f"{PROG}: --basert-lib names {tmp_path / 'nope'}, which does not exist")
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
         done = serve_once(clean_env, "--lib", lib_path(engines, "0.4.0"), "--model", tiny_model, "--port", str(port))
-    assert done.returncode == 1 and done.stdout == ""
+    assert done.code == 1 and done.stdout == ""
     assert done.stderr.startswith(f"{PROG}: cannot listen on 127.0.0.1:{port}: ")
 
 
@@ -259,7 +258,7 @@ def test_no_library_or_a_taken_port_exits_1(engines: Path, tiny_model: Path, cle
 def test_a_bad_serve_line_exits_2_before_loading_anything(clean_env: dict[str, str], argv: list[str],
                                                           message: str) -> None:
     done = serve_once(clean_env, *argv)
-    assert done.returncode == 2 and done.stdout == ""
+    assert done.code == 2 and done.stdout == ""
     assert done.stderr.startswith(f"{PROG}: {message}"), done.stderr
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +13,14 @@ from basert_helpers import LIB_NAME, WORKER, lib_path
 
 from superfluid.runtime.basert.header import REQUIRES
 from superfluid.runtime.kernel.schema import errors as schema_errors
+from tests import cli
 
 PROG = "superfluid-worker-basert"
 
 
-def worker(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+def worker(env: dict[str, str], *args: str) -> cli.Run:
     assert WORKER.exists(), f"{WORKER} is missing: install the package (scripts/setup-env)"
-    return subprocess.run([str(WORKER), *args], env=env, capture_output=True, text=True, timeout=60)
+    return cli.run(WORKER, *args, env=env, timeout=60)
 
 
 def check(env: dict[str, str], *args: str) -> tuple[dict[str, Any], int]:
@@ -29,7 +29,7 @@ def check(env: dict[str, str], *args: str) -> tuple[dict[str, Any], int]:
     assert len(lines) == 1, done.stdout + done.stderr
     report = json.loads(lines[0])
     assert schema_errors(report, "basert-check") == []
-    return report, done.returncode
+    return report, done.code
 
 
 CHECKS = [
@@ -130,12 +130,12 @@ def test_devices_from_the_engine_budget(engines: Path, clean_env: dict[str, str]
 def test_version(engines: Path, clean_env: dict[str, str]) -> None:
     path = lib_path(engines, "0.4.0")
     done = worker(clean_env, "version", "--basert-lib", str(path))
-    assert (done.returncode, done.stdout, done.stderr) == (0, f"0.4.0 ({path})\n", "")
+    assert (done.code, done.stdout, done.stderr) == (0, f"0.4.0 ({path})\n", "")
 
 
 def test_version_refused(engines: Path, clean_env: dict[str, str]) -> None:
     done = worker(clean_env, "version", "--basert-lib", str(lib_path(engines, "0.5.0")))
-    assert done.returncode == 1 and done.stdout == ""
+    assert done.code == 1 and done.stdout == ""
     assert done.stderr.startswith(f"{PROG}: libbaseRT at ") and "states ABI 2" in done.stderr
 
 
@@ -150,13 +150,13 @@ def test_version_refused(engines: Path, clean_env: dict[str, str]) -> None:
 ])
 def test_usage_errors_exit_2(clean_env: dict[str, str], args: list[str], message: str) -> None:
     done = worker(clean_env, *args)
-    assert done.returncode == 2 and done.stdout == ""
+    assert done.code == 2 and done.stdout == ""
     assert done.stderr.startswith(f"{PROG}: {message}")
 
 
 def test_no_command_exits_2(clean_env: dict[str, str]) -> None:
     done = worker(clean_env)
-    assert done.returncode == 2 and done.stderr.startswith(f"usage: {PROG} ")
+    assert done.code == 2 and done.stderr.startswith(f"usage: {PROG} ")
 
 
 @pytest.mark.parametrize(("form", "named"), [

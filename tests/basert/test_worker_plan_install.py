@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import pytest
 from basert_helpers import LIB_NAME, WORKER, lib_path
 
 from superfluid.runtime.kernel.receipt import read_receipt
+from tests import cli
 from tests.conftest import printed_receipt
 
 PROG = "superfluid-worker-basert"
@@ -31,21 +31,21 @@ RELEASE = "https://github.com/basecompute/baseRT/releases/download"
 DIGEST = hashlib.sha256(b"a verified bundle").hexdigest()
 
 
-def worker(env: dict[str, str], *args: str | Path) -> subprocess.CompletedProcess[str]:
+def worker(env: dict[str, str], *args: str | Path) -> cli.Run:
     assert WORKER.exists(), f"{WORKER} is missing: install the package (scripts/setup-env)"
-    return subprocess.run([str(WORKER), *map(str, args)], env=env, capture_output=True, text=True, timeout=60)
+    return cli.run(WORKER, *args, env=env, timeout=60)
 
 
 def plan(env: dict[str, str], host: dict[str, str], *flags: str) -> dict[str, Any]:
     done = worker({**env, **host}, "plan", *flags)
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert done.stdout.count("\n") == 1 and done.stderr == ""  # one line of JSON
     return json.loads(done.stdout)  # type: ignore[no-any-return]
 
 
 def refused(env: dict[str, str], host: dict[str, str], *flags: str) -> str:
     done = worker({**env, **host}, "plan", *flags)
-    assert done.returncode == 1 and done.stdout == "", done.stdout + done.stderr
+    assert done.code == 1 and done.stdout == "", done.stdout + done.stderr
     assert done.stderr.startswith(f"{PROG}: ") and done.stderr.count("\n") == 1
     return done.stderr
 
@@ -141,7 +141,7 @@ def test_sha256_names_the_first_plans_bundle_and_never_overrides_a_pin(clean_env
 ])
 def test_a_bad_plan_flag_is_a_usage_error(clean_env: dict[str, str], flags: list[str], message: str) -> None:
     done = worker({**clean_env, **MACOS}, "plan", *flags)
-    assert done.returncode == 2 and done.stdout == ""
+    assert done.code == 2 and done.stdout == ""
     assert done.stderr == f"{PROG}: {message}\n"
 
 
@@ -160,7 +160,7 @@ def bundle_plan(env: dict[str, str], version: str, *flags: str) -> dict[str, Any
     return plan(env, LINUX_X64, "--from", f"/mirror/{name}", "--sha256", DIGEST, *flags)["plans"][0]
 
 
-def install(env: dict[str, str], into: Path, p: dict[str, Any] | str) -> subprocess.CompletedProcess[str]:
+def install(env: dict[str, str], into: Path, p: dict[str, Any] | str) -> cli.Run:
     return worker({**env, **LINUX_X64}, "install", "--into", into, "--plan", p if isinstance(p, str) else json.dumps(p))
 
 
@@ -193,7 +193,7 @@ def test_install_writes_a_valid_receipt_for_a_library_it_drives(engines: Path, c
     # the installed library is the one check drives
     check = worker(clean_env, "check", "--basert-lib", into / "lib")
     report = json.loads(check.stdout)
-    assert check.returncode == 0 and report["available"] is True and report["abi"] == abi
+    assert check.code == 0 and report["available"] is True and report["abi"] == abi
 
 
 def test_the_installers_plan_chosen_by_abi_number_is_recorded_as_such(engines: Path, clean_env: dict[str, str],
@@ -205,7 +205,7 @@ def test_the_installers_plan_chosen_by_abi_number_is_recorded_as_such(engines: P
                      "sha256": DIGEST.upper(), "size": 1234, "digest_source": "sidecar", "checked": ["sidecar"]}],
          "tested": True, "chosen_by": "abi", "abi": 1, "why": "…", "platform": "linux-x64"}
     done = install(clean_env, into, p)
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     receipt = read_receipt(into / "runtime.json")
     assert (receipt.chosen_by, receipt.abi, receipt.tested) == ("abi", 1, True)
     assert receipt.sources[0].sha256 == DIGEST  # lower-cased
@@ -220,20 +220,20 @@ def test_a_refusal_by_abi_alone_installs_only_from_an_untested_plan(engines: Pat
                                                                    stated: int | None) -> None:
     into = extracted(tmp_path / "staging", engines, variant)
     done = install(clean_env, into, bundle_plan(clean_env, variant))
-    assert done.returncode == 1 and done.stdout == ""
+    assert done.code == 1 and done.stdout == ""
     verdict = "states ABI 2; this superfluid drives ABI 1" if stated else "only the unnumbered 0.3.x line carries ABI 1"
     assert verdict in done.stderr
     assert done.stderr.rstrip("\n").endswith("--untested installs it anyway (recorded as untested)")
     assert not (into / "runtime.json").exists()
 
     done = install(clean_env, into, bundle_plan(clean_env, variant, "--untested"))
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     receipt = read_receipt(into / "runtime.json")
     assert (receipt.version, receipt.tested, receipt.abi, receipt.chosen_by) == (variant, False, stated, "from")
     assert receipt.extra.pop("files") and receipt.extra == {"config_read": None}
     # installed untested, it still does not serve: the loader's verdict is the same
     check = worker(clean_env, "check", "--basert-lib", into / "lib")
-    assert check.returncode == 1 and verdict in json.loads(check.stdout)["available"]
+    assert check.code == 1 and verdict in json.loads(check.stdout)["available"]
 
 
 @pytest.mark.parametrize(("variant", "reason"), [
@@ -246,7 +246,7 @@ def test_a_refusal_other_than_by_abi_is_final(engines: Path, clean_env: dict[str
     into = extracted(tmp_path / "staging", engines, variant)
     p = bundle_plan(clean_env, "0.3.0", *(["--untested"] if untested else []))
     done = install(clean_env, into, p)
-    assert done.returncode == 1 and done.stdout == ""
+    assert done.code == 1 and done.stdout == ""
     assert done.stderr.startswith(f"{PROG}: basert 0.3.0-cpu: the staged library was refused by its check: "
                                   f"libbaseRT at {into / 'lib' / LIB_NAME}") and reason in done.stderr
     assert not (into / "runtime.json").exists()
@@ -256,17 +256,17 @@ def test_the_library_must_be_the_release_the_plan_names(engines: Path, clean_env
                                                        tmp_path: Path) -> None:
     into = extracted(tmp_path / "staging", engines, "0.3.1")
     done = install(clean_env, into, bundle_plan(clean_env, "0.4.0"))
-    assert done.returncode == 1
+    assert done.code == 1
     assert "the bundle of basert 0.4.0 holds a library of version 0.3.1: the release is not what it says" in done.stderr
     other = extracted(tmp_path / "other", engines, "0.5.0")
     p = bundle_plan(clean_env, "0.5.0", "--untested") | {"abi": 1}  # the plan's release states ABI 1
     done = install(clean_env, other, p)
-    assert done.returncode == 1 and "its library states ABI 2, and the release states 1" in done.stderr
+    assert done.code == 1 and "its library states ABI 2, and the release states 1" in done.stderr
     assert not (into / "runtime.json").exists() and not (other / "runtime.json").exists()
     # a bundle named without a version ("custom") is whatever it holds
     custom = bundle_plan(clean_env, "0.4.0") | {"version": "custom", "install": "custom-cpu"}
     done = install(clean_env, extracted(tmp_path / "custom", engines, "0.4.0"), custom)
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert json.loads(done.stdout)["version"] == "custom"
 
 
@@ -274,7 +274,7 @@ def test_a_directory_without_libbasert_is_refused(clean_env: dict[str, str], tmp
     (tmp_path / "lib").mkdir()
     done = install(clean_env, tmp_path, bundle_plan(clean_env, "0.4.0"))
     names = " nor ".join((LIB_NAME, "libbaseRT.0.dylib" if LIB_NAME.endswith(".dylib") else "libbaseRT.so.0"))
-    assert done.returncode == 1 and done.stdout == ""
+    assert done.code == 1 and done.stdout == ""
     # the staged probe names the library with --lib (the adapter's probe line), and the check says so
     assert f"the staged library was refused by its check: --lib names the directory {tmp_path / 'lib'}, " \
            f"which holds neither {names}" in done.stderr
@@ -291,7 +291,7 @@ def test_a_directory_without_libbasert_is_refused(clean_env: dict[str, str], tmp
 def test_a_bad_install_line_is_a_usage_error(clean_env: dict[str, str], tmp_path: Path, argv: list[str],
                                              message: str) -> None:
     done = worker(clean_env, "install", *[str(tmp_path) if a == "D" else a for a in argv])
-    assert done.returncode == 2 and done.stdout == ""
+    assert done.code == 2 and done.stdout == ""
     assert done.stderr == f"{PROG}: {message}\n"
 
 
@@ -301,12 +301,12 @@ def test_a_plan_missing_what_the_receipt_is_made_of_is_a_usage_error(engines: Pa
     good = bundle_plan(clean_env, "0.4.0")
     for key in ("version", "backend", "install", "assets"):
         done = install(clean_env, into, {k: v for k, v in good.items() if k != key})
-        assert done.returncode == 2 and f"--plan: {key!r} must be" in done.stderr, done.stderr
+        assert done.code == 2 and f"--plan: {key!r} must be" in done.stderr, done.stderr
     done = install(clean_env, into, good | {"abi": "1"})
-    assert done.returncode == 2 and "--plan: 'abi' must be a non-negative integer or null (it is '1')" in done.stderr
+    assert done.code == 2 and "--plan: 'abi' must be a non-negative integer or null (it is '1')" in done.stderr
     unverified = plan(clean_env, MACOS)["plans"][0]  # 0.4.0's digest is null until the installer settles it
     done = install(clean_env, into, unverified | {"id": "basert"})
-    assert done.returncode == 2
+    assert done.code == 2
     assert ("assets[0] (basert-engine-macos-arm64-0.4.0.tar.gz) has no 'sha256' of 64 hexadecimal digits (it has "
             "null); the installer passes the digest it verified") in done.stderr
     assert not (into / "runtime.json").exists()

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, VENV_BIN
+from tests import cli
+from tests.conftest import ROOT
 
 CI = ROOT / "ci"
 
@@ -66,7 +67,7 @@ def ci_env(**extra: str) -> dict[str, str]:
     """The caller's environment for a ``ci/`` step: the test venv's python, no key unless given."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("SUPERFLUID_SIGNING_KEY", "SUPERFLUID_SIGNING_KEY_FILE", "SOURCE_DATE_EPOCH")}
-    env["SUPERFLUID_CI_PYTHON"] = str(VENV_BIN / "python")
+    env["SUPERFLUID_CI_PYTHON"] = cli.script("python")
     env.update(extra)
     return env
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import cli
 from tests.ci.conftest import ci_env, run_ci
-from tests.conftest import VENV_BIN
 from tests.end_to_end.releases import REPO, engine_lib, host_platform
 from tests.release_server import ReleaseServer
 
@@ -102,11 +102,9 @@ def test_install_by_number_from_a_mirror_of_them(tmp_path: Path) -> None:
     mirror = server.write_mirror(tmp_path / "mirror")
     home = tmp_path / "home"
     home.mkdir()
-    env = {k: v for k, v in ci_env().items() if not k.startswith(("SUPERFLUID_", "BASERT_"))}
-    env["SUPERFLUID_HOME"] = str(home)
-    done = subprocess.run([str(VENV_BIN / "superfluid"), "runtime", "install", "basert", "--mirror", str(mirror)],
-                          env=env, capture_output=True, text=True, timeout=300, check=False, stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, done.stderr
+    done = cli.run("superfluid", "runtime", "install", "basert", "--mirror", mirror, env=cli.environment(home),
+                   timeout=300)
+    assert done.code == 0, done.stderr
     receipt = json.loads((home / "runtimes" / "basert" / "current" / "runtime.json").read_text())
     assert (receipt["version"], receipt["abi"], receipt["chosen_by"], receipt["tested"]) == ("0.4.0", 1, "abi", True)
     assert "basert-engine-abi-1.txt" in done.stderr

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from superfluid.runtime.kernel.schema import errors
+from tests import cli
 from tests.ci.conftest import KeyPair, Packed, ci_env, make_key_pair, run_ci, run_minisign
-from tests.conftest import ROOT, VENV_BIN
+from tests.conftest import ROOT
 
 SIDECARS = (".sha256", ".compat.json", ".compat.json.minisig")
 
@@ -66,7 +67,7 @@ def test_superfluid_verifies_every_document_and_its_tarball(packed: Packed, tmp_
     env = _sf_env(tmp_path)
     for doc in packed.out.glob("*.compat.json"):
         done = _sf(env, "compat", "--release", str(doc), "--key", str(packed.keys.public), "--json")
-        assert done.returncode == 0, done.stderr
+        assert done.code == 0, done.stderr
         verification = json.loads(done.stdout)["verification"]
         assert verification["verdict"] == f"verified by key {packed.keys.key_id}"
         assert verification["tarball"] == "checked" and verification["key"] == str(packed.keys.public)
@@ -85,7 +86,7 @@ def test_one_changed_byte_fails_minisign_and_superfluid(packed: Packed, tmp_path
     real = run_minisign("-Vm", str(doc), "-p", str(packed.keys.public))
     assert real.returncode == 1 and "Signature verification failed" in real.stderr
     done = _sf(_sf_env(tmp_path), "compat", "--release", str(doc), "--key", str(packed.keys.public))
-    assert done.returncode == 1 and done.stdout == ""
+    assert done.code == 1 and done.stdout == ""
     assert (f"superfluid: {doc}: its signature does not verify with trusted key {packed.keys.key_id}: the file "
             f"was changed after it was signed") in done.stderr and "Traceback" not in done.stderr
 
@@ -105,9 +106,8 @@ def test_document_equals_the_wheel_in_a_fresh_venv(packed: Packed, tmp_path: Pat
     home = tmp_path / "home"
     home.mkdir()
     env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "SUPERFLUID_HOME": str(home), "HOME": str(tmp_path)}
-    done = subprocess.run([str(venv / "bin" / "superfluid"), "compat", "--json"], env=env, capture_output=True,
-                          text=True, check=False, cwd=tmp_path, timeout=300)
-    assert done.returncode == 0, done.stderr
+    done = cli.run(venv / "bin" / "superfluid", "compat", "--json", env=env, cwd=tmp_path, timeout=300)
+    assert done.code == 0, done.stderr
     answered = json.loads(done.stdout)
     written = json.loads((packed.out / f"{wheel.name}.compat.json").read_text())
     answered.pop("release"), written.pop("release")
@@ -224,6 +224,5 @@ def _sf_env(tmp_path: Path) -> dict[str, str]:
     return {"PATH": "/usr/bin:/bin", "SUPERFLUID_HOME": str(home), "HOME": str(tmp_path)}
 
 
-def _sf(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(VENV_BIN / "superfluid"), *args], env=env, capture_output=True, text=True,
-                          timeout=120, check=False, stdin=subprocess.DEVNULL)
+def _sf(env: dict[str, str], *args: str) -> cli.Run:
+    return cli.run("superfluid", *args, env=env)

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import stat
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import VENV_BIN
+from tests import cli
 
-SUPERFLUID = VENV_BIN / "superfluid"
+SUPERFLUID = Path(cli.script("superfluid"))
 
 #: a plain Linux x64 host: no NVIDIA driver, no CUDA runtime, no ROCm, no Vulkan
 LINUX_X64 = {"SUPERFLUID_HOST_OS": "linux", "SUPERFLUID_HOST_ARCH": "x64", "SUPERFLUID_HOST_NVIDIA_DRIVER": "none",
@@ -21,25 +19,19 @@ MACOS_ARM64 = dict(LINUX_X64, SUPERFLUID_HOST_OS="macos", SUPERFLUID_HOST_ARCH="
 
 
 def base_env(home: Path, **extra: str) -> dict[str, str]:
-    """The caller's environment without worker overrides, with a fresh SUPERFLUID_HOME and host."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SUPERFLUID_WORKER_", "SUPERFLUID_HOST_")) and k not in ("BASERT_LIB",)}
-    env.update(LINUX_X64)
-    env["SUPERFLUID_HOME"] = str(home)
-    env.update(extra)
-    return env
+    """A test run's environment (no worker override, no library named), with a fresh SUPERFLUID_HOME
+    and host."""
+    return cli.environment(home, **{**LINUX_X64, **extra})
 
 
-def sf(env: dict[str, str], *args: str, exe: str | Path = SUPERFLUID,
-       timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def sf(env: dict[str, str], *args: str, exe: str | Path = SUPERFLUID, timeout: float = 60) -> cli.Run:
     """Run the real ``superfluid`` command as a subprocess."""
-    return subprocess.run([str(exe), *args], env=env, capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL, check=False)
+    return cli.run(exe, *args, env=env, timeout=timeout)
 
 
 def sf_json(env: dict[str, str], *args: str) -> Any:
     done = sf(env, *args)
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     return json.loads(done.stdout)
 
 

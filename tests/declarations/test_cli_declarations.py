@@ -27,7 +27,7 @@ def test_compat_json_is_the_merged_document(home: Path) -> None:
 
 def test_compat_human_has_a_table_per_runtime(home: Path) -> None:
     done = sf(base_env(home), "compat")
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     out = done.stdout
     assert "basert: drives baseRT ABI 1 (header 0.4.0); unnumbered libraries of the 0.3 line too" in out
     assert "b11642  v2" in out and "b11284  v1" in out
@@ -60,7 +60,7 @@ def test_versions_basert_json_lists_pins_with_verdicts(home: Path) -> None:
 
 def test_versions_human_table(home: Path) -> None:
     done = sf(base_env(home), "runtime", "versions", "llamacpp")
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].split() == ["VERSION", "INSTALLS", "HERE", "AS", "INSTALLED", "TESTED", "NOTE"]
     assert lines[1].split()[:5] == ["b11642", "yes", "b11642-cpu", "no", "yes"]
@@ -79,7 +79,7 @@ def test_options_llamacpp_json(home: Path) -> None:
 
 def test_options_human_table(home: Path) -> None:
     done = sf(base_env(home), "runtime", "options", "mlx")
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert "prefill-chunk   2048" in done.stdout and "an integer from 1 to 1048576" in done.stdout
     assert "--mlx-<option> <value>" in done.stdout
 
@@ -101,4 +101,4 @@ def test_runtimes_json(home: Path) -> None:
 
 def test_unknown_runtime_is_a_usage_error(home: Path) -> None:
     done = sf(base_env(home), "runtime", "versions", "nope", "--json")
-    assert done.returncode == 2 and "no runtime 'nope'" in done.stderr and "Traceback" not in done.stderr
+    assert done.code == 2 and "no runtime 'nope'" in done.stderr and "Traceback" not in done.stderr

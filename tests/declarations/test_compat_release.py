@@ -29,7 +29,7 @@ def test_release_file_round_trips(home: Path, tmp_path: Path, checkout_document:
     assert got["release"]["tarball"] == "superfluid-1.0.tar.gz"
     assert got["runtimes"] == checkout_document["runtimes"]
     human = sf(base_env(home), "compat", "--release", str(path))
-    assert human.returncode == 0 and "superfluid-1.0.tar.gz sha256 " in human.stdout
+    assert human.code == 0 and "superfluid-1.0.tar.gz sha256 " in human.stdout
 
 
 def _tarball(tmp_path: Path) -> Path:
@@ -53,7 +53,7 @@ def test_release_file_refused(home: Path, tmp_path: Path, checkout_document: dic
     path = tmp_path / "bad.compat.json"
     path.write_text(json.dumps(checkout_document))
     done = sf(base_env(home), "compat", "--release", str(path))
-    assert done.returncode == 1
+    assert done.code == 1
     assert f"superfluid: {path} {fragment}" in done.stderr and "Traceback" not in done.stderr
 
 
@@ -72,12 +72,12 @@ def test_release_garbage_refused(home: Path, tmp_path: Path, content: bytes, fra
     path = tmp_path / "x.compat.json"
     path.write_bytes(content)
     done = sf(base_env(home), "compat", "--release", str(path))
-    assert done.returncode == 1 and fragment in done.stderr
+    assert done.code == 1 and fragment in done.stderr
 
 
 def test_release_missing_file(home: Path, tmp_path: Path) -> None:
     done = sf(base_env(home), "compat", "--release", str(tmp_path / "nope.json"))
-    assert done.returncode == 1 and "cannot be read" in done.stderr
+    assert done.code == 1 and "cannot be read" in done.stderr
 
 
 @pytest.fixture
@@ -103,7 +103,7 @@ def test_release_url_over_loopback(home: Path, checkout_document: dict, served: 
     assert got.pop("verification")["verdict"] == "unsigned"
     assert got == checkout_document
     done = sf(base_env(home), "compat", "--release", f"{base}/missing.compat.json")
-    assert done.returncode == 1 and "404" in done.stderr
+    assert done.code == 1 and "404" in done.stderr
 
 
 def test_with_tarball_fills_name_and_digest(tmp_path: Path) -> None:

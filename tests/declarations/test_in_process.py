@@ -8,11 +8,11 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests import cli
 from tests.declarations.conftest import LINUX_X64, MACOS_ARM64, SUPERFLUID, fake_worker, sf_json, validate
 from tests.declarations.conftest import empty_home_env as _empty_home_env
 
@@ -29,12 +29,10 @@ COMMANDS = [
 _EXECVE = re.compile(r'execve\("([^"]+)"')
 
 
-def _traced(env: dict[str, str], trace: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+def _traced(env: dict[str, str], trace: Path, *args: str) -> tuple[cli.Run, list[str]]:
     """Run the real ``superfluid`` under ``strace -f -e trace=execve``; (the run, every path execve'd)."""
     assert STRACE is not None
-    done = subprocess.run([STRACE, "-f", "-qq", "-e", "trace=execve", "-o", str(trace), str(SUPERFLUID), *args],
-                          env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-                          check=False)
+    done = cli.run(SUPERFLUID, *args, env=env, prefix=[STRACE, "-f", "-qq", "-e", "trace=execve", "-o", trace])
     return done, _EXECVE.findall(trace.read_text())
 
 
@@ -47,7 +45,7 @@ def _workers(paths: list[str]) -> list[str]:
 @pytest.mark.parametrize("args", COMMANDS)
 def test_no_worker_starts_on_an_empty_home(home: Path, tmp_path: Path, args: list[str], host: dict[str, str]) -> None:
     done, paths = _traced(_empty_home_env(home, host), tmp_path / "trace", *args)
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert paths and paths[0] == str(SUPERFLUID), paths  # the trace saw the command itself
     assert _workers(paths) == []
     json.loads(done.stdout)
@@ -61,12 +59,12 @@ def test_a_library_to_check_starts_its_worker_once_and_then_none(home: Path, tmp
     fake.write_bytes(b"not an ELF file")
     env = dict(_empty_home_env(home, LINUX_X64), SUPERFLUID_LLAMA_LIB=str(fake))
     done, paths = _traced(env, tmp_path / "trace-1", "runtimes", "--json")
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert _workers(paths) == [str(SUPERFLUID.parent / "superfluid-worker-llamacpp")]
     row = {r["id"]: r for r in json.loads(done.stdout)}["llamacpp"]
     assert str(fake) in row["ready"]
     done, paths = _traced(env, tmp_path / "trace-2", "runtimes", "--json")
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert _workers(paths) == []
     assert {r["id"]: r for r in json.loads(done.stdout)}["llamacpp"] == row
 
@@ -80,9 +78,8 @@ def test_a_row_judged_in_process_says_what_the_worker_says(home: Path, runtime_i
     validate(rows, "runtimes")
     row = {r["id"]: r for r in rows}[runtime_id]
     worker = SUPERFLUID.parent / f"superfluid-worker-{runtime_id}"
-    done = subprocess.run([str(worker), "check"], env=env, capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL, check=False)
-    assert done.returncode == 1, done.stderr
+    done = cli.run(worker, "check", env=env, timeout=60)
+    assert done.code == 1, done.stderr
     report = json.loads(done.stdout)
     assert isinstance(report["available"], str)
     assert row["ready"] == report["available"]

@@ -24,10 +24,10 @@ def test_runtimes_json_with_a_ready_basert(home: Path, engines: Path) -> None:
 def test_runtime_check_basert_with_options(home: Path, engines: Path) -> None:
     env = base_env(home)
     ok = sf(env, "runtime", "check", "basert", "--lib", str(lib_path(engines, "0.4.0")), "--kv-bits", "8")
-    assert ok.returncode == 0 and ok.stdout.startswith("basert: available (0.4.0"), ok.stderr
+    assert ok.code == 0 and ok.stdout.startswith("basert: available (0.4.0"), ok.stderr
     refused = sf(env, "runtime", "check", "basert", "--lib", str(lib_path(engines, "0.5.0")), "--json")
-    assert refused.returncode == 1
+    assert refused.code == 1
     assert json.loads(refused.stdout)["available"].startswith(
         f"libbaseRT at {lib_path(engines, '0.5.0')} states ABI 2; this superfluid drives ABI 1")
     bad = sf(env, "runtime", "check", "basert", "--kv-bits", "3")
-    assert bad.returncode == 2 and "--kv-bits '3': expected one of 0, 4, 8, 16, 84" in bad.stderr
+    assert bad.code == 2 and "--kv-bits '3': expected one of 0, 4, 8, 16, 84" in bad.stderr

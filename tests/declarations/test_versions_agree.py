@@ -45,7 +45,7 @@ def test_without_a_listing_versions_says_it_lists_pins_only(home: Path, mirror: 
         server.clear_log()
         done = sf(env, "runtime", "versions", "basert")
         assert server.log == []  # the recipe alone: no request
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     rows = sf_json(env, "runtime", "versions", "basert", "--json")
     assert all(r["installs"] is not True for r in rows)  # on Linux x64 no pin installs: the recipe alone
     assert chosen["install"] == "0.4.0-cpu"  # while the listing offers one by ABI number
@@ -57,10 +57,10 @@ def test_without_a_listing_versions_says_it_lists_pins_only(home: Path, mirror: 
 
 def test_offline_versions_and_the_offline_dry_run_agree(home: Path, mirror: Path) -> None:
     env = base_env(home)
-    assert sf(env, "runtime", "install", "basert", "--mirror", str(mirror)).returncode == 0
+    assert sf(env, "runtime", "install", "basert", "--mirror", str(mirror)).code == 0
     dry = sf(env, "runtime", "install", "basert", "--dry-run", "--json", "--offline", "--mirror", str(mirror))
     versions = sf(env, "runtime", "versions", "basert", "--json", "--offline", "--mirror", str(mirror))
-    assert (versions.returncode, dry.returncode) == (0, 0), versions.stderr + dry.stderr
+    assert (versions.code, dry.code) == (0, 0), versions.stderr + dry.stderr
     chosen = json.loads(dry.stdout)["plans"][0]
     (row,) = [r for r in json.loads(versions.stdout) if r.get("source") == "listing"]
     assert (row["version"], row["install"], row["installed"]) == (chosen["version"], chosen["install"], True)
@@ -74,15 +74,15 @@ def test_every_version_installs_as_versions_says(home: Path, mirror: Path, offli
     env = base_env(home)
     flags = ("--mirror", str(mirror), *(["--offline"] if offline else []))
     if offline:
-        assert sf(env, "runtime", "install", "basert", "--mirror", str(mirror)).returncode == 0
+        assert sf(env, "runtime", "install", "basert", "--mirror", str(mirror)).code == 0
     rows = sf_json(env, "runtime", "versions", "basert", "--json", *flags)
     validate(rows, "versions")
     said = {r["version"]: (r["installs"] is True, r["install"]) for r in rows}
     assert said["0.3.0"] == (True, "0.3.0-cpu")
     for version, (installs, install) in said.items():
         dry = sf(env, "runtime", "install", "basert", "--version", version, "--dry-run", "--json", *flags)
-        planned = json.loads(dry.stdout)["plans"][0]["install"] if dry.returncode == 0 else None
-        assert (dry.returncode == 0, planned) == (installs, install), (version, dry.stderr)
+        planned = json.loads(dry.stdout)["plans"][0]["install"] if dry.code == 0 else None
+        assert (dry.code == 0, planned) == (installs, install), (version, dry.stderr)
         if not installs:
             reason = next(r["installs"] for r in rows if r["version"] == version)
             assert dry.stderr.startswith(f"superfluid: {reason.split(': `')[0]}"), (reason, dry.stderr)

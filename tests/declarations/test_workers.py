@@ -93,7 +93,7 @@ def test_superfluid_through_a_shim_finds_its_workers(home: Path, tmp_path: Path)
 
 def sf_json_exe(env: dict[str, str], exe: Path, *args: str) -> object:
     done = sf(env, *args, exe=exe)
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     return json.loads(done.stdout)
 
 
@@ -116,11 +116,11 @@ def test_wrong_option_value_exits_2_before_any_worker_starts(home: Path, tmp_pat
         (["--threads"], "--threads needs a value"),
     ):
         done = sf(env, "runtime", "check", "llamacpp", *args)
-        assert done.returncode == 2, (args, done.stderr)
+        assert done.code == 2, (args, done.stderr)
         assert fragment in done.stderr and "Traceback" not in done.stderr
     assert not marker.exists()
     done = sf(env, "runtime", "check", "llamacpp", "--n-gpu-layers", "0", "--flash-attn", "on")
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert marker.read_text().split() == ["check", "--n-gpu-layers", "0", "--flash-attn", "on"]
 
 
@@ -135,14 +135,14 @@ print(json.dumps({"runtime": {"id": "llamacpp", "version": "llama.cpp fake"}, "a
 def test_the_option_at_fault_is_named(home: Path, tmp_path: Path) -> None:
     env = base_env(home, SUPERFLUID_WORKER_LLAMACPP=str(fake_worker(tmp_path / "picky", PICKY)))
     done = sf(env, "runtime", "check", "llamacpp", "--threads", "2", "--cache-type-k", "q4_0")
-    assert done.returncode == 1
+    assert done.code == 1
     assert ("the llamacpp runtime fails with --cache-type-k q4_0 and passes without it: "
             "llama_init_from_model failed") in done.stderr
     done = sf(env, "runtime", "check", "llamacpp", "--yarn-orig-ctx", "4096", "--rope-scaling", "yarn", "--json")
-    assert done.returncode == 1
+    assert done.code == 1
     assert "fails with --yarn-orig-ctx 4096 --rope-scaling yarn together and passes without them" in done.stderr
     assert json.loads(done.stdout)["options_at_fault"] == ["yarn-orig-ctx", "rope-scaling"]
-    assert sf(env, "runtime", "check", "llamacpp", "--threads", "2").returncode == 0
+    assert sf(env, "runtime", "check", "llamacpp", "--threads", "2").code == 0
 
 
 GARBAGE = 'print("this is not json {")'
@@ -155,7 +155,7 @@ def test_failing_hanging_and_garbage_workers_are_named_and_the_others_answer(hom
                    SUPERFLUID_WORKER_MLX=str(fake_worker(tmp_path / "hanging", HANGING)),
                    SUPERFLUID_WORKER_TIMEOUT="1.5")
     done = sf(env, "compat", "--json")
-    assert done.returncode == 1
+    assert done.code == 1
     doc = json.loads(done.stdout)
     validate(doc, "compat")
     assert doc["runtimes"]["basert"]["requires"] == {"header": "0.4.0", "abi": 1}
@@ -168,7 +168,7 @@ def test_failing_hanging_and_garbage_workers_are_named_and_the_others_answer(hom
 
     env["SUPERFLUID_WORKER_LLAMACPP"] = str(fake_worker(tmp_path / "failing", FAILING))
     done = sf(env, "compat")
-    assert done.returncode == 1
+    assert done.code == 1
     assert "llamacpp: no answer: worker failing: superfluid-worker-llamacpp: libllama exploded" in done.stdout
     assert "basert: drives baseRT ABI 1" in done.stdout
 
@@ -181,7 +181,7 @@ def test_failing_hanging_and_garbage_workers_are_named_and_the_others_answer(hom
     assert rows["basert"]["requires"] == {"header": "0.4.0", "abi": 1}
 
     done = sf(env, "runtime", "versions", "llamacpp", "--json")
-    assert done.returncode == 1 and "worker failing: superfluid-worker-llamacpp: libllama exploded" in done.stderr
+    assert done.code == 1 and "worker failing: superfluid-worker-llamacpp: libllama exploded" in done.stderr
 
 
 WRONG_SHAPE = """
@@ -195,9 +195,9 @@ else:
 def test_a_worker_answering_the_wrong_shape_is_named(home: Path, tmp_path: Path) -> None:
     env = base_env(home, SUPERFLUID_WORKER_LLAMACPP=str(fake_worker(tmp_path / "shapeless", WRONG_SHAPE)))
     done = sf(env, "compat", "--json")
-    assert done.returncode == 1
+    assert done.code == 1
     reason = json.loads(done.stdout)["unanswered"]["llamacpp"]
     assert reason.startswith("worker shapeless: its `compat --json` answer does not match the compat schema")
     done = sf(env, "runtime", "versions", "llamacpp", "--json")
-    assert done.returncode == 1
+    assert done.code == 1
     assert "installed and tested must be true or false" in done.stderr

@@ -9,11 +9,10 @@ the network or schema libraries may be among them: an install imports them, a li
 from __future__ import annotations
 
 import re
-import subprocess
 
 import pytest
 
-from tests.conftest import VENV_BIN
+from tests import cli
 from tests.end_to_end.conftest import Home
 from tests.release_server import ReleaseServer
 
@@ -32,10 +31,8 @@ _IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)\s*$")
 
 def imported(home: Home, argv: list[str]) -> set[str]:
     """The modules ``superfluid <argv>`` imports (the console script itself, as installed)."""
-    done = subprocess.run([str(VENV_BIN / "python"), "-X", "importtime", str(VENV_BIN / "superfluid"), *argv],
-                          env=home.env, capture_output=True, text=True, timeout=60, check=False,
-                          stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = cli.run("superfluid", *argv, env=home.env, timeout=60, prefix=[cli.script("python"), "-X", "importtime"])
+    assert done.code == 0, done.stderr[-2000:]
     found = {m.group(1) for line in done.stderr.splitlines() if (m := _IMPORTED.match(line))}
     assert "superfluid" in found, "no import report: -X importtime did not run"
     return found

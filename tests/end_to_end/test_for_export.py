@@ -5,13 +5,12 @@ not have, is refused with the service's reason, never only "not found (HTTP 404)
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from superfluid.manifest import minisign
-from tests.conftest import VENV_BIN
+from tests import cli
 from tests.end_to_end.conftest import Home
 from tests.release_server import ReleaseServer
 
@@ -32,11 +31,11 @@ def export(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
         doc.write_bytes(doc.read_bytes().replace(b'"0.2.1"', b'"0.2.1" ', 1))  # no longer what was signed
     pub = base / "release.pub"
     pub.write_text(key.public().to_text())
-    manifest = str(VENV_BIN / "superfluid-manifest")
-    subprocess.run([manifest, "keys", "init", str(base / "keys")], check=True, capture_output=True, timeout=60)
-    done = subprocess.run([manifest, "export", "--source", str(root), "--key", str(pub), "--tuf-keys",
-                           str(base / "keys"), str(base / "site")], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0 and "(2 releases, 1 rejected)" in done.stdout, done.stderr
+    made = cli.run("superfluid-manifest", "keys", "init", base / "keys", timeout=60)
+    assert made.code == 0, made.stderr
+    done = cli.run("superfluid-manifest", "export", "--source", root, "--key", pub, "--tuf-keys", base / "keys",
+                   base / "site")
+    assert done.code == 0 and "(2 releases, 1 rejected)" in done.stdout, done.stderr
     return base / "site", pub
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from superfluid.runtime.kernel.schema import errors as schema_errors
-from tests.conftest import VENV_BIN
+from tests import cli
 from tests.end_to_end import releases
 from tests.end_to_end.conftest import Home
 from tests.release_server import ReleaseServer
@@ -228,7 +228,7 @@ def test_an_install_started_during_a_prune_succeeds(cli_home: Home, server: Rele
     _install(cli_home, server, "--version", "0.4.0")
     assert cli_home.superfluid("runtime", "remove", "basert", "0.3.1-cpu").code == 0
     marker = tmp_path / "pruning"
-    pruner = subprocess.Popen([str(VENV_BIN / "python"), "-c", PRUNER, str(cli_home.path), str(marker)],
+    pruner = subprocess.Popen([cli.script("python"), "-c", PRUNER, str(cli_home.path), str(marker)],
                               env=cli_home.env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

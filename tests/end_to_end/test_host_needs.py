@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,8 @@ import pytest
 from superfluid.manifest import minisign
 from superfluid.runtime.hostfacts.host import detect
 from superfluid.runtime.kernel.schema import errors
-from tests.conftest import VENV_BIN, native_script
+from tests import cli
+from tests.conftest import native_script
 from tests.end_to_end.conftest import Home
 from tests.end_to_end.releases import libllama_archive
 from tests.release_server import ReleaseServer
@@ -68,8 +68,8 @@ def test_a_build_for_a_newer_glibc_installs_nothing_and_says_why(cli_home: Home,
 
 def _document(tmp: Path, key: minisign.SecretKey, builds: tuple[str, ...]) -> tuple[Path, Path]:
     """A signed compat document of superfluid 0.9.0 testing ``builds`` (layout v2); (it, its key)."""
-    done = subprocess.run([str(VENV_BIN / "superfluid"), "compat", "--json"], capture_output=True, text=True,
-                          check=True, timeout=60)
+    done = cli.run("superfluid", "compat", "--json", timeout=60)
+    assert done.code == 0, done.stderr
     doc: dict[str, Any] = copy.deepcopy(json.loads(done.stdout))
     doc["release"] = {"name": "superfluid", "version": "0.9.0"}
     doc["runtimes"]["llamacpp"]["tested"] = [{"build": b, "layout": "v2"} for b in builds]

@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 
 from superfluid.manifest import minisign
-from tests.conftest import VENV_BIN
+from tests import cli
 from tests.end_to_end.conftest import Home
 from tests.end_to_end.releases import libllama_archive
 from tests.release_server import ReleaseServer
 
 
 def _ours() -> dict[str, Any]:
-    done = subprocess.run([str(VENV_BIN / "superfluid"), "compat", "--json"], capture_output=True, text=True,
-                          check=True, timeout=60)
+    done = cli.run("superfluid", "compat", "--json", timeout=60)
+    assert done.code == 0, done.stderr
     return json.loads(done.stdout)  # type: ignore[no-any-return]
 
 
@@ -169,13 +169,12 @@ def test_for_version_through_a_running_manifest_service(cli_home: Home, server: 
     trust = ["--insecure-no-freshness"]
     if tuf:
         keys, repo = tmp_path / "tuf-keys", tmp_path / "tuf-repo"
-        subprocess.run([str(VENV_BIN / "superfluid-manifest"), "keys", "init", str(keys)], check=True,
-                       capture_output=True, timeout=60)
+        made = cli.run("superfluid-manifest", "keys", "init", keys, timeout=60)
+        assert made.code == 0, made.stderr
         signing, trust = ["--tuf-repo", str(repo), "--tuf-keys", str(keys)], []
         cli_home.env["SUPERFLUID_MANIFEST_ROOT"] = str(repo / "metadata" / "1.root.json")
-    proc = subprocess.Popen([str(VENV_BIN / "superfluid-manifest"), "serve", "--source", str(root), "--port", "0",
-                             "--quiet", "--key", str(pub), *signing], env=cli_home.env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = cli.start("superfluid-manifest", "serve", "--source", root, "--port", "0", "--quiet", "--key", pub, *signing,
+                     env=cli_home.env, stdout=subprocess.DEVNULL)
     try:
         assert proc.stderr is not None
         lines: list[str] = []

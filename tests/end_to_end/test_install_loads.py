@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import VENV_BIN
+from tests import cli
 from tests.end_to_end.conftest import Home
 from tests.loaded_modules import Loaded, loaded
 from tests.release_server import ReleaseServer
@@ -22,7 +22,7 @@ ANOTHER_FORMS = ("superfluid.commands.install_locked", "superfluid.commands.inst
                  "superfluid.manifest.routes", "superfluid.manifest.verdict")
 
 def _loaded(home: Home, *argv: str) -> Loaded:
-    return loaded("superfluid.cli", argv, home.env, python=str(VENV_BIN / "python"))
+    return loaded("superfluid.cli", argv, home.env, python=cli.script("python"))
 
 
 def test_a_plain_install_loads_no_other_form_of_the_install(cli_home: Home, server: ReleaseServer) -> None:

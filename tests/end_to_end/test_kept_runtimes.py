@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import time
 from typing import Any
 
 import pytest
 
 from superfluid import answer_cache
-from tests.conftest import VENV_BIN, Run
+from tests import cli
+from tests.cli import Run
 from tests.end_to_end import releases
 from tests.end_to_end.conftest import Home
 from tests.release_server import ReleaseServer
@@ -27,12 +27,11 @@ _IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)\s*$")
 
 def _runtimes(home: Home, *argv: str, env: dict[str, str] | None = None) -> tuple[Run, set[str]]:
     """``superfluid runtimes <argv>`` and the modules it imported."""
-    done = subprocess.run([str(VENV_BIN / "python"), "-X", "importtime", str(VENV_BIN / "superfluid"), "runtimes",
-                           *argv], env=env or home.env, capture_output=True, text=True, timeout=60, check=False,
-                          stdin=subprocess.DEVNULL)
+    done = cli.run("superfluid", "runtimes", *argv, env=env or home.env, timeout=60,
+                   prefix=[cli.script("python"), "-X", "importtime"])
     modules = {m.group(1) for line in done.stderr.splitlines() if (m := _IMPORTED.match(line))}
     stderr = "\n".join(line for line in done.stderr.splitlines() if not line.startswith("import time:"))
-    return Run(done.returncode, done.stdout, stderr), modules
+    return Run(done.code, done.stdout, stderr), modules
 
 
 def _computed(modules: set[str]) -> bool:

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from superfluid.installer.home.publish import launcher_script
-from tests.conftest import VENV_BIN, native_cache
+from tests import cli
+from tests.conftest import native_cache
 from tests.end_to_end.conftest import Home
 from tests.release_server import ReleaseServer
 
@@ -42,20 +43,19 @@ def _install_dir(root: Path, made_by: str) -> Path:
 def _linked_superfluid(d: Path) -> Path:
     """A ``bin/`` holding ``superfluid`` as a package manager's link to the real one."""
     d.mkdir()
-    (d / "superfluid").symlink_to(VENV_BIN / "superfluid")
+    (d / "superfluid").symlink_to(cli.script("superfluid"))
     return d
 
 
 def _copied_superfluid(d: Path) -> Path:
     """A ``bin/`` holding a copy of the console script (its ``#!`` names the real Python), no python beside."""
     d.mkdir()
-    shutil.copy(VENV_BIN / "superfluid", d / "superfluid")
+    shutil.copy(cli.script("superfluid"), d / "superfluid")
     return d
 
 
-def _run(install: Path, env: dict[str, str], *argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(install / "bin" / "superfluid-worker-basert"), *argv], env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=60, check=False)
+def _run(install: Path, env: dict[str, str], *argv: str, cwd: Path | None = None) -> cli.Run:
+    return cli.run(install / "bin" / "superfluid-worker-basert", *argv, env=env, cwd=cwd, timeout=60)
 
 
 @pytest.mark.parametrize(("made_by", "situation", "runs"), [
@@ -79,10 +79,10 @@ def test_the_launcher_finds_a_superfluid(tmp_path: Path, made_by: str, situation
         env["SUPERFLUID_PYTHON"] = shutil.which("python3", path=SYSTEM_PATH) or "/usr/bin/python3"
     done = _run(install, env, "compat", "--json")
     if runs:
-        assert done.returncode == 0, done.stderr
+        assert done.code == 0, done.stderr
         assert json.loads(done.stdout)["requires"]["abi"] == 1
         return
-    assert done.returncode == 127 and done.stdout == ""
+    assert done.code == 127 and done.stdout == ""
     assert done.stderr.count("\n") == 1  # one line: a worker's reason is its last line
     assert "`superfluid runtime repair basert 0.4.0-cpu` rewrites" in done.stderr
     if situation == "nothing-else":
@@ -119,30 +119,28 @@ def test_an_install_survives_the_environment_that_made_it_being_deleted(tmp_path
                                                                           server: ReleaseServer) -> None:
     made_with = _throwaway_superfluid(tmp_path / "old-venv")
     env = {**cli_home.env, "PATH": SYSTEM_PATH}
-    done = subprocess.run([str(made_with), "runtime", "install", "basert", "--mirror", server.mirror_url], env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr
+    done = cli.run(made_with, "runtime", "install", "basert", "--mirror", server.mirror_url, env=env)
+    assert done.code == 0, done.stderr
     launcher = cli_home.basert / "0.4.0-cpu" / "bin" / "superfluid-worker-basert"
     assert str(tmp_path / "old-venv") in launcher.read_text()  # named, as the last resort only
     shutil.rmtree(tmp_path / "old-venv")
 
     # the daemon runs the worker with a superfluid on PATH: it answers from the install's own lib
     on_path = {**env, "PATH": f"{_linked_superfluid(tmp_path / 'bin')}:{SYSTEM_PATH}"}
-    check = subprocess.run([str(launcher), "check"], env=on_path, capture_output=True, text=True, timeout=60)
-    assert check.returncode == 0, check.stderr
+    check = cli.run(launcher, "check", env=on_path, timeout=60)
+    assert check.code == 0, check.stderr
     report = json.loads(check.stdout)
     assert report["available"] is True and report["library"].startswith(str(cli_home.basert / "0.4.0-cpu" / "lib"))
 
     # another superfluid asking the install's worker names its own Python: no PATH needed
     other = {**env, "SUPERFLUID_WORKER_BASERT": str(launcher)}
-    rows = subprocess.run([str(VENV_BIN / "superfluid"), "runtimes", "--json"], env=other, capture_output=True,
-                          text=True, timeout=60, check=False)
+    rows = cli.run("superfluid", "runtimes", "--json", env=other, timeout=60)
     row = next(r for r in json.loads(rows.stdout) if r["id"] == "basert")
     assert (row["state"], row["ready"]) == ("ready", True), rows.stderr
 
     # with no superfluid anywhere: one line naming the command that restores it
-    alone = subprocess.run([str(launcher), "check"], env=env, capture_output=True, text=True, timeout=60)
-    assert alone.returncode == 127
+    alone = cli.run(launcher, "check", env=env, timeout=60)
+    assert alone.code == 127
     assert "`superfluid runtime repair basert 0.4.0-cpu` rewrites this launcher" in alone.stderr
 
 

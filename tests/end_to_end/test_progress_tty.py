@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import os
 import pty
-import subprocess
 import threading
 
 import pytest
 
-from tests.conftest import VENV_BIN
+from tests import cli
 from tests.end_to_end import releases
 from tests.end_to_end.conftest import Home
 from tests.release_server import ReleaseServer
@@ -36,14 +35,15 @@ def _on_a_pty(home: Home, env: dict[str, str], *argv: str) -> tuple[int, str, st
 
     reader = threading.Thread(target=read)
     reader.start()
+    proc = cli.start("superfluid", *argv, env=env, stderr=slave)
     try:
-        done = subprocess.run([str(VENV_BIN / "superfluid"), *argv], env=env, stdout=subprocess.PIPE, stderr=slave,
-                              stdin=subprocess.DEVNULL, text=True, timeout=120, check=False)
+        out, _ = proc.communicate(timeout=120)
     finally:
+        proc.kill()  # one past the timeout (an exited one is left alone)
         os.close(slave)
         reader.join(timeout=10)
         os.close(master)
-    return done.returncode, done.stdout, b"".join(got).decode("utf-8", "replace")
+    return proc.wait(), out, b"".join(got).decode("utf-8", "replace")
 
 
 def test_a_bar_on_a_terminal(cli_home: Home, server: ReleaseServer) -> None:

@@ -22,7 +22,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import VENV_BIN, Run, isolated_env
+from tests import cli
+from tests.cli import Run
 from tests.end_to_end import releases
 from tests.release_server import ReleaseServer, sha256_line
 
@@ -44,17 +45,11 @@ class Machine:
     home: Path
     env: dict[str, str] = field(default_factory=dict)
 
-    def argv(self, *args: str) -> list[str]:
-        return [str(VENV_BIN / "superfluid"), *args]
-
     def superfluid(self, *args: str, timeout: float = 120) -> Run:
-        done = subprocess.run(self.argv(*args), cwd=self.cwd, env=self.env, capture_output=True, text=True,
-                              timeout=timeout, check=False, stdin=subprocess.DEVNULL)
-        return Run(done.returncode, done.stdout, done.stderr)
+        return cli.run("superfluid", *args, env=self.env, cwd=self.cwd, timeout=timeout)
 
     def popen(self, *args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(self.argv(*args), cwd=self.cwd, env=self.env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+        return cli.start("superfluid", *args, env=self.env, cwd=self.cwd)
 
     def receipt(self, runtime: str, install: str) -> dict[str, Any]:
         return json.loads((self.home / "runtimes" / runtime / install / "runtime.json").read_text())
@@ -70,7 +65,7 @@ def machine_at(base: Path, name: str, **env: str) -> Machine:
     cwd = base / name
     home = cwd / "sfhome"
     home.mkdir(parents=True)
-    return Machine(cwd, home, isolated_env(home, **{**PLAIN, **env}))
+    return Machine(cwd, home, cli.environment(home, **{**PLAIN, **env}))
 
 
 def publish_fleet_releases(server: ReleaseServer, llama: bytes) -> None:

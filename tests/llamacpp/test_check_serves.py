@@ -4,35 +4,28 @@ serve exits 3 with it; a cache type that fits passes both. Real libllama, real s
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, VENV_BIN
+from tests import cli
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.native
 
 
-def _env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SUPERFLUID_", "BASERT_"))}
-    env["SUPERFLUID_HOME"] = str(home)
-    return env
-
-
-def check(home: Path, lib: Path, model: Path, *flags: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(VENV_BIN / "superfluid"), "runtime", "check", "llamacpp", "--model", str(model),
-                           "--llamacpp-lib", str(lib / "libllama.so"), *flags], env=_env(home),
-                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+def check(home: Path, lib: Path, model: Path, *flags: str) -> cli.Run:
+    return cli.run("superfluid", "runtime", "check", "llamacpp", "--model", model, "--llamacpp-lib",
+                   lib / "libllama.so", *flags, env=cli.environment(home), timeout=60)
 
 
 def serve_exit(home: Path, lib: Path, model: Path, *flags: str) -> int:
     """The worker's serve exit code with these options (3: the model did not load); a serve that
     starts is stopped once it announces itself."""
     proc = subprocess.Popen([sys.executable, "-m", "superfluid.runtime.llamacpp.worker", "serve", "--lib", str(lib),
-                             "--model", str(model), "--port", "0", *flags], cwd=ROOT, env=_env(home),
+                             "--model", str(model), "--port", "0", *flags], cwd=ROOT, env=cli.environment(home),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     try:
         assert proc.stdout is not None
@@ -60,9 +53,9 @@ def test_check_and_serve_agree_on_cache_types(tmp_path: Path, libllama_v2: Path,
                                               model: str, flags: list[str], passes: bool, fragment: str) -> None:
     done = check(tmp_path, libllama_v2, gguf_models[model], *flags)
     assert "Traceback" not in done.stderr
-    assert (done.returncode == 0) == passes, done.stderr
+    assert (done.code == 0) == passes, done.stderr
     served = serve_exit(tmp_path, libllama_v2, gguf_models[model], *flags)
     assert (served == 0) == passes, f"serve exited {served}"
     if not passes:
-        assert done.returncode == 1 and served == 3
+        assert done.code == 1 and served == 3
         assert fragment in done.stderr and "does not divide" in done.stderr

@@ -11,7 +11,6 @@ from __future__ import annotations
 import ctypes as C
 import ctypes.util
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import pytest
 
 from superfluid.runtime.llamacpp import bindings
 from superfluid.runtime.llamacpp import layout as L
+from tests import cli
 from tests.conftest import ROOT
 from tests.llamacpp.stubs import older_defaults, stub_library
 
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compile
 
 
 def check(lib: Path) -> tuple[int, dict[str, object], str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SUPERFLUID_")}
+    env = cli.environment()
     done = subprocess.run([sys.executable, "-m", "superfluid.runtime.llamacpp.worker", "check", "--lib", str(lib)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode >= 0, f"the worker died of signal {-done.returncode}: {done.stderr[-1500:]}"
@@ -95,7 +95,7 @@ def test_a_stub_with_tested_defaults_is_accepted_up_to_the_first_real_call(tmp_p
     # (abort), which proves the refusals above happened before it
     context, model = L.default_image(L.LAYOUTS[0])
     lib = stub_library(tmp_path, context[:168], model[:80])
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SUPERFLUID_")}
+    env = cli.environment()
     done = subprocess.run([sys.executable, "-m", "superfluid.runtime.llamacpp.worker", "check", "--lib", str(lib)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode < 0  # killed by SIGABRT from the stub's llama_backend_init

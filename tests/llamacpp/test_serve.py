@@ -8,7 +8,6 @@ line, talks to it over HTTP, and ends it with SIGTERM/SIGINT. The deterministic 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -21,14 +20,11 @@ from typing import Any
 
 import pytest
 
+from tests import cli
 from tests.conftest import ROOT
 from tests.serving_client import ServeProcess
 
 pytestmark = pytest.mark.native
-
-
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("SUPERFLUID_")}
 
 
 class Server(ServeProcess):
@@ -36,7 +32,7 @@ class Server(ServeProcess):
 
     def __init__(self, lib: Path, model: Path, *flags: str) -> None:
         super().__init__([sys.executable, "-m", "superfluid.runtime.llamacpp.worker", "serve", "--lib", str(lib),
-                          "--model", str(model), "--port", "0", *flags], _env(), cwd=ROOT)
+                          "--model", str(model), "--port", "0", *flags], cli.environment(), cwd=ROOT)
 
 
 @pytest.fixture
@@ -52,7 +48,7 @@ def llama_serve(libllama_each: Path, gguf_models: dict[str, Path]) -> Iterator[S
 def prompt_tokens(lib: Path, model: Path, prompt: str) -> int:
     """How many tokens the library makes of ``prompt`` (BOS included), asked in another child."""
     argv = ["generate", str(lib / "libllama.so"), f"model={model}", f"prompt={prompt}", "n=1"]
-    done = subprocess.run([sys.executable, "-m", "tests.llamacpp.scenarios", *argv], cwd=ROOT, env=_env(),
+    done = subprocess.run([sys.executable, "-m", "tests.llamacpp.scenarios", *argv], cwd=ROOT, env=cli.environment(),
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return len(json.loads(done.stdout)["prompt"])
@@ -220,7 +216,7 @@ def test_sigterm_during_a_generation_answers_503_and_exits_0(libllama_v1: Path, 
 
 def serve_once(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "superfluid.runtime.llamacpp.worker", "serve", *map(str, args)],
-                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120)
+                          cwd=ROOT, env=cli.environment(), capture_output=True, text=True, timeout=120)
 
 
 def test_a_model_that_does_not_load_exits_3(libllama_v2: Path, tmp_path: Path) -> None:

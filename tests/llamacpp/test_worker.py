@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 import pytest
 
 from superfluid.runtime.kernel.receipt import Receipt
+from tests import cli
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.native
@@ -20,12 +20,9 @@ pytestmark = pytest.mark.native
 
 def worker(*args: str | Path, env: dict[str, str] | None = None, home: Path | None = None
            ) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("SUPERFLUID_")}
-    if home is not None:
-        base["SUPERFLUID_HOME"] = str(home)
-    base.update(env or {})
     return subprocess.run([sys.executable, "-m", "superfluid.runtime.llamacpp.worker", *map(str, args)],
-                          cwd=ROOT, env=base, capture_output=True, text=True, timeout=120)
+                          cwd=ROOT, env=cli.environment(home, **(env or {})), capture_output=True, text=True,
+                          timeout=120)
 
 
 def check(lib: Path, model: Path, *flags: str) -> dict[str, Any]:

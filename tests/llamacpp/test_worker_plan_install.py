@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -20,6 +19,7 @@ import pytest
 
 from superfluid.runtime.kernel.receipt import read_receipt
 from superfluid.runtime.llamacpp import layout as L
+from tests import cli
 from tests.conftest import ROOT, printed_receipt
 
 #: a Linux x64 host with no accelerator at all, whatever this machine has
@@ -30,10 +30,8 @@ BUILD = {"v1": "b11284", "v2": "b11642"}
 
 
 def worker(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("SUPERFLUID_")}
-    base.update(env or {})
     return subprocess.run([sys.executable, "-m", "superfluid.runtime.llamacpp.worker", *map(str, args)],
-                          cwd=ROOT, env=base, capture_output=True, text=True, timeout=120)
+                          cwd=ROOT, env=cli.environment(**(env or {})), capture_output=True, text=True, timeout=120)
 
 
 def plan(*flags: str, env: dict[str, str] | None = None) -> dict[str, Any]:

@@ -7,17 +7,16 @@ SIGTERM; offline (no network but the loopback server it starts) and within secon
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import time
 
+from tests import cli
 from tests.conftest import ROOT, native_cache
 
 
 def test_the_demo_tells_the_whole_story() -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SUPERFLUID_", "BASERT_"))}
-    env["SUPERFLUID_NATIVE_CACHE"] = str(native_cache())
+    env = cli.environment(SUPERFLUID_NATIVE_CACHE=str(native_cache()))
     start = time.monotonic()
     done = subprocess.run(["bash", str(ROOT / "scripts" / "demo")], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, timeout=300, stdin=subprocess.DEVNULL, check=False)

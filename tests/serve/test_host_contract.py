@@ -10,17 +10,16 @@ stops it and reads its code.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import signal
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, VENV_BIN, native_cache
+from tests import cli
+from tests.conftest import ROOT, native_cache
 from tests.serving_client import SuperfluidServe
 
 PAGE = ROOT / "docs" / "host-contract.md"
@@ -77,15 +76,13 @@ def sandbox(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     for version in ("0.4.0", "0.5.0"):
         (tmp_path / "libs" / f"basert-{version}").symlink_to(engines / version)
     (tmp_path / "home").mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SUPERFLUID_", "BASERT_"))}
-    env["SUPERFLUID_HOME"] = str(tmp_path / "home")
-    return tmp_path, env
+    return tmp_path, cli.environment(tmp_path / "home")
 
 
 def argv_of(command: str) -> list[str]:
     words = shlex.split(command)
     assert words[0] == "superfluid", command
-    return [str(VENV_BIN / "superfluid"), *words[1:]]
+    return [cli.script("superfluid"), *words[1:]]
 
 
 def test_the_page_has_an_example_for_every_exit_code() -> None:
@@ -109,10 +106,9 @@ def test_each_example_runs_as_written(sandbox: tuple[Path, dict[str, str]], step
                 server.close()
             assert code == step.code, err
             continue
-        done = subprocess.run(argv_of(step.command), cwd=cwd, env=env, capture_output=True, text=True, timeout=60,
-                              stdin=subprocess.DEVNULL, check=False)
+        done = cli.run(*argv_of(step.command), env=env, cwd=cwd, timeout=60)
         printed = (done.stdout + done.stderr).splitlines()
         assert len(printed) == len(step.output), printed
         for expected, got in zip(step.output, printed, strict=True):
             assert matches(expected, got), f"{step.command}:\n  page: {expected}\n  got:  {got}"
-        assert done.returncode == step.code, done.stderr
+        assert done.code == step.code, done.stderr

@@ -6,16 +6,16 @@ installed from a mirror folder by the real console script and serves a completio
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from superfluid.runtime.hostfacts.elf import read as read_elf
-from tests.conftest import VENV_BIN, libllama
+from tests import cli
+from tests.conftest import libllama
 from tests.end_to_end.releases import libllama_archive
 from tests.release_server import ReleaseServer
-from tests.serve.test_serve_openai import client, env_for, start, stop_cleanly
+from tests.serve.test_serve_openai import client, start, stop_cleanly
 
 TAG = "b11642"  # a build the llama.cpp adapter lists as tested, with the layout of the v2 tree
 
@@ -37,11 +37,9 @@ def test_a_backend_dl_release_archive_installs_from_a_mirror_folder_and_serves(
                                                      libllama_archive(libllama_dl, f"llama-{TAG}")})
     mirror = releases.write_mirror(tmp_path / "mirror")
     home = tmp_path / "home"
-    env = {**env_for(home), "SUPERFLUID_HOST_VULKAN": "0"}
-    done = subprocess.run([str(VENV_BIN / "superfluid"), "runtime", "install", "llamacpp", "--mirror", str(mirror),
-                           "--version", TAG], env=env, capture_output=True, text=True, timeout=300, check=False,
-                          stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, done.stderr
+    done = cli.run("superfluid", "runtime", "install", "llamacpp", "--mirror", mirror, "--version", TAG,
+                   env=cli.environment(home, SUPERFLUID_HOST_VULKAN="0"), timeout=300)
+    assert done.code == 0, done.stderr
     lib = home / "runtimes" / "llamacpp" / f"{TAG}-cpu" / "lib"
     assert (lib / "libggml-cpu.so").is_file() and (lib / "libllama.so").exists()
     s = start(home, "--model", gguf_models["always-the.gguf"])

@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import socket
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,24 +21,15 @@ from pathlib import Path
 import pytest
 
 from superfluid.runtime import registry
-from tests.conftest import VENV_BIN, native_cache
+from tests import cli
+from tests.conftest import native_cache
 
-SF = str(VENV_BIN / "superfluid")
 BASERT = native_cache() / "basert"
 LIB = "libbaseRT.so"
 
 
-def env_for(home: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SUPERFLUID_", "BASERT_")) and k not in ("VIRTUAL_ENV",)}
-    env["SUPERFLUID_HOME"] = str(home)
-    env.update(extra)
-    return env
-
-
-def serve(env: dict[str, str], *args: str | Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([SF, "serve", *map(str, args)], env=env, capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL, check=False)
+def serve(env: dict[str, str], *args: str | Path, timeout: float = 60) -> cli.Run:
+    return cli.run("superfluid", "serve", *args, env=env, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -96,8 +86,8 @@ def test_a_wrong_line_exits_2_and_starts_no_worker(home: Path, tmp_path: Path, t
     unclaimed.write_text("not a model\n")
     names = {"tiny": str(tiny), "missing": str(tmp_path / "missing.gguf"), "unclaimed": str(unclaimed)}
     overrides, marker = spy
-    done = serve(env_for(home, **overrides), *(a.format(**names) for a in args))
-    assert done.returncode == 2, done.stderr
+    done = serve(cli.environment(home, **overrides), *(a.format(**names) for a in args))
+    assert done.code == 2, done.stderr
     assert done.stdout == "" and done.stderr.startswith(f"superfluid: {says.format(**names)}"), done.stderr
     assert "Traceback" not in done.stderr
     assert not marker.exists(), "a worker was started for a line that is wrong"
@@ -105,8 +95,8 @@ def test_a_wrong_line_exits_2_and_starts_no_worker(home: Path, tmp_path: Path, t
 
 
 def test_help_names_every_flag_and_option(home: Path) -> None:
-    done = serve(env_for(home), "--help")
-    assert done.returncode == 0
+    done = serve(cli.environment(home), "--help")
+    assert done.code == 0
     for flag in ("--model PATH", "--runtime ID[@INSTALL]", "--basert-lib", "--llamacpp-lib", "--offline",
                  "--sessions DIR", "--host H", "--port N", "--llamacpp-n-gpu-layers", "--mlx-venv"):
         assert flag in done.stdout, flag
@@ -145,8 +135,8 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[dict[str, str]
 def test_a_runtime_not_installed_exits_4_and_fetches_nothing(home: Path, tiny: Path, offline: bool,
                                                              no_network: tuple[dict[str, str], list[int]]) -> None:
     urls, connections = no_network
-    done = serve(env_for(home, **urls), "--model", tiny, *(["--offline"] if offline else []))
-    assert done.returncode == 4, done.stderr
+    done = serve(cli.environment(home, **urls), "--model", tiny, *(["--offline"] if offline else []))
+    assert done.code == 4, done.stderr
     assert done.stderr.startswith("superfluid: libbaseRT not found (looked in ")
     kept = " --offline" if offline else ""  # the hint keeps the --offline serve was given
     assert done.stderr.rstrip().endswith(f"install it with `superfluid runtime install basert{kept}`, or name one "
@@ -179,8 +169,8 @@ def assert_serve_takes(flags: list[str], model: Path) -> None:
 ])
 def test_a_basert_library_this_build_does_not_drive_exits_4(home: Path, tiny: Path, lib: str, says: str) -> None:
     path = BASERT / lib / LIB
-    done = serve(env_for(home), "--model", tiny, "--basert-lib", path)
-    assert done.returncode == 4, done.stderr
+    done = serve(cli.environment(home), "--model", tiny, "--basert-lib", path)
+    assert done.code == 4, done.stderr
     assert done.stderr.startswith("superfluid: ") and says.format(lib=path) in done.stderr
     flags = hinted_flags(done.stderr)
     assert "--basert-lib" in flags
@@ -196,8 +186,8 @@ def test_a_llamacpp_of_an_unknown_layout_exits_4(home: Path, tmp_path: Path) -> 
     lib = stub_library(tmp_path, older_defaults(), L.default_image(L.LAYOUTS[1])[1][:80])
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF" + b"\0" * 60)
-    done = serve(env_for(home), "--model", model, "--llamacpp-lib", lib)
-    assert done.returncode == 4, done.stderr
+    done = serve(cli.environment(home), "--model", model, "--llamacpp-lib", lib)
+    assert done.code == 4, done.stderr
     assert done.stderr.startswith(f"superfluid: {lib} is a llama.cpp this adapter cannot drive: its parameter structs "
                                   "are laid out as no tested build's are (")
     assert "`superfluid runtime install llamacpp`" in done.stderr
@@ -207,8 +197,8 @@ def test_a_llamacpp_of_an_unknown_layout_exits_4(home: Path, tmp_path: Path) -> 
 def test_llamacpp_not_installed_exits_4_naming_the_flag(home: Path, tmp_path: Path) -> None:
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF" + b"\0" * 60)
-    done = serve(env_for(home), "--model", model)
-    assert done.returncode == 4, done.stderr
+    done = serve(cli.environment(home), "--model", model)
+    assert done.code == 4, done.stderr
     assert done.stderr.startswith("superfluid: llama.cpp not found (looked for libllama.so in ")
     assert "--llamacpp-lib or SUPERFLUID_LLAMA_LIB" in done.stderr
     assert_serve_takes(hinted_flags(done.stderr), model)
@@ -219,15 +209,15 @@ def test_mlx_off_apple_silicon_exits_4(home: Path, tmp_path: Path) -> None:
     model.mkdir()
     (model / "config.json").write_text("{}")
     (model / "model.safetensors").write_bytes(b"\0" * 16)
-    env = env_for(home, SUPERFLUID_HOST_OS="linux", SUPERFLUID_HOST_ARCH="x64")
+    env = cli.environment(home, SUPERFLUID_HOST_OS="linux", SUPERFLUID_HOST_ARCH="x64")
     done = serve(env, "--model", model)
-    assert done.returncode == 4, done.stderr
+    assert done.code == 4, done.stderr
     assert done.stderr.startswith("superfluid: MLX runs on Apple silicon only (macos-arm64); this is Linux")
 
 
 def test_an_install_that_is_not_there_exits_4(home: Path, tiny: Path) -> None:
-    done = serve(env_for(home), "--model", tiny, "--runtime", "basert@0.3.0-cpu")
-    assert done.returncode == 4, done.stderr
+    done = serve(cli.environment(home), "--model", tiny, "--runtime", "basert@0.3.0-cpu")
+    assert done.code == 4, done.stderr
     assert done.stderr == ("superfluid: basert@0.3.0-cpu is not installed (installs of basert here: none): install it "
                            "with `superfluid runtime install basert --version 0.3.0`, or name an install that exists\n")
 
@@ -242,8 +232,8 @@ def test_a_model_that_does_not_load_exits_3_with_the_workers_reason(home: Path, 
     model = tmp_path / "broken.base"
     model.write_bytes(content)
     lib = BASERT / "0.4.0" / LIB
-    done = serve(env_for(home), "--model", model, "--runtime", "basert", "--basert-lib", lib, "--port", "0")
-    assert done.returncode == 3, done.stderr
+    done = serve(cli.environment(home), "--model", model, "--runtime", "basert", "--basert-lib", lib, "--port", "0")
+    assert done.code == 3, done.stderr
     assert done.stderr.startswith(f"superfluid: the model did not load: {says.format(lib=lib, model=model)}")
     assert done.stdout == "" and "Traceback" not in done.stderr
 
@@ -253,8 +243,8 @@ def test_an_address_that_cannot_be_bound_exits_1(home: Path, tiny: Path) -> None
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        done = serve(env_for(home), "--model", tiny, "--basert-lib", BASERT / "0.4.0", "--port", str(port))
-    assert done.returncode == 1, done.stderr
+        done = serve(cli.environment(home), "--model", tiny, "--basert-lib", BASERT / "0.4.0", "--port", str(port))
+    assert done.code == 1, done.stderr
     assert done.stderr.startswith(f"superfluid: the basert worker did not start serving (exit 1): cannot listen on "
                                   f"127.0.0.1:{port}: ")
     assert done.stderr.rstrip("\n").endswith("Address already in use: give another --port, or --port 0 for a free one")

@@ -12,7 +12,6 @@ environment, and it never retries.
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
@@ -22,12 +21,12 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, VENV_BIN, native_cache
+from tests import cli
+from tests.conftest import ROOT, native_cache
 from tests.serving_client import SuperfluidServe, alive
 
 openai = pytest.importorskip("openai")
 
-SF = str(VENV_BIN / "superfluid")
 BASERT = native_cache() / "basert"
 COMPLETION = " a time the tiny reference engine spoke plainly and stopped"
 
@@ -38,14 +37,8 @@ def client(server: SuperfluidServe) -> Any:
                          http_client=openai.DefaultHttpxClient(trust_env=False))
 
 
-def env_for(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SUPERFLUID_", "BASERT_", "OPENAI_"))}
-    env["SUPERFLUID_HOME"] = str(home)
-    return env
-
-
 def start(home: Path, *args: str | Path) -> SuperfluidServe:
-    return SuperfluidServe([SF, "serve", "--port", "0", *map(str, args)], env_for(home))
+    return SuperfluidServe([cli.script("superfluid"), "serve", "--port", "0", *map(str, args)], cli.environment(home))
 
 
 def stop_cleanly(server: SuperfluidServe, sig: int = signal.SIGTERM) -> None:
@@ -69,9 +62,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     made = subprocess.run(["bash", str(ROOT / "scripts" / "make-mirror"), str(mirror)], capture_output=True,
                           text=True, timeout=300, check=False, stdin=subprocess.DEVNULL)
     assert made.returncode == 0, made.stderr
-    done = subprocess.run([SF, "runtime", "install", "basert", "--mirror", str(mirror)], env=env_for(home),
-                          capture_output=True, text=True, timeout=300, check=False, stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, done.stderr
+    done = cli.run("superfluid", "runtime", "install", "basert", "--mirror", mirror, env=cli.environment(home),
+                   timeout=300)
+    assert done.code == 0, done.stderr
     return home
 
 
@@ -138,10 +131,9 @@ def test_one_server_per_sessions_directory(installed: Path, tmp_path: Path) -> N
     sessions = tmp_path / "sessions"
     first = start(installed, "--model", BASERT / "models" / "tiny.base", "--sessions", sessions)
     try:
-        second = subprocess.run([SF, "serve", "--model", str(BASERT / "models" / "tiny.base"), "--port", "0",
-                                 "--sessions", str(sessions)], env=env_for(installed), capture_output=True, text=True,
-                                timeout=60, stdin=subprocess.DEVNULL, check=False)
-        assert second.returncode == 2, second.stderr
+        second = cli.run("superfluid", "serve", "--model", BASERT / "models" / "tiny.base", "--port", "0",
+                         "--sessions", sessions, env=cli.environment(installed), timeout=60)
+        assert second.code == 2, second.stderr
         assert second.stderr.startswith(f"superfluid: --sessions {sessions} is held by another server (pid "
                                         f"{first.proc.pid} (superfluid serve)")
         assert f"kill {first.proc.pid}" in second.stderr

@@ -41,7 +41,6 @@ class DownloadError(SuperfluidError):
         retry_after: float | None = None,
         fix: str | None = None,
     ) -> None:
-
         url = redact_url(url)  # a URL's user:password@ is never shown
         super().__init__(f"{url}: {reason}", fix=fix)
         self.url = url

@@ -51,7 +51,8 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import DownloadError, DownloadStalled
 from superfluid.installer.sources.mirror import asset_path, listing_path
-from superfluid.installer.transport.fetcher import Fetcher, FetchResponse, Headers, Request
+from superfluid.installer.transport.fetcher import Fetcher
+from superfluid.installer.transport.messages import FetchResponse, Headers, HttpRequest
 
 __all__ = ["ReleaseServer", "Fault", "Logged", "sha256_line"]
 
@@ -657,7 +658,7 @@ class _MemoryFetcher(Fetcher):
         super().__init__(config)
         self.fake = fake
 
-    def _send(self, request: Request) -> FetchResponse:
+    def _send(self, request: HttpRequest) -> FetchResponse:
         url, headers = request.url, request.headers
         parts = urlsplit(url)
         origin = f"{parts.scheme}://{parts.netloc}"

@@ -16,7 +16,7 @@ from superfluid.installer.errors import OfflineMissing
 from superfluid.installer.home.fill import fetch
 from superfluid.installer.home.publish import install_staged
 from superfluid.installer.sources.mirror import asset_path, path_of_url, root_of_url, url_below
-from superfluid.installer.transport.fetcher import path_of_file_url
+from superfluid.installer.transport.urls import path_of_file_url
 from superfluid.installer.unpack.extract import extract_all
 from superfluid.runtime.kernel.errors import SuperfluidError
 from superfluid.runtime.kernel.layout import LIB, home

@@ -1,21 +1,18 @@
-"""The network seam: one abstract method (a request in, a status, headers and byte chunks out); the
-rules of every method written once in the base class. See docs/install.md, "Mirrors".
+"""The network seam: one abstract method (an ``HttpRequest`` in, a ``FetchResponse`` out: a status,
+headers and byte chunks; the values in ``messages.py``); the rules of every method written once in
+the base class, with the errors an answer's status is. See docs/install.md, "Mirrors".
 """
 
 from __future__ import annotations
 
-import email.utils
-import ipaddress
 import logging
 import socket
 import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import BinaryIO, TypeAlias, TypeVar
-from urllib.parse import unquote, urljoin, urlsplit
+from typing import TypeVar
+from urllib.parse import urljoin, urlsplit
 
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import (
@@ -27,22 +24,11 @@ from superfluid.installer.errors import (
     RateLimited,
     SizeExceeded,
 )
-from superfluid.installer.transport.progress import Progress
+from superfluid.installer.transport.messages import Body, Credential, FetchResponse, HttpRequest, Upload
+from superfluid.installer.transport.urls import address_of, is_loopback, origin_of, parse_retry_after
 from superfluid.runtime.kernel.jsonread import loads
 
-__all__ = [
-    "Credential",
-    "Headers",
-    "Request",
-    "Upload",
-    "FetchResponse",
-    "Fetcher",
-    "origin_of",
-    "address_of",
-    "is_loopback",
-    "parse_retry_after",
-    "path_of_file_url",
-]
+__all__ = ["Fetcher", "status_error"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -54,203 +40,6 @@ _KEEP_METHOD = frozenset({307, 308})
 _NO_BODY_METHODS = frozenset({"GET", "HEAD"})
 #: the bytes of an error answer read for its message
 _ERROR_BODY_BYTES = 2048
-
-
-def origin_of(url: str) -> str:
-    """``scheme://host[:port]`` of ``url``, lower-cased, default port omitted.
-
-    >>> origin_of("HTTPS://API.github.com:443/repos")
-    'https://api.github.com'
-    """
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    host = (parts.hostname or "").lower()
-    if ":" in host:
-        host = f"[{host}]"
-    port = parts.port
-    if port is None or (scheme, port) in (("https", 443), ("http", 80)):
-        return f"{scheme}://{host}"
-    return f"{scheme}://{host}:{port}"
-
-
-def address_of(url: str) -> str:
-    """``host:port`` of ``url``, the port its scheme's default when none is written.
-
-    >>> address_of("https://mirror.example/x")
-    'mirror.example:443'
-    """
-    parts = urlsplit(url)
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    return f"{parts.hostname}:{port or (443 if parts.scheme == 'https' else 80)}"
-
-
-def is_loopback(url: str) -> bool:
-    """Whether ``url`` names this machine (``localhost``, 127.0.0.0/8, ``::1``)."""
-    host = (urlsplit(url).hostname or "").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def parse_retry_after(value: str | None, *, now: float) -> float | None:
-    """Seconds asked by a ``Retry-After`` header (delta-seconds or HTTP-date), ``None`` if absent/bad."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - now)
-
-
-def path_of_file_url(url: str) -> str:
-    """The local path a ``file://`` URL names (``file:///a/b`` → ``/a/b``)."""
-    parts = urlsplit(url)
-    if parts.netloc not in ("", "localhost"):
-        raise DownloadError(url, "file:// URLs must name a local path (file:///...)")
-    return unquote(parts.path)
-
-
-class Headers(Mapping[str, str]):
-    """Case-insensitive, read-only response headers."""
-
-    def __init__(self, items: Mapping[str, str] | Iterable[tuple[str, str]] = ()) -> None:
-        pairs = items.items() if isinstance(items, Mapping) else items
-        self._d = {str(k).lower(): str(v) for k, v in pairs}
-
-    def __getitem__(self, key: str) -> str:
-        return self._d[key.lower()]
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and key.lower() in self._d
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._d)
-
-    def __len__(self) -> int:
-        return len(self._d)
-
-    def __repr__(self) -> str:
-        return f"Headers({self._d!r})"
-
-
-@dataclass(frozen=True, slots=True)
-class Credential:
-    """A secret ``Authorization`` value that may be sent to one origin only."""
-
-    origin: str  # e.g. "https://api.github.com", as origin_of() spells it
-    authorization: str  # e.g. "Bearer <token>"; never logged
-
-    def __repr__(self) -> str:
-        return f"Credential(origin={self.origin!r}, authorization=<hidden>)"
-
-
-class Upload:
-    """A request body of ``size`` bytes, read from bytes or a file in chunks as it is sent and told
-    to ``progress``; ``rewind`` makes it ready to be sent again (a retry, a ``307``), ``close``
-    closes its file. The transports read it as a file (``read``, ``len``)."""
-
-    def __init__(self, source: bytes | Path, size: int, *, progress: Progress | None = None, name: str = "") -> None:
-        self._data = source if isinstance(source, bytes) else b""
-        self._file: BinaryIO | None = open(source, "rb") if isinstance(source, Path) else None  # noqa: SIM115
-        self._size = size
-        self._pos = 0
-        self._progress, self.name = progress, name
-        if progress is not None:
-            progress.start(name, size)
-
-    def __len__(self) -> int:
-        return self._size - self._pos
-
-    def read(self, n: int | None = -1) -> bytes:
-        n = self._size - self._pos if n is None or n < 0 else min(n, self._size - self._pos)
-        chunk = self._file.read(n) if self._file is not None else self._data[self._pos:self._pos + n]
-        self._pos += len(chunk)
-        if chunk and self._progress is not None:
-            self._progress.advance(self.name, len(chunk))
-        return chunk
-
-    def rewind(self) -> None:
-        if self._pos == 0:
-            return
-        if self._file is not None:
-            self._file.seek(0)
-        self._pos = 0
-        if self._progress is not None:
-            self._progress.start(self.name, self._size)
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-        if self._progress is not None:
-            self._progress.finish(self.name)
-
-
-#: what a request sends: bytes, or an ``Upload`` read as it goes
-Body: TypeAlias = bytes | Upload
-
-
-@dataclass(frozen=True, slots=True)
-class Request:
-    """One hop of a request: what a ``Fetcher`` implementation sends, exactly (no header added)."""
-
-    method: str  # upper case: GET, HEAD, PUT, POST, PATCH
-    url: str
-    headers: Mapping[str, str]
-    body: Body | None = None
-
-
-class FetchResponse:
-    """One HTTP answer: final URL, status, headers and a body of byte chunks, read once.
-
-    Iterate it for the body; ``close()`` (or leaving ``with``) releases the connection.
-    """
-
-    def __init__(
-        self,
-        url: str,
-        status: int,
-        headers: Mapping[str, str],
-        chunks: Iterator[bytes],
-        close: Callable[[], None] | None = None,
-    ) -> None:
-        self.url = url
-        self.status = status
-        self.headers = headers if isinstance(headers, Headers) else Headers(headers)
-        self._chunks = chunks
-        self._close = close
-
-    def __iter__(self) -> Iterator[bytes]:
-        return self._chunks
-
-    def read(self) -> bytes:
-        """The whole (capped) body."""
-        return b"".join(self._chunks)
-
-    def close(self) -> None:
-        if self._close is not None:
-            close, self._close = self._close, None
-            try:
-                close()
-            except Exception:  # closing a broken connection must not hide the real error
-                log.debug("closing %s failed", self.url, exc_info=True)
-
-    def __enter__(self) -> FetchResponse:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class Fetcher(ABC):
@@ -293,7 +82,7 @@ class Fetcher(ABC):
         self.requests_made = 0  # hops sent so far (the benchmark counts warm listings)
 
     @abstractmethod
-    def _send(self, request: Request) -> FetchResponse:
+    def _send(self, request: HttpRequest) -> FetchResponse:
         """One hop: ``request`` with exactly its headers and body; no redirect followed, no status
         judged; the body streamed (none for ``HEAD``).
 
@@ -343,7 +132,7 @@ class Fetcher(ABC):
                 send["Authorization"] = credential.authorization
             if isinstance(body, Upload):
                 body.rewind()  # sent again whole: a redirect, an attempt after a challenge
-            response = self.send(Request(method, current, send, body))
+            response = self.send(HttpRequest(method, current, send, body))
             if response.status in _REDIRECTS and response.status not in accept and (
                     (method in _NO_BODY_METHODS and body is None) or response.status in _KEEP_METHOD):
                 location = response.headers.get("location")
@@ -461,7 +250,7 @@ class Fetcher(ABC):
 
     # -- rules written once -----------------------------------------------------------------------
 
-    def send(self, request: Request) -> FetchResponse:
+    def send(self, request: HttpRequest) -> FetchResponse:
         """One hop through this fetcher's transport, counted, its faults as ``DownloadError``: no
         rule applied (``request`` applies them).
 

@@ -9,7 +9,9 @@ import os
 from collections.abc import Iterator, Mapping
 
 from superfluid.installer.errors import DownloadError, OfflineMissing
-from superfluid.installer.transport.fetcher import Fetcher, FetchResponse, Request, path_of_file_url
+from superfluid.installer.transport.fetcher import Fetcher
+from superfluid.installer.transport.messages import FetchResponse, HttpRequest
+from superfluid.installer.transport.urls import path_of_file_url
 
 __all__ = ["FileFetcher", "NoNetworkFetcher"]
 
@@ -24,7 +26,7 @@ class FileFetcher(Fetcher):
 
     schemes = frozenset({"file"})
 
-    def _send(self, request: Request) -> FetchResponse:
+    def _send(self, request: HttpRequest) -> FetchResponse:
         url, headers = request.url, request.headers
         if request.method not in ("GET", "HEAD"):
             return FetchResponse(url, 405, {"content-length": "0", "allow": "GET, HEAD"}, iter(()))
@@ -89,5 +91,5 @@ class NoNetworkFetcher(Fetcher):
 
     schemes = frozenset({"https", "http", "file"})
 
-    def _send(self, request: Request) -> FetchResponse:
+    def _send(self, request: HttpRequest) -> FetchResponse:
         raise OfflineMissing("copy of this URL", url=request.url)

@@ -11,16 +11,10 @@ from urllib.parse import urlsplit
 
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import DownloadError, DownloadStalled
-from superfluid.installer.transport.fetcher import (
-    Credential,
-    Fetcher,
-    FetchResponse,
-    Headers,
-    Request,
-    Upload,
-    is_loopback,
-)
+from superfluid.installer.transport.fetcher import Fetcher
+from superfluid.installer.transport.messages import Credential, FetchResponse, Headers, HttpRequest, Upload
 from superfluid.installer.transport.requests_fetcher import RequestsFetcher
+from superfluid.installer.transport.urls import is_loopback
 
 __all__ = ["LoopbackFetcher", "serves", "network_fetcher"]
 
@@ -95,7 +89,7 @@ class LoopbackFetcher(Fetcher):
         if conn is not None:
             conn.close()
 
-    def _send(self, request: Request) -> FetchResponse:
+    def _send(self, request: HttpRequest) -> FetchResponse:
         url, headers = request.url, request.headers
         parts = urlsplit(url)
         if parts.scheme.lower() != "http" or not is_loopback(url):

@@ -14,7 +14,9 @@ from urllib.parse import urlsplit
 
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import ConnectionRefused, DownloadError, DownloadStalled, HostUnreachable
-from superfluid.installer.transport.fetcher import Fetcher, FetchResponse, Headers, Request, address_of
+from superfluid.installer.transport.fetcher import Fetcher
+from superfluid.installer.transport.messages import FetchResponse, Headers, HttpRequest
+from superfluid.installer.transport.urls import address_of
 
 if TYPE_CHECKING:
     import requests
@@ -99,7 +101,7 @@ class RequestsFetcher(Fetcher):
             s.close()
         self._local = threading.local()
 
-    def _send(self, request: Request) -> FetchResponse:
+    def _send(self, request: HttpRequest) -> FetchResponse:
         import requests
         import urllib3.exceptions
 

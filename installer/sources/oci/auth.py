@@ -15,7 +15,9 @@ from urllib.parse import urlencode, urlsplit
 
 from superfluid.installer.errors import DownloadError
 from superfluid.installer.sources.oci.ref import OciRef
-from superfluid.installer.transport.fetcher import Body, Credential, Fetcher, FetchResponse, origin_of
+from superfluid.installer.transport.fetcher import Fetcher
+from superfluid.installer.transport.messages import Body, Credential, FetchResponse
+from superfluid.installer.transport.urls import origin_of
 from superfluid.runtime.kernel.errors import BadFile
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads, read_bytes
 

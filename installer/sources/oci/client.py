@@ -24,17 +24,9 @@ from superfluid.installer.sources.oci.ref import (
     index_tag,
     parse_manifest,
 )
-from superfluid.installer.transport.fetcher import (
-    Body,
-    Credential,
-    Fetcher,
-    FetchResponse,
-    Headers,
-    Request,
-    Upload,
-    status_error,
-)
+from superfluid.installer.transport.fetcher import Fetcher, status_error
 from superfluid.installer.transport.loopback import network_fetcher
+from superfluid.installer.transport.messages import Body, Credential, FetchResponse, Headers, HttpRequest, Upload
 from superfluid.installer.transport.progress import Progress
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
 
@@ -109,7 +101,7 @@ class OciFetcher(Fetcher):
 
     # -- the fetcher: every rule is the transport's --------------------------------------------------
 
-    def _send(self, request: Request) -> FetchResponse:
+    def _send(self, request: HttpRequest) -> FetchResponse:
         return self.transport.send(request)
 
     def retry(self, url: str, op: Callable[[int], T]) -> T:

@@ -9,7 +9,6 @@ answer), and fetchers whose ``_send`` misbehaves.
 
 from __future__ import annotations
 
-import email.utils
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,61 +18,12 @@ import responses
 
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import DownloadError, DownloadStalled, RateLimited, SizeExceeded
-from superfluid.installer.transport.fetcher import (
-    Credential,
-    Fetcher,
-    FetchResponse,
-    Request,
-    Upload,
-    is_loopback,
-    origin_of,
-    parse_retry_after,
-)
-from superfluid.installer.transport.progress import Progress
+from superfluid.installer.transport.fetcher import Fetcher
+from superfluid.installer.transport.messages import Credential, FetchResponse, HttpRequest, Upload
 from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 
 API = "https://api.example.test"
 CRED = Credential("https://api.example.test", "Bearer s3cret")
-
-
-class TestHelpers:
-    @pytest.mark.parametrize(
-        ("url", "origin"),
-        [
-            ("https://API.github.com/repos/x", "https://api.github.com"),
-            ("https://api.github.com:443/x", "https://api.github.com"),
-            ("http://127.0.0.1:8080/x", "http://127.0.0.1:8080"),
-            ("http://h:80/", "http://h"),
-            ("http://[::1]:9/x", "http://[::1]:9"),
-        ],
-        ids=["case", "default-https-port", "port", "default-http-port", "ipv6"],
-    )
-    def test_origin_of(self, url: str, origin: str) -> None:
-        assert origin_of(url) == origin
-
-    @pytest.mark.parametrize(
-        ("url", "loop"),
-        [("http://127.0.0.1:1/", True), ("http://127.9.9.9/", True), ("http://localhost/", True),
-         ("http://[::1]/", True), ("http://10.0.0.1/", False), ("http://example.test/", False)],
-    )
-    def test_is_loopback(self, url: str, loop: bool) -> None:
-        assert is_loopback(url) is loop
-
-    def test_retry_after_forms(self) -> None:
-        now = 1_000_000.0
-        assert parse_retry_after("7", now=now) == 7.0
-        assert parse_retry_after(email.utils.formatdate(now + 30, usegmt=True), now=now) == pytest.approx(30, abs=1)
-        assert parse_retry_after("soon", now=now) is None
-        assert parse_retry_after(None, now=now) is None
-
-    def test_config_refuses_nonsense(self) -> None:
-        with pytest.raises(ValueError, match="retries"):
-            FetchConfig(retries=-1)
-        with pytest.raises(ValueError, match="stall_timeout"):
-            FetchConfig(stall_timeout=0)
-        with pytest.raises(ValueError, match="listing_per_page"):
-            FetchConfig(listing_per_page=101)
-        assert FetchConfig(backoff_base=1, backoff_max=5).backoff(10) == 5
 
 
 class TestStatus:
@@ -219,7 +169,7 @@ class TestCaps:
 
     def test_a_body_longer_than_announced_is_cut_at_the_cap(self) -> None:
         class Liar(Fetcher):
-            def _send(self, request: Request) -> FetchResponse:
+            def _send(self, request: HttpRequest) -> FetchResponse:
                 return FetchResponse(request.url, 200, {}, iter([b"a" * 8, b"b" * 8, b"c" * 8]))
 
         with pytest.raises(SizeExceeded) as e:
@@ -230,7 +180,7 @@ class TestCaps:
 class TestStall:
     def test_a_trickle_is_a_stall(self) -> None:
         class Trickle(Fetcher):
-            def _send(self, request: Request) -> FetchResponse:
+            def _send(self, request: HttpRequest) -> FetchResponse:
                 def body() -> Iterator[bytes]:
                     while True:
                         time.sleep(0.05)
@@ -244,7 +194,7 @@ class TestStall:
 
     def test_slow_but_steady_is_not_a_stall(self) -> None:
         class Steady(Fetcher):
-            def _send(self, request: Request) -> FetchResponse:
+            def _send(self, request: HttpRequest) -> FetchResponse:
                 def body() -> Iterator[bytes]:
                     for _ in range(12):
                         time.sleep(0.05)
@@ -259,7 +209,7 @@ class TestStall:
 class TestWrapping:
     def test_anything_an_implementation_raises_becomes_a_download_error(self) -> None:
         class Broken(Fetcher):
-            def _send(self, request: Request) -> FetchResponse:
+            def _send(self, request: HttpRequest) -> FetchResponse:
                 raise ValueError("boom")
 
         with pytest.raises(DownloadError, match="request failed: boom") as e:
@@ -270,7 +220,7 @@ class TestWrapping:
         calls = []
 
         class Flaky(Fetcher):
-            def _send(self, request: Request) -> FetchResponse:
+            def _send(self, request: HttpRequest) -> FetchResponse:
                 calls.append(request.url)
 
                 def body() -> Iterator[bytes]:
@@ -287,7 +237,7 @@ class TestWrapping:
 
     def test_counts_requests(self) -> None:
         class One(Fetcher):
-            def _send(self, request: Request) -> FetchResponse:
+            def _send(self, request: HttpRequest) -> FetchResponse:
                 return FetchResponse(request.url, 200, {}, iter([b"x"]))
 
         f = One()
@@ -306,7 +256,7 @@ class _Scripted(Fetcher):
         self.answers = answers
         self.sent: list[tuple[str, str, dict[str, str], bytes | None]] = []
 
-    def _send(self, request: Request) -> FetchResponse:
+    def _send(self, request: HttpRequest) -> FetchResponse:
         body = request.body
         data = body if isinstance(body, bytes) or body is None else body.read()
         self.sent.append((request.method, request.url, dict(request.headers), data))
@@ -382,25 +332,3 @@ class TestMethods:
         with pytest.raises(DownloadError, match="HTTP 500") as e:
             f.request("PUT", f"{API}/up", body=b"x")
         assert e.value.retryable and time.monotonic() - started < 2
-
-
-class TestUpload:
-    def test_read_in_chunks_told_to_progress_and_rewound(self, tmp_path: Path) -> None:
-        told: list[tuple[str, object]] = []
-
-        class Told(Progress):
-            def start(self, name: str, total: int | None, done: int = 0) -> None:
-                told.append(("start", total))
-
-            def advance(self, name: str, n: int) -> None:
-                told.append(("advance", n))
-
-            def finish(self, name: str) -> None:
-                told.append(("finish", name))
-
-        upload = Upload(b"abcdef", 6, progress=Told(), name="f")
-        assert (len(upload), upload.read(4), len(upload), upload.read(), upload.read()) == (6, b"abcd", 2, b"ef", b"")
-        upload.rewind()
-        assert upload.read(100) == b"abcdef"
-        upload.close()
-        assert told == [("start", 6), ("advance", 4), ("advance", 2), ("start", 6), ("advance", 6), ("finish", "f")]

@@ -13,8 +13,8 @@ import pytest
 
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import DownloadError
-from superfluid.installer.transport.fetcher import Upload
 from superfluid.installer.transport.loopback import LoopbackFetcher, serves
+from superfluid.installer.transport.messages import Upload
 from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 from tests.release_server import ReleaseServer
 

@@ -10,7 +10,7 @@ import responses
 
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import DownloadError
-from superfluid.installer.transport.fetcher import Upload
+from superfluid.installer.transport.messages import Upload
 from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 
 API = "https://api.example.test"

@@ -16,7 +16,7 @@ __all__ = ["Presentation", "Question", "ServeFlag", "Shown", "VERSION_PATTERN", 
 VERSION_PATTERN = r"[0-9A-Za-z][0-9A-Za-z.+_!-]{0,63}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Question:
     """A kind of value the compat manifest is asked about a runtime (``/v1/choose/<id>/<kind>/<value>``,
     ``superfluid compat --service URL --runtime <id> --<kind> V``): its one spelling, and its words."""

@@ -24,7 +24,7 @@ from superfluid.runtime.kernel.errors import LibraryRefused
 __all__ = ["Library", "dlopen", "probe", "load_library", "open_library", "config_of"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Library:
     """A libbaseRT this build drives, and what was found about it."""
 

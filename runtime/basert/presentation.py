@@ -15,9 +15,9 @@ __all__ = ["BasertPresentation", "PRESENTATION", "QUESTIONS"]
 
 #: what the compat manifest is asked about baseRT: the ABI a library states, or an unnumbered one's version
 QUESTIONS: tuple[Question, ...] = (
-    Question("abi", pattern=r"[1-9][0-9]{0,8}", expected="a positive whole number without leading zeros, e.g. 2",
+    Question(kind="abi", pattern=r"[1-9][0-9]{0,8}", expected="a positive whole number without leading zeros, e.g. 2",
              words="ABI {value}", metavar="N", flag="a library stating ABI N", number=True),
-    Question("version", words="unnumbered version {value}", flag="an unnumbered library's version",
+    Question(kind="version", words="unnumbered version {value}", flag="an unnumbered library's version",
              note=" (unnumbered)"),
 )
 

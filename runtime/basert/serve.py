@@ -29,7 +29,7 @@ MAX_CONTEXT = 4096
 _TAKES = ("--model", "--host", "--port", "--max-context", "--queue", FLAG, "--lib", "--kv-bits")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class BasertServeLine:
     """What ``serve``'s command line asks for."""
 

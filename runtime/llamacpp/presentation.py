@@ -18,7 +18,7 @@ class LlamacppPresentation(Presentation):
     """llama.cpp is asked by build: a release drives the builds it was built and tested against."""
 
     #: what the compat manifest is asked about llama.cpp: a build
-    questions = (Question("build", pattern=r"b[1-9][0-9]{0,9}", expected="a llama.cpp build, e.g. b11642",
+    questions = (Question(kind="build", pattern=r"b[1-9][0-9]{0,9}", expected="a llama.cpp build, e.g. b11642",
                           metavar="B", placeholder="bNNNN", flag="a build, e.g. b11642"),)
     serve_flags = (ServeFlag("lib", "P", "the libllama file or directory to serve with (else SUPERFLUID_LLAMA_LIB, "
                                          "else the install's)"),)

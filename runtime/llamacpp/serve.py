@@ -32,7 +32,7 @@ MAX_CONTEXT = 4096
 _OWN = ("--host", "--port", "--max-context", "--queue")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class LlamaServeLine:
     """What ``serve``'s command line asks for."""
 

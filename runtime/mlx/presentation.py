@@ -17,7 +17,7 @@ class MlxPresentation(Presentation):
     """MLX is asked by mlx version: a release drives the versions it was tested with, on its platforms."""
 
     #: what the compat manifest is asked about MLX: an mlx version
-    questions = (Question("version", flag="an mlx version"),)
+    questions = (Question(kind="version", flag="an mlx version"),)
     column = "MLX"
 
     def judge(self, part: Mapping[str, Any], kind: str, value: str, platform: str | None,

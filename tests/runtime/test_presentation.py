@@ -29,19 +29,20 @@ from superfluid.runtime.presentation import VERSION_PATTERN, Presentation, Quest
     pytest.param("é", False, id="not-ascii"),
 ])
 def test_the_default_pattern_is_one_path_segment(value: str, usable: bool) -> None:
-    assert Question("version").usable(value) is usable
+    assert Question(kind="version").usable(value) is usable
 
 
 def test_a_pattern_is_matched_whole() -> None:
-    abi = Question("abi", pattern=r"[1-9][0-9]{0,8}", words="ABI {value}", number=True)
+    abi = Question(kind="abi", pattern=r"[1-9][0-9]{0,8}", words="ABI {value}", number=True)
     assert [abi.usable(v) for v in ("2", "02", "2a", "12")] == [True, False, False, True]
-    assert VERSION_PATTERN == Question("x").pattern
+    assert VERSION_PATTERN == Question(kind="x").pattern
 
 
 @pytest.mark.parametrize(("question", "named", "sample"), [
-    pytest.param(Question("version"), "version 0.3.0", "V", id="defaults"),
-    pytest.param(Question("abi", words="ABI {value}", metavar="N"), "ABI 0.3.0", "N", id="words-and-metavar"),
-    pytest.param(Question("build", metavar="B", placeholder="<build>"), "build 0.3.0", "<build>", id="placeholder"),
+    pytest.param(Question(kind="version"), "version 0.3.0", "V", id="defaults"),
+    pytest.param(Question(kind="abi", words="ABI {value}", metavar="N"), "ABI 0.3.0", "N", id="words-and-metavar"),
+    pytest.param(Question(kind="build", metavar="B", placeholder="<build>"), "build 0.3.0", "<build>",
+                 id="placeholder"),
 ])
 def test_named_and_sample(question: Question, named: str, sample: str) -> None:
     assert question.named("0.3.0") == named
@@ -51,7 +52,7 @@ def test_named_and_sample(question: Question, named: str, sample: str) -> None:
 # --- questions across runtimes ------------------------------------------------------------------------
 
 def _asking(ident: str, *kinds: str) -> Presentation:
-    cls = type(f"A{ident}", (Presentation,), {"questions": tuple(Question(k) for k in kinds)})
+    cls = type(f"A{ident}", (Presentation,), {"questions": tuple(Question(kind=k) for k in kinds)})
     shown: Presentation = cls(ident)
     return shown
 

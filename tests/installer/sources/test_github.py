@@ -23,23 +23,8 @@ from superfluid.installer.transport.files import NoNetworkFetcher
 from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 from superfluid.runtime.kernel.errors import BadFile
 from tests.installer.conftest import REPO
+from tests.installer.sources.release_json import asset_json, release_json
 from tests.release_server import ReleaseServer
-
-HEX = "ab" * 32
-
-
-def _release(tag: str, **kw: Any) -> dict[str, Any]:
-    obj: dict[str, Any] = {"tag_name": tag, "name": f"baseRT {tag}", "draft": False, "prerelease": False,
-                           "published_at": "2026-01-01T00:00:00Z", "assets": []}
-    obj.update(kw)
-    return obj
-
-
-def _asset(name: str, **kw: Any) -> dict[str, Any]:
-    obj: dict[str, Any] = {"name": name, "size": 10, "digest": f"sha256:{HEX}",
-                           "browser_download_url": f"https://github.com/{REPO}/releases/download/v1/{name}"}
-    obj.update(kw)
-    return obj
 
 
 class TestHelpers:
@@ -76,11 +61,12 @@ class TestClientUnit:
     @responses.activate
     def test_three_pages_with_headers(self, tmp_path: Path) -> None:
         base = f"{API}/repos/{REPO}/releases?per_page=2"
-        responses.get(base, json=[_release("v5"), _release("v4")], match=[responses.matchers.query_string_matcher(
+        responses.get(base, json=[release_json("v5"), release_json("v4")],
+                      match=[responses.matchers.query_string_matcher(
             "per_page=2")], headers={"Link": f'<{base}&page=2>; rel="next"', "ETag": 'W/"p1"'})
-        responses.get(f"{base}&page=2", json=[_release("v3"), _release("v2", draft=True)],
+        responses.get(f"{base}&page=2", json=[release_json("v3"), release_json("v2", draft=True)],
                       headers={"Link": f'<{base}&page=3>; rel="next"'})
-        responses.get(f"{base}&page=3", json=[_release("v1")])
+        responses.get(f"{base}&page=3", json=[release_json("v1")])
         rels = self._client(tmp_path, token="tok").releases(REPO)
         assert [r.tag for r in rels] == ["v5", "v4", "v3", "v1"]
         for call in responses.calls:
@@ -95,7 +81,7 @@ class TestClientUnit:
         for page, tags in enumerate([("v5", "v4"), ("v3", "v2"), ("v1",)], start=1):
             url = base if page == 1 else f"{base}&page={page}"
             link = f'<{base}&page={page + 1}>; rel="next"'
-            responses.get(url, json=[_release(t) for t in tags], headers={"Link": link},
+            responses.get(url, json=[release_json(t) for t in tags], headers={"Link": link},
                           match=[responses.matchers.query_string_matcher(url.split("?")[1])])
         client = GitHubClient(RequestsFetcher(FetchConfig(retries=0, listing_per_page=2, listing_max_pages=2)),
                               Cache(tmp_path), api_base=API)
@@ -106,7 +92,7 @@ class TestClientUnit:
 
     @responses.activate
     def test_next_link_to_another_host_is_refused(self, tmp_path: Path) -> None:
-        responses.get(f"{API}/repos/{REPO}/releases", json=[_release("v1")],
+        responses.get(f"{API}/repos/{REPO}/releases", json=[release_json("v1")],
                       headers={"Link": '<https://evil.test/steal>; rel="next"'})
         with pytest.raises(BadFile, match="links its next page to another host"):
             self._client(tmp_path, token="tok").releases(REPO)
@@ -140,7 +126,7 @@ class TestClientUnit:
 
     @responses.activate
     def test_release_by_tag(self, tmp_path: Path) -> None:
-        responses.get(f"{API}/repos/{REPO}/releases/tags/v1", json=_release("v1", assets=[_asset("a")]))
+        responses.get(f"{API}/repos/{REPO}/releases/tags/v1", json=release_json("v1", assets=[asset_json("a")]))
         responses.get(f"{API}/repos/{REPO}/releases/tags/v9", status=404, json={"message": "Not Found"})
         client = self._client(tmp_path)
         assert client.release(REPO, "v1").assets[0].name == "a"

@@ -18,27 +18,12 @@ from superfluid.installer.sources.release import (
 )
 from superfluid.runtime.kernel.errors import BadFile
 from tests.installer.conftest import REPO
-
-HEX = "ab" * 32
-
-
-def _release(tag: str, **kw: Any) -> dict[str, Any]:
-    obj: dict[str, Any] = {"tag_name": tag, "name": f"baseRT {tag}", "draft": False, "prerelease": False,
-                           "published_at": "2026-01-01T00:00:00Z", "assets": []}
-    obj.update(kw)
-    return obj
-
-
-def _asset(name: str, **kw: Any) -> dict[str, Any]:
-    obj: dict[str, Any] = {"name": name, "size": 10, "digest": f"sha256:{HEX}",
-                           "browser_download_url": f"https://github.com/{REPO}/releases/download/v1/{name}"}
-    obj.update(kw)
-    return obj
+from tests.installer.sources.release_json import HEX, asset_json, release_json
 
 
 class TestParse:
     def test_release_facts(self) -> None:
-        rel = parse_release(_release("v0.4.0", prerelease=True, assets=[_asset("a.tar.gz")]), where="x")
+        rel = parse_release(release_json("v0.4.0", prerelease=True, assets=[asset_json("a.tar.gz")]), where="x")
         assert (rel.tag, rel.version, rel.name, rel.prerelease, rel.draft) == (
             "v0.4.0", "0.4.0", "baseRT v0.4.0", True, False)
         assert rel.assets == (Asset("a.tar.gz", f"https://github.com/{REPO}/releases/download/v1/a.tar.gz",
@@ -48,22 +33,23 @@ class TestParse:
     @pytest.mark.parametrize(("tag", "version"), [("v0.4.0", "0.4.0"), ("b11642", "b11642"), ("V2", "2"),
                                                   ("v", "v"), ("vnext", "vnext")])
     def test_version_from_tag(self, tag: str, version: str) -> None:
-        assert parse_release(_release(tag), where="x").version == version
+        assert parse_release(release_json(tag), where="x").version == version
 
     def test_drafts_skipped_prereleases_kept(self) -> None:
-        rels = parse_releases([_release("v3", draft=True), _release("v2", prerelease=True), _release("v1")], where="x")
+        rels = parse_releases([release_json("v3", draft=True), release_json("v2", prerelease=True),
+                               release_json("v1")], where="x")
         assert [(r.tag, r.prerelease) for r in rels] == [("v2", True), ("v1", False)]
 
     def test_digest_forms(self) -> None:
-        upper = parse_release(_release("v1", assets=[_asset("a", digest="sha256:" + HEX.upper())]), where="x")
+        upper = parse_release(release_json("v1", assets=[asset_json("a", digest="sha256:" + HEX.upper())]), where="x")
         assert upper.assets[0].digest == f"sha256:{HEX}"
-        none = parse_release(_release("v1", assets=[_asset("a", digest=None)]), where="x")
+        none = parse_release(release_json("v1", assets=[asset_json("a", digest=None)]), where="x")
         assert none.assets[0].sha256 is None
-        other = parse_release(_release("v1", assets=[_asset("a", digest="sha512:abc")]), where="x")
+        other = parse_release(release_json("v1", assets=[asset_json("a", digest="sha512:abc")]), where="x")
         assert other.assets[0].sha256 is None and other.assets[0].digest == "sha512:abc"
 
     def test_mirror_url_replaces_the_listed_one(self) -> None:
-        rel = parse_release(_release("v1", assets=[_asset("a")]), where="x",
+        rel = parse_release(release_json("v1", assets=[asset_json("a")]), where="x",
                             url_for=lambda tag, name: f"https://m.test/{tag}/{name}")
         assert rel.assets[0].url == "https://m.test/v1/a"
 
@@ -77,18 +63,18 @@ class TestParse:
         [
             (42, "$[1]", "expected a release object"),
             ({"name": "x"}, "$[1].tag_name", "expected str, got NoneType"),
-            (_release("../../etc"), "$[1].tag_name", "not a usable tag"),
-            (_release(""), "$[1].tag_name", "not a usable tag"),
-            (_release("v1", draft="no"), "$[1].draft", "expected bool"),
-            (_release("v1", assets={"a": 1}), "$[1].assets", "expected list"),
-            (_release("v1", assets=None), "$[1].assets", "expected list, got NoneType"),
-            (_release("v1", assets=[_asset("../evil")]), "$[1].assets[0].name", "not a usable file name"),
-            (_release("v1", assets=[_asset("a\x00b")]), "$[1].assets[0].name", "not a usable file name"),
-            (_release("v1", assets=[_asset("a", size="10")]), "$[1].assets[0].size", "expected int"),
-            (_release("v1", assets=[_asset("a", size=True)]), "$[1].assets[0].size", "expected int"),
-            (_release("v1", assets=[_asset("a", size=-1)]), "$[1].assets[0].size", "negative size"),
-            (_release("v1", assets=[_asset("a", digest="sha256:xyz")]), "$[1].assets[0].digest", "malformed"),
-            (_release("v1", assets=[_asset("a", browser_download_url="file:///etc/passwd")]),
+            (release_json("../../etc"), "$[1].tag_name", "not a usable tag"),
+            (release_json(""), "$[1].tag_name", "not a usable tag"),
+            (release_json("v1", draft="no"), "$[1].draft", "expected bool"),
+            (release_json("v1", assets={"a": 1}), "$[1].assets", "expected list"),
+            (release_json("v1", assets=None), "$[1].assets", "expected list, got NoneType"),
+            (release_json("v1", assets=[asset_json("../evil")]), "$[1].assets[0].name", "not a usable file name"),
+            (release_json("v1", assets=[asset_json("a\x00b")]), "$[1].assets[0].name", "not a usable file name"),
+            (release_json("v1", assets=[asset_json("a", size="10")]), "$[1].assets[0].size", "expected int"),
+            (release_json("v1", assets=[asset_json("a", size=True)]), "$[1].assets[0].size", "expected int"),
+            (release_json("v1", assets=[asset_json("a", size=-1)]), "$[1].assets[0].size", "negative size"),
+            (release_json("v1", assets=[asset_json("a", digest="sha256:xyz")]), "$[1].assets[0].digest", "malformed"),
+            (release_json("v1", assets=[asset_json("a", browser_download_url="file:///etc/passwd")]),
              "$[1].assets[0].browser_download_url", "not an http(s) URL"),
         ],
         ids=["not-object", "no-tag", "traversal-tag", "empty-tag", "draft-type", "assets-type", "assets-null",
@@ -99,7 +85,8 @@ class TestParse:
         """Issue 14 item 14: one malformed release entry costs that release, never the listing, and
         never silently: the warning names the listing, the entry (its tag when it has one) and the fault."""
         warnings: list[str] = []
-        rels = parse_releases([_release("v2"), entry, _release("v0")], where="https://api/x", warn=warnings.append)
+        rels = parse_releases([release_json("v2"), entry, release_json("v0")], where="https://api/x",
+                              warn=warnings.append)
         assert [r.tag for r in rels] == ["v2", "v0"]
         assert len(warnings) == 1
         assert warnings[0].startswith("https://api/x: release ") and "skipped" in warnings[0]
@@ -110,7 +97,7 @@ class TestParse:
 
     def test_without_a_listener_the_skip_is_logged(self, caplog: pytest.LogCaptureFixture) -> None:
         with caplog.at_level("WARNING"):
-            rels = parse_releases([_release("v1", assets=None), _release("v0")], where="https://api/x")
+            rels = parse_releases([release_json("v1", assets=None), release_json("v0")], where="https://api/x")
         assert [r.tag for r in rels] == ["v0"]
         assert "release 'v1' ($[0]) skipped: $[0].assets: expected list, got NoneType" in caplog.text
 
@@ -118,17 +105,17 @@ class TestParse:
         """Issue 36, item 5: a million entries is not a listing: refused before one is parsed."""
         with pytest.raises(BadFile, match=f"lists 1000000 releases, more than .* \\({MAX_RELEASES}\\)"):
             parse_releases([{}] * 1_000_000, where="https://api/x")
-        assert len(parse_releases([_release(f"v{i}") for i in range(MAX_RELEASES)], where="x")) == MAX_RELEASES
+        assert len(parse_releases([release_json(f"v{i}") for i in range(MAX_RELEASES)], where="x")) == MAX_RELEASES
 
     def test_many_malformed_entries_are_named_twenty_then_counted(self) -> None:
         warnings: list[str] = []
-        rels = parse_releases([{}] * 500 + [_release("v1")], where="https://api/x", warn=warnings.append)
+        rels = parse_releases([{}] * 500 + [release_json("v1")], where="https://api/x", warn=warnings.append)
         assert [r.tag for r in rels] == ["v1"]
         assert len(warnings) == 21 and warnings[-1] == "https://api/x: 480 more malformed releases skipped"
 
     def test_one_release_alone_is_still_refused(self) -> None:
         with pytest.raises(BadFile, match="expected list") as e:
-            parse_release(_release("v1", assets=None), where="https://api/x/tags/v1")
+            parse_release(release_json("v1", assets=None), where="https://api/x/tags/v1")
         assert e.value.json_path == "$.assets"
 
 
@@ -147,6 +134,6 @@ class TestModel:
             Release("v1", "1", "one", False, False, None)  # type: ignore[misc]
 
     def test_an_asset_alone_takes_the_mirrors_url(self) -> None:
-        asset = parse_asset(_asset("a", browser_download_url=None), where="x", path="$",
+        asset = parse_asset(asset_json("a", browser_download_url=None), where="x", path="$",
                             url_for=lambda name: f"https://m.test/{name}")
         assert (asset.name, asset.url, asset.size) == ("a", "https://m.test/a", 10)

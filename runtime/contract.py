@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from superfluid.runtime.kernel.formats import reads
-from superfluid.runtime.kernel.options import Option, check_options, parse_flag_pairs
+from superfluid.runtime.kernel.options import Option, declared_name, parse_flag_pairs, read_options
 from superfluid.runtime.registry import aliases_of
 
 __all__ = ["REPORT_KEYS", "RUNTIME_KEYS", "DEVICE_KEYS", "TOKENIZER_SOURCES", "DESCRIPTOR_VERSION", "report",
@@ -64,20 +64,22 @@ def unread(formats: Sequence[Mapping[str, Any]], path: str, why: str) -> str:
     return reads(formats, path) or f"not read: {why}"
 
 
-def check_line(argv: Sequence[str], options: Sequence[Option]) -> tuple[str | None, dict[str, Any]]:
+def check_line(argv: Sequence[str], options: Sequence[Option],
+               runtime_id: str) -> tuple[str | None, dict[str, Any]]:
     """``check [--model PATH] [--<option> V]...``: the model path and the option values, checked
-    against the runtime's declaration (``options``).
+    against the runtime's declaration (``options``), each option as ``--<option>`` or in serve's
+    spelling ``--<runtime_id>-<option>`` (``kernel.options.read_options``).
 
     Raises:
         UsageError: a flag that is neither ``--model`` nor an option (``unknown flag --x``), a flag
-            without its value, or a value of the wrong shape.
+            without its value, a value of the wrong shape, or one option in both spellings.
     """
-    names = {o.name for o in options}
     model: str | None = None
     given: list[tuple[str, str]] = []
-    for name, value in parse_flag_pairs(argv, lambda n: n == "model" or n in names):
+    for name, value in parse_flag_pairs(argv, lambda n: n == "model" or declared_name(n, options, runtime_id)
+                                        is not None):
         if name == "model":
             model = value
         else:
             given.append((name, value))
-    return model, check_options(options, given)
+    return model, read_options(given, options, runtime_id)

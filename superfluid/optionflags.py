@@ -26,9 +26,10 @@ def check_runtime_options(runtime_id: str, pairs: Sequence[tuple[str, str]], *, 
     return check_options(declared, pairs, prefix=prefix)
 
 
-def worker_argv(values: Mapping[str, Any]) -> list[str]:
-    """Checked values as the worker reads them: ``["--n-gpu-layers", "0", ...]``."""
-    return to_argv(dict(values))
+def worker_argv(values: Mapping[str, Any], *, prefix: str = "") -> list[str]:
+    """Checked values as the worker reads them: ``["--n-gpu-layers", "0", ...]``; with ``prefix``
+    (``"llamacpp-"``) in serve's spelling, which every worker takes too."""
+    return to_argv(dict(values), prefix=prefix)
 
 
 def split_serve_options(pairs: Sequence[tuple[str, str]], ids: Sequence[str]) -> dict[str, list[tuple[str, str]]]:

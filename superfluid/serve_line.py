@@ -140,7 +140,7 @@ def parse_line(args: argparse.Namespace) -> ServeCommand:
 
 
 def runtime_argv(runtime_id: str, values: Mapping[str, Any]) -> list[str]:
-    """Checked option values as the worker reads them, the library flag spelled as on serve
-    (``--basert-lib P``: every worker takes it, and its report's ``named`` then says that flag)."""
-    argv = worker_argv({n: v for n, v in values.items() if n != "lib"})
-    return argv + ([f"--{runtime_id}-lib", str(values["lib"])] if "lib" in values else [])
+    """Checked option values as serve spells them, ``--<id>-<option> V`` (``--basert-lib P``): every
+    worker takes an option so (docs/adapters.md, "The worker contract"), and what it says of a flag
+    (its report's ``named``) is then the flag the serve line gave."""
+    return worker_argv(values, prefix=f"{runtime_id}-")

@@ -21,7 +21,7 @@ from superfluid.runtime.kernel.errors import LibraryRefused, SuperfluidError, Us
 from superfluid.runtime.kernel.options import check_value, find, flag_values
 
 __all__ = ["RUNTIME_ID", "FORMATS", "TOKENIZER", "CAPABILITIES", "devices", "model_report", "check_report",
-           "check_argv", "version_text", "lib_flag", "kv_bits_flag"]
+           "check_argv", "version_text", "lib_flag", "kv_bits_flag", "KV_BITS_FLAGS"]
 
 RUNTIME_ID = "basert"
 FORMATS: tuple[dict[str, Any], ...] = (
@@ -132,29 +132,37 @@ def lib_flag(flags: Mapping[str, str]) -> str | None:
     return flags.get(FLAG) or flags.get("--lib")
 
 
+#: ``--kv-bits`` and serve's spelling of it, which every worker takes too
+KV_BITS_FLAGS = ("--kv-bits", f"--{RUNTIME_ID}-kv-bits")
+
+
 def kv_bits_flag(flags: Mapping[str, str]) -> str:
-    """``--kv-bits`` (default ``"0"``) checked against the adapter's declaration.
+    """``--kv-bits`` or ``--basert-kv-bits`` (default ``"0"``) checked against the adapter's declaration.
 
     Raises:
-        UsageError: a value the declaration does not list.
+        UsageError: a value the declaration does not list, or both spellings.
     """
     option = find(OPTIONS, "kv-bits")
     assert option is not None
-    return str(check_value(option, flags.get("--kv-bits", "0")))
+    plain, spelled = KV_BITS_FLAGS
+    if plain in flags and spelled in flags:
+        raise UsageError(f"{spelled} and {plain} name the same option: give one")
+    flag = spelled if spelled in flags else plain
+    return str(check_value(option, flags.get(flag, "0"), flag=flag))
 
 
 def check_argv(argv: Sequence[str], environ: Mapping[str, str] | None = None, *,
                executable: str | None = None) -> tuple[dict[str, Any], int]:
-    """``check [--model PATH] [--basert-lib PATH] [--kv-bits N]`` parsed, then ``check_report``.
+    """``check [--model PATH] [--lib PATH] [--kv-bits N]`` parsed, then ``check_report``.
 
-    ``--lib`` is the spelling of ``--basert-lib`` the face uses when it forwards the adapter's
-    ``lib`` option; ``--kv-bits`` is checked against the adapter's declaration and does not change
-    the report (a check loads no KV cache).
+    Each option is taken as ``--<option>`` or in serve's spelling (``--basert-lib``, ``--basert-kv-bits``),
+    as every worker takes them; ``--kv-bits`` is checked against the adapter's declaration and does
+    not change the report (a check loads no KV cache).
 
     Raises:
-        UsageError: as ``options.flag_values``; both ``--basert-lib`` and ``--lib``; a bad ``--kv-bits``.
+        UsageError: as ``options.flag_values``; one option in both spellings; a bad ``--kv-bits``.
     """
-    flags = flag_values(argv, ("--model", FLAG, "--lib", "--kv-bits"))
+    flags = flag_values(argv, ("--model", FLAG, "--lib", *KV_BITS_FLAGS))
     lib = lib_flag(flags)
     kv_bits_flag(flags)
     spelled = "--lib" if "--lib" in flags else None  # ``named`` says which flag was given

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from superfluid.runtime.basert.check import kv_bits_flag, lib_flag
+from superfluid.runtime.basert.check import KV_BITS_FLAGS, kv_bits_flag, lib_flag
 from superfluid.runtime.basert.loader import open_library
 from superfluid.runtime.basert.locate import FLAG
 from superfluid.runtime.basert.model import Model, looks_like_model
@@ -26,7 +26,7 @@ __all__ = ["BasertServeLine", "BasertEngine", "parse_serve", "serve", "MAX_CONTE
 RUNTIME_ID = "basert"
 #: the context when the engine reports no max_seq_len
 MAX_CONTEXT = 4096
-_TAKES = ("--model", "--host", "--port", "--max-context", "--queue", FLAG, "--lib", "--kv-bits")
+_TAKES = ("--model", "--host", "--port", "--max-context", "--queue", FLAG, "--lib", *KV_BITS_FLAGS)
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -47,8 +47,9 @@ def parse_serve(argv: Sequence[str]) -> BasertServeLine:
 
     Raises:
         UsageError: ``--model`` missing, an unknown flag, a flag without its value, a flag given
-            twice, both ``--basert-lib`` and ``--lib``, a port outside 0-65535, a ``--max-context``
-            below 1, a ``--queue`` outside 0-4096, or a ``--kv-bits`` the adapter does not declare.
+            twice, one option in both spellings (``--basert-lib`` and ``--lib``), a port outside 0-65535,
+            a ``--max-context`` below 1, a ``--queue`` outside 0-4096, or a ``--kv-bits`` the adapter does
+            not declare.
     """
     flags = flag_values(argv, _TAKES)
     lib = lib_flag(flags)

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from superfluid.runtime.kernel.errors import UsageError
 
 __all__ = ["Option", "Kind", "check_value", "check_options", "to_argv", "options_json", "find", "parse_flag_pairs",
-           "flag_values"]
+           "flag_values", "declared_name", "read_options"]
 
 Kind = Literal["int", "float", "bool", "enum", "list", "path"]
 
@@ -190,9 +190,44 @@ def check_options(declared: Sequence[Option], given: Sequence[tuple[str, str]], 
     for name, raw in given:
         option = find(declared, name)
         if option is None:
-            known = ", ".join(o.name for o in declared) or "none"
-            raise UsageError(f"--{prefix}{name}: no such option (this runtime takes: {known})")
+            raise _no_such(f"{prefix}{name}", declared)
         out[name] = check_value(option, raw, flag=f"--{prefix}{name}")
+    return out
+
+
+def _no_such(flag: str, declared: Sequence[Option]) -> UsageError:
+    known = ", ".join(o.name for o in declared) or "none"
+    return UsageError(f"--{flag}: no such option (this runtime takes: {known})")
+
+
+def declared_name(name: str, declared: Iterable[Option], runtime_id: str) -> str | None:
+    """The declared option ``--name`` gives, in either spelling a worker takes: ``--<option>``, or
+    serve's ``--<id>-<option>`` (docs/adapters.md, "The worker contract"); None when it is neither."""
+    names = {o.name for o in declared}
+    if name in names:
+        return name
+    bare = name.removeprefix(f"{runtime_id}-")
+    return bare if bare != name and bare in names else None
+
+
+def read_options(pairs: Sequence[tuple[str, str]], declared: Sequence[Option], runtime_id: str) -> dict[str, Any]:
+    """``(name, raw value)`` pairs of a worker's command line, each an option in either spelling
+    (``declared_name``), checked against the declarations; ``{option: value}``.
+
+    Raises:
+        UsageError: an option the runtime does not declare, a value of the wrong shape, or one option
+            in both spellings (``--<id>-<name> and --<name> name the same option: give one``).
+    """
+    out: dict[str, Any] = {}
+    spelled: dict[str, str] = {}
+    for name, raw in pairs:
+        key = declared_name(name, declared, runtime_id)
+        option = find(declared, key) if key is not None else None
+        if option is None:
+            raise _no_such(name, declared)
+        if spelled.setdefault(option.name, name) != name:
+            raise UsageError(f"--{runtime_id}-{option.name} and --{option.name} name the same option: give one")
+        out[option.name] = check_value(option, raw, flag=f"--{name}")
     return out
 
 
@@ -204,11 +239,12 @@ def _spell(value: Any) -> str:
     return str(value)
 
 
-def to_argv(values: dict[str, Any]) -> list[str]:
-    """The worker's spelling of checked values: ``["--n-gpu-layers", "0", ...]``."""
+def to_argv(values: dict[str, Any], *, prefix: str = "") -> list[str]:
+    """Checked values as flags: ``["--n-gpu-layers", "0", ...]``; with ``prefix`` (``"llamacpp-"``)
+    in serve's spelling, ``["--llamacpp-n-gpu-layers", "0", ...]``, which every worker takes too."""
     argv: list[str] = []
     for name, value in values.items():
-        argv += [f"--{name}", _spell(value)]
+        argv += [f"--{prefix}{name}", _spell(value)]
     return argv
 
 

@@ -9,7 +9,7 @@ from superfluid.runtime import contract
 from superfluid.runtime.hostfacts.host import detect
 from superfluid.runtime.hostfacts.locate import namer
 from superfluid.runtime.kernel.errors import LibraryNotFound, LibraryRefused, ModelLoadFailed
-from superfluid.runtime.kernel.options import check_options, parse_flag_pairs
+from superfluid.runtime.kernel.options import declared_name, parse_flag_pairs, read_options
 from superfluid.runtime.llamacpp import sizing
 from superfluid.runtime.llamacpp.drive import devices, load_model
 from superfluid.runtime.llamacpp.formats import CAPABILITIES, FORMATS, TOKENIZER
@@ -24,29 +24,27 @@ _LIB_FLAGS = ("--lib", "--llamacpp-lib")
 
 
 def is_flag(name: str, *, model: bool = True) -> bool:
-    """Whether ``--name`` is a flag of this line: ``--lib``/``--llamacpp-lib``, ``--model`` (when
-    ``model``) or an option."""
-    return f"--{name}" in _LIB_FLAGS or (model and name == "model") or any(o.name == name for o in OPTIONS)
+    """Whether ``--name`` is a flag of this line: ``--model`` (when ``model``) or an option, as
+    ``--<option>`` or in serve's spelling ``--llamacpp-<option>`` (``--lib``/``--llamacpp-lib``)."""
+    return (model and name == "model") or declared_name(name, OPTIONS, RUNTIME_ID) is not None
 
 
 def read_pairs(pairs: Iterable[tuple[str, str]], *, model: bool = True) -> tuple[str | None, dict[str, Any]]:
     """``(--model path, {option: checked value})`` from ``(name, value)`` pairs that ``is_flag`` knows.
 
-    ``--lib`` (or ``--llamacpp-lib``) is the ``lib`` option.
+    ``--lib`` (or ``--llamacpp-lib``) is the ``lib`` option; every option is read so in either spelling.
 
     Raises:
-        UsageError: a value of the wrong shape.
+        UsageError: a value of the wrong shape, or one option in both spellings.
     """
     model_path: str | None = None
     given: list[tuple[str, str]] = []
     for name, value in pairs:
-        if f"--{name}" in _LIB_FLAGS:
-            name = "lib"
         if model and name == "model":
             model_path = value
         else:
             given.append((name, value))
-    return model_path, check_options(OPTIONS, given)
+    return model_path, read_options(given, OPTIONS, RUNTIME_ID)
 
 
 def parse_flags(argv: Sequence[str], *, model: bool = True) -> tuple[str | None, dict[str, Any]]:

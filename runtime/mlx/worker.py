@@ -28,13 +28,14 @@ _PROBE = (
 
 
 def parse_check_args(argv: Sequence[str]) -> tuple[str | None, dict[str, Any]]:
-    """``check``'s flags: the model path and the checked option values (``contract.check_line``).
+    """``check``'s flags: the model path and the checked option values (``contract.check_line``), each
+    option as ``--<option>`` or ``--mlx-<option>``.
 
     Raises:
-        UsageError: an unknown flag (``unknown flag --x``), a flag without its value, or a value of
-            the wrong shape.
+        UsageError: an unknown flag (``unknown flag --x``), a flag without its value, a value of the
+            wrong shape, or one option in both spellings.
     """
-    return contract.check_line(argv, ADAPTER.options())
+    return contract.check_line(argv, ADAPTER.options(), ADAPTER.id)
 
 
 def _probe(venv: str, environ: Mapping[str, str]) -> dict[str, Any] | str:

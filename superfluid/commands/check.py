@@ -88,7 +88,9 @@ def _declared(runtime_id: str) -> list[Any]:
 def read_options(runtime_id: str, pairs: Sequence[tuple[str, str]]) -> tuple[dict[str, Any], list[str]]:
     """The checked option values, and the worker line that forwards them.
 
-    ``--<id>-<name>`` (serve's spelling) is ``--<name>``; the library flag is forwarded as spelled.
+    ``--<id>-<name>`` (serve's spelling) is ``--<name>``. Every option is forwarded as it was spelled,
+    which every worker takes (docs/adapters.md, "The worker contract"), so that what the worker says
+    of a flag (the report's ``named``) is the flag as given.
 
     Raises:
         UsageError: an option the runtime does not take, a value of the wrong shape, or one option
@@ -102,9 +104,9 @@ def read_options(runtime_id: str, pairs: Sequence[tuple[str, str]]) -> tuple[dic
     for name in values.keys() & spelled.keys():
         raise UsageError(f"--{lead}{name} and --{name} name the same option: give one")
     values.update(spelled)
-    argv = worker_argv({n: v for n, v in values.items() if not (n == "lib" and n in spelled)})
-    if "lib" in spelled:
-        argv += [f"--{lead}lib", str(spelled["lib"])]
+    argv: list[str] = []
+    for name, value in values.items():
+        argv += worker_argv({name: value}, prefix=lead if name in spelled else "")
     return values, argv
 
 

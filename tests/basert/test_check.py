@@ -56,6 +56,15 @@ def test_kv_bits_flag_refuses_what_the_declaration_lacks(bad: str) -> None:
         kv_bits_flag({"--kv-bits": bad})
 
 
+def test_kv_bits_flag_in_serves_spelling() -> None:
+    """Every worker takes an option as serve spells it too (the face forwards it so)."""
+    assert kv_bits_flag({"--basert-kv-bits": "8"}) == "8"
+    with pytest.raises(UsageError, match="--basert-kv-bits '3': expected one of"):
+        kv_bits_flag({"--basert-kv-bits": "3"})
+    with pytest.raises(UsageError, match="--basert-kv-bits and --kv-bits name the same option: give one"):
+        kv_bits_flag({"--basert-kv-bits": "8", "--kv-bits": "4"})
+
+
 @pytest.mark.parametrize(("content", "says"), [
     pytest.param(b"GGUF\x03", "is not a baseRT model (it does not start with BASE)", id="another-format"),
     pytest.param(None, "cannot read", id="absent"),

@@ -253,6 +253,7 @@ def test_no_library_or_a_taken_port_exits_1(engines: Path, tiny_model: Path, cle
     (["--model", "m.base", "--kv-bits", "3"], "--kv-bits '3': expected one of 0, 4, 8, 16, 84"),
     (["--model", "m.base", "--max-context", "0"], "--max-context '0': expected an integer from 1 to 16777216"),
     (["--model", "m.base", "--basert-lib", "a", "--lib", "b"], "--basert-lib and --lib name the same library"),
+    (["--model", "m.base", "--basert-kv-bits", "3"], "--basert-kv-bits '3': expected one of 0, 4, 8, 16, 84"),
     (["--model"], "--model needs a value"),
 ])
 def test_a_bad_serve_line_exits_2_before_loading_anything(clean_env: dict[str, str], argv: list[str],
@@ -262,8 +263,9 @@ def test_a_bad_serve_line_exits_2_before_loading_anything(clean_env: dict[str, s
     assert done.stderr.startswith(f"{PROG}: {message}"), done.stderr
 
 
-def test_kv_bits_is_taken(engines: Path, tiny_model: Path, clean_env: dict[str, str]) -> None:
-    s = Server(clean_env, lib_path(engines, "0.4.0"), tiny_model, "--kv-bits", "8")
+@pytest.mark.parametrize("flag", ["--kv-bits", "--basert-kv-bits"])
+def test_kv_bits_is_taken(engines: Path, tiny_model: Path, clean_env: dict[str, str], flag: str) -> None:
+    s = Server(clean_env, lib_path(engines, "0.4.0"), tiny_model, flag, "8")
     try:
         assert s.complete(prompt="once upon", max_tokens=64)["choices"][0]["text"] == COMPLETION
     finally:

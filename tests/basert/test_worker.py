@@ -164,6 +164,7 @@ def test_no_command_exits_2(clean_env: dict[str, str]) -> None:
     (["--lib", "{}"], "--lib"),  # "named" is the flag as given (issue 15), not its other spelling
     (["--lib={}"], "--lib"),
     (["--kv-bits", "8", "--basert-lib", "{}"], "--basert-lib"),
+    (["--basert-kv-bits", "8", "--basert-lib", "{}"], "--basert-lib"),  # serve's spelling, as the face forwards it
 ])
 def test_flag_forms(engines: Path, clean_env: dict[str, str], form: list[str], named: str) -> None:
     path = lib_path(engines, "0.3.0")

@@ -1,6 +1,9 @@
-"""The face's option flags: parsing, checking by declaration, serve spelling, finding the culprit."""
+"""The face's option flags: parsing, checking by declaration, serve spelling, forwarding as spelled,
+finding the culprit."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +16,10 @@ from superfluid.optionflags import (
     split_serve_options,
     worker_argv,
 )
+from superfluid.runtime import registry
 from superfluid.runtime.kernel.errors import UsageError
+from tests import cli
+from tests.declarations.conftest import fake_worker
 
 
 def test_pairs_and_forwarding() -> None:
@@ -35,7 +41,7 @@ def test_bad_flag_lines(tokens: list[str], fragment: str) -> None:
 
 def test_serve_spelling_names_the_flag_as_written() -> None:
     grouped = split_serve_options([("llamacpp-n-gpu-layers", "0"), ("mlx-prefill-chunk", "64"),
-                                   ("basert-kv-bits", "8")], ["basert", "llamacpp", "mlx"])
+                                   ("basert-kv-bits", "8")], registry.IDS)
     assert grouped == {"llamacpp": [("n-gpu-layers", "0")], "mlx": [("prefill-chunk", "64")],
                        "basert": [("kv-bits", "8")]}
     with pytest.raises(UsageError, match=r"--llamacpp-n-gpu-layers 'all': expected an integer of at least -1"):
@@ -43,7 +49,42 @@ def test_serve_spelling_names_the_flag_as_written() -> None:
     with pytest.raises(UsageError, match=r"--basert-kv-bits '3': expected one of 0, 4, 8, 16, 84"):
         check_runtime_options("basert", [("kv-bits", "3")], prefix="basert-")
     with pytest.raises(UsageError, match="--vllm-foo: not a serve flag"):
-        split_serve_options([("vllm-foo", "1")], ["basert", "llamacpp", "mlx"])
+        split_serve_options([("vllm-foo", "1")], registry.IDS)
+
+
+def test_serve_spelling_forwards_with_the_runtime_prefix() -> None:
+    assert worker_argv({"lib": "/l", "threads": 2}, prefix="llamacpp-") == ["--llamacpp-lib", "/l",
+                                                                          "--llamacpp-threads", "2"]
+
+
+#: a worker that writes its command line to $ARGV_FILE and answers a check as not available
+SPY = """
+with open(os.environ["ARGV_FILE"], "a") as f:
+    f.write(" ".join(args) + "\\n")
+print(json.dumps({"runtime": {"id": "llamacpp", "version": None, "aliases": []}, "available": "a spy",
+                  "formats": [], "tokenizer": {"from": "engine"}, "devices": [], "capabilities": {}}))
+sys.exit(1)
+"""
+
+
+@pytest.mark.parametrize(("argv", "forwarded"), [
+    pytest.param(["runtime", "check", "llamacpp", "--threads", "2", "--llamacpp-lib", "/l"],
+                 "check --threads 2 --llamacpp-lib /l", id="check-as-the-user-spelled-each"),
+    pytest.param(["runtime", "check", "llamacpp", "--lib", "/l", "--llamacpp-threads", "2"],
+                 "check --lib /l --llamacpp-threads 2", id="check-the-other-way-round"),
+    pytest.param(["serve", "--model", "m.gguf", "--llamacpp-threads", "2", "--llamacpp-lib", "/l"],
+                 "check --llamacpp-threads 2 --llamacpp-lib /l", id="serve-in-its-spelling"),
+])
+def test_every_option_reaches_the_worker_as_spelled(tmp_path: Path, argv: list[str], forwarded: str) -> None:
+    """No option is special (``lib`` included): each reaches the worker as its user spelled it, which
+    every worker takes (docs/adapters.md, "The worker contract"), so the worker names the flag as given."""
+    (tmp_path / "m.gguf").write_bytes(b"GGUF" + bytes(60))
+    spy = fake_worker(tmp_path / "spy", SPY)
+    env = cli.environment(tmp_path / "home", **{registry.env_override("llamacpp"): str(spy),
+                                                "ARGV_FILE": str(tmp_path / "argv")})
+    done = cli.run("superfluid", *argv, env=env, cwd=tmp_path)
+    assert done.code in (1, 4) and "a spy" in done.stderr, done.stderr
+    assert (tmp_path / "argv").read_text().splitlines()[0] == forwarded
 
 
 def _probe(bad: set[str], pairs_bad: set[frozenset[str]] = frozenset(), *, base_ok: bool = True):  # type: ignore[no-untyped-def]

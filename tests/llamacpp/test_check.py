@@ -16,6 +16,7 @@ from superfluid.runtime.llamacpp.check import _spelled, gguf_fault, is_flag, par
 @pytest.mark.parametrize(("name", "model", "known"), [
     ("lib", True, True), ("llamacpp-lib", False, True), ("model", True, True), ("model", False, False),
     ("n-gpu-layers", True, True), ("cache-type-k", False, True), ("basert-lib", True, False), ("bogus", True, False),
+    ("llamacpp-n-gpu-layers", True, True), ("llamacpp-model", True, False), ("llamacpp-bogus", True, False),
 ])
 def test_is_flag(name: str, model: bool, known: bool) -> None:
     assert is_flag(name, model=model) is known
@@ -28,6 +29,8 @@ def test_is_flag(name: str, model: bool, known: bool) -> None:
                  id="either-lib-spelling-is-lib"),
     pytest.param(["--lib", "/l", "--tensor-split", "3,1"], (None, {"lib": "/l", "tensor-split": [3.0, 1.0]}),
                  id="a-list"),
+    pytest.param(["--llamacpp-n-gpu-layers", "0", "--llamacpp-flash-attn=on"],
+                 (None, {"n-gpu-layers": 0, "flash-attn": "on"}), id="serve-spelling-as-the-face-forwards-it"),
 ])
 def test_parse_flags(argv: list[str], want: tuple[str | None, dict[str, Any]]) -> None:
     assert parse_flags(argv) == want
@@ -39,6 +42,9 @@ def test_parse_flags(argv: list[str], want: tuple[str | None, dict[str, Any]]) -
     pytest.param(["--threads", "0"], True, "--threads '0'", id="out-of-range"),
     pytest.param(["--cache-type-k", "q9"], True, "--cache-type-k 'q9'", id="not-a-cache-type"),
     pytest.param(["--threads"], True, "--threads needs a value", id="no-value"),
+    pytest.param(["--llamacpp-threads", "0"], True, "--llamacpp-threads '0'", id="serve-spelling-out-of-range"),
+    pytest.param(["--lib", "/a", "--llamacpp-lib", "/b"], True, "--llamacpp-lib and --lib name the same option",
+                 id="both-spellings"),
 ])
 def test_parse_flags_refuses(argv: list[str], model: bool, fragment: str) -> None:
     with pytest.raises(UsageError, match=fragment):

@@ -63,14 +63,19 @@ def test_a_model_it_cannot_load_is_refused_by_its_format_first(tmp_path: Path) -
     pytest.param(["--threads", "9"], None, "--threads", id="bad-value"),
     pytest.param(["--model"], None, "--model needs a value", id="no-value"),
     pytest.param(["m.gguf"], None, "unexpected argument 'm.gguf'", id="not-a-flag"),
+    pytest.param(["--toy-threads", "2"], (None, {"threads": 2}), None, id="serve-spelling"),
+    pytest.param(["--toy-threads", "9"], None, "--toy-threads '9'", id="serve-spelling-bad-value"),
+    pytest.param(["--threads", "1", "--toy-threads", "2"], None, "--toy-threads and --threads name the same option",
+                 id="both-spellings"),
+    pytest.param(["--other-threads", "2"], None, "unknown flag --other-threads", id="another-runtime-spelling"),
 ])
 def test_the_check_line(argv: list[str], parsed: tuple[str | None, dict[str, Any]] | None,
                         refused: str | None) -> None:
     if refused is None:
-        assert check_line(argv, OPTIONS) == parsed
+        assert check_line(argv, OPTIONS, "toy") == parsed
         return
     with pytest.raises(UsageError, match=refused):
-        check_line(argv, OPTIONS)
+        check_line(argv, OPTIONS, "toy")
 
 
 # -- the three workers, the same answers (a table) ------------------------------------------------------------

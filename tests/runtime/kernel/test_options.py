@@ -6,7 +6,15 @@ from __future__ import annotations
 import pytest
 
 from superfluid.runtime.kernel.errors import UsageError
-from superfluid.runtime.kernel.options import Option, check_options, check_value, options_json, to_argv
+from superfluid.runtime.kernel.options import (
+    Option,
+    check_options,
+    check_value,
+    declared_name,
+    options_json,
+    read_options,
+    to_argv,
+)
 
 NGL = Option(name="n-gpu-layers", kind="int", description="layers on the GPU", default=-1, minimum=-1, maximum=999)
 FREQ = Option(name="rope-freq-base", kind="float", description="RoPE base", minimum=0)
@@ -66,6 +74,43 @@ def test_unknown_option_names_what_is_taken_with_serve_spelling() -> None:
 def test_checked_values_forward_as_worker_flags() -> None:
     values = check_options([NGL, FLASH, SPLIT], [("n-gpu-layers", "0"), ("flash-attn", "yes"), ("tensor-split", "1,2")])
     assert to_argv(values) == ["--n-gpu-layers", "0", "--flash-attn", "true", "--tensor-split", "1.0,2.0"]
+
+
+def test_serve_spelling_forwards_with_the_runtime_prefix() -> None:
+    assert to_argv({"n-gpu-layers": 0, "lib": "/x"}, prefix="llamacpp-") == ["--llamacpp-n-gpu-layers", "0",
+                                                                            "--llamacpp-lib", "/x"]
+
+
+@pytest.mark.parametrize(("name", "option"), [
+    pytest.param("lib", "lib", id="plain"),
+    pytest.param("llamacpp-lib", "lib", id="serve-spelling"),
+    pytest.param("llamacpp-n-gpu-layers", "n-gpu-layers", id="serve-spelling-of-a-long-name"),
+    pytest.param("basert-lib", None, id="another-runtimes-spelling"),
+    pytest.param("llamacpp-", None, id="the-prefix-alone"),
+    pytest.param("llamacpp-llamacpp-lib", None, id="prefixed-twice"),
+    pytest.param("model", None, id="not-an-option"),
+])
+def test_a_worker_takes_an_option_in_either_spelling(name: str, option: str | None) -> None:
+    assert declared_name(name, [NGL, LIB], "llamacpp") == option
+
+
+@pytest.mark.parametrize(("pairs", "want"), [
+    pytest.param([("lib", "/x"), ("n-gpu-layers", "2")], {"lib": "/x", "n-gpu-layers": 2}, id="plain"),
+    pytest.param([("toy-lib", "/x"), ("toy-n-gpu-layers", "2")], {"lib": "/x", "n-gpu-layers": 2}, id="serve-spelling"),
+    pytest.param([("lib", "/x"), ("lib", "/y")], {"lib": "/y"}, id="one-spelling-twice-the-last"),
+    pytest.param([("lib", "/x"), ("toy-lib", "/y")], "--toy-lib and --lib name the same option: give one",
+                 id="both-spellings"),
+    pytest.param([("toy-n-gpu-layers", "1000")], "--toy-n-gpu-layers '1000': expected an integer from -1 to 999",
+                 id="bad-value-named-as-given"),
+    pytest.param([("toy-speed", "1")], r"--toy-speed: no such option \(this runtime takes: n-gpu-layers, lib\)",
+                 id="unknown"),
+])
+def test_read_options(pairs: list[tuple[str, str]], want: dict[str, object] | str) -> None:
+    if isinstance(want, dict):
+        assert read_options(pairs, [NGL, LIB], "toy") == want
+    else:
+        with pytest.raises(UsageError, match=want):
+            read_options(pairs, [NGL, LIB], "toy")
 
 
 def test_json_declares_shape() -> None:

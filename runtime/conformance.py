@@ -25,12 +25,14 @@ from superfluid.runtime.contract import (
 from superfluid.runtime.kernel.errors import UsageError, guarded
 from superfluid.runtime.kernel.formats import facts_of, match, reads
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
+from superfluid.runtime.kernel.options import Option, parse_flag_pairs, read_options, to_argv
+from superfluid.runtime.serve_check import serve_faults
 
 if TYPE_CHECKING:
     from superfluid.runtime.adapter import Adapter
 
-__all__ = ["faults", "declaration_faults", "format_faults", "report_faults", "worker_faults", "default_worker",
-           "sample", "main", "UNKNOWN_FLAG"]
+__all__ = ["faults", "declaration_faults", "format_faults", "report_faults", "worker_faults", "spelling_faults",
+           "serve_faults", "default_worker", "sample", "main", "UNKNOWN_FLAG"]
 
 #: a runtime id: what ``--runtime``, ``--<id>-<option>`` and the home's ``runtimes/<id>/`` take
 _ID = re.compile(r"[a-z0-9][a-z0-9._-]*")
@@ -44,6 +46,7 @@ UNKNOWN_FLAG = "--no-such-flag"
 _TIMEOUT = 120.0
 #: bytes of a report read (a report is a few KiB)
 _MAX_REPORT_BYTES = 4 << 20
+_USAGE = "usage: python -m superfluid.runtime.conformance <id> [--worker PATH] [--model PATH [--<option> V]...]"
 
 
 def declaration_faults(adapter: Adapter) -> list[str]:
@@ -299,57 +302,104 @@ def worker_faults(adapter: Adapter, worker: Sequence[str], environ: Mapping[str,
     return found
 
 
+def _sample_value(option: Option, folder: str) -> str:
+    """A value of ``option``'s shape: its default, else the first it takes (a path: one that does not exist)."""
+    if option.default is not None:
+        return to_argv({option.name: option.default})[1]
+    bound = option.minimum if option.minimum is not None else option.maximum
+    by_kind = {"int": str(int(bound or 0)), "float": str(bound or 0), "bool": "false",
+               "enum": option.values[0] if option.values else "", "list": "x" if option.item == "str" else "1",
+               "path": os.path.join(folder, f"no-such-{option.name}")}
+    return by_kind[option.kind]
+
+
+def spelling_faults(adapter: Adapter, worker: Sequence[str], environ: Mapping[str, str], folder: str) -> list[str]:
+    """Whether the worker's ``check`` takes every option it declares in both spellings, ``--<option> V``
+    and serve's ``--<id>-<option> V`` (the face forwards an option as its user spelled it): a check given
+    them all answers a report, exit 0 or 1, never a usage error (docs/adapters.md, "The conformance kit", 5)."""
+    rid, declared = adapter.id, adapter.options()
+    values = {o.name: _sample_value(o, folder) for o in declared if _OPTION.fullmatch(o.name) and o.name != "model"}
+    found = []
+    for lead in ("", f"{rid}-") if values else ():
+        line = [token for name, raw in values.items() for token in (f"--{lead}{name}", raw)]
+        ran = _run(worker, ["check", *line], environ)
+        if ran.code not in (0, 1) or ran.report() is None:
+            found.append(f"{rid}: check {' '.join(line)} exits {ran.code} ({ran.stderr.strip()[-300:]!r}): a worker "
+                         f"takes each option as --<option> V and as serve spells it, --{rid}-<option> V")
+    return found
+
+
 def default_worker(adapter: Adapter) -> list[str]:
     """The adapter's worker as its console script runs it: ``python -m <package>.worker``."""
     return [sys.executable, "-m", f"{adapter.package}.worker"]
 
 
-def faults(adapter: Adapter, *, worker: Sequence[str] | None = None,
-           environ: Mapping[str, str] | None = None) -> list[str]:
+def faults(adapter: Adapter, *, worker: Sequence[str] | None = None, environ: Mapping[str, str] | None = None,
+           model: str | None = None, options: Mapping[str, Any] | None = None) -> list[str]:
     """Every fault the kit finds in ``adapter`` (empty: it conforms), its worker run as ``worker``
-    (default ``default_worker``) in ``environ`` (default ours)."""
+    (default ``default_worker``) in ``environ`` (default ours); with ``model``, its ``serve`` of that
+    model too, given ``options`` (``{option: value}``) as ``superfluid serve`` forwards them."""
     env = os.environ if environ is None else environ
+    command = list(worker) if worker else default_worker(adapter)
     found = declaration_faults(adapter)
     with tempfile.TemporaryDirectory(prefix=f"superfluid-conformance-{adapter.id}-") as folder:
         found += format_faults(adapter, folder)
         if adapter.linked:
             report, code = adapter.check([], env)
             found += [f"{f} (in process)" for f in report_faults(adapter, report, code)]
-        found += worker_faults(adapter, list(worker) if worker else default_worker(adapter), env, folder)
+        found += worker_faults(adapter, command, env, folder)
+        found += spelling_faults(adapter, command, env, folder)
+        if model is not None:
+            found += serve_faults(adapter, command, env, folder, model, options)
     return found
 
 
-def _line(argv: Sequence[str]) -> tuple[str, list[str] | None]:
-    """``<id> [--worker PATH]``.
+@dataclass(frozen=True, slots=True)
+class _Line:
+    runtime_id: str
+    worker: list[str] | None
+    model: str | None
+    options: dict[str, Any]
+
+
+def _line(argv: Sequence[str]) -> _Line:
+    """``<id> [--worker PATH] [--model PATH [--<option> V]...]``, the options checked against the
+    runtime's declaration (as ``--<option>`` or ``--<id>-<option>``).
 
     Raises:
-        UsageError: anything else.
+        UsageError: anything else (an unknown id included).
     """
     rest = list(argv)
-    worker: list[str] | None = None
-    if "--worker" in rest:
-        at = rest.index("--worker")
-        if at + 1 >= len(rest):
-            raise UsageError("--worker needs the path of the worker to run")
-        worker = [rest[at + 1]]
-        del rest[at:at + 2]
-    if len(rest) != 1 or rest[0].startswith("-"):
-        raise UsageError("usage: python -m superfluid.runtime.conformance <id> [--worker PATH]")
-    return rest[0], worker
+    if rest[-1:] == ["--worker"]:
+        raise UsageError("--worker needs the path of the worker to run")
+    if not rest or rest[0].startswith("-"):
+        raise UsageError(_USAGE)
+    runtime_id = rest.pop(0)
+    own: dict[str, str] = {}
+    given: list[tuple[str, str]] = []
+    for name, value in parse_flag_pairs(rest):
+        if name in ("worker", "model"):
+            own[name] = value
+        else:
+            given.append((name, value))
+    if given and "model" not in own:
+        raise UsageError(f"options are given to serve: name its model with --model PATH ({_USAGE})")
+    options = read_options(given, registry.get(runtime_id).options(), runtime_id)
+    return _Line(runtime_id, [own["worker"]] if "worker" in own else None, own.get("model"), options)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the kit on one adapter: its faults on stdout, exit 1; else a line saying it conforms, exit 0."""
     def run() -> int:
-        runtime_id, worker = _line(sys.argv[1:] if argv is None else argv)
-        adapter = registry.get(runtime_id)
-        found = faults(adapter, worker=worker)
+        line = _line(sys.argv[1:] if argv is None else argv)
+        found = faults(registry.get(line.runtime_id), worker=line.worker, model=line.model, options=line.options)
         for fault in found:
             sys.stdout.write(f"{fault}\n")
         if found:
             return 1
-        sys.stdout.write(f"{runtime_id} conforms: its declarations, formats, check report and worker command line "
-                         "keep the worker contract\n")
+        serves = f", and it serves {os.path.basename(line.model)} as a host asks" if line.model else ""
+        sys.stdout.write(f"{line.runtime_id} conforms: its declarations, formats, check report and worker command "
+                         f"line keep the worker contract{serves}\n")
         return 0
 
     return guarded("superfluid-conformance", run)

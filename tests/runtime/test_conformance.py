@@ -1,8 +1,9 @@
-"""``runtime/conformance``: the kit every adapter runs on itself (issue 33, item 4) — basert, llamacpp and
-mlx pass it through their real worker executables, their engine installed or not (the fourth, test-only
-adapter in tests/declarations/test_fourth_engine.py), and it fails, naming the fault, on a report that
-drops a key, a declaration ``--runtime`` cannot take, a format that matches nothing or a text file, a
-``version`` that disagrees with ``check``, or a worker that takes a flag it does not read."""
+"""``runtime/conformance``: the kit every adapter runs on itself (issue 33, item 4) — every registered
+adapter passes it through its real worker executable, its engine installed or not, and serving a model
+where it serves (the test-only engine of tests/declarations/test_fourth_engine.py too), and it fails,
+naming the fault, on a report that drops a key, a declaration ``--runtime`` cannot take, a format that
+matches nothing or a text file, a ``version`` that disagrees with ``check``, a worker that takes a flag
+it does not read, or one that does not take an option as serve spells it (issue 43, point 8)."""
 
 from __future__ import annotations
 
@@ -45,12 +46,14 @@ def test_every_adapter_conforms_with_nothing_installed(home: Path, runtime_id: s
 
 @pytest.mark.parametrize("runtime_id", registry.IDS)
 def test_every_adapter_conforms_when_ready(home: Path, tmp_path: Path, engines: Path, libllama_v2: Path,
-                                           runtime_id: str) -> None:
+                                           gguf_models: dict[str, Path], runtime_id: str) -> None:
+    """Ready, and serving a model of its format where it serves (mlx serves on a Mac only)."""
     named = {"basert": {"BASERT_LIB": str(engines / "0.4.0")}, "llamacpp": {"SUPERFLUID_LLAMA_LIB": str(libllama_v2)},
              "mlx": {"SUPERFLUID_MLX_VENV": str(venv(tmp_path / "env", json.dumps(GOOD))), **MAC}}[runtime_id]
+    model = {"basert": engines / "models" / "tiny.base", "llamacpp": gguf_models["always-the.gguf"]}.get(runtime_id)
     env = isolated_env(home, **named)
     adapter = registry.get(runtime_id)
-    assert faults(adapter, worker=_worker(runtime_id), environ=env) == []
+    assert faults(adapter, worker=_worker(runtime_id), environ=env, model=str(model) if model else None) == []
     if adapter.linked:
         assert adapter.check([], env)[0]["available"] is True
 
@@ -97,10 +100,29 @@ def test_the_command_line_fails_on_a_dropped_key_and_says_which(home: Path, tmp_
                                        "line keep the worker contract\n")
 
 
+def test_the_command_line_serves_a_model_with_options(home: Path, engines: Path, capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Options in either spelling, forwarded to serve as ``superfluid serve`` forwards them."""
+    for key, value in isolated_env(home).items():
+        monkeypatch.setenv(key, value)
+    model = engines / "models" / "tiny.base"
+    assert main(["basert", "--worker", _worker("basert")[0], "--model", str(model), "--lib", str(engines / "0.4.0"),
+                 "--basert-kv-bits", "8"]) == 0
+    assert capsys.readouterr().out == ("basert conforms: its declarations, formats, check report and worker command "
+                                       "line keep the worker contract, and it serves tiny.base as a host asks\n")
+
+
 @pytest.mark.parametrize(("argv", "said"), [
     pytest.param([], "usage: python -m superfluid.runtime.conformance <id> [--worker PATH]", id="nothing"),
     pytest.param(["mlx", "--worker"], "--worker needs the path", id="no-worker-path"),
     pytest.param(["toy"], "no runtime 'toy'", id="unknown-id"),
+    pytest.param(["llamacpp", "--threads", "2"], "options are given to serve: name its model with --model PATH",
+                 id="options-without-a-model"),
+    pytest.param(["llamacpp", "--model", "m.gguf", "--threads", "0"], "--threads '0': expected an integer",
+                 id="a-bad-option-value"),
+    pytest.param(["llamacpp", "--model", "m.gguf", "--basert-lib", "/l"], "--basert-lib: no such option",
+                 id="another-runtimes-option"),
+    pytest.param(["llamacpp", "stray"], "unexpected argument 'stray'", id="stray"),
 ])
 def test_a_bad_line_is_2(capsys: pytest.CaptureFixture[str], argv: list[str], said: str) -> None:
     assert main(argv) == 2
@@ -160,6 +182,45 @@ def test_the_worker_faults(home: Path, tmp_path: Path, honest: Path, fault: str,
         assert found == []
     else:
         assert any(f.startswith(said) for f in found), found
+
+
+# -- every option in both spellings ------------------------------------------------------------------------------
+
+#: a worker that writes each command line to $ARGV_FILE and answers a check; with $PLAIN_ONLY, it
+#: refuses serve's spelling of an option as a flag it does not know
+SPELLING = """
+with open(os.environ["ARGV_FILE"], "a") as f:
+    f.write(" ".join(args) + "\\n")
+spelled = [a for a in args if a.startswith("--llamacpp-")]
+if spelled and os.environ.get("PLAIN_ONLY"):
+    sys.stderr.write("w: unknown flag " + spelled[0] + "\\n")
+    sys.exit(2)
+print(json.dumps({"available": "nothing here"}))
+sys.exit(1)
+"""
+TAKES = [Option(name="threads", kind="int", description="t", minimum=1, maximum=8),
+         Option(name="lib", kind="path", description="l"), Option(name="fa", kind="bool", description="f"),
+         Option(name="kv", kind="enum", description="k", values=("f16", "q8")),
+         Option(name="split", kind="list", description="s", item="float"),
+         Option(name="mode", kind="enum", description="m", values=("a", "b"), default="b")]
+
+
+@pytest.mark.parametrize("plain_only", [False, True], ids=["both-spellings", "plain-only"])
+def test_a_worker_takes_every_option_in_both_spellings(home: Path, tmp_path: Path, plain_only: bool) -> None:
+    """The face forwards an option as its user spelled it, serve as ``--<id>-<option>``: a worker that
+    takes only ``--<option>`` fails ``check --<id>-lib`` and ``serve`` (issue 43, point 8)."""
+    worker = fake_worker(tmp_path / "spelling", SPELLING)
+    env = isolated_env(home, ARGV_FILE=str(tmp_path / "argv"), **({"PLAIN_ONLY": "1"} if plain_only else {}))
+    found = conformance.spelling_faults(made(options=TAKES), [str(worker)], env, str(tmp_path))
+    sample = f"--threads 1 --lib {tmp_path / 'no-such-lib'} --fa false --kv f16 --split 1 --mode b"
+    assert (tmp_path / "argv").read_text().splitlines() == [
+        f"check {sample}", f"check {sample.replace('--', '--llamacpp-')}"]
+    if plain_only:
+        assert len(found) == 1 and found[0].startswith(f"llamacpp: check {sample.replace('--', '--llamacpp-')} "
+                                                       "exits 2 ('w: unknown flag --llamacpp-threads')")
+        assert found[0].endswith("as serve spells it, --llamacpp-<option> V")
+    else:
+        assert found == []
 
 
 # -- declarations, formats and reports, in process --------------------------------------------------------------

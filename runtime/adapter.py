@@ -178,13 +178,15 @@ class Adapter(ABC):
         """``owner/name`` of the GitHub repository the recipe's ``releases`` (or ``api``) URL names.
 
         Raises:
-            NotInstallable: the recipe names no releases repository.
+            NotInstallable: the recipe names no releases repository: this superfluid has no installer
+                for the runtime (the words of ``plan_for``'s default, which is asked after the listing).
         """
         for key in ("releases", "api"):
             m = re.search(r"/repos/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)/releases", str(self.recipe.get(key) or ""))
             if m is not None:
                 return m.group(1)
-        raise NotInstallable(f"the {self.id} recipe names no releases repository")
+        raise NotInstallable(f"this superfluid has no installer for the {self.id} runtime: its recipe names no "
+                             "releases repository")
 
     def plan(self, request: Request, host: Host, listing: Listing | None = None) -> list[Plan]:
         """The ordered plans for ``request`` on ``host``, from the recipe and, when given, the

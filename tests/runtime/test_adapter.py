@@ -109,8 +109,11 @@ def test_the_repository_the_recipe_names(recipe: dict[str, Any], repo: str) -> N
     pytest.param({"homepage": "https://x/repos/a/b/releases"}, id="another-key"),
 ])
 def test_no_repository_is_not_installable(recipe: dict[str, Any]) -> None:
-    with pytest.raises(NotInstallable, match="bare"):
+    """The words docs/adapters.md promises for an engine without an installer, and why."""
+    with pytest.raises(NotInstallable) as caught:
         _ = bare(recipe).repo
+    assert caught.value.message == ("this superfluid has no installer for the bare runtime: its recipe names no "
+                                    "releases repository")
 
 
 # --- the compat part a request plans for -------------------------------------------------------------------

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from superfluid.runtime import registry
 from superfluid.runtime.kernel.schema import errors
 from tests import cli
 from tests.ci.conftest import KeyPair, Packed, ci_env, make_key_pair, run_ci, run_minisign
@@ -51,7 +52,7 @@ def test_compat_json_names_its_artifact_and_is_valid(packed: Packed) -> None:
         assert (release["name"], release["tarball"]) == ("superfluid-toolchain", artifact.name)
         assert release["sha256"] == digest
         assert artifact.name.startswith(f"superfluid_toolchain-{release['version']}")
-        assert "unanswered" not in doc and set(doc["runtimes"]) == {"basert", "llamacpp", "mlx"}
+        assert "unanswered" not in doc and set(doc["runtimes"]) == set(registry.IDS)
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from superfluid.runtime import registry
 from tests.declarations.conftest import MACOS_ARM64, SPEC_LLAMA_OPTIONS, base_env, sf, sf_json, validate
 
 
@@ -88,7 +89,7 @@ def test_runtimes_json(home: Path) -> None:
     rows = sf_json(base_env(home), "runtimes", "--json")
     validate(rows, "runtimes")
     by_id = {r["id"]: r for r in rows}
-    assert list(by_id) == ["basert", "llamacpp", "mlx"]
+    assert list(by_id) == list(registry.IDS)
     assert by_id["basert"]["requires"] == {"header": "0.4.0", "abi": 1}
     assert by_id["basert"]["installable"] is None  # baseRT publishes no Linux x64 engine
     assert by_id["llamacpp"]["installable"] == "b11642-cpu"

@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+from superfluid.runtime import registry
 from tests.declarations.conftest import SUPERFLUID, base_env, fake_worker, sf, sf_json, validate
 
 SECRETS = {"GITHUB_TOKEN": "ghp_secret", "HF_TOKEN": "hf_secret", "AWS_SECRET_ACCESS_KEY": "aws_secret",
@@ -88,7 +89,7 @@ def test_superfluid_through_a_shim_finds_its_workers(home: Path, tmp_path: Path)
     shim.write_text(f"#!/bin/sh\nexec {SUPERFLUID} \"$@\"\n")
     env = base_env(home, PATH=_path_without_venv())
     doc = sf_json_exe(env, shim, "compat", "--json")
-    assert set(doc["runtimes"]) == {"basert", "llamacpp", "mlx"}
+    assert set(doc["runtimes"]) == set(registry.IDS)
 
 
 def sf_json_exe(env: dict[str, str], exe: Path, *args: str) -> object:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from superfluid.runtime import registry
 from tests.conftest import Home
 
 TINY = Path(os.environ.get("SUPERFLUID_NATIVE_CACHE") or Path(__file__).resolve().parents[2] / ".cache" / "native") \
@@ -159,7 +160,7 @@ def test_superfluid_manifest_json_failures_are_the_json_error(cli_home: Home, ar
     assert doc["error"]["message"] in err
 
 
-@pytest.mark.parametrize("worker", ["basert", "llamacpp", "mlx"])
+@pytest.mark.parametrize("worker", registry.IDS)
 def test_each_worker_help_has_commands_examples_and_exit_codes(cli_home: Home, worker: str) -> None:
     code, out, err = _program(f"superfluid-worker-{worker}", "--help", env=cli_home.env)
     assert code == 0 and err == "", err

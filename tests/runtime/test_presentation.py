@@ -106,7 +106,7 @@ def test_the_defaults() -> None:
 @pytest.mark.parametrize("ident", registry.IDS)
 def test_the_registry_finds_each_runtimes_own(ident: str) -> None:
     shown = registry.presentation(ident)
-    assert shown.id == ident and type(shown) is not Presentation
+    assert shown.id == ident and (type(shown) is Presentation) == (registry.get(ident).presentation_from is None)
     assert registry.presentation(ident) is shown  # its module's one PRESENTATION
 
 

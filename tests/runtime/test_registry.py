@@ -19,7 +19,7 @@ def test_every_id_answers_its_own_adapter() -> None:
 def test_an_unknown_id_names_what_ships(runtime_id: str) -> None:
     with pytest.raises(UsageError) as caught:
         registry.get(runtime_id)
-    assert str(caught.value).startswith(f"no runtime {runtime_id!r}; this superfluid ships: basert, llamacpp, mlx")
+    assert str(caught.value).startswith(f"no runtime {runtime_id!r}; this superfluid ships: {', '.join(registry.IDS)}")
 
 
 @pytest.mark.parametrize(("runtime_id", "variable", "command"), [

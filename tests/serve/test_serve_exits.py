@@ -52,7 +52,8 @@ def spy(tmp_path: Path) -> tuple[dict[str, str], Path]:
 
 @pytest.mark.parametrize(("args", "says"), [
     pytest.param(["--model", "{tiny}", "--bogus", "1"], "unknown flag --bogus: not a serve flag, nor "
-                 "--<runtime>-<option> of a runtime this superfluid ships (basert, llamacpp, mlx)", id="unknown-flag"),
+                 f"--<runtime>-<option> of a runtime this superfluid ships ({', '.join(registry.IDS)})",
+                 id="unknown-flag"),
     pytest.param(["--model", "{tiny}", "--port", "65536"], "--port '65536': expected an integer from 0 to 65535",
                  id="bad-port"),
     pytest.param(["--model", "{tiny}", "--basert-kv-bits", "3"], "--basert-kv-bits '3': expected one of 0, 4, 8, 16, "

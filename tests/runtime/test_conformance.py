@@ -7,7 +7,6 @@ it does not read, or one that does not take an option as serve spells it (issue 
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
@@ -32,7 +31,7 @@ from superfluid.runtime.kernel.options import Option
 from superfluid.runtime.registry import worker_command
 from tests.conftest import VENV_BIN, isolated_env
 from tests.declarations.conftest import fake_worker
-from tests.mlx.environments import GOOD, MAC, venv
+from tests.runtime.ready import ready
 
 
 def _worker(runtime_id: str) -> list[str]:
@@ -45,13 +44,11 @@ def test_every_adapter_conforms_with_nothing_installed(home: Path, runtime_id: s
 
 
 @pytest.mark.parametrize("runtime_id", registry.IDS)
-def test_every_adapter_conforms_when_ready(home: Path, tmp_path: Path, engines: Path, libllama_v2: Path,
-                                           gguf_models: dict[str, Path], runtime_id: str) -> None:
-    """Ready, and serving a model of its format where it serves (mlx serves on a Mac only)."""
-    named = {"basert": {"BASERT_LIB": str(engines / "0.4.0")}, "llamacpp": {"SUPERFLUID_LLAMA_LIB": str(libllama_v2)},
-             "mlx": {"SUPERFLUID_MLX_VENV": str(venv(tmp_path / "env", json.dumps(GOOD))), **MAC}}[runtime_id]
-    model = {"basert": engines / "models" / "tiny.base", "llamacpp": gguf_models["always-the.gguf"]}.get(runtime_id)
-    env = isolated_env(home, **named)
+def test_every_adapter_conforms_when_ready(home: Path, tmp_path: Path, request: pytest.FixtureRequest,
+                                           runtime_id: str) -> None:
+    """Ready as its tests' ``ready.py`` makes it, and serving the model it gives (where it serves here)."""
+    variables, model = ready(runtime_id, request, tmp_path)
+    env = isolated_env(home, **variables)
     adapter = registry.get(runtime_id)
     assert faults(adapter, worker=_worker(runtime_id), environ=env, model=str(model) if model else None) == []
     if adapter.linked:

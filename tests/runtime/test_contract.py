@@ -1,6 +1,7 @@
 """``runtime/contract``: the worker contract — the keys every check report starts from, the line every
-check parses, the reason of a model it cannot load — and a table proving the three workers give the same
-answers to its checks (issue 33, item 3), run as processes, their engine installed or not."""
+check parses, the reason of a model it cannot load — and a table proving every registered worker gives the
+same answers to its checks (issue 33, item 3), run as processes, its engine installed (as its tests'
+``ready.py`` makes it ready) or not."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from superfluid.runtime import registry
 from superfluid.runtime.contract import (
     DESCRIPTOR_VERSION,
     REPORT_KEYS,
@@ -24,7 +26,7 @@ from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.options import Option
 from superfluid.runtime.registry import worker_command
 from tests import cli
-from tests.mlx.environments import GOOD, MAC, venv
+from tests.runtime.ready import ready
 
 GGUF = {"id": "gguf", "describe": "a GGUF file", "file": {"extensions": ["gguf"], "magic": "GGUF"}}
 OPTIONS = (Option(name="threads", kind="int", description="threads", default=1, minimum=1, maximum=8),)
@@ -78,18 +80,11 @@ def test_the_check_line(argv: list[str], parsed: tuple[str | None, dict[str, Any
         check_line(argv, OPTIONS, "toy")
 
 
-# -- the three workers, the same answers (a table) ------------------------------------------------------------
-
-IDS = ("basert", "llamacpp", "mlx")
+# -- every worker, the same answers (a table) ------------------------------------------------------------------
 
 
-def _ready_env(runtime_id: str, home: Path, tmp_path: Path, engines: Path, libllama_v2: Path) -> dict[str, str]:
-    if runtime_id == "basert":
-        return cli.environment(home, BASERT_LIB=str(engines / "0.4.0"))
-    if runtime_id == "llamacpp":
-        return cli.environment(home, SUPERFLUID_LLAMA_LIB=str(libllama_v2))
-    env = venv(tmp_path / "mlx-env", json.dumps(GOOD))
-    return cli.environment(home, SUPERFLUID_MLX_VENV=str(env), **MAC)
+def _ready_env(runtime_id: str, home: Path, request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    return cli.environment(home, **ready(runtime_id, request, tmp_path / runtime_id).variables)
 
 
 def _run(runtime_id: str, argv: list[str], env: dict[str, str]) -> cli.Run:
@@ -120,24 +115,24 @@ CASES: list[tuple[str, list[str], Callable[[cli.Run], Any], Any, Any]] = [
 
 
 @pytest.mark.parametrize("installed", [True, False], ids=["ready", "not-installed"])
-@pytest.mark.parametrize(("case", "argv", "seen", "ready", "not_installed"), CASES, ids=[c[0] for c in CASES])
-def test_the_three_workers_give_the_same_answers(home: Path, tmp_path: Path, engines: Path, libllama_v2: Path,
-                                                 installed: bool, case: str, argv: list[str],
-                                                 seen: Callable[[cli.Run], Any],
-                                                 ready: Any, not_installed: Any) -> None:
+@pytest.mark.parametrize(("case", "argv", "seen", "ready_answer", "not_installed"), CASES, ids=[c[0] for c in CASES])
+def test_every_worker_gives_the_same_answers(home: Path, tmp_path: Path, request: pytest.FixtureRequest,
+                                            installed: bool, case: str, argv: list[str],
+                                            seen: Callable[[cli.Run], Any],
+                                            ready_answer: Any, not_installed: Any) -> None:
     answers = {}
-    for rid in IDS:
-        env = _ready_env(rid, home, tmp_path, engines, libllama_v2) if installed else cli.environment(home)
+    for rid in registry.IDS:
+        env = _ready_env(rid, home, request, tmp_path) if installed else cli.environment(home)
         answers[rid] = seen(_run(rid, argv, env))
-    assert answers == dict.fromkeys(IDS, ready if installed else not_installed), case
+    assert answers == dict.fromkeys(registry.IDS, ready_answer if installed else not_installed), case
 
 
 @pytest.mark.parametrize("installed", [True, False], ids=["ready", "not-installed"])
-def test_version_agrees_with_check(home: Path, tmp_path: Path, engines: Path, libllama_v2: Path,
+def test_version_agrees_with_check(home: Path, tmp_path: Path, request: pytest.FixtureRequest,
                                    installed: bool) -> None:
     """``version`` prints the check's ``runtime.version``, or exits 1 with the check's reason."""
-    for rid in IDS:
-        env = _ready_env(rid, home, tmp_path, engines, libllama_v2) if installed else cli.environment(home)
+    for rid in registry.IDS:
+        env = _ready_env(rid, home, request, tmp_path) if installed else cli.environment(home)
         checked = json.loads(_run(rid, ["check"], env).stdout)
         done = _run(rid, ["version"], env)
         if installed:

@@ -1,6 +1,6 @@
 """The adapters this release ships, one line each; naming one imports nothing native or heavy.
 
-See docs/adapters.md, "Adding a fourth engine".
+See docs/adapters.md, "Adding an engine".
 """
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from superfluid.installer.unpack.inflate import INFLATER  # noqa: E402
-from superfluid.runtime import elf  # noqa: E402
+from superfluid.runtime.hostfacts import elf  # noqa: E402
 from superfluid.runtime.hostfacts.elf import is_elf  # noqa: E402
 from superfluid.runtime.hostfacts.host import detect  # noqa: E402
 from superfluid.runtime.hostfacts.needs import GLIBC_LIBRARIES, is_shared_object  # noqa: E402

@@ -10,15 +10,12 @@ import errno
 import os
 import sys
 from collections.abc import Sequence
-from importlib import import_module
-from typing import cast
 
-from superfluid import answer_cache, quickparse
+from superfluid import answer_cache
 from superfluid.parser import (
     Exit,
     NotLoaded,
     Parser,
-    Runs,
     canonical_ids,
     find,
     load,
@@ -138,28 +135,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         if (kept := answer_cache.lookup(args_in, os.environ)) is not None:
             sys.stdout.write(kept)  # nothing it was computed from changed: no parser, no adapter
             return 0
-        if (quick := quickparse.parse(args_in, os.environ)) is not None:  # a line asked on every run
-            args, module = quick.args, cast(Runs, import_module(quick.module))
-        else:
-            if not args_in:
-                sys.stderr.write(overview(parser(args_in)))
-                return 2
-            args, extra, top = _parsed(args_in)
-            if extra:  # named at the command that refused them, not at the top
-                raise UsageError(f"unrecognized arguments: {' '.join(extra)}")
-            if args.help and not args.command:
-                sys.stdout.write(overview(top))
-                return 0
-            if not (path := _path(args)):
-                raise UsageError(f"{args_in[0]} needs a command first (see 'superfluid --help')")
-            command = load(path)
-            more_help = getattr(command, "more_help", None)  # a command that reads its own flags (runtime check)
-            if more_help is not None and not args.version and {"-h", "--help"} & set(getattr(args, "rest", ())):
-                page = find(top, path)
-                assert page is not None
-                sys.stdout.write(page.format_help() + "\n" + more_help(args))
-                return 0
-            module = runner(command, args, os.environ)  # the command's module, or another's for its flags
+        if not args_in:
+            sys.stderr.write(overview(parser(args_in)))
+            return 2
+        args, extra, top = _parsed(args_in)
+        if extra:  # named at the command that refused them, not at the top
+            raise UsageError(f"unrecognized arguments: {' '.join(extra)}")
+        if args.help and not args.command:
+            sys.stdout.write(overview(top))
+            return 0
+        if not (path := _path(args)):
+            raise UsageError(f"{args_in[0]} needs a command first (see 'superfluid --help')")
+        command = load(path)
+        more_help = getattr(command, "more_help", None)  # a command that reads its own flags (runtime check)
+        if more_help is not None and not args.version and {"-h", "--help"} & set(getattr(args, "rest", ())):
+            page = find(top, path)
+            assert page is not None
+            sys.stdout.write(page.format_help() + "\n" + more_help(args))
+            return 0
+        module = runner(command, args, os.environ)  # the command's module, or another's for its flags
         if getattr(module, "READS_HOME", False):
             _warn_home()
         return int(module.run(args))

@@ -1,6 +1,6 @@
 """What a runtime declares (its versions, its options), asked through the catalog, checked for its shape and
-shown: ``runtime options`` and ``runtime versions``, and the line ``runtime versions <id> [--json]`` alone
-(``superfluid.quickparse``), answered without the listing and ``--for`` machinery of ``commands.versions``."""
+shown: ``runtime options`` and ``runtime versions``, the plain line of which is answered here, without the
+listing and ``--for`` machinery of ``commands.versions_planned``."""
 
 from __future__ import annotations
 
@@ -202,7 +202,7 @@ def show(args: argparse.Namespace, answer: list[dict[str, Any]], listing: tuple[
 
 def run(args: argparse.Namespace) -> int:
     """``runtime versions|options <id> [--json]``, from what the runtime declares alone (``runtime
-    versions`` with ``--for`` or a release listing is superfluid.commands.versions); 0 answered, 1 the
+    versions`` with ``--for`` or a release listing is superfluid.commands.versions_planned); 0 answered, 1 the
     worker failed, 2 usage."""
     answer, _ = ask(args.id, args.sub, dict(os.environ))
     show(args, answer)

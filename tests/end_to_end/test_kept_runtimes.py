@@ -35,8 +35,7 @@ def _runtimes(home: Home, *argv: str, env: dict[str, str] | None = None) -> tupl
 
 
 def _computed(modules: set[str]) -> bool:
-    """The answer was computed: the command asked the catalog and the adapters were imported (its
-    line is parsed without the command tree since issue 24: ``superfluid.quickparse``). The registry
+    """The answer was computed: the command asked the catalog and the adapters were imported. The registry
     loads an adapter with ``importlib.import_module``, which ``-X importtime`` does not report: the
     basert adapter shows by its ABI rule, which it imports at its top."""
     return "superfluid.catalog" in modules and "superfluid.runtime.basert.abi" in modules

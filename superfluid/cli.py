@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import gc
 import os
 import sys
 from collections.abc import Sequence
@@ -106,6 +107,24 @@ def _warn_home() -> None:
                          "answering from what can be read\n")
 
 
+def _pause_gc(args_in: Sequence[str]) -> bool:
+    """Stop the cyclic garbage collector for the short life of a command (not for ``serve``, which
+    lives as long as its server); answers whether it was on. A command's imports make tens of
+    thousands of objects that every full collection walks again (measured: ~60 ms of a 0.7 s
+    install); the few cycles it leaves die with the process."""
+    on = gc.isenabled()
+    if on and list(args_in[:1]) != ["serve"]:
+        gc.disable()
+    return on
+
+
+def _resume_gc(was_on: bool, *, exiting: bool) -> None:
+    if was_on:
+        gc.enable()
+        if exiting:  # the process ends now: no last full collection over everything it made
+            gc.freeze()
+
+
 def _parsed(args_in: Sequence[str]) -> tuple[argparse.Namespace, list[str], Parser]:
     """The line parsed by the command tree: its namespace, what no command took, and the tree."""
     top = parser(args_in)  # the module of the command the line names, the others named only
@@ -131,6 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     as_json = _wants_json(args_in)
     args: argparse.Namespace | None = None
+    collecting = _pause_gc(args_in)
     try:
         if (kept := answer_cache.lookup(args_in, os.environ)) is not None:
             sys.stdout.write(kept)  # nothing it was computed from changed: no parser, no adapter
@@ -167,3 +187,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(e, 130, args, as_json)
     except BrokenPipeError:
         return 1
+    finally:
+        _resume_gc(collecting, exiting=argv is None)

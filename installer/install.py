@@ -138,7 +138,8 @@ def install(request: Request, *, environ: Mapping[str, str], mirror: str | None 
         if kept is not None and (same := kept(plans)) is not None:  # already installed: nothing fetched
             return replace(same, source=where, kept=True, warnings=listed + same.warnings)
         done = install_plans(request.id, plans, environ=environ, source=src, where=where, untested=request.untested,
-                             tell=tell, progress=progress, platform=host.platform, phases=phases)
+                             tell=tell, progress=progress, platform=host.platform, phases=phases,
+                             mirror=src.mirror if src is not None else None)
         return replace(done, warnings=listed + done.warnings)
     finally:
         if src is not None:
@@ -148,12 +149,14 @@ def install(request: Request, *, environ: Mapping[str, str], mirror: str | None 
 def install_plans(runtime_id: str, plans: Sequence[Plan], *, environ: Mapping[str, str], where: str,
                   source: ReleaseSource | None = None, untested: bool = False, tell: Tell | None = None,
                   progress: Progress | None = None, platform: str | None = None,
-                  lock: Mapping[str, str] | None = None, phases: Phases | None = None) -> Outcome:
+                  lock: Mapping[str, str] | None = None, phases: Phases | None = None,
+                  mirror: str | None = None) -> Outcome:
     """Fetch, verify, stage, probe and publish the first of ``plans`` (digests settled) that runs
     here; the others are its fallbacks. A plan whose GPU module misses its CUDA runtime is followed
     by its ``retry`` (the same build with its CUDA runtime archive). ``source`` (None: each URL as
     given, through the home's cache) only fetches. ``lock`` (``{"file", "sha256"}``) names the lock
-    the plans came from, which the receipt records.
+    the plans came from, and ``mirror`` the root of the mirror they are fetched from (a source's
+    ``mirror``, or ``--mirror`` of a lock): the receipt records both.
 
     Raises:
         NotInstallable: every plan's probe refused (names each reason), or there is none.
@@ -187,7 +190,7 @@ def install_plans(runtime_id: str, plans: Sequence[Plan], *, environ: Mapping[st
         tell(Trying(plan=p, index=i, cached=_cached(p, source, environ)))
         fill = fill_for(p, source, environ=environ, progress=progress, phases=phases, unchecked=partial(unchecked, p))
         steps = PlanSteps(adapter, p, fill, environ=environ, untested=untested, platform=platform, lock=lock,
-                          phases=phases)
+                          mirror=mirror, phases=phases)
         try:
             published = install_staged(home(environ), p.id, p.install, steps.stage, steps.probe,
                                        on_wait=partial(_waiting, tell, p), command=f"superfluid runtime install {p.id}")

@@ -155,10 +155,11 @@ def judge_probe(p: Plan, report: Mapping[str, Any], *, untested: bool, holds_ver
 
 
 def receipt_for(plan: Plan, sources: Sequence[Source], probed: Probed, platform: str, *,
-                lock: Mapping[str, str] | None = None) -> Receipt:
+                lock: Mapping[str, str] | None = None, mirror: str | None = None) -> Receipt:
     """The receipt of an install of ``plan`` whose staged library ``probed`` found, fetched from
     ``sources``, on ``platform`` (the plan's own when it names one): the one place receipts are made.
-    ``lock`` (``{"file", "sha256"}``) names the lock the plan came from (``install --locked``)."""
+    ``lock`` (``{"file", "sha256"}``) names the lock the plan came from (``install --locked``);
+    ``mirror`` the root of the mirror its sources were fetched from (``--mirror``)."""
     return Receipt(id=plan.id, install=plan.install, version=plan.version, backend=plan.backend,
                    worker=worker_path(plan.id), link_w=LINK_W, platforms=(plan.platform or platform,),
                    sources=tuple(Source(redact_url(s.url), s.sha256) for s in sources),  # never user:password@
@@ -166,4 +167,5 @@ def receipt_for(plan: Plan, sources: Sequence[Source], probed: Probed, platform:
                    chosen_by=plan.chosen_by,  # type: ignore[arg-type]
                    installed_at=now_utc(),
                    extra={**probed.extra, **({"for": dict(plan.made_for)} if plan.made_for else {}),
-                          **({"lock": dict(lock)} if lock else {})})
+                          **({"lock": dict(lock)} if lock else {}),
+                          **({"mirror": redact_url(mirror)} if mirror else {})})

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -25,7 +25,9 @@ from superfluid.runtime.planning import NotInstallable, Request, backend_runs_he
 
 if TYPE_CHECKING:
     from superfluid.installer.cache.download import Progress
+    from superfluid.installer.cache.stores import Cache
     from superfluid.installer.sources.release_source import Asset, Release
+    from superfluid.installer.transport.fetcher import Fetcher
 
 __all__ = [
     "HOSTS",
@@ -118,15 +120,30 @@ def kinds_of(host: Host) -> list[str]:
 # -- planning an engine -------------------------------------------------------------------------------
 
 
-class _Recording(ReleaseSource):
+class _Recording:
     """A source that keeps every small file read through it: the evidence a choice was made on
-    (a baseRT release's ABI asset, an asset's ``.sha256``), to be locked and mirrored with it."""
+    (a baseRT release's ABI asset, an asset's ``.sha256``), to be locked and mirrored with it.
+    Everything else is ``inner``'s."""
 
     def __init__(self, inner: ReleaseSource) -> None:
-        super().__init__(inner.lister, inner.cache, inner.fetcher)
         self.inner = inner
-        self.offline = inner.offline
         self.read_files: dict[str, tuple[int, str]] = {}
+
+    @property
+    def cache(self) -> Cache:
+        return self.inner.cache
+
+    @property
+    def offline(self) -> bool:
+        return self.inner.offline
+
+    @property
+    def mirror(self) -> str | None:
+        return self.inner.mirror
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.inner.warnings
 
     def describe(self) -> str:
         return self.inner.describe()
@@ -137,6 +154,12 @@ class _Recording(ReleaseSource):
     def release(self, repo: str, tag: str) -> Release:
         return self.inner.release(repo, tag)
 
+    def asset_url(self, repo: str, tag: str, name: str) -> str:
+        return self.inner.asset_url(repo, tag, name)
+
+    def asset(self, repo: str, tag: str, name: str, *, size: int | None = None, sha256: str | None = None) -> Asset:
+        return self.inner.asset(repo, tag, name, size=size, sha256=sha256)
+
     def read(self, asset: Asset, *, max_bytes: int | None = None) -> bytes:
         data = self.inner.read(asset, max_bytes=max_bytes)
         self.read_files[asset.url] = (len(data), hashlib.sha256(data).hexdigest())
@@ -145,6 +168,13 @@ class _Recording(ReleaseSource):
     def fetch(self, asset: Asset, *, sha256: str | None, size: int | None = None,
               progress: Progress | None = None) -> Download:
         return self.inner.fetch(asset, sha256=sha256, size=size, progress=progress)
+
+    def fetch_many(self, items: Sequence[tuple[Asset, str | None]], *,
+                   progress: Progress | None = None) -> list[Download]:
+        return self.inner.fetch_many(items, progress=progress)
+
+    def fetcher_of(self, digests: Mapping[str, str | None]) -> Fetcher:
+        return self.inner.fetcher_of(digests)
 
     def close(self) -> None:
         self.inner.close()

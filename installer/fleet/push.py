@@ -18,7 +18,7 @@ from superfluid.installer.config import FetchConfig
 from superfluid.installer.fleet.lockfile import Engine, Lock, LockedFile, LockFileError
 from superfluid.installer.fleet.sync import fetch_files, files_of, listing
 from superfluid.installer.sources.mirror import listing_path
-from superfluid.installer.sources.oci.client import OciFetcher, fetcher_for_ref
+from superfluid.installer.sources.oci.client import Registry, registry_for
 from superfluid.installer.sources.oci.ref import (
     ARTIFACT_TYPE,
     EMPTY_CONFIG,
@@ -55,7 +55,7 @@ class Pushed:
     manifests_present: int
 
 
-def _listing(net: OciFetcher, lock: Lock, repo: str) -> bytes:
+def _listing(net: Registry, lock: Lock, repo: str) -> bytes:
     """``releases.json`` of ``repo`` as this push leaves it: the registry's, with the lock's releases
     and files merged in (rendered as ``mirror sync`` writes it).
 
@@ -97,7 +97,7 @@ def engine_manifests(lock: Lock, listings: Mapping[str, bytes]) -> dict[str, byt
     return out
 
 
-def _index(net: OciFetcher, lock: Lock, repo: str, body: bytes) -> bytes:
+def _index(net: Registry, lock: Lock, repo: str, body: bytes) -> bytes:
     """The index of ``repo``: every file the registry's index named, the lock's files of ``repo``
     (its digests win) and the listing, sorted by path."""
     layers = dict(net.index(repo))
@@ -128,20 +128,19 @@ def _from_registry(f: LockedFile, *, environ: Mapping[str, str], progress: Progr
     ref = ref_of_url(f.url, plain_http=config.oci_plain_http)
     if ref is None:
         raise LockFileError(f"{f.name}: {f.url} names no registry repository", fix="lock it again")
-    net = fetcher_for_ref(ref, environ, config)
+    net = registry_for(ref, environ, config)
     try:
-        net.learn(f.url, f.sha256)
-        return download(f.url, f.sha256, f.size, cache=Cache.for_home(home(environ)), fetcher=net,
-                        progress=progress, name=f.name).path
+        return download(f.url, f.sha256, f.size, cache=Cache.for_home(home(environ)),
+                        fetcher=net.fetcher({f.url: f.sha256}), progress=progress, name=f.name).path
     finally:
         net.close()
 
 
 def push(lock: Lock, ref: OciRef, *, environ: Mapping[str, str], progress: Progress | None = None,
          tell: Callable[[str], None] | None = None, config: FetchConfig | None = None,
-         fetcher: OciFetcher | None = None) -> Pushed:
-    """Push every file ``lock`` names to ``ref`` (see the module doc), through ``fetcher`` (default
-    ``fetcher_for_ref``'s; a lock's ``oci://`` files are read with ``config.oci_plain_http``).
+         registry: Registry | None = None) -> Pushed:
+    """Push every file ``lock`` names to ``ref`` (see the module doc), through ``registry`` (default
+    ``registry_for``'s; a lock's ``oci://`` files are read with ``config.oci_plain_http``).
 
     Raises:
         BadFile: the auth file, or a listing or index the registry holds, is broken (nothing sent).
@@ -149,9 +148,9 @@ def push(lock: Lock, ref: OciRef, *, environ: Mapping[str, str], progress: Progr
         DownloadError: the registry refused, or a transfer failed after the retries (what was sent
             stays: a push again sends the rest).
     """
-    config = config or (fetcher.config if fetcher is not None else FetchConfig())
+    config = config or (registry.config if registry is not None else FetchConfig())
     tell = tell or (lambda _line: None)
-    net = fetcher or fetcher_for_ref(ref, environ, config, push=True)
+    net = registry or registry_for(ref, environ, config, push=True)
     try:
         files = [f for _, _, f in files_of(lock)]
         repos = sorted({e.repo for e in lock.engines})
@@ -183,7 +182,7 @@ def push(lock: Lock, ref: OciRef, *, environ: Mapping[str, str], progress: Progr
             net.put_manifest(tag, body)
             written += 1
     finally:
-        if fetcher is None:
+        if registry is None:
             net.close()
     total = len(manifests) + len(indexes)
     return Pushed(tags=tuple(manifests), indexes=tuple(indexes), sent=tuple(b[0] for b in missing.values()),

@@ -137,7 +137,8 @@ def _streaming(p: Plan, source: ReleaseSource | None, *, environ: Mapping[str, s
     sha256, size = a.sha256, a.size
 
     def fill(lib: Path) -> Sequence[Verified]:
-        fetcher = source.fetcher if source is not None else fetcher_for(a.url, plain_http=True, environ=environ)
+        fetcher = (source.fetcher_of({a.url: sha256}) if source is not None
+                   else fetcher_for(a.url, plain_http=True, environ=environ))
         try:
             got = download_and_extract(a.url, sha256, size, lib, cache=cache, fetcher=fetcher, progress=progress,
                                        name=a.name, phases=phases)

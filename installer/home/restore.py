@@ -52,16 +52,22 @@ def unrestorable(receipt: Receipt) -> str | None:
 
 
 def mirror_of(receipt: Receipt, *, github_web: str) -> str | None:
-    """The mirror root an install came from, as its receipt's sources record it, or None (GitHub's
-    releases, or ``--from``). Every source must be a release download below one root
+    """The mirror root an install came from, as its receipt records it (``"mirror"``), or None
+    (GitHub's releases, ``--from``, or a mirror that is not a directory or an ``http(s)://`` URL: a
+    registry's ``oci://``). A receipt written before it recorded the mirror says it by its sources:
+    every source must then be a release download below one root
     (``<root>/<owner>/<repo>/releases/download/<tag>/<name>``) that is not ``github_web``, where
     GitHub's downloads live (``github.web_base_for`` of the API the home uses): a ``file://`` root
     is a directory mirror; an ``http(s)://`` one, a mirror's URL."""
 
     if receipt.chosen_by == "from" or not receipt.sources:
         return None
-    roots = {root_of_url(source.url) for source in receipt.sources}
-    root = roots.pop() if len(roots) == 1 else None
+    recorded = receipt.extra.get("mirror")
+    if isinstance(recorded, str) and recorded:
+        root: str | None = recorded.rstrip("/")
+    else:
+        roots = {root_of_url(source.url) for source in receipt.sources}
+        root = roots.pop() if len(roots) == 1 else None
     if root is None or root.rstrip("/").lower() == github_web.rstrip("/").lower():
         return None
     return root + "/" if root.split(":", 1)[0].lower() in ("file", "http", "https") else None

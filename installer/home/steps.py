@@ -45,9 +45,10 @@ class PlanSteps:
     before: the ``publish`` phase starts there)."""
 
     def __init__(self, adapter: Adapter, p: Plan, fill: Fill, *, environ: Mapping[str, str], untested: bool,
-                 platform: str, lock: Mapping[str, str] | None = None, phases: Phases | None = None) -> None:
+                 platform: str, lock: Mapping[str, str] | None = None, mirror: str | None = None,
+                 phases: Phases | None = None) -> None:
         self.adapter, self.plan, self.fill, self.environ, self.untested = adapter, p, fill, environ, untested
-        self.platform, self.lock, self.phases = platform, lock, phases
+        self.platform, self.lock, self.mirror, self.phases = platform, lock, mirror, phases
         self.fetched: Sequence[Verified] = ()
         self.probed = 0.0
         self._primed: subprocess.Popen[bytes] | None = None
@@ -93,7 +94,7 @@ class PlanSteps:
             probed = probe_staged(self.adapter, self.plan, staging, environ=self.environ, untested=self.untested,
                                   primed=primed)
         receipt = receipt_for(self.plan, [Source(a.url, sha) for a, _, sha in self.fetched], probed, self.platform,
-                              lock=self.lock)
+                              lock=self.lock, mirror=self.mirror)
         self.probed = time.monotonic()
         return receipt
 

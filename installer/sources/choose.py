@@ -1,9 +1,11 @@
 """Which release source a command reads: ``--mirror`` or ``SUPERFLUID_MIRROR`` (a URL, a folder, an
-OCI registry), else GitHub; with ``--offline`` the cache alone."""
+OCI registry, or a URL of a scheme a source registered in ``SCHEMES``), else GitHub; with ``--offline``
+the cache alone."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from superfluid.installer.cache.stores import Cache
@@ -11,13 +13,7 @@ from superfluid.installer.config import DEFAULT_GITHUB_API, FetchConfig
 from superfluid.installer.sources.github import GitHubClient, token_from
 from superfluid.installer.sources.mirror import Mirror, mirror_root_url
 from superfluid.installer.sources.oci.source import oci_source
-from superfluid.installer.sources.release_source import (
-    GitHubSource,
-    MirrorSource,
-    OfflineSource,
-    ReleaseSource,
-    basic_credential,
-)
+from superfluid.installer.sources.release_source import ListedSource, OfflineSource, ReleaseSource, basic_credential
 from superfluid.installer.transport.fetcher import Fetcher
 from superfluid.installer.transport.files import FileFetcher, NoNetworkFetcher
 from superfluid.installer.transport.loopback import network_fetcher
@@ -25,7 +21,40 @@ from superfluid.runtime.kernel import layout
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.redact import redact_text
 
-__all__ = ["source_for"]
+__all__ = ["SCHEMES", "SourceFactory", "scheme_of", "source_for"]
+
+
+class SourceFactory(Protocol):
+    """How a ``--mirror`` URL of one scheme becomes a source (``oci_source`` is one).
+
+    Args:
+        where: the URL as given.
+        named_by: who gave it (``--mirror``, or ``SUPERFLUID_MIRROR``), for messages.
+        offline: the cache alone: open no connection.
+        environ: the environment the face read.
+        config: limits and settings.
+        cache: the download cache.
+        fix: the command that fills the cache, quoted when ``offline`` lacks something.
+        fetcher: the network seam to use instead of the source's own (tests inject), or None.
+
+    Raises:
+        UsageError: ``where`` is not a URL this kind of source reads (names ``named_by``, with the fix).
+    """
+
+    def __call__(self, where: str, *, named_by: str, offline: bool, environ: Mapping[str, str],
+                 config: FetchConfig, cache: Cache, fix: str | None, fetcher: Fetcher | None) -> ReleaseSource: ...
+
+
+#: the sources of ``--mirror`` URLs by scheme, besides a mirror's ``http(s)://`` and ``file://`` and a
+#: directory (``Mirror``): a new kind of source is its module and one line here
+SCHEMES: dict[str, SourceFactory] = {
+    "oci": oci_source,  # a registry (installer/sources/oci/source.py)
+}
+
+
+def scheme_of(where: str) -> str:
+    """The scheme of a ``--mirror`` value, lower case (``""`` for a path)."""
+    return where.split("://", 1)[0].lower() if "://" in where else ""
 
 
 def source_for(
@@ -38,9 +67,9 @@ def source_for(
     fetcher: Fetcher | None = None,
     fix: str | None = None,
 ) -> ReleaseSource:
-    """The source a command uses: ``--mirror``/``SUPERFLUID_MIRROR`` if named, else GitHub
-    (``SUPERFLUID_GITHUB_API``, ``GH_TOKEN``/``GITHUB_TOKEN``); with ``offline`` the cache alone
-    (a directory mirror is read in place, which opens no connection).
+    """The source a command uses: ``--mirror``/``SUPERFLUID_MIRROR`` if named (a scheme of ``SCHEMES``
+    by its factory), else GitHub (``SUPERFLUID_GITHUB_API``, ``GH_TOKEN``/``GITHUB_TOKEN``); with
+    ``offline`` the cache alone (a directory mirror is read in place, which opens no connection).
 
     Args:
         mirror: ``--mirror`` as given, or ``None`` (then ``SUPERFLUID_MIRROR``; empty is unset).
@@ -54,18 +83,16 @@ def source_for(
 
     Raises:
         UsageError: ``--mirror`` (or ``SUPERFLUID_MIRROR``, named as such) is neither an http(s) URL
-            nor a directory.
+            nor a directory, nor a URL a source of ``SCHEMES`` reads.
     """
     config = config or (fetcher.config if fetcher is not None else FetchConfig())
     cache = cache or Cache.for_home(layout.home(environ))
     named_by = "--mirror" if mirror else "SUPERFLUID_MIRROR"
     mirror = mirror or environ.get("SUPERFLUID_MIRROR") or None
-    if mirror and mirror[:6].lower() == "oci://":  # a registry (installer/sources/oci/source.py)
-        try:
-            return oci_source(mirror, named_by=named_by, offline=offline, environ=environ, config=config,
-                              cache=cache, fix=fix, transport=fetcher)
-        except ValueError as e:
-            raise UsageError(str(e), fix="name a registry repository: oci://HOST[:PORT]/REPO") from e
+    factory = SCHEMES.get(scheme_of(mirror)) if mirror else None
+    if mirror and factory is not None:
+        return factory(mirror, named_by=named_by, offline=offline, environ=environ, config=config, cache=cache,
+                       fix=fix, fetcher=fetcher)
     if mirror:
         try:
             root = mirror_root_url(mirror, named_by=named_by)
@@ -76,16 +103,17 @@ def source_for(
             raise UsageError(redact_text(str(e)), fix=fix) from e
         if root.startswith("file:"):
             local = FileFetcher(config)
-            return MirrorSource(Mirror(root, local, cache), cache, local)
+            return ListedSource(Mirror(root, local, cache), cache, local, mirror=root)
         # a `user:password@` leaves the URL here: sent to the mirror's origin as a credential, never
         # kept in a receipt, a cache entry or a message (their URLs are the clean root's)
         root, credential = basic_credential(root)
         if offline:
-            return OfflineSource(Mirror(root, NoNetworkFetcher(config), cache, offline=True), cache, fix=fix)
+            return OfflineSource(Mirror(root, NoNetworkFetcher(config), cache, offline=True), cache, config=config,
+                                 fix=fix, mirror=root)
         if fetcher is not None and credential is not None and fetcher.credential is None:
             fetcher.credential = credential
         net = fetcher or network_fetcher(root, environ, config, plain_http_origins=[root], credential=credential)
-        return MirrorSource(Mirror(root, net, cache), cache, net)
+        return ListedSource(Mirror(root, net, cache), cache, net, mirror=root)
     api_set = environ.get("SUPERFLUID_GITHUB_API") or ""
     api = api_set or DEFAULT_GITHUB_API
     if urlsplit(api).scheme not in ("https", "http"):
@@ -94,6 +122,6 @@ def source_for(
     token = token_from(environ)
     if offline:
         client = GitHubClient(NoNetworkFetcher(config), cache, api_base=api, offline=True)
-        return OfflineSource(client, cache, fix=fix)
+        return OfflineSource(client, cache, config=config, fix=fix)
     net = fetcher or network_fetcher(api, environ, config, plain_http_origins=[api] if api_set else ())
-    return GitHubSource(GitHubClient(net, cache, api_base=api, token=token), cache, net)
+    return ListedSource(GitHubClient(net, cache, api_base=api, token=token), cache, net)

@@ -124,9 +124,8 @@ class Mirror:
             BadFile: the listing is not GitHub-shaped.
             OfflineMissing, DownloadError: as ``conditional.cached_get``.
         """
-        url = self.listing_url(repo)
         try:
-            return self._list(url, lambda tag, name: self.asset_url(repo, tag, name))
+            return self.listed(repo)
         except OfflineMissing:
             if self.is_local:
                 raise
@@ -146,6 +145,17 @@ class Mirror:
                         raise
             raise ReleaseNotFound(repo, f"listing {listing_path(repo)}", where=self.root,
                                   fix="add the listing file to the mirror (see docs/install.md)") from e
+
+    def listed(self, repo: str) -> list[Release]:
+        """The releases the listing file ``<root>/<owner>/<repo>/releases.json`` lists, each asset at
+        its path below the root (no API-shaped listing tried).
+
+        Raises:
+            DownloadError: as ``conditional.cached_get`` (``status`` 404: the root holds no listing).
+            BadFile: the listing is not GitHub-shaped.
+            OfflineMissing: offline, and the cache holds no listing.
+        """
+        return self._list(self.listing_url(repo), lambda tag, name: self.asset_url(repo, tag, name))
 
     def api_listing_url(self, repo: str) -> str:
         """The listing of a GitHub-shaped API server at the mirror root."""

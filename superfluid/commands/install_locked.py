@@ -158,7 +158,7 @@ def install_locked(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
             try:
                 outcome = install_plans(r, plans, environ=environ, where=where, source=source,
                                         untested=not all(p.tested for p in plans), tell=tell, progress=progress,
-                                        platform=host.platform, lock=ref)
+                                        platform=host.platform, lock=ref, mirror=root)
             except VerificationError as e:
                 raise _verified(e, path, root) from None
             results.append(outcome.to_json())

@@ -185,7 +185,9 @@ def test_mirror_directory(cli_home: Home, server: ReleaseServer, tmp_path: objec
     root = releases.make_mirror(cli_home.path.parent / "mirror")
     run = cli_home.superfluid("runtime", "install", "basert", "--mirror", str(root))
     assert run.code == 0, run.stderr
-    assert cli_home.receipt("0.4.0-cpu")["sources"][0]["url"].startswith("file://")
+    r = cli_home.receipt("0.4.0-cpu")
+    assert r["sources"][0]["url"].startswith("file://")
+    assert r["mirror"] == root.resolve().as_uri() + "/"  # the root, recorded as a value
 
 
 def test_from_local_bundle_without_digest_warns_and_records_it(cli_home: Home, engines: object) -> None:
@@ -297,6 +299,7 @@ def test_mirror_that_is_a_github_shaped_api_server(cli_home: Home, engines: obje
         r = cli_home.receipt("0.4.0-cpu")
         assert (r["version"], r["abi"], r["chosen_by"]) == ("0.4.0", 1, "abi")
         assert r["sources"][0]["url"] == gh.download_url(REPO, "v0.4.0", releases.bundle_name("0.4.0"))
+        assert r["mirror"] == gh.url.rstrip("/") + "/"  # the root named, whatever the download URLs are
         assert [r.status for r in gh.log if r.path.startswith(gh.listing_path(REPO))] == [200]
         assert any(r.server == "objects" for r in gh.log)
         assert all(r.header("Authorization") is None for r in gh.log)
@@ -330,6 +333,7 @@ def test_a_reinstall_from_the_cache_says_so_not_the_url_it_never_asks(cli_home: 
     assert cli_home.superfluid("lock", "--runtime", "basert", "--mirror", server.mirror_url, "-o", lock).code == 0
     first = cli_home.superfluid("runtime", "install", "--locked", lock, "--mirror", server.mirror_url)
     assert first.code == 0 and "  from http://" in first.stderr, first.stderr  # fetched: from the mirror
+    assert [cli_home.receipt(i).get("mirror") for i in cli_home.installs()] == [server.mirror_url]
     down = "http://127.0.0.1:9/"
     again = cli_home.superfluid("runtime", "install", "--locked", lock, "--mirror", down, "--reinstall")
     assert again.code == 0, again.stderr

@@ -18,7 +18,7 @@ from superfluid.installer.fleet.plans import plan_engine
 from superfluid.installer.fleet.push import push
 from superfluid.installer.install import install
 from superfluid.installer.sources.choose import source_for
-from superfluid.installer.sources.oci.client import fetcher_for_ref
+from superfluid.installer.sources.oci.client import registry_for
 from superfluid.installer.sources.oci.ref import parse_ref
 from superfluid.installer.transport.loopback import LoopbackFetcher
 from superfluid.installer.transport.messages import FetchResponse, HttpRequest
@@ -62,7 +62,7 @@ def test_every_request_of_a_push_and_an_install_goes_through_the_fetcher(
         pushing = Recording(registry.host)
         env = {**admin.env, "REGISTRY_AUTH_FILE": str(auth)}
         registry.clear_log()
-        done = push(lock, ref, environ=env, fetcher=fetcher_for_ref(ref, env, push=True, transport=pushing))
+        done = push(lock, ref, environ=env, registry=registry_for(ref, env, push=True, transport=pushing))
         pushing.close()
         assert done.sent and done.manifests_sent
         answered = _answered(registry)

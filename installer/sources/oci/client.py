@@ -1,5 +1,6 @@
-"""The client of one OCI registry repository, a wrapper of a fetcher: its files as ``oci://`` URLs, each
-the blob of its digest and refused unless it is, and the requests a push makes. See docs/fleet.md.
+"""One OCI registry repository: ``Registry``, its distribution API (manifests, blobs by digest, the
+index of a repository's files, the requests a push makes), and ``BlobFetcher``, the thin fetcher of its
+files as ``oci://`` URLs, each the blob of the digest expected of it. See docs/fleet.md.
 """
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +32,7 @@ from superfluid.installer.transport.messages import Body, Credential, FetchRespo
 from superfluid.installer.transport.progress import Progress
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
 
-__all__ = ["OciFetcher", "Reply", "fetcher_for_ref", "ANSWER_MAX_BYTES"]
+__all__ = ["Registry", "BlobFetcher", "Reply", "registry_for", "ANSWER_MAX_BYTES"]
 
 T = TypeVar("T")
 
@@ -70,13 +72,13 @@ def _oci_detail(body: bytes) -> str:
     return ": ".join(words)
 
 
-class OciFetcher(Fetcher):
-    """A registry repository's files as a fetcher of ``oci://HOST/REPO/<mirror path>`` URLs, each the
-    blob of its digest, hashed as it arrives; any other URL is fetched as it is. Every request
-    (``GET``, ``HEAD``, ``POST``, ``PUT``, a token, a redirect) goes through one fetcher
-    (``transport``), wrapped by ``RegistryAuth`` for the registry's challenges: the fetcher's rules
-    (schemes, redirects, the credential at its origin only, statuses, the size cap and the stall rule
-    on every answer, retries) are the same for a registry as for any source.
+class Registry:
+    """The distribution API of one registry repository. Every request (``GET``, ``HEAD``, ``POST``,
+    ``PUT``, a token, a redirect) goes through one fetcher (``transport``), wrapped by
+    ``RegistryAuth`` for the registry's challenges: the fetcher's rules (schemes, redirects, the
+    credential at its origin only, statuses, the size cap and the stall rule on every answer,
+    retries) are the same for a registry as for any source. A blob is asked by its digest and
+    refused unless its bytes are that digest's.
 
     Args:
         ref: the registry and repository.
@@ -86,12 +88,10 @@ class OciFetcher(Fetcher):
     """
 
     def __init__(self, ref: OciRef, transport: Fetcher, *, login: Login | None = None, push: bool = False) -> None:
-        super().__init__(transport.config)
         self.ref = ref
         self.transport = transport
         self.auth = RegistryAuth(transport, ref, login, push=push)
         self._blob = re.compile(re.escape(ref.api) + f"/v2/{re.escape(ref.repository)}/blobs/sha256:([0-9a-f]{{64}})")
-        self._digests: dict[str, str] = {}
         self._indexes: dict[str, dict[str, Layer]] = {}
         self._index_lock = threading.Lock()
 
@@ -99,19 +99,24 @@ class OciFetcher(Fetcher):
     def login(self) -> Login | None:
         return self.auth.login
 
-    # -- the fetcher: every rule is the transport's --------------------------------------------------
-
-    def _send(self, request: HttpRequest) -> FetchResponse:
-        return self.transport.send(request)
-
-    def retry(self, url: str, op: Callable[[int], T]) -> T:
-        return self.transport.retry(url, op)
-
-    def retrying(self) -> bool:
-        return self.transport.retrying()
+    @property
+    def config(self) -> FetchConfig:
+        return self.transport.config
 
     def close(self) -> None:
+        """Release the transport's pooled connections."""
         self.transport.close()
+
+    def retry(self, url: str, op: Callable[[int], T]) -> T:
+        """``op`` retried as the transport's rule says."""
+        return self.transport.retry(url, op)
+
+    def fetcher(self, digests: Mapping[str, str | None] | None = None) -> BlobFetcher:
+        """The thin fetcher of this repository's files: each URL of ``digests`` (``oci://HOST/REPO/<path>``)
+        as the blob of its digest, any other file as its index names it."""
+        return BlobFetcher(self, digests or {})
+
+    # -- one request ----------------------------------------------------------------------------------
 
     def request(
         self,
@@ -123,28 +128,30 @@ class OciFetcher(Fetcher):
         credential: Credential | None = None,
         max_bytes: int | None = None,
         accept: Collection[int] = (),
+        named: str | None = None,
     ) -> FetchResponse:
-        """``RegistryAuth.request`` of the URL ``url`` names (see ``resolve``). A blob's ``GET``
-        is never conditional, and its whole body (``200``) is hashed as it arrives: its last chunk
-        raises ``VerificationError`` unless it is the digest it was asked by.
+        """``RegistryAuth.request`` of ``url`` (a URL of the registry's API). A blob's ``GET`` is
+        never conditional, and its whole body (``200``) is hashed as it arrives: its last chunk raises
+        ``VerificationError`` unless it is the digest it was asked by. ``named``: the URL errors name
+        (the ``oci://`` URL of the file; default ``url``).
 
         Raises:
             DownloadError: as ``Fetcher.request``; a 401 not cured by the login names the fix.
             VerificationError: while the body is read: a blob of other bytes than its digest.
         """
         method = method.upper()
-        target = self.resolve(url)
-        m = self._blob.fullmatch(target) if method == "GET" else None
+        named = named or url
+        m = self._blob.fullmatch(url) if method == "GET" else None
         send = dict(headers or {})
         if m is not None:
             send = {k: v for k, v in send.items() if k.lower() not in _CONDITIONAL}
         try:
-            r = self.auth.request(method, target, send, body=body, credential=credential, max_bytes=max_bytes,
+            r = self.auth.request(method, url, send, body=body, credential=credential, max_bytes=max_bytes,
                                   accept=accept)
         except DownloadError as e:
-            raise self._named(e, url, target) from None
+            raise self._named(e, named, url) from None
         if m is not None and r.status == 200:
-            return FetchResponse(r.url, r.status, r.headers, self._checked(r, url, m.group(1)), r.close)
+            return FetchResponse(r.url, r.status, r.headers, self._checked(r, named, m.group(1)), r.close)
         return r
 
     def _checked(self, r: FetchResponse, url: str, sha256: str) -> Iterator[bytes]:
@@ -169,13 +176,12 @@ class OciFetcher(Fetcher):
                                  fix=self._push_fix())
         return e
 
-    # -- addressing -------------------------------------------------------------------------------
+    def _read(self, url: str, headers: Mapping[str, str], *, max_bytes: int) -> bytes:
+        """One ``GET`` of ``url`` read whole (one attempt: the caller retries)."""
+        with self.request("GET", url, headers, max_bytes=max_bytes) as r:
+            return r.read()
 
-    def learn(self, url_or_path: str, sha256: str) -> None:
-        """The blob of ``sha256`` is what ``url_or_path`` (``oci://HOST/REPO/<path>``, or the path)
-        names: the digest the caller will accept, so it is the one fetched."""
-        path = self.ref.path_of(url_or_path)
-        self._digests[path if path is not None else url_or_path] = sha256.lower()
+    # -- addressing -----------------------------------------------------------------------------------
 
     def index(self, repo: str) -> dict[str, Layer]:
         """The files the registry's index of ``repo`` names, by mirror path (read once; empty when
@@ -183,7 +189,7 @@ class OciFetcher(Fetcher):
 
         Raises:
             BadFile: the index manifest is not one.
-            DownloadError: as ``open``.
+            DownloadError: as ``request``.
         """
         with self._index_lock:
             known = self._indexes.get(repo)
@@ -195,8 +201,10 @@ class OciFetcher(Fetcher):
             self._indexes[repo] = layers
             return layers
 
-    def resolve(self, url: str) -> str:
-        """The URL of the registry's blob that ``url`` names (any other URL as given).
+    def resolve(self, url: str, sha256: str | None = None) -> str:
+        """The URL of the registry's blob that ``url`` names: the blob of ``sha256`` when the caller
+        expects that digest, else the one the index names for its path (any URL not below the
+        repository as given).
 
         Raises:
             DownloadError: the registry holds no such file (404), or its index cannot be read.
@@ -204,40 +212,38 @@ class OciFetcher(Fetcher):
         path = self.ref.path_of(url)
         if path is None:
             return url
-        sha = self._digests.get(path)
-        if sha is None:
-            repo = "/".join(path.split("/")[:2])
-            layer = self.index(repo).get(path) if path.count("/") >= 2 else None
-            if layer is None:
-                raise DownloadError(url, f"{self.ref.describe()} holds no such file (its index {index_tag(repo)} "
-                                    "does not name it)", status=404, fix=self._push_fix())
-            sha = layer.sha256
-        return self.ref.blob_url(sha)
+        if sha256:
+            return self.ref.blob_url(sha256.lower())
+        repo = "/".join(path.split("/")[:2])
+        layer = self.index(repo).get(path) if path.count("/") >= 2 else None
+        if layer is None:
+            raise DownloadError(url, f"{self.ref.describe()} holds no such file (its index {index_tag(repo)} "
+                                "does not name it)", status=404, fix=self._push_fix())
+        return self.ref.blob_url(layer.sha256)
 
     def _push_fix(self) -> str:
         return f"push the lock that names it: `superfluid mirror push {self.ref.root.rstrip('/')} --lock FILE`"
 
-    # -- reads of the registry's own documents ----------------------------------------------------
+    # -- reads of the registry's own documents --------------------------------------------------------
 
     def manifest(self, reference: str) -> tuple[bytes, str] | None:
         """The manifest ``reference`` (a tag) names and the SHA-256 of its bytes, or None (404).
 
         Raises:
-            DownloadError: as ``open``.
+            DownloadError: as ``request``.
         """
         url = self.ref.manifest_url(reference)
 
         def attempt(_: int) -> bytes:
             try:
-                with self.open(url, {"Accept": MANIFEST_TYPE, "Accept-Encoding": "identity"},
-                               max_bytes=MANIFEST_MAX_BYTES) as r:
-                    return r.read()
+                return self._read(url, {"Accept": MANIFEST_TYPE, "Accept-Encoding": "identity"},
+                                  max_bytes=MANIFEST_MAX_BYTES)
             except SizeExceeded as e:
                 raise DownloadError(e.url, f"answered a manifest of more than {MANIFEST_MAX_BYTES} bytes (at least "
                                     f"{e.got}): not a registry's answer (distribution's are 4 MiB at most)") from None
 
         try:
-            body = once_or_retried(self, url, attempt)
+            body = once_or_retried(self.transport, url, attempt)
         except DownloadError as e:
             if e.status == 404:
                 return None
@@ -249,12 +255,12 @@ class OciFetcher(Fetcher):
 
         Raises:
             VerificationError: other bytes.
-            DownloadError: as ``open``.
+            DownloadError: as ``request``.
         """
         url = self.ref.blob_url(sha256)
-        return self.get_bytes(url, max_bytes=max_bytes, headers={"Accept-Encoding": "identity"})[1]
+        return self.retry(url, lambda _: self._read(url, {"Accept-Encoding": "identity"}, max_bytes=max_bytes))
 
-    # -- push ---------------------------------------------------------------------------------------
+    # -- push -----------------------------------------------------------------------------------------
 
     def has_blob(self, sha256: str) -> bool:
         """Whether the repository holds the blob (``HEAD``; a redirect is followed without the
@@ -329,7 +335,7 @@ class OciFetcher(Fetcher):
         if 200 <= reply.status < 300 or reply.status in accept:
             return reply
         # the fetcher's status rule (429 and 5xx retryable, Retry-After honoured), the registry's words
-        e = status_error(reply.url, reply.status, reply.headers, "", config=self.config, now=self._clock(),
+        e = status_error(reply.url, reply.status, reply.headers, "", config=self.config, now=time.time(),
                          authenticated=False)
         detail = _oci_detail(reply.body)
         if detail:
@@ -337,11 +343,63 @@ class OciFetcher(Fetcher):
         raise e
 
 
-def fetcher_for_ref(ref: OciRef, environ: Mapping[str, str], config: FetchConfig | None = None, *,
-                    push: bool = False, transport: Fetcher | None = None) -> OciFetcher:
-    """An ``OciFetcher`` for ``ref`` with the login the environment's auth file holds for it,
-    through ``transport`` (default: ``network_fetcher`` for the registry, plain ``http://`` to it
-    when ``ref.plain_http``).
+class BlobFetcher(Fetcher):
+    """A registry repository's files as a fetcher of ``oci://HOST/REPO/<mirror path>`` URLs: each the
+    blob of the digest the caller expects of it (``digests``, given where it fetches), else of the
+    one the repository's index names, hashed as it arrives (``Registry.request``); any other URL is
+    fetched as it is. Thin: every request is the registry's, every rule the registry's transport's.
+
+    Args:
+        registry: the repository's distribution API.
+        digests: the SHA-256 expected of each URL (``None``: the index's).
+    """
+
+    def __init__(self, registry: Registry, digests: Mapping[str, str | None]) -> None:
+        super().__init__(registry.config)
+        self.registry = registry
+        self._digests = {registry.ref.path_of(url) or url: sha.lower() for url, sha in digests.items() if sha}
+
+    def _send(self, request: HttpRequest) -> FetchResponse:
+        return self.registry.transport.send(request)
+
+    def retry(self, url: str, op: Callable[[int], T]) -> T:
+        return self.registry.retry(url, op)
+
+    def retrying(self) -> bool:
+        return self.registry.transport.retrying()
+
+    def close(self) -> None:
+        self.registry.close()
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        body: Body | None = None,
+        credential: Credential | None = None,
+        max_bytes: int | None = None,
+        accept: Collection[int] = (),
+    ) -> FetchResponse:
+        """``Registry.request`` of the blob ``url`` names (``Registry.resolve``, by the digest expected
+        of it); errors name ``url``.
+
+        Raises:
+            DownloadError: as ``Registry.request``; the registry holds no such file (404).
+            VerificationError: while the body is read: a blob of other bytes than its digest.
+        """
+        path = self.registry.ref.path_of(url)
+        target = self.registry.resolve(url, self._digests.get(path if path is not None else url))
+        return self.registry.request(method, target, headers, body=body, credential=credential, max_bytes=max_bytes,
+                                     accept=accept, named=url)
+
+
+def registry_for(ref: OciRef, environ: Mapping[str, str], config: FetchConfig | None = None, *,
+                 push: bool = False, transport: Fetcher | None = None) -> Registry:
+    """The ``Registry`` of ``ref`` with the login the environment's auth file holds for it, through
+    ``transport`` (default: ``network_fetcher`` for the registry, plain ``http://`` to it when
+    ``ref.plain_http``).
 
     Raises:
         BadFile: the auth file is broken.
@@ -349,6 +407,6 @@ def fetcher_for_ref(ref: OciRef, environ: Mapping[str, str], config: FetchConfig
     login = login_for(ref.host, ref.repository, environ)
     net = transport or network_fetcher(ref.api, environ, config or FetchConfig(),
                                        plain_http_origins=[ref.api] if ref.plain_http else ())
-    fetcher = OciFetcher(ref, net, login=login, push=push)
-    fetcher.auth.missing_file = missing_auth_file(environ) if login is None else None  # a 401 names it
-    return fetcher
+    registry = Registry(ref, net, login=login, push=push)
+    registry.auth.missing_file = missing_auth_file(environ) if login is None else None  # a 401 names it
+    return registry

@@ -1,32 +1,25 @@
-"""``--mirror oci://HOST/REPO``: an OCI registry as a release source, checked as any mirror is."""
+"""``--mirror oci://HOST/REPO``: an OCI registry as a release source, checked as any mirror is: its
+listings in a mirror's layout below ``oci://HOST/REPO/`` (``OciListing``), each file fetched as the
+registry's blob of the digest the caller expects (``client.BlobFetcher``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import DownloadError, ReleaseNotFound
 from superfluid.installer.sources.mirror import Mirror, listing_path
-from superfluid.installer.sources.oci.client import OciFetcher, fetcher_for_ref
+from superfluid.installer.sources.oci.client import Registry, registry_for
 from superfluid.installer.sources.oci.ref import OciRef, is_oci, parse_ref, ref_of_url
-from superfluid.installer.sources.release_source import (
-    Asset,
-    Download,
-    MirrorSource,
-    OfflineSource,
-    Release,
-    ReleaseSource,
-)
+from superfluid.installer.sources.release_source import ListedSource, OfflineSource, Release, ReleaseSource
 from superfluid.installer.transport.fetcher import Fetcher
 from superfluid.installer.transport.files import NoNetworkFetcher
+from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.layout import home
 
-if TYPE_CHECKING:
-    from superfluid.installer.cache.download import Progress
-
-__all__ = ["OciMirror", "OciSource", "oci_source", "locked_source", "Locked"]
+__all__ = ["OciListing", "oci_source", "registry_source", "locked_source", "Locked"]
 
 
 class Locked(Protocol):
@@ -42,19 +35,34 @@ class Locked(Protocol):
     def sha256(self) -> str: ...
 
 
-class OciMirror(Mirror):
-    """The listings and file URLs of a registry repository: ``oci://HOST/REPO/<mirror path>``."""
+class OciListing:
+    """The listings and file URLs of a registry repository: a mirror's layout (``Mirror``) below
+    ``oci://HOST/REPO/``, read through a fetcher of its files (``Registry.fetcher``).
+
+    Args:
+        ref: the registry and repository.
+        fetcher: the fetcher of the repository's files (a ``NoNetworkFetcher`` offline).
+        cache: where conditional-request state and listing bodies are kept.
+        offline: answer from the cache only.
+    """
 
     def __init__(self, ref: OciRef, fetcher: Fetcher, cache: Cache, *, offline: bool = False) -> None:
-        super().__init__(ref.root, fetcher, cache, offline=offline)
         self.ref = ref
+        self.layout = Mirror(ref.root, fetcher, cache, offline=offline)
 
     @property
-    def is_local(self) -> bool:
-        return False
+    def warnings(self) -> list[str]:
+        return self.layout.warnings
+
+    @property
+    def offline(self) -> bool:
+        return self.layout.offline
 
     def describe(self) -> str:
         return self.ref.describe()
+
+    def asset_url(self, repo: str, tag: str, name: str) -> str:
+        return self.layout.asset_url(repo, tag, name)
 
     def releases(self, repo: str) -> list[Release]:
         """The releases the registry's listing of ``repo`` holds; each listed digest is the blob
@@ -62,76 +70,65 @@ class OciMirror(Mirror):
 
         Raises:
             ReleaseNotFound: the registry holds no listing of ``repo`` (nothing was pushed for it).
-            BadFile, OfflineMissing, DownloadError: as ``Mirror.releases``.
+            BadFile, OfflineMissing, DownloadError: as ``Mirror.listed``.
         """
         try:
-            out = self._list(self.listing_url(repo), lambda tag, name: self.asset_url(repo, tag, name))
+            return self.layout.listed(repo)
         except DownloadError as e:
             if e.status != 404:
                 raise
             raise ReleaseNotFound(repo, f"listing {listing_path(repo)}", where=self.ref.describe(),
                                   fix=f"push a lock of it: `superfluid mirror push {self.ref.root.rstrip('/')} "
                                       "--lock FILE`") from None
-        if isinstance(self.fetcher, OciFetcher):
-            for release in out:
-                for a in release.assets:
-                    if a.sha256:
-                        self.fetcher.learn(a.url, a.sha256)
-        return out
+
+    def release(self, repo: str, tag: str) -> Release:
+        """The published release ``tag`` from the registry's listing.
+
+        Raises:
+            ReleaseNotFound: the listing has no published release ``tag``.
+        """
+        for release in self.releases(repo):
+            if release.tag == tag:
+                return release
+        raise ReleaseNotFound(repo, f"release {tag}", where=self.layout.root)
 
 
-class OciSource(MirrorSource):
-    """A registry's files, each fetched as the blob of the digest the caller expects."""
-
-    def _learn(self, url: str, sha256: str | None) -> None:
-        if sha256 and isinstance(self.fetcher, OciFetcher):
-            self.fetcher.learn(url, sha256)
-
-    def asset(self, repo: str, tag: str, name: str, *, size: int | None = None, sha256: str | None = None) -> Asset:
-        a = super().asset(repo, tag, name, size=size, sha256=sha256)
-        self._learn(a.url, sha256)
-        return a
-
-    def fetch(
-        self, asset: Asset, *, sha256: str | None, size: int | None = None, progress: Progress | None = None
-    ) -> Download:
-        self._learn(asset.url, sha256)
-        return super().fetch(asset, sha256=sha256, size=size, progress=progress)
-
-    def fetch_many(
-        self, items: Sequence[tuple[Asset, str | None]], *, progress: Progress | None = None
-    ) -> list[Download]:
-        for a, sha in items:
-            self._learn(a.url, sha)
-        return super().fetch_many(items, progress=progress)
+def registry_source(registry: Registry, cache: Cache) -> ListedSource:
+    """The source of ``registry``'s repository: its listings, and each file the blob of the digest
+    expected of it (``by_digest``), else of the one the registry's index names."""
+    files = registry.fetcher()
+    return ListedSource(OciListing(registry.ref, files, cache), cache, files, mirror=registry.ref.root,
+                        by_digest=registry.fetcher)
 
 
-def oci_source(where: str, *, named_by: str, offline: bool, environ: Mapping[str, str],
-               config: FetchConfig, cache: Cache, fix: str | None = None,
-               transport: Fetcher | None = None) -> ReleaseSource:
+def oci_source(where: str, *, named_by: str, offline: bool, environ: Mapping[str, str], config: FetchConfig,
+               cache: Cache, fix: str | None = None, fetcher: Fetcher | None = None) -> ReleaseSource:
     """The source of ``--mirror oci://HOST/REPO`` (``named_by``: ``--mirror`` or
     ``SUPERFLUID_MIRROR``; plain ``http://`` as ``config.oci_plain_http`` says); with ``offline``
-    the cache alone. ``transport``: the fetcher that speaks to the registry (default
-    ``fetcher_for_ref``'s).
+    the cache alone. ``fetcher``: the fetcher that speaks to the registry (default
+    ``registry_for``'s). A factory of ``choose.SCHEMES``.
 
     Raises:
-        ValueError: ``where`` is not an ``oci://HOST/REPO`` reference.
+        UsageError: ``where`` is not an ``oci://HOST/REPO`` reference.
         BadFile: the auth file is broken.
     """
-    ref = parse_ref(where, plain_http=config.oci_plain_http, named_by=named_by)
+    try:
+        ref = parse_ref(where, plain_http=config.oci_plain_http, named_by=named_by)
+    except ValueError as e:
+        raise UsageError(str(e), fix="name a registry repository: oci://HOST[:PORT]/REPO") from e
     if offline:
-        return OfflineSource(OciMirror(ref, NoNetworkFetcher(config), cache, offline=True), cache, fix=fix)
-    net = fetcher_for_ref(ref, environ, config, transport=transport)
-    return OciSource(OciMirror(ref, net, cache), cache, net)
+        return OfflineSource(OciListing(ref, NoNetworkFetcher(config), cache, offline=True), cache, config=config,
+                             fix=fix, mirror=ref.root)
+    return registry_source(registry_for(ref, environ, config, transport=fetcher), cache)
 
 
 def locked_source(root: str | None, files: Sequence[Locked], environ: Mapping[str, str],
                   config: FetchConfig | None = None, *, transport: Fetcher | None = None) -> ReleaseSource | None:
     """The source a ``--locked`` install fetches from when its bytes are in a registry: ``root``
-    (``--mirror oci://...``), else the registry the lock's own ``oci://`` URLs name; None when
-    neither is one. Each of ``files`` (every file of the engines installed) is the blob of its
-    locked digest: no listing or index is read. ``config``: the limits and ``oci_plain_http``;
-    ``transport`` as ``oci_source``'s.
+    (``--mirror oci://...``), else the registry the lock's own ``oci://`` URLs name (``files``: every
+    file of the engines installed); None when neither is one. Each file is fetched as the blob of its
+    locked digest, which every fetch is given: no listing or index is read. ``config``: the limits
+    and ``oci_plain_http``; ``transport`` as ``oci_source``'s ``fetcher``.
 
     Raises:
         BadFile: the auth file is broken.
@@ -143,8 +140,4 @@ def locked_source(root: str | None, files: Sequence[Locked], environ: Mapping[st
         ref = next((r for f in files if (r := ref_of_url(f.url, plain_http=plain))), None)
     if ref is None:
         return None
-    cache = Cache.for_home(home(environ))
-    net = fetcher_for_ref(ref, environ, config, transport=transport)
-    for f in files:
-        net.learn(f.path, f.sha256)
-    return OciSource(OciMirror(ref, net, cache), cache, net)
+    return registry_source(registry_for(ref, environ, config, transport=transport), Cache.for_home(home(environ)))

@@ -15,7 +15,7 @@ import pytest
 
 from superfluid.installer.errors import OfflineMissing
 from superfluid.installer.home.installs import runtime_root
-from superfluid.installer.home.restore import NotRestorable, plan_of, restore, unrestorable
+from superfluid.installer.home.restore import NotRestorable, mirror_of, plan_of, restore, unrestorable
 from superfluid.installer.install import install
 from superfluid.runtime.kernel.receipt import Receipt, Source, read_receipt
 from superfluid.runtime.kernel.record import FILES, files_of
@@ -63,6 +63,27 @@ def test_plan_of_fetches_each_source_by_its_digest(url: str, mirror: str | None,
     assert (a.url, a.sha256, a.digest_source, a.name) == (want, SHA, "pin", url.rsplit("/", 1)[-1])
     assert (p.id, p.install, p.abi, p.tested, p.chosen_by, p.platform) == ("basert", "0.4.0-cpu", 1, True, "tested",
                                                                            "linux-x64")
+
+
+WEB = "https://github.example"
+BELOW = "/basecompute/baseRT/releases/download/v0.4.0/basert-engine-linux-x64-0.4.0.tar.gz"
+
+
+@pytest.mark.parametrize(("receipt", "want"), [
+    pytest.param(bare(extra={"mirror": "https://m.example/r/"}), "https://m.example/r/", id="recorded"),
+    pytest.param(bare(sources=(Source("https://cdn.example/x/e.tar.gz", SHA),), extra={"mirror": "file:///srv/m/"}),
+                 "file:///srv/m/", id="recorded-whatever-the-urls-say"),
+    pytest.param(bare(extra={"mirror": "oci://r.example/fleet/engines/"}), None, id="a-registry-is-no-root-to-read"),
+    pytest.param(bare(chosen_by="from", extra={"mirror": "https://m.example/r/"}), None, id="from"),
+    pytest.param(bare(), None, id="githubs-downloads"),
+    pytest.param(bare(sources=(Source("https://m.example/r" + BELOW, SHA),)), "https://m.example/r/",
+                 id="before-it-was-recorded-the-urls-say-it"),
+    pytest.param(bare(sources=(Source("https://m.example/r" + BELOW, SHA), Source("https://n.example" + BELOW, SHA))),
+                 None, id="before-it-was-recorded-two-roots"),
+    pytest.param(bare(sources=(Source("/home/u/engine.tar.gz", SHA),)), None, id="a-local-file"),
+])
+def test_mirror_of_is_what_the_receipt_records(receipt: Receipt, want: str | None) -> None:
+    assert mirror_of(receipt, github_web=WEB) == want
 
 
 def test_plan_of_an_unchosen_receipt_is_from() -> None:

@@ -15,7 +15,7 @@ from superfluid.installer.config import DEFAULT_GITHUB_API
 from superfluid.installer.sources.choose import source_for
 from superfluid.installer.sources.github import GitHubClient
 from superfluid.installer.sources.mirror import Mirror
-from superfluid.installer.sources.release_source import GitHubSource, MirrorSource, OfflineSource, ReleaseSource
+from superfluid.installer.sources.release_source import ListedSource, OfflineSource, ReleaseSource
 from superfluid.runtime.kernel.errors import UsageError
 
 
@@ -24,45 +24,48 @@ def _choose(home: Path, mirror: str | None, offline: bool = False, **variables: 
                       fix="superfluid runtime install basert")
 
 
-@pytest.mark.parametrize(("mirror", "variables", "offline", "kind", "root"), [
-    pytest.param(None, {}, False, GitHubSource, DEFAULT_GITHUB_API, id="github"),
-    pytest.param(None, {"SUPERFLUID_MIRROR": ""}, False, GitHubSource, DEFAULT_GITHUB_API,
+@pytest.mark.parametrize(("mirror", "variables", "offline", "kind", "lister", "root"), [
+    pytest.param(None, {}, False, ListedSource, GitHubClient, DEFAULT_GITHUB_API, id="github"),
+    pytest.param(None, {"SUPERFLUID_MIRROR": ""}, False, ListedSource, GitHubClient, DEFAULT_GITHUB_API,
                  id="an-empty-variable-is-unset"),
-    pytest.param(None, {"SUPERFLUID_GITHUB_API": "http://127.0.0.1:9/api/v3/"}, False, GitHubSource,
+    pytest.param(None, {"SUPERFLUID_GITHUB_API": "http://127.0.0.1:9/api/v3/"}, False, ListedSource, GitHubClient,
                  "http://127.0.0.1:9/api/v3", id="github-elsewhere"),
-    pytest.param("https://m.test/base", {}, False, MirrorSource, "https://m.test/base/", id="mirror-url"),
-    pytest.param(None, {"SUPERFLUID_MIRROR": "https://m.test/env"}, False, MirrorSource, "https://m.test/env/",
-                 id="mirror-from-the-environment"),
-    pytest.param("https://m.test/flag", {"SUPERFLUID_MIRROR": "https://m.test/env"}, False, MirrorSource,
+    pytest.param("https://m.test/base", {}, False, ListedSource, Mirror, "https://m.test/base/", id="mirror-url"),
+    pytest.param(None, {"SUPERFLUID_MIRROR": "https://m.test/env"}, False, ListedSource, Mirror,
+                 "https://m.test/env/", id="mirror-from-the-environment"),
+    pytest.param("https://m.test/flag", {"SUPERFLUID_MIRROR": "https://m.test/env"}, False, ListedSource, Mirror,
                  "https://m.test/flag/", id="the-flag-before-the-variable"),
-    pytest.param("", {"SUPERFLUID_MIRROR": "https://m.test/env"}, False, MirrorSource, "https://m.test/env/",
-                 id="an-empty-flag-is-not-given"),
-    pytest.param("{dir}", {}, False, MirrorSource, "{uri}/", id="mirror-directory"),
-    pytest.param("{dir}", {}, True, MirrorSource, "{uri}/", id="mirror-directory-offline-is-read-in-place"),
-    pytest.param("https://m.test/base", {}, True, OfflineSource, "https://m.test/base/", id="mirror-url-offline"),
-    pytest.param(None, {}, True, OfflineSource, DEFAULT_GITHUB_API, id="github-offline"),
+    pytest.param("", {"SUPERFLUID_MIRROR": "https://m.test/env"}, False, ListedSource, Mirror,
+                 "https://m.test/env/", id="an-empty-flag-is-not-given"),
+    pytest.param("{dir}", {}, False, ListedSource, Mirror, "{uri}/", id="mirror-directory"),
+    pytest.param("{dir}", {}, True, ListedSource, Mirror, "{uri}/", id="mirror-directory-offline-is-read-in-place"),
+    pytest.param("https://m.test/base", {}, True, OfflineSource, Mirror, "https://m.test/base/",
+                 id="mirror-url-offline"),
+    pytest.param(None, {}, True, OfflineSource, GitHubClient, DEFAULT_GITHUB_API, id="github-offline"),
 ])
 def test_the_source_chosen(tmp_path: Path, mirror: str | None, variables: dict[str, str], offline: bool,
-                           kind: type[ReleaseSource], root: str) -> None:
+                           kind: type[ReleaseSource], lister: type[object], root: str) -> None:
     folder = tmp_path / "mirror"
     folder.mkdir()
     fill = {"dir": str(folder), "uri": folder.resolve().as_uri()}
     source = _choose(tmp_path / "home", None if mirror is None else mirror.format(**fill), offline,
                      **{k: v.format(**fill) for k, v in variables.items()})
-    assert type(source) is kind
-    lister = source.lister
-    if isinstance(lister, GitHubClient):
-        assert lister.api_base == root.rstrip("/")
+    assert isinstance(source, (ListedSource, OfflineSource)) and type(source) is kind
+    listed = source.lister
+    assert type(listed) is lister
+    if isinstance(listed, GitHubClient):
+        assert listed.api_base == root.rstrip("/") and source.mirror is None
     else:
-        assert lister.root == root.format(**fill)
-    assert lister.offline is (offline and kind is OfflineSource)
+        assert isinstance(listed, Mirror) and listed.root == root.format(**fill) == source.mirror
+    assert listed.offline is (offline and kind is OfflineSource)
     if isinstance(source, OfflineSource):
         assert source.fix == "superfluid runtime install basert"
 
 
 def test_a_password_in_the_mirror_url_is_a_credential_never_the_root(tmp_path: Path) -> None:
     source = _choose(tmp_path, "https://me:s3cret@m.test/base")
-    assert isinstance(source.lister, Mirror) and source.lister.root == "https://m.test/base/"
+    assert isinstance(source, ListedSource) and isinstance(source.lister, Mirror)
+    assert source.lister.root == "https://m.test/base/" == source.mirror
     credential = source.fetcher.credential
     assert credential is not None and credential.origin == "https://m.test"
     assert credential.authorization == "Basic " + base64.b64encode(b"me:s3cret").decode()

@@ -17,8 +17,9 @@ from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import OfflineMissing, ReleaseNotFound, SizeExceeded, VerificationError
 from superfluid.installer.sources.choose import source_for
-from superfluid.installer.sources.mirror import asset_path, listing_path, mirror_root_url
-from superfluid.installer.sources.release_source import GitHubSource, MirrorSource, OfflineSource
+from superfluid.installer.sources.github import GitHubClient
+from superfluid.installer.sources.mirror import Mirror, asset_path, listing_path, mirror_root_url
+from superfluid.installer.sources.release_source import ListedSource, OfflineSource
 from superfluid.runtime.kernel.errors import BadFile, UsageError
 from tests.installer.conftest import REPO
 from tests.release_server import ReleaseServer, sha256_line
@@ -60,7 +61,8 @@ class TestLayout:
 class TestHttpMirror:
     def test_lists_and_fetches_from_the_mirror_only(self, upstream: ReleaseServer, home: Path) -> None:
         source = source_for(mirror=upstream.mirror_url, offline=False, environ=env(home), config=FAST)
-        assert isinstance(source, MirrorSource) and source.describe() == f"mirror {upstream.mirror_url}"
+        assert isinstance(source, ListedSource) and isinstance(source.lister, Mirror)
+        assert source.describe() == f"mirror {upstream.mirror_url}" and source.mirror == upstream.mirror_url
         rels = source.releases(REPO)
         assert [r.tag for r in rels] == ["v0.4.0", "v0.3.0"]  # the draft is skipped
         asset = rels[0].asset(BUNDLE)
@@ -72,7 +74,7 @@ class TestHttpMirror:
 
     def test_environment_names_the_mirror(self, upstream: ReleaseServer, home: Path) -> None:
         source = source_for(mirror=None, offline=False, environ=env(home, SUPERFLUID_MIRROR=upstream.mirror_url))
-        assert isinstance(source, MirrorSource) and source.releases(REPO)
+        assert isinstance(source, ListedSource) and isinstance(source.lister, Mirror) and source.releases(REPO)
 
     def test_mirror_serving_other_bytes_is_refused(self, upstream: ReleaseServer, home: Path) -> None:
         upstream.fault(upstream.mirror_path(REPO, "v0.4.0", BUNDLE), "wrong_bytes")
@@ -109,7 +111,7 @@ class TestDirectoryMirror:
         upstream.clear_log()
         for offline in (False, True):  # a directory needs no connection, so --offline reads it too
             source = source_for(mirror=str(root), offline=offline, environ=env(home))
-            assert isinstance(source, MirrorSource)
+            assert isinstance(source, ListedSource) and source.mirror == root.resolve().as_uri() + "/"
             rels = source.releases(REPO)
             assert [r.tag for r in rels] == ["v0.4.0", "v0.3.0"]
             asset = rels[0].asset(BUNDLE)
@@ -159,7 +161,7 @@ class TestOffline:
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
         environ = env(home, SUPERFLUID_GITHUB_API=upstream.url)
         online = source_for(mirror=None, offline=False, environ=environ, config=FAST)
-        assert isinstance(online, GitHubSource)
+        assert isinstance(online, ListedSource) and isinstance(online.lister, GitHubClient)
         rel = online.releases(REPO)[0]
         sidecar = rel.asset(f"{BUNDLE}.sha256")
         bundle = rel.asset(BUNDLE)

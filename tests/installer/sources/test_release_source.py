@@ -1,10 +1,13 @@
 """``installer/sources``: which source a command gets (``--mirror``, ``SUPERFLUID_MIRROR``, GitHub,
 ``--offline``), what it refuses, a URL's ``user:password@`` sent to its origin only, the small-asset
-cap before any request, and the offline source answering from the cache alone. Listing and fetching
-over loopback are tests/installer/sources/test_mirror.py and test_github.py."""
+cap before any request, the offline source answering from the cache alone, and each fetch of a composed
+source given the digest it expects. Listing and fetching over loopback are
+tests/installer/sources/test_mirror.py and test_github.py; a source of a new kind, test_fifth_source.py."""
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -13,15 +16,17 @@ from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import OfflineMissing, SizeExceeded
 from superfluid.installer.sources.choose import source_for
+from superfluid.installer.sources.github import GitHubClient
+from superfluid.installer.sources.mirror import Mirror
 from superfluid.installer.sources.release import Asset
 from superfluid.installer.sources.release_source import (
-    GitHubSource,
-    MirrorSource,
+    ListedSource,
     OfflineSource,
     ReleaseSource,
     basic_credential,
     fetcher_for,
 )
+from superfluid.installer.transport.fetcher import Fetcher
 from superfluid.installer.transport.files import FileFetcher, NoNetworkFetcher
 from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 from superfluid.installer.transport.urls import origin_of
@@ -34,26 +39,29 @@ def pick(tmp_path: Path, mirror: str | None, offline: bool, **env: str) -> Relea
 
 # --- which source ------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("mirror", "offline", "env", "kind", "fetcher"), [
-    pytest.param(None, False, {}, GitHubSource, RequestsFetcher, id="github"),
-    pytest.param(None, True, {}, OfflineSource, NoNetworkFetcher, id="github-offline"),
-    pytest.param("https://m.example/r", False, {}, MirrorSource, RequestsFetcher, id="http-mirror"),
-    pytest.param("https://m.example/r", True, {}, OfflineSource, NoNetworkFetcher, id="http-mirror-offline"),
-    pytest.param("DIR", False, {}, MirrorSource, FileFetcher, id="directory-mirror"),
-    pytest.param("DIR", True, {}, MirrorSource, FileFetcher, id="directory-mirror-is-read-in-place-offline"),
-    pytest.param(None, False, {"SUPERFLUID_MIRROR": "https://m.example/r"}, MirrorSource, RequestsFetcher,
+@pytest.mark.parametrize(("mirror", "offline", "env", "kind", "lister", "fetcher"), [
+    pytest.param(None, False, {}, ListedSource, GitHubClient, RequestsFetcher, id="github"),
+    pytest.param(None, True, {}, OfflineSource, GitHubClient, NoNetworkFetcher, id="github-offline"),
+    pytest.param("https://m.example/r", False, {}, ListedSource, Mirror, RequestsFetcher, id="http-mirror"),
+    pytest.param("https://m.example/r", True, {}, OfflineSource, Mirror, NoNetworkFetcher, id="http-mirror-offline"),
+    pytest.param("DIR", False, {}, ListedSource, Mirror, FileFetcher, id="directory-mirror"),
+    pytest.param("DIR", True, {}, ListedSource, Mirror, FileFetcher, id="directory-mirror-is-read-in-place-offline"),
+    pytest.param(None, False, {"SUPERFLUID_MIRROR": "https://m.example/r"}, ListedSource, Mirror, RequestsFetcher,
                  id="variable"),
-    pytest.param(None, False, {"SUPERFLUID_MIRROR": ""}, GitHubSource, RequestsFetcher, id="empty-variable-unset"),
-    pytest.param("DIR", False, {"SUPERFLUID_MIRROR": "https://m.example/r"}, MirrorSource, FileFetcher,
+    pytest.param(None, False, {"SUPERFLUID_MIRROR": ""}, ListedSource, GitHubClient, RequestsFetcher,
+                 id="empty-variable-unset"),
+    pytest.param("DIR", False, {"SUPERFLUID_MIRROR": "https://m.example/r"}, ListedSource, Mirror, FileFetcher,
                  id="flag-before-variable"),
 ])
 def test_which_source(tmp_path: Path, mirror: str | None, offline: bool, env: dict[str, str],
-                      kind: type[ReleaseSource], fetcher: type[object]) -> None:
+                      kind: type[ReleaseSource], lister: type[object], fetcher: type[object]) -> None:
     (tmp_path / "mirror").mkdir()
     source = pick(tmp_path, str(tmp_path / "mirror") if mirror == "DIR" else mirror, offline, **env)
     try:
-        assert type(source) is kind and type(source.fetcher) is fetcher
+        assert isinstance(source, (ListedSource, OfflineSource))
+        assert type(source) is kind and type(source.lister) is lister and type(source.fetcher) is fetcher
         assert source.offline is (kind is OfflineSource)
+        assert source.mirror == (None if lister is GitHubClient else source.lister.root)  # type: ignore[attr-defined]
     finally:
         source.close()
 
@@ -95,9 +103,10 @@ def test_a_github_api_that_is_not_http(tmp_path: Path, api: str) -> None:
 def test_a_mirrors_userinfo_goes_to_its_origin_only(tmp_path: Path) -> None:
     source = pick(tmp_path, "https://u:p%40w@m.example:8443/r", False)
     assert source.describe() == "mirror https://m.example:8443/r/"  # the secret is not in the place shown
+    assert isinstance(source, ListedSource)
     credential = source.fetcher.credential
     assert credential is not None and credential.origin == "https://m.example:8443"
-    assert "p@w" not in repr(credential)
+    assert "p@w" not in repr(credential) and source.mirror == "https://m.example:8443/r/"  # the root a receipt records
 
 
 # --- credentials in a URL ------------------------------------------------------------------------------------
@@ -178,3 +187,26 @@ def test_offline_read_of_what_the_cache_lacks_names_the_fix(tmp_path: Path) -> N
     with pytest.raises(OfflineMissing) as e:
         source.read(Asset("x.sha256", "https://h.example/x.sha256", 10))
     assert e.value.fix == "run it once online"
+
+
+def test_each_fetch_is_given_the_digest_it_expects(tmp_path: Path) -> None:
+    """A source composed with ``by_digest`` (a registry's) is handed, for every fetch and read, the fetcher
+    of exactly the URLs it fetches, each with the SHA-256 expected of it: no digest is learned beforehand."""
+    data = b"an engine"
+    sha = hashlib.sha256(data).hexdigest()
+    (tmp_path / "e.tar.gz").write_bytes(data)
+    url = (tmp_path / "e.tar.gz").as_uri()
+    asked: list[dict[str, str | None]] = []
+
+    def by_digest(digests: Mapping[str, str | None]) -> Fetcher:
+        asked.append(dict(digests))
+        return FileFetcher()
+
+    cache = Cache.for_home(str(tmp_path / "home"))
+    source = ListedSource(Mirror(tmp_path.as_uri() + "/", FileFetcher(), cache), cache, FileFetcher(),
+                          mirror=tmp_path.as_uri() + "/", by_digest=by_digest)
+    listed = Asset("e.tar.gz", url, len(data), f"sha256:{sha}")
+    assert source.read(listed) == data
+    assert source.fetch(Asset("e.tar.gz", url, len(data)), sha256=sha).path.read_bytes() == data
+    assert [d.sha256 for d in source.fetch_many([(Asset("e.tar.gz", url, len(data)), sha)])] == [sha]
+    assert asked == [{url: sha}] * 3

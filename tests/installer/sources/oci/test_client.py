@@ -1,7 +1,7 @@
-"""``installer/oci_fetcher`` against a fake registry on loopback that asks for a Bearer token,
-redirects blobs to an "object store" on another port and cuts a body once: the token is asked with
-the login, the blob is fetched with the token, the redirect is followed without it, and the cut
-download resumes with ``Range``."""
+"""``installer/sources/oci/client``: a ``Registry`` and its thin ``BlobFetcher``, against a fake registry on
+loopback that asks for a Bearer token, redirects blobs to an "object store" on another port and cuts a
+body once: the token is asked with the login, the blob (of the digest the fetcher is given) is fetched
+with the token, the redirect is followed without it, and the cut download resumes with ``Range``."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import DownloadError, VerificationError
 from superfluid.installer.sources.oci.auth import Login
-from superfluid.installer.sources.oci.client import OciFetcher
+from superfluid.installer.sources.oci.client import Registry
 from superfluid.installer.sources.oci.ref import parse_ref
 from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 
@@ -118,16 +118,15 @@ def fake() -> Iterator[_Fake]:
     f.close()
 
 
-def _fetcher(fake: _Fake, login: Login | None) -> OciFetcher:
+def _registry(fake: _Fake, login: Login | None) -> Registry:
     ref = parse_ref(f"oci://{fake.url('registry').removeprefix('http://')}/fleet/engines")
-    return OciFetcher(ref, RequestsFetcher(FetchConfig(backoff_base=0.01), sleep=lambda _s: None), login=login)
+    return Registry(ref, RequestsFetcher(FetchConfig(backoff_base=0.01), sleep=lambda _s: None), login=login)
 
 
 def test_a_bearer_challenge_a_redirect_without_the_token_and_a_resumed_blob(tmp_path: Path, fake: _Fake) -> None:
-    net = _fetcher(fake, Login("fleet", "pw", "test"))
+    net = _registry(fake, Login("fleet", "pw", "test"))
     url = net.ref.root + "a/b/releases/download/v1/x.tar.gz"
-    net.learn(url, SHA)
-    got = download(url, SHA, len(BLOB), cache=Cache(tmp_path / "cache"), fetcher=net)
+    got = download(url, SHA, len(BLOB), cache=Cache(tmp_path / "cache"), fetcher=net.fetcher({url: SHA}))
     assert got.path.read_bytes() == BLOB and not got.cached
     tokens = [h for s, p, h in fake.seen if p.startswith("/token")]
     assert tokens and all(h["authorization"] == "Basic " + _b64("fleet:pw") for h in tokens)
@@ -140,18 +139,27 @@ def test_a_bearer_challenge_a_redirect_without_the_token_and_a_resumed_blob(tmp_
 
 
 def test_no_login_is_a_401_naming_the_fix(fake: _Fake) -> None:
-    net = _fetcher(fake, None)
-    net.learn(net.ref.root + "a/b/x", SHA)
+    net = _registry(fake, None)
+    url = net.ref.root + "a/b/x"
     with pytest.raises(DownloadError, match="docker login 127.0.0.1") as e:
-        net.get_bytes(net.ref.root + "a/b/x", max_bytes=1 << 20)
+        net.fetcher({url: SHA}).get_bytes(url, max_bytes=1 << 20)
     assert e.value.status == 401
 
 
 def test_the_digest_is_ours_to_check(tmp_path: Path, fake: _Fake) -> None:
-    net = _fetcher(fake, Login("fleet", "pw", "test"))
+    net = _registry(fake, Login("fleet", "pw", "test"))
     url = net.ref.root + "a/b/x"
-    net.learn(url, SHA)
     other = hashlib.sha256(b"another file").hexdigest()
-    with pytest.raises(VerificationError, match=other):
-        download(url, other, len(BLOB), cache=Cache(tmp_path / "cache"), fetcher=net)
+    with pytest.raises(VerificationError, match=other):  # the registry's blob of SHA is not the bytes of `other`
+        download(url, other, len(BLOB), cache=Cache(tmp_path / "cache"), fetcher=net.fetcher({url: SHA}))
     assert not (tmp_path / "cache" / "sha256" / SHA).exists()
+
+
+def test_the_blob_asked_is_the_one_of_the_digest_expected(tmp_path: Path, fake: _Fake) -> None:
+    net = _registry(fake, Login("fleet", "pw", "test"))
+    url = net.ref.root + "a/b/releases/download/v1/x.tar.gz"
+    assert net.resolve(url, SHA.upper()) == net.ref.blob_url(SHA)  # by the digest: no index read
+    assert net.resolve("https://elsewhere.test/x") == "https://elsewhere.test/x"  # not below the repository
+    download(url, SHA, len(BLOB), cache=Cache(tmp_path / "cache"), fetcher=net.fetcher({url: SHA}))
+    asked = [p for s, p, _ in fake.seen if s == "registry" and not p.startswith("/token")]
+    assert asked and set(asked) == {f"/v2/fleet/engines/blobs/sha256:{SHA}"}  # no manifest, no index

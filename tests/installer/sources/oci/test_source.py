@@ -1,7 +1,8 @@
-"""``installer/oci_source``: a registry as a mirror. After a real push to a real registry on
+"""``installer/sources/oci/source``: a registry as a mirror. After a real push to a real registry on
 loopback, ``--mirror oci://`` lists the lock's releases and fetches each file as the blob of its
 digest; offline it is the cache alone; a repository never pushed is named with the push that fills
-it; and which registry a ``--locked`` install reads (the named one, else the lock's own, else none)."""
+it; and which registry a ``--locked`` install reads (the named one, else the lock's own, else none),
+each file the blob of the digest the fetch is given (no index read)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from superfluid.installer.fleet.push import push
 from superfluid.installer.fleet.sync import files_of
 from superfluid.installer.sources.choose import source_for
 from superfluid.installer.sources.oci.ref import parse_ref
-from superfluid.installer.sources.oci.source import OciSource, locked_source
-from superfluid.installer.sources.release_source import OfflineSource
+from superfluid.installer.sources.oci.source import OciListing, locked_source
+from superfluid.installer.sources.release_source import ListedSource, OfflineSource
 from tests.conftest import Home
 from tests.fleet.registry import Registry
 from tests.installer.conftest import LOCKED_REPO
@@ -34,7 +35,8 @@ def test_the_registry_lists_the_locks_releases_and_serves_their_files(file_lock:
                                                                       cli_home: Home) -> None:
     source = source_for(mirror=pushed.url, offline=False, environ=cli_home.env)
     try:
-        assert type(source) is OciSource and pushed.host in source.describe()
+        assert isinstance(source, ListedSource) and isinstance(source.lister, OciListing)
+        assert pushed.host in source.describe() and source.mirror == f"{pushed.url}/"
         releases = {r.tag: r for r in source.releases(LOCKED_REPO)}
         assert sorted(releases) == ["v0.3.1", "v0.4.0"]
         cpu = next(a for a in releases["v0.4.0"].assets if a.name == "engine-cpu.tar.gz")
@@ -46,7 +48,7 @@ def test_the_registry_lists_the_locks_releases_and_serves_their_files(file_lock:
 
 def test_offline_the_registry_is_the_cache_alone(pushed: Registry, cli_home: Home) -> None:
     source = source_for(mirror=pushed.url, offline=True, environ=cli_home.env, fix="fill it")
-    assert type(source) is OfflineSource
+    assert isinstance(source, OfflineSource) and isinstance(source.lister, OciListing)
     pushed.clear_log()
     with pytest.raises(OfflineMissing):
         source.releases(LOCKED_REPO)
@@ -88,7 +90,8 @@ def test_which_registry_a_locked_install_reads(file_lock: Lock, registry: Regist
         if reads is None:
             assert source is None
         else:
-            assert type(source) is OciSource and registry.host in source.describe()
+            assert isinstance(source, ListedSource) and isinstance(source.lister, OciListing)
+            assert registry.host in source.describe()
     finally:
         if source is not None:
             source.close()
@@ -101,8 +104,12 @@ def test_a_locked_file_is_fetched_as_the_blob_of_its_digest(file_lock: Lock, pus
     assert source is not None
     try:
         (_, _, f) = next(x for x in files_of(lock) if x[2].name == "engine-cuda.tar.gz")
-        got = source.fetch(source.asset(LOCKED_REPO, "v0.4.0", f.name, size=f.size, sha256=f.sha256),
-                           sha256=f.sha256)
-        assert got.path.read_bytes() == b"cuda engine"
+        asset = source.asset(LOCKED_REPO, "v0.4.0", f.name, size=f.size, sha256=f.sha256)
+        assert source.fetch(asset, sha256=f.sha256).path.read_bytes() == b"cuda engine"
+        pushed.clear_log()  # the bytes as a streamed install asks them (the push left them in the cache)
+        _, data = source.fetcher_of({asset.url: f.sha256}).get_bytes(asset.url, max_bytes=1 << 20)
+        assert data == b"cuda engine"
+        asked = {a.path for a in pushed.log() if a.status != 401}
+        assert asked == {f"/v2/{parse_ref(pushed.url).repository}/blobs/sha256:{f.sha256}"}  # no index read
     finally:
         source.close()

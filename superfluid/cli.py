@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from superfluid import answer_cache
 from superfluid.parser import (
     Exit,
-    NotLoaded,
     Parser,
     canonical_ids,
     find,
@@ -128,11 +127,7 @@ def _resume_gc(was_on: bool, *, exiting: bool) -> None:
 def _parsed(args_in: Sequence[str]) -> tuple[argparse.Namespace, list[str], Parser]:
     """The line parsed by the command tree: its namespace, what no command took, and the tree."""
     top = parser(args_in)  # the module of the command the line names, the others named only
-    try:
-        args, extra = top.parse_known_args(args_in)
-    except NotLoaded:  # the line reached a command the tree named only: the whole tree parses it
-        top = parser(None)
-        args, extra = top.parse_known_args(args_in)
+    args, extra = top.parse_known_args(args_in)
     canonical_ids(args)  # llama.cpp is llamacpp
     if args.version and not args.command and extra == ["--json"]:  # --version --json: as version --json
         args.json, extra = True, []

@@ -16,9 +16,8 @@ from superfluid.runtime.registry import IDS, canonical
 # Each command is a module of ``superfluid.commands`` (``COMMANDS`` names them) with three things:
 # ``HELP`` (its page: what it does, an example or two, its exit codes), ``arguments(p)`` (its flags,
 # declared on its parser) and ``run(args)``. The tree for a command line loads the module of the command
-# it names alone; the others are named only, and a line that reaches one after all is parsed again by the
-# whole tree (``NotLoaded``).
-__all__ = ["Exit", "NotLoaded", "Parser", "Once", "OnceSwitch", "Pair", "Help", "Runs", "Command", "COMMON_EXITS",
+# it names alone; the others are named only (``parser``).
+__all__ = ["Exit", "Parser", "Once", "OnceSwitch", "Pair", "Help", "Runs", "Command", "COMMON_EXITS",
            "exits", "either", "RUNTIME_IDS", "FLAG_HELP", "Formatter", "add_json", "load", "runner", "tree", "parser",
            "children", "walk", "find", "synopsis", "overview", "canonical_ids"]
 
@@ -29,10 +28,6 @@ class Exit(Exception):
     def __init__(self, status: int) -> None:
         super().__init__(status)
         self.status = status
-
-
-class NotLoaded(Exception):
-    """The line reached a command whose module the tree did not load: parse it with the whole tree."""
 
 
 #: the exit codes every command shares (SPEC §6.1), worded once
@@ -171,14 +166,15 @@ class Parser(argparse.ArgumentParser):
 
 
 class _Unloaded:
-    """A command the tree names only (its module not loaded; no parser built): a line that reaches it
-    is parsed again by the whole tree."""
+    """A command the tree names only (its module not loaded; no parser built), one of argparse's
+    choices: ``parser`` loads what a line's words name, and argparse takes those same words, so no
+    line reaches one."""
 
     def __init__(self, prog: str) -> None:
         self.prog = prog
 
     def parse_known_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> tuple[Any, list[str]]:
-        raise NotLoaded(self.prog)
+        raise AssertionError(f"{self.prog}: reached by a line whose tree does not load it (superfluid.parser.parser)")
 
 
 def _flag_words(e: argparse.ArgumentError) -> str:
@@ -292,17 +288,23 @@ def tree(modules: Mapping[str, Command | None]) -> Parser:
 
 def parser(argv: Sequence[str] | None = None) -> Parser:
     """The command tree for the line ``argv``: the module of the command it names loaded (of every
-    command under a group it names, for its page), the others named only; the whole tree without
-    ``argv``, for an empty line or one that asks the overview (``--help``, ``-h``)."""
+    command under a group it names, for its page: ``runtime``, or ``runtime instal``, which argparse
+    refuses with the group's commands), the others named only; none for a line that names no command
+    (``--version``, a word that is none); the whole tree without ``argv``, for an empty line or one that
+    asks the overview (``--help``, ``-h``). The top and the groups take no flag with a value, so the
+    words argparse takes for the command are the line's first words that are not flags."""
     line = list(argv or ())
     words = [a for a in line if not a.startswith("-")][:2]
     if words and words[0] in COMMANDS:
         words = words[:1]
-    prefix = " ".join(words)
-    if argv is None or not line or (not prefix and {"-h", "--help"} & set(line)):
+    if argv is None or not line or (not words and {"-h", "--help"} & set(line)):
         wanted = list(COMMANDS)
-    else:  # a line naming no command (--version) loads none
-        wanted = [p for p in COMMANDS if prefix and (p == prefix or p.startswith(prefix + " "))]
+    else:
+        wanted = []
+        for k in range(len(words), 0, -1):  # the longest start of the words that names a command or a group
+            prefix = " ".join(words[:k])
+            if wanted := [p for p in COMMANDS if p == prefix or p.startswith(prefix + " ")]:
+                break
     return tree({path: load(path) if path in wanted else None for path in COMMANDS})
 
 

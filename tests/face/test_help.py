@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from superfluid.cli import main
-from superfluid.parser import NotLoaded, Parser, children, parser, walk
+from superfluid.parser import Parser, children, parser, walk
 from superfluid.runtime import registry
+from superfluid.runtime.kernel.errors import UsageError
 from tests import cli
 
 TREE = dict(walk(parser()))
@@ -117,15 +118,31 @@ def test_help_is_as_wide_as_shutil_says_the_terminal_is(columns: str, monkeypatc
 
 
 def test_a_tree_for_one_command_names_the_groups_it_does_not_load() -> None:
-    """``runtimes``' tree builds no parser for ``runtime``, ``mirror`` or ``cache``: they are named
-    only, and a line that reaches one is parsed by the whole tree."""
+    """``runtimes``' tree builds no parser for ``runtime``, ``mirror`` or ``cache``: they are named only."""
     top = parser(["runtimes", "--json"])
     named = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))._name_parser_map
     assert isinstance(named["runtimes"], Parser)
     assert {g for g in ("runtime", "mirror", "cache") if not isinstance(named[g], Parser)} == {"runtime", "mirror",
                                                                                                "cache"}
-    with pytest.raises(NotLoaded):
-        top.parse_known_args(["runtime", "list"])
+
+
+def _parsed(tree: Parser, line: list[str]) -> tuple[str, str]:
+    try:
+        args, extra = tree.parse_known_args(line)
+    except UsageError as e:
+        return "refused", str(e)
+    return "parsed", repr((sorted(vars(args).items(), key=str), extra))
+
+
+@pytest.mark.parametrize("line", [
+    ["runtime", "instal", "basert"], ["runtime"], ["runtime", "--json", "list"], ["nosuch", "runtimes"],
+    ["--json", "runtimes"], ["-1", "runtimes"], ["--", "runtimes"], ["cache", "du", "runtime"], ["--version"],
+    ["-V", "runtime", "versions", "basert"],
+], ids=" ".join)
+def test_a_line_is_parsed_once_by_the_tree_its_words_name(line: list[str]) -> None:
+    """The tree ``parser`` makes for a line parses it as the whole tree does, a typo in a command or a
+    group included (argparse names every choice of the group: they are all named)."""
+    assert _parsed(parser(line), line) == _parsed(parser(None), line)
 
 
 def test_a_command_line_does_not_import_shutil(tmp_path: Path) -> None:

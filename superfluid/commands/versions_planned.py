@@ -1,8 +1,6 @@
-"""``superfluid runtime versions <id>`` with ``--for`` (or ``SUPERFLUID_FOR``), ``--mirror`` (or
-``SUPERFLUID_MIRROR``) or ``--offline``: the versions judged for another release, or as ``runtime install
---dry-run`` plans each from a release listing.
+"""``runtime versions <id> --for|--mirror|--offline`` (or their variables): judged for another release, or planned.
 
-See docs/cli.md. The plain line is ``commands/versions.py``'s (its ``runs_in`` hands these here).
+See docs/cli.md.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from typing import Any
 
 from superfluid import __version__
 from superfluid.runtime import registry
-from superfluid.runtime.kernel.home_cache import changed_at, fingerprint, read_object, write
+from superfluid.runtime.kernel.home_cache import changed_at, dependency, read_object, unchanged, write
 from superfluid.runtime.kernel.layout import cache_file, home, linked_between
 
 __all__ = ["KEPT_COMMANDS", "KEEP_SECONDS", "RACY_SECONDS", "lookup", "keep"]
@@ -91,11 +91,8 @@ def lookup(argv: Sequence[str], environ: Mapping[str, str]) -> str | None:
     names = entry.get("vars")
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         return None
-    if entry.get("inputs") != _inputs(argv, environ, names):
+    if entry.get("inputs") != _inputs(argv, environ, names) or not unchanged(deps):
         return None
-    for dep in deps:
-        if not isinstance(dep, list) or len(dep) != 2 or not isinstance(dep[0], str) or fingerprint(dep[0]) != dep[1]:
-            return None
     output: str = entry["output"]
     return output
 
@@ -109,7 +106,7 @@ def keep(argv: Sequence[str], environ: Mapping[str, str], output: str, *, began:
     out of it: nothing is written through one)."""
     if not _kept_here(argv, environ):
         return False
-    stats = [(p, fingerprint(p)) for p in deps]
+    stats = [dependency(p) for p in deps]
     if any(changed_at(facts) >= (began - RACY_SECONDS) * 1e9 for _, facts in stats):
         return False
     path = _path(environ)
@@ -118,6 +115,6 @@ def keep(argv: Sequence[str], environ: Mapping[str, str], output: str, *, began:
     kept = dict(list(kept.items())[-(_MAX_ENTRIES - 1):])
     names = list(names)
     kept[" ".join(argv)] = {"at": began, "vars": names, "inputs": _inputs(argv, environ, names),
-                            "deps": [[p, facts] for p, facts in stats], "output": output}
+                            "deps": stats, "output": output}
     data = json.dumps({"format": _FORMAT, "outputs": kept}).encode()
     return len(data) <= _MAX_BYTES and write(home(environ), path, data)

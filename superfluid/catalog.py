@@ -19,7 +19,7 @@ from superfluid import runtime as _runtime_pkg
 from superfluid.runtime import registry
 from superfluid.runtime.hostfacts.host import detect
 from superfluid.runtime.kernel.errors import BadFile, WorkerFailed
-from superfluid.runtime.kernel.home_cache import fingerprint, read_object, write
+from superfluid.runtime.kernel.home_cache import dependency, read_object, unchanged, write
 from superfluid.runtime.kernel.layout import (
     cache_file,
     current_dir,
@@ -108,10 +108,6 @@ def env_keys(runtime_id: str) -> tuple[str, ...]:
     return (*ENV_KEYS, *registry.get(runtime_id).environment)
 
 
-def _stat(path: str) -> list[Any]:
-    return [path, fingerprint(path)]
-
-
 def _key(ref: WorkerRef, argv: Sequence[str], runtime_id: str, environ: Mapping[str, str]) -> str:
     root = runtime_dir(home(environ), runtime_id)
     current = current_dir(home(environ), runtime_id)
@@ -122,8 +118,8 @@ def _key(ref: WorkerRef, argv: Sequence[str], runtime_id: str, environ: Mapping[
     keys = env_keys(runtime_id)
     env = sorted((k, v) for k, v in environ.items() if k.startswith("SUPERFLUID_") or k in keys)
     recipe = os.path.join(os.path.dirname(_runtime_pkg.__file__ or ""), runtime_id, "recipe.json")
-    facts = [_CACHE_VERSION, __version__, _stat(recipe), ref.path, _stat(ref.path), list(argv), env, target,
-             _stat(install_receipt(current)), _stat(root)]
+    facts = [_CACHE_VERSION, __version__, dependency(recipe), ref.path, dependency(ref.path), list(argv), env, target,
+             dependency(install_receipt(current)), dependency(root)]
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
 
 
@@ -134,7 +130,7 @@ def _cache_path(environ: Mapping[str, str]) -> str:
 def _still_valid(entry: dict[str, Any]) -> bool:
     """An answer that named a library stays valid only while that file is unchanged."""
     deps = entry.get("deps") or []
-    return all(isinstance(d, list) and d and _stat(str(d[0])) == d for d in deps)
+    return isinstance(deps, list) and unchanged(deps)
 
 
 def _store(path: str, cache: dict[str, Any]) -> None:
@@ -150,7 +146,7 @@ def _failure_key(ref: WorkerRef, runtime_id: str, environ: Mapping[str, str]) ->
     """One worker file (as it is now) in one environment: what a remembered failure is of."""
     keys = env_keys(runtime_id)
     env = sorted((k, v) for k, v in environ.items() if k.startswith("SUPERFLUID_") or k in keys)
-    facts = ["failed", _CACHE_VERSION, ref.path, _stat(ref.path), env]
+    facts = ["failed", _CACHE_VERSION, ref.path, dependency(ref.path), env]
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
 
 
@@ -230,9 +226,9 @@ def ask(ref: WorkerRef, argv: Sequence[str], runtime_id: str, environ: Mapping[s
         _store(path, entries)
     if cache:
         library = answer.get("library") if isinstance(answer, dict) else None
-        deps = [_stat(library)] if isinstance(library, str) else []
+        deps = [dependency(library)] if isinstance(library, str) else []
         # a verdict on a model stands while the model is as it was (a file fixed in place is judged again)
-        deps += [_stat(argv[i + 1]) for i, flag in enumerate(argv[:-1]) if flag == "--model"]
+        deps += [dependency(argv[i + 1]) for i, flag in enumerate(argv[:-1]) if flag == "--model"]
         entries = {k: v for k, v in entries.items() if k != key}
         entries[key] = {"answer": answer, "code": result.returncode, "deps": deps}
         _store(path, _trimmed(entries))

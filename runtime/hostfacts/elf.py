@@ -10,7 +10,7 @@ import struct
 from dataclasses import dataclass
 from typing import IO
 
-from superfluid.runtime.kernel.written import Written
+from superfluid.runtime.kernel.home_cache import Written
 
 __all__ = ["ELFInvalid", "ELFFile", "VersionNeed", "elf_hash", "is_elf", "MACHINES", "read", "remember", "remembered"]
 
@@ -238,7 +238,7 @@ class ELFFile:
 
 
 #: the ELF facts of files this process wrote, read as they were written (the extractor's writer, on
-#: its own thread): a file unchanged since is not read again (``runtime.written``)
+#: its own thread): a file unchanged since is not read again (``home_cache.Written``)
 _WRITTEN: Written[ELFFile] = Written()
 
 

@@ -17,9 +17,9 @@ from typing import Any, Literal
 
 from superfluid.runtime.kernel.errors import BadFile, SuperfluidError
 from superfluid.runtime.kernel.fixes import repair_command
+from superfluid.runtime.kernel.home_cache import Written
 from superfluid.runtime.kernel.jsonread import kind_of
 from superfluid.runtime.kernel.receipt import MAX_BYTES, RECEIPT, Receipt
-from superfluid.runtime.kernel.written import Written
 
 __all__ = ["FILES", "UNRECORDED", "FileRecord", "Difference", "Verification", "NotRecordable", "record_tree", "compare",
            "files_of", "with_files", "verify_install", "glance", "remember"]
@@ -164,7 +164,7 @@ def _name(path: str) -> bytes:
 
 
 #: SHA-256 of the files this process wrote, hashed as they were written (the extractor's writer): a file
-#: unchanged since is not read again to be recorded (``runtime.written``)
+#: unchanged since is not read again to be recorded (``home_cache.Written``)
 _WRITTEN: Written[str] = Written()
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from superfluid import schemas
 from superfluid.runtime.kernel.errors import BadFile
-from superfluid.runtime.kernel.home_cache import write
+from superfluid.runtime.kernel.home_cache import stamped, write
 from superfluid.runtime.kernel.jsonread import loads
 from superfluid.runtime.kernel.layout import cache_file, home
 
@@ -87,7 +87,7 @@ def validate_once(data: Any, raw: bytes, name: str, where: str, *, shipped: bool
         BadFile: as ``validate``.
     """
     stamps = _stamps(raw, name, shipped)
-    found = [s for s in stamps if os.path.isfile(s) and not os.path.islink(s)]
+    found = [s for s in stamps if stamped(s)]
     if not found:
         validate(data, name, where)
     for stamp in stamps:

@@ -1,8 +1,10 @@
 """``runtime/home_cache``: a cache file of the home is read as a JSON object or ``{}``, written whole
-or not at all (never through a link in the home), and fingerprinted for answers that depend on it."""
+or not at all (never through a link in the home); a path an answer depends on is fingerprinted, and the
+answer used while it is unchanged; a fact of a file this process wrote is kept while the file is unchanged."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -110,3 +112,56 @@ def test_fingerprint_through_a_link_holds_what_it_leads_to(tmp_path: Path) -> No
 ])
 def test_changed_at(facts: list[object] | None, want: int) -> None:
     assert home_cache.changed_at(facts) == want
+
+
+def test_a_stamp_is_a_regular_file_not_a_link(tmp_path: Path) -> None:
+    stamp, link = tmp_path / "basert-recipe-0123", tmp_path / "linked"
+    assert home_cache.stamped(str(stamp)) is False
+    stamp.write_bytes(b"")
+    link.symlink_to(stamp.name)
+    (tmp_path / "folder").mkdir()
+    assert [home_cache.stamped(str(p)) for p in (stamp, link, tmp_path / "folder")] == [True, False, False]
+
+
+def test_a_dependency_is_unchanged_until_its_path_changes(tmp_path: Path) -> None:
+    path, gone = tmp_path / "lib.so", tmp_path / "missing"
+    path.write_bytes(b"one")
+    deps = json.loads(json.dumps([home_cache.dependency(str(path)), home_cache.dependency(str(gone))]))  # as kept
+    assert deps[1] == [str(gone), None] and home_cache.unchanged(deps)
+    os.utime(path, ns=(10**18, 10**18))
+    assert not home_cache.unchanged(deps) and home_cache.unchanged([])
+
+
+@pytest.mark.parametrize("kept", [
+    pytest.param([["/x"]], id="short"), pytest.param([[1, None]], id="path-not-text"),
+    pytest.param(["/x"], id="not-a-list"), pytest.param([["/nowhere", [1, 2, 3, 4, 5]]], id="was-there"),
+])
+def test_a_dependency_that_is_not_one_is_changed(kept: list[object]) -> None:
+    assert home_cache.unchanged(kept) is False
+
+
+def test_a_fact_is_kept_across_a_rename_and_a_chmod(tmp_path: Path) -> None:
+    path = tmp_path / "a"
+    path.write_bytes(b"12345")
+    kept: home_cache.Written[str] = home_cache.Written()
+    kept.keep(os.stat(path), "fact")
+    moved = tmp_path / "b"
+    path.rename(moved)
+    moved.chmod(0o755)
+    assert kept.get(os.stat(moved)) == "fact"
+
+
+def test_a_file_rewritten_or_never_kept_has_none(tmp_path: Path) -> None:
+    path, other = tmp_path / "a", tmp_path / "b"
+    path.write_bytes(b"12345")
+    other.write_bytes(b"12345")
+    kept: home_cache.Written[str] = home_cache.Written()
+    kept.keep(os.stat(path), "fact")
+    assert kept.get(os.stat(other)) is None  # another file (inode)
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # touched: another modification time
+    assert kept.get(os.stat(path)) is None
+    kept.keep(os.stat(path), "again")
+    with path.open("ab") as f:
+        f.write(b"6")  # grown: another size
+    assert kept.get(os.stat(path)) is None

@@ -11,7 +11,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -20,7 +20,8 @@ from superfluid.manifest import tuf_command
 from superfluid.manifest.answers import drives_cells, encode, releases_answer
 from superfluid.manifest.command_line import MAX_SECONDS, ManifestParser, integer, seconds
 from superfluid.manifest.export import export
-from superfluid.manifest.service import ENV_KEYS, ENV_SOURCE, Service, ServiceConfig, keys_from
+from superfluid.manifest.service import Service, ServiceConfig, keys_from
+from superfluid.manifest.settings import ENV_SOURCE, Settings, read_settings
 from superfluid.manifest.sources import source_from
 from superfluid.runtime import registry
 from superfluid.runtime.kernel.errors import SuperfluidError, UsageError, guarded
@@ -129,21 +130,21 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def _setup(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[Any, Any]:
-    """The source and the trusted keys the flags and the environment name.
+def _setup(args: argparse.Namespace, settings: Settings) -> tuple[Any, Any]:
+    """The source and the trusted keys the flags and the environment (``settings``) name.
 
     Raises:
         UsageError: no source, a --key that is not a file; BadFile/BadKey: a key file.
     """
-    spec = args.source or environ.get(ENV_SOURCE, "").strip()
+    spec = args.source or settings.source
     if not spec:
         raise UsageError(f"--source is missing: name a directory of release folders, a mirror URL or "
                          f"github:OWNER/REPO (or set {ENV_SOURCE}) (see '{_PROG} {args.command} --help')")
-    named = [p for p in environ.get(ENV_KEYS, "").split(os.pathsep) if p.strip()] + list(args.key)
+    named = [*settings.keys, *args.key]
     for path in named:
         if not os.path.isfile(path):
             raise UsageError(f"--key {path}: no such file (name a minisign public key, e.g. minisign.pub)")
-    return source_from(spec, environ), keys_from(named)
+    return source_from(spec, settings), keys_from(named)
 
 
 def _table(rows: list[list[str]]) -> str:
@@ -205,7 +206,7 @@ def _serve(args: argparse.Namespace, service: Any) -> int:
     return 0
 
 
-def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+def run(args: argparse.Namespace, settings: Settings) -> int:
     """One subcommand; 0, or 1 when ``check`` found a rejected release.
 
     Raises:
@@ -214,9 +215,9 @@ def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     if args.command in tuf_command.COMMANDS:
         return tuf_command.run(args)
     sign = tuf_command.signer_for_export(args) if args.command == "export" else None
-    source, keys = _setup(args, environ)
+    source, keys = _setup(args, settings)
     config = ServiceConfig(ttl=getattr(args, "ttl", None), max_age=getattr(args, "max_age", 60))
-    live = tuf_command.live_for_serve(args, environ) if args.command == "serve" else None
+    live = tuf_command.live_for_serve(args, settings) if args.command == "serve" else None
     service = Service(source, keys, config, tuf=live)
     index = service.load()
     if args.command == "serve":
@@ -242,7 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parse(args_in)
         level = logging.INFO if args.command == "serve" and not args.quiet else logging.WARNING
         logging.basicConfig(level=level, format=f"{_PROG}: %(message)s")
-        return run(args, os.environ)
+        return run(args, read_settings(os.environ))
 
     try:
         if _wants_json(args_in):

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from superfluid.manifest.command_line import ManifestParser, report_written
 from superfluid.manifest.release_files import SHA256_SUFFIX, sha256_line
+from superfluid.manifest.settings import read_settings
 from superfluid.runtime.basert.bundles import default_backend, parse_bundle_name
 from superfluid.runtime.basert.config import CONFIG_SIZE
 from superfluid.runtime.basert.loader import dlopen, probe
@@ -187,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
-    epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
+    epoch = read_settings(os.environ).source_date_epoch
     done = write_assets(args.lib, platform=args.platform, version=args.version, backend=args.backend,
                         out=Path(args.out), add=args.add, mtime=int(epoch) if epoch.isdigit() else 0)
     f = done.facts

@@ -8,12 +8,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
 from superfluid.manifest.minisign import PublicKey, SecretKey, generate, parse_public_key, parse_secret_key
+from superfluid.manifest.settings import ENV_KEY, ENV_KEY_FILE
 from superfluid.runtime.kernel.errors import BadFile, UsageError
 from superfluid.runtime.kernel.layout import keys_dir
 
@@ -33,10 +34,6 @@ __all__ = [
 ]
 
 KEY_SUFFIX = ".pub"
-#: the secret key's content (how a CI secret arrives)
-ENV_KEY = "SUPERFLUID_SIGNING_KEY"
-#: the path of the secret key file
-ENV_KEY_FILE = "SUPERFLUID_SIGNING_KEY_FILE"
 #: the file names ``minisign -G`` uses by default, and ``ci/keygen`` too
 SECRET_KEY_NAME = "minisign.key"
 PUBLIC_KEY_NAME = "minisign.pub"
@@ -102,15 +99,15 @@ def trusted_keys(home: str, named: Sequence[str] = ()) -> list[TrustedKey]:
     return keys + [read_public_key(path) for path in named]
 
 
-def signing_key(environ: Mapping[str, str]) -> tuple[SecretKey, str] | None:
-    """The secret key to sign with and where it came from, or None when none is given.
+def signing_key(*, path: str = "", content: str = "") -> tuple[SecretKey, str] | None:
+    """The secret key to sign with and where it came from, or None when none is given: ``path``
+    (``SUPERFLUID_SIGNING_KEY_FILE``) names its file, ``content`` (``SUPERFLUID_SIGNING_KEY``) is it.
 
     Raises:
         UsageError: both variables are set.
         BadFile: the named file cannot be read.
         BadKey: not an unencrypted minisign secret key (``EncryptedKey`` for a password's).
     """
-    path, content = environ.get(ENV_KEY_FILE) or "", environ.get(ENV_KEY) or ""
     if path and content:
         raise UsageError(f"both {ENV_KEY_FILE} and {ENV_KEY} are set; give the secret key one way")
     if path:

@@ -24,9 +24,10 @@ from packaging.utils import parse_wheel_filename
 from superfluid.manifest.command_line import ManifestParser, report_written
 from superfluid.manifest.compat import validate, with_tarball
 from superfluid.manifest.index import MAX_DOCUMENT_BYTES
-from superfluid.manifest.keys import ENV_KEY, ENV_KEY_FILE, signing_key
+from superfluid.manifest.keys import signing_key
 from superfluid.manifest.minisign import SecretKey, sign, verify
 from superfluid.manifest.release_files import COMPAT_SUFFIX, SHA256_SUFFIX, SIGNATURE_SUFFIX, file_sha256, sha256_line
+from superfluid.manifest.settings import ENV_KEY, ENV_KEY_FILE, Settings, read_settings
 from superfluid.runtime.kernel.errors import SuperfluidError, UsageError, guarded
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
 from superfluid.runtime.process import scrubbed_env
@@ -53,9 +54,9 @@ class Packed:
     key_id: str | None  # None when --unsigned
 
 
-def _child_env(environ: Mapping[str, str]) -> dict[str, str]:
+def _child_env(inherited: Mapping[str, str]) -> dict[str, str]:
     """The environment of the build and of pip: the caller's, without the signing key's variables."""
-    return {k: v for k, v in environ.items() if k not in (ENV_KEY, ENV_KEY_FILE)}
+    return {k: v for k, v in inherited.items() if k not in (ENV_KEY, ENV_KEY_FILE)}
 
 
 def _run(argv: Sequence[str], *, env: Mapping[str, str], timeout: float, what: str,
@@ -76,8 +77,9 @@ def _run(argv: Sequence[str], *, env: Mapping[str, str], timeout: float, what: s
     return done
 
 
-def _build(source: Path, into: Path, environ: Mapping[str, str]) -> tuple[Path, Path]:
-    """The sdist and the wheel built from ``source`` (the wheel from the sdist, as ``build`` does).
+def _build(source: Path, into: Path, child_env: Mapping[str, str]) -> tuple[Path, Path]:
+    """The sdist and the wheel built from ``source`` (the wheel from the sdist, as ``build`` does),
+    ``build`` run in ``child_env``.
 
     Raises:
         PackError: ``build`` is missing, the build fails, or it does not make one of each.
@@ -85,7 +87,7 @@ def _build(source: Path, into: Path, environ: Mapping[str, str]) -> tuple[Path, 
     if importlib.util.find_spec("build") is None:
         raise PackError(f"{_PROG} needs the `build` package in {sys.executable}'s environment",
                         fix="run scripts/setup-env (it installs the test extras, which include it)")
-    _run([sys.executable, "-m", "build", "--outdir", str(into), str(source)], env=_child_env(environ),
+    _run([sys.executable, "-m", "build", "--outdir", str(into), str(source)], env=child_env,
          timeout=_BUILD_TIMEOUT, what=f"python -m build {source}")
     sdists, wheels = sorted(into.glob("*.tar.gz")), sorted(into.glob("*.whl"))
     if len(sdists) != 1 or len(wheels) != 1:
@@ -93,9 +95,10 @@ def _build(source: Path, into: Path, environ: Mapping[str, str]) -> tuple[Path, 
     return sdists[0], wheels[0]
 
 
-def compat_of_wheel(wheel: Path, workdir: Path, environ: Mapping[str, str]) -> dict[str, Any]:
+def compat_of_wheel(wheel: Path, workdir: Path, inherited: Mapping[str, str]) -> dict[str, Any]:
     """What ``wheel``, installed into a fresh virtual environment under ``workdir``, answers to
-    ``superfluid compat --json``, validated.
+    ``superfluid compat --json``, validated; ``inherited`` is the caller's environment, which the
+    venv and pip run in (less the signing key's variables).
 
     The artifact's command runs from ``workdir`` with an empty ``SUPERFLUID_HOME``, none of the
     caller's ``SUPERFLUID_*`` or Python path variables, and no credentials: the answer is the wheel's.
@@ -106,7 +109,7 @@ def compat_of_wheel(wheel: Path, workdir: Path, environ: Mapping[str, str]) -> d
     """
     venv, home = workdir / "venv", workdir / "home"
     home.mkdir()
-    env = _child_env(environ)
+    env = _child_env(inherited)
     _run([sys.executable, "-m", "venv", str(venv)], env=env, timeout=_INSTALL_TIMEOUT, what="python -m venv")
     bindir = venv / ("Scripts" if os.name == "nt" else "bin")
     _run([str(bindir / "python"), "-m", "pip", "install", "--disable-pip-version-check", "--quiet", str(wheel)],
@@ -140,10 +143,9 @@ def _document_bytes(doc: Mapping[str, Any]) -> bytes:
     return (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def _timestamp(environ: Mapping[str, str]) -> int:
+def _timestamp(source_date_epoch: str) -> int:
     """``SOURCE_DATE_EPOCH`` when set (reproducible builds), else now."""
-    value = environ.get("SOURCE_DATE_EPOCH", "")
-    return int(value) if value.isdigit() else int(time.time())
+    return int(source_date_epoch) if source_date_epoch.isdigit() else int(time.time())
 
 
 def _sidecars(artifact: Path, doc: Mapping[str, Any], key: SecretKey | None, timestamp: int) -> list[Path]:
@@ -176,8 +178,10 @@ def _check_out(out: Path) -> None:
                          f"what is uploaded is exactly what it wrote")
 
 
-def pack(source: Path, out: Path, environ: Mapping[str, str], *, unsigned: bool = False) -> Packed:
-    """Build, describe, digest and sign the release artifacts of ``source`` into ``out``.
+def pack(source: Path, out: Path, settings: Settings, *, unsigned: bool = False) -> Packed:
+    """Build, describe, digest and sign the release artifacts of ``source`` into ``out``, with the
+    signing key ``settings`` name; the build and the fresh environment inherit ``settings``'
+    environment (less the signing key's variables).
 
     Raises:
         UsageError: no signing key and not ``unsigned`` (or both), two key variables, ``out`` not
@@ -185,7 +189,7 @@ def pack(source: Path, out: Path, environ: Mapping[str, str], *, unsigned: bool 
         BadKey: the signing key is not an unencrypted minisign secret key.
         PackError: a step failed.
     """
-    found = signing_key(environ)
+    found = signing_key(path=settings.signing_key_file, content=settings.signing_key)
     if found is None and not unsigned:
         raise UsageError(f"no signing key: set {ENV_KEY_FILE} to a minisign secret key file, or {ENV_KEY} to its "
                          f"content (make a pair with `ci/keygen DIR` or `minisign -G -W`); --unsigned packs "
@@ -196,12 +200,13 @@ def pack(source: Path, out: Path, environ: Mapping[str, str], *, unsigned: bool 
     key = found[0] if found is not None else None
     with tempfile.TemporaryDirectory(prefix="superfluid-pack-") as tmp:
         stage = Path(tmp) / "dist"
-        sdist, wheel = _build(source, stage, environ)
+        child_env = _child_env(settings.environment)
+        sdist, wheel = _build(source, stage, child_env)
         work = Path(tmp) / "venv-check"
         work.mkdir()
-        doc = compat_of_wheel(wheel, work, environ)
+        doc = compat_of_wheel(wheel, work, child_env)
         _check_version(doc, wheel)
-        timestamp = _timestamp(environ)
+        timestamp = _timestamp(settings.source_date_epoch)
         staged = [p for artifact in (sdist, wheel) for p in [artifact, *_sidecars(artifact, doc, key, timestamp)]]
         out.mkdir(parents=True, exist_ok=True)
         moved = []
@@ -229,7 +234,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
-    packed = pack(Path(args.source).resolve(), Path(args.out).resolve(), os.environ, unsigned=args.unsigned)
+    packed = pack(Path(args.source).resolve(), Path(args.out).resolve(), read_settings(os.environ),
+                  unsigned=args.unsigned)
     note = f"signed with key {packed.key_id}" if packed.key_id is not None else \
         "--unsigned: no .minisig was written; these files are not a release"
     return report_written(_PROG, note, packed.files)

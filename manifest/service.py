@@ -1,4 +1,4 @@
-"""The compat manifest service as a WSGI application, configured by the environment.
+"""The compat manifest service as a WSGI application, configured by the environment (read once).
 
 See docs/manifest-service.md, "Under gunicorn".
 """
@@ -21,19 +21,16 @@ from superfluid.manifest.command_line import seconds
 from superfluid.manifest.index import Index, build_index
 from superfluid.manifest.keys import TrustedKey, package_keys_dir, read_key_dir, read_public_key
 from superfluid.manifest.routes import Health, Route, RouteError, parse_route
+from superfluid.manifest.settings import ENV_KEYS, ENV_MAX_AGE, ENV_SOURCE, ENV_TTL, Settings, read_settings
 from superfluid.manifest.sources import ManifestSource, source_from
-from superfluid.manifest.tuf_live import LiveRepository, live_from_environment
+from superfluid.manifest.tuf_live import LiveRepository, live_from
 from superfluid.runtime.kernel.errors import SuperfluidError, UsageError
 
-__all__ = ["ServiceConfig", "Service", "app", "keys_from", "from_environment", "ENV_SOURCE", "ENV_KEYS", "ENV_TTL",
+__all__ = ["ServiceConfig", "Service", "app", "keys_from", "from_settings", "ENV_SOURCE", "ENV_KEYS", "ENV_TTL",
            "ENV_MAX_AGE"]
 
 log = logging.getLogger("superfluid.manifest")
 
-ENV_SOURCE = "SUPERFLUID_MANIFEST_SOURCE"
-ENV_KEYS = "SUPERFLUID_MANIFEST_KEYS"
-ENV_TTL = "SUPERFLUID_MANIFEST_TTL"
-ENV_MAX_AGE = "SUPERFLUID_MANIFEST_MAX_AGE"
 _MEMO_MAX = 4096  # answers remembered per index (the rest are rendered again)
 
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
@@ -227,8 +224,8 @@ def keys_from(named: Sequence[str]) -> list[TrustedKey]:
     return read_key_dir(package_keys_dir()) + [read_public_key(path) for path in named]
 
 
-def _seconds(environ: Mapping[str, str], name: str) -> float | None:
-    value = environ.get(name, "").strip()
+def _seconds(value: str, name: str) -> float | None:
+    """``value`` (the variable ``name``, stripped) in seconds; None when it is empty."""
     if not value:
         return None
     try:
@@ -237,20 +234,18 @@ def _seconds(environ: Mapping[str, str], name: str) -> float | None:
         raise UsageError(f"{name}={value!r}: {str(e).partition(', not ')[0]}") from None
 
 
-def from_environment(environ: Mapping[str, str]) -> Service:
-    """The service ``SUPERFLUID_MANIFEST_*`` configure (see the module doc).
+def from_settings(settings: Settings) -> Service:
+    """The service ``SUPERFLUID_MANIFEST_*`` configure, as ``settings`` holds them (see the module doc).
 
     Raises:
         UsageError: no source, or a bad value; BadFile/BadKey: a key file.
     """
-    spec = environ.get(ENV_SOURCE, "").strip()
-    if not spec:
+    if not settings.source:
         raise UsageError(f"{ENV_SOURCE} is not set: name a directory of release folders, a mirror URL or "
                          f"github:OWNER/REPO")
-    named = [p for p in environ.get(ENV_KEYS, "").split(os.pathsep) if p.strip()]
-    max_age = _seconds(environ, ENV_MAX_AGE)
-    config = ServiceConfig(ttl=_seconds(environ, ENV_TTL), max_age=int(max_age) if max_age is not None else 60)
-    return Service(source_from(spec, environ), keys_from(named), config, tuf=live_from_environment(environ))
+    max_age = _seconds(settings.max_age, ENV_MAX_AGE)
+    config = ServiceConfig(ttl=_seconds(settings.ttl, ENV_TTL), max_age=int(max_age) if max_age is not None else 60)
+    return Service(source_from(settings.source, settings), keys_from(settings.keys), config, tuf=live_from(settings))
 
 
 class _FromEnvironment:
@@ -266,7 +261,7 @@ class _FromEnvironment:
             with self._lock:
                 if self._service is None:
                     try:
-                        self._service = from_environment(os.environ)
+                        self._service = from_settings(read_settings(os.environ))
                     except SuperfluidError as e:
                         body = error_body(503, "configuration", str(e))
                         start_response("503 Service Unavailable", [("Content-Type", body.content_type),

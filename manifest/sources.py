@@ -10,8 +10,7 @@ import json
 import os
 import stat
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -22,6 +21,7 @@ from superfluid.installer.sources.release import Release
 from superfluid.installer.sources.release_source import ReleaseSource
 from superfluid.installer.transport.urls import path_of_file_url
 from superfluid.manifest.release_files import file_sha256
+from superfluid.manifest.settings import Settings
 from superfluid.runtime.kernel.errors import BadFile, UsageError
 from superfluid.runtime.kernel.jsonread import NotRegularFile, read_bytes
 
@@ -236,17 +236,16 @@ def _mirror_parts(url: str) -> tuple[str, str]:
     return urlunsplit((parts.scheme, parts.netloc, root_path, "", "")), "/".join(segments[-2:])
 
 
-def _release_source(mirror: str | None, environ: Mapping[str, str]) -> ReleaseSource:
+def _release_source(mirror: str | None, settings: Settings) -> ReleaseSource:
     # github: means GitHub, whatever SUPERFLUID_MIRROR says; a mirror is named in the source itself
-    env = {k: v for k, v in environ.items() if k != "SUPERFLUID_MIRROR"}
-    return source_for(mirror=mirror, offline=False, environ=env)
+    return source_for(replace(settings.installer, mirror=mirror))
 
 
-def source_from(spec: str, environ: Mapping[str, str]) -> ManifestSource:
+def source_from(spec: str, settings: Settings) -> ManifestSource:
     """The source ``spec`` names: ``github:OWNER/REPO``, an ``http(s)://`` mirror URL of a
     repository's folder, or a directory (a path or a ``file://`` URL).
 
-    ``environ`` gives ``SUPERFLUID_GITHUB_API``, ``GH_TOKEN``/``GITHUB_TOKEN`` and
+    ``settings.installer`` gives ``SUPERFLUID_GITHUB_API``, ``GH_TOKEN``/``GITHUB_TOKEN`` and
     ``SUPERFLUID_HOME`` (whose ``cache/`` keeps listings and assets between conditional requests).
 
     Raises:
@@ -258,7 +257,7 @@ def source_from(spec: str, environ: Mapping[str, str]) -> ManifestSource:
             check_repo(repo)
         except ValueError as e:
             raise UsageError(f"--source {spec}: {e}") from None
-        return ListingSource(_release_source(None, environ), repo)
+        return ListingSource(_release_source(None, settings), repo)
     scheme = urlsplit(spec).scheme.lower()
     if scheme in ("http", "https"):
         root, repo = _mirror_parts(spec)
@@ -266,7 +265,7 @@ def source_from(spec: str, environ: Mapping[str, str]) -> ManifestSource:
             check_repo(repo)
         except ValueError as e:
             raise UsageError(f"--source {spec}: {e}") from None
-        return ListingSource(_release_source(root, environ), repo)
+        return ListingSource(_release_source(root, settings), repo)
     path = path_of_file_url(spec) if scheme == "file" else spec
     if "://" in spec and scheme != "file":
         raise UsageError(f"--source {spec}: give a directory, an http(s):// mirror URL or github:OWNER/REPO")

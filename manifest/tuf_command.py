@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from superfluid.manifest.command_line import ManifestParser, integer
+from superfluid.manifest.settings import Settings
 from superfluid.manifest.tuf_keys import init_keys, read_keys
-from superfluid.manifest.tuf_live import live_from_environment
+from superfluid.manifest.tuf_live import live_from
 from superfluid.manifest.tuf_repository import (
     expiry_of,
     now_utc,
@@ -103,13 +104,13 @@ def signer_for_export(args: argparse.Namespace) -> Callable[[Path, Path], list[P
     return lambda stage, previous: sign_export(stage, previous, keys, expiry)
 
 
-def live_for_serve(args: argparse.Namespace, environ: Any) -> Any:
-    """The ``LiveRepository`` ``serve``'s flags (or the environment) name, or None.
+def live_for_serve(args: argparse.Namespace, settings: Settings) -> Any:
+    """The ``LiveRepository`` ``serve``'s flags (or the environment's ``settings``) name, or None.
 
     Raises:
-        UsageError, BadFile: as ``tuf_live.live_from_environment``.
+        UsageError, BadFile: as ``tuf_live.live_from``.
     """
-    return live_from_environment(environ, repo=args.tuf_repo, keys=args.tuf_keys, expires=args.expires or None)
+    return live_from(settings, repo=args.tuf_repo, keys=args.tuf_keys, expires=args.expires or None)
 
 
 def _until(valid: Any) -> str:

@@ -12,7 +12,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from superfluid.manifest.answers import JSON, Body, error_body, render
 from superfluid.manifest.export import export, export_routes
+from superfluid.manifest.settings import ENV_EXPIRES, ENV_TUF_KEYS, ENV_TUF_REPO, Settings
 from superfluid.manifest.tuf_keys import KeySet, read_keys
 from superfluid.manifest.tuf_repository import METADATA, Expiry, parse_expires, refresh_timestamp, sign_export
 from superfluid.runtime.kernel.errors import BadFile, UsageError
@@ -28,13 +29,10 @@ from superfluid.runtime.kernel.jsonread import UntrustedJson, loads, read_bytes
 if TYPE_CHECKING:
     from superfluid.manifest.index import Index
 
-__all__ = ["LiveRepository", "ENV_TUF_KEYS", "ENV_TUF_REPO", "ENV_EXPIRES", "live_from_environment"]
+__all__ = ["LiveRepository", "ENV_TUF_KEYS", "ENV_TUF_REPO", "ENV_EXPIRES", "live_from"]
 
 log = logging.getLogger("superfluid.manifest")
 
-ENV_TUF_KEYS = "SUPERFLUID_MANIFEST_TUF_KEYS"
-ENV_TUF_REPO = "SUPERFLUID_MANIFEST_TUF_REPO"
-ENV_EXPIRES = "SUPERFLUID_MANIFEST_EXPIRES"
 _NAME = re.compile(r"^(?:[1-9][0-9]{0,9}\.root|timestamp|snapshot|targets)\.json$")
 _MAX_BYTES = 8 << 20
 
@@ -180,18 +178,18 @@ class LiveRepository:
         return Body(200, JSON, data), None, "no-cache"
 
 
-def live_from_environment(environ: Mapping[str, str], *, repo: str | None = None, keys: str | None = None,
-                          expires: list[str] | None = None) -> LiveRepository | None:
-    """The repository the flags (else ``SUPERFLUID_MANIFEST_TUF_REPO``, ``_TUF_KEYS``, ``_EXPIRES``,
-    comma-separated) name; None when no repository is named.
+def live_from(settings: Settings, *, repo: str | None = None, keys: str | None = None,
+              expires: Sequence[str] | None = None) -> LiveRepository | None:
+    """The repository the flags (else ``settings``: ``SUPERFLUID_MANIFEST_TUF_REPO``, ``_TUF_KEYS``,
+    ``_EXPIRES``, comma-separated) name; None when no repository is named.
 
     Raises:
         UsageError: keys without a repository, a bad ``--expires``; BadFile: the key set.
     """
-    repo = repo or environ.get(ENV_TUF_REPO, "").strip() or None
-    keys = keys or environ.get(ENV_TUF_KEYS, "").strip() or None
+    repo = repo or settings.tuf_repo
+    keys = keys or settings.tuf_keys
     if expires is None:
-        expires = [e for e in environ.get(ENV_EXPIRES, "").split(",") if e.strip()]
+        expires = settings.expires
     if repo is None:
         if keys is not None:
             raise UsageError(f"--tuf-keys needs --tuf-repo DIR (or {ENV_TUF_REPO}): where the service keeps its "

@@ -214,7 +214,7 @@ def test_keygen_pair_signs_a_pack_run_too(tmp_path: Path) -> None:
     done = run_ci("keygen", str(tmp_path / "ours"), env=ci_env(), timeout=120)
     assert done.returncode == 0
     for secret in (pair.secret, tmp_path / "ours" / "minisign.key"):
-        found = signing_key({"SUPERFLUID_SIGNING_KEY_FILE": str(secret)})
+        found = signing_key(path=str(secret))
         assert found is not None and found[1] == str(secret)
         assert secret.read_text().splitlines()[1] not in repr(found)
 

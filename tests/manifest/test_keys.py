@@ -71,21 +71,21 @@ def test_trusted_keys_are_the_packages_the_homes_then_the_named(tmp_path: Path, 
 def test_signing_key_from_a_file_or_the_variable(tmp_path: Path, key: SecretKey) -> None:
     path = tmp_path / "minisign.key"
     path.write_text(key.to_text())
-    from_file = signing_key({ENV_KEY_FILE: str(path)})
+    from_file = signing_key(path=str(path))
     assert from_file is not None and from_file[1] == str(path) and from_file[0].id == key.id
-    from_env = signing_key({ENV_KEY: key.to_text()})
+    from_env = signing_key(content=key.to_text())
     assert from_env is not None and from_env[1] == ENV_KEY and from_env[0].id == key.id
-    assert signing_key({}) is None and signing_key({ENV_KEY: "  \n", ENV_KEY_FILE: ""}) is None
+    assert signing_key() is None and signing_key(content="  \n", path="") is None
 
 
 def test_signing_key_refusals_never_show_the_secret(tmp_path: Path, key: SecretKey) -> None:
     with pytest.raises(UsageError, match=f"both {ENV_KEY_FILE} and {ENV_KEY} are set"):
-        signing_key({ENV_KEY_FILE: "/k", ENV_KEY: key.to_text()})
+        signing_key(path="/k", content=key.to_text())
     with pytest.raises(BadFile, match="cannot be read"):
-        signing_key({ENV_KEY_FILE: str(tmp_path / "absent.key")})
+        signing_key(path=str(tmp_path / "absent.key"))
     secret_text = key.to_text().replace(key.to_text().splitlines()[1][:20], "AAAAAAAAAAAAAAAAAAAA")
     with pytest.raises(BadKey) as caught:
-        signing_key({ENV_KEY: secret_text})
+        signing_key(content=secret_text)
     assert f"the secret key in {ENV_KEY}" in str(caught.value)
     assert all(line not in str(caught.value) for line in secret_text.splitlines()[1:] if line)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from superfluid.manifest import sources
+from superfluid.manifest.settings import read_settings
 from superfluid.manifest.sources import DirectorySource, ListingSource, source_from
 from superfluid.runtime.kernel.errors import BadFile, UsageError
 from tests.release_server import ReleaseServer, sha256_line
@@ -93,17 +94,17 @@ def test_an_unlistable_directory_is_a_bad_file(tmp_path: Path) -> None:
 def test_source_from_refuses(tmp_path: Path, spec: str, fragment: str) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises(UsageError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
-        source_from(spec.format(tmp=tmp_path), {"SUPERFLUID_HOME": str(tmp_path / "home")})
+        source_from(spec.format(tmp=tmp_path), read_settings({"SUPERFLUID_HOME": str(tmp_path / "home")}))
 
 
 def test_source_from_a_directory_or_a_file_url(root: Path, tmp_path: Path) -> None:
     for spec in (str(root), root.as_uri()):
-        source = source_from(spec, {"SUPERFLUID_HOME": str(tmp_path / "home")})
+        source = source_from(spec, read_settings({"SUPERFLUID_HOME": str(tmp_path / "home")}))
         assert isinstance(source, DirectorySource) and source.root == root.resolve()
 
 
 def test_source_from_github_and_a_mirror_url(tmp_path: Path) -> None:
-    env = {"SUPERFLUID_HOME": str(tmp_path / "home"), "SUPERFLUID_MIRROR": "/ignored/for/github"}
+    env = read_settings({"SUPERFLUID_HOME": str(tmp_path / "home"), "SUPERFLUID_MIRROR": "/ignored/for/github"})
     github = source_from("github:acme/superfluid", env)
     assert isinstance(github, ListingSource) and github.repo == REPO and "acme/superfluid" in github.describe()
     mirror = source_from("https://mirror.example/releases/acme/superfluid/", env)
@@ -116,7 +117,8 @@ def test_source_from_github_and_a_mirror_url(tmp_path: Path) -> None:
 def test_a_mirrors_releases_are_folders_read_through_the_installer(release_server: ReleaseServer,
                                                                    tmp_path: Path) -> None:
     release_server.add_release(REPO, "v0.1.0", {"a.tar.gz": b"one", "a.tar.gz.sha256": sha256_line("a.tar.gz", b"one")})
-    source = source_from(f"{release_server.mirror_url}{REPO}/", {"SUPERFLUID_HOME": str(tmp_path / "home")})
+    source = source_from(f"{release_server.mirror_url}{REPO}/",
+                         read_settings({"SUPERFLUID_HOME": str(tmp_path / "home")}))
     try:
         snap = source.snapshot()
         (folder,) = snap.folders

@@ -21,9 +21,10 @@ from superfluid.manifest.export import export_routes
 from superfluid.manifest.index import Index, build_index
 from superfluid.manifest.keys import TrustedKey
 from superfluid.manifest.minisign import SecretKey
+from superfluid.manifest.settings import read_settings
 from superfluid.manifest.sources import DirectorySource
 from superfluid.manifest.tuf_keys import KeySet, init_keys, read_keys
-from superfluid.manifest.tuf_live import LiveRepository, live_from_environment
+from superfluid.manifest.tuf_live import LiveRepository, live_from
 from superfluid.manifest.tuf_repository import METADATA, Expiry, parse_expires
 from superfluid.runtime.kernel.errors import UsageError
 from tests.manifest.release_folders import vary, write_release
@@ -191,8 +192,8 @@ def test_a_repository_with_only_its_root_keys_offline(live_keys: KeySet, tmp_pat
 
 
 def test_no_repository_named_is_none() -> None:
-    assert live_from_environment({}) is None
-    assert live_from_environment({"SUPERFLUID_MANIFEST_EXPIRES": "timestamp=2s"}) is None
+    assert live_from(read_settings({})) is None
+    assert live_from(read_settings({"SUPERFLUID_MANIFEST_EXPIRES": "timestamp=2s"})) is None
 
 
 @pytest.mark.parametrize(("environ", "flags"), [
@@ -203,14 +204,14 @@ def test_keys_without_a_repository_are_refused(live_keys: KeySet, environ: dict[
                                                flags: dict[str, str]) -> None:
     fill = {"keys": str(live_keys.where)}
     with pytest.raises(UsageError, match="--tuf-keys needs --tuf-repo DIR"):
-        live_from_environment({k: v.format(**fill) for k, v in environ.items()},
-                              **{k: v.format(**fill) for k, v in flags.items()})
+        live_from(read_settings({k: v.format(**fill) for k, v in environ.items()}),
+                  **{k: v.format(**fill) for k, v in flags.items()})
 
 
 def test_the_environment_names_repository_keys_and_expiry(live_keys: KeySet, tmp_path: Path) -> None:
-    live = live_from_environment({"SUPERFLUID_MANIFEST_TUF_REPO": f" {tmp_path / 'repo'} ",
-                                  "SUPERFLUID_MANIFEST_TUF_KEYS": str(live_keys.where),
-                                  "SUPERFLUID_MANIFEST_EXPIRES": "timestamp=2s,, snapshot=3h"})
+    live = live_from(read_settings({"SUPERFLUID_MANIFEST_TUF_REPO": f" {tmp_path / 'repo'} ",
+                                    "SUPERFLUID_MANIFEST_TUF_KEYS": str(live_keys.where),
+                                    "SUPERFLUID_MANIFEST_EXPIRES": "timestamp=2s,, snapshot=3h"}))
     assert live is not None and live.repo == (tmp_path / "repo").resolve()
     assert live.keys is not None and live.keys.keyids("timestamp") == live_keys.keyids("timestamp")
     assert live.expiry == parse_expires(["timestamp=2s", "snapshot=3h"])
@@ -219,12 +220,12 @@ def test_the_environment_names_repository_keys_and_expiry(live_keys: KeySet, tmp
 def test_flags_come_before_the_environment(live_keys: KeySet, tmp_path: Path) -> None:
     environ = {"SUPERFLUID_MANIFEST_TUF_REPO": str(tmp_path / "elsewhere"),
                "SUPERFLUID_MANIFEST_EXPIRES": "timestamp=2s"}
-    live = live_from_environment(environ, repo=str(tmp_path / "repo"), keys=str(live_keys.where), expires=[])
+    live = live_from(read_settings(environ), repo=str(tmp_path / "repo"), keys=str(live_keys.where), expires=[])
     assert live is not None and live.repo == (tmp_path / "repo").resolve() and live.expiry == Expiry()
 
 
 def test_a_bad_expiry_in_the_environment_is_a_usage_error(live_keys: KeySet, tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="--expires 'timestamp=soon'"):
-        live_from_environment({"SUPERFLUID_MANIFEST_TUF_REPO": str(tmp_path / "repo"),
-                               "SUPERFLUID_MANIFEST_TUF_KEYS": str(live_keys.where),
-                               "SUPERFLUID_MANIFEST_EXPIRES": "timestamp=soon"})
+        live_from(read_settings({"SUPERFLUID_MANIFEST_TUF_REPO": str(tmp_path / "repo"),
+                                 "SUPERFLUID_MANIFEST_TUF_KEYS": str(live_keys.where),
+                                 "SUPERFLUID_MANIFEST_EXPIRES": "timestamp=soon"}))

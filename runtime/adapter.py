@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from superfluid.runtime.kernel.errors import BadFile
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
+from superfluid.runtime.kernel.lookup import read
 from superfluid.runtime.kernel.schema import validate_once
 from superfluid.runtime.planning import Listing, NotInstallable, Plan, Request
 from superfluid.runtime.probe import Probed, judge_probe
@@ -149,7 +150,7 @@ class Adapter(ABC):
         """
         if not self.linked:
             raise NotImplementedError(f"the {self.id} adapter is not linked; ask its worker")
-        answer: tuple[dict[str, Any], int] = import_module(f"{self.package}.check").check_argv(argv, environ)
+        answer: tuple[dict[str, Any], int] = import_module(f"{self.package}.check").check_argv(argv, read(environ))
         return answer
 
     def nothing_to_load(self, environ: Mapping[str, str], worker: str) -> str | None:

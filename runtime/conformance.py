@@ -260,20 +260,21 @@ class _Ran:
             return None
 
 
-def _run(worker: Sequence[str], args: Sequence[str], environ: Mapping[str, str]) -> _Ran:
+def _run(worker: Sequence[str], args: Sequence[str], env: Mapping[str, str]) -> _Ran:
     try:
-        done = subprocess.run([*worker, *args], env=dict(environ), capture_output=True, text=True, check=False,
+        done = subprocess.run([*worker, *args], env=dict(env), capture_output=True, text=True, check=False,
                               timeout=_TIMEOUT, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as e:
         return _Ran(-1, "", f"{' '.join(worker)} could not run: {e}")
     return _Ran(done.returncode, done.stdout, done.stderr)
 
 
-def worker_faults(adapter: Adapter, worker: Sequence[str], environ: Mapping[str, str], folder: str) -> list[str]:
+def worker_faults(adapter: Adapter, worker: Sequence[str], env: Mapping[str, str], folder: str) -> list[str]:
     """What is wrong with the worker command line ``worker`` (its argv before the command), run as
-    a process in ``environ`` (docs/adapters.md, "The conformance kit", 4); samples are made in ``folder``."""
+    a process in the environment ``env`` (docs/adapters.md, "The conformance kit", 4); samples are made in
+    ``folder``."""
     rid = adapter.id
-    check = _run(worker, ["check"], environ)
+    check = _run(worker, ["check"], env)
     if check.code not in (0, 1):
         return [f"{rid}: check exited {check.code}: {check.stderr.strip()[-300:]}"]
     report = check.report()
@@ -281,7 +282,7 @@ def worker_faults(adapter: Adapter, worker: Sequence[str], environ: Mapping[str,
         return [f"{rid}: check printed no report (one line of JSON): {check.stdout[-300:]!r}"]
     found = report_faults(adapter, report, check.code)
     usable = isinstance(report, Mapping) and report.get("available") is True
-    version = _run(worker, ["version"], environ)
+    version = _run(worker, ["version"], env)
     runtime = report.get("runtime") if isinstance(report, Mapping) else None
     said = runtime.get("version") if isinstance(runtime, Mapping) else None
     if usable and (version.code != 0 or version.stdout.strip() != said):
@@ -293,9 +294,9 @@ def worker_faults(adapter: Adapter, worker: Sequence[str], environ: Mapping[str,
         *((sample(folder, f), f"a {f['id']} sample", None) for f in adapter.model_facts().formats
           if not _formats_declared([f]))]
     for path, what, expected in tries:
-        ran = _run(worker, ["check", "--model", path], environ)
+        ran = _run(worker, ["check", "--model", path], env)
         found += [f"{rid}: {f}" for f in _model_faults(ran.report(), ran.code, what, reads=expected)]
-    unknown = _run(worker, ["check", UNKNOWN_FLAG, "x"], environ)
+    unknown = _run(worker, ["check", UNKNOWN_FLAG, "x"], env)
     if unknown.code != 2 or f"unknown flag {UNKNOWN_FLAG}" not in unknown.stderr:
         found.append(f"{rid}: check {UNKNOWN_FLAG} x exits {unknown.code} ({unknown.stderr.strip()!r}), not 2 "
                      f"with 'unknown flag {UNKNOWN_FLAG}'")
@@ -313,7 +314,7 @@ def _sample_value(option: Option, folder: str) -> str:
     return by_kind[option.kind]
 
 
-def spelling_faults(adapter: Adapter, worker: Sequence[str], environ: Mapping[str, str], folder: str) -> list[str]:
+def spelling_faults(adapter: Adapter, worker: Sequence[str], env: Mapping[str, str], folder: str) -> list[str]:
     """Whether the worker's ``check`` takes every option it declares in both spellings, ``--<option> V``
     and serve's ``--<id>-<option> V`` (the face forwards an option as its user spelled it): a check given
     them all answers a report, exit 0 or 1, never a usage error (docs/adapters.md, "The conformance kit", 5)."""
@@ -322,7 +323,7 @@ def spelling_faults(adapter: Adapter, worker: Sequence[str], environ: Mapping[st
     found = []
     for lead in ("", f"{rid}-") if values else ():
         line = [token for name, raw in values.items() for token in (f"--{lead}{name}", raw)]
-        ran = _run(worker, ["check", *line], environ)
+        ran = _run(worker, ["check", *line], env)
         if ran.code not in (0, 1) or ran.report() is None:
             found.append(f"{rid}: check {' '.join(line)} exits {ran.code} ({ran.stderr.strip()[-300:]!r}): a worker "
                          f"takes each option as --<option> V and as serve spells it, --{rid}-<option> V")
@@ -334,12 +335,12 @@ def default_worker(adapter: Adapter) -> list[str]:
     return [sys.executable, "-m", f"{adapter.package}.worker"]
 
 
-def faults(adapter: Adapter, *, worker: Sequence[str] | None = None, environ: Mapping[str, str] | None = None,
+def faults(adapter: Adapter, *, env: Mapping[str, str], worker: Sequence[str] | None = None,
            model: str | None = None, options: Mapping[str, Any] | None = None) -> list[str]:
     """Every fault the kit finds in ``adapter`` (empty: it conforms), its worker run as ``worker``
-    (default ``default_worker``) in ``environ`` (default ours); with ``model``, its ``serve`` of that
-    model too, given ``options`` (``{option: value}``) as ``superfluid serve`` forwards them."""
-    env = os.environ if environ is None else environ
+    (default ``default_worker``) in the environment ``env`` (a linked adapter's check in process reads
+    it too); with ``model``, its ``serve`` of that model too, given ``options`` (``{option: value}``)
+    as ``superfluid serve`` forwards them."""
     command = list(worker) if worker else default_worker(adapter)
     found = declaration_faults(adapter)
     with tempfile.TemporaryDirectory(prefix=f"superfluid-conformance-{adapter.id}-") as folder:
@@ -389,10 +390,12 @@ def _line(argv: Sequence[str]) -> _Line:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the kit on one adapter: its faults on stdout, exit 1; else a line saying it conforms, exit 0."""
+    """Run the kit on one adapter: its faults on stdout, exit 1; else a line saying it conforms, exit 0. The
+    kit's face: it reads the environment, once, for the workers it runs."""
     def run() -> int:
         line = _line(sys.argv[1:] if argv is None else argv)
-        found = faults(registry.get(line.runtime_id), worker=line.worker, model=line.model, options=line.options)
+        found = faults(registry.get(line.runtime_id), env=os.environ, worker=line.worker, model=line.model,
+                       options=line.options)
         for fault in found:
             sys.stdout.write(f"{fault}\n")
         if found:

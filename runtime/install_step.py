@@ -11,6 +11,7 @@ from superfluid.runtime.hostfacts.host import detect
 from superfluid.runtime.kernel.errors import SuperfluidError, UsageError
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
 from superfluid.runtime.kernel.layout import install_lib, install_receipt
+from superfluid.runtime.kernel.lookup import Lookup
 from superfluid.runtime.kernel.options import flag_values
 from superfluid.runtime.kernel.receipt import Receipt, Source, write_receipt
 from superfluid.runtime.kernel.record import with_files
@@ -23,15 +24,15 @@ if TYPE_CHECKING:
 __all__ = ["plan_answer", "parse_install", "plan_of_json", "judge_and_record"]
 
 
-def plan_answer(adapter: Adapter, argv: Sequence[str], environ: Mapping[str, str]) -> dict[str, Any]:
-    """``plan <argv...>``: ``{"host", "describe", "plans"}`` for the detected host.
+def plan_answer(adapter: Adapter, argv: Sequence[str], lookup: Lookup) -> dict[str, Any]:
+    """``plan <argv...>``: ``{"host", "describe", "plans"}`` for the detected host (``lookup.host``: its overrides).
 
     Raises:
         UsageError: a bad flag (``planning.Request.from_argv``).
         NotInstallable, DigestConflict: the adapter's rules refuse.
     """
     request = Request.from_argv(adapter.id, argv)
-    host = detect(environ)
+    host = detect(lookup.host)
     plans = adapter.plan(request, host)
     return {"host": host.to_json(), "describe": host.describe(), "plans": [p.to_json() for p in plans]}
 
@@ -125,7 +126,7 @@ def plan_of_json(text: str, runtime_id: str) -> Plan:
     return plan
 
 
-def judge_and_record(adapter: Adapter, into: str, plan: Plan, environ: Mapping[str, str]) -> dict[str, Any]:
+def judge_and_record(adapter: Adapter, into: str, plan: Plan, lookup: Lookup) -> dict[str, Any]:
     """Check ``into/lib`` in this process, judge it against ``plan`` and write ``into/runtime.json``;
     the receipt as JSON.
 
@@ -136,10 +137,10 @@ def judge_and_record(adapter: Adapter, into: str, plan: Plan, environ: Mapping[s
             (``record.NotRecordable``).
     """
     argv = adapter.probe_argv(install_lib(into))
-    report, _ = import_module(f"{adapter.package}.check").check_argv(argv[1:], environ)
+    report, _ = import_module(f"{adapter.package}.check").check_argv(argv[1:], lookup)
     probed = adapter.judge_probe(plan, report, untested=not plan.tested)
     sources = [Source(a.url, a.sha256 or "") for a in plan.assets]
-    receipt = receipt_for(plan, sources, probed, detect(environ).platform)
+    receipt = receipt_for(plan, sources, probed, detect(lookup.host).platform)
     receipt = with_files(receipt, into)  # every file of DIR, as the installer's publish records them
     doc = receipt.to_json()
     target = install_receipt(into)

@@ -109,7 +109,7 @@ def _answer_faults(rid: str, port: int, model_id: Any) -> list[str]:
     return found
 
 
-def serve_faults(adapter: Adapter, worker: Sequence[str], environ: Mapping[str, str], folder: str, model: str,
+def serve_faults(adapter: Adapter, worker: Sequence[str], env: Mapping[str, str], folder: str, model: str,
                  options: Mapping[str, Any] | None = None) -> list[str]:
     """What is wrong with the worker's ``serve`` of ``model``, run as ``superfluid serve`` runs it
     (docs/adapters.md, "The conformance kit", 6): on a free loopback port, ``options`` in serve's
@@ -121,7 +121,7 @@ def serve_faults(adapter: Adapter, worker: Sequence[str], environ: Mapping[str, 
     out, err = os.path.join(folder, "serve.out"), os.path.join(folder, "serve.err")
     try:
         with open(out, "wb") as stdout, open(err, "wb") as stderr:
-            proc = subprocess.Popen(argv, env=dict(environ), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr)
+            proc = subprocess.Popen(argv, env=dict(env), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr)
     except OSError as e:
         return [f"{rid}: serve could not start: {e}"]
     try:

@@ -8,18 +8,20 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.kernel.errors import ModelLoadFailed, NotServable, UsageError, guarded
+from superfluid.runtime.kernel.lookup import Lookup, read
 from superfluid.runtime.process import PRIMED_VARIABLE
 from superfluid.runtime.registry import get, worker_command
 
 if TYPE_CHECKING:
     from superfluid.runtime.adapter import Adapter
 
-# Each command's module is imported when that command runs, as the face's dispatch imports a
+# Each command is a worker's main: it reads the environment once (``kernel.lookup.read``) and hands
+# the record down. Each command's module is imported when that command runs, as the face's dispatch imports a
 # command's: check and serve the adapter package's, plan and install runtime.install_step, the
 # declarations runtime.declaration. A primed check (an install's probe, started while the archive
 # arrives) so imports what it checks with and no more.
@@ -31,8 +33,9 @@ Handler = Callable[[list[str]], int]
 _INSTALL_STEP = "superfluid.runtime.install_step"  # plan, install
 _DECLARATION = "superfluid.runtime.declaration"  # compat, versions, options
 _DECLARATIONS = ("compat", "versions", "options")
-#: a runtime's check: its command line and environment in, the report and exit code out
-Check = Callable[[list[str], Mapping[str, str]], tuple[dict[str, Any], int]]
+#: a runtime's check: its command line and the environment as read (``kernel.lookup``) in, the report and
+#: exit code out
+Check = Callable[[list[str], Lookup], tuple[dict[str, Any], int]]
 
 
 def _line(doc: object) -> None:
@@ -64,7 +67,7 @@ def engine_handlers(package: str, prog: str) -> dict[str, Handler]:
         primed = os.environ.pop(PRIMED_VARIABLE, None) == "1"
         if primed:  # started before its library arrived (an install's probe): ready now, it checks once
             sys.stdin.buffer.read()  # the installer closes stdin
-        report, code = module.check_argv(argv, os.environ)
+        report, code = module.check_argv(argv, read(os.environ))
         _line(report)
         if primed:
             _exit_now(int(code))
@@ -72,19 +75,19 @@ def engine_handlers(package: str, prog: str) -> dict[str, Handler]:
 
     def plan(argv: list[str]) -> int:
         step = import_module(_INSTALL_STEP)
-        _line(step.plan_answer(import_module(f"{package}.adapter").ADAPTER, argv, os.environ))
+        _line(step.plan_answer(import_module(f"{package}.adapter").ADAPTER, argv, read(os.environ)))
         return 0
 
     def install(argv: list[str]) -> int:
         step = import_module(_INSTALL_STEP)
         adapter = import_module(f"{package}.adapter").ADAPTER
         into, text = step.parse_install(argv)
-        _line(step.judge_and_record(adapter, into, step.plan_of_json(text, adapter.id), os.environ))
+        _line(step.judge_and_record(adapter, into, step.plan_of_json(text, adapter.id), read(os.environ)))
         return 0
 
     def serve(argv: list[str]) -> int:
         try:
-            return int(import_module(f"{package}.serve").serve(argv, os.environ, sys.stdout))
+            return int(import_module(f"{package}.serve").serve(argv, read(os.environ), sys.stdout))
         except ModelLoadFailed as e:
             sys.stderr.write(f"{prog}: model load failed: {e}\n")
             return 3
@@ -98,12 +101,12 @@ def check_handlers(check: Check) -> dict[str, Handler]:
     ``runtime.version``, or exits 1 with the reason it is not available.
     """
     def checked(argv: list[str]) -> int:
-        report, code = check(argv, os.environ)
+        report, code = check(argv, read(os.environ))
         _line(report)
         return int(code)
 
     def version(argv: list[str]) -> int:
-        report, _ = check(argv, os.environ)
+        report, _ = check(argv, read(os.environ))
         if report.get("available") is not True:
             raise NotServable(str(report.get("available")))
         sys.stdout.write(f"{report['runtime']['version']}\n")

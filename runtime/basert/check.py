@@ -18,6 +18,7 @@ from superfluid.runtime.basert.model import Model, looks_like_model
 from superfluid.runtime.basert.options import OPTIONS
 from superfluid.runtime.hostfacts.system import os_name
 from superfluid.runtime.kernel.errors import LibraryRefused, SuperfluidError, UsageError
+from superfluid.runtime.kernel.lookup import Lookup
 from superfluid.runtime.kernel.options import check_value, find, flag_values
 
 __all__ = ["RUNTIME_ID", "FORMATS", "TOKENIZER", "CAPABILITIES", "devices", "model_report", "check_report",
@@ -64,25 +65,23 @@ def model_report(library: Library | None, path: str) -> dict[str, Any]:
     return out
 
 
-def check_report(model: str | None = None, lib: str | None = None,
-                 environ: Mapping[str, str] | None = None, *,
+def check_report(model: str | None, lib: str | None, lookup: Lookup, *,
                  executable: str | None = None, spelled: str | None = None) -> tuple[dict[str, Any], int]:
     """The check report and its exit code (0 available and the model read, else 1).
 
     Args:
         model: ``--model`` path, or None.
         lib: ``--basert-lib`` value, or None.
-        environ: the environment (``BASERT_LIB``, ``SUPERFLUID_HOME``, host overrides); default ours.
+        lookup: the environment as read at the face (``BASERT_LIB``, ``SUPERFLUID_HOME``, host overrides).
         executable: the path whose directory the search starts in (default ``sys.argv[0]``).
         spelled: the flag ``lib`` was given as, when not ``--basert-lib`` (``--lib``): ``named``
             and the messages say what the user typed.
     """
-    env = os.environ if environ is None else environ
     report = contract.report(RUNTIME_ID, formats=FORMATS, tokenizer=TOKENIZER, capabilities=CAPABILITIES)
     library: Library | None = None
     refused_path: str | None = None
     try:
-        library = open_library(lib, env, executable=executable, spelled=spelled)
+        library = open_library(lib, lookup, executable=executable, spelled=spelled)
     except SuperfluidError as e:
         report["available"] = str(e)
         refused_path = e.path if isinstance(e, LibraryRefused) else None
@@ -94,13 +93,13 @@ def check_report(model: str | None = None, lib: str | None = None,
         report["abi"] = library.abi
     report["requires"] = dict(REQUIRES)
     report["unnumbered_line"] = UNNUMBERED_LINE
-    named = namer(lib, env, spelled=spelled)
+    named = namer(lib, lookup, spelled=spelled)
     if named:
         report["named"] = named
     if library is not None:
         report["library"] = library.path
         report["config_read"] = library.config_read
-        report["devices"] = devices(library, os_name(env))
+        report["devices"] = devices(library, os_name(lookup.host))
     elif refused_path:
         report["library"] = refused_path
     if model is not None:
@@ -109,7 +108,7 @@ def check_report(model: str | None = None, lib: str | None = None,
     return report, 0 if ok else 1
 
 
-def version_text(lib: str | None = None, environ: Mapping[str, str] | None = None, *,
+def version_text(lib: str | None, lookup: Lookup, *,
                  executable: str | None = None) -> str:
     """``"<version> (<library path>)"`` of the library this build would drive.
 
@@ -117,7 +116,7 @@ def version_text(lib: str | None = None, environ: Mapping[str, str] | None = Non
         LibraryNotFound: as ``loader.open_library``.
         LibraryRefused: as ``loader.open_library`` (AbiRefused included).
     """
-    library = open_library(lib, environ, executable=executable)
+    library = open_library(lib, lookup, executable=executable)
     return f"{library.version} ({library.path})"
 
 
@@ -151,7 +150,7 @@ def kv_bits_flag(flags: Mapping[str, str]) -> str:
     return str(check_value(option, flags.get(flag, "0"), flag=flag))
 
 
-def check_argv(argv: Sequence[str], environ: Mapping[str, str] | None = None, *,
+def check_argv(argv: Sequence[str], lookup: Lookup, *,
                executable: str | None = None) -> tuple[dict[str, Any], int]:
     """``check [--model PATH] [--lib PATH] [--kv-bits N]`` parsed, then ``check_report``.
 
@@ -166,4 +165,4 @@ def check_argv(argv: Sequence[str], environ: Mapping[str, str] | None = None, *,
     lib = lib_flag(flags)
     kv_bits_flag(flags)
     spelled = "--lib" if "--lib" in flags else None  # ``named`` says which flag was given
-    return check_report(flags.get("--model"), lib, environ, executable=executable, spelled=spelled)
+    return check_report(flags.get("--model"), lib, lookup, executable=executable, spelled=spelled)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +19,7 @@ from superfluid.runtime.basert.config import CONFIG_SIZE, BaseRTModelConfig
 from superfluid.runtime.basert.locate import locate
 from superfluid.runtime.basert.verdict import FIX, ConfigRead, Probe, judge
 from superfluid.runtime.kernel.errors import LibraryRefused
+from superfluid.runtime.kernel.lookup import Lookup
 
 __all__ = ["Library", "dlopen", "probe", "load_library", "open_library", "config_of"]
 
@@ -104,7 +104,7 @@ def load_library(path: str, named: str | None = None) -> Library:
                    named=named, config_size=facts.config_size, functions=functions)
 
 
-def open_library(flag: str | None = None, environ: Mapping[str, str] | None = None, *,
+def open_library(flag: str | None, lookup: Lookup, *,
                  executable: str | None = None, spelled: str | None = None) -> Library:
     """Find (``--basert-lib`` value, ``BASERT_LIB``, the search), load and judge libbaseRT.
     ``spelled`` is the flag as given when not ``--basert-lib`` (``--lib``).
@@ -114,7 +114,7 @@ def open_library(flag: str | None = None, environ: Mapping[str, str] | None = No
         LibraryRefused: as ``load_library``.
         AbiRefused: as ``load_library``.
     """
-    found = locate(flag, environ, executable=executable, spelled=spelled)
+    found = locate(flag, lookup, executable=executable, spelled=spelled)
     return load_library(found.path, named=found.named)
 
 

@@ -5,10 +5,9 @@ See docs/runtimes.md, "Where the library is found".
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from superfluid.runtime.hostfacts import locate as _locate
 from superfluid.runtime.hostfacts.locate import Library, Located
+from superfluid.runtime.kernel.lookup import Lookup
 
 __all__ = ["Located", "FIX", "FLAG", "ENV", "LIBRARY", "library_names", "namer", "locate"]
 
@@ -24,17 +23,17 @@ def library_names(platform: str | None = None) -> tuple[str, str]:
     return _locate.library_names(LIBRARY, platform)
 
 
-def namer(flag: str | None, environ: Mapping[str, str], *, spelled: str | None = None) -> str | None:
+def namer(flag: str | None, lookup: Lookup, *, spelled: str | None = None) -> str | None:
     """Who names the library: ``"--basert-lib"`` (or ``spelled``: ``"--lib"``), ``"BASERT_LIB"``, or
     None when it is searched for."""
-    return _locate.namer(LIBRARY, flag, environ, spelled=spelled)
+    return _locate.namer(LIBRARY, flag, lookup, spelled=spelled)
 
 
-def locate(flag: str | None = None, environ: Mapping[str, str] | None = None, *,
+def locate(flag: str | None, lookup: Lookup, *,
            executable: str | None = None, platform: str | None = None, spelled: str | None = None) -> Located:
     """libbaseRT: ``--basert-lib``, else ``BASERT_LIB``, else the search (see ``runtime.locate``).
 
     Raises:
         LibraryNotFound: a named path holds no library, or the search found none.
     """
-    return _locate.locate(LIBRARY, flag, environ, executable=executable, platform=platform, spelled=spelled)
+    return _locate.locate(LIBRARY, flag, lookup, executable=executable, platform=platform, spelled=spelled)

@@ -6,7 +6,7 @@ See docs/runtimes.md, "basert (baseRT)".
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -16,6 +16,7 @@ from superfluid.runtime.basert.loader import open_library
 from superfluid.runtime.basert.locate import FLAG
 from superfluid.runtime.basert.model import Model, looks_like_model
 from superfluid.runtime.kernel.errors import ModelLoadFailed, SuperfluidError, UsageError
+from superfluid.runtime.kernel.lookup import Lookup
 from superfluid.runtime.kernel.options import flag_values
 from superfluid.runtime.serving.completions import RequestRefused, Sampling
 from superfluid.runtime.serving.flags import listen_flags, max_context_flag, queue_flag
@@ -160,14 +161,14 @@ class BasertEngine:
         self.model.close()
 
 
-def _load(line: BasertServeLine, environ: Mapping[str, str]) -> BasertEngine:
+def _load(line: BasertServeLine, lookup: Lookup) -> BasertEngine:
     """The judged library and the model.
 
     Raises:
         LibraryNotFound, LibraryRefused, AbiRefused: no libbaseRT this build drives (exit 1).
         ModelLoadFailed: the model is not a baseRT model file, or the engine could not load it (exit 3).
     """
-    library = open_library(line.lib, environ)
+    library = open_library(line.lib, lookup)
     why = looks_like_model(line.model)
     if why is not None:
         raise ModelLoadFailed(why)
@@ -182,7 +183,7 @@ def _load(line: BasertServeLine, environ: Mapping[str, str]) -> BasertEngine:
         raise
 
 
-def serve(argv: Sequence[str], environ: Mapping[str, str], out: TextIO) -> int:
+def serve(argv: Sequence[str], lookup: Lookup, out: TextIO) -> int:
     """``serve <argv...>``: load, then ``serving.http.serve_engine`` until SIGTERM/SIGINT; 0 on a clean close.
 
     Raises:
@@ -192,5 +193,5 @@ def serve(argv: Sequence[str], environ: Mapping[str, str], out: TextIO) -> int:
             failed (exit 1).
     """
     line = parse_serve(argv)
-    engine = _load(line, environ)
+    engine = _load(line, lookup)
     return serve_engine(engine, line.host, line.port, out, queue=line.queue)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 
 from superfluid.runtime.basert.check import version_text
 from superfluid.runtime.basert.locate import FLAG
+from superfluid.runtime.kernel.lookup import read
 from superfluid.runtime.kernel.options import flag_values
 from superfluid.runtime.worker import engine_handlers, run
 
@@ -22,7 +23,7 @@ PROG = "superfluid-worker-basert"
 def _version(argv: list[str]) -> int:
     """``version``: ``<version> (<path>)`` on stdout, exit 0; the reason on stderr, exit 1."""
     flags = flag_values(argv, (FLAG,))
-    sys.stdout.write(version_text(flags.get(FLAG), os.environ) + "\n")
+    sys.stdout.write(version_text(flags.get(FLAG), read(os.environ)) + "\n")
     return 0
 
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from superfluid.runtime.kernel import layout as _home
 from superfluid.runtime.kernel.errors import LibraryNotFound
+from superfluid.runtime.kernel.lookup import Lookup
 
 __all__ = ["Library", "Located", "library_names", "namer", "beside", "search_dirs", "locate"]
 
@@ -46,13 +46,12 @@ def library_names(library: Library, platform: str | None = None) -> tuple[str, s
     return (f"lib{library.stem}.so", f"lib{library.stem}.so.0")
 
 
-def namer(library: Library, flag: str | None, environ: Mapping[str, str], *,
-          spelled: str | None = None) -> str | None:
+def namer(library: Library, flag: str | None, lookup: Lookup, *, spelled: str | None = None) -> str | None:
     """Who names the library: its flag (as ``spelled`` when the user gave another spelling of it,
-    e.g. ``--lib``), its variable, or None when it is searched for."""
+    e.g. ``--lib``), its variable (in ``lookup``), or None when it is searched for."""
     if flag:
         return spelled or library.flag
-    return library.env if environ.get(library.env) else None
+    return library.env if lookup.variable(library.env) else None
 
 
 def beside(folder: str) -> list[str]:
@@ -60,17 +59,15 @@ def beside(folder: str) -> list[str]:
     return [folder, os.path.normpath(os.path.join(folder, "..", _home.LIB))]
 
 
-def search_dirs(library: Library, executable: str | None = None,
-                environ: Mapping[str, str] | None = None) -> list[str]:
+def search_dirs(library: Library, home: str, executable: str | None = None) -> list[str]:
     """The searched directories, in order: beside the executable (default ``sys.argv[0]``; none
-    when it is empty), its ``../lib``, the current install's ``lib``."""
+    when it is empty), its ``../lib``, the current install's ``lib`` in ``home`` (``SUPERFLUID_HOME``)."""
     dirs: list[str] = []
     exe = executable if executable is not None else (sys.argv[0] if sys.argv else "")
     if exe:
         # realpath: a worker reached through a link (a shim, ``current/bin/…``) searches beside the
         # file it really is, so its ``../lib`` is its own install's and not the link's neighbour's
         dirs += beside(os.path.dirname(os.path.realpath(exe)))
-    home = _home.home(environ)
     # through `current` only when it is absent or a good link to an install of this runtime: a bad
     # one (dangling, a loop, out of the home) is never followed
     if _home.current_target(_home.runtime_dir(home, library.runtime_id))[1] is None:
@@ -101,14 +98,14 @@ def _named(library: Library, path: str, by: str, names: tuple[str, ...]) -> Loca
     return Located(os.path.abspath(path), by, (path,))
 
 
-def locate(library: Library, flag: str | None = None, environ: Mapping[str, str] | None = None, *,
+def locate(library: Library, flag: str | None, lookup: Lookup, *,
            executable: str | None = None, platform: str | None = None, spelled: str | None = None) -> Located:
     """The library to load: ``flag``, else the library's variable, else the search.
 
     Args:
         library: the adapter's names, flag, variable and words.
         flag: the flag's value, if given (empty counts as not given).
-        environ: the environment for the variable and ``SUPERFLUID_HOME`` (default: ours).
+        lookup: the environment as read at the face: the library's variable and ``SUPERFLUID_HOME``.
         executable: the path whose directory is searched first (default: ``sys.argv[0]``).
         platform: ``sys.platform`` value choosing the file names (default: this one).
         spelled: how the flag was given when not as ``library.flag`` (``--lib``): messages and
@@ -118,13 +115,12 @@ def locate(library: Library, flag: str | None = None, environ: Mapping[str, str]
         LibraryNotFound: a named path holds no library, or the search found none (lists where it
             looked and how to install or name one).
     """
-    env = os.environ if environ is None else environ
     names = library_names(library, platform)
-    by = namer(library, flag, env, spelled=spelled)
+    by = namer(library, flag, lookup, spelled=spelled)
     if by is not None:
-        return _named(library, flag or env[library.env], by, names)
+        return _named(library, flag or lookup.variables[library.env], by, names)
     looked: list[str] = []
-    dirs = search_dirs(library, executable, env)
+    dirs = search_dirs(library, lookup.home, executable)
     for directory in dirs:
         looked += [os.path.join(directory, n) for n in names]
         found = _in_dir(directory, names)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.adapter import Adapter
 from superfluid.runtime.kernel.errors import LibraryNotFound
+from superfluid.runtime.kernel.lookup import read
 from superfluid.runtime.kernel.options import options_json
 from superfluid.runtime.llamacpp.locate import locate
 from superfluid.runtime.llamacpp.planner import plan
@@ -86,7 +87,7 @@ class LlamacppAdapter(Adapter):
         """Why ``worker``'s plain ``check`` would find no libllama: the search it would make, made
         here without loading anything (None: there is one, and only the worker may load it)."""
         try:
-            locate(None, environ, executable=worker)
+            locate(None, read(environ), executable=worker)
         except LibraryNotFound as e:
             return str(e)
         return None

@@ -9,11 +9,12 @@ from superfluid.runtime import contract
 from superfluid.runtime.hostfacts.host import detect
 from superfluid.runtime.hostfacts.locate import namer
 from superfluid.runtime.kernel.errors import LibraryNotFound, LibraryRefused, ModelLoadFailed
+from superfluid.runtime.kernel.lookup import Lookup
 from superfluid.runtime.kernel.options import declared_name, parse_flag_pairs, read_options
 from superfluid.runtime.llamacpp import sizing
 from superfluid.runtime.llamacpp.drive import devices, load_model
 from superfluid.runtime.llamacpp.formats import CAPABILITIES, FORMATS, TOKENIZER
-from superfluid.runtime.llamacpp.loader import load
+from superfluid.runtime.llamacpp.loader import LOG_ENV, load
 from superfluid.runtime.llamacpp.locate import LIBRARY, locate
 from superfluid.runtime.llamacpp.options import OPTIONS
 
@@ -56,9 +57,9 @@ def parse_flags(argv: Sequence[str], *, model: bool = True) -> tuple[str | None,
     return read_pairs(parse_flag_pairs(argv, lambda name: is_flag(name, model=model)), model=model)
 
 
-def _load(options: Mapping[str, Any], environ: Mapping[str, str], *, spelled: str | None = None) -> Any:
-    found = locate(options.get("lib"), environ=environ, spelled=spelled)
-    return load(found.path, environ=dict(environ))
+def _load(options: Mapping[str, Any], lookup: Lookup, *, spelled: str | None = None) -> Any:
+    found = locate(options.get("lib"), lookup, spelled=spelled)
+    return load(found.path, echo_log=lookup.variable(LOG_ENV) == "1")
 
 
 def _spelled(argv: Sequence[str]) -> str | None:
@@ -70,14 +71,14 @@ def _spelled(argv: Sequence[str]) -> str | None:
     return None
 
 
-def version_text(options: Mapping[str, Any], environ: Mapping[str, str]) -> str:
+def version_text(options: Mapping[str, Any], lookup: Lookup) -> str:
     """``llama.cpp <build>`` of the library this worker would drive.
 
     Raises:
         LibraryNotFound: no libllama where named or searched.
         LibraryRefused: a libllama these bindings do not drive.
     """
-    lib = _load(options, environ)
+    lib = _load(options, lookup)
     return str(lib.version)
 
 
@@ -126,13 +127,13 @@ def model_report(lib: Any, path: str, options: Mapping[str, Any], devs: list[Any
 
 
 def check_report(model_path: str | None, options: Mapping[str, Any],
-                 environ: Mapping[str, str], *, spelled: str | None = None) -> tuple[dict[str, Any], int]:
+                 lookup: Lookup, *, spelled: str | None = None) -> tuple[dict[str, Any], int]:
     """The check report and its exit code: 0 when available (and the model reads), else 1.
     ``spelled`` is the library flag as given (``named`` says it; default ``--llamacpp-lib``)."""
     report = contract.report(RUNTIME_ID, formats=FORMATS, tokenizer=TOKENIZER, capabilities=CAPABILITIES)
-    named = namer(LIBRARY, options.get("lib"), environ, spelled=spelled)
+    named = namer(LIBRARY, options.get("lib"), lookup, spelled=spelled)
     try:
-        lib = _load(options, environ, spelled=spelled)
+        lib = _load(options, lookup, spelled=spelled)
     except (LibraryNotFound, LibraryRefused) as e:
         report["available"] = str(e)
         if named:
@@ -152,16 +153,16 @@ def check_report(model_path: str | None, options: Mapping[str, Any],
         report["named"] = named
     if model_path is None:
         return report, 0
-    report["model"] = model_report(lib, model_path, options, devs, detect(environ).memory)
+    report["model"] = model_report(lib, model_path, options, devs, detect(lookup.host).memory)
     ok = report["model"]["reads"] is True and report["model"].get("serves", True) is True
     return report, 0 if ok else 1
 
 
-def check_argv(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
+def check_argv(argv: Sequence[str], lookup: Lookup) -> tuple[dict[str, Any], int]:
     """``check <argv...>``: parse, then report.
 
     Raises:
         UsageError: an unknown flag or a bad option value.
     """
     model_path, options = parse_flags(argv)
-    return check_report(model_path, options, environ, spelled=_spelled(argv))
+    return check_report(model_path, options, lookup, spelled=_spelled(argv))

@@ -114,8 +114,9 @@ def _refuse(path: str, why: str) -> LibraryRefused:
     return LibraryRefused(path, f"{path} is a llama.cpp this adapter cannot drive: {why}", fix=_FIX)
 
 
-def load(path: str, *, environ: dict[str, str] | None = None) -> Library:
-    """Load libllama at ``path`` (once per process), refusing anything we cannot drive safely.
+def load(path: str, *, echo_log: bool = False) -> Library:
+    """Load libllama at ``path`` (once per process), refusing anything we cannot drive safely;
+    ``echo_log``: the library's log is echoed to stderr as it comes (``LOG_ENV`` is ``1``).
 
     Raises:
         LibraryRefused: it does not load, lacks a function the adapter calls, or its parameter
@@ -124,7 +125,6 @@ def load(path: str, *, environ: dict[str, str] | None = None) -> Library:
     real = os.path.realpath(path)
     if real in _loaded:
         return _loaded[real]
-    env = os.environ if environ is None else environ
     try:
         handle = C.CDLL(path)
     except OSError as e:
@@ -136,7 +136,7 @@ def load(path: str, *, environ: dict[str, str] | None = None) -> Library:
             if len(absent) > 1 else ""
         raise _refuse(path, f"it has no {absent[0]}{more}")
 
-    tail = LogTail(echo=env.get(LOG_ENV) == "1")
+    tail = LogTail(echo=echo_log)
     callback = bindings.LogCallback(tail)
     _keep_alive.append(callback)
     log_set = handle._FuncPtr(("llama_log_set", handle))

@@ -5,10 +5,9 @@ See docs/runtimes.md, "How the library is found".
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from superfluid.runtime.hostfacts import locate as _locate
 from superfluid.runtime.hostfacts.locate import Library, Located
+from superfluid.runtime.kernel.lookup import Lookup
 
 __all__ = ["Located", "FLAG", "ENV", "LIBRARY", "library_names", "locate"]
 
@@ -26,11 +25,11 @@ def library_names(platform: str | None = None) -> tuple[str, str]:
     return _locate.library_names(LIBRARY, platform)
 
 
-def locate(named: str | None = None, environ: Mapping[str, str] | None = None, *,
+def locate(named: str | None, lookup: Lookup, *,
            executable: str | None = None, platform: str | None = None, spelled: str | None = None) -> Located:
     """libllama: ``--llamacpp-lib``, else ``SUPERFLUID_LLAMA_LIB``, else the search (see ``runtime.locate``).
 
     Raises:
         LibraryNotFound: a named file or directory holds no libllama, or no searched place does.
     """
-    return _locate.locate(LIBRARY, named, environ, executable=executable, platform=platform, spelled=spelled)
+    return _locate.locate(LIBRARY, named, lookup, executable=executable, platform=platform, spelled=spelled)

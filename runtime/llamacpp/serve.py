@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from superfluid.runtime.kernel.errors import ModelLoadFailed, UsageError
+from superfluid.runtime.kernel.lookup import Lookup
 from superfluid.runtime.kernel.options import parse_flag_pairs
 from superfluid.runtime.llamacpp.check import gguf_fault, is_flag, read_pairs
 from superfluid.runtime.llamacpp.drive import (
@@ -19,7 +20,7 @@ from superfluid.runtime.llamacpp.drive import (
     apply_chat_template,
     load_model,
 )
-from superfluid.runtime.llamacpp.loader import load
+from superfluid.runtime.llamacpp.loader import LOG_ENV, load
 from superfluid.runtime.llamacpp.locate import locate
 from superfluid.runtime.serving.completions import RequestRefused, Sampling
 from superfluid.runtime.serving.flags import listen_flags, max_context_flag, queue_flag
@@ -161,7 +162,12 @@ class LlamaEngine:
         self.model.close()
 
 
-def _load(line: LlamaServeLine, environ: Mapping[str, str]) -> LlamaEngine:
+def _echo_log(lookup: Lookup) -> bool:
+    """The library's log echoed to stderr as it comes: ``SUPERFLUID_LLAMA_LOG`` is ``1``."""
+    return lookup.variable(LOG_ENV) == "1"
+
+
+def _load(line: LlamaServeLine, lookup: Lookup) -> LlamaEngine:
     """The library, the model and a first context (proving the options make one).
 
     Raises:
@@ -169,7 +175,7 @@ def _load(line: LlamaServeLine, environ: Mapping[str, str]) -> LlamaEngine:
         ModelLoadFailed: the model is missing, not GGUF, or llama.cpp could not load it or make a
             context for it.
     """
-    lib = load(locate(line.options.get("lib"), environ=environ).path, environ=dict(environ))
+    lib = load(locate(line.options.get("lib"), lookup).path, echo_log=_echo_log(lookup))
     if not os.path.isfile(line.model):
         raise ModelLoadFailed(f"{line.model} does not exist" if not os.path.exists(line.model)
                               else f"{line.model} is not a file")
@@ -190,7 +196,7 @@ def _load(line: LlamaServeLine, environ: Mapping[str, str]) -> LlamaEngine:
     return LlamaEngine(model, model_id, line.model, n_ctx, line.options)
 
 
-def serve(argv: Sequence[str], environ: Mapping[str, str], out: TextIO) -> int:
+def serve(argv: Sequence[str], lookup: Lookup, out: TextIO) -> int:
     """``serve <argv...>``: load, then ``serving.http.serve_engine`` until SIGTERM/SIGINT; 0 on a clean close.
 
     Raises:
@@ -199,6 +205,6 @@ def serve(argv: Sequence[str], environ: Mapping[str, str], out: TextIO) -> int:
         SuperfluidError: no usable libllama, the address cannot be bound, or serving failed (exit 1).
     """
     line = parse_serve(argv)
-    engine = _load(line, environ)
-    return serve_engine(engine, line.host, line.port, out, echo_log=environ.get("SUPERFLUID_LLAMA_LOG") == "1",
+    engine = _load(line, lookup)
+    return serve_engine(engine, line.host, line.port, out, echo_log=_echo_log(lookup),
                         queue=line.queue)

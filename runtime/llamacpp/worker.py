@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from superfluid.runtime.kernel.lookup import read
 from superfluid.runtime.llamacpp.check import parse_flags, version_text
 from superfluid.runtime.worker import engine_handlers, run
 
@@ -20,7 +21,7 @@ PROG = "superfluid-worker-llamacpp"
 def _version(argv: list[str]) -> int:
     """``version``: ``llama.cpp <build>`` on stdout, exit 0; the reason on stderr, exit 1."""
     _, options = parse_flags(argv, model=False)
-    sys.stdout.write(version_text(options, os.environ) + "\n")
+    sys.stdout.write(version_text(options, read(os.environ)) + "\n")
     return 0
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from superfluid.runtime import contract
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
+from superfluid.runtime.kernel.lookup import Lookup
 from superfluid.runtime.mlx.adapter import ADAPTER, CAPABILITIES, FORMATS, TOKENIZER
 from superfluid.runtime.mlx.locate import environment
 from superfluid.runtime.worker import check_handlers, run
@@ -38,10 +39,10 @@ def parse_check_args(argv: Sequence[str]) -> tuple[str | None, dict[str, Any]]:
     return contract.check_line(argv, ADAPTER.options(), ADAPTER.id)
 
 
-def _probe(venv: str, environ: Mapping[str, str]) -> dict[str, Any] | str:
+def _probe(venv: str, lookup: Lookup) -> dict[str, Any] | str:
     """The environment's own report of its Python and MLX, or why it gave none."""
     python = os.path.join(venv, "bin", "python")
-    env = {k: v for k, v in environ.items() if not k.startswith("PYTHON")}
+    env = {k: v for k, v in lookup.variables.items() if not k.startswith("PYTHON")}
     try:
         done = subprocess.run([python, "-I", "-c", _PROBE], stdin=subprocess.DEVNULL, capture_output=True,
                               text=True, env=env, timeout=_PROBE_TIMEOUT, check=False)
@@ -69,11 +70,11 @@ def _model_facts(path: str) -> bool | str:
     return True
 
 
-def _availability(options: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[bool | str, dict[str, Any]]:
-    venv, why = environment(options, environ, ADAPTER.recipe["platforms"])
+def _availability(options: Mapping[str, Any], lookup: Lookup) -> tuple[bool | str, dict[str, Any]]:
+    venv, why = environment(options, lookup, ADAPTER.recipe["platforms"])
     if venv is None:
         return why, {}
-    facts = _probe(venv, environ)
+    facts = _probe(venv, lookup)
     if isinstance(facts, str):
         return facts, {}
     want = ADAPTER.python_line
@@ -85,14 +86,14 @@ def _availability(options: Mapping[str, Any], environ: Mapping[str, str]) -> tup
     return True, facts
 
 
-def check_report(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
+def check_report(argv: Sequence[str], lookup: Lookup) -> tuple[dict[str, Any], int]:
     """The one-line ``check`` report and its exit code (0 available, 1 not).
 
     Raises:
         UsageError: a bad flag or option value (exit 2).
     """
     model, options = parse_check_args(argv)
-    available, facts = _availability(options, environ)
+    available, facts = _availability(options, lookup)
     report = contract.report(ADAPTER.id, formats=FORMATS, tokenizer=TOKENIZER, capabilities=CAPABILITIES)
     report["available"] = available
     if available is True:

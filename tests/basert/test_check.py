@@ -13,6 +13,7 @@ from basert_helpers import lib_path
 from superfluid.runtime.basert.check import check_argv, check_report, devices, kv_bits_flag, lib_flag, model_report
 from superfluid.runtime.hostfacts import host
 from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.lookup import read
 
 
 class _Budget:
@@ -90,7 +91,8 @@ def test_a_model_without_a_library_is_not_read(tiny_model: Path) -> None:
 def test_the_report_of_each_engine(engines: Path, tiny_model: Path, tmp_path: Path, variant: str, code: int,
                                    available: bool | str, stated: dict[str, Any] | None) -> None:
     lib = str(lib_path(engines, variant))
-    report, got = check_report(str(tiny_model), lib, {"SUPERFLUID_HOME": str(tmp_path), "SUPERFLUID_HOST_OS": "linux"})
+    report, got = check_report(str(tiny_model), lib, read({"SUPERFLUID_HOME": str(tmp_path),
+                                                          "SUPERFLUID_HOST_OS": "linux"}))
     assert got == code and report.get("stated") == stated and report["named"] == "--basert-lib"
     if available is True:
         assert report["available"] is True and report["library"] == lib and report["devices"] == []
@@ -101,7 +103,7 @@ def test_the_report_of_each_engine(engines: Path, tiny_model: Path, tmp_path: Pa
 
 
 def test_check_argv_names_the_flag_as_given(engines: Path, tmp_path: Path) -> None:
-    env = {"SUPERFLUID_HOME": str(tmp_path)}
+    env = read({"SUPERFLUID_HOME": str(tmp_path)})
     report, code = check_argv(["--lib", str(lib_path(engines, "0.4.0")), "--kv-bits", "8"], env)
     assert code == 0 and report["named"] == "--lib" and "model" not in report
     with pytest.raises(UsageError, match="unknown flag --threads"):
@@ -120,6 +122,6 @@ def test_the_check_names_its_devices_backend_without_probing_the_host(engines: P
 
     monkeypatch.setattr(host, "_detect", refused)
     monkeypatch.setenv("BASERT_REF_DEVICE_BUDGET", str(1 << 30))  # the reference engine's device
-    report, code = check_argv(["--lib", str(lib_path(engines, "0.4.0"))], {"SUPERFLUID_HOME": str(tmp_path),
-                                                                          "SUPERFLUID_HOST_OS": os_name})
+    report, code = check_argv(["--lib", str(lib_path(engines, "0.4.0"))], read({"SUPERFLUID_HOME": str(tmp_path),
+                                                                               "SUPERFLUID_HOST_OS": os_name}))
     assert code == 0 and [d["backend"] for d in report["devices"]] == [backend]

@@ -16,6 +16,7 @@ from basert_helpers import LIB_NAME, lib_path
 from superfluid.runtime.basert import locate
 from superfluid.runtime.basert.loader import open_library
 from superfluid.runtime.kernel.errors import LibraryNotFound
+from superfluid.runtime.kernel.lookup import read
 
 
 def test_open_library_from_the_current_install(engines: Path, tmp_path: Path) -> None:
@@ -28,7 +29,7 @@ def test_open_library_from_the_current_install(engines: Path, tmp_path: Path) ->
     exe = tmp_path / "bin" / "tool"
     exe.parent.mkdir()
     exe.write_bytes(b"")
-    lib = open_library(None, {"SUPERFLUID_HOME": str(home)}, executable=str(exe))
+    lib = open_library(None, read({"SUPERFLUID_HOME": str(home)}), executable=str(exe))
     assert (lib.version, lib.abi, lib.named) == ("0.3.1", 1, None)
     assert lib.path == str(home / "runtimes" / "basert" / "current" / "lib" / LIB_NAME)
 
@@ -45,5 +46,5 @@ def test_library_names(platform: str, want: tuple[str, str]) -> None:
 
 def test_not_found_in_its_words(tmp_path: Path) -> None:
     with pytest.raises(LibraryNotFound) as caught:
-        locate.locate(None, {"SUPERFLUID_HOME": str(tmp_path)}, executable="/x/bin/worker", platform="linux")
+        locate.locate(None, read({"SUPERFLUID_HOME": str(tmp_path)}), executable="/x/bin/worker", platform="linux")
     assert caught.value.message.startswith("libbaseRT not found (looked in /x/bin, ")

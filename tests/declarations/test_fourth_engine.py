@@ -119,11 +119,12 @@ PRESENTATION = ToyPresentation("toy")
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from superfluid.runtime import contract
 from superfluid.runtime.kernel.formats import reads
+from superfluid.runtime.kernel.lookup import Lookup
 from superfluid.runtime.toy.adapter import ADAPTER
 
 NOTHING = "the toy engine has nothing to load"
@@ -144,7 +145,7 @@ def library(path: str | None) -> tuple[str | None, str]:
     return head[len(b"TOYLIB "):].decode("ascii", "replace"), ""
 
 
-def check_argv(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
+def check_argv(argv: Sequence[str], lookup: Lookup) -> tuple[dict[str, Any], int]:
     model, options = contract.check_line(argv, ADAPTER.options(), ADAPTER.id)
     facts = ADAPTER.model_facts()
     report = contract.report(ADAPTER.id, formats=facts.formats, tokenizer=facts.tokenizer,
@@ -165,12 +166,13 @@ def check_argv(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[dict[st
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO
 
 from superfluid.runtime.kernel.errors import ModelLoadFailed, SuperfluidError, UsageError
 from superfluid.runtime.kernel.formats import reads
+from superfluid.runtime.kernel.lookup import Lookup
 from superfluid.runtime.kernel.options import declared_name, parse_flag_pairs, read_options
 from superfluid.runtime.serving.completions import Sampling
 from superfluid.runtime.serving.flags import listen_flags, max_context_flag, queue_flag
@@ -234,7 +236,7 @@ class ToyEngine:
         pass
 
 
-def serve(argv: Sequence[str], environ: Mapping[str, str], out: TextIO) -> int:
+def serve(argv: Sequence[str], lookup: Lookup, out: TextIO) -> int:
     own: dict[str, str] = {}
     given: list[tuple[str, str]] = []
     declared = ADAPTER.options()

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from superfluid.runtime.kernel.errors import LibraryNotFound
+from superfluid.runtime.kernel.lookup import read
 from superfluid.runtime.llamacpp import locate
 
 
@@ -48,8 +49,8 @@ def test_who_named_it(tmp_path: Path, flag: str | None, var: str | None, spelled
     home = tmp_path / "home"
     dirs = {"flag": _lib(tmp_path / "f").parent, "var": _lib(tmp_path / "v").parent}
     _lib(tmp_path / "prefix" / "lib")
-    environ = {"SUPERFLUID_HOME": str(home), **({locate.ENV: str(dirs[var])} if var else {})}
-    got = locate.locate(str(dirs[flag]) if flag else None, environ, executable=str(tmp_path / "prefix" / "bin" / "w"),
+    lookup = read({"SUPERFLUID_HOME": str(home), **({locate.ENV: str(dirs[var])} if var else {})})
+    got = locate.locate(str(dirs[flag]) if flag else None, lookup, executable=str(tmp_path / "prefix" / "bin" / "w"),
                         platform="linux", spelled=spelled)
     assert got.named == named
     where = dirs[flag] if flag else dirs[var] if var else tmp_path / "prefix" / "lib"
@@ -58,7 +59,7 @@ def test_who_named_it(tmp_path: Path, flag: str | None, var: str | None, spelled
 
 def test_the_so_0_name_is_found_when_the_plain_one_is_not(tmp_path: Path) -> None:
     lib = _lib(tmp_path / "d", "libllama.so.0")
-    assert locate.locate(str(lib.parent), {}, platform="linux").path == str(lib)
+    assert locate.locate(str(lib.parent), read({}), platform="linux").path == str(lib)
 
 
 @pytest.mark.parametrize(("spelled", "start"), [
@@ -69,7 +70,7 @@ def test_a_named_directory_without_libllama_is_said_in_the_words_given(tmp_path:
                                                                        start: str) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(LibraryNotFound) as e:
-        locate.locate(str(tmp_path / "empty"), {}, platform="linux", spelled=spelled)
+        locate.locate(str(tmp_path / "empty"), read({}), platform="linux", spelled=spelled)
     assert e.value.message.startswith(start)
     assert e.value.looked == [str(tmp_path / "empty" / "libllama.so"), str(tmp_path / "empty" / "libllama.so.0")]
     assert e.value.fix == locate.LIBRARY.fix
@@ -78,7 +79,7 @@ def test_a_named_directory_without_libllama_is_said_in_the_words_given(tmp_path:
 def test_nothing_found_names_where_it_looked(tmp_path: Path) -> None:
     exe = tmp_path / "prefix" / "bin" / "superfluid-worker-llamacpp"
     with pytest.raises(LibraryNotFound) as e:
-        locate.locate(None, {"SUPERFLUID_HOME": str(tmp_path / "home")}, executable=str(exe), platform="linux")
+        locate.locate(None, read({"SUPERFLUID_HOME": str(tmp_path / "home")}), executable=str(exe), platform="linux")
     assert e.value.message.startswith(f"llama.cpp not found (looked for libllama.so in {exe.parent}, ")
     assert str(tmp_path / "home" / "runtimes" / "llamacpp" / "current" / "lib") in e.value.message
     assert len(e.value.looked) == 6
@@ -88,7 +89,7 @@ def test_the_real_libllama_is_found_and_loads(libllama_v2: Path) -> None:
     """The build directory of the real v2 libllama, named as the worker's --lib names it."""
     from superfluid.runtime.llamacpp.loader import load
 
-    found = locate.locate(str(libllama_v2), {}, spelled="--lib")
+    found = locate.locate(str(libllama_v2), read({}), spelled="--lib")
     assert found.named == "--lib" and os.path.dirname(found.path) == str(libllama_v2)
     assert os.path.basename(found.path) == locate.library_names()[0]
     lib = load(found.path)

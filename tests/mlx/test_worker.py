@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.lookup import read
 from superfluid.runtime.mlx.worker import check_report, main, parse_check_args
 from tests.mlx.environments import GOOD, MAC, venv
 
@@ -35,7 +36,7 @@ def test_check_args() -> None:
 def test_the_check_report(tmp_path: Path, answer: str | None, code: int, stderr: str,
                           available: bool | str) -> None:
     env = venv(tmp_path / "env", answer, code=code, stderr=stderr)
-    report, exit_code = check_report(["--venv", str(env)], MAC)
+    report, exit_code = check_report(["--venv", str(env)], read(MAC))
     assert report["platforms"] == ["macos-arm64"] and report["formats"][0]["id"] == "mlx"
     if available is True:
         assert exit_code == 0 and report["available"] is True
@@ -58,7 +59,7 @@ def test_the_model_part(tmp_path: Path, make: Any, reads: bool | str) -> None:
     env = venv(tmp_path / "env", json.dumps(GOOD))
     model = tmp_path / "model"
     make(model)
-    report, code = check_report(["--venv", str(env), "--model", str(model)], MAC)
+    report, code = check_report(["--venv", str(env), "--model", str(model)], read(MAC))
     got = report["model"]["reads"]
     assert (got is True) if reads is True else (isinstance(got, str) and reads in got)
     assert code == (0 if reads is True else 1)

@@ -40,7 +40,7 @@ def _worker(runtime_id: str) -> list[str]:
 
 @pytest.mark.parametrize("runtime_id", registry.IDS)
 def test_every_adapter_conforms_with_nothing_installed(home: Path, runtime_id: str) -> None:
-    assert faults(registry.get(runtime_id), worker=_worker(runtime_id), environ=isolated_env(home)) == []
+    assert faults(registry.get(runtime_id), worker=_worker(runtime_id), env=isolated_env(home)) == []
 
 
 @pytest.mark.parametrize("runtime_id", registry.IDS)
@@ -50,7 +50,7 @@ def test_every_adapter_conforms_when_ready(home: Path, tmp_path: Path, request: 
     variables, model = ready(runtime_id, request, tmp_path)
     env = isolated_env(home, **variables)
     adapter = registry.get(runtime_id)
-    assert faults(adapter, worker=_worker(runtime_id), environ=env, model=str(model) if model else None) == []
+    assert faults(adapter, worker=_worker(runtime_id), env=env, model=str(model) if model else None) == []
     if adapter.linked:
         assert adapter.check([], env)[0]["available"] is True
 
@@ -80,7 +80,7 @@ sys.exit(done.returncode)
                          ids=lambda p: ".".join(p))
 def test_the_kit_fails_when_a_report_drops_a_key(home: Path, tmp_path: Path, path: tuple[str, ...]) -> None:
     worker = fake_worker(tmp_path / "dropping", DROPPING.format(real=_worker("llamacpp")[0], path=list(path)))
-    found = faults(registry.get("llamacpp"), worker=[str(worker)], environ=isolated_env(home))
+    found = faults(registry.get("llamacpp"), worker=[str(worker)], env=isolated_env(home))
     assert f"llamacpp: its check report has no `{'.'.join(path)}`" in found, found
 
 

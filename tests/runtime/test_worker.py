@@ -85,7 +85,7 @@ def test_a_declaration_is_one_compact_json_line(capsys: pytest.CaptureFixture[st
 
 
 def _check(available: bool | str) -> object:
-    def check(argv: list[str], environ: object) -> tuple[dict[str, object], int]:
+    def check(argv: list[str], lookup: object) -> tuple[dict[str, object], int]:
         report = {"runtime": {"id": "basert", "version": "1.0" if available is True else None}, "available": available,
                   "argv": argv}
         return report, 0 if available is True else 1

@@ -15,6 +15,7 @@ import pytest
 from superfluid.runtime.basert import locate as basert
 from superfluid.runtime.hostfacts.locate import Library, Located
 from superfluid.runtime.kernel.errors import LibraryNotFound
+from superfluid.runtime.kernel.lookup import Lookup, read
 from superfluid.runtime.llamacpp import locate as llamacpp
 
 ADAPTERS = [pytest.param(basert, id="basert"), pytest.param(llamacpp, id="llamacpp")]
@@ -40,14 +41,14 @@ class Tree:
         self.flag = touch(root / "flagdir" / self.so)
         self.env = touch(root / "envdir" / self.so)
 
-    def environ(self, var: str | None = None) -> dict[str, str]:
+    def lookup(self, var: str | None = None) -> Lookup:
         env = {"SUPERFLUID_HOME": str(self.home)}
         if var is not None:
             env[self.library.env] = var
-        return env
+        return read(env)
 
     def locate(self, flag: str | None = None, var: str | None = None, exe: str | None = None) -> Located:
-        located: Located = self.adapter.locate(flag, self.environ(var), executable=exe or str(self.exe),
+        located: Located = self.adapter.locate(flag, self.lookup(var), executable=exe or str(self.exe),
                                                platform="linux")
         return located
 
@@ -139,7 +140,7 @@ def test_an_executable_reached_through_a_link_searches_beside_the_real_file(tree
 
 
 def test_no_executable_searches_only_the_current_install(tree: Tree) -> None:
-    found = tree.adapter.locate(None, tree.environ(), executable="", platform="linux")
+    found = tree.adapter.locate(None, tree.lookup(), executable="", platform="linux")
     assert found.path.endswith(f"runtimes/{tree.library.runtime_id}/current/lib/{tree.so}")
     assert len(found.looked) == 2
 

@@ -1,0 +1,41 @@
+"""What a runtime's check, serve and library search read of the environment, read once at a process's face."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from superfluid.runtime.kernel.layout import home
+
+__all__ = ["Lookup", "HOST_PREFIX", "read"]
+
+#: the variables that override a host fact (``runtime.hostfacts.host.detect``); ``LD_LIBRARY_PATH`` too
+HOST_PREFIX = "SUPERFLUID_HOST_"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Lookup:
+    """The environment as a worker's main (or the face, for a check in process) read it, once: the
+    layers below take this record, never ``environ`` (docs/architecture.md, "The environment")."""
+
+    #: ``SUPERFLUID_HOME``, absolute (``layout.home``): whose ``runtimes/<id>/current`` is searched
+    home: str
+    #: the host-fact overrides, ``SUPERFLUID_HOST_*`` and ``LD_LIBRARY_PATH``: what ``hostfacts.host.detect``
+    #: and ``hostfacts.system`` are given
+    host: Mapping[str, str]
+    #: every variable as read: an engine's own ones (``BASERT_LIB``, ``SUPERFLUID_MLX_VENV``), asked by
+    #: ``variable``, and the environment a program the engine starts inherits (the MLX probe)
+    variables: Mapping[str, str]
+
+    def variable(self, name: str) -> str | None:
+        """The value of the variable ``name``; None when it is unset or empty (empty means unset)."""
+        return self.variables.get(name) or None
+
+
+def read(environ: Mapping[str, str]) -> Lookup:
+    """The record of ``environ``, a process's environment read at its face (a copy: a later change
+    to ``environ`` changes nothing)."""
+    copy = dict(environ)
+    host = {k: v for k, v in copy.items() if k.startswith(HOST_PREFIX) or k == "LD_LIBRARY_PATH"}
+    return Lookup(home=home(copy), host=MappingProxyType(host), variables=MappingProxyType(copy))

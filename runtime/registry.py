@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.layout import worker_command
-from superfluid.runtime.presentation import Presentation
 
 if TYPE_CHECKING:
     from superfluid.runtime.adapter import Adapter
+    from superfluid.runtime.presentation import Presentation
 
 __all__ = ["IDS", "ALIASES", "get", "presentation", "canonical", "aliases_of", "meant", "worker_command",
            "env_override"]
@@ -26,6 +26,9 @@ _ADAPTERS = {
 }
 
 IDS: tuple[str, ...] = tuple(_ADAPTERS)
+#: how a runtime without a presentation of its own is shown: imported when asked, as an adapter is (its
+#: records are dataclasses, whose module costs every command a third of a bare start: bench_cli)
+_DEFAULT_PRESENTATION = "superfluid.runtime.presentation"
 
 
 #: another name a runtime is known by -> its id (its check reports them as ``runtime.aliases``)
@@ -70,7 +73,7 @@ def presentation(runtime_id: str) -> Presentation:
     """
     adapter = get(runtime_id)
     if adapter.presentation_from is None:
-        return Presentation(adapter.id)
+        return import_module(_DEFAULT_PRESENTATION).Presentation(adapter.id)  # type: ignore[no-any-return]
     return import_module(adapter.presentation_from).PRESENTATION  # type: ignore[no-any-return]
 
 

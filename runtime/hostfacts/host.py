@@ -120,8 +120,9 @@ def platform_string(os_name: str, arch: str) -> str:
     return f"{os_name}-{arch}"
 
 
-def _env(environ: Mapping[str, str], name: str) -> str | None:
-    value = environ.get(name)
+def _env(overrides: Mapping[str, str], name: str) -> str | None:
+    """The host-fact override ``name``; None when unset or empty."""
+    value = overrides.get(name)
     return value if value else None
 
 

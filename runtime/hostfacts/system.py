@@ -26,15 +26,16 @@ def running_arch() -> str:
     return "arm64" if machine in ("arm64", "aarch64") else "x64"
 
 
-def os_name(environ: Mapping[str, str] | None = None) -> str:
-    """The host's operating system as ``host.detect`` answers it (``SUPERFLUID_HOST_OS`` overrides;
-    empty: this machine's)."""
-    env = os.environ if environ is None else environ
-    return env.get("SUPERFLUID_HOST_OS") or running_os()
+def os_name(overrides: Mapping[str, str] | None = None) -> str:
+    """The host's operating system as ``host.detect`` answers it: ``SUPERFLUID_HOST_OS`` of the host-fact
+    ``overrides`` (``kernel.lookup.Lookup.host``; None: this process's environment, read here, the
+    host-facts reader), else (empty too) this machine's."""
+    given = os.environ if overrides is None else overrides
+    return given.get("SUPERFLUID_HOST_OS") or running_os()
 
 
-def arch_name(environ: Mapping[str, str] | None = None) -> str:
-    """The host's architecture as ``host.detect`` answers it (``SUPERFLUID_HOST_ARCH`` overrides;
-    empty: this machine's)."""
-    env = os.environ if environ is None else environ
-    return env.get("SUPERFLUID_HOST_ARCH") or running_arch()
+def arch_name(overrides: Mapping[str, str] | None = None) -> str:
+    """The host's architecture as ``host.detect`` answers it: ``SUPERFLUID_HOST_ARCH`` of the host-fact
+    ``overrides`` (as ``os_name``), else (empty too) this machine's."""
+    given = os.environ if overrides is None else overrides
+    return given.get("SUPERFLUID_HOST_ARCH") or running_arch()

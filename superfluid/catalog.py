@@ -196,7 +196,9 @@ def ask(ref: WorkerRef, argv: Sequence[str], runtime_id: str, environ: Mapping[s
         accept: Sequence[int] = (0, 1), cache: bool = True) -> tuple[Any, int]:
     """Run ``<worker> <argv...>`` and parse its one line of JSON; (answer, exit code).
 
-    Only ``check`` answers are cached; a named worker's declarations are asked each time.
+    Only ``check`` answers are cached (with llamacpp installed, runtimes --json computed is 4.18x a
+    bare start with them, 8.11x asking its worker each time; bench_cli); a named worker's declarations
+    are asked each time.
 
     Raises:
         WorkerFailed: the worker could not start, hung, or did not answer with JSON.

@@ -30,6 +30,21 @@ from superfluid.source_hints import fitting, given, keep_source
 
 # A line is answered by the module of the command it names (``superfluid.commands``, found through
 # the tree of ``superfluid.parser``), imported when it runs.
+#
+# Start-up: the five devices that hold a command within 4x a bare ``python3 -c pass``, each in one
+# place, each worth what benchmarks/bench_cli.py measured with it and without it (same-run medians,
+# 2026-12-07; docs/architecture.md, "Start-up"). Nothing else is there for speed alone.
+# - the lazy command tree (``parser.parser``, and a form's own module by ``runs_in``): --version 1.55x
+#   with it, 7.29x loading every command; runtimes --json computed 4.05x vs 8.12x; versions 3.11x vs 7.60x;
+# - the kept whole answer (``answer_cache``, looked up first in ``main``): runtimes --json 1.62x kept,
+#   4.19x computed;
+# - the validation stamps (``schema.validate_once``): runtimes --json computed 4.13x vs 7.40x validating
+#   each time; versions 3.32x vs 5.36x;
+# - the kept worker answers (``catalog.ask``): with llamacpp installed, runtimes --json computed 4.18x vs
+#   8.11x asking its worker each time;
+# - the collector paused, frozen at exit (``_pause_gc``): runtimes --json computed 4.12x vs 4.54x,
+#   --version 1.54x vs 1.70x.
+# The caches among them keep what they keep by ``runtime.kernel.home_cache`` (a stat fingerprint per path).
 __all__ = ["main", "EXIT_CODES", "exit_code"]
 
 #: error class -> exit code (SPEC §6.1); the first matching class wins
@@ -109,8 +124,9 @@ def _warn_home() -> None:
 def _pause_gc(args_in: Sequence[str]) -> bool:
     """Stop the cyclic garbage collector for the short life of a command (not for ``serve``, which
     lives as long as its server); answers whether it was on. A command's imports make tens of
-    thousands of objects that every full collection walks again (measured: ~60 ms of a 0.7 s
-    install); the few cycles it leaves die with the process."""
+    thousands of objects that every full collection walks again, the last one at exit most of all
+    (``_resume_gc`` freezes them): runtimes --json computed 4.12x a bare start with it, 4.54x without
+    (bench_cli); an install from a mirror 2 to 4% faster. The few cycles it leaves die with the process."""
     on = gc.isenabled()
     if on and list(args_in[:1]) != ["serve"]:
         gc.disable()

@@ -16,7 +16,8 @@ from superfluid.runtime.registry import IDS, canonical
 # Each command is a module of ``superfluid.commands`` (``COMMANDS`` names them) with three things:
 # ``HELP`` (its page: what it does, an example or two, its exit codes), ``arguments(p)`` (its flags,
 # declared on its parser) and ``run(args)``. The tree for a command line loads the module of the command
-# it names alone; the others are named only (``parser``).
+# it names alone; the others are named only (``parser``): --version 1.55x a bare start, 7.29x loading
+# every command; runtimes --json computed 4.05x vs 8.12x (benchmarks/bench_cli.py; superfluid.cli, "Start-up").
 __all__ = ["Exit", "Parser", "Once", "OnceSwitch", "Pair", "Help", "Runs", "Command", "COMMON_EXITS",
            "exits", "either", "RUNTIME_IDS", "FLAG_HELP", "Formatter", "add_json", "load", "runner", "tree", "parser",
            "children", "walk", "find", "synopsis", "overview", "canonical_ids"]

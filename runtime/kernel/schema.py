@@ -78,7 +78,8 @@ def validate_once(data: Any, raw: bytes, name: str, where: str, *, shipped: bool
     """``validate``, skipped when these exact bytes (``raw``, parsed as ``data``) passed against
     this schema before: a stamp named for their BLAKE2b digest and the schema's, in the home's
     ``cache/validated/``, records a pass (the schema library costs more than a fast command's whole
-    run). A file this package ships (``shipped``: a recipe) is also stamped where Python keeps this
+    run: runtimes --json computed is 4.13x a bare start with the stamps, 7.40x without; bench_cli).
+    A file this package ships (``shipped``: a recipe) is also stamped where Python keeps this
     package's byte code, ``schemas/__pycache__/``, so that it is validated once per installation,
     not once per fresh home (whoever may write there may change the code itself). No stamp, or none
     that can be written: validated.

@@ -12,7 +12,6 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from superfluid.installer.cache.stores import Cache
-from superfluid.installer.config import FetchConfig
 from superfluid.installer.events import FellBack, Tell, Trying, Unchecked, Waiting, Warned
 from superfluid.installer.home.fill import fill_for
 from superfluid.installer.home.publish import install_staged
@@ -22,7 +21,6 @@ from superfluid.installer.sources.choose import source_for
 from superfluid.installer.sources.listing import SourceListing
 from superfluid.runtime import registry
 from superfluid.runtime.hostfacts.host import detect
-from superfluid.runtime.kernel.layout import home
 from superfluid.runtime.kernel.redact import redact_url
 from superfluid.runtime.planning import NotInstallable, Plan, Request, is_local
 from superfluid.runtime.probe import ProbeRefused
@@ -31,13 +29,22 @@ if TYPE_CHECKING:
     from superfluid.installer.cache.download import Progress
     from superfluid.installer.mutex import MutexOwner
     from superfluid.installer.phases import Phases
+    from superfluid.installer.settings import Settings
     from superfluid.installer.sources.release_source import ReleaseSource
     from superfluid.runtime.hostfacts.host import Host
     from superfluid.runtime.kernel.receipt import Receipt
 
-__all__ = ["Outcome", "install", "install_plans", "plan"]
+__all__ = ["Outcome", "Reporter", "install", "install_plans", "plan"]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reporter:
+    """Who hears of an install while it runs: ``tell`` each event (``installer.events``), ``progress``
+    the bytes of each download, ``phases`` the timings of its phases (``--timings``); None: no one."""
+
+    tell: Tell | None = None
+    progress: Progress | None = None
+    phases: Phases | None = None
 
 @dataclass(kw_only=True, frozen=True, slots=True)
 class Outcome:
@@ -74,12 +81,12 @@ class Outcome:
         return out
 
 
-def plan(request: Request, *, environ: Mapping[str, str], mirror: str | None = None, offline: bool = False,
-         host: Host | None = None, source: ReleaseSource | None = None,
-         config: FetchConfig | None = None) -> tuple[list[Plan], str, ReleaseSource | None]:
+def plan(request: Request, settings: Settings, *, host: Host | None = None,
+         source: ReleaseSource | None = None) -> tuple[list[Plan], str, ReleaseSource | None]:
     """Listing → choose: the ordered plans with every digest settled, a description of where they
-    come from, and the source (None for ``--from``, which reads no listing). ``config``: the
-    network's limits and settings (``--plain-http``) for the source ``source_for`` chooses.
+    come from, and the source (None for ``--from``, which reads no listing): ``source``, else the
+    one ``source_for`` chooses by ``settings``; ``host``: the machine planned for (default this one,
+    ``detect(settings.host_environ)``).
 
     Raises:
         UsageError: an unknown runtime, a bad ``--mirror``.
@@ -88,13 +95,12 @@ def plan(request: Request, *, environ: Mapping[str, str], mirror: str | None = N
     """
 
     adapter = registry.get(request.id)
-    host = host or detect(environ)
+    host = host or detect(settings.host_environ)
     if request.from_:
         return adapter.plan(request, host), redact_url(request.from_), None
 
     if source is None:
-        source = source_for(mirror=mirror, offline=offline, environ=environ, config=config,
-                            fix=f"run `superfluid runtime install {request.id}` once without --offline")
+        source = source_for(settings, fix=f"run `superfluid runtime install {request.id}` once without --offline")
     try:
         listing = SourceListing(source, adapter.repo)
         plans = [listing.settle(p, request.sha256) for p in adapter.plan(request, host, listing)]
@@ -104,14 +110,12 @@ def plan(request: Request, *, environ: Mapping[str, str], mirror: str | None = N
     return plans, source.describe(), source
 
 
-def install(request: Request, *, environ: Mapping[str, str], mirror: str | None = None, offline: bool = False,
-            dry_run: bool = False, tell: Tell | None = None, progress: Progress | None = None,
-            host: Host | None = None, source: ReleaseSource | None = None, phases: Phases | None = None,
-            kept: Callable[[Sequence[Plan]], Outcome | None] | None = None,
-            config: FetchConfig | None = None) -> Outcome:
+def install(request: Request, settings: Settings, reporter: Reporter | None = None, *, dry_run: bool = False,
+            host: Host | None = None, source: ReleaseSource | None = None,
+            kept: Callable[[Sequence[Plan]], Outcome | None] | None = None) -> Outcome:
     """``superfluid runtime install``: plan, and unless ``dry_run``, fetch, verify, stage, probe and
-    publish the first plan that runs here (``install_plans``); the phases' spans go on ``phases``.
-    ``config`` as ``plan``'s.
+    publish the first plan that runs here (``install_plans``), telling ``reporter`` as it goes (the
+    phases' spans go on its ``phases``). ``settings``, ``host`` and ``source`` as ``plan``'s.
     ``kept`` is asked first with the plans: an outcome it answers (the install is already there) is
     returned as ``kept``, and nothing is fetched.
 
@@ -124,11 +128,11 @@ def install(request: Request, *, environ: Mapping[str, str], mirror: str | None 
         UnsafeArchive, StoreError, MutexBusy: extraction and the store (nothing installed).
     """
 
-    tell = tell or (lambda _event: None)
-    host = host or detect(environ)
-    with phase(phases, "listing"):
-        plans, where, src = plan(request, environ=environ, mirror=mirror, offline=offline, host=host, source=source,
-                                 config=config)
+    reporter = reporter or Reporter()
+    tell = reporter.tell or (lambda _event: None)
+    host = host or detect(settings.host_environ)
+    with phase(reporter.phases, "listing"):
+        plans, where, src = plan(request, settings, host=host, source=source)
     try:
         listed = tuple(src.warnings) if src is not None else ()
         for warning in listed:  # a malformed release entry was skipped: said, never silent
@@ -137,8 +141,8 @@ def install(request: Request, *, environ: Mapping[str, str], mirror: str | None 
             return Outcome(id=request.id, plans=tuple(plans), dry_run=True, source=where, warnings=listed)
         if kept is not None and (same := kept(plans)) is not None:  # already installed: nothing fetched
             return replace(same, source=where, kept=True, warnings=listed + same.warnings)
-        done = install_plans(request.id, plans, environ=environ, source=src, where=where, untested=request.untested,
-                             tell=tell, progress=progress, platform=host.platform, phases=phases,
+        done = install_plans(request.id, plans, settings, reporter, source=src, where=where,
+                             untested=request.untested, platform=host.platform,
                              mirror=src.mirror if src is not None else None)
         return replace(done, warnings=listed + done.warnings)
     finally:
@@ -146,17 +150,16 @@ def install(request: Request, *, environ: Mapping[str, str], mirror: str | None 
             src.close()
 
 
-def install_plans(runtime_id: str, plans: Sequence[Plan], *, environ: Mapping[str, str], where: str,
-                  source: ReleaseSource | None = None, untested: bool = False, tell: Tell | None = None,
-                  progress: Progress | None = None, platform: str | None = None,
-                  lock: Mapping[str, str] | None = None, phases: Phases | None = None,
+def install_plans(runtime_id: str, plans: Sequence[Plan], settings: Settings, reporter: Reporter | None = None, *,
+                  where: str, source: ReleaseSource | None = None, untested: bool = False,
+                  platform: str | None = None, lock: Mapping[str, str] | None = None,
                   mirror: str | None = None) -> Outcome:
     """Fetch, verify, stage, probe and publish the first of ``plans`` (digests settled) that runs
     here; the others are its fallbacks. A plan whose GPU module misses its CUDA runtime is followed
     by its ``retry`` (the same build with its CUDA runtime archive). ``source`` (None: each URL as
     given, through the home's cache) only fetches. ``lock`` (``{"file", "sha256"}``) names the lock
     the plans came from, and ``mirror`` the root of the mirror they are fetched from (a source's
-    ``mirror``, or ``--mirror`` of a lock): the receipt records both.
+    ``mirror``, or ``--mirror`` of a lock): the receipt records both. ``reporter`` as ``install``'s.
 
     Raises:
         NotInstallable: every plan's probe refused (names each reason), or there is none.
@@ -165,8 +168,9 @@ def install_plans(runtime_id: str, plans: Sequence[Plan], *, environ: Mapping[st
         UnsafeArchive, StoreError, MutexBusy: extraction and the store (nothing installed).
     """
 
-    tell = tell or (lambda _event: None)
-    platform = platform or detect(environ).platform
+    reporter = reporter or Reporter()
+    tell, progress, phases = reporter.tell or (lambda _event: None), reporter.progress, reporter.phases
+    platform = platform or detect(settings.host_environ).platform
     adapter = registry.get(runtime_id)
     fallbacks: list[tuple[str, str]] = []
     warnings: list[str] = []
@@ -187,12 +191,12 @@ def install_plans(runtime_id: str, plans: Sequence[Plan], *, environ: Mapping[st
             refused = NotInstallable(f"{p.id} {p.install}: {p.refused}")
             _fall_back(plans, i, p.refused, fallbacks, tell, "installs", refused)
             continue
-        tell(Trying(plan=p, index=i, cached=_cached(p, source, environ)))
-        fill = fill_for(p, source, environ=environ, progress=progress, phases=phases, unchecked=partial(unchecked, p))
-        steps = PlanSteps(adapter, p, fill, environ=environ, untested=untested, platform=platform, lock=lock,
+        tell(Trying(plan=p, index=i, cached=_cached(p, source, settings.home)))
+        fill = fill_for(p, source, settings=settings, progress=progress, phases=phases, unchecked=partial(unchecked, p))
+        steps = PlanSteps(adapter, p, fill, settings=settings, untested=untested, platform=platform, lock=lock,
                           mirror=mirror, phases=phases)
         try:
-            published = install_staged(home(environ), p.id, p.install, steps.stage, steps.probe,
+            published = install_staged(settings.home, p.id, p.install, steps.stage, steps.probe,
                                        on_wait=partial(_waiting, tell, p), command=f"superfluid runtime install {p.id}")
         except ProbeRefused as e:
             if e.missing_runtime is not None and p.retry is not None:  # the same build with its CUDA runtime next
@@ -209,10 +213,10 @@ def install_plans(runtime_id: str, plans: Sequence[Plan], *, environ: Mapping[st
     raise NotInstallable(f"nothing of {runtime_id} to install here")
 
 
-def _cached(p: Plan, source: ReleaseSource | None, environ: Mapping[str, str]) -> tuple[str, ...]:
+def _cached(p: Plan, source: ReleaseSource | None, home: str) -> tuple[str, ...]:
     """The names of ``p``'s remote assets whose digest the download cache holds: the install takes
     them from there (verified again), and their URL is never asked."""
-    cache = source.cache if source is not None else Cache.for_home(home(environ))
+    cache = source.cache if source is not None else Cache.for_home(home)
     return tuple(a.name for a in p.assets
                  if a.sha256 is not None and not is_local(a.url) and cache.blobs.blob_path(a.sha256).exists())
 

@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from superfluid.installer.errors import DownloadError
+from superfluid.installer.settings import MIRROR_VARIABLE, Settings
 from superfluid.installer.sources.choose import source_for
 from superfluid.installer.trust.manifest import fetch_answer
 from superfluid.installer.trust.refusals import NotListed
@@ -20,15 +21,13 @@ from superfluid.manifest.keys import trusted_keys
 from superfluid.manifest.routes import ReleaseList, ReleaseOne
 from superfluid.manifest.verdict import judge_signature
 from superfluid.release_document import read_release
-from superfluid.release_flags import FOR_VARIABLE
+from superfluid.release_flags import FOR_VARIABLE, ForFlags
 from superfluid.runtime.kernel.errors import BadFile, SuperfluidError, UsageError
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
-from superfluid.runtime.kernel.layout import home
 from superfluid.runtime.planning import ForRelease
 from superfluid.trust_flags import trust_from
 
 if TYPE_CHECKING:
-    import argparse
 
     from superfluid.installer.trust.manifest import Trust
 
@@ -144,14 +143,16 @@ def _from_service(url: str, version: str, trust: Trust, **verify: Any) -> ForRel
     return _verified(document, signature.encode("utf-8") if isinstance(signature, str) else None, where, **verify)
 
 
-def _from_github(version: str, environ: Mapping[str, str], **verify: Any) -> ForRelease:
+def _from_github(version: str, environ: Mapping[str, str], settings: Settings, **verify: Any) -> ForRelease:
     """The release ``v<version>``'s compat document and its signature from the superfluid releases.
 
     Raises:
         ReleaseNotFound: no such release; NotInstallable-like BadFile: it carries no compat.json.
     """
     repo = environ.get("SUPERFLUID_RELEASES_REPO") or RELEASES_REPO
-    source = source_for(mirror=None, offline=False, environ=environ)
+    # read online, from SUPERFLUID_MIRROR if it names one (never --mirror: the runtimes' mirror)
+    source = source_for(replace(settings, mirror=settings.mirror_variable, mirror_named_by=MIRROR_VARIABLE,
+                                offline=False))
     try:
         release = source.release(repo, f"v{version.removeprefix('v')}")
         names = {a.name: a for a in release.assets}
@@ -168,31 +169,31 @@ def _from_github(version: str, environ: Mapping[str, str], **verify: Any) -> For
         source.close()
 
 
-def release_for(args: argparse.Namespace, environ: Mapping[str, str]) -> ForRelease | None:
-    """The release ``--for`` (else ``SUPERFLUID_FOR``) names, read and verified; None for neither.
+def release_for(flags: ForFlags, settings: Settings, environ: Mapping[str, str]) -> ForRelease | None:
+    """The release ``--for`` (else ``SUPERFLUID_FOR``) names, read and verified as its ``flags`` say;
+    None for neither.
 
     Raises:
         UsageError: an empty value.
         BadFile, SignatureError, TarballMismatch, DownloadError, ReleaseNotFound: as reading it.
     """
-    value = getattr(args, "for_", None) or environ.get(FOR_VARIABLE) or None
+    value = flags.value or environ.get(FOR_VARIABLE) or None
     if value is None:
         return None
     value = value.strip()
     if not value:
         raise UsageError("--for needs a compat.json file, a URL or a superfluid version")
-    keys = list(getattr(args, "key", None) or [])
-    require = bool(getattr(args, "require_signature", False))
-    verify: dict[str, Any] = {"keys": keys, "home": home(environ), "require_signature": require}
+    keys, require = list(flags.keys), flags.require_signature
+    verify: dict[str, Any] = {"keys": keys, "home": settings.home, "require_signature": require}
     if _is_version(value) and not _VERSION.fullmatch(value):
         raise UsageError(f"--for {value}: not a compat.json file, a URL or a superfluid version (e.g. 0.9.0): "
                          "name an existing file, an https:// URL or a release's version")
     if not _is_version(value):
-        doc, verdict, digest = read_release(value, keys=keys, home=home(environ), require_signature=require)
+        doc, verdict, digest = read_release(value, keys=keys, home=settings.home, require_signature=require)
         _warn_unsigned(verdict.signature, value)
         named = _for_release(doc, b"", value)
         return replace(named, compat_sha256=digest)
     service = environ.get("SUPERFLUID_MANIFEST_URL")
     if service:
-        return _from_service(service, value, trust_from(args, environ), **verify)
-    return _from_github(value, environ, **verify)
+        return _from_service(service, value, trust_from(flags.trust_root, flags.insecure, settings), **verify)
+    return _from_github(value, environ, settings, **verify)

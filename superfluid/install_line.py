@@ -16,18 +16,20 @@ from superfluid.installer.home.store import guard_root, settle
 from superfluid.installer.home.upkeep import first_known, same_archives
 from superfluid.installer.install import Outcome
 from superfluid.installer.mutex import install_mutex
+from superfluid.installer.phases import Phases
+from superfluid.installer.settings import Settings
 from superfluid.installing import check_id, count, home_holds, installed_with, recorded_hint, request_of, show
 from superfluid.paths import regular_file
 from superfluid.runtime.kernel.errors import UsageError
-from superfluid.runtime.kernel.layout import home
 from superfluid.runtime.kernel.output import print_json
 from superfluid.runtime.planning import ForRelease, Plan
+from superfluid.settings import settings_of
 
 __all__ = ["install_line", "already_installed"]
 
 
 def install_line(args: argparse.Namespace, environ: Mapping[str, str],
-                 planned_for: Callable[[], ForRelease | None]) -> int:
+                 planned_for: Callable[[Settings], ForRelease | None]) -> int:
     """``runtime install <id>``, its line checked first, then planned for the release ``planned_for``
     answers (``for_release.release_for``; None: this one).
 
@@ -47,11 +49,11 @@ def install_line(args: argparse.Namespace, environ: Mapping[str, str],
                              f"(e.g. {os.path.join(args.from_, '<name>.tar.gz')}); --mirror {args.from_} "
                              f"reads a directory of release files")
         regular_file("--from", local)  # a FIFO would hold the open; an unreadable file is named now
-    home_holds(args, environ)
-    return _install(args, environ, planned_for())
+    home_holds(environ, dry_run=args.dry_run, offline=args.offline)
+    return _install(args, environ, planned_for)
 
 
-def already_installed(plans: Sequence[Plan], environ: Mapping[str, str]) -> Outcome | None:
+def already_installed(plans: Sequence[Plan], home: str) -> Outcome | None:
     """The install the first plan would make, when it is already here from the same bytes: its
     receipt reads, and records every archive the plan fetches by the digest the plan pins (an
     archive whose digest is not known yet, a ``--from`` file without ``--sha256``, is never
@@ -60,7 +62,7 @@ def already_installed(plans: Sequence[Plan], environ: Mapping[str, str]) -> Outc
     first = first_known(plans)
     if first is None:
         return None
-    root = runtime_root(home(environ), first.id)
+    root = runtime_root(home, first.id)
     if not (root / first.install).is_dir():
         return None
     guard_root(root)  # judged as an install would be: never through a link, under the runtime's lock
@@ -77,16 +79,22 @@ def already_installed(plans: Sequence[Plan], environ: Mapping[str, str]) -> Outc
                        current=current_install(root), pinned=read_pinned(root), kept=True)  # install() says where from
 
 
-def _install(args: argparse.Namespace, environ: Mapping[str, str], for_: ForRelease | None) -> int:
-    request = request_of(args, for_=for_)
-    before = count(args.id, environ)
-    with recorded_hint(args, environ):  # named no mirror and cannot list: the one its installs came from
-        keep = not getattr(args, "reinstall", False)
-        outcome = installed_with(request, args, environ, dry_run=args.dry_run,
-                                 kept=(lambda plans: already_installed(plans, environ)) if keep else None)
+def _install(args: argparse.Namespace, environ: Mapping[str, str],
+             planned_for: Callable[[Settings], ForRelease | None]) -> int:
+    settings = settings_of(environ, mirror=args.mirror, offline=args.offline, plain_http=args.plain_http,
+                           json_mode=args.json)
+    request = request_of(args.id, for_=planned_for(settings), version=args.want_version, backend=args.backend,
+                         from_=args.from_, sha256=args.sha256, untested=args.untested)
+    phases = Phases.since_process_start() if args.timings else None
+    before = count(args.id, settings.home)
+    # named no mirror and cannot list: the one its installs came from
+    with recorded_hint(args.id, args.sub, settings, from_=args.from_):
+        keep = not args.reinstall
+        outcome = installed_with(request, settings, json_mode=args.json, dry_run=args.dry_run, phases=phases,
+                                 kept=(lambda plans: already_installed(plans, settings.home)) if keep else None)
     if outcome.kept:
         return _kept(outcome, args)
-    show(outcome, args, before)
+    show(outcome, json_mode=args.json, before=before, phases=phases)
     return 0
 
 

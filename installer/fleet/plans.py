@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from superfluid.installer.config import FetchConfig
 from superfluid.installer.fleet.lockfile import Engine, Lock, LockFileError, Target
 from superfluid.installer.install import plan
+from superfluid.installer.settings import Settings
 from superfluid.installer.sources.choose import source_for
 from superfluid.installer.sources.mirror import path_of_url
 from superfluid.installer.sources.release_source import Download, ReleaseSource
@@ -180,12 +180,11 @@ class _Recording:
         self.inner.close()
 
 
-def plan_engine(request: Request, target: Target, *, environ: Mapping[str, str], mirror: str | None = None,
-                offline: bool = False, config: FetchConfig | None = None) -> Engine:
+def plan_engine(request: Request, target: Target, settings: Settings) -> Engine:
     """The engine of ``target``: the first plan ``install.plan`` answers for ``request`` on a machine
     of the target's kind (``host_for``), its digests settled, with the evidence it was chosen on.
     Every lock's engine comes from here. A plan whose files the release does not publish (``absent``)
-    is skipped, as an install skips it. ``config`` as ``install.plan``'s.
+    is skipped, as an install skips it. ``settings`` as ``install.plan``'s.
 
     Raises:
         NotInstallable: nothing of the runtime installs on such a machine.
@@ -195,9 +194,8 @@ def plan_engine(request: Request, target: Target, *, environ: Mapping[str, str],
     """
 
     repo = registry.get(request.id).repo
-    source = _Recording(source_for(mirror=mirror, offline=offline, environ=environ, config=config,
-                                   fix="run `superfluid lock` once without --offline"))
-    plans, _, _ = plan(request, environ=environ, host=host_for(target.platform, target.host), source=source)
+    source = _Recording(source_for(settings, fix="run `superfluid lock` once without --offline"))
+    plans, _, _ = plan(request, settings, host=host_for(target.platform, target.host), source=source)
     source.close()
     first = first_published(plans)
     if first is None:

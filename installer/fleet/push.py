@@ -17,6 +17,7 @@ from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.fleet.lockfile import Engine, Lock, LockedFile, LockFileError
 from superfluid.installer.fleet.sync import fetch_files, files_of, listing
+from superfluid.installer.settings import Settings
 from superfluid.installer.sources.mirror import listing_path
 from superfluid.installer.sources.oci.client import Registry, registry_for
 from superfluid.installer.sources.oci.ref import (
@@ -34,7 +35,6 @@ from superfluid.installer.sources.oci.ref import (
 from superfluid.installer.transport.progress import Progress
 from superfluid.runtime.kernel.errors import BadFile
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
-from superfluid.runtime.kernel.layout import home
 
 __all__ = ["Pushed", "push", "engine_manifests"]
 
@@ -110,37 +110,37 @@ def _index(net: Registry, lock: Lock, repo: str, body: bytes) -> bytes:
                     annotations={"superfluid.repo": repo})
 
 
-def _local_copies(files: Sequence[LockedFile], *, environ: Mapping[str, str], progress: Progress | None,
+def _local_copies(files: Sequence[LockedFile], *, settings: Settings, progress: Progress | None,
                   config: FetchConfig) -> list[Path]:
     """Each file's verified bytes in the home's cache, fetched from the lock's URL (a registry's
     too, by digest), in order."""
     plain = [f for f in files if not is_oci(f.url)]
-    got: dict[str, Path] = dict(zip((str(f.sha256) for f in plain), fetch_files(plain, environ=environ,
+    got: dict[str, Path] = dict(zip((str(f.sha256) for f in plain), fetch_files(plain, settings=settings,
                                                                                  progress=progress), strict=True))
     for f in files:
         if is_oci(f.url):
-            got[f.sha256] = _from_registry(f, environ=environ, progress=progress, config=config)
+            got[f.sha256] = _from_registry(f, settings=settings, progress=progress, config=config)
     return [got[f.sha256] for f in files]
 
 
-def _from_registry(f: LockedFile, *, environ: Mapping[str, str], progress: Progress | None,
+def _from_registry(f: LockedFile, *, settings: Settings, progress: Progress | None,
                    config: FetchConfig) -> Path:
     ref = ref_of_url(f.url, plain_http=config.oci_plain_http)
     if ref is None:
         raise LockFileError(f"{f.name}: {f.url} names no registry repository", fix="lock it again")
-    net = registry_for(ref, environ, config)
+    net = registry_for(ref, settings, config)
     try:
-        return download(f.url, f.sha256, f.size, cache=Cache.for_home(home(environ)),
+        return download(f.url, f.sha256, f.size, cache=Cache.for_home(settings.home),
                         fetcher=net.fetcher({f.url: f.sha256}), progress=progress, name=f.name).path
     finally:
         net.close()
 
 
-def push(lock: Lock, ref: OciRef, *, environ: Mapping[str, str], progress: Progress | None = None,
-         tell: Callable[[str], None] | None = None, config: FetchConfig | None = None,
-         registry: Registry | None = None) -> Pushed:
+def push(lock: Lock, ref: OciRef, settings: Settings, *, progress: Progress | None = None,
+         tell: Callable[[str], None] | None = None, registry: Registry | None = None) -> Pushed:
     """Push every file ``lock`` names to ``ref`` (see the module doc), through ``registry`` (default
-    ``registry_for``'s; a lock's ``oci://`` files are read with ``config.oci_plain_http``).
+    ``registry_for``'s; a lock's ``oci://`` files are read with its config's ``oci_plain_http``, else
+    ``settings.fetch``'s).
 
     Raises:
         BadFile: the auth file, or a listing or index the registry holds, is broken (nothing sent).
@@ -148,9 +148,9 @@ def push(lock: Lock, ref: OciRef, *, environ: Mapping[str, str], progress: Progr
         DownloadError: the registry refused, or a transfer failed after the retries (what was sent
             stays: a push again sends the rest).
     """
-    config = config or (registry.config if registry is not None else FetchConfig())
+    config = registry.config if registry is not None else settings.fetch
     tell = tell or (lambda _line: None)
-    net = registry or registry_for(ref, environ, config, push=True)
+    net = registry or registry_for(ref, settings, config, push=True)
     try:
         files = [f for _, _, f in files_of(lock)]
         repos = sorted({e.repo for e in lock.engines})
@@ -164,7 +164,7 @@ def push(lock: Lock, ref: OciRef, *, environ: Mapping[str, str], progress: Progr
         missing = {sha: b for sha, b in blobs.items() if not net.has_blob(sha)}
         present = [b[0] for sha, b in blobs.items() if sha not in missing]
         fetch = [src for _, _, src in missing.values() if isinstance(src, LockedFile)]
-        copies = _local_copies(fetch, environ=environ, progress=progress, config=config)
+        copies = _local_copies(fetch, settings=settings, progress=progress, config=config)
         local: dict[str, Path] = dict(zip((str(f.sha256) for f in fetch), copies, strict=True))
         sent = 0
         for sha, (title, size, src) in missing.items():

@@ -20,13 +20,13 @@ from superfluid.installer.cache.download import Wanted, download_many
 from superfluid.installer.cache.stores import Cache
 from superfluid.installer.files import writer_alive
 from superfluid.installer.fleet.lockfile import Lock, LockedFile, LockFileError
+from superfluid.installer.settings import Settings
 from superfluid.installer.sources.mirror import listing_path
 from superfluid.installer.sources.release_source import fetcher_for
 from superfluid.installer.transport.urls import origin_of
 from superfluid.runtime.kernel.atomic import atomic_file, write_atomic
 from superfluid.runtime.kernel.errors import BadFile
 from superfluid.runtime.kernel.jsonread import UntrustedJson, read_json
-from superfluid.runtime.kernel.layout import home
 from superfluid.runtime.kernel.ordering import version_key
 
 __all__ = ["Synced", "Problem", "files_of", "fetch_files", "sync", "verify", "listing"]
@@ -94,16 +94,16 @@ def _place(blob: Path, target: Path) -> None:
         shutil.copyfileobj(src, out, 1 << 20)
 
 
-def fetch_files(files: Sequence[LockedFile], *, environ: Mapping[str, str], progress: Any) -> list[Path]:
+def fetch_files(files: Sequence[LockedFile], *, settings: Settings, progress: Any) -> list[Path]:
     """Each file's verified blob in the home's cache, fetched from its URL (one fetcher per origin)."""
 
-    cache = Cache.for_home(home(environ))
+    cache = Cache.for_home(settings.home)
     by_origin: dict[str, list[int]] = {}
     for i, f in enumerate(files):
         by_origin.setdefault(origin_of(f.url) if "://" in f.url else f.url, []).append(i)
     out: list[Path | None] = [None] * len(files)
     for indexes in by_origin.values():
-        fetcher = fetcher_for(files[indexes[0]].url, plain_http=True, environ=environ)
+        fetcher = fetcher_for(files[indexes[0]].url, settings.fetch, plain_http=True, proxied=settings.proxied)
         try:
             done = download_many([Wanted(files[i].url, files[i].sha256, files[i].size, files[i].name)
                                   for i in indexes], cache=cache, fetcher=fetcher, progress=progress)
@@ -114,7 +114,7 @@ def fetch_files(files: Sequence[LockedFile], *, environ: Mapping[str, str], prog
     return [p for p in out if p is not None]
 
 
-def sync(lock: Lock, root: str | os.PathLike[str], *, environ: Mapping[str, str], progress: Any = None,
+def sync(lock: Lock, root: str | os.PathLike[str], settings: Settings, *, progress: Any = None,
          tell: Callable[[str], None] | None = None) -> Synced:
     """Make ``root`` a mirror of every file ``lock`` names (see the module doc).
 
@@ -145,7 +145,7 @@ def sync(lock: Lock, root: str | os.PathLike[str], *, environ: Mapping[str, str]
         missing.append(f)
     for f in missing:
         tell(f"fetching {f.path} ({f.size} bytes) from {f.url}")
-    for f, blob in zip(missing, fetch_files(missing, environ=environ, progress=progress), strict=True):
+    for f, blob in zip(missing, fetch_files(missing, settings=settings, progress=progress), strict=True):
         _place(blob, _target(base, f.path))
     written = []
     for repo, doc in listings.items():

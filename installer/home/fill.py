@@ -5,7 +5,7 @@ See docs/install.md, "The sequence".
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,13 +19,13 @@ from superfluid.installer.transport.urls import path_of_file_url
 from superfluid.installer.unpack.extract import extract_all
 from superfluid.installer.unpack.stream import download_and_extract, streams
 from superfluid.runtime.kernel.errors import UsageError
-from superfluid.runtime.kernel.layout import home
 from superfluid.runtime.planning import PlanAsset, is_local
 
 if TYPE_CHECKING:
     from superfluid.installer.cache.download import Download, Progress
     from superfluid.installer.cache.stores import Cache
     from superfluid.installer.phases import Phases
+    from superfluid.installer.settings import Settings
     from superfluid.installer.sources.release_source import ReleaseSource
     from superfluid.runtime.planning import Plan
 
@@ -39,7 +39,7 @@ Fill = Callable[[Path], Sequence[Verified]]
 Unchecked = Callable[[str, str], None]
 
 
-def fill_for(p: Plan, source: ReleaseSource | None, *, environ: Mapping[str, str], progress: Progress | None,
+def fill_for(p: Plan, source: ReleaseSource | None, *, settings: Settings, progress: Progress | None,
              phases: Phases | None, unchecked: Unchecked) -> Fill:
     """The fill of ``p``'s staging: streamed when ``p`` may stream (see the module doc), else
     ``fetch``ed now (the ``download`` phase) and extracted from the verified files when staged.
@@ -49,15 +49,15 @@ def fill_for(p: Plan, source: ReleaseSource | None, *, environ: Mapping[str, str
         as ``fetch`` (nothing is fetched for a plan that streams: that happens when it is staged).
     """
 
-    fill = _streaming(p, source, environ=environ, progress=progress, phases=phases)
+    fill = _streaming(p, source, settings=settings, progress=progress, phases=phases)
     if fill is not None:
         return fill
     with phase(phases, "download"):
-        fetched = fetch(p, source, environ=environ, progress=progress, unchecked=unchecked)
+        fetched = fetch(p, source, settings=settings, progress=progress, unchecked=unchecked)
     return _extracting(fetched, phases)
 
 
-def fetch(p: Plan, source: ReleaseSource | None, *, environ: Mapping[str, str], progress: Progress | None,
+def fetch(p: Plan, source: ReleaseSource | None, *, settings: Settings, progress: Progress | None,
           unchecked: Unchecked) -> list[Verified]:
     """Every asset of ``p`` verified on disk, in plan order.
 
@@ -87,23 +87,19 @@ def fetch(p: Plan, source: ReleaseSource | None, *, environ: Mapping[str, str], 
             unchecked(str(path), got)
         out.append((a, path, got))
     if remote:
-        done = _download(remote, source, environ=environ, progress=progress)
+        done = _download(remote, source, settings=settings, progress=progress)
         out.extend((a, d.path, d.sha256) for a, d in zip(remote, done, strict=True))
     order = {a.name: i for i, a in enumerate(p.assets)}
     return sorted(out, key=lambda t: order[t[0].name])
 
 
-def _home_cache(environ: Mapping[str, str]) -> Cache:
-    return Cache.for_home(home(environ))
-
-
-def _download(assets: Sequence[PlanAsset], source: ReleaseSource | None, *, environ: Mapping[str, str],
+def _download(assets: Sequence[PlanAsset], source: ReleaseSource | None, *, settings: Settings,
               progress: Progress | None) -> list[Download]:
     if source is None:  # --from URL: a fetcher for that URL, the home's cache
-        fetcher = fetcher_for(assets[0].url, plain_http=True, environ=environ)
+        fetcher = fetcher_for(assets[0].url, settings.fetch, plain_http=True, proxied=settings.proxied)
         try:
             return download_many([Wanted(a.url, a.sha256, a.size, a.name) for a in assets],
-                                 cache=_home_cache(environ), fetcher=fetcher, progress=progress)
+                                 cache=Cache.for_home(settings.home), fetcher=fetcher, progress=progress)
         finally:
             fetcher.close()
 
@@ -121,7 +117,7 @@ def _extracting(fetched: Sequence[Verified], phases: Phases | None) -> Fill:
     return fill
 
 
-def _streaming(p: Plan, source: ReleaseSource | None, *, environ: Mapping[str, str], progress: Progress | None,
+def _streaming(p: Plan, source: ReleaseSource | None, *, settings: Settings, progress: Progress | None,
                phases: Phases | None) -> Fill | None:
     """The fill that downloads ``p``'s archive and extracts it in the same pass, or None when ``p``
     is not such a plan (see the module doc)."""
@@ -131,14 +127,14 @@ def _streaming(p: Plan, source: ReleaseSource | None, *, environ: Mapping[str, s
     a = p.assets[0]
     if is_local(a.url) or a.sha256 is None or a.size is None or not streams(a.name):
         return None
-    cache = source.cache if source is not None else _home_cache(environ)
+    cache = source.cache if source is not None else Cache.for_home(settings.home)
     if cache.blobs.blob_path(a.sha256).exists():
         return None  # the warm cache: extracted from the verified file
     sha256, size = a.sha256, a.size
 
     def fill(lib: Path) -> Sequence[Verified]:
         fetcher = (source.fetcher_of({a.url: sha256}) if source is not None
-                   else fetcher_for(a.url, plain_http=True, environ=environ))
+                   else fetcher_for(a.url, settings.fetch, plain_http=True, proxied=settings.proxied))
         try:
             got = download_and_extract(a.url, sha256, size, lib, cache=cache, fetcher=fetcher, progress=progress,
                                        name=a.name, phases=phases)

@@ -6,7 +6,7 @@ See docs/install.md, "Verifying an install later".
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,7 +19,7 @@ from superfluid.installer.sources.mirror import asset_path, path_of_url, root_of
 from superfluid.installer.transport.urls import path_of_file_url
 from superfluid.installer.unpack.extract import extract_all
 from superfluid.runtime.kernel.errors import SuperfluidError
-from superfluid.runtime.kernel.layout import LIB, home
+from superfluid.runtime.kernel.layout import LIB
 from superfluid.runtime.kernel.receipt import RECEIPT
 from superfluid.runtime.kernel.record import compare, files_of, record_tree
 from superfluid.runtime.planning import Plan, PlanAsset, Sha256, is_local
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from superfluid.installer.home.fill import Verified
     from superfluid.installer.home.publish import Published
     from superfluid.installer.mutex import MutexOwner
+    from superfluid.installer.settings import Settings
     from superfluid.runtime.kernel.receipt import Receipt
     from superfluid.runtime.planning import Plan, PlanAsset
 
@@ -111,9 +112,9 @@ def _elsewhere(p: Plan, a: PlanAsset) -> str:
             f"checked against the receipt's digest; or {copy}")
 
 
-def _fetch(p: Plan, *, environ: Mapping[str, str], offline: bool, progress: Progress | None) -> list[Verified]:
+def _fetch(p: Plan, *, settings: Settings, progress: Progress | None) -> list[Verified]:
     """Every archive of ``p`` verified on disk, in plan order: from the cache when it holds the
-    digest (re-hashed), else from its source (a local file hashed in place; with ``offline``,
+    digest (re-hashed), else from its source (a local file hashed in place; with ``settings.offline``,
     nothing remote).
 
     Raises:
@@ -123,7 +124,7 @@ def _fetch(p: Plan, *, environ: Mapping[str, str], offline: bool, progress: Prog
     """
 
 
-    cache = Cache.for_home(home(environ))
+    cache = Cache.for_home(settings.home)
     found: dict[int, Verified] = {}
     rest: list[tuple[int, PlanAsset]] = []
     for i, a in enumerate(p.assets):
@@ -137,7 +138,7 @@ def _fetch(p: Plan, *, environ: Mapping[str, str], offline: bool, progress: Prog
             if not os.path.isfile(local):
                 raise NotRestorable(f"{p.id} {p.install}: {local}, the file it was installed from, is gone (and the "
                                     "cache does not hold it)", fix=_elsewhere(p, a))
-        elif offline:
+        elif settings.offline:
             raise OfflineMissing(f"archive {a.name} of {p.id} {p.install} (sha256 {a.sha256})", url=a.url,
                                  fix=f"run `superfluid runtime repair {p.id} {p.install}` without --offline")
         rest.append((i, a))
@@ -146,13 +147,13 @@ def _fetch(p: Plan, *, environ: Mapping[str, str], offline: bool, progress: Prog
         raise AssertionError("a restored source without a digest")
 
     if rest:
-        got = fetch(replace(p, assets=tuple(a for _, a in rest)), None, environ=environ, progress=progress,
+        got = fetch(replace(p, assets=tuple(a for _, a in rest)), None, settings=settings, progress=progress,
                     unchecked=unchecked)
         found.update(zip((i for i, _ in rest), got, strict=True))
     return [found[i] for i in range(len(p.assets))]
 
 
-def restore(receipt: Receipt, *, environ: Mapping[str, str], offline: bool = False, mirror_root: str | None = None,
+def restore(receipt: Receipt, settings: Settings, *, mirror_root: str | None = None,
             progress: Progress | None = None, on_wait: Callable[[MutexOwner], None] | None = None) -> Published:
     """Put the install ``receipt`` describes back as it records it (see the module doc).
 
@@ -168,7 +169,7 @@ def restore(receipt: Receipt, *, environ: Mapping[str, str], offline: bool = Fal
         raise NotRestorable(f"{receipt.id} {receipt.install}: {why}")
     recorded = [r for r in files_of(receipt) or () if r.path != receipt.worker]
     p = plan_of(receipt, mirror_root=mirror_root)
-    fetched = _fetch(p, environ=environ, offline=offline, progress=progress)
+    fetched = _fetch(p, settings=settings, progress=progress)
 
     def stage(staging: Path) -> Receipt:
         extract_all([path for _, path, _ in fetched], staging / LIB)
@@ -181,5 +182,5 @@ def restore(receipt: Receipt, *, environ: Mapping[str, str], offline: bool = Fal
                                     "it again")
         return receipt
 
-    return install_staged(home(environ), receipt.id, receipt.install, stage, lambda _staging: None, on_wait=on_wait,
+    return install_staged(settings.home, receipt.id, receipt.install, stage, lambda _staging: None, on_wait=on_wait,
                           command=f"superfluid runtime repair {receipt.id} {receipt.install}")

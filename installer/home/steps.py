@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from superfluid.installer.home.fill import Fill, Verified
     from superfluid.installer.phases import Phases
+    from superfluid.installer.settings import Settings
     from superfluid.runtime.adapter import Adapter
     from superfluid.runtime.hostfacts.host import Host
     from superfluid.runtime.kernel.receipt import Receipt
@@ -44,10 +45,10 @@ class PlanSteps:
     it and answers its receipt; ``probed`` is when that receipt was made (``time.monotonic()``, 0
     before: the ``publish`` phase starts there)."""
 
-    def __init__(self, adapter: Adapter, p: Plan, fill: Fill, *, environ: Mapping[str, str], untested: bool,
+    def __init__(self, adapter: Adapter, p: Plan, fill: Fill, *, settings: Settings, untested: bool,
                  platform: str, lock: Mapping[str, str] | None = None, mirror: str | None = None,
                  phases: Phases | None = None) -> None:
-        self.adapter, self.plan, self.fill, self.environ, self.untested = adapter, p, fill, environ, untested
+        self.adapter, self.plan, self.fill, self.settings, self.untested = adapter, p, fill, settings, untested
         self.platform, self.lock, self.mirror, self.phases = platform, lock, mirror, phases
         self.fetched: Sequence[Verified] = ()
         self.probed = 0.0
@@ -61,7 +62,7 @@ class PlanSteps:
         argv = probe_argv(self.adapter, self.plan, staging)
         try:
             self._primed_launcher = _identity(argv[0])
-            self._primed = start_worker(argv, environ=probe_environ(self.environ), primed=True)
+            self._primed = start_worker(argv, environ=probe_environ(self.settings), primed=True)
         except (OSError, WorkerFailed):
             self._primed = None  # the probe starts it again, and says why it cannot
         try:
@@ -82,7 +83,7 @@ class PlanSteps:
 
         primed, self._primed = self._primed, None
         try:
-            check_staged(self.plan, staging, detect(self.environ))
+            check_staged(self.plan, staging, detect(self.settings.host_environ))
         except ProbeRefused:
             if primed is not None:
                 stop_worker(primed)
@@ -91,7 +92,7 @@ class PlanSteps:
             stop_worker(primed)
             primed = None
         with phase(self.phases, "probe"):
-            probed = probe_staged(self.adapter, self.plan, staging, environ=self.environ, untested=self.untested,
+            probed = probe_staged(self.adapter, self.plan, staging, settings=self.settings, untested=self.untested,
                                   primed=primed)
         receipt = receipt_for(self.plan, [Source(a.url, sha) for a, _, sha in self.fetched], probed, self.platform,
                               lock=self.lock, mirror=self.mirror)
@@ -140,12 +141,13 @@ def check_staged(p: Plan, staging: Path, host: Host) -> None:
         raise ProbeRefused(p, refusal(verdict, p.id))
 
 
-def probe_environ(environ: Mapping[str, str]) -> dict[str, str]:
-    """``environ`` without any worker override (``registry.env_override``): the staged worker's
-    check is the staged install's own, never a worker the user named for another command."""
+def probe_environ(settings: Settings) -> dict[str, str]:
+    """The staged worker's environment: the command's (``settings.host_environ``) without any worker
+    override (``registry.env_override``): the staged worker's check is the staged install's own,
+    never a worker the user named for another command."""
 
     overrides = {registry.env_override(runtime_id) for runtime_id in registry.IDS}
-    return {k: v for k, v in environ.items() if k not in overrides}
+    return {k: v for k, v in settings.host_environ.items() if k not in overrides}
 
 
 def probe_argv(adapter: Adapter, p: Plan, staging: Path) -> list[str]:
@@ -154,7 +156,7 @@ def probe_argv(adapter: Adapter, p: Plan, staging: Path) -> list[str]:
     return [str(staging / worker_path(p.id)), *adapter.probe_argv(str(staging / LIB))]
 
 
-def probe_staged(adapter: Adapter, p: Plan, staging: Path, *, environ: Mapping[str, str], untested: bool,
+def probe_staged(adapter: Adapter, p: Plan, staging: Path, *, settings: Settings, untested: bool,
                  primed: subprocess.Popen[bytes] | None = None) -> Probed:
     """Run the staged worker's check in a subprocess (``probe_environ``, stdin closed, a timeout)
     and judge its report (``Adapter.judge_probe``). ``primed``: that worker, started primed before the
@@ -166,7 +168,7 @@ def probe_staged(adapter: Adapter, p: Plan, staging: Path, *, environ: Mapping[s
 
     argv = probe_argv(adapter, p, staging)
     try:
-        proc = primed if primed is not None else start_worker(argv, environ=probe_environ(environ))
+        proc = primed if primed is not None else start_worker(argv, environ=probe_environ(settings))
         report = answer_json(finish_worker(proc, argv, timeout=PROBE_TIMEOUT), accept=(0, 1))
     except WorkerFailed as e:
         raise ProbeRefused(p, f"its check failed: {e.reason}") from None

@@ -4,20 +4,19 @@ the cache alone."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Protocol
 from urllib.parse import urlsplit
 
 from superfluid.installer.cache.stores import Cache
-from superfluid.installer.config import DEFAULT_GITHUB_API, FetchConfig
-from superfluid.installer.sources.github import GitHubClient, token_from
+from superfluid.installer.config import FetchConfig
+from superfluid.installer.settings import Settings
+from superfluid.installer.sources.github import GitHubClient
 from superfluid.installer.sources.mirror import Mirror, mirror_root_url
 from superfluid.installer.sources.oci.source import oci_source
 from superfluid.installer.sources.release_source import ListedSource, OfflineSource, ReleaseSource, basic_credential
 from superfluid.installer.transport.fetcher import Fetcher
 from superfluid.installer.transport.files import FileFetcher, NoNetworkFetcher
 from superfluid.installer.transport.loopback import network_fetcher
-from superfluid.runtime.kernel import layout
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.redact import redact_text
 
@@ -31,7 +30,7 @@ class SourceFactory(Protocol):
         where: the URL as given.
         named_by: who gave it (``--mirror``, or ``SUPERFLUID_MIRROR``), for messages.
         offline: the cache alone: open no connection.
-        environ: the environment the face read.
+        settings: what the face settled (the registry's auth files, the proxy).
         config: limits and settings.
         cache: the download cache.
         fix: the command that fills the cache, quoted when ``offline`` lacks something.
@@ -41,7 +40,7 @@ class SourceFactory(Protocol):
         UsageError: ``where`` is not a URL this kind of source reads (names ``named_by``, with the fix).
     """
 
-    def __call__(self, where: str, *, named_by: str, offline: bool, environ: Mapping[str, str],
+    def __call__(self, where: str, *, named_by: str, offline: bool, settings: Settings,
                  config: FetchConfig, cache: Cache, fix: str | None, fetcher: Fetcher | None) -> ReleaseSource: ...
 
 
@@ -58,25 +57,20 @@ def scheme_of(where: str) -> str:
 
 
 def source_for(
+    settings: Settings,
     *,
-    mirror: str | None,
-    offline: bool,
-    environ: Mapping[str, str],
-    config: FetchConfig | None = None,
     cache: Cache | None = None,
     fetcher: Fetcher | None = None,
     fix: str | None = None,
 ) -> ReleaseSource:
-    """The source a command uses: ``--mirror``/``SUPERFLUID_MIRROR`` if named (a scheme of ``SCHEMES``
-    by its factory), else GitHub (``SUPERFLUID_GITHUB_API``, ``GH_TOKEN``/``GITHUB_TOKEN``); with
-    ``offline`` the cache alone (a directory mirror is read in place, which opens no connection).
+    """The source a command uses: ``settings.mirror`` (``--mirror``/``SUPERFLUID_MIRROR``) if named (a
+    scheme of ``SCHEMES`` by its factory), else GitHub (``settings.github_api``, ``github_token``); with
+    ``settings.offline`` the cache alone (a directory mirror is read in place, which opens no connection).
 
     Args:
-        mirror: ``--mirror`` as given, or ``None`` (then ``SUPERFLUID_MIRROR``; empty is unset).
-        offline: ``--offline``.
-        environ: the environment the face read (never ``os.environ`` implicitly).
-        config: limits and settings (default ``FetchConfig()``; ``oci_plain_http`` for a registry).
-        cache: the cache (default ``$SUPERFLUID_HOME/cache``).
+        settings: what the face settled from the flags and the environment; its ``fetch`` are the
+            limits (``oci_plain_http`` for a registry), unless ``fetcher`` brings its own.
+        cache: the cache (default the home's).
         fetcher: the network seam for online sources (default ``network_fetcher``'s; a registry's
             requests go through it too; tests inject).
         fix: the command that fills the cache, quoted when ``offline`` lacks something.
@@ -85,13 +79,12 @@ def source_for(
         UsageError: ``--mirror`` (or ``SUPERFLUID_MIRROR``, named as such) is neither an http(s) URL
             nor a directory, nor a URL a source of ``SCHEMES`` reads.
     """
-    config = config or (fetcher.config if fetcher is not None else FetchConfig())
-    cache = cache or Cache.for_home(layout.home(environ))
-    named_by = "--mirror" if mirror else "SUPERFLUID_MIRROR"
-    mirror = mirror or environ.get("SUPERFLUID_MIRROR") or None
+    config = fetcher.config if fetcher is not None else settings.fetch
+    cache = cache or Cache.for_home(settings.home)
+    mirror, named_by, offline = settings.mirror, settings.mirror_named_by, settings.offline
     factory = SCHEMES.get(scheme_of(mirror)) if mirror else None
     if mirror and factory is not None:
-        return factory(mirror, named_by=named_by, offline=offline, environ=environ, config=config, cache=cache,
+        return factory(mirror, named_by=named_by, offline=offline, settings=settings, config=config, cache=cache,
                        fix=fix, fetcher=fetcher)
     if mirror:
         try:
@@ -112,16 +105,17 @@ def source_for(
                                  fix=fix, mirror=root)
         if fetcher is not None and credential is not None and fetcher.credential is None:
             fetcher.credential = credential
-        net = fetcher or network_fetcher(root, environ, config, plain_http_origins=[root], credential=credential)
+        net = fetcher or network_fetcher(root, config, proxied=settings.proxied, plain_http_origins=[root],
+                                         credential=credential)
         return ListedSource(Mirror(root, net, cache), cache, net, mirror=root)
-    api_set = environ.get("SUPERFLUID_GITHUB_API") or ""
-    api = api_set or DEFAULT_GITHUB_API
+    api_set = settings.github_api
+    api = settings.api
     if urlsplit(api).scheme not in ("https", "http"):
         raise UsageError(f"SUPERFLUID_GITHUB_API={api}: not an http(s) URL",
                          fix="set it to the API base, e.g. https://github.example.com/api/v3")
-    token = token_from(environ)
+    token = settings.github_token
     if offline:
         client = GitHubClient(NoNetworkFetcher(config), cache, api_base=api, offline=True)
         return OfflineSource(client, cache, config=config, fix=fix)
-    net = fetcher or network_fetcher(api, environ, config, plain_http_origins=[api] if api_set else ())
+    net = fetcher or network_fetcher(api, config, proxied=settings.proxied, plain_http_origins=[api] if api_set else ())
     return ListedSource(GitHubClient(net, cache, api_base=api, token=token), cache, net)

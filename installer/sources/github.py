@@ -52,12 +52,12 @@ def check_repo(repo: str) -> tuple[str, str]:
     return owner, name
 
 
-def token_from(environ: Mapping[str, str]) -> str | None:
-    """The API token: ``GH_TOKEN``, else ``GITHUB_TOKEN`` (as the ``gh`` command orders them)."""
-    for var in ("GH_TOKEN", "GITHUB_TOKEN"):
-        value = environ.get(var, "").strip()
-        if value:
-            return value
+def token_from(*values: str | None) -> str | None:
+    """The API token: the first of ``values`` set and not blank, stripped; the face gives ``GH_TOKEN``,
+    then ``GITHUB_TOKEN`` (as the ``gh`` command orders them)."""
+    for value in values:
+        if value and value.strip():
+            return value.strip()
     return None
 
 

@@ -394,15 +394,17 @@ def basic_credential(url: str) -> tuple[str, Credential | None]:
 
 
 def fetcher_for(url: str, config: FetchConfig | None = None, *, plain_http: bool = False,
-                environ: Mapping[str, str] | None = None) -> Fetcher:
+                proxied: bool | None = None) -> Fetcher:
     """A fetcher for one URL given by the user (``--from``): ``FileFetcher`` for ``file://``,
     else the network's (``plain_http`` allows ``http://`` to that URL's host; a ``user:password@``
-    in it is sent to that origin as Basic authorization): with ``environ``, chosen as a source's is
-    (``network_fetcher``: the standard library's for this machine), else ``RequestsFetcher``."""
+    in it is sent to that origin as Basic authorization): with ``proxied`` (``Settings.proxied``),
+    chosen as a source's is (``network_fetcher``: the standard library's for this machine), else
+    ``RequestsFetcher``."""
     if urlsplit(url).scheme == "file":
         return FileFetcher(config)
     clean, credential = basic_credential(url)
     origins = [clean] if plain_http else []
-    if environ is None:
+    if proxied is None:
         return RequestsFetcher(config, plain_http_origins=origins, credential=credential)
-    return network_fetcher(clean, environ, config or FetchConfig(), plain_http_origins=origins, credential=credential)
+    return network_fetcher(clean, config or FetchConfig(), proxied=proxied, plain_http_origins=origins,
+                           credential=credential)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import http.client
 import threading
 import zlib
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,19 +23,18 @@ PROXY_VARIABLES = ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY")
 _DECODERS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 
 
-def serves(url: str, environ: Mapping[str, str]) -> bool:
+def serves(url: str, *, proxied: bool) -> bool:
     """Whether ``LoopbackFetcher`` reads ``url`` as ``RequestsFetcher`` would: plain ``http://`` to
-    loopback, no proxy in ``environ``."""
-    return urlsplit(url).scheme.lower() == "http" and is_loopback(url) and not any(
-        environ.get(name) for name in PROXY_VARIABLES)
+    loopback, no proxy named (``proxied``: one of ``PROXY_VARIABLES`` is set)."""
+    return urlsplit(url).scheme.lower() == "http" and is_loopback(url) and not proxied
 
 
-def network_fetcher(root: str, environ: Mapping[str, str], config: FetchConfig, *,
-                    plain_http_origins: Collection[str] = (), credential: Credential | None = None) -> Fetcher:
+def network_fetcher(root: str, config: FetchConfig, *, proxied: bool, plain_http_origins: Collection[str] = (),
+                    credential: Credential | None = None) -> Fetcher:
     """The fetcher for a server at ``root``: the standard library's for plain ``http://`` to this
     machine when it serves it as ``requests`` would (``serves``: no proxy named), so that reading a
     local mirror or registry does not import ``requests``; else ``RequestsFetcher``."""
-    kind = LoopbackFetcher if serves(root, environ) else RequestsFetcher
+    kind = LoopbackFetcher if serves(root, proxied=proxied) else RequestsFetcher
     return kind(config, plain_http_origins=plain_http_origins, credential=credential)
 
 

@@ -7,8 +7,10 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import IO, Any
+
+from superfluid.installer.settings import ProgressMode
 
 __all__ = ["Progress", "TerminalProgress", "progress_for", "bar_line", "size_text", "rate_text", "eta_text"]
 
@@ -179,11 +181,11 @@ class TerminalProgress(Progress):
         self.frames += 1
 
 
-def progress_for(stream: IO[str] | None = None, *, environ: Mapping[str, str], json_mode: bool = False) -> Progress:
-    """A progress bar on ``stream`` (default stderr) when it is a terminal; silence with ``CI``
-    set (non-empty), when it is not a TTY, or in ``--json`` mode."""
+def progress_for(stream: IO[str] | None = None, *, mode: ProgressMode) -> Progress:
+    """A progress bar on ``stream`` (default stderr) when ``mode`` is ``"terminal"`` and it is one;
+    silence when it is not a TTY, or ``mode`` is ``"off"`` (``CI`` set, ``--json``: ``Settings.progress``)."""
     stream = sys.stderr if stream is None else stream
-    if json_mode or environ.get("CI") or not _isatty(stream):
+    if mode == "off" or not _isatty(stream):
         return Progress()
     return TerminalProgress(stream)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from superfluid.installer.settings import MANIFEST_ROOT_VARIABLE
 from superfluid.installer.sources.release_source import fetcher_for
 from superfluid.installer.trust.refusals import NoTrustRoot
 from superfluid.installer.trust.tuf_client import fetch_target
@@ -22,7 +23,7 @@ from superfluid.runtime.kernel.layout import linked_between, writable_home
 
 __all__ = ["Trust", "Answer", "fetch_answer", "trust_dir", "ENV_ROOT"]
 
-ENV_ROOT = "SUPERFLUID_MANIFEST_ROOT"
+ENV_ROOT = MANIFEST_ROOT_VARIABLE
 _ROOT_MAX = 512000  # bytes of a root file (ngclient's root_max_length)
 _ROOT_FILE = re.compile(r"^([1-9][0-9]{0,9})\.root\.json$")
 

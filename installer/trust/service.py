@@ -6,13 +6,12 @@ See docs/manifest-service.md, "The client".
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from superfluid.installer.trust.manifest import ENV_ROOT, Trust
+from superfluid.installer.settings import Settings
+from superfluid.installer.trust.manifest import Trust
 from superfluid.runtime.kernel.errors import UsageError
-from superfluid.runtime.kernel.layout import home
 
 __all__ = ["ENV_URL", "service_base", "trust_for"]
 
@@ -37,8 +36,9 @@ def service_base(url: str, named: str = "--service") -> str:
     return Path(url).resolve().as_uri() + "/"
 
 
-def trust_for(root: str | None, insecure: bool, environ: Mapping[str, str]) -> Trust:
-    """The ``Trust`` of a command: the root it names (``--trust-root``), else ``SUPERFLUID_MANIFEST_ROOT``,
-    else the one kept in the home; none at all when it asks unchecked (``--insecure-no-freshness``)."""
-    named = root or environ.get(ENV_ROOT, "").strip() or None
-    return Trust(home(environ), None if insecure else named, insecure)
+def trust_for(root: str | None, insecure: bool, settings: Settings) -> Trust:
+    """The ``Trust`` of a command: the root it names (``--trust-root``), else ``SUPERFLUID_MANIFEST_ROOT``
+    (``settings.trust_root``), else the one kept in the home; none at all when it asks unchecked
+    (``--insecure-no-freshness``)."""
+    named = root or settings.trust_root
+    return Trust(settings.home, None if insecure else named, insecure)

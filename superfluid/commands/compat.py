@@ -23,6 +23,7 @@ from superfluid.runtime.kernel.errors import BadFile, SuperfluidError, UsageErro
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
 from superfluid.runtime.kernel.output import error_doc, print_json, table
 from superfluid.runtime.presentation import by_kind
+from superfluid.settings import settings_of
 from superfluid.trust_flags import trust_from
 
 if TYPE_CHECKING:
@@ -297,7 +298,8 @@ def _ask_service(args: argparse.Namespace) -> int:
     if not url:
         raise UsageError(f"--runtime asks a compat manifest service: give --service URL (or set {ENV_URL})")
     base = service_base(url)
-    got = fetch_answer(base, route.path, trust_from(args, os.environ), max_bytes=_SERVICE_MAX_BYTES, accept=(400, 404))
+    trust = trust_from(args.trust_root, args.insecure_no_freshness, settings_of(os.environ))
+    got = fetch_answer(base, route.path, trust, max_bytes=_SERVICE_MAX_BYTES, accept=(400, 404))
     status, body = got.status, got.body
     if status != 200:
         raise _not_answered(base, route, status, body)

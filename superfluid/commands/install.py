@@ -79,4 +79,4 @@ def run(args: argparse.Namespace) -> int:
         UsageError: a bad flag value or runtime id (exit 2).
         SuperfluidError: any run-time failure (exit 1).
     """
-    return install_line(args, dict(os.environ), lambda: None)
+    return install_line(args, dict(os.environ), lambda _settings: None)

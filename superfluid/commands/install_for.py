@@ -10,6 +10,7 @@ import os
 
 from superfluid.for_release import release_for
 from superfluid.install_line import install_line
+from superfluid.release_flags import flags_of
 
 # Its flags and page are runtime install's; the dispatch runs this module when the line or the
 # environment (SUPERFLUID_FOR) names a release (commands/install.py's runs_in). The release's
@@ -27,4 +28,4 @@ def run(args: argparse.Namespace) -> int:
         SuperfluidError: the release's document cannot be read or verified, or as ``runtime install``.
     """
     environ = dict(os.environ)
-    return install_line(args, environ, lambda: release_for(args, environ))
+    return install_line(args, environ, lambda settings: release_for(flags_of(args), settings, environ))

@@ -10,9 +10,9 @@ import os
 import shlex
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from superfluid.fetch_flags import fetch_config
 from superfluid.install_report import event_lines, outcome_lines, plan_lines, say
 from superfluid.installer.cache.download import progress_for
 from superfluid.installer.errors import VerificationError
@@ -20,7 +20,8 @@ from superfluid.installer.events import Event
 from superfluid.installer.fleet import lockfile
 from superfluid.installer.fleet.lockfile import Engine
 from superfluid.installer.fleet.plans import kinds_of, select
-from superfluid.installer.install import install_plans
+from superfluid.installer.install import Reporter, install_plans
+from superfluid.installer.settings import MIRROR_VARIABLE, Settings
 from superfluid.installer.sources.choose import source_for
 from superfluid.installer.sources.mirror import mirror_root_url
 from superfluid.installer.sources.oci.source import locked_source
@@ -31,6 +32,7 @@ from superfluid.runtime import registry
 from superfluid.runtime.hostfacts.host import Host, detect
 from superfluid.runtime.kernel.errors import SuperfluidError, UsageError
 from superfluid.runtime.kernel.output import print_json
+from superfluid.settings import settings_of
 from superfluid.source_hints import shown
 
 # Its flags and page are runtime install's; the dispatch runs this module for --locked
@@ -52,8 +54,8 @@ def _refuse_flags(args: argparse.Namespace) -> None:
                              fix="change the lock with `superfluid lock`, or install without --locked")
 
 
-def _mirror_root(args: argparse.Namespace, environ: Mapping[str, str]) -> str | None:
-    where = args.mirror or environ.get("SUPERFLUID_MIRROR") or None
+def _mirror_root(settings: Settings) -> str | None:
+    where = settings.mirror
     if where is None:
         return None
     try:
@@ -130,14 +132,16 @@ def install_locked(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         SuperfluidError: as ``runtime install`` (exit 1).
     """
     _refuse_flags(args)
-    root = _mirror_root(args, environ)
+    settings = settings_of(environ, mirror=args.mirror, offline=args.offline, plain_http=args.plain_http,
+                           json_mode=args.json)
+    root = _mirror_root(settings)
     path = lock_path(args.locked or None, environ)
     digest, host, chosen = _chosen(args, path, environ)
     ref = {"file": os.path.abspath(path), "sha256": digest}
     where = f"the lock {path} (sha256 {digest})" + (f", below the mirror {root}" if root else "")
     if not args.json:
         _notes(f"{path} (sha256 {digest})", host, chosen)
-    source = _offline_source(path, environ) if args.offline else _registry_source(root, chosen, environ, args)
+    source = _offline_source(path, settings) if args.offline else _registry_source(root, chosen, settings)
 
     def tell(event: Event) -> None:
         if not args.json:
@@ -145,7 +149,7 @@ def install_locked(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
                 say(line)
 
     results: list[dict[str, Any]] = []
-    progress = progress_for(sys.stderr, environ=environ, json_mode=args.json)
+    progress = progress_for(sys.stderr, mode=settings.progress)
     try:
         for r, engines in chosen.items():
             plans = [e.to_plan(root) for e in engines]
@@ -156,8 +160,8 @@ def install_locked(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
                     sys.stdout.write(plan_lines(plans, where))
                 continue
             try:
-                outcome = install_plans(r, plans, environ=environ, where=where, source=source,
-                                        untested=not all(p.tested for p in plans), tell=tell, progress=progress,
+                outcome = install_plans(r, plans, settings, Reporter(tell=tell, progress=progress), where=where,
+                                        source=source, untested=not all(p.tested for p in plans),
                                         platform=host.platform, lock=ref, mirror=root)
             except VerificationError as e:
                 raise _verified(e, path, root) from None
@@ -174,17 +178,19 @@ def install_locked(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     return 0
 
 
-def _registry_source(root: str | None, chosen: Mapping[str, list[Engine]], environ: Mapping[str, str],
-                     args: argparse.Namespace) -> ReleaseSource | None:
+def _registry_source(root: str | None, chosen: Mapping[str, list[Engine]], settings: Settings
+                     ) -> ReleaseSource | None:
     """The registry's source when the bytes come from one (``--mirror oci://...``, or a lock whose
     URLs are ``oci://``), else None."""
     engines = [e for es in chosen.values() for e in es]
     if not any(u[:6].lower() == "oci://" for u in [root or "", *(a.url for e in engines for a in e.assets)]):
         return None
-    return locked_source(root, [f for e in engines for f in e.files()], environ, fetch_config(args, environ))
+    return locked_source(root, [f for e in engines for f in e.files()], settings)
 
 
-def _offline_source(path: str, environ: Mapping[str, str]) -> ReleaseSource:
-    """The cache alone (``--offline``): assets by the lock's digests, never a connection."""
-    return source_for(mirror=None, offline=True, environ=environ,
+def _offline_source(path: str, settings: Settings) -> ReleaseSource:
+    """The cache alone (``--offline``): assets by the lock's digests, never a connection (a source of
+    ``SUPERFLUID_MIRROR``'s, if it names one, never of ``--mirror``)."""
+    offline = replace(settings, mirror=settings.mirror_variable, mirror_named_by=MIRROR_VARIABLE, offline=True)
+    return source_for(offline,
                       fix=f"run `superfluid runtime install --locked {path}` once without --offline")

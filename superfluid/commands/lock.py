@@ -11,10 +11,9 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from superfluid import __version__
-from superfluid.fetch_flags import fetch_config
 from superfluid.for_release import release_for
 from superfluid.install_report import say
 from superfluid.installer.errors import ReleaseNotFound
@@ -29,16 +28,26 @@ from superfluid.installer.fleet.plans import (
     plan_engine,
     targets_of,
 )
+from superfluid.installer.settings import Settings
 from superfluid.lock_flags import lock_path
 from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.release_flags import add_flags as add_for_flags
+from superfluid.release_flags import flags_of
 from superfluid.runtime import registry
 from superfluid.runtime.hostfacts.host import detect
 from superfluid.runtime.kernel.errors import InconsistentRelease, SuperfluidError, UsageError
 from superfluid.runtime.kernel.output import print_json
-from superfluid.runtime.planning import DigestConflict, NotInstallable, Request
+from superfluid.runtime.planning import DigestConflict, ForRelease, NotInstallable, Request
+from superfluid.settings import settings_of
 
 __all__ = ["HELP", "arguments", "run", "LockOutdated", "change_lines"]
+
+
+class _Planning(NamedTuple):
+    """What every plan of one ``superfluid lock`` is made with: the settings, and the release ``--for`` names."""
+
+    settings: Settings
+    for_: ForRelease | None
 
 HELP = Help(
     "pin the engine builds of a fleet in superfluid.lock",
@@ -78,7 +87,7 @@ class LockOutdated(SuperfluidError):
 # -- superfluid lock ---------------------------------------------------------------------------------
 
 
-def _targets(args: argparse.Namespace, old: Lock | None, environ: Mapping[str, str]
+def _targets(args: argparse.Namespace, old: Lock | None, planning: _Planning
              ) -> tuple[list[Target], bool]:
     """The targets (the old lock's, with the flags added; defaults when neither names a dimension),
     and whether the runtimes were defaulted (every runtime this superfluid ships)."""
@@ -86,7 +95,7 @@ def _targets(args: argparse.Namespace, old: Lock | None, environ: Mapping[str, s
     platforms = sorted(set(old.platforms if old else ()) | set(args.platform or ()))
     backends = sorted(set(old.backends if old else ()) | set(args.backend or ()))
     defaulted = not runtimes
-    here = detect(environ)
+    here = detect(planning.settings.host_environ)
     platforms = platforms or [here.platform]
     if not backends:  # the plain machine, and this one's accelerators where it is one of the platforms
         backends = sorted({"cpu", *(kinds_of(here) if here.platform in platforms else ())})
@@ -100,13 +109,12 @@ def _upgrading(args: argparse.Namespace) -> set[str] | None:
     return {u or "*" for u in args.upgrade}
 
 
-def _plan(target: Target, args: argparse.Namespace, environ: Mapping[str, str]) -> Engine:
-    request = Request(id=target.runtime, for_=getattr(args, "for_release", None))
-    return plan_engine(request, target, environ=environ, mirror=args.mirror, offline=args.offline,
-                       config=fetch_config(args, environ))
+def _plan(target: Target, args: argparse.Namespace, planning: _Planning) -> Engine:
+    request = Request(id=target.runtime, for_=planning.for_)
+    return plan_engine(request, target, planning.settings)
 
 
-def _now(targets: list[Target], args: argparse.Namespace, environ: Mapping[str, str],
+def _now(targets: list[Target], args: argparse.Namespace, planning: _Planning,
          keep: Lock | None, upgrade: set[str] | None,
          failed: dict[Target, SuperfluidError] | None = None) -> dict[Target, Engine | str]:
     """Each target's engine: kept from ``keep`` unless upgraded, else planned now; or why nothing
@@ -119,7 +127,7 @@ def _now(targets: list[Target], args: argparse.Namespace, environ: Mapping[str, 
             out[t] = kept
             continue
         try:
-            out[t] = _plan(t, args, environ)
+            out[t] = _plan(t, args, planning)
         except (NotInstallable, ReleaseNotFound, InconsistentRelease, DigestConflict) as e:
             out[t] = _refusal(e, t)
             if failed is not None:
@@ -151,13 +159,12 @@ def _nothing_of(runtime: str, failed: Mapping[Target, SuperfluidError]) -> lockf
     return lockfile.LockFileError(f"nothing of {runtime} installs on any machine asked: nothing was written", fix=fix)
 
 
-def _same_release(args: argparse.Namespace, environ: Mapping[str, str]) -> Any:
+def _same_release(args: argparse.Namespace, planning: _Planning) -> Any:
     def again(old: Engine) -> Engine | None:
         try:
             request = Request(id=old.target.runtime, version=old.version, backend=old.backend,
-                              for_=getattr(args, "for_release", None))
-            engine = plan_engine(request, old.target, environ=environ, mirror=args.mirror, offline=args.offline,
-                                 config=fetch_config(args, environ))
+                              for_=planning.for_)
+            engine = plan_engine(request, old.target, planning.settings)
         except SuperfluidError:
             return None  # its release is gone, or no longer planned: the move says what is chosen
         return replace(engine, target=old.target) if engine.install == old.install else None
@@ -190,9 +197,9 @@ def change_lines(changes: list[Change]) -> str:
 
 
 def _check(path: str, old: Lock, targets: list[Target], args: argparse.Namespace,
-           environ: Mapping[str, str]) -> int:
-    now = _now(targets, args, environ, None, None)
-    changes = compare(old, now, _same_release(args, environ))
+           planning: _Planning) -> int:
+    now = _now(targets, args, planning, None, None)
+    changes = compare(old, now, _same_release(args, planning))
     as_json = getattr(args, "json", False)
     if not changes:
         if as_json:
@@ -235,10 +242,10 @@ def _change_json(c: Change) -> dict[str, Any]:
 
 
 def _write(path: str, old: Lock | None, targets: list[Target], defaulted: bool, args: argparse.Namespace,
-           environ: Mapping[str, str]) -> int:
+           planning: _Planning) -> int:
     upgrade = _upgrading(args)
     failed: dict[Target, SuperfluidError] = {}
-    now = _now(targets, args, environ, old, upgrade, failed)
+    now = _now(targets, args, planning, old, upgrade, failed)
     engines = [e for e in now.values() if not isinstance(e, str)]
     not_locked = [{"target": t.describe(), "why": why} for t, why in now.items() if isinstance(why, str)]
     for skipped in not_locked:
@@ -297,13 +304,15 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--check changes nothing and --upgrade writes: name one")
     check_targets(args.runtime or (), args.platform or (), args.backend or ())
     check_targets([u for u in args.upgrade or () if u], (), ())
-    args.for_release = release_for(args, environ)  # --for: lock what that release's compat.json drives
+    settings = settings_of(environ, mirror=args.mirror, offline=args.offline, plain_http=args.plain_http)
+    # --for: lock what that release's compat.json drives
+    planning = _Planning(settings, release_for(flags_of(args), settings, environ))
     if args.offline and args.mirror and "://" in args.mirror and not args.mirror.startswith("file:"):
         say("--offline: the mirror's listings are read from the cache")
     path = lock_path(args.output, environ)
     old = lockfile.read(path)[0] if args.check or os.path.exists(path) else None
-    targets, defaulted = _targets(args, old, environ)
+    targets, defaulted = _targets(args, old, planning)
     if args.check:
         assert old is not None
-        return _check(path, old, targets, args, environ)
-    return _write(path, old, targets, defaulted, args, environ)
+        return _check(path, old, targets, args, planning)
+    return _write(path, old, targets, defaulted, args, planning)

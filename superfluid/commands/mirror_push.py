@@ -9,7 +9,6 @@ import argparse
 import os
 import sys
 
-from superfluid.fetch_flags import fetch_config
 from superfluid.installer.cache.download import progress_for
 from superfluid.installer.fleet import lockfile
 from superfluid.installer.fleet.push import push
@@ -18,6 +17,7 @@ from superfluid.lock_flags import lock_path
 from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.output import print_json
+from superfluid.settings import settings_of
 
 __all__ = ["HELP", "arguments", "run"]
 
@@ -56,20 +56,21 @@ def run(args: argparse.Namespace) -> int:
     """
     environ = dict(os.environ)
     path = lock_path(args.lock, environ)
-    config = fetch_config(args, environ)
+    settings = settings_of(environ, plain_http=args.plain_http, json_mode=args.json)
+    config = settings.fetch
     try:
         ref = parse_ref(args.to, plain_http=config.oci_plain_http, named_by="mirror push")
     except ValueError as e:
         raise UsageError(str(e), fix="name a registry repository: oci://HOST[:PORT]/REPO") from None
     lock, digest = lockfile.read(path)
-    progress = progress_for(sys.stderr, environ=environ, json_mode=args.json)
+    progress = progress_for(sys.stderr, mode=settings.progress)
 
     def tell(line: str) -> None:
         if not args.json:
             sys.stderr.write(f"superfluid: {line}\n")
 
     try:
-        done = push(lock, ref, environ=environ, progress=progress, tell=tell, config=config)
+        done = push(lock, ref, settings, progress=progress, tell=tell)
     finally:
         progress.close()
     if args.json:

@@ -16,6 +16,7 @@ from superfluid.lock_flags import lock_path
 from superfluid.parser import Help, Parser, exits
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.jsonread import kind_of
+from superfluid.settings import settings_of
 
 __all__ = ["HELP", "arguments", "run"]
 
@@ -54,13 +55,14 @@ def _a_directory(where: str) -> None:
 def _sync(args: argparse.Namespace, path: str) -> int:
     lock, digest = lockfile.read(path)
     _a_directory(args.dir)
-    environ = dict(os.environ)
-    progress = progress_for(sys.stderr, environ=environ)
+    settings = settings_of(dict(os.environ))
+    progress = progress_for(sys.stderr, mode=settings.progress)
+
     def tell(line: str) -> None:
         sys.stderr.write(f"superfluid: {line}\n")
 
     try:
-        done = sync(lock, args.dir, environ=environ, progress=progress, tell=tell)
+        done = sync(lock, args.dir, settings, progress=progress, tell=tell)
     finally:
         progress.close()
     for p in done.replaced:

@@ -9,6 +9,7 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 
 from superfluid.for_release import release_for
 from superfluid.install_report import outcome_lines, say
@@ -26,14 +27,17 @@ from superfluid.installer.home.restore import plan_of, restore, unrestorable
 from superfluid.installer.home.store import NoSuchInstall, guard_root, tidy
 from superfluid.installer.home.upkeep import repair_target, repair_wanted
 from superfluid.installer.install import Outcome
+from superfluid.installer.settings import MIRROR_FLAG, Settings
 from superfluid.installer.sources.mirror import mirror_root_url
 from superfluid.installing import check_id, home_holds, installed_with, recorded_mirror, request_of, show
 from superfluid.parser import Help, Parser, exits
+from superfluid.release_flags import ForFlags
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.jsonread import read_bytes
-from superfluid.runtime.kernel.layout import home, worker_path
+from superfluid.runtime.kernel.layout import worker_path
 from superfluid.runtime.kernel.output import print_json
 from superfluid.runtime.kernel.record import verify_install
+from superfluid.settings import settings_of
 from superfluid.source_hints import shown
 
 # Verified first: what differs is put back by digest; an install whose receipt does not read, or
@@ -71,9 +75,8 @@ def launcher_differs(target: Installed) -> bool:
     return have != launcher_script(runtime_id).encode("utf-8")
 
 
-def _mirror_root(args: argparse.Namespace, environ: Mapping[str, str]) -> str | None:
-    named_by = "--mirror" if args.mirror else "SUPERFLUID_MIRROR"
-    where = args.mirror or environ.get("SUPERFLUID_MIRROR") or None
+def _mirror_root(settings: Settings) -> str | None:
+    named_by, where = settings.mirror_named_by, settings.mirror
     if where is None:
         return None
     try:
@@ -82,10 +85,10 @@ def _mirror_root(args: argparse.Namespace, environ: Mapping[str, str]) -> str | 
         raise UsageError(str(e), fix="give --mirror an http(s):// URL or an existing directory") from None
 
 
-def _target(args: argparse.Namespace, environ: Mapping[str, str]) -> Installed | None:
+def _target(args: argparse.Namespace, home: str) -> Installed | None:
     """The install a repair names (or ``current`` names) when its receipt says enough to put it
     back by digest; None when the reinstall decides (and words any refusal)."""
-    root = runtime_root(home(environ), args.id)
+    root = runtime_root(home, args.id)
     guard_root(root)  # a repair writes: nothing through a link inside the home, even when nothing differs
     tidy(root, on_wait=lambda owner: say(  # what a killed writer left is finished first (issue 36)
         f"another change of {args.id} is running ({owner.describe()}); waiting for it"))
@@ -119,14 +122,16 @@ def run(args: argparse.Namespace) -> int:
     """
     environ = dict(os.environ)
     check_id(args.id)
-    home_holds(args, environ)
-    target = _target(args, environ)
+    home_holds(environ, dry_run=False, offline=args.offline)
+    settings = settings_of(environ, mirror=args.mirror, offline=args.offline, plain_http=args.plain_http,
+                           json_mode=args.json)
+    target = _target(args, settings.home)
     if target is None or target.receipt is None:
-        return _reinstall(args, environ)
+        return _reinstall(args, settings, environ)
     verdict = verify_install(args.id, target.name, target.path, target.receipt)
     if verdict.ok and not launcher_differs(target):
         return _nothing(args, target, verdict)
-    mirror_root = _mirror_root(args, environ)
+    mirror_root = _mirror_root(settings)
     put_back = [d.path for d in verdict.differences] + ([] if verdict.differences else [worker_path(args.id)])
     if not args.json:
         what = "; ".join(d.describe() for d in verdict.differences) or "its worker launcher, written anew"
@@ -137,9 +142,9 @@ def run(args: argparse.Namespace) -> int:
             sys.stderr.write(f"superfluid: another install of {args.id} is running "
                              f"({holder.describe()}); waiting for it\n")  # type: ignore[attr-defined]
 
-    progress = progress_for(sys.stderr, environ=environ, json_mode=args.json)
+    progress = progress_for(sys.stderr, mode=settings.progress)
     try:
-        done = restore(target.receipt, environ=environ, offline=args.offline, mirror_root=mirror_root,
+        done = restore(target.receipt, settings, mirror_root=mirror_root,
                        progress=progress, on_wait=waiting)
     finally:
         progress.close()
@@ -161,10 +166,10 @@ def _put_back_words(paths: list[str]) -> str:
     return f"put back {shown_paths} as its receipt records {'it' if len(paths) == 1 else 'them'}"
 
 
-def _reinstall(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+def _reinstall(args: argparse.Namespace, settings: Settings, environ: Mapping[str, str]) -> int:
     """Reinstall an install in place from what its receipt says (or its name, when the receipt
     itself is what is broken)."""
-    root = runtime_root(home(environ), args.id)
+    root = runtime_root(settings.home, args.id)
     present = {i.name: i for i in list_installs(root)}
     if args.install is not None:
         check_install_name(args.install)
@@ -175,12 +180,14 @@ def _reinstall(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
                                 fix=f"`superfluid runtime list {args.id}` lists its installs")
     else:
         target = repair_target(args.id, present, current_install(root), lambda: default_install(root))
-    request = request_of(args, for_=release_for(args, environ),
+    request = request_of(args.id, for_=release_for(ForFlags(), settings, environ),
                          **repair_wanted(args.id, target.name, target.receipt, target.problem))
-    _recorded_source(args, environ, target.name, from_=request.from_)
-    outcome = installed_with(request, args, environ, dry_run=False)
+    recorded = _recorded_source(args.id, settings, target.name, from_=request.from_, json_mode=args.json)
+    if recorded is not None:
+        settings = replace(settings, mirror=recorded, mirror_named_by=MIRROR_FLAG)
+    outcome = installed_with(request, settings, json_mode=args.json, dry_run=False)
     if args.json or outcome.dry_run:
-        show(outcome, args, len(present))
+        show(outcome, json_mode=args.json, before=len(present))
     else:  # said as a repair: the install of that name reinstalled in place
         why = target.problem or (unrestorable(target.receipt) if target.receipt else None) or "its receipt said so"
         sys.stdout.write(outcome_lines(outcome, installs_before=len(present),
@@ -188,16 +195,19 @@ def _reinstall(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     return 0
 
 
-def _recorded_source(args: argparse.Namespace, environ: Mapping[str, str], install: str, *,
-                     from_: str | None) -> None:
+def _recorded_source(runtime_id: str, settings: Settings, install: str, *, from_: str | None,
+                     json_mode: bool) -> str | None:
     """A repair that names no source reinstalls from the mirror the install came from, as its
     receipt records it (for a receipt that does not read: the one the runtime's other installs
-    record), before GitHub; it says so. Sets ``args.mirror``."""
-    if from_ or args.mirror or environ.get("SUPERFLUID_MIRROR"):
-        return
-    root = recorded_mirror(args.id, environ, install)
-    if root is not None:
-        args.mirror = shown(root)
-        if not args.json:
-            say(f"reinstalling {args.id} {install} from the mirror {args.mirror}, the source the receipts of "
-                f"{args.id} here record (--mirror names another)")
+    record), before GitHub; it says so. Answers that mirror, as ``--mirror`` would name it (None:
+    the source named, or none recorded)."""
+    if from_ or settings.mirror:
+        return None
+    root = recorded_mirror(runtime_id, settings, install)
+    if root is None:
+        return None
+    mirror = shown(root)
+    if not json_mode:
+        say(f"reinstalling {runtime_id} {install} from the mirror {mirror}, the source the receipts of "
+            f"{runtime_id} here record (--mirror names another)")
+    return mirror

@@ -11,7 +11,6 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from superfluid.fetch_flags import fetch_config
 from superfluid.for_release import release_for
 from superfluid.install_report import say
 from superfluid.installer.home.installs import default_install, list_installs, read_pinned, runtime_root
@@ -21,10 +20,12 @@ from superfluid.installer.install import plan
 from superfluid.installing import check_id, home_holds, installed_with, recorded_hint, request_of, show
 from superfluid.parser import Help, Parser, exits
 from superfluid.release_flags import add_flags as add_for_flags
+from superfluid.release_flags import flags_of
 from superfluid.runtime.kernel.layout import home, install_receipt
 from superfluid.runtime.kernel.output import print_json
 from superfluid.runtime.kernel.receipt import read_receipt
 from superfluid.runtime.planning import NotInstallable
+from superfluid.settings import settings_of
 from superfluid.source_hints import given, keep_source
 
 __all__ = ["HELP", "arguments", "run"]
@@ -63,10 +64,12 @@ def _update(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     the old install stays (and a pin moves to the new one)."""
     root, current = _default(args.id, environ)
     old = read_receipt(install_receipt(root / current))
-    request = request_of(args, for_=release_for(args, environ), **update_wanted(old))
-    with recorded_hint(args, environ):
-        plans, _, source = plan(request, environ=environ, mirror=args.mirror, offline=args.offline,
-                                config=fetch_config(args, environ))
+    settings = settings_of(environ, mirror=args.mirror, offline=args.offline, plain_http=args.plain_http,
+                           json_mode=args.json)
+    request = request_of(args.id, for_=release_for(flags_of(args), settings, environ), untested=args.untested,
+                         **update_wanted(old))
+    with recorded_hint(args.id, args.sub, settings):
+        plans, _, source = plan(request, settings)
     if source is not None:
         source.close()
     installed = {i.name for i in list_installs(root) if i.ok}
@@ -74,12 +77,12 @@ def _update(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     if nothing is not None:
         return _nothing(args, nothing, current)
     before = len(installed)
-    outcome = installed_with(request, args, environ, dry_run=args.dry_run)
+    outcome = installed_with(request, settings, json_mode=args.json, dry_run=args.dry_run)
     if not outcome.dry_run and outcome.receipt is not None and read_pinned(root) == current:
         pin(home(environ), args.id, outcome.receipt.install)
         if not args.json:
             say(f"{args.id} serves from {outcome.receipt.install} by default (the pin moved from {current})")
-    show(outcome, args, before)
+    show(outcome, json_mode=args.json, before=before)
     if not args.json and not outcome.dry_run:
         say(f"{args.id} {current} stays installed: `superfluid runtime remove {args.id} {current}` removes it")
     return 0
@@ -105,5 +108,5 @@ def run(args: argparse.Namespace) -> int:
     """
     environ = dict(os.environ)
     check_id(args.id)
-    home_holds(args, environ)
+    home_holds(environ, dry_run=args.dry_run, offline=args.offline)
     return _update(args, environ)

@@ -18,7 +18,7 @@ import pytest
 
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import DownloadError, VerificationError
-from superfluid.installer.install import Outcome, install
+from superfluid.installer.install import Outcome, Reporter, install
 from superfluid.installer.phases import Phases
 from superfluid.installer.sources.choose import source_for
 from superfluid.installer.transport.progress import Progress
@@ -26,6 +26,7 @@ from superfluid.runtime.planning import Request
 from tests.end_to_end import releases
 from tests.end_to_end.conftest import Home
 from tests.release_server import ReleaseServer
+from tests.settings_from import settings_from
 
 REPO = releases.REPO
 PADDING = 48 << 20  # far more than the pipeline holds between the socket and the tar reader (~10 MB)
@@ -64,9 +65,10 @@ class Watch(Progress):
 
 def _install(home: Home, server: ReleaseServer, progress: Progress | None = None,
              phases: Phases | None = None) -> Outcome:
-    source = source_for(mirror=server.mirror_url, offline=False, environ=home.env,
-                        config=FetchConfig(retries=0, stall_timeout=10))
-    return install(Request.parse("basert"), environ=home.env, source=source, progress=progress, phases=phases)
+    source = source_for(settings_from(home.env, mirror=server.mirror_url, offline=False, config=FetchConfig(retries=0,
+                                                                                                            stall_timeout=10)))
+    return install(Request.parse("basert"), settings_from(home.env), Reporter(progress=progress, phases=phases),
+                   source=source)
 
 
 def _nothing_published(home: Home, data: bytes) -> None:

@@ -26,6 +26,7 @@ from superfluid.runtime.planning import Request as InstallRequest
 from tests.fleet.conftest import Machine, machine_at
 from tests.fleet.registry import Registry, docker_config
 from tests.release_server import ReleaseServer
+from tests.settings_from import settings_from
 
 
 class Recording(LoopbackFetcher):
@@ -52,7 +53,7 @@ def _answered(registry: Registry) -> Counter[tuple[str, str]]:
 def test_every_request_of_a_push_and_an_install_goes_through_the_fetcher(
         tmp_path: Path, admin: Machine, fleet_server: ReleaseServer) -> None:
     target = Target("basert", "linux-x64", "cpu")
-    engine = plan_engine(InstallRequest(id="basert"), target, environ=admin.env)
+    engine = plan_engine(InstallRequest(id="basert"), target, settings_from(admin.env))
     lock = Lock("0.1.0", ("basert",), ("linux-x64",), ("cpu",), (engine,))
     with Registry(tmp_path / "registry", auth=True) as registry:
         auth = docker_config(tmp_path / "login", registry.host)
@@ -62,7 +63,8 @@ def test_every_request_of_a_push_and_an_install_goes_through_the_fetcher(
         pushing = Recording(registry.host)
         env = {**admin.env, "REGISTRY_AUTH_FILE": str(auth)}
         registry.clear_log()
-        done = push(lock, ref, environ=env, registry=registry_for(ref, env, push=True, transport=pushing))
+        done = push(lock, ref, settings_from(env), registry=registry_for(ref, settings_from(env), push=True,
+                                                                         transport=pushing))
         pushing.close()
         assert done.sent and done.manifests_sent
         answered = _answered(registry)
@@ -74,10 +76,10 @@ def test_every_request_of_a_push_and_an_install_goes_through_the_fetcher(
         node = machine_at(tmp_path, "node")
         node_env = {**node.env, "REGISTRY_AUTH_FILE": str(auth)}
         installing = Recording(registry.host)
-        source = source_for(mirror=registry.url, offline=False, environ=node_env, fetcher=installing)
+        source = source_for(settings_from(node_env, mirror=registry.url, offline=False), fetcher=installing)
         registry.clear_log()
         try:
-            outcome = install(InstallRequest(id="basert"), environ=node_env, source=source)
+            outcome = install(InstallRequest(id="basert"), settings_from(node_env), source=source)
         finally:
             source.close()
         assert outcome.receipt is not None and node.installs("basert") == [engine.install]

@@ -14,12 +14,13 @@ import pytest
 
 from superfluid.installer.events import Event, FellBack, Trying, Unchecked
 from superfluid.installer.home.installs import list_installs, runtime_root
-from superfluid.installer.install import Outcome, install, install_plans
+from superfluid.installer.install import Outcome, Reporter, install, install_plans
 from superfluid.runtime.kernel.receipt import read_receipt
 from superfluid.runtime.planning import NotInstallable, Plan, PlanAsset, Request
 from superfluid.runtime.probe import ProbeRefused
 from tests.conftest import Home
 from tests.end_to_end.releases import bundle_name
+from tests.settings_from import settings_from
 
 ABI = {"0.2.6": None, "0.3.0": None, "0.3.1": 1, "0.4.0": 1, "0.5.0": 1}  # what each plan says its release states
 
@@ -36,7 +37,7 @@ def plan_of(path: Path, version: str, *, absent: bool = False) -> Plan:
 
 def run(plans: list[Plan], env: dict[str, str]) -> tuple[Outcome, list[Event]]:
     told: list[Event] = []
-    done = install_plans("basert", plans, environ=env, where="test", tell=told.append)
+    done = install_plans("basert", plans, settings_from(env), Reporter(tell=told.append), where="test")
     return done, told
 
 
@@ -159,7 +160,7 @@ def test_from_a_local_bundle_dry_run_writes_nothing(bundles: dict[str, Path], cl
     env = cli_home.env
     data = bundles["0.4.0"].read_bytes()
     req = Request.parse("basert", from_=str(bundles["0.4.0"]), sha256=hashlib.sha256(data).hexdigest())
-    done = install(req, environ=env, dry_run=True)
+    done = install(req, settings_from(env), dry_run=True)
     assert done.dry_run and [p.install for p in done.plans] == ["0.4.0-cpu"]
     assert done.source == str(bundles["0.4.0"]) and done.receipt is None
     nothing_published(env)
@@ -169,7 +170,7 @@ def test_from_a_local_bundle_without_a_digest_is_installed_unchecked_and_says_so
                                                                                 cli_home: Home) -> None:
     env = cli_home.env
     told: list[Event] = []
-    done = install(Request.parse("basert", from_=str(bundles["0.4.0"])), environ=env, tell=told.append)
+    done = install(Request.parse("basert", from_=str(bundles["0.4.0"])), settings_from(env), Reporter(tell=told.append))
     sha = hashlib.sha256(bundles["0.4.0"].read_bytes()).hexdigest()
     unchecked = [e for e in told if isinstance(e, Unchecked)]
     assert [(e.path, e.sha256) for e in unchecked] == [(str(bundles["0.4.0"]), sha)]
@@ -184,5 +185,5 @@ def test_from_a_bundle_of_another_digest_installs_nothing(bundles: dict[str, Pat
     from superfluid.installer.errors import VerificationError
 
     with pytest.raises(VerificationError):
-        install(Request.parse("basert", from_=str(bundles["0.4.0"]), sha256="0" * 64), environ=env)
+        install(Request.parse("basert", from_=str(bundles["0.4.0"]), sha256="0" * 64), settings_from(env))
     nothing_published(env)

@@ -7,7 +7,7 @@ import base64
 import os
 import re
 import threading
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -54,24 +54,20 @@ class Login:
         return "Basic " + base64.b64encode(f"{self.user}:{self.secret}".encode()).decode("ascii")
 
 
-def auth_files(environ: Mapping[str, str]) -> list[Path]:
-    """The files a login is looked up in, in order (see the module doc)."""
-    named = environ.get("REGISTRY_AUTH_FILE") or ""
+def auth_files(*, named: str, docker_config: str, user_home: str) -> list[Path]:
+    """The files a login is looked up in, in order (see the module doc), from ``REGISTRY_AUTH_FILE``
+    (``named``), ``DOCKER_CONFIG`` and ``HOME`` as the face read them (empty: unset)."""
     if named:
         return [Path(named).expanduser()]
-    config = environ.get("DOCKER_CONFIG") or ""
-    if config:
-        return [Path(config).expanduser() / "config.json"]
-    home = environ.get("HOME") or os.path.expanduser("~")
-    return [Path(home) / ".docker" / "config.json"]
+    if docker_config:
+        return [Path(docker_config).expanduser() / "config.json"]
+    return [Path(user_home or os.path.expanduser("~")) / ".docker" / "config.json"]
 
 
-def missing_auth_file(environ: Mapping[str, str]) -> str | None:
-    """The file ``REGISTRY_AUTH_FILE`` names when it does not exist (a login is then looked up
-    nowhere, which a registry's 401 says), else None."""
-    named = environ.get("REGISTRY_AUTH_FILE") or ""
-    path = Path(named).expanduser()
-    return str(path) if named and not os.path.lexists(path) else None
+def missing_auth_file(files: Sequence[str], *, named: bool) -> str | None:
+    """The file ``REGISTRY_AUTH_FILE`` names (``named``: ``files`` is that one) when it does not exist
+    (a login is then looked up nowhere, which a registry's 401 says), else None."""
+    return files[0] if named and files and not os.path.lexists(files[0]) else None
 
 
 def _key(raw: str) -> str:
@@ -105,16 +101,16 @@ def _entry_login(entry: object, key: str, where: str) -> Login | None:
     return None
 
 
-def login_for(host: str, repository: str, environ: Mapping[str, str]) -> Login | None:
-    """The login for ``host`` (``name[:port]``) and ``repository`` in the first auth file there is,
-    or None.
+def login_for(host: str, repository: str, files: Sequence[str]) -> Login | None:
+    """The login for ``host`` (``name[:port]``) and ``repository`` in the first of ``files`` (the auth
+    files, ``auth_files``) there is, or None.
 
     Raises:
         BadFile: that file is not JSON, its ``auths`` is not an object, or the entry that matches is
             broken (never quoting a secret).
     """
-    for path in auth_files(environ):
-        where = str(path)
+    for where in files:
+        path = Path(where)
         try:
             doc = loads(read_bytes(path, max_bytes=_AUTH_MAX_BYTES, follow=True), max_bytes=_AUTH_MAX_BYTES)
         except FileNotFoundError:

@@ -17,6 +17,7 @@ from urllib.parse import urljoin
 
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import DownloadError, SizeExceeded, VerificationError
+from superfluid.installer.settings import Settings
 from superfluid.installer.sources.oci.auth import Login, RegistryAuth, login_for, missing_auth_file, once_or_retried
 from superfluid.installer.sources.oci.ref import (
     MANIFEST_MAX_BYTES,
@@ -395,18 +396,21 @@ class BlobFetcher(Fetcher):
                                      accept=accept, named=url)
 
 
-def registry_for(ref: OciRef, environ: Mapping[str, str], config: FetchConfig | None = None, *,
+def registry_for(ref: OciRef, settings: Settings, config: FetchConfig | None = None, *,
                  push: bool = False, transport: Fetcher | None = None) -> Registry:
-    """The ``Registry`` of ``ref`` with the login the environment's auth file holds for it, through
+    """The ``Registry`` of ``ref`` with the login the settings' auth files hold for it, through
     ``transport`` (default: ``network_fetcher`` for the registry, plain ``http://`` to it when
-    ``ref.plain_http``).
+    ``ref.plain_http``); ``config``: the limits (default ``settings.fetch``).
 
     Raises:
         BadFile: the auth file is broken.
     """
-    login = login_for(ref.host, ref.repository, environ)
-    net = transport or network_fetcher(ref.api, environ, config or FetchConfig(),
+    login = login_for(ref.host, ref.repository, settings.auth_files)
+    net = transport or network_fetcher(ref.api, config or settings.fetch, proxied=settings.proxied,
                                        plain_http_origins=[ref.api] if ref.plain_http else ())
     registry = Registry(ref, net, login=login, push=push)
-    registry.auth.missing_file = missing_auth_file(environ) if login is None else None  # a 401 names it
+    if login is None:  # a 401 names it
+        registry.auth.missing_file = missing_auth_file(settings.auth_files, named=settings.auth_file_named)
+    else:
+        registry.auth.missing_file = None
     return registry

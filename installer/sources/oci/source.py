@@ -4,12 +4,13 @@ registry's blob of the digest the caller expects (``client.BlobFetcher``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import DownloadError, ReleaseNotFound
+from superfluid.installer.settings import Settings
 from superfluid.installer.sources.mirror import Mirror, listing_path
 from superfluid.installer.sources.oci.client import Registry, registry_for
 from superfluid.installer.sources.oci.ref import OciRef, is_oci, parse_ref, ref_of_url
@@ -17,7 +18,6 @@ from superfluid.installer.sources.release_source import ListedSource, OfflineSou
 from superfluid.installer.transport.fetcher import Fetcher
 from superfluid.installer.transport.files import NoNetworkFetcher
 from superfluid.runtime.kernel.errors import UsageError
-from superfluid.runtime.kernel.layout import home
 
 __all__ = ["OciListing", "oci_source", "registry_source", "locked_source", "Locked"]
 
@@ -101,7 +101,7 @@ def registry_source(registry: Registry, cache: Cache) -> ListedSource:
                         by_digest=registry.fetcher)
 
 
-def oci_source(where: str, *, named_by: str, offline: bool, environ: Mapping[str, str], config: FetchConfig,
+def oci_source(where: str, *, named_by: str, offline: bool, settings: Settings, config: FetchConfig,
                cache: Cache, fix: str | None = None, fetcher: Fetcher | None = None) -> ReleaseSource:
     """The source of ``--mirror oci://HOST/REPO`` (``named_by``: ``--mirror`` or
     ``SUPERFLUID_MIRROR``; plain ``http://`` as ``config.oci_plain_http`` says); with ``offline``
@@ -119,25 +119,25 @@ def oci_source(where: str, *, named_by: str, offline: bool, environ: Mapping[str
     if offline:
         return OfflineSource(OciListing(ref, NoNetworkFetcher(config), cache, offline=True), cache, config=config,
                              fix=fix, mirror=ref.root)
-    return registry_source(registry_for(ref, environ, config, transport=fetcher), cache)
+    return registry_source(registry_for(ref, settings, config, transport=fetcher), cache)
 
 
-def locked_source(root: str | None, files: Sequence[Locked], environ: Mapping[str, str],
-                  config: FetchConfig | None = None, *, transport: Fetcher | None = None) -> ReleaseSource | None:
+def locked_source(root: str | None, files: Sequence[Locked], settings: Settings, *,
+                  transport: Fetcher | None = None) -> ReleaseSource | None:
     """The source a ``--locked`` install fetches from when its bytes are in a registry: ``root``
     (``--mirror oci://...``), else the registry the lock's own ``oci://`` URLs name (``files``: every
     file of the engines installed); None when neither is one. Each file is fetched as the blob of its
-    locked digest, which every fetch is given: no listing or index is read. ``config``: the limits
-    and ``oci_plain_http``; ``transport`` as ``oci_source``'s ``fetcher``.
+    locked digest, which every fetch is given: no listing or index is read. ``settings.fetch``: the
+    limits and ``oci_plain_http``; ``transport`` as ``oci_source``'s ``fetcher``.
 
     Raises:
         BadFile: the auth file is broken.
     """
-    config = config or FetchConfig()
+    config = settings.fetch
     plain = config.oci_plain_http
     ref = parse_ref(root, plain_http=plain) if root is not None and is_oci(root) else None
     if ref is None and root is None:
         ref = next((r for f in files if (r := ref_of_url(f.url, plain_http=plain))), None)
     if ref is None:
         return None
-    return registry_source(registry_for(ref, environ, config, transport=transport), Cache.for_home(home(environ)))
+    return registry_source(registry_for(ref, settings, config, transport=transport), Cache.for_home(settings.home))

@@ -29,6 +29,7 @@ from superfluid.installer.errors import DownloadError, DownloadStalled, SizeExce
 from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 from tests.installer.conftest import REPO
 from tests.release_server import ReleaseServer
+from tests.settings_from import settings_from
 
 NAME = "basert-engine-linux-x64-0.4.0.tar.gz"
 DATA = os.urandom(300_000)
@@ -295,7 +296,7 @@ class TestProgress:
     )
     def test_when_a_bar_shows(self, env: dict[str, str], json_mode: bool, tty: bool, bar: bool) -> None:
         stream = self.Tty() if tty else io.StringIO()
-        p = progress_for(stream, environ=env, json_mode=json_mode)
+        p = progress_for(stream, mode=settings_from(env, json_mode=json_mode).progress)
         assert isinstance(p, TerminalProgress) is bar and isinstance(p, Progress)
 
     def test_bar_reports_bytes(self, url: str, cache: Cache, fetcher: RequestsFetcher) -> None:

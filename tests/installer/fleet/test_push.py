@@ -19,6 +19,7 @@ from superfluid.installer.sources.oci.ref import engine_tag, index_tag, parse_ma
 from tests.conftest import Home
 from tests.fleet.registry import Registry
 from tests.installer.conftest import LOCKED_REPO
+from tests.settings_from import settings_from
 
 LISTING = {LOCKED_REPO: b"[]\n"}
 
@@ -55,7 +56,7 @@ def test_the_manifests_are_stable(file_lock: Lock) -> None:
 def test_a_push_sends_everything_once(file_lock: Lock, registry: Registry, cli_home: Home) -> None:
     ref = parse_ref(registry.url)
     told: list[str] = []
-    first = push(file_lock, ref, environ=cli_home.env, tell=told.append)
+    first = push(file_lock, ref, settings_from(cli_home.env), tell=told.append)
     assert len(first.sent) == 4 + 2 and first.present == ()  # four files, the listing, the empty config
     files = sum(f.size for _, _, f in files_of(file_lock))
     assert first.bytes_sent > files + 2  # the files, the empty config ({}) and a listing of them
@@ -64,7 +65,7 @@ def test_a_push_sends_everything_once(file_lock: Lock, registry: Registry, cli_h
     assert any(line.startswith("sending ") for line in told) and any(line.startswith("tagging ") for line in told)
 
     registry.clear_log()
-    again = push(file_lock, ref, environ=cli_home.env)
+    again = push(file_lock, ref, settings_from(cli_home.env))
     assert (again.sent, again.bytes_sent, again.manifests_sent) == ((), 0, 0)
     assert len(again.present) == 6 and again.manifests_present == len(first.tags) + 1
     assert [a for a in registry.log() if a.method in ("PUT", "POST", "PATCH")] == []  # nothing written
@@ -75,6 +76,6 @@ def test_a_file_whose_bytes_are_not_the_locked_ones_is_not_sent(file_lock: Lock,
     (_, _, cpu) = next(x for x in files_of(file_lock) if x[2].name == "engine-cpu.tar.gz")
     Path(cpu.url.removeprefix("file://")).write_bytes(b"cpu enginX")
     with pytest.raises(VerificationError):
-        push(file_lock, parse_ref(registry.url), environ=cli_home.env)
+        push(file_lock, parse_ref(registry.url), settings_from(cli_home.env))
     assert registry.tags() == []  # nothing tagged
     assert not registry.blob_file(cpu.sha256).exists()

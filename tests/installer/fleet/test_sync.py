@@ -18,6 +18,7 @@ from superfluid.installer.fleet.sync import files_of, listing, sync, verify
 from superfluid.runtime.kernel.errors import BadFile
 from tests.conftest import Home
 from tests.installer.archives import snapshot
+from tests.settings_from import settings_from
 
 REPO = "basecompute/baseRT"
 
@@ -76,7 +77,7 @@ def test_sync_places_every_file_and_the_listing(file_lock: Lock, cli_home: Home,
     env = cli_home.env
     root = tmp_path / "mirror"
     told: list[str] = []
-    done = sync(file_lock, root, environ=env, tell=told.append)
+    done = sync(file_lock, root, settings_from(env), tell=told.append)
     assert len(done.fetched) == 4 and done.present == () and done.replaced == ()
     assert done.listings == (f"{REPO}/releases.json",) and len(told) == 4
     for _, _, f in files_of(file_lock):
@@ -88,9 +89,9 @@ def test_sync_places_every_file_and_the_listing(file_lock: Lock, cli_home: Home,
 def test_a_second_sync_fetches_and_writes_nothing(file_lock: Lock, cli_home: Home, tmp_path: Path) -> None:
     env = cli_home.env
     root = tmp_path / "mirror"
-    sync(file_lock, root, environ=env)
+    sync(file_lock, root, settings_from(env))
     before = snapshot(root)
-    again = sync(file_lock, root, environ=env)
+    again = sync(file_lock, root, settings_from(env))
     assert (again.fetched, again.replaced, again.listings) == ((), (), ())
     assert len(again.present) == 4 and snapshot(root) == before
 
@@ -98,10 +99,10 @@ def test_a_second_sync_fetches_and_writes_nothing(file_lock: Lock, cli_home: Hom
 def test_a_file_of_other_bytes_is_replaced(file_lock: Lock, cli_home: Home, tmp_path: Path) -> None:
     env = cli_home.env
     root = tmp_path / "mirror"
-    sync(file_lock, root, environ=env)
+    sync(file_lock, root, settings_from(env))
     (_, _, cpu) = next(x for x in files_of(file_lock) if x[2].name == "engine-cpu.tar.gz")
     (root / cpu.path).write_bytes(b"tampered!!")  # same size, other bytes
-    done = sync(file_lock, root, environ=env)
+    done = sync(file_lock, root, settings_from(env))
     assert done.replaced == (cpu.path,) and done.fetched == (cpu.path,)
     assert (root / cpu.path).read_bytes() == b"cpu engine"
 
@@ -119,7 +120,7 @@ def test_a_bad_listing_in_place_is_refused_before_any_write(file_lock: Lock, cli
     (root / REPO / "releases.json").write_text(text)
     before = snapshot(root)
     with pytest.raises(BadFile) as e:
-        sync(file_lock, root, environ=env)
+        sync(file_lock, root, settings_from(env))
     assert e.value.path == str(root / REPO / "releases.json")
     assert snapshot(root) == before
 
@@ -132,7 +133,7 @@ def test_a_link_out_of_the_mirror_is_refused(file_lock: Lock, cli_home: Home, tm
     root.mkdir()
     os.symlink(away, root / "basecompute")
     with pytest.raises(LockFileError, match="leads out of the mirror"):
-        sync(file_lock, root, environ=env)
+        sync(file_lock, root, settings_from(env))
     assert os.listdir(away) == []
 
 
@@ -145,7 +146,7 @@ def test_a_file_whose_bytes_differ_from_the_lock_is_not_placed(file_lock: Lock, 
     Path(cpu.url.removeprefix("file://")).write_bytes(b"cpu enginX")  # upstream changed under the lock
     root = tmp_path / "mirror"
     with pytest.raises(VerificationError):
-        sync(file_lock, root, environ=env)
+        sync(file_lock, root, settings_from(env))
     assert not (root / cpu.path).exists() and not (root / REPO / "releases.json").exists()
 
 
@@ -164,7 +165,7 @@ def test_verify_finds_each_difference_and_changes_nothing(file_lock: Lock, cli_h
                                                          spoil: Any, path: str, fault: str, good: int) -> None:
     env = cli_home.env
     root = tmp_path / "mirror"
-    sync(file_lock, root, environ=env)
+    sync(file_lock, root, settings_from(env))
     (_, _, cpu) = next(x for x in files_of(file_lock) if x[2].name == "engine-cpu.tar.gz")
     spoil(root, cpu)
     before = snapshot(root)
@@ -178,7 +179,7 @@ def test_verify_finds_each_difference_and_changes_nothing(file_lock: Lock, cli_h
 def test_verify_a_listing_that_states_another_digest(file_lock: Lock, cli_home: Home, tmp_path: Path) -> None:
     env = cli_home.env
     root = tmp_path / "mirror"
-    sync(file_lock, root, environ=env)
+    sync(file_lock, root, settings_from(env))
     doc = json.loads((root / REPO / "releases.json").read_text())
     for rel in doc:
         for a in rel["assets"]:

@@ -19,6 +19,7 @@ from superfluid.installer.sources.release_source import Asset
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.planning import Plan, PlanAsset
 from tests.installer.archives import E, make_tar
+from tests.settings_from import settings_from
 
 SHA = "a" * 64
 
@@ -82,8 +83,7 @@ def test_which_plans_stream(tmp_path: Path, assets: list[PlanAsset], offline: bo
     blob.write_bytes(b"x")
     source = FakeSource(cache, {a.url: blob for a in assets}, offline=offline)
     phases = Phases()
-    fill_for(plan(*assets), source, environ={}, progress=None, phases=phases,  # type: ignore[arg-type]
-             unchecked=_no_unchecked)
+    fill_for(plan(*assets), source, settings=settings_from({}), progress=None, phases=phases, unchecked=_no_unchecked)
     fetched_now = [name for name, _, _ in phases.spans()] == ["download"]
     assert fetched_now is not streams
     assert source.asked == ([] if streams else [(a.url, a.sha256) for a in assets])
@@ -109,10 +109,11 @@ def test_a_local_file_is_hashed_in_place(tmp_path: Path, form: str, digest: str 
     p = plan(asset("b.tar.gz", url, sha256=sha))
     if error is not None:
         with pytest.raises(error):
-            fetch(p, None, environ={}, progress=None, unchecked=lambda *t: told.append(t))
+            fetch(p, None, settings=settings_from({}), progress=None, unchecked=lambda *t: told.append(t))
         assert told == []
         return
-    ((a, got_path, got_sha),) = fetch(p, None, environ={}, progress=None, unchecked=lambda *t: told.append(t))
+    ((a, got_path, got_sha),) = fetch(p, None, settings=settings_from({}), progress=None,
+                                      unchecked=lambda *t: told.append(t))
     assert (a, got_path, got_sha) == (p.assets[0], path, right)
     assert told == ([] if sha else [(str(path), right)])
 
@@ -125,7 +126,7 @@ def test_fetched_in_plan_order(tmp_path: Path) -> None:
     source = FakeSource(Cache(tmp_path / "cache"), {REMOTE: remote})
     p = plan(asset("b.tar.gz", REMOTE, sha256=hashlib.sha256(b"remote").hexdigest()),
              asset("local.tar.gz", str(local), sha256=hashlib.sha256(b"local").hexdigest()))
-    got = fetch(p, source, environ={}, progress=None, unchecked=_no_unchecked)  # type: ignore[arg-type]
+    got = fetch(p, source, settings=settings_from({}), progress=None, unchecked=_no_unchecked)  # type: ignore[arg-type]
     assert [(a.name, path) for a, path, _ in got] == [("b.tar.gz", remote), ("local.tar.gz", local)]
     assert source.asked == [(REMOTE, p.assets[0].sha256)]  # the local file never reaches the source
 
@@ -136,7 +137,7 @@ def test_fetched_archives_are_extracted_when_staged(tmp_path: Path) -> None:
     archive = make_tar(tmp_path / "b.tar.gz", [E("file", "libengine.so", "engine")])
     sha = hashlib.sha256(archive.read_bytes()).hexdigest()
     phases = Phases()
-    fill = fill_for(plan(asset("b.tar.gz", str(archive), sha256=sha)), None, environ={}, progress=None,
+    fill = fill_for(plan(asset("b.tar.gz", str(archive), sha256=sha)), None, settings=settings_from({}), progress=None,
                     phases=phases, unchecked=_no_unchecked)
     assert [name for name, _, _ in phases.spans()] == ["download"]
     lib = tmp_path / "staging" / "lib"

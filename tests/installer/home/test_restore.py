@@ -22,6 +22,7 @@ from superfluid.runtime.kernel.record import FILES, files_of
 from superfluid.runtime.planning import Request
 from tests.conftest import Home
 from tests.installer.archives import snapshot
+from tests.settings_from import settings_from
 
 SHA = "ab" * 32
 URL = "https://github.example/basecompute/baseRT/releases/download/v0.4.0/basert-engine-linux-x64-0.4.0.tar.gz"
@@ -100,7 +101,7 @@ def restorable(bundles: dict[str, Path], tmp_path: Path, cli_home: Home) -> tupl
     shutil.copy(bundles["0.4.0"], local)
     env = cli_home.env
     sha = hashlib.sha256(local.read_bytes()).hexdigest()
-    done = install(Request.parse("basert", from_=str(local), sha256=sha), environ=env)
+    done = install(Request.parse("basert", from_=str(local), sha256=sha), settings_from(env))
     assert done.receipt is not None and done.path is not None
     return env, read_receipt(Path(done.path) / "runtime.json"), local
 
@@ -117,7 +118,7 @@ def test_a_changed_install_is_put_back_as_its_receipt_records(restorable: tuple[
     install_dir = runtime_root(env["SUPERFLUID_HOME"], "basert") / receipt.install
     before = {r.path: r for r in files_of(receipt) or ()}
     _spoil(install_dir)
-    done = restore(receipt, environ=env)
+    done = restore(receipt, settings_from(env))
     assert done.path == install_dir and done.replaced
     again = read_receipt(install_dir / "runtime.json")
     assert (again.sources, again.installed_at, again.chosen_by) == (receipt.sources, receipt.installed_at,
@@ -131,7 +132,7 @@ def test_offline_with_nothing_cached_opens_no_connection(restorable: tuple[dict[
     remote = replace(receipt, sources=(Source("https://192.0.2.1/o/r/releases/download/v1/x.tar.gz",
                                                           receipt.sources[0].sha256),))
     with pytest.raises(OfflineMissing) as e:
-        restore(remote, environ=env, offline=True)
+        restore(remote, settings_from(env, offline=True))
     assert e.value.fix is not None and "without --offline" in e.value.fix
 
 
@@ -165,5 +166,5 @@ def test_a_refused_restore_changes_nothing(restorable: tuple[dict[str, str], Rec
     asked = make(receipt, bundles, local)
     before = snapshot(root)
     with pytest.raises(NotRestorable, match=fragment):
-        restore(asked, environ=env)
+        restore(asked, settings_from(env))
     assert snapshot(root) == before

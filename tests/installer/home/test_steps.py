@@ -23,6 +23,7 @@ from superfluid.runtime.kernel.layout import worker_path
 from superfluid.runtime.kernel.receipt import read_receipt
 from superfluid.runtime.planning import Plan, PlanAsset
 from superfluid.runtime.probe import Probed, ProbeRefused
+from tests.settings_from import settings_from
 
 RID = "demo"
 SHA = "b" * 64
@@ -78,14 +79,15 @@ def env(tmp_path: Path) -> dict[str, str]:
 def test_probe_environ_drops_every_worker_override() -> None:
     given = {"PATH": "/bin", "SUPERFLUID_HOME": "/h", "SUPERFLUID_HOST_OS": "linux",
              **{registry.env_override(i): "/w" for i in registry.IDS}}
-    assert probe_environ(given) == {"PATH": "/bin", "SUPERFLUID_HOME": "/h", "SUPERFLUID_HOST_OS": "linux"}
+    assert probe_environ(settings_from(given)) == {"PATH": "/bin", "SUPERFLUID_HOME": "/h",
+                                                   "SUPERFLUID_HOST_OS": "linux"}
 
 
 def test_stage_then_probe_then_receipt_then_publish(tmp_path: Path) -> None:
     home = tmp_path / "home"
     adapter = FakeAdapter()
     phases = Phases()
-    steps = PlanSteps(adapter, the_plan(), fill, environ=env(tmp_path), untested=False,  # type: ignore[arg-type]
+    steps = PlanSteps(adapter, the_plan(), fill, settings=settings_from(env(tmp_path)), untested=False,
                       platform="linux-x86_64", lock={"file": "superfluid.lock", "sha256": SHA}, phases=phases)
     published = install_staged(home, RID, "1.0-cpu", steps.stage, steps.probe)
     (report,) = adapter.reports
@@ -105,8 +107,8 @@ def test_stage_then_probe_then_receipt_then_publish(tmp_path: Path) -> None:
 
 def test_a_refusing_probe_publishes_nothing(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    steps = PlanSteps(FakeAdapter("its check finds no cpu"), the_plan(), fill,  # type: ignore[arg-type]
-                      environ=env(tmp_path), untested=False, platform="linux-x86_64")
+    steps = PlanSteps(FakeAdapter("its check finds no cpu"), the_plan(), fill, settings=settings_from(env(tmp_path)),
+                      untested=False, platform="linux-x86_64")
     with pytest.raises(ProbeRefused, match="its check finds no cpu"):
         install_staged(home, RID, "1.0-cpu", steps.stage, steps.probe)
     assert sorted(os.listdir(runtime_root(home, RID))) == [".install.lock"]  # the staging is gone
@@ -119,7 +121,7 @@ def test_a_worker_that_fails_is_a_refusal(tmp_path: Path) -> None:
         (lib.parent / worker_path(RID)).write_text("#!/bin/sh\necho 'no library here' >&2\nexit 3\n")
         return out
 
-    steps = PlanSteps(FakeAdapter(), the_plan(), broken, environ=env(tmp_path), untested=False,  # type: ignore[arg-type]
+    steps = PlanSteps(FakeAdapter(), the_plan(), broken, settings=settings_from(env(tmp_path)), untested=False,
                       platform="linux-x86_64")
     with pytest.raises(ProbeRefused, match="its check failed") as info:
         install_staged(tmp_path / "home", RID, "1.0-cpu", steps.stage, steps.probe)
@@ -189,7 +191,7 @@ def test_the_probe_worker_starts_before_the_archives_arrive_and_checks_once_they
         return [(p.assets[0], lib.parent / "cache-blob", SHA)]
 
     adapter = FakeAdapter()
-    steps = PlanSteps(adapter, the_plan(), slow_fill, environ=env(tmp_path), untested=False,  # type: ignore[arg-type]
+    steps = PlanSteps(adapter, the_plan(), slow_fill, settings=settings_from(env(tmp_path)), untested=False,
                       platform="linux-x86_64")
     steps.stage(staging)
     steps.probe(staging)
@@ -208,7 +210,7 @@ def test_a_failed_stage_stops_the_primed_worker(tmp_path: Path) -> None:
         held.append(steps._primed.pid)
         raise OSError("disk full")
 
-    steps = PlanSteps(FakeAdapter(), the_plan(), failing_fill, environ=env(tmp_path), untested=False,  # type: ignore[arg-type]
+    steps = PlanSteps(FakeAdapter(), the_plan(), failing_fill, settings=settings_from(env(tmp_path)), untested=False,
                       platform="linux-x86_64")
     with pytest.raises(OSError, match="disk full"):
         steps.stage(staging)

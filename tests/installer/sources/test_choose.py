@@ -17,10 +17,11 @@ from superfluid.installer.sources.github import GitHubClient
 from superfluid.installer.sources.mirror import Mirror
 from superfluid.installer.sources.release_source import ListedSource, OfflineSource, ReleaseSource
 from superfluid.runtime.kernel.errors import UsageError
+from tests.settings_from import settings_from
 
 
 def _choose(home: Path, mirror: str | None, offline: bool = False, **variables: str) -> ReleaseSource:
-    return source_for(mirror=mirror, offline=offline, environ={"SUPERFLUID_HOME": str(home), **variables},
+    return source_for(settings_from({"SUPERFLUID_HOME": str(home), **variables}, mirror=mirror, offline=offline),
                       fix="superfluid runtime install basert")
 
 

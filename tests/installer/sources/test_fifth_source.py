@@ -25,6 +25,7 @@ from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import ReleaseNotFound
 from superfluid.installer.install import install
+from superfluid.installer.settings import Settings
 from superfluid.installer.sources import choose
 from superfluid.installer.sources.release import Asset, Release
 from superfluid.installer.sources.release_source import ListedSource, OfflineSource, ReleaseSource
@@ -37,6 +38,7 @@ from superfluid.runtime.planning import Request
 from tests.conftest import Home
 from tests.end_to_end.releases import bundle_name, release_assets
 from tests.release_server import sha256_line
+from tests.settings_from import settings_from
 from tests.threaded_server import serving
 
 REPO = "basecompute/baseRT"
@@ -75,7 +77,7 @@ class FlatListing:
         return found
 
 
-def flat_source(where: str, *, named_by: str, offline: bool, environ: Mapping[str, str], config: FetchConfig,
+def flat_source(where: str, *, named_by: str, offline: bool, settings: Settings, config: FetchConfig,
                 cache: Cache, fix: str | None, fetcher: Fetcher | None) -> ReleaseSource:
     """``flat://HOST:PORT/PATH``: the static server at ``http://HOST:PORT/PATH``."""
     if where.count("/") < 3:
@@ -84,7 +86,7 @@ def flat_source(where: str, *, named_by: str, offline: bool, environ: Mapping[st
     if offline:
         return OfflineSource(FlatListing(root, NoNetworkFetcher(config), cache, offline=True), cache, config=config,
                              fix=fix, mirror=where)
-    net = fetcher or network_fetcher(root, environ, config, plain_http_origins=[root])
+    net = fetcher or network_fetcher(root, config, proxied=settings.proxied, plain_http_origins=[root])
     return ListedSource(FlatListing(root, net, cache), cache, net, mirror=where)
 
 
@@ -143,7 +145,7 @@ def test_an_install_through_a_fifth_source(flat: None, static: tuple[Static, str
     data = files.assets[bundle]
     sha = hashlib.sha256(data).hexdigest()
 
-    done = install(Request.parse("basert"), environ=cli_home.env, mirror=where)
+    done = install(Request.parse("basert"), settings_from(cli_home.env, mirror=where))
 
     assert done.source == f"flat releases at http://{where.removeprefix('flat://')}"
     receipt = done.receipt
@@ -162,13 +164,13 @@ def test_an_install_through_a_fifth_source(flat: None, static: tuple[Static, str
 
 def test_offline_the_fifth_source_is_the_cache_alone(flat: None, static: tuple[Static, str], cli_home: Home) -> None:
     files, where = static
-    install(Request.parse("basert"), environ=cli_home.env, mirror=where, dry_run=True)  # the cache filled
+    install(Request.parse("basert"), settings_from(cli_home.env, mirror=where), dry_run=True)  # the cache filled
     files.asked.clear()
-    planned = install(Request.parse("basert"), environ=cli_home.env, mirror=where, offline=True, dry_run=True)
+    planned = install(Request.parse("basert"), settings_from(cli_home.env, mirror=where, offline=True), dry_run=True)
     assert planned.source.startswith("the cache at ") and files.asked == []
     assert [p.install for p in planned.plans][:1] == [f"{VERSION}-cpu"]
 
 
 def test_a_bad_name_of_the_fifth_source_is_its_usage_error(flat: None, cli_home: Home) -> None:
     with pytest.raises(UsageError, match="not flat://HOST:PORT/"):
-        install(Request.parse("basert"), environ=cli_home.env, mirror="flat://")
+        install(Request.parse("basert"), settings_from(cli_home.env, mirror="flat://"))

@@ -18,13 +18,14 @@ import responses
 from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import OfflineMissing, RateLimited, ReleaseNotFound, SizeExceeded
-from superfluid.installer.sources.github import GitHubClient, check_repo, token_from, web_base_for
+from superfluid.installer.sources.github import GitHubClient, check_repo, web_base_for
 from superfluid.installer.transport.files import NoNetworkFetcher
 from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 from superfluid.runtime.kernel.errors import BadFile
 from tests.installer.conftest import REPO
 from tests.installer.sources.release_json import asset_json, release_json
 from tests.release_server import ReleaseServer
+from tests.settings_from import settings_from
 
 
 class TestHelpers:
@@ -34,7 +35,7 @@ class TestHelpers:
          ({"GH_TOKEN": "", "GITHUB_TOKEN": "b"}, "b"), ({}, None), ({"GH_TOKEN": "  "}, None)],
     )
     def test_token_from(self, env: dict[str, str], token: str | None) -> None:
-        assert token_from(env) == token
+        assert settings_from(env).github_token == token
 
     @pytest.mark.parametrize(
         ("api", "web"),
@@ -204,7 +205,7 @@ class TestClientLoopback:
         _publish(object_store_server, 1)
         env = {"SUPERFLUID_HOME": str(home), "SUPERFLUID_GITHUB_API": object_store_server.url,
                "GITHUB_TOKEN": "s3cret-token"}
-        source = source_for(mirror=None, offline=False, environ=env)
+        source = source_for(settings_from(env, mirror=None, offline=False))
         rel = source.releases(REPO)[0]
         asset = rel.asset("basert-engine-linux-x64-0.0.0.tar.gz")
         assert asset is not None and asset.url.startswith(object_store_server.url)

@@ -23,6 +23,7 @@ from superfluid.installer.sources.release_source import ListedSource, OfflineSou
 from superfluid.runtime.kernel.errors import BadFile, UsageError
 from tests.installer.conftest import REPO
 from tests.release_server import ReleaseServer, sha256_line
+from tests.settings_from import settings_from
 
 BUNDLE = "basert-engine-linux-x64-0.4.0.tar.gz"
 DATA = os.urandom(200_000)
@@ -60,7 +61,7 @@ class TestLayout:
 
 class TestHttpMirror:
     def test_lists_and_fetches_from_the_mirror_only(self, upstream: ReleaseServer, home: Path) -> None:
-        source = source_for(mirror=upstream.mirror_url, offline=False, environ=env(home), config=FAST)
+        source = source_for(settings_from(env(home), mirror=upstream.mirror_url, offline=False, config=FAST))
         assert isinstance(source, ListedSource) and isinstance(source.lister, Mirror)
         assert source.describe() == f"mirror {upstream.mirror_url}" and source.mirror == upstream.mirror_url
         rels = source.releases(REPO)
@@ -73,12 +74,12 @@ class TestHttpMirror:
         assert all(r.path.startswith("/mirror/") for r in upstream.log)
 
     def test_environment_names_the_mirror(self, upstream: ReleaseServer, home: Path) -> None:
-        source = source_for(mirror=None, offline=False, environ=env(home, SUPERFLUID_MIRROR=upstream.mirror_url))
+        source = source_for(settings_from(env(home, SUPERFLUID_MIRROR=upstream.mirror_url), mirror=None, offline=False))
         assert isinstance(source, ListedSource) and isinstance(source.lister, Mirror) and source.releases(REPO)
 
     def test_mirror_serving_other_bytes_is_refused(self, upstream: ReleaseServer, home: Path) -> None:
         upstream.fault(upstream.mirror_path(REPO, "v0.4.0", BUNDLE), "wrong_bytes")
-        source = source_for(mirror=upstream.mirror_url, offline=False, environ=env(home), config=FAST)
+        source = source_for(settings_from(env(home), mirror=upstream.mirror_url, offline=False, config=FAST))
         asset = source.release(REPO, "v0.4.0").asset(BUNDLE)
         assert asset is not None
         with pytest.raises(VerificationError, match=f"expected {SHA}"):
@@ -86,14 +87,14 @@ class TestHttpMirror:
         assert not Cache.for_home(home).blobs.blob_path(SHA).exists()
 
     def test_listing_is_a_conditional_request(self, upstream: ReleaseServer, home: Path) -> None:
-        source = source_for(mirror=upstream.mirror_url, offline=False, environ=env(home), config=FAST)
+        source = source_for(settings_from(env(home), mirror=upstream.mirror_url, offline=False, config=FAST))
         source.releases(REPO)
         upstream.clear_log()
         source.releases(REPO)
         assert [r.status for r in upstream.log] == [304]
 
     def test_no_listing_for_the_repo(self, upstream: ReleaseServer, home: Path) -> None:
-        source = source_for(mirror=upstream.mirror_url, offline=False, environ=env(home), config=FAST)
+        source = source_for(settings_from(env(home), mirror=upstream.mirror_url, offline=False, config=FAST))
         with pytest.raises(ReleaseNotFound, match="listing ggml-org/llama.cpp/releases.json not found"):
             source.releases("ggml-org/llama.cpp")
         with pytest.raises(ReleaseNotFound, match="release v9"):
@@ -101,7 +102,7 @@ class TestHttpMirror:
 
     def test_bad_mirror_flag_is_a_usage_error(self, home: Path) -> None:
         with pytest.raises(UsageError, match="no such directory"):
-            source_for(mirror=str(home / "nope"), offline=False, environ=env(home))
+            source_for(settings_from(env(home), mirror=str(home / "nope"), offline=False))
 
 
 class TestDirectoryMirror:
@@ -110,7 +111,7 @@ class TestDirectoryMirror:
         root = upstream.write_mirror(tmp_path / "mirror")
         upstream.clear_log()
         for offline in (False, True):  # a directory needs no connection, so --offline reads it too
-            source = source_for(mirror=str(root), offline=offline, environ=env(home))
+            source = source_for(settings_from(env(home), mirror=str(root), offline=offline))
             assert isinstance(source, ListedSource) and source.mirror == root.resolve().as_uri() + "/"
             rels = source.releases(REPO)
             assert [r.tag for r in rels] == ["v0.4.0", "v0.3.0"]
@@ -125,7 +126,7 @@ class TestDirectoryMirror:
         listing.parent.mkdir(parents=True)
         listing.write_text(json.dumps([{"tag_name": "../../..", "assets": []}, {"tag_name": "v1", "assets": None},
                                        {"tag_name": "v0", "assets": []}]))
-        source = source_for(mirror=str(tmp_path / "m"), offline=False, environ=env(home))
+        source = source_for(settings_from(env(home), mirror=str(tmp_path / "m"), offline=False))
         assert [r.tag for r in source.releases(REPO)] == ["v0"]
         first, second = source.warnings
         assert first.endswith("releases.json: release '../../..' ($[0]) skipped: $[0].tag_name: "
@@ -136,7 +137,7 @@ class TestDirectoryMirror:
         listing = tmp_path / "m" / listing_path(REPO)
         listing.parent.mkdir(parents=True)
         listing.write_text(json.dumps({"tag_name": "v1"}))
-        source = source_for(mirror=str(tmp_path / "m"), offline=False, environ=env(home))
+        source = source_for(settings_from(env(home), mirror=str(tmp_path / "m"), offline=False))
         with pytest.raises(BadFile, match="expected a JSON array") as e:
             source.releases(REPO)
         assert e.value.json_path == "$" and e.value.path.endswith("releases.json")
@@ -147,7 +148,7 @@ class TestOffline:
                                                               no_sockets: list[object]) -> None:
         fix = "run `superfluid runtime install basert` once without --offline"
         environ = env(home, SUPERFLUID_GITHUB_API=upstream.url)
-        source = source_for(mirror=None, offline=True, environ=environ, fix=fix)
+        source = source_for(settings_from(environ, mirror=None, offline=True), fix=fix)
         assert isinstance(source, OfflineSource)
         with pytest.raises(OfflineMissing) as e:
             source.releases(REPO)
@@ -160,7 +161,7 @@ class TestOffline:
     def test_warm_cache_serves_everything_without_a_connection(self, upstream: ReleaseServer, home: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
         environ = env(home, SUPERFLUID_GITHUB_API=upstream.url)
-        online = source_for(mirror=None, offline=False, environ=environ, config=FAST)
+        online = source_for(settings_from(environ, mirror=None, offline=False, config=FAST))
         assert isinstance(online, ListedSource) and isinstance(online.lister, GitHubClient)
         rel = online.releases(REPO)[0]
         sidecar = rel.asset(f"{BUNDLE}.sha256")
@@ -175,7 +176,7 @@ class TestOffline:
 
         opened: list[object] = []
         monkeypatch.setattr(socket.socket, "connect", lambda self, addr: opened.append(addr))
-        offline = source_for(mirror=None, offline=True, environ=environ, config=FAST)
+        offline = source_for(settings_from(environ, mirror=None, offline=True, config=FAST))
         rels = offline.releases(REPO)
         assert [r.tag for r in rels] == ["v0.4.0", "v0.3.0"]
         assert offline.read(sidecar) == sha256_line(BUNDLE, DATA)
@@ -189,7 +190,7 @@ class TestOffline:
     def test_offline_http_mirror_reads_its_cache(self, upstream: ReleaseServer, home: Path,
                                                  no_sockets: list[object]) -> None:
         with pytest.raises(OfflineMissing, match="release listing"):
-            source_for(mirror=upstream.mirror_url, offline=True, environ=env(home)).releases(REPO)
+            source_for(settings_from(env(home), mirror=upstream.mirror_url, offline=True)).releases(REPO)
         assert no_sockets == [] and upstream.log == []
 
 
@@ -198,8 +199,8 @@ def test_memory_fetcher_answers_as_the_loopback_server_does(upstream: ReleaseSer
     from superfluid.installer.sources.github import GitHubClient
 
     memory = GitHubClient(upstream.memory_fetcher(FAST), Cache(tmp_path / "a"), api_base=upstream.url)
-    loop = source_for(mirror=None, offline=False, environ={"SUPERFLUID_HOME": str(tmp_path / "b"),
-                                                           "SUPERFLUID_GITHUB_API": upstream.url}, config=FAST)
+    loop = source_for(settings_from({"SUPERFLUID_HOME": str(tmp_path / "b"), "SUPERFLUID_GITHUB_API": upstream.url},
+                                    mirror=None, offline=False, config=FAST))
     assert memory.releases(REPO) == loop.releases(REPO)
     upstream.fault(upstream.download_path(REPO, "v0.4.0", BUNDLE), "cut", after=1000)
     from superfluid.installer.cache.download import download
@@ -212,8 +213,8 @@ def test_memory_fetcher_answers_as_the_loopback_server_does(upstream: ReleaseSer
 
 class TestRead:
     def test_a_garbled_sidecar_is_not_kept(self, upstream: ReleaseServer, home: Path) -> None:
-        source = source_for(mirror=None, offline=False, environ=env(home, SUPERFLUID_GITHUB_API=upstream.url),
-                            config=FAST)
+        source = source_for(settings_from(env(home, SUPERFLUID_GITHUB_API=upstream.url), mirror=None, offline=False,
+                                          config=FAST))
         sidecar = source.release(REPO, "v0.4.0").asset(f"{BUNDLE}.sha256")
         assert sidecar is not None and sidecar.sha256 is not None
         path = upstream.download_path(REPO, "v0.4.0", f"{BUNDLE}.sha256")
@@ -226,15 +227,15 @@ class TestRead:
     def test_a_sidecar_without_a_listed_digest_is_revalidated(self, release_server: ReleaseServer,
                                                               home: Path) -> None:
         release_server.add_release(REPO, "v0.3.1", {"basert-engine-abi-1.txt": b"1\n"}, digests=False)
-        source = source_for(mirror=None, offline=False,
-                            environ=env(home, SUPERFLUID_GITHUB_API=release_server.url), config=FAST)
+        source = source_for(settings_from(env(home, SUPERFLUID_GITHUB_API=release_server.url), mirror=None,
+                                          offline=False, config=FAST))
         abi = source.release(REPO, "v0.3.1").asset("basert-engine-abi-1.txt")
         assert abi is not None and abi.sha256 is None
         assert source.read(abi) == source.read(abi) == b"1\n"
         assert [r.status for r in release_server.requests_to(f"/{REPO}/")] == [200, 304]
 
     def test_too_big_to_be_a_sidecar(self, upstream: ReleaseServer, home: Path) -> None:
-        source = source_for(mirror=None, offline=False, environ=env(home, SUPERFLUID_GITHUB_API=upstream.url))
+        source = source_for(settings_from(env(home, SUPERFLUID_GITHUB_API=upstream.url), mirror=None, offline=False))
         bundle = source.release(REPO, "v0.4.0").asset(BUNDLE)
         assert bundle is not None
         with pytest.raises(SizeExceeded):

@@ -31,10 +31,11 @@ from superfluid.installer.transport.files import FileFetcher, NoNetworkFetcher
 from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 from superfluid.installer.transport.urls import origin_of
 from superfluid.runtime.kernel.errors import UsageError
+from tests.settings_from import settings_from
 
 
 def pick(tmp_path: Path, mirror: str | None, offline: bool, **env: str) -> ReleaseSource:
-    return source_for(mirror=mirror, offline=offline, environ={"SUPERFLUID_HOME": str(tmp_path / "home"), **env})
+    return source_for(settings_from({"SUPERFLUID_HOME": str(tmp_path / "home"), **env}, mirror=mirror, offline=offline))
 
 
 # --- which source ------------------------------------------------------------------------------------------
@@ -144,12 +145,13 @@ def test_fetcher_for(url: str, kind: type[object], has_credential: bool) -> None
     pytest.param("http://127.0.0.1:9/x.tar.gz", {}, "LoopbackFetcher", id="loopback"),
     pytest.param("http://u:p@127.0.0.1:9/x.tar.gz", {}, "LoopbackFetcher", id="loopback-with-userinfo"),
     pytest.param("http://127.0.0.1:9/x.tar.gz", {"HTTP_PROXY": "http://proxy:3128"}, "RequestsFetcher", id="proxied"),
-    pytest.param("http://127.0.0.1:9/x.tar.gz", None, "RequestsFetcher", id="no-environment-given"),
+    pytest.param("http://127.0.0.1:9/x.tar.gz", None, "RequestsFetcher", id="no-settings-given"),
     pytest.param("https://h.example/x.tar.gz", {}, "RequestsFetcher", id="elsewhere"),
 ])
-def test_fetcher_for_chooses_as_a_source_does_given_the_environment(
+def test_fetcher_for_chooses_as_a_source_does_given_the_settings(
         url: str, environ: dict[str, str] | None, kind: str) -> None:
-    fetcher = fetcher_for(url, plain_http=True, environ=environ)
+    proxied = None if environ is None else settings_from(environ).proxied
+    fetcher = fetcher_for(url, plain_http=True, proxied=proxied)
     assert type(fetcher).__name__ == kind
     assert (fetcher.credential is not None) is ("u:p@" in url)
     assert fetcher.plain_http_origins == {origin_of(url.replace("u:p@", ""))}
@@ -167,7 +169,7 @@ def test_a_small_asset_over_the_cap_is_refused_before_any_request(tmp_path: Path
 
 
 def test_offline_fetch_answers_from_the_cache_by_digest(tmp_path: Path) -> None:
-    source = source_for(mirror=None, offline=True, environ={"SUPERFLUID_HOME": str(tmp_path / "home")},
+    source = source_for(settings_from({"SUPERFLUID_HOME": str(tmp_path / "home")}, mirror=None, offline=True),
                         fix="run it once online")
     cache = Cache.for_home(str(tmp_path / "home"))
     sha, _ = cache.blobs.put_bytes(b"an engine")
@@ -182,7 +184,7 @@ def test_offline_fetch_answers_from_the_cache_by_digest(tmp_path: Path) -> None:
 
 
 def test_offline_read_of_what_the_cache_lacks_names_the_fix(tmp_path: Path) -> None:
-    source = source_for(mirror=None, offline=True, environ={"SUPERFLUID_HOME": str(tmp_path / "home")},
+    source = source_for(settings_from({"SUPERFLUID_HOME": str(tmp_path / "home")}, mirror=None, offline=True),
                         fix="run it once online")
     with pytest.raises(OfflineMissing) as e:
         source.read(Asset("x.sha256", "https://h.example/x.sha256", 10))

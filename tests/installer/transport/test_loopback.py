@@ -17,6 +17,7 @@ from superfluid.installer.transport.loopback import LoopbackFetcher, serves
 from superfluid.installer.transport.messages import Upload
 from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 from tests.release_server import ReleaseServer
+from tests.settings_from import settings_from
 
 REPO, TAG, NAME = "acme/engine", "v1", "engine.tar.gz"
 DATA = bytes(range(256)) * 4096  # 1 MiB
@@ -32,7 +33,7 @@ DATA = bytes(range(256)) * 4096  # 1 MiB
     ("http://mirror.example/", {}, False),
 ])
 def test_serves_plain_http_to_loopback_without_a_proxy(url: str, environ: dict[str, str], want: bool) -> None:
-    assert serves(url, environ) is want
+    assert serves(url, proxied=settings_from(environ).proxied) is want
 
 
 @pytest.fixture

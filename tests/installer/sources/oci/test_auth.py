@@ -14,6 +14,7 @@ import pytest
 
 from superfluid.installer.sources.oci.auth import Login, auth_files, login_for, parse_challenge, parse_token, token_url
 from superfluid.runtime.kernel.errors import BadFile
+from tests.settings_from import settings_from
 
 
 def _auths(path: Path, entries: dict[str, Any]) -> Path:
@@ -37,7 +38,7 @@ def _b64(text: str) -> str:
 ])
 def test_a_login_from_a_docker_config(tmp_path: Path, entries: dict[str, Any], user: str | None) -> None:
     _auths(tmp_path / ".docker" / "config.json", entries)
-    got = login_for("reg.example:5000", "fleet/engines", {"HOME": str(tmp_path)})
+    got = login_for("reg.example:5000", "fleet/engines", settings_from({"HOME": str(tmp_path)}).auth_files)
     assert (got.user if got else None) == user
     if got is not None:
         assert got.secret == "p:w" and "p:w" not in repr(got)
@@ -47,10 +48,11 @@ def test_registry_auth_file_comes_first(tmp_path: Path) -> None:
     _auths(tmp_path / ".docker" / "config.json", {"reg.example": {"auth": _b64("docker:x")}})
     named = _auths(tmp_path / "auth.json", {"reg.example": {"auth": _b64("named:x")}})
     env = {"HOME": str(tmp_path), "REGISTRY_AUTH_FILE": str(named)}
-    login = login_for("reg.example", "x", env)
+    login = login_for("reg.example", "x", settings_from(env).auth_files)
     assert login is not None and login.user == "named" and login.source == str(named)
     config = _auths(tmp_path / "cfg" / "config.json", {"reg.example": {"auth": _b64("cfg:x")}})
-    login = login_for("reg.example", "x", {"HOME": str(tmp_path), "DOCKER_CONFIG": str(config.parent)})
+    login = login_for("reg.example", "x", settings_from({"HOME": str(tmp_path),
+                                                         "DOCKER_CONFIG": str(config.parent)}).auth_files)
     assert login is not None and login.user == "cfg"
 
 
@@ -63,7 +65,7 @@ def test_a_broken_auth_file_is_named_and_no_secret_repeated(tmp_path: Path, text
     path = tmp_path / "auth.json"
     path.write_text(text)
     with pytest.raises(BadFile, match=fault) as e:
-        login_for("reg.example", "x", {"REGISTRY_AUTH_FILE": str(path)})
+        login_for("reg.example", "x", settings_from({"REGISTRY_AUTH_FILE": str(path)}).auth_files)
     assert str(path) in str(e.value) and "s3cret" not in str(e.value)
 
 
@@ -101,11 +103,11 @@ def test_a_token_is_asked_for_our_scope_too() -> None:
     pytest.param({"HOME": "/h"}, ["/h/.docker/config.json"], id="home"),
 ])
 def test_auth_files_in_order(environ: dict[str, str], want: list[str]) -> None:
-    assert [str(p) for p in auth_files(environ)] == want
+    assert list(settings_from(environ).auth_files) == want
 
 
 def test_auth_files_expand_a_tilde() -> None:
-    (path,) = auth_files({"REGISTRY_AUTH_FILE": "~/auth.json"})
+    (path,) = auth_files(named="~/auth.json", docker_config="", user_home="")
     assert "~" not in str(path) and path.name == "auth.json"
 
 
@@ -123,7 +125,7 @@ def test_auth_files_expand_a_tilde() -> None:
 ])
 def test_an_entry(tmp_path: Path, entries: dict[str, Any], login: tuple[str, str] | None) -> None:
     path = _auths(tmp_path / "auth.json", entries)
-    got = login_for("reg.example", "xyz/engines", {"REGISTRY_AUTH_FILE": str(path)})
+    got = login_for("reg.example", "xyz/engines", settings_from({"REGISTRY_AUTH_FILE": str(path)}).auth_files)
     assert ((got.user, got.secret) if got else None) == login
     if got is not None:
         assert got.source == str(path)
@@ -132,11 +134,11 @@ def test_an_entry(tmp_path: Path, entries: dict[str, Any], login: tuple[str, str
 def test_only_a_credential_helper_is_no_login(tmp_path: Path) -> None:
     path = tmp_path / "auth.json"
     path.write_text(json.dumps({"credsStore": "desktop", "credHelpers": {"reg.example": "ecr-login"}}))
-    assert login_for("reg.example", "x", {"REGISTRY_AUTH_FILE": str(path)}) is None
+    assert login_for("reg.example", "x", settings_from({"REGISTRY_AUTH_FILE": str(path)}).auth_files) is None
 
 
 def test_no_file_is_no_login(tmp_path: Path) -> None:
-    assert login_for("reg.example", "x", {"HOME": str(tmp_path)}) is None
+    assert login_for("reg.example", "x", settings_from({"HOME": str(tmp_path)}).auth_files) is None
 
 
 @pytest.mark.parametrize("make", [
@@ -147,14 +149,14 @@ def test_an_unreadable_auth_file_is_named(tmp_path: Path, make: Any) -> None:
     path = tmp_path / "auth.json"
     make(path)
     with pytest.raises(BadFile) as e:
-        login_for("reg.example", "x", {"REGISTRY_AUTH_FILE": str(path)})
+        login_for("reg.example", "x", settings_from({"REGISTRY_AUTH_FILE": str(path)}).auth_files)
     assert e.value.path == str(path)
 
 
 def test_an_entry_that_is_not_an_object(tmp_path: Path) -> None:
     path = _auths(tmp_path / "auth.json", {"reg.example": "u:p"})
     with pytest.raises(BadFile) as e:
-        login_for("reg.example", "x", {"REGISTRY_AUTH_FILE": str(path)})
+        login_for("reg.example", "x", settings_from({"REGISTRY_AUTH_FILE": str(path)}).auth_files)
     assert e.value.json_path == "$.auths['reg.example']"
 
 

@@ -25,6 +25,7 @@ from superfluid.installer.fleet.push import push
 from superfluid.installer.sources.oci.client import ANSWER_MAX_BYTES, registry_for
 from superfluid.installer.sources.oci.ref import MANIFEST_MAX_BYTES, parse_ref
 from tests.conftest import Home
+from tests.settings_from import settings_from
 
 REPOSITORY = "fleet/engines"
 
@@ -160,11 +161,11 @@ LIMITS = FetchConfig(stall_timeout=0.5, connect_timeout=0.5, patience=1.5, retri
 def test_a_slow_or_silent_answer_ends_within_the_overall_deadline(hostile: Hostile, file_lock: Lock,
                                                                   cli_home: Home) -> None:
     ref = parse_ref(hostile.url)
-    net = registry_for(ref, cli_home.env, LIMITS, push=True)
+    net = registry_for(ref, settings_from(cli_home.env), LIMITS, push=True)
     started = time.monotonic()
     try:
         with pytest.raises(DownloadError) as e:
-            push(file_lock, ref, environ=cli_home.env, registry=net, config=LIMITS)
+            push(file_lock, ref, settings_from(cli_home.env, config=LIMITS), registry=net)
     finally:
         net.close()
     took = time.monotonic() - started

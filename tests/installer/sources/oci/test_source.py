@@ -22,18 +22,19 @@ from superfluid.installer.sources.release_source import ListedSource, OfflineSou
 from tests.conftest import Home
 from tests.fleet.registry import Registry
 from tests.installer.conftest import LOCKED_REPO
+from tests.settings_from import settings_from
 
 
 @pytest.fixture
 def pushed(file_lock: Lock, registry: Registry, cli_home: Home) -> Registry:
     """The registry holding everything ``file_lock`` names."""
-    push(file_lock, parse_ref(registry.url), environ=cli_home.env)
+    push(file_lock, parse_ref(registry.url), settings_from(cli_home.env))
     return registry
 
 
 def test_the_registry_lists_the_locks_releases_and_serves_their_files(file_lock: Lock, pushed: Registry,
                                                                       cli_home: Home) -> None:
-    source = source_for(mirror=pushed.url, offline=False, environ=cli_home.env)
+    source = source_for(settings_from(cli_home.env, mirror=pushed.url, offline=False))
     try:
         assert isinstance(source, ListedSource) and isinstance(source.lister, OciListing)
         assert pushed.host in source.describe() and source.mirror == f"{pushed.url}/"
@@ -47,7 +48,7 @@ def test_the_registry_lists_the_locks_releases_and_serves_their_files(file_lock:
 
 
 def test_offline_the_registry_is_the_cache_alone(pushed: Registry, cli_home: Home) -> None:
-    source = source_for(mirror=pushed.url, offline=True, environ=cli_home.env, fix="fill it")
+    source = source_for(settings_from(cli_home.env, mirror=pushed.url, offline=True), fix="fill it")
     assert isinstance(source, OfflineSource) and isinstance(source.lister, OciListing)
     pushed.clear_log()
     with pytest.raises(OfflineMissing):
@@ -56,7 +57,7 @@ def test_offline_the_registry_is_the_cache_alone(pushed: Registry, cli_home: Hom
 
 
 def test_a_repository_never_pushed_names_the_push(pushed: Registry, cli_home: Home) -> None:
-    source = source_for(mirror=pushed.url, offline=False, environ=cli_home.env)
+    source = source_for(settings_from(cli_home.env, mirror=pushed.url, offline=False))
     try:
         with pytest.raises(ReleaseNotFound) as e:
             source.releases("ggml-org/llama.cpp")
@@ -85,7 +86,7 @@ def test_which_registry_a_locked_install_reads(file_lock: Lock, registry: Regist
                                                root: str | None, from_lock: bool, reads: str | None) -> None:
     lock = _in_registry(file_lock, registry) if from_lock else file_lock
     files = [f for e in lock.engines for f in e.files()]
-    source = locked_source(registry.url if root == "REGISTRY" else root, files, cli_home.env)
+    source = locked_source(registry.url if root == "REGISTRY" else root, files, settings_from(cli_home.env))
     try:
         if reads is None:
             assert source is None
@@ -100,7 +101,7 @@ def test_which_registry_a_locked_install_reads(file_lock: Lock, registry: Regist
 def test_a_locked_file_is_fetched_as_the_blob_of_its_digest(file_lock: Lock, pushed: Registry,
                                                             cli_home: Home) -> None:
     lock = _in_registry(file_lock, pushed)
-    source = locked_source(None, [f for e in lock.engines for f in e.files()], cli_home.env)
+    source = locked_source(None, [f for e in lock.engines for f in e.files()], settings_from(cli_home.env))
     assert source is not None
     try:
         (_, _, f) = next(x for x in files_of(lock) if x[2].name == "engine-cuda.tar.gz")

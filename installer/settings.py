@@ -43,7 +43,6 @@ class Settings:
     fetch: FetchConfig = field(default_factory=FetchConfig)  # network limits and --plain-http
     auth_files: tuple[str, ...] = ()  # the files a registry login is looked up in, in order (oci/auth.py)
     auth_file_named: bool = False  # REGISTRY_AUTH_FILE named auth_files' one file (a 401 names it if absent)
-    proxied: bool = False  # an http:// proxy variable is set: loopback goes through requests too
     progress: ProgressMode = "off"  # how downloads show their progress
     trust_root: str | None = None  # SUPERFLUID_MANIFEST_ROOT: the manifest service's root, unless --trust-root
     # the environment the command was started with, read-only: what the host-facts reader is given

@@ -9,7 +9,6 @@ from types import MappingProxyType
 
 from superfluid.installer.settings import Settings as InstallerSettings
 from superfluid.installer.sources.github import token_from
-from superfluid.installer.transport.loopback import PROXY_VARIABLES
 from superfluid.runtime.kernel.layout import home
 
 __all__ = ["Settings", "read_settings", "ENV_SOURCE", "ENV_KEYS", "ENV_TTL", "ENV_MAX_AGE", "ENV_TUF_REPO",
@@ -61,7 +60,7 @@ def read_settings(environ: Mapping[str, str]) -> Settings:
     copy = MappingProxyType(dict(environ))
     installer = InstallerSettings(home=home(copy), github_api=copy.get("SUPERFLUID_GITHUB_API") or "",
                                   github_token=token_from(copy.get("GH_TOKEN"), copy.get("GITHUB_TOKEN")),
-                                  proxied=any(copy.get(name) for name in PROXY_VARIABLES), host_environ=copy)
+                                  host_environ=copy)
     return Settings(
         installer=installer,
         source=environ.get(ENV_SOURCE, "").strip(),

@@ -9,7 +9,6 @@ from superfluid.fetch_flags import fetch_config
 from superfluid.installer.settings import MANIFEST_ROOT_VARIABLE, MIRROR_FLAG, MIRROR_VARIABLE, Settings
 from superfluid.installer.sources.github import token_from
 from superfluid.installer.sources.oci.auth import auth_files
-from superfluid.installer.transport.loopback import PROXY_VARIABLES
 from superfluid.runtime.kernel.layout import home
 
 __all__ = ["settings_of"]
@@ -37,7 +36,6 @@ def settings_of(environ: Mapping[str, str], *, mirror: str | None = None, offlin
         auth_files=tuple(str(p) for p in auth_files(named=named, docker_config=environ.get("DOCKER_CONFIG") or "",
                                                     user_home=environ.get("HOME") or "")),
         auth_file_named=bool(named),
-        proxied=any(environ.get(name) for name in PROXY_VARIABLES),
         progress="off" if json_mode or environ.get("CI") else "terminal",
         trust_root=environ.get(MANIFEST_ROOT_VARIABLE, "").strip() or None,
         host_environ=MappingProxyType(dict(environ)),

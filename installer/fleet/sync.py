@@ -103,7 +103,7 @@ def fetch_files(files: Sequence[LockedFile], *, settings: Settings, progress: An
         by_origin.setdefault(origin_of(f.url) if "://" in f.url else f.url, []).append(i)
     out: list[Path | None] = [None] * len(files)
     for indexes in by_origin.values():
-        fetcher = fetcher_for(files[indexes[0]].url, settings.fetch, plain_http=True, proxied=settings.proxied)
+        fetcher = fetcher_for(files[indexes[0]].url, settings.fetch, plain_http=True)
         try:
             done = download_many([Wanted(files[i].url, files[i].sha256, files[i].size, files[i].name)
                                   for i in indexes], cache=cache, fetcher=fetcher, progress=progress)

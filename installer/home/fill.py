@@ -96,7 +96,7 @@ def fetch(p: Plan, source: ReleaseSource | None, *, settings: Settings, progress
 def _download(assets: Sequence[PlanAsset], source: ReleaseSource | None, *, settings: Settings,
               progress: Progress | None) -> list[Download]:
     if source is None:  # --from URL: a fetcher for that URL, the home's cache
-        fetcher = fetcher_for(assets[0].url, settings.fetch, plain_http=True, proxied=settings.proxied)
+        fetcher = fetcher_for(assets[0].url, settings.fetch, plain_http=True)
         try:
             return download_many([Wanted(a.url, a.sha256, a.size, a.name) for a in assets],
                                  cache=Cache.for_home(settings.home), fetcher=fetcher, progress=progress)
@@ -134,7 +134,7 @@ def _streaming(p: Plan, source: ReleaseSource | None, *, settings: Settings, pro
 
     def fill(lib: Path) -> Sequence[Verified]:
         fetcher = (source.fetcher_of({a.url: sha256}) if source is not None
-                   else fetcher_for(a.url, settings.fetch, plain_http=True, proxied=settings.proxied))
+                   else fetcher_for(a.url, settings.fetch, plain_http=True))
         try:
             got = download_and_extract(a.url, sha256, size, lib, cache=cache, fetcher=fetcher, progress=progress,
                                        name=a.name, phases=phases)

@@ -16,7 +16,7 @@ from superfluid.installer.sources.oci.source import oci_source
 from superfluid.installer.sources.release_source import ListedSource, OfflineSource, ReleaseSource, basic_credential
 from superfluid.installer.transport.fetcher import Fetcher
 from superfluid.installer.transport.files import FileFetcher, NoNetworkFetcher
-from superfluid.installer.transport.loopback import network_fetcher
+from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.redact import redact_text
 
@@ -71,7 +71,7 @@ def source_for(
         settings: what the face settled from the flags and the environment; its ``fetch`` are the
             limits (``oci_plain_http`` for a registry), unless ``fetcher`` brings its own.
         cache: the cache (default the home's).
-        fetcher: the network seam for online sources (default ``network_fetcher``'s; a registry's
+        fetcher: the network seam for online sources (default a ``RequestsFetcher``; a registry's
             requests go through it too; tests inject).
         fix: the command that fills the cache, quoted when ``offline`` lacks something.
 
@@ -105,8 +105,7 @@ def source_for(
                                  fix=fix, mirror=root)
         if fetcher is not None and credential is not None and fetcher.credential is None:
             fetcher.credential = credential
-        net = fetcher or network_fetcher(root, config, proxied=settings.proxied, plain_http_origins=[root],
-                                         credential=credential)
+        net = fetcher or RequestsFetcher(config, plain_http_origins=[root], credential=credential)
         return ListedSource(Mirror(root, net, cache), cache, net, mirror=root)
     api_set = settings.github_api
     api = settings.api
@@ -117,5 +116,5 @@ def source_for(
     if offline:
         client = GitHubClient(NoNetworkFetcher(config), cache, api_base=api, offline=True)
         return OfflineSource(client, cache, config=config, fix=fix)
-    net = fetcher or network_fetcher(api, config, proxied=settings.proxied, plain_http_origins=[api] if api_set else ())
+    net = fetcher or RequestsFetcher(config, plain_http_origins=[api] if api_set else ())
     return ListedSource(GitHubClient(net, cache, api_base=api, token=token), cache, net)

@@ -20,7 +20,6 @@ from superfluid.installer.errors import OfflineMissing, SizeExceeded
 from superfluid.installer.sources.release import Asset, Release
 from superfluid.installer.transport.fetcher import Fetcher
 from superfluid.installer.transport.files import FileFetcher, NoNetworkFetcher
-from superfluid.installer.transport.loopback import network_fetcher
 from superfluid.installer.transport.messages import Credential
 from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 from superfluid.installer.transport.urls import origin_of
@@ -393,18 +392,12 @@ def basic_credential(url: str) -> tuple[str, Credential | None]:
     return clean, Credential(origin_of(clean), f"Basic {token}")
 
 
-def fetcher_for(url: str, config: FetchConfig | None = None, *, plain_http: bool = False,
-                proxied: bool | None = None) -> Fetcher:
+def fetcher_for(url: str, config: FetchConfig | None = None, *, plain_http: bool = False) -> Fetcher:
     """A fetcher for one URL given by the user (``--from``): ``FileFetcher`` for ``file://``,
-    else the network's (``plain_http`` allows ``http://`` to that URL's host; a ``user:password@``
-    in it is sent to that origin as Basic authorization): with ``proxied`` (``Settings.proxied``),
-    chosen as a source's is (``network_fetcher``: the standard library's for this machine), else
-    ``RequestsFetcher``."""
+    else a ``RequestsFetcher`` (``plain_http`` allows ``http://`` to that URL's host; a
+    ``user:password@`` in it is sent to that origin as Basic authorization)."""
     if urlsplit(url).scheme == "file":
         return FileFetcher(config)
     clean, credential = basic_credential(url)
     origins = [clean] if plain_http else []
-    if proxied is None:
-        return RequestsFetcher(config, plain_http_origins=origins, credential=credential)
-    return network_fetcher(clean, config or FetchConfig(), proxied=proxied, plain_http_origins=origins,
-                           credential=credential)
+    return RequestsFetcher(config, plain_http_origins=origins, credential=credential)

@@ -1,2 +1,2 @@
-"""The network seam: the fetcher base and its implementations (requests, loopback, local files), the
-messages it passes, URLs as it reads them; progress."""
+"""The network seam: the fetcher base and its implementations (requests, local files), the messages it
+passes, URLs as it reads them; progress."""

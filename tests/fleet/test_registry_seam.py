@@ -1,5 +1,5 @@
 """One network seam (issue 30): every request of a ``mirror push oci://`` and of an install from
-``oci://`` goes through the fetcher the registry client is given. A recording fetcher (the loopback
+``oci://`` goes through the fetcher the registry client is given. A recording fetcher (the requests
 transport, recording each hop it is asked to send) is handed to the push and to the install's source,
 against a real ``docker-registry`` that wants a login: what it recorded is, request for request,
 what the registry's access log says it answered (the 401 challenges and their answers too), and no
@@ -20,8 +20,8 @@ from superfluid.installer.install import install
 from superfluid.installer.sources.choose import source_for
 from superfluid.installer.sources.oci.client import registry_for
 from superfluid.installer.sources.oci.ref import parse_ref
-from superfluid.installer.transport.loopback import LoopbackFetcher
 from superfluid.installer.transport.messages import FetchResponse, HttpRequest
+from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 from superfluid.runtime.planning import Request as InstallRequest
 from tests.fleet.conftest import Machine, machine_at
 from tests.fleet.registry import Registry, docker_config
@@ -29,8 +29,8 @@ from tests.release_server import ReleaseServer
 from tests.settings_from import settings_from
 
 
-class Recording(LoopbackFetcher):
-    """The loopback transport, recording ``(method, target)`` of every hop it sends to ``host``."""
+class Recording(RequestsFetcher):
+    """The requests transport, recording ``(method, target)`` of every hop it sends to ``host``."""
 
     def __init__(self, host: str) -> None:
         super().__init__(FetchConfig())

@@ -36,7 +36,7 @@ def test_a_mirror_is_named_by_the_flag_or_the_variable_alone() -> None:
 
 @pytest.mark.parametrize(("environ", "flags", "want"), [
     pytest.param({"SUPERFLUID_HOME": "/h"}, {}, {"home": "/h", "mirror": None, "github_api": "", "offline": False,
-                                                 "github_token": None, "proxied": False, "progress": "terminal",
+                                                 "github_token": None, "progress": "terminal",
                                                  "trust_root": None}, id="nothing-set"),
     pytest.param({"SUPERFLUID_MIRROR": "/m"}, {}, {"mirror": "/m", "mirror_named_by": MIRROR_VARIABLE,
                                                    "mirror_variable": "/m"}, id="the-variable-names-the-mirror"),
@@ -47,7 +47,6 @@ def test_a_mirror_is_named_by_the_flag_or_the_variable_alone() -> None:
     pytest.param({"GH_TOKEN": "t1", "GITHUB_TOKEN": "t2"}, {}, {"github_token": "t1"}, id="gh-token-first"),
     pytest.param({"SUPERFLUID_GITHUB_API": "http://127.0.0.1:9"}, {}, {"github_api": "http://127.0.0.1:9"},
                  id="the-api"),
-    pytest.param({"http_proxy": "http://p:3128"}, {}, {"proxied": True}, id="a-proxy"),
     pytest.param({"CI": "1"}, {}, {"progress": "off"}, id="ci-has-no-bar"),
     pytest.param({}, {"json_mode": True}, {"progress": "off"}, id="json-has-no-bar"),
     pytest.param({}, {"offline": True}, {"offline": True}, id="offline"),

@@ -19,20 +19,20 @@ def test_nothing_set_is_the_defaults() -> None:
     assert (got.signing_key_file, got.signing_key, got.source_date_epoch) == ("", "", "")
     assert dict(got.environment) == {"HOME": "/u"}
     sources = got.installer
-    assert (sources.home, sources.mirror, sources.github_api, sources.github_token, sources.proxied,
-            sources.offline) == ("/u/.superfluid", None, "", None, False, False)
+    assert (sources.home, sources.mirror, sources.github_api, sources.github_token, sources.offline) == \
+        ("/u/.superfluid", None, "", None, False)
 
 
-@pytest.mark.parametrize(("environ", "home", "api", "token", "proxied"), [
+@pytest.mark.parametrize(("environ", "home", "api", "token"), [
     pytest.param({"SUPERFLUID_HOME": "/h", "SUPERFLUID_GITHUB_API": "http://127.0.0.1:8/api", "GH_TOKEN": " gh ",
-                  "GITHUB_TOKEN": "github"}, "/h", "http://127.0.0.1:8/api", "gh", False, id="gh-token-first"),
+                  "GITHUB_TOKEN": "github"}, "/h", "http://127.0.0.1:8/api", "gh", id="gh-token-first"),
     pytest.param({"SUPERFLUID_HOME": "/h", "GH_TOKEN": "  ", "GITHUB_TOKEN": "github", "HTTP_PROXY": "http://p:3"},
-                 "/h", "", "github", True, id="a-blank-gh-token-then-github-token"),
+                 "/h", "", "github", id="a-blank-gh-token-then-github-token"),
 ])
 def test_what_the_installers_release_sources_are_given(environ: dict[str, str], home: str, api: str,
-                                                       token: str, proxied: bool) -> None:
+                                                       token: str) -> None:
     got = read_settings({**environ, "SUPERFLUID_MIRROR": "https://mirror.example/r/"}).installer
-    assert (got.home, got.github_api, got.github_token, got.proxied) == (home, api, token, proxied)
+    assert (got.home, got.github_api, got.github_token) == (home, api, token)
     assert got.mirror is None  # SUPERFLUID_MIRROR is not read: a source names its own place
 
 

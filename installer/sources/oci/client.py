@@ -28,9 +28,9 @@ from superfluid.installer.sources.oci.ref import (
     parse_manifest,
 )
 from superfluid.installer.transport.fetcher import Fetcher, status_error
-from superfluid.installer.transport.loopback import network_fetcher
 from superfluid.installer.transport.messages import Body, Credential, FetchResponse, Headers, HttpRequest, Upload
 from superfluid.installer.transport.progress import Progress
+from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
 
 __all__ = ["Registry", "BlobFetcher", "Reply", "registry_for", "ANSWER_MAX_BYTES"]
@@ -83,7 +83,7 @@ class Registry:
 
     Args:
         ref: the registry and repository.
-        transport: the fetcher that speaks HTTP to the registry (``network_fetcher``).
+        transport: the fetcher that speaks HTTP to the registry (a ``RequestsFetcher``).
         login: the login for the registry (``auth.login_for``), or None (anonymous).
         push: ask tokens for ``pull,push`` (``mirror push``) rather than ``pull``.
     """
@@ -399,15 +399,14 @@ class BlobFetcher(Fetcher):
 def registry_for(ref: OciRef, settings: Settings, config: FetchConfig | None = None, *,
                  push: bool = False, transport: Fetcher | None = None) -> Registry:
     """The ``Registry`` of ``ref`` with the login the settings' auth files hold for it, through
-    ``transport`` (default: ``network_fetcher`` for the registry, plain ``http://`` to it when
+    ``transport`` (default: a ``RequestsFetcher``, plain ``http://`` to the registry when
     ``ref.plain_http``); ``config``: the limits (default ``settings.fetch``).
 
     Raises:
         BadFile: the auth file is broken.
     """
     login = login_for(ref.host, ref.repository, settings.auth_files)
-    net = transport or network_fetcher(ref.api, config or settings.fetch, proxied=settings.proxied,
-                                       plain_http_origins=[ref.api] if ref.plain_http else ())
+    net = transport or RequestsFetcher(config or settings.fetch, plain_http_origins=[ref.api] if ref.plain_http else ())
     registry = Registry(ref, net, login=login, push=push)
     if login is None:  # a 401 names it
         registry.auth.missing_file = missing_auth_file(settings.auth_files, named=settings.auth_file_named)

@@ -31,7 +31,7 @@ from superfluid.installer.sources.release import Asset, Release
 from superfluid.installer.sources.release_source import ListedSource, OfflineSource, ReleaseSource
 from superfluid.installer.transport.fetcher import Fetcher
 from superfluid.installer.transport.files import NoNetworkFetcher
-from superfluid.installer.transport.loopback import network_fetcher
+from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.receipt import read_receipt
 from superfluid.runtime.planning import Request
@@ -86,7 +86,7 @@ def flat_source(where: str, *, named_by: str, offline: bool, settings: Settings,
     if offline:
         return OfflineSource(FlatListing(root, NoNetworkFetcher(config), cache, offline=True), cache, config=config,
                              fix=fix, mirror=where)
-    net = fetcher or network_fetcher(root, config, proxied=settings.proxied, plain_http_origins=[root])
+    net = fetcher or RequestsFetcher(config, plain_http_origins=[root])
     return ListedSource(FlatListing(root, net, cache), cache, net, mirror=where)
 
 

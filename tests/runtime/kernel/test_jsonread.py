@@ -285,7 +285,7 @@ def test_a_service_answer_nested_too_deeply(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr(compat, "fetch_answer", lambda *a, **k: manifest_trust.Answer(200, DEEP))
     args = argparse.Namespace(release=None, key=None, require_signature=False, runtime="llamacpp", ask_abi=None,
                               ask_build="b1", ask_version=None, platform=None, service=str(tmp_path), json=True,
-                              insecure_no_freshness=True)
+                              trust_root=None, insecure_no_freshness=True)
     with pytest.raises(BadFile, match="is not JSON \\(is nested too deeply"):
         within(5, lambda: compat.run(args))
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from superfluid.runtime.kernel.errors import BadFile
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
-from superfluid.runtime.kernel.lookup import read
+from superfluid.runtime.kernel.lookup import Lookup
 from superfluid.runtime.kernel.schema import validate_once
 from superfluid.runtime.planning import Listing, NotInstallable, Plan, Request
 from superfluid.runtime.probe import Probed, judge_probe
@@ -136,7 +136,7 @@ class Adapter(ABC):
                           tokenizer=dict(_constant(self.formats_from, "TOKENIZER") or {"from": "engine"}),
                           capabilities=dict(_constant(self.formats_from, "CAPABILITIES") or {}))
 
-    def check(self, argv: list[str], environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
+    def check(self, argv: list[str], lookup: Lookup) -> tuple[dict[str, Any], int]:
         """A linked adapter's in-process ``check``: the report and exit code its worker's ``check``
         prints, by ``check_argv`` of the package's ``check`` module — an adapter's standard module,
         found by name as the worker finds it (``runtime.worker.engine_handlers``), so that naming an
@@ -150,12 +150,13 @@ class Adapter(ABC):
         """
         if not self.linked:
             raise NotImplementedError(f"the {self.id} adapter is not linked; ask its worker")
-        answer: tuple[dict[str, Any], int] = import_module(f"{self.package}.check").check_argv(argv, read(environ))
+        answer: tuple[dict[str, Any], int] = import_module(f"{self.package}.check").check_argv(argv, lookup)
         return answer
 
-    def nothing_to_load(self, environ: Mapping[str, str], worker: str) -> str | None:
+    def nothing_to_load(self, lookup: Lookup, worker: str) -> str | None:
         """Why a plain ``check`` by ``worker`` would find nothing here to load (no library, no
-        environment, another platform), from file lookups alone: the reason it would report.
+        environment, another platform), from file lookups alone in the environment ``lookup`` (the one
+        the worker would get): the reason it would report.
 
         None when there is something, which only ``check`` (in the worker) can judge. The default
         knows of nothing to look up, so the check is always asked.

@@ -25,6 +25,7 @@ from superfluid.runtime.contract import (
 from superfluid.runtime.kernel.errors import UsageError, guarded
 from superfluid.runtime.kernel.formats import facts_of, match, reads
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
+from superfluid.runtime.kernel.lookup import read
 from superfluid.runtime.kernel.options import Option, parse_flag_pairs, read_options, to_argv
 from superfluid.runtime.serve_check import serve_faults
 
@@ -346,7 +347,7 @@ def faults(adapter: Adapter, *, env: Mapping[str, str], worker: Sequence[str] | 
     with tempfile.TemporaryDirectory(prefix=f"superfluid-conformance-{adapter.id}-") as folder:
         found += format_faults(adapter, folder)
         if adapter.linked:
-            report, code = adapter.check([], env)
+            report, code = adapter.check([], read(env))
             found += [f"{f} (in process)" for f in report_faults(adapter, report, code)]
         found += worker_faults(adapter, command, env, folder)
         found += spelling_faults(adapter, command, env, folder)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from superfluid.runtime.hostfacts.host import detect
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.layout import installed_installs
+from superfluid.runtime.kernel.lookup import Lookup
 from superfluid.runtime.kernel.options import options_json
 
 if TYPE_CHECKING:
@@ -22,9 +23,10 @@ if TYPE_CHECKING:
 __all__ = ["declaration"]
 
 
-def declaration(adapter: Adapter, command: str, rest: list[str]) -> object:
+def declaration(adapter: Adapter, command: str, rest: list[str], lookup: Lookup) -> object:
     """The document ``command`` (``compat``, ``versions`` or ``options``) declares for ``adapter``: its compat part, the
-    versions it installs judged for this host, or the options it takes.
+    versions it installs judged for this host (``lookup``: the worker's environment as read), or the
+    options it takes.
 
     Raises:
         UsageError: anything but ``--json`` after the command.
@@ -34,5 +36,5 @@ def declaration(adapter: Adapter, command: str, rest: list[str]) -> object:
     if command == "compat":
         return adapter.compat()
     if command == "versions":
-        return adapter.versions(detect(), installed_installs(adapter.id))
+        return adapter.versions(detect(lookup.host), installed_installs(adapter.id, lookup.home))
     return options_json(adapter.options())

@@ -156,17 +156,17 @@ def _collect(proc: subprocess.Popen[bytes], deadline: float) -> tuple[bytes, byt
     return bytes(got[out_fd][:OUTPUT_MAX_BYTES]), bytes(got[err_fd][:OUTPUT_MAX_BYTES]), why
 
 
-def start_worker(argv: Sequence[str], *, environ: Mapping[str, str] | None = None,
-                 primed: bool = False) -> subprocess.Popen[bytes]:
-    """Start a worker command line as ``run_worker`` runs it (scrubbed environment, a process group
-    of its own, stdin closed); ``primed``: its stdin a pipe and ``PRIMED_VARIABLE`` set, so that it
+def start_worker(argv: Sequence[str], *, env: Mapping[str, str], primed: bool = False) -> subprocess.Popen[bytes]:
+    """Start a worker command line as ``run_worker`` runs it (in ``env``, the worker's environment as
+    ``worker_env`` makes it, scrubbed again here so that no caller hands a worker a credential; a process
+    group of its own, stdin closed); ``primed``: its stdin a pipe and ``PRIMED_VARIABLE`` set, so that it
     makes ready (imports what its command needs) and waits until ``finish_worker`` closes that pipe.
     A worker started before what it checks is there (a staged install's, while the archives arrive).
 
     Raises:
         WorkerFailed: it could not start (``lasting``).
     """
-    env = worker_env(environ)
+    env = scrubbed_env(env)
     if primed:
         env[PRIMED_VARIABLE] = "1"
     name = os.path.basename(argv[0])
@@ -225,10 +225,9 @@ def finish_worker(proc: subprocess.Popen[bytes], argv: Sequence[str], *,
     return WorkerResult(tuple(argv), code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
 
 
-def run_worker(argv: Sequence[str], *, environ: Mapping[str, str] | None = None,
-               timeout: float = DEFAULT_TIMEOUT) -> WorkerResult:
-    """Run a worker command line in a scrubbed environment with stdin closed, in a process group
-    of its own, its output capped at ``OUTPUT_MAX_BYTES`` a stream.
+def run_worker(argv: Sequence[str], *, env: Mapping[str, str], timeout: float = DEFAULT_TIMEOUT) -> WorkerResult:
+    """Run a worker command line in ``env`` (``worker_env``'s, scrubbed again) with stdin closed, in a
+    process group of its own, its output capped at ``OUTPUT_MAX_BYTES`` a stream.
 
     The timeout bounds the whole run: a worker still running (or whose children still hold its
     output open) when it passes is killed with its process group, children included.
@@ -237,7 +236,7 @@ def run_worker(argv: Sequence[str], *, environ: Mapping[str, str] | None = None,
         WorkerFailed: it could not start, did not finish within ``timeout`` seconds, or printed
             more than the cap (``lasting`` for the first two: asking again now fails the same way).
     """
-    return finish_worker(start_worker(argv, environ=environ), argv, timeout=timeout)
+    return finish_worker(start_worker(argv, env=env), argv, timeout=timeout)
 
 
 def answer_json(result: WorkerResult, accept: Sequence[int] = (0,)) -> Any:
@@ -260,13 +259,14 @@ def answer_json(result: WorkerResult, accept: Sequence[int] = (0,)) -> Any:
         raise WorkerFailed(name, f"answered with something other than JSON: {shown!r}{why}") from None
 
 
-def run_json(argv: Sequence[str], *, environ: Mapping[str, str] | None = None,
-             timeout: float = DEFAULT_TIMEOUT, accept: Sequence[int] = (0,)) -> tuple[Any, WorkerResult]:
-    """Run a worker whose answer is one line of JSON on stdout; the parsed answer and the run.
+def run_json(argv: Sequence[str], *, env: Mapping[str, str], timeout: float = DEFAULT_TIMEOUT,
+             accept: Sequence[int] = (0,)) -> tuple[Any, WorkerResult]:
+    """Run a worker (in ``env``, as ``run_worker``) whose answer is one line of JSON on stdout; the
+    parsed answer and the run.
 
     Raises:
         WorkerFailed: it failed to start, hung, exited with a code not in ``accept``, or its
             stdout was not JSON.
     """
-    result = run_worker(argv, environ=environ, timeout=timeout)
+    result = run_worker(argv, env=env, timeout=timeout)
     return answer_json(result, accept), result

@@ -175,7 +175,7 @@ def run(adapter: Adapter | str, argv: Sequence[str] | None, handlers: dict[str, 
 
     def dispatch() -> int:
         if command in _DECLARATIONS:
-            _line(import_module(_DECLARATION).declaration(the_adapter(), command, rest))
+            _line(import_module(_DECLARATION).declaration(the_adapter(), command, rest, read(os.environ)))
             return 0
         handler = handlers.get(command)
         if handler is None:

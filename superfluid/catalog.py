@@ -30,9 +30,10 @@ from superfluid.runtime.kernel.layout import (
     installed_installs,
     runtime_dir,
 )
+from superfluid.runtime.kernel.lookup import read
 from superfluid.runtime.kernel.options import options_json
 from superfluid.runtime.kernel.schema import validate_once
-from superfluid.runtime.process import DEFAULT_TIMEOUT, run_json, scrubbed_env
+from superfluid.runtime.process import DEFAULT_TIMEOUT, run_json, scrubbed_env, worker_env
 
 __all__ = ["ENV_KEYS", "env_keys", "WorkerRef", "locate", "ask", "answer", "nothing_to_load", "shipped_dirs",
            "worker_timeout"]
@@ -216,7 +217,7 @@ def ask(ref: WorkerRef, argv: Sequence[str], runtime_id: str, environ: Mapping[s
     failed_key = _failure_key(ref, runtime_id, environ)
     _remembered_failure(entries.get(failed_key), ref)
     try:
-        answer, result = run_json([ref.path, *argv], environ=environ, accept=accept,
+        answer, result = run_json([ref.path, *argv], env=worker_env(environ), accept=accept,
                                   timeout=worker_timeout(environ))
     except WorkerFailed as e:
         if e.lasting:
@@ -241,11 +242,11 @@ def _in_process(runtime_id: str, argv: Sequence[str], environ: Mapping[str, str]
     adapter = registry.get(runtime_id)
     command = argv[0]
     if command == "check":
-        return adapter.check(list(argv[1:]), environ)
+        return adapter.check(list(argv[1:]), read(environ))
     if command == "compat":
         return adapter.compat(), 0
     if command == "versions":
-        return adapter.versions(detect(environ), installed_installs(runtime_id, dict(environ))), 0
+        return adapter.versions(detect(environ), installed_installs(runtime_id, home(environ))), 0
     if command == "options":
         return options_json(adapter.options()), 0
     raise ValueError(f"no in-process answer for {command!r}")
@@ -286,4 +287,4 @@ def nothing_to_load(runtime_id: str, ref: WorkerRef | None, environ: Mapping[str
     if ref is None or ref.source == "environment":
         return None
     # the environment the worker would get (SPEC §8.4), so both look in the same places
-    return registry.get(runtime_id).nothing_to_load(scrubbed_env(environ), ref.path)
+    return registry.get(runtime_id).nothing_to_load(read(scrubbed_env(environ)), ref.path)

@@ -87,6 +87,17 @@ def _os_fault(e: OSError) -> SuperfluidError:
     return SuperfluidError(text, fix=fix)
 
 
+def _source_flags(args: argparse.Namespace | None) -> tuple[list[tuple[str, str | None]], bool]:
+    """The source flags the failed line gave, and whether its command takes both ``--mirror`` and
+    ``--offline``: read here, where a line of any command is judged, for the hint's words."""
+    if args is None:
+        return [], False
+    mirror, offline = getattr(args, "mirror", None), getattr(args, "offline", None)
+    flags = given(mirror=mirror if isinstance(mirror, str) else None, offline=offline is True,
+                  plain_http=getattr(args, "plain_http", None) is True)
+    return flags, hasattr(args, "mirror") and hasattr(args, "offline")
+
+
 def _prog(args: argparse.Namespace | None) -> str:
     """``superfluid runtime check``: the command whose ``--help`` a usage error points at."""
     words = ["superfluid"]
@@ -101,15 +112,16 @@ def _prog(args: argparse.Namespace | None) -> str:
 
 def _fail(error: BaseException, code: int, args: argparse.Namespace | None, as_json: bool) -> int:
     """The error on stderr (and, in ``--json`` mode, as JSON on stdout); answers the exit code."""
-    flags = given(args)  # a command the message suggests keeps the --mirror/--offline given
-    text = keep_source(fitting(str(error), args), flags) if not isinstance(error, KeyboardInterrupt) \
+    flags, takes_both = _source_flags(args)  # a command the message suggests keeps the flags given
+    text = keep_source(fitting(str(error), takes_both=takes_both), flags) if not isinstance(error, KeyboardInterrupt) \
         else "interrupted"
     if isinstance(error, UsageError) and "--help" not in text:
         text += f" (see '{_prog(args)} --help')"
     sys.stderr.write(f"superfluid: {text}\n")
     if as_json:
         fix = error.fix if isinstance(error, SuperfluidError) else None
-        doc = error_doc(error_code(error), text, code, fix=keep_source(fitting(fix, args), flags) if fix else None)
+        doc = error_doc(error_code(error), text, code, fix=keep_source(fitting(fix, takes_both=takes_both),
+                                                                       flags) if fix else None)
         print_json({**(error.document or {}), **doc} if isinstance(error, SuperfluidError) else doc)
     return code
 

@@ -195,7 +195,8 @@ def show(args: argparse.Namespace, answer: list[dict[str, Any]], listing: tuple[
     if args.json:
         print_json(answer)
     elif args.sub == "versions":
-        sys.stdout.write(keep_source(versions_text(args.id, answer, listing), given(args)))
+        shown = versions_text(args.id, answer, listing)
+        sys.stdout.write(keep_source(shown, given(mirror=args.mirror, offline=args.offline)))
     else:
         sys.stdout.write(options_text(args.id, answer))
 

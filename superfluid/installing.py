@@ -20,7 +20,7 @@ from superfluid.installer.phases import Phases
 from superfluid.installer.settings import Settings
 from superfluid.installer.sources.github import web_base_for
 from superfluid.runtime import registry
-from superfluid.runtime.kernel.layout import writable_home
+from superfluid.runtime.kernel.layout import home, writable_home
 from superfluid.runtime.kernel.output import print_json
 from superfluid.runtime.planning import ForRelease, Plan, Request
 from superfluid.source_hints import shown
@@ -93,7 +93,7 @@ def home_holds(environ: Mapping[str, str], *, dry_run: bool, offline: bool) -> N
         HomeUnusable: it cannot.
     """
     if not (dry_run and offline):
-        writable_home(environ)
+        writable_home(home(environ))
 
 
 def recorded_mirror(runtime_id: str, settings: Settings, install: str | None = None) -> str | None:

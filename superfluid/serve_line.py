@@ -5,7 +5,6 @@ See docs/host-contract.md, "1. Starting a server".
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from superfluid.runtime import registry
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.serving.flags import listen_flags, max_context_flag, queue_flag
 
-__all__ = ["ServeCommand", "Ready", "FLAGS", "HELP_HINT", "shown_options", "parse_line", "runtime_argv"]
+__all__ = ["ServeCommand", "ServeFlags", "Ready", "FLAGS", "HELP_HINT", "shown_options", "parse_line", "runtime_argv"]
 
 #: serve's own flags: flag -> (its value's name, or None for a switch; what it does)
 FLAGS: dict[str, tuple[str | None, str]] = {
@@ -42,6 +41,18 @@ def shown_options() -> dict[str, tuple[str, str]]:
     taken; these the host contract names)."""
     return {f"--{rid}-{f.option}": (f.metavar, f.words)
             for rid in registry.IDS for f in registry.presentation(rid).serve_flags}
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class ServeFlags:
+    """The serve line as the command tree parsed it, before any check: what ``parse_line`` judges."""
+
+    #: serve's own flags (``FLAGS``) as given: a value, True for a switch, None when absent
+    own: Mapping[str, str | bool | None]
+    #: what no flag took (a stray argument, an unknown ``--flag``)
+    unknown: tuple[str, ...] = ()
+    #: the ``--<id>-<option> V`` pairs, in order
+    runtime_options: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -110,21 +121,21 @@ def _runtime_flag(value: str | None) -> tuple[str | None, str | None]:
     return runtime_id, check_install_name(install)
 
 
-def parse_line(args: argparse.Namespace) -> ServeCommand:
-    """The serve line the command tree parsed, every value checked (nothing is looked up but the model
-    path).
+def parse_line(flags: ServeFlags) -> ServeCommand:
+    """The serve line the command tree parsed (``flags``), every value checked (nothing is looked up but
+    the model path).
 
     Raises:
         UsageError: no ``--model``, a model path that names nothing, an unknown flag, a bad value of
             a serve flag, an option a runtime does not declare or a value of the wrong shape.
     """
-    _refuse_unknown(getattr(args, "unknown", None) or [], registry.IDS)
+    _refuse_unknown(flags.unknown, registry.IDS)
     own = {flag: value for flag, (meta, _) in FLAGS.items()
-           if meta is not None and (value := getattr(args, flag[2:].replace("-", "_"), None)) is not None}
+           if meta is not None and isinstance(value := flags.own.get(flag), str)}
     host, port = listen_flags(own)
     runtime, install = _runtime_flag(own.get("--runtime"))
     options = {rid: check_runtime_options(rid, given, prefix=f"{rid}-")
-               for rid, given in split_serve_options(getattr(args, "runtime_options", None) or [],
+               for rid, given in split_serve_options(flags.runtime_options,
                                                      registry.IDS).items()}
     max_context, queue = max_context_flag(own), queue_flag(own)
     model = own.get("--model")
@@ -135,7 +146,7 @@ def parse_line(args: argparse.Namespace) -> ServeCommand:
     if sessions is not None and os.path.exists(sessions) and not os.path.isdir(sessions):
         raise UsageError(f"--sessions {sessions}: not a directory")
     return ServeCommand(model=os.path.abspath(model), runtime=runtime, install=install,
-                        offline=getattr(args, "offline", False) is True, sessions=sessions, host=host, port=port,
+                        offline=flags.own.get("--offline") is True, sessions=sessions, host=host, port=port,
                         max_context=max_context, queue=queue, options=options)
 
 

@@ -12,7 +12,7 @@ from superfluid.runtime.kernel.errors import ELSEWHERE
 from superfluid.runtime.kernel.redact import redact_url
 
 if TYPE_CHECKING:
-    import argparse
+    pass
 
 __all__ = ["SOURCE_FLAGS", "given", "keep_source", "shown", "fitting"]
 
@@ -31,16 +31,14 @@ _WITHOUT_OFFLINE = re.compile(r"\s*(once )?without --offline")
 Flags = Sequence[tuple[str, "str | None"]]
 
 
-def given(args: argparse.Namespace | None) -> list[tuple[str, str | None]]:
-    """The source flags on the command line ``args`` parsed: ``(flag, value or None)``."""
-    if args is None:
-        return []
+def given(*, mirror: str | None = None, offline: bool = False, plain_http: bool = False) -> list[tuple[str,
+                                                                                                       str | None]]:
+    """The source flags a command line gave (``--mirror``, ``--offline``, ``--plain-http``): ``(flag, value
+    or None)``."""
     out: list[tuple[str, str | None]] = []
-    mirror = getattr(args, "mirror", None)
-    if isinstance(mirror, str) and mirror:
+    if mirror:
         out.append(("--mirror", shown(mirror)))
-    out += [(flag, None) for flag, dest in (("--offline", "offline"), ("--plain-http", "plain_http"))
-            if getattr(args, dest, False) is True]
+    out += [(flag, None) for flag, on in (("--offline", offline), ("--plain-http", plain_http)) if on]
     return out
 
 
@@ -79,10 +77,11 @@ def keep_source(text: str, flags: Flags) -> str:
     return _HINT.sub(extended, text)
 
 
-def fitting(text: str, args: argparse.Namespace | None) -> str:
-    """``text`` without a suggestion of flags the command ``args`` parsed does not take: a network
-    fault's "or install from elsewhere with --mirror URL|DIR ... or --offline" is for the commands
-    that take both (``runtime install``, ``lock``...), not ``mirror push`` or ``compat --service``."""
-    if args is not None and hasattr(args, "mirror") and hasattr(args, "offline"):
+def fitting(text: str, *, takes_both: bool) -> str:
+    """``text`` without a suggestion of flags the command does not take (``takes_both``: it takes
+    ``--mirror`` and ``--offline``): a network fault's "or install from elsewhere with --mirror URL|DIR ...
+    or --offline" is for the commands that take both (``runtime install``, ``lock``...), not ``mirror
+    push`` or ``compat --service``."""
+    if takes_both:
         return text
     return text.replace(ELSEWHERE, "")

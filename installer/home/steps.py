@@ -20,7 +20,7 @@ from superfluid.runtime.kernel.errors import WorkerFailed
 from superfluid.runtime.kernel.layout import LIB, worker_path
 from superfluid.runtime.kernel.receipt import Source
 from superfluid.runtime.probe import ProbeRefused, receipt_for
-from superfluid.runtime.process import answer_json, finish_worker, start_worker, stop_worker
+from superfluid.runtime.process import answer_json, finish_worker, start_worker, stop_worker, worker_env
 
 if TYPE_CHECKING:
     import subprocess
@@ -62,7 +62,7 @@ class PlanSteps:
         argv = probe_argv(self.adapter, self.plan, staging)
         try:
             self._primed_launcher = _identity(argv[0])
-            self._primed = start_worker(argv, environ=probe_environ(self.settings), primed=True)
+            self._primed = start_worker(argv, env=worker_env(probe_environ(self.settings)), primed=True)
         except (OSError, WorkerFailed):
             self._primed = None  # the probe starts it again, and says why it cannot
         try:
@@ -168,7 +168,7 @@ def probe_staged(adapter: Adapter, p: Plan, staging: Path, *, settings: Settings
 
     argv = probe_argv(adapter, p, staging)
     try:
-        proc = primed if primed is not None else start_worker(argv, environ=probe_environ(settings))
+        proc = primed if primed is not None else start_worker(argv, env=worker_env(probe_environ(settings)))
         report = answer_json(finish_worker(proc, argv, timeout=PROBE_TIMEOUT), accept=(0, 1))
     except WorkerFailed as e:
         raise ProbeRefused(p, f"its check failed: {e.reason}") from None

@@ -62,7 +62,7 @@ def _folder(home: str, service: str) -> str:
         HomeUnusable: the home cannot be written; BadFile: a link in the way.
     """
 
-    writable_home({"SUPERFLUID_HOME": home})
+    writable_home(os.path.abspath(home))
     where = trust_dir(home, service)
     link = linked_between(home, where)
     if link is not None:

@@ -160,10 +160,10 @@ def installs_in(runtime_dir: _PathLike) -> list[str]:
     return sorted(n for n in names if is_install_entry(n) and _real_dir(os.path.join(runtime_dir, n)))
 
 
-def installed_installs(runtime_id: str, environ: Mapping[str, str] | None = None) -> list[str]:
-    """Names of the installs under ``$SUPERFLUID_HOME/runtimes/<id>/`` that hold a receipt file
+def installed_installs(runtime_id: str, home_dir: str) -> list[str]:
+    """Names of the installs under ``<home_dir>/runtimes/<id>/`` that hold a receipt file
     (read or not: a broken install is still installed)."""
-    root = runtime_dir(home(environ), runtime_id)
+    root = runtime_dir(home_dir, runtime_id)
     try:
         names = installs_in(root)
     except OSError:
@@ -253,13 +253,13 @@ def home_fault(path: _PathLike) -> str | None:
     return None
 
 
-def writable_home(environ: Mapping[str, str] | None = None) -> str:
-    """``home(environ)``, checked to be (or to be able to become) a writable directory.
+def writable_home(where: str) -> str:
+    """The home ``where`` (``home(environ)``, read at the face), checked to be (or to be able to become)
+    a writable directory.
 
     Raises:
         HomeUnusable: it is not (names the path and why).
     """
-    where = home(environ)
     fault = home_fault(where)
     if fault is not None:
         raise HomeUnusable(fault, fix="point SUPERFLUID_HOME at a writable directory (or unset it for ~/.superfluid)")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.adapter import Adapter
 from superfluid.runtime.kernel.errors import LibraryNotFound
-from superfluid.runtime.kernel.lookup import read
+from superfluid.runtime.kernel.lookup import Lookup
 from superfluid.runtime.kernel.options import options_json
 from superfluid.runtime.llamacpp.locate import locate
 from superfluid.runtime.llamacpp.planner import plan
@@ -83,11 +83,11 @@ class LlamacppAdapter(Adapter):
         backend order (``planner.plan``)."""
         return plan(request, self.recipe, host, listing, builds=tested_of(self.recipe, compat_part))
 
-    def nothing_to_load(self, environ: Mapping[str, str], worker: str) -> str | None:
+    def nothing_to_load(self, lookup: Lookup, worker: str) -> str | None:
         """Why ``worker``'s plain ``check`` would find no libllama: the search it would make, made
         here without loading anything (None: there is one, and only the worker may load it)."""
         try:
-            locate(None, read(environ), executable=worker)
+            locate(None, lookup, executable=worker)
         except LibraryNotFound as e:
             return str(e)
         return None

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.adapter import Adapter
 from superfluid.runtime.contract import capabilities
-from superfluid.runtime.kernel.lookup import read
+from superfluid.runtime.kernel.lookup import Lookup
 from superfluid.runtime.kernel.options import Option, options_json
 from superfluid.runtime.kernel.ordering import version_key
 from superfluid.runtime.mlx.locate import environment, not_here
@@ -126,10 +126,10 @@ class MlxAdapter(Adapter):
                                                 "--mlx-venv on serve; `superfluid runtime versions mlx` lists the "
                                                 "tested versions")
 
-    def nothing_to_load(self, environ: Mapping[str, str], worker: str) -> str | None:
+    def nothing_to_load(self, lookup: Lookup, worker: str) -> str | None:
         """Why ``worker``'s plain ``check`` would find no MLX to probe here: another platform, or no
         MLX environment where it would look (None: there is one, and only the worker probes it)."""
-        venv, why = environment({}, read(environ), self.recipe["platforms"], worker)
+        venv, why = environment({}, lookup, self.recipe["platforms"], worker)
         return why if venv is None else None
 
 

@@ -69,7 +69,7 @@ def _prune(args: argparse.Namespace, root: str, home: str) -> int:
     keep = keep_locks(args.keep_lock)
     guard_cache(root)
     if not args.dry_run:
-        writable_home(dict(os.environ))
+        writable_home(home)
 
     def waiting(holder: object) -> None:
         sys.stderr.write(f"superfluid: another prune of the cache is running ({holder.describe()}); "  # type: ignore[attr-defined]

@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     keep = _keep(args.keep)
     locked = _locks(args.id, args.lock)
     environ = dict(os.environ)
-    where = home(environ) if args.dry_run else writable_home(environ)
+    where = home(environ) if args.dry_run else writable_home(home(environ))
 
     def waiting(holder: object) -> None:
         if not args.json:

@@ -15,7 +15,7 @@ from superfluid.installer.home.installs import check_runtime_id
 from superfluid.parser import Help, Parser, exits
 from superfluid.runtime import registry
 from superfluid.runtime.kernel.errors import UsageError
-from superfluid.runtime.kernel.layout import writable_home
+from superfluid.runtime.kernel.layout import home, writable_home
 from superfluid.runtime.kernel.output import print_json
 
 __all__ = ["HELP", "arguments", "run"]
@@ -80,5 +80,5 @@ def run(args: argparse.Namespace) -> int:
     check_runtime_id(args.id)
     registry.get(args.id)
     _check_remove(args)
-    where = writable_home(dict(os.environ))  # a file, an unwritable or read-only home: named, before anything
+    where = writable_home(home(os.environ))  # a file, an unwritable or read-only home: named, before anything
     return _remove(args, where)

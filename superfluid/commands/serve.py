@@ -29,10 +29,10 @@ from superfluid.runtime.kernel.layout import (
 )
 from superfluid.runtime.planning import parse_install_name
 from superfluid.runtime.probe import install_cpu_fallback
-from superfluid.serve_line import FLAGS, Ready, ServeCommand, parse_line, runtime_argv, shown_options
+from superfluid.serve_line import FLAGS, Ready, ServeCommand, ServeFlags, parse_line, runtime_argv, shown_options
 from superfluid.supervise import serve_child
 
-__all__ = ["HELP", "arguments", "run", "choose_runtime", "readiness", "SESSIONS_LOCK"]
+__all__ = ["HELP", "arguments", "run", "flags_of", "choose_runtime", "readiness", "SESSIONS_LOCK"]
 
 HELP = Help(
     "serve a model over an OpenAI-compatible HTTP API",
@@ -78,6 +78,13 @@ def arguments(p: Parser) -> None:
                 p.add_argument(flag, action=Pair, dest="runtime_options", metavar="V", help=argparse.SUPPRESS)
             lines.append(f"  {flag} V".ljust(34) + f" {option.shape()}: {option.description}")
     p.epilog = HELP.epilog() + "\n\n" + "\n".join(lines)
+
+
+def flags_of(args: argparse.Namespace) -> ServeFlags:
+    """The serve line as the command tree parsed it, as ``parse_line`` takes it."""
+    return ServeFlags(own={flag: getattr(args, flag[2:].replace("-", "_"), None) for flag in FLAGS},
+                      unknown=tuple(getattr(args, "unknown", None) or ()),
+                      runtime_options=tuple(getattr(args, "runtime_options", None) or ()))
 
 
 def choose_runtime(line: ServeCommand) -> str:
@@ -203,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
         SuperfluidError: the worker failed otherwise (exit 1).
     """
     env = dict(os.environ)
-    line = parse_line(args)
+    line = parse_line(flags_of(args))
     runtime_id = choose_runtime(line)
     with _hold_sessions(line.sessions):
         ready = readiness(runtime_id, line, env)

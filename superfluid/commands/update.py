@@ -89,7 +89,7 @@ def _update(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 
 
 def _nothing(args: argparse.Namespace, message: str, current: str) -> int:
-    message = keep_source(message, given(args))
+    message = keep_source(message, given(mirror=args.mirror, offline=args.offline, plain_http=args.plain_http))
     if args.json:
         print_json({"id": args.id, "dry_run": bool(args.dry_run), "updated": False, "current": current,
                     "why": message, "plans": [], "warnings": []})

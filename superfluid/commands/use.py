@@ -15,7 +15,7 @@ from superfluid.installer.home.store import pin, unpin
 from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.runtime import registry
 from superfluid.runtime.kernel.errors import UsageError
-from superfluid.runtime.kernel.layout import writable_home
+from superfluid.runtime.kernel.layout import home, writable_home
 from superfluid.runtime.kernel.output import print_json
 
 __all__ = ["HELP", "arguments", "run"]
@@ -78,5 +78,5 @@ def run(args: argparse.Namespace) -> int:
     """
     check_runtime_id(args.id)
     registry.get(args.id)
-    where = writable_home(dict(os.environ))  # a file, an unwritable or read-only home: named, before anything
+    where = writable_home(home(os.environ))  # a file, an unwritable or read-only home: named, before anything
     return _use(args, where)

@@ -12,6 +12,7 @@ import pytest
 from basert_helpers import LIB_NAME, WORKER, lib_path
 
 from superfluid.runtime.basert.header import REQUIRES
+from superfluid.runtime.kernel.lookup import read
 from superfluid.runtime.kernel.schema import errors as schema_errors
 from tests import cli
 
@@ -185,4 +186,4 @@ def test_linked_check_equals_the_worker(engines: Path, clean_env: dict[str, str]
     from superfluid.runtime.registry import get
 
     args = ["--basert-lib", str(lib_path(engines, "0.3.1")), "--model", str(tiny_model)]
-    assert get("basert").check(args, clean_env) == check(clean_env, *args)
+    assert get("basert").check(args, read(clean_env)) == check(clean_env, *args)

@@ -151,8 +151,9 @@ def test_declarations_answer_without_any_worker(home: Path, tmp_path: Path, monk
 def test_basert_checks_in_process_and_knows_of_nothing_to_skip() -> None:
     from superfluid import catalog
     from superfluid.runtime.basert.adapter import ADAPTER
+    from superfluid.runtime.kernel.lookup import read
 
-    assert ADAPTER.linked and ADAPTER.nothing_to_load({}, "/nowhere/superfluid-worker-basert") is None
+    assert ADAPTER.linked and ADAPTER.nothing_to_load(read({}), "/nowhere/superfluid-worker-basert") is None
     assert catalog.nothing_to_load("basert", None, {}) is None
     named = catalog.WorkerRef("/x/superfluid-worker-llamacpp", "environment")
     assert catalog.nothing_to_load("llamacpp", named, {"SUPERFLUID_HOME": "/nonexistent"}) is None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from superfluid.runtime.hostfacts.host import Host
+from superfluid.runtime.kernel.lookup import read
 from superfluid.runtime.llamacpp.adapter import ADAPTER as LLAMACPP
 from tests.declarations.conftest import LINUX_X64 as ENV_LINUX_X64
 from tests.declarations.conftest import SPEC_LLAMA_OPTIONS, empty_home_env
@@ -39,13 +40,13 @@ def test_llamacpp_nothing_to_load(home: Path, tmp_path: Path) -> None:
     bindir.mkdir()
     worker = str(bindir / "superfluid-worker-llamacpp")
     env = empty_home_env(home, ENV_LINUX_X64)
-    why = LLAMACPP.nothing_to_load(env, worker)
+    why = LLAMACPP.nothing_to_load(read(env), worker)
     assert why is not None and why.startswith(f"llama.cpp not found (looked for libllama.so in {bindir}, ")
     (tmp_path / "lib").mkdir()
     (tmp_path / "lib" / "libllama.so").write_bytes(b"")
-    assert LLAMACPP.nothing_to_load(env, worker) is None  # beside the worker: its ../lib
+    assert LLAMACPP.nothing_to_load(read(env), worker) is None  # beside the worker: its ../lib
     (tmp_path / "lib" / "libllama.so").unlink()
-    assert LLAMACPP.nothing_to_load(dict(env, SUPERFLUID_LLAMA_LIB=str(tmp_path / "gone.so")), worker) is not None
+    assert LLAMACPP.nothing_to_load(read(dict(env, SUPERFLUID_LLAMA_LIB=str(tmp_path / "gone.so"))), worker) is not None
     named = tmp_path / "named.so"
     named.write_bytes(b"")
-    assert LLAMACPP.nothing_to_load(dict(env, SUPERFLUID_LLAMA_LIB=str(named)), worker) is None
+    assert LLAMACPP.nothing_to_load(read(dict(env, SUPERFLUID_LLAMA_LIB=str(named))), worker) is None

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from superfluid.runtime.hostfacts.host import Host
+from superfluid.runtime.kernel.lookup import read
 from superfluid.runtime.mlx.adapter import ADAPTER as MLX
 from superfluid.runtime.planning import NotInstallable, Request
 from tests.declarations.conftest import LINUX_X64 as ENV_LINUX_X64
@@ -61,12 +62,12 @@ def test_the_python_line_is_the_recipes_major_minor() -> None:
 
 def test_mlx_nothing_to_load(home: Path, tmp_path: Path) -> None:
     worker = str(tmp_path / "bin" / "superfluid-worker-mlx")
-    linux = MLX.nothing_to_load(empty_home_env(home, ENV_LINUX_X64), worker)
+    linux = MLX.nothing_to_load(read(empty_home_env(home, ENV_LINUX_X64)), worker)
     assert linux == "MLX runs on Apple silicon only (macos-arm64); this is Linux x64"
     mac = empty_home_env(home, ENV_MACOS_ARM64)
-    why = MLX.nothing_to_load(mac, worker)
+    why = MLX.nothing_to_load(read(mac), worker)
     assert why is not None and why.startswith("the mlx runtime is not installed: no MLX environment here")
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     fake_worker(venv / "bin" / "python", "")
-    assert MLX.nothing_to_load(dict(mac, SUPERFLUID_MLX_VENV=str(venv)), worker) is None
+    assert MLX.nothing_to_load(read(dict(mac, SUPERFLUID_MLX_VENV=str(venv))), worker) is None

@@ -18,6 +18,7 @@ from superfluid.runtime.adapter import Adapter, ModelFacts, compat_part, load_re
 from superfluid.runtime.hostfacts.host import Host
 from superfluid.runtime.kernel.errors import BadFile
 from superfluid.runtime.kernel.formats import reads
+from superfluid.runtime.kernel.lookup import read
 from superfluid.runtime.kernel.options import Option
 from superfluid.runtime.planning import ForRelease, Listing, NotInstallable, Plan, PlanAsset, Request
 from superfluid.runtime.probe import ProbeRefused, judge_probe
@@ -218,10 +219,10 @@ def test_the_defaults() -> None:
     a = bare()
     assert a.probe_argv("/s/lib") == ["check", "--lib", "/s/lib"]
     assert a.model_facts() == ModelFacts(formats=[], tokenizer={"from": "engine"}, capabilities={})
-    assert a.nothing_to_load({}, "w") is None and a.presentation_from is None
+    assert a.nothing_to_load(read({}), "w") is None and a.presentation_from is None
     assert (a.linked, a.holds_version, a.needs_device, a.receipt_keys, a.environment) == (False, False, True, (), ())
     with pytest.raises(NotImplementedError, match="not linked"):
-        a.check([], {})
+        a.check([], read({}))
 
 
 def test_at_most_twelve_methods() -> None:

@@ -27,6 +27,7 @@ from superfluid.runtime.conformance import (
 from superfluid.runtime.contract import REPORT_KEYS, RUNTIME_KEYS
 from superfluid.runtime.hostfacts.host import Host
 from superfluid.runtime.kernel.formats import facts_of, match
+from superfluid.runtime.kernel.lookup import read
 from superfluid.runtime.kernel.options import Option
 from superfluid.runtime.registry import worker_command
 from tests.conftest import VENV_BIN, isolated_env
@@ -52,7 +53,7 @@ def test_every_adapter_conforms_when_ready(home: Path, tmp_path: Path, request: 
     adapter = registry.get(runtime_id)
     assert faults(adapter, worker=_worker(runtime_id), env=env, model=str(model) if model else None) == []
     if adapter.linked:
-        assert adapter.check([], env)[0]["available"] is True
+        assert adapter.check([], read(env))[0]["available"] is True
 
 
 # -- it fails when a report drops a key ------------------------------------------------------------------------

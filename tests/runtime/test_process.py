@@ -4,13 +4,14 @@ output, and its failure is told in its own last words."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 from superfluid.runtime.kernel.errors import WorkerFailed
-from superfluid.runtime.process import is_secret, run_json, run_worker, scrubbed_env
+from superfluid.runtime.process import is_secret, run_json, run_worker, scrubbed_env, worker_env
 
 CALLER = {
     "GITHUB_TOKEN": "ghp_x", "GH_TOKEN": "gho_x", "HF_TOKEN": "hf_x", "AWS_SECRET_ACCESS_KEY": "k",
@@ -18,6 +19,8 @@ CALLER = {
     "GOOGLE_APPLICATION_CREDENTIALS": "/x.json", "PATH": "/usr/bin", "HOME": "/root",
     "SUPERFLUID_HOME": "/tmp/h", "PROXY_URL": "http://proxy:3128", "KEYBOARD": "us",
 }
+#: a worker's environment made from this process's, as the face makes it
+HERE = worker_env(os.environ)
 
 
 @pytest.mark.parametrize("name", ["GITHUB_TOKEN", "GH_TOKEN", "HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "DATABASE_URL",
@@ -32,43 +35,44 @@ def test_ordinary_variables_stay(name: str) -> None:
     assert scrubbed_env(CALLER)[name] == CALLER[name]
 
 
-def test_a_real_child_sees_no_secret(tmp_path: Path) -> None:
-    env = dict(CALLER, PATH="/usr/bin:/bin")
-    got, _ = run_json([sys.executable, "-c", "import json, os; print(json.dumps(dict(os.environ)))"], environ=env)
+def test_a_real_child_sees_no_secret_even_when_handed_one(tmp_path: Path) -> None:
+    env = dict(CALLER, PATH="/usr/bin:/bin")  # not worker_env's: run_json scrubs what it is given again
+    got, _ = run_json([sys.executable, "-c", "import json, os; print(json.dumps(dict(os.environ)))"], env=env)
     assert not set(got) & {"GITHUB_TOKEN", "HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "DATABASE_URL"}
     assert got["SUPERFLUID_HOME"] == "/tmp/h"
 
 
 def test_stdin_is_closed() -> None:
-    result = run_worker([sys.executable, "-c", "import sys; print(repr(sys.stdin.read()))"])
+    result = run_worker([sys.executable, "-c", "import sys; print(repr(sys.stdin.read()))"], env=HERE)
     assert result.stdout.strip() == "''"
 
 
 def test_a_hanging_worker_is_named_with_its_timeout() -> None:
     with pytest.raises(WorkerFailed, match=r"worker python\S*: did not answer within 0.5 s"):
-        run_worker([sys.executable, "-c", "import time; time.sleep(30)"], timeout=0.5)
+        run_worker([sys.executable, "-c", "import time; time.sleep(30)"], env=HERE, timeout=0.5)
 
 
 def test_garbage_output_is_refused_by_name() -> None:
     with pytest.raises(WorkerFailed, match="something other than JSON"):
-        run_json([sys.executable, "-c", "print('hello')"])
+        run_json([sys.executable, "-c", "print('hello')"], env=HERE)
 
 
 def test_a_failing_worker_gives_its_last_words() -> None:
     with pytest.raises(WorkerFailed, match="no engine here"):
-        run_json([sys.executable, "-c", "import sys; sys.stderr.write('w: no engine here\\n'); sys.exit(1)"])
+        run_json([sys.executable, "-c", "import sys; sys.stderr.write('w: no engine here\\n'); sys.exit(1)"],
+                 env=HERE)
 
 
 def test_a_missing_worker_is_named(tmp_path: Path) -> None:
     with pytest.raises(WorkerFailed, match="not found at"):
-        run_worker([str(tmp_path / "superfluid-worker-nope")])
+        run_worker([str(tmp_path / "superfluid-worker-nope")], env=HERE)
     assert json.dumps(scrubbed_env({})) == "{}"
 
 
 def test_an_accepted_exit_with_no_answer_gives_the_workers_reason() -> None:
     with pytest.raises(WorkerFailed, match=r"printed nothing \(w: libfoo is missing\)"):
         run_json([sys.executable, "-c", "import sys; sys.stderr.write('w: libfoo is missing\\n'); sys.exit(1)"],
-                 accept=(0, 1))
+                 env=HERE, accept=(0, 1))
 
 
 @pytest.mark.parametrize(("stderr", "code", "reason"), [

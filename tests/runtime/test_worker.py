@@ -4,6 +4,7 @@ from the adapter, the engine's commands passed to its handlers, anything else a 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 
 from superfluid.runtime import registry
 from superfluid.runtime.kernel.errors import BadFile
-from superfluid.runtime.process import start_worker
+from superfluid.runtime.process import start_worker, worker_env
 from superfluid.runtime.worker import check_handlers, run
 from tests import cli
 from tests.end_to_end import releases
@@ -127,7 +128,7 @@ def test_a_primed_check_answers_whole_then_exits_with_its_code(lib: str, tmp_pat
         shutil.copy(built, folder / "libbaseRT.so")
     argv = [sys.executable, "-c", "import sys; from superfluid.runtime.basert.worker import main; sys.exit(main())",
             "check", "--lib", str(folder)]
-    proc = start_worker(argv, primed=True)
+    proc = start_worker(argv, env=worker_env(os.environ), primed=True)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     proc.stdin.close()
     out, err = proc.stdout.read(), proc.stderr.read()

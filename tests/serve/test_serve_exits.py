@@ -152,6 +152,7 @@ def hinted_flags(text: str) -> list[str]:
 
 def assert_serve_takes(flags: list[str], model: Path) -> None:
     """Each flag parses on serve's line (the face's tree) and its checks take it."""
+    from superfluid.commands.serve import flags_of
     from superfluid.parser import parser
     from superfluid.serve_line import parse_line
 
@@ -159,7 +160,7 @@ def assert_serve_takes(flags: list[str], model: Path) -> None:
         line = ["serve", "--model", str(model), flag, *(["x"] if flag != "--offline" else [])]
         args, extra = parser(line).parse_known_args(line)
         assert extra == [] and args.unknown == [], flag
-        parse_line(args)
+        parse_line(flags_of(args))
 
 
 @pytest.mark.parametrize(("lib", "says"), [

@@ -102,5 +102,5 @@ def test_installs_in_an_absent_runtime(tmp_path: Path) -> None:
 def test_the_worker_and_the_store_list_the_same_installs(runtime: Path) -> None:
     """``versions --json`` (the worker) and ``superfluid runtimes`` (the store) see one set."""
     by_store = sorted(i.name for i in list_installs(h.runtime_dir(runtime, "demo")))
-    by_worker = h.installed_installs("demo", {"SUPERFLUID_HOME": str(runtime)})
+    by_worker = h.installed_installs("demo", str(runtime))
     assert by_store == by_worker == ["1.0-cpu", "2.0-cpu"]

@@ -101,11 +101,11 @@ def _source_flags(args: argparse.Namespace | None) -> tuple[list[tuple[str, str 
 def _prog(args: argparse.Namespace | None) -> str:
     """``superfluid runtime check``: the command whose ``--help`` a usage error points at."""
     words = ["superfluid"]
-    if args is not None and getattr(args, "command", None):
+    if args is not None and args.command:
         words.append(args.command)
-        if getattr(args, "sub", None):
+        if args.sub:
             words.append(args.sub)
-            if args.sub == "check" and getattr(args, "id", None):
+            if args.sub == "check" and args.id:
                 words.append(args.id)  # its --help lists that runtime's options
     return " ".join(words)
 
@@ -166,7 +166,7 @@ def _path(args: argparse.Namespace) -> str:
     """The command ``args`` runs (``"runtime install"``; ``"version"`` for ``--version``), or ``""``."""
     if args.version:
         return "version"
-    return " ".join(w for w in (args.command, getattr(args, "sub", None)) if w)
+    return " ".join(w for w in (args.command, args.sub) if w)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -191,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(f"{args_in[0]} needs a command first (see 'superfluid --help')")
         command = load(path)
         more_help = getattr(command, "more_help", None)  # a command that reads its own flags (runtime check)
-        if more_help is not None and not args.version and {"-h", "--help"} & set(getattr(args, "rest", ())):
+        if more_help is not None and not args.version and {"-h", "--help"} & set(args.rest):
             page = find(top, path)
             assert page is not None
             sys.stdout.write(page.format_help() + "\n" + more_help(args))

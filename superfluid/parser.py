@@ -264,6 +264,8 @@ def tree(modules: Mapping[str, Command | None]) -> Parser:
     top.add_argument("-h", "--help", action="store_true", help="show the commands and exit")
     top.add_argument("-V", "--version", action="store_true", help="print the version and exit")
     subs: dict[str, Any] = {"": top.add_subparsers(dest="command", parser_class=Parser)}
+    # every line has the words the dispatch reads of any command (a command's own parser sets them)
+    top.set_defaults(sub=None, id=None, rest=())
     pages = dict(_GROUPS)
     # a group none of whose commands is loaded is named only, as they are (its parser not built)
     loaded = {p.rpartition(" ")[0] for p, m in modules.items() if m is not None}

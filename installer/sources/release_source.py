@@ -73,7 +73,7 @@ class Lister(Protocol):
         without a listing)."""
 
 
-class ReleaseSource(Protocol):
+class ReleaseSource(Lister, Protocol):
     """Lists releases and hands out verified asset bytes from one place: the seam every install,
     lock and manifest reads releases through (``ListedSource``, ``OfflineSource``, or a source of
     its own that keeps these methods)."""
@@ -90,31 +90,6 @@ class ReleaseSource(Protocol):
     def mirror(self) -> str | None:
         """The root of the mirror the source reads (``--mirror``, without a ``user:password@``), which
         a receipt records (``restore.mirror_of``); None for GitHub."""
-
-    @property
-    def warnings(self) -> list[str]:
-        """What the listings read so far did not trust (a malformed release entry skipped, named)."""
-
-    def describe(self) -> str:
-        """Where releases come from, for messages: ``GitHub releases at https://api.github.com``."""
-
-    def releases(self, repo: str) -> list[Release]:
-        """Every published release of ``repo`` (drafts skipped, prereleases marked), as listed.
-
-        Raises:
-            ReleaseNotFound, RateLimited, OfflineMissing, BadFile, DownloadError.
-        """
-
-    def release(self, repo: str, tag: str) -> Release:
-        """The published release ``tag`` of ``repo``.
-
-        Raises:
-            ReleaseNotFound, RateLimited, OfflineMissing, BadFile, DownloadError.
-        """
-
-    def asset_url(self, repo: str, tag: str, name: str) -> str:
-        """Where this source serves asset ``name`` of release ``tag`` (for recipe pins, which
-        name assets without a listing)."""
 
     def asset(self, repo: str, tag: str, name: str, *, size: int | None = None, sha256: str | None = None) -> Asset:
         """An ``Asset`` for a pinned file, without asking the listing."""

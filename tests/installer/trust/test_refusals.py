@@ -1,4 +1,4 @@
-"""``installer/trust_errors``: one typed refusal per attack the freshness check stops, each with the
+"""``installer/trust/refusals``: one typed refusal per attack the freshness check stops, each with the
 exit code of the face's table and the stable ``--json`` code scripts read, carrying its fields and a
 fix. (The attacks themselves are tests/installer/trust/test_tuf_client.py.)"""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from superfluid.cli import exit_code
-from superfluid.installer.trust import refusals as trust_errors
+from superfluid.installer.trust import refusals
 from superfluid.installer.trust.refusals import (
     AnswerMismatch,
     EndlessData,
@@ -51,7 +51,7 @@ def test_each_refusal_has_its_kind_exit_and_code(error: SuperfluidError, base: t
 
 def test_every_public_refusal_is_in_the_table() -> None:
     tested = {type(p.values[0]).__name__ for p in ERRORS}
-    assert tested == set(trust_errors.__all__)
+    assert tested == set(refusals.__all__)
 
 
 @pytest.mark.parametrize(("role", "fix_names"), [

@@ -53,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
                          description="The compat manifest service: which superfluid release drives an engine.")
     top.add_argument("-V", "--version", action="version", version=f"{_PROG} {VERSION}")
     sub = top.add_subparsers(dest="command", parser_class=ManifestParser, required=True)
+    top.set_defaults(keys_command=None, ttl=None, max_age=60)  # what the dispatch reads of every line
     p = _page(sub, "serve", "answer over HTTP (the standard library's server, for local use)")
     _common(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
@@ -121,7 +122,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     args, extra = top.parse_known_args(argv)
     if extra:
         found = top
-        for word in (args.command, getattr(args, "keys_command", None)):
+        for word in (args.command, args.keys_command):
             sub = next((a for a in found._actions if isinstance(a, argparse._SubParsersAction)), None)
             if sub is None or word is None:
                 break
@@ -216,7 +217,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         return tuf_command.run(args)
     sign = tuf_command.signer_for_export(args) if args.command == "export" else None
     source, keys = _setup(args, settings)
-    config = ServiceConfig(ttl=getattr(args, "ttl", None), max_age=getattr(args, "max_age", 60))
+    config = ServiceConfig(ttl=args.ttl, max_age=args.max_age)
     live = tuf_command.live_for_serve(args, settings) if args.command == "serve" else None
     service = Service(source, keys, config, tuf=live)
     index = service.load()

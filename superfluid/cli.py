@@ -92,10 +92,9 @@ def _source_flags(args: argparse.Namespace | None) -> tuple[list[tuple[str, str 
     ``--offline``: read here, where a line of any command is judged, for the hint's words."""
     if args is None:
         return [], False
-    mirror, offline = getattr(args, "mirror", None), getattr(args, "offline", None)
-    flags = given(mirror=mirror if isinstance(mirror, str) else None, offline=offline is True,
-                  plain_http=getattr(args, "plain_http", None) is True)
-    return flags, hasattr(args, "mirror") and hasattr(args, "offline")
+    flags = given(mirror=args.mirror if isinstance(args.mirror, str) else None, offline=args.offline is True,
+                  plain_http=args.plain_http is True)
+    return flags, bool(args.takes_source_flags)
 
 
 def _prog(args: argparse.Namespace | None) -> str:

@@ -264,8 +264,11 @@ def tree(modules: Mapping[str, Command | None]) -> Parser:
     top.add_argument("-h", "--help", action="store_true", help="show the commands and exit")
     top.add_argument("-V", "--version", action="store_true", help="print the version and exit")
     subs: dict[str, Any] = {"": top.add_subparsers(dest="command", parser_class=Parser)}
-    # every line has the words the dispatch reads of any command (a command's own parser sets them)
-    top.set_defaults(sub=None, id=None, rest=())
+    # every line has what the dispatch reads of any command (a command's own parser sets its own):
+    # its words, the runtime ids it names, and the source flags a hint keeps (takes_source_flags: the
+    # command takes both --mirror and --offline, so a hint may suggest them)
+    top.set_defaults(sub=None, id=None, rest=(), runtime=None, upgrade=None, mirror=None, offline=False,
+                     plain_http=False, takes_source_flags=False)
     pages = dict(_GROUPS)
     # a group none of whose commands is loaded is named only, as they are (its parser not built)
     loaded = {p.rpartition(" ")[0] for p, m in modules.items() if m is not None}
@@ -286,6 +289,7 @@ def tree(modules: Mapping[str, Command | None]) -> Parser:
         pages[path] = module.HELP
         p = subs[group].add_parser(name, **({"help": module.HELP.summary} if module.HELP.listed else {}))
         module.arguments(p)
+        p.set_defaults(takes_source_flags={"--mirror", "--offline"} <= p._option_string_actions.keys())
     return _dress(top, pages)
 
 
@@ -445,9 +449,14 @@ def overview(top: Parser) -> str:
 def canonical_ids(args: argparse.Namespace) -> None:
     """An alias (``llama.cpp``) named where a runtime id is taken (``<id>``, ``--runtime``,
     ``--upgrade ID``), replaced by that runtime's id, so every command reads and writes under it."""
-    for name in ("id", "runtime", "upgrade"):
-        value = getattr(args, name, None)
-        if isinstance(value, str):
-            setattr(args, name, canonical(value))
-        elif isinstance(value, list):
-            setattr(args, name, [canonical(v) if isinstance(v, str) else v for v in value])
+    args.id, args.runtime, args.upgrade = (_canonical(args.id), _canonical(args.runtime),
+                                           _canonical(args.upgrade))
+
+
+def _canonical(value: object) -> object:
+    """A runtime id or a list of them with every alias replaced; anything else as it is."""
+    if isinstance(value, str):
+        return canonical(value)
+    if isinstance(value, list):
+        return [canonical(v) if isinstance(v, str) else v for v in value]
+    return value

@@ -11,12 +11,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from superfluid.installer.cache.download import Download
 from superfluid.installer.fleet.lockfile import Engine, Lock, LockFileError, Target
 from superfluid.installer.install import plan
 from superfluid.installer.settings import Settings
 from superfluid.installer.sources.choose import source_for
 from superfluid.installer.sources.mirror import path_of_url
-from superfluid.installer.sources.release_source import Download, ReleaseSource
+from superfluid.installer.sources.release_source import ReleaseSource
 from superfluid.runtime import registry
 from superfluid.runtime.hostfacts.host import Host
 from superfluid.runtime.kernel.errors import UsageError
@@ -26,7 +27,7 @@ from superfluid.runtime.planning import NotInstallable, Request, backend_runs_he
 if TYPE_CHECKING:
     from superfluid.installer.cache.download import Progress
     from superfluid.installer.cache.stores import Cache
-    from superfluid.installer.sources.release_source import Asset, Release
+    from superfluid.installer.sources.release import Asset, Release
     from superfluid.installer.transport.fetcher import Fetcher
 
 __all__ = [

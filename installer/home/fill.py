@@ -14,7 +14,8 @@ from superfluid.installer.cache.download import Wanted, download_many
 from superfluid.installer.cache.stores import Cache
 from superfluid.installer.errors import VerificationError
 from superfluid.installer.phases import phase
-from superfluid.installer.sources.release_source import Asset, fetcher_for
+from superfluid.installer.sources.release import Asset
+from superfluid.installer.sources.release_source import fetcher_for
 from superfluid.installer.transport.urls import path_of_file_url
 from superfluid.installer.unpack.extract import extract_all
 from superfluid.installer.unpack.stream import download_and_extract, streams
@@ -23,7 +24,6 @@ from superfluid.runtime.planning import PlanAsset, is_local
 
 if TYPE_CHECKING:
     from superfluid.installer.cache.download import Download, Progress
-    from superfluid.installer.cache.stores import Cache
     from superfluid.installer.phases import Phases
     from superfluid.installer.settings import Settings
     from superfluid.installer.sources.release_source import ReleaseSource

@@ -13,7 +13,8 @@ from superfluid.runtime.digests import api_sha256, settle_asset
 from superfluid.runtime.kernel.errors import InconsistentRelease
 
 if TYPE_CHECKING:
-    from superfluid.installer.sources.release_source import Asset, Release, ReleaseSource
+    from superfluid.installer.sources.release import Release
+    from superfluid.installer.sources.release_source import ReleaseSource
     from superfluid.runtime.planning import AssetLike, Plan, ReleaseLike
 
 __all__ = ["SourceListing"]

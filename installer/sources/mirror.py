@@ -14,7 +14,7 @@ from superfluid.installer.cache.stores import Cache
 from superfluid.installer.errors import DownloadError, OfflineMissing, ReleaseNotFound
 from superfluid.installer.sources.github import check_repo, list_pages
 from superfluid.installer.sources.oci.ref import parse_ref
-from superfluid.installer.sources.release import Release
+from superfluid.installer.sources.release import Release, tagged
 from superfluid.installer.transport.fetcher import Fetcher
 from superfluid.installer.transport.urls import path_of_file_url
 
@@ -173,10 +173,10 @@ class Mirror:
         Raises:
             ReleaseNotFound: the listing has no published release ``tag``.
         """
-        for release in self.releases(repo):
-            if release.tag == tag:
-                return release
-        raise ReleaseNotFound(repo, f"release {tag}", where=self.root)
+        found = tagged(self.releases(repo), tag)
+        if found is None:
+            raise ReleaseNotFound(repo, f"release {tag}", where=self.root)
+        return found
 
 
 #: where a release download sits below a mirror root: ``<root>/<owner>/<repo>/releases/download/<tag>/<name>``

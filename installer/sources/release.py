@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,6 +21,7 @@ __all__ = [
     "parse_asset",
     "parse_release",
     "parse_releases",
+    "tagged",
 ]
 
 log = logging.getLogger(__name__)
@@ -201,3 +202,8 @@ def parse_releases(
     if skipped > _MAX_SKIPS_TOLD:
         (warn or log.warning)(f"{where}: {skipped - _MAX_SKIPS_TOLD} more malformed releases skipped")
     return [r for r in releases if not r.draft]
+
+
+def tagged(releases: Iterable[Release], tag: str) -> Release | None:
+    """The release ``tag`` among ``releases`` (a listing), or None: how every lister finds one by tag."""
+    return next((r for r in releases if r.tag == tag), None)

@@ -17,7 +17,7 @@ from superfluid.installer.cache.download import Download, Progress, Wanted, down
 from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import OfflineMissing, SizeExceeded
-from superfluid.installer.sources.release import Asset, Release
+from superfluid.installer.sources.release import Asset, Release, tagged
 from superfluid.installer.transport.fetcher import Fetcher
 from superfluid.installer.transport.files import FileFetcher, NoNetworkFetcher
 from superfluid.installer.transport.messages import Credential
@@ -32,9 +32,6 @@ __all__ = [
     "ListedSource",
     "OfflineSource",
     "ByDigest",
-    "Asset",
-    "Release",
-    "Download",
     "fetcher_for",
     "basic_credential",
 ]
@@ -324,10 +321,10 @@ class OfflineSource:
         except OfflineMissing:
             pass
         # Not looked up by tag before: the cached listing may hold it.
-        for release in self.releases(repo):
-            if release.tag == tag:
-                return release
-        raise OfflineMissing(f"release {tag} of {repo}", fix=self.fix)
+        found = tagged(self.releases(repo), tag)
+        if found is None:
+            raise OfflineMissing(f"release {tag} of {repo}", fix=self.fix)
+        return found
 
     def asset_url(self, repo: str, tag: str, name: str) -> str:
         return self.lister.asset_url(repo, tag, name)

@@ -14,7 +14,8 @@ from superfluid.installer.settings import Settings
 from superfluid.installer.sources.mirror import Mirror, listing_path
 from superfluid.installer.sources.oci.client import Registry, registry_for
 from superfluid.installer.sources.oci.ref import OciRef, is_oci, parse_ref, ref_of_url
-from superfluid.installer.sources.release_source import ListedSource, OfflineSource, Release, ReleaseSource
+from superfluid.installer.sources.release import Release, tagged
+from superfluid.installer.sources.release_source import ListedSource, OfflineSource, ReleaseSource
 from superfluid.installer.transport.fetcher import Fetcher
 from superfluid.installer.transport.files import NoNetworkFetcher
 from superfluid.runtime.kernel.errors import UsageError
@@ -54,10 +55,6 @@ class OciListing:
     def warnings(self) -> list[str]:
         return self.layout.warnings
 
-    @property
-    def offline(self) -> bool:
-        return self.layout.offline
-
     def describe(self) -> str:
         return self.ref.describe()
 
@@ -87,10 +84,10 @@ class OciListing:
         Raises:
             ReleaseNotFound: the listing has no published release ``tag``.
         """
-        for release in self.releases(repo):
-            if release.tag == tag:
-                return release
-        raise ReleaseNotFound(repo, f"release {tag}", where=self.layout.root)
+        found = tagged(self.releases(repo), tag)
+        if found is None:
+            raise ReleaseNotFound(repo, f"release {tag}", where=self.layout.root)
+        return found
 
 
 def registry_source(registry: Registry, cache: Cache) -> ListedSource:

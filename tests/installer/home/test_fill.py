@@ -15,7 +15,7 @@ from superfluid.installer.cache.stores import Cache
 from superfluid.installer.errors import VerificationError
 from superfluid.installer.home.fill import fetch, fill_for
 from superfluid.installer.phases import Phases
-from superfluid.installer.sources.release_source import Asset
+from superfluid.installer.sources.release import Asset
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.planning import Plan, PlanAsset
 from tests.installer.archives import E, make_tar

@@ -15,6 +15,7 @@ from superfluid.installer.sources.release import (
     parse_asset,
     parse_release,
     parse_releases,
+    tagged,
 )
 from superfluid.runtime.kernel.errors import BadFile
 from tests.installer.conftest import REPO
@@ -137,3 +138,12 @@ class TestModel:
         asset = parse_asset(asset_json("a", browser_download_url=None), where="x", path="$",
                             url_for=lambda name: f"https://m.test/{name}")
         assert (asset.name, asset.url, asset.size) == ("a", "https://m.test/a", 10)
+
+
+@pytest.mark.parametrize(("tag", "found"), [("v2", "v2"), ("v1", "v1"), ("v3", None), ("2", None)],
+                         ids=["newest", "older", "absent", "not-a-prefix-match"])
+def test_a_release_is_found_by_its_whole_tag(tag: str, found: str | None) -> None:
+    listing = [parse_release(release_json(t), where="x") for t in ("v2", "v1")]
+    got = tagged(listing, tag)
+    assert (got.tag if got else None) == found
+

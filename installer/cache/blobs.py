@@ -89,7 +89,7 @@ class BlobStore:
         return path
 
     def _hold(self, sha256: str) -> bool:
-        """Hold the blob ``sha256`` for this process (``cachehold.hold``); whether the cache may be
+        """Hold the blob ``sha256`` for this process (``holds.hold``); whether the cache may be
         written (not through a link)."""
 
         return hold(self.root, (sha256,))

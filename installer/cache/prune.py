@@ -12,13 +12,14 @@ import stat
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from superfluid.installer.cache.blobs import is_sha256
-from superfluid.installer.cache.holds import held_now, pruning
+from superfluid.installer.cache.holds import HOLDS, held_now, pruning
 from superfluid.installer.cache.http_index import HttpEntry
+from superfluid.installer.cache.records import BLOBS, HTTP, PARTIALS, read_record
 from superfluid.installer.errors import StoreError
-from superfluid.runtime.kernel.jsonread import UntrustedJson, read_json
 
 if TYPE_CHECKING:
     from superfluid.installer.mutex import MutexOwner
@@ -29,7 +30,6 @@ __all__ = ["KINDS", "Item", "Scan", "Pruned", "is_archive", "blob_kind", "is_sta
 #: the kinds, in the order they are shown
 KINDS = ("in_use", "unused", "http", "partial", "other")
 _HEAD = 512  # bytes read of a blob to tell an archive (tar's magic is at 257)
-_RECORD_MAX = 64 << 10
 
 
 # --- the rules (pure) ------------------------------------------------------------------------------------
@@ -102,7 +102,7 @@ def guard_cache(root: str | os.PathLike[str]) -> None:
         StoreError: names the link.
     """
     top = os.fspath(root)
-    for path in (top, *(os.path.join(top, d) for d in ("sha256", "partial", "http", "holds"))):
+    for path in (top, *(os.path.join(top, d) for d in (BLOBS, PARTIALS, HTTP, HOLDS))):
         if os.path.islink(path):
             raise StoreError(f"{path} is a symbolic link (to {os.readlink(path)}); superfluid writes nothing "
                              "through a link inside SUPERFLUID_HOME",
@@ -185,12 +185,9 @@ def _records(root: str) -> dict[str, list[str]]:
     """The HTTP records of the cache by the blob each names: digest -> their paths below the cache."""
 
     out: dict[str, list[str]] = {}
-    folder = os.path.join(root, "http")
+    folder = os.path.join(root, HTTP)
     for name in _names(folder):
-        try:
-            entry = HttpEntry.from_json(read_json(os.path.join(folder, name), max_bytes=_RECORD_MAX))
-        except (OSError, UntrustedJson):
-            entry = None
+        entry = HttpEntry.from_json(read_record(Path(folder, name)))
         if entry is not None:
             out.setdefault(entry.sha256, []).append(f"http/{name}")
     return out
@@ -224,7 +221,7 @@ class _Facts:
 
 def _blobs(root: str, facts: _Facts, records: Mapping[str, list[str]]) -> list[Item]:
     out: list[Item] = []
-    folder = os.path.join(root, "sha256")
+    folder = os.path.join(root, BLOBS)
     for name in _names(folder):
         path = os.path.join(folder, name)
         st = _lstat(path)
@@ -256,7 +253,7 @@ def _record_items(root: str, facts: _Facts, records: Mapping[str, list[str]], bl
 
 
 def _partials(root: str, facts: _Facts) -> list[Item]:
-    folder = os.path.join(root, "partial")
+    folder = os.path.join(root, PARTIALS)
     keys: dict[str, list[str]] = {}
     for name in _names(folder):
         key, dot, suffix = name.rpartition(".")
@@ -295,7 +292,7 @@ def _others(root: str, facts: _Facts, seen: set[str]) -> list[Item]:
     out: list[Item] = []
     for top, dirs, files in os.walk(root):
         rel_top = os.path.relpath(top, root)
-        if rel_top in ("sha256", "partial"):
+        if rel_top in (BLOBS, PARTIALS):
             dirs[:] = []
             continue
         for name in files + [d for d in dirs if os.path.islink(os.path.join(top, d))]:
@@ -390,7 +387,7 @@ def prune(root: str | os.PathLike[str], in_use: InUse, *, grace: float, dry_run:
           keep: Mapping[str, Collection[str]] | None = None, timeout: float = 600.0,
           on_wait: Callable[[MutexOwner], None] | None = None) -> Pruned:
     """Remove what is stale in the cache at ``root`` (see the module doc), holding the cache's
-    prune lock (``cachehold.pruning``) so that no running process loses what it holds; with
+    prune lock (``holds.pruning``) so that no running process loses what it holds; with
     ``dry_run`` only say what would go (no lock, nothing changed).
 
     Raises:

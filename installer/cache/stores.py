@@ -27,16 +27,21 @@ class Cache:
     """
 
     root: Path
-    blobs: BlobStore
-    partials: PartialStore
-    http: HttpIndex
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
-        blobs = BlobStore(Path(root))
-        object.__setattr__(self, "root", blobs.root)
-        object.__setattr__(self, "blobs", blobs)
-        object.__setattr__(self, "partials", PartialStore(blobs.root))
-        object.__setattr__(self, "http", HttpIndex(blobs.root, blobs))
+        object.__setattr__(self, "root", Path(root))
+
+    @property
+    def blobs(self) -> BlobStore:
+        return BlobStore(self.root)
+
+    @property
+    def partials(self) -> PartialStore:
+        return PartialStore(self.root)
+
+    @property
+    def http(self) -> HttpIndex:
+        return HttpIndex(self.root, self.blobs)
 
     @classmethod
     def for_home(cls, home: str | os.PathLike[str]) -> Cache:

@@ -20,7 +20,7 @@ from superfluid.manifest import tuf_command
 from superfluid.manifest.answers import drives_cells, encode, releases_answer
 from superfluid.manifest.command_line import MAX_SECONDS, ManifestParser, integer, seconds
 from superfluid.manifest.export import export
-from superfluid.manifest.service import Service, ServiceConfig, keys_from
+from superfluid.manifest.service import DEFAULT_MAX_AGE, Service, ServiceConfig, keys_from
 from superfluid.manifest.settings import ENV_SOURCE, Settings, read_settings
 from superfluid.manifest.sources import source_from
 from superfluid.runtime import registry
@@ -53,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
                          description="The compat manifest service: which superfluid release drives an engine.")
     top.add_argument("-V", "--version", action="version", version=f"{_PROG} {VERSION}")
     sub = top.add_subparsers(dest="command", parser_class=ManifestParser, required=True)
-    top.set_defaults(keys_command=None, ttl=None, max_age=60)  # what the dispatch reads of every line
+    top.set_defaults(keys_command=None, ttl=None, max_age=DEFAULT_MAX_AGE)  # what the dispatch reads of every line
     p = _page(sub, "serve", "answer over HTTP (the standard library's server, for local use)")
     _common(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
@@ -61,8 +61,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="port, 0 to 65535 (default 8750; 0: any free port)")
     p.add_argument("--ttl", type=seconds, metavar="S", help="seconds between looks at the source for changes "
                    f"(default 1 for a directory, 60 for a URL; at most {MAX_SECONDS})")
-    p.add_argument("--max-age", type=integer(0, MAX_SECONDS), default=60, metavar="S",
-                   help=f"Cache-Control max-age of answers, whole seconds (default 60; at most {MAX_SECONDS})")
+    p.add_argument("--max-age", type=integer(0, MAX_SECONDS), default=DEFAULT_MAX_AGE, metavar="S",
+                   help=f"Cache-Control max-age of answers, whole seconds (default {DEFAULT_MAX_AGE}; at most "
+                        f"{MAX_SECONDS})")
     p.add_argument("--quiet", action="store_true", help="log no request")
     tuf_command.add_flags(p, serve=True)
     p = _page(sub, "export", "write every answer as a static file under OUT_DIR")

@@ -20,8 +20,6 @@ from superfluid.runtime.kernel.layout import keys_dir
 
 __all__ = [
     "KEY_SUFFIX",
-    "ENV_KEY",
-    "ENV_KEY_FILE",
     "SECRET_KEY_NAME",
     "PUBLIC_KEY_NAME",
     "TrustedKey",

@@ -21,13 +21,12 @@ from superfluid.manifest.command_line import seconds
 from superfluid.manifest.index import Index, build_index
 from superfluid.manifest.keys import TrustedKey, package_keys_dir, read_key_dir, read_public_key
 from superfluid.manifest.routes import Health, Route, RouteError, parse_route
-from superfluid.manifest.settings import ENV_KEYS, ENV_MAX_AGE, ENV_SOURCE, ENV_TTL, Settings, read_settings
+from superfluid.manifest.settings import ENV_MAX_AGE, ENV_SOURCE, ENV_TTL, Settings, read_settings
 from superfluid.manifest.sources import ManifestSource, source_from
 from superfluid.manifest.tuf_live import LiveRepository, live_from
 from superfluid.runtime.kernel.errors import SuperfluidError, UsageError
 
-__all__ = ["ServiceConfig", "Service", "app", "keys_from", "from_settings", "ENV_SOURCE", "ENV_KEYS", "ENV_TTL",
-           "ENV_MAX_AGE"]
+__all__ = ["ServiceConfig", "DEFAULT_MAX_AGE", "Service", "app", "keys_from", "from_settings"]
 
 log = logging.getLogger("superfluid.manifest")
 
@@ -36,12 +35,16 @@ _MEMO_MAX = 4096  # answers remembered per index (the rest are rendered again)
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
 
+#: seconds of an answer's Cache-Control max-age when none is given (--max-age, SUPERFLUID_MANIFEST_MAX_AGE)
+DEFAULT_MAX_AGE = 60
+
+
 @dataclass(frozen=True, slots=True)
 class ServiceConfig:
     """The service's limits, in seconds."""
 
     ttl: float | None = None  # between looks at the source; None: the source's own (1 s dir, 60 s URL)
-    max_age: int = 60  # Cache-Control max-age of answers
+    max_age: int = DEFAULT_MAX_AGE  # Cache-Control max-age of answers
 
     def __post_init__(self) -> None:
         if self.ttl is not None and self.ttl < 0:
@@ -244,7 +247,8 @@ def from_settings(settings: Settings) -> Service:
         raise UsageError(f"{ENV_SOURCE} is not set: name a directory of release folders, a mirror URL or "
                          f"github:OWNER/REPO")
     max_age = _seconds(settings.max_age, ENV_MAX_AGE)
-    config = ServiceConfig(ttl=_seconds(settings.ttl, ENV_TTL), max_age=int(max_age) if max_age is not None else 60)
+    config = ServiceConfig(ttl=_seconds(settings.ttl, ENV_TTL),
+                           max_age=int(max_age) if max_age is not None else DEFAULT_MAX_AGE)
     return Service(source_from(settings.source, settings), keys_from(settings.keys), config, tuf=live_from(settings))
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from superfluid.manifest.answers import JSON, Body, error_body, render
 from superfluid.manifest.export import export, export_routes
-from superfluid.manifest.settings import ENV_EXPIRES, ENV_TUF_KEYS, ENV_TUF_REPO, Settings
+from superfluid.manifest.settings import ENV_TUF_REPO, Settings
 from superfluid.manifest.tuf_keys import KeySet, read_keys
 from superfluid.manifest.tuf_repository import METADATA, Expiry, parse_expires, refresh_timestamp, sign_export
 from superfluid.runtime.kernel.errors import BadFile, UsageError
@@ -29,7 +29,7 @@ from superfluid.runtime.kernel.jsonread import UntrustedJson, loads, read_bytes
 if TYPE_CHECKING:
     from superfluid.manifest.index import Index
 
-__all__ = ["LiveRepository", "ENV_TUF_KEYS", "ENV_TUF_REPO", "ENV_EXPIRES", "live_from"]
+__all__ = ["LiveRepository", "live_from"]
 
 log = logging.getLogger("superfluid.manifest")
 

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from superfluid.runtime.adapter import Adapter
 
 __all__ = ["faults", "declaration_faults", "format_faults", "report_faults", "worker_faults", "spelling_faults",
-           "serve_faults", "default_worker", "sample", "main", "UNKNOWN_FLAG"]
+           "default_worker", "sample", "main", "UNKNOWN_FLAG"]
 
 #: a runtime id: what ``--runtime``, ``--<id>-<option>`` and the home's ``runtimes/<id>/`` take
 _ID = re.compile(r"[a-z0-9][a-z0-9._-]*")

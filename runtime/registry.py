@@ -9,13 +9,12 @@ from importlib import import_module
 from typing import TYPE_CHECKING
 
 from superfluid.runtime.kernel.errors import UsageError
-from superfluid.runtime.kernel.layout import worker_command
 
 if TYPE_CHECKING:
     from superfluid.runtime.adapter import Adapter
     from superfluid.runtime.presentation import Presentation
 
-__all__ = ["IDS", "ALIASES", "get", "presentation", "canonical", "aliases_of", "meant", "worker_command",
+__all__ = ["IDS", "ALIASES", "get", "presentation", "canonical", "aliases_of", "meant",
            "env_override"]
 
 #: runtime id -> module holding its ``ADAPTER``

@@ -13,9 +13,10 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.kernel.errors import ModelLoadFailed, NotServable, UsageError, guarded
+from superfluid.runtime.kernel.layout import worker_command
 from superfluid.runtime.kernel.lookup import Lookup, read
 from superfluid.runtime.process import PRIMED_VARIABLE
-from superfluid.runtime.registry import get, worker_command
+from superfluid.runtime.registry import get
 
 if TYPE_CHECKING:
     from superfluid.runtime.adapter import Adapter

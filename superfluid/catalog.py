@@ -29,6 +29,7 @@ from superfluid.runtime.kernel.layout import (
     install_receipt,
     installed_installs,
     runtime_dir,
+    worker_command,
 )
 from superfluid.runtime.kernel.lookup import read
 from superfluid.runtime.kernel.options import options_json
@@ -51,7 +52,7 @@ _CACHE_MAX_BYTES = 4 << 20
 FAILURE_TTL = 60.0
 #: what a worker's answer to each command is, checked before it is used: ``check`` against its
 #: schema (once per content), the declarations for their kind here and for their shape by
-#: ``commands.declarations`` (by hand: that path is asked on every run)
+#: ``superfluid.declarations`` (by hand: that path is asked on every run)
 _ANSWER_SCHEMAS = {"check": "check"}
 _ANSWER_KINDS: dict[str, type] = {"versions": list, "options": list, "compat": dict}
 
@@ -92,7 +93,7 @@ def locate(runtime_id: str, environ: Mapping[str, str], *, serving: bool = False
         return WorkerRef(named, "environment")
     if registry.get(runtime_id).linked and not serving:
         return None
-    name = registry.worker_command(runtime_id)
+    name = worker_command(runtime_id)
     installed = current_worker(home(environ), runtime_id)
     # only through a good `current` (a link to an install of this runtime): never run from out of the home
     if current_target(runtime_dir(home(environ), runtime_id))[0] is not None and _executable(installed):
@@ -270,7 +271,7 @@ def answer(runtime_id: str, argv: Sequence[str], environ: Mapping[str, str], *,
             return got, code, None
     if ref is None:
         looked = ", ".join(shipped_dirs())
-        raise WorkerFailed(registry.worker_command(runtime_id),
+        raise WorkerFailed(worker_command(runtime_id),
                            f"not found (looked in {looked}; set {registry.env_override(runtime_id)} "
                            f"or reinstall superfluid)")
     got, code = ask(ref, argv, runtime_id, environ, accept=accept)

@@ -21,9 +21,8 @@ from superfluid.runtime.kernel.errors import BadFile
 from superfluid.runtime.kernel.jsonread import read_bytes
 from superfluid.runtime.kernel.layout import linked_between, writable_home
 
-__all__ = ["Trust", "Answer", "fetch_answer", "trust_dir", "ENV_ROOT"]
+__all__ = ["Trust", "Answer", "fetch_answer", "trust_dir"]
 
-ENV_ROOT = MANIFEST_ROOT_VARIABLE
 _ROOT_MAX = 512000  # bytes of a root file (ngclient's root_max_length)
 _ROOT_FILE = re.compile(r"^([1-9][0-9]{0,9})\.root\.json$")
 
@@ -98,8 +97,8 @@ def _anchor(trust: Trust, directory: str, service: str) -> tuple[bytes, str]:
     raise NoTrustRoot(f"no TUF root to trust {service} from (this superfluid ships none: there is no default manifest "
                       "service)",
                       fix=f"give --trust-root FILE, the service's metadata/1.root.json as its operator hands it out, "
-                          f"or set {ENV_ROOT}; or ask without freshness checks with --insecure-no-freshness (a "
-                          "rolled-back or frozen index is then accepted)")
+                          f"or set {MANIFEST_ROOT_VARIABLE}; or ask without freshness checks with "
+                          "--insecure-no-freshness (a rolled-back or frozen index is then accepted)")
 
 
 def _unchecked(service: str, path: str, *, max_bytes: int, accept: tuple[int, ...]) -> Answer:

@@ -26,6 +26,7 @@ from superfluid.runtime.kernel.layout import (
     install_worker,
     installs_in,
     runtime_dir,
+    worker_command,
 )
 from superfluid.runtime.planning import parse_install_name
 from superfluid.runtime.probe import install_cpu_fallback
@@ -170,7 +171,7 @@ def _readiness(runtime_id: str, line: ServeCommand, environ: Mapping[str, str]) 
     else:
         ref = catalog.locate(runtime_id, environ, serving=True)
     if ref is None or not os.access(ref.path, os.X_OK):
-        raise NotServable(f"no {registry.worker_command(runtime_id)} to serve with (looked in "
+        raise NotServable(f"no {worker_command(runtime_id)} to serve with (looked in "
                           f"{', '.join(catalog.shipped_dirs())})", fix="reinstall superfluid")
     if "lib" not in values and install is None:
         nothing = catalog.nothing_to_load(runtime_id, catalog.locate(runtime_id, environ), environ)

@@ -10,8 +10,6 @@ from pathlib import Path
 import pytest
 
 from superfluid.manifest.keys import (
-    ENV_KEY,
-    ENV_KEY_FILE,
     read_key_dir,
     read_public_key,
     signing_key,
@@ -19,6 +17,7 @@ from superfluid.manifest.keys import (
     write_key_pair,
 )
 from superfluid.manifest.minisign import BadKey, SecretKey, generate
+from superfluid.manifest.settings import ENV_KEY, ENV_KEY_FILE
 from superfluid.runtime.kernel.errors import BadFile, UsageError
 
 

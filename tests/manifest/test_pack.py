@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from superfluid.manifest.compat import parse
-from superfluid.manifest.keys import ENV_KEY, ENV_KEY_FILE
 from superfluid.manifest.minisign import SecretKey, parse_signature, verify
 from superfluid.manifest.pack import (
     PackError,
@@ -30,6 +29,7 @@ from superfluid.manifest.pack import (
     main,
 )
 from superfluid.manifest.release_files import file_sha256
+from superfluid.manifest.settings import ENV_KEY, ENV_KEY_FILE
 from superfluid.runtime.kernel.errors import UsageError
 
 ARTIFACT = "superfluid_toolchain-0.1.0.tar.gz"

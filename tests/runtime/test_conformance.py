@@ -27,21 +27,21 @@ from superfluid.runtime.conformance import (
 from superfluid.runtime.contract import REPORT_KEYS, RUNTIME_KEYS
 from superfluid.runtime.hostfacts.host import Host
 from superfluid.runtime.kernel.formats import facts_of, match
+from superfluid.runtime.kernel.layout import worker_command
 from superfluid.runtime.kernel.lookup import read
 from superfluid.runtime.kernel.options import Option
-from superfluid.runtime.registry import worker_command
-from tests.conftest import VENV_BIN, isolated_env
+from tests import cli
 from tests.declarations.conftest import fake_worker
 from tests.runtime.ready import ready
 
 
 def _worker(runtime_id: str) -> list[str]:
-    return [str(VENV_BIN / worker_command(runtime_id))]
+    return [cli.script(worker_command(runtime_id))]
 
 
 @pytest.mark.parametrize("runtime_id", registry.IDS)
 def test_every_adapter_conforms_with_nothing_installed(home: Path, runtime_id: str) -> None:
-    assert faults(registry.get(runtime_id), worker=_worker(runtime_id), env=isolated_env(home)) == []
+    assert faults(registry.get(runtime_id), worker=_worker(runtime_id), env=cli.environment(home)) == []
 
 
 @pytest.mark.parametrize("runtime_id", registry.IDS)
@@ -49,7 +49,7 @@ def test_every_adapter_conforms_when_ready(home: Path, tmp_path: Path, request: 
                                            runtime_id: str) -> None:
     """Ready as its tests' ``ready.py`` makes it, and serving the model it gives (where it serves here)."""
     variables, model = ready(runtime_id, request, tmp_path)
-    env = isolated_env(home, **variables)
+    env = cli.environment(home, **variables)
     adapter = registry.get(runtime_id)
     assert faults(adapter, worker=_worker(runtime_id), env=env, model=str(model) if model else None) == []
     if adapter.linked:
@@ -81,7 +81,7 @@ sys.exit(done.returncode)
                          ids=lambda p: ".".join(p))
 def test_the_kit_fails_when_a_report_drops_a_key(home: Path, tmp_path: Path, path: tuple[str, ...]) -> None:
     worker = fake_worker(tmp_path / "dropping", DROPPING.format(real=_worker("llamacpp")[0], path=list(path)))
-    found = faults(registry.get("llamacpp"), worker=[str(worker)], env=isolated_env(home))
+    found = faults(registry.get("llamacpp"), worker=[str(worker)], env=cli.environment(home))
     assert f"llamacpp: its check report has no `{'.'.join(path)}`" in found, found
 
 
@@ -89,7 +89,7 @@ def test_the_command_line_fails_on_a_dropped_key_and_says_which(home: Path, tmp_
                                                                capsys: pytest.CaptureFixture[str],
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     worker = fake_worker(tmp_path / "dropping", DROPPING.format(real=_worker("mlx")[0], path=["tokenizer"]))
-    for key, value in isolated_env(home).items():
+    for key, value in cli.environment(home).items():
         monkeypatch.setenv(key, value)
     assert main(["mlx", "--worker", str(worker)]) == 1
     assert "mlx: its check report has no `tokenizer`\n" in capsys.readouterr().out
@@ -101,7 +101,7 @@ def test_the_command_line_fails_on_a_dropped_key_and_says_which(home: Path, tmp_
 def test_the_command_line_serves_a_model_with_options(home: Path, engines: Path, capsys: pytest.CaptureFixture[str],
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Options in either spelling, forwarded to serve as ``superfluid serve`` forwards them."""
-    for key, value in isolated_env(home).items():
+    for key, value in cli.environment(home).items():
         monkeypatch.setenv(key, value)
     model = engines / "models" / "tiny.base"
     assert main(["basert", "--worker", _worker("basert")[0], "--model", str(model), "--lib", str(engines / "0.4.0"),
@@ -174,7 +174,7 @@ def honest(tmp_path: Path) -> Path:
     pytest.param("exit", "llamacpp: its check exits 0 and says available: 'nothing here'", id="exit-disagrees"),
 ])
 def test_the_worker_faults(home: Path, tmp_path: Path, honest: Path, fault: str, said: str | None) -> None:
-    found = conformance.worker_faults(registry.get("llamacpp"), [str(honest)], isolated_env(home, FAULT=fault),
+    found = conformance.worker_faults(registry.get("llamacpp"), [str(honest)], cli.environment(home, FAULT=fault),
                                       str(tmp_path))
     if said is None:
         assert found == []
@@ -208,7 +208,7 @@ def test_a_worker_takes_every_option_in_both_spellings(home: Path, tmp_path: Pat
     """The face forwards an option as its user spelled it, serve as ``--<id>-<option>``: a worker that
     takes only ``--<option>`` fails ``check --<id>-lib`` and ``serve`` (issue 43, point 8)."""
     worker = fake_worker(tmp_path / "spelling", SPELLING)
-    env = isolated_env(home, ARGV_FILE=str(tmp_path / "argv"), **({"PLAIN_ONLY": "1"} if plain_only else {}))
+    env = cli.environment(home, ARGV_FILE=str(tmp_path / "argv"), **({"PLAIN_ONLY": "1"} if plain_only else {}))
     found = conformance.spelling_faults(made(options=TAKES), [str(worker)], env, str(tmp_path))
     sample = f"--threads 1 --lib {tmp_path / 'no-such-lib'} --fa false --kv f16 --split 1 --mode b"
     assert (tmp_path / "argv").read_text().splitlines() == [

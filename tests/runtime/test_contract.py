@@ -23,8 +23,8 @@ from superfluid.runtime.contract import (
     unread,
 )
 from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.layout import worker_command
 from superfluid.runtime.kernel.options import Option
-from superfluid.runtime.registry import worker_command
 from tests import cli
 from tests.runtime.ready import ready
 

@@ -7,6 +7,7 @@ import pytest
 
 from superfluid.runtime import registry
 from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.layout import worker_command
 
 
 def test_every_id_answers_its_own_adapter() -> None:
@@ -29,7 +30,7 @@ def test_an_unknown_id_names_what_ships(runtime_id: str) -> None:
 ])
 def test_worker_names(runtime_id: str, variable: str, command: str) -> None:
     assert registry.env_override(runtime_id) == variable
-    assert registry.worker_command(runtime_id) == command
+    assert worker_command(runtime_id) == command
 
 
 @pytest.mark.parametrize(("name", "suggestion"), [

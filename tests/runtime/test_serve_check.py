@@ -10,18 +10,18 @@ from pathlib import Path
 import pytest
 
 from superfluid.runtime import registry
-from superfluid.runtime.registry import worker_command
+from superfluid.runtime.kernel.layout import worker_command
 from superfluid.runtime.serve_check import MAX_TOKENS, serve_faults
-from tests.conftest import VENV_BIN, isolated_env
+from tests import cli
 from tests.declarations.conftest import fake_worker
 
 
 def test_a_real_worker_serves_as_a_host_asks(home: Path, tmp_path: Path, engines: Path) -> None:
     """basert's worker, its library named by an option in serve's spelling (``--basert-lib``)."""
-    worker = [str(VENV_BIN / worker_command("basert"))]
+    worker = [cli.script(worker_command("basert"))]
     model = str(engines / "models" / "tiny.base")
     options = {"lib": str(engines / "0.4.0"), "kv-bits": 8}
-    assert serve_faults(registry.get("basert"), worker, isolated_env(home), str(tmp_path), model, options) == []
+    assert serve_faults(registry.get("basert"), worker, cli.environment(home), str(tmp_path), model, options) == []
 
 
 #: a worker whose serve answers as $SERVE says: a server of its own, a ready line of its own, or nothing
@@ -85,6 +85,6 @@ server.serve_forever()
 def test_a_serve_fault_is_named(home: Path, tmp_path: Path, mode: str, said: list[str]) -> None:
     worker = fake_worker(tmp_path / "fake", FAKE)
     (tmp_path / "m.gguf").write_bytes(b"GGUF")
-    found = serve_faults(registry.get("llamacpp"), [str(worker)], isolated_env(home, SERVE=mode), str(tmp_path),
+    found = serve_faults(registry.get("llamacpp"), [str(worker)], cli.environment(home, SERVE=mode), str(tmp_path),
                          str(tmp_path / "m.gguf"))
     assert len(found) == len(said) and all(f.startswith(s) for f, s in zip(found, said, strict=True)), found

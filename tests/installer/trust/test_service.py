@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.installer.trust.manifest import ENV_ROOT, Trust
+from superfluid.installer.settings import MANIFEST_ROOT_VARIABLE
+from superfluid.installer.trust.manifest import Trust
 from superfluid.installer.trust.service import ENV_URL, service_base, trust_for
 from superfluid.runtime.kernel.errors import UsageError
 from tests.settings_from import settings_from
@@ -45,12 +46,12 @@ def test_anything_else_is_a_usage_error_naming_who_gave_it(tmp_path: Path, url: 
 
 
 def test_the_trust_names_the_root_given_else_the_environments() -> None:
-    environ = {"SUPERFLUID_HOME": "/h", ENV_ROOT: " /env/1.root.json "}
+    environ = {"SUPERFLUID_HOME": "/h", MANIFEST_ROOT_VARIABLE: " /env/1.root.json "}
     assert trust_for("/flag/1.root.json", False, settings_from(environ)) == Trust("/h", "/flag/1.root.json", False)
     assert trust_for(None, False, settings_from(environ)) == Trust("/h", "/env/1.root.json", False)
     assert trust_for(None, False, settings_from({"SUPERFLUID_HOME": "/h"})) == Trust("/h", None, False)
 
 
 def test_unchecked_trusts_no_root() -> None:
-    environ = {"SUPERFLUID_HOME": "/h", ENV_ROOT: "/env/1.root.json"}
+    environ = {"SUPERFLUID_HOME": "/h", MANIFEST_ROOT_VARIABLE: "/env/1.root.json"}
     assert trust_for(None, True, settings_from(environ)) == Trust("/h", None, True)

@@ -61,13 +61,12 @@ def is_secret(name: str, value: str) -> bool:
     return bool(_USERINFO_URL.search(value) or _PEM_KEY.search(value))
 
 
-def scrubbed_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+def scrubbed_env(environ: Mapping[str, str]) -> dict[str, str]:
     """The caller's environment without credentials (``is_secret``)."""
-    env = os.environ if environ is None else environ
-    return {k: v for k, v in env.items() if not is_secret(k, v)}
+    return {k: v for k, v in environ.items() if not is_secret(k, v)}
 
 
-def worker_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+def worker_env(environ: Mapping[str, str]) -> dict[str, str]:
     """A worker's environment: ``scrubbed_env``, and ``SUPERFLUID_PYTHON`` naming this Python
     (unless the caller names one), so that an install's launcher runs the worker with the
     superfluid that asks, wherever the environment that made the install went."""
@@ -158,17 +157,15 @@ def _collect(proc: subprocess.Popen[bytes], deadline: float) -> tuple[bytes, byt
 
 def start_worker(argv: Sequence[str], *, env: Mapping[str, str], primed: bool = False) -> subprocess.Popen[bytes]:
     """Start a worker command line as ``run_worker`` runs it (in ``env``, the worker's environment as
-    ``worker_env`` makes it, scrubbed again here so that no caller hands a worker a credential; a process
-    group of its own, stdin closed); ``primed``: its stdin a pipe and ``PRIMED_VARIABLE`` set, so that it
-    makes ready (imports what its command needs) and waits until ``finish_worker`` closes that pipe.
-    A worker started before what it checks is there (a staged install's, while the archives arrive).
+    ``worker_env`` makes it; a process group of its own, stdin closed); ``primed``: its stdin a pipe
+    and ``PRIMED_VARIABLE`` set, so that it makes ready (imports what its command needs) and waits
+    until ``finish_worker`` closes that pipe. A worker started before what it checks is there (a
+    staged install's, while the archives arrive).
 
     Raises:
         WorkerFailed: it could not start (``lasting``).
     """
-    env = scrubbed_env(env)
-    if primed:
-        env[PRIMED_VARIABLE] = "1"
+    env = {**env, PRIMED_VARIABLE: "1"} if primed else dict(env)
     name = os.path.basename(argv[0])
     try:
         return subprocess.Popen(list(argv), stdin=subprocess.PIPE if primed else subprocess.DEVNULL,
@@ -226,7 +223,7 @@ def finish_worker(proc: subprocess.Popen[bytes], argv: Sequence[str], *,
 
 
 def run_worker(argv: Sequence[str], *, env: Mapping[str, str], timeout: float = DEFAULT_TIMEOUT) -> WorkerResult:
-    """Run a worker command line in ``env`` (``worker_env``'s, scrubbed again) with stdin closed, in a
+    """Run a worker command line in ``env`` (``worker_env``'s) with stdin closed, in a
     process group of its own, its output capped at ``OUTPUT_MAX_BYTES`` a stream.
 
     The timeout bounds the whole run: a worker still running (or whose children still hold its

@@ -19,7 +19,7 @@ from superfluid.runtime.basert.options import OPTIONS
 from superfluid.runtime.hostfacts.system import os_name
 from superfluid.runtime.kernel.errors import LibraryRefused, SuperfluidError, UsageError
 from superfluid.runtime.kernel.lookup import Lookup
-from superfluid.runtime.kernel.options import check_value, find, flag_values
+from superfluid.runtime.kernel.options import flag_values, read_options
 
 __all__ = ["RUNTIME_ID", "FORMATS", "TOKENIZER", "CAPABILITIES", "devices", "model_report", "check_report",
            "check_argv", "version_text", "lib_flag", "kv_bits_flag", "KV_BITS_FLAGS"]
@@ -141,13 +141,8 @@ def kv_bits_flag(flags: Mapping[str, str]) -> str:
     Raises:
         UsageError: a value the declaration does not list, or both spellings.
     """
-    option = find(OPTIONS, "kv-bits")
-    assert option is not None
-    plain, spelled = KV_BITS_FLAGS
-    if plain in flags and spelled in flags:
-        raise UsageError(f"{spelled} and {plain} name the same option: give one")
-    flag = spelled if spelled in flags else plain
-    return str(check_value(option, flags.get(flag, "0"), flag=flag))
+    given = [(flag[2:], flags[flag]) for flag in KV_BITS_FLAGS if flag in flags]
+    return str(read_options(given, OPTIONS, RUNTIME_ID).get("kv-bits", "0"))
 
 
 def check_argv(argv: Sequence[str], lookup: Lookup, *,

@@ -34,6 +34,7 @@ from superfluid.runtime.hostfacts.libraries import (
     under,
 )
 from superfluid.runtime.hostfacts.system import arch_name, os_name, running_arch, running_os
+from superfluid.runtime.kernel.lookup import is_host_variable
 
 __all__ = ["Host", "detect", "platform_string", "PROBED", "X86_FEATURES", "ARM64_HWCAPS", "NOTABLE"]
 
@@ -235,8 +236,7 @@ def detect(environ: Mapping[str, str] | None = None) -> Host:
     lays out its libraries); ``runtime/hostfacts/libraries.py`` finds the libraries and reads the C and C++
     libraries' versions."""
     env = os.environ if environ is None else environ
-    return _detect(tuple(sorted((k, v) for k, v in env.items()
-                                if k.startswith("SUPERFLUID_HOST_") or k == "LD_LIBRARY_PATH")))
+    return _detect(tuple(sorted((k, v) for k, v in env.items() if is_host_variable(k))))
 
 
 class _Libraries(NamedTuple):

@@ -8,7 +8,7 @@ from types import MappingProxyType
 
 from superfluid.runtime.kernel.layout import home
 
-__all__ = ["Lookup", "HOST_PREFIX", "read"]
+__all__ = ["Lookup", "HOST_PREFIX", "is_host_variable", "read"]
 
 #: the variables that override a host fact (``runtime.hostfacts.host.detect``); ``LD_LIBRARY_PATH`` too
 HOST_PREFIX = "SUPERFLUID_HOST_"
@@ -33,9 +33,15 @@ class Lookup:
         return self.variables.get(name) or None
 
 
+def is_host_variable(name: str) -> bool:
+    """Whether the variable ``name`` is a host fact's: an override ``SUPERFLUID_HOST_*``, or
+    ``LD_LIBRARY_PATH`` (the loader searches it first)."""
+    return name.startswith(HOST_PREFIX) or name == "LD_LIBRARY_PATH"
+
+
 def read(environ: Mapping[str, str]) -> Lookup:
     """The record of ``environ``, a process's environment read at its face (a copy: a later change
     to ``environ`` changes nothing)."""
     copy = dict(environ)
-    host = {k: v for k, v in copy.items() if k.startswith(HOST_PREFIX) or k == "LD_LIBRARY_PATH"}
+    host = {k: v for k, v in copy.items() if is_host_variable(k)}
     return Lookup(home=home(copy), host=MappingProxyType(host), variables=MappingProxyType(copy))

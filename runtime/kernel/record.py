@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from superfluid.runtime.kernel.errors import BadFile, SuperfluidError
-from superfluid.runtime.kernel.fixes import repair_command
+from superfluid.runtime.kernel.fixes import puts_back, repair_command
 from superfluid.runtime.kernel.home_cache import Written
 from superfluid.runtime.kernel.jsonread import kind_of
 from superfluid.runtime.kernel.receipt import MAX_BYTES, RECEIPT, Receipt
@@ -325,7 +325,7 @@ class Verification:
         if not self.differences:
             return f"{who}: verified ({self.recorded} files as its receipt records them)"
         counts = ", ".join(f"{len(self.of(c))} {c}" for c in ("missing", "changed", "added") if self.of(c))
-        return f"{who} does not match its receipt ({counts}): `{self.fix}` puts it back"
+        return f"{who} does not match its receipt ({counts}): {puts_back(self.id, self.install)}"
 
     def to_json(self) -> dict[str, Any]:
         return {"install": self.install, "path": self.path, "ok": self.ok, "recorded": self.recorded,

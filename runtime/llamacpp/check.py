@@ -14,7 +14,7 @@ from superfluid.runtime.kernel.options import declared_name, parse_flag_pairs, r
 from superfluid.runtime.llamacpp import sizing
 from superfluid.runtime.llamacpp.drive import devices, load_model
 from superfluid.runtime.llamacpp.formats import CAPABILITIES, FORMATS, TOKENIZER
-from superfluid.runtime.llamacpp.loader import LOG_ENV, load
+from superfluid.runtime.llamacpp.loader import echoes_log, load
 from superfluid.runtime.llamacpp.locate import LIBRARY, locate
 from superfluid.runtime.llamacpp.options import OPTIONS
 
@@ -59,7 +59,7 @@ def parse_flags(argv: Sequence[str], *, model: bool = True) -> tuple[str | None,
 
 def _load(options: Mapping[str, Any], lookup: Lookup, *, spelled: str | None = None) -> Any:
     found = locate(options.get("lib"), lookup, spelled=spelled)
-    return load(found.path, echo_log=lookup.variable(LOG_ENV) == "1")
+    return load(found.path, echo_log=echoes_log(lookup))
 
 
 def _spelled(argv: Sequence[str]) -> str | None:
@@ -164,5 +164,5 @@ def check_argv(argv: Sequence[str], lookup: Lookup) -> tuple[dict[str, Any], int
     Raises:
         UsageError: an unknown flag or a bad option value.
     """
-    model_path, options = parse_flags(argv)
+    model_path, options = contract.check_line(argv, OPTIONS, RUNTIME_ID)
     return check_report(model_path, options, lookup, spelled=_spelled(argv))

@@ -15,11 +15,12 @@ from typing import Any
 
 from superfluid.runtime.kernel.errors import BadFile, LibraryRefused
 from superfluid.runtime.kernel.layout import install_receipt
+from superfluid.runtime.kernel.lookup import Lookup
 from superfluid.runtime.kernel.receipt import read_receipt
 from superfluid.runtime.llamacpp import bindings
 from superfluid.runtime.llamacpp.layout import Layout, LayoutUnknown, detect
 
-__all__ = ["Library", "LogTail", "load", "LOG_ENV", "GPU_MODULES"]
+__all__ = ["Library", "LogTail", "load", "echoes_log", "LOG_ENV", "GPU_MODULES"]
 
 LOG_ENV = "SUPERFLUID_LLAMA_LOG"
 _FIX = "install a build the adapter lists as tested: `superfluid runtime install llamacpp`"
@@ -112,6 +113,11 @@ _keep_alive: list[Any] = []
 
 def _refuse(path: str, why: str) -> LibraryRefused:
     return LibraryRefused(path, f"{path} is a llama.cpp this adapter cannot drive: {why}", fix=_FIX)
+
+
+def echoes_log(lookup: Lookup) -> bool:
+    """The library's log echoed to stderr as it comes: ``SUPERFLUID_LLAMA_LOG`` (``LOG_ENV``) is ``1``."""
+    return lookup.variable(LOG_ENV) == "1"
 
 
 def load(path: str, *, echo_log: bool = False) -> Library:

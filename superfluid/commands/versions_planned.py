@@ -18,7 +18,7 @@ from superfluid.runtime import registry
 from superfluid.runtime.adapter import compat_part
 from superfluid.runtime.hostfacts.host import detect
 from superfluid.runtime.kernel.errors import InconsistentRelease, SuperfluidError
-from superfluid.runtime.kernel.layout import home, installed_installs
+from superfluid.runtime.kernel.layout import installed_installs
 from superfluid.runtime.planning import DigestConflict, NotInstallable, Request, first_published
 from superfluid.settings import settings_of
 
@@ -78,13 +78,13 @@ def run(args: argparse.Namespace) -> int:
     if for_release is not None:  # --for: the adapter's verdicts for that release's compat document
         adapter = registry.get(args.id)
         part = compat_part(adapter, Request(id=args.id, for_=for_release))
-        answer = adapter.versions(detect(environ), installed_installs(args.id, home(environ)), part)
+        answer = adapter.versions(detect(settings.host_environ), installed_installs(args.id, settings.home), part)
     else:
         answer, _ = ask(args.id, "versions", environ)
     listing = _listing_choice(args, settings) if for_release is None else None
     if listing is not None:
         chosen = listing[0] if not isinstance(listing[0], str) else None
         judged = _judged(args, settings, answer, chosen["version"] if chosen else None)
-        answer = with_listing(answer, chosen, installed_installs(args.id, home(environ)), judged)
+        answer = with_listing(answer, chosen, installed_installs(args.id, settings.home), judged)
     show(args, answer, listing)
     return 0

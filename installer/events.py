@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar, TypeAlias
+from typing import TypeAlias
 
 from superfluid.runtime.planning import Plan
 
@@ -19,7 +19,6 @@ class Trying:
     """The ``index``-th plan is tried; ``cached``: the names of its remote assets the download cache holds
     by digest already, which are not fetched (their URL is not asked)."""
 
-    kind: ClassVar[str] = "trying"
     plan: Plan
     index: int
     cached: tuple[str, ...] = ()
@@ -29,7 +28,6 @@ class Trying:
 class FellBack:
     """The ``index``-th plan does not run here (``reason``); the next is tried."""
 
-    kind: ClassVar[str] = "fell-back"
     plan: Plan
     index: int
     reason: str
@@ -39,7 +37,6 @@ class FellBack:
 class Unchecked:
     """A local file with no digest to check it against is installed; ``sha256`` is what it hashed to."""
 
-    kind: ClassVar[str] = "unchecked"
     plan: Plan
     path: str
     sha256: str
@@ -49,7 +46,6 @@ class Unchecked:
 class Waiting:
     """Another install of the plan's runtime holds the lock (``holder`` says who); this one waits."""
 
-    kind: ClassVar[str] = "waiting"
     plan: Plan
     holder: str
 
@@ -58,7 +54,6 @@ class Waiting:
 class Warned:
     """Something read was not trusted (e.g. a malformed listing entry skipped): ``reason`` says what."""
 
-    kind: ClassVar[str] = "warning"
     reason: str
 
 

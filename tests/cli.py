@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+
+from superfluid.runtime.process import is_secret
 
 __all__ = ["VENV_BIN", "script", "environment", "Run", "run", "start"]
 
@@ -24,9 +25,6 @@ VENV_BIN = Path(os.environ.get("SUPERFLUID_TEST_BIN", ROOT / ".venv" / "bin"))
 _STEERING = ("SUPERFLUID_", "BASERT_", "OPENAI_", "PYTHON")
 #: names that change what a command does: CI turns the progress bar off, VIRTUAL_ENV is where MLX is looked for
 _CHANGING = frozenset({"CI", "VIRTUAL_ENV"})
-#: words of a name that make it a credential (the name split at ``_``, ``-``, ``.``)
-_CREDENTIAL_WORDS = frozenset({"TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASS", "KEY", "CREDENTIALS", "AUTH"})
-_USERINFO_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/@\s]+@")
 
 
 def script(name: str) -> str:
@@ -43,9 +41,7 @@ def _leaks(name: str, value: str) -> bool:
         return True
     if name in _CHANGING or "proxy" in name.lower():
         return True
-    if set(re.split(r"[^A-Z0-9]+", name.upper())) & _CREDENTIAL_WORDS:
-        return True
-    return bool(_USERINFO_URL.search(value))
+    return is_secret(name, value)
 
 
 def environment(home: Path | None = None, **extra: str) -> dict[str, str]:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from tests import cli
-from tests.cli import VENV_BIN, Run  # noqa: F401 - VENV_BIN: some tests import it from here
+from tests.cli import Run
 
 if TYPE_CHECKING:
     from superfluid.manifest.minisign import SecretKey
@@ -27,8 +27,6 @@ if TYPE_CHECKING:
     from tests.release_server import ReleaseServer
 
 ROOT = Path(__file__).resolve().parent.parent
-#: ``cli.environment``, by the name some tests import it by from here
-isolated_env = cli.environment
 
 
 def native_cache() -> Path:

@@ -22,7 +22,8 @@ import pytest
 
 from superfluid.runtime import registry
 from tests import cli
-from tests.conftest import ROOT, VENV_BIN
+from tests.cli import VENV_BIN
+from tests.conftest import ROOT
 from tests.serving_client import SuperfluidServe
 
 if sys.version_info >= (3, 11):

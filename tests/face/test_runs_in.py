@@ -56,8 +56,7 @@ def test_the_plain_versions_line_loads_neither_the_installer_nor_its_other_form(
     """Asked by hosts and scripts on every run: answered from what the runtime declares."""
     run = loaded("superfluid.cli", argv, cli_home.env, python=cli.script("python"))
     assert run.code == 0
-    # what the answer does not need: installing, planning, fetching, another command (the settings the
-    # source flags make, superfluid.installer.config, are the face's to read: source_hints)
-    assert run.under("superfluid.installer") <= {"superfluid.installer", "superfluid.installer.config"}
+    # what the answer does not need: installing, planning, fetching, another command
+    assert run.under("superfluid.installer") == set()
     assert run.under("superfluid.commands") == {"superfluid.commands", "superfluid.commands.versions"}
     assert run.under("superfluid.manifest") == set() and "tempfile" not in run.modules

@@ -54,7 +54,8 @@ def nothing_published(env: dict[str, str]) -> None:
 
 
 def kinds(told: list[Event]) -> list[tuple[str, int]]:
-    return [(e.kind, e.index) for e in told if isinstance(e, (Trying, FellBack))]
+    return [("trying" if isinstance(e, Trying) else "fell-back", e.index) for e in told
+            if isinstance(e, (Trying, FellBack))]
 
 
 # --- the first plan that runs ----------------------------------------------------------------------------

@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from superfluid.runtime import registry
-from superfluid.runtime.adapter import Adapter
 from superfluid.runtime.presentation import VERSION_PATTERN, Presentation, Question, Shown, by_kind
 
 # --- a question's one spelling ------------------------------------------------------------------------
@@ -115,4 +114,3 @@ def test_a_runtime_that_names_no_presentation_gets_the_defaults(monkeypatch: pyt
     monkeypatch.setattr(registry, "get", lambda runtime_id: plain)
     shown = registry.presentation("mlx")
     assert type(shown) is Presentation and shown.id == "mlx"
-    assert isinstance(plain, Adapter)

@@ -19,8 +19,6 @@ from superfluid.runtime.serving.completions import (
     usage_chunk,
 )
 
-CHAT = [{"role": "user", "content": "x"}]
-
 
 def body(**fields: Any) -> bytes:
     return json.dumps(fields).encode()

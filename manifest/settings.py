@@ -36,8 +36,8 @@ class Settings:
     not use one is never refused for it."""
 
     #: what the installer's release sources (``github:``, a mirror URL) are given: the home (whose
-    #: ``cache/`` keeps listings and assets), ``SUPERFLUID_GITHUB_API``, ``GH_TOKEN``/``GITHUB_TOKEN``,
-    #: whether an ``http://`` proxy is named; no mirror (``SUPERFLUID_MIRROR`` is not read: a source
+    #: ``cache/`` keeps listings and assets), ``SUPERFLUID_GITHUB_API``, ``GH_TOKEN``/``GITHUB_TOKEN``;
+    #: no mirror (``SUPERFLUID_MIRROR`` is not read: a source
     #: names its own place)
     installer: InstallerSettings = field(repr=False)
     source: str = ""  # SUPERFLUID_MANIFEST_SOURCE, stripped: the source --source defaults to

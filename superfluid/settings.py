@@ -20,8 +20,8 @@ def settings_of(environ: Mapping[str, str], *, mirror: str | None = None, offlin
     unset), ``offline`` (``--offline``), ``plain_http`` (``--plain-http``, or
     ``SUPERFLUID_OCI_PLAIN_HTTP``) and ``json_mode`` (``--json``: no progress bar, nor with ``CI``
     set), with every variable the installer reads: ``SUPERFLUID_HOME``, ``SUPERFLUID_GITHUB_API``,
-    ``GH_TOKEN``/``GITHUB_TOKEN``, ``REGISTRY_AUTH_FILE``/``DOCKER_CONFIG``/``HOME``, the ``http://``
-    proxy variables, ``SUPERFLUID_MANIFEST_ROOT``. ``environ`` is kept, read-only, for the host-facts
+    ``GH_TOKEN``/``GITHUB_TOKEN``, ``REGISTRY_AUTH_FILE``/``DOCKER_CONFIG``/``HOME``, ``CI``,
+    ``SUPERFLUID_MANIFEST_ROOT``. ``environ`` is kept, read-only, for the host-facts
     reader and a staged worker's environment."""
     named = environ.get("REGISTRY_AUTH_FILE") or ""
     return Settings(

@@ -5,14 +5,10 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from superfluid.runtime.kernel.errors import ELSEWHERE
 from superfluid.runtime.kernel.redact import redact_url
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["SOURCE_FLAGS", "given", "keep_source", "shown", "fitting"]
 

@@ -104,7 +104,7 @@ class _Desc:
         return isinstance(other, _Desc) and self.key == other.key
 
 
-# --- temporary names and stale leftovers ----------------------------------------------------------
+# --- the installs on disk -------------------------------------------------------------------------
 
 
 def list_installs(root: str | os.PathLike[str]) -> list[Installed]:

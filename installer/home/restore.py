@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from superfluid.installer.mutex import MutexOwner
     from superfluid.installer.settings import Settings
     from superfluid.runtime.kernel.receipt import Receipt
-    from superfluid.runtime.planning import Plan, PlanAsset
 
 __all__ = ["NotRestorable", "unrestorable", "mirror_of", "plan_of", "restore"]
 

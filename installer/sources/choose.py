@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
-from superfluid.installer.settings import Settings
+from superfluid.installer.settings import MIRROR_FLAG, Settings
 from superfluid.installer.sources.github import GitHubClient
 from superfluid.installer.sources.mirror import Mirror, mirror_root_url
 from superfluid.installer.sources.oci.source import oci_source
@@ -30,7 +30,7 @@ class SourceFactory(Protocol):
         where: the URL as given.
         named_by: who gave it (``--mirror``, or ``SUPERFLUID_MIRROR``), for messages.
         offline: the cache alone: open no connection.
-        settings: what the face settled (the registry's auth files, the proxy).
+        settings: what the face settled (the registry's auth files, the GitHub token, the home).
         config: limits and settings.
         cache: the download cache.
         fix: the command that fills the cache, quoted when ``offline`` lacks something.
@@ -90,9 +90,8 @@ def source_for(
         try:
             root = mirror_root_url(mirror, named_by=named_by)
         except ValueError as e:
-            fix = ("give --mirror an http(s):// URL or an existing directory" if named_by == "--mirror" else
+            fix = ("give --mirror an http(s):// URL or an existing directory" if named_by == MIRROR_FLAG else
                    "set SUPERFLUID_MIRROR to an http(s):// URL or an existing directory, or unset it")
-
             raise UsageError(redact_text(str(e)), fix=fix) from e
         if root.startswith("file:"):
             local = FileFetcher(config)

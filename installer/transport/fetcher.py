@@ -45,7 +45,7 @@ _ERROR_BODY_BYTES = 2048
 class Fetcher(ABC):
     """The seam. Implementations answer ``_send``: one hop (method, URL, headers, body) answered with a
     status, headers and byte chunks, no redirect followed, no status judged (``requests_fetcher``,
-    ``loopback``, ``files``). Callers use ``request``, ``open``, ``get_bytes`` and ``retry``, and every
+    ``files``). Callers use ``request``, ``open``, ``get_bytes`` and ``retry``, and every
     rule is here, for every method: the schemes and plain ``http://``, redirects (a credential only at
     its own origin), statuses, the size cap and the stall rule on every answer's body, retries under
     one overall deadline. A wrapper (the OCI registry client) composes a fetcher and sends through its

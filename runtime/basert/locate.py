@@ -31,7 +31,7 @@ def namer(flag: str | None, lookup: Lookup, *, spelled: str | None = None) -> st
 
 def locate(flag: str | None, lookup: Lookup, *,
            executable: str | None = None, platform: str | None = None, spelled: str | None = None) -> Located:
-    """libbaseRT: ``--basert-lib``, else ``BASERT_LIB``, else the search (see ``runtime.locate``).
+    """libbaseRT: ``--basert-lib``, else ``BASERT_LIB``, else the search (see ``runtime.hostfacts.locate``).
 
     Raises:
         LibraryNotFound: a named path holds no library, or the search found none.

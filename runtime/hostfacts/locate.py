@@ -9,7 +9,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from superfluid.runtime.kernel import layout as _home
+from superfluid.runtime.kernel import layout
 from superfluid.runtime.kernel.errors import LibraryNotFound
 from superfluid.runtime.kernel.lookup import Lookup
 
@@ -56,7 +56,7 @@ def namer(library: Library, flag: str | None, lookup: Lookup, *, spelled: str | 
 
 def beside(folder: str) -> list[str]:
     """The folders searched beside an executable in ``folder``: ``folder`` and its ``../lib``."""
-    return [folder, os.path.normpath(os.path.join(folder, "..", _home.LIB))]
+    return [folder, os.path.normpath(os.path.join(folder, "..", layout.LIB))]
 
 
 def search_dirs(library: Library, home: str, executable: str | None = None) -> list[str]:
@@ -70,8 +70,8 @@ def search_dirs(library: Library, home: str, executable: str | None = None) -> l
         dirs += beside(os.path.dirname(os.path.realpath(exe)))
     # through `current` only when it is absent or a good link to an install of this runtime: a bad
     # one (dangling, a loop, out of the home) is never followed
-    if _home.current_target(_home.runtime_dir(home, library.runtime_id))[1] is None:
-        dirs.append(_home.current_lib(home, library.runtime_id))
+    if layout.current_target(layout.runtime_dir(home, library.runtime_id))[1] is None:
+        dirs.append(layout.current_lib(home, library.runtime_id))
     return dirs
 
 

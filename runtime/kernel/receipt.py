@@ -7,17 +7,13 @@ import os
 import re
 import time
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from superfluid.runtime.kernel.atomic import write_atomic
 from superfluid.runtime.kernel.errors import BadFile
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads, read_bytes
 from superfluid.runtime.kernel.layout import RECEIPT, worker_path  # RECEIPT: the receipt's file name in an install
 from superfluid.runtime.kernel.schema import mark_valid, validate, validate_once
-
-if TYPE_CHECKING:
-    pass
-
 
 __all__ = [
     "SCHEMA",

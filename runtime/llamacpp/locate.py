@@ -27,7 +27,7 @@ def library_names(platform: str | None = None) -> tuple[str, str]:
 
 def locate(named: str | None, lookup: Lookup, *,
            executable: str | None = None, platform: str | None = None, spelled: str | None = None) -> Located:
-    """libllama: ``--llamacpp-lib``, else ``SUPERFLUID_LLAMA_LIB``, else the search (see ``runtime.locate``).
+    """libllama: ``--llamacpp-lib``, else ``SUPERFLUID_LLAMA_LIB``, else the search (see ``runtime.hostfacts.locate``).
 
     Raises:
         LibraryNotFound: a named file or directory holds no libllama, or no searched place does.

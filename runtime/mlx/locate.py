@@ -11,7 +11,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from superfluid.runtime.hostfacts.host import Host, detect
-from superfluid.runtime.kernel import layout as _home
+from superfluid.runtime.kernel import layout
 from superfluid.runtime.kernel.lookup import Lookup
 
 __all__ = ["not_here", "find_venv", "environment"]
@@ -30,7 +30,7 @@ def find_venv(options: Mapping[str, Any], lookup: Lookup,
     install ``worker`` runs from; default this process), ``SUPERFLUID_MLX_VENV``, ``VIRTUAL_ENV``."""
     install = os.path.dirname(os.path.dirname(os.path.realpath(worker or sys.argv[0] or ".")))
     # only a worker run from an install (<install>/bin/, beside its receipt) uses <install>/env
-    install_env = _home.install_env(install) if os.path.isfile(_home.install_receipt(install)) else None
+    install_env = layout.install_env(install) if os.path.isfile(layout.install_receipt(install)) else None
     candidates = [options.get("venv"), install_env, lookup.variable("SUPERFLUID_MLX_VENV"),
                   lookup.variable("VIRTUAL_ENV")]
     looked = [c for c in candidates if c]

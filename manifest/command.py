@@ -271,7 +271,7 @@ def _json_failures(main_line: Any) -> int:
     except SuperfluidError as e:
         code = 2 if isinstance(e, UsageError) else 1
         sys.stderr.write(f"{_PROG}: {e}\n")
-        print_json(error_doc(error_code(e), str(e), code, fix=e.fix))
+        print_json(error_doc(error_code(e), str(e), code, fixes=e.fixes, advice=e.advice))
         return code
 
 

@@ -24,6 +24,7 @@ from superfluid.parser import (
     runner,
 )
 from superfluid.runtime.kernel.errors import ModelLoadFailed, NotServable, SuperfluidError, UsageError
+from superfluid.runtime.kernel.fixes import ENV_LOG, Fix, record_to, with_flags
 from superfluid.runtime.kernel.layout import home, home_fault
 from superfluid.runtime.kernel.output import error_code, error_doc, print_json
 from superfluid.source_hints import fitting, given, keep_source
@@ -110,17 +111,25 @@ def _prog(args: argparse.Namespace | None) -> str:
 
 
 def _fail(error: BaseException, code: int, args: argparse.Namespace | None, as_json: bool) -> int:
-    """The error on stderr (and, in ``--json`` mode, as JSON on stdout); answers the exit code."""
-    flags, takes_both = _source_flags(args)  # a command the message suggests keeps the flags given
-    text = keep_source(fitting(str(error), takes_both=takes_both), flags) if not isinstance(error, KeyboardInterrupt) \
-        else "interrupted"
+    """The error on stderr (and, in ``--json`` mode, as JSON on stdout); answers the exit code. Its
+    fixes keep the source flags the line gave (``fixes.with_flags``); advice for a command that takes
+    neither ``--mirror`` nor ``--offline`` drops the words that name them (``fitting``)."""
+    flags, takes_both = _source_flags(args)
+    fixes: tuple[Fix, ...] = ()
+    advice: str | None = None
+    if isinstance(error, KeyboardInterrupt):
+        text = "interrupted"
+    elif isinstance(error, SuperfluidError):
+        fixes = tuple(with_flags(f, flags) for f in error.fixes)
+        advice = fitting(error.advice, takes_both=takes_both) if error.advice else None
+        text = keep_source(fitting(error.text(fixes, advice or ""), takes_both=takes_both), flags)
+    else:
+        text = keep_source(fitting(str(error), takes_both=takes_both), flags)
     if isinstance(error, UsageError) and "--help" not in text:
         text += f" (see '{_prog(args)} --help')"
     sys.stderr.write(f"superfluid: {text}\n")
     if as_json:
-        fix = error.fix if isinstance(error, SuperfluidError) else None
-        doc = error_doc(error_code(error), text, code, fix=keep_source(fitting(fix, takes_both=takes_both),
-                                                                       flags) if fix else None)
+        doc = error_doc(error_code(error), text, code, fixes=fixes, advice=advice)
         print_json({**(error.document or {}), **doc} if isinstance(error, SuperfluidError) else doc)
     return code
 
@@ -171,6 +180,7 @@ def _path(args: argparse.Namespace) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     as_json = _wants_json(args_in)
+    record_to(os.environ.get(ENV_LOG))  # the test suite's hint report: every fix this run renders
     args: argparse.Namespace | None = None
     collecting = _pause_gc(args_in)
     try:

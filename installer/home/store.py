@@ -28,7 +28,7 @@ from superfluid.installer.home.installs import (
 )
 from superfluid.installer.mutex import MutexOwner, install_mutex
 from superfluid.runtime.kernel.atomic import write_atomic
-from superfluid.runtime.kernel.fixes import puts_back
+from superfluid.runtime.kernel.fixes import repair
 from superfluid.runtime.kernel.layout import CURRENT, PINNED, installs_in
 
 __all__ = [
@@ -347,7 +347,7 @@ def pin(home: str | os.PathLike[str], runtime_id: str, install: str, *, timeout:
                                 fix=f"`superfluid runtime list {runtime_id}` lists its installs")
         if (why := fault(found[install])) is not None:
             raise NoSuchInstall(f"{runtime_id} {install} is broken ({why}); it is not made the default",
-                                fix=puts_back(runtime_id, install))
+                                fix=repair(runtime_id, install))
         write_pinned(root, install)
         chosen = refresh_current(root)
     return chosen or install

@@ -6,6 +6,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from superfluid.runtime.kernel.fixes import Fix, FixLike, fixes_of, render
+
 __all__ = [
     "ELSEWHERE",
     "SuperfluidError",
@@ -29,24 +31,34 @@ ELSEWHERE = ("; or install from elsewhere with --mirror URL|DIR (a mirror or a d
 
 
 class SuperfluidError(Exception):
-    """A failure with a message for people: what is wrong, why, and the command that fixes it.
+    """A failure with a message for people: what is wrong, why, and what fixes it.
 
-    Exit code 1 unless a subclass says otherwise (the face's table decides).
+    ``fix``: the commands that fix it (``Fix`` values, in order; never prose); ``advice``: a next
+    step that is not a command ("check the network connection"), prose that names no command.
+    Exit code: the face's table (``superfluid.exits``).
     """
 
     #: what a ``--json`` failure prints around the error document: the report the command made
     #: before it failed (``lock --check``'s changes), or None
     document: dict[str, Any] | None = None
 
-    def __init__(self, message: str, *, fix: str | None = None) -> None:
+    def __init__(self, message: str, *, fix: FixLike = None, advice: str | None = None) -> None:
         super().__init__(message)
         self.message = message
-        self.fix = fix
+        if isinstance(fix, str):  # TRANSITION: prose still given as fix= (issue 42 converts every site)
+            fix, advice = None, "; ".join(t for t in (advice, fix) if t)
+        self.fixes: tuple[Fix, ...] = fixes_of(fix)
+        self.advice = advice
 
     def __str__(self) -> str:
-        if self.fix:
-            return f"{self.message}: {self.fix}"
-        return self.message
+        return self.text()
+
+    def text(self, fixes: tuple[Fix, ...] | None = None, advice: str | None = None) -> str:
+        """The message, its advice and its fixes (``fixes``/``advice``: as the face adapted them)."""
+        fixes = self.fixes if fixes is None else fixes
+        advice = self.advice if advice is None else advice
+        tail = "; or ".join(t for t in (advice, render(fixes) if fixes else "") if t)
+        return f"{self.message}: {tail}" if tail else self.message
 
 
 class UsageError(SuperfluidError):
@@ -56,9 +68,10 @@ class UsageError(SuperfluidError):
 class BadFile(SuperfluidError):
     """A file we read (recipe, receipt, compat.json, listing, ABI asset) is broken or hostile."""
 
-    def __init__(self, path: str, fault: str, *, json_path: str | None = None, fix: str | None = None) -> None:
+    def __init__(self, path: str, fault: str, *, json_path: str | None = None, fix: FixLike = None,
+                 advice: str | None = None) -> None:
         where = f"{path} at {json_path}" if json_path else path
-        super().__init__(f"{where}: {fault}", fix=fix)
+        super().__init__(f"{where}: {fault}", fix=fix, advice=advice)
         self.path = path
         self.json_path = json_path
         self.fault = fault
@@ -67,8 +80,9 @@ class BadFile(SuperfluidError):
 class LibraryNotFound(SuperfluidError):
     """No engine library where one was named or searched."""
 
-    def __init__(self, message: str, *, looked: list[str] | None = None, fix: str | None = None) -> None:
-        super().__init__(message, fix=fix)
+    def __init__(self, message: str, *, looked: list[str] | None = None, fix: FixLike = None,
+                 advice: str | None = None) -> None:
+        super().__init__(message, fix=fix, advice=advice)
         self.looked = list(looked or [])
 
 
@@ -79,9 +93,9 @@ class LibraryRefused(SuperfluidError):
     the line); ``stated_version`` and ``stated_abi`` then say what the library states.
     """
 
-    def __init__(self, path: str, message: str, *, fix: str | None = None, by_abi: bool = False,
-                 stated_version: str | None = None, stated_abi: int | None = None) -> None:
-        super().__init__(message, fix=fix)
+    def __init__(self, path: str, message: str, *, fix: FixLike = None, advice: str | None = None,
+                 by_abi: bool = False, stated_version: str | None = None, stated_abi: int | None = None) -> None:
+        super().__init__(message, fix=fix, advice=advice)
         self.path = path
         self.by_abi = by_abi
         self.stated_version = stated_version
@@ -91,10 +105,11 @@ class LibraryRefused(SuperfluidError):
 class AbiRefused(LibraryRefused):
     """A library states an ABI number other than ours."""
 
-    def __init__(self, path: str, stated: int, drives: int, *, fix: str | None = None,
+    def __init__(self, path: str, stated: int, drives: int, *, fix: FixLike = None, advice: str | None = None,
                  version: str | None = None) -> None:
         super().__init__(
             path, f"libbaseRT at {path} states ABI {stated}; this superfluid drives ABI {drives}", fix=fix,
+            advice=advice,
             by_abi=True, stated_version=version, stated_abi=stated,
         )
         self.stated = stated
@@ -127,9 +142,9 @@ class InconsistentRelease(SuperfluidError):
     """
 
     def __init__(self, repo: str, tag: str, fault: str, *, asset: str | None = None, expected: str | None = None,
-                 got: str | None = None, fix: str | None = None) -> None:
+                 got: str | None = None, fix: FixLike = None, advice: str | None = None) -> None:
         where = f"{repo} {tag}" + (f" asset {asset}" if asset else "")
-        super().__init__(f"{where}: {fault}", fix=fix)
+        super().__init__(f"{where}: {fault}", fix=fix, advice=advice)
         self.repo = repo
         self.tag = tag
         self.asset = asset

@@ -1,19 +1,174 @@
-"""The fixes the kernel's records name: the one command that puts an install back."""
+"""A hint is a value: ``Fix``, the command that fixes a fault and what it does (docs/cli.md, "Hints").
+
+Every error, refusal and warning that suggests a next step carries ``Fix`` values, never a command
+written into prose. This module is the one that renders them: in text as the command (quoted for a
+shell) and its effect, in ``--json`` as ``fix`` (the first command, a string a shell runs) and
+``fixes`` (each as ``argv`` and ``does``). Advice that is not a command (``check the network``) is
+prose, and names no command.
+
+Each ``Fix`` knows its site: the module and line of the code that built it (the first frame outside
+this module). When the face is asked to (``SUPERFLUID_FIX_LOG``, set by the test suite), every fix it
+renders is appended there as a JSON line, so that the suite's report can say which sites a test
+emitted and pasted (scripts/fix-report).
+"""
 
 from __future__ import annotations
 
-__all__ = ["REPAIR_FIX", "repair_command", "puts_back"]
+import json
+import os
+import shlex
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Fix", "FixLike", "fixes_of", "render", "as_json", "with_flags", "record_to",
+           "repair", "REPAIR_DOES", "repair_command", "ENV_LOG", "TAKES"]
+
+#: the variable that names the file every rendered fix is appended to (the test suite's report)
+ENV_LOG = "SUPERFLUID_FIX_LOG"
+
+_HERE = __name__
 
 
-#: the fix of a broken install (a ``*FIX*`` constant: tests/face/test_hints.py checks its command)
-REPAIR_FIX = "`superfluid runtime repair {id} {install}` puts it back"
+def _site() -> str:
+    """``module:line`` of the first frame outside this module: the code that built the fix."""
+    frame = sys._getframe(1)
+    while frame is not None and (frame.f_globals.get("__name__") == _HERE or frame.f_code.co_filename == "<string>"):
+        frame = frame.f_back  # type: ignore[assignment]
+    if frame is None:
+        return "?"
+    return f"{frame.f_globals.get('__name__', '?')}:{frame.f_lineno}"
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    """A command to run (``argv``) and what it does, in a few words (``does``: "puts it back")."""
+
+    argv: tuple[str, ...]
+    does: str
+    site: str = field(default="", compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.argv:
+            raise ValueError("a fix names a command")
+        if not self.site:
+            object.__setattr__(self, "site", _site())
+
+    @classmethod
+    def superfluid(cls, *words: str, does: str) -> Fix:
+        """``superfluid WORDS...``, which ``does``."""
+        return cls(("superfluid", *words), does, _site())
+
+    @property
+    def command(self) -> str:
+        """The command as a shell runs it: each word quoted where it needs to be."""
+        return shlex.join(self.argv)
+
+    def text(self) -> str:
+        return f"`{self.command}` {self.does}"
+
+    def adding(self, *words: str) -> Fix:
+        """The same fix with ``words`` after its command (a flag the line gave)."""
+        return Fix((*self.argv, *words), self.does, self.site)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"argv": list(self.argv), "does": self.does}
+
+
+FixLike = Fix | Sequence[Fix] | None
+
+
+def fixes_of(value: FixLike) -> tuple[Fix, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, Fix):
+        return (value,)
+    return tuple(value)
+
+
+def render(fixes: Sequence[Fix]) -> str:
+    """The fixes in text, in order: "`superfluid runtime repair basert 0.4.0-cpu` puts it back; or …"."""
+    _log(fixes)
+    return "; or ".join(f.text() for f in fixes)
+
+
+def as_json(fixes: Sequence[Fix]) -> dict[str, Any]:
+    """``{"fix": COMMAND, "fixes": [{"argv", "does"}, …]}``, or ``{}`` without a fix."""
+    if not fixes:
+        return {}
+    _log(fixes)
+    return {"fix": fixes[0].command, "fixes": [f.as_json() for f in fixes]}
+
+
+#: the source flags each command a fix may name takes (the face adds the ones the line gave)
+TAKES: dict[tuple[str, ...], tuple[str, ...]] = {
+    ("runtime", "install"): ("--mirror", "--offline", "--plain-http"),
+    ("runtime", "update"): ("--mirror", "--offline", "--plain-http"),
+    ("runtime", "repair"): ("--mirror", "--offline", "--plain-http"),
+    ("runtime", "versions"): ("--mirror", "--offline"),
+    ("lock",): ("--mirror", "--offline", "--plain-http"),
+    ("serve",): ("--offline",),
+}
+
+
+def _key(argv: Sequence[str]) -> tuple[str, ...]:
+    return tuple(argv[1:3]) if list(argv[1:2]) == ["runtime"] else tuple(argv[1:2])
+
+
+def with_flags(fix: Fix, flags: Iterable[tuple[str, str | None]]) -> Fix:
+    """``fix`` carrying each of ``flags`` (``(flag, value or None)``, as the line gave them) that its
+    command takes and lacks; a fix that names ``--from`` or ``--mirror`` keeps its own source, and one
+    that says it fills the cache (``--online``: no ``--offline``) stays online."""
+    if fix.argv[0] != "superfluid":
+        return fix
+    takes = TAKES.get(_key(fix.argv), ())
+    add: list[str] = []
+    for flag, value in flags:
+        if flag not in takes or flag in fix.argv:
+            continue
+        if flag == "--mirror" and "--from" in fix.argv:
+            continue
+        if flag == "--offline" and fix.does.startswith("fills the cache"):
+            continue
+        add += [flag] if value is None else [flag, value]
+    return fix.adding(*add) if add else fix
+
+
+def repair(runtime_id: str, install: str) -> Fix:
+    """The fix of a broken install: repair it as its receipt records it."""
+    return Fix(("superfluid", "runtime", "repair", runtime_id, install), REPAIR_DOES, _site())
+
+
+#: what the repair fix does
+REPAIR_DOES = "puts it back"
 
 
 def repair_command(runtime_id: str, install: str) -> str:
-    """The command that puts an install back as its receipt records it."""
-    return REPAIR_FIX.split("`")[1].format(id=runtime_id, install=install)
+    """The command that puts an install back as its receipt records it (a shell's words)."""
+    return shlex.join(("superfluid", "runtime", "repair", runtime_id, install))
 
 
-def puts_back(runtime_id: str, install: str) -> str:
-    """The fix of a broken install: its ``repair_command``, quoted."""
-    return REPAIR_FIX.format(id=runtime_id, install=install)
+# -- the log the test suite's report reads ---------------------------------------------------------
+
+_LOG: list[str] = []
+
+
+def record_to(path: str | None) -> None:
+    """Append every fix rendered from now on to ``path`` (a JSON line each); ``None`` stops it."""
+    _LOG[:] = [path] if path else []
+
+
+def _log(fixes: Sequence[Fix]) -> None:
+    if not _LOG or not fixes:
+        return
+    lines = "".join(json.dumps({"site": f.site, "argv": list(f.argv), "does": f.does}) + "\n" for f in fixes)
+    try:
+        fd = os.open(_LOG[0], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, lines.encode())
+        finally:
+            os.close(fd)
+    except OSError:
+        pass  # the report is the suite's; a command never fails for it
+

@@ -8,6 +8,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from superfluid.runtime.kernel.fixes import Fix, as_json
+
 __all__ = ["table", "print_json", "gb", "error_code", "error_doc"]
 
 
@@ -55,9 +57,11 @@ def error_code(error: BaseException) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "-", name).lower()
 
 
-def error_doc(code: str, message: str, exit_code: int, *, fix: str | None = None) -> dict[str, Any]:
-    """``{"error": {"code", "message", "exit", "fix"?}}``: a failure in ``--json`` mode (schema ``error``)."""
-    error: dict[str, Any] = {"code": code, "message": message, "exit": exit_code}
-    if fix:
-        error["fix"] = fix
+def error_doc(code: str, message: str, exit_code: int, *, fixes: Sequence[Fix] = (),
+              advice: str | None = None) -> dict[str, Any]:
+    """``{"error": {"code", "message", "exit", "fix"?, "fixes"?, "advice"?}}``: a failure in ``--json``
+    mode (schema ``error``); ``fix`` is the first fix's command, ``fixes`` each as ``argv`` and ``does``."""
+    error: dict[str, Any] = {"code": code, "message": message, "exit": exit_code, **as_json(fixes)}
+    if advice:
+        error["advice"] = advice
     return {"error": error}

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from superfluid.runtime.kernel.errors import BadFile, SuperfluidError
-from superfluid.runtime.kernel.fixes import puts_back, repair_command
+from superfluid.runtime.kernel.fixes import Fix, render, repair
 from superfluid.runtime.kernel.home_cache import Written
 from superfluid.runtime.kernel.jsonread import kind_of
 from superfluid.runtime.kernel.receipt import MAX_BYTES, RECEIPT, Receipt
@@ -310,8 +310,8 @@ class Verification:
         return self.problem is None and not self.differences
 
     @property
-    def fix(self) -> str:
-        return repair_command(self.id, self.install)
+    def fix(self) -> Fix:
+        return repair(self.id, self.install)
 
     def of(self, change: Change) -> list[Difference]:
         return [d for d in self.differences if d.change == change]
@@ -321,17 +321,17 @@ class Verification:
         by the runtime's id, else by the install's name alone)."""
         who = f"{self.id} {self.install}" if named else self.install
         if self.problem is not None:
-            return f"{who}: {self.problem}: run `{self.fix}`"
+            return f"{who}: {self.problem}: {render([self.fix])}"
         if not self.differences:
             return f"{who}: verified ({self.recorded} files as its receipt records them)"
         counts = ", ".join(f"{len(self.of(c))} {c}" for c in ("missing", "changed", "added") if self.of(c))
-        return f"{who} does not match its receipt ({counts}): {puts_back(self.id, self.install)}"
+        return f"{who} does not match its receipt ({counts}): {render([self.fix])}"
 
     def to_json(self) -> dict[str, Any]:
         return {"install": self.install, "path": self.path, "ok": self.ok, "recorded": self.recorded,
                 "problem": self.problem, **{c: [d.to_json() for d in self.of(c)] for c in ("missing", "changed",
                                                                                       "added")},
-                "fix": None if self.ok else self.fix}
+                "fix": None if self.ok else self.fix.command}
 
 
 #: why an install's files cannot be compared when its receipt records none

@@ -17,7 +17,7 @@ from superfluid.runtime import registry
 from superfluid.runtime.hostfacts.host import PROBED
 from superfluid.runtime.hostfacts.locate import beside
 from superfluid.runtime.kernel.errors import BadFile, UsageError, WorkerFailed
-from superfluid.runtime.kernel.fixes import puts_back
+from superfluid.runtime.kernel.fixes import render, repair
 from superfluid.runtime.kernel.layout import (
     current_target,
     home,
@@ -80,13 +80,13 @@ def _current(runtime_id: str, environ: Mapping[str, str]) -> tuple[str | None, s
         return None, f"{problem}: `superfluid runtime use {runtime_id} --auto` points it at the best install"
     if name is None:
         return None, None
-    repair = puts_back(runtime_id, name)
+    fix = render([repair(runtime_id, name)])
     try:
         receipt = read_receipt(install_receipt(os.path.join(root, name)))
     except BadFile as e:
-        return name, f"{name} is broken: {e.message}: {repair}"
+        return name, f"{name} is broken: {e.message}: {fix}"
     if receipt.id != runtime_id or receipt.install != name:
-        return name, f"{name} is broken: its receipt describes {receipt.id} {receipt.install}: {repair}"
+        return name, f"{name} is broken: its receipt describes {receipt.id} {receipt.install}: {fix}"
     return name, None
 
 
@@ -98,7 +98,7 @@ def _glanced(runtime_id: str, install: str, environ: Mapping[str, str]) -> str |
     why = fault(found) if found is not None else None
     if why is None:
         return None
-    return f"{install} is broken: {why}: {puts_back(runtime_id, install)}"
+    return f"{install} is broken: {why}: {render([repair(runtime_id, install)])}"
 
 
 def _homeless(environ: Mapping[str, str]) -> str | None:
@@ -233,7 +233,7 @@ def _broken_others(runtime_id: str, current: str | None, environ: Mapping[str, s
     for i in list_installs(runtime_dir(home(environ), runtime_id)):
         if i.name != current and (why := fault(i)) is not None:
             lines += (f"{runtime_id}: {i.name} (not the current install) is broken: {why}: "
-                      f"{puts_back(runtime_id, i.name)}\n")
+                      f"{render([repair(runtime_id, i.name)])}\n")
     return lines
 
 

@@ -18,7 +18,7 @@ from superfluid.parser import COMMON_EXITS, Help, Once, OnceSwitch, Pair, Parser
 from superfluid.runtime import registry
 from superfluid.runtime.kernel import formats
 from superfluid.runtime.kernel.errors import NotServable, SuperfluidError, UsageError, WorkerFailed
-from superfluid.runtime.kernel.fixes import puts_back
+from superfluid.runtime.kernel.fixes import repair
 from superfluid.runtime.kernel.layout import (
     home,
     install_dir,
@@ -135,7 +135,7 @@ def _whole(runtime_id: str, install: str | None, environ: Mapping[str, str]) -> 
     why = fault(found) if found is not None else None
     if found is not None and why is not None:
         raise NotServable(f"{runtime_id} {name} is broken ({why}); it is not served",
-                          fix=puts_back(runtime_id, found.name))
+                          fix=repair(runtime_id, found.name))
 
 
 def readiness(runtime_id: str, line: ServeCommand, environ: Mapping[str, str]) -> Ready:

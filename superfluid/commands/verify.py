@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         doc: dict[str, Any] = {"id": args.id, "ok": failure is None, "installs": [v.to_json() for v in found]}
         if failure is not None:
-            doc.update(error_doc("not-verified", str(failure), 1, fix=found[0].fix if len(found) == 1 else None))
+            doc.update(error_doc("not-verified", str(failure), 1, fixes=(found[0].fix,) if len(found) == 1 else ()))
         print_json(doc)
     else:
         sys.stdout.write("".join(verdict_lines(v) for v in found))

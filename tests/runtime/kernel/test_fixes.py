@@ -1,10 +1,71 @@
-"""The fixes the kernel's records name (runtime/kernel/fixes.py)."""
+"""A hint is a value (issue 42): ``Fix`` renders as a command a shell runs, knows its site, keeps
+the source flags a line gave only where its command takes them."""
 
 from __future__ import annotations
 
-from superfluid.runtime.kernel.fixes import puts_back, repair_command
+import json
+import shlex
+
+import pytest
+
+from superfluid.runtime.kernel.errors import SuperfluidError
+from superfluid.runtime.kernel.fixes import Fix, as_json, record_to, render, repair, repair_command, with_flags
 
 
-def test_the_repair_of_an_install_is_one_command() -> None:
-    assert repair_command("basert", "0.4.0-cpu") == "superfluid runtime repair basert 0.4.0-cpu"
-    assert puts_back("llamacpp", "b1-cpu") == "`superfluid runtime repair llamacpp b1-cpu` puts it back"
+def test_repair_names_the_install_and_its_site() -> None:
+    fix = repair("basert", "0.4.0-cpu")
+    assert fix.argv == ("superfluid", "runtime", "repair", "basert", "0.4.0-cpu")
+    assert fix.command == repair_command("basert", "0.4.0-cpu") == "superfluid runtime repair basert 0.4.0-cpu"
+    assert fix.site.startswith(f"{__name__}:")  # the caller, not the builder in fixes.py
+
+
+def test_a_word_a_shell_splits_is_quoted() -> None:
+    fix = Fix.superfluid("runtime", "install", "basert", "--mirror", "/tmp/a dir", does="installs it")
+    assert shlex.split(fix.command) == list(fix.argv)
+    assert render([fix]) == "`superfluid runtime install basert --mirror '/tmp/a dir'` installs it"
+    doc = as_json([fix, repair("basert", "x")])
+    assert doc["fix"] == fix.command and "`" not in doc["fix"]
+    assert doc["fixes"][1] == {"argv": ["superfluid", "runtime", "repair", "basert", "x"],
+                               "does": "puts it back"}
+    assert as_json([]) == {}
+
+
+def test_an_error_text_ends_in_its_advice_then_its_fixes() -> None:
+    e = SuperfluidError("lost", fix=[repair("basert", "a"), Fix.superfluid("runtime", "remove", "basert", "a",
+                                                                            does="removes it")],
+                        advice="check the disk")
+    assert str(e) == ("lost: check the disk; or `superfluid runtime repair basert a` puts it back; "
+                      "or `superfluid runtime remove basert a` removes it")
+    assert str(SuperfluidError("lost")) == "lost"
+
+
+@pytest.mark.parametrize(("argv", "flags", "want"), [
+    (("runtime", "install", "basert"), [("--mirror", "/m")], ("runtime", "install", "basert", "--mirror", "/m")),
+    (("runtime", "use", "basert", "--auto"), [("--mirror", "/m")], ("runtime", "use", "basert", "--auto")),
+    (("runtime", "install", "basert", "--from", "f"), [("--mirror", "/m")],
+     ("runtime", "install", "basert", "--from", "f")),
+    (("lock",), [("--offline", None)], ("lock", "--offline")),
+    (("runtime", "install", "basert", "--mirror", "/n"), [("--mirror", "/m")],
+     ("runtime", "install", "basert", "--mirror", "/n")),
+])
+def test_with_flags_keeps_what_the_line_gave_where_the_command_takes_it(
+        argv: tuple[str, ...], flags: list[tuple[str, str | None]], want: tuple[str, ...]) -> None:
+    assert with_flags(Fix.superfluid(*argv, does="x"), flags).argv == ("superfluid", *want)
+
+
+def test_a_fix_that_fills_the_cache_stays_online() -> None:
+    fix = Fix.superfluid("runtime", "install", "basert", does="fills the cache")
+    assert with_flags(fix, [("--offline", None)]).argv == fix.argv
+
+
+def test_the_log_holds_each_rendered_fix_with_its_site(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "fixes.jsonl"
+    record_to(str(log))
+    try:
+        render([repair("basert", "a")])
+    finally:
+        record_to(None)
+    render([repair("basert", "b")])  # not recorded
+    [one] = [json.loads(line) for line in log.read_text().splitlines()]
+    assert one["argv"][-1] == "a" and one["site"].startswith(__name__)
+    assert json.loads(log.read_text())["does"]

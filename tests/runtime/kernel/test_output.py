@@ -7,6 +7,7 @@ import pytest
 
 from superfluid.installer.errors import DownloadStalled, HostUnreachable, VerificationError
 from superfluid.runtime.kernel.errors import AbiRefused, BadFile, SuperfluidError, UsageError
+from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.output import error_code, error_doc, gb, json_text, table
 from superfluid.runtime.kernel.schema import errors
 
@@ -51,7 +52,13 @@ def test_error_code(error: BaseException, code: str) -> None:
 
 
 def test_error_doc_is_the_error_schemas() -> None:
-    doc = error_doc("usage", "unknown flag --x", 2, fix="see --help")
-    assert doc == {"error": {"code": "usage", "message": "unknown flag --x", "exit": 2, "fix": "see --help"}}
+    fix = Fix.superfluid("runtime", "list", "basert", does="lists its installs")
+    doc = error_doc("usage", "unknown flag --x", 2, fixes=[fix], advice="see --help")
+    assert doc == {"error": {"code": "usage", "message": "unknown flag --x", "exit": 2,
+                             "fix": "superfluid runtime list basert", "advice": "see --help",
+                             "fixes": [{"argv": ["superfluid", "runtime", "list", "basert"],
+                                        "does": "lists its installs"}]}}
+    bad = error_doc("usage", "m", 2, fixes=[Fix(("`superfluid`",), "x")])
+    assert errors(bad, "error") != []  # a backtick in fix is not the schema's
     assert "fix" not in error_doc("failed", "m", 1)["error"]
     assert errors(doc, "error") == [] and errors(error_doc("failed", "m", 1), "error") == []

@@ -148,7 +148,8 @@ def test_a_receipt_without_a_list_is_unrecorded_never_a_crash(tmp_path: Path) ->
     assert files_of(_receipt()) is None
     verdict = verify_install("basert", "0.4.0-cpu", tmp_path, _receipt())
     assert not verdict.ok and verdict.problem == UNRECORDED
-    assert verdict.summary() == (f"basert 0.4.0-cpu: {UNRECORDED}: run `superfluid runtime repair basert 0.4.0-cpu`")
+    assert verdict.summary() == (f"basert 0.4.0-cpu: {UNRECORDED}: "
+                                 "`superfluid runtime repair basert 0.4.0-cpu` puts it back")
     broken = verify_install("basert", "0.4.0-cpu", tmp_path, _receipt(files="all of them"))
     assert "its receipt does not read" in (broken.problem or "")
     unread = verify_install("basert", "0.4.0-cpu", tmp_path, None, "runtime.json: is not valid JSON")

@@ -1,13 +1,19 @@
 """Our console scripts run the way every test runs them: ``superfluid``, ``superfluid-worker-<id>`` and
 ``superfluid-manifest`` of the test environment (``script``), in the environment a test run sees
 (``environment``: the developer's shell less what would change or leak into the run), answering a
-``Run`` (exit code, stdout, stderr); ``start`` leaves a long-running one (a server) running."""
+``Run`` (exit code, stdout, stderr, and the fixes it rendered); ``start`` leaves a long-running one (a
+server) running; ``paste`` runs a fix a run rendered, in the same situation, and records whether it held.
+
+Every fix a run renders (``runtime.kernel.fixes``, through ``SUPERFLUID_FIX_LOG``) and every paste is
+appended to ``REPORT`` (one JSON line each, with the test that ran it), which scripts/fix-report reads
+after the suite: every fix site of the code emitted and pasted, no paste failing (issue 42)."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,11 +21,15 @@ from typing import IO, Any
 
 from superfluid.runtime.process import is_secret
 
-__all__ = ["VENV_BIN", "script", "environment", "Run", "run", "start"]
+__all__ = ["VENV_BIN", "REPORT", "script", "environment", "Emitted", "Run", "run", "start", "paste"]
 
 ROOT = Path(__file__).resolve().parent.parent
 #: where the console scripts are: the test environment's bin/ (SUPERFLUID_TEST_BIN names another)
 VENV_BIN = Path(os.environ.get("SUPERFLUID_TEST_BIN", ROOT / ".venv" / "bin"))
+
+#: where the suite's hint report is gathered (scripts/fix-report reads it; SUPERFLUID_FIX_REPORT names another)
+REPORT = Path(os.environ.get("SUPERFLUID_FIX_REPORT", ROOT / ".cache" / "fix-report"))
+_FIX_LOG = "SUPERFLUID_FIX_LOG"
 
 #: prefixes of the variables that steer our commands, the engines, an OpenAI client or the Python under them
 _STEERING = ("SUPERFLUID_", "BASERT_", "OPENAI_", "PYTHON")
@@ -55,15 +65,32 @@ def environment(home: Path | None = None, **extra: str) -> dict[str, str]:
 
 
 @dataclass(frozen=True, slots=True)
+class Emitted:
+    """A fix a run rendered: the site of the code that built it, its command's words, what it does."""
+
+    site: str
+    argv: tuple[str, ...]
+    does: str
+
+
+@dataclass(frozen=True, slots=True)
 class Run:
-    """One finished run of a command."""
+    """One finished run of a command, and the fixes it rendered, in order."""
 
     code: int
     stdout: str
     stderr: str
+    fixes: tuple[Emitted, ...] = ()
 
     def json(self) -> Any:
         return json.loads(self.stdout)
+
+    def fix(self, *words: str) -> Emitted:
+        """The first fix rendered whose command holds each of ``words`` (the first of all without)."""
+        for f in self.fixes:
+            if all(w in f.argv for w in words):
+                return f
+        raise AssertionError(f"no fix with {words} among {[' '.join(f.argv) for f in self.fixes]}:\n{self.stderr}")
 
 
 def _argv(command: str | Path, argv: Sequence[str | Path]) -> list[str]:
@@ -72,18 +99,52 @@ def _argv(command: str | Path, argv: Sequence[str | Path]) -> list[str]:
     return [str(VENV_BIN / command), *map(str, argv)]
 
 
+def _report(kind: str, record: dict[str, Any]) -> None:
+    """One line of the suite's hint report (``emitted`` or ``pasted``), with the test that wrote it."""
+    REPORT.mkdir(parents=True, exist_ok=True)
+    record = {**record, "test": os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]}
+    with open(REPORT / f"{kind}-{os.getpid()}.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+
+
 def run(command: str | Path, *argv: str | Path, env: Mapping[str, str] | None = None, cwd: Path | None = None,
         input: str | None = None, timeout: float | None = 120, prefix: Sequence[str | Path] = (),
         new_session: bool = False) -> Run:
     """Run ``command argv...`` to its end in ``env`` (default ``environment()``), stdin closed unless
     ``input`` is given; ``prefix`` goes before it (``strace ...``, ``setpriv ...``, ``python -X ...``);
     ``new_session``: in a session of its own. A run past ``timeout`` seconds raises
-    ``subprocess.TimeoutExpired``."""
-    done = subprocess.run([*map(str, prefix), *_argv(command, argv)], env=dict(environment() if env is None else env),
-                          cwd=cwd, input=input, stdin=subprocess.DEVNULL if input is None else None,
-                          capture_output=True, text=True, timeout=timeout, check=False,
-                          start_new_session=new_session)
-    return Run(done.returncode, done.stdout, done.stderr)
+    ``subprocess.TimeoutExpired``. The fixes it renders are in ``Run.fixes`` and the suite's report."""
+    env = dict(environment() if env is None else env)
+    with tempfile.TemporaryDirectory(prefix="superfluid-fixes-") as where:
+        log = Path(where) / "fixes.jsonl"
+        env.setdefault(_FIX_LOG, str(log))
+        done = subprocess.run([*map(str, prefix), *_argv(command, argv)], env=env, cwd=cwd, input=input,
+                              stdin=subprocess.DEVNULL if input is None else None, capture_output=True, text=True,
+                              timeout=timeout, check=False, start_new_session=new_session)
+        lines = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+    fixes = tuple(Emitted(d["site"], tuple(d["argv"]), d["does"]) for d in map(json.loads, lines))
+    for f in fixes:
+        _report("emitted", {"site": f.site, "argv": list(f.argv)})
+    return Run(done.returncode, done.stdout, done.stderr, fixes)
+
+
+def _last_line(text: str) -> str:
+    return next((line for line in reversed(text.splitlines()) if line.strip()), "")
+
+
+def paste(fix: Emitted, given_for: Run, *, env: Mapping[str, str] | None = None, cwd: Path | None = None,
+          timeout: float | None = 120) -> Run:
+    """Run ``fix`` as a user pastes it, in the situation ``given_for`` met (``env``, ``cwd``): it held
+    when its command did not exit 2 and did not end in the error it was given for (recorded in the
+    suite's report); the test then asserts what the fix says it does. Answers the paste's run."""
+    assert fix.argv[0] in ("superfluid", "superfluid-manifest"), f"a fix names our command: {fix.argv}"
+    pasted = run(fix.argv[0], *fix.argv[1:], env=env, cwd=cwd, timeout=timeout)
+    same = given_for.code != 0 and _last_line(pasted.stderr) == _last_line(given_for.stderr) != ""
+    held = pasted.code != 2 and not same
+    _report("pasted", {"site": fix.site, "argv": list(fix.argv), "held": held, "code": pasted.code})
+    assert held, (f"the fix `{' '.join(fix.argv)}` ({fix.site}) did not hold: exit {pasted.code}"
+                  + (", the same error it was given for" if same else "") + f"\n{pasted.stderr}")
+    return pasted
 
 
 def start(command: str | Path, *argv: str | Path, env: Mapping[str, str] | None = None, cwd: Path | None = None,

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
-from superfluid.runtime.kernel.fixes import Fix, FixLike, fixes_of, render
+from superfluid.runtime.kernel.fixes import ENV_LOG, Fix, FixLike, fixes_of, record_to, render
 
 __all__ = [
     "ELSEWHERE",
@@ -155,7 +156,9 @@ class InconsistentRelease(SuperfluidError):
 
 def guarded(prog: str, run: Callable[[], int]) -> int:
     """``run()``'s exit code for a program that is not the face (a worker, a release tool): a usage
-    error is ``prog: <message>`` on stderr and 2, any other typed error the same and 1."""
+    error is ``prog: <message>`` on stderr and 2, any other typed error the same and 1. The fixes it
+    renders go to the suite's hint report when ``SUPERFLUID_FIX_LOG`` asks (as the face's do)."""
+    record_to(os.environ.get(ENV_LOG))
     try:
         return run()
     except UsageError as e:

@@ -85,7 +85,7 @@ def _os_fault(e: OSError) -> SuperfluidError:
         fix = f"something else is at {where} (or in its path): move it, or name another path"
     else:
         fix = "check SUPERFLUID_HOME (a writable directory) and free space"
-    return SuperfluidError(text, fix=fix)
+    return SuperfluidError(text, advice=fix)
 
 
 def _source_flags(args: argparse.Namespace | None) -> tuple[list[tuple[str, str | None]], bool]:

@@ -262,7 +262,8 @@ def writable_home(where: str) -> str:
     """
     fault = home_fault(where)
     if fault is not None:
-        raise HomeUnusable(fault, fix="point SUPERFLUID_HOME at a writable directory (or unset it for ~/.superfluid)")
+        raise HomeUnusable(fault,
+                           advice="point SUPERFLUID_HOME at a writable directory (or unset it for ~/.superfluid)")
     return where
 
 

@@ -127,7 +127,26 @@ def run(command: str | Path, *argv: str | Path, env: Mapping[str, str] | None = 
     for f in fixes:
         _report("emitted", {"site": f.site, "argv": list(f.argv)})
         _judge(f, Path(command).name, [str(a) for a in argv], done.returncode)
+    if "--json" in argv and '"fix' in done.stdout:
+        _no_prose_fix(done.stdout)
     return Run(done.returncode, done.stdout, done.stderr, fixes)
+
+
+def _no_prose_fix(stdout: str) -> None:
+    """Every ``fix`` of a JSON answer is a command a shell runs: no backticks, no prose around it."""
+    try:
+        doc = json.loads(stdout)
+    except ValueError:
+        return
+    todo = [doc]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, dict):
+            fix = node.get("fix")
+            assert not (isinstance(fix, str) and "`" in fix), f"a JSON fix holds prose: {fix!r}"
+            todo += node.values()
+        elif isinstance(node, list):
+            todo += node
 
 
 #: flags a fix may carry only when the line that rendered it gave them

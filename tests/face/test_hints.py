@@ -1,11 +1,11 @@
-"""Every fix hint names a flag that exists (issue 15, item 1).
+"""Every hint is a value whose command exists (issues 15 and 42).
 
-The hints are read from the source: every ``fix=`` argument and every ``*FIX*`` constant of the
-package (f-strings with the module's own string constants filled in). Each ``--flag`` a hint names
-must be a flag of some ``superfluid`` command (or a runtime option as ``runtime check`` and
-``serve`` spell them), and each backticked ``superfluid …`` command must name commands that exist
-and only flags of that command. Then ``runtime check`` is run with the flags the library hints
-name, and its report's ``named`` says which flag was given.
+Read from the source: every ``Fix.superfluid(...)`` call's literal words must name a command of
+``superfluid`` and only flags of that command (or a runtime option as ``runtime check`` and ``serve``
+spell them); and no string of the product code that is not a docstring writes a ``superfluid``
+command into prose between backticks: a command a user is told to run is a ``Fix``, which the suite
+pastes (tests/cli.py, scripts/fix-report). Then ``runtime check`` is run with the flags the library
+hints name, and its report's ``named`` says which flag was given.
 """
 
 from __future__ import annotations
@@ -18,67 +18,54 @@ from pathlib import Path
 
 import pytest
 
+from superfluid.manifest.command import _parser as manifest_parser
 from superfluid.parser import children, find, parser, walk
 from superfluid.runtime import registry
 from tests import cli
 from tests.conftest import ROOT
 
 _SOURCES = ("superfluid", "installer", "runtime", "manifest")
-_FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)")
-_COMMAND = re.compile(r"`(superfluid [^`]*)`")
+_PROSE_COMMAND = re.compile(r"`superfluid(-manifest)? [^`]*`")
 
 
-def _constants(tree: ast.Module) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    out[target.id] = node.value.value
+def _files() -> Iterator[tuple[Path, ast.Module]]:
+    for top in _SOURCES:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            yield path, ast.parse(path.read_text(encoding="utf-8"))
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    """The ids of the string nodes that are docstrings (or bare string statements)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            out.add(id(node.value))
     return out
 
 
-def _text(node: ast.AST, constants: dict[str, str]) -> str | None:
-    """A string expression's text: f-string holes are the module's constants, else ``{}``."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    if isinstance(node, ast.JoinedStr):
-        parts = []
-        for v in node.values:
-            if isinstance(v, ast.Constant):
-                parts.append(str(v.value))
-            elif isinstance(v, ast.FormattedValue) and isinstance(v.value, ast.Name) and v.value.id in constants:
-                parts.append(constants[v.value.id])
-            else:
-                parts.append("{}")
-        return "".join(parts)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _text(node.left, constants), _text(node.right, constants)
-        return None if left is None or right is None else left + right
-    if isinstance(node, ast.IfExp):
-        both = [_text(node.body, constants), _text(node.orelse, constants)]
-        return " | ".join(t for t in both if t is not None) or None
-    return None
+def fix_calls() -> Iterator[tuple[str, list[str]]]:
+    """``(where, literal words)`` of every ``Fix.superfluid(...)`` call: its leading string arguments."""
+    for path, tree in _files():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    node.func.attr == "superfluid" and isinstance(node.func.value, ast.Name) and \
+                    node.func.value.id == "Fix":
+                words = []
+                for arg in node.args:
+                    if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+                        break
+                    words.append(arg.value)
+                yield f"{path.relative_to(ROOT)}:{node.lineno}", words
 
 
-def hints() -> Iterator[tuple[str, str]]:
-    """``(where, hint text)`` for every fix hint in the package's source."""
-    for top in _SOURCES:
-        for path in sorted((ROOT / top).rglob("*.py")):
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-            constants = _constants(tree)
-            for node in ast.walk(tree):
-                values: list[ast.AST] = []
-                if isinstance(node, ast.Call):
-                    values += [k.value for k in node.keywords if k.arg == "fix"]
-                if isinstance(node, (ast.Assign, ast.AnnAssign)):
-                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                    if any(isinstance(t, ast.Name) and "FIX" in t.id for t in targets) and node.value is not None:
-                        values.append(node.value)
-                for value in values:
-                    text = _text(value, constants)
-                    if text:
-                        yield f"{path.relative_to(ROOT)}:{getattr(value, 'lineno', '?')}", text
+def prose_commands() -> Iterator[str]:
+    """``where: text`` of each string of the code (not a docstring) holding a backticked command."""
+    for path, tree in _files():
+        docs = _docstrings(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs \
+                    and _PROSE_COMMAND.search(node.value):
+                yield f"{path.relative_to(ROOT)}:{node.lineno}: {node.value.strip()[:100]}"
 
 
 def _option_spellings() -> set[str]:
@@ -90,31 +77,16 @@ def _option_spellings() -> set[str]:
     return out
 
 
-def _all_flags() -> set[str]:
-    from superfluid.manifest.command import _parser as manifest_parser  # its hints name its own flags
-
-    flags = set(_option_spellings()) | {"--model"}
-    for top in (parser(), manifest_parser()):
-        for _, p in walk(top):
-            for action in p._actions:
-                flags |= set(action.option_strings)
-    return flags
+FIXES = list(fix_calls())
 
 
-HINTS = list(hints())
+def test_the_scan_finds_the_fixes() -> None:
+    assert len(FIXES) > 10
+    assert all(words for _, words in FIXES), [w for w, words in FIXES if not words]
 
 
-def test_the_scan_finds_the_hints() -> None:
-    texts = [t for _, t in HINTS]
-    assert len(HINTS) > 30
-    assert any("--basert-lib" in t for t in texts) and any("--llamacpp-lib" in t for t in texts)
-
-
-@pytest.mark.parametrize(("where", "hint"), HINTS, ids=[w for w, _ in HINTS])
-def test_every_flag_a_hint_names_exists(where: str, hint: str) -> None:
-    known = _all_flags()
-    missing = [f for f in _FLAG.findall(hint) if f not in known]
-    assert missing == [], f"{where}: {hint!r} names {missing}, which no superfluid command takes"
+def test_no_command_is_written_into_prose() -> None:
+    assert list(prose_commands()) == []
 
 
 def _leaf(words: list[str]) -> tuple[str, list[str]]:
@@ -127,18 +99,28 @@ def _leaf(words: list[str]) -> tuple[str, list[str]]:
     return " ".join(path), words
 
 
-@pytest.mark.parametrize(("where", "hint"), [(w, h) for w, h in HINTS if _COMMAND.search(h)],
-                         ids=[w for w, h in HINTS if _COMMAND.search(h)])
-def test_every_command_a_hint_names_exists_with_its_flags(where: str, hint: str) -> None:
-    for command in _COMMAND.findall(hint):
-        path, rest = _leaf(command.split()[1:])
-        leaf = find(parser(), path)
-        assert leaf is not None and path and not children(leaf), f"{where}: `{command}` names no command"
-        flags = {s for a in leaf._actions for s in a.option_strings}
-        if path == "runtime check":
-            flags |= _option_spellings() | {"--model", "--json"}
-        wrong = [f for f in _FLAG.findall(" ".join(rest)) if f not in flags]
-        assert wrong == [], f"{where}: `{command}`: {path} takes no {wrong}"
+@pytest.mark.parametrize(("where", "words"), FIXES, ids=[w for w, _ in FIXES])
+def test_every_fix_names_a_command_with_its_flags(where: str, words: list[str]) -> None:
+    path, rest = _leaf(list(words))
+    leaf = find(parser(), path)
+    assert leaf is not None and path and not children(leaf), f"{where}: {words} names no command"
+    flags = {s for a in leaf._actions for s in a.option_strings}
+    if path in ("runtime check", "serve"):
+        flags |= _option_spellings() | {"--model", "--json"}
+    wrong = [w for w in rest if w.startswith("--") and w.split("=")[0] not in flags]
+    assert wrong == [], f"{where}: {path} takes no {wrong}"
+
+
+def test_every_manifest_fix_names_its_flags() -> None:
+    flags = {s for _, p in walk(manifest_parser()) for a in p._actions for s in a.option_strings}
+    for path, tree in _files():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Fix" and \
+                    node.args and isinstance(node.args[0], ast.Tuple):
+                words = [e.value for e in node.args[0].elts if isinstance(e, ast.Constant)]
+                if words[:1] == ["superfluid-manifest"]:
+                    wrong = [w for w in words if w.startswith("--") and w.split("=")[0] not in flags]
+                    assert wrong == [], f"{path}:{node.lineno}: superfluid-manifest takes no {wrong}"
 
 
 # --- runtime check takes the flags the library hints name, and says which was given --------------------------

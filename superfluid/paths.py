@@ -1,44 +1,125 @@
 """Paths the user names on a command line, checked before anything opens them: a FIFO named as a
-model or an archive would hold an ``open`` forever, a device would read without end, and an
-unreadable file would fail later under words that blame the home."""
+model, a lock or an archive would hold an ``open`` forever, a device would read without end, a
+directory named where a file is asked (or the reverse) would fail later under words that blame
+something else ("no such file" for a path that exists), and an unreadable file would fail later
+under words that blame the home.
+
+One checker for every command (docs/cli.md, "Exit codes"): ``flag_path``. Each fault is a usage
+error (exit 2) naming the flag, the path and what it is: ``--lock /tmp is a directory, not a lock
+file``. Nothing here opens the path: ``stat`` alone, so a FIFO is named, never waited on.
+"""
 
 from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 
 from superfluid.runtime import registry
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.jsonread import kind_of
 
-__all__ = ["regular_file", "model_path"]
+__all__ = ["flag_path", "asks_directory", "regular_file", "model_path"]
 
 
-def _stat(flag: str, path: str) -> os.stat_result:
+def asks_directory(kind: str) -> bool:
+    """Whether ``kind`` (the words for what a flag names: ``lock file``, ``mirror directory``) is a
+    directory: its last word is ``directory`` or ``folder``."""
+    return kind.rsplit(" ", 1)[-1] in ("directory", "folder")
+
+
+def _named(flag: str, path: str) -> str:
+    """``--lock /tmp`` (a flag and its value), or the path alone for an argument without a flag."""
+    return f"{flag} {path}" if flag else path
+
+
+def _a(kind: str) -> str:
+    """``a lock file``, ``an archive``."""
+    return f"{'an' if kind[:1] in 'aeiou' else 'a'} {kind}"
+
+
+def _under_file(path: str) -> str | None:
+    """The first folder of ``path``'s that exists and is not a directory (``/etc/passwd`` of
+    ``/etc/passwd/x``), or None."""
+    parts = Path(path)
+    for parent in reversed(parts.parents):
+        try:
+            st = os.stat(parent)
+        except OSError:
+            return None
+        if not stat.S_ISDIR(st.st_mode):
+            return str(parent)
+    return None
+
+
+def _missing(flag: str, path: str, kind: str) -> UsageError:
+    """The error of a path where nothing is: a dangling link, a path under a file, or nothing at all."""
+    if os.path.islink(path):
+        return UsageError(f"{_named(flag, path)} is a symbolic link to {os.readlink(path)}, where nothing is: "
+                          f"name {_a(kind)} that exists")
+    under = _under_file(path)
+    if under is not None:
+        return UsageError(f"{_named(flag, path)}: no such file or directory ({under} is {_kind_at(under)}, "
+                          "not a directory)")
+    return UsageError(f"{_named(flag, path)}: no such file or directory")
+
+
+def _kind_at(path: str) -> str:
     try:
-        return os.stat(path)  # links followed: the user named this path
-    except FileNotFoundError:
-        raise UsageError(f"{flag} {path}: no such file or directory") from None
+        return kind_of(os.stat(path).st_mode)
+    except OSError:
+        return "not a directory"
+
+
+def _stat(flag: str, path: str, kind: str) -> os.stat_result | None:
+    """The path's stat (links followed: the user named this path), or None when nothing is there."""
+    try:
+        return os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except PermissionError:
+        raise UsageError(f"{_named(flag, path)} cannot be reached (permission denied on a folder above it): "
+                         f"give {_a(kind)} this user can reach") from None
     except OSError as e:
-        raise UsageError(f"{flag} {path} cannot be read ({e.strerror or e})") from None
+        raise UsageError(f"{_named(flag, path)} cannot be read ({e.strerror or e})") from None
 
 
-def _readable(flag: str, path: str) -> None:
-    if not os.access(path, os.R_OK):
-        raise UsageError(f"{flag} {path} cannot be read (permission denied): give a file this user can read")
+def flag_path(value: str | os.PathLike[str], flag: str, kind: str = "file", *, must_exist: bool = True) -> Path:
+    """``value`` as a ``Path``, when it is what ``flag`` asks: ``kind`` in words (``lock file``,
+    ``archive``, ``mirror directory``; ``asks_directory`` says which kinds are directories, every
+    other one is a regular file). A file asked must be readable by this user. ``must_exist=False``:
+    nothing there is fine (an output the command writes), something of another kind is not. ``flag``
+    ``""``: an argument without a flag, named by its path alone.
+
+    Raises:
+        UsageError (exit 2): the path is missing (when it must exist), under a file, a dangling link,
+            a directory where a file is asked, a regular file where a directory is asked, a FIFO, a
+            device or a socket, or a file this user cannot read; the message names the flag, the path
+            and what it is (``--lock /tmp is a directory, not a lock file``).
+    """
+    path = os.fspath(value)
+    st = _stat(flag, path, kind)
+    if st is None:
+        if must_exist or os.path.islink(path) or _under_file(path) is not None:
+            raise _missing(flag, path, kind)
+        return Path(path)
+    want_dir = asks_directory(kind)
+    is_dir, is_reg = stat.S_ISDIR(st.st_mode), stat.S_ISREG(st.st_mode)
+    if (want_dir and not is_dir) or (not want_dir and not is_reg):
+        raise UsageError(f"{_named(flag, path)} is {kind_of(st.st_mode)}, not {_a(kind)}")
+    if is_reg and must_exist and not os.access(path, os.R_OK):
+        raise UsageError(f"{_named(flag, path)} cannot be read (permission denied): give {_a(kind)} this user can read")
+    return Path(path)
 
 
 def regular_file(flag: str, path: str) -> str:
-    """``path`` as given, when it is a regular file this user can read.
+    """``path`` as given, when it is a regular file this user can read (``flag_path`` of a ``file``).
 
     Raises:
         UsageError: it is missing, not a regular file (a FIFO, a device, a directory...) or not readable;
             the message names the flag, the path and why.
     """
-    st = _stat(flag, path)
-    if not stat.S_ISREG(st.st_mode):
-        raise UsageError(f"{flag} {path} is {kind_of(st.st_mode)}, not a regular file")
-    _readable(flag, path)
+    flag_path(path, flag, "regular file")
     return path
 
 
@@ -57,12 +138,15 @@ def model_path(flag: str, path: str, runtime_id: str | None = None) -> str:
         UsageError: it is missing, a FIFO, a device, a socket, a directory the runtime does not read,
             or not readable; the message names the flag, the path and why.
     """
-    st = _stat(flag, path)
+    st = _stat(flag, path, "model")
+    if st is None:
+        raise _missing(flag, path, "model")
     if stat.S_ISDIR(st.st_mode) and not _reads_directories(runtime_id):
         raise UsageError(f"{flag} {path} is a directory, and {runtime_id or 'no runtime'} reads a model file, "
                          "not a directory: name the model file")
     if not stat.S_ISDIR(st.st_mode) and not stat.S_ISREG(st.st_mode):
         raise UsageError(f"{flag} {path} is {kind_of(st.st_mode)}, not a model: a model is a regular file "
                          "(or an MLX model directory)")
-    _readable(flag, path)
+    if not os.access(path, os.R_OK):
+        raise UsageError(f"{flag} {path} cannot be read (permission denied): give a file this user can read")
     return path

@@ -10,7 +10,12 @@ from typing import Any
 
 from superfluid.runtime.kernel.options import Option
 
-__all__ = ["OPTIONS", "FIELDS", "CACHE_TYPES", "STATE_OPTIONS"]
+__all__ = ["OPTIONS", "FIELDS", "CACHE_TYPES", "STATE_OPTIONS", "INT32_MAX", "UINT32_MAX"]
+
+#: the largest value of the C fields the integer options land in: an ``int32_t`` and a ``uint32_t``
+#: (each option's declared range is its field's at most: a larger value would wrap in the struct)
+INT32_MAX = (1 << 31) - 1
+UINT32_MAX = (1 << 32) - 1
 
 # ggml_type ids of the KV cache types llama.cpp accepts (ggml.h `enum ggml_type`); the loader checks
 # each against the library's own ggml_type_name before using it.
@@ -25,8 +30,9 @@ _ROPE = {"none": 0, "linear": 1, "yarn": 2, "longrope": 3}
 
 OPTIONS: tuple[Option, ...] = (
     Option(name="n-gpu-layers", kind="int", description="layers to offload to the GPU (-1: all)", default=-1,
-           minimum=-1),
-    Option(name="main-gpu", kind="int", description="the GPU used when split-mode is none", default=0, minimum=0),
+           minimum=-1, maximum=INT32_MAX),
+    Option(name="main-gpu", kind="int", description="the GPU used when split-mode is none", default=0, minimum=0,
+           maximum=INT32_MAX),
     Option(name="split-mode", kind="enum", description="how to split the model across GPUs", default="layer",
            values=tuple(_SPLIT)),
     Option(name="tensor-split", kind="list", description="proportion of the model per GPU, e.g. 3,1", item="float"),
@@ -38,8 +44,10 @@ OPTIONS: tuple[Option, ...] = (
     Option(name="threads", kind="int", description="threads for generation", default=4, minimum=1, maximum=1024),
     Option(name="threads-batch", kind="int", description="threads for prompt processing", default=4, minimum=1,
            maximum=1024),
-    Option(name="batch-size", kind="int", description="logical batch size", default=2048, minimum=1),
-    Option(name="ubatch-size", kind="int", description="physical batch size", default=512, minimum=1),
+    Option(name="batch-size", kind="int", description="logical batch size", default=2048, minimum=1,
+           maximum=UINT32_MAX),
+    Option(name="ubatch-size", kind="int", description="physical batch size", default=512, minimum=1,
+           maximum=UINT32_MAX),
     Option(name="flash-attn", kind="enum", description="Flash Attention", default="auto", values=tuple(_FLASH)),
     Option(name="cache-type-k", kind="enum", description="KV cache type of K", default="f16",
            values=tuple(CACHE_TYPES)),
@@ -57,7 +65,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(name="yarn-attn-factor", kind="float", description="YaRN magnitude scaling factor"),
     Option(name="yarn-beta-fast", kind="float", description="YaRN low correction dimension"),
     Option(name="yarn-beta-slow", kind="float", description="YaRN high correction dimension"),
-    Option(name="yarn-orig-ctx", kind="int", description="YaRN original context size", minimum=0),
+    Option(name="yarn-orig-ctx", kind="int", description="YaRN original context size", minimum=0,
+           maximum=UINT32_MAX),
     Option(name="lib", kind="path", description="the libllama to load (a file, or a directory holding it)"),
 )
 

@@ -41,8 +41,8 @@ COMMON_EXITS = {
 
 class Help(NamedTuple):
     """One command's help page: the summary listed by its parent, a paragraph, examples, exit codes.
-    ``listed``: whether its parent's page lists it among its commands (``cache du`` and ``cache prune``
-    have never been)."""
+    Every command is listed on its parent's page (``superfluid cache --help`` names ``dir``, ``du`` and
+    ``prune``); ``listed`` is no longer read (issue 42, item 2) and goes with the pages that still give it."""
 
     summary: str
     description: str
@@ -287,7 +287,7 @@ def tree(modules: Mapping[str, Command | None]) -> Parser:
             subs[group]._name_parser_map[name] = _Unloaded(f"{subs[group]._prog_prefix} {name}")
             continue
         pages[path] = module.HELP
-        p = subs[group].add_parser(name, **({"help": module.HELP.summary} if module.HELP.listed else {}))
+        p = subs[group].add_parser(name, help=module.HELP.summary)
         module.arguments(p)
         p.set_defaults(takes_source_flags={"--mirror", "--offline"} <= p._option_string_actions.keys())
     return _dress(top, pages)

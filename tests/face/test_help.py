@@ -97,6 +97,18 @@ def test_the_overview_names_every_command_and_the_exit_codes() -> None:
     assert code == 2 and out2 == "" and err2 == out  # no command: the same overview, on stderr
 
 
+@pytest.mark.parametrize("group", [p for p in COMMANDS if children(TREE[p])])
+def test_a_group_page_lists_each_of_its_commands(group: str) -> None:
+    """``superfluid cache --help`` lists ``dir``, ``du`` and ``prune`` (issue 42, item 2: it listed ``dir``
+    alone), as every group lists every command under it, and the overview every command."""
+    code, out, err = _run([*group.split(), "--help"])
+    assert (code, err) == (0, "")
+    listed = out[out.index("<command>\n"):out.index("options:")]
+    for name, node in children(TREE[group]).items():
+        page = node.page  # type: ignore[attr-defined]
+        assert re.search(rf"^    {re.escape(name)}\s+{re.escape(page.summary[:30])}", listed, re.M), (name, listed)
+
+
 @pytest.mark.parametrize("path", [p for p in COMMANDS if children(TREE[p]) == {}])
 def test_a_usage_error_points_at_its_own_help(path: str) -> None:
     code, out, err = _run([*path.split(), "--no-such-flag"])

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from superfluid import answer_cache
+from superfluid.exits import EXIT_CODES, exit_code  # the one table of exit codes (SPEC §6.1)
 from superfluid.parser import (
     Exit,
     Parser,
@@ -23,7 +24,7 @@ from superfluid.parser import (
     parser,
     runner,
 )
-from superfluid.runtime.kernel.errors import ModelLoadFailed, NotServable, SuperfluidError, UsageError
+from superfluid.runtime.kernel.errors import SuperfluidError, UsageError
 from superfluid.runtime.kernel.fixes import ENV_LOG, Fix, record_to, with_flags
 from superfluid.runtime.kernel.layout import home, home_fault
 from superfluid.runtime.kernel.output import error_code, error_doc, print_json
@@ -47,19 +48,6 @@ from superfluid.source_hints import fitting, given, keep_source
 #   --version 1.54x vs 1.70x.
 # The caches among them keep what they keep by ``runtime.kernel.home_cache`` (a stat fingerprint per path).
 __all__ = ["main", "EXIT_CODES", "exit_code"]
-
-#: error class -> exit code (SPEC §6.1); the first matching class wins
-EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
-    (UsageError, 2),
-    (NotServable, 4),
-    (ModelLoadFailed, 3),
-    (SuperfluidError, 1),
-)
-
-
-def exit_code(error: BaseException) -> int:
-    return next(code for cls, code in EXIT_CODES if isinstance(error, cls))
-
 
 def _wants_json(args_in: Sequence[str]) -> bool:
     """The command line asked for JSON (``--json`` before any ``--``): failures are JSON too."""

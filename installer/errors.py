@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from superfluid.runtime.kernel.errors import ELSEWHERE, SuperfluidError
+from superfluid.runtime.kernel.fixes import FixLike
 from superfluid.runtime.kernel.redact import redact_url
 
 __all__ = [
@@ -39,10 +40,11 @@ class DownloadError(SuperfluidError):
         status: int | None = None,
         retryable: bool = False,
         retry_after: float | None = None,
-        fix: str | None = None,
+        fix: FixLike = None,
+        advice: str | None = None,
     ) -> None:
         url = redact_url(url)  # a URL's user:password@ is never shown
-        super().__init__(f"{url}: {reason}", fix=fix)
+        super().__init__(f"{url}: {reason}", fix=fix, advice=advice)
         self.url = url
         self.reason = reason
         self.status = status
@@ -68,7 +70,7 @@ class DownloadStalled(DownloadError):
             url,
             f"{what}{got} (stall timeout)",
             retryable=True,
-            fix="check the network or the mirror, then run the same command again (downloads resume)",
+            advice="check the network or the mirror, then run the same command again (downloads resume)",
         )
         self.seconds = seconds
         self.received = received
@@ -84,7 +86,7 @@ class HostUnreachable(DownloadError):
             url,
             f"cannot reach {host}: its name does not resolve ({detail})",
             retryable=True,
-            fix=f"check the network connection and DNS{ELSEWHERE}",
+            advice=f"check the network connection and DNS{ELSEWHERE}",
         )
         self.host = host
 
@@ -99,7 +101,7 @@ class ConnectionRefused(DownloadError):
             url,
             f"connection refused by {address}: nothing listens there",
             retryable=True,
-            fix=f"check that the server at {address} is running and that the URL names its port{ELSEWHERE}",
+            advice=f"check that the server at {address} is running and that the URL names its port{ELSEWHERE}",
         )
         self.address = address
 
@@ -149,16 +151,16 @@ class RateLimited(DownloadError):
         what = "rate limit exceeded" + (f" ({limit} requests an hour)" if limit else "")
         when = f"; it resets at {_when(reset_at, now)}" if reset_at is not None else ""
         if authenticated:
-            fix = "wait until then, or use --mirror URL|DIR or --offline"
+            advice = "wait until then, or use --mirror URL|DIR or --offline"
         else:
-            fix = "wait until then, set GITHUB_TOKEN (or GH_TOKEN) for a higher limit, or use --mirror URL|DIR"
+            advice = "wait until then, set GITHUB_TOKEN (or GH_TOKEN) for a higher limit, or use --mirror URL|DIR"
         super().__init__(
             url,
             f"HTTP {status}: {what}{when}",
             status=status,
             retryable=retryable,
             retry_after=retry_after,
-            fix=fix,
+            advice=advice,
         )
         self.reset_at = reset_at
         self.limit = limit
@@ -170,14 +172,17 @@ class VerificationError(SuperfluidError):
     ``what`` is ``"sha256"`` or ``"size"``; ``expected`` and ``got`` are both named in the message.
     """
 
-    def __init__(self, url: str, what: str, expected: str, got: str, *, fix: str | None = None) -> None:
+    def __init__(self, url: str, what: str, expected: str, got: str, *, fix: FixLike = None,
+                 advice: str | None = None) -> None:
         if what == "sha256":
             fault = f"SHA-256 {got}, expected {expected} (not the file its project published)"
         else:
             fault = f"{got} bytes, expected {expected}"
         super().__init__(
             f"{url}: {fault}",
-            fix=fix or "nothing was installed or cached; if it persists, the source or a mirror is serving other bytes",
+            fix=fix,
+            advice=advice if advice is not None or fix else "nothing was installed or cached; if it persists, the "
+            "source or a mirror is serving other bytes",
         )
         self.url = url
         self.what = what
@@ -188,8 +193,8 @@ class VerificationError(SuperfluidError):
 class ReleaseNotFound(SuperfluidError):
     """The repository, release tag or asset is not published at the source asked."""
 
-    def __init__(self, repo: str, what: str, *, where: str, fix: str | None = None) -> None:
-        super().__init__(f"{repo}: {what} not found at {where}", fix=fix)
+    def __init__(self, repo: str, what: str, *, where: str, fix: FixLike = None, advice: str | None = None) -> None:
+        super().__init__(f"{repo}: {what} not found at {where}", fix=fix, advice=advice)
         self.repo = repo
         self.what = what
         self.where = where
@@ -198,11 +203,13 @@ class ReleaseNotFound(SuperfluidError):
 class OfflineMissing(SuperfluidError):
     """``--offline`` and the cache lacks ``what``; no connection was opened."""
 
-    def __init__(self, what: str, *, url: str | None = None, fix: str | None = None) -> None:
+    def __init__(self, what: str, *, url: str | None = None, fix: FixLike = None, advice: str | None = None) -> None:
         detail = f" ({url})" if url else ""
         super().__init__(
             f"offline: the cache holds no {what}{detail}",
-            fix=fix or "run the same command once without --offline to fill the cache",
+            fix=fix,
+            advice=advice if advice is not None or fix else "run the same command once without --offline to fill "
+            "the cache",
         )
         self.what = what
         self.url = url

@@ -20,9 +20,11 @@ from superfluid.installer.phases import phase
 from superfluid.installer.sources.choose import source_for
 from superfluid.installer.sources.listing import SourceListing
 from superfluid.runtime import registry
+from superfluid.runtime.adapter import refused_here
 from superfluid.runtime.hostfacts.host import detect
+from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.redact import redact_url
-from superfluid.runtime.planning import NotInstallable, Plan, Request, is_local
+from superfluid.runtime.planning import NotInstallable, Plan, Request, all_refused, is_local
 from superfluid.runtime.probe import ProbeRefused
 
 if TYPE_CHECKING:
@@ -99,8 +101,11 @@ def plan(request: Request, settings: Settings, *, host: Host | None = None,
     if request.from_:
         return adapter.plan(request, host), redact_url(request.from_), None
 
+    refused = refused_here(adapter, request, host)
+    if refused is not None:  # the recipe alone decides: said before any listing is asked (issue 42, item 6)
+        raise refused
     if source is None:
-        source = source_for(settings, fix=f"run `superfluid runtime install {request.id}` once without --offline")
+        source = source_for(settings, fix=_fill_fix(request))
     try:
         listing = SourceListing(source, adapter.repo)
         plans = [listing.settle(p, request.sha256) for p in adapter.plan(request, host, listing)]
@@ -108,6 +113,14 @@ def plan(request: Request, settings: Settings, *, host: Host | None = None,
         source.close()
         raise
     return plans, source.describe(), source
+
+
+def _fill_fix(request: Request) -> Fix:
+    """What fills the cache when ``--offline`` finds it lacking: the same install, online (what it names kept)."""
+    named = [w for flag, value in (("--version", request.version), ("--backend", request.backend)) if value
+             for w in (flag, value)]
+    return Fix.superfluid("runtime", "install", request.id, *named, *(["--untested"] if request.untested else []),
+                          does="fills the cache and installs it")
 
 
 def install(request: Request, settings: Settings, reporter: Reporter | None = None, *, dry_run: bool = False,
@@ -132,13 +145,24 @@ def install(request: Request, settings: Settings, reporter: Reporter | None = No
     tell = reporter.tell or (lambda _event: None)
     host = host or detect(settings.host_environ)
     with phase(reporter.phases, "listing"):
-        plans, where, src = plan(request, settings, host=host, source=source)
+        try:
+            plans, where, src = plan(request, settings, host=host, source=source)
+        except NotInstallable as e:  # a dry run refused by the recipe alone: its --json shows the plans
+            if dry_run and e.plans:
+                e.document = Outcome(id=request.id, plans=e.plans, dry_run=True, source="this superfluid's recipe",
+                                     ).to_json()
+            raise
     try:
         listed = tuple(src.warnings) if src is not None else ()
         for warning in listed:  # a malformed release entry was skipped: said, never silent
             tell(Warned(reason=warning))
         if dry_run:
-            return Outcome(id=request.id, plans=tuple(plans), dry_run=True, source=where, warnings=listed)
+            planned = Outcome(id=request.id, plans=tuple(plans), dry_run=True, source=where, warnings=listed)
+            refused = all_refused(plans)
+            if refused is not None:  # a dry run ends as the install would: nothing installs here (issue 42, item 7)
+                refused.document = planned.to_json()  # its --json shows the plans, around the error
+                raise refused
+            return planned
         if kept is not None and (same := kept(plans)) is not None:  # already installed: nothing fetched
             return replace(same, source=where, kept=True, warnings=listed + same.warnings)
         done = install_plans(request.id, plans, settings, reporter, source=src, where=where,

@@ -53,7 +53,7 @@ class MutexBusy(SuperfluidError):
     def __init__(self, lock: str, holder: MutexOwner, waited: float) -> None:
         super().__init__(
             f"{lock} is held by {holder.describe()}; waited {waited:g} s",
-            fix="let it finish and run the same command again"
+            advice="let it finish and run the same command again"
             + (f", or stop it (kill {holder.pid}) if it is stuck" if holder.pid else ""),
         )
         self.lock = lock
@@ -118,17 +118,17 @@ def _open_lock(path: str) -> int:
     Raises:
         MutexError: it cannot be opened, or is not a regular file of one link.
     """
-    fix = f"remove {path} (superfluid makes a new one) and run the command again"
+    advice = f"remove {path} (superfluid makes a new one) and run the command again"
     try:
         return open_lock_file(path)
     except NotALockFile as e:
         if e.strerror == "is a symbolic link":
             raise MutexError(f"{path} is a symbolic link; the install lock is never written through one",
-                             fix=fix) from e
-        raise MutexError(f"{path} {e.strerror}; the install lock is never written there", fix=fix) from e
+                             advice=advice) from e
+        raise MutexError(f"{path} {e.strerror}; the install lock is never written there", advice=advice) from e
     except OSError as e:
         raise MutexError(f"cannot open {path}: {e.strerror or e}",
-                         fix="check the permissions of SUPERFLUID_HOME") from e
+                         advice="check the permissions of SUPERFLUID_HOME") from e
 
 
 def mutex_owner(root: str | os.PathLike[str]) -> MutexOwner | None:
@@ -169,7 +169,7 @@ def install_mutex(root: str | os.PathLike[str], *, timeout: float = 600.0,
         os.makedirs(root, exist_ok=True)
     except OSError as e:
         raise MutexError(f"cannot make {e.filename or root}: {e.strerror or e}",
-                        fix="check that SUPERFLUID_HOME is a writable directory") from e
+                        advice="check that SUPERFLUID_HOME is a writable directory") from e
     fd = _open_lock(path)
     held = False
     try:

@@ -9,7 +9,8 @@ from typing import Any
 
 from superfluid.installer.cache.prune import Scan
 from superfluid.installer.fleet.lockfile import digests_of_locks
-from superfluid.runtime.kernel.errors import UsageError
+from superfluid.paths import flag_path
+from superfluid.runtime.kernel.errors import BadFile
 
 __all__ = ["keep_locks", "kinds_json", "in_use_by"]
 
@@ -18,14 +19,18 @@ def keep_locks(paths: Sequence[str] | None) -> dict[str, set[str]]:
     """``--keep-lock FILE``s: each lock's digests.
 
     Raises:
-        UsageError: a file that does not exist (exit 2).
-        BadFile: a lock that does not read (exit 1).
+        UsageError: a path that is missing, a directory, a FIFO or not a readable file (exit 2), named
+            for what it is (``superfluid.paths.flag_path``).
+        BadFile: a file that does not read as a lock (exit 1): named as no lock, never with a fix that
+            writes a lock over it (the user named it to keep what it names, not to have it rewritten).
     """
-    given = [os.path.abspath(os.path.expanduser(p)) for p in paths or ()]
-    for path, raw in zip(given, paths or (), strict=True):
-        if not os.path.isfile(path):
-            raise UsageError(f"--keep-lock {raw}: no such file")
-    return digests_of_locks(given)
+    given = [str(flag_path(os.path.expanduser(p), "--keep-lock", "lock file")) for p in paths or ()]
+    try:
+        return digests_of_locks([os.path.abspath(p) for p in given])
+    except BadFile as e:
+        why = f"it {e.fault}" if e.fault.startswith("is ") else e.fault
+        raise BadFile(e.path, f"is not a lock file superfluid reads: {why}", json_path=e.json_path,
+                      advice="--keep-lock names a lock that superfluid lock wrote") from None
 
 
 def kinds_json(kinds: Mapping[str, Mapping[str, int]]) -> dict[str, Any]:

@@ -21,9 +21,11 @@ from superfluid.installer.settings import Settings
 from superfluid.installing import check_id, count, home_holds, installed_with, recorded_hint, request_of, show
 from superfluid.paths import regular_file
 from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.fixes import Fix, render, with_flags
 from superfluid.runtime.kernel.output import print_json
 from superfluid.runtime.planning import ForRelease, Plan
 from superfluid.settings import settings_of
+from superfluid.source_hints import given
 
 __all__ = ["install_line", "already_installed"]
 
@@ -98,6 +100,16 @@ def _install(args: argparse.Namespace, environ: Mapping[str, str],
     return 0
 
 
+def _named(args: argparse.Namespace) -> list[str]:
+    """The flags of the line that say what it installs (``--version``, ``--backend``, ``--from``...), as given."""
+    words: list[str] = []
+    for flag, value in (("--version", args.want_version), ("--backend", args.backend), ("--from", args.from_),
+                        ("--sha256", args.sha256)):
+        if value:
+            words += [flag, value]
+    return words + (["--untested"] if args.untested else [])
+
+
 def _kept(outcome: Outcome, args: argparse.Namespace) -> int:
     """A second identical install: said, and nothing was fetched or changed (``--reinstall`` forces one)."""
     r = outcome.receipt
@@ -106,7 +118,9 @@ def _kept(outcome: Outcome, args: argparse.Namespace) -> int:
         print_json(outcome.to_json())
         return 0
     digests = ", ".join(f"sha256 {s.sha256[:12]}…" for s in r.sources)
+    flags = given(mirror=args.mirror, offline=args.offline, plain_http=args.plain_http)
+    again = Fix.superfluid("runtime", "install", r.id, *_named(args), "--reinstall", does="installs it again")
+    check = Fix.superfluid("runtime", "verify", r.id, r.install, does="checks its files")
     sys.stdout.write(f"superfluid: {r.id} {r.install} is already installed from the same archive ({digests}): "
-                     f"nothing was fetched or changed; `superfluid runtime install {r.id} --reinstall` installs it "
-                     f"again, `superfluid runtime verify {r.id} {r.install}` checks its files\n")
+                     f"nothing was fetched or changed; {render([with_flags(again, flags), check])}\n")
     return 0

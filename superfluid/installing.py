@@ -4,7 +4,6 @@ run with its events and progress, what it says when done, and the mirror the ins
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -20,6 +19,7 @@ from superfluid.installer.phases import Phases
 from superfluid.installer.settings import Settings
 from superfluid.installer.sources.github import web_base_for
 from superfluid.runtime import registry
+from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.layout import home, writable_home
 from superfluid.runtime.kernel.output import print_json
 from superfluid.runtime.planning import ForRelease, Plan, Request
@@ -121,8 +121,7 @@ def recorded_hint(runtime_id: str, sub: str, settings: Settings, *, from_: str |
         root = recorded_mirror(runtime_id, settings)
         if root is None:
             raise
-        words = ["superfluid", "runtime", sub, runtime_id, *(["--offline"] if settings.offline else []),
-                 "--mirror", shlex.quote(shown(root))]
-        e.fix = (f"the installs of {runtime_id} here came from the mirror {shown(root)}: `{' '.join(words)}` reads it"
-                 + (f"; or {e.fix}" if e.fix else ""))
+        mirror = Fix.superfluid("runtime", sub, runtime_id, "--mirror", shown(root),
+                                does=f"reads the mirror the installs of {runtime_id} here came from")
+        e.fixes = (mirror, *e.fixes)  # the face adds --offline when the line gave it
         raise

@@ -9,10 +9,12 @@ import contextlib
 import hashlib
 import logging
 import os
+import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from superfluid.installer.cache.clone import clone_file
 from superfluid.installer.cache.holds import hold
 from superfluid.installer.cache.records import BLOBS, prepare, write_private
 from superfluid.runtime.kernel.jsonread import read_bytes
@@ -100,6 +102,29 @@ class BlobStore:
         dest = self.blob_path(sha256)
         self._hold(sha256)
         os.replace(src, dest)
+        return dest
+
+    def keep_copy(self, src: Path, sha256: str) -> Path:
+        """Keep verified ``src``, left where it is (a mirror folder's archive), in the cache as ``sha256``:
+        a reflink, a hard link or a copy (``clone.clone_file``) made at a temporary name, then renamed in.
+        A blob already there is kept as it is.
+
+        Raises:
+            OSError: the cache cannot be written.
+        """
+        prepare(self.root)
+        dest = self.blob_path(sha256)
+        self._hold(sha256)
+        if dest.exists():
+            return dest
+        temp = self.folder / f".{sha256}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        try:
+            clone_file(src, temp)
+            os.replace(temp, dest)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                temp.unlink()
+            raise
         return dest
 
     def put_bytes(self, data: bytes) -> tuple[str, Path]:

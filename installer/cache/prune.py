@@ -106,7 +106,7 @@ def guard_cache(root: str | os.PathLike[str]) -> None:
         if os.path.islink(path):
             raise StoreError(f"{path} is a symbolic link (to {os.readlink(path)}); superfluid writes nothing "
                              "through a link inside SUPERFLUID_HOME",
-                             fix=f"remove the link {path} (or point SUPERFLUID_HOME at the directory it names)")
+                             advice=f"remove the link {path} (or point SUPERFLUID_HOME at the directory it names)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ See docs/install.md, "The sequence".
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from superfluid.runtime.planning import Plan
 
 __all__ = ["Verified", "Fill", "Unchecked", "fill_for", "fetch"]
+
+log = logging.getLogger(__name__)
 
 #: one archive of a plan on disk, verified: ``(asset, path, computed sha256)``
 Verified = tuple[PlanAsset, Path, str]
@@ -85,12 +88,26 @@ def fetch(p: Plan, source: ReleaseSource | None, *, settings: Settings, progress
             raise VerificationError(str(path), "sha256", a.sha256, got)
         if a.sha256 is None:
             unchecked(str(path), got)
+        else:  # checked: kept in the cache as a download is
+            _keep(path, got, source, settings)
         out.append((a, path, got))
     if remote:
         done = _download(remote, source, settings=settings, progress=progress)
         out.extend((a, d.path, d.sha256) for a, d in zip(remote, done, strict=True))
     order = {a.name: i for i, a in enumerate(p.assets)}
     return sorted(out, key=lambda t: order[t[0].name])
+
+
+def _keep(path: Path, sha256: str, source: ReleaseSource | None, settings: Settings) -> None:
+    """A local archive, checked against its digest, kept in the download cache like a downloaded one (a reflink, a hard
+    link or a copy: ``BlobStore.keep_copy``), so that ``runtime repair`` finds it by its digest after
+    the folder it came from moved (issue 42, item 30). A cache that cannot be written keeps nothing:
+    the install goes on from the file where it is."""
+    cache = source.cache if source is not None else Cache.for_home(settings.home)
+    try:
+        cache.blobs.keep_copy(path, sha256)
+    except OSError as e:
+        log.info("%s: not kept in the cache (%s)", path, e.strerror or e)
 
 
 def _download(assets: Sequence[PlanAsset], source: ReleaseSource | None, *, settings: Settings,

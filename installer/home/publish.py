@@ -277,7 +277,7 @@ def install_staged(
             staging = make_staging(root, install)
         except OSError as e:
             raise StoreError(f"could not prepare {root}: {e.strerror or e}",
-                             fix="check the permissions and free space of SUPERFLUID_HOME") from e
+                             advice="check the permissions and free space of SUPERFLUID_HOME") from e
         try:
             (staging / LIB).mkdir()
             write_worker_launcher(staging, runtime_id)
@@ -295,14 +295,15 @@ def install_staged(
             if isinstance(e, OSError):
                 raise StoreError(f"could not install {runtime_id} {install}: {e.filename or root}: "
                                  f"{e.strerror or e}",
-                                 fix="check the permissions and free space of SUPERFLUID_HOME") from e
+                                 advice="check the permissions and free space of SUPERFLUID_HOME") from e
             raise
         try:
             chosen = refresh_current(root)
         except OSError as e:
             raise StoreError(f"{runtime_id} {install} is installed, but {root / CURRENT} could not be "
                              f"updated: {e.strerror or e}",
-                             fix=f"`superfluid runtime use {runtime_id} --auto` retries it") from e
+                             advice=f"the install is in place; make {root} writable, and the next change of "
+                             f"{runtime_id} points {CURRENT} at its default install") from e
     return Published(receipt=receipt, path=root / install, replaced=replaced,
                      current=chosen if chosen else current_install(root),
                      pinned=read_pinned(root), cleaned=cleaned)

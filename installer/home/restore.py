@@ -19,6 +19,7 @@ from superfluid.installer.sources.mirror import asset_path, path_of_url, root_of
 from superfluid.installer.transport.urls import path_of_file_url
 from superfluid.installer.unpack.extract import extract_all
 from superfluid.runtime.kernel.errors import SuperfluidError
+from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.layout import LIB
 from superfluid.runtime.kernel.receipt import RECEIPT
 from superfluid.runtime.kernel.record import compare, files_of, record_tree
@@ -101,14 +102,14 @@ def plan_of(receipt: Receipt, *, mirror_root: str | None = None) -> Plan:
 
 def _elsewhere(p: Plan, a: PlanAsset) -> str:
     """Where a repair whose local source is gone finds the bytes again, checked against the receipt's
-    digest: a mirror that holds the release (``repair --mirror``, when it came from a mirror's layout),
-    or a copy of the file (``install --from FILE --sha256``, never unchecked)."""
-    copy = (f"`superfluid runtime install {p.id} --from FILE --sha256 {a.sha256} --reinstall` installs a copy of "
-            f"{a.name} in its place, checked")
+    digest (advice: the folder or file is the user's to name): the folder a mirror moved to, named
+    with ``--mirror`` (when it came from a mirror's layout: the same install is put back), else a copy
+    of the file it was installed from (``--from``, with the recorded digest: never unchecked)."""
     if path_of_url(a.url) is None:  # a file of the user's own (--from): only a copy of it will do
-        return copy
-    return (f"`superfluid runtime repair {p.id} {p.install} --mirror DIR` fetches it from a mirror that holds it, "
-            f"checked against the receipt's digest; or {copy}")
+        return (f"nothing was changed; an install of a copy of {a.name} with --from FILE --sha256 {a.sha256} "
+                "--reinstall puts it in its place, checked")
+    return ("nothing was changed; a repair with --mirror naming the folder the mirror moved to (or a mirror that "
+            "holds the release) puts it back from there, checked against the receipt's digest")
 
 
 def _fetch(p: Plan, *, settings: Settings, progress: Progress | None) -> list[Verified]:
@@ -136,10 +137,11 @@ def _fetch(p: Plan, *, settings: Settings, progress: Progress | None) -> list[Ve
             local = path_of_file_url(a.url) if a.url.startswith("file://") else a.url
             if not os.path.isfile(local):
                 raise NotRestorable(f"{p.id} {p.install}: {local}, the file it was installed from, is gone (and the "
-                                    "cache does not hold it)", fix=_elsewhere(p, a))
+                                    "cache does not hold it)", advice=_elsewhere(p, a))
         elif settings.offline:
             raise OfflineMissing(f"archive {a.name} of {p.id} {p.install} (sha256 {a.sha256})", url=a.url,
-                                 fix=f"run `superfluid runtime repair {p.id} {p.install}` without --offline")
+                                 fix=Fix.superfluid("runtime", "repair", p.id, p.install,
+                                                    does="fills the cache and puts it back"))
         rest.append((i, a))
 
     def unchecked(_path: str, _sha256: str) -> None:  # every source has its digest: never called
@@ -177,8 +179,8 @@ def restore(receipt: Receipt, settings: Settings, *, mirror_root: str | None = N
         if differences:
             raise NotRestorable(f"{receipt.id} {receipt.install}: the archives its receipt names do not make the "
                                 f"files it records ({differences[0].describe()}); nothing was changed",
-                                fix=f"`superfluid runtime remove {receipt.id} {receipt.install}`, then install "
-                                    "it again")
+                                advice="its receipt does not describe its archives: remove it, then install it "
+                                       "again")
         return receipt
 
     return install_staged(settings.home, receipt.id, receipt.install, stage, lambda _staging: None, on_wait=on_wait,

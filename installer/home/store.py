@@ -17,6 +17,7 @@ from pathlib import Path
 
 from superfluid.installer.errors import StoreError
 from superfluid.installer.files import remove_tree, writer_alive
+from superfluid.installer.home.hints import install_it, list_them
 from superfluid.installer.home.installs import (
     check_install_name,
     current_install,
@@ -72,7 +73,7 @@ def guard_root(root: str | os.PathLike[str]) -> None:
         if os.path.islink(path):
             raise StoreError(f"{path} is a symbolic link (to {os.readlink(path)}); superfluid writes nothing "
                              "through a link inside SUPERFLUID_HOME",
-                             fix=f"remove the link {path} (or point SUPERFLUID_HOME at the directory it names)")
+                             advice=f"remove the link {path} (or point SUPERFLUID_HOME at the directory it names)")
 
 
 def _temp_name(kind: str, install: str | None = None) -> str:
@@ -321,7 +322,7 @@ def _changing(root: Path, what: str) -> Iterator[None]:
     except OSError as e:
         where = e.filename or root
         raise StoreError(f"could not {what}: {where}: {e.strerror or e}",
-                         fix="check the permissions and free space of SUPERFLUID_HOME") from e
+                         advice="check the permissions and free space of SUPERFLUID_HOME") from e
 
 
 def pin(home: str | os.PathLike[str], runtime_id: str, install: str, *, timeout: float = 600.0,
@@ -338,13 +339,13 @@ def pin(home: str | os.PathLike[str], runtime_id: str, install: str, *, timeout:
     guard_root(root)
     if not os.path.isdir(root):  # never installed: nothing to lock, and nothing written
         raise NoSuchInstall(f"{runtime_id} has no install {install} (installed: none)",
-                            fix=f"`superfluid runtime install {runtime_id}`")
+                            fix=install_it(runtime_id))
     with install_mutex(root, timeout=timeout, on_wait=on_wait), _changing(root, f"pin {runtime_id} {install}"):
         clean_stale(root)
         found = {i.name: i for i in list_installs(root)}
         if install not in found:
             raise NoSuchInstall(f"{runtime_id} has no install {install} (installed: {_installed_names(str(root))})",
-                                fix=f"`superfluid runtime list {runtime_id}` lists its installs")
+                                fix=list_them(runtime_id))
         if (why := fault(found[install])) is not None:
             raise NoSuchInstall(f"{runtime_id} {install} is broken ({why}); it is not made the default",
                                 fix=repair(runtime_id, install))
@@ -364,7 +365,7 @@ def unpin(home: str | os.PathLike[str], runtime_id: str, *, timeout: float = 600
     root = runtime_root(home, runtime_id)
     guard_root(root)
     if not os.path.isdir(root):  # never installed: nothing to lock, and nothing written
-        raise NoSuchInstall(f"{runtime_id} is not installed", fix=f"`superfluid runtime install {runtime_id}`")
+        raise NoSuchInstall(f"{runtime_id} is not installed", fix=install_it(runtime_id))
     with install_mutex(root, timeout=timeout, on_wait=on_wait), _changing(root, f"unpin {runtime_id}"):
         clean_stale(root)
         found = list_installs(root)
@@ -377,9 +378,9 @@ def unpin(home: str | os.PathLike[str], runtime_id: str, *, timeout: float = 600
     if chosen is None and broken:
         where = f"; current still names {left}" if left else ""
         raise NoSuchInstall(f"no install of {runtime_id} reads ({'; '.join(i.problem or i.name for i in broken)})"
-                            f"{where}", fix=f"`superfluid runtime repair {runtime_id} <install>` reinstalls one")
+                            f"{where}", fix=[repair(runtime_id, i.name) for i in broken])
     if chosen is None:
-        raise NoSuchInstall(f"{runtime_id} is not installed", fix=f"`superfluid runtime install {runtime_id}`")
+        raise NoSuchInstall(f"{runtime_id} is not installed", fix=install_it(runtime_id))
     return chosen
 
 
@@ -403,13 +404,13 @@ def remove(home: str | os.PathLike[str], runtime_id: str, install: str | None = 
     guard_root(root)
     if not os.path.isdir(root):  # never installed: nothing to lock, and nothing written
         raise NoSuchInstall(f"{runtime_id} has no install {install} (installed: none)" if install is not None
-                            else f"{runtime_id} is not installed", fix=f"`superfluid runtime install {runtime_id}`")
+                            else f"{runtime_id} is not installed", fix=install_it(runtime_id))
     with install_mutex(root, timeout=timeout, on_wait=on_wait), _changing(root, f"remove {runtime_id}"):
         clean_stale(root)
         present = [i.name for i in list_installs(root)]
         if install is not None and install not in present:
             raise NoSuchInstall(f"{runtime_id} has no install {install} (installed: {', '.join(present) or 'none'})",
-                                fix=f"`superfluid runtime list {runtime_id}` lists its installs")
+                                fix=list_them(runtime_id))
         if install is None and not present:
             raise NoSuchInstall(f"{runtime_id} is not installed")
         names = [install] if install is not None else present

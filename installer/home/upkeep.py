@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from superfluid.installer.home.hints import install_it, remove_it
+from superfluid.runtime.kernel.fixes import Fix, repair
 from superfluid.runtime.kernel.ordering import backend_family, version_key
 from superfluid.runtime.planning import NotInstallable, Plan, first_published, parse_install_name
 
@@ -23,18 +25,20 @@ def update_wanted(old: Receipt) -> dict[str, Any]:
 
 
 def nothing_to_update(runtime_id: str, current: str, old: Receipt, first: Plan,
-                      installed: Collection[str]) -> str | None:
-    """Why ``runtime update`` installs nothing (None: it installs ``first``): the newest plan is
+                      installed: Collection[str]) -> tuple[str, Fix | None] | None:
+    """Why ``runtime update`` installs nothing, and what installs the newest release beside the
+    default install when that is a choice (None: it installs ``first``): the newest plan is
     installed already, or the default install ``current`` (receipt ``old``) is a build of the
     user's own or newer than it."""
     if first.install in installed:
         return (f"{runtime_id} {first.install} is installed; nothing newer installs here for "
-                f"{backend_family(old.backend)}")
+                f"{backend_family(old.backend)}", None)
     if old.version == "custom" or version_key(old.version) > version_key(first.version):
         why = ("it is a build of your own, not one of a release" if old.version == "custom"
                else f"it is {old.version}, newer than {first.version}, the newest that installs here")
-        fix = f"`superfluid runtime install {runtime_id} --version {first.version}` installs it beside it"
-        return f"{runtime_id} {current}: {why}; nothing to update ({fix})"
+        beside = Fix.superfluid("runtime", "install", runtime_id, "--version", first.version,
+                                does=f"installs {first.version} beside it")
+        return f"{runtime_id} {current}: {why}; nothing to update", beside
     return None
 
 
@@ -55,9 +59,8 @@ def repair_target(runtime_id: str, present: Mapping[str, _T], current: str | Non
     if name is None:
         if present:
             raise NotInstallable(f"{runtime_id}: several installs are broken ({', '.join(present)}) and none is the "
-                                 "current one", fix=f"name one: `superfluid runtime repair {runtime_id} <install>`")
-        raise NotInstallable(f"{runtime_id} is not installed",
-                             fix=f"`superfluid runtime install {runtime_id}` installs it")
+                                 "current one", fix=[repair(runtime_id, name) for name in present])
+        raise NotInstallable(f"{runtime_id} is not installed", fix=install_it(runtime_id))
     return present[name]
 
 
@@ -79,7 +82,7 @@ def repair_wanted(runtime_id: str, name: str, receipt: Receipt | None, problem: 
     parsed = parse_install_name(name)
     if parsed is None:
         raise NotInstallable(f"{runtime_id} {name}: {problem}; its name does not say what to reinstall",
-                             fix=f"`superfluid runtime remove {runtime_id} {name}`, then install again")
+                             fix=remove_it(runtime_id, name))
     return {"version": parsed[0], "backend": parsed[1], "untested": True, "from_": None, "sha256": None}
 
 

@@ -284,7 +284,7 @@ class Fetcher(ABC):
             raise DownloadError(
                 url,
                 f"refusing plain http:// to a host not named as a mirror{via}",
-                fix="use an https:// URL, or name that server with --mirror",
+                advice="use an https:// URL, or name that server with --mirror",
             )
 
     def _check_status(self, r: FetchResponse, accept: Collection[int], credential: Credential | None) -> None:
@@ -367,7 +367,7 @@ def status_error(url: str, status: int, headers: Mapping[str, str], detail: str,
             url,
             f"HTTP 401 unauthorized{detail}",
             status=status,
-            fix="check GITHUB_TOKEN / GH_TOKEN, or unset it for public releases",
+            advice="check GITHUB_TOKEN / GH_TOKEN, or unset it for public releases",
         )
     if status == 404:
         return DownloadError(url, f"not found (HTTP 404){detail}", status=status)

@@ -127,7 +127,7 @@ class RequestsFetcher(Fetcher):
             raise DownloadError(
                 url,
                 f"TLS failed: {e}",
-                fix="if a proxy re-signs traffic, point REQUESTS_CA_BUNDLE at its CA certificate",
+                advice="if a proxy re-signs traffic, point REQUESTS_CA_BUNDLE at its CA certificate",
             ) from e
         except requests.exceptions.ConnectionError as e:
             unresolved = _unresolved(e)

@@ -17,6 +17,7 @@ from typing import IO
 
 from superfluid.installer.files import remove_tree
 from superfluid.installer.unpack.inflate import ERRORS
+from superfluid.installer.unpack.kind import describe
 from superfluid.installer.unpack.rules import Entry, ExtractLimits, UnsafeArchive, check_tree
 from superfluid.installer.unpack.tar import tar_members
 from superfluid.installer.unpack.writer import ExtractFailed, merge_tree, write_members
@@ -36,8 +37,14 @@ def _reading(archive: str) -> Iterator[None]:
     try:
         yield
     except _BROKEN as e:
-        raise BadFile(archive, f"is not a readable archive ({e or type(e).__name__})",
-                      fix="its download is corrupt or it is not a release archive; run the same command again") from e
+        what = describe(archive)
+        if what is not None:  # no archive format at all: named for what it is (issue 42, item 23)
+            raise BadFile(archive, f"is not a release archive: it is {what}",
+                          advice="nothing was installed from it; name a release archive of the runtime (.tar.gz, "
+                                 ".tar.xz or .zip)") from e
+        raise BadFile(archive, f"is not a readable archive ({e or type(e).__name__}): it is cut short or "
+                               "damaged", advice="nothing was installed from it; fetch it again from where it "
+                                                 "came from") from e
 
 
 def _unpack(archive: str, dest: str, limits: ExtractLimits, stream: IO[bytes] | None = None,

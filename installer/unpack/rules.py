@@ -27,7 +27,7 @@ __all__ = [
     "check_tree",
 ]
 
-_FIX = "nothing was installed from it; report the archive to its publisher, or use another release"
+_ADVICE = "nothing was installed from it; report the archive to its publisher, or use another release"
 _KINDS = ("file", "dir", "symlink", "hardlink", "chardev", "blockdev", "fifo", "other")
 _MAX_HOPS = 40  # symlinks followed in one resolution, as Linux's ELOOP bound
 
@@ -36,7 +36,7 @@ class UnsafeArchive(BadFile):
     """An archive holds a member we refuse to write; nothing of it is kept."""
 
     def __init__(self, archive: str, fault: str, *, member: str | None = None) -> None:
-        super().__init__(archive, f"its member {member!r} {fault}" if member is not None else fault, fix=_FIX)
+        super().__init__(archive, f"its member {member!r} {fault}" if member is not None else fault, advice=_ADVICE)
         self.archive = archive
         self.member = member
 

@@ -37,7 +37,8 @@ class ExtractFailed(SuperfluidError):
 
     def __init__(self, archive: str, dest: str, reason: str) -> None:
         super().__init__(f"could not extract {archive} into {dest}: {reason}",
-                         fix="free space or fix the permissions of SUPERFLUID_HOME, then run the same command again")
+                         advice="free space or fix the permissions of SUPERFLUID_HOME, then run the same command "
+                         "again")
         self.archive = archive
         self.dest = dest
         self.reason = reason

@@ -9,6 +9,7 @@ import argparse
 import os
 import sys
 
+from superfluid.cache_home import cache_home
 from superfluid.parser import COMMON_EXITS, Help, Parser
 from superfluid.runtime.kernel.layout import cache_dir, home
 
@@ -18,10 +19,8 @@ HELP = Help(
     "print the cache's directory",
     "Print the download cache's directory ($SUPERFLUID_HOME/cache).",
     ("superfluid cache dir",),
-    ((0, "printed"), (2, COMMON_EXITS[2])),
+    ((0, "printed"), (1, "SUPERFLUID_HOME is not a directory"), (2, COMMON_EXITS[2])),
 )
-#: the commands that only read the home (see superfluid.cli)
-READS_HOME = True
 
 
 def arguments(p: Parser) -> None:
@@ -29,5 +28,5 @@ def arguments(p: Parser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    sys.stdout.write(cache_dir(home(dict(os.environ))) + "\n")
+    sys.stdout.write(cache_dir(cache_home(home(dict(os.environ)))) + "\n")
     return 0

@@ -10,6 +10,7 @@ import os
 import sys
 from collections.abc import Mapping
 
+from superfluid.cache_home import cache_home
 from superfluid.cache_report import in_use_by, keep_locks, kinds_json
 from superfluid.installer.cache.holds import held_now
 from superfluid.installer.cache.prune import human_bytes, scan
@@ -25,11 +26,9 @@ HELP = Help(
     "Bytes and files of the cache by kind: archives an install (or a --keep-lock lock) needs, archives no "
     "install needs (of removed installs), HTTP bodies, partial downloads, and the rest. Changes nothing.",
     ("superfluid cache du", "superfluid cache du --json --keep-lock superfluid.lock"),
-    exits(_1="a --keep-lock lock that does not read"),
+    exits(_1="a --keep-lock lock that does not read, or SUPERFLUID_HOME is not a directory"),
     listed=False,
 )
-#: the commands that only read the home (see superfluid.cli)
-READS_HOME = True
 
 _WHAT = {
     "in_use": "archives an install needs (what `runtime repair` puts it back from), or a kept lock names",
@@ -68,8 +67,9 @@ def run(args: argparse.Namespace) -> int:
     """``cache du``.
 
     Raises:
-        UsageError: a ``--keep-lock`` file that does not exist (exit 2).
+        UsageError: a ``--keep-lock`` path that is not a readable file (exit 2).
         BadFile: a lock that does not read (exit 1).
+        HomeUnusable: SUPERFLUID_HOME is a file, a dangling link or under a file (exit 1).
     """
-    where = home(dict(os.environ))
+    where = cache_home(home(dict(os.environ)))
     return _du(args, cache_dir(where), where)

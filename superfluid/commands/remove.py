@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 
 from superfluid.installer.home import store
+from superfluid.installer.home.hints import list_them
 from superfluid.installer.home.installs import check_runtime_id
 from superfluid.parser import Help, Parser, exits
 from superfluid.runtime import registry
@@ -54,8 +55,8 @@ def _check_remove(args: argparse.Namespace) -> None:
     if args.all and args.install:
         raise UsageError(f"runtime remove {args.id}: give an install or --all, not both")
     if not args.all and not args.install:
-        raise UsageError(f"runtime remove {args.id} needs the install to remove, or --all for every install "
-                         f"(`superfluid runtime list {args.id}` lists them)")
+        raise UsageError(f"runtime remove {args.id} needs the install to remove, or --all for every install",
+                         fix=list_them(args.id))
 
 
 def _remove(args: argparse.Namespace, home: str) -> int:

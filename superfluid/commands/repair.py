@@ -14,6 +14,7 @@ from dataclasses import replace
 from superfluid.for_release import release_for
 from superfluid.install_report import outcome_lines, say
 from superfluid.installer.cache.download import progress_for
+from superfluid.installer.home.hints import list_them
 from superfluid.installer.home.installs import (
     Installed,
     check_install_name,
@@ -82,7 +83,7 @@ def _mirror_root(settings: Settings) -> str | None:
     try:
         return mirror_root_url(where, named_by=named_by)
     except ValueError as e:
-        raise UsageError(str(e), fix="give --mirror an http(s):// URL or an existing directory") from None
+        raise UsageError(str(e), advice="give --mirror an http(s):// URL or an existing directory") from None
 
 
 def _target(args: argparse.Namespace, home: str) -> Installed | None:
@@ -132,7 +133,9 @@ def run(args: argparse.Namespace) -> int:
     if verdict.ok and not launcher_differs(target):
         return _nothing(args, target, verdict)
     mirror_root = _mirror_root(settings)
-    put_back = [d.path for d in verdict.differences] + ([] if verdict.differences else [worker_path(args.id)])
+    put_back = [d.path for d in verdict.differences if d.change != "added"] + (
+        [] if verdict.differences else [worker_path(args.id)])
+    removed = [d.path for d in verdict.differences if d.change == "added"]  # not recorded: gone with the rename
     if not args.json:
         what = "; ".join(d.describe() for d in verdict.differences) or "its worker launcher, written anew"
         sys.stderr.write(f"superfluid: putting {args.id} {target.name} back as its receipt records it: {what}\n")
@@ -154,16 +157,26 @@ def run(args: argparse.Namespace) -> int:
                       path=str(done.path), replaced=done.replaced, current=done.current, pinned=done.pinned,
                       cleaned=done.cleaned)
     if args.json:
-        print_json({**outcome.to_json(), "repaired": True, "put_back": put_back})
+        print_json({**outcome.to_json(), "repaired": True, "put_back": put_back, "removed": removed})
     else:
-        sys.stdout.write(outcome_lines(outcome, installs_before=1, repaired=_put_back_words(put_back)))
+        sys.stdout.write(outcome_lines(outcome, installs_before=1, repaired=_repaired_words(put_back, removed)))
     return 0
 
 
-def _put_back_words(paths: list[str]) -> str:
-    """``put back lib/a.so, lib/b.so and 2 more as its receipt records them``."""
-    shown_paths = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
-    return f"put back {shown_paths} as its receipt records {'it' if len(paths) == 1 else 'them'}"
+def _shown(paths: list[str]) -> str:
+    """``lib/a.so, lib/b.so, lib/c.so and 2 more``."""
+    return ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+
+
+def _repaired_words(put_back: list[str], removed: list[str]) -> str:
+    """``put back lib/a.so as its receipt records it; removed lib/extra, which it does not record``: each
+    path said as what the repair did to it (a file the receipt does not record is removed, not put back)."""
+    said = []
+    if put_back:
+        said.append(f"put back {_shown(put_back)} as its receipt records {'it' if len(put_back) == 1 else 'them'}")
+    if removed:
+        said.append(f"removed {_shown(removed)}, which it does not record")
+    return "; ".join(said)
 
 
 def _reinstall(args: argparse.Namespace, settings: Settings, environ: Mapping[str, str]) -> int:
@@ -177,7 +190,7 @@ def _reinstall(args: argparse.Namespace, settings: Settings, environ: Mapping[st
         if target is None:
             raise NoSuchInstall(f"{args.id} has no install {args.install} "
                                 f"(installed: {', '.join(present) or 'none'})",
-                                fix=f"`superfluid runtime list {args.id}` lists its installs")
+                                fix=list_them(args.id))
     else:
         target = repair_target(args.id, present, current_install(root), lambda: default_install(root))
     request = request_of(args.id, for_=release_for(ForFlags(), settings, environ),

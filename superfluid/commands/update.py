@@ -13,6 +13,7 @@ from pathlib import Path
 
 from superfluid.for_release import release_for
 from superfluid.install_report import say
+from superfluid.installer.home.hints import install_it, remove_it
 from superfluid.installer.home.installs import default_install, list_installs, read_pinned, runtime_root
 from superfluid.installer.home.store import pin
 from superfluid.installer.home.upkeep import nothing_to_update, update_wanted
@@ -21,12 +22,13 @@ from superfluid.installing import check_id, home_holds, installed_with, recorded
 from superfluid.parser import Help, Parser, exits
 from superfluid.release_flags import add_flags as add_for_flags
 from superfluid.release_flags import flags_of
+from superfluid.runtime.kernel.fixes import Fix, as_json, render, with_flags
 from superfluid.runtime.kernel.layout import home, install_receipt
 from superfluid.runtime.kernel.output import print_json
 from superfluid.runtime.kernel.receipt import read_receipt
 from superfluid.runtime.planning import NotInstallable
 from superfluid.settings import settings_of
-from superfluid.source_hints import given, keep_source
+from superfluid.source_hints import given
 
 __all__ = ["HELP", "arguments", "run"]
 
@@ -54,8 +56,7 @@ def _default(runtime_id: str, environ: Mapping[str, str]) -> tuple[Path, str]:
     root = runtime_root(home(environ), runtime_id)
     current = default_install(root)
     if current is None:
-        raise NotInstallable(f"{runtime_id} is not installed",
-                             fix=f"`superfluid runtime install {runtime_id}` installs it")
+        raise NotInstallable(f"{runtime_id} is not installed", fix=install_it(runtime_id))
     return root, current
 
 
@@ -75,7 +76,7 @@ def _update(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     installed = {i.name for i in list_installs(root) if i.ok}
     nothing = nothing_to_update(args.id, current, old, plans[0], installed)
     if nothing is not None:
-        return _nothing(args, nothing, current)
+        return _nothing(args, *nothing, current)
     before = len(installed)
     outcome = installed_with(request, settings, json_mode=args.json, dry_run=args.dry_run)
     if not outcome.dry_run and outcome.receipt is not None and read_pinned(root) == current:
@@ -84,17 +85,20 @@ def _update(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
             say(f"{args.id} serves from {outcome.receipt.install} by default (the pin moved from {current})")
     show(outcome, json_mode=args.json, before=before)
     if not args.json and not outcome.dry_run:
-        say(f"{args.id} {current} stays installed: `superfluid runtime remove {args.id} {current}` removes it")
+        say(f"{args.id} {current} stays installed: {render([remove_it(args.id, current)])}")
     return 0
 
 
-def _nothing(args: argparse.Namespace, message: str, current: str) -> int:
-    message = keep_source(message, given(mirror=args.mirror, offline=args.offline, plain_http=args.plain_http))
+def _nothing(args: argparse.Namespace, message: str, fix: Fix | None, current: str) -> int:
+    """Nothing newer installs: said, with the command that installs the newest beside it when there is one
+    (carrying the source flags the line gave)."""
+    fixes = [with_flags(fix, given(mirror=args.mirror, offline=args.offline, plain_http=args.plain_http))] \
+        if fix is not None else []
     if args.json:
         print_json({"id": args.id, "dry_run": bool(args.dry_run), "updated": False, "current": current,
-                    "why": message, "plans": [], "warnings": []})
+                    "why": message, "plans": [], "warnings": [], **as_json(fixes)})
     else:
-        sys.stdout.write(f"superfluid: {message}\n")
+        sys.stdout.write(f"superfluid: {message}" + (f": {render(fixes)}" if fixes else "") + "\n")
     return 0
 
 

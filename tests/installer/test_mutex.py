@@ -142,7 +142,7 @@ def test_a_planted_lock_file_is_refused_and_not_written(tmp_path: Path, plant: o
     with pytest.raises(MutexError) as e:
         with install_mutex(root, timeout=0):
             pytest.fail("held a planted lock")
-    assert str(path) in str(e.value) and e.value.fix is not None
+    assert str(path) in str(e.value) and e.value.advice is not None
     assert sorted(os.listdir(tmp_path)) == before
     for name in ("target", "other"):
         if (tmp_path / name).exists():

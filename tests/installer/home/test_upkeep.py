@@ -16,6 +16,7 @@ from superfluid.installer.home.upkeep import (
     same_archives,
     update_wanted,
 )
+from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.receipt import Receipt, Source
 from superfluid.runtime.planning import NotInstallable, Plan, PlanAsset
 
@@ -36,22 +37,24 @@ def test_an_update_asks_for_the_newest_of_the_backend_family(backend: str, famil
                                                        "sha256": None}
 
 
+#: what installs the newest release beside a default install that is newer, or a build of the user's own
+BESIDE = Fix(("superfluid", "runtime", "install", "llamacpp", "--version", "b200"), "installs b200 beside it")
 UPDATES = [
     pytest.param(receipt("b100"), plan("b200"), {"b100-cuda-12.4"}, None, id="newer"),
     pytest.param(receipt("b100"), plan("b200"), {"b100-cuda-12.4", "b200-cuda-12.4"},
-                 "llamacpp b200-cuda-12.4 is installed; nothing newer installs here for cuda", id="installed"),
+                 ("llamacpp b200-cuda-12.4 is installed; nothing newer installs here for cuda", None), id="installed"),
     pytest.param(receipt("b300"), plan("b200"), {"b300-cuda-12.4"},
-                 "llamacpp CUR: it is b300, newer than b200, the newest that installs here; nothing to update "
-                 "(`superfluid runtime install llamacpp --version b200` installs it beside it)", id="current-is-newer"),
+                 ("llamacpp CUR: it is b300, newer than b200, the newest that installs here; nothing to update",
+                  BESIDE), id="current-is-newer"),
     pytest.param(receipt("custom"), plan("b200"), {"custom-cuda-12.4"},
-                 "llamacpp CUR: it is a build of your own, not one of a release; nothing to update "
-                 "(`superfluid runtime install llamacpp --version b200` installs it beside it)", id="own-build"),
+                 ("llamacpp CUR: it is a build of your own, not one of a release; nothing to update", BESIDE),
+                 id="own-build"),
     pytest.param(receipt("b200"), plan("b200", "cuda-13.0"), {"b200-cuda-12.4"}, None, id="same-build-other-backend"),
 ]
 
 
 @pytest.mark.parametrize(("old", "first", "installed", "why"), UPDATES)
-def test_nothing_to_update(old: Receipt, first: Plan, installed: set[str], why: str | None) -> None:
+def test_nothing_to_update(old: Receipt, first: Plan, installed: set[str], why: tuple[str, Fix | None] | None) -> None:
     assert nothing_to_update("llamacpp", "CUR", old, first, installed) == why
 
 
@@ -116,7 +119,7 @@ def test_repair_wanted(name: str, old: Receipt | None, problem: str | None, want
 def test_a_name_that_says_no_backend_is_not_repaired() -> None:
     with pytest.raises(NotInstallable, match="llamacpp odd: its receipt is broken; its name does not say") as e:
         repair_wanted("llamacpp", "odd", None, "its receipt is broken")
-    assert e.value.fix == "`superfluid runtime remove llamacpp odd`, then install again"
+    assert [f.argv for f in e.value.fixes] == [("superfluid", "runtime", "remove", "llamacpp", "odd")]
 
 
 A, B = "a" * 64, "b" * 64

@@ -15,7 +15,11 @@ from superfluid.runtime.kernel import formats
 from superfluid.runtime.kernel.errors import WorkerFailed
 from superfluid.runtime.kernel.output import gb, table
 
-__all__ = ["declared", "reads_cell", "device_cell", "facts_line", "verdict", "model_answer", "CAPABILITY_LINES"]
+__all__ = ["FIXES", "public", "declared", "reads_cell", "device_cell", "facts_line", "verdict", "model_answer",
+           "CAPABILITY_LINES"]
+
+#: the key of a ``runtimes`` row that holds its fixes as values (``Fix``), for the text; never printed as JSON
+FIXES = "_fixes"
 
 #: the lines under "<id> serves it": what is said, and where in the static capability record
 CAPABILITY_LINES = (
@@ -28,6 +32,11 @@ CAPABILITY_LINES = (
     ("lossy parking", "serving", "park_lossy"),
     ("KV bits", "load", "kv_bits"),
 )
+
+
+def public(row: Mapping[str, Any]) -> dict[str, Any]:
+    """``row`` as ``--json`` prints it: without ``FIXES`` (its ``fix`` and ``fixes`` say them)."""
+    return {k: v for k, v in row.items() if k != FIXES}
 
 
 def _library_tokenizer(name: str, worker: Mapping[str, Any] | None) -> str | None:
@@ -109,7 +118,7 @@ def verdict(row: Mapping[str, Any], model: str, environ: Mapping[str, str]) -> t
     if gate is not None:
         return gate, None
     if row.get("ready") is not True:
-        return f"not read: the {row['id']} runtime is not ready (see ready)", None
+        return f"not read: the {row['id']} runtime is {row.get('state')}, not ready (see ready)", None
     try:  # the worker runs in our directory, but a check answer is kept by its command line alone
         report, _, _ = catalog.answer(row["id"], ["check", "--model", os.path.abspath(model)], environ)
     except WorkerFailed as e:
@@ -164,7 +173,7 @@ def model_answer(model: str, rows: Sequence[Mapping[str, Any]],
     claimed = formats.claim({r["id"]: r.get("formats") or [] for r in rows}, formats.facts_of(model))
     verdicts = [verdict(r, model, environ) for r in rows]
     serves = _serves(rows, verdicts, model, claimed)
-    answered = [{**r, "reads_model": reads, **({"model_facts": facts} if facts is not None else {})}
+    answered = [{**public(r), "reads_model": reads, **({"model_facts": facts} if facts is not None else {})}
                 for r, (reads, facts) in zip(rows, verdicts, strict=True)]
     doc = {"model": model, "format": dict(claimed[1]) if claimed else None, "runtimes": answered, "serves": serves}
     head = claimed[1].get("describe") if claimed else "no runtime here declares this format"

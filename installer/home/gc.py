@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from superfluid.installer.cache.prune import InUse
 from superfluid.installer.home import installs, store
-from superfluid.installer.home.installs import current_install, list_installs, read_pinned
+from superfluid.installer.home.installs import current_install, host_platform, judge, list_installs, read_pinned
 from superfluid.installer.mutex import install_mutex
 from superfluid.runtime.kernel.layout import runtimes_dir
 from superfluid.runtime.kernel.ordering import version_key
@@ -34,6 +34,8 @@ class Candidate:
     version: str | None
     installed_at: str | None = None
     tested: bool = True
+    #: its verdict's word (``installs.judge``), as every command says it
+    state: str = "ready"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,25 +75,30 @@ def choose(found: Sequence[Candidate], *, keep: int, current: str | None = None,
     kept: list[tuple[str, str]] = []
     gone: list[tuple[str, str]] = []
     for c in sorted(found, key=lambda c: c.name):
-        newest_words = f"one of the newest {keep}" + ("" if c.tested else " (untested, counted after those this "
-                                                                           "superfluid drives)")
+        newest_words = f"one of the newest {keep}" + ("" if c.tested else ", counted after the installs this "
+                                                                           "superfluid drives")
         why = [w for w, yes in ((newest_words, c.name in newest), ("current", c.name == current),
                                 ("pinned", c.name == pinned), (f"named by {locked.get(c.name)}", c.name in locked),
                                 ("its receipt does not read", c.version is None)) if yes]
         if why:
             kept.append((c.name, ", ".join(why)))
         elif not c.tested and drives:
-            gone.append((c.name, f"untested: this superfluid does not drive it, and the newest {keep} count the "
+            gone.append((c.name, f"this superfluid does not drive it, and the newest {keep} count the "
                                  f"installs it drives first"))
         else:
             gone.append((c.name, f"not one of the newest {keep}"))
     return Decision(tuple(kept), tuple(n for n, _ in gone), tuple(gone))
 
 
-def candidates(installed: Sequence[Installed]) -> list[Candidate]:
-    """The rule's view of ``installs.list_installs``."""
+def candidates(installed: Sequence[Installed], runtime_id: str | None = None, *,
+               current: str | None = None) -> list[Candidate]:
+    """The rule's view of ``installs.list_installs``, each with its verdict's word when ``runtime_id``
+    is given (``installs.judge``)."""
+    platform = host_platform()
     return [Candidate(i.name, i.receipt.version if i.receipt else None, i.receipt.installed_at if i.receipt else None,
-                      i.receipt.tested if i.receipt else True)
+                      i.receipt.tested if i.receipt else True,
+                      judge(runtime_id, i, installed, serving=current, platform=platform).state if runtime_id
+                      else "ready" if i.receipt else "broken")
             for i in installed]
 
 
@@ -104,11 +111,17 @@ class Collected:
     dry_run: bool
     current: str | None
     keep: int
+    #: each install's verdict's word (``installs.judge``), by name
+    states: tuple[tuple[str, str], ...] = ()
+
+    def state(self, install: str) -> str:
+        return dict(self.states).get(install, "ready")
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "dry_run": self.dry_run, "keep": self.keep, "removed": list(self.decision.remove),
-                "kept": [{"install": n, "why": w} for n, w in self.decision.keep], "current": self.current,
-                "why_removed": [{"install": n, "why": w} for n, w in self.decision.why_removed]}
+                "kept": [{"install": n, "state": self.state(n), "why": w} for n, w in self.decision.keep],
+                "current": self.current,
+                "why_removed": [{"install": n, "state": self.state(n), "why": w} for n, w in self.decision.why_removed]}
 
 
 def collect(home: str, runtime_id: str, *, keep: int, dry_run: bool = False,
@@ -133,18 +146,18 @@ def collect(home: str, runtime_id: str, *, keep: int, dry_run: bool = False,
             done = _decide(runtime_id, root, keep, locked, dry_run=False)
             if done.decision.remove:
                 left = store.remove_installs(root, done.decision.remove)
-                done = Collected(runtime_id, done.decision, False, left, keep)
+                done = Collected(runtime_id, done.decision, False, left, keep, done.states)
         except OSError as e:
             raise store.StoreError(f"could not collect {runtime_id}: {e.filename or root}: {e.strerror or e}",
-                                   fix="check the permissions and free space of SUPERFLUID_HOME") from e
+                                   advice="check the permissions and free space of SUPERFLUID_HOME") from e
     return done
 
 
 def _decide(runtime_id: str, root: Any, keep: int, locked: Mapping[str, str] | None, *, dry_run: bool) -> Collected:
     current = current_install(root)
-    decision = choose(candidates(list_installs(root)), keep=keep, current=current, pinned=read_pinned(root),
-                      locked=locked)
-    return Collected(runtime_id, decision, dry_run, current, keep)
+    found = candidates(list_installs(root), runtime_id, current=current)
+    decision = choose(found, keep=keep, current=current, pinned=read_pinned(root), locked=locked)
+    return Collected(runtime_id, decision, dry_run, current, keep, tuple((c.name, c.state) for c in found))
 
 
 def in_use(home: str) -> InUse:

@@ -1,28 +1,43 @@
 """The installs of a runtime as they are on disk, read-only: their names, the ones there in default
-order, why one is broken at a glance, which ``current`` and ``pinned`` name. The installer changes
-them (``superfluid.installer.home.store``); every command that only looks reads them here.
+order, the one verdict of an install (``judge``), which ``current`` and ``pinned`` name. The
+installer changes them (``superfluid.installer.home.store``); every command that only looks reads
+them here.
+
+The verdict (docs/cli.md, "What an install is") is one word, shown alike by ``runtimes``, ``runtime
+list``, ``runtime use``, ``serve``, ``doctor`` and ``gc``: ``ready``; ``untested`` (installed with
+``--untested``: the ABI or build this superfluid does not drive); ``changed`` (a file it records is
+not as recorded at a glance: another size, executable bit or link target, or rewritten in place:
+its stat facts are not those the receipt records); ``broken`` (its receipt does not read, or a file
+it records is gone or of another kind); ``not for this host`` (installed for another platform).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from superfluid.runtime.hostfacts.system import arch_name, os_name
 from superfluid.runtime.kernel.errors import SuperfluidError, UsageError
+from superfluid.runtime.kernel.fixes import Fix, repair
 from superfluid.runtime.kernel.jsonread import read_bytes
 from superfluid.runtime.kernel.layout import PINNED, current_target, installs_in, is_install_entry, runtime_dir
 from superfluid.runtime.kernel.ordering import backend_rank, version_key
 from superfluid.runtime.kernel.receipt import RECEIPT, Receipt, read_receipt
-from superfluid.runtime.kernel.record import glance
+from superfluid.runtime.kernel.record import Difference, glance
 from superfluid.runtime.planning import is_install_name
 from superfluid.runtime.registry import meant
 
-__all__ = ["BadName", "Installed", "check_runtime_id", "check_install_name", "runtime_root", "list_installs",
-           "fault", "read_pinned", "default_install", "current_install", "current_problem"]
+__all__ = ["BadName", "Installed", "State", "STATES", "Verdict", "check_runtime_id", "check_install_name",
+           "runtime_root", "list_installs", "host_platform", "judge", "judge_all", "fault", "read_pinned",
+           "default_install", "current_install", "current_problem"]
+
+State = Literal["ready", "untested", "changed", "broken", "not for this host"]
+#: every word of the verdict, in the order a worse one wins
+STATES: tuple[State, ...] = ("broken", "changed", "not for this host", "untested", "ready")
 
 _RUNTIME_ID = re.compile(r"[a-z0-9][a-z0-9._-]*")
 
@@ -127,23 +142,130 @@ def list_installs(root: str | os.PathLike[str]) -> list[Installed]:
     return sorted(found, key=_order)
 
 
-def fault(installed: Installed) -> str | None:
-    """Why ``installed`` is broken, in words, or None: its receipt does not read, or a file it records
-    is missing or not as recorded at a glance (``record.glance``: no file is read, so a changed byte
-    is ``runtime verify``'s to find)."""
-    if installed.receipt is None:
-        return installed.problem or "its receipt does not read"
+# --- the verdict ------------------------------------------------------------------------------------
 
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What an install is (``state``), why when it is not ready, and what fixes it: the commands
+    (``fixes``) and, where no command does, ``advice``."""
+
+    install: str
+    state: State
+    why: str | None = None
+    fixes: tuple[Fix, ...] = ()
+    advice: str | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.state == "ready"
+
+    @property
+    def refused(self) -> bool:
+        """Whether nothing is served from it (changed or broken: ``serve`` exits 4, ``use`` refuses it)."""
+        return self.state in ("changed", "broken")
+
+    def words(self) -> str:
+        """``0.4.0-cpu is changed: <why>``, or ``0.4.0-cpu is ready``."""
+        return f"{self.install} is {self.state}" + (f": {self.why}" if self.why else "")
+
+
+def host_platform(environ: Mapping[str, str] | None = None) -> str:
+    """This host's platform as receipts record it (``linux-x64``): ``SUPERFLUID_HOST_OS`` and
+    ``SUPERFLUID_HOST_ARCH`` of ``environ`` when set, else this machine's (no probe)."""
+    return f"{os_name(environ)}-{arch_name(environ)}"
+
+
+def _glanced(installed: Installed) -> tuple[Difference, ...] | str:
+    """What a glance finds different (``record.glance``: no file is read), or why the receipt's
+    list of files does not read."""
+    assert installed.receipt is not None
     try:
-        differences = glance(installed.receipt, installed.path)
+        return glance(installed.receipt, installed.path)
     except SuperfluidError as e:
         return f"its receipt does not read ({e})"
-    if not differences:
-        return None
+
+
+def _said(differences: Sequence[Difference]) -> str:
     gone = [d.path for d in differences if d.change == "missing"]
     said = ([f"missing {', '.join(gone[:3])}{f' and {len(gone) - 3} more' if len(gone) > 3 else ''}"] if gone else [])
     said += [d.describe() for d in differences if d.change != "missing"][:2]  # a glance finds no "added"
     return "; ".join(said)
+
+
+def _changed_fixes(runtime_id: str, install: str) -> tuple[Fix, ...]:
+    """Repair puts a changed install back; verify hashes it, and records it as it is now when every
+    file holds (a home copied elsewhere: the same bytes, new inodes)."""
+    return (repair(runtime_id, install),
+            Fix.superfluid("runtime", "verify", runtime_id, install,
+                           does="hashes its files and, when each is as recorded, records them as they are now"))
+
+
+def _untested(runtime_id: str, installed: Installed, others: Sequence[Installed], serving: str | None) -> Verdict:
+    """An untested install, and the install this superfluid drives to use instead: one installed
+    (when ``installed`` is the one served, ``serving``), else a new one."""
+    r = installed.receipt
+    assert r is not None
+    stated = f"; its library states ABI {r.abi}" if r.abi is not None else ""
+    why = f"installed with --untested{stated}: this superfluid does not drive it"
+    drives = [o for o in others if o.name != installed.name and o.receipt is not None and o.receipt.tested
+              and fault(o) is None]
+    if not drives:
+        return Verdict(installed.name, "untested", why, (Fix.superfluid(
+            "runtime", "install", runtime_id, does="installs the newest build this superfluid drives"),))
+    if serving != installed.name:
+        return Verdict(installed.name, "untested", why)
+    other = drives[0].name
+    return Verdict(installed.name, "untested", why, (Fix.superfluid(
+        "runtime", "use", runtime_id, other, does=f"makes {other}, which it drives, the default"),),
+        advice=f"--runtime {runtime_id}@{other} serves {other}, which it drives")
+
+
+def judge(runtime_id: str, installed: Installed, others: Sequence[Installed], *, serving: str | None = None,
+          platform: str | None = None) -> Verdict:
+    """The one verdict of ``installed`` (the module doc): ``others`` are the runtime's installs
+    (``list_installs``), ``serving`` the one served (``current``, ``--runtime ID@INSTALL``, the one
+    ``use`` pins): an untested one served names the install this superfluid drives; ``platform``:
+    this host's (default ``host_platform()``). Reads the receipt and a glance at the files: no
+    file is read, no worker started."""
+    name = installed.name
+    if installed.receipt is None or installed.receipt.id != runtime_id:
+        why = installed.problem or "its receipt does not read" if installed.receipt is None else \
+            f"its receipt describes {installed.receipt.id} {installed.receipt.install}"
+        return Verdict(name, "broken", why, (repair(runtime_id, name),))
+    differences = _glanced(installed)
+    if isinstance(differences, str) or any(d.breaks for d in differences):
+        why = differences if isinstance(differences, str) else _said(differences)
+        return Verdict(name, "broken", why, (repair(runtime_id, name),))
+    if differences:
+        return Verdict(name, "changed", _said(differences), _changed_fixes(runtime_id, name))
+    made_for = installed.receipt.platforms[0] if installed.receipt.platforms else None
+    here = platform or host_platform()
+    if made_for is not None and made_for != here:
+        return Verdict(name, "not for this host", f"it was installed for {made_for}; this host is {here}",
+                       advice=f"install {runtime_id} again on this host")
+    if not installed.receipt.tested:
+        return _untested(runtime_id, installed, others, serving)
+    return Verdict(name, "ready")
+
+
+def judge_all(root: str | os.PathLike[str], runtime_id: str, *, serving: str | None = None,
+              platform: str | None = None) -> list[tuple[Installed, Verdict]]:
+    """Every install of the runtime at ``root`` (``list_installs``' order) with its verdict."""
+    found = list_installs(root)
+    return [(i, judge(runtime_id, i, found, serving=serving, platform=platform)) for i in found]
+
+
+def fault(installed: Installed) -> str | None:
+    """Why nothing is served from ``installed``, in words, or None: its receipt does not read, or a
+    file it records is missing or not as recorded at a glance (``record.glance``: no file is read,
+    so a changed byte is ``runtime verify``'s to find): the verdict ``broken`` or ``changed``."""
+    if installed.receipt is None:
+        return installed.problem or "its receipt does not read"
+    differences = _glanced(installed)
+    if isinstance(differences, str):
+        return differences
+    return _said(differences) or None
 
 
 def read_pinned(root: str | os.PathLike[str]) -> str | None:

@@ -110,8 +110,7 @@ class Receipt:
             validate(data, "runtime", where)
         if data["worker"] != worker_path(data["id"]):
             raise BadFile(where, f"names the worker {data['worker']!r}; an install of {data['id']} runs "
-                          f"{worker_path(data['id'])!r}", json_path="$.worker",
-                          fix=f"`superfluid runtime repair {data['id']}` rewrites it")
+                          f"{worker_path(data['id'])!r}", json_path="$.worker")
         known = {f.name for f in fields(cls) if f.name != "extra"} | {"schema"}
         return cls(
             id=data["id"],
@@ -141,7 +140,7 @@ def _check_schema_tag(data: Any, where: str) -> None:
         raise BadFile(where, f"has the schema tag {tag!r}; expected {SCHEMA!r}", json_path="$.schema")
     if m.group(1) != "1":
         raise BadFile(where, f"is {tag}, a major version this superfluid does not read (it reads {SCHEMA})",
-                      json_path="$.schema", fix="upgrade superfluid, or reinstall with `superfluid runtime repair`")
+                      json_path="$.schema", advice="upgrade superfluid to read it")
 
 
 def read_receipt(path: str | os.PathLike[str]) -> Receipt:
@@ -157,8 +156,7 @@ def read_receipt(path: str | os.PathLike[str]) -> Receipt:
         raw = read_bytes(where, max_bytes=MAX_BYTES)
         data = loads(raw, max_bytes=MAX_BYTES)
     except FileNotFoundError as e:
-        raise BadFile(where, "does not exist (the install is incomplete)",
-                      fix="`superfluid runtime repair` reinstalls it") from e
+        raise BadFile(where, "does not exist (the install is incomplete)") from e
     except OSError as e:  # a link, a FIFO, a device, too large, unreadable: never followed or waited on
         raise BadFile(where, f"cannot be read: it {e.strerror or e}" if e.strerror and e.strerror.startswith("is ")
                       else f"cannot be read ({e.strerror or e})") from None

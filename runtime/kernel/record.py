@@ -11,7 +11,7 @@ import os
 import re
 import stat
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,14 +21,18 @@ from superfluid.runtime.kernel.home_cache import Written
 from superfluid.runtime.kernel.jsonread import kind_of
 from superfluid.runtime.kernel.receipt import MAX_BYTES, RECEIPT, Receipt
 
-__all__ = ["FILES", "UNRECORDED", "FileRecord", "Difference", "Verification", "NotRecordable", "record_tree", "compare",
-           "files_of", "with_files", "verify_install", "glance", "remember"]
+__all__ = ["FILES", "UNRECORDED", "STAT_FACTS", "FileRecord", "Difference", "Verification", "NotRecordable",
+           "record_tree", "compare", "files_of", "with_files", "verify_install", "glance", "restamped", "remember"]
 
 #: the receipt's key that holds the list
 FILES = "files"
 _CHUNK = 1 << 20
 
 Change = Literal["missing", "changed", "added"]
+#: a regular file's stat facts a receipt records beside its size (as git's index does): what a glance
+#: compares to see a file rewritten in place at its old size, without reading a byte of it
+STAT_FACTS = ("mtime_ns", "ctime_ns", "inode")
+_STAT_WORDS = {"mtime_ns": "modification time", "ctime_ns": "change time", "inode": "inode"}
 
 
 class NotRecordable(SuperfluidError):
@@ -47,6 +51,10 @@ class FileRecord:
     executable: bool = False
     link: str | None = None
     other: str | None = None
+    #: a regular file's stat facts when it was recorded (``STAT_FACTS``; None: not recorded)
+    mtime_ns: int | None = field(default=None, compare=False)
+    ctime_ns: int | None = field(default=None, compare=False)
+    inode: int | None = field(default=None, compare=False)
 
     @property
     def kind(self) -> str:
@@ -66,7 +74,19 @@ class FileRecord:
         out: dict[str, Any] = {"path": self.path, "size": self.size, "sha256": self.sha256}
         if self.executable:
             out["executable"] = True
+        out.update((k, v) for k in STAT_FACTS if (v := getattr(self, k)) is not None)
         return out
+
+    def stat_change(self, now: FileRecord) -> str | None:
+        """How the stat facts of ``now`` (the same path, found) differ from those recorded here, in
+        words, or None: not when they hold, nor when none were recorded (an older receipt)."""
+        moved = [_STAT_WORDS[k] for k in STAT_FACTS
+                 if getattr(self, k) is not None and getattr(self, k) != getattr(now, k)]
+        if not moved:
+            return None
+        said = ", ".join(moved[:-1]) + (" and " if len(moved) > 1 else "") + moved[-1]
+        return f"rewritten since it was installed: its {said} {'differ' if len(moved) > 1 else 'differs'} " \
+               "from the receipt's, at the same size"
 
     @classmethod
     def from_json(cls, data: Any, where: str, index: int) -> FileRecord:
@@ -81,9 +101,13 @@ class FileRecord:
         if isinstance(data.get("link"), str):
             return cls(path=data["path"], link=data["link"])
         size, sha256 = data.get("size"), data.get("sha256")
-        if not isinstance(size, int) or isinstance(size, bool) or size < 0 or not _is_hex64(sha256):
+        if not _is_count(size) or not _is_hex64(sha256):
             raise BadFile(where, "records neither a link nor a file's size and SHA-256", json_path=at)
-        return cls(path=data["path"], size=size, sha256=sha256, executable=data.get("executable") is True)
+        for k in STAT_FACTS:
+            if data.get(k) is not None and not _is_count(data[k]):
+                raise BadFile(where, f"records a {k} that is not a whole number", json_path=f"{at}.{k}")
+        return cls(path=data["path"], size=size, sha256=sha256, executable=data.get("executable") is True,
+                   mtime_ns=data.get("mtime_ns"), ctime_ns=data.get("ctime_ns"), inode=data.get("inode"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,12 +117,19 @@ class Difference:
     path: str
     change: Change
     detail: str
+    #: it is gone, or of another kind than recorded (a directory, a FIFO, unreadable): the install is
+    #: broken, not only changed
+    breaks: bool = field(default=False, compare=False)
 
     def describe(self) -> str:
         return f"{self.change} {self.path} ({self.detail})"
 
     def to_json(self) -> dict[str, str]:
         return {"path": self.path, "detail": self.detail}
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _is_hex64(value: Any) -> bool:
@@ -135,11 +166,12 @@ def compare(recorded: Iterable[FileRecord], found: Iterable[FileRecord]) -> tupl
     out: list[Difference] = []
     for path in sorted(want.keys() | got.keys()):
         if path not in got:
-            out.append(Difference(path, "missing", "the receipt records " + want[path].describe()))
+            out.append(Difference(path, "missing", "the receipt records " + want[path].describe(), breaks=True))
         elif path not in want:
             out.append(Difference(path, "added", got[path].describe()))
         elif (why := _changed(want[path], got[path])) is not None:
-            out.append(Difference(path, "changed", why))
+            out.append(Difference(path, "changed", why, breaks=want[path].kind != got[path].kind
+                                  or got[path].kind == "other"))
     return tuple(out)
 
 
@@ -215,12 +247,14 @@ def _entry(full: bytes, rel: bytes, *, digest: str | None = None) -> tuple[FileR
         return FileRecord(path=path, other=kind_of(st.st_mode)), False
     known = digest if digest is not None else _WRITTEN.get(st)  # else hashed as it was written, unchanged since
     if known is not None:  # not read again
-        return FileRecord(path=path, size=st.st_size, sha256=known, executable=bool(st.st_mode & 0o111)), False
+        return FileRecord(path=path, size=st.st_size, sha256=known, executable=bool(st.st_mode & 0o111),
+                          mtime_ns=st.st_mtime_ns, ctime_ns=st.st_ctime_ns, inode=st.st_ino), False
     try:
         size, sha256, executable = _hash(full)
     except OSError as e:
         return FileRecord(path=path, other=f"a file that cannot be read ({e.strerror or e})"), False
-    return FileRecord(path=path, size=size, sha256=sha256, executable=executable), False
+    return FileRecord(path=path, size=size, sha256=sha256, executable=executable, mtime_ns=st.st_mtime_ns,
+                      ctime_ns=st.st_ctime_ns, inode=st.st_ino), False
 
 
 def record_tree(root: str | os.PathLike[str], *, skip: Sequence[str] = ()) -> tuple[FileRecord, ...]:
@@ -304,6 +338,8 @@ class Verification:
     recorded: int | None = None  # how many entries the receipt records (None: none, see problem)
     differences: tuple[Difference, ...] = ()
     problem: str | None = None
+    #: what was found, file by file (their stat facts too): what ``restamped`` records
+    found: tuple[FileRecord, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -316,16 +352,17 @@ class Verification:
     def of(self, change: Change) -> list[Difference]:
         return [d for d in self.differences if d.change == change]
 
-    def summary(self, *, named: bool = True) -> str:
-        """One line: verified, or what is wrong and the command that puts it back (``named``: led
-        by the runtime's id, else by the install's name alone)."""
+    def summary(self, *, named: bool = True, fixed: bool = True) -> str:
+        """One line: verified, or what is wrong and (``fixed``) the command that puts it back
+        (``named``: led by the runtime's id, else by the install's name alone)."""
         who = f"{self.id} {self.install}" if named else self.install
+        fix = f": {render([self.fix])}" if fixed else ""
         if self.problem is not None:
-            return f"{who}: {self.problem}: {render([self.fix])}"
+            return f"{who}: {self.problem}{fix}"
         if not self.differences:
             return f"{who}: verified ({self.recorded} files as its receipt records them)"
         counts = ", ".join(f"{len(self.of(c))} {c}" for c in ("missing", "changed", "added") if self.of(c))
-        return f"{who} does not match its receipt ({counts}): {render([self.fix])}"
+        return f"{who} does not match its receipt ({counts}){fix}"
 
     def to_json(self) -> dict[str, Any]:
         return {"install": self.install, "path": self.path, "ok": self.ok, "recorded": self.recorded,
@@ -358,14 +395,29 @@ def verify_install(runtime_id: str, install: str, path: str | os.PathLike[str],
         return Verification(id=runtime_id, install=install, path=where, recorded=len(recorded),
                        problem=f"it cannot be read ({e.strerror or e})")
     return Verification(id=runtime_id, install=install, path=where, recorded=len(recorded),
-                        differences=compare(recorded,
-                                                                                                           found))
+                        differences=compare(recorded, found), found=found)
+
+
+def restamped(receipt: Receipt, verified: Verification) -> Receipt | None:
+    """``receipt`` recording the stat facts ``verified`` found, when every file hashed as recorded
+    and the facts of one differ from those recorded (or none were: an older receipt), as git's index
+    records a file it hashed again; None when there is nothing to record. A copied home is then
+    changed to a glance once, until ``runtime verify`` has hashed it, not for ever."""
+    if not verified.ok:
+        return None
+    recorded = {r.path: r for r in files_of(receipt) or ()}
+    if all(r.kind != "file" or (r.inode is not None and r.stat_change(f) is None)
+           for f in verified.found if (r := recorded.get(f.path)) is not None):
+        return None
+    return replace(receipt, extra={**receipt.extra, FILES: [f.to_json() for f in verified.found]})
 
 
 def glance(receipt: Receipt, path: str | os.PathLike[str]) -> tuple[Difference, ...]:
     """What a look at the paths ``receipt`` records finds different below ``path``, without reading a
-    byte of a file: a recorded path missing, or of another kind, size, link target or executable bit
-    (``runtime verify`` hashes; this is the check a command can afford on every run). Empty when the
+    byte of a file: a recorded path missing, or of another kind, size, link target or executable bit,
+    or a file whose stat facts (``STAT_FACTS``: modification and change time, inode) are not those
+    recorded, rewritten in place at its size (``runtime verify`` hashes; this is the check a command
+    can afford on every run). Empty when the
     receipt records no files (nothing to look at) or they look as recorded.
 
     Raises:
@@ -382,4 +434,10 @@ def glance(receipt: Receipt, path: str | os.PathLike[str]) -> tuple[Difference, 
             continue  # missing: compare says so
         record, is_dir = _entry(full, rel, digest=want.sha256 or "")  # the digest is taken as recorded
         found.append(FileRecord(path=record.path, other=kind_of(stat.S_IFDIR)) if is_dir else record)
-    return compare(recorded, found)
+    differences = compare(recorded, found)
+    seen = {d.path for d in differences}
+    now = {f.path: f for f in found}
+    rewritten = [Difference(want.path, "changed", why) for want in recorded
+                 if want.path not in seen and want.kind == "file" and want.path in now
+                 and (why := want.stat_change(now[want.path])) is not None]
+    return tuple(sorted((*differences, *rewritten), key=lambda d: d.path))

@@ -63,14 +63,14 @@ def _locks(runtime_id: str, paths: list[str] | None) -> dict[str, str]:
 def _text(done: object) -> str:
     assert isinstance(done, Collected)
     d = done.decision
-    kept = ", ".join(f"{name} ({why})" for name, why in d.keep) or "none"
+    kept = ", ".join(f"{name} ({done.state(name)}: {why})" for name, why in d.keep) or "none"
     if not d.remove:
         if not d.keep:
             return f"superfluid: {done.id} is not installed: nothing to collect\n"
-        return f"superfluid: {done.id}: nothing to collect (kept {kept})\n"
+        return f"superfluid: {done.id}: nothing to collect; kept {kept}\n"
     verb = "would remove" if done.dry_run else "removed"
     why = dict(d.why_removed)
-    removed = ", ".join(f"{name} ({why[name]})" if name in why else name for name in d.remove)
+    removed = ", ".join(f"{name} ({done.state(name)}: {why[name]})" if name in why else name for name in d.remove)
     lines = [f"superfluid: {done.id}: {verb} {removed}", f"superfluid: {done.id}: kept {kept}"]
     if done.dry_run:
         lines.append("superfluid: nothing was changed (--dry-run)")

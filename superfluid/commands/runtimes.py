@@ -10,15 +10,25 @@ from typing import TYPE_CHECKING, Any
 
 from superfluid import answer_cache, catalog
 from superfluid.catalog import env_keys, shipped_dirs
-from superfluid.installer.home.installs import fault, list_installs, runtime_root
+from superfluid.installer.home.installs import (
+    Installed,
+    Verdict,
+    host_platform,
+    judge,
+    judge_all,
+    list_installs,
+    runtime_root,
+)
 from superfluid.parser import COMMON_EXITS, Help, Parser, add_json
 from superfluid.paths import model_path
 from superfluid.runtime import registry
 from superfluid.runtime.hostfacts.host import PROBED
 from superfluid.runtime.hostfacts.locate import beside
+from superfluid.runtime.kernel import fixes
 from superfluid.runtime.kernel.errors import BadFile, UsageError, WorkerFailed
-from superfluid.runtime.kernel.fixes import render, repair
+from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.layout import (
+    CURRENT,
     current_target,
     home,
     home_fault,
@@ -31,7 +41,7 @@ from superfluid.runtime.kernel.output import json_text, table
 from superfluid.runtime.kernel.receipt import read_receipt
 from superfluid.runtime.kernel.record import UNRECORDED, verify_install
 from superfluid.runtime.probe import install_cpu_fallback
-from superfluid.runtimes_report import declared, device_cell, model_answer, reads_cell
+from superfluid.runtimes_report import FIXES, declared, device_cell, model_answer, public, reads_cell
 
 if TYPE_CHECKING:
     import argparse
@@ -68,37 +78,30 @@ def arguments(p: Parser) -> None:
                    help="also check each current install's files against its receipt (reads every file)")
 
 
-def _current(runtime_id: str, environ: Mapping[str, str]) -> tuple[str | None, str | None]:
-    """The install ``current`` names, and why the runtime's installs are broken there (None: they
-    are not): ``current`` is not a good link (dangling, a loop, out of the home, a file...), or the
-    receipt of the install it names does not read. Nothing is followed out of the home."""
+def _current(runtime_id: str, environ: Mapping[str, str]) -> tuple[str | None, Verdict | None, list[Installed]]:
+    """The install ``current`` names, its verdict (``installs.judge``, as every command says it),
+    and the runtime's installs; or, when ``current`` is not a good link (dangling, a loop, out of the
+    home, a file...), ``(None, a broken verdict, [])``. Nothing is followed out of the home."""
     if _homeless(environ) is not None:  # nothing is installed in a home that is not a directory
-        return None, None
+        return None, None, []
     root = runtime_dir(home(environ), runtime_id)
     name, problem = current_target(root)
     if problem is not None:
-        return None, f"{problem}: `superfluid runtime use {runtime_id} --auto` points it at the best install"
+        return None, Verdict(CURRENT, "broken", problem, (Fix.superfluid(
+            "runtime", "use", runtime_id, "--auto", does="points it at the best install"),)), []
     if name is None:
-        return None, None
-    fix = render([repair(runtime_id, name)])
-    try:
-        receipt = read_receipt(install_receipt(os.path.join(root, name)))
-    except BadFile as e:
-        return name, f"{name} is broken: {e.message}: {fix}"
-    if receipt.id != runtime_id or receipt.install != name:
-        return name, f"{name} is broken: its receipt describes {receipt.id} {receipt.install}: {fix}"
-    return name, None
+        return None, None, []
+    found = list_installs(root)
+    there = next((i for i in found if i.name == name), None)
+    if there is None:
+        return name, None, found
+    return name, judge(runtime_id, there, found, serving=name, platform=host_platform(environ)), found
 
 
-def _glanced(runtime_id: str, install: str, environ: Mapping[str, str]) -> str | None:
-    """Why the install is broken at a glance (a file its receipt records gone or not as recorded),
-    with its repair; None when it looks whole: ``installs.fault``, what ``runtime list``, ``use`` and
-    ``serve`` judge an install by."""
-    found = next((i for i in list_installs(runtime_dir(home(environ), runtime_id)) if i.name == install), None)
-    why = fault(found) if found is not None else None
-    if why is None:
-        return None
-    return f"{install} is broken: {why}: {render([repair(runtime_id, install)])}"
+def _said(verdict: Verdict) -> dict[str, Any]:
+    """What a row says of an install that is not ready: ``ready`` (why) and what fixes it."""
+    words = verdict.words() if verdict.install != CURRENT else verdict.why or ""
+    return {"ready": words, "advice": verdict.advice, **fixes.as_json(verdict.fixes), FIXES: verdict.fixes}
 
 
 def _homeless(environ: Mapping[str, str]) -> str | None:
@@ -150,13 +153,15 @@ def _requires(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
 
 
 def row(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
-    """The JSON row of one runtime."""
+    """The JSON row of one runtime: the check's answer, and the verdict of the install ``current``
+    names (``installs.judge``) as its state when it is not ``ready``."""
     out: dict[str, Any] = {"id": runtime_id}
-    current, broken = _current(runtime_id, environ)
+    current, verdict, _ = _current(runtime_id, environ)
     ref = catalog.locate(runtime_id, environ)
     report: dict[str, Any] | None
-    if broken is not None:
-        out.update(state="broken", ready=broken)
+    if verdict is not None and verdict.state == "broken" and (verdict.install == CURRENT or not _reads(
+            runtime_id, current, environ)):  # nothing to ask its worker of
+        out.update(state="broken", **_said(verdict))
         report = None
         out["worker"] = ref.to_json() if ref else {"path": "linked", "source": "linked"}
         out.update(_requires(runtime_id, environ))
@@ -178,11 +183,15 @@ def row(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
                       "runtime": {"version": stated.get("version")}}
     if report is not None:
         ready = report.get("available", "the worker's check said nothing about availability")
-        if current and not report.get("named") and (glanced := _glanced(runtime_id, current, environ)) is not None:
-            # what it serves from is broken as `runtime list` says, whatever its check: repair puts it back
-            ready = glanced
+        judged = verdict if verdict is not None and not report.get("named") else None  # BASERT_LIB: not the home's
         out["ready"] = ready
-        if ready is True:
+        if judged is not None and not judged.ready and (judged.refused or ready is not True):
+            # what it serves from is not ready as `runtime list` says, whatever its check
+            out.update(_said(judged))
+            ready = out["ready"]
+        if judged is not None and not judged.ready:
+            out["state"] = judged.state
+        elif ready is True:
             out["state"] = "ready"
         elif current or report.get("named") or (ref is not None and ref.source != "beside superfluid"):
             out["state"] = "broken"
@@ -204,6 +213,8 @@ def row(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
         if "requires" in report:
             out["requires"] = report["requires"]
     out["state"] = out.get("state", "missing")
+    if out.get("advice") is None:
+        out.pop("advice", None)
     if current:
         out["install"] = current
         if (lock := _locked_by(runtime_id, current, environ)) is not None:
@@ -214,7 +225,20 @@ def row(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
     return {k: out[k] for k in ("id", "state", "ready", *[k for k in out if k not in ("id", "state", "ready")])}
 
 
+def _reads(runtime_id: str, install: str | None, environ: Mapping[str, str]) -> bool:
+    """Whether the receipt of ``install`` reads (a broken one whose receipt does not is not checked)."""
+    if install is None:
+        return False
+    try:
+        receipt = read_receipt(install_receipt(install_dir(home(environ), runtime_id, install)))
+    except BadFile:
+        return False
+    return receipt.id == runtime_id and receipt.install == install
+
+
 def rows(environ: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Each runtime's row; a row's ``FIXES`` key holds its fixes as values, for the text (``public``
+    leaves it out of the JSON)."""
     return [row(runtime_id, environ) for runtime_id in registry.IDS]
 
 
@@ -226,15 +250,26 @@ def _worker(worker: dict[str, Any] | None) -> str:
     return f"{worker['source']}: {worker['path']}"
 
 
-def _broken_others(runtime_id: str, current: str | None, environ: Mapping[str, str]) -> str:
-    """A line for each install of the runtime other than ``current`` that is broken, with its repair
-    (the table shows the current one only; ``runtime list`` shows them all)."""
+def _others(runtime_id: str, current: str | None, environ: Mapping[str, str]) -> str:
+    """A line for each install of the runtime other than ``current`` that is not ready, with its
+    verdict and what fixes it (the table shows the current one only; ``runtime list`` shows them all)."""
+    if _homeless(environ) is not None:
+        return ""
     lines = ""
-    for i in list_installs(runtime_dir(home(environ), runtime_id)):
-        if i.name != current and (why := fault(i)) is not None:
-            lines += (f"{runtime_id}: {i.name} (not the current install) is broken: {why}: "
-                      f"{render([repair(runtime_id, i.name)])}\n")
+    for _, v in judge_all(runtime_dir(home(environ), runtime_id), runtime_id, serving=current,
+                          platform=host_platform(environ)):
+        if v.install != current and not v.ready:
+            tail = "; or ".join(t for t in (v.advice, fixes.render(v.fixes) if v.fixes else "") if t)
+            lines += (f"{runtime_id}: {v.install} (not the current install) is {v.state}"
+                      + (f": {v.why}" if v.why else "") + (f": {tail}" if tail else "") + "\n")
     return lines
+
+
+def _reason(r: dict[str, Any]) -> str:
+    """``<id>: <why it is not ready>[: <advice>; or <fixes>]``: a row's line below the table."""
+    found = r.get(FIXES) or ()
+    tail = "; or ".join(t for t in (r.get("advice"), fixes.render(found) if found else "") if t)
+    return f"{r['id']}: {r['ready']}" + (f": {tail}" if tail else "") + "\n"
 
 
 def _human(found: list[dict[str, Any]], environ: Mapping[str, str]) -> str:
@@ -251,10 +286,10 @@ def _human(found: list[dict[str, Any]], environ: Mapping[str, str]) -> str:
     text = table(header, body)
     for r in found:
         if r["ready"] is not True:
-            text += f"{r['id']}: {r['ready']}\n"
+            text += _reason(r)
         if r.get("no_gpu"):
             text += f"{r['id']}: {r['no_gpu']}\n"
-        text += _broken_others(r["id"], r.get("install"), environ)
+        text += _others(r["id"], r.get("install"), environ)
     for r in found:
         said = registry.presentation(r["id"]).requires_text(r["requires"]) if "requires" in r else None
         text += f"{said}\n" if said else ""
@@ -283,7 +318,10 @@ def run(args: argparse.Namespace) -> int:
     found = rows(environ)
     if verify:  # asked for: reads every file of each current install
         found = verified_rows(found, environ)
-    text = json_text(found) if args.json else _human(found, environ) + (verified_lines(found) if verify else "")
+    if args.json:
+        text = json_text([public(r) for r in found])
+    else:
+        text = _human(found, environ) + (verified_lines(found) if verify else "")
     if all(r["state"] != "missing" for r in found) and not verify:  # no worker failed: nothing expires by itself
         answer_cache.keep(["runtimes", *(["--json"] if args.json else [])], environ, text, began=began,
                           deps=depends_on(environ), names=answer_vars())
@@ -308,9 +346,10 @@ def verified_rows(rows: list[dict[str, Any]], environ: Mapping[str, str]) -> lis
             out.append(row)
             continue
         verdict = verify_install(row["id"], name, found.path, found.receipt, found.problem)
-        row = {**row, "verified": True if verdict.ok else verdict.summary(named=False)}
+        row = {**row, "verified": True if verdict.ok else verdict.summary(named=False, fixed=False)}
         if not verdict.ok and verdict.problem != UNRECORDED and row.get("state") == "ready":
-            row.update(state="broken", ready=row["verified"])
+            row.update(state="changed" if verdict.problem is None else "broken", ready=row["verified"],
+                       **fixes.as_json([verdict.fix]), **{FIXES: (verdict.fix,)})
         out.append(row)
     return out
 
@@ -324,7 +363,7 @@ def verified_lines(rows: list[dict[str, Any]]) -> str:
         if verified is True:
             lines.append(f"{row['id']}: {row['install']} verified: every file as its receipt records it")
         elif isinstance(verified, str) and verified != row.get("ready"):
-            lines.append(f"{row['id']}: {verified}")
+            lines.append(f"{row['id']}: {verified}")  # the state says why (its fix is below the table)
     return "".join(f"{line}\n" for line in lines)
 
 

@@ -12,13 +12,13 @@ from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 
 from superfluid import catalog
-from superfluid.installer.home.installs import current_install, fault, list_installs
+from superfluid.installer.home.installs import Verdict, current_install, host_platform, judge, list_installs
 from superfluid.installer.mutex import MutexBusy, MutexError, install_mutex
 from superfluid.parser import COMMON_EXITS, Help, Once, OnceSwitch, Pair, Parser, exits
 from superfluid.runtime import registry
 from superfluid.runtime.kernel import formats
 from superfluid.runtime.kernel.errors import NotServable, SuperfluidError, UsageError, WorkerFailed
-from superfluid.runtime.kernel.fixes import repair
+from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.layout import (
     home,
     install_dir,
@@ -108,54 +108,62 @@ def _install_dir(runtime_id: str, install: str, environ: Mapping[str, str]) -> s
     """The directory of ``--runtime ID@INSTALL``.
 
     Raises:
-        NotServable: it is not installed (names the installs there are).
+        NotServable: it is not installed (names the installs there are, and lists them; a name that
+            says a version and a backend is installed by them).
     """
     root = runtime_dir(home(environ), runtime_id)
     path = install_dir(home(environ), runtime_id, install)
     if install in installs_in(root):
         return path
     have = ", ".join(installs_in(root)) or "none"
-    version = (parse_install_name(install) or (install, ""))[0]
-    raise NotServable(f"{runtime_id}@{install} is not installed (installs of {runtime_id} here: {have})",
-                      fix=f"install it with `superfluid runtime install {runtime_id} --version "
-                          f"{version}`, or name an install that exists")
+    found = [Fix.superfluid("runtime", "list", runtime_id, does="lists its installs")]
+    named = parse_install_name(install)
+    if named is not None:
+        found.insert(0, Fix.superfluid("runtime", "install", runtime_id, "--version", named[0], "--backend", named[1],
+                                       does=f"installs {install}"))
+    raise NotServable(f"{runtime_id}@{install} is not installed (installs of {runtime_id} here: {have})", fix=found)
 
 
-def _whole(runtime_id: str, install: str | None, environ: Mapping[str, str]) -> None:
-    """Refuse to serve from an install that is broken (``--runtime ID@INSTALL``'s, else the one
-    ``current`` names) as ``runtime list`` judges it (``installs.fault``): its receipt does not read,
-    or a file it records is missing or not as recorded at a glance.
-
-    Raises:
-        NotServable: it is broken (names what, and the repair that puts it back).
-    """
+def _judged(runtime_id: str, install: str | None, environ: Mapping[str, str]) -> Verdict | None:
+    """The verdict (``installs.judge``, as every command says it) of the install served from:
+    ``--runtime ID@INSTALL``'s, else the one ``current`` names; None when there is none."""
     root = runtime_dir(home(environ), runtime_id)
     name = install or current_install(root)
-    found = next((i for i in list_installs(root) if i.name == name), None) if name else None
-    why = fault(found) if found is not None else None
-    if found is not None and why is not None:
-        raise NotServable(f"{runtime_id} {name} is broken ({why}); it is not served",
-                          fix=repair(runtime_id, found.name))
+    found = list_installs(root) if name else []
+    there = next((i for i in found if i.name == name), None)
+    return judge(runtime_id, there, found, serving=name, platform=host_platform(environ)) if there else None
+
+
+def _refuse(runtime_id: str, verdict: Verdict | None, *, untested: bool) -> None:
+    """Refuse to serve from an install the verdict calls changed or broken (and, ``untested``, one
+    this superfluid does not drive whose check failed).
+
+    Raises:
+        NotServable: naming what it is, why, and what fixes it (the repair, not "install it").
+    """
+    if verdict is not None and (verdict.refused or (untested and verdict.state == "untested")):
+        raise NotServable(f"{runtime_id} {verdict.words()}; it is not served", fix=verdict.fixes,
+                          advice=verdict.advice)
 
 
 def readiness(runtime_id: str, line: ServeCommand, environ: Mapping[str, str]) -> Ready:
     """Whether ``runtime_id`` can serve here: the check the face runs for ``superfluid runtimes``, and
-    the install it serves from whole as ``runtime list`` says.
+    the verdict of the install it serves from (``installs.judge``: not changed or broken).
 
     Raises:
         NotServable: not installed, or unable to run here (the check's reason and fix); the install
-            it would serve from broken (``_whole``: the repair, not "install it"), even when its check
-            passes.
+            it would serve from changed or broken (the repair, not "install it"), even when its check
+            passes; an untested one whose check fails (the install it drives).
     """
     home_lib = "lib" not in line.options.get(runtime_id, {})  # a library the line names is not the home's
+    verdict = _judged(runtime_id, line.install, environ) if home_lib else None
     try:
         ready = _readiness(runtime_id, line, environ)
     except NotServable:
-        if home_lib:
-            _whole(runtime_id, line.install, environ)
+        _refuse(runtime_id, verdict, untested=bool(line.install or not environ.get(registry.env_override(runtime_id))))
         raise
-    if home_lib and (line.install or not ready.report.get("named")):  # nor one its variable names
-        _whole(runtime_id, line.install, environ)
+    if line.install or not ready.report.get("named"):  # nor one its variable names
+        _refuse(runtime_id, verdict, untested=False)
     return ready
 
 
@@ -172,7 +180,7 @@ def _readiness(runtime_id: str, line: ServeCommand, environ: Mapping[str, str]) 
         ref = catalog.locate(runtime_id, environ, serving=True)
     if ref is None or not os.access(ref.path, os.X_OK):
         raise NotServable(f"no {worker_command(runtime_id)} to serve with (looked in "
-                          f"{', '.join(catalog.shipped_dirs())})", fix="reinstall superfluid")
+                          f"{', '.join(catalog.shipped_dirs())})", advice="reinstall superfluid")
     if "lib" not in values and install is None:
         nothing = catalog.nothing_to_load(runtime_id, catalog.locate(runtime_id, environ), environ)
         if nothing is not None:
@@ -238,7 +246,7 @@ def _hold_sessions(directory: str | None) -> Iterator[None]:
             pid = e.holder.pid
             raise UsageError(f"--sessions {directory} is held by another server ({e.holder.describe()}): one "
                              f"server per sessions directory",
-                             fix=f"stop it (kill {pid}) or give another --sessions" if pid else
+                             advice=f"stop it (kill {pid}) or give another --sessions" if pid else
                              "stop it or give another --sessions") from None
         except MutexError as e:
             raise SuperfluidError(f"--sessions {directory}: {e.message}") from None

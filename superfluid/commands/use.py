@@ -10,12 +10,14 @@ import os
 import sys
 from collections.abc import Callable
 
-from superfluid.installer.home.installs import check_runtime_id
-from superfluid.installer.home.store import pin, unpin
+from superfluid.installer.home.installs import check_install_name, check_runtime_id, host_platform, judge_all
+from superfluid.installer.home.store import NoSuchInstall, pin, unpin
 from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.runtime import registry
+from superfluid.runtime.kernel import fixes
 from superfluid.runtime.kernel.errors import UsageError
-from superfluid.runtime.kernel.layout import home, writable_home
+from superfluid.runtime.kernel.fixes import Fix
+from superfluid.runtime.kernel.layout import home, runtime_dir, writable_home
 from superfluid.runtime.kernel.output import print_json
 
 __all__ = ["HELP", "arguments", "run"]
@@ -23,11 +25,14 @@ __all__ = ["HELP", "arguments", "run"]
 HELP = Help(
     "pin an install as the default, or --auto to unpin",
     "Pin the install a runtime serves from by default ($SUPERFLUID_HOME/runtimes/<id>/pinned), or with "
-    "--auto go back to the best-ranked whole one. A broken install (its receipt does not read, or a file it "
-    "records is gone) is refused, naming the repair; runtime list names the installs there are.",
+    "--auto go back to the best-ranked whole one. A broken or changed install (its receipt does not read, or "
+    "a file it records is gone or not as recorded) is refused, naming the repair; an untested one (installed "
+    "with --untested) is pinned with a warning naming the install this superfluid drives; runtime list names "
+    "the installs there are.",
     ("superfluid runtime use basert 0.3.1-cpu", "superfluid runtime use basert --auto",
      "superfluid runtime use basert 0.4.0-cpu --json"),
-    exits(_0="pinned (or unpinned)", _1="no such install, or a broken one"),
+    exits(_0="pinned (or unpinned; an untested install with a warning)",
+          _1="no such install, or a broken or changed one"),
 )
 
 
@@ -53,11 +58,31 @@ def _use(args: argparse.Namespace, home: str) -> int:
         chosen = unpin(home, args.id, on_wait=_waiting(args.id))
         return _used(args, chosen, None, f"superfluid: {args.id} serves from {chosen} by default (the best-ranked)")
     if not args.install:
-        raise UsageError(f"runtime use {args.id} needs an install (`superfluid runtime list {args.id}` lists them) "
-                         "or --auto")
+        raise UsageError(f"runtime use {args.id} needs an install or --auto",
+                         fix=Fix.superfluid("runtime", "list", args.id, does="lists its installs"))
+    _judge(args.id, check_install_name(args.install), home)
     chosen = pin(home, args.id, args.install, on_wait=_waiting(args.id))
-    return _used(args, chosen, chosen, f"superfluid: {args.id} serves from {chosen} by default "
-                                       f"(pinned; `superfluid runtime use {args.id} --auto` unpins it)")
+    auto = Fix.superfluid("runtime", "use", args.id, "--auto", does="unpins it")
+    return _used(args, chosen, chosen, f"superfluid: {args.id} serves from {chosen} by default (pinned): "
+                                       f"{fixes.render([auto])}")
+
+
+def _judge(runtime_id: str, install: str, home: str) -> None:
+    """The verdict of the install to pin (``installs.judge``, as every command says it): a changed
+    one is refused; an untested one is pinned, with a warning naming the install this superfluid
+    drives; a broken one is the store's to refuse (``store.pin``, under the install lock).
+
+    Raises:
+        NoSuchInstall: it is changed (names what, the repair, and the verify that records it as it is).
+    """
+    judged = judge_all(runtime_dir(home, runtime_id), runtime_id, serving=install, platform=host_platform())
+    verdict = next((v for _, v in judged if v.install == install), None)
+    if verdict is None or verdict.ready or verdict.state == "broken":
+        return
+    if verdict.state == "changed":
+        raise NoSuchInstall(f"{runtime_id} {verdict.words()}; it is not made the default", fix=verdict.fixes)
+    tail = f": {fixes.render(verdict.fixes)}" if verdict.fixes else ""  # its advice is serve's
+    sys.stderr.write(f"superfluid: warning: {runtime_id} {verdict.words()}; it is made the default as asked{tail}\n")
 
 
 def _used(args: argparse.Namespace, current: str, pinned: str | None, line: str) -> int:

@@ -9,16 +9,21 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from superfluid.installer.home.installs import check_install_name, check_runtime_id, list_installs, runtime_root
 from superfluid.installer.home.store import NoSuchInstall
 from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.runtime import registry
 from superfluid.runtime.kernel.errors import SuperfluidError
-from superfluid.runtime.kernel.layout import home
+from superfluid.runtime.kernel.fixes import Fix
+from superfluid.runtime.kernel.layout import home, install_receipt
 from superfluid.runtime.kernel.output import error_doc, print_json
-from superfluid.runtime.kernel.record import Verification, verify_install
+from superfluid.runtime.kernel.receipt import write_receipt
+from superfluid.runtime.kernel.record import Verification, restamped, verify_install
+
+if TYPE_CHECKING:
+    from superfluid.runtime.kernel.receipt import Receipt
 
 __all__ = ["HELP", "arguments", "run", "verdicts", "verdict_lines", "NotVerified"]
 
@@ -26,7 +31,9 @@ HELP = Help(
     "check an install's files against its receipt",
     "Hash every file of an install (or of every install of the runtime) and compare it with what its receipt "
     "recorded when it was staged: a file missing, changed (size, SHA-256, link target, executable bit) or "
-    "added (an extra .so in lib/ counts) is named, with the command that puts it back. Changes nothing.",
+    "added (an extra .so in lib/ counts) is named, with the command that puts it back. When every file holds, "
+    "records their stat facts as they are now (as git's index does), so that an install copied or touched "
+    "is changed to a glance once, not for ever; changes nothing else.",
     ("superfluid runtime verify basert", "superfluid runtime verify llamacpp b11642-cpu --json"),
     exits(_0="every file as its receipt records it",
           _1="a file missing, changed or added; a receipt that records no files or does not read; no such "
@@ -61,11 +68,26 @@ def verdicts(runtime_id: str, install: str | None, environ: Mapping[str, str]) -
         if not found:
             present = ", ".join(i.name for i in list_installs(root)) or "none"
             raise NoSuchInstall(f"{runtime_id} has no install {install} (installed: {present})",
-                                fix=f"`superfluid runtime list {runtime_id}` lists its installs")
+                                fix=Fix.superfluid("runtime", "list", runtime_id, does="lists its installs"))
     if not found:
-        raise NoSuchInstall(f"{runtime_id} is not installed", fix=f"`superfluid runtime install {runtime_id}`")
-    return [verify_install(runtime_id, i.name, i.path, i.receipt, i.problem)
-            for i in sorted(found, key=lambda i: i.name)]
+        raise NoSuchInstall(f"{runtime_id} is not installed",
+                            fix=Fix.superfluid("runtime", "install", runtime_id, does="installs it"))
+    out = []
+    for i in sorted(found, key=lambda i: i.name):
+        verdict = verify_install(runtime_id, i.name, i.path, i.receipt, i.problem)
+        if i.receipt is not None and (again := restamped(i.receipt, verdict)) is not None:
+            _record(again, str(i.path))
+        out.append(verdict)
+    return out
+
+
+def _record(receipt: Receipt, path: str) -> None:
+    """Write ``receipt`` (the stat facts found, every file hashed as recorded) in the install at
+    ``path``: skipped when the home is not writable (the glance keeps calling it changed)."""
+    try:
+        write_receipt(install_receipt(path), receipt)
+    except OSError:
+        pass
 
 
 def verdict_lines(verdict: Verification) -> str:

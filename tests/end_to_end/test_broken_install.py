@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from superfluid.runtime.kernel.schema import errors as schema_errors
+from tests import cli
 from tests.conftest import native_cache
 from tests.end_to_end.conftest import Home
 
@@ -58,8 +59,8 @@ def test_runtimes_names_the_repair_of_a_broken_current_install(two: Home) -> Non
     (two.basert / "0.4.0-cpu" / "lib" / LIB).unlink()
     row = _basert_row(two)
     assert row["state"] == "broken" and row["install"] == "0.4.0-cpu"
-    assert row["ready"] == (f"0.4.0-cpu is broken: missing lib/{LIB}: `superfluid runtime repair basert 0.4.0-cpu` "
-                            "puts it back")
+    assert row["ready"] == f"0.4.0-cpu is broken: missing lib/{LIB}"
+    assert row["fix"] == "superfluid runtime repair basert 0.4.0-cpu"
     text = two.superfluid("runtimes").stdout
     assert "`superfluid runtime repair basert 0.4.0-cpu` puts it back" in text
     assert "runtime install basert" not in text
@@ -69,8 +70,10 @@ def test_serve_refuses_a_broken_install_with_the_repair_exit_4(two: Home) -> Non
     shutil.rmtree(two.basert / "0.3.1-cpu" / "lib")
     run = two.superfluid("serve", "--model", str(MODEL), "--port", "0", "--runtime", "basert@0.3.1-cpu")
     assert run.code == 4
-    assert "basert 0.3.1-cpu is broken (missing lib/LICENSE" in run.stderr
+    assert "basert 0.3.1-cpu is broken: missing lib/LICENSE" in run.stderr
     assert run.stderr.rstrip().endswith("`superfluid runtime repair basert 0.3.1-cpu` puts it back")
+    assert cli.paste(run.fix("repair"), run, env=two.env).code == 0
+    assert _listed(two, "0.3.1-cpu")["state"] == "ready"
 
     (two.basert / "0.4.0-cpu" / "lib" / LIB).unlink()  # the current one: served by default
     run = two.superfluid("serve", "--model", str(MODEL), "--port", "0")
@@ -91,53 +94,60 @@ def _dir(path: Path) -> None:
     path.mkdir()
 
 
-#: (what is done to a recorded file, which, what runtime list and use say of it)
+#: (what is done to a recorded file, which, the verdict runtime list and use say of it, and why)
 DAMAGE = [
-    pytest.param(_truncate, f"lib/{LIB}", f"changed lib/{LIB} (0 bytes; the receipt records ", id="truncated"),
-    pytest.param(_no_exec, "bin/superfluid-worker-basert",
+    pytest.param(_truncate, f"lib/{LIB}", "changed", f"changed lib/{LIB} (0 bytes; the receipt records ",
+                 id="truncated"),
+    pytest.param(_no_exec, "bin/superfluid-worker-basert", "changed",
                  "changed bin/superfluid-worker-basert (it is no longer executable", id="not-executable"),
-    pytest.param(_dir, "lib/LICENSE", "changed lib/LICENSE (it is a directory; the receipt records a file", id="a-dir"),
+    pytest.param(_dir, "lib/LICENSE", "broken", "changed lib/LICENSE (it is a directory; the receipt records a file",
+                 id="a-dir"),
 ]
 
 
-@pytest.mark.parametrize(("damage", "path", "said"), DAMAGE)
-def test_a_glance_finds_each_damage_without_hashing(two: Home, damage: Any, path: str, said: str) -> None:
+@pytest.mark.parametrize(("damage", "path", "state", "said"), DAMAGE)
+def test_a_glance_finds_each_damage_without_hashing(two: Home, damage: Any, path: str, state: str, said: str) -> None:
     damage(two.basert / "0.3.1-cpu" / path)
     listed = _listed(two, "0.3.1-cpu")
-    assert listed["state"] == "broken" and listed["problem"].startswith(said), listed
+    assert listed["state"] == state and listed["problem"].startswith(said), listed
     run = two.superfluid("runtime", "use", "basert", "0.3.1-cpu")
     assert run.code == 1 and said in run.stderr and two.current() == "0.4.0-cpu"
 
 
-def test_a_flipped_byte_is_for_verify_not_for_a_glance(two: Home) -> None:
+def test_a_flipped_byte_is_seen_by_a_glance_and_named_by_verify(two: Home) -> None:
+    """Issue 42, design point 3: a file rewritten in place at its size changes its stat facts, which
+    the receipt records: a glance calls it changed (it was ready before); verify names the byte."""
     lib = two.basert / "0.3.1-cpu" / "lib" / LIB
     data = bytearray(lib.read_bytes())
     data[-1] ^= 1
     lib.write_bytes(bytes(data))
-    assert _listed(two, "0.3.1-cpu")["state"] == "ready"  # same size, kind and mode: nothing is hashed
+    listed = _listed(two, "0.3.1-cpu")
+    assert listed["state"] == "changed" and "rewritten since it was installed" in listed["problem"], listed
     run = two.superfluid("runtime", "verify", "basert", "0.3.1-cpu")
     assert run.code == 1 and f"changed lib/{LIB} (its SHA-256 is" in run.stdout
+    assert _listed(two, "0.3.1-cpu")["state"] == "changed"  # a hash that does not hold records nothing
 
 
-def test_a_changed_current_install_is_broken_to_runtimes_list_use_and_serve(two: Home) -> None:
+def test_a_changed_current_install_is_changed_to_runtimes_list_use_and_serve(two: Home) -> None:
     """Issue 35: one glance judges an install for all four commands. A byte added to the current
     install's library (its check still passes) was ``ready`` to ``runtimes`` and served by ``serve``,
-    while ``runtime list`` said broken and ``use`` refused it; ``use --auto`` made it the default."""
+    while ``runtime list`` said broken and ``use`` refused it; ``use --auto`` made it the default.
+    Issue 42: each says the one word of the verdict, changed."""
     with (two.basert / "0.4.0-cpu" / "lib" / LIB).open("ab") as f:
         f.write(b"\0")
     said = f"changed lib/{LIB} ("
     repair = "`superfluid runtime repair basert 0.4.0-cpu` puts it back"
     listed = _listed(two, "0.4.0-cpu")
-    assert listed["state"] == "broken" and listed["problem"].startswith(said), listed
+    assert listed["state"] == "changed" and listed["problem"].startswith(said), listed
     row = _basert_row(two)
-    assert (row["state"], row["install"]) == ("broken", "0.4.0-cpu") and "version" not in row
-    assert row["ready"].startswith(f"0.4.0-cpu is broken: {said}") and row["ready"].endswith(repair), row
-    assert f"basert: 0.4.0-cpu is broken: {said}" in two.superfluid("runtimes").stdout
+    assert (row["state"], row["install"]) == ("changed", "0.4.0-cpu") and "version" not in row
+    assert row["ready"].startswith(f"0.4.0-cpu is changed: {said}") and row["fix"] == repair.split("`")[1], row
+    assert f"basert: 0.4.0-cpu is changed: {said}" in two.superfluid("runtimes").stdout
     run = two.superfluid("runtime", "use", "basert", "0.4.0-cpu")
     assert run.code == 1 and said in run.stderr and repair in run.stderr
     run = two.superfluid("serve", "--model", str(MODEL), "--port", "0")
     assert run.code == 4 and run.stdout == "", run.stderr
-    assert f"basert 0.4.0-cpu is broken ({said}" in run.stderr and run.stderr.rstrip().endswith(repair)
+    assert f"basert 0.4.0-cpu is changed: {said}" in run.stderr and repair in run.stderr
     run = two.superfluid("runtime", "use", "basert", "--auto")  # the best-ranked whole install
     assert run.code == 0 and two.current() == "0.3.1-cpu", run.stderr
     assert _basert_row(two)["state"] == "ready"

@@ -267,14 +267,14 @@ def test_gc_keeps_current_and_pinned_and_what_a_lock_names(cli_home: Home, serve
     assert dry.json()["removed"] == ["0.3.1-cpu"] and cli_home.installs() == ["0.3.0-cpu", "0.3.1-cpu", "0.4.0-cpu"]
     run = cli_home.superfluid("runtime", "gc", "basert", "--keep", "1")
     assert run.code == 0, run.stderr
-    assert "removed 0.3.1-cpu" in run.stdout and "0.3.0-cpu (current, pinned)" in run.stdout
+    assert "removed 0.3.1-cpu" in run.stdout and "0.3.0-cpu (ready: current, pinned)" in run.stdout
     assert cli_home.installs() == ["0.3.0-cpu", "0.4.0-cpu"] and cli_home.current() == "0.3.0-cpu"
     assert cli_home.leftovers() == []
     assert cli_home.superfluid("runtime", "use", "basert", "--auto").code == 0
     lock = tmp_path / "superfluid.lock"
     assert cli_home.superfluid("lock", "--runtime", "basert", "--mirror", server.mirror_url, "-o", str(lock)).code == 0
     run = cli_home.superfluid("runtime", "gc", "basert", "--keep", "0", "--lock", str(lock))
-    assert run.code == 0 and "0.4.0-cpu (current, named by" in run.stdout, run.stdout
+    assert run.code == 0 and "0.4.0-cpu (ready: current, named by" in run.stdout, run.stdout
     assert cli_home.installs() == ["0.4.0-cpu"]
     assert cli_home.superfluid("runtime", "gc", "basert", "--keep", "x").code == 2
     assert cli_home.superfluid("runtime", "gc", "basert", "--keep", "-1").code == 2
@@ -293,10 +293,10 @@ def test_gc_counts_the_installs_this_superfluid_drives_first(cli_home: Home, ser
     assert run.stdout == (
         "superfluid: basert: removed 0.5.0-cpu (untested: this superfluid does not drive it, and the newest 1 count "
         "the installs it drives first)\n"
-        "superfluid: basert: kept 0.3.1-cpu (current, pinned), 0.4.0-cpu (one of the newest 1)\n")
+        "superfluid: basert: kept 0.3.1-cpu (ready: current, pinned), 0.4.0-cpu (ready: one of the newest 1)\n")
     assert cli_home.installs() == ["0.3.1-cpu", "0.4.0-cpu"]
     _install(cli_home, server, "--version", "0.5.0", "--untested")
     doc = cli_home.superfluid("runtime", "gc", "basert", "--keep", "3", "--json").json()
     assert schema_errors(doc, "gc") == [] and doc["removed"] == []  # room for it: kept, and said untested
-    assert {"install": "0.5.0-cpu", "why": "one of the newest 3 (untested, counted after those this superfluid "
-                                           "drives)"} in doc["kept"]
+    assert {"install": "0.5.0-cpu", "state": "untested",
+            "why": "one of the newest 3, counted after the installs this superfluid drives"} in doc["kept"]

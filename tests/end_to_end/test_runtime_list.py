@@ -7,7 +7,9 @@ from __future__ import annotations
 import shutil
 
 from superfluid.runtime.kernel.schema import errors as schema_errors
+from tests import cli
 from tests.end_to_end.conftest import Home
+from tests.release_server import ReleaseServer
 
 
 def test_lists_every_install_current_and_pinned(two: Home) -> None:
@@ -26,12 +28,13 @@ def test_lists_every_install_current_and_pinned(two: Home) -> None:
     assert (broken["current"], broken["pinned"], broken["state"]) == (False, False, "broken")
     assert broken["problem"].startswith("missing lib/")
     assert broken["fix"] == "superfluid runtime repair basert 0.4.0-cpu"
+    assert broken["fixes"] == [{"argv": broken["fix"].split(), "does": "puts it back"}]
 
     text = two.superfluid("runtime", "list", "basert").stdout.splitlines()
     assert text[0].split() == ["INSTALL", "VERSION", "BACKEND", "PLATFORM", "CURRENT", "PINNED", "STATE"]
     assert text[1].split()[:3] + text[1].split()[4:] == ["0.4.0-cpu", "0.4.0", "cpu", "no", "no", "broken"]
     assert text[2].split()[:3] + text[2].split()[4:] == ["0.3.1-cpu", "0.3.1", "cpu", "yes", "yes", "ready"]
-    assert text[3].startswith("basert 0.4.0-cpu: missing lib/") and \
+    assert text[3].startswith("basert 0.4.0-cpu is broken: missing lib/") and \
         text[3].endswith("`superfluid runtime repair basert 0.4.0-cpu` puts it back")
 
 
@@ -43,13 +46,16 @@ def test_a_receipt_that_does_not_read_is_listed_broken(two: Home) -> None:
     assert "runtime.json" in row["problem"]
 
 
-def test_nothing_installed_is_an_empty_list_exit_0(cli_home: Home) -> None:
-    run = cli_home.superfluid("runtime", "list", "llamacpp")
+def test_nothing_installed_is_an_empty_list_exit_0(cli_home: Home, server: ReleaseServer) -> None:
+    run = cli_home.superfluid("runtime", "list", "basert")
     assert run.code == 0
-    assert run.stdout == "llamacpp: nothing installed (`superfluid runtime install llamacpp` installs it)\n"
-    doc = cli_home.superfluid("runtime", "list", "llamacpp", "--json").json()
-    assert doc == {"id": "llamacpp", "current": None, "pinned": None, "installs": []}
+    assert run.stdout == "basert: nothing installed: `superfluid runtime install basert` installs it\n"
+    doc = cli_home.superfluid("runtime", "list", "basert", "--json").json()
+    assert doc == {"id": "basert", "current": None, "pinned": None, "installs": []}
     assert schema_errors(doc, "installs") == []
+    env = {**cli_home.env, "SUPERFLUID_MIRROR": server.mirror_url}  # where this user installs from
+    cli.paste(run.fix("install"), run, env=env)
+    assert cli_home.installs() == ["0.4.0-cpu"]
 
 
 def test_an_unknown_runtime_is_a_usage_error(cli_home: Home) -> None:
@@ -59,7 +65,8 @@ def test_an_unknown_runtime_is_a_usage_error(cli_home: Home) -> None:
 
 def test_use_points_at_runtime_list(two: Home) -> None:
     run = two.superfluid("runtime", "use", "basert")
-    assert run.code == 2 and "`superfluid runtime list basert` lists them" in run.stderr
+    assert run.code == 2 and "`superfluid runtime list basert` lists its installs" in run.stderr
+    assert "0.3.1-cpu" in cli.paste(run.fix("list"), run, env=two.env).stdout
     run = two.superfluid("runtime", "use", "basert", "9.9.9-cpu")
     assert run.code == 1
     assert run.stderr == ("superfluid: basert has no install 9.9.9-cpu (installed: 0.4.0-cpu, 0.3.1-cpu): "

@@ -21,7 +21,7 @@ from tests.conftest import Home
 #: upstream's keys of a runtimes --json row (its runtimes_report.rs), and ours
 UPSTREAM = {"id", "state", "ready", "aliases", "formats", "reads", "tokenizer_source", "worker", "install", "version",
             "devices", "tokenizer", "capabilities"}
-OURS = {"installable", "options", "requires", "abi", "lock", "verified", "for"}
+OURS = {"installable", "options", "requires", "abi", "lock", "verified", "for", "fix", "fixes", "advice"}
 
 
 def _valid(doc: Any, name: str) -> None:

@@ -63,9 +63,9 @@ def test_why_each_goes() -> None:
     decision = choose(found, keep=1, current="0.4.0-cpu")
     assert dict(decision.why_removed) == {
         "0.3.1-cpu": "not one of the newest 1",
-        "0.5.0-cpu": "untested: this superfluid does not drive it, and the newest 1 count the installs it drives first"}
-    assert dict(choose(found, keep=3).keep)["0.5.0-cpu"] == ("one of the newest 3 (untested, counted after those "
-                                                             "this superfluid drives)")
+        "0.5.0-cpu": "this superfluid does not drive it, and the newest 1 count the installs it drives first"}
+    assert dict(choose(found, keep=3).keep)["0.5.0-cpu"] == ("one of the newest 3, counted after the installs "
+                                                             "this superfluid drives")  # no parentheses in parentheses
 
 
 def test_a_negative_keep_is_refused() -> None:
@@ -95,9 +95,9 @@ def test_collect_removes_in_the_order_remove_does_and_a_dry_run_changes_nothing(
     assert [i.name for i in list_installs(root)] == ["3.0-cpu", "2.0-cpu", "1.0-cpu"]
     done = collect(str(home), "demo", keep=1)
     assert done.to_json() == {"id": "demo", "dry_run": False, "keep": 1, "removed": ["2.0-cpu"],
-                              "kept": [{"install": "1.0-cpu", "why": "current, pinned"},
-                                       {"install": "3.0-cpu", "why": "one of the newest 1"}],
-                              "current": "1.0-cpu", "why_removed": [{"install": "2.0-cpu",
+                              "kept": [{"install": "1.0-cpu", "state": "ready", "why": "current, pinned"},
+                                       {"install": "3.0-cpu", "state": "ready", "why": "one of the newest 1"}],
+                              "current": "1.0-cpu", "why_removed": [{"install": "2.0-cpu", "state": "ready",
                                                                      "why": "not one of the newest 1"}]}
     assert sorted(i.name for i in list_installs(root)) == ["1.0-cpu", "3.0-cpu"]
     assert current_install(root) == "1.0-cpu"

@@ -18,14 +18,14 @@ from superfluid.runtime.kernel.errors import BadFile
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
 from superfluid.runtime.kernel.lookup import Lookup
 from superfluid.runtime.kernel.schema import validate_once
-from superfluid.runtime.planning import Listing, NotInstallable, Plan, Request
+from superfluid.runtime.planning import Listing, ListingNeeded, NotInstallable, Plan, Request, all_refused
 from superfluid.runtime.probe import Probed, judge_probe
 
 if TYPE_CHECKING:
     from superfluid.runtime.hostfacts.host import Host
     from superfluid.runtime.kernel.options import Option
 
-__all__ = ["Adapter", "ModelFacts", "compat_part", "load_recipe"]
+__all__ = ["Adapter", "ModelFacts", "compat_part", "load_recipe", "refused_here"]
 
 #: bytes of a recipe read (ours are a few KiB)
 _RECIPE_MAX_BYTES = 4 << 20
@@ -165,6 +165,10 @@ class Adapter(ABC):
 
     # -- installing (SPEC §2: the installer reaches a runtime only through these) ----------------------
 
+    #: its recipe carries every archive of the builds it plans (llama.cpp's tested builds): its plans from
+    #: the recipe alone are every plan a listing could offer, so a refusal of them all is the recipe's
+    #: (``refused_here``), given before any listing is asked
+    plans_from_recipe: ClassVar[bool] = False
     #: the staged library must state the plan's version (a bundle is the release it says)
     holds_version: ClassVar[bool] = False
     #: a build of another backend than cpu must see a device of its family when probed
@@ -243,3 +247,21 @@ def compat_part(adapter: Adapter, request: Request) -> Mapping[str, Any]:
         raise NotInstallable(f"superfluid {request.for_.version} ({request.for_.release}) drives no {adapter.id}: "
                              f"its compat document has no runtimes.{adapter.id}")
     return part
+
+
+def refused_here(adapter: Adapter, request: Request, host: Host) -> NotInstallable | None:
+    """The refusal of ``request`` on ``host`` that the recipe alone decides, given before any release
+    listing is asked (issue 42, item 6): for an adapter whose plans come from its recipe
+    (``plans_from_recipe``), the recipe's refusal of the request itself (an untested build without
+    ``--untested``, no build of the named backend), or every plan refused here (its recorded needs,
+    its GPU code, a named backend's driver: a listing could only offer fewer of them). None: the
+    listing decides (another adapter, ``--from``, a build whose archives only its release names)."""
+    if not adapter.plans_from_recipe or request.from_:
+        return None
+    try:
+        plans = adapter.plan(request, host)
+    except ListingNeeded:
+        return None
+    except NotInstallable as e:
+        return e
+    return all_refused(plans)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NewType, Protocol
 
 from superfluid.runtime.kernel.errors import SuperfluidError, UsageError
+from superfluid.runtime.kernel.fixes import FixLike
 from superfluid.runtime.kernel.options import flag_values
 from superfluid.runtime.kernel.ordering import backend_family
 from superfluid.runtime.kernel.redact import redact_url
@@ -31,6 +32,7 @@ __all__ = [
     "Listing",
     "ForRelease",
     "NotInstallable",
+    "ListingNeeded",
     "DigestConflict",
     "Request",
     "PlanAsset",
@@ -41,6 +43,9 @@ __all__ = [
     "parse_install_name",
     "is_local",
     "backend_runs_here",
+    "stack_refusal",
+    "why_skipped",
+    "all_refused",
 ]
 
 #: how a plan was chosen, as the receipt records it (SPEC §5.4)
@@ -155,9 +160,17 @@ class Listing(Protocol):
 class NotInstallable(SuperfluidError):
     """Nothing the request names installs here; the message says why and what would instead."""
 
-    def __init__(self, message: str, *, instead: str | None = None, fix: str | None = None) -> None:
-        super().__init__(message, fix=fix)
+    def __init__(self, message: str, *, instead: str | None = None, fix: FixLike = None,
+                 advice: str | None = None) -> None:
+        super().__init__(message, fix=fix, advice=advice)
         self.instead = instead  # the version that would install instead, when there is one
+        #: the plans refused, when it is every plan's refusal (``all_refused``): a dry run shows them
+        self.plans: tuple[Plan, ...] = ()
+
+
+class ListingNeeded(NotInstallable):
+    """What the request names is known only from the release listing (an untested build's archives):
+    planned from the recipe alone, nothing can be said of it yet (the installer asks the listing)."""
 
 
 class DigestConflict(SuperfluidError):
@@ -166,7 +179,7 @@ class DigestConflict(SuperfluidError):
     def __init__(self, name: str, flag: str, other: str, other_source: str) -> None:
         super().__init__(
             f"{name}: --sha256 {flag} disagrees with {other_source} {other}",
-            fix="a pin is never overridden; drop --sha256, or check the digest you passed",
+            advice="a pin is never overridden; drop --sha256, or check the digest you passed",
         )
         self.name = name
         self.flag = flag
@@ -366,3 +379,46 @@ def backend_runs_here(backend: str, platform: str, host: Host) -> str | None:
     if family == "vulkan":
         return None if host.vulkan else "it needs a Vulkan driver, and none was found"
     return f"a {backend} engine is installed only when named with --backend {backend}"
+
+
+#: the GPU stack a backend family needs of the host, and the ``SUPERFLUID_HOST_*`` override that states it
+_STACKS = {"cuda": ("an NVIDIA driver", "SUPERFLUID_HOST_NVIDIA_DRIVER=<version>"),
+           "rocm": ("ROCm", "SUPERFLUID_HOST_ROCM=1")}
+
+
+def stack_refusal(backend: str, host: Host) -> str | None:
+    """Why an engine of ``backend`` cannot run on ``host`` for want of its GPU stack (a CUDA build
+    without an NVIDIA driver, a ROCm build without ROCm): the missing fact, and the override that
+    states it where the probe cannot see it; None otherwise. A plan named with ``--backend`` is
+    refused by it before any of it is fetched."""
+    family = backend_family(backend)
+    if family not in _STACKS or (host.nvidia_driver if family == "cuda" else host.rocm):
+        return None
+    stack, override = _STACKS[family]
+    return f"a {backend} build needs {stack}, and this host has none ({override} states one the probe cannot see)"
+
+
+def why_skipped(plan: Plan) -> str | None:
+    """Why an install skips ``plan`` before fetching a byte of it: its archive is not in the release
+    (``absent``), or its needs are not met here (``refused``); None: it is tried."""
+    absent = [a.name for a in plan.assets if a.digest_source == "absent"]
+    if absent:
+        return f"{', '.join(absent)} {'is' if len(absent) == 1 else 'are'} not in this release"
+    return plan.refused
+
+
+def all_refused(plans: Sequence[Plan]) -> NotInstallable | None:
+    """The refusal an install of ``plans`` ends in when every one is skipped before any download
+    (``why_skipped``), in the install's words: ``<id> <install>: <why>`` for one plan, ``no <id>
+    build installs here: <install>: <why>; ...`` for several; None when one is tried."""
+    reasons = [(p, why_skipped(p)) for p in plans]
+    if not plans or any(why is None for _, why in reasons):
+        return None
+    if len(plans) == 1:
+        p, why = reasons[0]
+        refused = NotInstallable(f"{p.id} {p.install}: {why}")
+    else:
+        refused = NotInstallable(f"no {plans[0].id} build installs here: "
+                                 + "; ".join(f"{p.install}: {why}" for p, why in reasons))
+    refused.plans = tuple(plans)
+    return refused

@@ -30,6 +30,7 @@ class LlamacppAdapter(Adapter):
     formats_from = "superfluid.runtime.llamacpp.formats"
     presentation_from = "superfluid.runtime.llamacpp.presentation"
     receipt_keys = ("layout",)
+    plans_from_recipe = True
 
     def compat(self) -> dict[str, Any]:
         """The builds it was built and tested against, newest first, each with its struct layout."""

@@ -22,9 +22,20 @@ from superfluid.runtime.hostfacts.kernels import (
 )
 from superfluid.runtime.hostfacts.needs import InvalidNeeds, Needs, judge
 from superfluid.runtime.kernel.errors import BadFile
+from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.ordering import backend_family
 from superfluid.runtime.llamacpp.recipe import Archive, TestedBuild, find_tested, parse_name, tested, tested_record
-from superfluid.runtime.planning import Listing, NotInstallable, Plan, PlanAsset, ReleaseLike, Request, parse_sha256
+from superfluid.runtime.planning import (
+    Listing,
+    ListingNeeded,
+    NotInstallable,
+    Plan,
+    PlanAsset,
+    ReleaseLike,
+    Request,
+    parse_sha256,
+    stack_refusal,
+)
 
 if TYPE_CHECKING:
     from superfluid.runtime.hostfacts.host import Host
@@ -271,7 +282,7 @@ def _plan(request: Request, recipe: Mapping[str, Any], host: Host, build: Tested
     facts = {"layout": build.layout} if build is not None else {}
     needs = recorded_needs(recipe, version, main.name)
     verdict = judge(needs, host, build=main.name) if needs is not None else None
-    reasons = [r for r in (gpu_refusal(recipe, version, main, host),
+    reasons = [r for r in (stack_refusal(main.backend, host), gpu_refusal(recipe, version, main, host),
                            str(verdict) if verdict is not None and not verdict.ok else None) if r]
     return Plan(id=RUNTIME_ID, version=version, backend=main.backend, assets=tuple(assets), tested=build is not None,
                 chosen_by="tested" if build is not None else "untested", abi=None, why=why, platform=main.platform,
@@ -304,11 +315,12 @@ def plan_build(request: Request, recipe: Mapping[str, Any], host: Host, listing:
     if build is not None and build.archives:
         archives: Sequence[Archive] = build.archives
     elif release is None:
-        raise NotInstallable(
+        raise ListingNeeded(
             f"llama.cpp {version} is not a build this superfluid's recipe carries, so its archives are known only "
-            f"from the release "
-            f"listing, and this worker never touches the network: `superfluid runtime install llamacpp "
-            f"--version {version} --untested` resolves it (or name its archive with --from)")
+            f"from the release listing, and this worker never touches the network",
+            fix=Fix.superfluid("runtime", "install", RUNTIME_ID, "--version", version, "--untested",
+                               does="plans it from the release listing and installs it"),
+            advice="name its archive with --from")
     else:
         archives = _listed_archives(release)
     repo = listing.repo if listing is not None else "llama.cpp"
@@ -374,6 +386,9 @@ def plan(request: Request, recipe: Mapping[str, Any], host: Host, listing: Listi
         try:
             out += plan_build(replace(request, version=b.version), recipe, host, listing, required=False,
                               builds=builds)
+        except ListingNeeded:
+            if listing is None:  # an older build only its release names: nothing is known of it yet
+                raise
         except NotInstallable:
             continue
     return out

@@ -145,18 +145,19 @@ def test_an_alpine_layout_refuses_glibc_builds_before_any_download(cli_home: Hom
     cli_home.env["SUPERFLUID_HOST_ROOT"] = str(lay_out(tmp_path / "alpine", "alpine"))
     dry = cli_home.superfluid("runtime", "install", "llamacpp", "--mirror", llama_release.mirror_url, "--dry-run",
                               "--json")
-    assert dry.code == 0, dry.stderr
-    assert errors(dry.json(), "plan") == []
+    assert dry.code == 1, dry.stderr  # the recipe alone refuses every plan: said before the listing (issue 42)
+    assert errors(dry.json(), "plan") == [] and dry.json()["error"]["code"] == "not-installable"
     assert all("this host's C library is musl" in p["refused"] for p in dry.json()["plans"])
     text = cli_home.superfluid("runtime", "install", "llamacpp", "--mirror", llama_release.mirror_url, "--dry-run")
-    assert "refused here, so skipped: llama-b11642-bin-ubuntu-x64.tar.gz needs glibc (GLIBC_2.34); this host's C " \
-           "library is musl" in text.stdout
+    assert text.code == 1 and "b11642-cpu: llama-b11642-bin-ubuntu-x64.tar.gz needs glibc (GLIBC_2.34); this host's " \
+        "C library is musl" in text.stderr
     llama_release.clear_log()
     run = cli_home.superfluid("runtime", "install", "llamacpp", "--mirror", llama_release.mirror_url)
     assert run.code == 1 and "Traceback" not in run.stderr, run.stderr
-    assert "llamacpp b11642-cpu: llama-b11642-bin-ubuntu-x64.tar.gz needs glibc (GLIBC_2.34)" in run.stderr
+    assert "no llamacpp build installs here: b11642-cpu: llama-b11642-bin-ubuntu-x64.tar.gz needs glibc (GLIBC_2.34)" \
+        in run.stderr
     assert "this build is made for glibc distributions" in run.stderr
-    assert [r.path for r in llama_release.log if r.path.endswith(".tar.gz")] == []  # nothing of it fetched
+    assert llama_release.log == []  # not even the listing was asked
     assert _llamacpp(cli_home) == []
     rows = cli_home.superfluid("runtime", "versions", "llamacpp", "--json").json()
     assert errors(rows, "versions") == []

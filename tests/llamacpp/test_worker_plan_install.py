@@ -104,7 +104,8 @@ def test_an_untested_build_is_refused_and_the_listing_is_left_to_the_installer()
     done = worker("plan", "--version", "b11500", "--untested", env=NO_GPU)
     assert done.returncode == 1 and done.stdout == ""
     assert "known only from the release listing, and this worker never touches the network" in done.stderr
-    assert "`superfluid runtime install llamacpp --version b11500 --untested` resolves it" in done.stderr
+    assert "`superfluid runtime install llamacpp --version b11500 --untested` plans it from the release listing" \
+        in done.stderr
     # a named archive needs no listing, but a remote one needs a digest (nothing is fetched unverified)
     digest = "ab" * 32
     untested = plan("--from", "https://example.invalid/llama-b11500-bin-ubuntu-x64.tar.gz", "--untested",

@@ -104,7 +104,7 @@ def _no_release(base: str, version: str, trust: Trust, body: bytes | None, cause
     if reason is None:
         return cause
     return NoSuchRelease(f"--for {version}: {base}: {reason}",
-                         fix="name a release the service verified, or the release's compat.json with --for FILE|URL")
+                         advice="name a release the service verified, or the release's compat.json with --for FILE|URL")
 
 
 def _from_service(url: str, version: str, trust: Trust, **verify: Any) -> ForRelease:
@@ -159,7 +159,7 @@ def _from_github(version: str, environ: Mapping[str, str], settings: Settings, *
         docs = sorted(n for n in names if n.endswith(".compat.json"))
         if not docs:
             raise BadFile(f"{repo} {release.tag}", "publishes no .compat.json",
-                          fix="name the document with --for FILE|URL")
+                          advice="name the document with --for FILE|URL")
         doc = names[docs[-1]]  # the wheel's and the sdist's describe the same release
         body = source.read(doc, max_bytes=_MAX_BYTES)
         sig = names.get(doc.name + ".minisig")

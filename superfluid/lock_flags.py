@@ -1,14 +1,37 @@
-"""The lock file a command reads or writes: as given, else ``SUPERFLUID_LOCK``, else ``./superfluid.lock``."""
+"""The lock file a command reads or writes: as given, else ``SUPERFLUID_LOCK``, else ``./superfluid.lock``;
+and the fixes that run ``mirror verify|sync`` on a mirror folder against that lock."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from superfluid.installer.fleet.lockfile import DEFAULT_NAME
+from superfluid.paths import flag_path
+from superfluid.runtime.kernel.fixes import Fix
 
-__all__ = ["lock_path"]
+__all__ = ["lock_path", "checked_lock", "mirror_fix"]
 
 
 def lock_path(given: str | None, environ: Mapping[str, str]) -> str:
     """The lock file: as given, else ``SUPERFLUID_LOCK``, else ``./superfluid.lock``."""
     return given or environ.get("SUPERFLUID_LOCK") or DEFAULT_NAME
+
+
+def checked_lock(given: str | None, flag: str, environ: Mapping[str, str], *, must_exist: bool = True) -> str:
+    """``lock_path``, where a lock named by ``flag`` is first checked to be a lock file (``must_exist``
+    False: or nothing yet, a lock the command writes).
+
+    Raises:
+        UsageError (exit 2): the path given is missing, a directory, a FIFO, a device or unreadable;
+            the message names the flag, the path and what it is.
+    """
+    if given:
+        flag_path(given, flag, "lock file", must_exist=must_exist)
+    return lock_path(given, environ)
+
+
+def mirror_fix(verb: str, folder: str, lock: str, *, does: str) -> Fix:
+    """``superfluid mirror VERB FOLDER [--lock LOCK]`` (``verify``, ``sync``), which ``does``: the lock
+    named unless it is the default ``./superfluid.lock``."""
+    named = () if lock == DEFAULT_NAME else ("--lock", lock)
+    return Fix.superfluid("mirror", verb, folder, *named, does=does)

@@ -83,7 +83,7 @@ class _Beside:
             if optional:
                 return None
             raise BadFile(where, "cannot be read (no such file)",
-                          fix=_NAME_ONE) from None
+                          advice=_NAME_ONE) from None
         except OSError as e:
             raise BadFile(where, f"cannot be read ({e.strerror or e})") from None
         if len(body) > max_bytes:

@@ -21,6 +21,7 @@ import tomli_w
 from superfluid.installer.sources.mirror import asset_path, path_of_url, url_below
 from superfluid.runtime.kernel.atomic import write_atomic
 from superfluid.runtime.kernel.errors import BadFile, SuperfluidError, UsageError
+from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.jsonread import MAX_DEPTH, NotRegularFile, read_bytes
 from superfluid.runtime.kernel.ordering import backend_rank
 from superfluid.runtime.kernel.schema import validate
@@ -36,6 +37,7 @@ __all__ = [
     "DEFAULT_NAME",
     "MAX_BYTES",
     "LockFileError",
+    "lock_fix",
     "Target",
     "LockedFile",
     "Engine",
@@ -58,10 +60,11 @@ MAX_BYTES = 16 << 20
 _SCHEMA_TAG = re.compile(r"superfluid-lock/(\d+)(?:\.\d+)*")
 _HEADER = """\
 # superfluid.lock: the exact engine builds every machine of a fleet installs, pinned by digest.
-# Written by `superfluid lock`; `superfluid lock --check` says what would move and why;
-# `superfluid runtime install --locked` installs it. Review changes to it like code.
+# Written by superfluid lock; superfluid lock --check says what would move and why;
+# superfluid runtime install --locked installs it. Review changes to it like code.
 """
-_ANEW = "restore it from version control, or remove it and run `superfluid lock` to write it anew"
+#: the advice beside ``lock --upgrade``'s fix of a lock that does not read
+_ANEW = "restore it from version control"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\\]")
 
 
@@ -69,6 +72,18 @@ class LockFileError(SuperfluidError):
     """A lock cannot be made or used as asked (an asset no mirror can hold, a host it has nothing for)."""
 
     ERROR_CODE = "lock"  # the code of its --json error since before it was named LockFileError
+
+
+def lock_fix(path: str, *words: str, does: str) -> Fix:
+    """``superfluid lock WORDS... [-o PATH]``, which ``does``: every fix that runs ``lock`` names the
+    lock it was given for (``-o``, left out for the default ``./superfluid.lock``)."""
+    where = () if path == DEFAULT_NAME else ("-o", path)
+    return Fix.superfluid("lock", *words, *where, does=does)
+
+
+def _anew(where: str) -> Fix:
+    """The fix of a lock that does not read: ``lock --upgrade`` writes it anew at its path."""
+    return lock_fix(where, "--upgrade", does="writes it anew")
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -156,7 +171,7 @@ class Engine:
             if a.sha256 is None or a.size is None:
                 missing = "SHA-256" if a.sha256 is None else "size"
                 raise LockFileError(f"{target.describe()}: {a.name} has no {missing} to lock",
-                                fix="a lock pins every byte; lock releases whose listing states it")
+                                advice="a lock pins every byte; lock releases whose listing states it")
             assets.append(LockedFile(name=a.name, path=_path_for(a.url, repo, target), url=a.url, size=a.size,
                                      sha256=a.sha256,
                                      digest_source=a.digest_source, checked=tuple(a.checked)))
@@ -222,7 +237,7 @@ def _path_for(url: str, repo: str, target: Target) -> str:
     placed = path_of_url(url)
     if placed is None or placed[0].lower() != repo.lower():
         raise LockFileError(f"{target.describe()}: {url} is not a download of a {repo} release, so no mirror "
-                        "layout places it", fix="lock from GitHub or from a mirror (--mirror URL|DIR)")
+                        "layout places it", advice="lock from GitHub or from a mirror (--mirror URL|DIR)")
     path = asset_path(repo, placed[1], placed[2])
     _check_path(path, repo, placed[2], "")
     return path
@@ -268,12 +283,12 @@ def read(path: str | os.PathLike[str]) -> tuple[Lock, str]:
     try:  # a link to a lock is followed (a repository may keep it elsewhere); a FIFO cannot hold the open
         data = read_bytes(where, max_bytes=MAX_BYTES, follow=True)
     except FileNotFoundError:
-        raise BadFile(where, "does not exist", fix="`superfluid lock` writes one") from None
+        raise BadFile(where, "does not exist", fix=lock_fix(where, does="writes one")) from None
     except NotRegularFile as e:
         if e.errno == errno.EFBIG:
             raise BadFile(where, f"is larger than {MAX_BYTES} bytes, more than any lock") from None
-        raise UsageError(f"{where} {e.strerror}: a lock is the TOML file `superfluid lock` writes",
-                         fix="name the lock file itself (superfluid.lock)") from None
+        raise UsageError(f"{where} {e.strerror}: a lock is the TOML file that superfluid's lock command writes",
+                         advice="name the lock file itself (superfluid.lock)") from None
     except OSError as e:
         raise BadFile(where, f"cannot be read ({e.strerror or e})") from None
     return loads(data, where), hashlib.sha256(data).hexdigest()
@@ -290,19 +305,19 @@ def loads(data: bytes | str, where: str) -> Lock:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
         if (depth := toml_depth(text)) > MAX_DEPTH:  # the TOML reader recurses per level: it never sees it
             raise BadFile(where, f"nests arrays or tables {depth} deep, deeper than any lock ({MAX_DEPTH})",
-                          fix=_ANEW)
+                          advice=_ANEW, fix=_anew(where))
         doc = tomllib.loads(text)
     except UnicodeDecodeError as e:
-        raise BadFile(where, f"is not UTF-8 text (byte {e.start})", fix=_ANEW) from None
+        raise BadFile(where, f"is not UTF-8 text (byte {e.start})", advice=_ANEW, fix=_anew(where)) from None
     except tomllib.TOMLDecodeError as e:
-        raise BadFile(where, f"is not valid TOML: {e}", fix=_ANEW) from None
+        raise BadFile(where, f"is not valid TOML: {e}", advice=_ANEW, fix=_anew(where)) from None
     _check_tag(doc, where)
 
     try:
         validate(doc, "lock", where)
     except BadFile as e:  # name the TOML key (engine[0].asset[1].sha256), not a JSON path
         key = (e.json_path or "$").removeprefix("$").removeprefix(".") or "the top level"
-        raise BadFile(where, e.fault, json_path=key, fix=_ANEW) from None
+        raise BadFile(where, e.fault, json_path=key, advice=_ANEW, fix=_anew(where)) from None
     return _parse(doc, where)
 
 
@@ -323,15 +338,16 @@ def _check_tag(doc: Mapping[str, Any], where: str) -> None:
     tag = doc.get("schema")
     m = _SCHEMA_TAG.fullmatch(tag) if isinstance(tag, str) else None
     if m is None:
-        raise BadFile(where, f"has the schema tag {tag!r}; expected {SCHEMA!r}", json_path="schema", fix=_ANEW)
+        raise BadFile(where, f"has the schema tag {tag!r}; expected {SCHEMA!r}", json_path="schema", advice=_ANEW,
+                      fix=_anew(where))
     if m.group(1) != "1":
         raise BadFile(where, f"is {tag}, a version of the lock format this superfluid does not read "
                       f"(it reads {SCHEMA})", json_path="schema",
-                      fix="upgrade superfluid, or write the lock anew with `superfluid lock`")
+                      advice="upgrade superfluid to read it", fix=_anew(where))
 
 
 def _fault(where: str, key: str, fault: str) -> BadFile:
-    return BadFile(where, fault, json_path=key, fix=_ANEW)
+    return BadFile(where, fault, json_path=key, advice=_ANEW, fix=_anew(where))
 
 
 def _check_path(path: str, repo: str, name: str, where: str, key: str = "path") -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from superfluid.installer.cache.download import Download
-from superfluid.installer.fleet.lockfile import Engine, Lock, LockFileError, Target
+from superfluid.installer.fleet.lockfile import DEFAULT_NAME, Engine, Lock, LockFileError, Target, lock_fix
 from superfluid.installer.install import plan
 from superfluid.installer.settings import Settings
 from superfluid.installer.sources.choose import source_for
@@ -21,6 +21,7 @@ from superfluid.installer.sources.release_source import ReleaseSource
 from superfluid.runtime import registry
 from superfluid.runtime.hostfacts.host import Host
 from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.ordering import backend_rank, version_key
 from superfluid.runtime.planning import NotInstallable, Request, backend_runs_here, first_published
 
@@ -181,11 +182,12 @@ class _Recording:
         self.inner.close()
 
 
-def plan_engine(request: Request, target: Target, settings: Settings) -> Engine:
+def plan_engine(request: Request, target: Target, settings: Settings, *, fill: Fix | None = None) -> Engine:
     """The engine of ``target``: the first plan ``install.plan`` answers for ``request`` on a machine
     of the target's kind (``host_for``), its digests settled, with the evidence it was chosen on.
     Every lock's engine comes from here. A plan whose files the release does not publish (``absent``)
-    is skipped, as an install skips it. ``settings`` as ``install.plan``'s.
+    is skipped, as an install skips it. ``settings`` as ``install.plan``'s; ``fill``: the command that
+    fills the cache, the fix of what ``--offline`` lacks.
 
     Raises:
         NotInstallable: nothing of the runtime installs on such a machine.
@@ -195,7 +197,7 @@ def plan_engine(request: Request, target: Target, settings: Settings) -> Engine:
     """
 
     repo = registry.get(request.id).repo
-    source = _Recording(source_for(settings, fix="run `superfluid lock` once without --offline"))
+    source = _Recording(source_for(settings, fix=fill))
     plans, _, _ = plan(request, settings, host=host_for(target.platform, target.host), source=source)
     source.close()
     first = first_published(plans)
@@ -211,7 +213,7 @@ def plan_engine(request: Request, target: Target, settings: Settings) -> Engine:
 # -- choosing from a lock -----------------------------------------------------------------------------
 
 
-def select(lock: Lock, host: Host, runtime: str | None = None, *, lock_name: str = "superfluid.lock"
+def select(lock: Lock, host: Host, runtime: str | None = None, *, lock_name: str = DEFAULT_NAME
            ) -> dict[str, list[Engine]]:
     """What this host installs from ``lock``: per runtime (``runtime`` alone when named), the
     engines of the kinds of machine it is, best kind first (the later ones are its fallbacks when
@@ -224,19 +226,19 @@ def select(lock: Lock, host: Host, runtime: str | None = None, *, lock_name: str
     mine = [e for e in lock.engines if e.target.platform == host.platform]
     kinds = kinds_of(host)
     best = kinds[0]
-    add = f"--platform {host.platform}" + (f" --backend {best}" if best != "cpu" else "")
+    add = ("--platform", host.platform, *(("--backend", best) if best != "cpu" else ()))
     if not mine:
         held = ", ".join(sorted({e.target.platform for e in lock.engines})) or "none"
         raise LockFileError(
             f"{lock_name} has no engine for {host.platform} (this is {host.describe()}; it holds: {held})",
-                        fix=f"`superfluid lock {add}` adds it")
+            fix=lock_fix(lock_name, *add, does="adds it"))
     wanted = [runtime] if runtime else sorted({e.target.runtime for e in mine})
     out: dict[str, list[Engine]] = {}
     for r in wanted:
         engines = {e.target.host: e for e in mine if e.target.runtime == r}
         if not engines:
             raise LockFileError(f"{lock_name} has no {r} engine for {host.platform}",
-                            fix=f"`superfluid lock --runtime {r} {add}` adds it")
+                                fix=lock_fix(lock_name, "--runtime", r, *add, does="adds it"))
         chosen: list[Engine] = []
         for kind in kinds:
             e = engines.get(kind)
@@ -245,7 +247,7 @@ def select(lock: Lock, host: Host, runtime: str | None = None, *, lock_name: str
         if not chosen:
             raise LockFileError(f"{lock_name} has {r} for {host.platform} only for "
                             f"{', '.join(sorted(engines))} machines, and this is {host.describe()}",
-                            fix=f"`superfluid lock --runtime {r} {add}` adds this kind")
+                                fix=lock_fix(lock_name, "--runtime", r, *add, does="adds this kind"))
         out[r] = chosen
     return out
 

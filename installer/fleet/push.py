@@ -73,7 +73,7 @@ def _listing(net: Registry, lock: Lock, repo: str) -> bytes:
             existing = e  # named below
         if not isinstance(existing, list) or not all(isinstance(r, dict) for r in existing):
             raise BadFile(f"{net.ref.describe()}:{index_tag(repo)} {where}", "is not a JSON array of release objects",
-                          fix=f"retag or delete {index_tag(repo)} in the registry; the next push writes it anew")
+                          advice=f"retag or delete {index_tag(repo)} in the registry; the next push writes it anew")
     return (json.dumps(listing(lock, repo, existing), indent=1) + "\n").encode("utf-8")
 
 
@@ -127,7 +127,7 @@ def _from_registry(f: LockedFile, *, settings: Settings, progress: Progress | No
                    config: FetchConfig) -> Path:
     ref = ref_of_url(f.url, plain_http=config.oci_plain_http)
     if ref is None:
-        raise LockFileError(f"{f.name}: {f.url} names no registry repository", fix="lock it again")
+        raise LockFileError(f"{f.name}: {f.url} names no registry repository", advice="lock it again")
     net = registry_for(ref, settings, config)
     try:
         return download(f.url, f.sha256, f.size, cache=Cache.for_home(settings.home),

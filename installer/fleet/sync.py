@@ -75,7 +75,7 @@ def _target(root: Path, path: str) -> Path:
     real_root = os.path.realpath(root)
     if not os.path.realpath(target).startswith(real_root + os.sep):
         raise LockFileError(f"{target} leads out of the mirror {root} (through a symbolic link)",
-                        fix="remove the link, or sync into another directory")
+                        advice="remove the link, or sync into another directory")
     return target
 
 
@@ -171,10 +171,10 @@ def _existing(base: Path, repo: str) -> list[Any]:
     except (OSError, UntrustedJson) as e:
         reason = e.detail if isinstance(e, UntrustedJson) else e
         raise BadFile(str(path), f"is not a readable JSON listing ({reason})",
-                      fix="remove it (sync writes it anew) or repair it") from None
+                      advice="remove it (sync writes it anew) or repair it") from None
     if not isinstance(doc, list) or not all(isinstance(r, dict) for r in doc):
         raise BadFile(str(path), "is not a JSON array of release objects", json_path="$",
-                      fix="remove it (sync writes it anew) or repair it")
+                      advice="remove it (sync writes it anew) or repair it")
     return doc
 
 

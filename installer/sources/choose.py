@@ -11,16 +11,17 @@ from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.settings import MIRROR_FLAG, Settings
 from superfluid.installer.sources.github import GitHubClient
-from superfluid.installer.sources.mirror import Mirror, mirror_root_url
+from superfluid.installer.sources.mirror import Mirror, mirror_root_url, schemes_text
 from superfluid.installer.sources.oci.source import oci_source
 from superfluid.installer.sources.release_source import ListedSource, OfflineSource, ReleaseSource, basic_credential
 from superfluid.installer.transport.fetcher import Fetcher
 from superfluid.installer.transport.files import FileFetcher, NoNetworkFetcher
 from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.redact import redact_text
 
-__all__ = ["SCHEMES", "SourceFactory", "scheme_of", "source_for"]
+__all__ = ["SCHEMES", "SourceFactory", "scheme_of", "source_for", "root_of"]
 
 
 class SourceFactory(Protocol):
@@ -41,7 +42,7 @@ class SourceFactory(Protocol):
     """
 
     def __call__(self, where: str, *, named_by: str, offline: bool, settings: Settings,
-                 config: FetchConfig, cache: Cache, fix: str | None, fetcher: Fetcher | None) -> ReleaseSource: ...
+                 config: FetchConfig, cache: Cache, fix: Fix | None, fetcher: Fetcher | None) -> ReleaseSource: ...
 
 
 #: the sources of ``--mirror`` URLs by scheme, besides a mirror's ``http(s)://`` and ``file://`` and a
@@ -49,6 +50,21 @@ class SourceFactory(Protocol):
 SCHEMES: dict[str, SourceFactory] = {
     "oci": oci_source,  # a registry (installer/sources/oci/source.py)
 }
+
+
+def root_of(where: str, *, named_by: str = MIRROR_FLAG) -> str:
+    """The mirror root ``where`` names (``mirror_root_url``), its message naming every scheme of ``SCHEMES``.
+
+    Raises:
+        ValueError: a URL of another scheme, or a path that is not a directory.
+    """
+    return mirror_root_url(where, named_by=named_by, others=tuple(SCHEMES))
+
+
+def _mirror_advice(named_by: str) -> str:
+    """What to give instead of a mirror that is none, said to whoever named it."""
+    kinds = f"an existing directory or a URL of {schemes_text(tuple(SCHEMES))}"
+    return f"give --mirror {kinds}" if named_by == MIRROR_FLAG else f"set SUPERFLUID_MIRROR to {kinds}, or unset it"
 
 
 def scheme_of(where: str) -> str:
@@ -61,7 +77,7 @@ def source_for(
     *,
     cache: Cache | None = None,
     fetcher: Fetcher | None = None,
-    fix: str | None = None,
+    fix: Fix | None = None,
 ) -> ReleaseSource:
     """The source a command uses: ``settings.mirror`` (``--mirror``/``SUPERFLUID_MIRROR``) if named (a
     scheme of ``SCHEMES`` by its factory), else GitHub (``settings.github_api``, ``github_token``); with
@@ -88,11 +104,9 @@ def source_for(
                        fix=fix, fetcher=fetcher)
     if mirror:
         try:
-            root = mirror_root_url(mirror, named_by=named_by)
+            root = root_of(mirror, named_by=named_by)
         except ValueError as e:
-            fix = ("give --mirror an http(s):// URL or an existing directory" if named_by == MIRROR_FLAG else
-                   "set SUPERFLUID_MIRROR to an http(s):// URL or an existing directory, or unset it")
-            raise UsageError(redact_text(str(e)), fix=fix) from e
+            raise UsageError(redact_text(str(e)), advice=_mirror_advice(named_by)) from e
         if root.startswith("file:"):
             local = FileFetcher(config)
             return ListedSource(Mirror(root, local, cache), cache, local, mirror=root)
@@ -110,7 +124,7 @@ def source_for(
     api = settings.api
     if urlsplit(api).scheme not in ("https", "http"):
         raise UsageError(f"SUPERFLUID_GITHUB_API={api}: not an http(s) URL",
-                         fix="set it to the API base, e.g. https://github.example.com/api/v3")
+                         advice="set it to the API base, e.g. https://github.example.com/api/v3")
     token = settings.github_token
     if offline:
         client = GitHubClient(NoNetworkFetcher(config), cache, api_base=api, offline=True)

@@ -87,7 +87,7 @@ def _load_json(body: bytes, where: str) -> Any:
     except UntrustedJson as e:
         fault = f"it {e.fault}" if e.fault.startswith("is ") else e.fault
         raise BadFile(where, f"not valid JSON: {fault}",
-                      fix="the source answered something else than a listing") from None
+                      advice="the source answered something else than a listing") from None
 
 
 def list_pages(
@@ -217,7 +217,7 @@ class GitHubClient:
         except DownloadError as e:
             if e.status == 404:
                 raise ReleaseNotFound(repo, "repository", where=self.api_base,
-                                      fix="check the repository name, or set GITHUB_TOKEN for a private one") from e
+                                      advice="check the repository name, or set GITHUB_TOKEN for a private one") from e
             raise
 
     def release(self, repo: str, tag: str) -> Release:
@@ -236,7 +236,7 @@ class GitHubClient:
         except DownloadError as e:
             if e.status == 404:
                 raise ReleaseNotFound(repo, f"release {tag}", where=self.api_base,
-                                      fix="check the tag; the listing shows the published ones") from e
+                                      advice="check the tag; the listing shows the published ones") from e
             raise
         try:
             release = parse_release(_load_json(got.body, url), where=url)

@@ -6,7 +6,7 @@ See docs/install.md, "Mirrors".
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
@@ -27,6 +27,8 @@ __all__ = [
     "listing_path",
     "asset_path",
     "mirror_root_url",
+    "MIRROR_SCHEMES",
+    "schemes_text",
 ]
 
 LISTING_NAME = "releases.json"
@@ -53,10 +55,21 @@ def asset_path(repo: str, tag: str, name: str) -> str:
     return f"{owner}/{rname}/releases/download/{tag}/{name}"
 
 
-def mirror_root_url(where: str, *, named_by: str = "--mirror") -> str:
+#: the schemes of a mirror's URL (besides a directory's path, and the schemes of other sources)
+MIRROR_SCHEMES = ("http", "https", "file")
+
+
+def schemes_text(others: Sequence[str]) -> str:
+    """``http://, https://, file:// or oci://``: every scheme a ``--mirror`` URL may have."""
+    names = [f"{s}://" for s in (*MIRROR_SCHEMES, *others)]
+    return f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def mirror_root_url(where: str, *, named_by: str = "--mirror", others: Sequence[str] = ("oci",)) -> str:
     """The mirror root as a URL ending in ``/``: an ``http(s)://`` or ``file://`` URL as given, a
     directory path as ``file://``. ``named_by`` is who gave it (``--mirror``, or a variable such as
-    ``SUPERFLUID_MIRROR``), for the message.
+    ``SUPERFLUID_MIRROR``), for the message; ``others``: the schemes other sources read
+    (``choose.SCHEMES``), named when the scheme is none of them.
 
     Raises:
         ValueError: a URL of another scheme, or a path that is not a directory.
@@ -65,12 +78,12 @@ def mirror_root_url(where: str, *, named_by: str = "--mirror") -> str:
     if where[:6].lower() == "oci://":  # a registry repository: installer/sources/oci/ref.py
         return parse_ref(where, named_by=named_by).root
     scheme = urlsplit(where).scheme.lower()
-    if scheme in ("http", "https", "file"):
+    if scheme in MIRROR_SCHEMES:
         if scheme == "file" and not os.path.isdir(path_of_file_url(where)):
             raise ValueError(f"{given}: no such directory")
         return where if where.endswith("/") else where + "/"
     if "://" in where:
-        raise ValueError(f"{given}: only http://, https:// URLs and directories are mirrors (and oci:// registries)")
+        raise ValueError(f"{given}: not a mirror (a mirror is a directory, or a URL of {schemes_text(others)})")
     path = Path(where).expanduser()
     if not path.is_dir():
         raise ValueError(f"{given}: no such directory" + (" (it is a file)" if path.exists() else ""))
@@ -144,7 +157,7 @@ class Mirror:
                     if api.status != 404:
                         raise
             raise ReleaseNotFound(repo, f"listing {listing_path(repo)}", where=self.root,
-                                  fix="add the listing file to the mirror (see docs/install.md)") from e
+                                  advice="add the listing file to the mirror (see docs/install.md)") from e
 
     def listed(self, repo: str) -> list[Release]:
         """The releases the listing file ``<root>/<owner>/<repo>/releases.json`` lists, each asset at

@@ -86,7 +86,7 @@ _BAD_NAME = re.compile(r"[/\\\x00-\x1f\x7f]")
 
 
 def _fault(where: str, json_path: str, fault: str) -> BadFile:
-    return BadFile(where, fault, json_path=json_path, fix="the release listing is broken; try again or use --mirror")
+    return BadFile(where, fault, json_path=json_path, advice="the release listing is broken; try again or use --mirror")
 
 
 def _field(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str, path: str,

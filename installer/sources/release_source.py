@@ -23,6 +23,7 @@ from superfluid.installer.transport.files import FileFetcher, NoNetworkFetcher
 from superfluid.installer.transport.messages import Credential
 from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 from superfluid.installer.transport.urls import origin_of
+from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.redact import split_userinfo
 
 __all__ = [
@@ -149,7 +150,7 @@ class CachedBytes:
     cache: Cache
     config: FetchConfig
     offline: bool = False
-    fix: str | None = None
+    fix: Fix | None = None
 
     def missing(self, e: OfflineMissing) -> OfflineMissing:
         """``e`` with this source's fix."""
@@ -293,7 +294,7 @@ class OfflineSource:
 
     offline = True
 
-    def __init__(self, lister: Lister, cache: Cache, *, config: FetchConfig | None = None, fix: str | None = None,
+    def __init__(self, lister: Lister, cache: Cache, *, config: FetchConfig | None = None, fix: Fix | None = None,
                  mirror: str | None = None) -> None:
         self.lister = lister
         self.cache = cache

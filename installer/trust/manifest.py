@@ -66,7 +66,7 @@ def _folder(home: str, service: str) -> str:
     link = linked_between(home, where)
     if link is not None:
         raise BadFile(link, "is a symbolic link: the trust folder is never written through a link in the home",
-                      fix="remove it, or point SUPERFLUID_HOME elsewhere")
+                      advice="remove it, or point SUPERFLUID_HOME elsewhere")
     os.makedirs(where, mode=0o700, exist_ok=True)
     return where
 
@@ -96,9 +96,9 @@ def _anchor(trust: Trust, directory: str, service: str) -> tuple[bytes, str]:
             raise BadFile(path, f"cannot be read ({e.strerror or e})") from None
     raise NoTrustRoot(f"no TUF root to trust {service} from (this superfluid ships none: there is no default manifest "
                       "service)",
-                      fix=f"give --trust-root FILE, the service's metadata/1.root.json as its operator hands it out, "
-                          f"or set {MANIFEST_ROOT_VARIABLE}; or ask without freshness checks with "
-                          "--insecure-no-freshness (a rolled-back or frozen index is then accepted)")
+                      advice=f"give --trust-root FILE, the service's metadata/1.root.json as its operator hands it "
+                             f"out, or set {MANIFEST_ROOT_VARIABLE}; or ask without freshness checks with "
+                             "--insecure-no-freshness (a rolled-back or frozen index is then accepted)")
 
 
 def _unchecked(service: str, path: str, *, max_bytes: int, accept: tuple[int, ...]) -> Answer:

@@ -15,8 +15,8 @@ class FreshnessError(SuperfluidError):
     """The service's signed index failed a TUF check; ``service`` is its URL, ``role`` the metadata
     (``root``, ``timestamp``, ``snapshot``, ``targets``) or ``None`` for an answer."""
 
-    def __init__(self, service: str, message: str, *, role: str | None = None, fix: str | None = None) -> None:
-        super().__init__(message, fix=fix)
+    def __init__(self, service: str, message: str, *, role: str | None = None, advice: str | None = None) -> None:
+        super().__init__(message, advice=advice)
         self.service = service
         self.role = role
 
@@ -27,7 +27,7 @@ class RollbackRefused(FreshnessError):
     def __init__(self, service: str, role: str, got: int, seen: int, *, named_by: str = "") -> None:
         super().__init__(service, f"index version {got} ({role}{named_by}) is older than version {seen} seen on "
                                   f"{service}: a rollback, refused", role=role,
-                         fix="the service (or a mirror or cache before it) answers an older index; ask again when "
+                         advice="the service (or a mirror or cache before it) answers an older index; ask again when "
                              "it answers the current one")
         self.got = got
         self.seen = seen
@@ -45,7 +45,7 @@ class FreezeRefused(FreshnessError):
     def __init__(self, service: str, role: str, expires: str, now: str) -> None:
         super().__init__(service, f"{role} expired at {expires} (now {now}): {service} answers an index that is no "
                                   "longer re-signed (an indefinite freeze), refused", role=role,
-                         fix=_RESIGN.get(role, _RESIGN["timestamp"]))
+                         advice=_RESIGN.get(role, _RESIGN["timestamp"]))
         self.expires = expires
 
 
@@ -74,13 +74,17 @@ class NoFreshness(FreshnessError):
 
 
 class NotListed(SuperfluidError):
-    """The service's signed index lists no answer at ``path``."""
+    """The service's signed index lists no answer at ``path``. A static export (a ``file://``
+    service: a folder) holds no other answer, checked or not: only a running service computes one
+    for any value, so only it is told to be asked unchecked."""
 
     def __init__(self, service: str, path: str) -> None:
+        static = service.lower().startswith("file:")
         super().__init__(f"{service} lists no signed answer at {path}: its index holds answers only for the values "
                          "its releases name",
-                         fix="ask for a value a release names, or ask the service unchecked with "
-                             "--insecure-no-freshness")
+                         advice="ask for a value a release names" + (
+                             "; a static export holds no other answer (a running manifest service computes one)"
+                             if static else ", or ask the service unchecked with --insecure-no-freshness"))
         self.service = service
         self.path = path
 

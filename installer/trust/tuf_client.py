@@ -136,7 +136,7 @@ class _Words:
             if role == "timestamp":
                 return NoFreshness(self.service, f"{self.service} publishes no TUF metadata ({url}: HTTP "
                                    f"{e.status_code}): the freshness of its answers cannot be checked, refused",
-                                   role=role, fix="its operator exports with superfluid-manifest export --tuf-keys "
+                                   role=role, advice="its operator exports with superfluid-manifest export --tuf-keys "
                                    "(or serves with --tuf-repo DIR --tuf-keys KEYS); to ask anyway, give "
                                    "--insecure-no-freshness")
             return FreshnessError(self.service, f"{url} answers HTTP {e.status_code}, though the metadata names it",
@@ -216,7 +216,7 @@ _ROOT_LINK = re.compile(r"root_history/[1-9][0-9]{0,9}\.root\.json")
 
 def _refuse(path: str, what: str) -> BadFile:
     return BadFile(path, f"{what}; nothing in a trust folder is read or written through such a thing",
-                   fix=f"remove {path} (the next `superfluid compat --service` fetches what it needs anew)")
+                   advice=f"remove {path} (the next ask of the service fetches what it needs anew)")
 
 
 def _check_file(path: str, *, max_bytes: int) -> None:

@@ -138,7 +138,7 @@ def _refuse_service_flags(args: argparse.Namespace) -> None:
               if getattr(args, dest, None)]
     if given:
         raise UsageError(f"{given[0]} goes with --runtime ID --service URL (which releases drive an engine); "
-                         f"without them, `superfluid compat` prints this release's document (see 'superfluid "
+                         f"without them, compat prints this release's document (see 'superfluid "
                          f"compat --help')")
 
 
@@ -263,8 +263,8 @@ def _not_answered(base: str, route: Any, status: int, body: bytes) -> Superfluid
     if isinstance(message, str):
         return SuperfluidError(f"{base}: {message}")
     return SuperfluidError(f"{base} has no answer for {route.asked} (HTTP {status}): a static export holds answers "
-                           f"only for the values its releases name", fix="ask the service itself (superfluid-manifest "
-                           "serve, or its WSGI application) for any other value")
+                           f"only for the values its releases name",
+                           advice="ask a running manifest service (or its WSGI application) for any other value")
 
 
 def _rows(rows: list[dict[str, Any]]) -> str:

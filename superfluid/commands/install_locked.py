@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
 from collections.abc import Mapping
 from dataclasses import replace
@@ -18,20 +17,21 @@ from superfluid.installer.cache.download import progress_for
 from superfluid.installer.errors import VerificationError
 from superfluid.installer.events import Event
 from superfluid.installer.fleet import lockfile
-from superfluid.installer.fleet.lockfile import Engine
+from superfluid.installer.fleet.lockfile import Engine, lock_fix
 from superfluid.installer.fleet.plans import kinds_of, select
 from superfluid.installer.install import Reporter, install_plans
 from superfluid.installer.settings import MIRROR_VARIABLE, Settings
-from superfluid.installer.sources.choose import source_for
-from superfluid.installer.sources.mirror import mirror_root_url
+from superfluid.installer.sources.choose import root_of, source_for
 from superfluid.installer.sources.oci.source import locked_source
 from superfluid.installer.sources.release_source import ReleaseSource
 from superfluid.installing import check_id
-from superfluid.lock_flags import lock_path
+from superfluid.lock_flags import checked_lock, mirror_fix
 from superfluid.runtime import registry
 from superfluid.runtime.hostfacts.host import Host, detect
 from superfluid.runtime.kernel.errors import SuperfluidError, UsageError
+from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.output import print_json
+from superfluid.runtime.planning import Plan
 from superfluid.settings import settings_of
 from superfluid.source_hints import shown
 
@@ -51,7 +51,7 @@ def _refuse_flags(args: argparse.Namespace) -> None:
                        ("sha256", "--sha256"), ("untested", "--untested"), ("for_", "--for")):
         if getattr(args, dest, None):
             raise UsageError(f"--locked installs what the lock names: {flag} cannot be given with it",
-                             fix="change the lock with `superfluid lock`, or install without --locked")
+                             advice="change what the lock names, or install without --locked")
 
 
 def _mirror_root(settings: Settings) -> str | None:
@@ -59,31 +59,31 @@ def _mirror_root(settings: Settings) -> str | None:
     if where is None:
         return None
     try:
-        return mirror_root_url(where)
+        return root_of(where, named_by=settings.mirror_named_by)
     except ValueError as e:
-        raise UsageError(str(e), fix="give --mirror an http(s):// URL or an existing directory") from None
+        raise UsageError(str(e), advice="give --mirror an http(s):// URL or an existing directory") from None
 
 
-def _verified(e: Any, path: str, root: str | None) -> SuperfluidError:
+def _verified(e: VerificationError, path: str, root: str | None) -> SuperfluidError:
     """An install ``--locked`` refused bytes other than the lock's, with the command that finds the
     cause: a mirror directory's files are ``mirror verify``'s to check and ``mirror sync``'s to put
     back (``lock --check`` asks the release, not the mirror, and finds nothing); another mirror is
     the place to look; without one, the release itself changed, ``lock --check``'s question."""
     pins = f"{path} pins {e.expected}; nothing was installed"
-    quoted = shlex.quote(path)
     if root is not None and root.startswith("file:"):
-        where = shlex.quote(shown(root))
-        fix = (f"{pins}: the mirror {shown(root)} holds other bytes than were locked (`superfluid mirror verify "
-               f"{where} --lock {quoted}` names every file that differs; `superfluid mirror sync {where} --lock "
-               f"{quoted}` fetches them again)")
-    elif root is not None:
-        fix = (f"{pins}: the mirror {shown(root)} serves other bytes than were locked; fill it again from the lock "
-               "(`superfluid mirror sync DIR` or `superfluid mirror push oci://...`, as it was filled), or install "
-               "without --mirror from the release")
-    else:
-        fix = f"{pins}: the source serves other bytes than were locked (`superfluid lock --check` says whether the " \
-              "release changed)"
-    return VerificationError(e.url, e.what, e.expected, e.got, fix=fix)
+        folder = shown(root)
+        return VerificationError(e.url, e.what, e.expected, e.got,
+                                 advice=f"{pins}: the mirror {folder} holds other bytes than were locked",
+                                 fix=[mirror_fix("verify", folder, path, does="names every file that differs"),
+                                      mirror_fix("sync", folder, path, does="fetches them again")])
+    if root is not None:
+        return VerificationError(e.url, e.what, e.expected, e.got,
+                                 advice=f"{pins}: the mirror {shown(root)} serves other bytes than were locked; fill "
+                                        "it again from the lock (mirror sync, or mirror push for a registry, as it "
+                                        "was filled), or install without --mirror from the release")
+    return VerificationError(e.url, e.what, e.expected, e.got,
+                             advice=f"{pins}: the source serves other bytes than were locked",
+                             fix=lock_fix(path, "--check", does="says whether the release changed"))
 
 
 def _chosen(args: argparse.Namespace, path: str, environ: Mapping[str, str]
@@ -104,7 +104,7 @@ def _chosen(args: argparse.Namespace, path: str, environ: Mapping[str, str]
             registry.get(r)
         except UsageError:
             raise lockfile.LockFileError(f"{path} names the runtime {r!r}, which this superfluid does not ship",
-                                         fix="install with the superfluid that wrote the lock, or lock again"
+                                         advice="install with the superfluid that wrote the lock, or lock again"
                                          ) from None
     return digest, host, chosen
 
@@ -116,7 +116,7 @@ def _notes(path: str, host: Host, chosen: Mapping[str, list[Engine]]) -> None:
     for r, engines in chosen.items():
         if kinds[0] in ("cuda", "rocm", "vulkan") and engines[0].target.host != kinds[0]:
             say(f"note: this is a {kinds[0]} machine, and {path} has no {kinds[0]} engine of {r} for "
-                f"{host.platform}: `superfluid lock --platform {host.platform} --backend {kinds[0]}` adds one")
+                f"{host.platform}: a lock of --platform {host.platform} --backend {kinds[0]} adds one")
 
 
 def install_locked(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
@@ -135,13 +135,13 @@ def install_locked(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     settings = settings_of(environ, mirror=args.mirror, offline=args.offline, plain_http=args.plain_http,
                            json_mode=args.json)
     root = _mirror_root(settings)
-    path = lock_path(args.locked or None, environ)
+    path = checked_lock(args.locked or None, "--locked", environ)
     digest, host, chosen = _chosen(args, path, environ)
     ref = {"file": os.path.abspath(path), "sha256": digest}
     where = f"the lock {path} (sha256 {digest})" + (f", below the mirror {root}" if root else "")
     if not args.json:
         _notes(f"{path} (sha256 {digest})", host, chosen)
-    source = _offline_source(path, settings) if args.offline else _registry_source(root, chosen, settings)
+    source = _offline_source(path, settings, args.id) if args.offline else _registry_source(root, chosen, settings)
 
     def tell(event: Event) -> None:
         if not args.json:
@@ -157,7 +157,7 @@ def install_locked(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
                 results.append({"id": r, "dry_run": True, "source": where, "plans": [p.to_json() for p in plans],
                                 "warnings": []})
                 if not args.json:
-                    sys.stdout.write(plan_lines(plans, where))
+                    sys.stdout.write(plan_lines([_as_locked(p, path) for p in plans], where))
                 continue
             try:
                 outcome = install_plans(r, plans, settings, Reporter(tell=tell, progress=progress), where=where,
@@ -188,9 +188,16 @@ def _registry_source(root: str | None, chosen: Mapping[str, list[Engine]], setti
     return locked_source(root, [f for e in engines for f in e.files()], settings)
 
 
-def _offline_source(path: str, settings: Settings) -> ReleaseSource:
+def _as_locked(plan: Plan, path: str) -> Plan:
+    """``plan`` as a dry run from a lock says it: each digest as the lock pins it (no listing was read)."""
+    pinned = f"as {path} pins it"
+    return replace(plan, assets=tuple(replace(a, digest_source=pinned, checked=()) for a in plan.assets))
+
+
+def _offline_source(path: str, settings: Settings, runtime_id: str | None) -> ReleaseSource:
     """The cache alone (``--offline``): assets by the lock's digests, never a connection (a source of
     ``SUPERFLUID_MIRROR``'s, if it names one, never of ``--mirror``)."""
     offline = replace(settings, mirror=settings.mirror_variable, mirror_named_by=MIRROR_VARIABLE, offline=True)
-    return source_for(offline,
-                      fix=f"run `superfluid runtime install --locked {path}` once without --offline")
+    fill = Fix.superfluid("runtime", "install", *((runtime_id,) if runtime_id else ()), "--locked", path,
+                          does="fills the cache")
+    return source_for(offline, fix=fill)

@@ -18,7 +18,7 @@ from superfluid.for_release import release_for
 from superfluid.install_report import say
 from superfluid.installer.errors import ReleaseNotFound
 from superfluid.installer.fleet import lockfile
-from superfluid.installer.fleet.lockfile import Engine, Lock, Target
+from superfluid.installer.fleet.lockfile import Engine, Lock, Target, lock_fix
 from superfluid.installer.fleet.plans import (
     Change,
     check_targets,
@@ -28,26 +28,33 @@ from superfluid.installer.fleet.plans import (
     plan_engine,
     targets_of,
 )
-from superfluid.installer.settings import Settings
-from superfluid.lock_flags import lock_path
+from superfluid.installer.settings import MIRROR_FLAG, Settings
+from superfluid.installer.sources.github import web_base_for
+from superfluid.installer.sources.mirror import root_of_url
+from superfluid.installer.transport.urls import path_of_file_url
+from superfluid.lock_flags import checked_lock
 from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.release_flags import add_flags as add_for_flags
 from superfluid.release_flags import flags_of
 from superfluid.runtime import registry
 from superfluid.runtime.hostfacts.host import detect
-from superfluid.runtime.kernel.errors import InconsistentRelease, SuperfluidError, UsageError
+from superfluid.runtime.kernel.errors import BadFile, InconsistentRelease, SuperfluidError, UsageError
+from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.output import print_json
 from superfluid.runtime.planning import DigestConflict, ForRelease, NotInstallable, Request
 from superfluid.settings import settings_of
+from superfluid.source_hints import shown
 
 __all__ = ["HELP", "arguments", "run", "LockOutdated", "change_lines"]
 
 
 class _Planning(NamedTuple):
-    """What every plan of one ``superfluid lock`` is made with: the settings, and the release ``--for`` names."""
+    """What every plan of one ``superfluid lock`` is made with: the settings, the release ``--for``
+    names, and the command that fills the cache (the fix of what ``--offline`` lacks)."""
 
     settings: Settings
     for_: ForRelease | None
+    fill: Fix | None = None
 
 HELP = Help(
     "pin the engine builds of a fleet in superfluid.lock",
@@ -111,7 +118,7 @@ def _upgrading(args: argparse.Namespace) -> set[str] | None:
 
 def _plan(target: Target, planning: _Planning) -> Engine:
     request = Request(id=target.runtime, for_=planning.for_)
-    return plan_engine(request, target, planning.settings)
+    return plan_engine(request, target, planning.settings, fill=planning.fill)
 
 
 def _now(targets: list[Target], planning: _Planning,
@@ -137,12 +144,11 @@ def _now(targets: list[Target], planning: _Planning,
 
 def _refusal(e: SuperfluidError, target: Target) -> str:
     """Why nothing of ``target`` is locked, said of the machine asked, not of this one (a planner says
-    "this is <host>" of the host it plans for), with a fix that names only what lock takes (not
-    ``--from``, an install's alone)."""
+    "this is <host>" of the host it plans for), with its advice (its fixes are commands of an install
+    on this machine, not of a lock: left out)."""
     asked = host_for(target.platform, target.host).describe()
     text = e.message.replace(f"this is {asked}", f"the machine asked is {asked}")
-    fix = (e.fix or "").split(", or --from ")[0].split("; or --from ")[0]
-    return f"{text}: {fix}" if fix else text
+    return f"{text}: {e.advice}" if e.advice else text
 
 
 def _nothing_of(runtime: str, failed: Mapping[Target, SuperfluidError]) -> lockfile.LockFileError:
@@ -152,11 +158,12 @@ def _nothing_of(runtime: str, failed: Mapping[Target, SuperfluidError]) -> lockf
     why = [e for t, e in failed.items() if t.runtime == runtime]
     if why and all(isinstance(e, ReleaseNotFound) for e in why):
         repo = registry.get(runtime).repo
-        fix = f"{why[0].fix or f'the source holds no releases of {repo}'}; or name a mirror that holds {repo}'s " \
-              "listing with --mirror URL|DIR"
+        advice = f"{why[0].advice or f'the source holds no releases of {repo}'}; or name a mirror that holds " \
+                 f"{repo}'s listing with --mirror URL|DIR"
     else:
-        fix = "see the reasons above; name other platforms or kinds of machine"
-    return lockfile.LockFileError(f"nothing of {runtime} installs on any machine asked: nothing was written", fix=fix)
+        advice = "see the reasons above; name other platforms or kinds of machine"
+    return lockfile.LockFileError(f"nothing of {runtime} installs on any machine asked: nothing was written",
+                                  advice=advice)
 
 
 def _same_release(planning: _Planning) -> Any:
@@ -164,7 +171,7 @@ def _same_release(planning: _Planning) -> Any:
         try:
             request = Request(id=old.target.runtime, version=old.version, backend=old.backend,
                               for_=planning.for_)
-            engine = plan_engine(request, old.target, planning.settings)
+            engine = plan_engine(request, old.target, planning.settings, fill=planning.fill)
         except SuperfluidError:
             return None  # its release is gone, or no longer planned: the move says what is chosen
         return replace(engine, target=old.target) if engine.install == old.install else None
@@ -216,8 +223,9 @@ def _check(path: str, old: Lock, targets: list[Target], args: argparse.Namespace
     outdated = LockOutdated(f"{path} does not match what would be chosen now: {moved} to move, {errors} error(s)"
                             + (f" (written by superfluid {old.superfluid}, this is {__version__})"
                                if old.superfluid != __version__ else ""),
-                            fix="`superfluid lock --upgrade` writes the new choice" if not errors else
-                            "a release changed under its name or vanished: nothing was written")
+                            fix=None if errors else lock_fix(path, "--upgrade", does="writes the new choice"),
+                            advice="a release changed under its name or vanished: nothing was written" if errors
+                            else None)
     # with --json one document: the changes and, the face adds, the error
     outdated.document = {"lock": path, "check": True, "up_to_date": False, "written": False,
                          "engines": [_engine_json(e) for e in old.engines],
@@ -291,6 +299,60 @@ def _write(path: str, old: Lock | None, targets: list[Target], defaulted: bool, 
     return 0
 
 
+def _old(path: str, args: argparse.Namespace) -> Lock | None:
+    """The lock at ``path`` (None when there is none to keep); a bare ``--upgrade`` (every runtime
+    chosen anew) writes over one that does not read, saying so.
+
+    Raises:
+        BadFile: it does not read (missing, for ``--check``), and no bare ``--upgrade`` replaces it.
+    """
+    if not (args.check or os.path.exists(path)):
+        return None
+    try:
+        return lockfile.read(path)[0]
+    except BadFile as e:
+        if "" not in (args.upgrade or ()):
+            raise
+        say(f"{e.message}: --upgrade writes it anew")
+        return None
+
+
+def _lock_mirror(settings: Settings, old: Lock | None, path: str) -> Settings:
+    """``settings``, reading the releases from the mirror every URL of ``old`` names when no mirror
+    is named (``--mirror``, ``SUPERFLUID_MIRROR``): a lock written from a mirror is checked and
+    refreshed against it, not against GitHub. A lock of GitHub's downloads (or of several roots) is
+    read as named.
+
+    Raises:
+        LockFileError: that mirror is a folder that is no longer there.
+    """
+    if settings.mirror or old is None:
+        return settings
+    roots = {root_of_url(f.url) for e in old.engines for f in e.files()}
+    root = roots.pop() if len(roots) == 1 else None
+    if root is None or root.rstrip("/").lower() == web_base_for(settings.api).rstrip("/").lower():
+        return settings
+    if root.startswith("file:") and not os.path.isdir(path_of_file_url(root)):
+        raise lockfile.LockFileError(f"{path} names the mirror {shown(root)}, which is no longer a directory",
+                                     advice="name where its releases are now with --mirror URL|DIR")
+    say(f"reading releases from the mirror {shown(root)}, as {path} names it (--mirror names another)")
+    return replace(settings, mirror=root + "/", mirror_named_by=MIRROR_FLAG)
+
+
+def _fill(args: argparse.Namespace, path: str) -> Fix | None:
+    """With ``--offline``, the fix of what the cache lacks: the same lock line online."""
+    if not args.offline:
+        return None
+    words = [w for flag, values in (("--runtime", args.runtime), ("--platform", args.platform),
+                                     ("--backend", args.backend)) for v in values or () for w in (flag, v)]
+    if args.check:
+        words.append("--check")
+    for u in args.upgrade or ():
+        words += ["--upgrade", u] if u else ["--upgrade"]
+    does = "fills the cache and checks the lock" if args.check else "fills the cache and writes the lock"
+    return lock_fix(path, *words, does=does)
+
+
 def run(args: argparse.Namespace) -> int:
     """``superfluid lock``.
 
@@ -304,13 +366,15 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--check changes nothing and --upgrade writes: name one")
     check_targets(args.runtime or (), args.platform or (), args.backend or ())
     check_targets([u for u in args.upgrade or () if u], (), ())
-    settings = settings_of(environ, mirror=args.mirror, offline=args.offline, plain_http=args.plain_http)
+    path = checked_lock(args.output, "-o", environ, must_exist=args.check)
+    old = _old(path, args)
+    settings = _lock_mirror(settings_of(environ, mirror=args.mirror, offline=args.offline,
+                                        plain_http=args.plain_http), old, path)
     # --for: lock what that release's compat.json drives
-    planning = _Planning(settings, release_for(flags_of(args), settings, environ))
-    if args.offline and args.mirror and "://" in args.mirror and not args.mirror.startswith("file:"):
+    planning = _Planning(settings, release_for(flags_of(args), settings, environ), _fill(args, path))
+    mirror = settings.mirror or ""
+    if args.offline and "://" in mirror and not mirror.startswith("file:"):
         say("--offline: the mirror's listings are read from the cache")
-    path = lock_path(args.output, environ)
-    old = lockfile.read(path)[0] if args.check or os.path.exists(path) else None
     targets, defaulted = _targets(args, old, planning)
     if args.check:
         assert old is not None

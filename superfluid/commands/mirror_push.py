@@ -13,7 +13,7 @@ from superfluid.installer.cache.download import progress_for
 from superfluid.installer.fleet import lockfile
 from superfluid.installer.fleet.push import push
 from superfluid.installer.sources.oci.ref import parse_ref
-from superfluid.lock_flags import lock_path
+from superfluid.lock_flags import checked_lock
 from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.output import print_json
@@ -55,13 +55,13 @@ def run(args: argparse.Namespace) -> int:
         SuperfluidError: a broken lock, a download, a verification, the registry (exit 1).
     """
     environ = dict(os.environ)
-    path = lock_path(args.lock, environ)
+    path = checked_lock(args.lock, "--lock", environ)
     settings = settings_of(environ, plain_http=args.plain_http, json_mode=args.json)
     config = settings.fetch
     try:
         ref = parse_ref(args.to, plain_http=config.oci_plain_http, named_by="mirror push")
     except ValueError as e:
-        raise UsageError(str(e), fix="name a registry repository: oci://HOST[:PORT]/REPO") from None
+        raise UsageError(str(e), advice="name a registry repository: oci://HOST[:PORT]/REPO") from None
     lock, digest = lockfile.read(path)
     progress = progress_for(sys.stderr, mode=settings.progress)
 

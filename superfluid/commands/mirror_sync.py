@@ -1,4 +1,4 @@
-"""``superfluid mirror sync DIR [--lock FILE]``: every file a lock names fetched into a static mirror.
+"""``superfluid mirror sync DIR [--lock FILE] [--json]``: every file a lock names fetched into a static mirror.
 
 See docs/fleet.md, "The mirror".
 """
@@ -12,10 +12,11 @@ import sys
 from superfluid.installer.cache.download import progress_for
 from superfluid.installer.fleet import lockfile
 from superfluid.installer.fleet.sync import sync
-from superfluid.lock_flags import lock_path
-from superfluid.parser import Help, Parser, exits
+from superfluid.lock_flags import checked_lock
+from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.jsonread import kind_of
+from superfluid.runtime.kernel.output import print_json
 from superfluid.settings import settings_of
 
 __all__ = ["HELP", "arguments", "run"]
@@ -25,7 +26,7 @@ HELP = Help(
     "Fetch every file the lock names into DIR (<owner>/<repo>/releases/download/<tag>/<name>, and each "
     "repository's releases.json), each verified against the lock; resumable, and what is already there "
     "with the right digest is not fetched again.",
-    ("superfluid mirror sync ./engines --lock superfluid.lock",),
+    ("superfluid mirror sync ./engines --lock superfluid.lock", "superfluid mirror sync ./engines --json"),
     exits(_0="synced", _1="a broken lock, a download or a verification that failed"),
 )
 
@@ -33,6 +34,7 @@ HELP = Help(
 def arguments(p: Parser) -> None:
     p.add_argument("dir", metavar="DIR", help="the mirror's root directory")
     p.add_argument("--lock", metavar="FILE", help="the lock (default ./superfluid.lock or SUPERFLUID_LOCK)")
+    add_json(p)
 
 
 def _a_directory(where: str) -> None:
@@ -55,16 +57,22 @@ def _a_directory(where: str) -> None:
 def _sync(args: argparse.Namespace, path: str) -> int:
     lock, digest = lockfile.read(path)
     _a_directory(args.dir)
-    settings = settings_of(dict(os.environ))
+    settings = settings_of(dict(os.environ), json_mode=args.json)
     progress = progress_for(sys.stderr, mode=settings.progress)
 
     def tell(line: str) -> None:
-        sys.stderr.write(f"superfluid: {line}\n")
+        if not args.json:
+            sys.stderr.write(f"superfluid: {line}\n")
 
     try:
         done = sync(lock, args.dir, settings, progress=progress, tell=tell)
     finally:
         progress.close()
+    if args.json:  # schema mirror-sync
+        print_json({"mirror": os.path.abspath(args.dir), "lock": {"file": os.path.abspath(path), "sha256": digest},
+                    "fetched": list(done.fetched), "present": list(done.present), "replaced": list(done.replaced),
+                    "listings": list(done.listings)})
+        return 0
     for p in done.replaced:
         sys.stderr.write(f"superfluid: {p} held other bytes than the lock pins: replaced\n")
     sys.stdout.write(f"superfluid: {args.dir}: {len(done.fetched)} fetched, {len(done.present)} already in place "
@@ -77,9 +85,10 @@ def run(args: argparse.Namespace) -> int:
     """``mirror sync``.
 
     Raises:
-        UsageError: an empty directory name, or one that cannot be a directory (exit 2).
+        UsageError: an empty directory name, or one that cannot be a directory, a ``--lock`` that is not a
+            lock file (exit 2).
         SuperfluidError: a broken lock, a download or verification failure (exit 1).
     """
     if not args.dir:
         raise UsageError("mirror needs a directory")
-    return _sync(args, lock_path(args.lock, os.environ))
+    return _sync(args, checked_lock(args.lock, "--lock", os.environ))

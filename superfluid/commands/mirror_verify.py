@@ -1,4 +1,4 @@
-"""``superfluid mirror verify DIR [--lock FILE]``: a static mirror rechecked against a lock.
+"""``superfluid mirror verify DIR [--lock FILE] [--json]``: a static mirror rechecked against a lock.
 
 See docs/fleet.md, "The mirror".
 """
@@ -8,20 +8,24 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
 from superfluid.installer.fleet import lockfile
-from superfluid.installer.fleet.sync import verify
-from superfluid.lock_flags import lock_path
-from superfluid.parser import Help, Parser, exits
+from superfluid.installer.fleet.sync import Problem, verify
+from superfluid.lock_flags import checked_lock, mirror_fix
+from superfluid.parser import Help, Parser, add_json, exits
+from superfluid.paths import flag_path
 from superfluid.runtime.kernel.errors import SuperfluidError, UsageError
+from superfluid.runtime.kernel.output import print_json
 
 __all__ = ["HELP", "arguments", "run", "MirrorMismatch"]
 
 HELP = Help(
     "recheck DIR against a lock",
     "Recheck every file the lock names in DIR against its digest, and each listing; change nothing.",
-    ("superfluid mirror verify ./engines --lock superfluid.lock",),
-    exits(_0="every file verified", _1="a file missing or with other bytes, a listing that disagrees"),
+    ("superfluid mirror verify ./engines --lock superfluid.lock", "superfluid mirror verify ./engines --json"),
+    exits(_0="every file verified", _1="a file missing or with other bytes, a listing that disagrees",
+          _2="usage: DIR is not a directory (a file, a FIFO...), the lock named is not a lock file"),
 )
 
 
@@ -32,18 +36,36 @@ class MirrorMismatch(SuperfluidError):
 def arguments(p: Parser) -> None:
     p.add_argument("dir", metavar="DIR", help="the mirror's root directory")
     p.add_argument("--lock", metavar="FILE", help="the lock (default ./superfluid.lock or SUPERFLUID_LOCK)")
+    add_json(p)
+
+
+def _document(folder: str, path: str, digest: str, good: int, problems: list[Problem]) -> dict[str, Any]:
+    """What ``--json`` prints (schema ``mirror-verify``)."""
+    return {"mirror": os.path.abspath(folder), "lock": {"file": os.path.abspath(path), "sha256": digest},
+            "verified": good, "problems": [{"path": p.path, "fault": p.fault} for p in problems]}
 
 
 def _verify(args: argparse.Namespace, path: str) -> int:
-    lock, _ = lockfile.read(path)
+    flag_path(args.dir, "", "mirror directory", must_exist=False)  # a FIFO or a file: exit 2, naming it
+    lock, digest = lockfile.read(path)
     if not os.path.isdir(args.dir):
-        raise MirrorMismatch(f"{args.dir}: no such directory", fix=f"`superfluid mirror sync {args.dir} --lock {path}`")
+        missing = MirrorMismatch(f"{args.dir}: no such directory: every file of {path} is missing",
+                                 fix=mirror_fix("sync", args.dir, path, does="makes it and fetches every file"))
+        missing.document = _document(args.dir, path, digest, 0, [Problem(".", "is missing")])
+        raise missing
     good, problems = verify(lock, args.dir)
-    for p in problems:
-        sys.stdout.write(f"{p.path}: {p.fault}\n")
+    if args.json and not problems:
+        print_json(_document(args.dir, path, digest, good, problems))
+        return 0
+    if not args.json:
+        for p in problems:
+            sys.stdout.write(f"{p.path}: {p.fault}\n")
     if problems:
-        raise MirrorMismatch(f"{args.dir}: {len(problems)} problem(s) against {path} ({good} files verified)",
-                             fix=f"`superfluid mirror sync {args.dir} --lock {path}` fetches what is missing or wrong")
+        count = f"{len(problems)} problem{'' if len(problems) == 1 else 's'}"
+        mismatch = MirrorMismatch(f"{args.dir}: {count} against {path} ({good} files verified)",
+                                  fix=mirror_fix("sync", args.dir, path, does="fetches what is missing or wrong"))
+        mismatch.document = _document(args.dir, path, digest, good, problems)
+        raise mismatch
     sys.stdout.write(f"superfluid: {args.dir}: every file of {path} verified ({good} files)\n")
     return 0
 
@@ -52,10 +74,11 @@ def run(args: argparse.Namespace) -> int:
     """``mirror verify``.
 
     Raises:
-        UsageError: an empty directory name (exit 2).
+        UsageError: an empty directory name, a DIR that is not a directory, a ``--lock`` that is not a
+            lock file (exit 2).
         MirrorMismatch: a file missing or with other bytes (exit 1).
         SuperfluidError: a broken lock (exit 1).
     """
     if not args.dir:
         raise UsageError("mirror needs a directory")
-    return _verify(args, lock_path(args.lock, os.environ))
+    return _verify(args, checked_lock(args.lock, "--lock", os.environ))

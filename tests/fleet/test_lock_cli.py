@@ -10,6 +10,7 @@ from pathlib import Path
 
 from superfluid.installer.fleet import lockfile
 from superfluid.runtime.kernel.schema import errors as schema_errors
+from tests import cli
 from tests.end_to_end import releases
 from tests.fleet.conftest import BASERT, CUDA_BUNDLE, Machine, machine_at
 from tests.release_server import ReleaseServer, sha256_line
@@ -125,13 +126,22 @@ def test_a_cuda_machine_falls_back_to_the_cpu_engine_when_its_probe_refuses(admi
     assert "finds no cuda-13.4 device" in result["fallbacks"][0]["why"]
 
 
-def test_a_platform_the_lock_lacks_is_refused_with_the_command_that_adds_it(admin: Machine) -> None:
+def test_a_platform_the_lock_lacks_is_refused_with_the_command_that_adds_it(admin: Machine,
+                                                                           fleet_server: ReleaseServer) -> None:
     path = _lock(admin)
-    node = machine_at(admin.cwd.parent, "arm", SUPERFLUID_HOST_ARCH="arm64")
+    releases.publish(fleet_server, [("0.4.0", 1)], platform="linux-arm64")  # baseRT 0.4.0 for arm64 too
+    node = machine_at(admin.cwd.parent, "arm", SUPERFLUID_HOST_ARCH="arm64", SUPERFLUID_GITHUB_API=fleet_server.url)
     run = node.superfluid("runtime", "install", "--locked", str(path))
     assert run.code == 1 and "has no engine for linux-arm64" in run.stderr
-    assert "`superfluid lock --platform linux-arm64` adds it" in run.stderr
     assert not (node.home / "runtimes").exists()
+    # the fix names the lock it was given for (the node's working directory holds none)
+    fix = run.fix("lock", "--platform", "linux-arm64")
+    assert fix.argv == ("superfluid", "lock", "--platform", "linux-arm64", "-o", str(path)) and fix.does == "adds it"
+    assert cli.paste(fix, run, env=node.env, cwd=node.cwd).code == 0
+    added = {(e.target.runtime, e.target.platform) for e in lockfile.read(path)[0].engines}
+    assert ("basert", "linux-arm64") in added and ("basert", "linux-x64") in added
+    again = node.superfluid("runtime", "install", "basert", "--locked", str(path), "--dry-run")
+    assert again.code == 0, again.stderr
 
 
 def test_locked_refuses_flags_that_choose(admin: Machine) -> None:

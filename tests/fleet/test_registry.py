@@ -170,7 +170,7 @@ def test_basic_auth_from_a_docker_config(tmp_path: Path, admin: Machine, fleet_s
         assert run.code == 1 and node.installs("basert") == [], run.stderr
         error = run.json()["error"]
         assert f"REGISTRY_AUTH_FILE names {tmp_path / 'missing.json'}, which does not exist" in error["message"]
-        assert "point REGISTRY_AUTH_FILE at an existing auth file" in error["fix"]
+        assert "point REGISTRY_AUTH_FILE at an existing auth file" in error["advice"] and "fix" not in error
         auth = docker_config(tmp_path / "elsewhere", registry.host)
         node.env["REGISTRY_AUTH_FILE"] = str(auth)
         runs = [node.superfluid("runtime", "install", "--locked", "--mirror", registry.url),

@@ -93,7 +93,7 @@ def _entry_login(entry: object, key: str, where: str) -> Login | None:
             sep = ""
         if not sep:
             raise BadFile(where, "is not base64 of user:password", json_path=f"$.auths[{key!r}].auth",
-                          fix="log in again (`docker login`), or write the entry anew")
+                          advice="log in again (docker login HOST), or write the entry anew")
         return Login(user, secret, where)
     name, password = entry.get("username"), entry.get("password")
     if isinstance(name, str) and isinstance(password, str) and name:
@@ -117,10 +117,10 @@ def login_for(host: str, repository: str, files: Sequence[str]) -> Login | None:
             continue
         except OSError as e:
             raise BadFile(where, f"cannot be read ({e.strerror or e})",
-                          fix="make it readable, or point REGISTRY_AUTH_FILE at another file") from None
+                          advice="make it readable, or point REGISTRY_AUTH_FILE at another file") from None
         except UntrustedJson as e:
             raise BadFile(where, f"is not a JSON auth file ({e.fault})",
-                          fix="repair it, or point REGISTRY_AUTH_FILE at another file") from None
+                          advice="repair it, or point REGISTRY_AUTH_FILE at another file") from None
         auths = doc.get("auths", {}) if isinstance(doc, dict) else None
         if not isinstance(auths, dict):
             raise BadFile(where, "has no auths object", json_path="$.auths")
@@ -312,12 +312,13 @@ class RegistryAuth:
         if self.login is None and self.missing_file is not None:
             return DownloadError(url, f"HTTP 401 unauthorized: {self.ref.describe()} asks for a login, and "
                                  f"REGISTRY_AUTH_FILE names {self.missing_file}, which does not exist", status=401,
-                                 fix="point REGISTRY_AUTH_FILE at an existing auth file (as `docker login` or `podman "
-                                     "login` writes it), or unset it to read $DOCKER_CONFIG/config.json or "
-                                     "~/.docker/config.json")
+                                 advice="point REGISTRY_AUTH_FILE at an existing auth file (as docker login or "
+                                        "podman login writes it), or unset it to read $DOCKER_CONFIG/config.json or "
+                                        "~/.docker/config.json")
         if self.login is None:
             return DownloadError(url, f"HTTP 401 unauthorized: {self.ref.describe()} asks for a login, and there "
                                  f"is none for {host}", status=401,
-                                 fix=f"`docker login {host}` (or an auths entry for {host} in REGISTRY_AUTH_FILE)")
+                                 advice=f"log in to it (docker login {host}), or add an auths entry for {host} to "
+                                        "REGISTRY_AUTH_FILE")
         return DownloadError(url, f"HTTP 401 unauthorized: {what} the login of {self.login.user!r} from "
-                             f"{self.login.source}", status=401, fix=f"log in again: `docker login {host}`")
+                             f"{self.login.source}", status=401, advice=f"log in again (docker login {host})")

@@ -165,16 +165,16 @@ class Registry:
             r.close()
             raise VerificationError(
                 url, "sha256", sha256, got,
-                fix=f"nothing was installed or cached: {self.ref.describe()} serves other bytes for the blob "
-                    f"sha256:{sha256} than that digest (a registry checks digests when a blob is pushed, not "
-                    f"when it is served); push it again (`superfluid mirror push {self.ref.root.rstrip('/')} "
-                    "--lock FILE`), or tell whoever runs the registry")
+                advice=f"nothing was installed or cached: {self.ref.describe()} serves other bytes for the blob "
+                       f"sha256:{sha256} than that digest (a registry checks digests when a blob is pushed, not "
+                       f"when it is served); push the lock that names it into {self.ref.root.rstrip('/')} again "
+                       "(mirror push), or tell whoever runs the registry")
 
     def _named(self, e: DownloadError, url: str, target: str) -> DownloadError:
         if e.status == 404 and self._blob.fullmatch(target):
             digest = target.rsplit("/", 1)[-1]
             return DownloadError(url, f"{self.ref.describe()} holds no blob {digest} (HTTP 404)", status=404,
-                                 fix=self._push_fix())
+                                 advice=self._push_advice())
         return e
 
     def _read(self, url: str, headers: Mapping[str, str], *, max_bytes: int) -> bytes:
@@ -219,11 +219,11 @@ class Registry:
         layer = self.index(repo).get(path) if path.count("/") >= 2 else None
         if layer is None:
             raise DownloadError(url, f"{self.ref.describe()} holds no such file (its index {index_tag(repo)} "
-                                "does not name it)", status=404, fix=self._push_fix())
+                                "does not name it)", status=404, advice=self._push_advice())
         return self.ref.blob_url(layer.sha256)
 
-    def _push_fix(self) -> str:
-        return f"push the lock that names it: `superfluid mirror push {self.ref.root.rstrip('/')} --lock FILE`"
+    def _push_advice(self) -> str:
+        return f"push the lock that names it into {self.ref.root.rstrip('/')} (mirror push)"
 
     # -- reads of the registry's own documents --------------------------------------------------------
 

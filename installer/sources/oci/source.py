@@ -19,6 +19,7 @@ from superfluid.installer.sources.release_source import ListedSource, OfflineSou
 from superfluid.installer.transport.fetcher import Fetcher
 from superfluid.installer.transport.files import NoNetworkFetcher
 from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.fixes import Fix
 
 __all__ = ["OciListing", "oci_source", "registry_source", "locked_source", "Locked"]
 
@@ -75,8 +76,8 @@ class OciListing:
             if e.status != 404:
                 raise
             raise ReleaseNotFound(repo, f"listing {listing_path(repo)}", where=self.ref.describe(),
-                                  fix=f"push a lock of it: `superfluid mirror push {self.ref.root.rstrip('/')} "
-                                      "--lock FILE`") from None
+                                  advice=f"push a lock that names it into {self.ref.root.rstrip('/')} (mirror "
+                                         "push)") from None
 
     def release(self, repo: str, tag: str) -> Release:
         """The published release ``tag`` from the registry's listing.
@@ -99,7 +100,7 @@ def registry_source(registry: Registry, cache: Cache) -> ListedSource:
 
 
 def oci_source(where: str, *, named_by: str, offline: bool, settings: Settings, config: FetchConfig,
-               cache: Cache, fix: str | None = None, fetcher: Fetcher | None = None) -> ReleaseSource:
+               cache: Cache, fix: Fix | None = None, fetcher: Fetcher | None = None) -> ReleaseSource:
     """The source of ``--mirror oci://HOST/REPO`` (``named_by``: ``--mirror`` or
     ``SUPERFLUID_MIRROR``; plain ``http://`` as ``config.oci_plain_http`` says); with ``offline``
     the cache alone. ``fetcher``: the fetcher that speaks to the registry (default
@@ -112,7 +113,7 @@ def oci_source(where: str, *, named_by: str, offline: bool, settings: Settings, 
     try:
         ref = parse_ref(where, plain_http=config.oci_plain_http, named_by=named_by)
     except ValueError as e:
-        raise UsageError(str(e), fix="name a registry repository: oci://HOST[:PORT]/REPO") from e
+        raise UsageError(str(e), advice="name a registry repository: oci://HOST[:PORT]/REPO") from e
     if offline:
         return OfflineSource(OciListing(ref, NoNetworkFetcher(config), cache, offline=True), cache, config=config,
                              fix=fix, mirror=ref.root)

@@ -96,20 +96,26 @@ class TestSelect:
 
     @pytest.mark.parametrize("lock, host, runtime, says, fix", [
         (LOCK, Host(os="linux", arch="arm64"), None, "has no engine for linux-arm64",
-         "`superfluid lock --platform linux-arm64`"),
+         "superfluid lock --platform linux-arm64 -o fleet.lock"),
         (LOCK, Host(os="linux", arch="arm64", nvidia_driver="580.1"), None, "has no engine for linux-arm64",
-         "`superfluid lock --platform linux-arm64 --backend cuda`"),
+         "superfluid lock --platform linux-arm64 --backend cuda -o fleet.lock"),
         (LOCK, Host(os="linux", arch="x64"), "llamacpp", "has no llamacpp engine for linux-x64",
-         "`superfluid lock --runtime llamacpp --platform linux-x64`"),
+         "superfluid lock --runtime llamacpp --platform linux-x64 -o fleet.lock"),
         (Lock("0.1.0", ("basert",), ("linux-x64",), ("cuda",), (_engine("cuda", "cuda"),)), Host(os="linux",
                                                                                                  arch="x64"),
-         None, "only for cuda machines", "`superfluid lock --runtime basert --platform linux-x64` adds this kind"),
+         None, "only for cuda machines", "superfluid lock --runtime basert --platform linux-x64 -o fleet.lock"),
     ])
     def test_a_machine_the_lock_has_nothing_for_is_told_the_command(self, lock: Lock, host: Host,
                                                                      runtime: str | None, says: str, fix: str) -> None:
         with pytest.raises(LockFileError) as info:
             select(lock, host, runtime, lock_name="fleet.lock")
-        assert says in str(info.value) and fix in str(info.value) and "fleet.lock" in str(info.value)
+        assert says in str(info.value) and "fleet.lock" in info.value.message
+        assert [f.command for f in info.value.fixes] == [fix]  # the lock it was given for, kept
+
+    def test_the_default_lock_is_not_named_in_the_fix(self) -> None:
+        with pytest.raises(LockFileError) as info:
+            select(LOCK, Host(os="linux", arch="arm64"))
+        assert [f.command for f in info.value.fixes] == ["superfluid lock --platform linux-arm64"]
 
 
 def _moved(old: Engine, **new: object) -> Engine:

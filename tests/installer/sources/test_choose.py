@@ -17,12 +17,16 @@ from superfluid.installer.sources.github import GitHubClient
 from superfluid.installer.sources.mirror import Mirror
 from superfluid.installer.sources.release_source import ListedSource, OfflineSource, ReleaseSource
 from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.fixes import Fix
 from tests.settings_from import settings_from
+
+#: the fix a command hands its source: what fills the cache when --offline lacks something
+FILL = Fix.superfluid("runtime", "install", "basert", does="fills the cache")
 
 
 def _choose(home: Path, mirror: str | None, offline: bool = False, **variables: str) -> ReleaseSource:
     return source_for(settings_from({"SUPERFLUID_HOME": str(home), **variables}, mirror=mirror, offline=offline),
-                      fix="superfluid runtime install basert")
+                      fix=FILL)
 
 
 @pytest.mark.parametrize(("mirror", "variables", "offline", "kind", "lister", "root"), [
@@ -60,7 +64,7 @@ def test_the_source_chosen(tmp_path: Path, mirror: str | None, variables: dict[s
         assert isinstance(listed, Mirror) and listed.root == root.format(**fill) == source.mirror
     assert listed.offline is (offline and kind is OfflineSource)
     if isinstance(source, OfflineSource):
-        assert source.fix == "superfluid runtime install basert"
+        assert source.fix == FILL
 
 
 def test_a_password_in_the_mirror_url_is_a_credential_never_the_root(tmp_path: Path) -> None:
@@ -73,13 +77,16 @@ def test_a_password_in_the_mirror_url_is_a_credential_never_the_root(tmp_path: P
 
 
 @pytest.mark.parametrize(("mirror", "variables", "message", "fix"), [
-    pytest.param("ftp://m.test/x", {}, "--mirror ftp://m.test/x: only http://, https:// URLs and directories",
-                 "give --mirror an http(s):// URL or an existing directory", id="another-scheme"),
+    pytest.param("ftp://m.test/x", {}, "--mirror ftp://m.test/x: not a mirror (a mirror is a directory, or a URL "
+                 "of http://, https://, file:// or oci://)",
+                 "give --mirror an existing directory or a URL of http://, https://, file:// or oci://",
+                 id="another-scheme"),
     pytest.param("{missing}", {}, "--mirror {missing}: no such directory",
-                 "give --mirror an http(s):// URL or an existing directory", id="no-such-directory"),
+                 "give --mirror an existing directory or a URL of http://, https://, file:// or oci://",
+                 id="no-such-directory"),
     pytest.param(None, {"SUPERFLUID_MIRROR": "{missing}"}, "SUPERFLUID_MIRROR={missing}: no such directory",
-                 "set SUPERFLUID_MIRROR to an http(s):// URL or an existing directory, or unset it",
-                 id="the-variable-named-as-such"),
+                 "set SUPERFLUID_MIRROR to an existing directory or a URL of http://, https://, file:// or oci://, "
+                 "or unset it", id="the-variable-named-as-such"),
     pytest.param(None, {"SUPERFLUID_GITHUB_API": "ftp://api.test/"}, "SUPERFLUID_GITHUB_API=ftp://api.test/: not an "
                  "http(s) URL", "set it to the API base", id="github-api-not-http"),
     pytest.param("oci://", {}, "", "name a registry repository: oci://HOST[:PORT]/REPO", id="oci-without-a-repository"),
@@ -91,7 +98,7 @@ def test_a_bad_source_is_a_usage_error_naming_who_gave_it(tmp_path: Path, mirror
         _choose(tmp_path, None if mirror is None else mirror.format(**fill),
                 **{k: v.format(**fill) for k, v in variables.items()})
     assert message.format(**fill) in str(refused.value)
-    assert fix in (refused.value.fix or "")
+    assert fix in (refused.value.advice or "") and refused.value.fixes == ()
 
 
 def test_a_bad_mirror_never_shows_its_password(tmp_path: Path) -> None:

@@ -55,7 +55,8 @@ class TestLayout:
         assert mirror_root_url(tmp_path.as_uri()) == tmp_path.as_uri() + "/"
         with pytest.raises(ValueError, match="no such directory"):
             mirror_root_url(str(tmp_path / "missing"))
-        with pytest.raises(ValueError, match="only http"):
+        with pytest.raises(ValueError, match=r"not a mirror \(a mirror is a directory, or a URL of http://, "
+                                             r"https://, file:// or oci://\)"):
             mirror_root_url("ftp://m.test/")
 
 

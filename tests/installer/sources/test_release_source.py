@@ -31,7 +31,11 @@ from superfluid.installer.transport.files import FileFetcher, NoNetworkFetcher
 from superfluid.installer.transport.requests_fetcher import RequestsFetcher
 from superfluid.installer.transport.urls import origin_of
 from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.fixes import Fix
 from tests.settings_from import settings_from
+
+#: the fix a command hands its source: what fills the cache when --offline lacks something
+ONLINE = Fix.superfluid("runtime", "install", "basert", does="fills the cache")
 
 
 def pick(tmp_path: Path, mirror: str | None, offline: bool, **env: str) -> ReleaseSource:
@@ -85,7 +89,7 @@ def test_a_bad_mirror_is_a_usage_error(tmp_path: Path, mirror: str | None, env: 
     given = {"NOPE": str(tmp_path / "nope"), "FILE": str(tmp_path / "file")}.get(mirror or "", mirror)
     with pytest.raises(UsageError) as e:
         pick(tmp_path, given, False, **env)
-    assert named in e.value.message and e.value.fix
+    assert named in e.value.message and e.value.advice
     assert not (tmp_path / "home").exists()  # nothing made for a refused source
 
 
@@ -166,14 +170,14 @@ def test_a_small_asset_over_the_cap_is_refused_before_any_request(tmp_path: Path
 
 def test_offline_fetch_answers_from_the_cache_by_digest(tmp_path: Path) -> None:
     source = source_for(settings_from({"SUPERFLUID_HOME": str(tmp_path / "home")}, mirror=None, offline=True),
-                        fix="run it once online")
+                        fix=ONLINE)
     cache = Cache.for_home(str(tmp_path / "home"))
     sha, _ = cache.blobs.put_bytes(b"an engine")
     got = source.fetch(Asset("e.tar.gz", "https://h.example/e.tar.gz", 9), sha256=sha.upper())
     assert got.cached and got.sha256 == sha and got.path.read_bytes() == b"an engine"
     with pytest.raises(OfflineMissing) as e:
         source.fetch(Asset("f.tar.gz", "https://h.example/f.tar.gz", 9), sha256="0" * 64)
-    assert e.value.fix == "run it once online"
+    assert e.value.fixes == (ONLINE,)
     with pytest.raises(OfflineMissing):
         source.fetch(Asset("f.tar.gz", "https://h.example/f.tar.gz", 9), sha256=None)  # no digest, no entry
     assert [d.sha256 for d in source.fetch_many([(Asset("e", "u", None), sha)])] == [sha]
@@ -181,10 +185,10 @@ def test_offline_fetch_answers_from_the_cache_by_digest(tmp_path: Path) -> None:
 
 def test_offline_read_of_what_the_cache_lacks_names_the_fix(tmp_path: Path) -> None:
     source = source_for(settings_from({"SUPERFLUID_HOME": str(tmp_path / "home")}, mirror=None, offline=True),
-                        fix="run it once online")
+                        fix=ONLINE)
     with pytest.raises(OfflineMissing) as e:
         source.read(Asset("x.sha256", "https://h.example/x.sha256", 10))
-    assert e.value.fix == "run it once online"
+    assert e.value.fixes == (ONLINE,)
 
 
 def test_each_fetch_is_given_the_digest_it_expects(tmp_path: Path) -> None:

@@ -83,7 +83,7 @@ def test_no_root_is_a_usage_error(tmp_path: Path, names: list[str] | None) -> No
         _history(tmp_path, *names)
     with pytest.raises(NoTrustRoot) as e:
         _anchor(Trust("/h"), str(tmp_path), "https://m.example/")
-    fix = e.value.fix  # both ways out, in the fix (issue 35, item 12): --json's fix named only the second
+    fix = e.value.advice  # both ways out, in the advice (issue 35, item 12): --json's fix named only the second
     assert fix is not None and "give --trust-root FILE" in fix and "--insecure-no-freshness" in fix
     assert "--trust-root" in str(e.value)
 

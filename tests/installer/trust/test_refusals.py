@@ -64,7 +64,7 @@ def test_every_public_refusal_is_in_the_table() -> None:
 def test_a_freeze_names_the_command_that_re_signs_that_role(role: str, fix_names: str) -> None:
     e = FreezeRefused(SERVICE, role, "2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z")
     assert (e.service, e.role, e.expires) == (SERVICE, role, "2026-01-01T00:00:00Z")
-    assert e.fix is not None and fix_names in e.fix
+    assert e.advice is not None and fix_names in e.advice and e.fixes == ()
     assert "2026-01-01T00:00:00Z" in e.message and "2026-02-01T00:00:00Z" in e.message and role in e.message
 
 
@@ -76,15 +76,21 @@ def test_a_rollback_carries_both_versions(named_by: str, shown: str) -> None:
     e = RollbackRefused(SERVICE, "timestamp", 3, 7, named_by=named_by)
     assert (e.service, e.role, e.got, e.seen) == (SERVICE, "timestamp", 3, 7)
     assert shown in e.message and "3" in e.message and "7" in e.message and SERVICE in e.message
-    assert e.fix
+    assert e.advice
 
 
 def test_endless_data_carries_its_limit() -> None:
     e = EndlessData(SERVICE, "more than 16384 bytes", limit=16384, role="timestamp")
-    assert (e.limit, e.role, e.service, e.fix) == (16384, "timestamp", SERVICE, None)
+    assert (e.limit, e.role, e.service, e.advice, e.fixes) == (16384, "timestamp", SERVICE, None, ())
 
 
 def test_not_listed_carries_the_path_and_the_way_round() -> None:
     e = NotListed(SERVICE, "/v1/choose/x/abi/2")
     assert (e.service, e.path) == (SERVICE, "/v1/choose/x/abi/2")
-    assert e.fix is not None and "--insecure-no-freshness" in e.fix
+    assert e.advice is not None and "--insecure-no-freshness" in e.advice
+
+
+def test_a_static_export_is_not_told_to_be_asked_unchecked() -> None:
+    """A folder answers nothing it does not hold, checked or not (issue 42, item 22)."""
+    e = NotListed("file:///srv/export/", "v1/choose/basert/abi/2")
+    assert e.advice is not None and "--insecure-no-freshness" not in str(e) and "static export" in e.advice

@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 from superfluid.installer.cache.stores import Cache
 from superfluid.installer.events import FellBack, Tell, Trying, Unchecked, Waiting, Warned
 from superfluid.installer.home.fill import fill_for
+from superfluid.installer.home.installs import list_installs
 from superfluid.installer.home.publish import install_staged
 from superfluid.installer.home.steps import PlanSteps
+from superfluid.installer.home.upkeep import same_install
 from superfluid.installer.phases import phase
 from superfluid.installer.sources.choose import source_for
 from superfluid.installer.sources.listing import SourceListing
@@ -28,6 +30,8 @@ from superfluid.runtime.planning import NotInstallable, Plan, Request, all_refus
 from superfluid.runtime.probe import ProbeRefused
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from superfluid.installer.cache.download import Progress
     from superfluid.installer.mutex import MutexOwner
     from superfluid.installer.phases import Phases
@@ -167,7 +171,7 @@ def install(request: Request, settings: Settings, reporter: Reporter | None = No
             return replace(same, source=where, kept=True, warnings=listed + same.warnings)
         done = install_plans(request.id, plans, settings, reporter, source=src, where=where,
                              untested=request.untested, platform=host.platform,
-                             mirror=src.mirror if src is not None else None)
+                             mirror=src.mirror if src is not None else None, keep_same=kept is not None)
         return replace(done, warnings=listed + done.warnings)
     finally:
         if src is not None:
@@ -177,13 +181,15 @@ def install(request: Request, settings: Settings, reporter: Reporter | None = No
 def install_plans(runtime_id: str, plans: Sequence[Plan], settings: Settings, reporter: Reporter | None = None, *,
                   where: str, source: ReleaseSource | None = None, untested: bool = False,
                   platform: str | None = None, lock: Mapping[str, str] | None = None,
-                  mirror: str | None = None) -> Outcome:
+                  mirror: str | None = None, keep_same: bool = False) -> Outcome:
     """Fetch, verify, stage, probe and publish the first of ``plans`` (digests settled) that runs
     here; the others are its fallbacks. A plan whose GPU module misses its CUDA runtime is followed
     by its ``retry`` (the same build with its CUDA runtime archive). ``source`` (None: each URL as
     given, through the home's cache) only fetches. ``lock`` (``{"file", "sha256"}``) names the lock
     the plans came from, and ``mirror`` the root of the mirror they are fetched from (a source's
     ``mirror``, or ``--mirror`` of a lock): the receipt records both. ``reporter`` as ``install``'s.
+    ``keep_same``: a plan whose install another process made from the same archives while this one
+    waited for the lock is not made again (``upkeep.same_install``): the outcome is ``kept``.
 
     Raises:
         NotInstallable: every plan's probe refused (names each reason), or there is none.
@@ -221,7 +227,8 @@ def install_plans(runtime_id: str, plans: Sequence[Plan], settings: Settings, re
                           mirror=mirror, phases=phases)
         try:
             published = install_staged(settings.home, p.id, p.install, steps.stage, steps.probe,
-                                       on_wait=partial(_waiting, tell, p), command=f"superfluid runtime install {p.id}")
+                                       on_wait=partial(_waiting, tell, p), command=f"superfluid runtime install {p.id}",
+                                       kept=partial(_same_there, p) if keep_same else None)
         except ProbeRefused as e:
             if e.missing_runtime is not None and p.retry is not None:  # the same build with its CUDA runtime next
                 plans.insert(i + 1, p.retry)
@@ -233,8 +240,13 @@ def install_plans(runtime_id: str, plans: Sequence[Plan], settings: Settings, re
                        path=str(published.path),
                        replaced=published.replaced, current=published.current, pinned=published.pinned,
                        fallbacks=tuple(fallbacks),
-                       warnings=tuple(warnings), cleaned=published.cleaned)
+                       warnings=tuple(warnings), cleaned=published.cleaned, kept=published.kept)
     raise NotInstallable(f"nothing of {runtime_id} to install here")
+
+
+def _same_there(p: Plan, root: Path) -> Receipt | None:
+    """The receipt of ``p``'s install when it is in ``root`` already, from the same archives."""
+    return same_install(p, list_installs(root))
 
 
 def _cached(p: Plan, source: ReleaseSource | None, home: str) -> tuple[str, ...]:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from superfluid.install_report import say
 from superfluid.installer.home.installs import current_install, list_installs, read_pinned, runtime_root
 from superfluid.installer.home.store import guard_root, settle
-from superfluid.installer.home.upkeep import first_known, same_archives
+from superfluid.installer.home.upkeep import first_known, same_install
 from superfluid.installer.install import Outcome
 from superfluid.installer.mutex import install_mutex
 from superfluid.installer.phases import Phases
@@ -71,12 +71,10 @@ def already_installed(plans: Sequence[Plan], home: str) -> Outcome | None:
     with install_mutex(root, on_wait=lambda holder: say(f"another install of {first.id} is running "
                                                         f"({holder.describe()}); waiting for it")):
         settle(root)  # a publish killed before `current` moved to it is finished first (issue 36)
-        there = next((i for i in list_installs(root) if i.name == first.install and i.ok), None)
-        if there is None or there.receipt is None:
+        there = same_install(first, list_installs(root))
+        if there is None:
             return None
-        if not same_archives(first, there.receipt):
-            return None
-        return Outcome(id=first.id, plans=tuple(plans), dry_run=False, source="", receipt=there.receipt,
+        return Outcome(id=first.id, plans=tuple(plans), dry_run=False, source="", receipt=there,
                        path=str(root / first.install),
                        current=current_install(root), pinned=read_pinned(root), kept=True)  # install() says where from
 
@@ -90,7 +88,7 @@ def _install(args: argparse.Namespace, environ: Mapping[str, str],
     phases = Phases.since_process_start() if args.timings else None
     before = count(args.id, settings.home)
     # named no mirror and cannot list: the one its installs came from
-    with recorded_hint(args.id, args.sub, settings, from_=args.from_):
+    with recorded_hint(args.id, args.sub, settings, from_=args.from_, named=_named(args)):
         keep = not args.reinstall
         outcome = installed_with(request, settings, json_mode=args.json, dry_run=args.dry_run, phases=phases,
                                  kept=(lambda plans: already_installed(plans, settings.home)) if keep else None)

@@ -109,10 +109,12 @@ def recorded_mirror(runtime_id: str, settings: Settings, install: str | None = N
 
 
 @contextmanager
-def recorded_hint(runtime_id: str, sub: str, settings: Settings, *, from_: str | None = None) -> Iterator[None]:
+def recorded_hint(runtime_id: str, sub: str, settings: Settings, *, from_: str | None = None,
+                  named: Sequence[str] = ()) -> Iterator[None]:
     """When ``runtime <sub> <runtime_id>`` named no mirror (``--mirror``, ``SUPERFLUID_MIRROR``) nor
     ``--from`` and cannot read its releases (offline, the cache lacks the listing; online, the
-    network failed) and the runtime's installs came from a mirror, the fix names that mirror."""
+    network failed) and the runtime's installs came from a mirror, the fix names that mirror (and
+    keeps the flags of the line that say what it installs: ``named``)."""
     try:
         yield
     except (OfflineMissing, DownloadError) as e:
@@ -121,7 +123,7 @@ def recorded_hint(runtime_id: str, sub: str, settings: Settings, *, from_: str |
         root = recorded_mirror(runtime_id, settings)
         if root is None:
             raise
-        mirror = Fix.superfluid("runtime", sub, runtime_id, "--mirror", shown(root),
+        mirror = Fix.superfluid("runtime", sub, runtime_id, *named, "--mirror", shown(root),
                                 does=f"reads the mirror the installs of {runtime_id} here came from")
         e.fixes = (mirror, *e.fixes)  # the face adds --offline when the line gave it
         raise

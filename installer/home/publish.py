@@ -34,6 +34,7 @@ class Published:
     current: str | None  # the default install now (``current`` points at it)
     pinned: str | None  # the pinned install, if any
     cleaned: tuple[str, ...] = ()  # leftovers of dead writers removed first
+    kept: bool = False  # the install was there already (``install_staged``'s ``kept``): nothing was changed
 
 
 def launcher_argv(runtime_id: str, *, python: str | None = None, module: str | None = None) -> list[str]:
@@ -247,6 +248,7 @@ def install_staged(
     lock_timeout: float = 600.0,
     on_wait: Callable[[MutexOwner], None] | None = None,
     command: str | None = None,
+    kept: Callable[[Path], Receipt | None] | None = None,
 ) -> Published:
     """Install ``<home>/runtimes/<id>/<install>`` from a staging directory, atomically: stage →
     probe → receipt → publish.
@@ -256,7 +258,9 @@ def install_staged(
     library (a worker subprocess) and raises to refuse it. The receipt is what the probe answers,
     made of its verdict (the installer's case); when the staged files alone describe the install,
     ``stage`` answers it instead and it is written before the probe runs (a probe that answers one
-    too replaces it). It must name ``runtime_id``, ``install`` and ``bin/superfluid-worker-<id>``,
+    too replaces it). ``kept(root)`` is asked first, under the lock: a receipt it answers is that of the
+    install already there (another process installed the same archives while this one waited), and
+    nothing is staged or changed. The receipt must name ``runtime_id``, ``install`` and ``bin/superfluid-worker-<id>``,
     and is written to ``staging/runtime.json``, ``installed_at`` set to now when it is None. Only
     then is the staging renamed into place, replacing an install of that name, and ``current``
     pointed at the default install (the pinned one, else the best-ranked).
@@ -274,6 +278,10 @@ def install_staged(
     with install_mutex(root, timeout=lock_timeout, on_wait=on_wait, command=command):
         try:
             cleaned = tuple(clean_stale(root))
+            there = kept(root) if kept is not None else None
+            if there is not None:  # installed while this one waited: nothing to do (issue 42, item 5)
+                return Published(receipt=there, path=root / install, replaced=False, current=current_install(root),
+                                 pinned=read_pinned(root), cleaned=cleaned, kept=True)
             staging = make_staging(root, install)
         except OSError as e:
             raise StoreError(f"could not prepare {root}: {e.strerror or e}",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from superfluid.installer.home.hints import install_it, remove_it
@@ -11,9 +11,11 @@ from superfluid.runtime.kernel.ordering import backend_family, version_key
 from superfluid.runtime.planning import NotInstallable, Plan, first_published, parse_install_name
 
 if TYPE_CHECKING:
+    from superfluid.installer.home.installs import Installed
     from superfluid.runtime.kernel.receipt import Receipt
 
-__all__ = ["update_wanted", "nothing_to_update", "repair_target", "repair_wanted", "first_known", "same_archives"]
+__all__ = ["update_wanted", "nothing_to_update", "repair_target", "repair_wanted", "first_known", "same_archives",
+           "same_install"]
 
 _T = TypeVar("_T")
 
@@ -100,3 +102,15 @@ def same_archives(plan: Plan, receipt: Receipt) -> bool:
     """Whether the install ``receipt`` records came from every archive ``plan`` fetches (by digest),
     tested as ``plan`` is: installing ``plan`` again would change nothing."""
     return {a.sha256 for a in plan.assets} <= {s.sha256 for s in receipt.sources} and receipt.tested == plan.tested
+
+
+def same_install(plan: Plan, installs: Iterable[Installed]) -> Receipt | None:
+    """The receipt of the install among ``installs`` that ``plan`` would make again from the same bytes
+    (its name, whole, its receipt recording every archive ``plan`` fetches by digest, tested as ``plan``
+    is), or None: install it. A plan with an archive whose digest is not known is never the same."""
+    if first_known([plan]) is not plan:
+        return None
+    there = next((i for i in installs if i.name == plan.install and i.ok), None)
+    if there is None or there.receipt is None or not same_archives(plan, there.receipt):
+        return None
+    return there.receipt

@@ -9,12 +9,11 @@ from superfluid.runtime.hostfacts import locate as _locate
 from superfluid.runtime.hostfacts.locate import Library, Located
 from superfluid.runtime.kernel.lookup import Lookup
 
-__all__ = ["Located", "FIX", "FLAG", "ENV", "LIBRARY", "library_names", "namer", "locate"]
+__all__ = ["Located", "FLAG", "ENV", "LIBRARY", "library_names", "namer", "locate"]
 
 FLAG = "--basert-lib"
 ENV = "BASERT_LIB"
-FIX = "install it with `superfluid runtime install basert`, or name one with --basert-lib or BASERT_LIB"
-LIBRARY = Library(stem="baseRT", runtime_id="basert", flag=FLAG, env=ENV, fix=FIX,
+LIBRARY = Library(stem="baseRT", runtime_id="basert", flag=FLAG, env=ENV,
                   missing="libbaseRT not found (looked in {dirs})")
 
 

@@ -333,8 +333,12 @@ def plan(request: Request, recipe: Mapping[str, Any], host: Host, listing: Listi
             return _plans_for(best, host, request, False, listing)
         if not here:
             platforms = sorted({o.bundle.platform for c in cands.values() for o in c.offers})
+            # without a listing the candidates are the recipe's pins: say what it lists, not what
+            # baseRT publishes (a mirror or a release may carry a bundle the recipe does not pin)
+            where = ("baseRT publishes no bundle", "bundles exist") if listing is not None else \
+                ("this superfluid's recipe pins no baseRT bundle", "it pins bundles")
             raise NotInstallable(
-                f"baseRT publishes no bundle for {host.platform} (this is {host.describe()}; bundles exist for "
+                f"{where[0]} for {host.platform} (this is {host.describe()}; {where[1]} for "
                 f"{', '.join(platforms) or 'no platform'})",
                 fix="use a mirror that carries one (--mirror URL|DIR), or --from PATH|URL with --sha256")
         newest = _newest([j for j in judged if j.error is None])

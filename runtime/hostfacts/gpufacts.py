@@ -20,9 +20,9 @@ from superfluid.runtime.kernel.jsonread import loads
 # build. The probe that calls into ``libcuda`` runs in a child process with a time limit (a driver
 # that hangs or crashes costs the answer, not the command), and checks each symbol before calling it.
 # The overrides are in docs/cli.md, "Environment".
-__all__ = ["CUDA_DIRS", "VULKAN_ICD_DIRS", "KFD_NODES", "ROCM_VERSION_FILE", "parse_capabilities", "parse_gfx",
-           "gfx_name", "parse_nvidia_smi", "rocm_version", "rocm_gfx", "vulkan_icds", "cudart_on_host",
-           "cudart_version_of", "probe_cuda", "probe_libcuda"]
+__all__ = ["CUDA_DIRS", "VULKAN_ICD_DIRS", "KFD_NODES", "ROCM_VERSION_FILE", "gfx_name", "parse_nvidia_smi",
+           "rocm_version", "rocm_gfx", "vulkan_icds", "cudart_on_host", "cudart_version_of", "probe_cuda",
+           "probe_libcuda"]
 
 #: where a CUDA toolkit or the distribution's packages put the CUDA runtime (not all on the loader's paths)
 CUDA_DIRS = ("/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib",
@@ -34,24 +34,9 @@ KFD_NODES = "/sys/class/kfd/kfd/topology/nodes"
 ROCM_VERSION_FILE = "/opt/rocm/.info/version"
 _PROBE_TIMEOUT = 20.0  # seconds: cuInit on a busy host may take seconds, never minutes
 _CAPABILITY = re.compile(r"\d+\.\d+")
-_GFX = re.compile(r"gfx[0-9a-f]{3,5}")
 _CUDART = re.compile(r"libcudart\.so\.(\d+)$")
 # CUdevice_attribute: CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR
 _CC_MAJOR, _CC_MINOR = 75, 76
-
-
-def parse_capabilities(text: str) -> tuple[str, ...]:
-    """One ``major.minor`` per GPU (``"8.6,8.9"`` -> ("8.6", "8.9")); words that are not are dropped.
-
-    >>> parse_capabilities("6.1"), parse_capabilities("8.6, 8.9"), parse_capabilities("none")
-    (('6.1',), ('8.6', '8.9'), ())
-    """
-    return tuple(w for w in re.split(r"[\s,]+", text.strip()) if _CAPABILITY.fullmatch(w))
-
-
-def parse_gfx(text: str) -> tuple[str, ...]:
-    """gfx targets, lower case, each once (``"gfx90a,GFX1100"`` -> ("gfx90a", "gfx1100"))."""
-    return tuple(dict.fromkeys(w for w in re.split(r"[\s,]+", text.strip().lower()) if _GFX.fullmatch(w)))
 
 
 def gfx_name(target_version: int) -> str | None:

@@ -17,8 +17,6 @@ from superfluid.runtime.hostfacts.gpufacts import (
     VULKAN_ICD_DIRS,
     cudart_on_host,
     cudart_version_of,
-    parse_capabilities,
-    parse_gfx,
     probe_cuda,
     rocm_gfx,
     rocm_version,
@@ -33,17 +31,21 @@ from superfluid.runtime.hostfacts.libraries import (
     libstdcxx_versions,
     under,
 )
-from superfluid.runtime.hostfacts.system import arch_name, os_name, running_arch, running_os
+from superfluid.runtime.hostfacts.overrides import ARM64_HWCAPS, X86_FEATURES, read
+from superfluid.runtime.hostfacts.system import running_arch, running_os
 from superfluid.runtime.kernel.lookup import is_host_variable
 
-__all__ = ["Host", "detect", "platform_string", "PROBED", "X86_FEATURES", "ARM64_HWCAPS", "NOTABLE"]
+__all__ = ["Host", "detect", "platform_string", "PROBED", "NOTABLE"]
 
-_NONE = ("none", "no", "false", "0", "")
+_V = "SUPERFLUID_HOST_"
+OS, ARCH, ROOT, LIBC, GLIBC, GLIBCXX, CXXABI, MEMORY, CPU_FEATURES, LIBRARY_PATH = (
+    _V + n for n in ("OS", "ARCH", "ROOT", "LIBC", "GLIBC", "GLIBCXX", "CXXABI", "MEMORY", "CPU_FEATURES",
+                     "LIBRARY_PATH"))
+NVIDIA_DRIVER, CUDA_RUNTIME, CUDA_RUNTIME_VERSION, CUDA_RUNTIME_REACHABLE, CUDA_CAPABILITY = (
+    _V + n for n in ("NVIDIA_DRIVER", "CUDA_RUNTIME", "CUDA_RUNTIME_VERSION", "CUDA_RUNTIME_REACHABLE",
+                     "CUDA_CAPABILITY"))
+ROCM, ROCM_VERSION, ROCM_GFX, VULKAN = (_V + n for n in ("ROCM", "ROCM_VERSION", "ROCM_GFX", "VULKAN"))
 
-#: the x86 CPU features a build may need (``/proc/cpuinfo``'s ``flags``)
-X86_FEATURES = ("avx", "avx2", "avx512f", "f16c", "fma")
-#: the arm64 HWCAPs a build may need (``/proc/cpuinfo``'s ``Features``, the kernel's names of AT_HWCAP bits)
-ARM64_HWCAPS = ("fp", "asimd", "asimdhp", "asimddp", "i8mm", "bf16", "sve", "sve2", "sme")
 #: the libraries a report names where they were found: the Vulkan loader, the NVIDIA driver's CUDA
 #: library, the C++ and OpenMP runtimes builds link
 NOTABLE = ("libvulkan.so.1", "libcuda.so.1", "libstdc++.so.6", "libgomp.so.1")
@@ -76,6 +78,7 @@ class Host:
     libraries: Mapping[str, str] | None = field(default=None, compare=False, repr=False)
     cuda_capabilities: tuple[str, ...] = ()  # one "major.minor" per NVIDIA GPU; empty: not known
     gpu_names: tuple[str, ...] = ()  # the GPUs' names, in the same order, when the driver said them
+    cuda_runtime_path: str | None = None  # the libcudart.so.<N> found (the loader's first), a host path
     cuda_runtime_version: str | None = None  # "12.4": what the found libcudart reports
     cuda_runtime_reachable: bool | None = None  # whether the loader's paths reach it (None: not known)
     rocm_version: str | None = None  # "6.4.1", from /opt/rocm/.info/version
@@ -112,19 +115,13 @@ class Host:
                 "library_dirs": list(self.library_dirs), "cpu_features": list(self.cpu_features),
                 "libraries": {n: self.found(n) for n in NOTABLE} if self.libraries is not None else None,
                 "cuda_capabilities": list(self.cuda_capabilities), "gpu_names": list(self.gpu_names),
-                "cuda_runtime_version": self.cuda_runtime_version,
+                "cuda_runtime_path": self.cuda_runtime_path, "cuda_runtime_version": self.cuda_runtime_version,
                 "cuda_runtime_reachable": self.cuda_runtime_reachable, "rocm_version": self.rocm_version,
                 "rocm_gfx": list(self.rocm_gfx), "vulkan_icds": list(self.vulkan_icds)}
 
 
 def platform_string(os_name: str, arch: str) -> str:
     return f"{os_name}-{arch}"
-
-
-def _env(overrides: Mapping[str, str], name: str) -> str | None:
-    """The host-fact override ``name``; None when unset or empty."""
-    value = overrides.get(name)
-    return value if value else None
 
 
 _NVIDIA_VERSION = "/proc/driver/nvidia/version"
@@ -221,20 +218,16 @@ def _memory() -> int | None:
         return None
 
 
-def _flag(value: str) -> bool:
-    return value.lower() not in _NONE
-
-
-def _words(value: str) -> tuple[str, ...]:
-    return tuple(w for w in re.split(r"[\s,]+", value.strip().lower()) if w and w not in _NONE)
-
-
 def detect(environ: Mapping[str, str] | None = None) -> Host:
     """The running host's facts, each overridden by its ``SUPERFLUID_HOST_*`` variable when set
     (``LD_LIBRARY_PATH`` is read too: the loader searches it first). The probes read their files
     under ``/``, or under ``SUPERFLUID_HOST_ROOT`` (a test's fake root laid out as a distribution
     lays out its libraries); ``runtime/hostfacts/libraries.py`` finds the libraries and reads the C and C++
-    libraries' versions."""
+    libraries' versions.
+
+    Raises:
+        UsageError: an override is outside its form (``hostfacts.overrides``), or two contradict.
+    """
     env = os.environ if environ is None else environ
     return _detect(tuple(sorted((k, v) for k, v in env.items() if is_host_variable(k))))
 
@@ -250,35 +243,32 @@ class _Libraries(NamedTuple):
     found: Mapping[str, str] | None = None
 
 
-def _libraries(env: Mapping[str, str], root: str, arch: str, native: bool) -> _Libraries:
+def _libraries(facts: Mapping[str, Any], loader_path: str | None, root: str, arch: str,
+               native: bool) -> _Libraries:
     """The library facts of a Linux host: probed under ``root`` when it is this machine (``native``:
-    its platform is the one it runs on, or a root is named), else only what ``env`` states."""
-    named = env.get("SUPERFLUID_HOST_LIBRARY_PATH")
+    its platform is the one it runs on, or a root is named), else only what ``facts`` state."""
+    named: tuple[str, ...] | None = facts.get(LIBRARY_PATH)
     if not native and named is None:
         return _Libraries()
     if named is not None:
         cached: list[tuple[str, str]] = []
-        dirs = tuple(d for d in named.split(os.pathsep) if d.startswith("/") and os.path.isdir(under(root, d)))
+        dirs = tuple(d for d in named if os.path.isdir(under(root, d)))
     else:
         cached = ldconfig(root)
-        dirs = library_dirs(root, arch, env.get("LD_LIBRARY_PATH"), cached)
+        dirs = library_dirs(root, arch, loader_path, cached)
     found = libraries_in(root, dirs, cached)
     stated = _glibc() if root == "/" else glibc_defined(root, found)
     glibcxx, cxxabi = libstdcxx_versions(root, found)
     return _Libraries(libc_of(root, found, stated), stated, glibcxx, cxxabi, dirs, found)
 
 
-def _text(env: Mapping[str, str], name: str, probed: str | None) -> str | None:
-    value = env.get(name)
-    return probed if value is None else (None if value.lower() in _NONE else value)
-
-
 class _Gpu(NamedTuple):
     """The GPU facts beyond the driver's version: each NVIDIA GPU's capability (and name), the CUDA
-    runtime's version and reach, ROCm's version and gfx targets, Vulkan's ICD files."""
+    runtime found (its path, version and reach), ROCm's version and gfx targets, Vulkan's ICD files."""
 
     capabilities: tuple[str, ...] = ()
     names: tuple[str, ...] = ()
+    cudart_path: str | None = None
     cudart_version: str | None = None
     cudart_reachable: bool | None = None
     rocm_version: str | None = None
@@ -286,93 +276,97 @@ class _Gpu(NamedTuple):
     icds: tuple[str, ...] = ()
 
 
-def _gpu(env: Mapping[str, str], root: str, linux: bool, native: bool, driver: str | None,
+def _gpu(facts: Mapping[str, Any], root: str, linux: bool, native: bool, driver: str | None,
          libraries: Mapping[str, str] | None) -> _Gpu:
-    """The GPU facts (``gpufacts``), each overridden by its variable. Only this machine's own GPUs
-    are asked (``libcuda`` in a child process, else ``nvidia-smi``): not under a named root, nor for
-    a host whose driver or capabilities are stated."""
-    if not linux:
-        return _Gpu()
-    caps_set = env.get("SUPERFLUID_HOST_CUDA_CAPABILITY")
-    rt_set = env.get("SUPERFLUID_HOST_CUDA_RUNTIME")
-    rt_version = env.get("SUPERFLUID_HOST_CUDA_RUNTIME_VERSION")
-    reach = env.get("SUPERFLUID_HOST_CUDA_RUNTIME_REACHABLE")
-    path, reachable = (None, None) if rt_set is not None or rt_version is not None else cudart_on_host(root, libraries)
+    """The GPU facts (``gpufacts``), each overridden by its variable; only a Linux host's are probed.
+    Only this machine's own GPUs are asked (``libcuda`` in a child process, else ``nvidia-smi``):
+    not under a named root, nor for a host whose driver or capabilities are stated."""
+    runtime_stated = CUDA_RUNTIME in facts or CUDA_RUNTIME_VERSION in facts
+    path, reachable = (None, None) if runtime_stated or not linux else cudart_on_host(root, libraries)
     version = cudart_version_of(under(root, path)) if path else None
-    caps: tuple[str, ...] = parse_capabilities(caps_set) if caps_set is not None else ()
+    caps: tuple[str, ...] = facts.get(CUDA_CAPABILITY, ())
     names: tuple[str, ...] = ()
-    ask = (caps_set is None and driver is not None and root == "/" and native
-           and "SUPERFLUID_HOST_NVIDIA_DRIVER" not in env)
-    if ask:
+    if linux and CUDA_CAPABILITY not in facts and NVIDIA_DRIVER not in facts and driver is not None \
+            and root == "/" and native:
         caps, names, asked = probe_cuda(path if path and version is None else None)
         version = version or asked
-    if rt_version is not None:
-        version = rt_version if rt_version.lower() not in _NONE else None
-    rocm_v = env.get("SUPERFLUID_HOST_ROCM_VERSION")
-    gfx = env.get("SUPERFLUID_HOST_ROCM_GFX")
     return _Gpu(
         capabilities=caps,
         names=names,
-        cudart_version=version,
-        cudart_reachable=_flag(reach) if reach is not None else reachable,
-        rocm_version=(None if rocm_v.lower() in _NONE else rocm_v) if rocm_v is not None else rocm_version(root),
-        rocm_gfx=parse_gfx(gfx) if gfx is not None else rocm_gfx(root),
-        icds=vulkan_icds(root),
+        cudart_path=path,
+        cudart_version=facts[CUDA_RUNTIME_VERSION] if CUDA_RUNTIME_VERSION in facts else version,
+        cudart_reachable=facts.get(CUDA_RUNTIME_REACHABLE, reachable),
+        rocm_version=facts[ROCM_VERSION] if ROCM_VERSION in facts else rocm_version(root) if linux else None,
+        rocm_gfx=facts[ROCM_GFX] if ROCM_GFX in facts else rocm_gfx(root) if linux else (),
+        icds=vulkan_icds(root) if linux else (),
     )
 
 
-def _cuda_major(stated: str | None, version: str | None) -> int | None:
-    """``SUPERFLUID_HOST_CUDA_RUNTIME`` (a major, or none), else the major of the runtime version stated."""
-    if stated is not None:
-        return None if stated.lower() in _NONE else int(stated)
-    m = re.match(r"(\d+)", version or "")
-    return int(m.group(1)) if m and version and version.lower() not in _NONE else None
+def _cuda_major(facts: Mapping[str, Any], root: str, dirs: tuple[str, ...], linux: bool) -> int | None:
+    """``SUPERFLUID_HOST_CUDA_RUNTIME`` (a major, or none), else the major of the runtime version
+    stated (a version implies its runtime), else the probe's."""
+    if CUDA_RUNTIME in facts:
+        return facts[CUDA_RUNTIME]  # type: ignore[no-any-return]
+    if CUDA_RUNTIME_VERSION in facts:
+        version = facts[CUDA_RUNTIME_VERSION]
+        return int(version.split(".")[0]) if version else None
+    return _cuda_runtime(root, dirs) if linux else None
+
+
+def _rocm_present(facts: Mapping[str, Any], root: str, linux: bool) -> bool:
+    """``SUPERFLUID_HOST_ROCM``, else whether a ROCm version is stated (a version implies ROCm;
+    ``none`` that there is none), else the probe's."""
+    if ROCM in facts:
+        return facts[ROCM]  # type: ignore[no-any-return]
+    if ROCM_VERSION in facts:
+        return facts[ROCM_VERSION] is not None
+    return linux and _rocm(root)
+
+
+def _libc(facts: Mapping[str, Any], probed: str | None) -> str | None:
+    """``SUPERFLUID_HOST_LIBC``, else ``glibc`` where a glibc version is stated (none: the probed
+    one if it is not glibc), else the probed one."""
+    if LIBC in facts:
+        return facts[LIBC]  # type: ignore[no-any-return]
+    if GLIBC in facts:
+        return "glibc" if facts[GLIBC] else probed if probed != "glibc" else None
+    return probed
 
 
 @lru_cache(maxsize=8)
 def _detect(overrides: tuple[tuple[str, str], ...]) -> Host:
     env = dict(overrides)
-    system, arch = os_name(env), arch_name(env)
-    root = _env(env, "SUPERFLUID_HOST_ROOT") or "/"
-    driver = env.get("SUPERFLUID_HOST_NVIDIA_DRIVER")
-    cuda = env.get("SUPERFLUID_HOST_CUDA_RUNTIME")
-    rocm = env.get("SUPERFLUID_HOST_ROCM")
-    vulkan = env.get("SUPERFLUID_HOST_VULKAN")
-    glibc = env.get("SUPERFLUID_HOST_GLIBC")
-    memory = env.get("SUPERFLUID_HOST_MEMORY")
-    features = env.get("SUPERFLUID_HOST_CPU_FEATURES")
+    facts = read(env)
+    system, arch = facts.get(OS) or running_os(), facts.get(ARCH) or running_arch()
+    root: str = facts.get(ROOT, "/")
     linux = system == "linux"
     # a platform other than the one this runs on is a host described, not this machine: its C
     # library and libraries are not this machine's (a root named is read as that host's)
     native = root != "/" or (system, arch) == (running_os(), running_arch())
-    libs = _libraries(env, root, arch, native) if linux else _Libraries()
-    libc = _text(env, "SUPERFLUID_HOST_LIBC", libs.libc)
-    if glibc is not None and env.get("SUPERFLUID_HOST_LIBC") is None:
-        libc = "glibc" if glibc else libs.libc if libs.libc != "glibc" else None
+    libs = _libraries(facts, env.get("LD_LIBRARY_PATH"), root, arch, native) if linux else _Libraries()
+    libc = _libc(facts, libs.libc)
     found = libs.found or {}
-    nvidia = (None if driver.lower() in _NONE else driver) if driver is not None \
-        else (_nvidia_driver(root) if linux else None)
-    gpu = _gpu(env, root, linux, native, nvidia, libs.found)
-    stated_version = env.get("SUPERFLUID_HOST_CUDA_RUNTIME_VERSION")
+    nvidia = facts[NVIDIA_DRIVER] if NVIDIA_DRIVER in facts else (_nvidia_driver(root) if linux else None)
+    gpu = _gpu(facts, root, linux, native, nvidia, libs.found)
     return Host(
         os=system,
         arch=arch,
         nvidia_driver=nvidia,
-        cuda_runtime=_cuda_major(cuda, stated_version) if cuda is not None or stated_version is not None
-        else (_cuda_runtime(root, libs.dirs) if linux else None),
-        rocm=_flag(rocm) if rocm is not None else (linux and _rocm(root)),
-        vulkan=_flag(vulkan) if vulkan is not None else (linux and _vulkan(root, found)),
-        glibc=(glibc or None) if glibc is not None else (libs.glibc if libc == "glibc" else None),
-        memory=int(memory) if memory else _memory(),
+        cuda_runtime=_cuda_major(facts, root, libs.dirs, linux),
+        rocm=_rocm_present(facts, root, linux),
+        vulkan=facts[VULKAN] if VULKAN in facts else (linux and _vulkan(root, found)),
+        glibc=facts[GLIBC] if GLIBC in facts else (libs.glibc if libc == "glibc" else None),
+        memory=facts[MEMORY] if MEMORY in facts else _memory(),
         libc=libc,
-        glibcxx=_text(env, "SUPERFLUID_HOST_GLIBCXX", libs.glibcxx),
-        cxxabi=_text(env, "SUPERFLUID_HOST_CXXABI", libs.cxxabi),
+        glibcxx=facts[GLIBCXX] if GLIBCXX in facts else libs.glibcxx,
+        cxxabi=facts[CXXABI] if CXXABI in facts else libs.cxxabi,
         library_dirs=libs.dirs,
-        cpu_features=_words(features) if features is not None
+        cpu_features=facts[CPU_FEATURES] if CPU_FEATURES in facts
         else (_cpu_features(root, arch) if linux and native else ()),
         libraries=libs.found,
         cuda_capabilities=gpu.capabilities,
         gpu_names=gpu.names,
+        cuda_runtime_path=gpu.cudart_path,
         cuda_runtime_version=gpu.cudart_version,
         cuda_runtime_reachable=gpu.cudart_reachable,
         rocm_version=gpu.rocm_version,

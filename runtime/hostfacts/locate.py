@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from superfluid.runtime.kernel import layout
 from superfluid.runtime.kernel.errors import LibraryNotFound
+from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.lookup import Lookup
 
 __all__ = ["Library", "Located", "library_names", "namer", "beside", "search_dirs", "locate"]
@@ -24,8 +25,16 @@ class Library:
     runtime_id: str  # whose current install is searched
     flag: str  # "--basert-lib"
     env: str  # "BASERT_LIB"
-    fix: str  # the command that installs one, or how to name one
     missing: str  # nothing found: a format of {name} (the first file name) and {dirs}
+
+    @property
+    def advice(self) -> str:
+        """How to name a library (not a command): its flag or its variable."""
+        return f"name one with {self.flag} or {self.env}"
+
+    def installs(self) -> Fix:
+        """The fix of a library not found: install the runtime."""
+        return Fix.superfluid("runtime", "install", self.runtime_id, does="installs it")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +100,11 @@ def _named(library: Library, path: str, by: str, names: tuple[str, ...]) -> Loca
         found = _in_dir(path, names)
         if found is None:
             raise LibraryNotFound(f"{by} names the directory {path}, which holds neither {' nor '.join(names)}",
-                                  looked=list(looked), fix=library.fix)
+                                  looked=list(looked), fix=library.installs(), advice=library.advice)
         return Located(os.path.abspath(found), by, looked)
     if not os.path.exists(path):
-        raise LibraryNotFound(f"{by} names {path}, which does not exist", looked=[path], fix=library.fix)
+        raise LibraryNotFound(f"{by} names {path}, which does not exist", looked=[path], fix=library.installs(),
+                              advice=library.advice)
     return Located(os.path.abspath(path), by, (path,))
 
 
@@ -127,4 +137,4 @@ def locate(library: Library, flag: str | None, lookup: Lookup, *,
         if found is not None:
             return Located(os.path.abspath(found), None, tuple(looked))
     raise LibraryNotFound(library.missing.format(name=names[0], dirs=", ".join(dirs)), looked=looked,
-                          fix=library.fix)
+                          fix=library.installs(), advice=library.advice)

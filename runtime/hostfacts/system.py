@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from superfluid.runtime.hostfacts.overrides import stated
+
 # host.detect starts from these and then probes the rest (the loader's cache, every library
 # folder, the GPUs); a worker's check that only names its devices' backend reads this module alone,
 # without those probes or their imports. Each is overridden by its SUPERFLUID_HOST_* variable.
@@ -29,13 +31,21 @@ def running_arch() -> str:
 def os_name(overrides: Mapping[str, str] | None = None) -> str:
     """The host's operating system as ``host.detect`` answers it: ``SUPERFLUID_HOST_OS`` of the host-fact
     ``overrides`` (``kernel.lookup.Lookup.host``; None: this process's environment, read here, the
-    host-facts reader), else (empty too) this machine's."""
-    given = os.environ if overrides is None else overrides
-    return given.get("SUPERFLUID_HOST_OS") or running_os()
+    host-facts reader), else (empty too) this machine's.
+
+    Raises:
+        UsageError: it is neither ``linux`` nor ``macos`` (``hostfacts.overrides``).
+    """
+    given, value = stated(os.environ if overrides is None else overrides, "SUPERFLUID_HOST_OS")
+    return value if given else running_os()
 
 
 def arch_name(overrides: Mapping[str, str] | None = None) -> str:
     """The host's architecture as ``host.detect`` answers it: ``SUPERFLUID_HOST_ARCH`` of the host-fact
-    ``overrides`` (as ``os_name``), else (empty too) this machine's."""
-    given = os.environ if overrides is None else overrides
-    return given.get("SUPERFLUID_HOST_ARCH") or running_arch()
+    ``overrides`` (as ``os_name``), else (empty too) this machine's.
+
+    Raises:
+        UsageError: it is neither ``x64`` nor ``arm64`` (``hostfacts.overrides``).
+    """
+    given, value = stated(os.environ if overrides is None else overrides, "SUPERFLUID_HOST_ARCH")
+    return value if given else running_arch()

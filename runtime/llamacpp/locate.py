@@ -15,7 +15,6 @@ FLAG = "--llamacpp-lib"
 ENV = "SUPERFLUID_LLAMA_LIB"
 LIBRARY = Library(
     stem="llama", runtime_id="llamacpp", flag=FLAG, env=ENV,
-    fix=f"install it with `superfluid runtime install llamacpp`, or name a build with {FLAG} or {ENV}",
     missing="llama.cpp not found (looked for {name} in {dirs})",
 )
 

@@ -82,9 +82,9 @@ def test_plan_on_linux_arm64_needs_the_nvidia_driver_or_a_named_backend(clean_en
 
 def test_a_platform_the_recipe_pins_nothing_for_is_left_to_the_installer(clean_env: dict[str, str]) -> None:
     why = refused(clean_env, LINUX_X64)
-    assert why == (f"{PROG}: baseRT publishes no bundle for linux-x64 (this is Linux x64; bundles exist for "
-                   "linux-arm64, macos-arm64): use a mirror that carries one (--mirror URL|DIR), or --from PATH|URL "
-                   "with --sha256\n")
+    assert why == (f"{PROG}: this superfluid's recipe pins no baseRT bundle for linux-x64 (this is Linux x64; it "
+                   "pins bundles for linux-arm64, macos-arm64): use a mirror that carries one (--mirror URL|DIR), "
+                   "or --from PATH|URL with --sha256\n")
 
 
 def test_plan_a_named_version(clean_env: dict[str, str]) -> None:

@@ -12,6 +12,8 @@ import pytest
 
 from superfluid.runtime.hostfacts import host
 from superfluid.runtime.hostfacts.host import detect
+from superfluid.runtime.hostfacts.overrides import TABLE
+from superfluid.runtime.kernel.errors import UsageError
 from tests.runtime.fake_roots import cpuinfo, lay_out, real_library
 
 
@@ -30,18 +32,41 @@ def test_none_override_clears_a_fact() -> None:
     assert host.nvidia_driver is None and host.cuda_runtime is None
 
 
-@pytest.mark.parametrize(("value", "rocm"), [("1", True), ("yes", True), ("0", False), ("none", False), ("No", False),
-                                           ("FALSE", False), ("", False)])
-def test_a_flag_override_is_false_only_for_a_word_of_none(value: str, rocm: bool) -> None:
+@pytest.mark.parametrize(("value", "rocm"), [("1", True), ("yes", True), ("true", True), ("0", False),
+                                           ("none", False), ("No", False), ("FALSE", False)])
+def test_a_flag_override_is_a_yes_or_a_no(value: str, rocm: bool) -> None:
     assert detect({"SUPERFLUID_HOST_OS": "linux", "SUPERFLUID_HOST_ROCM": value}).rocm is rocm
 
 
-def test_empty_overrides_fall_back_or_clear() -> None:
+@pytest.mark.parametrize("value", ["nan", "2", "maybe", "-5"])
+def test_a_flag_override_that_is_neither_is_refused(value: str) -> None:
+    with pytest.raises(UsageError, match="SUPERFLUID_HOST_ROCM is .*, not yes or no"):
+        detect({"SUPERFLUID_HOST_ROCM": value})
+
+
+def test_an_empty_override_is_unset() -> None:
+    """Empty means unset, for every variable (as SUPERFLUID_HOME's): the fact is probed."""
     probed = detect({})
-    empty = detect({"SUPERFLUID_HOST_OS": "", "SUPERFLUID_HOST_ARCH": "", "SUPERFLUID_HOST_GLIBC": "",
-                    "SUPERFLUID_HOST_MEMORY": ""})
-    assert (empty.os, empty.arch, empty.memory) == (probed.os, probed.arch, probed.memory)  # empty: probed
-    assert empty.glibc is None  # an empty glibc says there is none (musl)
+    empty = detect(dict.fromkeys(TABLE, "") | {"SUPERFLUID_HOST_FUTURE": ""})
+    assert empty == probed and empty.memory == probed.memory and empty.glibc == probed.glibc
+
+
+def test_a_rocm_version_implies_rocm() -> None:
+    """Issue 42, item 15: a version implies its stack, as the CUDA runtime's version does."""
+    h = detect({"SUPERFLUID_HOST_OS": "linux", "SUPERFLUID_HOST_ROCM_VERSION": "10.1",
+                "SUPERFLUID_HOST_ROCM_GFX": "gfx1100"})
+    assert (h.rocm, h.rocm_version, h.rocm_gfx) == (True, "10.1", ("gfx1100",))
+    assert detect({"SUPERFLUID_HOST_ROCM_VERSION": "none"}).rocm is False
+    assert detect({"SUPERFLUID_HOST_ROCM_VERSION": "none", "SUPERFLUID_HOST_ROCM": "yes"}).rocm is True
+
+
+def test_an_override_outside_its_form_is_refused_naming_it() -> None:
+    """Issue 42, items 1 and 14: never a ValueError, never a value taken as another."""
+    for name, value in (("SUPERFLUID_HOST_MEMORY", "nan"), ("SUPERFLUID_HOST_MEMORY", "-5"),
+                        ("SUPERFLUID_HOST_NVIDIA_DRIVER", "abc"), ("SUPERFLUID_HOST_GLIBC", "abc"),
+                        ("SUPERFLUID_HOST_OS", "-5"), ("SUPERFLUID_HOST_CUDA_RUNTIME", "1e309")):
+        with pytest.raises(UsageError, match=f"^{name} is "):
+            detect({name: value})
 
 
 def test_another_os_probes_no_linux_device() -> None:
@@ -65,8 +90,8 @@ def test_to_json_holds_every_fact() -> None:
         "os": "linux", "arch": "x64", "nvidia_driver": None, "cuda_runtime": 13, "rocm": False, "vulkan": False,
         "glibc": None, "memory": None, "libc": None, "glibcxx": None, "cxxabi": None, "library_dirs": [],
         "cpu_features": [], "libraries": None, "cuda_capabilities": [], "gpu_names": [],
-        "cuda_runtime_version": None, "cuda_runtime_reachable": None, "rocm_version": None, "rocm_gfx": [],
-        "vulkan_icds": []}
+        "cuda_runtime_path": None, "cuda_runtime_version": None, "cuda_runtime_reachable": None,
+        "rocm_version": None, "rocm_gfx": [], "vulkan_icds": []}
     found = host.Host(os="linux", arch="x64", libraries={"libvulkan.so.1": "/usr/lib64/libvulkan.so.1",
                                                          "libz.so.1": "/x"})
     assert found.to_json()["libraries"] == {"libvulkan.so.1": "/usr/lib64/libvulkan.so.1", "libcuda.so.1": None,
@@ -145,7 +170,7 @@ def test_the_real_host_reads_the_loader_s_cache() -> None:
     pytest.param({"SUPERFLUID_HOST_LIBC": "musl"}, ("musl", None), id="libc-musl"),
     pytest.param({"SUPERFLUID_HOST_LIBC": "none"}, (None, None), id="libc-unknown"),
     pytest.param({"SUPERFLUID_HOST_GLIBC": "2.28"}, ("glibc", "2.28"), id="glibc-implies-glibc"),
-    pytest.param({"SUPERFLUID_HOST_GLIBC": ""}, (None, None), id="glibc-empty-none"),
+    pytest.param({"SUPERFLUID_HOST_GLIBC": "none"}, (None, None), id="glibc-none"),
 ])
 def test_the_c_library_overrides(tmp_path: Path, env: dict[str, str], facts: tuple[str | None, str | None]) -> None:
     h = _root(tmp_path, "debian", **env)

@@ -15,6 +15,7 @@ import pytest
 from superfluid.runtime.basert import locate as basert
 from superfluid.runtime.hostfacts.locate import Library, Located
 from superfluid.runtime.kernel.errors import LibraryNotFound
+from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.lookup import Lookup, read
 from superfluid.runtime.llamacpp import locate as llamacpp
 
@@ -114,7 +115,8 @@ def test_a_named_path_that_does_not_exist(tree: Tree, tmp_path: Path) -> None:
     with pytest.raises(LibraryNotFound) as caught:
         tree.locate(None, str(gone))
     assert caught.value.message == f"{tree.library.env} names {gone}, which does not exist"
-    assert caught.value.fix == tree.library.fix
+    assert caught.value.fixes == (Fix.superfluid("runtime", "install", tree.library.runtime_id, does="installs it"),)
+    assert caught.value.advice == f"name one with {tree.library.flag} or {tree.library.env}"
 
 
 # --- the search ---------------------------------------------------------------------------------

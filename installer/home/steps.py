@@ -15,7 +15,7 @@ from superfluid.installer.phases import phase
 from superfluid.runtime import registry
 from superfluid.runtime.hostfacts.elf import ELFInvalid
 from superfluid.runtime.hostfacts.host import detect
-from superfluid.runtime.hostfacts.needs import judge, measure, refusal, tree_files
+from superfluid.runtime.hostfacts.needs import judge, lists_builds, measure, tree_files
 from superfluid.runtime.kernel.errors import WorkerFailed
 from superfluid.runtime.kernel.layout import LIB, worker_path
 from superfluid.runtime.kernel.receipt import Source
@@ -138,7 +138,7 @@ def check_staged(p: Plan, staging: Path, host: Host) -> None:
         raise ProbeRefused(p, f"a shared object is not one the loader can read: {e}") from None
     verdict = judge(needs, host)
     if not verdict.ok:
-        raise ProbeRefused(p, refusal(verdict, p.id))
+        raise ProbeRefused(p, str(verdict), fix=lists_builds(p.id))
 
 
 def probe_environ(settings: Settings) -> dict[str, str]:

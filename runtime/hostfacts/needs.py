@@ -14,10 +14,11 @@ from typing import Any
 from superfluid.runtime.hostfacts.elf import ELFInvalid, is_elf, read, remembered
 from superfluid.runtime.hostfacts.host import Host
 from superfluid.runtime.hostfacts.libraries import newest, version_key
+from superfluid.runtime.kernel.fixes import Fix
 
 __all__ = ["Needs", "InvalidNeeds", "NeedsVerdict", "GLIBC_LIBRARIES", "NEEDS_SUFFIX", "measure", "measure_files",
            "judge",
-           "refusal", "is_shared_object", "tree_files"]
+           "lists_builds", "is_shared_object", "tree_files"]
 
 #: the libraries glibc itself provides: judged by its version, never looked for one by one
 GLIBC_LIBRARIES = frozenset({"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "librt.so.1",
@@ -240,7 +241,7 @@ def judge(needs: Needs, host: Host, *, build: str = "this build") -> NeedsVerdic
     return NeedsVerdict(tuple(reasons))
 
 
-def refusal(verdict: NeedsVerdict, runtime_id: str) -> str:
-    """The reason an install gives for a build whose needs are not met: what is needed and what the
-    host has, and where to look for the builds that install here."""
-    return f"{verdict}; `superfluid runtime versions {runtime_id}` lists the builds that install here"
+def lists_builds(runtime_id: str) -> Fix:
+    """The fix of a build whose needs this host does not meet: where to look for the builds that
+    install here."""
+    return Fix.superfluid("runtime", "versions", runtime_id, does="lists the builds that install here")

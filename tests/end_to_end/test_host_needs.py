@@ -65,6 +65,24 @@ def test_a_build_for_a_newer_glibc_installs_nothing_and_says_why(cli_home: Home,
     assert "lists as tested" not in run.stderr and "install a build" not in run.stderr
     assert "`superfluid runtime versions llamacpp" in run.stderr and "lists the builds that install here" in run.stderr
     assert _llamacpp(cli_home) == []
+    fix = run.fix("versions")  # issue 42: the hint is a value, pasted as printed (the mirror kept)
+    assert fix.argv == ("superfluid", "runtime", "versions", "llamacpp", "--mirror", str(mirror))
+    cli.paste(fix, run, env=cli_home.env)
+
+
+@pytest.mark.xfail(strict=True, reason="runtime versions llamacpp --mirror M fails (release b11642 not found) where "
+                                       "M lacks the recipe's newest release: the hint's paste lists nothing")
+def test_the_builds_that_install_here_are_listed_from_the_mirror(cli_home: Home, tmp_path: Path,
+                                                                  raised_v1: bytes) -> None:
+    """The refusal's hint does what it says: it lists the builds of the mirror the install named."""
+    server = ReleaseServer()
+    server.add_release(REPO, "b11312", {"llama-b11312-bin-ubuntu-x64.tar.gz": raised_v1})
+    mirror = server.write_mirror(tmp_path / "mirror")
+    cli_home.env["SUPERFLUID_HOST_VULKAN"] = "0"
+    run = cli_home.superfluid("runtime", "install", "llamacpp", "--mirror", str(mirror), "--version", "b11312",
+                              "--untested")
+    listed = cli.paste(run.fix("versions"), run, env=cli_home.env)
+    assert listed.code == 0 and "b11312" in listed.stdout, listed.stdout + listed.stderr
 
 
 def _document(tmp: Path, key: minisign.SecretKey, builds: tuple[str, ...]) -> tuple[Path, Path]:

@@ -11,6 +11,7 @@ import pytest
 
 from superfluid.installer.home.steps import check_staged
 from superfluid.runtime.hostfacts.host import Host, detect
+from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.planning import Plan, PlanAsset
 from superfluid.runtime.probe import ProbeRefused
 from tests.conftest import native_script
@@ -35,7 +36,8 @@ def test_a_build_for_a_newer_glibc_is_refused_naming_the_file(tmp_path: Path, li
     with pytest.raises(ProbeRefused) as e:
         check_staged(PLAN, staging, detect({}))
     assert e.value.message.startswith("llamacpp b11312-cpu: libllama.so.0.5.0 needs GLIBC_2.99; this host has glibc ")
-    assert e.value.reason.endswith("`superfluid runtime versions llamacpp` lists the builds that install here")
+    assert e.value.fixes == (Fix.superfluid("runtime", "versions", "llamacpp",
+                                            does="lists the builds that install here"),)
     assert "tested" not in e.value.message
 
 

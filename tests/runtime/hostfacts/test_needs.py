@@ -17,8 +17,8 @@ from superfluid.runtime.hostfacts.needs import (
     Needs,
     is_shared_object,
     judge,
+    lists_builds,
     measure,
-    refusal,
     tree_files,
 )
 from tests.conftest import native_script
@@ -74,8 +74,7 @@ def test_judge(needs: Needs, host: Host, said: list[str]) -> None:
 def test_the_subject_is_the_archive_when_no_file_is_named() -> None:
     verdict = judge(Needs(glibc="2.38"), DEBIAN12, build="llama-b11642-bin-ubuntu-arm64.tar.gz")
     assert str(verdict).startswith("llama-b11642-bin-ubuntu-arm64.tar.gz needs GLIBC_2.38; this host has glibc 2.36")
-    assert refusal(verdict, "llamacpp").endswith("; `superfluid runtime versions llamacpp` lists the builds that "
-                                                 "install here")
+    assert lists_builds("llamacpp").argv == ("superfluid", "runtime", "versions", "llamacpp")
 
 
 @pytest.mark.parametrize("doc", [

@@ -34,6 +34,18 @@ def test_a_blob_is_stored_by_its_digest_and_found_intact(cache: Cache, tmp_path:
     assert cache.blobs.add_blob(src, other) == cache.blobs.folder / other and not src.exists()
 
 
+def test_a_local_file_is_kept_where_it_is_and_in_the_cache(cache: Cache, tmp_path: Path) -> None:
+    src = tmp_path / "mirror" / "bundle.tar.gz"
+    src.parent.mkdir()
+    src.write_bytes(DATA)
+    kept = cache.blobs.keep_copy(src, SHA)
+    assert kept == cache.blobs.folder / SHA and kept.read_bytes() == DATA and src.read_bytes() == DATA
+    assert [n for n in os.listdir(cache.blobs.folder) if n.startswith(".")] == []  # no temporary name left
+    src.unlink()
+    assert cache.blobs.find_blob(SHA, size=len(DATA)) == kept  # the folder moved: the cache still holds it
+    assert cache.blobs.keep_copy(tmp_path / "gone", SHA) == kept  # one already there is kept as it is
+
+
 @pytest.mark.parametrize(("damage", "size", "rehash"), [
     pytest.param(lambda p: p.write_bytes(DATA[:-1]), len(DATA), False, id="wrong-size"),
     pytest.param(lambda p: p.write_bytes(DATA[:-1] + b"X"), None, True, id="other-content"),

@@ -83,7 +83,6 @@ def download(
     name: str | None = None,
     cancel: threading.Event | None = None,
     tee: Tee | None = None,
-    keep_partial: bool = True,
 ) -> Download:
     """Fetch ``url`` into the cache, verified against ``sha256`` and ``size`` when given.
 
@@ -99,8 +98,6 @@ def download(
         tee: called with ``(offset, chunk)`` for every chunk as it is written and hashed, so that
             another consumer (``stream``'s extraction) reads the same bytes in the same pass. A
             resume continues at the offset where the partial ends; a restart begins again at 0.
-        keep_partial: ``False`` discards the partial bytes when the download fails, instead of
-            keeping them for the next run to resume.
 
     Returns:
         The verified blob: its path in the cache, digest and size.
@@ -128,12 +125,8 @@ def download(
         if hit is not None:
             return hit
         job = _Job(url, sha256, size, cache, fetcher, part, progress, name, cancel, tee)
-        try:
+        try:  # a failure (a cut body, Ctrl-C) keeps the bytes received for the next run to resume
             return fetcher.retry(url, job.attempt)
-        except BaseException:
-            if not keep_partial:
-                part.discard()
-            raise
         finally:
             progress.finish(name)
 

@@ -110,7 +110,8 @@ def download_and_extract(url: str, sha256: str, size: int, lib: str | os.PathLik
 
     Raises:
         VerificationError: the bytes are not the expected ones (whatever the extraction said of them).
-        SizeExceeded, DownloadError: as ``download``; the partial download is not kept.
+        SizeExceeded, DownloadError: as ``download``; the bytes received stay in the partial download
+            for the next run to resume (as they do when the process is interrupted).
         UnsafeArchive, BadFile, ExtractFailed: the verified archive is refused, or the disk refused.
     """
     lib_s = os.path.abspath(os.fspath(lib))
@@ -122,7 +123,7 @@ def download_and_extract(url: str, sha256: str, size: int, lib: str | os.PathLik
     start = time.monotonic()
     try:
         got = download(url, sha256, size, cache=cache, fetcher=fetcher, progress=progress, name=name,
-                       tee=pipeline.tee, keep_partial=False)
+                       tee=pipeline.tee)
     except BaseException:
         pipeline.stop()
         raise

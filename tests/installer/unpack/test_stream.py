@@ -247,13 +247,19 @@ def test_a_cut_body_resumes_with_range_and_the_stream_goes_on(release_server: Re
                                                                          (206, f"bytes={len(data) // 3}-")]
 
 
-def test_a_cut_with_no_retry_left_keeps_nothing(release_server: ReleaseServer, area: Path, cache: Cache) -> None:
+def test_a_cut_with_no_retry_left_keeps_only_the_bytes_received(release_server: ReleaseServer, area: Path,
+                                                                cache: Cache) -> None:
     url, path, data = _publish(release_server, area, ENTRIES)
     release_server.fault(path, "cut", after=len(data) // 2)
     once = RequestsFetcher(FetchConfig(retries=0))
     with pytest.raises(DownloadError, match=f"after {len(data) // 2} bytes"):
         _run(url, data, area, cache, once)
-    _nothing_kept(area, cache)
+    (partial,) = cache.partials.folder.glob("*.partial")  # for the next run to resume (issue 42, item 31)
+    assert partial.read_bytes() == data[:len(data) // 2]
+    partial.unlink()
+    for record in cache.partials.folder.glob("*.json"):
+        record.unlink()
+    _nothing_kept(area, cache)  # no extracted file, no blob
 
 
 def test_a_restart_from_byte_0_extracts_from_the_verified_file(release_server: ReleaseServer, area: Path,

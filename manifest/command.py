@@ -16,13 +16,15 @@ from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+from superfluid.installer.transport.urls import path_of_file_url
 from superfluid.manifest import tuf_command
 from superfluid.manifest.answers import drives_cells, encode, releases_answer
 from superfluid.manifest.command_line import MAX_SECONDS, ManifestParser, integer, seconds
 from superfluid.manifest.export import export
 from superfluid.manifest.service import DEFAULT_MAX_AGE, Service, ServiceConfig, keys_from
-from superfluid.manifest.settings import ENV_SOURCE, Settings, read_settings
+from superfluid.manifest.settings import ENV_KEYS, ENV_SOURCE, ENV_TUF_KEYS, ENV_TUF_REPO, Settings, read_settings
 from superfluid.manifest.sources import source_from
+from superfluid.paths import flag_path
 from superfluid.runtime import registry
 from superfluid.runtime.kernel.errors import SuperfluidError, UsageError, guarded
 from superfluid.runtime.kernel.output import error_code, error_doc, print_json
@@ -52,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     top = ManifestParser(prog=_PROG,
                          description="The compat manifest service: which superfluid release drives an engine.")
     top.add_argument("-V", "--version", action="version", version=f"{_PROG} {VERSION}")
-    sub = top.add_subparsers(dest="command", parser_class=ManifestParser, required=True)
+    sub = top.add_subparsers(dest="command", parser_class=ManifestParser, required=True, metavar="<command>")
     top.set_defaults(keys_command=None, ttl=None, max_age=DEFAULT_MAX_AGE)  # what the dispatch reads of every line
     p = _page(sub, "serve", "answer over HTTP (the standard library's server, for local use)")
     _common(p)
@@ -81,7 +83,7 @@ def _parser() -> argparse.ArgumentParser:
         found.formatter_class = argparse.RawDescriptionHelpFormatter
         found.epilog = _epilog(*page)
     top.formatter_class = argparse.RawDescriptionHelpFormatter
-    top.epilog = _epilog(tuple(e for examples, _ in _PAGES.values() for e in examples[:1]), _EXITS)
+    top.epilog = _epilog(tuple(dict.fromkeys(e for examples, _ in _PAGES.values() for e in examples[:1])), _EXITS)
     return top
 
 
@@ -95,6 +97,9 @@ _PAGES: dict[str, tuple[tuple[str, ...], tuple[tuple[int, str], ...]]] = {
                 f"{_PROG} export --source ./releases --tuf-keys /secure/tuf-keys ./site"), _EXITS),
     "check": ((f"{_PROG} check --source ./releases --key release.pub",
                f"{_PROG} check --source github:OWNER/REPO --json"), _EXITS),
+    "keys": ((f"{_PROG} keys init /secure/tuf-keys",),
+             ((0, "written"), (1, "a filesystem fault"), (2, "a usage error (no command: keys init DIR), or DIR holds "
+                                                              "a key set already"))),
     "keys init": ((f"{_PROG} keys init /secure/tuf-keys",
                    f"{_PROG} keys init /secure/tuf-keys-2 --root-keys 3 --root-threshold 2"),
                   ((0, "written"), (1, "a filesystem fault"), (2, "a usage error, or DIR holds a key set already"))),
@@ -132,21 +137,51 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def _setup(args: argparse.Namespace, settings: Settings) -> tuple[Any, Any]:
-    """The source and the trusted keys the flags and the environment (``settings``) name.
+def _paths(args: argparse.Namespace, settings: Settings) -> None:
+    """Every path the line (or the environment, named as its variable) gives, checked before anything
+    is read or written: each is what its flag asks (``superfluid.paths.flag_path``; docs/cli.md, "Exit
+    codes").
 
     Raises:
-        UsageError: no source, a --key that is not a file; BadFile/BadKey: a key file.
+        UsageError: a path missing, or not of the kind asked (a FIFO, a device, a file for a directory...).
+    """
+    wants: list[tuple[str | None, str, str, bool]] = []  # (value, flag, kind, must exist)
+    if args.command in ("serve", "export", "check"):
+        spec = args.source or settings.source
+        if spec and not spec.startswith("github:") and ("://" not in spec or spec.startswith("file://")):
+            wants.append((path_of_file_url(spec) if spec.startswith("file://") else spec,
+                          "--source" if args.source else ENV_SOURCE, "directory of release folders", True))
+        wants += [(k, ENV_KEYS, "public key", True) for k in settings.keys]
+        wants += [(k, "--key", "public key", True) for k in args.key]
+    if args.command == "serve":
+        wants.append((args.tuf_repo or settings.tuf_repo, "--tuf-repo" if args.tuf_repo else ENV_TUF_REPO,
+                      "TUF repository directory", False))
+        wants.append((args.tuf_keys or settings.tuf_keys, "--tuf-keys" if args.tuf_keys else ENV_TUF_KEYS,
+                      "key set directory", True))
+    if args.command in ("export", "refresh-timestamp", "rotate-root"):
+        wants.append((args.tuf_keys, "--tuf-keys", "key set directory", True))
+        wants.append((args.out, "", "export directory", args.command != "export"))
+    if args.command == "rotate-root":
+        wants.append((args.to, "--to", "key set directory", True))
+    if args.command == "keys":
+        wants.append((args.dir, "", "key set directory", False))
+    for value, flag, kind, must_exist in wants:
+        if value:
+            flag_path(value, flag, kind, must_exist=must_exist)
+
+
+def _setup(args: argparse.Namespace, settings: Settings) -> tuple[Any, Any]:
+    """The source and the trusted keys the flags and the environment (``settings``) name (their paths
+    checked by ``_paths``).
+
+    Raises:
+        UsageError: no source; BadFile/BadKey: a key file.
     """
     spec = args.source or settings.source
     if not spec:
         raise UsageError(f"--source is missing: name a directory of release folders, a mirror URL or "
                          f"github:OWNER/REPO (or set {ENV_SOURCE}) (see '{_PROG} {args.command} --help')")
-    named = [*settings.keys, *args.key]
-    for path in named:
-        if not os.path.isfile(path):
-            raise UsageError(f"--key {path}: no such file (name a minisign public key, e.g. minisign.pub)")
-    return source_from(spec, settings), keys_from(named)
+    return source_from(spec, settings), keys_from([*settings.keys, *args.key])
 
 
 def _table(rows: list[list[str]]) -> str:
@@ -214,6 +249,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     Raises:
         UsageError, SuperfluidError: as the subcommands say.
     """
+    _paths(args, settings)
     if args.command in tuf_command.COMMANDS:
         return tuf_command.run(args)
     sign = tuf_command.signer_for_export(args) if args.command == "export" else None

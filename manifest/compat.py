@@ -60,7 +60,7 @@ def validate(doc: Any, where: str, *, once: bool = False) -> dict[str, Any]:
                       json_path="$.schema")
     if m.group(1) != "1":
         raise BadFile(where, f"is a compat document of schema {tag!r}; this superfluid reads {SCHEMA_TAG}",
-                      json_path="$.schema", fix="update superfluid to read it")
+                      json_path="$.schema", advice="update superfluid to read it")
     if once:
         schema.validate_once(doc, json.dumps(doc, sort_keys=True).encode(), SCHEMA_NAME, where, shipped=True)
         return doc

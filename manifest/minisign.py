@@ -52,14 +52,14 @@ _COMMENT_MAX = 1024 - len(_UNTRUSTED) - 1  # minisign's COMMENTMAXBYTES, likewis
 DEFAULT_UNTRUSTED_COMMENT = "signature from minisign secret key"
 #: the untrusted comment ``minisign -G`` writes on a secret key (with or without -W)
 _SECRET_COMMENT = "minisign encrypted secret key"
-_KEY_FIX = "make a key pair with `minisign -G -W` or `ci/keygen DIR`"
+_KEY_ADVICE = "make a key pair with minisign -G -W or ci/keygen DIR"
 
 
 class BadKey(BadFile):
     """A public or secret key that is not minisign's (never quotes a secret key's content)."""
 
-    def __init__(self, where: str, fault: str, *, fix: str | None = _KEY_FIX) -> None:
-        super().__init__(where, fault, fix=fix)
+    def __init__(self, where: str, fault: str, *, advice: str | None = _KEY_ADVICE) -> None:
+        super().__init__(where, fault, advice=advice)
 
 
 class EncryptedKey(BadKey):
@@ -67,8 +67,8 @@ class EncryptedKey(BadKey):
 
     def __init__(self, where: str) -> None:
         super().__init__(where, "is encrypted with a password, which this signer does not read",
-                         fix="remove the password with `minisign -C -W -s FILE`, or make an unencrypted pair "
-                             "with `minisign -G -W` or `ci/keygen DIR`")
+                         advice="remove the password with minisign -C -W -s FILE, or make an unencrypted pair "
+                                "with minisign -G -W or ci/keygen DIR")
 
 
 class BadSignatureFile(BadFile):
@@ -85,7 +85,7 @@ class SignatureInvalid(SignatureError):
     def __init__(self, where: str, key_id: str, what: str) -> None:
         super().__init__(f"{where}: {what} does not verify with trusted key {key_id}: the file was changed "
                          f"after it was signed, or the signature is not for it",
-                         fix="do not use this file; fetch it again from its release")
+                         advice="do not use this file; fetch it again from its release")
         self.where = where
         self.key_id = key_id
 
@@ -96,8 +96,8 @@ class UntrustedKey(SignatureError):
     def __init__(self, where: str, key_id: str, trusted: Sequence[str]) -> None:
         known = ", ".join(trusted) if trusted else "none"
         super().__init__(f"{where}: signed by key {key_id}, which is not a trusted key (trusted: {known})",
-                         fix="if you trust that key, name its .pub file with --key FILE or put it in "
-                             "$SUPERFLUID_HOME/keys/")
+                         advice="if you trust that key, name its .pub file with --key FILE or put it in "
+                                "$SUPERFLUID_HOME/keys/")
         self.where = where
         self.key_id = key_id
 

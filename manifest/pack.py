@@ -85,8 +85,8 @@ def _build(source: Path, into: Path, child_env: Mapping[str, str]) -> tuple[Path
         PackError: ``build`` is missing, the build fails, or it does not make one of each.
     """
     if importlib.util.find_spec("build") is None:
-        raise PackError(f"{_PROG} needs the `build` package in {sys.executable}'s environment",
-                        fix="run scripts/setup-env (it installs the test extras, which include it)")
+        raise PackError(f"{_PROG} needs the build package in {sys.executable}'s environment",
+                        advice="run scripts/setup-env (it installs the test extras, which include it)")
     _run([sys.executable, "-m", "build", "--outdir", str(into), str(source)], env=child_env,
          timeout=_BUILD_TIMEOUT, what=f"python -m build {source}")
     sdists, wheels = sorted(into.glob("*.tar.gz")), sorted(into.glob("*.whl"))
@@ -192,7 +192,7 @@ def pack(source: Path, out: Path, settings: Settings, *, unsigned: bool = False)
     found = signing_key(path=settings.signing_key_file, content=settings.signing_key)
     if found is None and not unsigned:
         raise UsageError(f"no signing key: set {ENV_KEY_FILE} to a minisign secret key file, or {ENV_KEY} to its "
-                         f"content (make a pair with `ci/keygen DIR` or `minisign -G -W`); --unsigned packs "
+                         f"content (make a pair with ci/keygen DIR or minisign -G -W); --unsigned packs "
                          f"without signatures")
     if found is not None and unsigned:
         raise UsageError(f"--unsigned, and a signing key is given in {found[1]}: leave out one of them")

@@ -23,7 +23,6 @@ from superfluid.manifest.tuf_repository import (
     rotate_root,
     sign_export,
 )
-from superfluid.runtime.kernel.errors import UsageError
 
 __all__ = ["add_flags", "add_commands", "COMMANDS", "run", "signer_for_export", "live_for_serve"]
 
@@ -72,8 +71,10 @@ def add_flags(p: argparse.ArgumentParser, *, serve: bool = False) -> None:
 
 def add_commands(sub: Any) -> None:
     """The ``keys``, ``refresh-timestamp`` and ``rotate-root`` subcommands."""
-    keys = sub.add_parser("keys", help="make a TUF key set (keys init DIR)")
-    ksub = keys.add_subparsers(dest="keys_command", parser_class=ManifestParser, required=True)
+    keys = sub.add_parser("keys", help="make a TUF key set (keys init DIR)",
+                          description="The TUF key sets that sign an export's metadata (docs/manifest-service.md, "
+                                      "\"Key handling\").")
+    ksub = keys.add_subparsers(dest="keys_command", parser_class=ManifestParser, required=True, metavar="<command>")
     p = ksub.add_parser("init", help="make a key set in DIR: root, targets, snapshot and timestamp keys")
     p.add_argument("dir", metavar="DIR")
     p.add_argument("--root-keys", type=integer(1, MAX_ROOT_KEYS), default=1, metavar="N",
@@ -117,13 +118,6 @@ def _until(valid: Any) -> str:
     return f"{now_utc() + valid:%Y-%m-%dT%H:%M:%SZ}"
 
 
-def _out(value: str) -> Path:
-    out = Path(value)
-    if not out.is_dir():
-        raise UsageError(f"{out} is not a directory (name an export made with --tuf-keys)")
-    return out
-
-
 def run(args: argparse.Namespace) -> int:
     """``keys init``, ``refresh-timestamp`` or ``rotate-root``; 0 done.
 
@@ -139,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
                          "is signed\n")
         return 0
     expiry = parse_expires(args.expires)
-    out = _out(args.out)
+    out = Path(args.out)  # a directory: checked with every path of the line (command._paths)
     if args.command == "refresh-timestamp":
         version = refresh_timestamp(out, read_keys(args.tuf_keys), expiry)
         until = _until(expiry.timestamp)

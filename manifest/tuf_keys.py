@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.kernel.errors import BadFile, UsageError
+from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.jsonread import UntrustedJson, read_bytes, read_json
 
 if TYPE_CHECKING:
@@ -47,12 +48,12 @@ class KeySet:
         held = [s for s in self.signers[role] if s.public_key.keyid in keyids]
         if len(held) < threshold and self.signers[role] and not held:
             raise UsageError(f"the {role} key(s) in {self.where} are not the ones needed to {why}",
-                             fix="name the key set the root trusts with --tuf-keys, or make the root trust this one "
-                                 "with superfluid-manifest rotate-root --to")
+                             advice="name the key set the root trusts with --tuf-keys, or make the root trust this "
+                                    "one with rotate-root --to")
         if len(held) < threshold:
             raise UsageError(f"{self.where} holds {len(held)} of the {threshold} {role} key(s) needed to {why}",
-                             fix=f"bring the {role}-*.pem files back into {self.where} (a root key belongs "
-                                 "offline between rotations), or name the key set that holds them")
+                             advice=f"bring the {role}-*.pem files back into {self.where} (a root key belongs "
+                                    "offline between rotations), or name the key set that holds them")
         return held
 
 
@@ -128,8 +129,8 @@ def read_keys(where: str | os.PathLike[str]) -> KeySet:
     top = Path(where)
     path = top / KEYS_FILE
     if not path.is_file():
-        raise UsageError(f"--tuf-keys {top}: holds no {KEYS_FILE}",
-                         fix="make a key set with superfluid-manifest keys init DIR")
+        raise UsageError(f"--tuf-keys {top} holds no {KEYS_FILE}",
+                         fix=Fix(("superfluid-manifest", "keys", "init", str(top)), "makes a key set there"))
     try:
         doc = read_json(path, max_bytes=_MAX_BYTES)
     except (OSError, UntrustedJson) as e:

@@ -63,10 +63,10 @@ class LiveRepository:
                 if not keys.signers[role]:
                     raise UsageError(f"--tuf-keys {keys.where} holds no {role} key: the service signs each new index "
                                      "and its timestamp with the targets, snapshot and timestamp keys",
-                                     fix="serve with --tuf-repo alone to answer metadata signed elsewhere")
+                                     advice="serve with --tuf-repo alone to answer metadata signed elsewhere")
         elif not (self.repo / METADATA / "timestamp.json").is_file():
             raise UsageError(f"--tuf-repo {self.repo} holds no {METADATA}/timestamp.json, and the service holds no "
-                             "key to sign one", fix="give --tuf-keys DIR, or export into it with --tuf-keys first")
+                             "key to sign one", advice="give --tuf-keys DIR, or export into it with --tuf-keys first")
 
     @contextmanager
     def _locked(self) -> Iterator[None]:

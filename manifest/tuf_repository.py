@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from superfluid.manifest.tuf_keys import ROLES, KeySet
 from superfluid.runtime.kernel.atomic import write_atomic
 from superfluid.runtime.kernel.errors import BadFile, UsageError
+from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.jsonread import read_bytes
 
 if TYPE_CHECKING:
@@ -232,7 +233,9 @@ def sign_export(stage: Path, previous: Path, keys: KeySet, expiry: Expiry, *, no
         root_md = found[1]
         if root_md.signed.is_expired(now):
             raise UsageError(f"{old}/{found[0]}.root.json expired at {root_md.signed.expires:%Y-%m-%dT%H:%M:%SZ}: "
-                             "every client refuses it", fix="sign a new root with superfluid-manifest rotate-root")
+                             "every client refuses it",
+                             fix=Fix(("superfluid-manifest", "rotate-root", "--tuf-keys", str(keys.where),
+                                      str(previous)), "signs the next root, valid again"))
         for version, path in _roots(old).items():
             out[f"{version}.root.json"] = path.read_bytes()
     files = target_files(stage)
@@ -248,7 +251,7 @@ def _repository(out: Path) -> tuple[Path, Metadata[Root]]:
     found = latest_root(metadata)
     if found is None or not (metadata / "timestamp.json").is_file():
         raise UsageError(f"{out} holds no TUF metadata ({METADATA}/1.root.json, timestamp.json)",
-                         fix="export with superfluid-manifest export --tuf-keys DIR first")
+                         advice="export into it with --tuf-keys first")
     return metadata, found[1]
 
 

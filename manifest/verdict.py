@@ -24,7 +24,7 @@ class Unsigned(SignatureError):
 
     def __init__(self, where: str, signature_where: str) -> None:
         super().__init__(f"{where} is unsigned (no {signature_where}), and --require-signature was given",
-                         fix="ask its publisher for the signature, or read it without --require-signature")
+                         advice="ask its publisher for the signature, or read it without --require-signature")
         self.where = where
 
 
@@ -33,7 +33,7 @@ class TarballMismatch(SuperfluidError):
 
     def __init__(self, where: str, tarball: str, expected: str, got: str) -> None:
         super().__init__(f"{tarball} beside {where} has SHA-256 {got}, and the document says {expected}",
-                         fix="the tarball is not the one this document was made for; fetch both again")
+                         advice="the tarball is not the one this document was made for; fetch both again")
         self.expected = expected
         self.got = got
 

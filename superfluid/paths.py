@@ -16,6 +16,7 @@ import stat
 from pathlib import Path
 
 from superfluid.runtime import registry
+from superfluid.runtime.kernel import formats
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.jsonread import kind_of
 
@@ -23,9 +24,10 @@ __all__ = ["flag_path", "asks_directory", "regular_file", "model_path"]
 
 
 def asks_directory(kind: str) -> bool:
-    """Whether ``kind`` (the words for what a flag names: ``lock file``, ``mirror directory``) is a
-    directory: its last word is ``directory`` or ``folder``."""
-    return kind.rsplit(" ", 1)[-1] in ("directory", "folder")
+    """Whether ``kind`` (the words for what a flag names: ``lock file``, ``mirror directory``,
+    ``directory of release folders``) is a directory: its first or last word is ``directory`` or ``folder``."""
+    words = kind.split()
+    return bool(words) and bool({words[0], words[-1]} & {"directory", "folder"})
 
 
 def _named(flag: str, path: str) -> str:
@@ -131,8 +133,10 @@ def _reads_directories(runtime_id: str | None) -> bool:
 
 def model_path(flag: str, path: str, runtime_id: str | None = None) -> str:
     """``path`` as given, when it can be a model: a regular file, or a directory when the runtime
-    asked (None: any) reads model directories; readable by this user. Never a FIFO or a device: the
-    model is opened to choose and to check its runtime, and a FIFO would hold that open forever.
+    asked (None: any) reads model directories (with none asked, one a runtime's declared format claims:
+    ``runtimes /tmp`` is a usage error, as ``serve --model /tmp`` is); readable by this user. Never a
+    FIFO or a device: the model is opened to choose and to check its runtime, and a FIFO would hold
+    that open forever.
 
     Raises:
         UsageError: it is missing, a FIFO, a device, a socket, a directory the runtime does not read,
@@ -144,6 +148,11 @@ def model_path(flag: str, path: str, runtime_id: str | None = None) -> str:
     if stat.S_ISDIR(st.st_mode) and not _reads_directories(runtime_id):
         raise UsageError(f"{flag} {path} is a directory, and {runtime_id or 'no runtime'} reads a model file, "
                          "not a directory: name the model file")
+    if stat.S_ISDIR(st.st_mode) and runtime_id is None:
+        declared = {rid: registry.get(rid).model_facts().formats for rid in registry.IDS}
+        if formats.claim(declared, formats.facts_of(path)) is None:  # a listing, never an open
+            raise UsageError(f"{flag} {path} is a directory, and no runtime reads it as a model: "
+                             f"{formats.describe(declared)}")
     if not stat.S_ISDIR(st.st_mode) and not stat.S_ISREG(st.st_mode):
         raise UsageError(f"{flag} {path} is {kind_of(st.st_mode)}, not a model: a model is a regular file "
                          "(or an MLX model directory)")

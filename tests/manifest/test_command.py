@@ -93,7 +93,7 @@ def test_export_writes_every_answer(checked_folders: Folders, tmp_path: Path,
 
 @pytest.mark.parametrize(("args", "code", "fragment"), [
     (["serve"], 2, "--source is missing"),
-    (["serve", "--source", "/nonexistent/releases"], 2, "no such directory"),
+    (["serve", "--source", "/nonexistent/releases"], 2, "--source /nonexistent/releases: no such file or directory"),
     (["serve", "--source", "ftp://host/x"], 2, "give a directory, an http(s):// mirror URL or github:OWNER/REPO"),
     (["serve", "--source", "github:not a repo"], 2, "not a GitHub repository"),
     (["check", "--source", ".", "--key", "/nonexistent.pub"], 2, "--key /nonexistent.pub: no such file"),
@@ -104,9 +104,10 @@ def test_export_writes_every_answer(checked_folders: Folders, tmp_path: Path,
                                                   "--help')"),
     (["keys", "init", "x", "--bogus"], 2, "unrecognized arguments: --bogus (see 'superfluid-manifest keys init "
                                           "--help')"),
-    ([], 2, "the following arguments are required: command"),
+    ([], 2, "the following arguments are required: <command> (see 'superfluid-manifest --help')"),
+    (["keys"], 2, "the following arguments are required: <command> (see 'superfluid-manifest keys --help')"),
 ], ids=["no-source", "no-such-directory", "another-scheme", "bad-repository", "no-key-file", "bad-port",
-        "empty-source", "unknown-flag", "unknown-flag-of-a-nested-command", "no-command"])
+        "empty-source", "unknown-flag", "unknown-flag-of-a-nested-command", "no-command", "keys-without-a-command"])
 @pytest.mark.usefixtures("no_manifest_variables")
 def test_usage_errors_exit_2(args: list[str], code: int, fragment: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(args) == code
@@ -171,7 +172,8 @@ def test_a_failure_asked_with_json_is_json_too(capsys: pytest.CaptureFixture[str
     (["rotate-root"], "rotate-root --tuf-keys /secure/tuf-keys --to /secure/tuf-keys-2 ./site",
      "2  a usage error, or a key set the root does not trust"),
     ([], "superfluid-manifest serve --source ./releases --key release.pub", "2  a usage error"),
-], ids=["serve", "export", "check", "keys-init", "refresh-timestamp", "rotate-root", "top"])
+    (["keys"], "superfluid-manifest keys init /secure/tuf-keys", "2  a usage error (no command: keys init DIR)"),
+], ids=["serve", "export", "check", "keys-init", "refresh-timestamp", "rotate-root", "top", "keys"])
 def test_each_page_ends_with_examples_and_exit_codes(page: list[str], example: str, exit_line: str,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as done:

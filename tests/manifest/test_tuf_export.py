@@ -250,4 +250,4 @@ def test_a_service_without_tuf_metadata_is_refused_naming_how_to_serve_it(
     assert done.code == 1
     error = json.loads(done.stdout)["error"]
     assert error["code"] == "no-freshness" and "publishes no TUF metadata" in error["message"]
-    assert "serves with --tuf-repo DIR --tuf-keys KEYS" in error["fix"]
+    assert "serves with --tuf-repo DIR --tuf-keys KEYS" in error["advice"]

@@ -144,7 +144,7 @@ def test_need_refuses_fewer_than_the_threshold(key_set: KeySet, tmp_path: Path) 
     with pytest.raises(UsageError) as refused:
         read_keys(where).need("root", key_set.keyids("root"), 2, why="sign root version 2")
     assert str(refused.value).startswith(f"{where} holds 1 of the 2 root key(s) needed to sign root version 2")
-    assert "bring the root-*.pem files back" in (refused.value.fix or "")
+    assert "bring the root-*.pem files back" in (refused.value.advice or "")
 
 
 def test_need_refuses_keys_the_root_does_not_name(key_set: KeySet, tmp_path: Path) -> None:
@@ -153,4 +153,4 @@ def test_need_refuses_keys_the_root_does_not_name(key_set: KeySet, tmp_path: Pat
         other.need("targets", key_set.keyids("targets"), 1, why="sign the index")
     assert str(refused.value).startswith(f"the targets key(s) in {other.where} are not the ones needed to sign the "
                                          "index")
-    assert "rotate-root --to" in (refused.value.fix or "")
+    assert "rotate-root --to" in (refused.value.advice or "")

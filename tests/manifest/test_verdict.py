@@ -62,7 +62,7 @@ def test_unsigned_is_read_unless_a_signature_is_required(named_document: bytes, 
     with pytest.raises(Unsigned) as refused:
         judge_signature(named_document, None, _trust(key), where=WHERE, signature_where=SIG_WHERE, require=True)
     assert str(refused.value).startswith(f"{WHERE} is unsigned (no {SIG_WHERE}), and --require-signature was given")
-    assert refused.value.where == WHERE and "without --require-signature" in (refused.value.fix or "")
+    assert refused.value.where == WHERE and "without --require-signature" in (refused.value.advice or "")
 
 
 def _changed(document: bytes, key: SecretKey) -> tuple[bytes, bytes]:

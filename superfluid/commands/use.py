@@ -10,7 +10,13 @@ import os
 import sys
 from collections.abc import Callable
 
-from superfluid.installer.home.installs import check_install_name, check_runtime_id, host_platform, judge_all
+from superfluid.installer.home.installs import (
+    Verdict,
+    check_install_name,
+    check_runtime_id,
+    host_platform,
+    judge_all,
+)
 from superfluid.installer.home.store import NoSuchInstall, pin, unpin
 from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.runtime import registry
@@ -56,18 +62,25 @@ def _use(args: argparse.Namespace, home: str) -> int:
         raise UsageError(f"runtime use {args.id}: give an install or --auto, not both")
     if args.auto:
         chosen = unpin(home, args.id, on_wait=_waiting(args.id))
-        return _used(args, chosen, None, f"superfluid: {args.id} serves from {chosen} by default (the best-ranked)")
+        state = _verdict(args.id, chosen, home).state
+        return _used(args, chosen, None, state, f"superfluid: {args.id} serves from {chosen} ({state}) by default, "
+                                                "the best-ranked")
     if not args.install:
         raise UsageError(f"runtime use {args.id} needs an install or --auto",
                          fix=Fix.superfluid("runtime", "list", args.id, does="lists its installs"))
-    _judge(args.id, check_install_name(args.install), home)
+    state = _judge(args.id, check_install_name(args.install), home)
     chosen = pin(home, args.id, args.install, on_wait=_waiting(args.id))
     auto = Fix.superfluid("runtime", "use", args.id, "--auto", does="unpins it")
-    return _used(args, chosen, chosen, f"superfluid: {args.id} serves from {chosen} by default (pinned): "
-                                       f"{fixes.render([auto])}")
+    return _used(args, chosen, chosen, state, f"superfluid: {args.id} serves from {chosen} ({state}) by default, "
+                                              f"pinned: {fixes.render([auto])}")
 
 
-def _judge(runtime_id: str, install: str, home: str) -> None:
+def _verdict(runtime_id: str, install: str, home: str) -> Verdict:
+    judged = judge_all(runtime_dir(home, runtime_id), runtime_id, serving=install, platform=host_platform())
+    return next((v for _, v in judged if v.install == install), Verdict(install, "broken", "it is not installed"))
+
+
+def _judge(runtime_id: str, install: str, home: str) -> str:
     """The verdict of the install to pin (``installs.judge``, as every command says it): a changed
     one is refused; an untested one is pinned, with a warning naming the install this superfluid
     drives; a broken one is the store's to refuse (``store.pin``, under the install lock).
@@ -75,20 +88,20 @@ def _judge(runtime_id: str, install: str, home: str) -> None:
     Raises:
         NoSuchInstall: it is changed (names what, the repair, and the verify that records it as it is).
     """
-    judged = judge_all(runtime_dir(home, runtime_id), runtime_id, serving=install, platform=host_platform())
-    verdict = next((v for _, v in judged if v.install == install), None)
-    if verdict is None or verdict.ready or verdict.state == "broken":
-        return
+    verdict = _verdict(runtime_id, install, home)
+    if verdict.ready or verdict.state == "broken":
+        return verdict.state
     if verdict.state == "changed":
         raise NoSuchInstall(f"{runtime_id} {verdict.words()}; it is not made the default", fix=verdict.fixes)
     tail = f": {fixes.render(verdict.fixes)}" if verdict.fixes else ""  # its advice is serve's
     sys.stderr.write(f"superfluid: warning: {runtime_id} {verdict.words()}; it is made the default as asked{tail}\n")
+    return verdict.state
 
 
-def _used(args: argparse.Namespace, current: str, pinned: str | None, line: str) -> int:
+def _used(args: argparse.Namespace, current: str, pinned: str | None, state: str, line: str) -> int:
     """What ``use`` did: the line for people, or with ``--json`` the document (schema ``use-result``)."""
     if getattr(args, "json", False):
-        print_json({"id": args.id, "current": current, "pinned": pinned})
+        print_json({"id": args.id, "current": current, "pinned": pinned, "state": state})
     else:
         sys.stdout.write(line + "\n")
     return 0

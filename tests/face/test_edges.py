@@ -199,9 +199,11 @@ def test_version_json(cli_home: Home, argv: list[str]) -> None:
 
 def test_runtime_use_json(two_installs: Home) -> None:
     pinned = two_installs.superfluid("runtime", "use", "basert", "0.3.1-cpu", "--json")
-    assert pinned.code == 0 and pinned.json() == {"id": "basert", "current": "0.3.1-cpu", "pinned": "0.3.1-cpu"}
+    assert pinned.code == 0 and pinned.json() == {"id": "basert", "current": "0.3.1-cpu", "pinned": "0.3.1-cpu",
+                                                  "state": "ready"}
     auto = two_installs.superfluid("runtime", "use", "basert", "--auto", "--json")
-    assert auto.code == 0 and auto.json() == {"id": "basert", "current": "0.4.0-cpu", "pinned": None}
+    assert auto.code == 0 and auto.json() == {"id": "basert", "current": "0.4.0-cpu", "pinned": None,
+                                              "state": "ready"}
     for run in (pinned, auto):
         _valid(run.json(), "use-result")
     missing = two_installs.superfluid("runtime", "use", "basert", "9.9.9-cpu", "--json")

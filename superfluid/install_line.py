@@ -88,7 +88,10 @@ def _install(args: argparse.Namespace, environ: Mapping[str, str],
     phases = Phases.since_process_start() if args.timings else None
     before = count(args.id, settings.home)
     # named no mirror and cannot list: the one its installs came from
-    with recorded_hint(args.id, args.sub, settings, from_=args.from_, named=_named(args)):
+    def reads(mirror: str, does: str) -> Fix:
+        return Fix.superfluid("runtime", "install", args.id, *_named(args), "--mirror", mirror, does=does)
+
+    with recorded_hint(args.id, settings, reads, from_=args.from_):
         keep = not args.reinstall
         outcome = installed_with(request, settings, json_mode=args.json, dry_run=args.dry_run, phases=phases,
                                  kept=(lambda plans: already_installed(plans, settings.home)) if keep else None)

@@ -79,7 +79,7 @@ def outcome_lines(outcome: Outcome, *, installs_before: int, repaired: str | Non
         lines = [f"{r.id} {r.install} installed ({', '.join(facts)}, chosen by {r.chosen_by})"
                  + (", replacing the one of that name" if outcome.replaced else "")]
     if outcome.current and (outcome.pinned or installs_before > 0 or outcome.current != r.install):
-        how = "pinned with `superfluid runtime use`" if outcome.pinned == outcome.current else "the best-ranked"
+        how = "pinned with runtime use" if outcome.pinned == outcome.current else "the best-ranked"
         lines.append(f"{r.id} serves from {outcome.current} by default ({how})")
     return "".join(f"superfluid: {line}\n" for line in lines)
 

@@ -109,12 +109,12 @@ def recorded_mirror(runtime_id: str, settings: Settings, install: str | None = N
 
 
 @contextmanager
-def recorded_hint(runtime_id: str, sub: str, settings: Settings, *, from_: str | None = None,
-                  named: Sequence[str] = ()) -> Iterator[None]:
-    """When ``runtime <sub> <runtime_id>`` named no mirror (``--mirror``, ``SUPERFLUID_MIRROR``) nor
-    ``--from`` and cannot read its releases (offline, the cache lacks the listing; online, the
-    network failed) and the runtime's installs came from a mirror, the fix names that mirror (and
-    keeps the flags of the line that say what it installs: ``named``)."""
+def recorded_hint(runtime_id: str, settings: Settings, reads: Callable[[str, str], Fix], *,
+                  from_: str | None = None) -> Iterator[None]:
+    """When a line of ``runtime_id`` named no mirror (``--mirror``, ``SUPERFLUID_MIRROR``) nor ``--from``
+    and cannot read its releases (offline, the cache lacks the listing; online, the network failed) and
+    the runtime's installs came from a mirror, its first fix is ``reads(mirror, does)``: the same line
+    naming that mirror (the face adds ``--offline`` when the line gave it)."""
     try:
         yield
     except (OfflineMissing, DownloadError) as e:
@@ -123,7 +123,5 @@ def recorded_hint(runtime_id: str, sub: str, settings: Settings, *, from_: str |
         root = recorded_mirror(runtime_id, settings)
         if root is None:
             raise
-        mirror = Fix.superfluid("runtime", sub, runtime_id, *named, "--mirror", shown(root),
-                                does=f"reads the mirror the installs of {runtime_id} here came from")
-        e.fixes = (mirror, *e.fixes)  # the face adds --offline when the line gave it
+        e.fixes = (reads(shown(root), f"reads the mirror the installs of {runtime_id} here came from"), *e.fixes)
         raise

@@ -131,7 +131,7 @@ def check_staged(p: Plan, staging: Path, host: Host) -> None:
         if e.is_symlink() and not os.path.exists(e.path):
             shown = Path(e.path).relative_to(staging)
             raise ProbeRefused(p, f"{shown} is a link to {os.readlink(e.path)}, which the archive does not hold",
-                               fix="nothing was installed: the archive is incomplete; report it to its publisher")
+                               advice="nothing was installed: the archive is incomplete; report it to its publisher")
     try:
         needs = measure(lib)
     except ELFInvalid as e:

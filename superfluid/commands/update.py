@@ -69,7 +69,11 @@ def _update(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
                            json_mode=args.json)
     request = request_of(args.id, for_=release_for(flags_of(args), settings, environ), untested=args.untested,
                          **update_wanted(old))
-    with recorded_hint(args.id, args.sub, settings):
+    def reads(mirror: str, does: str) -> Fix:
+        return Fix.superfluid("runtime", "update", args.id, *(["--untested"] if args.untested else []), "--mirror",
+                              mirror, does=does)
+
+    with recorded_hint(args.id, settings, reads):
         plans, _, source = plan(request, settings)
     if source is not None:
         source.close()

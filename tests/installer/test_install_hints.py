@@ -94,3 +94,15 @@ def test_a_listing_that_cannot_be_read_names_the_mirror_the_installs_came_from(c
     assert (f"`{' '.join(fix.argv)}` reads the mirror the installs of basert here came from") in run.stderr
     done = cli.paste(fix, run, env=cli_home.env)
     assert done.code == 0 and cli_home.installs() == ["0.3.1-cpu", "0.4.0-cpu"], done.stderr
+
+
+def test_an_update_that_cannot_read_the_listing_names_the_mirror_the_installs_came_from(cli_home: Home,
+                                                                                        mirror: Path) -> None:
+    cli_home.env["SUPERFLUID_GITHUB_API"] = "http://127.0.0.1:9"  # nothing listens: GitHub cannot be read
+    assert cli_home.superfluid("runtime", "install", "basert", "--version", "0.3.1", "--mirror", str(mirror)).code == 0
+    run = cli_home.superfluid("runtime", "update", "basert")
+    assert run.code == 1
+    fix = run.fix("update")
+    assert fix.argv == ("superfluid", "runtime", "update", "basert", "--mirror", str(mirror))
+    done = cli.paste(fix, run, env=cli_home.env)
+    assert done.code == 0 and cli_home.installs() == ["0.3.1-cpu", "0.4.0-cpu"], done.stderr

@@ -6,33 +6,25 @@ See docs/manifest-service.md, "Running it".
 from __future__ import annotations
 
 import argparse
-import logging
-import os
-import signal
 import sys
-import threading
 from collections.abc import Sequence
-from socketserver import ThreadingMixIn
+from importlib import import_module
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from superfluid.installer.transport.urls import path_of_file_url
+from superfluid.exits import exit_code
 from superfluid.manifest import tuf_command
-from superfluid.manifest.answers import drives_cells, encode, releases_answer
-from superfluid.manifest.command_line import MAX_SECONDS, ManifestParser, integer, seconds
-from superfluid.manifest.export import export
-from superfluid.manifest.service import DEFAULT_MAX_AGE, Service, ServiceConfig, keys_from
-from superfluid.manifest.settings import ENV_KEYS, ENV_SOURCE, ENV_TUF_KEYS, ENV_TUF_REPO, Settings, read_settings
-from superfluid.manifest.sources import source_from
-from superfluid.paths import flag_path
-from superfluid.runtime import registry
-from superfluid.runtime.kernel.errors import SuperfluidError, UsageError, guarded
+from superfluid.manifest.command_line import DEFAULT_MAX_AGE, MAX_SECONDS, PROG, ManifestParser, integer, seconds
+from superfluid.runtime.kernel.errors import SuperfluidError, guarded
 from superfluid.runtime.kernel.output import error_code, error_doc, print_json
 from superfluid.runtime.kernel.version import VERSION
 
+# A line is parsed here and run by ``command_run``, imported when a line names a command: ``--version``
+# (--help, a usage error) loads neither the service nor the installer's sources (issue 42, item 32:
+# 0.32 s where ``superfluid --version`` is 0.07 s; benchmarks/bench_cli.py).
+
 __all__ = ["main"]
 
-_PROG = "superfluid-manifest"
+_PROG = PROG
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -137,151 +129,14 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def _paths(args: argparse.Namespace, settings: Settings) -> None:
-    """Every path the line (or the environment, named as its variable) gives, checked before anything
-    is read or written: each is what its flag asks (``superfluid.paths.flag_path``; docs/cli.md, "Exit
-    codes").
-
-    Raises:
-        UsageError: a path missing, or not of the kind asked (a FIFO, a device, a file for a directory...).
-    """
-    wants: list[tuple[str | None, str, str, bool]] = []  # (value, flag, kind, must exist)
-    if args.command in ("serve", "export", "check"):
-        spec = args.source or settings.source
-        if spec and not spec.startswith("github:") and ("://" not in spec or spec.startswith("file://")):
-            wants.append((path_of_file_url(spec) if spec.startswith("file://") else spec,
-                          "--source" if args.source else ENV_SOURCE, "directory of release folders", True))
-        wants += [(k, ENV_KEYS, "public key", True) for k in settings.keys]
-        wants += [(k, "--key", "public key", True) for k in args.key]
-    if args.command == "serve":
-        wants.append((args.tuf_repo or settings.tuf_repo, "--tuf-repo" if args.tuf_repo else ENV_TUF_REPO,
-                      "TUF repository directory", False))
-        wants.append((args.tuf_keys or settings.tuf_keys, "--tuf-keys" if args.tuf_keys else ENV_TUF_KEYS,
-                      "key set directory", True))
-    if args.command in ("export", "refresh-timestamp", "rotate-root"):
-        wants.append((args.tuf_keys, "--tuf-keys", "key set directory", True))
-        wants.append((args.out, "", "export directory", args.command != "export"))
-    if args.command == "rotate-root":
-        wants.append((args.to, "--to", "key set directory", True))
-    if args.command == "keys":
-        wants.append((args.dir, "", "key set directory", False))
-    for value, flag, kind, must_exist in wants:
-        if value:
-            flag_path(value, flag, kind, must_exist=must_exist)
-
-
-def _setup(args: argparse.Namespace, settings: Settings) -> tuple[Any, Any]:
-    """The source and the trusted keys the flags and the environment (``settings``) name (their paths
-    checked by ``_paths``).
-
-    Raises:
-        UsageError: no source; BadFile/BadKey: a key file.
-    """
-    spec = args.source or settings.source
-    if not spec:
-        raise UsageError(f"--source is missing: name a directory of release folders, a mirror URL or "
-                         f"github:OWNER/REPO (or set {ENV_SOURCE}) (see '{_PROG} {args.command} --help')")
-    return source_from(spec, settings), keys_from([*settings.keys, *args.key])
-
-
-def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n" for r in rows)
-
-
-def _report(index: Any, out: Any) -> None:
-    """The table of verified releases, then the rejected ones with their reasons."""
-    rows = [["VERSION", "NAME", "SIGNED BY", *(rid.upper() for rid in registry.IDS)]]
-
-    for r in index.releases:
-        rows.append([r.version, r.name, r.main.verdict.key_id or "not checked", *drives_cells(r)])
-    out.write(_table(rows))
-    for r in index.rejected:
-        out.write(f"rejected {r.version or '?'} ({r.where}): {r.reason}\n")
-    if not index.releases and not index.rejected:
-        out.write("no release found in the source: name a directory of release folders (as ci/pack writes "
-                  "them), a mirror URL or github:OWNER/REPO with --source\n")
-    if not index.keys:
-        out.write("no trusted keys: signatures were not checked (name one with --key)\n")
-
-
-def _serve(args: argparse.Namespace, service: Any) -> int:
-    class Server(ThreadingMixIn, WSGIServer):
-        daemon_threads = True
-        request_queue_size = 256  # connections waiting to be accepted (the default 5 refuses a burst)
-
-    quiet = args.quiet
-
-    class Handler(WSGIRequestHandler):
-        def log_message(self, format: str, *a: Any) -> None:  # noqa: A002 - the stdlib's name
-            if not quiet:
-                sys.stderr.write(f"{self.address_string()} {format % a}\n")
-
-    try:
-        httpd = make_server(args.host, args.port, service, server_class=Server, handler_class=Handler)
-    except OSError as e:
-        raise SuperfluidError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
-    host, port = args.host, httpd.server_address[1]
-
-    def stop(signum: int, frame: Any) -> None:
-        threading.Thread(target=httpd.shutdown, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    index = service.current().index
-    sys.stderr.write(f"{_PROG}: {len(index.releases)} releases verified, {len(index.rejected)} rejected, from "
-                     f"{service.source.describe()}\n")
-    for r in index.rejected:
-        sys.stderr.write(f"{_PROG}: rejected {r.version or '?'} ({r.where}): {r.reason}\n")
-    sys.stderr.write(f"{_PROG}: serving on http://{host}:{port}/\n")
-    sys.stderr.flush()
-    try:
-        httpd.serve_forever(poll_interval=0.2)
-    finally:
-        httpd.server_close()
-        service.close()
-    return 0
-
-
-def run(args: argparse.Namespace, settings: Settings) -> int:
-    """One subcommand; 0, or 1 when ``check`` found a rejected release.
-
-    Raises:
-        UsageError, SuperfluidError: as the subcommands say.
-    """
-    _paths(args, settings)
-    if args.command in tuf_command.COMMANDS:
-        return tuf_command.run(args)
-    sign = tuf_command.signer_for_export(args) if args.command == "export" else None
-    source, keys = _setup(args, settings)
-    config = ServiceConfig(ttl=args.ttl, max_age=args.max_age)
-    live = tuf_command.live_for_serve(args, settings) if args.command == "serve" else None
-    service = Service(source, keys, config, tuf=live)
-    index = service.load()
-    if args.command == "serve":
-        return _serve(args, service)
-    service.close()
-    if args.command == "export":
-        written = export(index, args.out, sign=sign)
-        sys.stdout.write(f"{len(written)} files written to {args.out} ({len(index.releases)} releases, "
-                         f"{len(index.rejected)} rejected)\n")
-        return 0
-    if args.json:
-        sys.stdout.write(encode(releases_answer(index)).decode("utf-8"))
-    else:
-        _report(index, sys.stdout)
-    return 1 if index.rejected else 0
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """``superfluid-manifest``: 0 done; 1 a run-time failure or a rejected release (check); 2 usage."""
     args_in = list(sys.argv[1:] if argv is None else argv)
 
     def main_line() -> int:
         args = _parse(args_in)
-        level = logging.INFO if args.command == "serve" and not args.quiet else logging.WARNING
-        logging.basicConfig(level=level, format=f"{_PROG}: %(message)s")
-        return run(args, read_settings(os.environ))
+        runs: Any = import_module("superfluid.manifest.command_run")  # the commands, once the line is good
+        return int(runs.run_line(args))
 
     try:
         if _wants_json(args_in):
@@ -289,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return guarded(_PROG, main_line)
     except KeyboardInterrupt:
         sys.stderr.write(f"{_PROG}: interrupted\n")
-        return 130
+        return exit_code(KeyboardInterrupt())
 
 
 def _wants_json(argv: Sequence[str]) -> bool:
@@ -305,7 +160,7 @@ def _json_failures(main_line: Any) -> int:
         code: int = main_line()
         return code
     except SuperfluidError as e:
-        code = 2 if isinstance(e, UsageError) else 1
+        code = exit_code(e)
         sys.stderr.write(f"{_PROG}: {e}\n")
         print_json(error_doc(error_code(e), str(e), code, fixes=e.fixes, advice=e.advice))
         return code

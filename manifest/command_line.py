@@ -12,7 +12,12 @@ from typing import NoReturn
 
 from superfluid.runtime.kernel.errors import UsageError
 
-__all__ = ["ManifestParser", "report_written", "integer", "seconds", "MAX_SECONDS"]
+__all__ = ["ManifestParser", "report_written", "integer", "seconds", "MAX_SECONDS", "DEFAULT_MAX_AGE", "PROG"]
+
+#: the program of the compat manifest service's command line
+PROG = "superfluid-manifest"
+#: seconds of an answer's Cache-Control max-age when none is given (--max-age, SUPERFLUID_MANIFEST_MAX_AGE)
+DEFAULT_MAX_AGE = 60
 
 #: the most seconds a limit may be (a year): a TTL or ``max-age`` longer than that is a typo, not a wish
 MAX_SECONDS = 365 * 86400

@@ -17,7 +17,7 @@ from http import HTTPStatus
 from typing import Any
 
 from superfluid.manifest.answers import JSON, Body, encode, error_body, render
-from superfluid.manifest.command_line import seconds
+from superfluid.manifest.command_line import DEFAULT_MAX_AGE, seconds
 from superfluid.manifest.index import Index, build_index
 from superfluid.manifest.keys import TrustedKey, package_keys_dir, read_key_dir, read_public_key
 from superfluid.manifest.routes import Health, Route, RouteError, parse_route
@@ -26,17 +26,13 @@ from superfluid.manifest.sources import ManifestSource, source_from
 from superfluid.manifest.tuf_live import LiveRepository, live_from
 from superfluid.runtime.kernel.errors import SuperfluidError, UsageError
 
-__all__ = ["ServiceConfig", "DEFAULT_MAX_AGE", "Service", "app", "keys_from", "from_settings"]
+__all__ = ["ServiceConfig", "Service", "app", "keys_from", "from_settings"]
 
 log = logging.getLogger("superfluid.manifest")
 
 _MEMO_MAX = 4096  # answers remembered per index (the rest are rendered again)
 
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
-
-
-#: seconds of an answer's Cache-Control max-age when none is given (--max-age, SUPERFLUID_MANIFEST_MAX_AGE)
-DEFAULT_MAX_AGE = 60
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,9 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from superfluid.manifest.command_line import ManifestParser, integer
-from superfluid.manifest.settings import Settings
 from superfluid.manifest.tuf_keys import init_keys, read_keys
-from superfluid.manifest.tuf_live import live_from
 from superfluid.manifest.tuf_repository import (
     expiry_of,
     now_utc,
@@ -24,7 +22,7 @@ from superfluid.manifest.tuf_repository import (
     sign_export,
 )
 
-__all__ = ["add_flags", "add_commands", "COMMANDS", "run", "signer_for_export", "live_for_serve"]
+__all__ = ["add_flags", "add_commands", "COMMANDS", "run", "signer_for_export"]
 
 #: the subcommands this module runs (they read no release source)
 COMMANDS = ("keys", "refresh-timestamp", "rotate-root")
@@ -103,15 +101,6 @@ def signer_for_export(args: argparse.Namespace) -> Callable[[Path, Path], list[P
         return None
     keys = read_keys(args.tuf_keys)
     return lambda stage, previous: sign_export(stage, previous, keys, expiry)
-
-
-def live_for_serve(args: argparse.Namespace, settings: Settings) -> Any:
-    """The ``LiveRepository`` ``serve``'s flags (or the environment's ``settings``) name, or None.
-
-    Raises:
-        UsageError, BadFile: as ``tuf_live.live_from``.
-    """
-    return live_from(settings, repo=args.tuf_repo, keys=args.tuf_keys, expires=args.expires or None)
 
 
 def _until(valid: Any) -> str:

@@ -1,14 +1,6 @@
-"""The installs of a runtime as they are on disk, read-only: their names, the ones there in default
-order, the one verdict of an install (``judge``), which ``current`` and ``pinned`` name. The
-installer changes them (``superfluid.installer.home.store``); every command that only looks reads
-them here.
+"""The installs of a runtime as they are on disk, read-only, and the one verdict of an install.
 
-The verdict (docs/cli.md, "What an install is") is one word, shown alike by ``runtimes``, ``runtime
-list``, ``runtime use``, ``serve``, ``doctor`` and ``gc``: ``ready``; ``untested`` (installed with
-``--untested``: the ABI or build this superfluid does not drive); ``changed`` (a file it records is
-not as recorded at a glance: another size, executable bit or link target, or rewritten in place:
-its stat facts are not those the receipt records); ``broken`` (its receipt does not read, or a file
-it records is gone or of another kind); ``not for this host`` (installed for another platform).
+See docs/cli.md, "What an install is".
 """
 
 from __future__ import annotations

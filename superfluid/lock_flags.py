@@ -4,6 +4,7 @@ and the fixes that run ``mirror verify|sync`` on a mirror folder against that lo
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Literal
 
 from superfluid.installer.fleet.lockfile import DEFAULT_NAME
 from superfluid.paths import flag_path
@@ -30,8 +31,10 @@ def checked_lock(given: str | None, flag: str, environ: Mapping[str, str], *, mu
     return lock_path(given, environ)
 
 
-def mirror_fix(verb: str, folder: str, lock: str, *, does: str) -> Fix:
-    """``superfluid mirror VERB FOLDER [--lock LOCK]`` (``verify``, ``sync``), which ``does``: the lock
-    named unless it is the default ``./superfluid.lock``."""
+def mirror_fix(verb: Literal["sync", "verify"], folder: str, lock: str, *, does: str) -> Fix:
+    """``superfluid mirror sync|verify FOLDER [--lock LOCK]``, which ``does``: the lock named unless it
+    is the default ``./superfluid.lock``."""
     named = () if lock == DEFAULT_NAME else ("--lock", lock)
-    return Fix.superfluid("mirror", verb, folder, *named, does=does)
+    if verb == "sync":
+        return Fix.superfluid("mirror", "sync", folder, *named, does=does)
+    return Fix.superfluid("mirror", "verify", folder, *named, does=does)

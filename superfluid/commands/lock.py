@@ -220,7 +220,8 @@ def _check(path: str, old: Lock, targets: list[Target], args: argparse.Namespace
         sys.stdout.write(change_lines(changes))
     errors = sum(1 for c in changes if c.error)
     moved = len(changes) - errors
-    outdated = LockOutdated(f"{path} does not match what would be chosen now: {moved} to move, {errors} error(s)"
+    outdated = LockOutdated(f"{path} does not match what would be chosen now: {moved} to move, {errors} "
+                            f"error{'' if errors == 1 else 's'}"
                             + (f" (written by superfluid {old.superfluid}, this is {__version__})"
                                if old.superfluid != __version__ else ""),
                             fix=None if errors else lock_fix(path, "--upgrade", does="writes the new choice"),

@@ -79,12 +79,18 @@ def test_one_changed_digest_in_the_file_makes_install_refuse(admin: Machine, fle
     real = _sha(fleet_server, BASERT, "v0.4.0", BUNDLE)
     forged = hashlib.sha256(b"not the bundle").hexdigest()
     path.write_text(path.read_text().replace(real, forged))
-    node = machine_at(admin.cwd.parent, "node")
+    node = machine_at(admin.cwd.parent, "node", SUPERFLUID_GITHUB_API=fleet_server.url)
     run = node.superfluid("runtime", "install", "basert", "--locked", str(path))
     assert run.code == 1
     assert BUNDLE in run.stderr and f"SHA-256 {real}, expected {forged}" in run.stderr, run.stderr
     assert f"{path} pins {forged}" in run.stderr and "Traceback" not in run.stderr
     assert node.installs("basert") == []
+    # its fix asks whether the release changed, of the lock it was given for
+    fix = run.fix("lock", "--check")
+    assert (fix.argv, fix.does) == (("superfluid", "lock", "--check", "-o", str(path)),
+                                    "says whether the release changed")
+    checked = cli.paste(fix, run, env=node.env, cwd=node.cwd)
+    assert checked.code == 1 and f"({BUNDLE}: locked sha256 {forged}, now {real}" in checked.stdout
 
 
 def test_install_locked_reads_no_listing_and_records_the_lock(admin: Machine, fleet_server: ReleaseServer) -> None:
@@ -168,7 +174,7 @@ def test_check_reports_a_new_abi_release_and_upgrade_writes_it(admin: Machine, f
     assert "~ basert linux-x64 (cpu): moved: a new ABI-1 release" in run.stdout
     assert "  - 0.4.0-cpu  basert-engine-linux-x64-0.4.0.tar.gz" in run.stdout
     assert "  + 0.4.1-cpu  basert-engine-linux-x64-0.4.1.tar.gz" in run.stdout
-    assert "does not match what would be chosen now: 2 to move, 0 error(s)" in run.stderr  # cpu, and cuda -> 0.4.1-cpu
+    assert "does not match what would be chosen now: 2 to move, 0 errors" in run.stderr  # cpu, and cuda -> 0.4.1-cpu
     assert path.read_text() == before
     assert admin.superfluid("lock").code == 0 and path.read_text() == before  # a plain lock keeps what is locked
     run = admin.superfluid("lock", "--upgrade", "llamacpp")
@@ -193,7 +199,13 @@ def test_check_reports_a_newer_tested_build(admin: Machine) -> None:
     assert run.code == 1
     assert "~ llamacpp linux-x64 (cpu): moved: a newer tested build" in run.stdout, run.stdout
     assert "  - b11284-cpu  llama-b11284-bin-ubuntu-x64.tar.gz" in run.stdout
-    assert "1 to move, 0 error(s)" in run.stderr
+    assert "1 to move, 0 errors" in run.stderr
+    # its fix writes the new choice into the lock it was given for
+    fix = run.fix("lock", "--upgrade")
+    assert (fix.argv, fix.does) == (("superfluid", "lock", "--upgrade"), "writes the new choice")
+    assert cli.paste(fix, run, env=admin.env, cwd=admin.cwd).code == 0
+    assert "b11642-cpu" in {e.install for e in lockfile.read(path)[0].engines}
+    assert admin.superfluid("lock", "--check").code == 0
 
 
 def test_check_reports_bytes_changed_under_the_same_name_as_an_error(admin: Machine,
@@ -209,7 +221,7 @@ def test_check_reports_bytes_changed_under_the_same_name_as_an_error(admin: Mach
     new_sha = hashlib.sha256(replaced).hexdigest()
     assert (f"! basert linux-x64 (cpu): ERROR: a file's bytes changed under the same name ({BUNDLE}: locked "
             f"sha256 {old_sha}, now {new_sha}") in run.stdout, run.stdout
-    assert "0 to move, 2 error(s)" in run.stderr  # the bundle, and its .sha256 beside it
+    assert "0 to move, 2 errors" in run.stderr  # the bundle, and its .sha256 beside it
     assert "nothing was written" in run.stderr and path.read_text() == before
 
 

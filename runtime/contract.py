@@ -9,12 +9,14 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from superfluid.runtime.kernel.errors import SuperfluidError
+from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.formats import reads
 from superfluid.runtime.kernel.options import Option, declared_name, parse_flag_pairs, read_options
 from superfluid.runtime.registry import aliases_of
 
 __all__ = ["REPORT_KEYS", "RUNTIME_KEYS", "DEVICE_KEYS", "TOKENIZER_SOURCES", "DESCRIPTOR_VERSION", "report",
-           "unread", "check_line", "capabilities"]
+           "unread", "check_line", "capabilities", "refuse", "report_fixes"]
 
 #: the keys every check report has, in the order it prints them
 REPORT_KEYS = ("runtime", "available", "formats", "tokenizer", "devices", "capabilities")
@@ -56,6 +58,30 @@ def report(runtime_id: str, *, formats: Sequence[Mapping[str, Any]], tokenizer: 
     return {"runtime": {"id": runtime_id, "version": None, "aliases": aliases_of(runtime_id)},
             "available": True, "formats": copy.deepcopy([dict(f) for f in formats]),
             "tokenizer": dict(tokenizer), "devices": [], "capabilities": copy.deepcopy(dict(capabilities))}
+
+
+def refuse(report: dict[str, Any], error: SuperfluidError) -> None:
+    """``report`` of a runtime not usable here, for ``error``: ``available`` its words and advice,
+    ``refused`` its words alone (an installer's probe says its own next steps), and ``fixes`` its
+    commands as values (``argv``, ``does`` and the ``site`` that built each), never rendered into the
+    text: the face that shows the report renders them with the source flags its line gave."""
+    report["available"] = error.text(fixes=())
+    report["refused"] = error.message
+    if error.fixes:
+        report["fixes"] = [{**f.as_json(), "site": f.site} for f in error.fixes]
+
+
+def report_fixes(report: Any) -> tuple[Fix, ...]:
+    """The fixes a check ``report`` carries (``refuse``), as values with the site that built each;
+    none from a report that carries none or not in that shape."""
+    found = report.get("fixes") if isinstance(report, Mapping) else None
+    out: list[Fix] = []
+    for f in found if isinstance(found, list) else ():
+        argv, does = (f.get("argv"), f.get("does")) if isinstance(f, Mapping) else (None, None)
+        if isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv) and isinstance(does, str):
+            site = f.get("site")
+            out.append(Fix(tuple(argv), does, site if isinstance(site, str) else ""))
+    return tuple(out)
 
 
 def unread(formats: Sequence[Mapping[str, Any]], path: str, why: str) -> str:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from superfluid.runtime.kernel.errors import BadFile, SuperfluidError
+from superfluid.runtime.kernel.fixes import Fix, FixLike
 from superfluid.runtime.kernel.layout import install_receipt, worker_path
 from superfluid.runtime.kernel.ordering import backend_family
 from superfluid.runtime.kernel.receipt import LINK_W, Receipt, Source, now_utc, read_receipt
@@ -32,8 +33,8 @@ def missing_cuda_runtime(reason: str) -> str | None:
 class ProbeRefused(SuperfluidError):
     """The staged install's check refused it; nothing of it is published."""
 
-    def __init__(self, plan: Plan, reason: str, *, fix: str | None = None) -> None:
-        super().__init__(f"{plan.id} {plan.install}: {reason}", fix=fix)
+    def __init__(self, plan: Plan, reason: str, *, fix: FixLike = None, advice: str | None = None) -> None:
+        super().__init__(f"{plan.id} {plan.install}: {reason}", fix=fix, advice=advice)
         self.plan = plan
         self.reason = reason
         #: the CUDA runtime library its GPU module did not find (``missing_cuda_runtime``), or None
@@ -99,13 +100,13 @@ def install_cpu_fallback(install: str | os.PathLike[str], report: Mapping[str, A
 def _hold_to_plan(p: Plan, report: Mapping[str, Any], version: str | None, holds_version: bool) -> None:
     if holds_version and p.version != "custom" and version is not None and version != p.version:
         raise ProbeRefused(p, f"the bundle of {p.id} {p.version} holds a library of version {version}: the release "
-                              "is not what it says", fix="nothing was installed; report it to its publisher")
+                              "is not what it says", advice="nothing was installed; report it to its publisher")
     for key, want in p.facts.items():
         got = report.get(key)
         if got is not None and got != want:
             raise ProbeRefused(p, f"its library is laid out as {got}, but {p.id} {p.version} was tested as {want}"
                                if key == "layout" else f"its check reports {key} {got!r}, and the plan says {want!r}",
-                               fix="nothing was installed: the archives are not the build the plan names")
+                               advice="nothing was installed: the archives are not the build the plan names")
 
 
 def judge_probe(p: Plan, report: Mapping[str, Any], *, untested: bool, holds_version: bool = False,
@@ -130,12 +131,12 @@ def judge_probe(p: Plan, report: Mapping[str, Any], *, untested: bool, holds_ver
         _hold_to_plan(p, report, version, holds_version)
         if p.abi is not None and abi is not None and abi != p.abi:
             raise ProbeRefused(p, f"its library states ABI {abi}, and the release states {p.abi}",
-                               fix="nothing was installed: the bundle is not the release it says")
+                               advice="nothing was installed: the bundle is not the release it says")
         why = _device_fits(p.backend, devices, report.get("unloaded")) if needs_device else None
         if why:
             raise ProbeRefused(p, why)
         return Probed(p.tested, abi, version, devices, extra)
-    reason = available if isinstance(available, str) else "its check said nothing about availability"
+    reason = _staged_words(report) if isinstance(available, str) else "its check said nothing about availability"
     by_abi = _by_abi(report)
     # a plan made for another release (--for) is judged by that release's ABI, which the plan states
     may = p.chosen_by == "untested" or (p.chosen_by == "from" and untested) or p.made_for is not None
@@ -145,13 +146,32 @@ def judge_probe(p: Plan, report: Mapping[str, Any], *, untested: bool, holds_ver
             raise ProbeRefused(p, f"its library states ABI {stated}, and the release states {p.abi}: {reason}")
         tested = p.tested and p.made_for is not None and stated == p.abi
         return Probed(tested, stated, p.version if p.version != "custom" else None, devices, extra)
-    fix = None
-    if by_abi is not None and p.chosen_by == "from":
-        fix = "--untested installs it anyway (recorded as untested)"
-    elif by_abi is not None and not may:
-        fix = f"a release of another ABI installs only untested (`superfluid runtime install {p.id} --version " \
-              f"{p.version} --untested`)"
-    raise ProbeRefused(p, f"the staged library was refused by its check: {reason}", fix=fix)
+    if by_abi is not None and p.chosen_by == "from":  # the archive named, of another ABI: untested, it installs
+        raise ProbeRefused(p, f"the staged library was refused by its check: {reason}", fix=_from_untested(p))
+    # a release's library of another ABI than the release states is not the release it says: --untested
+    # would refuse it too (the plan's ABI is held to), so there is no command to give
+    advice = "nothing was installed: the bundle is not the release it says" if by_abi is not None else None
+    raise ProbeRefused(p, f"the staged library was refused by its check: {reason}", advice=advice)
+
+
+def _staged_words(report: Mapping[str, Any]) -> str:
+    """Why the staged library's check refused it, as an installer says it: the refusal's words alone
+    (``refused``: not the next steps the check gives its own user, which name its ``--lib`` and the
+    command that just failed), the staging folder, gone once the install ends, left out of the path."""
+    refused, available, library = report.get("refused"), report.get("available"), report.get("library")
+    words = refused if isinstance(refused, str) and refused else str(available)
+    if isinstance(library, str) and library:
+        words = words.replace(f" at {library}", "").replace(library, os.path.basename(library))
+    return words
+
+
+def _from_untested(p: Plan) -> Fix:
+    """The install of a ``--from`` archive the check refused by ABI, untested: the archive and the
+    digest the line named, and ``--untested``."""
+    asset = p.assets[0]
+    digest = ["--sha256", asset.sha256] if asset.sha256 and asset.digest_source == "flag" else []
+    return Fix.superfluid("runtime", "install", p.id, "--from", asset.url, *digest, "--untested",
+                          does="installs it untested (recorded as untested)")
 
 
 def receipt_for(plan: Plan, sources: Sequence[Source], probed: Probed, platform: str, *,

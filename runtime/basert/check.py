@@ -83,7 +83,7 @@ def check_report(model: str | None, lib: str | None, lookup: Lookup, *,
     try:
         library = open_library(lib, lookup, executable=executable, spelled=spelled)
     except SuperfluidError as e:
-        report["available"] = str(e)
+        contract.refuse(report, e)
         refused_path = e.path if isinstance(e, LibraryRefused) else None
         if isinstance(e, LibraryRefused) and e.by_abi:
             # what the refused library states, so an installer can tell an ABI verdict from a fault

@@ -81,7 +81,7 @@ def read_header(path: Path = HEADER_PATH) -> HeaderFacts:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise BadFile(str(path), f"cannot read our baseRT header ({e.strerror or e})",
-                      fix="reinstall superfluid") from e
+                      advice="reinstall superfluid") from e
     return parse_header(text, str(path))
 
 

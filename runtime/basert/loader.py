@@ -17,7 +17,7 @@ from superfluid.runtime.basert.bindings import (
 )
 from superfluid.runtime.basert.config import CONFIG_SIZE, BaseRTModelConfig
 from superfluid.runtime.basert.locate import locate
-from superfluid.runtime.basert.verdict import FIX, ConfigRead, Probe, judge
+from superfluid.runtime.basert.verdict import ADVICE, ConfigRead, Probe, fix, judge
 from superfluid.runtime.kernel.errors import LibraryRefused
 from superfluid.runtime.kernel.lookup import Lookup
 
@@ -57,7 +57,7 @@ def dlopen(path: str) -> ctypes.CDLL:
     try:
         return ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
     except OSError as e:
-        raise LibraryRefused(path, f"could not load libbaseRT at {path}: {e}", fix=FIX) from e
+        raise LibraryRefused(path, f"could not load libbaseRT at {path}: {e}", fix=fix(), advice=ADVICE) from e
 
 
 def probe(cdll: ctypes.CDLL, path: str) -> tuple[Probe, dict[str, Any]]:
@@ -136,4 +136,4 @@ def config_of(library: Library, handle: int) -> BaseRTModelConfig:
         result: BaseRTModelConfig = library.fn(GET_CONFIG)(handle)
         return result
     raise LibraryRefused(library.path, f"libbaseRT at {library.path}: its configuration cannot be read "
-                                       f"safely ({library.config_size} bytes, {library.config_read})", fix=FIX)
+                                       f"safely ({library.config_size} bytes, {library.config_read})")

@@ -11,13 +11,19 @@ from typing import Literal
 from superfluid.runtime.basert.abi import abi_verdict
 from superfluid.runtime.basert.header import ABI_VERSION, HEADER_VERSION, UNNUMBERED_LINE
 from superfluid.runtime.kernel.errors import AbiRefused, LibraryRefused
+from superfluid.runtime.kernel.fixes import Fix
 
-__all__ = ["Probe", "LibraryVerdict", "ConfigRead", "FIX", "judge"]
+__all__ = ["Probe", "LibraryVerdict", "ConfigRead", "ADVICE", "fix", "judge"]
 
 ConfigRead = Literal["into", "by-value"]
 
-FIX = ("install one this superfluid drives with `superfluid runtime install basert`, "
-       "or name another with --basert-lib or BASERT_LIB")
+#: what a refused library's user may do besides installing one: name another
+ADVICE = "name another with --basert-lib or BASERT_LIB"
+
+
+def fix() -> Fix:
+    """The fix of a libbaseRT this superfluid does not drive: install one it does."""
+    return Fix.superfluid("runtime", "install", "basert", does="installs one this superfluid drives")
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -45,7 +51,7 @@ class LibraryVerdict:
 
 
 def _refuse(path: str, message: str) -> LibraryVerdict:
-    return LibraryVerdict(None, LibraryRefused(path, message, fix=FIX))
+    return LibraryVerdict(None, LibraryRefused(path, message, fix=fix(), advice=ADVICE))
 
 
 def judge(probe: Probe, our_size: int, *, drives: int = ABI_VERSION,
@@ -58,11 +64,13 @@ def judge(probe: Probe, our_size: int, *, drives: int = ABI_VERSION,
                           f"superfluid drives (header {HEADER_VERSION}, ABI {drives})")
     rule = abi_verdict(probe.version, probe.abi, drives=drives, line=line)
     if not rule.is_driven and probe.abi is not None:
-        return LibraryVerdict(None, AbiRefused(p, probe.abi, drives, fix=FIX, version=probe.version))
+        return LibraryVerdict(None, AbiRefused(p, probe.abi, drives, fix=fix(), advice=ADVICE,
+                                                     version=probe.version))
     if not rule.is_driven:
         return LibraryVerdict(None, LibraryRefused(
             p, f"libbaseRT at {p} is version {probe.version or ''!r} and states no ABI number; this superfluid "
-               f"drives ABI {drives}, and {rule.carried}", fix=FIX, by_abi=True, stated_version=probe.version))
+               f"drives ABI {drives}, and {rule.carried}", fix=fix(), advice=ADVICE, by_abi=True,
+            stated_version=probe.version))
     if probe.has_into:
         return LibraryVerdict("into")
     if probe.config_size != our_size:

@@ -135,7 +135,9 @@ def check_report(model_path: str | None, options: Mapping[str, Any],
     try:
         lib = _load(options, lookup, spelled=spelled)
     except (LibraryNotFound, LibraryRefused) as e:
-        report["available"] = str(e)
+        contract.refuse(report, e)
+        if isinstance(e, LibraryRefused):
+            report["library"] = e.path
         if named:
             report["named"] = named
         if model_path is not None:  # what it can say without a library: the path, by its format

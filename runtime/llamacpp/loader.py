@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from superfluid.runtime.kernel.errors import BadFile, LibraryRefused
+from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.layout import install_receipt
 from superfluid.runtime.kernel.lookup import Lookup
 from superfluid.runtime.kernel.receipt import read_receipt
@@ -23,7 +24,6 @@ from superfluid.runtime.llamacpp.layout import Layout, LayoutUnknown, detect
 __all__ = ["Library", "LogTail", "load", "echoes_log", "LOG_ENV", "GPU_MODULES"]
 
 LOG_ENV = "SUPERFLUID_LLAMA_LOG"
-_FIX = "install a build the adapter lists as tested: `superfluid runtime install llamacpp`"
 _GGML_LOG_ERROR = 4
 _GGML_LOG_CONT = 5
 #: the GPU backend modules a release ships beside libllama (``libggml-<name>.so``) -> the names its
@@ -111,8 +111,13 @@ _loaded: dict[str, Library] = {}
 _keep_alive: list[Any] = []
 
 
+def _fix() -> Fix:
+    """The fix of a libllama this adapter cannot drive: install a build it lists as tested."""
+    return Fix.superfluid("runtime", "install", "llamacpp", does="installs a build this adapter lists as tested")
+
+
 def _refuse(path: str, why: str) -> LibraryRefused:
-    return LibraryRefused(path, f"{path} is a llama.cpp this adapter cannot drive: {why}", fix=_FIX)
+    return LibraryRefused(path, f"{path} is a llama.cpp this adapter cannot drive: {why}", fix=_fix())
 
 
 def echoes_log(lookup: Lookup) -> bool:
@@ -134,7 +139,7 @@ def load(path: str, *, echo_log: bool = False) -> Library:
     try:
         handle = C.CDLL(path)
     except OSError as e:
-        raise LibraryRefused(path, f"could not load {path}: {e}", fix=_FIX) from e
+        raise LibraryRefused(path, f"could not load {path}: {e}", fix=_fix()) from e
 
     absent = bindings.missing(handle)
     if absent:

@@ -13,7 +13,9 @@ from superfluid.optionflags import check_runtime_options, culprit_message, find_
 from superfluid.parser import Help, Parser, exits
 from superfluid.paths import model_path
 from superfluid.runtime import registry
+from superfluid.runtime.contract import report_fixes
 from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.fixes import Fix, render
 from superfluid.runtime.kernel.output import error_doc, print_json, table
 
 __all__ = ["HELP", "arguments", "run", "more_help", "split_args", "read_options", "options_help"]
@@ -166,15 +168,26 @@ def run(args: argparse.Namespace) -> int:
             reason = culprit_message(args.id, culprits, values, reason)
             if isinstance(report, dict):
                 report = {**report, "options_at_fault": culprits.names}
+    fixes = report_fixes(report) if error == NOT_AVAILABLE else ()
     if as_json:
         if not ok:
-            failure = error_doc(error, reason, 1)
+            failure = error_doc(error, reason, 1, fixes=fixes)
             report = {**report, **failure} if isinstance(report, dict) else failure
         print_json(report)
     elif ok:
         version = (report.get("runtime") or {}).get("version") if isinstance(report, dict) else None
         sys.stdout.write(f"{args.id}: available" + (f" ({version})" if version else "") + "\n")
     if not ok:
-        sys.stderr.write(f"superfluid: {reason}\n")
+        sys.stderr.write(f"superfluid: {_with_fixes(reason, report, fixes)}\n")
         return 1
     return 0
+
+
+def _with_fixes(reason: str, report: Any, fixes: tuple[Fix, ...]) -> str:
+    """``reason`` and the fixes the report carries, as an error says them: after its advice (the
+    words ``available`` holds past the refusal's own, ``refused``) with "; or ", else after ": "."""
+    if not fixes:
+        return reason
+    refused = report.get("refused") if isinstance(report, dict) else None
+    joint = "; or " if isinstance(refused, str) and reason != refused else ": "
+    return f"{reason}{joint}{render(fixes)}"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from superfluid.runtime.basert.header import ABI_VERSION, UNNUMBERED_LINE
-from superfluid.runtime.basert.verdict import FIX, LibraryVerdict, Probe, judge
+from superfluid.runtime.basert.verdict import ADVICE, LibraryVerdict, Probe, fix, judge
 from superfluid.runtime.kernel.errors import AbiRefused, LibraryRefused
 
 PATH = "/x/libbaseRT.so"
@@ -70,7 +70,7 @@ def test_the_refusal_carries_its_facts(change: dict[str, Any], kind: type[Librar
     assert refusal is not None and type(refusal) is kind
     assert (refusal.path, refusal.by_abi, refusal.stated_version, refusal.stated_abi) == (
         PATH, by_abi, stated_version, stated_abi)
-    assert refusal.fix == FIX
+    assert refusal.fixes == (fix(),) and refusal.advice == ADVICE
     if isinstance(refusal, AbiRefused):
         assert (refusal.stated, refusal.drives) == (stated_abi, 1)
 

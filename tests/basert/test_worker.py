@@ -101,7 +101,7 @@ def test_check_model_without_a_library(clean_env: dict[str, str], tiny_model: Pa
     report, rc = check(clean_env, "--model", str(tiny_model))
     assert rc == 1
     assert report["available"].startswith("libbaseRT not found (looked in ")
-    assert "superfluid runtime install basert" in report["available"]
+    assert report["fixes"][0]["argv"] == ["superfluid", "runtime", "install", "basert"]  # a value, not text
     assert "named" not in report and "library" not in report
     assert "no usable libbaseRT" in report["model"]["reads"]
 

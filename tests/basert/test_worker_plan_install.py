@@ -223,7 +223,7 @@ def test_a_refusal_by_abi_alone_installs_only_from_an_untested_plan(engines: Pat
     assert done.code == 1 and done.stdout == ""
     verdict = "states ABI 2; this superfluid drives ABI 1" if stated else "only the unnumbered 0.3.x line carries ABI 1"
     assert verdict in done.stderr
-    assert done.stderr.rstrip("\n").endswith("--untested installs it anyway (recorded as untested)")
+    assert done.stderr.rstrip("\n").endswith("--untested` installs it untested (recorded as untested)")
     assert not (into / "runtime.json").exists()
 
     done = install(clean_env, into, bundle_plan(clean_env, variant, "--untested"))
@@ -248,7 +248,8 @@ def test_a_refusal_other_than_by_abi_is_final(engines: Path, clean_env: dict[str
     done = install(clean_env, into, p)
     assert done.code == 1 and done.stdout == ""
     assert done.stderr.startswith(f"{PROG}: basert 0.3.0-cpu: the staged library was refused by its check: "
-                                  f"libbaseRT at {into / 'lib' / LIB_NAME}") and reason in done.stderr
+                                  "libbaseRT ") and reason in done.stderr
+    assert str(into) not in done.stderr  # the staging folder, gone once an install ends, is not named
     assert not (into / "runtime.json").exists()
 
 

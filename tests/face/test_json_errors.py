@@ -89,7 +89,9 @@ def test_a_failed_check_carries_the_error_in_its_report(tmp_path: Path) -> None:
     assert done.code == 1
     report = json.loads(done.stdout)
     assert report["available"].startswith(f"--basert-lib names {tmp_path}/nope")
-    assert report["error"] == {"code": "not-available", "message": report["available"], "exit": 1}
+    fixes = [{"argv": ["superfluid", "runtime", "install", "basert"], "does": "installs it"}]
+    assert report["error"] == {"code": "not-available", "message": report["available"], "exit": 1,
+                               "fix": "superfluid runtime install basert", "fixes": fixes}
     assert schema_errors(report, "basert-check") == []
 
 

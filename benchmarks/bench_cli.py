@@ -11,7 +11,9 @@ command (paired runs): a command's ratio is the median of its per-round ratios t
 baseline. Prints one line per command: its median, the baseline's median and the ratio; the targets
 are at most 2x for ``runtimes --json`` kept (issue 13), 4x for the rest: ``runtimes --json`` computed
 and ``runtime versions`` (issue 30, which relaxed issue 24's 2.5x: every module's dependencies are
-read at its top), ``--version``.
+read at its top), ``--version``, and what an interactive shell starts (issue 42, item 32):
+``completion bash|zsh|fish`` (sourced by every new shell), ``superfluid`` and ``--help`` (the
+overview), ``compat`` and ``superfluid-manifest --version``.
 
 Usage: ``python benchmarks/bench_cli.py [--runs N] [--json]``; exit 1 when a ratio is over target.
 """
@@ -40,7 +42,15 @@ COMMANDS = {
     "superfluid runtime versions basert --json": [str(BIN / "superfluid"), "runtime", "versions", "basert", "--json"],
     "superfluid runtime versions llamacpp --json": [str(BIN / "superfluid"), "runtime", "versions", "llamacpp",
                                                     "--json"],
+    **{f"superfluid completion {shell}": [str(BIN / "superfluid"), "completion", shell]
+       for shell in ("bash", "zsh", "fish")},
+    "superfluid": [str(BIN / "superfluid")],
+    "superfluid --help": [str(BIN / "superfluid"), "--help"],
+    "superfluid compat": [str(BIN / "superfluid"), "compat"],
+    "superfluid-manifest --version": [str(BIN / "superfluid-manifest"), "--version"],
 }
+#: the code a command answers when it is not 0 (``superfluid`` alone prints the overview and exits 2)
+EXITS = {"superfluid": 2}
 BASELINE = ("python3 -c pass", [sys.executable, "-c", "pass"])
 #: measured with the kept answer removed before each run
 COMPUTED = ("superfluid runtimes --json (computed)", COMMANDS["superfluid runtimes --json"])
@@ -51,7 +61,7 @@ def _time(argv: list[str], env: dict[str, str]) -> float:
     done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, check=False)
     elapsed = time.perf_counter() - start
-    if done.returncode != 0:
+    if done.returncode != EXITS.get(" ".join(Path(a).name if i == 0 else a for i, a in enumerate(argv)), 0):
         raise SystemExit(f"bench: {' '.join(argv)} failed ({done.returncode}): {done.stderr.decode()[-300:]}")
     return elapsed
 

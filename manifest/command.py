@@ -19,8 +19,8 @@ from superfluid.runtime.kernel.output import error_code, error_doc, print_json
 from superfluid.runtime.kernel.version import VERSION
 
 # A line is parsed here and run by ``command_run``, imported when a line names a command: ``--version``
-# (--help, a usage error) loads neither the service nor the installer's sources (issue 42, item 32:
-# 0.32 s where ``superfluid --version`` is 0.07 s; benchmarks/bench_cli.py).
+# (--help, a usage error) loads neither the service nor the installer's sources (0.32 s on a loaded
+# machine when it did, where ``superfluid --version`` is 0.07 s; benchmarks/bench_cli.py).
 
 __all__ = ["main"]
 

@@ -1,8 +1,4 @@
-"""``superfluid-manifest``'s commands once the line is parsed: the source, the keys, the service, the
-export, the check, and the TUF steps (``tuf_command``). Imported by the command line
-(``manifest/command.py``) when a line names a command, so that ``--version``, ``--help`` and a usage
-error never load the service (issue 42, item 32).
-
+"""``superfluid-manifest``'s commands once the line is parsed (``--version`` loads no service).
 See docs/manifest-service.md, "Running it".
 """
 

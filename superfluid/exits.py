@@ -1,15 +1,14 @@
-"""The one table of exit codes (issue 42, design point 4): every error type maps to its code here, and
-each code's meaning is worded here once. docs/cli.md's "Exit codes" table is this table (a test holds
-them equal).
-
-The same kind of fault has the same code on every command: a path given as a flag's value that is
-missing, a directory, a FIFO or not of the kind asked (``superfluid.paths.flag_path``), a value out
-of range, a runtime or backend name that does not exist: each a ``UsageError``, exit 2.
+"""The one table of exit codes: every error type's code and each code's meaning, worded once.
+See docs/cli.md, "Exit codes".
 """
 
 from __future__ import annotations
 
 from superfluid.runtime.kernel.errors import ModelLoadFailed, NotServable, SuperfluidError, UsageError
+
+# The same kind of fault has the same code on every command: a path given as a flag's value that is
+# missing, a directory, a FIFO or not of the kind asked (``superfluid.paths.flag_path``), a value out
+# of range, a runtime or backend name that does not exist: each a ``UsageError``, exit 2.
 
 __all__ = ["EXIT_CODES", "MEANINGS", "INTERRUPTED", "exit_code"]
 

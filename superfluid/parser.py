@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from importlib import import_module
 from typing import Any, NamedTuple, NoReturn, Protocol, cast
 
+from superfluid.command_index import ROWS
 from superfluid.commands import COMMANDS
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.registry import IDS, canonical
@@ -20,7 +21,7 @@ from superfluid.runtime.registry import IDS, canonical
 # every command; runtimes --json computed 4.05x vs 8.12x (benchmarks/bench_cli.py; superfluid.cli, "Start-up").
 __all__ = ["Exit", "Parser", "Once", "OnceSwitch", "Pair", "Help", "Runs", "Command", "COMMON_EXITS",
            "exits", "either", "RUNTIME_IDS", "FLAG_HELP", "Formatter", "add_json", "load", "runner", "tree", "parser",
-           "children", "walk", "find", "synopsis", "overview", "canonical_ids"]
+           "children", "walk", "find", "synopsis", "overview_rows", "overview", "canonical_ids"]
 
 
 class Exit(Exception):
@@ -297,15 +298,18 @@ def parser(argv: Sequence[str] | None = None) -> Parser:
     """The command tree for the line ``argv``: the module of the command it names loaded (of every
     command under a group it names, for its page: ``runtime``, or ``runtime instal``, which argparse
     refuses with the group's commands), the others named only; none for a line that names no command
-    (``--version``, a word that is none); the whole tree without ``argv``, for an empty line or one that
-    asks the overview (``--help``, ``-h``). The top and the groups take no flag with a value, so the
-    words argparse takes for the command are the line's first words that are not flags."""
+    (``--version``, a word that is none, an empty line or one that asks the overview, ``--help``: the
+    overview's rows are the generated index's); the whole tree without ``argv``. The top and the groups
+    take no flag with a value, so the words argparse takes for the command are the line's first words
+    that are not flags."""
     line = list(argv or ())
     words = [a for a in line if not a.startswith("-")][:2]
     if words and words[0] in COMMANDS:
         words = words[:1]
-    if argv is None or not line or (not words and {"-h", "--help"} & set(line)):
+    if argv is None:
         wanted = list(COMMANDS)
+    elif not words:  # the overview (its rows are the index's), --version, or a flag the top refuses
+        wanted = []
     else:
         wanted = []
         for k in range(len(words), 0, -1):  # the longest start of the words that names a command or a group
@@ -428,14 +432,23 @@ def synopsis(path: str, node: argparse.ArgumentParser) -> str:
     return " ".join(words)
 
 
-def overview(top: Parser) -> str:
-    """``superfluid`` with no command: every command's synopsis and summary, then the exit codes."""
+def overview_rows(top: Parser) -> tuple[tuple[str, str], ...]:
+    """The overview's rows of the whole tree ``top``: each command's synopsis and summary (what
+    ``superfluid/command_index.py`` keeps, made by ``superfluid/command_index_build.py``)."""
     rows: list[tuple[str, str]] = []
     for path, node in walk(top):
         if not path or children(node):
             continue
         page = cast(Parser, node).page
         rows.append((synopsis(path, node), page.summary if page else ""))
+    return tuple(rows)
+
+
+def overview(top: Parser | None = None) -> str:
+    """``superfluid`` with no command: every command's synopsis and summary, then the exit codes. The
+    rows are the generated index's (``command_index.ROWS``, tested equal to ``overview_rows`` of the
+    whole tree), so the overview loads no command module; ``top`` is not read."""
+    rows = ROWS
     width = max(len(s) for s, _ in rows) + 2
     head = _GROUPS[""]
     lines = [f"superfluid: {head.summary}", "", "commands:"]

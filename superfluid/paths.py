@@ -1,12 +1,5 @@
-"""Paths the user names on a command line, checked before anything opens them: a FIFO named as a
-model, a lock or an archive would hold an ``open`` forever, a device would read without end, a
-directory named where a file is asked (or the reverse) would fail later under words that blame
-something else ("no such file" for a path that exists), and an unreadable file would fail later
-under words that blame the home.
-
-One checker for every command (docs/cli.md, "Exit codes"): ``flag_path``. Each fault is a usage
-error (exit 2) naming the flag, the path and what it is: ``--lock /tmp is a directory, not a lock
-file``. Nothing here opens the path: ``stat`` alone, so a FIFO is named, never waited on.
+"""Paths the user names on a command line, checked before anything opens them, by one checker for
+every command (``flag_path``). See docs/cli.md, "Exit codes".
 """
 
 from __future__ import annotations
@@ -19,6 +12,11 @@ from superfluid.runtime import registry
 from superfluid.runtime.kernel import formats
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.jsonread import kind_of
+
+# A FIFO named as a model, a lock or an archive would hold an ``open`` forever, a device would read
+# without end, a directory named where a file is asked (or the reverse) would fail later under words
+# that blame something else ("no such file" for a path that exists), and an unreadable file would fail
+# later under words that blame the home. Nothing here opens the path: ``stat`` alone.
 
 __all__ = ["flag_path", "asks_directory", "regular_file", "model_path"]
 

@@ -1,18 +1,19 @@
-"""``superfluid completion bash|zsh|fish``: a shell completion script, generated from the command tree."""
+"""``superfluid completion bash|zsh|fish``: a shell completion script, generated from the command tree's
+completion model, kept as data (``superfluid/command_index.py``): printing a script loads no other
+command."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from superfluid import __version__
-from superfluid.installer.fleet.plans import HOSTS, PLATFORMS
-from superfluid.parser import Help, Parser, children, walk
-from superfluid.parser import parser as tree
-from superfluid.runtime import registry
+from superfluid.command_index import MODEL
+from superfluid.completion_model import Model, from_data
+from superfluid.parser import Help, Parser
 
-__all__ = ["HELP", "arguments", "Flag", "Command", "Model", "model", "render", "SHELLS", "run"]
+__all__ = ["HELP", "arguments", "render", "SHELLS", "run"]
 
 HELP = Help(
     "print a shell completion script (bash, zsh or fish)",
@@ -29,109 +30,6 @@ SHELLS = ("bash", "zsh", "fish")
 
 def arguments(p: Parser) -> None:
     p.add_argument("shell", choices=SHELLS, help="the shell to complete for")
-
-
-@dataclass(frozen=True, slots=True)
-class Flag:
-    """A flag and the value it takes: ``""`` none, ``file``, ``dir``, ``text`` (typed), or ``words:a b``."""
-
-    names: tuple[str, ...]
-    value: str = ""
-
-
-@dataclass
-class Command:
-    """One command of the tree: its subcommands, its flags and what its positionals complete to."""
-
-    path: str
-    subcommands: list[str] = field(default_factory=list)
-    flags: list[Flag] = field(default_factory=list)
-    positionals: list[str] = field(default_factory=list)  # "words:…" | "file" | "dir" | "text"
-    by_id: dict[str, list[Flag]] = field(default_factory=dict)  # runtime check: each runtime's options
-
-
-@dataclass
-class Model:
-    commands: list[Command]
-
-
-def _named_values() -> dict[str, str]:
-    """The flags whose values are a known list, whatever command takes them: ``--runtime`` and
-    ``--upgrade`` a runtime id, ``--backend`` a kind of machine, ``--platform`` a platform."""
-    ids = "words:" + " ".join(registry.IDS)
-    return {"--runtime": ids, "--upgrade": ids, "--backend": "words:" + " ".join(HOSTS),
-            "--platform": "words:" + " ".join(PLATFORMS)}
-
-
-def _value_of(action: argparse.Action, named: dict[str, str] | None = None) -> str:
-    """How a flag's or positional's value completes, from its choices, its name or its metavar."""
-    if action.choices:
-        return "words:" + " ".join(map(str, action.choices))
-    for flag in action.option_strings:
-        if named and flag in named:
-            return named[flag]
-    if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse._HelpAction,
-                           argparse._CountAction, argparse._StoreConstAction)):
-        return ""
-    metavar = str(action.metavar or action.dest or "").upper()
-    if "PATH" in metavar or "FILE" in metavar:
-        return "file"
-    if "DIR" in metavar:
-        return "dir"
-    return "text"
-
-
-def _option_flags(runtime_id: str) -> list[Flag]:
-    """``runtime check <id>``'s flags: ``--model``, ``--json`` and the runtime's declared options."""
-    flags = [Flag(("-h", "--help")), Flag(("--json",)), Flag(("--model",), "file")]
-    for option in registry.get(runtime_id).options():
-        if option.kind == "enum":
-            value = "words:" + " ".join(option.values)
-        elif option.kind == "bool":
-            value = "words:true false"
-        elif option.kind == "path":
-            value = "file"
-        else:
-            value = "text"
-        flags.append(Flag((f"--{option.name}", f"--{runtime_id}-{option.name}"), value))
-    return flags
-
-
-def _serve_options(given: list[Flag]) -> list[Flag]:
-    """``serve``'s ``--<id>-<option>`` flags: every option of every runtime, beside the ones its
-    help page already shows."""
-    have = {n for f in given for n in f.names}
-    return [Flag((f.names[-1],), f.value) for rid in registry.IDS for f in _option_flags(rid)
-            if len(f.names) == 2 and f.names[-1] not in have]
-
-
-def model(top: argparse.ArgumentParser) -> Model:
-    """The completion model of the whole tree. An ``install`` positional completes to the install
-    names under ``$SUPERFLUID_HOME/runtimes/<id>/``, read by the shell when it completes."""
-    named = _named_values()
-    commands: list[Command] = []
-    for path, parser in walk(top):
-        command = Command(path, subcommands=list(children(parser)))
-        for action in parser._actions:
-            if isinstance(action, argparse._SubParsersAction) or action.help == argparse.SUPPRESS:
-                continue  # serve's runtime options not shown among its flags: added below
-            if action.option_strings:
-                command.flags.append(Flag(tuple(action.option_strings), _value_of(action, named)))
-            elif action.nargs == argparse.REMAINDER:
-                command.by_id = {rid: _option_flags(rid) for rid in registry.IDS}
-            elif action.dest == "id":
-                command.positionals.append("words:" + " ".join(registry.IDS))
-            elif action.dest == "install":
-                command.positionals.append("installs")
-            else:
-                command.positionals.append(_value_of(action))
-        if path == "serve":
-            command.flags += _serve_options(command.flags)
-        commands.append(command)
-    return Model(commands)
-
-
-# --- bash and zsh: the same POSIX case tables --------------------------------------------------------------
 
 
 def _q(text: str) -> str:
@@ -412,5 +310,5 @@ def render(shell: str, m: Model) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Print the script; 0 (a shell other than bash, zsh, fish is refused by the parser: exit 2)."""
-    sys.stdout.write(render(args.shell, model(tree())))
+    sys.stdout.write(render(args.shell, from_data(MODEL)))  # the tree's model, kept as data
     return 0

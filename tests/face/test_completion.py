@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from superfluid.command_index_build import INDEX, index_source, model
+from superfluid.commands.completion import render
 from superfluid.installer.fleet.plans import HOSTS, PLATFORMS
-from superfluid.parser import children, find, parser
+from superfluid.parser import children, find, parser, walk
 from superfluid.runtime import registry
 from tests import cli
 
@@ -205,13 +208,32 @@ def test_an_unknown_shell_is_a_usage_error() -> None:
 def test_the_script_names_every_command_and_is_stable(workdir: Path, shell: str) -> None:
     """Generated from the tree: every command and flag is in it, and twice is the same bytes."""
     text = (workdir / f"script.{shell}").read_text()
-    from superfluid.commands.completion import model, render
-
     assert render(shell, model(parser())) == text
-    from superfluid.parser import walk
 
     for path, node in walk(parser()):
         for flag in {s for a in node._actions for s in a.option_strings}:
             assert flag in text, (shell, path, flag)
         for name in children(node):
             assert name in text, (shell, path, name)
+
+
+def test_the_kept_index_is_the_tree_as_it_is() -> None:
+    """``superfluid/command_index.py`` (what ``completion`` and the overview read, so that they load no
+    command: issue 42, item 32) is what the whole tree makes; after a change to a command's flags or
+    help, write it again with ``.venv/bin/python -m superfluid.command_index_build``."""
+    assert INDEX.read_text(encoding="utf-8") == index_source(), \
+        "superfluid/command_index.py is stale: run .venv/bin/python -m superfluid.command_index_build"
+
+
+@pytest.mark.parametrize("line", [["completion", "bash"], ["--help"], []], ids=" ".join)
+def test_completion_and_the_overview_load_no_command_module(line: list[str], tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", "import contextlib, io, sys\n"
+                               "from superfluid.cli import main\n"
+                               "out, err = io.StringIO(), io.StringIO()\n"
+                               "with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):\n"
+                               f"    main({line!r})\n"
+                               "print(sorted(m for m in sys.modules if m.startswith('superfluid.commands.')))"],
+        env=cli.environment(tmp_path), capture_output=True, text=True, check=False, timeout=60)
+    loaded = "['superfluid.commands.completion']" if line[:1] == ["completion"] else "[]"
+    assert done.stdout.strip() == loaded, done.stderr

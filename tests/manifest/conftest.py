@@ -1,5 +1,6 @@
 """The fixtures the manifest's tests share: this checkout's compat document, the trusted key of the
-module's release folders, and a fleet of four verified releases built from them."""
+module's release folders, a fleet of four verified releases built from them, and an environment
+without the manifest's variables."""
 
 from __future__ import annotations
 
@@ -12,6 +13,17 @@ from superfluid.manifest.keys import TrustedKey
 from superfluid.manifest.minisign import SecretKey
 from superfluid.manifest.sources import DirectorySource
 from tests.manifest.release_folders import base_document, vary, write_release
+
+#: the variables the manifest's command line reads paths and a source from
+MANIFEST_VARIABLES = ("SUPERFLUID_MANIFEST_SOURCE", "SUPERFLUID_MANIFEST_KEYS", "SUPERFLUID_MANIFEST_TUF_REPO",
+                      "SUPERFLUID_MANIFEST_TUF_KEYS", "SUPERFLUID_MANIFEST_EXPIRES")
+
+
+@pytest.fixture
+def no_manifest_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This test's environment without the manifest's variables (a developer's shell may set them)."""
+    for name in MANIFEST_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture(scope="module")

@@ -20,8 +20,6 @@ from tests.manifest.release_folders import vary, write_release
 
 GOOD = ["0.2.0", "0.1.0"]  # newest first
 TAMPERED, UNSIGNED = "0.2.1", "0.1.1"
-_VARIABLES = ("SUPERFLUID_MANIFEST_SOURCE", "SUPERFLUID_MANIFEST_KEYS")
-
 
 @dataclass(frozen=True)
 class Folders:
@@ -43,12 +41,6 @@ def checked_folders(tmp_path_factory: pytest.TempPathFactory, doc: dict[str, Any
     public = tmp_path_factory.mktemp("keys") / "release.pub"
     public.write_text(key.public().to_text())
     return Folders(root, public)
-
-
-@pytest.fixture
-def no_manifest_variables(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in _VARIABLES:
-        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.mark.usefixtures("no_manifest_variables")
@@ -184,5 +176,5 @@ def test_each_page_ends_with_examples_and_exit_codes(page: list[str], example: s
 
 
 def test_usage_error_through_the_console_script(tmp_path: Path) -> None:
-    done = cli.run("superfluid-manifest", "serve", timeout=60, cwd=tmp_path)  # its environment names no _VARIABLES
+    done = cli.run("superfluid-manifest", "serve", timeout=60, cwd=tmp_path)  # no manifest variable
     assert done.code == 2 and done.stderr.startswith("superfluid-manifest: --source is missing"), done.stderr

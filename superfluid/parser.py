@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from importlib import import_module
 from typing import Any, NamedTuple, NoReturn, Protocol, cast
 
+from superfluid import verbosity
 from superfluid.command_index import ROWS
 from superfluid.commands import COMMANDS
 from superfluid.runtime.kernel.errors import UsageError
@@ -20,7 +21,8 @@ from superfluid.runtime.registry import IDS, canonical
 # it names alone; the others are named only (``parser``): --version 1.55x a bare start, 7.29x loading
 # every command; runtimes --json computed 4.05x vs 8.12x (benchmarks/bench_cli.py; superfluid.cli, "Start-up").
 __all__ = ["Exit", "Parser", "Once", "OnceSwitch", "Pair", "Help", "Runs", "Command", "COMMON_EXITS",
-           "exits", "either", "RUNTIME_IDS", "FLAG_HELP", "Formatter", "add_json", "load", "runner", "tree", "parser",
+           "exits", "either", "RUNTIME_IDS", "FLAG_HELP", "Formatter", "Verbosity", "add_verbosity",
+           "add_json", "load", "runner", "tree", "parser",
            "children", "walk", "find", "synopsis", "overview_rows", "overview", "canonical_ids"]
 
 
@@ -119,6 +121,8 @@ FLAG_HELP = {
     "--auto": "unpin: serve from the best-ranked install",
     "-h": "show this help (flags, examples, exit codes) and exit",
     "-V": "print the version and exit",
+    "-q": "print no progress and no notes: the answer, warnings and errors only",
+    "-v": "also print each request and each decision as it is made",
     "id": "runtime id: " + RUNTIME_IDS,
     "install": "an install name as `superfluid runtimes` shows it (e.g. 0.4.0-cpu, b11642-cpu)",
 }
@@ -238,6 +242,28 @@ class Command(Runs, Protocol):
     def arguments(self, p: Parser) -> None: ...
 
 
+class Verbosity(argparse.Action):
+    """``-q/--quiet`` or ``-v/--verbose``, before the command or after it: sets ``superfluid.verbosity``
+    as it is parsed; both on one line is a usage error."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        asked = verbosity.QUIET if self.dest == "quiet" else verbosity.VERBOSE
+        if verbosity.level() not in (verbosity.NORMAL, asked):
+            raise UsageError("-q/--quiet and -v/--verbose ask opposite things: give one of them "
+                             f"(see '{parser.prog} --help')")
+        verbosity.set_level(asked)
+        setattr(namespace, self.dest, True)
+
+
+def add_verbosity(p: argparse.ArgumentParser, *, top: bool = False) -> None:
+    """``-q/--quiet`` and ``-v/--verbose`` on ``p`` (the top's default False; a command's leaves the top's
+    value as the line gave it)."""
+    default = False if top else argparse.SUPPRESS
+    p.add_argument("-q", "--quiet", action=Verbosity, nargs=0, default=default, help=FLAG_HELP["-q"])
+    p.add_argument("-v", "--verbose", action=Verbosity, nargs=0, default=default, help=FLAG_HELP["-v"])
+
+
 def add_json(p: argparse.ArgumentParser) -> None:
     """``--json``, in the words every command gives it."""
     p.add_argument("--json", action="store_true", help=FLAG_HELP["--json"])
@@ -264,6 +290,7 @@ def tree(modules: Mapping[str, Command | None]) -> Parser:
     top = Parser(prog="superfluid", add_help=False)
     top.add_argument("-h", "--help", action="store_true", help="show the commands and exit")
     top.add_argument("-V", "--version", action="store_true", help="print the version and exit")
+    add_verbosity(top, top=True)
     subs: dict[str, Any] = {"": top.add_subparsers(dest="command", parser_class=Parser)}
     # every line has what the dispatch reads of any command (a command's own parser sets its own):
     # its words, the runtime ids it names, and the source flags a hint keeps (takes_source_flags: the
@@ -290,6 +317,7 @@ def tree(modules: Mapping[str, Command | None]) -> Parser:
         pages[path] = module.HELP
         p = subs[group].add_parser(name, help=module.HELP.summary)
         module.arguments(p)
+        add_verbosity(p)
         p.set_defaults(takes_source_flags={"--mirror", "--offline"} <= p._option_string_actions.keys())
     return _dress(top, pages)
 
@@ -302,6 +330,7 @@ def parser(argv: Sequence[str] | None = None) -> Parser:
     overview's rows are the generated index's); the whole tree without ``argv``. The top and the groups
     take no flag with a value, so the words argparse takes for the command are the line's first words
     that are not flags."""
+    verbosity.reset()  # a new line: what it asks is set as it is parsed
     line = list(argv or ())
     words = [a for a in line if not a.startswith("-")][:2]
     if words and words[0] in COMMANDS:
@@ -412,9 +441,10 @@ def _dress(top: Parser, pages: Mapping[str, Help]) -> Parser:
 
 
 def synopsis(path: str, node: argparse.ArgumentParser) -> str:
-    """``runtime install <id> [flags]``: the command, its arguments, and its flags when few."""
+    """``runtime install <id> [flags]``: the command, its arguments, and its flags when few (``-q``/``-v``,
+    which every command takes, are not counted)."""
     words = [path] if path else []
-    flags = [a for a in node._actions if a.option_strings and not isinstance(a, argparse._HelpAction)]
+    flags = [a for a in node._actions if a.option_strings and not isinstance(a, (argparse._HelpAction, Verbosity))]
     for a in node._actions:
         if a.option_strings or isinstance(a, argparse._SubParsersAction):
             continue

@@ -73,7 +73,8 @@ CASES = [
                  id="cache-prune-flags"),
     pytest.param(["cache", "prune", "--keep-lock"], "", "files", id="a-kept-lock-is-a-file"),
     pytest.param(["runtime", "gc"], "", set(registry.IDS), id="gc-runtime-ids"),
-    pytest.param(["runtime", "verify", "basert"], "--", {"--help", "--json"}, id="verify-flags"),
+    pytest.param(["runtime", "verify", "basert"], "--", {"--help", "--json", "--quiet", "--verbose"},
+                 id="verify-flags"),
     # issue 25: values after --runtime, --backend, --platform; install names read from the home; serve's options
     pytest.param(["serve", "--runtime"], "", set(registry.IDS), id="serve-runtime-ids"),
     pytest.param(["lock", "--runtime"], "", set(registry.IDS), id="lock-runtime-ids"),

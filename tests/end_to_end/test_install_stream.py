@@ -71,12 +71,18 @@ def _install(home: Home, server: ReleaseServer, progress: Progress | None = None
                    source=source)
 
 
-def _nothing_published(home: Home, data: bytes) -> None:
+def _nothing_published(home: Home, data: bytes, *, kept: int = 0) -> None:
+    """Nothing installed or cached of ``data``; ``kept`` bytes of it in its partial download (those
+    received before a cut, for the next run to resume: issue 42, item 31), or no partial at all."""
     assert home.installs() == ["0.3.1-cpu"] and home.current() == "0.3.1-cpu"
     assert home.receipt("0.3.1-cpu")["version"] == "0.3.1"
     assert home.leftovers() == []  # no .staging-*, hence no .stream-* inside one
     partial = home.path / "cache" / "partial"
-    assert {p.suffix for p in partial.iterdir()} <= {".lock"}  # no .partial, no .json record
+    if kept:
+        (got,) = partial.glob("*.partial")
+        assert got.stat().st_size == kept and got.read_bytes()[:4096] == data[:4096]
+    else:
+        assert {p.suffix for p in partial.iterdir()} <= {".lock"}  # no .partial, no .json record
     assert not (home.path / "cache" / "sha256" / hashlib.sha256(data).hexdigest()).exists()
 
 
@@ -96,7 +102,7 @@ def test_a_body_cut_while_extracting_publishes_nothing(old: Home, big: ReleaseSe
     with pytest.raises(DownloadError, match=f"after {cut} bytes"):
         _install(old, big, progress=watch)
     assert {"libbaseRT.so", "LICENSE", "kernels.bin"} <= watch.seen, "the extraction was not under way"
-    _nothing_published(old, big_bundle)
+    _nothing_published(old, big_bundle, kept=cut)
 
 
 def test_bytes_of_another_digest_while_extracting_publish_nothing(old: Home, big: ReleaseServer,

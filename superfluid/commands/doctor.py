@@ -27,7 +27,7 @@ HELP = Help(
     "this machine as the installer sees it, and what installs here",
     "The host's facts (platform, C library, libstdc++'s newest GLIBCXX_ and CXXABI_, CPU features, drivers, "
     "the library directories and the Vulkan loader, libcuda and CUDA runtime found in them) and, for each "
-    "runtime, the plan `superfluid runtime install` would take here and why each other candidate would not. "
+    "runtime, the plan its install would take here and why each other candidate would not. "
     "From the recipes alone: no network, nothing changed. Paste it into a bug report.",
     ("superfluid doctor", "superfluid doctor --json"),
     exits(_0="answered"),

@@ -18,8 +18,8 @@ def test_its_names() -> None:
     assert (locate.FLAG, locate.ENV) == ("--llamacpp-lib", "SUPERFLUID_LLAMA_LIB")
     assert (locate.LIBRARY.flag, locate.LIBRARY.env, locate.LIBRARY.runtime_id) == (locate.FLAG, locate.ENV,
                                                                                    "llamacpp")
-    assert "superfluid runtime install llamacpp" in locate.LIBRARY.fix
-    assert locate.FLAG in locate.LIBRARY.fix and locate.ENV in locate.LIBRARY.fix
+    assert locate.LIBRARY.installs().argv == ("superfluid", "runtime", "install", "llamacpp")
+    assert locate.LIBRARY.advice == f"name one with {locate.FLAG} or {locate.ENV}"
 
 
 @pytest.mark.parametrize(("platform", "names"), [
@@ -73,7 +73,7 @@ def test_a_named_directory_without_libllama_is_said_in_the_words_given(tmp_path:
         locate.locate(str(tmp_path / "empty"), read({}), platform="linux", spelled=spelled)
     assert e.value.message.startswith(start)
     assert e.value.looked == [str(tmp_path / "empty" / "libllama.so"), str(tmp_path / "empty" / "libllama.so.0")]
-    assert e.value.fix == locate.LIBRARY.fix
+    assert e.value.fixes == (locate.LIBRARY.installs(),) and e.value.advice == locate.LIBRARY.advice
 
 
 def test_nothing_found_names_where_it_looked(tmp_path: Path) -> None:

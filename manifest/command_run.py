@@ -17,7 +17,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from superfluid.installer.transport.urls import path_of_file_url
 from superfluid.manifest import tuf_command
 from superfluid.manifest.answers import drives_cells, encode, releases_answer
-from superfluid.manifest.command_line import PROG
+from superfluid.manifest.command_line import PROG, counted
 from superfluid.manifest.export import export
 from superfluid.manifest.service import Service, ServiceConfig, keys_from
 from superfluid.manifest.settings import ENV_KEYS, ENV_SOURCE, ENV_TUF_KEYS, ENV_TUF_REPO, Settings, read_settings
@@ -124,8 +124,8 @@ def _serve(args: argparse.Namespace, service: Any) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     index = service.current().index
-    sys.stderr.write(f"{_PROG}: {len(index.releases)} releases verified, {len(index.rejected)} rejected, from "
-                     f"{service.source.describe()}\n")
+    sys.stderr.write(f"{_PROG}: {counted(len(index.releases), 'release')} verified, {len(index.rejected)} rejected, "
+                     f"from {service.source.describe()}\n")
     for r in index.rejected:
         sys.stderr.write(f"{_PROG}: rejected {r.version or '?'} ({r.where}): {r.reason}\n")
     sys.stderr.write(f"{_PROG}: serving on http://{host}:{port}/\n")
@@ -159,8 +159,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     service.close()
     if args.command == "export":
         written = export(index, args.out, sign=sign)
-        sys.stdout.write(f"{len(written)} files written to {args.out} ({len(index.releases)} releases, "
-                         f"{len(index.rejected)} rejected)\n")
+        sys.stdout.write(f"{counted(len(written), 'file')} written to {args.out} "
+                         f"({counted(len(index.releases), 'release')}, {len(index.rejected)} rejected)\n")
         return 0
     if args.json:
         sys.stdout.write(encode(releases_answer(index)).decode("utf-8"))

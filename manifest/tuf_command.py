@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from superfluid.manifest.command_line import ManifestParser, integer
+from superfluid.manifest.command_line import ManifestParser, counted, integer
 from superfluid.manifest.tuf_keys import init_keys, read_keys
 from superfluid.manifest.tuf_repository import (
     expiry_of,
@@ -117,7 +117,8 @@ def run(args: argparse.Namespace) -> int:
         keys = init_keys(args.dir, root_keys=args.root_keys, root_threshold=args.root_threshold)
         for role in ("root", "targets", "snapshot", "timestamp"):
             ids = ", ".join(k[:16] for k in keys.keyids(role))
-            sys.stdout.write(f"{role}: {len(keys.public[role])} key(s), threshold {keys.thresholds[role]} ({ids})\n")
+            sys.stdout.write(f"{role}: {counted(len(keys.public[role]), 'key')}, threshold {keys.thresholds[role]} "
+                             f"({ids})\n")
         sys.stdout.write(f"keys written to {args.dir}: keep the root-*.pem files offline once the first export "
                          "is signed\n")
         return 0

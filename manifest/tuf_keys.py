@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from superfluid.manifest.command_line import counted
 from superfluid.runtime.kernel.errors import BadFile, UsageError
 from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.jsonread import UntrustedJson, read_bytes, read_json
@@ -47,11 +48,13 @@ class KeySet:
         """
         held = [s for s in self.signers[role] if s.public_key.keyid in keyids]
         if len(held) < threshold and self.signers[role] and not held:
-            raise UsageError(f"the {role} key(s) in {self.where} are not the ones needed to {why}",
+            them = "key in {} is not the one" if len(self.signers[role]) == 1 else "keys in {} are not the ones"
+            raise UsageError(f"the {role} {them.format(self.where)} needed to {why}",
                              advice="name the key set the root trusts with --tuf-keys, or make the root trust this "
                                     "one with rotate-root --to")
         if len(held) < threshold:
-            raise UsageError(f"{self.where} holds {len(held)} of the {threshold} {role} key(s) needed to {why}",
+            raise UsageError(f"{self.where} holds {len(held)} of the {counted(threshold, role + ' key')} needed to "
+                             f"{why}",
                              advice=f"bring the {role}-*.pem files back into {self.where} (a root key belongs "
                                     "offline between rotations), or name the key set that holds them")
         return held

@@ -59,8 +59,8 @@ def test_keys_init_says_what_it_made(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["keys", "init", str(where), "--root-keys", "3", "--root-threshold", "2"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(" (")[0] for line in lines[:4]] == [
-        "root: 3 key(s), threshold 2", "targets: 1 key(s), threshold 1", "snapshot: 1 key(s), threshold 1",
-        "timestamp: 1 key(s), threshold 1"]
+        "root: 3 keys, threshold 2", "targets: 1 key, threshold 1", "snapshot: 1 key, threshold 1",
+        "timestamp: 1 key, threshold 1"]
     assert re.fullmatch(r"root: .* \([0-9a-f]{16}, [0-9a-f]{16}, [0-9a-f]{16}\)", lines[0])
     assert lines[4] == f"keys written to {where}: keep the root-*.pem files offline once the first export is signed"
     assert (where / "keys.json").is_file() and len(list(where.glob("root-*.pem"))) == 3

@@ -143,7 +143,7 @@ def test_need_refuses_fewer_than_the_threshold(key_set: KeySet, tmp_path: Path) 
         (where / f"root-{n}.pem").unlink()
     with pytest.raises(UsageError) as refused:
         read_keys(where).need("root", key_set.keyids("root"), 2, why="sign root version 2")
-    assert str(refused.value).startswith(f"{where} holds 1 of the 2 root key(s) needed to sign root version 2")
+    assert str(refused.value).startswith(f"{where} holds 1 of the 2 root keys needed to sign root version 2")
     assert "bring the root-*.pem files back" in (refused.value.advice or "")
 
 
@@ -151,6 +151,6 @@ def test_need_refuses_keys_the_root_does_not_name(key_set: KeySet, tmp_path: Pat
     other = init_keys(tmp_path / "other")
     with pytest.raises(UsageError) as refused:
         other.need("targets", key_set.keyids("targets"), 1, why="sign the index")
-    assert str(refused.value).startswith(f"the targets key(s) in {other.where} are not the ones needed to sign the "
+    assert str(refused.value).startswith(f"the targets key in {other.where} is not the one needed to sign the "
                                          "index")
     assert "rotate-root --to" in (refused.value.advice or "")

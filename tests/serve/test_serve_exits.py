@@ -139,9 +139,11 @@ def test_a_runtime_not_installed_exits_4_and_fetches_nothing(home: Path, tiny: P
     done = serve(cli.environment(home, **urls), "--model", tiny, *(["--offline"] if offline else []))
     assert done.code == 4, done.stderr
     assert done.stderr.startswith("superfluid: libbaseRT not found (looked in ")
-    kept = " --offline" if offline else ""  # the hint keeps the --offline serve was given
-    assert done.stderr.rstrip().endswith(f"install it with `superfluid runtime install basert{kept}`, or name one "
-                                         "with --basert-lib or BASERT_LIB")
+    kept = ("--offline",) if offline else ()  # the hint keeps the --offline serve was given
+    assert "): name one with --basert-lib or BASERT_LIB" in done.stderr
+    assert done.fix("install", "basert").argv == ("superfluid", "runtime", "install", "basert", *kept)
+    assert done.stderr.rstrip().endswith(f"`superfluid runtime install basert{' --offline' if offline else ''}` "
+                                         "installs it")
     assert connections == [] and done.stdout == ""
 
 

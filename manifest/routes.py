@@ -157,8 +157,18 @@ def _value(runtime: str, kind: str, value: str) -> str:
     if not value_usable(runtime, kind, value):
         question = _question(runtime, kind)
         words = question.expected if question is not None else kind
+        digits = _most_digits(question) if question is not None and question.number else None
+        if digits is not None and value.isdigit() and not value.startswith("0") and len(value) > digits:
+            raise RouteError(400, kind, f"{kind} {value} is out of range: expected {words}, of at most {digits} "
+                                        "digits")
         raise RouteError(400, kind, f"{kind} {value!r} is malformed: expected {words}")
     return value
+
+
+def _most_digits(question: Question) -> int | None:
+    """The most digits a whole number of ``question`` may have (its pattern's bound), or None."""
+    fits = [n for n in range(1, 40) if question.usable("9" * n)]
+    return max(fits) if fits and len(fits) < 39 else None
 
 
 def _platform(value: str | None) -> str | None:

@@ -3,6 +3,8 @@ and ``superfluid compat --service``; every other request a 400/404 naming the pa
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from superfluid.manifest.routes import (
@@ -16,6 +18,7 @@ from superfluid.manifest.routes import (
     parse_route,
     version_usable,
 )
+from tests import cli
 
 BASERT_2 = Choose("basert", "abi", "2")
 
@@ -109,3 +112,18 @@ def test_the_command_line_asks_through_the_same_grammar() -> None:
 ])
 def test_version_usable(version: str, usable: bool) -> None:
     assert version_usable(version) is usable
+
+
+@pytest.mark.parametrize(("value", "says"), [
+    ("99999999999999999999", "abi 99999999999999999999 is out of range: expected a positive whole number without "
+                             "leading zeros, e.g. 2, of at most 9 digits"),
+    ("02", "abi '02' is malformed"), ("x", "abi 'x' is malformed"),
+])
+def test_a_number_too_long_is_out_of_range_not_malformed(value: str, says: str) -> None:
+    """``compat --abi 99999999999999999999`` (issue 42, item 33) says out of range, on the command line too."""
+    with pytest.raises(RouteError, match=re.escape(says)):
+        choose_route("basert", "abi", value)
+    if value.isdigit() and len(value) > 9:
+        done = cli.run("superfluid", "compat", "--service", "http://127.0.0.1:9/", "--runtime", "basert", "--abi",
+                       value)
+        assert done.code == 2 and says in done.stderr, done.stderr

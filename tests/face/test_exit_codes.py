@@ -19,6 +19,7 @@ from superfluid.runtime.kernel.errors import (
     UsageError,
     WorkerFailed,
 )
+from tests import cli
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 
@@ -49,3 +50,21 @@ def test_each_error_type_exits_with_its_code(error: BaseException, code: int) ->
 
 def test_the_face_reads_this_table() -> None:
     assert face.EXIT_CODES is EXIT_CODES and face.exit_code is exit_code
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    pytest.param(["runtimes", "{tmp}"], "is a directory, and no runtime reads it as a model",
+                 id="runtimes-a-directory"),
+    pytest.param(["lock", "--backend", "nope", "--offline"], "--backend 'nope'", id="lock-backend-nope"),
+    pytest.param(["runtime", "install", "basert", "--backend", "nope", "--dry-run"], "--backend",
+                 marks=pytest.mark.xfail(strict=True, reason="superfluid/install_line.py plans an unknown backend "
+                                         "(exit 1): check its family against installer.fleet.plans.HOSTS first, as "
+                                         "lock's check_targets does"),
+                 id="install-backend-nope"),
+])
+def test_the_same_fault_is_exit_2_on_every_command(tmp_path: Path, argv: list[str], says: str) -> None:
+    """Item 26: ``runtimes /tmp`` exited 1 where docs/cli.md says 2; ``install --backend nope`` 1 where
+    ``lock --backend nope`` is 2."""
+    env = cli.environment(tmp_path / "home", SUPERFLUID_GITHUB_API="http://127.0.0.1:9")
+    done = cli.run("superfluid", *(a.format(tmp=tmp_path) for a in argv), env=env, timeout=60)
+    assert done.code == 2 and says in done.stderr, done.stderr

@@ -69,7 +69,7 @@ BAD = [
     pytest.param(["runtime", "install", "nope"], {}, ["no runtime 'nope'", "(see 'superfluid runtime install --help')"],
                  2, id="unknown-runtime"),
     pytest.param(["runtime", "check", "llamacpp", "--n-gpu-layers", "lots"], {},
-                 ["--n-gpu-layers 'lots': expected an integer of at least -1",
+                 ["--n-gpu-layers 'lots': expected an integer from -1 to 2147483647",
                   "(see 'superfluid runtime check llamacpp --help')"], 2, id="bad-option-value"),
     pytest.param(["runtime"], {}, ["(see 'superfluid runtime --help')"], 2, id="runtime-without-a-command"),
     pytest.param(["completion", "tcsh"], {}, ["invalid choice: 'tcsh'", "(see 'superfluid completion --help')"], 2,

@@ -21,7 +21,8 @@ MISSING_WORKER = {"SUPERFLUID_WORKER_LLAMACPP": "/nonexistent/superfluid-worker-
 #: (command path, argv, environment, exit code, error code): a failure of each command that takes --json
 FAILURES = [
     ("runtimes", ["runtimes", "--json", "--bogus"], {}, 2, "usage"),
-    ("compat", ["compat", "--json", "--release", "{tmp}/nope.compat.json"], {}, 1, "bad-file"),
+    ("compat", ["compat", "--json", "--release", "{tmp}/nope.compat.json"], {}, 2, "usage"),
+    ("compat", ["compat", "--json", "--release", "{tmp}/broken.txt"], {}, 1, "bad-file"),
     ("compat", ["compat", "--json", "--release", ""], {}, 2, "usage"),
     ("runtime install", ["runtime", "install", "basert", "--json", "--offline"], {}, 1, "offline-missing"),
     ("runtime install", ["runtime", "install", "nope", "--json"], {}, 2, "usage"),
@@ -36,8 +37,13 @@ FAILURES = [
     ("runtime list", ["runtime", "list", "nope", "--json"], {}, 2, "usage"),
     ("runtime check", ["runtime", "check", "llamacpp", "--json", "--n-gpu-layers", "lots"], {}, 2, "usage"),
     ("mirror push", ["mirror", "push", "https://registry.example/x", "--json"], {}, 2, "usage"),
-    ("mirror push", ["mirror", "push", "oci://127.0.0.1:9/x", "--json", "--lock", "{tmp}/nope.lock"], {}, 1,
+    ("mirror push", ["mirror", "push", "oci://127.0.0.1:9/x", "--json", "--lock", "{tmp}/nope.lock"], {}, 2, "usage"),
+    ("mirror push", ["mirror", "push", "oci://127.0.0.1:9/x", "--json", "--lock", "{tmp}/broken.txt"], {}, 1,
      "bad-file"),
+    ("mirror sync", ["mirror", "sync", "{tmp}/m", "--json", "--lock", "{tmp}/nope.lock"], {}, 2, "usage"),
+    ("mirror sync", ["mirror", "sync", "{tmp}/m", "--json", "--lock", "{tmp}/broken.txt"], {}, 1, "bad-file"),
+    ("mirror verify", ["mirror", "verify", "{tmp}", "--json", "--lock", "{tmp}/nope.lock"], {}, 2, "usage"),
+    ("mirror verify", ["mirror", "verify", "{tmp}", "--json", "--lock", "{tmp}/broken.txt"], {}, 1, "bad-file"),
     ("runtime verify", ["runtime", "verify", "basert", "--json"], {}, 1, "no-such-install"),
     ("runtime verify", ["runtime", "verify", "nope", "--json"], {}, 2, "usage"),
     ("runtime gc", ["runtime", "gc", "basert", "--json", "--keep", "x"], {}, 2, "usage"),
@@ -45,7 +51,8 @@ FAILURES = [
     ("cache du", ["cache", "du", "--json", "--keep-lock", "{tmp}/nope.lock"], {}, 2, "usage"),
     ("cache prune", ["cache", "prune", "--json", "--older-than", "3x"], {}, 2, "usage"),
     ("lock", ["lock", "--json", "--runtime", "nope"], {}, 2, "usage"),
-    ("lock", ["lock", "--json", "--check", "-o", "{tmp}/nope.lock"], {}, 1, "bad-file"),
+    ("lock", ["lock", "--json", "--check", "-o", "{tmp}/nope.lock"], {}, 2, "usage"),
+    ("lock", ["lock", "--json", "--check", "-o", "{tmp}/broken.txt"], {}, 1, "bad-file"),
     ("runtime use", ["runtime", "use", "basert", "0.4.0-cpu", "--json"], {}, 1, "no-such-install"),
     ("runtime repair", ["runtime", "repair", "basert", "0.4.0-cpu", "--json"], {}, 1, "no-such-install"),
     ("version", ["version", "--json", "--bogus"], {}, 2, "usage"),
@@ -56,6 +63,7 @@ FAILURES = [
 def _sf(tmp_path: Path, argv: list[str], env: dict[str, str]) -> cli.Run:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
+    (tmp_path / "broken.txt").write_text("not a lock, not a compat document\n")
     return cli.run("superfluid", *(a.format(tmp=tmp_path) for a in argv), env=cli.environment(home, **env))
 
 

@@ -210,6 +210,9 @@ def install_plans(runtime_id: str, plans: Sequence[Plan], settings: Settings, re
                         f"unchecked (its SHA-256 is {sha256})")
         tell(Unchecked(plan=p, path=path, sha256=sha256))
 
+    refused = all_refused(plans)
+    if refused is not None:  # every plan is skipped before any download: said as its dry run says it
+        raise refused
     plans = list(plans)  # a plan's retry joins them, next, when its probe asks for it
     for i, p in enumerate(plans):
         absent = [a.name for a in p.assets if a.digest_source == "absent"]

@@ -16,7 +16,7 @@ from superfluid.runtime.kernel.options import Option, declared_name, parse_flag_
 from superfluid.runtime.registry import aliases_of
 
 __all__ = ["REPORT_KEYS", "RUNTIME_KEYS", "DEVICE_KEYS", "TOKENIZER_SOURCES", "DESCRIPTOR_VERSION", "report",
-           "unread", "check_line", "capabilities", "refuse", "report_fixes"]
+           "unread", "check_line", "capabilities", "refuse", "carried", "report_fixes"]
 
 #: the keys every check report has, in the order it prints them
 REPORT_KEYS = ("runtime", "available", "formats", "tokenizer", "devices", "capabilities")
@@ -68,11 +68,17 @@ def refuse(report: dict[str, Any], error: SuperfluidError) -> None:
     report["available"] = error.text(fixes=())
     report["refused"] = error.message
     if error.fixes:
-        report["fixes"] = [{**f.as_json(), "site": f.site} for f in error.fixes]
+        report["fixes"] = carried(error.fixes)
+
+
+def carried(fixes: Sequence[Fix]) -> list[dict[str, Any]]:
+    """``fixes`` as a report or a row carries them to the face that renders them: each as ``argv``,
+    ``does`` and the ``site`` that built it (``report_fixes`` reads them back)."""
+    return [{**f.as_json(), "site": f.site} for f in fixes]
 
 
 def report_fixes(report: Any) -> tuple[Fix, ...]:
-    """The fixes a check ``report`` carries (``refuse``), as values with the site that built each;
+    """The fixes a check ``report`` or a versions row carries (``carried``), as values with the site that built each;
     none from a report that carries none or not in that shape."""
     found = report.get("fixes") if isinstance(report, Mapping) else None
     out: list[Fix] = []

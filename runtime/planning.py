@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NewType, Protocol
 
 from superfluid.runtime.kernel.errors import SuperfluidError, UsageError
-from superfluid.runtime.kernel.fixes import FixLike
+from superfluid.runtime.kernel.fixes import Fix, FixLike
 from superfluid.runtime.kernel.options import flag_values
 from superfluid.runtime.kernel.ordering import backend_family
 from superfluid.runtime.kernel.redact import redact_url
@@ -410,15 +410,18 @@ def why_skipped(plan: Plan) -> str | None:
 def all_refused(plans: Sequence[Plan]) -> NotInstallable | None:
     """The refusal an install of ``plans`` ends in when every one is skipped before any download
     (``why_skipped``), in the install's words: ``<id> <install>: <why>`` for one plan, ``no <id>
-    build installs here: <install>: <why>; ...`` for several; None when one is tried."""
+    build installs here: <install>: <why>; ...`` for several, with the command that lists what does
+    install here; None when one is tried."""
     reasons = [(p, why_skipped(p)) for p in plans]
     if not plans or any(why is None for _, why in reasons):
         return None
+    runtime_id = plans[0].id
+    lists = Fix.superfluid("runtime", "versions", runtime_id, does="lists the versions and why each installs here")
     if len(plans) == 1:
         p, why = reasons[0]
-        refused = NotInstallable(f"{p.id} {p.install}: {why}")
+        refused = NotInstallable(f"{p.id} {p.install}: {why}", fix=lists)
     else:
-        refused = NotInstallable(f"no {plans[0].id} build installs here: "
-                                 + "; ".join(f"{p.install}: {why}" for p, why in reasons))
+        refused = NotInstallable(f"no {runtime_id} build installs here: "
+                                 + "; ".join(f"{p.install}: {why}" for p, why in reasons), fix=lists)
     refused.plans = tuple(plans)
     return refused

@@ -11,16 +11,19 @@ from typing import TYPE_CHECKING, Any
 
 from superfluid import catalog
 from superfluid.runtime import registry
+from superfluid.runtime.contract import carried, report_fixes
 from superfluid.runtime.kernel.errors import WorkerFailed
+from superfluid.runtime.kernel.fixes import Fix, as_json, render, with_flags
 from superfluid.runtime.kernel.options import Option
 from superfluid.runtime.kernel.ordering import version_key
 from superfluid.runtime.kernel.output import print_json, table
-from superfluid.source_hints import given, keep_source
+from superfluid.source_hints import given
 
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["run", "show", "ask", "versions_text", "with_listing", "options_text", "shape_of", "READS_HOME"]
+__all__ = ["run", "show", "ask", "versions_text", "with_listing", "shown_rows", "options_text", "shape_of",
+           "READS_HOME", "Refusal"]
 
 #: the commands that only read the home (see superfluid.cli)
 READS_HOME = True
@@ -81,8 +84,12 @@ def _yes(value: Any) -> str:
     return "yes" if value is True else "no"
 
 
+#: why a version installs nothing here, and the fixes the same facts allow
+Refusal = tuple[str, tuple[Fix, ...]]
+
+
 def with_listing(rows: list[dict[str, Any]], chosen: Mapping[str, Any] | None, installed: Any,
-                 judged: Mapping[str, Mapping[str, Any] | str] | None = None) -> list[dict[str, Any]]:
+                 judged: Mapping[str, Mapping[str, Any] | Refusal | str] | None = None) -> list[dict[str, Any]]:
     """``rows`` with the version ``chosen`` (a plan's JSON, what ``install`` would install from the
     listing; None when it installs nothing) marked as installing here as its install, added in version
     order when the recipe does not pin it; and each other version of ``judged`` (what ``install
@@ -104,21 +111,46 @@ def with_listing(rows: list[dict[str, Any]], chosen: Mapping[str, Any] | None, i
     return out
 
 
-def _judged_row(row: Mapping[str, Any], planned: Mapping[str, Any] | str | None) -> dict[str, Any]:
-    """``row`` as the listing's plan for its version says (None: as the recipe says)."""
+def _judged_row(row: Mapping[str, Any], planned: Mapping[str, Any] | Refusal | str | None) -> dict[str, Any]:
+    """``row`` as the listing's plan for its version says (None: as the recipe says): a refusal's
+    words and fixes (the recipe's fixes give way to the listing's), or its plan's install."""
     if planned is None:
         return dict(row)
     if isinstance(planned, str):
-        return dict(row, installs=planned, install=None)
+        planned = (planned, ())
+    if isinstance(planned, tuple):
+        words, fixes = planned
+        out = {k: v for k, v in row.items() if k not in ("fix", "fixes")}
+        return dict(out, installs=words, install=None, **({"fixes": carried(fixes)} if fixes else {}))
+    row = {k: v for k, v in row.items() if k not in ("fix", "fixes")}
     here = [planned["platform"]] if planned.get("platform") else []
     return dict(row, installs=True, install=planned["install"], tested=planned["tested"],
                 platforms=sorted({*row.get("platforms", []), *here}))
 
 
-def versions_text(runtime_id: str, rows: list[dict[str, Any]], listing: tuple[Any, str] | None = None) -> str:
-    """The human table: VERSION INSTALLS-HERE AS INSTALLED TESTED NOTE, then the reasons; then what
-    the release listing offers (``listing``: the choice and where it came from), or, without one,
+def shown_rows(rows: list[dict[str, Any]], flags: list[tuple[str, str | None]]) -> list[dict[str, Any]]:
+    """``rows`` as ``--json`` prints them: each row's fixes keeping the source flags the line gave,
+    as ``fix`` (the first command, a shell's words) and ``fixes`` (each as ``argv`` and ``does``)."""
+    out = []
+    for row in rows:
+        fixes = [with_flags(f, flags) for f in report_fixes(row)]
+        row = {k: v for k, v in row.items() if k not in ("fix", "fixes")}
+        out.append({**row, **as_json(fixes)})
+    return out
+
+
+def _fixes_of(row: Mapping[str, Any], flags: list[tuple[str, str | None]]) -> str:
+    fixes = [with_flags(f, flags) for f in report_fixes(row)]
+    return f": {render(fixes)}" if fixes else ""
+
+
+def versions_text(runtime_id: str, rows: list[dict[str, Any]], listing: tuple[Any, str] | None = None,
+                  flags: list[tuple[str, str | None]] | None = None) -> str:
+    """The human table: VERSION INSTALLS-HERE AS INSTALLED TESTED NOTE, then the reasons (each with
+    its fixes, keeping the source ``flags`` the line gave); then what the release listing offers
+    (``listing``: the choice, a plan's JSON or a refusal, and where it came from), or, without one,
     that the table holds the recipe's pins only."""
+    flags = flags or []
     if not rows:
         return f"the {runtime_id} runtime installs no version on its own\n"
     note = registry.presentation(runtime_id).version_note  # the per-runtime detail is its engine's
@@ -137,25 +169,30 @@ def versions_text(runtime_id: str, rows: list[dict[str, Any]], listing: tuple[An
     else:
         for r in rows:
             if r["installs"] is not True:
-                text += f"{r['version']} does not install here: {r['installs']}\n"
+                text += f"{r['version']} does not install here: {r['installs']}{_fixes_of(r, flags)}\n"
     kept = [r["version"] for r in rows if r["installed"] and r["installs"] is not True]
     if kept:  # an install made from a listing or an archive: say so, not only "does not install here"
+        serves = Fix.superfluid("runtimes", does=f"shows what {runtime_id} serves from")
         text += (f"{', '.join(kept)} {'is' if len(kept) == 1 else 'are'} installed here all the same, from a "
-                 f"release listing or an archive rather than a pin: `superfluid runtimes` shows what "
-                 f"{runtime_id} serves from\n")
+                 f"release listing or an archive rather than a pin: {render([serves])}\n")
     if listing is None:
         if any(r.get("source") == "listing" for r in rows):
             return text
+        asks = Fix.superfluid("runtime", "install", runtime_id, "--dry-run",
+                              does="asks the release listing what it installs here")
         text += (f"these are the versions this superfluid's recipe pins; the release listing may offer more here "
-                 f"(by ABI number or tested build): `superfluid runtime install {runtime_id} --dry-run` asks it, "
-                 f"or `superfluid runtime versions {runtime_id} --mirror URL|DIR` (or --offline, from the cache)\n")
+                 f"(by ABI number or tested build): {render([asks])}; so does this command with --mirror URL|DIR "
+                 f"(or --offline, from the cache)\n")
     else:
         choice, where = listing
-        if isinstance(choice, str):
-            text += f"from the release listing ({where}): nothing installs here: {choice}\n"
+        if isinstance(choice, tuple):
+            words, fixes = choice
+            tail = f": {render(list(fixes))}" if fixes else ""
+            text += f"from the release listing ({where}): nothing installs here: {words}{tail}\n"
         else:
-            text += (f"from the release listing ({where}): `superfluid runtime install {runtime_id}` installs "
-                     f"{choice['version']} as {choice['install']} ({choice['why']})\n")
+            installs = with_flags(Fix.superfluid("runtime", "install", runtime_id,
+                                                 does=f"installs {choice['version']} as {choice['install']}"), flags)
+            text += f"from the release listing ({where}): {render([installs])} ({choice['why']})\n"
     return text
 
 
@@ -192,11 +229,11 @@ def options_text(runtime_id: str, options: list[dict[str, Any]]) -> str:
 
 def show(args: argparse.Namespace, answer: list[dict[str, Any]], listing: tuple[Any, str] | None = None) -> None:
     """``answer`` as the line asked it: JSON, or the table of ``versions_text`` or ``options_text``."""
+    flags = given(mirror=args.mirror, offline=args.offline) if args.sub == "versions" else []
     if args.json:
-        print_json(answer)
+        print_json(shown_rows(answer, flags) if args.sub == "versions" else answer)
     elif args.sub == "versions":
-        shown = versions_text(args.id, answer, listing)
-        sys.stdout.write(keep_source(shown, given(mirror=args.mirror, offline=args.offline)))
+        sys.stdout.write(versions_text(args.id, answer, listing, flags))
     else:
         sys.stdout.write(options_text(args.id, answer))
 

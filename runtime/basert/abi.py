@@ -11,9 +11,10 @@ from typing import Any, Literal
 
 from superfluid.runtime.basert.header import ABI_VERSION, UNNUMBERED_LINE
 from superfluid.runtime.kernel.errors import BadFile
+from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.ordering import version_line
 
-__all__ = ["AbiVerdict", "abi_verdict", "drives_of"]
+__all__ = ["AbiVerdict", "abi_verdict", "drives_of", "anyway"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,3 +100,9 @@ def abi_verdict(version: str | None, abi: int | None, *, drives: int = ABI_VERSI
     else:
         by = "line" if line is not None and version_line(version) == line else None
     return AbiVerdict(version, abi, drives, line, by)
+
+
+def anyway(version: str) -> Fix:
+    """The fix of a version this superfluid does not drive: the command that installs it all the same."""
+    return Fix.superfluid("runtime", "install", "basert", "--version", version, "--untested",
+                          does=f"installs {version} anyway (untested)")

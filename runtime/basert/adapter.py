@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.adapter import Adapter
 from superfluid.runtime.basert import header
-from superfluid.runtime.basert.abi import abi_verdict, drives_of
+from superfluid.runtime.basert.abi import abi_verdict, anyway, drives_of
+from superfluid.runtime.contract import carried
 from superfluid.runtime.kernel.options import options_json
 from superfluid.runtime.kernel.ordering import version_key
 from superfluid.runtime.planning import Listing, Plan, Request, install_name
@@ -87,8 +88,7 @@ class BasertAdapter(Adapter):
             elif asset is None:
                 installs = f"basert {version} has no engine for {host.platform} in this superfluid's recipe"
             elif not judged.is_driven:
-                installs = f"{judged.short} (`superfluid runtime install basert --version {version} " \
-                           f"--untested` installs it anyway)"
+                installs = judged.short
             else:
                 installs = True
             row: dict[str, Any] = {"version": version, "abi": abi, "installs": installs, "install": install,
@@ -101,6 +101,8 @@ class BasertAdapter(Adapter):
                 row["digest"] = "pinned" if "sha256" in asset else "release"
             if not judged.is_driven:
                 row["verdict"] = judged.short
+                if installs == judged.short:  # it would install untested: the command that does
+                    row["fixes"] = carried([anyway(version)])
             rows.append(row)
         return rows
 

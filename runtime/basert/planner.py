@@ -8,12 +8,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from superfluid.runtime.basert.abi import AbiVerdict, abi_verdict
+from superfluid.runtime.basert.abi import AbiVerdict, abi_verdict, anyway
 from superfluid.runtime.basert.bundles import Bundle, default_backend, parse_abi_asset_name, parse_bundle_name
 from superfluid.runtime.digests import api_sha256, expected_digest
 from superfluid.runtime.from_archive import NameFacts, plan_from
 from superfluid.runtime.hostfacts.needs import NEEDS_SUFFIX, InvalidNeeds, Needs, judge
 from superfluid.runtime.kernel.errors import InconsistentRelease
+from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
 from superfluid.runtime.kernel.ordering import backend_family, backend_rank, version_key
 from superfluid.runtime.planning import (
@@ -53,7 +54,7 @@ def read_abi_asset(repo: str, tag: str, name: str, text: str) -> int:
         raise InconsistentRelease(
             repo, tag, f"states {shown!r} where its name says ABI {n} (content must be {f'{n}'!r} and a newline)",
             asset=name, expected=f"{n}\n", got=text,
-            fix="the release contradicts itself: report it to its publisher; nothing of it is installed",
+            advice="the release contradicts itself: report it to its publisher; nothing of it is installed",
         )
     return n
 
@@ -212,14 +213,14 @@ def _runnable(cand: _Candidate, host: Host, backend: str | None) -> list[_Offer]
         if not runnable:
             have = ", ".join(sorted({o.bundle.backend for o in mine})) or "none"
             raise NotInstallable(f"baseRT {cand.version} has no {backend} bundle for {host.platform} "
-                                 f"(it has: {have})", fix="name one of those with --backend, or leave --backend out")
+                                 f"(it has: {have})", advice="name one of those with --backend, or leave --backend out")
     else:
         runnable = [o for o in mine if backend_runs_here(o.bundle.backend, o.bundle.platform, host) is None]
         if not runnable:
             reasons = "; ".join(f"{o.bundle.backend}: {backend_runs_here(o.bundle.backend, o.bundle.platform, host)}"
                                 for o in mine)
             raise NotInstallable(f"no bundle of baseRT {cand.version} for {host.platform} runs on {host.describe()} "
-                                 f"({reasons})", fix="name a backend with --backend to install one anyway")
+                                 f"({reasons})", advice="name a backend with --backend to install one anyway")
     return sorted(runnable, key=lambda o: (backend_rank(o.bundle.backend), o.bundle.backend))
 
 
@@ -300,11 +301,6 @@ def _read_name(recipe: Mapping[str, Any]) -> Callable[[str, str | None], NameFac
     return read
 
 
-def _anyway(version: str) -> str:
-    """The fix of a version this superfluid does not drive: the command that installs it all the same."""
-    return f"`superfluid runtime install basert --version {version} --untested` installs {version} anyway"
-
-
 def plan(request: Request, recipe: Mapping[str, Any], host: Host, listing: Listing | None, *,
          drives: int, line: str | None) -> list[Plan]:
     """The ordered plans for ``request`` on ``host`` (see the module doc): the newest release this
@@ -340,23 +336,24 @@ def plan(request: Request, recipe: Mapping[str, Any], host: Host, listing: Listi
             raise NotInstallable(
                 f"{where[0]} for {host.platform} (this is {host.describe()}; {where[1]} for "
                 f"{', '.join(platforms) or 'no platform'})",
-                fix="use a mirror that carries one (--mirror URL|DIR), or --from PATH|URL with --sha256")
+                advice="use a mirror that carries one (--mirror URL|DIR), or --from PATH|URL with --sha256")
         newest = _newest([j for j in judged if j.error is None])
         instead = newest.cand.version if newest else None
         # a command to paste (the face adds the --mirror, --offline or --plain-http the user gave)
-        anyway = _anyway(instead) if instead else None
         raise NotInstallable(
             f"no baseRT release for {host.platform} states {drives_what}, the ABI this superfluid drives"
-            + (f": the newest is {instead} ({newest.why})" if newest else ""), instead=instead, fix=anyway)
+            + (f": the newest is {instead} ({newest.why})" if newest else ""), instead=instead,
+            fix=anyway(instead) if instead else None)
     named = next((j for j in judged if j.cand.version == request.version), None)
     if named is None:
         fault = f"has no bundle for {host.platform}" if request.version in cands else "is not published"
         drivable = best.cand.version if best else "none"
         # the face adds the --mirror, --offline or --plain-http the user gave to the command (source_hints)
-        fix = (f"leave --version out to install {drivable}, or " if best else "") + \
-            "see what installs here with `superfluid runtime versions basert`"
         raise NotInstallable(f"baseRT {request.version} {fault} (the newest this superfluid drives here is {drivable})",
-                             instead=best.cand.version if best else None, fix=fix)
+                             instead=best.cand.version if best else None,
+                             fix=Fix.superfluid("runtime", "versions", "basert",
+                                                does="lists the versions that install here"),
+                             advice=f"leave --version out to install {drivable}" if best else None)
     if named.error is not None:
         raise named.error
     if named.chosen_by is not None:
@@ -365,5 +362,5 @@ def plan(request: Request, recipe: Mapping[str, Any], host: Host, listing: Listi
                else f"no release for {host.platform} states {drives_what}")
     if not request.untested:
         raise NotInstallable(f"{named.why}: {instead}", instead=best.cand.version if best else None,
-                             fix=_anyway(request.version))
+                             fix=anyway(request.version))
     return _plans_for(named, host, request, True, listing)

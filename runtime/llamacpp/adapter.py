@@ -90,7 +90,7 @@ class LlamacppAdapter(Adapter):
         try:
             locate(None, lookup, executable=worker)
         except LibraryNotFound as e:
-            return str(e)
+            return e.text(fixes=())  # as its worker's report says it (``contract.refuse``): its fixes are values
         return None
 
 

@@ -9,7 +9,7 @@ import argparse
 import os
 from typing import Any
 
-from superfluid.declarations import READS_HOME, ask, show, with_listing
+from superfluid.declarations import READS_HOME, Refusal, ask, show, with_listing
 from superfluid.for_release import release_for
 from superfluid.installer.install import plan
 from superfluid.installer.settings import Settings
@@ -17,57 +17,127 @@ from superfluid.release_flags import flags_of
 from superfluid.runtime import registry
 from superfluid.runtime.adapter import compat_part
 from superfluid.runtime.hostfacts.host import detect
-from superfluid.runtime.kernel.errors import InconsistentRelease, SuperfluidError
+from superfluid.runtime.kernel.errors import InconsistentRelease, SuperfluidError, UsageError
+from superfluid.runtime.kernel.fixes import with_flags
 from superfluid.runtime.kernel.layout import installed_installs
-from superfluid.runtime.planning import DigestConflict, NotInstallable, Request, first_published
+from superfluid.runtime.kernel.ordering import version_key
+from superfluid.runtime.planning import DigestConflict, NotInstallable, Request, all_refused, first_published
 from superfluid.settings import settings_of
+from superfluid.source_hints import given, shown
 
 __all__ = ["READS_HOME", "run"]
 
 
-def _listing_choice(args: argparse.Namespace, settings: Settings) -> tuple[dict[str, Any] | str, str] | None:
+def _where(settings: Settings) -> str:
+    """The listing's source as every hint of this line spells it: the mirror as given, or the cache."""
+    return f"mirror {shown(settings.mirror)}" if settings.mirror else "the cache"
+
+
+def _listing_choice(args: argparse.Namespace, settings: Settings,
+                    listed: list[str]) -> tuple[dict[str, Any] | Refusal, str] | None:
     """What ``runtime install <id> --dry-run`` would choose from the listing ``--mirror``,
-    ``SUPERFLUID_MIRROR`` or ``--offline`` names: (the first plan's JSON, or why nothing installs;
-    where the listing came from). None when no such listing is asked for."""
+    ``SUPERFLUID_MIRROR`` or ``--offline`` names: (the first plan's JSON, or why nothing installs and
+    its fixes; where the listing came from), the listing's versions added to ``listed``. None when no
+    such listing is asked for."""
     if settings.mirror is None and not settings.offline:
         return None
-    found = _planned(Request(id=args.id), settings)
-    return found if isinstance(found[0], dict) else (found[0], settings.mirror or "the cache")
+    return _planned(Request(id=args.id), settings, listed)[0], _where(settings)
 
 
-def _planned(request: Request, settings: Settings) -> tuple[dict[str, Any] | str, str]:
+def _planned(request: Request, settings: Settings,
+             listed: list[str] | None = None) -> tuple[dict[str, Any] | Refusal, str]:
     """The first plan ``runtime install --dry-run`` makes for ``request`` from the listing (its JSON),
-    or why it makes none (its refusal's words); and where the listing came from.
+    or why it makes none (its refusal's words and the fixes the same facts allow: ``_allowed``); and
+    where the listing came from. ``listed``: the versions the listing offers are added to it.
 
     Raises:
         DownloadError, OfflineMissing, ReleaseNotFound, BadFile: the listing cannot be read.
     """
     try:
-        plans, where, source = plan(request, settings)
-    except (NotInstallable, InconsistentRelease, DigestConflict) as e:
-        return str(e), settings.mirror or "the cache"
+        plans, _, source = plan(request, settings)
+    except NotInstallable as e:
+        return _allowed(request, e, settings), _where(settings)
+    except (InconsistentRelease, DigestConflict) as e:
+        return (e.text(fixes=()), e.fixes), _where(settings)
     if source is not None:
-        source.close()
-    first = first_published(plans)  # a plan refused by its needs, or not in the release, is skipped
-    if first is None:
-        return "; ".join(f"{p.install}: {p.refused or 'not in this release'}" for p in plans), where
-    return first.to_json(), where
+        try:
+            if listed is not None:
+                listed += _versions_of(request.id, source)
+        finally:
+            source.close()
+    refused = all_refused(plans)  # a plan refused by its needs, or not in the release, is skipped
+    if refused is not None:
+        return (refused.text(fixes=()), ()), _where(settings)
+    first = first_published(plans)
+    assert first is not None
+    return first.to_json(), _where(settings)
+
+
+def _versions_of(runtime_id: str, source: Any) -> list[str]:
+    """The versions the listing offers, as ``--version`` reads its tags (``v0.3.1`` is ``0.3.1``)."""
+    out = []
+    for release in source.releases(registry.get(runtime_id).repo):
+        try:
+            version = Request.parse(runtime_id, version=release.tag).version
+        except UsageError:
+            continue  # a tag no --version could name
+        if version is not None:
+            out.append(version)
+    return out
+
+
+def _allowed(request: Request, refusal: NotInstallable, settings: Settings) -> Refusal:
+    """``refusal``'s words and the fixes the same facts allow: a fix that installs the version
+    ``--untested`` is kept only when its plans are not every one refused here (the host's needs);
+    else the words say why that would not install either."""
+    words, fixes = refusal.text(fixes=()), list(refusal.fixes)
+    for f in refusal.fixes:
+        if "--untested" not in f.argv or request.untested:
+            continue
+        version = request.version or refusal.instead
+        try:
+            plans, _, source = plan(Request(id=request.id, version=version, untested=True), settings)
+        except SuperfluidError as e:
+            fixes.remove(f)
+            words += f"; untested it would not install either: {e.message}"
+            continue
+        if source is not None:
+            source.close()
+        refused = all_refused(plans)
+        if refused is not None:
+            fixes.remove(f)
+            words += f"; untested it would not install either: {refused.message}"
+    return words, tuple(fixes)
 
 
 def _judged(args: argparse.Namespace, settings: Settings, rows: list[dict[str, Any]],
-            chosen: str | None) -> dict[str, dict[str, Any] | str]:
+            chosen: str | None) -> dict[str, dict[str, Any] | Refusal]:
     """Each row's version (but ``chosen``, planned already) planned from the listing as ``runtime
     install <id> --version V --dry-run`` plans it: its first plan's JSON, or why it installs nothing.
     What ``versions`` says of a version is then what ``install`` does with it (issue 35, item 5)."""
-    out: dict[str, dict[str, Any] | str] = {}
+    out: dict[str, dict[str, Any] | Refusal] = {}
     for r in rows:
         if r["version"] == chosen:
             continue
         try:
             out[r["version"]] = _planned(Request(id=args.id, version=r["version"]), settings)[0]
         except SuperfluidError as e:  # as install says it: a file of that release not in the cache, offline
-            out[r["version"]] = str(e)
+            out[r["version"]] = (e.text(fixes=()), e.fixes)
     return out
+
+
+def _with_listed(runtime_id: str, rows: list[dict[str, Any]], listed: list[str],
+                 installed: Any) -> list[dict[str, Any]]:
+    """``rows`` and a row for each version the listing offers that the runtime's recipe does not
+    pin (``_judged`` then plans it as ``install --version V`` would), newest first. An adapter whose
+    plans are its recipe's (llama.cpp's tested builds) installs no other: its listing adds none."""
+    if registry.get(runtime_id).plans_from_recipe:
+        return rows
+    have = {r["version"] for r in rows}
+    extra = [{"version": v, "abi": None, "installs": "not planned yet", "install": None,
+              "installed": any(n.startswith(f"{v}-") for n in installed), "tested": False, "platforms": []}
+             for v in dict.fromkeys(listed) if v not in have]
+    return sorted([*rows, *extra], key=lambda r: version_key(r["version"]), reverse=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -81,10 +151,25 @@ def run(args: argparse.Namespace) -> int:
         answer = adapter.versions(detect(settings.host_environ), installed_installs(args.id, settings.home), part)
     else:
         answer, _ = ask(args.id, "versions", environ)
-    listing = _listing_choice(args, settings) if for_release is None else None
+    listed: list[str] = []
+    listing = _listing_choice(args, settings, listed) if for_release is None else None
+    flags = given(mirror=args.mirror, offline=args.offline)
     if listing is not None:
-        chosen = listing[0] if not isinstance(listing[0], str) else None
+        chosen = listing[0] if isinstance(listing[0], dict) else None
+        installed = installed_installs(args.id, settings.home)
+        answer = _with_listed(args.id, answer, listed, installed)
         judged = _judged(args, settings, answer, chosen["version"] if chosen else None)
-        answer = with_listing(answer, chosen, installed_installs(args.id, settings.home), judged)
+        answer = with_listing(answer, chosen, installed,
+                              {v: _kept(j, flags) for v, j in judged.items()})
+        if not isinstance(listing[0], dict):
+            listing = (_kept(listing[0], flags), listing[1])
     show(args, answer, listing)
     return 0
+
+
+def _kept(judged: dict[str, Any] | Refusal, flags: list[tuple[str, str | None]]) -> dict[str, Any] | Refusal:
+    """A version's verdict with each of its fixes keeping the source flags the line gave."""
+    if isinstance(judged, dict):
+        return judged
+    words, fixes = judged
+    return words, tuple(with_flags(f, flags) for f in fixes)

@@ -49,7 +49,9 @@ def test_basert_versions_on_apple_silicon() -> None:
     assert rows["0.3.0"]["installed"] is True and rows["0.4.0"]["installed"] is False
     assert rows["0.2.6"]["tested"] is False and rows["0.2.6"]["install"] == "0.2.6-metal"
     assert rows["0.2.6"]["verdict"] == "unnumbered 0.2.6, not of the 0.3 line; this superfluid drives ABI 1"
-    assert "--untested" in rows["0.2.6"]["installs"]
+    assert rows["0.2.6"]["installs"] == rows["0.2.6"]["verdict"]  # the command is a value, not words
+    assert [f["argv"] for f in rows["0.2.6"]["fixes"]] == [
+        ["superfluid", "runtime", "install", "basert", "--version", "0.2.6", "--untested"]]
     assert "verdict" not in rows["0.4.0"]
 
 

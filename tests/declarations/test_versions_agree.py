@@ -51,7 +51,7 @@ def test_without_a_listing_versions_says_it_lists_pins_only(home: Path, mirror: 
     assert chosen["install"] == "0.4.0-cpu"  # while the listing offers one by ABI number
     assert "none of the recipe's pins installs here" in done.stdout
     assert "the release listing may offer more here" in done.stdout
-    assert "`superfluid runtime install basert --dry-run` asks it" in done.stdout
+    assert "`superfluid runtime install basert --dry-run` asks the release listing" in done.stdout
     assert "\nnone installs here" not in done.stdout
 
 

@@ -110,7 +110,7 @@ def test_wrong_option_value_exits_2_before_any_worker_starts(home: Path, tmp_pat
     worker = fake_worker(tmp_path / "recording-worker", STARTED.format(marker=str(marker)))
     env = base_env(home, SUPERFLUID_WORKER_LLAMACPP=str(worker))
     for args, fragment in (
-        (["--n-gpu-layers", "lots"], "--n-gpu-layers 'lots': expected an integer of at least -1"),
+        (["--n-gpu-layers", "lots"], "--n-gpu-layers 'lots': expected an integer from -1 to 2147483647"),
         (["--cache-type-k=q3"], "--cache-type-k 'q3': expected one of f32, f16"),
         (["--tensor-split", "3,x"], "--tensor-split '3,x': expected a comma-separated list of floats"),
         (["--no-such-knob", "1"], "--no-such-knob: no such option (this runtime takes: n-gpu-layers"),

@@ -82,14 +82,19 @@ def test_a_dry_run_whose_every_plan_is_refused_exits_1_and_says_so(cli_home: Hom
     dry = cli_home.superfluid(*flags, "--dry-run")
     assert dry.code == 1, dry.stderr
     said = "superfluid: llamacpp b11642-cpu: llama-b11642-bin-ubuntu-x64.tar.gz is not in this release"
-    assert dry.stderr.strip().splitlines()[-1] == said
+    assert dry.stderr.strip().splitlines()[-1].startswith(said + ": ")
     as_json = cli_home.superfluid(*flags, "--dry-run", "--json")
     assert as_json.code == 1
     doc = as_json.json()
     assert [p["install"] for p in doc["plans"]] == ["b11642-cpu"] and doc["dry_run"] is True
     assert doc["error"]["code"] == "not-installable" and doc["error"]["exit"] == 1
     run = cli_home.superfluid(*flags)
-    assert run.code == 1 and run.stderr.strip().splitlines()[-1] == said  # the install says the same
+    assert run.code == 1 and run.stderr.strip().splitlines()[-1] == dry.stderr.strip().splitlines()[-1]  # the same
+    lists = run.fix("versions")
+    assert lists.argv == ("superfluid", "runtime", "versions", "llamacpp", "--mirror", release_server.mirror_url)
+    pasted = cli.paste(lists, run, env=cli_home.env)
+    assert "b11642 does not install here: llamacpp b11642-cpu: llama-b11642-bin-ubuntu-x64.tar.gz is not in this " \
+           "release" in pasted.stdout
 
 
 def test_the_workers_untested_build_hint_pasted_installs_it(cli_home: Home, release_server: ReleaseServer,

@@ -20,6 +20,7 @@ from superfluid.manifest.compat import parse
 from superfluid.manifest.keys import trusted_keys
 from superfluid.manifest.routes import ReleaseList, ReleaseOne
 from superfluid.manifest.verdict import judge_signature
+from superfluid.paths import flag_path
 from superfluid.release_document import read_release
 from superfluid.release_flags import FOR_VARIABLE, ForFlags
 from superfluid.runtime.kernel.errors import BadFile, SuperfluidError, UsageError
@@ -169,12 +170,28 @@ def _from_github(version: str, environ: Mapping[str, str], settings: Settings, *
         source.close()
 
 
+def _check_paths(flags: ForFlags, value: str) -> None:
+    """Each path the flags name, judged as every flag's path is (``paths.flag_path``): ``--key`` files,
+    ``--trust-root``, and ``--for`` when it names a local document rather than a URL or a version.
+
+    Raises:
+        UsageError: one is missing, a directory, a FIFO, a device or unreadable (exit 2, naming it).
+    """
+    for key in flags.keys:
+        flag_path(key, "--key", "public key file")
+    if flags.trust_root:
+        flag_path(flags.trust_root, "--trust-root", "TUF root file")
+    if flags.value and "://" not in value and not (_is_version(value) and _VERSION.fullmatch(value)):
+        flag_path(value, "--for", "compat document file")
+
+
 def release_for(flags: ForFlags, settings: Settings, environ: Mapping[str, str]) -> ForRelease | None:
     """The release ``--for`` (else ``SUPERFLUID_FOR``) names, read and verified as its ``flags`` say;
     None for neither.
 
     Raises:
-        UsageError: an empty value.
+        UsageError: an empty value; a path given (``--for FILE``, ``--key``, ``--trust-root``) that is
+            missing or not a file, naming it (exit 2, before anything is read).
         BadFile, SignatureError, TarballMismatch, DownloadError, ReleaseNotFound: as reading it.
     """
     value = flags.value or environ.get(FOR_VARIABLE) or None
@@ -183,6 +200,7 @@ def release_for(flags: ForFlags, settings: Settings, environ: Mapping[str, str])
     value = value.strip()
     if not value:
         raise UsageError("--for needs a compat.json file, a URL or a superfluid version")
+    _check_paths(flags, value)
     keys, require = list(flags.keys), flags.require_signature
     verify: dict[str, Any] = {"keys": keys, "home": settings.home, "require_signature": require}
     if _is_version(value) and not _VERSION.fullmatch(value):

@@ -15,6 +15,7 @@ from superfluid.installer.trust.service import ENV_URL, service_base
 from superfluid.manifest.compat import build, release_info, unknown_runtimes, validate
 from superfluid.manifest.routes import RouteError, asked_by, choose_route
 from superfluid.parser import RUNTIME_IDS, Help, Parser, add_json, either, exits
+from superfluid.paths import flag_path
 from superfluid.release_document import read_release
 from superfluid.release_flags import add_trust_flags
 from superfluid.runtime import registry
@@ -124,8 +125,9 @@ def _key_flags(args: argparse.Namespace) -> list[str]:
     if (keys or getattr(args, "require_signature", False)) and not args.release:
         raise UsageError("--key and --require-signature go with --release FILE|URL (see 'superfluid compat --help')")
     for path in keys:
-        if not os.path.isfile(path):
-            raise UsageError(f"--key {path}: no such file (name a minisign public key, e.g. minisign.pub)")
+        flag_path(path, "--key", "public key file")
+    if args.release and "://" not in args.release:
+        flag_path(args.release, "--release", "compat document file")
     return keys
 
 

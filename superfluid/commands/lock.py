@@ -144,11 +144,12 @@ def _now(targets: list[Target], planning: _Planning,
 
 def _refusal(e: SuperfluidError, target: Target) -> str:
     """Why nothing of ``target`` is locked, said of the machine asked, not of this one (a planner says
-    "this is <host>" of the host it plans for), with its advice (its fixes are commands of an install
-    on this machine, not of a lock: left out)."""
+    "this is <host>" of the host it plans for), with its advice in what lock takes (not ``--from``, an
+    install's alone; its fixes are commands of an install on this machine, not of a lock: left out)."""
     asked = host_for(target.platform, target.host).describe()
     text = e.message.replace(f"this is {asked}", f"the machine asked is {asked}")
-    return f"{text}: {e.advice}" if e.advice else text
+    advice = (e.advice or "").split(", or --from ")[0].split("; or --from ")[0]
+    return f"{text}: {advice}" if advice else text
 
 
 def _nothing_of(runtime: str, failed: Mapping[Target, SuperfluidError]) -> lockfile.LockFileError:

@@ -55,8 +55,8 @@ def _a_directory(where: str) -> None:
 
 
 def _sync(args: argparse.Namespace, path: str) -> int:
+    _a_directory(args.dir)  # before the lock is read: a DIR that cannot be one is named first (exit 2)
     lock, digest = lockfile.read(path)
-    _a_directory(args.dir)
     settings = settings_of(dict(os.environ), json_mode=args.json)
     progress = progress_for(sys.stderr, mode=settings.progress)
 

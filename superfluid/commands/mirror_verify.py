@@ -25,7 +25,7 @@ HELP = Help(
     "Recheck every file the lock names in DIR against its digest, and each listing; change nothing.",
     ("superfluid mirror verify ./engines --lock superfluid.lock", "superfluid mirror verify ./engines --json"),
     exits(_0="every file verified", _1="a file missing or with other bytes, a listing that disagrees",
-          _2="usage: DIR is not a directory (a file, a FIFO...), the lock named is not a lock file"),
+          _2="usage: DIR is missing or not a directory (a file, a FIFO...), the lock named is not a lock file"),
 )
 
 
@@ -45,14 +45,22 @@ def _document(folder: str, path: str, digest: str, good: int, problems: list[Pro
             "verified": good, "problems": [{"path": p.path, "fault": p.fault} for p in problems]}
 
 
+def _missing(folder: str, path: str) -> UsageError:
+    """A DIR where nothing is: exit 2, with the sync that makes it when the lock reads (a broken lock
+    is its own error then, and its own fix)."""
+    try:
+        lockfile.read(path)
+    except SuperfluidError:
+        return UsageError(f"{folder}: no such file or directory")
+    return UsageError(f"{folder}: no such file or directory (every file of {path} is missing)",
+                      fix=mirror_fix("sync", folder, path, does="makes it and fetches every file"))
+
+
 def _verify(args: argparse.Namespace, path: str) -> int:
     flag_path(args.dir, "", "mirror directory", must_exist=False)  # a FIFO or a file: exit 2, naming it
+    if not os.path.lexists(args.dir):
+        raise _missing(args.dir, path)
     lock, digest = lockfile.read(path)
-    if not os.path.isdir(args.dir):
-        missing = MirrorMismatch(f"{args.dir}: no such directory: every file of {path} is missing",
-                                 fix=mirror_fix("sync", args.dir, path, does="makes it and fetches every file"))
-        missing.document = _document(args.dir, path, digest, 0, [Problem(".", "is missing")])
-        raise missing
     good, problems = verify(lock, args.dir)
     if args.json and not problems:
         print_json(_document(args.dir, path, digest, good, problems))
@@ -74,8 +82,8 @@ def run(args: argparse.Namespace) -> int:
     """``mirror verify``.
 
     Raises:
-        UsageError: an empty directory name, a DIR that is not a directory, a ``--lock`` that is not a
-            lock file (exit 2).
+        UsageError: an empty directory name, a DIR that is missing or not a directory, a ``--lock`` that is
+            not a lock file (exit 2).
         MirrorMismatch: a file missing or with other bytes (exit 1).
         SuperfluidError: a broken lock (exit 1).
     """

@@ -49,13 +49,15 @@ BAD = [
                  ["--from {tmp}/nope.tar.gz: no such file"], 2, id="from-a-missing-file"),
     pytest.param(["runtime", "install", "basert", "--dry-run"], {"SUPERFLUID_MIRROR": "{tmp}/no-mirror"},
                  ["SUPERFLUID_MIRROR={tmp}/no-mirror: no such directory",
-                  "set SUPERFLUID_MIRROR to an http(s):// URL or an existing directory, or unset it"], 2,
+                  "set SUPERFLUID_MIRROR to an existing directory or a URL of http://, https://, file:// or oci://, "
+                  "or unset it"], 2,
                  id="bad-SUPERFLUID_MIRROR-named-as-the-variable"),
     pytest.param(["runtime", "install", "basert", "--dry-run"], {"SUPERFLUID_MIRROR": "ftp://mirror.example/"},
-                 ["SUPERFLUID_MIRROR=ftp://mirror.example/: only http://, https:// URLs and directories"], 2,
+                 ["SUPERFLUID_MIRROR=ftp://mirror.example/: not a mirror (a mirror is a directory, or a URL of "
+                  "http://, https://, file:// or oci://)"], 2,
                  id="SUPERFLUID_MIRROR-of-another-scheme"),
     pytest.param(["runtime", "install", "basert", "--dry-run", "--mirror", "{tmp}/no-mirror"], {},
-                 ["--mirror {tmp}/no-mirror: no such directory", "give --mirror an http(s):// URL"], 2,
+                 ["--mirror {tmp}/no-mirror: no such directory", "give --mirror an existing directory or a URL"], 2,
                  id="bad-mirror-flag"),
     pytest.param(["runtime", "install", "basert", "--dry-run"], {"SUPERFLUID_GITHUB_API": UNRESOLVABLE},
                  ["cannot reach api.nowhere.invalid: its name does not resolve", "(gave up after 2 attempts)",

@@ -241,8 +241,8 @@ def test_lock_json_written_up_to_date_and_checked(cli_home: Home, mirror: Path, 
     lock.write_text(text[:text.index("[[engine]]")])  # an engine to add: the fix is a command
     moved = cli_home.superfluid("lock", "--check", "-o", str(lock), "--mirror", str(mirror), "--json")
     assert moved.code == 1 and [c["kind"] for c in moved.json()["changes"]] == ["new"]
-    fix = f"`superfluid lock --upgrade --mirror {mirror}` writes the new choice"  # the --mirror given, kept
-    assert moved.json()["error"]["fix"] == fix and moved.stderr.rstrip().endswith(fix)
+    fix = f"superfluid lock --upgrade -o {lock} --mirror {mirror}"  # the lock and the --mirror given, kept
+    assert moved.json()["error"]["fix"] == fix and moved.stderr.rstrip().endswith(f"`{fix}` writes the new choice")
 
 
 def test_check_of_a_garbage_model_names_the_model_not_the_runtime(cli_home: Home, engines: Path,

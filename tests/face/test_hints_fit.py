@@ -97,8 +97,8 @@ def test_lock_of_a_runtime_the_mirror_has_no_listing_of_names_the_listing(fresh:
     assert done.code == 1, done.stderr
     error = done.json()["error"]
     assert error["message"].startswith("nothing of llamacpp installs on any machine asked: nothing was written")
-    assert "other platforms" not in error["fix"]
-    assert error["fix"] == ("add the listing file to the mirror (see docs/install.md); or name a mirror that holds "
+    assert "other platforms" not in error["advice"] and "fix" not in error
+    assert error["advice"] == ("add the listing file to the mirror (see docs/install.md); or name a mirror that holds "
                             "ggml-org/llama.cpp's listing with --mirror URL|DIR")
 
 
@@ -133,8 +133,8 @@ def test_no_trust_root_names_trust_root_in_the_fix(fresh: Home, closed_port: int
     done = fresh.superfluid("compat", "--service", f"http://127.0.0.1:{closed_port}/", "--runtime", "basert",
                             "--abi", "1", "--json")
     assert done.code == 2, done.stderr
-    fix = done.json()["error"]["fix"]
-    assert "give --trust-root FILE" in fix and "--insecure-no-freshness" in fix
+    advice = done.json()["error"]["advice"]
+    assert "give --trust-root FILE" in advice and "--insecure-no-freshness" in advice
 
 
 # -- item 13 (and issue 42, item 4): a repair whose mirror moved: repair --mirror, never an install --from ----

@@ -78,18 +78,11 @@ FAULTS = ("missing", "other-kind", "fifo", "device")
 
 #: cases another module still judges by its own words: (words, fault or None for all) -> whose module.
 #: Each is a strict xfail: wired to ``superfluid.paths.flag_path``, it passes, and its entry goes.
-_RELEASE = "--for/--key/--trust-root are read by superfluid/release_flags.py and for_release.py, not flag_path"
+_RELEASE = "superfluid/commands/update.py reads what it updates before for_release.release_for checks --for's paths"
 NOT_YET: dict[tuple[str, str | None], str] = {
-    **{(f"runtime {c} basert{d} --for {w}", None): _RELEASE for c, d in (("install", " --dry-run"), ("versions", ""),
-                                                                          ("update", " --dry-run"))
+    **{(f"runtime update basert --dry-run --for {w}", None): _RELEASE
        for w in ("{p}", "{t} --key {p}", "0.1.0 --trust-root {p}")},
-    **{(f"lock --offline --for {w}", None): _RELEASE for w in ("{p}", "{t} --key {p}", "0.1.0 --trust-root {p}")},
-    ("compat --release {p}", None): "superfluid/commands/compat.py reads --release itself, not flag_path",
-    ("compat --release {t} --key {p}", None): _RELEASE,
-    ("compat --service http://127.0.0.1:9/ --runtime basert --abi 1 --trust-root {p}", None): _RELEASE,
     ("runtime gc basert --lock {p}", None): "superfluid/commands/gc.py reads --lock itself, not flag_path",
-    ("mirror sync {p} --lock {t}", None): "superfluid/commands/mirror_sync.py reads the lock before its DIR",
-    ("mirror verify {p} --lock {t}", "missing"): "superfluid/commands/mirror_verify.py reads the lock before its DIR",
     **{("serve --model {m} --sessions {p}", f): "superfluid/commands/serve.py takes --sessions after the runtime's "
        "check (exit 4 first), and words it 'not a directory'" for f in ("other-kind", "fifo", "device")},
 }

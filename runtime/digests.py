@@ -70,13 +70,13 @@ def expected_digest(name: str, *, pin: Sha256 | None = None, flag: Sha256 | None
             if other is not None and other != pin:
                 raise InconsistentRelease(repo, tag, f"{what} is {other}, and this superfluid pins {pin}",
                                           asset=name, expected=pin, got=other,
-                                          fix="nothing was installed: the source serves other bytes than were pinned")
+                                          advice="nothing was installed: the source serves other bytes than pinned")
         checked = ("pin",) + (("api",) if api else ()) + (("release",) if sidecar else ())
         return pin, "pin", checked
     if sidecar is not None and api is not None and sidecar != api:
         raise InconsistentRelease(repo, tag, f"{name}.sha256 states {sidecar}, and the listing's digest is {api}",
                                   asset=name, expected=sidecar, got=api,
-                                  fix="the release contradicts itself; nothing of it was installed")
+                                  advice="the release contradicts itself; nothing of it was installed")
     if flag is not None:
         for other, what in ((sidecar, f"the release's {name}.sha256"), (api, "the listing's digest")):
             if other is not None and other != flag:
@@ -90,7 +90,7 @@ def expected_digest(name: str, *, pin: Sha256 | None = None, flag: Sha256 | None
     if require_sidecar and not local:
         raise NotInstallable(
             f"{name}: the release publishes no {name}.sha256 beside it, and no pin names its digest",
-            fix="check the file's SHA-256 with its publisher and pass it with --sha256")
+            advice="check the file's SHA-256 with its publisher and pass it with --sha256")
     if api is not None:
         return api, "api", ("api",)
     if local:
@@ -98,7 +98,7 @@ def expected_digest(name: str, *, pin: Sha256 | None = None, flag: Sha256 | None
     raise NotInstallable(
         f"{name}: no SHA-256 to check it against (no pin, no {name}.sha256 beside it, no digest in the listing), "
         "and only a file on this machine is installed unchecked",
-        fix="check the file's SHA-256 with its publisher and pass it with --sha256",
+        advice="check the file's SHA-256 with its publisher and pass it with --sha256",
     )
 
 

@@ -149,5 +149,5 @@ def judge_and_record(adapter: Adapter, into: str, plan: Plan, lookup: Lookup) ->
         write_receipt(target, receipt)
     except OSError as e:
         raise SuperfluidError(f"cannot write {target}: {e.strerror or e}",
-                              fix="the installer's staging directory must be writable") from e
+                              advice="the installer's staging directory must be writable") from e
     return doc

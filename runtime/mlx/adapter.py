@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.adapter import Adapter
 from superfluid.runtime.contract import capabilities
+from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.lookup import Lookup
 from superfluid.runtime.kernel.options import Option, options_json
 from superfluid.runtime.kernel.ordering import version_key
@@ -105,10 +106,11 @@ class MlxAdapter(Adapter):
         reason = not_here(host, self.recipe["platforms"])
         if reason:
             return NotInstallable(f"{reason}: nothing of mlx installs here",
-                                  fix="`superfluid runtime versions mlx` lists the tested versions and why")
+                                  fix=Fix.superfluid("runtime", "versions", "mlx",
+                                                     does="lists the tested versions and why each installs here"))
         return NotInstallable("installing MLX (a private Python with pinned wheels) is not done by this toolchain "
-                              "yet", fix=f"install mlx and mlx-lm into a Python {self.python_line} virtual "
-                                         "environment and name it with --mlx-venv on serve")
+                              "yet", advice=f"install mlx and mlx-lm into a Python {self.python_line} virtual "
+                                            "environment and name it with --mlx-venv on serve")
 
     @property
     def repo(self) -> str:
@@ -121,10 +123,10 @@ class MlxAdapter(Adapter):
         platforms = ", ".join(sorted(self.recipe["platforms"]))
         raise NotInstallable(f"MLX publishes no release archives to install: it runs on Apple silicon only "
                              f"({platforms}), from the mlx and mlx-lm wheels in a Python {self.python_line} "
-                             "environment", fix="on such a Mac, install mlx and mlx-lm into a Python "
-                                                f"{self.python_line} virtual environment and name it with "
-                                                "--mlx-venv on serve; `superfluid runtime versions mlx` lists the "
-                                                "tested versions")
+                             "environment", advice="on such a Mac, install mlx and mlx-lm into a Python "
+                                                   f"{self.python_line} virtual environment and name it with "
+                                                   "--mlx-venv on serve",
+                             fix=Fix.superfluid("runtime", "versions", "mlx", does="lists the tested versions"))
 
     def nothing_to_load(self, lookup: Lookup, worker: str) -> str | None:
         """Why ``worker``'s plain ``check`` would find no MLX to probe here: another platform, or no

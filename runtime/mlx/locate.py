@@ -51,5 +51,5 @@ def environment(options: Mapping[str, Any], lookup: Lookup, platforms: Collectio
     if venv is None:
         where = ", ".join(looked) or "no --venv, no install, no SUPERFLUID_MLX_VENV or VIRTUAL_ENV"
         return None, ("the mlx runtime is not installed: no MLX environment here (looked at: " + where
-                      + "): install it with `superfluid runtime install mlx`")
+                      + "): install the mlx runtime, or name an environment with --mlx-venv")
     return venv, ""

@@ -80,7 +80,7 @@ def _availability(options: Mapping[str, Any], lookup: Lookup) -> tuple[bool | st
     want = ADAPTER.python_line
     if facts.get("python") != want:
         return (f"the MLX environment {venv} runs Python {facts.get('python')}, and the MLX runtime "
-                f"installs Python {want}: `superfluid runtime repair mlx` reinstalls it"), facts
+                f"installs Python {want}: repairing the mlx runtime reinstalls it"), facts
     if not facts.get("metal"):
         return f"MLX in {venv} finds no Metal device", facts
     return True, facts

@@ -259,8 +259,8 @@ def serve_engine(engine: ServedEngine, host: str, port: int, out: TextIO, *, ech
         server = make_server(generator, host, port, echo_log=echo_log)
     except OSError as e:
         generator.close()
-        fix = "give another --port, or --port 0 for a free one" if e.errno == errno.EADDRINUSE else None
-        raise SuperfluidError(f"cannot listen on {host}:{port}: {e.strerror or e}", fix=fix) from e
+        advice = "give another --port, or --port 0 for a free one" if e.errno == errno.EADDRINUSE else None
+        raise SuperfluidError(f"cannot listen on {host}:{port}: {e.strerror or e}", advice=advice) from e
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
     failure: list[BaseException] = []

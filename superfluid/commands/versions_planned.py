@@ -134,7 +134,7 @@ def _with_listed(runtime_id: str, rows: list[dict[str, Any]], listed: list[str],
     if registry.get(runtime_id).plans_from_recipe:
         return rows
     have = {r["version"] for r in rows}
-    extra = [{"version": v, "abi": None, "installs": "not planned yet", "install": None,
+    extra: list[dict[str, Any]] = [{"version": v, "abi": None, "installs": "not planned yet", "install": None,
               "installed": any(n.startswith(f"{v}-") for n in installed), "tested": False, "platforms": []}
              for v in dict.fromkeys(listed) if v not in have]
     return sorted([*rows, *extra], key=lambda r: version_key(r["version"]), reverse=True)

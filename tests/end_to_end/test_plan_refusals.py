@@ -110,3 +110,18 @@ def test_the_workers_untested_build_hint_pasted_installs_it(cli_home: Home, rele
     pasted = cli.paste(fix, run, env=cli_home.env)
     assert pasted.code == 0, pasted.stderr
     assert (cli_home.path / "runtimes" / "llamacpp" / "b11500-cpu").is_dir()
+
+
+@pytest.mark.parametrize("flags", [("--from", "{archive}"), ("--dry-run",)], ids=["from", "listing"])
+def test_mlx_off_apple_silicon_names_its_versions(cli_home: Home, tmp_path: Path, flags: tuple[str, ...]) -> None:
+    """MLX installs nothing on Linux x64, by its archive or its (absent) listing: the hint lists its
+    tested versions and why, which a paste shows."""
+    archive = tmp_path / "mlx.tar.gz"
+    archive.write_bytes(b"")
+    cli_home.env.update(NO_GPU)
+    run = cli_home.superfluid("runtime", "install", "mlx", *(f.format(archive=archive) for f in flags))
+    assert run.code == 1 and "Apple silicon" in run.stderr, run.stderr
+    fix = run.fix("versions")
+    assert fix.argv == ("superfluid", "runtime", "versions", "mlx")
+    pasted = cli.paste(fix, run, env=cli_home.env)
+    assert pasted.code == 0 and "MLX runs on Apple silicon only" in pasted.stdout, pasted.stdout

@@ -52,7 +52,7 @@ def test_environment_says_why_there_is_none(tmp_path: Path) -> None:
         None, "MLX runs on Apple silicon only (macos-arm64); this is Linux x64")
     none, why = environment({}, read(MAC), PLATFORMS, str(tmp_path / "bin" / "w"))
     assert none is None and why == ("the mlx runtime is not installed: no MLX environment here (looked at: no --venv, "
-                                    "no install, no SUPERFLUID_MLX_VENV or VIRTUAL_ENV): install it with "
-                                    "`superfluid runtime install mlx`")
+                                    "no install, no SUPERFLUID_MLX_VENV or VIRTUAL_ENV): install the mlx runtime, "
+                                    "or name an environment with --mlx-venv")
     _, why = environment({"venv": str(tmp_path / "gone")}, read(MAC), PLATFORMS, str(tmp_path / "bin" / "w"))
     assert f"(looked at: {tmp_path / 'gone'})" in why

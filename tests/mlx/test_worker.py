@@ -25,7 +25,7 @@ def test_check_args() -> None:
 @pytest.mark.parametrize(("answer", "code", "stderr", "available"), [
     pytest.param(json.dumps(GOOD), 0, "", True, id="ready"),
     pytest.param(json.dumps({**GOOD, "python": "3.11"}), 0, "", "runs Python 3.11, and the MLX runtime installs "
-                 "Python 3.12: `superfluid runtime repair mlx` reinstalls it", id="another-python"),
+                 "Python 3.12: repairing the mlx runtime reinstalls it", id="another-python"),
     pytest.param(json.dumps({**GOOD, "metal": False}), 0, "", "finds no Metal device", id="no-metal"),
     pytest.param(None, 1, "ModuleNotFoundError: No module named 'mlx'\n",
                  "cannot import mlx and mlx-lm (ModuleNotFoundError: No module named 'mlx')", id="no-mlx"),

@@ -181,7 +181,7 @@ def _check_paths(flags: ForFlags, value: str) -> None:
         flag_path(key, "--key", "public key file")
     if flags.trust_root:
         flag_path(flags.trust_root, "--trust-root", "TUF root file")
-    if flags.value and "://" not in value and not (_is_version(value) and _VERSION.fullmatch(value)):
+    if flags.value and "://" not in value and not _is_version(value):
         flag_path(value, "--for", "compat document file")
 
 

@@ -45,3 +45,32 @@ def test_a_release_whose_library_states_another_abi_names_no_command(cli_home: H
     last = _said_only_what_failed(run)
     assert "the bundle is not the release it says" in last and "`superfluid" not in last
     assert run.fixes == ()
+
+
+def test_a_library_of_another_abi_checked_names_the_install_of_one_it_drives(cli_home: Home, engines: Path,
+                                                                             server: ReleaseServer) -> None:
+    """``runtime check basert --basert-lib`` of an ABI 2 library: its report carries the install as a
+    value, which the face renders and a paste proves (from the loopback API's releases)."""
+    cli_home.env["SUPERFLUID_GITHUB_API"] = server.url
+    lib = engines / "0.5.0" / "libbaseRT.so"
+    run = cli_home.superfluid("runtime", "check", "basert", "--basert-lib", str(lib))
+    assert run.code == 1 and "states ABI 2; this superfluid drives ABI 1" in run.stderr
+    fix = run.fix("install")
+    assert fix.argv == ("superfluid", "runtime", "install", "basert")
+    assert fix.does == "installs one this superfluid drives"
+    pasted = cli.paste(fix, run, env=cli_home.env)
+    assert pasted.code == 0 and (cli_home.path / "runtimes" / "basert" / "0.4.0-cpu").is_dir(), pasted.stderr
+
+
+def test_a_library_that_is_no_libllama_checked_names_the_install_of_a_tested_build(
+        cli_home: Home, engines: Path, release_server: ReleaseServer, libllama_v2: Path) -> None:
+    release_server.add_release("ggml-org/llama.cpp", "b11642",
+                               {"llama-b11642-bin-ubuntu-x64.tar.gz": releases.libllama_archive(libllama_v2)})
+    cli_home.env.update(SUPERFLUID_GITHUB_API=release_server.url, SUPERFLUID_HOST_VULKAN="0",
+                        SUPERFLUID_HOST_NVIDIA_DRIVER="none", SUPERFLUID_HOST_ROCM="0")
+    run = cli_home.superfluid("runtime", "check", "llamacpp", "--llamacpp-lib", str(engines / "0.4.0" / "libbaseRT.so"))
+    assert run.code == 1 and "is a llama.cpp this adapter cannot drive" in run.stderr, run.stderr
+    fix = run.fix("install")
+    assert fix.argv == ("superfluid", "runtime", "install", "llamacpp")
+    pasted = cli.paste(fix, run, env=cli_home.env)
+    assert pasted.code == 0 and (cli_home.path / "runtimes" / "llamacpp" / "b11642-cpu").is_dir(), pasted.stderr

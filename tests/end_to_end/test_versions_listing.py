@@ -95,3 +95,20 @@ def test_the_pins_only_table_names_the_listings_dry_run_and_an_install_elsewhere
     shows = run.fix("runtimes")
     pasted = cli.paste(shows, run, env=cli_home.env)
     assert "0.4.0-cpu" in pasted.stdout
+
+
+def test_the_listings_choice_pasted_installs_it_and_an_unpublished_version_lists_them(cli_home: Home,
+                                                                                       mirror: Path) -> None:
+    run = cli_home.superfluid("runtime", "versions", "basert", "--mirror", str(mirror))
+    chosen = next(f for f in run.fixes if f.argv == ("superfluid", "runtime", "install", "basert", "--mirror",
+                                                     str(mirror)))
+    assert chosen.does == "installs 0.4.0 as 0.4.0-cpu"
+    pasted = cli.paste(chosen, run, env=cli_home.env)
+    assert pasted.code == 0 and (cli_home.path / "runtimes" / "basert" / "0.4.0-cpu").is_dir(), pasted.stderr
+    nope = cli_home.superfluid("runtime", "install", "basert", "--version", "9.9.9", "--mirror", str(mirror))
+    assert nope.code == 1 and "baseRT 9.9.9 is not published" in nope.stderr
+    lists = nope.fix("versions")
+    assert lists.argv == ("superfluid", "runtime", "versions", "basert", "--mirror", str(mirror))
+    assert "leave --version out to install 0.4.0" in nope.stderr
+    pasted = cli.paste(lists, nope, env=cli_home.env)
+    assert "0.4.0" in pasted.stdout and "9.9.9" not in pasted.stdout

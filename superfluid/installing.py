@@ -21,6 +21,7 @@ from superfluid.installer.sources.github import web_base_for
 from superfluid.runtime import registry
 from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.layout import home, writable_home
+from superfluid.runtime.kernel.ordering import check_backend
 from superfluid.runtime.kernel.output import print_json
 from superfluid.runtime.planning import ForRelease, Plan, Request
 from superfluid.source_hints import shown
@@ -35,6 +36,8 @@ def request_of(runtime_id: str, *, for_: ForRelease | None, version: str | None 
     ``for_`` (``for_release.release_for``; None: this one); a ``from_`` path made absolute."""
     if from_ and "://" not in from_:
         from_ = os.path.abspath(os.path.expanduser(from_))
+    if backend is not None:
+        check_backend(backend)
     return Request.parse(runtime_id, version=version, backend=backend, from_=from_, sha256=sha256,
                          untested=untested, for_=for_)
 

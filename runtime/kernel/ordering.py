@@ -7,7 +7,9 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-__all__ = ["backend_family", "backend_rank", "version_key", "version_line"]
+from superfluid.runtime.kernel.errors import UsageError
+
+__all__ = ["FAMILIES", "backend_family", "backend_rank", "check_backend", "version_key", "version_line"]
 
 #: SPEC §3: metal 0, cuda 1, rocm 2, vulkan 3, sycl 4, openvino 5, other 8, cpu 9
 _BACKEND_RANK = {"metal": 0, "cuda": 1, "rocm": 2, "vulkan": 3, "sycl": 4, "openvino": 5, "cpu": 9}
@@ -16,6 +18,24 @@ _PLAIN = re.compile(r"[0-9]+(?:\.[0-9]+)*")
 #: how every PEP 440 version begins (blanks, an optional v, a digit): a version that does not (a
 #: llama.cpp build, ``b11642``) is keyed by its digits without asking ``packaging``
 _PEP440_START = re.compile(r"\s*v?[0-9]", re.IGNORECASE)
+
+
+#: the kinds of machine a build is for (SPEC §3), in the order they are preferred
+FAMILIES = tuple(sorted(_BACKEND_RANK, key=_BACKEND_RANK.__getitem__))
+_BACKEND_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9.]+)*")
+
+
+def check_backend(backend: str, flag: str = "--backend") -> str:
+    """``backend`` when it names a kind of machine of ``FAMILIES`` (``cuda``, or a build of it as a
+    release names one: ``cuda-13.4``, ``sycl-fp16``).
+
+    Raises:
+        UsageError: another word (exit 2), naming the flag and the kinds.
+    """
+    if not _BACKEND_NAME.fullmatch(backend) or backend_family(backend).lower() not in _BACKEND_RANK:
+        raise UsageError(f"{flag} {backend!r} is not a kind of machine ({', '.join(FAMILIES)}; or a build of "
+                         "one as its release names it, e.g. cuda-13.4)")
+    return backend
 
 
 def backend_family(backend: str) -> str:

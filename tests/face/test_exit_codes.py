@@ -56,11 +56,10 @@ def test_the_face_reads_this_table() -> None:
     pytest.param(["runtimes", "{tmp}"], "is a directory, and no runtime reads it as a model",
                  id="runtimes-a-directory"),
     pytest.param(["lock", "--backend", "nope", "--offline"], "--backend 'nope'", id="lock-backend-nope"),
-    pytest.param(["runtime", "install", "basert", "--backend", "nope", "--dry-run"], "--backend",
-                 marks=pytest.mark.xfail(strict=True, reason="superfluid/install_line.py plans an unknown backend "
-                                         "(exit 1): check its family against installer.fleet.plans.HOSTS first, as "
-                                         "lock's check_targets does"),
+    pytest.param(["runtime", "install", "basert", "--backend", "nope", "--dry-run"], "--backend 'nope'",
                  id="install-backend-nope"),
+    pytest.param(["runtime", "install", "llamacpp", "--backend", "cuda;rm", "--dry-run"], "--backend 'cuda;rm'",
+                 id="install-backend-not-a-name"),
 ])
 def test_the_same_fault_is_exit_2_on_every_command(tmp_path: Path, argv: list[str], says: str) -> None:
     """Item 26: ``runtimes /tmp`` exited 1 where docs/cli.md says 2; ``install --backend nope`` 1 where

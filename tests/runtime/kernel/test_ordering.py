@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from superfluid.runtime.kernel.ordering import backend_family, backend_rank, version_key, version_line
+from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.ordering import backend_family, backend_rank, check_backend, version_key, version_line
 
 ORDERED = ["0.2.6", "0.3.0", "0.3.1", "0.4.0rc1", "0.4.0", "0.10.0", "1.0.0"]
 
@@ -59,3 +60,14 @@ def test_backend_family(backend: str, family: str) -> None:
                                                ("3", None), ("a.b.c", None), (None, None), ("00.03.1", "0.3")])
 def test_version_line(version: str | None, line: str | None) -> None:
     assert version_line(version) == line
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cuda", "cuda-13.4", "CUDA-12", "sycl-fp16", "openvino-2026.4", "rocm-10.0"])
+def test_a_kind_of_machine_or_a_build_of_one_is_a_backend(backend: str) -> None:
+    assert check_backend(backend) == backend
+
+
+@pytest.mark.parametrize("backend", ["nope", "", "cuda;rm", "-cuda", "gpu", "kompute-1"])
+def test_another_word_is_a_usage_error_naming_the_kinds(backend: str) -> None:
+    with pytest.raises(UsageError, match=r"--backend .* is not a kind of machine \(metal, cuda, rocm"):
+        check_backend(backend)

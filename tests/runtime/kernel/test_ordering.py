@@ -62,7 +62,8 @@ def test_version_line(version: str | None, line: str | None) -> None:
     assert version_line(version) == line
 
 
-@pytest.mark.parametrize("backend", ["cpu", "cuda", "cuda-13.4", "CUDA-12", "sycl-fp16", "openvino-2026.4", "rocm-10.0"])
+@pytest.mark.parametrize("backend", ["cpu", "cuda", "cuda-13.4", "CUDA-12", "sycl-fp16", "openvino-2026.4",
+                                     "rocm-10.0"])
 def test_a_kind_of_machine_or_a_build_of_one_is_a_backend(backend: str) -> None:
     assert check_backend(backend) == backend
 

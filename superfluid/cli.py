@@ -11,8 +11,9 @@ import gc
 import os
 import sys
 from collections.abc import Sequence
+from importlib import import_module
 
-from superfluid import answer_cache
+from superfluid import answer_cache, verbosity
 from superfluid.exits import EXIT_CODES, exit_code  # the one table of exit codes (SPEC §6.1)
 from superfluid.parser import (
     Exit,
@@ -180,6 +181,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write(overview(parser(args_in)))
             return 2
         args, extra, top = _parsed(args_in)
+        if verbosity.verbose():  # the installer's log, loaded only when asked (superfluid.step_log)
+            import_module("superfluid.step_log").log_each_step()
         if extra:  # named at the command that refused them, not at the top
             raise UsageError(f"unrecognized arguments: {' '.join(extra)}")
         if args.help and not args.command:

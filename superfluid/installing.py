@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from superfluid.install_report import event_lines, outcome_lines, plan_lines, say, timing_lines
 from superfluid.installer.cache.download import progress_for
 from superfluid.installer.errors import DownloadError, OfflineMissing
-from superfluid.installer.events import Event
+from superfluid.installer.events import Event, Unchecked, Warned
 from superfluid.installer.home.installs import check_runtime_id, list_installs, runtime_root
 from superfluid.installer.home.restore import mirror_of
 from superfluid.installer.install import Outcome, Reporter, install
@@ -25,6 +25,7 @@ from superfluid.runtime.kernel.ordering import check_backend
 from superfluid.runtime.kernel.output import print_json
 from superfluid.runtime.planning import ForRelease, Plan, Request
 from superfluid.source_hints import shown
+from superfluid.verbosity import quiet
 
 __all__ = ["request_of", "check_id", "count", "installed_with", "show", "home_holds", "recorded_mirror",
            "recorded_hint"]
@@ -60,9 +61,10 @@ def installed_with(request: Request, settings: Settings, *, json_mode: bool, dry
     with ``--json``), a progress bar as ``settings.progress`` says, and ``--timings`` on ``phases``."""
 
     def tell(event: Event) -> None:
-        if not json_mode:
-            for line in event_lines(event):
-                say(line)
+        if json_mode or (quiet() and not isinstance(event, (Warned, Unchecked))):
+            return  # -q: the warnings of an install, not its notes
+        for line in event_lines(event):
+            say(line)
 
     progress = progress_for(sys.stderr, mode=settings.progress)
     try:

@@ -10,6 +10,7 @@ from superfluid.installer.settings import MANIFEST_ROOT_VARIABLE, MIRROR_FLAG, M
 from superfluid.installer.sources.github import token_from
 from superfluid.installer.sources.oci.auth import auth_files
 from superfluid.runtime.kernel.layout import home
+from superfluid.verbosity import quiet
 
 __all__ = ["settings_of"]
 
@@ -19,7 +20,7 @@ def settings_of(environ: Mapping[str, str], *, mirror: str | None = None, offlin
     """The settings of a command line: ``mirror`` (``--mirror``, else ``SUPERFLUID_MIRROR``; empty is
     unset), ``offline`` (``--offline``), ``plain_http`` (``--plain-http``, or
     ``SUPERFLUID_OCI_PLAIN_HTTP``) and ``json_mode`` (``--json``: no progress bar, nor with ``CI``
-    set), with every variable the installer reads: ``SUPERFLUID_HOME``, ``SUPERFLUID_GITHUB_API``,
+    set or ``-q``), with every variable the installer reads: ``SUPERFLUID_HOME``, ``SUPERFLUID_GITHUB_API``,
     ``GH_TOKEN``/``GITHUB_TOKEN``, ``REGISTRY_AUTH_FILE``/``DOCKER_CONFIG``/``HOME``, ``CI``,
     ``SUPERFLUID_MANIFEST_ROOT``. ``environ`` is kept, read-only, for the host-facts
     reader and a staged worker's environment."""
@@ -36,7 +37,7 @@ def settings_of(environ: Mapping[str, str], *, mirror: str | None = None, offlin
         auth_files=tuple(str(p) for p in auth_files(named=named, docker_config=environ.get("DOCKER_CONFIG") or "",
                                                     user_home=environ.get("HOME") or "")),
         auth_file_named=bool(named),
-        progress="off" if json_mode or environ.get("CI") else "terminal",
+        progress="off" if json_mode or environ.get("CI") or quiet() else "terminal",
         trust_root=environ.get(MANIFEST_ROOT_VARIABLE, "").strip() or None,
         host_environ=MappingProxyType(dict(environ)),
     )

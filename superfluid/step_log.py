@@ -1,0 +1,21 @@
+"""``-v``: the installer's own log on stderr (docs/cli.md, "Quiet and verbose").
+
+Each request, redirect, retry, resume and cache decision the installer logs (``logging``, under the
+``superfluid`` logger) goes to stderr as ``superfluid: <line>``. The face loads this module only when a
+line asks ``-v`` (``logging`` costs a plain start about 10 ms).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+__all__ = ["log_each_step"]
+
+
+def log_each_step() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("superfluid: %(message)s"))
+    logger = logging.getLogger("superfluid")
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)

@@ -58,14 +58,47 @@ def fix_calls() -> Iterator[tuple[str, list[str]]]:
                 yield f"{path.relative_to(ROOT)}:{node.lineno}", words
 
 
+#: where a backticked command is a help page's words (what a command is, how a completion script was made), not a
+#: hint
+_HELP_WORDS = re.compile(r"help|usage|completion|_page|^_(BASH|ZSH|FISH)$", re.IGNORECASE)
+
+
+class _Prose(ast.NodeVisitor):
+    """Strings holding a backticked command, outside docstrings and help pages (a function, constant or
+    keyword named for help, usage or completion)."""
+
+    def __init__(self, docs: set[int]) -> None:
+        self.docs = docs
+        self.context: list[str] = []
+        self.found: list[tuple[int, str]] = []
+
+    def _within(self, name: str, node: ast.AST) -> None:
+        self.context.append(name)
+        self.generic_visit(node)
+        self.context.pop()
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self._within(node.name, node)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self._within(" ".join(t.id for t in node.targets if isinstance(t, ast.Name)), node)
+
+    def visit_keyword(self, node: ast.keyword) -> None:
+        self._within(node.arg or "", node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, str) and id(node) not in self.docs and _PROSE_COMMAND.search(node.value) \
+                and not any(_HELP_WORDS.search(c) for c in self.context):
+            self.found.append((node.lineno, node.value.strip()[:100]))
+
+
 def prose_commands() -> Iterator[str]:
-    """``where: text`` of each string of the code (not a docstring) holding a backticked command."""
+    """``where: text`` of each string of the code (not a docstring, not a help page) holding a
+    backticked command."""
     for path, tree in _files():
-        docs = _docstrings(tree)
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs \
-                    and _PROSE_COMMAND.search(node.value):
-                yield f"{path.relative_to(ROOT)}:{node.lineno}: {node.value.strip()[:100]}"
+        visitor = _Prose(_docstrings(tree))
+        visitor.visit(tree)
+        yield from (f"{path.relative_to(ROOT)}:{line}: {text}" for line, text in visitor.found)
 
 
 def _option_spellings() -> set[str]:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from superfluid.runtime.contract import report_fixes
 from superfluid.runtime.kernel.errors import ModelLoadFailed, NotServable, UsageError, guarded
 from superfluid.runtime.kernel.layout import worker_command
 from superfluid.runtime.kernel.lookup import Lookup, read
@@ -109,7 +110,7 @@ def check_handlers(check: Check) -> dict[str, Handler]:
     def version(argv: list[str]) -> int:
         report, _ = check(argv, read(os.environ))
         if report.get("available") is not True:
-            raise NotServable(str(report.get("available")))
+            raise NotServable(str(report.get("available")), fix=report_fixes(report))  # its fixes, as values
         sys.stdout.write(f"{report['runtime']['version']}\n")
         return 0
 

@@ -105,4 +105,4 @@ def abi_verdict(version: str | None, abi: int | None, *, drives: int = ABI_VERSI
 def anyway(version: str) -> Fix:
     """The fix of a version this superfluid does not drive: the command that installs it all the same."""
     return Fix.superfluid("runtime", "install", "basert", "--version", version, "--untested",
-                          does=f"installs {version} anyway (untested)")
+                          does=f"installs {version} anyway")

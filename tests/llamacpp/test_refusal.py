@@ -45,8 +45,8 @@ def test_a_library_that_is_not_libllama_is_refused(tmp_path: Path) -> None:
     assert code == 1
     assert report["available"] == (
         f"{lib} is a llama.cpp this adapter cannot drive: it has no llama_backend_init "
-        f"(nor {len(bindings.REQUIRED) - 1} other functions it calls): install a build the adapter lists as "
-        "tested: `superfluid runtime install llamacpp`")
+        f"(nor {len(bindings.REQUIRED) - 1} other functions it calls)")
+    assert report["fixes"][0]["does"] == "installs a build this adapter lists as tested"  # a value
     assert report["runtime"]["version"] is None
 
 
@@ -73,8 +73,8 @@ def test_a_library_lacking_one_function_is_refused_naming_it(tmp_path: Path) -> 
     lib = stub_library(tmp_path, *L.default_image(L.LAYOUTS[1]), omit=("ggml_row_size",))
     code, report, _ = check(lib)
     assert code == 1
-    assert str(report["available"]).startswith(f"{lib} is a llama.cpp this adapter cannot drive: it has no "
-                                               "ggml_row_size:")
+    assert str(report["available"]) == f"{lib} is a llama.cpp this adapter cannot drive: it has no ggml_row_size"
+    assert [f["argv"] for f in report["fixes"]] == [["superfluid", "runtime", "install", "llamacpp"]]
 
 
 def test_an_unknown_layout_is_refused_naming_field_found_and_expected(tmp_path: Path) -> None:

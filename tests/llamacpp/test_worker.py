@@ -110,7 +110,7 @@ def test_nothing_found_is_unavailable_with_the_places_looked(tmp_path: Path) -> 
     why = json.loads(done.stdout)["available"]
     assert why.startswith("llama.cpp not found (looked for libllama.so in ")
     assert str(tmp_path / "runtimes" / "llamacpp" / "current" / "lib") in why
-    assert "superfluid runtime install llamacpp" in why
+    assert json.loads(done.stdout)["fixes"][0]["argv"] == ["superfluid", "runtime", "install", "llamacpp"]
 
 
 def _install(home: Path, lib_dir: Path, version: str) -> Path:

@@ -138,4 +138,5 @@ def test_version_agrees_with_check(home: Path, tmp_path: Path, request: pytest.F
         if installed:
             assert (done.code, done.stdout) == (0, f"{checked['runtime']['version']}\n"), rid
         else:
-            assert (done.code, done.stderr) == (1, f"{worker_command(rid)}: {checked['available']}\n"), rid
+            assert done.code == 1 and done.stderr.startswith(f"{worker_command(rid)}: {checked['available']}"), rid
+            assert all(f"`{' '.join(f['argv'])}`" in done.stderr for f in checked.get("fixes", ())), rid

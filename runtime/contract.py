@@ -77,11 +77,6 @@ def carried(fixes: Sequence[Fix]) -> list[dict[str, Any]]:
     return [{**f.as_json(), "site": f.site} for f in fixes]
 
 
-#: a carried fix rebuilt with the site that built it: not a site of its own (scripts/fix-report counts
-#: the calls that build one by the name ``Fix``)
-_rebuilt = Fix
-
-
 def report_fixes(report: Any) -> tuple[Fix, ...]:
     """The fixes a check ``report`` or a versions row carries (``carried``), as values with the site that built each;
     none from a report that carries none or not in that shape."""
@@ -91,7 +86,7 @@ def report_fixes(report: Any) -> tuple[Fix, ...]:
         argv, does = (f.get("argv"), f.get("does")) if isinstance(f, Mapping) else (None, None)
         if isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv) and isinstance(does, str):
             site = f.get("site")
-            out.append(_rebuilt(tuple(argv), does, site if isinstance(site, str) else ""))
+            out.append(Fix.carried(argv, does, site if isinstance(site, str) else ""))
     return tuple(out)
 
 

@@ -60,6 +60,12 @@ class Fix:
         """``superfluid WORDS...``, which ``does``."""
         return cls(("superfluid", *words), does, _site())
 
+    @classmethod
+    def carried(cls, argv: Sequence[str], does: str, site: str) -> Fix:
+        """A fix another process built (a worker's report), rebuilt with the site that built it there:
+        not a site of its own (``?`` when the report named none)."""
+        return cls(tuple(argv), does, site or "?")
+
     @property
     def command(self) -> str:
         """The command as a shell runs it: each word quoted where it needs to be."""

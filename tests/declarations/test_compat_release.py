@@ -77,7 +77,7 @@ def test_release_garbage_refused(home: Path, tmp_path: Path, content: bytes, fra
 
 def test_release_missing_file(home: Path, tmp_path: Path) -> None:
     done = sf(base_env(home), "compat", "--release", str(tmp_path / "nope.json"))
-    assert done.code == 1 and "cannot be read" in done.stderr
+    assert done.code == 2 and f"--release {tmp_path / 'nope.json'}: no such file or directory" in done.stderr
 
 
 @pytest.fixture

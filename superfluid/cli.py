@@ -203,13 +203,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(module.run(args))
     except Exit as e:  # argparse finished the command line itself (--help printed)
         return e.status
-    except OSError as e:  # a backstop: a filesystem fault below that no typed error named
-        return _fail(_os_fault(e), 1, args, as_json)
-    except SuperfluidError as e:
-        return _fail(e, exit_code(e), args, as_json)
-    except KeyboardInterrupt as e:
-        return _fail(e, 130, args, as_json)
     except BrokenPipeError:
         return 1
+    except OSError as e:  # a backstop: a filesystem fault below that no typed error named
+        return _fail(_os_fault(e), exit_code(e), args, as_json)
+    except (SuperfluidError, KeyboardInterrupt) as e:
+        return _fail(e, exit_code(e), args, as_json)
     finally:
         _resume_gc(collecting, exiting=argv is None)

@@ -12,6 +12,7 @@ from typing import Any
 
 from superfluid import __version__
 from superfluid.runtime import registry
+from superfluid.runtime.kernel.fixes import ENV_LOG
 from superfluid.runtime.kernel.home_cache import changed_at, dependency, read_object, unchanged, write
 from superfluid.runtime.kernel.layout import cache_file, home, linked_between
 
@@ -40,13 +41,15 @@ def _path(environ: Mapping[str, str]) -> str:
 
 def _inputs(argv: Sequence[str], environ: Mapping[str, str], names: Sequence[str]) -> str:
     """A digest of what the output is a function of besides the files: command line, version,
-    interpreter, working directory, ``SUPERFLUID_*`` and the variables ``names`` (one digest: no
-    value is written to disk)."""
+    interpreter, working directory, ``SUPERFLUID_*`` (but the file the suite's hint report is written
+    to, ``fixes.ENV_LOG``: it changes no answer) and the variables ``names`` (one digest: no value is
+    written to disk)."""
     try:
         cwd = os.getcwd()
     except OSError:
         cwd = None
-    env = sorted((k, v) for k, v in environ.items() if k.startswith("SUPERFLUID_") or k in names)
+    env = sorted((k, v) for k, v in environ.items()
+                 if (k.startswith("SUPERFLUID_") and k != ENV_LOG) or k in names)
     facts = [_FORMAT, __version__, list(argv), sys.executable, sys.argv[0] if sys.argv else "", cwd, env]
     return hashlib.sha256(json.dumps(facts).encode()).hexdigest()
 

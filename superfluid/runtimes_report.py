@@ -19,6 +19,7 @@ __all__ = ["FIXES", "public", "declared", "reads_cell", "device_cell", "facts_li
            "CAPABILITY_LINES"]
 
 #: the key of a ``runtimes`` row that holds its fixes as values (``Fix``), for the text; never printed as JSON
+#: (nor any other key that starts with ``_``)
 FIXES = "_fixes"
 
 #: the lines under "<id> serves it": what is said, and where in the static capability record
@@ -35,8 +36,9 @@ CAPABILITY_LINES = (
 
 
 def public(row: Mapping[str, Any]) -> dict[str, Any]:
-    """``row`` as ``--json`` prints it: without ``FIXES`` (its ``fix`` and ``fixes`` say them)."""
-    return {k: v for k, v in row.items() if k != FIXES}
+    """``row`` as ``--json`` prints it: without ``FIXES`` (its ``fix`` and ``fixes`` say them) or another
+    key of the text's (``_``...)."""
+    return {k: v for k, v in row.items() if not k.startswith("_")}
 
 
 def _library_tokenizer(name: str, worker: Mapping[str, Any] | None) -> str | None:

@@ -22,6 +22,7 @@ from superfluid.installer.home.installs import (
 from superfluid.parser import COMMON_EXITS, Help, Parser, add_json
 from superfluid.paths import model_path
 from superfluid.runtime import registry
+from superfluid.runtime.contract import report_fixes
 from superfluid.runtime.hostfacts.host import PROBED
 from superfluid.runtime.hostfacts.locate import beside
 from superfluid.runtime.kernel import fixes
@@ -66,6 +67,8 @@ READS_HOME = True
 #: variables an answer depends on besides ``SUPERFLUID_*`` and each runtime's ``catalog.env_keys``:
 #: where the home is when SUPERFLUID_HOME is unset, and what the interpreter imports
 _ANSWER_VARS = ("HOME", "PYTHONPATH", "PYTHONHOME")
+#: a row's key (for the text alone) that says its reason ends in advice: its fixes follow as "; or"
+_ADVISED = "_advised"
 #: how deep the home's runtimes folder is recorded: runtimes/<id>/<install>/<folder>/<file>
 _HOME_DEPTH = 4
 
@@ -101,7 +104,8 @@ def _current(runtime_id: str, environ: Mapping[str, str]) -> tuple[str | None, V
 def _said(verdict: Verdict) -> dict[str, Any]:
     """What a row says of an install that is not ready: ``ready`` (why) and what fixes it."""
     words = verdict.words() if verdict.install != CURRENT else verdict.why or ""
-    return {"ready": words, "advice": verdict.advice, **fixes.as_json(verdict.fixes), FIXES: verdict.fixes}
+    return {"ready": words, "advice": verdict.advice, "fix": None, "fixes": None, **fixes.as_json(verdict.fixes),
+            FIXES: verdict.fixes, _ADVISED: False}
 
 
 def _homeless(environ: Mapping[str, str]) -> str | None:
@@ -185,6 +189,8 @@ def row(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
         ready = report.get("available", "the worker's check said nothing about availability")
         judged = verdict if verdict is not None and not report.get("named") else None  # BASERT_LIB: not the home's
         out["ready"] = ready
+        if ready is not True and (carried := report_fixes(report)):  # the check's commands, as values
+            out.update(fixes.as_json(carried), **{FIXES: carried, _ADVISED: ready != report.get("refused")})
         if judged is not None and not judged.ready and (judged.refused or ready is not True):
             # what it serves from is not ready as `runtime list` says, whatever its check
             out.update(_said(judged))
@@ -213,8 +219,9 @@ def row(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
         if "requires" in report:
             out["requires"] = report["requires"]
     out["state"] = out.get("state", "missing")
-    if out.get("advice") is None:
-        out.pop("advice", None)
+    for key in ("advice", "fix", "fixes"):  # present only when something is said
+        if out.get(key) is None:
+            out.pop(key, None)
     if current:
         out["install"] = current
         if (lock := _locked_by(runtime_id, current, environ)) is not None:
@@ -269,7 +276,8 @@ def _reason(r: dict[str, Any]) -> str:
     """``<id>: <why it is not ready>[: <advice>; or <fixes>]``: a row's line below the table."""
     found = r.get(FIXES) or ()
     tail = "; or ".join(t for t in (r.get("advice"), fixes.render(found) if found else "") if t)
-    return f"{r['id']}: {r['ready']}" + (f": {tail}" if tail else "") + "\n"
+    joined = "; or " if r.get(_ADVISED) else ": "  # its reason holds its advice (a check's refusal)
+    return f"{r['id']}: {r['ready']}" + (f"{joined}{tail}" if tail else "") + "\n"
 
 
 def _human(found: list[dict[str, Any]], environ: Mapping[str, str]) -> str:
@@ -404,7 +412,7 @@ def depends_on(environ: Mapping[str, str]) -> list[str]:
             paths += _entries(searched, 1)
     keys = {k for runtime_id in registry.IDS for k in env_keys(runtime_id)}
     for key, value in environ.items():  # the home itself is not: its runtimes are, its cache is not
-        if (key in keys or key.startswith("SUPERFLUID_")) and key != "SUPERFLUID_HOME":
+        if (key in keys or key.startswith("SUPERFLUID_")) and key not in ("SUPERFLUID_HOME", fixes.ENV_LOG):
             paths += [p for p in value.split(os.pathsep) if os.path.isabs(p)]
     paths += [*PROBED, sys.executable]
     files = [getattr(m, "__file__", None) for name, m in list(sys.modules.items())

@@ -16,6 +16,7 @@ from superfluid.installer.home.installs import Verdict, current_install, host_pl
 from superfluid.installer.mutex import MutexBusy, MutexError, install_mutex
 from superfluid.parser import COMMON_EXITS, Help, Once, OnceSwitch, Pair, Parser, exits
 from superfluid.runtime import registry
+from superfluid.runtime.contract import report_fixes
 from superfluid.runtime.kernel import formats
 from superfluid.runtime.kernel.errors import NotServable, SuperfluidError, UsageError, WorkerFailed
 from superfluid.runtime.kernel.fixes import Fix
@@ -190,8 +191,11 @@ def _readiness(runtime_id: str, line: ServeCommand, environ: Mapping[str, str]) 
     except WorkerFailed as e:
         raise NotServable(f"the {runtime_id} runtime cannot run here: {e}") from e
     available = report.get("available") if isinstance(report, dict) else None
-    if available is not True:
-        raise NotServable(str(available or f"the {runtime_id} check said nothing about availability"))
+    if available is not True:  # its words and advice; its commands as the values it carries
+        said = str(available or f"the {runtime_id} check said nothing about availability")
+        refused = report.get("refused") if isinstance(report, dict) else None
+        advice = said[len(refused) + 2:] if isinstance(refused, str) and said.startswith(f"{refused}: ") else None
+        raise NotServable(refused if advice else said, fix=report_fixes(report), advice=advice)
     return Ready(runtime_id, ref.path, report, values, install)
 
 

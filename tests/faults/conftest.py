@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 from tests import cli
 from tests import conftest as shared
 from tests.cli import Run
+from tests.copied_home import copy_home
 
 #: seconds any one command of these tests may take (installs from a local mirror take ~0.5 s)
 TIMEOUT = 20.0
@@ -81,5 +81,5 @@ def template(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Path
 def installed_home(tmp_path: Path, template: Path, mirror_dir: Path) -> Home:
     """A copy of the home with basert 0.3.1-cpu and 0.4.0-cpu installed (current: 0.4.0-cpu)."""
     path = tmp_path / "home"
-    shutil.copytree(template, path, symlinks=True)
+    copy_home(template, path)  # as runtime verify leaves a copy: its installs ready, not changed
     return Home(path, cli.environment(path), mirror_dir)

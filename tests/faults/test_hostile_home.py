@@ -75,7 +75,7 @@ RECEIPTS = [
     pytest.param(_write(b"[]"), "not a JSON object", id="array"),
     pytest.param(_write(b'{"schema": "superfluid-runtime/1", "id": "basert", "install": "0.3.1-cpu", '
                         b'"version": "0.3.1", "backend": "cpu", "worker": "bin/superfluid-worker-basert", '
-                        b'"tested": true}'), "describes basert 0.3.1-cpu", id="another-install"),
+                        b'"tested": true}'), "describes the install '0.3.1-cpu'", id="another-install"),
 ]
 
 
@@ -88,7 +88,7 @@ def test_a_broken_current_receipt_is_shown_then_repaired_in_place(installed_home
 
     row = next(r for r in installed_home.sf("runtimes", "--json").json() if r["id"] == "basert")
     assert row["state"] == "broken" and row["install"] == "0.4.0-cpu"
-    assert reason in row["ready"] and "superfluid runtime repair basert" in row["ready"]
+    assert reason in row["ready"] and row["fix"] == "superfluid runtime repair basert 0.4.0-cpu", row
     assert row["requires"] == {"header": "0.4.0", "abi": 1}
 
     run = installed_home.sf("runtime", "use", "basert", "0.4.0-cpu")

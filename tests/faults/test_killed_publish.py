@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests import cli
+from tests.copied_home import copy_home
 from tests.faults.conftest import Home
 
 pytestmark = pytest.mark.skipif(shutil.which("strace") is None, reason="strace (scripts/system-tools) is needed")
@@ -52,7 +53,7 @@ def test_an_install_killed_at_each_step_of_its_publish_is_finished_by_the_next_c
     killed = 0
     for n in range(1, MOST + 1):
         shutil.rmtree(installed_home.path)
-        shutil.copytree(template, installed_home.path, symlinks=True)
+        copy_home(template, installed_home.path)
         if not _killed_at(installed_home, syscalls, n, *install):
             break
         killed += 1
@@ -84,7 +85,7 @@ def test_a_repair_killed_at_each_removal_leaves_nothing_behind_after_the_next_co
     killed = 0
     for n in range(1, MOST + 1):
         shutil.rmtree(installed_home.path)
-        shutil.copytree(template, installed_home.path, symlinks=True)
+        copy_home(template, installed_home.path)
         if not _killed_at(installed_home, "unlink,unlinkat,rmdir", n, *repair):
             break
         killed += 1

@@ -222,8 +222,9 @@ def test_mlx_off_apple_silicon_exits_4(home: Path, tmp_path: Path) -> None:
 def test_an_install_that_is_not_there_exits_4(home: Path, tiny: Path) -> None:
     done = serve(cli.environment(home), "--model", tiny, "--runtime", "basert@0.3.0-cpu")
     assert done.code == 4, done.stderr
-    assert done.stderr == ("superfluid: basert@0.3.0-cpu is not installed (installs of basert here: none): install it "
-                           "with `superfluid runtime install basert --version 0.3.0`, or name an install that exists\n")
+    assert done.stderr == ("superfluid: basert@0.3.0-cpu is not installed (installs of basert here: none): `superfluid "
+                           "runtime install basert --version 0.3.0 --backend cpu` installs 0.3.0-cpu; or `superfluid "
+                           "runtime list basert` lists its installs\n")
 
 
 @pytest.mark.parametrize(("content", "says"), [

@@ -121,8 +121,8 @@ def verdict(row: Mapping[str, Any], model: str, environ: Mapping[str, str]) -> t
         return gate, None
     if row.get("ready") is not True:
         state = row.get("state")
-        said = "" if state in ("not installed", "missing") else f" {state},"  # an install's verdict: its word
-        return f"not read: the {row['id']} runtime is{said} not ready (see ready)", None
+        word = "" if state in ("not installed", "missing") else f" {state},"  # an install's verdict: its word
+        return f"not read: the {row['id']} runtime is{word} not ready (see ready)", None
     try:  # the worker runs in our directory, but a check answer is kept by its command line alone
         report, _, _ = catalog.answer(row["id"], ["check", "--model", os.path.abspath(model)], environ)
     except WorkerFailed as e:

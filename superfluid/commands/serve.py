@@ -195,7 +195,8 @@ def _readiness(runtime_id: str, line: ServeCommand, environ: Mapping[str, str]) 
         said = str(available or f"the {runtime_id} check said nothing about availability")
         refused = report.get("refused") if isinstance(report, dict) else None
         advice = said[len(refused) + 2:] if isinstance(refused, str) and said.startswith(f"{refused}: ") else None
-        raise NotServable(refused if advice else said, fix=report_fixes(report), advice=advice)
+        raise NotServable(refused if isinstance(refused, str) and advice else said, fix=report_fixes(report),
+                          advice=advice)
     return Ready(runtime_id, ref.path, report, values, install)
 
 

@@ -68,11 +68,11 @@ def _use(args: argparse.Namespace, home: str) -> int:
     if not args.install:
         raise UsageError(f"runtime use {args.id} needs an install or --auto",
                          fix=Fix.superfluid("runtime", "list", args.id, does="lists its installs"))
-    state = _judge(args.id, check_install_name(args.install), home)
+    judged = _judge(args.id, check_install_name(args.install), home)
     chosen = pin(home, args.id, args.install, on_wait=_waiting(args.id))
     auto = Fix.superfluid("runtime", "use", args.id, "--auto", does="unpins it")
-    return _used(args, chosen, chosen, state, f"superfluid: {args.id} serves from {chosen} ({state}) by default, "
-                                              f"pinned: {fixes.render([auto])}")
+    return _used(args, chosen, chosen, judged, f"superfluid: {args.id} serves from {chosen} ({judged}) by default, "
+                                               f"pinned: {fixes.render([auto])}")
 
 
 def _verdict(runtime_id: str, install: str, home: str) -> Verdict:

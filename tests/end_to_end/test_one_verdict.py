@@ -236,3 +236,13 @@ def test_not_for_this_host(both: Home) -> None:
     assert row["state"] == "not for this host" and row["fix"] is None and row["advice"], row
     rows = cli.run("superfluid", "runtimes", "--json", env=env).json()
     assert next(r for r in rows if r["id"] == "basert")["state"] == "not for this host"
+
+
+def test_a_receipt_that_does_not_read_is_broken_and_its_repair_puts_it_back(both: Home, server: ReleaseServer) -> None:
+    (both.basert / "0.4.0-cpu" / "runtime.json").write_text("{")
+    run = both.superfluid("runtime", "list", "basert")
+    assert "basert 0.4.0-cpu is broken: " in run.stdout and "is not valid JSON" in run.stdout
+    env = {**both.env, "SUPERFLUID_MIRROR": server.mirror_url}  # the receipt that named its mirror is gone
+    cli.paste(run.fix("repair"), run, env=env)
+    listed = _json(both, "runtime", "list", "basert")
+    assert next(i for i in listed["installs"] if i["install"] == "0.4.0-cpu")["state"] == "ready"

@@ -246,3 +246,22 @@ def test_a_receipt_that_does_not_read_is_broken_and_its_repair_puts_it_back(both
     cli.paste(run.fix("repair"), run, env=env)
     listed = _json(both, "runtime", "list", "basert")
     assert next(i for i in listed["installs"] if i["install"] == "0.4.0-cpu")["state"] == "ready"
+
+
+def _nested(text: str) -> bool:
+    depth = 0
+    for c in text:
+        depth += (c == "(") - (c == ")")
+        if depth > 1:
+            return True
+    return False
+
+
+def test_item_33_gc_says_each_word_without_parentheses_in_parentheses(both: Home) -> None:
+    for keep in ("9", "0"):
+        run = both.superfluid("runtime", "gc", "basert", "--keep", keep, "--dry-run")
+        assert run.code == 0 and not any(_nested(line) for line in run.stdout.splitlines()), run.stdout
+    run = both.superfluid("runtime", "gc", "basert", "--keep", "9", "--dry-run")
+    assert run.stdout == ("superfluid: basert: nothing to collect; kept 0.4.0-cpu (ready: one of the newest 9, "
+                          "current), 0.5.0-cpu (untested: one of the newest 9, counted after the installs this "
+                          "superfluid drives)\n")

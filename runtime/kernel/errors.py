@@ -36,7 +36,7 @@ class SuperfluidError(Exception):
 
     ``fix``: the commands that fix it (``Fix`` values, in order; never prose); ``advice``: a next
     step that is not a command ("check the network connection"), prose that names no command.
-    Exit code: the face's table (``superfluid.exits``).
+    Exit code: the one table, ``superfluid.exits``.
     """
 
     #: what a ``--json`` failure prints around the error document: the report the command made
@@ -46,8 +46,6 @@ class SuperfluidError(Exception):
     def __init__(self, message: str, *, fix: FixLike = None, advice: str | None = None) -> None:
         super().__init__(message)
         self.message = message
-        if isinstance(fix, str):  # TRANSITION: prose still given as fix= (issue 42 converts every site)
-            fix, advice = None, "; ".join(t for t in (advice, fix) if t)
         self.fixes: tuple[Fix, ...] = fixes_of(fix)
         self.advice = advice
 

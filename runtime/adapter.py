@@ -14,7 +14,7 @@ from functools import cached_property
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from superfluid.runtime.kernel.errors import BadFile
+from superfluid.runtime.kernel.errors import BadFile, SuperfluidError
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
 from superfluid.runtime.kernel.lookup import Lookup
 from superfluid.runtime.kernel.schema import validate_once
@@ -153,10 +153,10 @@ class Adapter(ABC):
         answer: tuple[dict[str, Any], int] = import_module(f"{self.package}.check").check_argv(argv, lookup)
         return answer
 
-    def nothing_to_load(self, lookup: Lookup, worker: str) -> str | None:
+    def nothing_to_load(self, lookup: Lookup, worker: str) -> SuperfluidError | None:
         """Why a plain ``check`` by ``worker`` would find nothing here to load (no library, no
         environment, another platform), from file lookups alone in the environment ``lookup`` (the one
-        the worker would get): the reason it would report.
+        the worker would get): the refusal it would report, its fixes as values.
 
         None when there is something, which only ``check`` (in the worker) can judge. The default
         knows of nothing to look up, so the check is always asked.

@@ -18,7 +18,8 @@ from superfluid import __version__
 from superfluid import runtime as _runtime_pkg
 from superfluid.runtime import registry
 from superfluid.runtime.hostfacts.host import detect
-from superfluid.runtime.kernel.errors import BadFile, WorkerFailed
+from superfluid.runtime.kernel.errors import BadFile, SuperfluidError, WorkerFailed
+from superfluid.runtime.kernel.fixes import ENV_LOG
 from superfluid.runtime.kernel.home_cache import dependency, read_object, unchanged, write
 from superfluid.runtime.kernel.layout import (
     cache_file,
@@ -105,6 +106,12 @@ def locate(runtime_id: str, environ: Mapping[str, str], *, serving: bool = False
     return None
 
 
+def _steering(environ: Mapping[str, str], keys: Sequence[str]) -> list[tuple[str, str]]:
+    """The variables a kept answer is keyed by: ``SUPERFLUID_*`` (not the file the suite's hint report is
+    written to, new for every run) and ``keys``."""
+    return sorted((k, v) for k, v in environ.items() if (k.startswith("SUPERFLUID_") and k != ENV_LOG) or k in keys)
+
+
 def env_keys(runtime_id: str) -> tuple[str, ...]:
     """The variables (besides ``SUPERFLUID_*``) a worker's answer for ``runtime_id`` may depend on."""
     return (*ENV_KEYS, *registry.get(runtime_id).environment)
@@ -118,7 +125,7 @@ def _key(ref: WorkerRef, argv: Sequence[str], runtime_id: str, environ: Mapping[
     except OSError:
         target = None
     keys = env_keys(runtime_id)
-    env = sorted((k, v) for k, v in environ.items() if k.startswith("SUPERFLUID_") or k in keys)
+    env = _steering(environ, keys)
     recipe = os.path.join(os.path.dirname(_runtime_pkg.__file__ or ""), runtime_id, "recipe.json")
     facts = [_CACHE_VERSION, __version__, dependency(recipe), ref.path, dependency(ref.path), list(argv), env, target,
              dependency(install_receipt(current)), dependency(root)]
@@ -147,7 +154,7 @@ def _trimmed(entries: dict[str, Any]) -> dict[str, Any]:
 def _failure_key(ref: WorkerRef, runtime_id: str, environ: Mapping[str, str]) -> str:
     """One worker file (as it is now) in one environment: what a remembered failure is of."""
     keys = env_keys(runtime_id)
-    env = sorted((k, v) for k, v in environ.items() if k.startswith("SUPERFLUID_") or k in keys)
+    env = _steering(environ, keys)
     facts = ["failed", _CACHE_VERSION, ref.path, dependency(ref.path), env]
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
 
@@ -278,7 +285,7 @@ def answer(runtime_id: str, argv: Sequence[str], environ: Mapping[str, str], *,
     return got, code, ref
 
 
-def nothing_to_load(runtime_id: str, ref: WorkerRef | None, environ: Mapping[str, str]) -> str | None:
+def nothing_to_load(runtime_id: str, ref: WorkerRef | None, environ: Mapping[str, str]) -> SuperfluidError | None:
     """Why ``ref``'s plain ``check`` would find nothing here to load, decided in process from the
     lookups it would make, so that no worker starts for a runtime that is not installed.
 

@@ -84,13 +84,13 @@ class LlamacppAdapter(Adapter):
         backend order (``planner.plan``)."""
         return plan(request, self.recipe, host, listing, builds=tested_of(self.recipe, compat_part))
 
-    def nothing_to_load(self, lookup: Lookup, worker: str) -> str | None:
+    def nothing_to_load(self, lookup: Lookup, worker: str) -> LibraryNotFound | None:
         """Why ``worker``'s plain ``check`` would find no libllama: the search it would make, made
         here without loading anything (None: there is one, and only the worker may load it)."""
         try:
             locate(None, lookup, executable=worker)
         except LibraryNotFound as e:
-            return e.text(fixes=())  # as its worker's report says it (``contract.refuse``): its fixes are values
+            return e  # as its worker's report says it (``contract.refuse``), its fixes values
         return None
 
 

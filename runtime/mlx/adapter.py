@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.adapter import Adapter
 from superfluid.runtime.contract import capabilities
+from superfluid.runtime.kernel.errors import SuperfluidError
 from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.lookup import Lookup
 from superfluid.runtime.kernel.options import Option, options_json
@@ -128,11 +129,11 @@ class MlxAdapter(Adapter):
                                                    "--mlx-venv on serve",
                              fix=Fix.superfluid("runtime", "versions", "mlx", does="lists the tested versions"))
 
-    def nothing_to_load(self, lookup: Lookup, worker: str) -> str | None:
+    def nothing_to_load(self, lookup: Lookup, worker: str) -> SuperfluidError | None:
         """Why ``worker``'s plain ``check`` would find no MLX to probe here: another platform, or no
         MLX environment where it would look (None: there is one, and only the worker probes it)."""
         venv, why = environment({}, lookup, self.recipe["platforms"], worker)
-        return why if venv is None else None
+        return SuperfluidError(why) if venv is None else None
 
 
 ADAPTER = MlxAdapter()

@@ -22,7 +22,7 @@ from superfluid.installer.home.installs import (
 from superfluid.parser import COMMON_EXITS, Help, Parser, add_json
 from superfluid.paths import model_path
 from superfluid.runtime import registry
-from superfluid.runtime.contract import report_fixes
+from superfluid.runtime.contract import refuse, report_fixes
 from superfluid.runtime.hostfacts.host import PROBED
 from superfluid.runtime.hostfacts.locate import beside
 from superfluid.runtime.kernel import fixes
@@ -170,7 +170,8 @@ def row(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
         out["worker"] = ref.to_json() if ref else {"path": "linked", "source": "linked"}
         out.update(_requires(runtime_id, environ))
     elif (nothing := catalog.nothing_to_load(runtime_id, ref, environ)) is not None:
-        report = {"available": nothing}  # its check's own words, and no worker started
+        report = {}
+        refuse(report, nothing)  # its check's own words and fixes, and no worker started
     else:
         try:
             report, _, ref = catalog.answer(runtime_id, ["check"], environ)

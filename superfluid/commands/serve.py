@@ -185,7 +185,8 @@ def _readiness(runtime_id: str, line: ServeCommand, environ: Mapping[str, str]) 
     if "lib" not in values and install is None:
         nothing = catalog.nothing_to_load(runtime_id, catalog.locate(runtime_id, environ), environ)
         if nothing is not None:
-            raise NotServable(nothing)  # its check's own words, and no worker started
+            # its check's own words and fixes, and no worker started
+            raise NotServable(nothing.message, fix=nothing.fixes, advice=nothing.advice)
     try:
         report, _, _ = catalog.answer(runtime_id, ["check", *runtime_argv(runtime_id, values)], environ)
     except WorkerFailed as e:

@@ -41,7 +41,8 @@ def test_llamacpp_nothing_to_load(home: Path, tmp_path: Path) -> None:
     worker = str(bindir / "superfluid-worker-llamacpp")
     env = empty_home_env(home, ENV_LINUX_X64)
     why = LLAMACPP.nothing_to_load(read(env), worker)
-    assert why is not None and why.startswith(f"llama.cpp not found (looked for libllama.so in {bindir}, ")
+    assert why is not None and why.message.startswith(f"llama.cpp not found (looked for libllama.so in {bindir}, ")
+    assert why.fixes[0].argv == ("superfluid", "runtime", "install", "llamacpp")
     (tmp_path / "lib").mkdir()
     (tmp_path / "lib" / "libllama.so").write_bytes(b"")
     assert LLAMACPP.nothing_to_load(read(env), worker) is None  # beside the worker: its ../lib

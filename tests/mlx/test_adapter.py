@@ -63,10 +63,10 @@ def test_the_python_line_is_the_recipes_major_minor() -> None:
 def test_mlx_nothing_to_load(home: Path, tmp_path: Path) -> None:
     worker = str(tmp_path / "bin" / "superfluid-worker-mlx")
     linux = MLX.nothing_to_load(read(empty_home_env(home, ENV_LINUX_X64)), worker)
-    assert linux == "MLX runs on Apple silicon only (macos-arm64); this is Linux x64"
+    assert linux is not None and linux.message == "MLX runs on Apple silicon only (macos-arm64); this is Linux x64"
     mac = empty_home_env(home, ENV_MACOS_ARM64)
     why = MLX.nothing_to_load(read(mac), worker)
-    assert why is not None and why.startswith("the mlx runtime is not installed: no MLX environment here")
+    assert why is not None and why.message.startswith("the mlx runtime is not installed: no MLX environment here")
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     fake_worker(venv / "bin" / "python", "")

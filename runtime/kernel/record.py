@@ -19,10 +19,11 @@ from superfluid.runtime.kernel.errors import BadFile, SuperfluidError
 from superfluid.runtime.kernel.fixes import Fix, render, repair
 from superfluid.runtime.kernel.home_cache import Written
 from superfluid.runtime.kernel.jsonread import kind_of
-from superfluid.runtime.kernel.receipt import MAX_BYTES, RECEIPT, Receipt
+from superfluid.runtime.kernel.receipt import MAX_BYTES, RECEIPT, Receipt, write_receipt
 
 __all__ = ["FILES", "UNRECORDED", "STAT_FACTS", "FileRecord", "Difference", "Verification", "NotRecordable",
-           "record_tree", "compare", "files_of", "with_files", "verify_install", "glance", "restamped", "remember"]
+           "record_tree", "compare", "files_of", "with_files", "verify_install", "glance", "restamped", "remember",
+           "record_stat_facts"]
 
 #: the receipt's key that holds the list
 FILES = "files"
@@ -410,6 +411,21 @@ def restamped(receipt: Receipt, verified: Verification) -> Receipt | None:
            for f in verified.found if (r := recorded.get(f.path)) is not None):
         return None
     return replace(receipt, extra={**receipt.extra, FILES: [f.to_json() for f in verified.found]})
+
+
+def record_stat_facts(receipt: Receipt, verified: Verification, path: str | os.PathLike[str]) -> bool:
+    """Write ``restamped(receipt, verified)`` in the install at ``path`` (every file hashed as its
+    receipt records it, its stat facts now): what ``runtime verify`` and a repair that finds nothing
+    to put back do. False when there was nothing to record, or the home is not writable (the glance
+    keeps calling it changed)."""
+    again = restamped(receipt, verified)
+    if again is None:
+        return False
+    try:
+        write_receipt(os.path.join(path, RECEIPT), again)
+    except OSError:
+        return False
+    return True
 
 
 def glance(receipt: Receipt, path: str | os.PathLike[str]) -> tuple[Difference, ...]:

@@ -37,7 +37,7 @@ from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.jsonread import read_bytes
 from superfluid.runtime.kernel.layout import worker_path
 from superfluid.runtime.kernel.output import print_json
-from superfluid.runtime.kernel.record import verify_install
+from superfluid.runtime.kernel.record import Verification, record_stat_facts, verify_install
 from superfluid.settings import settings_of
 from superfluid.source_hints import shown
 
@@ -103,11 +103,16 @@ def _target(args: argparse.Namespace, home: str) -> Installed | None:
     return target
 
 
-def _nothing(args: argparse.Namespace, target: Installed, verdict: object) -> int:
-    why = f"every file of {args.id} {target.name} is as its receipt records it"
+def _nothing(args: argparse.Namespace, target: Installed, verdict: Verification) -> int:
+    """Nothing differs: every file hashed as recorded (a copied home's stat facts are recorded as
+    they are now, so the glance calls it ready again, as ``runtime verify`` does)."""
+    assert target.receipt is not None
+    restamped = record_stat_facts(target.receipt, verdict, target.path)
+    why = f"every file of {args.id} {target.name} is as its receipt records it" + (
+        " (their stat facts recorded as they are now)" if restamped else "")
     if args.json:
         print_json({"id": args.id, "install": target.name, "repaired": False, "why": why,
-                    "verified": verdict.to_json()})  # type: ignore[attr-defined]
+                    "verified": verdict.to_json()})
     else:
         sys.stdout.write(f"superfluid: {why}: nothing to repair\n")
     return 0

@@ -17,13 +17,12 @@ from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.runtime import registry
 from superfluid.runtime.kernel.errors import SuperfluidError
 from superfluid.runtime.kernel.fixes import Fix
-from superfluid.runtime.kernel.layout import home, install_receipt
+from superfluid.runtime.kernel.layout import home
 from superfluid.runtime.kernel.output import error_doc, print_json
-from superfluid.runtime.kernel.receipt import write_receipt
-from superfluid.runtime.kernel.record import Verification, restamped, verify_install
+from superfluid.runtime.kernel.record import Verification, record_stat_facts, verify_install
 
 if TYPE_CHECKING:
-    from superfluid.runtime.kernel.receipt import Receipt
+    pass
 
 __all__ = ["HELP", "arguments", "run", "verdicts", "verdict_lines", "NotVerified"]
 
@@ -75,19 +74,10 @@ def verdicts(runtime_id: str, install: str | None, environ: Mapping[str, str]) -
     out = []
     for i in sorted(found, key=lambda i: i.name):
         verdict = verify_install(runtime_id, i.name, i.path, i.receipt, i.problem)
-        if i.receipt is not None and (again := restamped(i.receipt, verdict)) is not None:
-            _record(again, str(i.path))
+        if i.receipt is not None:
+            record_stat_facts(i.receipt, verdict, i.path)
         out.append(verdict)
     return out
-
-
-def _record(receipt: Receipt, path: str) -> None:
-    """Write ``receipt`` (the stat facts found, every file hashed as recorded) in the install at
-    ``path``: skipped when the home is not writable (the glance keeps calling it changed)."""
-    try:
-        write_receipt(install_receipt(path), receipt)
-    except OSError:
-        pass
 
 
 def verdict_lines(verdict: Verification) -> str:

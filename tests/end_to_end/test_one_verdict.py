@@ -150,6 +150,21 @@ def test_a_copied_home_is_changed_once_until_verify_records_it(both: Home, tmp_p
     assert schema_errors(home.receipt("0.4.0-cpu"), "runtime") == []
 
 
+def test_a_copied_home_is_ready_again_after_the_repair_its_verdict_names_first(both: Home, tmp_path: Path) -> None:
+    """The first fix of a changed install is its repair: pasted on a copied home, where every byte
+    holds, it puts nothing back and records the stat facts as they are now, so the install is ready
+    (it said "nothing to repair" and left the install changed for ever)."""
+    copy = tmp_path / "copied"
+    shutil.copytree(both.path, copy, symlinks=True)
+    home = Home(copy, cli.environment(copy))
+    run = home.superfluid("serve", "--model", str(MODEL), "--port", "0")
+    assert run.code == 4 and "basert 0.4.0-cpu is changed" in run.stderr
+    repaired = cli.paste(run.fix("repair"), run, env=home.env)
+    assert "nothing to repair" in repaired.stdout and "stat facts recorded as they are now" in repaired.stdout
+    listed = _json(home, "runtime", "list", "basert")
+    assert next(i for i in listed["installs"] if i["install"] == "0.4.0-cpu")["state"] == "ready"
+
+
 def test_item_3_untested_is_one_word_and_use_warns_naming_the_one_it_drives(both: Home) -> None:
     """Issue 42, item 3: an untested ABI-2 install was ready to runtime list, broken to runtimes,
     pinned by use with no word, and serve exited 4: each now says untested; use pins it with a

@@ -29,6 +29,7 @@ from superfluid.runtime.kernel.layout import (
     runtime_dir,
     worker_command,
 )
+from superfluid.runtime.kernel.record import record_stat_facts, verify_install
 from superfluid.runtime.planning import parse_install_name
 from superfluid.runtime.probe import install_cpu_fallback
 from superfluid.serve_line import FLAGS, Ready, ServeCommand, ServeFlags, parse_line, runtime_argv, shown_options
@@ -127,12 +128,24 @@ def _install_dir(runtime_id: str, install: str, environ: Mapping[str, str]) -> s
 
 def _judged(runtime_id: str, install: str | None, environ: Mapping[str, str]) -> Verdict | None:
     """The verdict (``installs.judge``, as every command says it) of the install served from:
-    ``--runtime ID@INSTALL``'s, else the one ``current`` names; None when there is none."""
+    ``--runtime ID@INSTALL``'s, else the one ``current`` names; None when there is none, or when
+    the glance called it changed and every byte hashes as its receipt records it."""
     root = runtime_dir(home(environ), runtime_id)
     name = install or current_install(root)
     found = list_installs(root) if name else []
     there = next((i for i in found if i.name == name), None)
-    return judge(runtime_id, there, found, serving=name, platform=host_platform(environ)) if there else None
+    if there is None:
+        return None
+    verdict = judge(runtime_id, there, found, serving=name, platform=host_platform(environ))
+    if verdict.state == "changed" and there.receipt is not None:
+        # a glance cannot tell a copied home (new inodes) from a file rewritten in place: serve, about
+        # to load the engine anyway, hashes it as runtime verify does; every byte as recorded is served
+        # (its stat facts recorded where the home is writable, so the glance says ready from then on)
+        hashed = verify_install(runtime_id, there.name, there.path, there.receipt)
+        if hashed.ok:
+            record_stat_facts(there.receipt, hashed, there.path)
+            return None
+    return verdict
 
 
 def _refuse(runtime_id: str, verdict: Verdict | None, *, untested: bool) -> None:

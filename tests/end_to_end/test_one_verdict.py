@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from superfluid.commands import serve as serve_command
 from superfluid.runtime.kernel.schema import errors as schema_errors
 from tests import cli
 from tests.conftest import native_cache
@@ -140,8 +141,8 @@ def test_a_copied_home_is_changed_once_until_verify_records_it(both: Home, tmp_p
     listed = _json(home, "runtime", "list", "basert")
     row = next(i for i in listed["installs"] if i["install"] == "0.4.0-cpu")
     assert row["state"] == "changed" and "inode" in row["problem"], row
-    run = home.superfluid("serve", "--model", str(MODEL), "--port", "0")
-    assert run.code == 4 and "basert 0.4.0-cpu is changed" in run.stderr
+    run = home.superfluid("runtimes")
+    assert "changed" in run.stdout, run.stdout
     cli.paste(run.fix("verify"), run, env=home.env)
     for _ in range(2):  # once recorded, it stays ready
         listed = _json(home, "runtime", "list", "basert")
@@ -157,12 +158,31 @@ def test_a_copied_home_is_ready_again_after_the_repair_its_verdict_names_first(b
     copy = tmp_path / "copied"
     shutil.copytree(both.path, copy, symlinks=True)
     home = Home(copy, cli.environment(copy))
-    run = home.superfluid("serve", "--model", str(MODEL), "--port", "0")
-    assert run.code == 4 and "basert 0.4.0-cpu is changed" in run.stderr
+    run = home.superfluid("runtimes")
+    assert "changed" in run.stdout, run.stdout
     repaired = cli.paste(run.fix("repair"), run, env=home.env)
     assert "nothing to repair" in repaired.stdout and "stat facts recorded as they are now" in repaired.stdout
     listed = _json(home, "runtime", "list", "basert")
     assert next(i for i in listed["installs"] if i["install"] == "0.4.0-cpu")["state"] == "ready"
+
+
+def test_serve_hashes_a_changed_install_and_serves_a_copied_home(both: Home, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A glance cannot tell a copied home from a file rewritten in place: serve, about to load the
+    engine, hashes a changed install; every byte as recorded is served (not refused for ever where
+    the home cannot be written, as in an image), and its stat facts are recorded where it can."""
+    copy = tmp_path / "copied"
+    shutil.copytree(both.path, copy, symlinks=True)
+    monkeypatch.setenv("SUPERFLUID_HOME", str(copy))
+    assert _json(Home(copy, cli.environment(copy)), "runtime", "list", "basert")["installs"][0]["state"] == "changed"
+    assert serve_command._judged("basert", None, dict(os.environ)) is None
+    listed = _json(Home(copy, cli.environment(copy)), "runtime", "list", "basert")
+    assert next(i for i in listed["installs"] if i["install"] == "0.4.0-cpu")["state"] == "ready"
+    lib = next((copy / "runtimes" / "basert" / "0.4.0-cpu" / "lib").glob("libbaseRT*"))
+    data = lib.read_bytes()
+    lib.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # the same size, one byte changed
+    verdict = serve_command._judged("basert", None, dict(os.environ))
+    assert verdict is not None and verdict.state == "changed"
 
 
 def test_item_3_untested_is_one_word_and_use_warns_naming_the_one_it_drives(both: Home) -> None:

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from superfluid.source_hints import keep_source
+from superfluid.runtime.kernel.fixes import Fix, render, with_flags
 from tests.conftest import native_cache
 from tests.end_to_end import releases
 from tests.end_to_end.conftest import Home
@@ -18,32 +18,33 @@ from tests.release_server import ReleaseServer
 M = [("--mirror", "/srv/m")]
 OFF = [("--offline", None)]
 
-#: (message, flags given, the message as printed)
+#: (a fix's command and what it does, the flags the line gave, the fix as printed)
 HINTS = [
-    pytest.param("run `superfluid runtime install basert` once without --offline", M + OFF,
-                 "run `superfluid runtime install basert --mirror /srv/m` once without --offline", id="fill-the-cache"),
-    pytest.param("--untested: `superfluid runtime install basert --version 0.5.0 --untested`", M + OFF,
-                 "--untested: `superfluid runtime install basert --version 0.5.0 --untested --mirror /srv/m --offline`",
+    pytest.param(("runtime", "install", "basert"), "fills the cache", M + OFF,
+                 "`superfluid runtime install basert --mirror /srv/m` fills the cache", id="fill-the-cache"),
+    pytest.param(("runtime", "install", "basert", "--version", "0.5.0", "--untested"), "installs it", M + OFF,
+                 "`superfluid runtime install basert --version 0.5.0 --untested --mirror /srv/m --offline` installs it",
                  id="not-installable"),
-    pytest.param("`superfluid runtime repair basert 0.4.0-cpu` puts it back", M,
+    pytest.param(("runtime", "repair", "basert", "0.4.0-cpu"), "puts it back", M,
                  "`superfluid runtime repair basert 0.4.0-cpu --mirror /srv/m` puts it back", id="repair"),
-    pytest.param("`superfluid runtime install basert --mirror /other` x", M,
+    pytest.param(("runtime", "install", "basert", "--mirror", "/other"), "x", M,
                  "`superfluid runtime install basert --mirror /other` x", id="a-mirror-named-stays"),
-    pytest.param("`superfluid runtime remove basert 0.3.1-cpu` removes it", M + OFF,
+    pytest.param(("runtime", "remove", "basert", "0.3.1-cpu"), "removes it", M + OFF,
                  "`superfluid runtime remove basert 0.3.1-cpu` removes it", id="remove-takes-no-source"),
-    pytest.param("`superfluid runtime install basert --from a.tar.gz`", M,
-                 "`superfluid runtime install basert --from a.tar.gz`", id="from-reads-no-listing"),
-    pytest.param("install it with `superfluid runtime install llamacpp`", OFF,
-                 "install it with `superfluid runtime install llamacpp --offline`", id="serve-offline"),
-    pytest.param("`superfluid runtime install basert`", [("--mirror", "/my mirror")],
-                 "`superfluid runtime install basert --mirror '/my mirror'`", id="quoted"),
-    pytest.param("`superfluid runtime install basert`", [], "`superfluid runtime install basert`", id="none-given"),
+    pytest.param(("runtime", "install", "basert", "--from", "a.tar.gz"), "x", M,
+                 "`superfluid runtime install basert --from a.tar.gz` x", id="from-reads-no-listing"),
+    pytest.param(("runtime", "install", "llamacpp"), "installs it", OFF,
+                 "`superfluid runtime install llamacpp --offline` installs it", id="serve-offline"),
+    pytest.param(("runtime", "install", "basert"), "x", [("--mirror", "/my mirror")],
+                 "`superfluid runtime install basert --mirror '/my mirror'` x", id="quoted"),
+    pytest.param(("runtime", "install", "basert"), "x", [], "`superfluid runtime install basert` x", id="none-given"),
 ]
 
 
-@pytest.mark.parametrize(("text", "flags", "shown"), HINTS)
-def test_keep_source(text: str, flags: list[tuple[str, str | None]], shown: str) -> None:
-    assert keep_source(text, flags) == shown
+@pytest.mark.parametrize(("argv", "does", "flags", "shown"), HINTS)
+def test_a_fix_keeps_the_source_the_line_gave(argv: tuple[str, ...], does: str, flags: list[tuple[str, str | None]],
+                                              shown: str) -> None:
+    assert render([with_flags(Fix.superfluid(*argv, does=does), flags)]) == shown
 
 
 @pytest.fixture

@@ -10,27 +10,21 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from superfluid import __version__, catalog
-from superfluid.installer.trust.manifest import fetch_answer
-from superfluid.installer.trust.service import ENV_URL, service_base
 from superfluid.manifest.compat import build, release_info, unknown_runtimes, validate
-from superfluid.manifest.routes import RouteError, asked_by, choose_route
-from superfluid.parser import RUNTIME_IDS, Help, Parser, add_json, either, exits
+from superfluid.parser import RUNTIME_IDS, Help, Parser, add_json, exits
 from superfluid.paths import flag_path
 from superfluid.release_document import read_release
 from superfluid.release_flags import add_trust_flags
 from superfluid.runtime import registry
 from superfluid.runtime.kernel import schema
-from superfluid.runtime.kernel.errors import BadFile, SuperfluidError, UsageError, WorkerFailed
-from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
+from superfluid.runtime.kernel.errors import BadFile, UsageError, WorkerFailed
 from superfluid.runtime.kernel.output import error_doc, print_json, table
 from superfluid.runtime.presentation import by_kind
-from superfluid.settings import settings_of
-from superfluid.trust_flags import trust_from
 
 if TYPE_CHECKING:
     from superfluid.manifest.verdict import DocumentVerdict
 
-__all__ = ["HELP", "arguments", "run", "gather", "compat_text", "verdict_text", "RELEASE_NAME"]
+__all__ = ["HELP", "arguments", "runs_in", "run", "gather", "compat_text", "verdict_text", "RELEASE_NAME"]
 
 HELP = Help(
     "what this release drives (or another release's compat.json)",
@@ -57,8 +51,6 @@ READS_HOME = True
 
 #: the name this toolchain's release carries in its compat document
 RELEASE_NAME = "superfluid-toolchain"
-#: bytes of one answer of a manifest service (``--service``)
-_SERVICE_MAX_BYTES = 16 << 20
 
 
 def _part_fault(runtime_id: str, part: Any) -> str | None:
@@ -198,11 +190,16 @@ def _question_flags(p: argparse.ArgumentParser) -> None:
                        help="; ".join(f"--runtime {shown.id}: {q.flag}" for shown, q in asked))
 
 
+def runs_in(args: argparse.Namespace, environ: Mapping[str, str]) -> str | None:
+    """``compat_service`` when the line asks a manifest service (``--service``, ``--runtime``): which
+    releases drive an engine; None: this release's document, or ``--release``'s, ``run``. A plain
+    ``compat`` never loads the service's client (issue 42, item 32)."""
+    return "compat_service" if args.service or args.runtime else None
+
+
 def run(args: argparse.Namespace) -> int:
     """0 the document is complete (or --release was read: verified, or unsigned with a warning); 1 a
     runtime gave no answer, or --release could not be read or verified; 2 a bad flag."""
-    if args.service or args.runtime:  # which releases drive an engine: asked of a manifest service
-        return _ask_service(args)
     _refuse_service_flags(args)
     keys = _key_flags(args)
     verdict: DocumentVerdict | None = None
@@ -233,86 +230,3 @@ def run(args: argparse.Namespace) -> int:
     for runtime_id, why in failed.items():
         sys.stderr.write(f"superfluid: {runtime_id} gave no compat answer: {why}\n")
     return 1 if failed else 0
-
-
-# -- superfluid compat --service: which releases drive an engine, asked of a manifest service ------------
-
-
-def _question(args: argparse.Namespace) -> Any:
-    """The ``Choose`` route the flags ask (exit 2 when they do not make one)."""
-    kinds = by_kind(map(registry.presentation, registry.IDS))  # each --<kind> the parser declared
-    if not args.runtime:
-        raise UsageError(f"--service asks which releases drive an engine: give --runtime {'|'.join(registry.IDS)} "
-                         f"with {either([f'--{k} {asked[0][1].sample}' for k, asked in kinds.items()])}")
-    values = {kind: getattr(args, f"ask_{kind}", None) for kind in kinds}
-    given = [kind for kind in kinds if values[kind] is not None]
-    if len(given) != 1:
-        flags = " or ".join(f"--{k}" for k in kinds if k in asked_by(args.runtime)) or either([f"--{k}" for k in kinds])
-        raise UsageError(f"--runtime {args.runtime} needs one of {flags}")
-    kind = given[0]
-    try:
-        return choose_route(args.runtime, kind, str(values[kind]), args.platform)
-    except RouteError as e:
-        name = f"--{e.parameter}" if e.parameter in (*kinds, "platform") else "--runtime"
-        raise UsageError(f"{name}: {e.message}") from None
-
-
-def _not_answered(base: str, route: Any, status: int, body: bytes) -> SuperfluidError:
-    try:
-        message = loads(body, max_bytes=_SERVICE_MAX_BYTES)["error"]
-    except (UntrustedJson, TypeError, KeyError):
-        message = None
-    if isinstance(message, str):
-        return SuperfluidError(f"{base}: {message}")
-    return SuperfluidError(f"{base} has no answer for {route.asked} (HTTP {status}): a static export holds answers "
-                           f"only for the values its releases name",
-                           advice="ask a running manifest service (or its WSGI application) for any other value")
-
-
-def _rows(rows: list[dict[str, Any]]) -> str:
-    return table(["VERSION", "RELEASE", "WHY"], [[r["version"], r["name"], r["why"]] for r in rows])
-
-
-def _text(answer: dict[str, Any], base: str) -> str:
-    question = answer["question"]
-    drives, others, rejected = answer["drives"], answer["others"], answer["rejected"]
-    out = []
-    if drives:
-        out.append(f"releases that drive {question}, newest first ({base}):\n{_rows(drives)}")
-    else:
-        out.append(f"no release drives {question} ({base})\n")
-    if others:
-        out.append(f"releases that do not:\n{_rows(others)}")
-    if rejected:
-        lines = "".join(f"  {r['version'] or '?'} ({r['where']}): {r['reason']}\n" for r in rejected)
-        out.append(f"rejected by the service, never chosen:\n{lines}")
-    return "\n".join(out)
-
-
-def _ask_service(args: argparse.Namespace) -> int:
-    """``--service``: 0 the service answered (whether or not a release drives it); 1 it could not be asked or its
-    answer is not one; 2 a bad flag."""
-    if args.release or getattr(args, "key", None) or getattr(args, "require_signature", False):
-        raise UsageError("--service asks a manifest service; --release, --key and --require-signature read one "
-                         "compat.json: give one or the other")
-    route = _question(args)
-    url = args.service or os.environ.get(ENV_URL, "").strip()
-    if not url:
-        raise UsageError(f"--runtime asks a compat manifest service: give --service URL (or set {ENV_URL})")
-    base = service_base(url)
-    trust = trust_from(args.trust_root, args.insecure_no_freshness, settings_of(os.environ))
-    got = fetch_answer(base, route.path, trust, max_bytes=_SERVICE_MAX_BYTES, accept=(400, 404))
-    status, body = got.status, got.body
-    if status != 200:
-        raise _not_answered(base, route, status, body)
-    where = base + route.path.lstrip("/")
-    try:
-        answer = loads(body, max_bytes=_SERVICE_MAX_BYTES)
-    except UntrustedJson as e:
-        raise BadFile(where, f"is not JSON ({e.detail})") from None
-    schema.validate(answer, "manifest-choose", where)
-    if args.json:
-        print_json({**answer, "service": base, "freshness": got.freshness})
-    else:
-        sys.stdout.write(_text(answer, base))
-    return 0

@@ -275,7 +275,7 @@ def test_a_service_answer_nested_too_deeply(tmp_path: Path, monkeypatch: pytest.
     import argparse
     from types import SimpleNamespace
 
-    from superfluid.commands import compat
+    from superfluid.commands import compat_service as compat
     from superfluid.installer.trust import manifest as manifest_trust
     from superfluid.runtime.kernel.errors import BadFile, SuperfluidError
 

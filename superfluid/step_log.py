@@ -1,14 +1,14 @@
-"""``-v``: the installer's own log on stderr (docs/cli.md, "Quiet and verbose").
-
-Each request, redirect, retry, resume and cache decision the installer logs (``logging``, under the
-``superfluid`` logger) goes to stderr as ``superfluid: <line>``. The face loads this module only when a
-line asks ``-v`` (``logging`` costs a plain start about 10 ms).
-"""
+"""``-v``: the installer's own log on stderr, as ``superfluid: <line>`` (docs/cli.md, "Quiet and
+verbose")."""
 
 from __future__ import annotations
 
 import logging
 import sys
+
+# Each request, redirect, retry, resume and cache decision the installer logs (``logging``, under the
+# ``superfluid`` logger). The face loads this module only when a line asks ``-v``: ``logging`` costs a
+# plain start about 10 ms.
 
 __all__ = ["log_each_step"]
 

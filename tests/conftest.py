@@ -135,6 +135,15 @@ def key() -> SecretKey:
 # -- native artifacts --------------------------------------------------------------------------------
 
 
+@pytest.fixture
+def server(release_server: ReleaseServer, engines: Path) -> ReleaseServer:
+    """The loopback server with the standard fixture releases of baseRT (0.2.6 … 0.5.0)."""
+    from tests.end_to_end import releases
+
+    releases.publish(release_server)
+    return release_server
+
+
 @pytest.fixture(scope="session")
 def engines() -> Path:
     """``<cache>/basert``: one directory per variant of the reference engine holding its libbaseRT,

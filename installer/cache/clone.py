@@ -1,10 +1,5 @@
-"""A file made at a new name with the bytes of another, as cheaply as its filesystem allows: a reflink
-(btrfs, XFS, APFS: the two share blocks until one is written), else a hard link (the same filesystem),
-else a copy.
-
-The download cache keeps a mirror folder's archive this way (issue 42, item 30), so that ``runtime
-repair`` finds it by its digest after the folder moved.
-"""
+"""A file made at a new name with the bytes of another, as cheaply as its filesystem allows: a reflink,
+else a hard link, else a copy."""
 
 from __future__ import annotations
 
@@ -12,6 +7,10 @@ import contextlib
 import fcntl
 import os
 import shutil
+
+# A reflink (btrfs, XFS, APFS) shares blocks until one side is written; a hard link needs the same
+# filesystem. The download cache keeps a mirror folder's archive this way, so that ``runtime repair``
+# finds it by its digest after the folder moved.
 
 __all__ = ["FICLONE", "clone_file"]
 

@@ -1,13 +1,13 @@
-"""The commands that fix what is wrong with a runtime's installs, as ``Fix`` values, each built in one place.
-
-Every refusal of the home that suggests a next step carries one of these (docs/cli.md, "Hints"): a
-runtime that is not installed, an install name that is not there, an install to remove. The repair of
-a broken install is ``runtime.kernel.fixes.repair``.
-"""
+"""The commands that fix what is wrong with a runtime's installs, as ``Fix`` values, each built in one
+place (docs/cli.md, "Hints")."""
 
 from __future__ import annotations
 
 from superfluid.runtime.kernel.fixes import Fix
+
+# Every refusal of the home that suggests a next step carries one of these: a runtime that is not
+# installed, an install name that is not there, an install to remove. The repair of a broken install
+# is ``runtime.kernel.fixes.repair``.
 
 __all__ = ["install_it", "list_them", "remove_it"]
 

@@ -1,13 +1,12 @@
-"""What a file that does not read as an archive is, told by its first bytes: the words of its refusal.
-
-A ``--from`` file that is a text file, an engine library or a web page is named for what it is (issue
-42, item 23), not called a corrupt download to fetch again; an archive format that does not read is
-named as one that is cut short or damaged.
-"""
+"""What a file that does not read as an archive is, told by its first bytes: the words of its refusal."""
 
 from __future__ import annotations
 
 import os
+
+# A ``--from`` file that is a text file, an engine library or a web page is named for what it is, not
+# called a corrupt download to fetch again; an archive format that does not read is named as one that
+# is cut short or damaged.
 
 __all__ = ["ARCHIVE_FORMATS", "sniff", "describe"]
 

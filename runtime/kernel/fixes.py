@@ -1,16 +1,5 @@
-"""A hint is a value: ``Fix``, the command that fixes a fault and what it does (docs/cli.md, "Hints").
-
-Every error, refusal and warning that suggests a next step carries ``Fix`` values, never a command
-written into prose. This module is the one that renders them: in text as the command (quoted for a
-shell) and its effect, in ``--json`` as ``fix`` (the first command, a string a shell runs) and
-``fixes`` (each as ``argv`` and ``does``). Advice that is not a command (``check the network``) is
-prose, and names no command.
-
-Each ``Fix`` knows its site: the module and line of the code that built it (the first frame outside
-this module). When the face is asked to (``SUPERFLUID_FIX_LOG``, set by the test suite), every fix it
-renders is appended there as a JSON line, so that the suite's report can say which sites a test
-emitted and pasted (scripts/fix-report).
-"""
+"""A hint is a value: ``Fix``, the command that fixes a fault and what it does, and the one module that
+renders it (docs/cli.md, "Hints")."""
 
 from __future__ import annotations
 
@@ -21,6 +10,16 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+# Every error, refusal and warning that suggests a next step carries ``Fix`` values, never a command
+# written into prose. Text renders one as the command (quoted for a shell) and its effect; ``--json`` as
+# ``fix`` (the first command, a string a shell runs) and ``fixes`` (each as ``argv`` and ``does``).
+# Advice that is not a command ("check the network") is prose, and names no command.
+#
+# Each ``Fix`` knows its site: the module and line of the code that built it (the first frame outside
+# this module). When a command is asked to (``SUPERFLUID_FIX_LOG``, set by the test suite), every fix it
+# renders is appended there as a JSON line, so that the suite's report can say which sites a test
+# emitted and pasted (scripts/fix-report).
 
 __all__ = ["Fix", "FixLike", "fixes_of", "render", "as_json", "with_flags", "record_to",
            "repair", "REPAIR_DOES", "repair_command", "ENV_LOG", "TAKES"]

@@ -3,22 +3,12 @@ home, ``cli_home``, and the server itself come from ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.conftest import Home
-from tests.end_to_end import releases
 from tests.release_server import ReleaseServer
 
 __all__ = ["Home"]
-
-
-@pytest.fixture
-def server(release_server: ReleaseServer, engines: Path) -> ReleaseServer:
-    """The loopback server with the standard fixture releases of baseRT (0.2.6 … 0.5.0)."""
-    releases.publish(release_server)
-    return release_server
 
 
 @pytest.fixture

@@ -20,13 +20,6 @@ from tests.release_server import ReleaseServer
 BUNDLE = "basert-engine-linux-x64-0.4.0.tar.gz"
 
 
-@pytest.fixture
-def server(release_server: ReleaseServer, engines: Path) -> ReleaseServer:
-    """The loopback server with the standard fixture releases of baseRT."""
-    releases.publish(release_server)
-    return release_server
-
-
 def test_a_second_identical_install_that_waited_sees_the_first(cli_home: Home, server: ReleaseServer) -> None:
     name = releases.bundle_name("0.4.0")
     server.fault(server.mirror_path(releases.REPO, "v0.4.0", name), "stall", after=1000, seconds=3.0)

@@ -4,19 +4,11 @@ installer makes; neither changes stdout's answer or the exit code."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.conftest import Home
 from tests.end_to_end import releases
 from tests.release_server import ReleaseServer
-
-
-@pytest.fixture
-def server(release_server: ReleaseServer, engines: Path) -> ReleaseServer:
-    releases.publish(release_server)
-    return release_server
 
 
 def _install(home: Home, server: ReleaseServer, *flags: str):  # type: ignore[no-untyped-def]

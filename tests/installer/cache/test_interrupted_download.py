@@ -10,20 +10,11 @@ import signal
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import Home
 from tests.end_to_end import releases
 from tests.release_server import ReleaseServer
 
 AFTER = 3000
-
-
-@pytest.fixture
-def server(release_server: ReleaseServer, engines: Path) -> ReleaseServer:
-    """The loopback server with the standard fixture releases of baseRT."""
-    releases.publish(release_server)
-    return release_server
 
 
 def _partials(home: Home) -> list[Path]:

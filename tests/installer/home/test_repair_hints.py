@@ -9,8 +9,6 @@ import hashlib
 import shutil
 from pathlib import Path
 
-import pytest
-
 from tests import cli
 from tests.conftest import Home
 from tests.end_to_end import releases
@@ -60,13 +58,6 @@ def test_a_repair_says_removed_for_a_file_it_removed(cli_home: Home, mirror: Pat
     assert (doc["put_back"], doc["removed"]) == ([], ["lib/stray.txt"])
     run = cli_home.superfluid("runtime", "repair", "basert")  # nothing differs now
     assert run.code == 0 and "nothing to repair" in run.stdout
-
-
-@pytest.fixture
-def server(release_server: ReleaseServer, engines: Path) -> ReleaseServer:
-    """The loopback server with the standard fixture releases of baseRT."""
-    releases.publish(release_server)
-    return release_server
 
 
 def test_offline_with_the_archive_gone_from_the_cache_names_the_repair_online(cli_home: Home,

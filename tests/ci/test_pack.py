@@ -179,7 +179,7 @@ def test_an_encrypted_key_is_refused_with_the_fix(tmp_path: Path) -> None:
                   timeout=120)
     assert done.returncode == 1
     assert f"ci/pack: {secret}: is encrypted with a password, which this signer does not read: remove the " \
-           f"password with `minisign -C -W -s FILE`" in done.stderr
+           f"password with minisign -C -W -s FILE" in done.stderr
 
 
 def test_keygen_writes_minisigns_own_pair(tmp_path: Path) -> None:

@@ -87,7 +87,8 @@ def test_the_face_words_a_filesystem_fault_by_its_kind(errno_name: str, fix: str
 
     code = getattr(errno, errno_name)
     fault = _os_fault(OSError(code, os.strerror(code), "/srv/m/x"))
-    assert str(fault).startswith(f"/srv/m/x: {os.strerror(code)}: ") and fault.fix and fault.fix.startswith(fix)
+    assert str(fault).startswith(f"/srv/m/x: {os.strerror(code)}: ") and (fault.advice or "").startswith(fix)
+    assert fault.fixes == ()  # advice, not a command
     assert "SUPERFLUID_HOME" not in str(fault)
 
 
@@ -116,7 +117,8 @@ def test_a_mirror_that_refuses_connections_names_the_next_step(cli_home: Home) -
     assert run.code == 1 and time.monotonic() - began < 6, run.stderr  # refused is not retried for seconds
     error = run.json()["error"]
     assert "connection refused by 127.0.0.1:1" in error["message"]
-    assert "check that the server at 127.0.0.1:1 is running" in error["fix"] and "--offline" in error["fix"]
+    assert "check that the server at 127.0.0.1:1 is running" in error["advice"] and "--offline" in error["advice"]
+    assert "fix" not in error  # the next step is the user's to take: prose, no command to paste
 
 
 # -- the other programs' help pages, versions and JSON errors (item 10) ---------------------------

@@ -44,7 +44,7 @@ def test_serve_spelling_names_the_flag_as_written() -> None:
                                    ("basert-kv-bits", "8")], registry.IDS)
     assert grouped == {"llamacpp": [("n-gpu-layers", "0")], "mlx": [("prefill-chunk", "64")],
                        "basert": [("kv-bits", "8")]}
-    with pytest.raises(UsageError, match=r"--llamacpp-n-gpu-layers 'all': expected an integer of at least -1"):
+    with pytest.raises(UsageError, match=r"--llamacpp-n-gpu-layers 'all': expected an integer from -1 to 2147483647"):
         check_runtime_options("llamacpp", [("n-gpu-layers", "all")], prefix="llamacpp-")
     with pytest.raises(UsageError, match=r"--basert-kv-bits '3': expected one of 0, 4, 8, 16, 84"):
         check_runtime_options("basert", [("kv-bits", "3")], prefix="basert-")

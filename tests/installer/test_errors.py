@@ -37,15 +37,15 @@ NOW = 1_767_225_600.0  # 2026-01-01 00:00:00 UTC
     pytest.param(VerificationError(URL, "sha256", "a" * 64, "b" * 64),
                  f"{URL}: SHA-256 {'b' * 64}, expected {'a' * 64} (not the file its project published): nothing was "
                  "installed or cached", None, id="digest"),
-    pytest.param(VerificationError(URL, "size", "10", "9", fix="report it"), f"{URL}: 9 bytes, expected 10: report it",
-                 None, id="size-mismatch"),
+    pytest.param(VerificationError(URL, "size", "10", "9", advice="report it"),
+                 f"{URL}: 9 bytes, expected 10: report it", None, id="size-mismatch"),
     pytest.param(ReleaseNotFound("o/r", "release v9", where="/srv/mirror"), "o/r: release v9 not found at /srv/mirror",
                  None, id="not-found"),
     pytest.param(OfflineMissing("download of x.tar.gz", url=URL),
                  f"offline: the cache holds no download of x.tar.gz ({URL}): run the same command once without "
                  "--offline to fill the cache", None, id="offline"),
-    pytest.param(OfflineMissing("listing", fix="copy a mirror"), "offline: the cache holds no listing: copy a mirror",
-                 None, id="offline-with-fix"),
+    pytest.param(OfflineMissing("listing", advice="copy a mirror"),
+                 "offline: the cache holds no listing: copy a mirror", None, id="offline-with-advice"),
 ])
 def test_message(error: SuperfluidError, message: str, retryable: bool | None) -> None:
     assert str(error).startswith(message)
@@ -56,7 +56,7 @@ def test_message(error: SuperfluidError, message: str, retryable: bool | None) -
 def test_gave_up_counts_the_attempts() -> None:
     once = DownloadError(URL, "HTTP 503").gave_up(1)
     assert once.attempts == 1 and str(once) == f"{URL}: HTTP 503"
-    many = DownloadError(URL, "HTTP 503", fix="try later").gave_up(5)
+    many = DownloadError(URL, "HTTP 503", advice="try later").gave_up(5)
     assert many.attempts == 5 and str(many) == f"{URL}: HTTP 503 (gave up after 5 attempts): try later"
 
 

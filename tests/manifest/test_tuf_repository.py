@@ -164,7 +164,7 @@ def test_keys_the_root_does_not_trust_sign_nothing(tuf_keys: KeySet, tmp_path: P
     first = _stage(tmp_path / "first")
     sign_export(first, tmp_path / "none", tuf_keys, Expiry(), now=NOW)
     second = _stage(tmp_path / "second")
-    with pytest.raises(UsageError, match="are not the ones needed to sign the index"):
+    with pytest.raises(UsageError, match="is not the one needed to sign the index"):
         sign_export(second, first, init_keys(tmp_path / "other"), Expiry(), now=NOW)
     assert not (second / METADATA).exists()
 
@@ -257,6 +257,6 @@ def test_rotate_root_needs_the_old_roots_threshold(tuf_keys: KeySet, tmp_path: P
     sign_export(out, tmp_path / "none", tuf_keys, Expiry(), now=NOW)
     stranger = init_keys(tmp_path / "stranger")
     before = sorted(p.name for p in (out / METADATA).iterdir())
-    with pytest.raises(UsageError, match="are not the ones needed to sign root version 2 for root version 1"):
+    with pytest.raises(UsageError, match="is not the one needed to sign root version 2 for root version 1"):
         rotate_root(out, stranger, stranger, Expiry(), now=NOW)
     assert sorted(p.name for p in (out / METADATA).iterdir()) == before

@@ -81,7 +81,7 @@ def flat_source(where: str, *, named_by: str, offline: bool, settings: Settings,
                 cache: Cache, fix: str | None, fetcher: Fetcher | None) -> ReleaseSource:
     """``flat://HOST:PORT/PATH``: the static server at ``http://HOST:PORT/PATH``."""
     if where.count("/") < 3:
-        raise UsageError(f"{named_by} {where}: not flat://HOST:PORT/", fix="name the server: flat://HOST:PORT/")
+        raise UsageError(f"{named_by} {where}: not flat://HOST:PORT/", advice="name the server: flat://HOST:PORT/")
     root = "http://" + where.split("://", 1)[1].rstrip("/") + "/"
     if offline:
         return OfflineSource(FlatListing(root, NoNetworkFetcher(config), cache, offline=True), cache, config=config,

@@ -21,6 +21,7 @@ from superfluid.installer.sources.github import GitHubClient
 from superfluid.installer.sources.mirror import Mirror, asset_path, listing_path, mirror_root_url
 from superfluid.installer.sources.release_source import ListedSource, OfflineSource
 from superfluid.runtime.kernel.errors import BadFile, UsageError
+from superfluid.runtime.kernel.fixes import Fix
 from tests.installer.conftest import REPO
 from tests.release_server import ReleaseServer, sha256_line
 from tests.settings_from import settings_from
@@ -147,13 +148,13 @@ class TestDirectoryMirror:
 class TestOffline:
     def test_cold_cache_says_what_it_lacks_and_never_connects(self, upstream: ReleaseServer, home: Path,
                                                               no_sockets: list[object]) -> None:
-        fix = "run `superfluid runtime install basert` once without --offline"
+        fix = Fix.superfluid("runtime", "install", "basert", does="fills the cache")
         environ = env(home, SUPERFLUID_GITHUB_API=upstream.url)
         source = source_for(settings_from(environ, mirror=None, offline=True), fix=fix)
         assert isinstance(source, OfflineSource)
         with pytest.raises(OfflineMissing) as e:
             source.releases(REPO)
-        assert "offline: the cache holds no release listing" in str(e.value) and str(e.value).endswith(fix)
+        assert "offline: the cache holds no release listing" in str(e.value) and e.value.fixes == (fix,)
         asset = source.asset(REPO, "v0.4.0", BUNDLE, size=len(DATA), sha256=SHA)
         with pytest.raises(OfflineMissing, match=f"no download of {BUNDLE}"):
             source.fetch(asset, sha256=SHA)

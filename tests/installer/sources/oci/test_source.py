@@ -19,6 +19,7 @@ from superfluid.installer.sources.choose import source_for
 from superfluid.installer.sources.oci.ref import parse_ref
 from superfluid.installer.sources.oci.source import OciListing, locked_source
 from superfluid.installer.sources.release_source import ListedSource, OfflineSource
+from superfluid.runtime.kernel.fixes import Fix
 from tests.conftest import Home
 from tests.fleet.registry import Registry
 from tests.installer.conftest import LOCKED_REPO
@@ -48,7 +49,8 @@ def test_the_registry_lists_the_locks_releases_and_serves_their_files(file_lock:
 
 
 def test_offline_the_registry_is_the_cache_alone(pushed: Registry, cli_home: Home) -> None:
-    source = source_for(settings_from(cli_home.env, mirror=pushed.url, offline=True), fix="fill it")
+    source = source_for(settings_from(cli_home.env, mirror=pushed.url, offline=True),
+                        fix=Fix.superfluid("runtime", "install", "basert", does="fills the cache"))
     assert isinstance(source, OfflineSource) and isinstance(source.lister, OciListing)
     pushed.clear_log()
     with pytest.raises(OfflineMissing):

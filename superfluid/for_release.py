@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from superfluid.installer.trust.manifest import Trust
 
-__all__ = ["release_for", "RELEASES_REPO", "NoSuchRelease"]
+__all__ = ["release_for", "check_paths", "RELEASES_REPO", "NoSuchRelease"]
 
 #: where the superfluid releases are published (``SUPERFLUID_RELEASES_REPO`` overrides)
 RELEASES_REPO = "superfluid/superfluid-toolchain"
@@ -170,9 +170,10 @@ def _from_github(version: str, environ: Mapping[str, str], settings: Settings, *
         source.close()
 
 
-def _check_paths(flags: ForFlags, value: str) -> None:
+def check_paths(flags: ForFlags, value: str) -> None:
     """Each path the flags name, judged as every flag's path is (``paths.flag_path``): ``--key`` files,
-    ``--trust-root``, and ``--for`` when it names a local document rather than a URL or a version.
+    ``--trust-root``, and ``--for`` (``value``) when it names a local document rather than a URL or a
+    version. A command that reads the home before it plans (``runtime update``) calls it first.
 
     Raises:
         UsageError: one is missing, a directory, a FIFO, a device or unreadable (exit 2, naming it).
@@ -200,7 +201,7 @@ def release_for(flags: ForFlags, settings: Settings, environ: Mapping[str, str])
     value = value.strip()
     if not value:
         raise UsageError("--for needs a compat.json file, a URL or a superfluid version")
-    _check_paths(flags, value)
+    check_paths(flags, value)
     keys, require = list(flags.keys), flags.require_signature
     verify: dict[str, Any] = {"keys": keys, "home": settings.home, "require_signature": require}
     if _is_version(value) and not _VERSION.fullmatch(value):

@@ -12,7 +12,7 @@ from typing import Any
 
 from superfluid.installer.home.installs import check_install_name
 from superfluid.optionflags import check_runtime_options, split_serve_options, worker_argv
-from superfluid.paths import model_path
+from superfluid.paths import flag_path, model_path
 from superfluid.runtime import registry
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.serving.flags import listen_flags, max_context_flag, queue_flag
@@ -141,10 +141,10 @@ def parse_line(flags: ServeFlags) -> ServeCommand:
     model = own.get("--model")
     if model is None:
         raise UsageError(f"serve needs --model PATH ({HELP_HINT})")
-    model_path("--model", model, runtime)  # a FIFO or a device would hold the format probe forever
     sessions = own.get("--sessions")
-    if sessions is not None and os.path.exists(sessions) and not os.path.isdir(sessions):
-        raise UsageError(f"--sessions {sessions}: not a directory")
+    if sessions is not None:  # made when missing; something else there is named for what it is
+        flag_path(sessions, "--sessions", "sessions directory", must_exist=False)
+    model_path("--model", model, runtime)  # a FIFO or a device would hold the format probe forever
     return ServeCommand(model=os.path.abspath(model), runtime=runtime, install=install,
                         offline=flags.own.get("--offline") is True, sessions=sessions, host=host, port=port,
                         max_context=max_context, queue=queue, options=options)

@@ -13,6 +13,7 @@ from superfluid.installer.fleet.lockfile import locked_installs
 from superfluid.installer.home.gc import Collected, collect
 from superfluid.installer.home.installs import check_runtime_id
 from superfluid.parser import Help, Parser, add_json, exits
+from superfluid.paths import flag_path
 from superfluid.runtime import registry
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.layout import home, writable_home
@@ -51,12 +52,7 @@ def _keep(value: str | None) -> int:
 
 
 def _locks(runtime_id: str, paths: list[str] | None) -> dict[str, str]:
-    given = []
-    for raw in paths or ():
-        path = os.path.abspath(os.path.expanduser(raw))
-        if not os.path.isfile(path):
-            raise UsageError(f"--lock {raw}: no such file")
-        given.append(path)
+    given = [str(flag_path(os.path.abspath(os.path.expanduser(raw)), "--lock", "lock file")) for raw in paths or ()]
     return locked_installs(runtime_id, given)
 
 

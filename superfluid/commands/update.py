@@ -11,7 +11,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from superfluid.for_release import release_for
+from superfluid.for_release import check_paths, release_for
 from superfluid.install_report import say
 from superfluid.installer.home.hints import install_it, remove_it
 from superfluid.installer.home.installs import default_install, list_installs, read_pinned, runtime_root
@@ -116,5 +116,7 @@ def run(args: argparse.Namespace) -> int:
     """
     environ = dict(os.environ)
     check_id(args.id)
+    flags = flags_of(args)
+    check_paths(flags, (flags.value or "").strip())  # a usage error before the home is read (exit 2)
     home_holds(environ, dry_run=args.dry_run, offline=args.offline)
     return _update(args, environ)

@@ -78,14 +78,7 @@ FAULTS = ("missing", "other-kind", "fifo", "device")
 
 #: cases another module still judges by its own words: (words, fault or None for all) -> whose module.
 #: Each is a strict xfail: wired to ``superfluid.paths.flag_path``, it passes, and its entry goes.
-_RELEASE = "superfluid/commands/update.py reads what it updates before for_release.release_for checks --for's paths"
-NOT_YET: dict[tuple[str, str | None], str] = {
-    **{(f"runtime update basert --dry-run --for {w}", None): _RELEASE
-       for w in ("{p}", "{t} --key {p}", "0.1.0 --trust-root {p}")},
-    ("runtime gc basert --lock {p}", None): "superfluid/commands/gc.py reads --lock itself, not flag_path",
-    **{("serve --model {m} --sessions {p}", f): "superfluid/commands/serve.py takes --sessions after the runtime's "
-       "check (exit 4 first), and words it 'not a directory'" for f in ("other-kind", "fifo", "device")},
-}
+NOT_YET: dict[tuple[str, str | None], str] = {}
 
 #: where nothing answers: no run of the sweep reaches a network
 NOWHERE = "http://127.0.0.1:9"

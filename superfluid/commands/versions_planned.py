@@ -11,8 +11,10 @@ from typing import Any
 
 from superfluid.declarations import READS_HOME, Refusal, ask, show, with_listing
 from superfluid.for_release import release_for
+from superfluid.installer.errors import ReleaseNotFound
 from superfluid.installer.install import plan
 from superfluid.installer.settings import Settings
+from superfluid.installer.sources.choose import source_for
 from superfluid.release_flags import flags_of
 from superfluid.runtime import registry
 from superfluid.runtime.adapter import compat_part
@@ -57,13 +59,14 @@ def _planned(request: Request, settings: Settings,
         plans, _, source = plan(request, settings)
     except NotInstallable as e:
         return _allowed(request, e, settings), _where(settings)
-    except (InconsistentRelease, DigestConflict) as e:
+    except (InconsistentRelease, DigestConflict, ReleaseNotFound) as e:  # that release, not the listing
+        if listed is not None:  # what the listing offers instead
+            listed += _versions_of(request.id, source_for(settings))
         return (e.text(fixes=()), e.fixes), _where(settings)
     if source is not None:
-        try:
-            if listed is not None:
-                listed += _versions_of(request.id, source)
-        finally:
+        if listed is not None:
+            listed += _versions_of(request.id, source)
+        else:
             source.close()
     refused = all_refused(plans)  # a plan refused by its needs, or not in the release, is skipped
     if refused is not None:
@@ -74,9 +77,14 @@ def _planned(request: Request, settings: Settings,
 
 
 def _versions_of(runtime_id: str, source: Any) -> list[str]:
-    """The versions the listing offers, as ``--version`` reads its tags (``v0.3.1`` is ``0.3.1``)."""
+    """The versions the listing offers, as ``--version`` reads its tags (``v0.3.1`` is ``0.3.1``);
+    ``source`` is closed."""
     out = []
-    for release in source.releases(registry.get(runtime_id).repo):
+    try:
+        releases = source.releases(registry.get(runtime_id).repo)
+    finally:
+        source.close()
+    for release in releases:
         try:
             version = Request.parse(runtime_id, version=release.tag).version
         except UsageError:
@@ -129,10 +137,8 @@ def _judged(args: argparse.Namespace, settings: Settings, rows: list[dict[str, A
 def _with_listed(runtime_id: str, rows: list[dict[str, Any]], listed: list[str],
                  installed: Any) -> list[dict[str, Any]]:
     """``rows`` and a row for each version the listing offers that the runtime's recipe does not
-    pin (``_judged`` then plans it as ``install --version V`` would), newest first. An adapter whose
-    plans are its recipe's (llama.cpp's tested builds) installs no other: its listing adds none."""
-    if registry.get(runtime_id).plans_from_recipe:
-        return rows
+    pin (``_judged`` then plans it as ``install --version V`` would: an untested build of llama.cpp
+    says so, with the ``--untested`` install where the host's facts let it install), newest first."""
     have = {r["version"] for r in rows}
     extra: list[dict[str, Any]] = [{"version": v, "abi": None, "installs": "not planned yet", "install": None,
               "installed": any(n.startswith(f"{v}-") for n in installed), "tested": False, "platforms": []}

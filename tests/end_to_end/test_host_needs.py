@@ -70,8 +70,6 @@ def test_a_build_for_a_newer_glibc_installs_nothing_and_says_why(cli_home: Home,
     cli.paste(fix, run, env=cli_home.env)
 
 
-@pytest.mark.xfail(strict=True, reason="runtime versions llamacpp --mirror M fails (release b11642 not found) where "
-                                       "M lacks the recipe's newest release: the hint's paste lists nothing")
 def test_the_builds_that_install_here_are_listed_from_the_mirror(cli_home: Home, tmp_path: Path,
                                                                   raised_v1: bytes) -> None:
     """The refusal's hint does what it says: it lists the builds of the mirror the install named."""

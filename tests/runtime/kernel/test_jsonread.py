@@ -366,3 +366,16 @@ def test_no_module_parses_json_outside_the_gate() -> None:
             if found:
                 bypassing[rel] = found
     assert bypassing == {}, "parse through superfluid.runtime.kernel.jsonread (read_json, read_bytes + loads)"
+
+
+@pytest.mark.parametrize("text", [b'"\\ud800"', b'{"a\\uDBFF": 1}', b'["x", {"k": ["\\udc00y"]}]', '"\ud800"'],
+                         ids=["escape", "key-upper-hex", "nested", "a-str-with-one"])
+def test_a_lone_surrogate_is_refused_however_it_comes(text: bytes | str) -> None:
+    with pytest.raises(UntrustedJson, match="lone surrogate"):
+        loads(text, max_bytes=100)
+
+
+@pytest.mark.parametrize(("text", "want"), [(b'"\\ud83d\\ude00"', "\U0001f600"), (b'"\\\\ud800"', "\\ud800")],
+                         ids=["a-pair", "an-escaped-backslash"])
+def test_a_surrogate_pair_or_an_escaped_backslash_reads(text: bytes, want: str) -> None:
+    assert loads(text, max_bytes=100) == want

@@ -10,6 +10,7 @@ import struct
 from dataclasses import dataclass
 from typing import IO
 
+from superfluid.runtime.hostfacts.reading import open_regular
 from superfluid.runtime.kernel.home_cache import Written
 
 __all__ = ["ELFInvalid", "ELFFile", "VersionNeed", "elf_hash", "is_elf", "MACHINES", "read", "remember", "remembered"]
@@ -50,14 +51,10 @@ def elf_hash(name: bytes) -> int:
 def is_elf(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is a regular file that starts as an ELF object does (no link followed)."""
     try:
-        with open(path, "rb", opener=_nofollow) as f:
+        with open_regular(path, follow=False) as f:
             return os.fstat(f.fileno()).st_size >= 64 and f.read(4) == _MAGIC
     except OSError:
         return False
-
-
-def _nofollow(path: str, flags: int) -> int:
-    return os.open(path, flags | getattr(os, "O_NOFOLLOW", 0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +244,7 @@ def remember(path: str | os.PathLike[str]) -> None:
     ``read`` to answer later without reading it again; nothing is kept for a file that is not an ELF
     object the loader could read (``read`` reads it again, and says why)."""
     try:
-        with open(path, "rb", opener=_nofollow) as f:
+        with open_regular(path, follow=False) as f:
             st = os.fstat(f.fileno())
             facts = ELFFile(f)
     except (OSError, ELFInvalid):
@@ -273,8 +270,8 @@ def read(path: str | os.PathLike[str]) -> ELFFile:
     """
     if (known := remembered(path)) is not None:
         return known
-    try:
-        with open(path, "rb") as f:
+    try:  # a regular file only: a FIFO or a link to /dev/zero is refused, never waited on or read
+        with open_regular(path) as f:
             return ELFFile(f)
     except OSError as e:
         raise ELFInvalid(f"cannot read {os.fspath(path)}: {e.strerror or e}") from None

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from superfluid.runtime.hostfacts.libraries import under, version_key
+from superfluid.runtime.hostfacts.reading import read_head
 from superfluid.runtime.kernel.jsonread import loads
 
 # Every probe degrades to "not known" (None or empty), never raises: a fact not known refuses no
@@ -65,9 +66,8 @@ def parse_nvidia_smi(text: str) -> tuple[tuple[str, ...], str | None]:
 
 
 def _read(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read(65536)
+    try:  # a regular file only: a FIFO or a device is not known, never waited on
+        return read_head(path, 65536).decode("utf-8", "replace")
     except OSError:
         return None
 

@@ -32,6 +32,7 @@ from superfluid.runtime.hostfacts.libraries import (
     under,
 )
 from superfluid.runtime.hostfacts.overrides import ARM64_HWCAPS, X86_FEATURES, read
+from superfluid.runtime.hostfacts.reading import read_head
 from superfluid.runtime.hostfacts.system import running_arch, running_os
 from superfluid.runtime.kernel.lookup import is_host_variable
 
@@ -128,6 +129,8 @@ _NVIDIA_VERSION = "/proc/driver/nvidia/version"
 _CUDA_DIRS = CUDA_DIRS
 _VULKAN_ICD_DIRS = VULKAN_ICD_DIRS
 _KFD, _ROCM, _CPUINFO = "/dev/kfd", "/opt/rocm", "/proc/cpuinfo"
+#: bytes of /proc/cpuinfo read: the first processor's lines, however many processors follow
+_CPUINFO_HEAD = 64 << 10
 #: what the probes below read: a file or directory whose change (a driver, a CUDA runtime, ROCm,
 #: Vulkan or a library installed or removed) may change a fact; for keepers of answers computed
 #: from the facts
@@ -138,9 +141,8 @@ PROBED: tuple[str, ...] = (_NVIDIA_VERSION, *_CUDA_DIRS, _KFD, _ROCM, "/etc/ld.s
 
 def _nvidia_driver(root: str) -> str | None:
     try:
-        with open(under(root, _NVIDIA_VERSION), encoding="utf-8", errors="replace") as f:
-            first = f.readline()
-    except OSError:
+        first = read_head(under(root, _NVIDIA_VERSION), 4096).decode("utf-8", "replace").split("\n", 1)[0]
+    except OSError:  # nothing there, or no regular file (a FIFO, a link to /dev/zero): not known
         return None
     for token in first.split():
         if re.fullmatch(r"\d+(\.\d+)+", token):
@@ -199,15 +201,15 @@ def _cpu_features(root: str, arch: str) -> tuple[str, ...]:
     """Those of ``X86_FEATURES`` (the ``flags`` line) or ``ARM64_HWCAPS`` (the ``Features`` line) that
     the first processor ``/proc/cpuinfo`` describes has."""
     key, known = ("flags", X86_FEATURES) if arch == "x64" else ("Features", ARM64_HWCAPS)
-    try:
-        with open(under(root, _CPUINFO), encoding="utf-8", errors="replace") as f:
-            for line in f:
-                name, sep, value = line.partition(":")
-                if sep and name.strip() == key:
-                    words = set(value.split())
-                    return tuple(k for k in known if k in words)
-    except OSError:
-        pass
+    try:  # the first processor's lines are in the file's head, however many processors follow
+        text = read_head(under(root, _CPUINFO), _CPUINFO_HEAD).decode("utf-8", "replace")
+    except OSError:  # nothing there, or no regular file (a FIFO, a link to /dev/zero): not known
+        return ()
+    for line in text.splitlines():
+        name, sep, value = line.partition(":")
+        if sep and name.strip() == key:
+            words = set(value.split())
+            return tuple(k for k in known if k in words)
     return ()
 
 

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,20 @@ class TestFileFetcher:
         with pytest.raises(DownloadError, match="HTTP 405"):
             FileFetcher().request(method, p.as_uri(), body=b"other")
         assert p.read_bytes() == b"kept"
+
+    @pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+    def test_a_fifo_or_a_device_is_refused_without_waiting(self, tmp_path: Path, kind: str) -> None:
+        """Issue 44, item 2: a lock's file:// asset naming a FIFO held mirror sync for ever."""
+        p = tmp_path / "asset"
+        if kind == "fifo":
+            os.mkfifo(p)
+        else:
+            os.symlink("/dev/zero", p)
+        said = "a FIFO" if kind == "fifo" else "a character device"
+        with pytest.raises(DownloadError, match=f"{p} is {said}, not a regular file"):
+            FileFetcher().open(p.as_uri())
+        with pytest.raises(DownloadError, match="HTTP 404"):
+            FileFetcher().open(tmp_path.as_uri())  # a folder is no file: not found, as a server says
 
     def test_refuses_http(self) -> None:
         with pytest.raises(DownloadError, match="http:// URLs are not fetched here"):

@@ -5,14 +5,12 @@ A copy has new inodes and change times, which a glance calls changed (docs/cli.m
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
 from superfluid.installer.home.installs import list_installs
-from superfluid.runtime.kernel.layout import install_receipt, runtimes_dir
-from superfluid.runtime.kernel.receipt import write_receipt
-from superfluid.runtime.kernel.record import restamped, verify_install
+from superfluid.runtime.kernel.layout import runtimes_dir
+from superfluid.runtime.kernel.record import record_stat_facts, verify_install
 
 __all__ = ["copy_home", "verified"]
 
@@ -27,9 +25,7 @@ def verified(home: Path) -> None:
         for i in list_installs(folder):
             if i.receipt is None:
                 continue
-            again = restamped(i.receipt, verify_install(folder.name, i.name, i.path, i.receipt))
-            if again is not None:
-                write_receipt(install_receipt(os.fspath(i.path)), again)
+            record_stat_facts(i.receipt, verify_install(folder.name, i.name, i.path, i.receipt), i.path)
 
 
 def copy_home(source: Path, into: Path) -> None:

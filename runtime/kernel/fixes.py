@@ -22,7 +22,7 @@ from typing import Any
 # emitted and pasted (scripts/fix-report).
 
 __all__ = ["Fix", "FixLike", "fixes_of", "render", "as_json", "with_flags", "record_to",
-           "repair", "REPAIR_DOES", "repair_command", "ENV_LOG", "TAKES"]
+           "repair", "ENV_LOG", "TAKES"]
 
 #: the variable that names the file every rendered fix is appended to (the test suite's report)
 ENV_LOG = "SUPERFLUID_FIX_LOG"
@@ -124,7 +124,7 @@ def _key(argv: Sequence[str]) -> tuple[str, ...]:
 def with_flags(fix: Fix, flags: Iterable[tuple[str, str | None]]) -> Fix:
     """``fix`` carrying each of ``flags`` (``(flag, value or None)``, as the line gave them) that its
     command takes and lacks; a fix that names ``--from`` or ``--mirror`` keeps its own source, and one
-    that says it fills the cache (``--online``: no ``--offline``) stays online."""
+    that fills the cache (its ``does`` says so) is not given ``--offline``."""
     if fix.argv[0] != "superfluid":
         return fix
     takes = TAKES.get(_key(fix.argv), ())
@@ -142,16 +142,7 @@ def with_flags(fix: Fix, flags: Iterable[tuple[str, str | None]]) -> Fix:
 
 def repair(runtime_id: str, install: str) -> Fix:
     """The fix of a broken install: repair it as its receipt records it."""
-    return Fix(("superfluid", "runtime", "repair", runtime_id, install), REPAIR_DOES, _site())
-
-
-#: what the repair fix does
-REPAIR_DOES = "puts it back"
-
-
-def repair_command(runtime_id: str, install: str) -> str:
-    """The command that puts an install back as its receipt records it (a shell's words)."""
-    return shlex.join(("superfluid", "runtime", "repair", runtime_id, install))
+    return Fix(("superfluid", "runtime", "repair", runtime_id, install), "puts it back", _site())
 
 
 # -- the log the test suite's report reads ---------------------------------------------------------

@@ -19,10 +19,11 @@ from superfluid.runtime.kernel.errors import BadFile, SuperfluidError
 from superfluid.runtime.kernel.fixes import Fix, render, repair
 from superfluid.runtime.kernel.home_cache import Written
 from superfluid.runtime.kernel.jsonread import kind_of
+from superfluid.runtime.kernel.layout import install_receipt
 from superfluid.runtime.kernel.receipt import MAX_BYTES, RECEIPT, Receipt, write_receipt
 
 __all__ = ["FILES", "UNRECORDED", "STAT_FACTS", "FileRecord", "Difference", "Verification", "NotRecordable",
-           "record_tree", "compare", "files_of", "with_files", "verify_install", "glance", "restamped", "remember",
+           "record_tree", "compare", "files_of", "with_files", "verify_install", "glance", "remember",
            "record_stat_facts"]
 
 #: the receipt's key that holds the list
@@ -339,7 +340,7 @@ class Verification:
     recorded: int | None = None  # how many entries the receipt records (None: none, see problem)
     differences: tuple[Difference, ...] = ()
     problem: str | None = None
-    #: what was found, file by file (their stat facts too): what ``restamped`` records
+    #: what was found, file by file (their stat facts too): what ``record_stat_facts`` records
     found: tuple[FileRecord, ...] = field(default=(), compare=False, repr=False)
 
     @property
@@ -385,7 +386,7 @@ def verify_install(runtime_id: str, install: str, path: str | os.PathLike[str],
         return Verification(id=runtime_id, install=install, path=where,
                             problem=f"its receipt does not read ({problem})")
     try:
-        recorded = files_of(receipt, os.path.join(where, RECEIPT))
+        recorded = files_of(receipt, install_receipt(where))
     except BadFile as e:
         return Verification(id=runtime_id, install=install, path=where, problem=f"its receipt does not read ({e})")
     if recorded is None:
@@ -399,7 +400,7 @@ def verify_install(runtime_id: str, install: str, path: str | os.PathLike[str],
                         differences=compare(recorded, found), found=found)
 
 
-def restamped(receipt: Receipt, verified: Verification) -> Receipt | None:
+def _restamped(receipt: Receipt, verified: Verification) -> Receipt | None:
     """``receipt`` recording the stat facts ``verified`` found, when every file hashed as recorded
     and the facts of one differ from those recorded (or none were: an older receipt), as git's index
     records a file it hashed again; None when there is nothing to record. A copied home is then
@@ -414,15 +415,15 @@ def restamped(receipt: Receipt, verified: Verification) -> Receipt | None:
 
 
 def record_stat_facts(receipt: Receipt, verified: Verification, path: str | os.PathLike[str]) -> bool:
-    """Write ``restamped(receipt, verified)`` in the install at ``path`` (every file hashed as its
+    """Write ``_restamped(receipt, verified)`` in the install at ``path`` (every file hashed as its
     receipt records it, its stat facts now): what ``runtime verify`` and a repair that finds nothing
     to put back do. False when there was nothing to record, or the home is not writable (the glance
     keeps calling it changed)."""
-    again = restamped(receipt, verified)
+    again = _restamped(receipt, verified)
     if again is None:
         return False
     try:
-        write_receipt(os.path.join(path, RECEIPT), again)
+        write_receipt(install_receipt(path), again)
     except OSError:
         return False
     return True
@@ -433,14 +434,14 @@ def glance(receipt: Receipt, path: str | os.PathLike[str]) -> tuple[Difference, 
     byte of a file: a recorded path missing, or of another kind, size, link target or executable bit,
     or a file whose stat facts (``STAT_FACTS``: modification and change time, inode) are not those
     recorded, rewritten in place at its size (``runtime verify`` hashes; this is the check a command
-    can afford on every run). Empty when the
-    receipt records no files (nothing to look at) or they look as recorded.
+    can afford on every run). Empty when the receipt records no files (nothing to look at) or they look
+    as recorded.
 
     Raises:
         BadFile: ``files`` is there but is not a list of recorded files.
     """
     where = os.fspath(path)
-    recorded = files_of(receipt, os.path.join(where, RECEIPT)) or ()
+    recorded = files_of(receipt, install_receipt(where)) or ()
     top = os.fsencode(where)
     found: list[FileRecord] = []
     for want in recorded:

@@ -26,7 +26,7 @@ from superfluid.parser import (
     runner,
 )
 from superfluid.runtime.kernel.errors import SuperfluidError, UsageError
-from superfluid.runtime.kernel.fixes import ENV_LOG, Fix, record_to, render, with_flags
+from superfluid.runtime.kernel.fixes import ENV_LOG, Fix, record_to, with_flags
 from superfluid.runtime.kernel.layout import home, home_fault
 from superfluid.runtime.kernel.output import error_code, error_doc, print_json
 from superfluid.source_hints import fitting, given
@@ -111,10 +111,9 @@ def _fail(error: BaseException, code: int, args: argparse.Namespace | None, as_j
     elif isinstance(error, SuperfluidError):
         fixes = tuple(with_flags(f, flags) for f in error.fixes)
         advice = fitting(error.advice, takes_both=takes_both) if error.advice else None
-        head = fitting(error.text((), advice or ""), takes_both=takes_both)
-        text = f"{head}{'; or ' if error.advice and advice else ': '}{render(fixes)}" if fixes else head
+        text = error.text(fixes, advice or "")
     else:
-        text = fitting(str(error), takes_both=takes_both)
+        text = str(error)
     if isinstance(error, UsageError) and "--help" not in text:
         text += f" (see '{_prog(args)} --help')"
     sys.stderr.write(f"superfluid: {text}\n")

@@ -42,8 +42,7 @@ def _value_of(action: argparse.Action, named: dict[str, str] | None = None) -> s
     for flag in action.option_strings:
         if named and flag in named:
             return named[flag]
-    if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse._HelpAction,
-                           argparse._CountAction, argparse._StoreConstAction)):
+    if action.nargs == 0:  # a switch (store_true, --help, -q/-v...): it takes no value
         return ""
     metavar = str(action.metavar or action.dest or "").upper()
     if "PATH" in metavar or "FILE" in metavar:
@@ -101,9 +100,6 @@ def model(top: argparse.ArgumentParser) -> Model:
             command.flags += _serve_options(command.flags)
         commands.append(command)
     return Model(commands)
-
-
-# --- bash and zsh: the same POSIX case tables --------------------------------------------------------------
 
 
 def index_source() -> str:

@@ -32,6 +32,9 @@ def arguments(p: Parser) -> None:
     p.add_argument("shell", choices=SHELLS, help="the shell to complete for")
 
 
+# --- bash and zsh: the same POSIX case tables --------------------------------------------------------------
+
+
 def _q(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 

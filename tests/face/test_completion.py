@@ -94,6 +94,9 @@ CASES = [
     pytest.param(["serve", "--llamacpp-cache-type-k"], "", _option_values("llamacpp", "cache-type-k"),
                  id="serve-option-values"),
     pytest.param(["runtime", "install", "basert"], "--rei", {"--reinstall"}, id="reinstall-flag"),
+    # -q and -v take no value: what follows them completes as if they were not there
+    pytest.param(["-q"], "", set(children(parser())), id="commands-after-quiet"),
+    pytest.param(["runtime", "list", "--verbose"], "", set(registry.IDS), id="runtime-ids-after-verbose"),
 ]
 
 

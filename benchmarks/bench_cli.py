@@ -50,7 +50,7 @@ COMMANDS = {
     "superfluid-manifest --version": [str(BIN / "superfluid-manifest"), "--version"],
 }
 #: the code a command answers when it is not 0 (``superfluid`` alone prints the overview and exits 2)
-EXITS = {"superfluid": 2}
+EXITS = {tuple(COMMANDS["superfluid"]): 2}
 BASELINE = ("python3 -c pass", [sys.executable, "-c", "pass"])
 #: measured with the kept answer removed before each run
 COMPUTED = ("superfluid runtimes --json (computed)", COMMANDS["superfluid runtimes --json"])
@@ -61,7 +61,7 @@ def _time(argv: list[str], env: dict[str, str]) -> float:
     done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, check=False)
     elapsed = time.perf_counter() - start
-    if done.returncode != EXITS.get(" ".join(Path(a).name if i == 0 else a for i, a in enumerate(argv)), 0):
+    if done.returncode != EXITS.get(tuple(argv), 0):
         raise SystemExit(f"bench: {' '.join(argv)} failed ({done.returncode}): {done.stderr.decode()[-300:]}")
     return elapsed
 

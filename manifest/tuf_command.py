@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
                          "is signed\n")
         return 0
     expiry = parse_expires(args.expires)
-    out = Path(args.out)  # a directory: checked with every path of the line (command._paths)
+    out = Path(args.out)  # a directory: checked with every path of the line (command_run._paths)
     if args.command == "refresh-timestamp":
         version = refresh_timestamp(out, read_keys(args.tuf_keys), expiry)
         until = _until(expiry.timestamp)

@@ -121,7 +121,7 @@ class LiveRepository:
         if self.keys is None:
             if self._listed() != want:
                 log.warning("%s lists other answers than this index gives: clients refuse the changed ones until "
-                            "it is exported again (superfluid-manifest export --tuf-keys)", self.repo / METADATA)
+                            "it is exported again with --tuf-keys", self.repo / METADATA)
             return
         keys = self.keys
         with self._locked():

@@ -244,7 +244,8 @@ class Command(Runs, Protocol):
 
 class Verbosity(argparse.Action):
     """``-q/--quiet`` or ``-v/--verbose``, before the command or after it: sets ``superfluid.verbosity``
-    as it is parsed; both on one line is a usage error."""
+    as it is parsed (the one place what the line asked is kept: the namespace holds nothing of it); both
+    on one line is a usage error."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
@@ -253,15 +254,12 @@ class Verbosity(argparse.Action):
             raise UsageError("-q/--quiet and -v/--verbose ask opposite things: give one of them "
                              f"(see '{parser.prog} --help')")
         verbosity.set_level(asked)
-        setattr(namespace, self.dest, True)
 
 
-def add_verbosity(p: argparse.ArgumentParser, *, top: bool = False) -> None:
-    """``-q/--quiet`` and ``-v/--verbose`` on ``p`` (the top's default False; a command's leaves the top's
-    value as the line gave it)."""
-    default = False if top else argparse.SUPPRESS
-    p.add_argument("-q", "--quiet", action=Verbosity, nargs=0, default=default, help=FLAG_HELP["-q"])
-    p.add_argument("-v", "--verbose", action=Verbosity, nargs=0, default=default, help=FLAG_HELP["-v"])
+def add_verbosity(p: argparse.ArgumentParser) -> None:
+    """``-q/--quiet`` and ``-v/--verbose`` on ``p`` (the top and every command)."""
+    p.add_argument("-q", "--quiet", action=Verbosity, nargs=0, default=argparse.SUPPRESS, help=FLAG_HELP["-q"])
+    p.add_argument("-v", "--verbose", action=Verbosity, nargs=0, default=argparse.SUPPRESS, help=FLAG_HELP["-v"])
 
 
 def add_json(p: argparse.ArgumentParser) -> None:
@@ -290,7 +288,7 @@ def tree(modules: Mapping[str, Command | None]) -> Parser:
     top = Parser(prog="superfluid", add_help=False)
     top.add_argument("-h", "--help", action="store_true", help="show the commands and exit")
     top.add_argument("-V", "--version", action="store_true", help="print the version and exit")
-    add_verbosity(top, top=True)
+    add_verbosity(top)
     subs: dict[str, Any] = {"": top.add_subparsers(dest="command", parser_class=Parser)}
     # every line has what the dispatch reads of any command (a command's own parser sets its own):
     # its words, the runtime ids it names, and the source flags a hint keeps (takes_source_flags: the

@@ -76,10 +76,6 @@ CASES: list[tuple[str, str, str, bool]] = [
 #: what each fault is: (its name, how it is made under a folder, what a message calls it)
 FAULTS = ("missing", "other-kind", "fifo", "device")
 
-#: cases another module still judges by its own words: (words, fault or None for all) -> whose module.
-#: Each is a strict xfail: wired to ``superfluid.paths.flag_path``, it passes, and its entry goes.
-NOT_YET: dict[tuple[str, str | None], str] = {}
-
 #: where nothing answers: no run of the sweep reaches a network
 NOWHERE = "http://127.0.0.1:9"
 
@@ -115,14 +111,10 @@ _IDS = [f"{program} {words.split('{p}')[0].strip()} {{p}}{'-may-be-missing' if o
 
 @pytest.mark.parametrize("fault", FAULTS)
 @pytest.mark.parametrize(("program", "words", "asks", "may_be_missing"), CASES, ids=_IDS)
-def test_a_faulty_path_is_exit_2_naming_it_and_what_it_is(request: pytest.FixtureRequest, tmp_path: Path, keys: Path,
-                                                           program: str, words: str, asks: str, may_be_missing: bool,
-                                                           fault: str) -> None:
+def test_a_faulty_path_is_exit_2_naming_it_and_what_it_is(tmp_path: Path, keys: Path, program: str, words: str,
+                                                           asks: str, may_be_missing: bool, fault: str) -> None:
     if fault == "missing" and may_be_missing:
         pytest.skip("nothing there is fine: the command makes it")
-    why = NOT_YET.get((words, fault)) or NOT_YET.get((words, None))
-    if why is not None:
-        request.applymarker(pytest.mark.xfail(reason=why, strict=True))
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     (tmp_path / "d").mkdir()

@@ -3,6 +3,8 @@ command, setting what ``superfluid.verbosity`` answers; both on one line is a us
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from superfluid import verbosity
@@ -36,7 +38,7 @@ def test_quiet_before_or_after_the_command(line: list[str]) -> None:
     assert verbosity.level() == verbosity.NORMAL
 
 
-def test_both_is_a_usage_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_both_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="-q/--quiet and -v/--verbose ask opposite things"):
         parser(["runtimes"]).parse_known_args(["-q", "runtimes", "-v"])
     verbosity.reset()
@@ -44,7 +46,7 @@ def test_both_is_a_usage_error(tmp_path) -> None:  # type: ignore[no-untyped-def
     assert done.code == 2 and "ask opposite things" in done.stderr and done.stdout == ""
 
 
-def test_a_quiet_line_answers_as_a_plain_one(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_quiet_line_answers_as_a_plain_one(tmp_path: Path) -> None:
     plain = cli.run("superfluid", "runtimes", "--json", env=cli.environment(tmp_path))
     quiet = cli.run("superfluid", "-q", "runtimes", "--json", env=cli.environment(tmp_path))
     assert (quiet.code, quiet.stdout) == (plain.code, plain.stdout) == (0, plain.stdout)

@@ -12,7 +12,7 @@ import shutil
 # filesystem. The download cache keeps a mirror folder's archive this way, so that ``runtime repair``
 # finds it by its digest after the folder moved.
 
-__all__ = ["FICLONE", "clone_file"]
+__all__ = ["clone_file"]
 
 #: ioctl(2) FICLONE (linux/fs.h): make the destination share the source's blocks
 FICLONE = 0x40049409

@@ -21,7 +21,7 @@ from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.redact import redact_text
 
-__all__ = ["SCHEMES", "SourceFactory", "scheme_of", "source_for", "root_of"]
+__all__ = ["SCHEMES", "SourceFactory", "scheme_of", "source_for", "root_of", "mirror_root"]
 
 
 class SourceFactory(Protocol):
@@ -59,6 +59,19 @@ def root_of(where: str, *, named_by: str = MIRROR_FLAG) -> str:
         ValueError: a URL of another scheme, or a path that is not a directory.
     """
     return mirror_root_url(where, named_by=named_by, others=tuple(SCHEMES))
+
+
+def mirror_root(where: str, *, named_by: str = MIRROR_FLAG) -> str:
+    """``root_of``, a mirror that is none refused as a usage error: its message redacted, its advice
+    said to whoever named it (``--mirror`` or ``SUPERFLUID_MIRROR``).
+
+    Raises:
+        UsageError: a URL of no scheme a source reads, or a path that is not a directory.
+    """
+    try:
+        return root_of(where, named_by=named_by)
+    except ValueError as e:
+        raise UsageError(redact_text(str(e)), advice=_mirror_advice(named_by)) from e
 
 
 def _mirror_advice(named_by: str) -> str:
@@ -103,10 +116,7 @@ def source_for(
         return factory(mirror, named_by=named_by, offline=offline, settings=settings, config=config, cache=cache,
                        fix=fix, fetcher=fetcher)
     if mirror:
-        try:
-            root = root_of(mirror, named_by=named_by)
-        except ValueError as e:
-            raise UsageError(redact_text(str(e)), advice=_mirror_advice(named_by)) from e
+        root = mirror_root(mirror, named_by=named_by)
         if root.startswith("file:"):
             local = FileFetcher(config)
             return ListedSource(Mirror(root, local, cache), cache, local, mirror=root)

@@ -6,14 +6,14 @@ from __future__ import annotations
 import email.utils
 import hashlib
 import os
-import stat
 from collections.abc import Iterator, Mapping
 
 from superfluid.installer.errors import DownloadError, OfflineMissing
 from superfluid.installer.transport.fetcher import Fetcher
 from superfluid.installer.transport.messages import FetchResponse, HttpRequest
 from superfluid.installer.transport.urls import path_of_file_url
-from superfluid.runtime.kernel.jsonread import kind_of
+from superfluid.runtime.hostfacts.reading import open_regular
+from superfluid.runtime.kernel.jsonread import NotRegularFile
 
 __all__ = ["FileFetcher", "NoNetworkFetcher"]
 
@@ -33,20 +33,17 @@ class FileFetcher(Fetcher):
         if request.method not in ("GET", "HEAD"):
             return FetchResponse(url, 405, {"content-length": "0", "allow": "GET, HEAD"}, iter(()))
         path = path_of_file_url(url)
-        try:  # without blocking: a FIFO cannot hold the open, and fstat says what was opened
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        try:  # a regular file only, opened without blocking (a FIFO cannot hold the open), judged by fstat
+            f = open_regular(path)
+        except (FileNotFoundError, NotADirectoryError):
             return FetchResponse(url, 404, {"content-length": "0"}, iter(()))
+        except NotRegularFile as e:  # a FIFO, a device: never waited on, never read without end
+            if os.path.isdir(path):  # a folder is no file: not found, as a server says
+                return FetchResponse(url, 404, {"content-length": "0"}, iter(()))
+            raise DownloadError(url, f"{path} {e.strerror}") from None
         except OSError as e:
             raise DownloadError(url, f"cannot read {path}: {e.strerror or e}") from e
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            os.close(fd)
-            return FetchResponse(url, 404, {"content-length": "0"}, iter(()))
-        if not stat.S_ISREG(st.st_mode):  # a FIFO, a device: never waited on, never read without end
-            os.close(fd)
-            raise DownloadError(url, f"{path} is {kind_of(st.st_mode)}, not a regular file")
-        f = os.fdopen(fd, "rb")
+        st = os.fstat(f.fileno())
         etag = '"' + hashlib.sha256(f"{st.st_ino}-{st.st_mtime_ns}-{st.st_size}".encode()).hexdigest()[:32] + '"'
         modified = email.utils.formatdate(st.st_mtime, usegmt=True)
         out = {"etag": etag, "accept-ranges": "bytes", "last-modified": modified}

@@ -4,21 +4,14 @@ from __future__ import annotations
 
 import os
 
+from superfluid.installer.cache.prune import is_archive
+
 # A ``--from`` file that is a text file, an engine library or a web page is named for what it is, not
 # called a corrupt download to fetch again; an archive format that does not read is named as one that
 # is cut short or damaged.
 
-__all__ = ["ARCHIVE_FORMATS", "sniff", "describe"]
+__all__ = ["describe"]
 
-#: (magic bytes at offset 0, the archive format they start)
-ARCHIVE_FORMATS: tuple[tuple[bytes, str], ...] = (
-    (b"\x1f\x8b", "gzip-compressed"),
-    (b"\xfd7zXZ\x00", "xz-compressed"),
-    (b"BZh", "bzip2-compressed"),
-    (b"\x28\xb5\x2f\xfd", "zstd-compressed"),
-    (b"PK\x03\x04", "zip"),
-    (b"PK\x05\x06", "zip"),
-)
 #: (magic bytes at offset 0, what a file of them is) of formats that are never a release archive
 _OTHER: tuple[tuple[bytes, str], ...] = (
     (b"\x7fELF", "an ELF binary (a library or program, not an archive of one)"),
@@ -30,13 +23,6 @@ _OTHER: tuple[tuple[bytes, str], ...] = (
 _HEAD = 4096
 
 
-def sniff(head: bytes) -> str | None:
-    """The archive format ``head`` (a file's first bytes) starts, or None (none, or a plain tar)."""
-    if len(head) >= 262 and head[257:262] == b"ustar":
-        return "tar"
-    return next((what for magic, what in ARCHIVE_FORMATS if head.startswith(magic)), None)
-
-
 def describe(path: str | os.PathLike[str]) -> str | None:
     """What ``path`` is when it is no archive format at all (``"a text file (its first line: …)"``,
     ``"an empty file"``, ``"an ELF binary …"``), or None: it starts as an archive does (then it is one
@@ -46,7 +32,7 @@ def describe(path: str | os.PathLike[str]) -> str | None:
             head = f.read(_HEAD)
     except OSError:
         return None
-    if sniff(head) is not None:
+    if is_archive(head):  # the archive formats are the cache's one rule (``prune.is_archive``)
         return None
     if not head:
         return "an empty file"

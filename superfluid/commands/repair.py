@@ -29,11 +29,10 @@ from superfluid.installer.home.store import NoSuchInstall, guard_root, tidy
 from superfluid.installer.home.upkeep import repair_target, repair_wanted
 from superfluid.installer.install import Outcome
 from superfluid.installer.settings import MIRROR_FLAG, Settings
-from superfluid.installer.sources.mirror import mirror_root_url
+from superfluid.installer.sources.choose import mirror_root
 from superfluid.installing import check_id, home_holds, installed_with, recorded_mirror, request_of, show
 from superfluid.parser import Help, Parser, exits
 from superfluid.release_flags import ForFlags
-from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.jsonread import read_bytes
 from superfluid.runtime.kernel.layout import worker_path
 from superfluid.runtime.kernel.output import print_json
@@ -80,10 +79,7 @@ def _mirror_root(settings: Settings) -> str | None:
     named_by, where = settings.mirror_named_by, settings.mirror
     if where is None:
         return None
-    try:
-        return mirror_root_url(where, named_by=named_by)
-    except ValueError as e:
-        raise UsageError(str(e), advice="give --mirror an http(s):// URL or an existing directory") from None
+    return mirror_root(where, named_by=named_by)  # a mirror that is none: refused as every source refuses it
 
 
 def _target(args: argparse.Namespace, home: str) -> Installed | None:

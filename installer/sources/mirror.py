@@ -27,7 +27,6 @@ __all__ = [
     "listing_path",
     "asset_path",
     "mirror_root_url",
-    "MIRROR_SCHEMES",
     "schemes_text",
 ]
 

@@ -177,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.write(kept)  # nothing it was computed from changed: no parser, no adapter
             return 0
         if not args_in:
-            sys.stderr.write(overview(parser(args_in)))
+            sys.stderr.write(overview())
             return 2
         args, extra, top = _parsed(args_in)
         if verbosity.verbose():  # the installer's log, loaded only when asked (superfluid.step_log)
@@ -185,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if extra:  # named at the command that refused them, not at the top
             raise UsageError(f"unrecognized arguments: {' '.join(extra)}")
         if args.help and not args.command:
-            sys.stdout.write(overview(top))
+            sys.stdout.write(overview())
             return 0
         if not (path := _path(args)):
             raise UsageError(f"{args_in[0]} needs a command first (see 'superfluid --help')")

@@ -472,10 +472,10 @@ def overview_rows(top: Parser) -> tuple[tuple[str, str], ...]:
     return tuple(rows)
 
 
-def overview(top: Parser | None = None) -> str:
+def overview() -> str:
     """``superfluid`` with no command: every command's synopsis and summary, then the exit codes. The
     rows are the generated index's (``command_index.ROWS``, tested equal to ``overview_rows`` of the
-    whole tree), so the overview loads no command module; ``top`` is not read."""
+    whole tree), so the overview loads no command module."""
     rows = ROWS
     width = max(len(s) for s, _ in rows) + 2
     head = _GROUPS[""]

@@ -44,7 +44,6 @@ __all__ = [
     "is_local",
     "backend_runs_here",
     "stack_refusal",
-    "why_skipped",
     "all_refused",
 ]
 
@@ -392,7 +391,7 @@ def stack_refusal(backend: str, host: Host) -> str | None:
     states it where the probe cannot see it; None otherwise. A plan named with ``--backend`` is
     refused by it before any of it is fetched."""
     family = backend_family(backend)
-    if family not in _STACKS or (host.nvidia_driver if family == "cuda" else host.rocm):
+    if family not in _STACKS or backend_runs_here(backend, host.platform, host) is None:  # the one rule
         return None
     stack, override = _STACKS[family]
     return f"a {backend} build needs {stack}, and this host has none ({override} states one the probe cannot see)"

@@ -24,6 +24,10 @@ __all__ = ["ProbeRefused", "Probed", "judge_probe", "missing_cuda_runtime", "cpu
 _NO_CUDART = re.compile(r"(libcudart\.so\.\d+)(?:: cannot open shared object file|, which is on none of)")
 
 
+#: the advice of a staged library that is not the release it says (another ABI than the release states)
+_NOT_THE_RELEASE = "nothing was installed: the bundle is not the release it says"
+
+
 def missing_cuda_runtime(reason: str) -> str | None:
     """The CUDA runtime library (``libcudart.so.12``) a refusal says the loader did not find, or None."""
     m = _NO_CUDART.search(reason)
@@ -131,7 +135,7 @@ def judge_probe(p: Plan, report: Mapping[str, Any], *, untested: bool, holds_ver
         _hold_to_plan(p, report, version, holds_version)
         if p.abi is not None and abi is not None and abi != p.abi:
             raise ProbeRefused(p, f"its library states ABI {abi}, and the release states {p.abi}",
-                               advice="nothing was installed: the bundle is not the release it says")
+                               advice=_NOT_THE_RELEASE)
         why = _device_fits(p.backend, devices, report.get("unloaded")) if needs_device else None
         if why:
             raise ProbeRefused(p, why)
@@ -146,12 +150,12 @@ def judge_probe(p: Plan, report: Mapping[str, Any], *, untested: bool, holds_ver
             raise ProbeRefused(p, f"its library states ABI {stated}, and the release states {p.abi}: {reason}")
         tested = p.tested and p.made_for is not None and stated == p.abi
         return Probed(tested, stated, p.version if p.version != "custom" else None, devices, extra)
+    refused = f"the staged library was refused by its check: {reason}"
     if by_abi is not None and p.chosen_by == "from":  # the archive named, of another ABI: untested, it installs
-        raise ProbeRefused(p, f"the staged library was refused by its check: {reason}", fix=_from_untested(p))
+        raise ProbeRefused(p, refused, fix=_from_untested(p))
     # a release's library of another ABI than the release states is not the release it says: --untested
     # would refuse it too (the plan's ABI is held to), so there is no command to give
-    advice = "nothing was installed: the bundle is not the release it says" if by_abi is not None else None
-    raise ProbeRefused(p, f"the staged library was refused by its check: {reason}", advice=advice)
+    raise ProbeRefused(p, refused, advice=_NOT_THE_RELEASE if by_abi is not None else None)
 
 
 def _staged_words(report: Mapping[str, Any]) -> str:

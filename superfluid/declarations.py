@@ -14,6 +14,7 @@ from superfluid.runtime import registry
 from superfluid.runtime.contract import carried, report_fixes
 from superfluid.runtime.kernel.errors import WorkerFailed
 from superfluid.runtime.kernel.fixes import Fix, as_json, render, with_flags
+from superfluid.runtime.kernel.layout import has_install_of
 from superfluid.runtime.kernel.options import Option
 from superfluid.runtime.kernel.ordering import version_key
 from superfluid.runtime.kernel.output import print_json, table
@@ -22,7 +23,7 @@ from superfluid.source_hints import given
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["run", "show", "ask", "versions_text", "with_listing", "shown_rows", "options_text", "shape_of",
+__all__ = ["run", "show", "ask", "versions_text", "with_listing", "options_text", "shape_of",
            "READS_HOME", "Refusal"]
 
 #: the commands that only read the home (see superfluid.cli)
@@ -105,7 +106,7 @@ def with_listing(rows: list[dict[str, Any]], chosen: Mapping[str, Any] | None, i
            else r for r in out]
     if not any(r["version"] == chosen["version"] for r in rows):
         row = {"version": chosen["version"], "abi": chosen.get("abi"), **mark,
-               "installed": any(n.startswith(f"{chosen['version']}-") for n in installed),
+               "installed": has_install_of(installed, chosen["version"]),
                "tested": chosen["tested"], "platforms": here}
         out = sorted([*out, row], key=lambda r: version_key(r["version"]), reverse=True)
     return out
@@ -133,14 +134,19 @@ def shown_rows(rows: list[dict[str, Any]], flags: list[tuple[str, str | None]]) 
     as ``fix`` (the first command, a shell's words) and ``fixes`` (each as ``argv`` and ``does``)."""
     out = []
     for row in rows:
-        fixes = [with_flags(f, flags) for f in report_fixes(row)]
+        fixes = _row_fixes(row, flags)
         row = {k: v for k, v in row.items() if k not in ("fix", "fixes")}
         out.append({**row, **as_json(fixes)})
     return out
 
 
+def _row_fixes(row: Mapping[str, Any], flags: list[tuple[str, str | None]]) -> list[Fix]:
+    """The fixes ``row`` carries, each keeping the source ``flags`` the line gave."""
+    return [with_flags(f, flags) for f in report_fixes(row)]
+
+
 def _fixes_of(row: Mapping[str, Any], flags: list[tuple[str, str | None]]) -> str:
-    fixes = [with_flags(f, flags) for f in report_fixes(row)]
+    fixes = _row_fixes(row, flags)
     return f": {render(fixes)}" if fixes else ""
 
 
@@ -187,7 +193,7 @@ def versions_text(runtime_id: str, rows: list[dict[str, Any]], listing: tuple[An
         choice, where = listing
         if isinstance(choice, tuple):
             words, fixes = choice
-            tail = f": {render(list(fixes))}" if fixes else ""
+            tail = f": {render([with_flags(f, flags) for f in fixes])}" if fixes else ""
             text += f"from the release listing ({where}): nothing installs here: {words}{tail}\n"
         else:
             installs = with_flags(Fix.superfluid("runtime", "install", runtime_id,

@@ -13,6 +13,7 @@ from superfluid.runtime.adapter import Adapter
 from superfluid.runtime.basert import header
 from superfluid.runtime.basert.abi import abi_verdict, anyway, drives_of
 from superfluid.runtime.contract import carried
+from superfluid.runtime.kernel.layout import has_install_of
 from superfluid.runtime.kernel.options import options_json
 from superfluid.runtime.kernel.ordering import version_key
 from superfluid.runtime.planning import Listing, Plan, Request, install_name
@@ -92,7 +93,7 @@ class BasertAdapter(Adapter):
             else:
                 installs = True
             row: dict[str, Any] = {"version": version, "abi": abi, "installs": installs, "install": install,
-                                   "installed": any(n.startswith(f"{version}-") for n in installed),
+                                   "installed": has_install_of(installed, version),
                                    "tested": judged.is_driven,
                                    "platforms": sorted({a["platform"] for a in pin["assets"]})}
             if asset is not None:

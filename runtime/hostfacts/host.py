@@ -34,11 +34,11 @@ from superfluid.runtime.hostfacts.libraries import (
 from superfluid.runtime.hostfacts.overrides import ARM64_HWCAPS, X86_FEATURES, read
 from superfluid.runtime.hostfacts.reading import read_head
 from superfluid.runtime.hostfacts.system import running_arch, running_os
-from superfluid.runtime.kernel.lookup import is_host_variable
+from superfluid.runtime.kernel.lookup import HOST_PREFIX, is_host_variable
 
 __all__ = ["Host", "detect", "platform_string", "PROBED", "NOTABLE"]
 
-_V = "SUPERFLUID_HOST_"
+_V = HOST_PREFIX
 OS, ARCH, ROOT, LIBC, GLIBC, GLIBCXX, CXXABI, MEMORY, CPU_FEATURES, LIBRARY_PATH = (
     _V + n for n in ("OS", "ARCH", "ROOT", "LIBC", "GLIBC", "GLIBCXX", "CXXABI", "MEMORY", "CPU_FEATURES",
                      "LIBRARY_PATH"))

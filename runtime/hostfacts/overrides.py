@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.lookup import HOST_PREFIX
 
-__all__ = ["Override", "TABLE", "X86_FEATURES", "ARM64_HWCAPS", "parse", "read", "stated"]
+__all__ = ["TABLE", "X86_FEATURES", "ARM64_HWCAPS", "parse", "read", "stated"]
 
 #: the x86 CPU features a build may need (``/proc/cpuinfo``'s ``flags``)
 X86_FEATURES = ("avx", "avx2", "avx512f", "f16c", "fma")

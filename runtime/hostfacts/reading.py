@@ -34,12 +34,12 @@ def open_regular(path: str | os.PathLike[str], *, follow: bool = True) -> Binary
         raise
 
 
-def read_head(path: str | os.PathLike[str], max_bytes: int, *, follow: bool = True) -> bytes:
+def read_head(path: str | os.PathLike[str], max_bytes: int) -> bytes:
     """The first ``max_bytes`` bytes of the regular file at ``path`` (a fact is in a file's head; a
     file longer than that is read no further).
 
     Raises:
         NotRegularFile, OSError: as ``open_regular``, or the read fails.
     """
-    with open_regular(path, follow=follow) as f:
+    with open_regular(path) as f:
         return f.read(max_bytes)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from superfluid.runtime.kernel.errors import SuperfluidError
 
@@ -33,6 +33,7 @@ __all__ = [
     "is_install_entry",
     "installs_in",
     "installed_installs",
+    "has_install_of",
     "current_target",
     "HomeUnusable",
     "home_fault",
@@ -169,6 +170,12 @@ def installed_installs(runtime_id: str, home_dir: str) -> list[str]:
     except OSError:
         return []
     return [n for n in names if os.path.isfile(install_receipt(os.path.join(root, n)))]
+
+
+def has_install_of(installs: Iterable[str], version: str) -> bool:
+    """Whether one of ``installs`` (install names, ``<version>-<backend>``: ``planning.install_name``)
+    is of ``version``."""
+    return any(n.startswith(f"{version}-") for n in installs)
 
 
 def _real_dir(path: str) -> bool:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from superfluid.runtime.adapter import Adapter
 from superfluid.runtime.kernel.errors import LibraryNotFound
+from superfluid.runtime.kernel.layout import has_install_of
 from superfluid.runtime.kernel.lookup import Lookup
 from superfluid.runtime.kernel.options import options_json
 from superfluid.runtime.llamacpp.locate import locate
@@ -65,7 +66,7 @@ class LlamacppAdapter(Adapter):
                 digest = "pinned" if all(a.pin for a in first.assets) else "release"
             row: dict[str, Any] = {"version": b.version, "layout": b.layout, "installs": installs,
                                    "install": install,
-                                   "installed": any(n.startswith(f"{b.version}-") for n in installed),
+                                   "installed": has_install_of(installed, b.version),
                                    "tested": True,
                                    "platforms": sorted({a.platform for a in b.archives if not a.cudart})}
             if b.published:

@@ -10,7 +10,7 @@ from typing import Any
 
 from superfluid.runtime.kernel.options import Option
 
-__all__ = ["OPTIONS", "FIELDS", "CACHE_TYPES", "STATE_OPTIONS", "INT32_MAX", "UINT32_MAX"]
+__all__ = ["OPTIONS", "FIELDS", "CACHE_TYPES", "STATE_OPTIONS"]
 
 #: the largest value of the C fields the integer options land in: an ``int32_t`` and a ``uint32_t``
 #: (each option's declared range is its field's at most: a larger value would wrap in the struct)

@@ -12,6 +12,7 @@ from superfluid.runtime.adapter import Adapter
 from superfluid.runtime.contract import capabilities
 from superfluid.runtime.kernel.errors import SuperfluidError
 from superfluid.runtime.kernel.fixes import Fix
+from superfluid.runtime.kernel.layout import has_install_of
 from superfluid.runtime.kernel.lookup import Lookup
 from superfluid.runtime.kernel.options import Option, options_json
 from superfluid.runtime.kernel.ordering import version_key
@@ -84,7 +85,7 @@ class MlxAdapter(Adapter):
             rows.append({
                 "version": t["version"], "mlx_lm": t["mlx_lm"], "python": self.python,
                 "installs": reason or True, "install": install,
-                "installed": any(n.startswith(f"{t['version']}-") for n in installed), "tested": True,
+                "installed": has_install_of(installed, t["version"]), "tested": True,
                 "platforms": list(self.recipe["platforms"]),
                 "digest": "pinned" if wheels and all("sha256" in w for w in wheels) else "unpinned",
                 "size": sum(int(w.get("size") or 0) for w in wheels) or None,

@@ -20,12 +20,11 @@ from superfluid.runtime import registry
 from superfluid.runtime.adapter import compat_part
 from superfluid.runtime.hostfacts.host import detect
 from superfluid.runtime.kernel.errors import InconsistentRelease, SuperfluidError, UsageError
-from superfluid.runtime.kernel.fixes import with_flags
-from superfluid.runtime.kernel.layout import installed_installs
+from superfluid.runtime.kernel.layout import has_install_of, installed_installs
 from superfluid.runtime.kernel.ordering import version_key
 from superfluid.runtime.planning import DigestConflict, NotInstallable, Request, all_refused, first_published
 from superfluid.settings import settings_of
-from superfluid.source_hints import given, shown
+from superfluid.source_hints import shown
 
 __all__ = ["READS_HOME", "run"]
 
@@ -97,25 +96,25 @@ def _versions_of(runtime_id: str, source: Any) -> list[str]:
 def _allowed(request: Request, refusal: NotInstallable, settings: Settings) -> Refusal:
     """``refusal``'s words and the fixes the same facts allow: a fix that installs the version
     ``--untested`` is kept only when its plans are not every one refused here (the host's needs);
-    else the words say why that would not install either."""
-    words, fixes = refusal.text(fixes=()), list(refusal.fixes)
-    for f in refusal.fixes:
-        if "--untested" not in f.argv or request.untested:
-            continue
-        version = request.version or refusal.instead
-        try:
-            plans, _, source = plan(Request(id=request.id, version=version, untested=True), settings)
-        except SuperfluidError as e:
-            fixes.remove(f)
-            words += f"; untested it would not install either: {e.message}"
-            continue
+    else the words say why that would not install either. The untested plans are made once."""
+    words = refusal.text(fixes=())
+    untested = [f for f in refusal.fixes if "--untested" in f.argv] if not request.untested else []
+    if not untested:
+        return words, refusal.fixes
+    try:
+        plans, _, source = plan(Request(id=request.id, version=request.version or refusal.instead, untested=True),
+                                settings)
+    except SuperfluidError as e:
+        why: str | None = e.message
+    else:
         if source is not None:
             source.close()
         refused = all_refused(plans)
-        if refused is not None:
-            fixes.remove(f)
-            words += f"; untested it would not install either: {refused.message}"
-    return words, tuple(fixes)
+        why = refused.message if refused is not None else None
+    if why is None:
+        return words, refusal.fixes
+    return f"{words}; untested it would not install either: {why}", tuple(f for f in refusal.fixes
+                                                                          if f not in untested)
 
 
 def _judged(args: argparse.Namespace, settings: Settings, rows: list[dict[str, Any]],
@@ -141,7 +140,7 @@ def _with_listed(runtime_id: str, rows: list[dict[str, Any]], listed: list[str],
     says so, with the ``--untested`` install where the host's facts let it install), newest first."""
     have = {r["version"] for r in rows}
     extra: list[dict[str, Any]] = [{"version": v, "abi": None, "installs": "not planned yet", "install": None,
-              "installed": any(n.startswith(f"{v}-") for n in installed), "tested": False, "platforms": []}
+              "installed": has_install_of(installed, v), "tested": False, "platforms": []}
              for v in dict.fromkeys(listed) if v not in have]
     return sorted([*rows, *extra], key=lambda r: version_key(r["version"]), reverse=True)
 
@@ -159,23 +158,12 @@ def run(args: argparse.Namespace) -> int:
         answer, _ = ask(args.id, "versions", environ)
     listed: list[str] = []
     listing = _listing_choice(args, settings, listed) if for_release is None else None
-    flags = given(mirror=args.mirror, offline=args.offline)
-    if listing is not None:
+    if listing is not None:  # the fixes keep the source flags the line gave where they are shown (``show``)
         chosen = listing[0] if isinstance(listing[0], dict) else None
         installed = installed_installs(args.id, settings.home)
         answer = _with_listed(args.id, answer, listed, installed)
         judged = _judged(args, settings, answer, chosen["version"] if chosen else None)
-        answer = with_listing(answer, chosen, installed,
-                              {v: _kept(j, flags) for v, j in judged.items()})
-        if not isinstance(listing[0], dict):
-            listing = (_kept(listing[0], flags), listing[1])
+        answer = with_listing(answer, chosen, installed, judged)
     show(args, answer, listing)
     return 0
 
-
-def _kept(judged: dict[str, Any] | Refusal, flags: list[tuple[str, str | None]]) -> dict[str, Any] | Refusal:
-    """A version's verdict with each of its fixes keeping the source flags the line gave."""
-    if isinstance(judged, dict):
-        return judged
-    words, fixes = judged
-    return words, tuple(with_flags(f, flags) for f in fixes)

@@ -1,16 +1,18 @@
 """The lock file a command reads or writes: as given, else ``SUPERFLUID_LOCK``, else ``./superfluid.lock``;
-and the fixes that run ``mirror verify|sync`` on a mirror folder against that lock."""
+the fixes that run ``mirror verify|sync`` on a mirror folder against that lock, and what their ``--json``
+says of the two."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
-from typing import Literal
+from typing import Any, Literal
 
 from superfluid.installer.fleet.lockfile import DEFAULT_NAME
 from superfluid.paths import flag_path
 from superfluid.runtime.kernel.fixes import Fix
 
-__all__ = ["lock_path", "checked_lock", "mirror_fix"]
+__all__ = ["lock_path", "checked_lock", "mirror_fix", "mirror_head"]
 
 
 def lock_path(given: str | None, environ: Mapping[str, str]) -> str:
@@ -38,3 +40,9 @@ def mirror_fix(verb: Literal["sync", "verify"], folder: str, lock: str, *, does:
     if verb == "sync":
         return Fix.superfluid("mirror", "sync", folder, *named, does=does)
     return Fix.superfluid("mirror", "verify", folder, *named, does=does)
+
+
+def mirror_head(folder: str, lock: str, digest: str) -> dict[str, Any]:
+    """What ``mirror sync|verify --json`` say first (schemas ``mirror-sync``, ``mirror-verify``): the
+    mirror folder and the lock (its file and its SHA-256), each path absolute."""
+    return {"mirror": os.path.abspath(folder), "lock": {"file": os.path.abspath(lock), "sha256": digest}}

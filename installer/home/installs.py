@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from superfluid.runtime.hostfacts.system import arch_name, os_name
 from superfluid.runtime.kernel.errors import SuperfluidError, UsageError
-from superfluid.runtime.kernel.fixes import Fix, repair
+from superfluid.runtime.kernel.fixes import Fix, render, repair
 from superfluid.runtime.kernel.jsonread import read_bytes
 from superfluid.runtime.kernel.layout import PINNED, current_target, installs_in, is_install_entry, runtime_dir
 from superfluid.runtime.kernel.ordering import backend_rank, version_key
@@ -161,6 +161,11 @@ class Verdict:
         """``0.4.0-cpu is changed: <why>``, or ``0.4.0-cpu is ready``."""
         return f"{self.install} is {self.state}" + (f": {self.why}" if self.why else "")
 
+    def remedy(self) -> str:
+        """What fixes it, for people: its advice, then its commands, "; or " between (as an error
+        says them); "" when nothing does."""
+        return "; or ".join(t for t in (self.advice, render(self.fixes) if self.fixes else "") if t)
+
 
 def host_platform(environ: Mapping[str, str] | None = None) -> str:
     """This host's platform as receipts record it (``linux-x64``): ``SUPERFLUID_HOST_OS`` and
@@ -193,6 +198,23 @@ def _changed_fixes(runtime_id: str, install: str) -> tuple[Fix, ...]:
                            does="hashes its files and, when each is as recorded, records them as they are now"))
 
 
+def _refused(installed: Installed, runtime_id: str | None = None) -> tuple[State, str] | None:
+    """``broken`` or ``changed`` (nothing is served from it) and why, or None: what ``judge`` and
+    ``fault`` both decide by the receipt and a glance. ``runtime_id`` None: a receipt of another
+    runtime is not looked for (``fault``'s callers hold the install alone)."""
+    receipt = installed.receipt
+    if receipt is None:
+        return "broken", installed.problem or "its receipt does not read"
+    if runtime_id is not None and receipt.id != runtime_id:
+        return "broken", f"its receipt describes {receipt.id} {receipt.install}"
+    differences = _glanced(installed)
+    if isinstance(differences, str):
+        return "broken", differences
+    if differences:
+        return "broken" if any(d.breaks for d in differences) else "changed", _said(differences)
+    return None
+
+
 def _untested(runtime_id: str, installed: Installed, others: Sequence[Installed], serving: str | None) -> Verdict:
     """An untested install, and the install this superfluid drives to use instead: one installed
     (when ``installed`` is the one served, ``serving``), else a new one."""
@@ -221,16 +243,12 @@ def judge(runtime_id: str, installed: Installed, others: Sequence[Installed], *,
     this host's (default ``host_platform()``). Reads the receipt and a glance at the files: no
     file is read, no worker started."""
     name = installed.name
-    if installed.receipt is None or installed.receipt.id != runtime_id:
-        why = installed.problem or "its receipt does not read" if installed.receipt is None else \
-            f"its receipt describes {installed.receipt.id} {installed.receipt.install}"
-        return Verdict(name, "broken", why, (repair(runtime_id, name),))
-    differences = _glanced(installed)
-    if isinstance(differences, str) or any(d.breaks for d in differences):
-        why = differences if isinstance(differences, str) else _said(differences)
-        return Verdict(name, "broken", why, (repair(runtime_id, name),))
-    if differences:
-        return Verdict(name, "changed", _said(differences), _changed_fixes(runtime_id, name))
+    refused = _refused(installed, runtime_id)
+    if refused is not None:
+        state, why = refused
+        return Verdict(name, state, why, _changed_fixes(runtime_id, name) if state == "changed" else
+                       (repair(runtime_id, name),))
+    assert installed.receipt is not None
     made_for = installed.receipt.platforms[0] if installed.receipt.platforms else None
     here = platform or host_platform()
     if made_for is not None and made_for != here:
@@ -252,12 +270,8 @@ def fault(installed: Installed) -> str | None:
     """Why nothing is served from ``installed``, in words, or None: its receipt does not read, or a
     file it records is missing or not as recorded at a glance (``record.glance``: no file is read,
     so a changed byte is ``runtime verify``'s to find): the verdict ``broken`` or ``changed``."""
-    if installed.receipt is None:
-        return installed.problem or "its receipt does not read"
-    differences = _glanced(installed)
-    if isinstance(differences, str):
-        return differences
-    return _said(differences) or None
+    refused = _refused(installed)
+    return refused[1] if refused is not None else None
 
 
 def read_pinned(root: str | os.PathLike[str]) -> str | None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from superfluid.installer.trust.manifest import fetch_answer
 from superfluid.installer.trust.service import ENV_URL, service_base
-from superfluid.manifest.routes import RouteError, asked_by, choose_route
+from superfluid.manifest.routes import Choose, RouteError, asked_by, choose_route
 from superfluid.parser import either
 from superfluid.runtime import registry
 from superfluid.runtime.kernel import schema
@@ -32,7 +32,7 @@ __all__ = ["run"]
 _SERVICE_MAX_BYTES = 16 << 20
 
 
-def _question(args: argparse.Namespace) -> Any:
+def _question(args: argparse.Namespace) -> Choose:
     """The ``Choose`` route the flags ask (exit 2 when they do not make one)."""
     kinds = by_kind(map(registry.presentation, registry.IDS))  # each --<kind> the parser declared
     if not args.runtime:
@@ -51,7 +51,7 @@ def _question(args: argparse.Namespace) -> Any:
         raise UsageError(f"{name}: {e.message}") from None
 
 
-def _not_answered(base: str, route: Any, status: int, body: bytes) -> SuperfluidError:
+def _not_answered(base: str, route: Choose, status: int, body: bytes) -> SuperfluidError:
     try:
         message = loads(body, max_bytes=_SERVICE_MAX_BYTES)["error"]
     except (UntrustedJson, TypeError, KeyError):

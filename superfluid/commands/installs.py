@@ -11,6 +11,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from superfluid.installer.home.hints import install_it
 from superfluid.installer.home.installs import (
     Installed,
     Verdict,
@@ -24,7 +25,6 @@ from superfluid.installer.home.installs import (
 from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.runtime import registry
 from superfluid.runtime.kernel import fixes
-from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.layout import home
 from superfluid.runtime.kernel.output import print_json, table
 
@@ -82,23 +82,19 @@ def listing(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
     return doc
 
 
-def _nothing_installed(runtime_id: str) -> Fix:
-    return Fix.superfluid("runtime", "install", runtime_id, does="installs it")
-
-
 def listing_lines(doc: dict[str, Any], verdicts: list[Verdict]) -> str:
     """The listing for people: a table, then a line for each install that is not ready, with why and
     what fixes it."""
     runtime_id = doc["id"]
     if not doc["installs"]:
-        return f"{runtime_id}: nothing installed: {fixes.render([_nothing_installed(runtime_id)])}\n"
+        return f"{runtime_id}: nothing installed: {fixes.render([install_it(runtime_id)])}\n"
     yes = {True: "yes", False: "no"}
     body = [[i["install"], i["version"] or "-", i["backend"] or "-", i["platform"] or "-", yes[i["current"]],
              yes[i["pinned"]], i["state"]] for i in doc["installs"]]
     text = table(["INSTALL", "VERSION", "BACKEND", "PLATFORM", "CURRENT", "PINNED", "STATE"], body)
     for v in verdicts:
         if not v.ready:
-            tail = "; or ".join(t for t in (v.advice, fixes.render(v.fixes) if v.fixes else "") if t)
+            tail = v.remedy()
             text += f"{runtime_id} {v.words()}" + (f": {tail}" if tail else "") + "\n"
     return text + f"installs of {runtime_id}: {os.path.dirname(doc['installs'][0]['path'])}\n"
 

@@ -12,7 +12,7 @@ import sys
 from superfluid.installer.cache.download import progress_for
 from superfluid.installer.fleet import lockfile
 from superfluid.installer.fleet.sync import sync
-from superfluid.lock_flags import checked_lock
+from superfluid.lock_flags import checked_lock, mirror_head
 from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.jsonread import kind_of
@@ -69,9 +69,8 @@ def _sync(args: argparse.Namespace, path: str) -> int:
     finally:
         progress.close()
     if args.json:  # schema mirror-sync
-        print_json({"mirror": os.path.abspath(args.dir), "lock": {"file": os.path.abspath(path), "sha256": digest},
-                    "fetched": list(done.fetched), "present": list(done.present), "replaced": list(done.replaced),
-                    "listings": list(done.listings)})
+        print_json({**mirror_head(args.dir, path, digest), "fetched": list(done.fetched),
+                    "present": list(done.present), "replaced": list(done.replaced), "listings": list(done.listings)})
         return 0
     for p in done.replaced:
         sys.stderr.write(f"superfluid: {p} held other bytes than the lock pins: replaced\n")

@@ -12,7 +12,7 @@ from typing import Any
 
 from superfluid.installer.fleet import lockfile
 from superfluid.installer.fleet.sync import Problem, verify
-from superfluid.lock_flags import checked_lock, mirror_fix
+from superfluid.lock_flags import checked_lock, mirror_fix, mirror_head
 from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.paths import flag_path
 from superfluid.runtime.kernel.errors import SuperfluidError, UsageError
@@ -41,8 +41,8 @@ def arguments(p: Parser) -> None:
 
 def _document(folder: str, path: str, digest: str, good: int, problems: list[Problem]) -> dict[str, Any]:
     """What ``--json`` prints (schema ``mirror-verify``)."""
-    return {"mirror": os.path.abspath(folder), "lock": {"file": os.path.abspath(path), "sha256": digest},
-            "verified": good, "problems": [{"path": p.path, "fault": p.fault} for p in problems]}
+    return {**mirror_head(folder, path, digest), "verified": good,
+            "problems": [{"path": p.path, "fault": p.fault} for p in problems]}
 
 
 def _missing(folder: str, path: str) -> UsageError:

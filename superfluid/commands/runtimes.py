@@ -114,23 +114,17 @@ def _homeless(environ: Mapping[str, str]) -> str | None:
     return None if os.path.isdir(where) else home_fault(where)
 
 
-def _made_for(runtime_id: str, install: str, environ: Mapping[str, str]) -> dict[str, Any] | None:
-    """The release an install was made for (its receipt's ``for``, from ``--for``), or None."""
+def _recorded(runtime_id: str, install: str | None, environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """What an install's receipt records of where it came from, by key: ``for`` (the release it was
+    made for, from ``--for``) and ``lock`` (``{"file", "sha256"}``, from ``install --locked``), each
+    when it is an object; {} when there is no install or its receipt does not read."""
+    if install is None:
+        return {}
     try:
-        made_for = read_receipt(install_receipt(install_dir(home(environ), runtime_id, install))).extra.get("for")
+        extra = read_receipt(install_receipt(install_dir(home(environ), runtime_id, install))).extra
     except BadFile:
-        return None
-    return made_for if isinstance(made_for, dict) else None
-
-
-def _locked_by(runtime_id: str, install: str, environ: Mapping[str, str]) -> dict[str, Any] | None:
-    """The lock an install came from (its receipt's ``lock``: ``{"file", "sha256"}``, from
-    ``install --locked``), or None."""
-    try:
-        lock = read_receipt(install_receipt(install_dir(home(environ), runtime_id, install))).extra.get("lock")
-    except BadFile:
-        return None
-    return lock if isinstance(lock, dict) else None
+        return {}
+    return {k: extra[k] for k in ("for", "lock") if isinstance(extra.get(k), dict)}
 
 
 def _installable(runtime_id: str, environ: Mapping[str, str]) -> tuple[str | None, list[Any]]:
@@ -160,11 +154,11 @@ def row(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
     """The JSON row of one runtime: the check's answer, and the verdict of the install ``current``
     names (``installs.judge``) as its state when it is not ``ready``."""
     out: dict[str, Any] = {"id": runtime_id}
-    current, verdict, _ = _current(runtime_id, environ)
+    current, verdict, found = _current(runtime_id, environ)
     ref = catalog.locate(runtime_id, environ)
     report: dict[str, Any] | None
     if verdict is not None and verdict.state == "broken" and (verdict.install == CURRENT or not _reads(
-            runtime_id, current, environ)):  # nothing to ask its worker of
+            runtime_id, current, found)):  # nothing to ask its worker of
         out.update(state="broken", **_said(verdict))
         report = None
         out["worker"] = ref.to_json() if ref else {"path": "linked", "source": "linked"}
@@ -178,7 +172,8 @@ def row(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
         except WorkerFailed as e:
             out.update(state="missing", ready=e.reason)
             report, ref = None, None
-    made_for = _made_for(runtime_id, current, environ) if current else None
+    recorded = _recorded(runtime_id, current, environ)
+    made_for = recorded.get("for")
     if made_for is not None:
         out["for"] = made_for
         stated = report.get("stated") if report is not None else None
@@ -225,23 +220,19 @@ def row(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
             out.pop(key, None)
     if current:
         out["install"] = current
-        if (lock := _locked_by(runtime_id, current, environ)) is not None:
-            out["lock"] = lock
+        if "lock" in recorded:
+            out["lock"] = recorded["lock"]
     out["installable"], out["options"] = _installable(runtime_id, environ)
     out.update(declared(runtime_id, report, ready=out["ready"] is True, worker=out.get("worker")))
     # keep the documented key order: id, state, ready first
     return {k: out[k] for k in ("id", "state", "ready", *[k for k in out if k not in ("id", "state", "ready")])}
 
 
-def _reads(runtime_id: str, install: str | None, environ: Mapping[str, str]) -> bool:
-    """Whether the receipt of ``install`` reads (a broken one whose receipt does not is not checked)."""
-    if install is None:
-        return False
-    try:
-        receipt = read_receipt(install_receipt(install_dir(home(environ), runtime_id, install)))
-    except BadFile:
-        return False
-    return receipt.id == runtime_id and receipt.install == install
+def _reads(runtime_id: str, install: str | None, found: list[Installed]) -> bool:
+    """Whether the receipt of ``install`` (one of ``found``, ``list_installs``') reads and describes it
+    (a broken one whose receipt does not is not checked)."""
+    receipt = next((i.receipt for i in found if i.name == install), None)
+    return receipt is not None and receipt.id == runtime_id
 
 
 def rows(environ: Mapping[str, str]) -> list[dict[str, Any]]:
@@ -267,7 +258,7 @@ def _others(runtime_id: str, current: str | None, environ: Mapping[str, str]) ->
     for _, v in judge_all(runtime_dir(home(environ), runtime_id), runtime_id, serving=current,
                           platform=host_platform(environ)):
         if v.install != current and not v.ready:
-            tail = "; or ".join(t for t in (v.advice, fixes.render(v.fixes) if v.fixes else "") if t)
+            tail = v.remedy()
             lines += (f"{runtime_id}: {v.install} (not the current install) is {v.state}"
                       + (f": {v.why}" if v.why else "") + (f": {tail}" if tail else "") + "\n")
     return lines

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 
 from superfluid import catalog
+from superfluid.installer.home.hints import list_them
 from superfluid.installer.home.installs import Verdict, current_install, host_platform, judge, list_installs
 from superfluid.installer.mutex import MutexBusy, MutexError, install_mutex
 from superfluid.parser import COMMON_EXITS, Help, Once, OnceSwitch, Pair, Parser, exits
@@ -118,7 +119,7 @@ def _install_dir(runtime_id: str, install: str, environ: Mapping[str, str]) -> s
     if install in installs_in(root):
         return path
     have = ", ".join(installs_in(root)) or "none"
-    found = [Fix.superfluid("runtime", "list", runtime_id, does="lists its installs")]
+    found = [list_them(runtime_id)]
     named = parse_install_name(install)
     if named is not None:
         found.insert(0, Fix.superfluid("runtime", "install", runtime_id, "--version", named[0], "--backend", named[1],

@@ -10,6 +10,7 @@ import os
 import sys
 from collections.abc import Callable
 
+from superfluid.installer.home.hints import list_them
 from superfluid.installer.home.installs import (
     Verdict,
     check_install_name,
@@ -67,7 +68,7 @@ def _use(args: argparse.Namespace, home: str) -> int:
                                                 "the best-ranked")
     if not args.install:
         raise UsageError(f"runtime use {args.id} needs an install or --auto",
-                         fix=Fix.superfluid("runtime", "list", args.id, does="lists its installs"))
+                         fix=list_them(args.id))
     judged = _judge(args.id, check_install_name(args.install), home)
     chosen = pin(home, args.id, args.install, on_wait=_waiting(args.id))
     auto = Fix.superfluid("runtime", "use", args.id, "--auto", does="unpins it")

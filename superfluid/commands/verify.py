@@ -9,20 +9,17 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from superfluid.installer.home.hints import install_it, list_them
 from superfluid.installer.home.installs import check_install_name, check_runtime_id, list_installs, runtime_root
 from superfluid.installer.home.store import NoSuchInstall
 from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.runtime import registry
 from superfluid.runtime.kernel.errors import SuperfluidError
-from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.layout import home
 from superfluid.runtime.kernel.output import error_doc, print_json
 from superfluid.runtime.kernel.record import Verification, record_stat_facts, verify_install
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["HELP", "arguments", "run", "verdicts", "verdict_lines", "NotVerified"]
 
@@ -67,10 +64,9 @@ def verdicts(runtime_id: str, install: str | None, environ: Mapping[str, str]) -
         if not found:
             present = ", ".join(i.name for i in list_installs(root)) or "none"
             raise NoSuchInstall(f"{runtime_id} has no install {install} (installed: {present})",
-                                fix=Fix.superfluid("runtime", "list", runtime_id, does="lists its installs"))
+                                fix=list_them(runtime_id))
     if not found:
-        raise NoSuchInstall(f"{runtime_id} is not installed",
-                            fix=Fix.superfluid("runtime", "install", runtime_id, does="installs it"))
+        raise NoSuchInstall(f"{runtime_id} is not installed", fix=install_it(runtime_id))
     out = []
     for i in sorted(found, key=lambda i: i.name):
         verdict = verify_install(runtime_id, i.name, i.path, i.receipt, i.problem)

@@ -12,8 +12,7 @@ from superfluid.installer.errors import DownloadError, OfflineMissing
 from superfluid.installer.transport.fetcher import Fetcher
 from superfluid.installer.transport.messages import FetchResponse, HttpRequest
 from superfluid.installer.transport.urls import path_of_file_url
-from superfluid.runtime.hostfacts.reading import open_regular
-from superfluid.runtime.kernel.jsonread import NotRegularFile
+from superfluid.runtime.kernel.jsonread import NotRegularFile, open_regular
 
 __all__ = ["FileFetcher", "NoNetworkFetcher"]
 
@@ -34,7 +33,7 @@ class FileFetcher(Fetcher):
             return FetchResponse(url, 405, {"content-length": "0", "allow": "GET, HEAD"}, iter(()))
         path = path_of_file_url(url)
         try:  # a regular file only, opened without blocking (a FIFO cannot hold the open), judged by fstat
-            f = open_regular(path)
+            f = open_regular(path, follow=True)
         except (FileNotFoundError, NotADirectoryError):
             return FetchResponse(url, 404, {"content-length": "0"}, iter(()))
         except NotRegularFile as e:  # a FIFO, a device: never waited on, never read without end

@@ -10,8 +10,8 @@ import struct
 from dataclasses import dataclass
 from typing import IO
 
-from superfluid.runtime.hostfacts.reading import open_regular
 from superfluid.runtime.kernel.home_cache import Written
+from superfluid.runtime.kernel.jsonread import open_regular
 
 __all__ = ["ELFInvalid", "ELFFile", "VersionNeed", "elf_hash", "is_elf", "MACHINES", "read", "remember", "remembered"]
 
@@ -271,7 +271,7 @@ def read(path: str | os.PathLike[str]) -> ELFFile:
     if (known := remembered(path)) is not None:
         return known
     try:  # a regular file only: a FIFO or a link to /dev/zero is refused, never waited on or read
-        with open_regular(path) as f:
+        with open_regular(path, follow=True) as f:
             return ELFFile(f)
     except OSError as e:
         raise ELFInvalid(f"cannot read {os.fspath(path)}: {e.strerror or e}") from None

@@ -10,7 +10,7 @@ import struct
 
 from superfluid.runtime.hostfacts.elf import ELFInvalid
 from superfluid.runtime.hostfacts.kernels import Kernels
-from superfluid.runtime.hostfacts.reading import open_regular
+from superfluid.runtime.kernel.jsonread import open_regular
 
 # A CUDA library's device code lies in its ``.nv_fatbin`` section: one or more fat binaries, each a
 # header (magic ``0xBA55ED50``, its header size and the size of its entries) and entries, each with a
@@ -89,7 +89,7 @@ def kernels_of_file(path: str | os.PathLike[str]) -> Kernels:
         ELFInvalid: as ``section`` and ``entries``.
         OSError: it cannot be read.
     """
-    with open_regular(path) as f:  # a regular file only: a FIFO or a device is never read
+    with open_regular(path, follow=True) as f:  # a regular file only: a FIFO or a device is never read
         data = f.read()
     blob = section(data)
     if blob is None:

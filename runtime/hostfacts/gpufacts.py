@@ -14,8 +14,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from superfluid.runtime.hostfacts.libraries import under, version_key
-from superfluid.runtime.hostfacts.reading import read_head
-from superfluid.runtime.kernel.jsonread import loads
+from superfluid.runtime.kernel.jsonread import loads, read_head
 
 # Every probe degrades to "not known" (None or empty), never raises: a fact not known refuses no
 # build. The probe that calls into ``libcuda`` runs in a child process with a time limit (a driver

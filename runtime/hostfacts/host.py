@@ -32,8 +32,8 @@ from superfluid.runtime.hostfacts.libraries import (
     under,
 )
 from superfluid.runtime.hostfacts.overrides import ARM64_HWCAPS, X86_FEATURES, read
-from superfluid.runtime.hostfacts.reading import read_head
 from superfluid.runtime.hostfacts.system import running_arch, running_os
+from superfluid.runtime.kernel.jsonread import read_head
 from superfluid.runtime.kernel.lookup import HOST_PREFIX, is_host_variable
 
 __all__ = ["Host", "detect", "platform_string", "PROBED", "NOTABLE"]

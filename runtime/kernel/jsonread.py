@@ -8,9 +8,10 @@ import os
 import re
 import stat
 from itertools import accumulate
-from typing import Any
+from typing import Any, BinaryIO
 
-__all__ = ["kind_of", "MAX_DEPTH", "UntrustedJson", "NotRegularFile", "read_bytes", "loads", "read_json"]
+__all__ = ["kind_of", "MAX_DEPTH", "UntrustedJson", "NotRegularFile", "open_regular", "read_head", "read_bytes",
+           "loads", "read_json"]
 
 #: the deepest nesting of arrays and objects read; our own documents stay below 12
 MAX_DEPTH = 64
@@ -43,18 +44,18 @@ def kind_of(mode: int) -> str:
     return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
-def read_bytes(path: str | os.PathLike[str], *, max_bytes: int, follow: bool = False) -> bytes:
-    """The bytes of the regular file at ``path``, at most ``max_bytes``.
+def open_regular(path: str | os.PathLike[str], *, follow: bool = False) -> BinaryIO:
+    """The regular file at ``path``, open for reading.
 
     The last component is opened with ``O_NOFOLLOW`` (a symbolic link is refused, never followed
-    out of the home; ``follow``: a path the user named, whose links are followed) and
-    ``O_NONBLOCK`` (a FIFO cannot hold the open), then ``fstat`` must say regular file; the read
-    stops one byte past the cap.
+    out of the home; ``follow``: a path the user named, or a library's soname link, whose links are
+    followed) and ``O_NONBLOCK`` (a FIFO cannot hold the open), then ``fstat`` of the descriptor, not
+    the name, must say regular file.
 
     Raises:
         FileNotFoundError: nothing is there.
-        NotRegularFile: a link, FIFO, device, socket or directory, or more than ``max_bytes``.
-        OSError: it cannot be opened or read (permissions, I/O).
+        NotRegularFile: a link (without ``follow``), FIFO, device, socket or directory.
+        OSError: it cannot be opened (permissions, I/O).
     """
     where = os.fspath(path)
     flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | (0 if follow else getattr(os, "O_NOFOLLOW", 0))
@@ -67,24 +68,45 @@ def read_bytes(path: str | os.PathLike[str], *, max_bytes: int, follow: bool = F
             raise NotRegularFile(errno.ENXIO, "is not a regular file", where) from None
         raise
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise NotRegularFile(errno.EINVAL, f"is {kind_of(st.st_mode)}, not a regular file", where)
-        if st.st_size > max_bytes:
-            raise NotRegularFile(errno.EFBIG, f"is larger than {max_bytes} bytes ({st.st_size})", where)
-        chunks: list[bytes] = []
-        got = 0
-        while got <= max_bytes:
-            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - got))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            got += len(chunk)
-        if got > max_bytes:  # grew while read
-            raise NotRegularFile(errno.EFBIG, f"is larger than {max_bytes} bytes", where)
-        return b"".join(chunks)
-    finally:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFile(errno.EINVAL, f"is {kind_of(mode)}, not a regular file", where)
+        return os.fdopen(fd, "rb")
+    except BaseException:
         os.close(fd)
+        raise
+
+
+def read_head(path: str | os.PathLike[str], max_bytes: int) -> bytes:
+    """The first ``max_bytes`` bytes of the regular file at ``path``, its links followed (a host fact
+    is in a file's head: a file longer than that, ``/proc/cpuinfo`` of many processors, is read no
+    further).
+
+    Raises:
+        FileNotFoundError, NotRegularFile, OSError: as ``open_regular``, or the read fails.
+    """
+    with open_regular(path, follow=True) as f:
+        return f.read(max_bytes)
+
+
+def read_bytes(path: str | os.PathLike[str], *, max_bytes: int, follow: bool = False) -> bytes:
+    """The bytes of the regular file at ``path`` (``open_regular``), at most ``max_bytes``: the read
+    stops one byte past the cap.
+
+    Raises:
+        FileNotFoundError: nothing is there.
+        NotRegularFile: a link, FIFO, device, socket or directory, or more than ``max_bytes``.
+        OSError: it cannot be opened or read (permissions, I/O).
+    """
+    where = os.fspath(path)
+    with open_regular(where, follow=follow) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > max_bytes:
+            raise NotRegularFile(errno.EFBIG, f"is larger than {max_bytes} bytes ({size})", where)
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:  # grew while read
+        raise NotRegularFile(errno.EFBIG, f"is larger than {max_bytes} bytes", where)
+    return data
 
 
 def _depth(text: str) -> int:

@@ -1,5 +1,6 @@
 """Host facts never hang on a FIFO or an endless file (issue 44, item 1): every file they read goes
-through ``hostfacts.reading`` (a regular file, opened without blocking, read up to a cap), and
+through ``kernel.jsonread``'s ``open_regular``/``read_head`` (a regular file, opened without blocking,
+read up to a cap), and
 ``doctor``, ``doctor --json`` and ``runtimes --json`` answer on a fake root whose fact files are FIFOs
 or links to ``/dev/zero``, each within the 10 s a user waits."""
 
@@ -13,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from superfluid.runtime.hostfacts import elf
-from superfluid.runtime.hostfacts.reading import open_regular, read_head
-from superfluid.runtime.kernel.jsonread import NotRegularFile
+from superfluid.runtime.kernel.jsonread import NotRegularFile, open_regular, read_head
 from tests import cli
 from tests.runtime.fake_roots import lay_out
 

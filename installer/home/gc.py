@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from superfluid.installer.cache.prune import InUse
 from superfluid.installer.home import installs, store
-from superfluid.installer.home.installs import current_install, host_platform, judge, list_installs, read_pinned
+from superfluid.installer.home.installs import current_install, judge, list_installs, read_pinned
 from superfluid.installer.mutex import install_mutex
 from superfluid.runtime.kernel.layout import runtimes_dir
 from superfluid.runtime.kernel.ordering import version_key
@@ -90,15 +90,13 @@ def choose(found: Sequence[Candidate], *, keep: int, current: str | None = None,
     return Decision(tuple(kept), tuple(n for n, _ in gone), tuple(gone))
 
 
-def candidates(installed: Sequence[Installed], runtime_id: str | None = None, *,
+def candidates(installed: Sequence[Installed], runtime_id: str, *, platform: str,
                current: str | None = None) -> list[Candidate]:
-    """The rule's view of ``installs.list_installs``, each with its verdict's word when ``runtime_id``
-    is given (``installs.judge``)."""
-    platform = host_platform()
+    """The rule's view of ``installs.list_installs``, each with its verdict's word (``installs.judge``
+    on this host's ``platform``)."""
     return [Candidate(i.name, i.receipt.version if i.receipt else None, i.receipt.installed_at if i.receipt else None,
                       i.receipt.tested if i.receipt else True,
-                      judge(runtime_id, i, installed, serving=current, platform=platform).state if runtime_id
-                      else "ready" if i.receipt else "broken")
+                      judge(runtime_id, i, installed, serving=current, platform=platform).state)
             for i in installed]
 
 
@@ -124,12 +122,13 @@ class Collected:
                 "why_removed": [{"install": n, "state": self.state(n), "why": w} for n, w in self.decision.why_removed]}
 
 
-def collect(home: str, runtime_id: str, *, keep: int, dry_run: bool = False,
+def collect(home: str, runtime_id: str, *, keep: int, platform: str, dry_run: bool = False,
             locked: Mapping[str, str] | None = None, timeout: float = 600.0,
             on_wait: Callable[[MutexOwner], None] | None = None) -> Collected:
     """Remove the installs of ``runtime_id`` that ``choose`` does not keep, holding the runtime's
     install lock (what dead writers left is cleaned first, as every change does); ``dry_run``
-    decides the same and changes nothing.
+    decides the same and changes nothing; ``platform``: this host's, as the verdict judges an install
+    (``hostfacts.system.host_platform``, read at the face).
 
     Raises:
         BadName: a bad runtime id.
@@ -139,11 +138,11 @@ def collect(home: str, runtime_id: str, *, keep: int, dry_run: bool = False,
     root = installs.runtime_root(home, runtime_id)
     store.guard_root(root)
     if dry_run or not os.path.isdir(root):  # nothing installed: no lock is taken, nothing is written
-        return _decide(runtime_id, root, keep, locked, dry_run=dry_run)
+        return _decide(runtime_id, root, keep, locked, platform, dry_run=dry_run)
     with install_mutex(root, timeout=timeout, on_wait=on_wait, command=f"superfluid runtime gc {runtime_id}"):
         try:
             store.clean_stale(root)
-            done = _decide(runtime_id, root, keep, locked, dry_run=False)
+            done = _decide(runtime_id, root, keep, locked, platform, dry_run=False)
             if done.decision.remove:
                 left = store.remove_installs(root, done.decision.remove)
                 done = Collected(runtime_id, done.decision, False, left, keep, done.states)
@@ -153,9 +152,10 @@ def collect(home: str, runtime_id: str, *, keep: int, dry_run: bool = False,
     return done
 
 
-def _decide(runtime_id: str, root: Any, keep: int, locked: Mapping[str, str] | None, *, dry_run: bool) -> Collected:
+def _decide(runtime_id: str, root: Any, keep: int, locked: Mapping[str, str] | None, platform: str, *,
+            dry_run: bool) -> Collected:
     current = current_install(root)
-    found = candidates(list_installs(root), runtime_id, current=current)
+    found = candidates(list_installs(root), runtime_id, platform=platform, current=current)
     decision = choose(found, keep=keep, current=current, pinned=read_pinned(root), locked=locked)
     return Collected(runtime_id, decision, dry_run, current, keep, tuple((c.name, c.state) for c in found))
 

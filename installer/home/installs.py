@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from superfluid.runtime.hostfacts.system import arch_name, os_name
 from superfluid.runtime.kernel.errors import SuperfluidError, UsageError
 from superfluid.runtime.kernel.fixes import Fix, render, repair
 from superfluid.runtime.kernel.jsonread import read_bytes
@@ -24,7 +23,7 @@ from superfluid.runtime.planning import is_install_name
 from superfluid.runtime.registry import meant
 
 __all__ = ["BadName", "Installed", "State", "STATES", "Verdict", "check_runtime_id", "check_install_name",
-           "runtime_root", "list_installs", "host_platform", "judge", "judge_all", "fault", "read_pinned",
+           "runtime_root", "list_installs", "judge", "judge_all", "fault", "read_pinned",
            "default_install", "current_install", "current_problem"]
 
 State = Literal["ready", "untested", "changed", "broken", "not for this host"]
@@ -167,12 +166,6 @@ class Verdict:
         return "; or ".join(t for t in (self.advice, render(self.fixes) if self.fixes else "") if t)
 
 
-def host_platform(environ: Mapping[str, str] | None = None) -> str:
-    """This host's platform as receipts record it (``linux-x64``): ``SUPERFLUID_HOST_OS`` and
-    ``SUPERFLUID_HOST_ARCH`` of ``environ`` when set, else this machine's (no probe)."""
-    return f"{os_name(environ)}-{arch_name(environ)}"
-
-
 def _glanced(installed: Installed) -> tuple[Difference, ...] | str:
     """What a glance finds different (``record.glance``: no file is read), or why the receipt's
     list of files does not read."""
@@ -235,12 +228,12 @@ def _untested(runtime_id: str, installed: Installed, others: Sequence[Installed]
         advice=f"--runtime {runtime_id}@{other} serves {other}, which it drives")
 
 
-def judge(runtime_id: str, installed: Installed, others: Sequence[Installed], *, serving: str | None = None,
-          platform: str | None = None) -> Verdict:
+def judge(runtime_id: str, installed: Installed, others: Sequence[Installed], *, platform: str,
+          serving: str | None = None) -> Verdict:
     """The one verdict of ``installed`` (the module doc): ``others`` are the runtime's installs
     (``list_installs``), ``serving`` the one served (``current``, ``--runtime ID@INSTALL``, the one
     ``use`` pins): an untested one served names the install this superfluid drives; ``platform``:
-    this host's (default ``host_platform()``). Reads the receipt and a glance at the files: no
+    this host's (``hostfacts.system.host_platform``, read at the face). Reads the receipt and a glance at the files: no
     file is read, no worker started."""
     name = installed.name
     refused = _refused(installed, runtime_id)
@@ -250,17 +243,16 @@ def judge(runtime_id: str, installed: Installed, others: Sequence[Installed], *,
                        (repair(runtime_id, name),))
     assert installed.receipt is not None
     made_for = installed.receipt.platforms[0] if installed.receipt.platforms else None
-    here = platform or host_platform()
-    if made_for is not None and made_for != here:
-        return Verdict(name, "not for this host", f"it was installed for {made_for}; this host is {here}",
+    if made_for is not None and made_for != platform:
+        return Verdict(name, "not for this host", f"it was installed for {made_for}; this host is {platform}",
                        advice=f"install {runtime_id} again on this host")
     if not installed.receipt.tested:
         return _untested(runtime_id, installed, others, serving)
     return Verdict(name, "ready")
 
 
-def judge_all(root: str | os.PathLike[str], runtime_id: str, *, serving: str | None = None,
-              platform: str | None = None) -> list[tuple[Installed, Verdict]]:
+def judge_all(root: str | os.PathLike[str], runtime_id: str, *, platform: str,
+              serving: str | None = None) -> list[tuple[Installed, Verdict]]:
     """Every install of the runtime at ``root`` (``list_installs``' order) with its verdict."""
     found = list_installs(root)
     return [(i, judge(runtime_id, i, found, serving=serving, platform=platform)) for i in found]

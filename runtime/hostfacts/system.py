@@ -14,7 +14,7 @@ from superfluid.runtime.hostfacts.overrides import stated
 # folder, the GPUs); a worker's check that only names its devices' backend reads this module alone,
 # without those probes or their imports. Each is overridden by its SUPERFLUID_HOST_* variable.
 
-__all__ = ["os_name", "arch_name", "running_os", "running_arch"]
+__all__ = ["os_name", "arch_name", "host_platform", "running_os", "running_arch"]
 
 
 def running_os() -> str:
@@ -49,3 +49,9 @@ def arch_name(overrides: Mapping[str, str] | None = None) -> str:
     """
     given, value = stated(os.environ if overrides is None else overrides, "SUPERFLUID_HOST_ARCH")
     return value if given else running_arch()
+
+
+def host_platform(overrides: Mapping[str, str]) -> str:
+    """This host's platform as receipts record it (``linux-x64``): ``os_name`` and ``arch_name`` of
+    the host-fact ``overrides`` (a face's environment, or a ``Lookup``'s ``host``)."""
+    return f"{os_name(overrides)}-{arch_name(overrides)}"

@@ -11,11 +11,12 @@ import sys
 from typing import Any
 
 from superfluid import __version__
-from superfluid.installer.home.installs import current_install, host_platform, judge_all
+from superfluid.installer.home.installs import current_install, judge_all
 from superfluid.installer.unpack.inflate import INFLATER
 from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.runtime import registry
 from superfluid.runtime.hostfacts.host import NOTABLE, Host, detect
+from superfluid.runtime.hostfacts.system import host_platform
 from superfluid.runtime.kernel.layout import home, runtime_dir
 from superfluid.runtime.kernel.ordering import backend_family
 from superfluid.runtime.kernel.output import print_json

@@ -15,6 +15,7 @@ from superfluid.installer.home.installs import check_runtime_id
 from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.paths import flag_path
 from superfluid.runtime import registry
+from superfluid.runtime.hostfacts.system import host_platform
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.layout import home, writable_home
 from superfluid.runtime.kernel.output import print_json
@@ -91,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
             sys.stderr.write(f"superfluid: another install of {args.id} is running "
                              f"({holder.describe()}); waiting for it\n")  # type: ignore[attr-defined]
 
-    done = collect(where, args.id, keep=keep, dry_run=args.dry_run, locked=locked, on_wait=waiting)
+    done = collect(where, args.id, keep=keep, platform=host_platform(environ), dry_run=args.dry_run, locked=locked,
+                   on_wait=waiting)
     if args.json:
         print_json(done.to_json())
     else:

@@ -17,13 +17,13 @@ from superfluid.installer.home.installs import (
     Verdict,
     check_runtime_id,
     current_install,
-    host_platform,
     judge_all,
     read_pinned,
     runtime_root,
 )
 from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.runtime import registry
+from superfluid.runtime.hostfacts.system import host_platform
 from superfluid.runtime.kernel import fixes
 from superfluid.runtime.kernel.layout import home
 from superfluid.runtime.kernel.output import print_json, table

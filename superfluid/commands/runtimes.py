@@ -13,7 +13,6 @@ from superfluid.catalog import env_keys, shipped_dirs
 from superfluid.installer.home.installs import (
     Installed,
     Verdict,
-    host_platform,
     judge,
     judge_all,
     list_installs,
@@ -25,6 +24,7 @@ from superfluid.runtime import registry
 from superfluid.runtime.contract import refuse, report_fixes
 from superfluid.runtime.hostfacts.host import PROBED
 from superfluid.runtime.hostfacts.locate import beside
+from superfluid.runtime.hostfacts.system import host_platform
 from superfluid.runtime.kernel import fixes
 from superfluid.runtime.kernel.errors import BadFile, UsageError, WorkerFailed
 from superfluid.runtime.kernel.fixes import Fix

@@ -13,11 +13,12 @@ from contextlib import ExitStack, contextmanager
 
 from superfluid import catalog
 from superfluid.installer.home.hints import list_them
-from superfluid.installer.home.installs import Verdict, current_install, host_platform, judge, list_installs
+from superfluid.installer.home.installs import Verdict, current_install, judge, list_installs
 from superfluid.installer.mutex import MutexBusy, MutexError, install_mutex
 from superfluid.parser import COMMON_EXITS, Help, Once, OnceSwitch, Pair, Parser, exits
 from superfluid.runtime import registry
 from superfluid.runtime.contract import report_fixes
+from superfluid.runtime.hostfacts.system import host_platform
 from superfluid.runtime.kernel import formats
 from superfluid.runtime.kernel.errors import NotServable, SuperfluidError, UsageError, WorkerFailed
 from superfluid.runtime.kernel.fixes import Fix

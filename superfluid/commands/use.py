@@ -15,12 +15,12 @@ from superfluid.installer.home.installs import (
     Verdict,
     check_install_name,
     check_runtime_id,
-    host_platform,
     judge_all,
 )
 from superfluid.installer.home.store import NoSuchInstall, pin, unpin
 from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.runtime import registry
+from superfluid.runtime.hostfacts.system import host_platform
 from superfluid.runtime.kernel import fixes
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.fixes import Fix
@@ -58,30 +58,30 @@ def _waiting(runtime_id: str) -> Callable[[object], None]:
     return on_wait
 
 
-def _use(args: argparse.Namespace, home: str) -> int:
+def _use(args: argparse.Namespace, home: str, platform: str) -> int:
     if args.auto and args.install:
         raise UsageError(f"runtime use {args.id}: give an install or --auto, not both")
     if args.auto:
         chosen = unpin(home, args.id, on_wait=_waiting(args.id))
-        state = _verdict(args.id, chosen, home).state
+        state = _verdict(args.id, chosen, home, platform).state
         return _used(args, chosen, None, state, f"superfluid: {args.id} serves from {chosen} ({state}) by default, "
                                                 "the best-ranked")
     if not args.install:
         raise UsageError(f"runtime use {args.id} needs an install or --auto",
                          fix=list_them(args.id))
-    judged = _judge(args.id, check_install_name(args.install), home)
+    judged = _judge(args.id, check_install_name(args.install), home, platform)
     chosen = pin(home, args.id, args.install, on_wait=_waiting(args.id))
     auto = Fix.superfluid("runtime", "use", args.id, "--auto", does="unpins it")
     return _used(args, chosen, chosen, judged, f"superfluid: {args.id} serves from {chosen} ({judged}) by default, "
                                                f"pinned: {fixes.render([auto])}")
 
 
-def _verdict(runtime_id: str, install: str, home: str) -> Verdict:
-    judged = judge_all(runtime_dir(home, runtime_id), runtime_id, serving=install, platform=host_platform())
+def _verdict(runtime_id: str, install: str, home: str, platform: str) -> Verdict:
+    judged = judge_all(runtime_dir(home, runtime_id), runtime_id, serving=install, platform=platform)
     return next((v for _, v in judged if v.install == install), Verdict(install, "broken", "it is not installed"))
 
 
-def _judge(runtime_id: str, install: str, home: str) -> str:
+def _judge(runtime_id: str, install: str, home: str, platform: str) -> str:
     """The verdict of the install to pin (``installs.judge``, as every command says it): a changed
     one is refused; an untested one is pinned, with a warning naming the install this superfluid
     drives; a broken one is the store's to refuse (``store.pin``, under the install lock).
@@ -89,7 +89,7 @@ def _judge(runtime_id: str, install: str, home: str) -> str:
     Raises:
         NoSuchInstall: it is changed (names what, the repair, and the verify that records it as it is).
     """
-    verdict = _verdict(runtime_id, install, home)
+    verdict = _verdict(runtime_id, install, home, platform)
     if verdict.ready or verdict.state == "broken":
         return verdict.state
     if verdict.state == "changed":
@@ -118,4 +118,4 @@ def run(args: argparse.Namespace) -> int:
     check_runtime_id(args.id)
     registry.get(args.id)
     where = writable_home(home(os.environ))  # a file, an unwritable or read-only home: named, before anything
-    return _use(args, where)
+    return _use(args, where, host_platform(os.environ))

@@ -16,7 +16,9 @@ import pytest
 from tests.faults.conftest import Home
 from tests.faults.test_killed_steps import GATES, _consistent, _wait_for
 
-COLLECTOR = GATES + 'from superfluid.installer.home import gc\ngc.collect(sys.argv[1], "basert", keep=1)\n'
+COLLECTOR = GATES + ("from superfluid.installer.home import gc\n"
+                     "from superfluid.runtime.hostfacts.system import host_platform\n"
+                     'gc.collect(sys.argv[1], "basert", keep=1, platform=host_platform({}))\n')
 
 
 #: (how the home is set up before the collection, the steps at which it is killed)

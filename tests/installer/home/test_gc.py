@@ -11,6 +11,7 @@ from superfluid.installer.home.gc import Candidate, choose, collect
 from superfluid.installer.home.installs import current_install, list_installs, runtime_root
 from superfluid.installer.home.publish import install_staged
 from superfluid.installer.home.store import pin
+from superfluid.runtime.hostfacts.system import host_platform
 from superfluid.runtime.kernel.layout import worker_path
 from superfluid.runtime.kernel.receipt import Receipt, Source
 
@@ -73,6 +74,10 @@ def test_a_negative_keep_is_refused() -> None:
         choose(THREE, keep=-1)
 
 
+#: this host's platform, as the verdict judges an install by
+HERE = host_platform({})
+
+
 def _install(home: Path, name: str) -> None:
     version, backend = name.split("-", 1)
 
@@ -90,10 +95,10 @@ def test_collect_removes_in_the_order_remove_does_and_a_dry_run_changes_nothing(
         _install(home, name)
     pin(home, "demo", "1.0-cpu")
     root = runtime_root(home, "demo")
-    dry = collect(str(home), "demo", keep=1, dry_run=True)
+    dry = collect(str(home), "demo", keep=1, platform=HERE, dry_run=True)
     assert dry.decision.remove == ("2.0-cpu",) and dry.dry_run
     assert [i.name for i in list_installs(root)] == ["3.0-cpu", "2.0-cpu", "1.0-cpu"]
-    done = collect(str(home), "demo", keep=1)
+    done = collect(str(home), "demo", keep=1, platform=HERE)
     assert done.to_json() == {"id": "demo", "dry_run": False, "keep": 1, "removed": ["2.0-cpu"],
                               "kept": [{"install": "1.0-cpu", "state": "ready", "why": "current, pinned"},
                                        {"install": "3.0-cpu", "state": "ready", "why": "one of the newest 1"}],

@@ -23,7 +23,7 @@ from superfluid.runtime.planning import is_install_name
 from superfluid.runtime.registry import meant
 
 __all__ = ["BadName", "Installed", "State", "STATES", "Verdict", "check_runtime_id", "check_install_name",
-           "runtime_root", "list_installs", "judge", "judge_all", "fault", "read_pinned",
+           "runtime_root", "list_installs", "judge", "judge_all", "refusal", "read_pinned",
            "default_install", "current_install", "current_problem"]
 
 State = Literal["ready", "untested", "changed", "broken", "not for this host"]
@@ -191,10 +191,11 @@ def _changed_fixes(runtime_id: str, install: str) -> tuple[Fix, ...]:
                            does="hashes its files and, when each is as recorded, records them as they are now"))
 
 
-def _refused(installed: Installed, runtime_id: str | None = None) -> tuple[State, str] | None:
-    """``broken`` or ``changed`` (nothing is served from it) and why, or None: what ``judge`` and
-    ``fault`` both decide by the receipt and a glance. ``runtime_id`` None: a receipt of another
-    runtime is not looked for (``fault``'s callers hold the install alone)."""
+def refusal(installed: Installed, runtime_id: str | None = None) -> tuple[State, str] | None:
+    """``broken`` or ``changed`` (nothing is served from it) and why, or None: the part of ``judge``
+    decided by the receipt and a glance (``record.glance``: no file is read, so a changed byte is
+    ``runtime verify``'s to find), for a caller that holds the install alone. ``runtime_id`` None: a
+    receipt of another runtime is not looked for."""
     receipt = installed.receipt
     if receipt is None:
         return "broken", installed.problem or "its receipt does not read"
@@ -216,7 +217,7 @@ def _untested(runtime_id: str, installed: Installed, others: Sequence[Installed]
     stated = f"; its library states ABI {r.abi}" if r.abi is not None else ""
     why = f"installed with --untested{stated}: this superfluid does not drive it"
     drives = [o for o in others if o.name != installed.name and o.receipt is not None and o.receipt.tested
-              and fault(o) is None]
+              and refusal(o) is None]
     if not drives:
         return Verdict(installed.name, "untested", why, (Fix.superfluid(
             "runtime", "install", runtime_id, does="installs the newest build this superfluid drives"),))
@@ -236,7 +237,7 @@ def judge(runtime_id: str, installed: Installed, others: Sequence[Installed], *,
     this host's (``hostfacts.system.host_platform``, read at the face). Reads the receipt and a glance at the files: no
     file is read, no worker started."""
     name = installed.name
-    refused = _refused(installed, runtime_id)
+    refused = refusal(installed, runtime_id)
     if refused is not None:
         state, why = refused
         return Verdict(name, state, why, _changed_fixes(runtime_id, name) if state == "changed" else
@@ -258,14 +259,6 @@ def judge_all(root: str | os.PathLike[str], runtime_id: str, *, platform: str,
     return [(i, judge(runtime_id, i, found, serving=serving, platform=platform)) for i in found]
 
 
-def fault(installed: Installed) -> str | None:
-    """Why nothing is served from ``installed``, in words, or None: its receipt does not read, or a
-    file it records is missing or not as recorded at a glance (``record.glance``: no file is read,
-    so a changed byte is ``runtime verify``'s to find): the verdict ``broken`` or ``changed``."""
-    refused = _refused(installed)
-    return refused[1] if refused is not None else None
-
-
 def read_pinned(root: str | os.PathLike[str]) -> str | None:
     """The install named by ``pinned`` (whether or not it exists), or None."""
     try:  # a regular file only: a FIFO or a link to a device is no pin (and never waited on)
@@ -276,7 +269,7 @@ def read_pinned(root: str | os.PathLike[str]) -> str | None:
 
 
 def default_install(root: str | os.PathLike[str], *, leaving: Collection[str] = ()) -> str | None:
-    """The pinned install if it exists and reads, else the best-ranked whole one (no ``fault``: what
+    """The pinned install if it exists and reads, else the best-ranked whole one (no ``refusal``: what
     ``runtime list`` calls ready), else the best-ranked readable one, else None; installs named in
     ``leaving`` (about to be removed) are not candidates. A pin is the user's word: a pinned install
     broken at a glance stays the default, and ``serve`` and ``runtimes`` name its repair."""
@@ -284,7 +277,7 @@ def default_install(root: str | os.PathLike[str], *, leaving: Collection[str] = 
     pinned = read_pinned(root)
     if pinned in {i.name for i in readable}:
         return pinned
-    whole = [i for i in readable if fault(i) is None]
+    whole = [i for i in readable if refusal(i) is None]
     return (whole or readable)[0].name if readable else None
 
 

@@ -22,9 +22,9 @@ from superfluid.installer.home.installs import (
     check_install_name,
     current_install,
     default_install,
-    fault,
     list_installs,
     read_pinned,
+    refusal,
     runtime_root,
 )
 from superfluid.installer.mutex import MutexOwner, install_mutex
@@ -346,8 +346,8 @@ def pin(home: str | os.PathLike[str], runtime_id: str, install: str, *, timeout:
         if install not in found:
             raise NoSuchInstall(f"{runtime_id} has no install {install} (installed: {_installed_names(str(root))})",
                                 fix=list_them(runtime_id))
-        if (why := fault(found[install])) is not None:
-            raise NoSuchInstall(f"{runtime_id} {install} is broken ({why}); it is not made the default",
+        if (refused := refusal(found[install], runtime_id)) is not None:  # the verdict's word, and why
+            raise NoSuchInstall(f"{runtime_id} {install} is {refused[0]} ({refused[1]}); it is not made the default",
                                 fix=repair(runtime_id, install))
         write_pinned(root, install)
         chosen = refresh_current(root)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from superfluid.installer.home import installs
-from superfluid.installer.home.installs import BadName, check_install_name, check_runtime_id, fault, list_installs
+from superfluid.installer.home.installs import BadName, check_install_name, check_runtime_id, list_installs, refusal
 from tests.installer.staged import do_install, receipt, root_of
 
 # --- names and order (pure) -----------------------------------------------------------------------
@@ -56,4 +56,4 @@ def test_broken_installs_listed_but_never_default(tmp_path: Path) -> None:
 
 
 # --- stale leftovers ------------------------------------------------------------------------------------
-    assert fault(found["9.0-metal"]) == found["9.0-metal"].problem and fault(found["1.0-cpu"]) is None
+    assert refusal(found["9.0-metal"]) == ("broken", found["9.0-metal"].problem) and refusal(found["1.0-cpu"]) is None

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from superfluid.installer.home.installs import list_installs
 from superfluid.runtime.kernel.layout import runtimes_dir
-from superfluid.runtime.kernel.record import record_stat_facts, verify_install
+from superfluid.runtime.kernel.record import verify_install
 
 __all__ = ["copy_home", "verified"]
 
@@ -25,7 +25,7 @@ def verified(home: Path) -> None:
         for i in list_installs(folder):
             if i.receipt is None:
                 continue
-            record_stat_facts(i.receipt, verify_install(folder.name, i.name, i.path, i.receipt), i.path)
+            verify_install(folder.name, i.name, i.path, i.receipt, record=True)
 
 
 def copy_home(source: Path, into: Path) -> None:

@@ -23,8 +23,7 @@ from superfluid.runtime.kernel.layout import install_receipt
 from superfluid.runtime.kernel.receipt import MAX_BYTES, RECEIPT, Receipt, write_receipt
 
 __all__ = ["FILES", "UNRECORDED", "STAT_FACTS", "FileRecord", "Difference", "Verification", "NotRecordable",
-           "record_tree", "compare", "files_of", "with_files", "verify_install", "glance", "remember",
-           "record_stat_facts"]
+           "record_tree", "compare", "files_of", "with_files", "verify_install", "glance", "remember"]
 
 #: the receipt's key that holds the list
 FILES = "files"
@@ -340,8 +339,10 @@ class Verification:
     recorded: int | None = None  # how many entries the receipt records (None: none, see problem)
     differences: tuple[Difference, ...] = ()
     problem: str | None = None
-    #: what was found, file by file (their stat facts too): what ``record_stat_facts`` records
+    #: what was found, file by file (their stat facts too): what ``verify_install(record=True)`` records
     found: tuple[FileRecord, ...] = field(default=(), compare=False, repr=False)
+    #: the stat facts found were written in the receipt (``verify_install(record=True)``)
+    restamped: bool = field(default=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -378,9 +379,12 @@ UNRECORDED = "no file list recorded (it was installed before superfluid recorded
 
 
 def verify_install(runtime_id: str, install: str, path: str | os.PathLike[str],
-                   receipt: Receipt | None, problem: str | None = None) -> Verification:
+                   receipt: Receipt | None, problem: str | None = None, *, record: bool = False) -> Verification:
     """Compare the install at ``path`` with what its ``receipt`` records (None: it does not read,
-    and ``problem`` says why). Reads every file; changes nothing."""
+    and ``problem`` says why). Reads every file; changes nothing, but with ``record``: when every file
+    hashes as recorded and their stat facts moved (a copied home), the receipt records them as they are
+    now (as git's index does), so a glance calls the install ready again (``restamped``; skipped where
+    the home is not writable)."""
     where = os.fspath(path)
     if receipt is None:
         return Verification(id=runtime_id, install=install, path=where,
@@ -396,8 +400,9 @@ def verify_install(runtime_id: str, install: str, path: str | os.PathLike[str],
     except OSError as e:
         return Verification(id=runtime_id, install=install, path=where, recorded=len(recorded),
                        problem=f"it cannot be read ({e.strerror or e})")
-    return Verification(id=runtime_id, install=install, path=where, recorded=len(recorded),
-                        differences=compare(recorded, found), found=found)
+    verified = Verification(id=runtime_id, install=install, path=where, recorded=len(recorded),
+                            differences=compare(recorded, found), found=found)
+    return replace(verified, restamped=True) if record and _record_stat_facts(receipt, verified, where) else verified
 
 
 def _restamped(receipt: Receipt, verified: Verification) -> Receipt | None:
@@ -414,11 +419,9 @@ def _restamped(receipt: Receipt, verified: Verification) -> Receipt | None:
     return replace(receipt, extra={**receipt.extra, FILES: [f.to_json() for f in verified.found]})
 
 
-def record_stat_facts(receipt: Receipt, verified: Verification, path: str | os.PathLike[str]) -> bool:
-    """Write ``_restamped(receipt, verified)`` in the install at ``path`` (every file hashed as its
-    receipt records it, its stat facts now): what ``runtime verify`` and a repair that finds nothing
-    to put back do. False when there was nothing to record, or the home is not writable (the glance
-    keeps calling it changed)."""
+def _record_stat_facts(receipt: Receipt, verified: Verification, path: str | os.PathLike[str]) -> bool:
+    """Write ``_restamped(receipt, verified)`` in the install at ``path``. False when there was
+    nothing to record, or the home is not writable (the glance keeps calling it changed)."""
     again = _restamped(receipt, verified)
     if again is None:
         return False

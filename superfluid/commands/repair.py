@@ -36,7 +36,7 @@ from superfluid.release_flags import ForFlags
 from superfluid.runtime.kernel.jsonread import read_bytes
 from superfluid.runtime.kernel.layout import worker_path
 from superfluid.runtime.kernel.output import print_json
-from superfluid.runtime.kernel.record import Verification, record_stat_facts, verify_install
+from superfluid.runtime.kernel.record import Verification, verify_install
 from superfluid.settings import settings_of
 from superfluid.source_hints import shown
 
@@ -102,10 +102,8 @@ def _target(args: argparse.Namespace, home: str) -> Installed | None:
 def _nothing(args: argparse.Namespace, target: Installed, verdict: Verification) -> int:
     """Nothing differs: every file hashed as recorded (a copied home's stat facts are recorded as
     they are now, so the glance calls it ready again, as ``runtime verify`` does)."""
-    assert target.receipt is not None
-    restamped = record_stat_facts(target.receipt, verdict, target.path)
     why = f"every file of {args.id} {target.name} is as its receipt records it" + (
-        " (their stat facts recorded as they are now)" if restamped else "")
+        " (their stat facts recorded as they are now)" if verdict.restamped else "")
     if args.json:
         print_json({"id": args.id, "install": target.name, "repaired": False, "why": why,
                     "verified": verdict.to_json()})
@@ -130,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     target = _target(args, settings.home)
     if target is None or target.receipt is None:
         return _reinstall(args, settings, environ)
-    verdict = verify_install(args.id, target.name, target.path, target.receipt)
+    verdict = verify_install(args.id, target.name, target.path, target.receipt, record=True)
     if verdict.ok and not launcher_differs(target):
         return _nothing(args, target, verdict)
     mirror_root = _mirror_root(settings)

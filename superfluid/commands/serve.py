@@ -31,7 +31,7 @@ from superfluid.runtime.kernel.layout import (
     runtime_dir,
     worker_command,
 )
-from superfluid.runtime.kernel.record import record_stat_facts, verify_install
+from superfluid.runtime.kernel.record import verify_install
 from superfluid.runtime.planning import parse_install_name
 from superfluid.runtime.probe import install_cpu_fallback
 from superfluid.serve_line import FLAGS, Ready, ServeCommand, ServeFlags, parse_line, runtime_argv, shown_options
@@ -143,9 +143,7 @@ def _judged(runtime_id: str, install: str | None, environ: Mapping[str, str]) ->
         # a glance cannot tell a copied home (new inodes) from a file rewritten in place: serve, about
         # to load the engine anyway, hashes it as runtime verify does; every byte as recorded is served
         # (its stat facts recorded where the home is writable, so the glance says ready from then on)
-        hashed = verify_install(runtime_id, there.name, there.path, there.receipt)
-        if hashed.ok:
-            record_stat_facts(there.receipt, hashed, there.path)
+        if verify_install(runtime_id, there.name, there.path, there.receipt, record=True).ok:
             return None
     return verdict
 

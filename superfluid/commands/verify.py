@@ -19,7 +19,7 @@ from superfluid.runtime import registry
 from superfluid.runtime.kernel.errors import SuperfluidError
 from superfluid.runtime.kernel.layout import home
 from superfluid.runtime.kernel.output import error_doc, print_json
-from superfluid.runtime.kernel.record import Verification, record_stat_facts, verify_install
+from superfluid.runtime.kernel.record import Verification, verify_install
 
 __all__ = ["HELP", "arguments", "run", "verdicts", "verdict_lines", "NotVerified"]
 
@@ -69,10 +69,7 @@ def verdicts(runtime_id: str, install: str | None, environ: Mapping[str, str]) -
         raise NoSuchInstall(f"{runtime_id} is not installed", fix=install_it(runtime_id))
     out = []
     for i in sorted(found, key=lambda i: i.name):
-        verdict = verify_install(runtime_id, i.name, i.path, i.receipt, i.problem)
-        if i.receipt is not None:
-            record_stat_facts(i.receipt, verdict, i.path)
-        out.append(verdict)
+        out.append(verify_install(runtime_id, i.name, i.path, i.receipt, i.problem, record=True))
     return out
 
 

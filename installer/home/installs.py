@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from superfluid.runtime.kernel.errors import SuperfluidError, UsageError
-from superfluid.runtime.kernel.fixes import Fix, render, repair
+from superfluid.runtime.kernel.fixes import Fix, remedy, repair
 from superfluid.runtime.kernel.jsonread import read_bytes
 from superfluid.runtime.kernel.layout import PINNED, current_target, installs_in, is_install_entry, runtime_dir
 from superfluid.runtime.kernel.ordering import backend_rank, version_key
@@ -163,7 +163,7 @@ class Verdict:
     def remedy(self) -> str:
         """What fixes it, for people: its advice, then its commands, "; or " between (as an error
         says them); "" when nothing does."""
-        return "; or ".join(t for t in (self.advice, render(self.fixes) if self.fixes else "") if t)
+        return remedy(self.advice, self.fixes)
 
 
 def _glanced(installed: Installed) -> tuple[Difference, ...] | str:

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from superfluid.runtime.kernel.fixes import ENV_LOG, Fix, FixLike, fixes_of, record_to, render
+from superfluid.runtime.kernel.fixes import ENV_LOG, Fix, FixLike, fixes_of, record_to, remedy
 
 __all__ = [
     "ELSEWHERE",
@@ -56,7 +56,7 @@ class SuperfluidError(Exception):
         """The message, its advice and its fixes (``fixes``/``advice``: as the face adapted them)."""
         fixes = self.fixes if fixes is None else fixes
         advice = self.advice if advice is None else advice
-        tail = "; or ".join(t for t in (advice, render(fixes) if fixes else "") if t)
+        tail = remedy(advice, fixes)
         return f"{self.message}: {tail}" if tail else self.message
 
 

@@ -21,7 +21,7 @@ from typing import Any
 # renders is appended there as a JSON line, so that the suite's report can say which sites a test
 # emitted and pasted (scripts/fix-report).
 
-__all__ = ["Fix", "FixLike", "fixes_of", "render", "as_json", "with_flags", "record_to",
+__all__ = ["Fix", "FixLike", "fixes_of", "render", "remedy", "as_json", "with_flags", "record_to",
            "repair", "ENV_LOG", "TAKES"]
 
 #: the variable that names the file every rendered fix is appended to (the test suite's report)
@@ -96,6 +96,12 @@ def render(fixes: Sequence[Fix]) -> str:
     """The fixes in text, in order: "`superfluid runtime repair basert 0.4.0-cpu` puts it back; or …"."""
     _log(fixes)
     return "; or ".join(f.text() for f in fixes)
+
+
+def remedy(advice: str | None, fixes: Sequence[Fix]) -> str:
+    """What fixes a fault, for people: its advice, then its fixes rendered, "; or " between; "" when
+    nothing does (what follows ``<message>: `` in every error, verdict and report line)."""
+    return "; or ".join(t for t in (advice, render(fixes) if fixes else "") if t)
 
 
 def as_json(fixes: Sequence[Fix]) -> dict[str, Any]:

@@ -267,7 +267,7 @@ def _others(runtime_id: str, current: str | None, environ: Mapping[str, str]) ->
 def _reason(r: dict[str, Any]) -> str:
     """``<id>: <why it is not ready>[: <advice>; or <fixes>]``: a row's line below the table."""
     found = r.get(FIXES) or ()
-    tail = "; or ".join(t for t in (r.get("advice"), fixes.render(found) if found else "") if t)
+    tail = fixes.remedy(r.get("advice"), found)
     joined = "; or " if r.get(_ADVISED) else ": "  # its reason holds its advice (a check's refusal)
     return f"{r['id']}: {r['ready']}" + (f"{joined}{tail}" if tail else "") + "\n"
 

@@ -26,10 +26,10 @@ from superfluid.parser import (
     runner,
 )
 from superfluid.runtime.kernel.errors import SuperfluidError, UsageError
-from superfluid.runtime.kernel.fixes import ENV_LOG, Fix, record_to, with_flags
+from superfluid.runtime.kernel.fixes import ENV_LOG, Fix, record_to
 from superfluid.runtime.kernel.layout import home, home_fault
 from superfluid.runtime.kernel.output import error_code, error_doc, print_json
-from superfluid.source_hints import fitting, given
+from superfluid.source_hints import fitting, given, with_flags
 
 # A line is answered by the module of the command it names (``superfluid.commands``, found through
 # the tree of ``superfluid.parser``), imported when it runs.
@@ -101,7 +101,7 @@ def _prog(args: argparse.Namespace | None) -> str:
 
 def _fail(error: BaseException, code: int, args: argparse.Namespace | None, as_json: bool) -> int:
     """The error on stderr (and, in ``--json`` mode, as JSON on stdout); answers the exit code. Its
-    fixes keep the source flags the line gave (``fixes.with_flags``); advice for a command that takes
+    fixes keep the source flags the line gave (``source_hints.with_flags``); advice for a command that takes
     neither ``--mirror`` nor ``--offline`` drops the words that name them (``fitting``)."""
     flags, takes_both = _source_flags(args)
     fixes: tuple[Fix, ...] = ()

@@ -13,12 +13,12 @@ from superfluid import catalog
 from superfluid.runtime import registry
 from superfluid.runtime.contract import carried, report_fixes
 from superfluid.runtime.kernel.errors import WorkerFailed
-from superfluid.runtime.kernel.fixes import Fix, as_json, render, with_flags
+from superfluid.runtime.kernel.fixes import Fix, as_json, render
 from superfluid.runtime.kernel.layout import has_install_of
 from superfluid.runtime.kernel.options import Option
 from superfluid.runtime.kernel.ordering import version_key
 from superfluid.runtime.kernel.output import print_json, table
-from superfluid.source_hints import given
+from superfluid.source_hints import given, with_flags
 
 if TYPE_CHECKING:
     import argparse

@@ -21,11 +21,11 @@ from superfluid.installer.settings import Settings
 from superfluid.installing import check_id, count, home_holds, installed_with, recorded_hint, request_of, show
 from superfluid.paths import regular_file
 from superfluid.runtime.kernel.errors import UsageError
-from superfluid.runtime.kernel.fixes import Fix, render, with_flags
+from superfluid.runtime.kernel.fixes import Fix, render
 from superfluid.runtime.kernel.output import print_json
 from superfluid.runtime.planning import ForRelease, Plan
 from superfluid.settings import settings_of
-from superfluid.source_hints import given
+from superfluid.source_hints import given, with_flags
 
 __all__ = ["install_line", "already_installed"]
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from superfluid.runtime.kernel.fixes import TAKES
 from superfluid.runtime.process import is_secret
+from superfluid.source_hints import takes
 
 __all__ = ["VENV_BIN", "REPORT", "script", "environment", "Emitted", "Run", "run", "start", "paste"]
 
@@ -155,16 +155,15 @@ _ONLY_AS_GIVEN = ("--offline", "--plain-http")
 
 def _judge(fix: Emitted, command: str, argv: list[str], code: int) -> None:
     """What every fix a run renders must be, whatever the test: not the command that just failed,
-    carrying the source flags the line gave where its command takes them (``fixes.TAKES``), and no
+    carrying the source flags the line gave where its command takes them (``source_hints.takes``), and no
     source flag the line did not give."""
     assert not (code != 0 and list(fix.argv) == [command, *argv]), \
         f"the fix ({fix.site}) is the command that just failed: {' '.join(fix.argv)}"
-    words = fix.argv[1:3] if fix.argv[1:2] == ("runtime",) else fix.argv[1:2]
-    takes = TAKES.get(tuple(words), ()) if fix.argv[0] == "superfluid" else ()
+    taken = takes(fix.argv)
     for flag in ("--mirror", *_ONLY_AS_GIVEN):
         gave = any(a == flag or a.startswith(flag + "=") for a in argv)
         has = flag in fix.argv
-        if gave and flag in takes and not has and "--from" not in fix.argv and "--mirror" not in fix.argv \
+        if gave and flag in taken and not has and "--from" not in fix.argv and "--mirror" not in fix.argv \
                 and not (flag == "--offline" and fix.does.startswith("fills the cache")):
             raise AssertionError(f"the fix ({fix.site}) drops {flag} the line gave: {' '.join(fix.argv)}")
         if has and not gave and flag in _ONLY_AS_GIVEN:

@@ -7,7 +7,7 @@ import json
 import os
 import shlex
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,8 +21,8 @@ from typing import Any
 # renders is appended there as a JSON line, so that the suite's report can say which sites a test
 # emitted and pasted (scripts/fix-report).
 
-__all__ = ["Fix", "FixLike", "fixes_of", "render", "remedy", "as_json", "with_flags", "record_to",
-           "repair", "ENV_LOG", "TAKES"]
+__all__ = ["Fix", "FixLike", "fixes_of", "render", "remedy", "as_json", "record_to",
+           "repair", "ENV_LOG"]
 
 #: the variable that names the file every rendered fix is appended to (the test suite's report)
 ENV_LOG = "SUPERFLUID_FIX_LOG"
@@ -110,40 +110,6 @@ def as_json(fixes: Sequence[Fix]) -> dict[str, Any]:
         return {}
     _log(fixes)
     return {"fix": fixes[0].command, "fixes": [f.as_json() for f in fixes]}
-
-
-#: the source flags each command a fix may name takes (the face adds the ones the line gave)
-TAKES: dict[tuple[str, ...], tuple[str, ...]] = {
-    ("runtime", "install"): ("--mirror", "--offline", "--plain-http"),
-    ("runtime", "update"): ("--mirror", "--offline", "--plain-http"),
-    ("runtime", "repair"): ("--mirror", "--offline", "--plain-http"),
-    ("runtime", "versions"): ("--mirror", "--offline"),
-    ("lock",): ("--mirror", "--offline", "--plain-http"),
-    ("serve",): ("--offline",),
-}
-
-
-def _key(argv: Sequence[str]) -> tuple[str, ...]:
-    return tuple(argv[1:3]) if list(argv[1:2]) == ["runtime"] else tuple(argv[1:2])
-
-
-def with_flags(fix: Fix, flags: Iterable[tuple[str, str | None]]) -> Fix:
-    """``fix`` carrying each of ``flags`` (``(flag, value or None)``, as the line gave them) that its
-    command takes and lacks; a fix that names ``--from`` or ``--mirror`` keeps its own source, and one
-    that fills the cache (its ``does`` says so) is not given ``--offline``."""
-    if fix.argv[0] != "superfluid":
-        return fix
-    takes = TAKES.get(_key(fix.argv), ())
-    add: list[str] = []
-    for flag, value in flags:
-        if flag not in takes or flag in fix.argv:
-            continue
-        if flag == "--mirror" and "--from" in fix.argv:
-            continue
-        if flag == "--offline" and fix.does.startswith("fills the cache"):
-            continue
-        add += [flag] if value is None else [flag, value]
-    return fix.adding(*add) if add else fix
 
 
 def repair(runtime_id: str, install: str) -> Fix:

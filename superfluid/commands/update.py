@@ -22,13 +22,13 @@ from superfluid.installing import check_id, home_holds, installed_with, recorded
 from superfluid.parser import Help, Parser, exits
 from superfluid.release_flags import add_flags as add_for_flags
 from superfluid.release_flags import flags_of
-from superfluid.runtime.kernel.fixes import Fix, as_json, render, with_flags
+from superfluid.runtime.kernel.fixes import Fix, as_json, render
 from superfluid.runtime.kernel.layout import home, install_receipt
 from superfluid.runtime.kernel.output import print_json
 from superfluid.runtime.kernel.receipt import read_receipt
 from superfluid.runtime.planning import NotInstallable
 from superfluid.settings import settings_of
-from superfluid.source_hints import given
+from superfluid.source_hints import given, with_flags
 
 __all__ = ["HELP", "arguments", "run"]
 

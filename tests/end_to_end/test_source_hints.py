@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from superfluid.runtime.kernel.fixes import Fix, render, with_flags
+from superfluid.runtime.kernel.fixes import Fix, render
+from superfluid.source_hints import takes, with_flags
 from tests.conftest import native_cache
 from tests.end_to_end import releases
 from tests.end_to_end.conftest import Home
@@ -38,7 +39,19 @@ HINTS = [
     pytest.param(("runtime", "install", "basert"), "x", [("--mirror", "/my mirror")],
                  "`superfluid runtime install basert --mirror '/my mirror'` x", id="quoted"),
     pytest.param(("runtime", "install", "basert"), "x", [], "`superfluid runtime install basert` x", id="none-given"),
+    pytest.param(("runtime", "use", "basert", "--auto"), "x", M, "`superfluid runtime use basert --auto` x",
+                 id="use-takes-no-source"),
+    pytest.param(("lock",), "x", OFF, "`superfluid lock --offline` x", id="lock-offline"),
+    pytest.param(("mirror", "push", "oci://h/r"), "x", M + [("--plain-http", None)],
+                 "`superfluid mirror push oci://h/r --plain-http` x", id="push-takes-plain-http-alone"),
 ]
+
+
+def test_what_a_command_takes_is_the_command_trees() -> None:
+    assert takes(("superfluid", "runtime", "install", "basert")) == ("--mirror", "--offline", "--plain-http")
+    assert takes(("superfluid", "runtime", "versions", "basert")) == ("--mirror", "--offline")
+    assert takes(("superfluid", "serve", "--model", "m")) == ("--offline",)
+    assert takes(("superfluid", "runtime", "list", "basert")) == () == takes(("superfluid-manifest", "export"))
 
 
 @pytest.mark.parametrize(("argv", "does", "flags", "shown"), HINTS)

@@ -1,15 +1,13 @@
-"""A hint is a value (issue 42): ``Fix`` renders as a command a shell runs, knows its site, keeps
-the source flags a line gave only where its command takes them."""
+"""A hint is a value (issue 42): ``Fix`` renders as a command a shell runs and knows its site (the
+source flags a line gave: tests/end_to_end/test_source_hints.py)."""
 
 from __future__ import annotations
 
 import json
 import shlex
 
-import pytest
-
 from superfluid.runtime.kernel.errors import SuperfluidError
-from superfluid.runtime.kernel.fixes import Fix, as_json, record_to, render, repair, with_flags
+from superfluid.runtime.kernel.fixes import Fix, as_json, record_to, render, repair
 
 
 def test_repair_names_the_install_and_its_site() -> None:
@@ -37,25 +35,6 @@ def test_an_error_text_ends_in_its_advice_then_its_fixes() -> None:
     assert str(e) == ("lost: check the disk; or `superfluid runtime repair basert a` puts it back; "
                       "or `superfluid runtime remove basert a` removes it")
     assert str(SuperfluidError("lost")) == "lost"
-
-
-@pytest.mark.parametrize(("argv", "flags", "want"), [
-    (("runtime", "install", "basert"), [("--mirror", "/m")], ("runtime", "install", "basert", "--mirror", "/m")),
-    (("runtime", "use", "basert", "--auto"), [("--mirror", "/m")], ("runtime", "use", "basert", "--auto")),
-    (("runtime", "install", "basert", "--from", "f"), [("--mirror", "/m")],
-     ("runtime", "install", "basert", "--from", "f")),
-    (("lock",), [("--offline", None)], ("lock", "--offline")),
-    (("runtime", "install", "basert", "--mirror", "/n"), [("--mirror", "/m")],
-     ("runtime", "install", "basert", "--mirror", "/n")),
-])
-def test_with_flags_keeps_what_the_line_gave_where_the_command_takes_it(
-        argv: tuple[str, ...], flags: list[tuple[str, str | None]], want: tuple[str, ...]) -> None:
-    assert with_flags(Fix.superfluid(*argv, does="x"), flags).argv == ("superfluid", *want)
-
-
-def test_a_fix_that_fills_the_cache_stays_online() -> None:
-    fix = Fix.superfluid("runtime", "install", "basert", does="fills the cache")
-    assert with_flags(fix, [("--offline", None)]).argv == fix.argv
 
 
 def test_the_log_holds_each_rendered_fix_with_its_site(tmp_path) -> None:  # type: ignore[no-untyped-def]

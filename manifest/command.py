@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from importlib import import_module
 from typing import Any
 
-from superfluid.exits import exit_code
 from superfluid.manifest import tuf_command
 from superfluid.manifest.command_line import DEFAULT_MAX_AGE, MAX_SECONDS, PROG, ManifestParser, integer, seconds
 from superfluid.runtime.kernel.errors import SuperfluidError, guarded
+from superfluid.runtime.kernel.exits import exit_code
 from superfluid.runtime.kernel.output import error_code, error_doc, print_json
 from superfluid.runtime.kernel.version import VERSION
 

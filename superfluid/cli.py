@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from importlib import import_module
 
 from superfluid import answer_cache, verbosity
-from superfluid.exits import EXIT_CODES, exit_code  # the one table of exit codes (SPEC §6.1)
 from superfluid.parser import (
     Exit,
     Parser,
@@ -26,6 +25,7 @@ from superfluid.parser import (
     runner,
 )
 from superfluid.runtime.kernel.errors import SuperfluidError, UsageError
+from superfluid.runtime.kernel.exits import EXIT_CODES, exit_code  # the one table of exit codes (SPEC §6.1)
 from superfluid.runtime.kernel.fixes import ENV_LOG, Fix, record_to
 from superfluid.runtime.kernel.layout import home, home_fault
 from superfluid.runtime.kernel.output import error_code, error_doc, print_json

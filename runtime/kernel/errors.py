@@ -36,7 +36,7 @@ class SuperfluidError(Exception):
 
     ``fix``: the commands that fix it (``Fix`` values, in order; never prose); ``advice``: a next
     step that is not a command ("check the network connection"), prose that names no command.
-    Exit code: the one table, ``superfluid.exits``.
+    Exit code: the one table, ``runtime.kernel.exits``.
     """
 
     #: what a ``--json`` failure prints around the error document: the report the command made

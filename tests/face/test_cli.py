@@ -5,26 +5,8 @@ from pathlib import Path
 import pytest
 
 from superfluid import __version__
-from superfluid.cli import EXIT_CODES, exit_code, main
-from superfluid.runtime.kernel.errors import (
-    AbiRefused,
-    BadFile,
-    ModelLoadFailed,
-    NotServable,
-    SuperfluidError,
-    UsageError,
-    WorkerFailed,
-)
+from superfluid.cli import main
 from tests import cli
-
-
-@pytest.mark.parametrize(("error", "code"), [
-    (UsageError("x"), 2), (NotServable("x"), 4), (ModelLoadFailed("x"), 3), (SuperfluidError("x"), 1),
-    (BadFile("/f", "broken"), 1), (AbiRefused("/l", 2, 1), 1), (WorkerFailed("w", "hung"), 1),
-])
-def test_exit_code_table(error: SuperfluidError, code: int) -> None:
-    assert exit_code(error) == code
-    assert (SuperfluidError, 1) in EXIT_CODES
 
 
 def test_no_arguments_prints_overview_on_stderr_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,51 +1,16 @@
-"""One table of exit codes (issue 42, design point 4): every error type maps to its code in
-``superfluid.exits``, docs/cli.md's "Exit codes" table is that table, and the face exits by it."""
+"""The face exits by the one table of exit codes (``runtime.kernel.exits``, tested in
+tests/runtime/kernel/test_exits.py), and the same fault has the same code on every command (issue 42,
+design point 4)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
 from superfluid import cli as face
-from superfluid.exits import EXIT_CODES, INTERRUPTED, MEANINGS, exit_code
-from superfluid.runtime.kernel.errors import (
-    AbiRefused,
-    BadFile,
-    ModelLoadFailed,
-    NotServable,
-    SuperfluidError,
-    UsageError,
-    WorkerFailed,
-)
+from superfluid.runtime.kernel.exits import EXIT_CODES, exit_code
 from tests import cli
-
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
-
-
-def _docs_table() -> dict[int, str]:
-    text = DOCS.read_text(encoding="utf-8")
-    section = text[text.index("\n## Exit codes\n"):]
-    section = section[:section.index("\n## ", 1)]
-    return {int(code): meaning for code, meaning in re.findall(r"^\| (\d+) \| (.+) \|$", section, re.M)}
-
-
-def test_the_docs_table_is_the_table() -> None:
-    assert _docs_table() == MEANINGS
-
-
-def test_every_code_the_table_gives_has_its_meaning() -> None:
-    assert {code for _, code in EXIT_CODES} <= set(MEANINGS) and 0 in MEANINGS
-
-
-@pytest.mark.parametrize(("error", "code"), [
-    (UsageError("x"), 2), (NotServable("x"), 4), (ModelLoadFailed("x"), 3), (SuperfluidError("x"), 1),
-    (BadFile("/f", "broken"), 1), (AbiRefused("/l", 2, 1), 1), (WorkerFailed("w", "hung"), 1),
-    (OSError(28, "No space left on device"), 1), (KeyboardInterrupt(), INTERRUPTED), (RuntimeError("x"), 1),
-])
-def test_each_error_type_exits_with_its_code(error: BaseException, code: int) -> None:
-    assert exit_code(error) == code
 
 
 def test_the_face_reads_this_table() -> None:

@@ -21,7 +21,7 @@ from superfluid.installer.fleet.lockfile import Engine, lock_fix
 from superfluid.installer.fleet.plans import kinds_of, select
 from superfluid.installer.install import Reporter, install_plans
 from superfluid.installer.settings import MIRROR_VARIABLE, Settings
-from superfluid.installer.sources.choose import root_of, source_for
+from superfluid.installer.sources.choose import mirror_root, source_for
 from superfluid.installer.sources.oci.source import locked_source
 from superfluid.installer.sources.release_source import ReleaseSource
 from superfluid.installing import check_id
@@ -55,13 +55,7 @@ def _refuse_flags(args: argparse.Namespace) -> None:
 
 
 def _mirror_root(settings: Settings) -> str | None:
-    where = settings.mirror
-    if where is None:
-        return None
-    try:
-        return root_of(where, named_by=settings.mirror_named_by)
-    except ValueError as e:
-        raise UsageError(str(e), advice="give --mirror an http(s):// URL or an existing directory") from None
+    return None if settings.mirror is None else mirror_root(settings.mirror, named_by=settings.mirror_named_by)
 
 
 def _verified(e: VerificationError, path: str, root: str | None) -> SuperfluidError:

@@ -15,7 +15,7 @@ from superfluid.installer.cache.stores import Cache
 from superfluid.installer.errors import OfflineMissing
 from superfluid.installer.home.fill import fetch
 from superfluid.installer.home.publish import install_staged
-from superfluid.installer.sources.mirror import asset_path, path_of_url, root_of_url, url_below
+from superfluid.installer.sources.mirror import asset_path, one_mirror, path_of_url, root_of_url, url_below
 from superfluid.installer.transport.urls import path_of_file_url
 from superfluid.installer.unpack.extract import extract_all
 from superfluid.runtime.kernel.errors import SuperfluidError
@@ -64,12 +64,9 @@ def mirror_of(receipt: Receipt, *, github_web: str) -> str | None:
     if receipt.chosen_by == "from" or not receipt.sources:
         return None
     recorded = receipt.extra.get("mirror")
-    if isinstance(recorded, str) and recorded:
-        root: str | None = recorded.rstrip("/")
-    else:
-        roots = {root_of_url(source.url) for source in receipt.sources}
-        root = roots.pop() if len(roots) == 1 else None
-    if root is None or root.rstrip("/").lower() == github_web.rstrip("/").lower():
+    root = one_mirror([recorded] if isinstance(recorded, str) and recorded else
+                      (root_of_url(source.url) for source in receipt.sources), github_web=github_web)
+    if root is None:
         return None
     return root + "/" if root.split(":", 1)[0].lower() in ("file", "http", "https") else None
 

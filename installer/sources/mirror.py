@@ -6,7 +6,7 @@ See docs/install.md, "Mirrors".
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
@@ -21,6 +21,7 @@ from superfluid.installer.transport.urls import path_of_file_url
 __all__ = [
     "path_of_url",
     "root_of_url",
+    "one_mirror",
     "url_below",
     "Mirror",
     "LISTING_NAME",
@@ -216,6 +217,15 @@ def root_of_url(url: str) -> str | None:
     if path_of_url(url) is None:
         return None
     return url[:url.rfind(_DOWNLOAD)].rsplit("/", 2)[0]
+
+
+def one_mirror(roots: Iterable[str | None], *, github_web: str) -> str | None:
+    """The one root of ``roots`` (each download's ``root_of_url``), when it is not ``github_web``,
+    where GitHub's downloads live: the mirror they came from; None for GitHub's downloads, several
+    roots, or a URL not shaped as a release download (a None root)."""
+    found = {r.rstrip("/") if r else r for r in roots}
+    root = found.pop() if len(found) == 1 else None
+    return None if root is None or root.rstrip("/").lower() == github_web.rstrip("/").lower() else root
 
 
 def url_below(root: str, path: str) -> str:

@@ -30,7 +30,7 @@ from superfluid.installer.fleet.plans import (
 )
 from superfluid.installer.settings import MIRROR_FLAG, Settings
 from superfluid.installer.sources.github import web_base_for
-from superfluid.installer.sources.mirror import root_of_url
+from superfluid.installer.sources.mirror import one_mirror, root_of_url
 from superfluid.installer.transport.urls import path_of_file_url
 from superfluid.lock_flags import checked_lock
 from superfluid.parser import Help, Parser, add_json, exits
@@ -330,9 +330,9 @@ def _lock_mirror(settings: Settings, old: Lock | None, path: str) -> Settings:
     """
     if settings.mirror or old is None:
         return settings
-    roots = {root_of_url(f.url) for e in old.engines for f in e.files()}
-    root = roots.pop() if len(roots) == 1 else None
-    if root is None or root.rstrip("/").lower() == web_base_for(settings.api).rstrip("/").lower():
+    root = one_mirror((root_of_url(f.url) for e in old.engines for f in e.files()),
+                      github_web=web_base_for(settings.api))
+    if root is None:
         return settings
     if root.startswith("file:") and not os.path.isdir(path_of_file_url(root)):
         raise lockfile.LockFileError(f"{path} names the mirror {shown(root)}, which is no longer a directory",

@@ -12,7 +12,7 @@ from typing import NoReturn
 
 from superfluid.runtime.kernel.errors import UsageError
 
-__all__ = ["ManifestParser", "report_written", "integer", "seconds", "counted", "MAX_SECONDS", "DEFAULT_MAX_AGE",
+__all__ = ["ManifestParser", "report_written", "integer", "seconds", "MAX_SECONDS", "DEFAULT_MAX_AGE",
            "PROG"]
 
 #: the program of the compat manifest service's command line
@@ -79,8 +79,3 @@ def seconds(raw: str) -> float:
     if not (math.isfinite(value) and 0 <= value <= MAX_SECONDS):
         raise argparse.ArgumentTypeError(f"expected a number of seconds from 0 to {MAX_SECONDS} (a year), not {raw!r}")
     return value
-
-
-def counted(n: int, noun: str, plural: str | None = None) -> str:
-    """``1 release``, ``2 releases``, ``0 keys``: a count and its noun, singular only for one."""
-    return f"{n} {noun if n == 1 else plural or noun + 's'}"

@@ -17,7 +17,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from superfluid.installer.transport.urls import path_of_file_url
 from superfluid.manifest import tuf_command
 from superfluid.manifest.answers import drives_cells, encode, releases_answer
-from superfluid.manifest.command_line import PROG, counted
+from superfluid.manifest.command_line import PROG
 from superfluid.manifest.export import export
 from superfluid.manifest.service import Service, ServiceConfig, keys_from
 from superfluid.manifest.settings import ENV_KEYS, ENV_SOURCE, ENV_TUF_KEYS, ENV_TUF_REPO, Settings, read_settings
@@ -26,6 +26,7 @@ from superfluid.manifest.tuf_live import live_from
 from superfluid.paths import flag_path
 from superfluid.runtime import registry
 from superfluid.runtime.kernel.errors import SuperfluidError, UsageError
+from superfluid.runtime.kernel.output import counted
 
 __all__ = ["run", "run_line"]
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from superfluid.manifest.command_line import ManifestParser, counted, integer
+from superfluid.manifest.command_line import ManifestParser, integer
 from superfluid.manifest.tuf_keys import init_keys, read_keys
 from superfluid.manifest.tuf_repository import (
     expiry_of,
@@ -21,6 +21,7 @@ from superfluid.manifest.tuf_repository import (
     rotate_root,
     sign_export,
 )
+from superfluid.runtime.kernel.output import counted
 
 __all__ = ["add_flags", "add_commands", "COMMANDS", "run", "signer_for_export"]
 

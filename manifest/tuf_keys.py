@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from superfluid.manifest.command_line import counted
 from superfluid.runtime.kernel.errors import BadFile, UsageError
 from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.jsonread import UntrustedJson, read_bytes, read_json
+from superfluid.runtime.kernel.output import counted
 
 if TYPE_CHECKING:
     from securesystemslib.signer import Key, Signer

@@ -11,6 +11,7 @@ from superfluid.installer.cache.prune import Scan
 from superfluid.installer.fleet.lockfile import digests_of_locks
 from superfluid.paths import flag_path
 from superfluid.runtime.kernel.errors import BadFile
+from superfluid.runtime.kernel.output import counted
 
 __all__ = ["keep_locks", "kinds_json", "in_use_by"]
 
@@ -38,5 +39,5 @@ def kinds_json(kinds: Mapping[str, Mapping[str, int]]) -> dict[str, Any]:
 
 
 def in_use_by(found: Scan) -> str:
-    locks = f" and {len(found.locks)} kept lock{'s' if len(found.locks) != 1 else ''}" if found.locks else ""
-    return f"{found.installs} install{'s' if found.installs != 1 else ''}{locks}"
+    locks = f" and {counted(len(found.locks), 'kept lock')}" if found.locks else ""
+    return f"{counted(found.installs, 'install')}{locks}"

@@ -10,7 +10,7 @@ from typing import Any
 
 from superfluid.runtime.kernel.fixes import Fix, as_json
 
-__all__ = ["table", "print_json", "gb", "error_code", "error_doc"]
+__all__ = ["table", "print_json", "gb", "counted", "error_code", "error_doc"]
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -35,6 +35,11 @@ def print_json(doc: Any) -> None:
 def gb(n: int | None) -> str:
     """Bytes as GB with one decimal (1e9 bytes), as the daemon prints them."""
     return "-" if not n else f"{n / 1e9:.1f} GB"
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 release``, ``2 releases``, ``0 keys``: a count and its noun, singular only for one."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
 def error_code(error: BaseException) -> str:

@@ -17,6 +17,7 @@ from superfluid.runtime.kernel.errors import BadFile, LibraryRefused
 from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.layout import install_receipt
 from superfluid.runtime.kernel.lookup import Lookup
+from superfluid.runtime.kernel.output import counted
 from superfluid.runtime.kernel.receipt import read_receipt
 from superfluid.runtime.llamacpp import bindings
 from superfluid.runtime.llamacpp.layout import Layout, LayoutUnknown, detect
@@ -143,7 +144,7 @@ def load(path: str, *, echo_log: bool = False) -> Library:
 
     absent = bindings.missing(handle)
     if absent:
-        more = f" (nor {len(absent) - 1} other function{'s' if len(absent) > 2 else ''} it calls)" \
+        more = f" (nor {counted(len(absent) - 1, 'other function')} it calls)" \
             if len(absent) > 1 else ""
         raise _refuse(path, f"it has no {absent[0]}{more}")
 

@@ -40,7 +40,7 @@ from superfluid.runtime import registry
 from superfluid.runtime.hostfacts.host import detect
 from superfluid.runtime.kernel.errors import BadFile, InconsistentRelease, SuperfluidError, UsageError
 from superfluid.runtime.kernel.fixes import Fix
-from superfluid.runtime.kernel.output import print_json
+from superfluid.runtime.kernel.output import counted, print_json
 from superfluid.runtime.planning import DigestConflict, ForRelease, NotInstallable, Request
 from superfluid.settings import settings_of
 from superfluid.source_hints import shown
@@ -221,8 +221,8 @@ def _check(path: str, old: Lock, targets: list[Target], args: argparse.Namespace
         sys.stdout.write(change_lines(changes))
     errors = sum(1 for c in changes if c.error)
     moved = len(changes) - errors
-    outdated = LockOutdated(f"{path} does not match what would be chosen now: {moved} to move, {errors} "
-                            f"error{'' if errors == 1 else 's'}"
+    outdated = LockOutdated(f"{path} does not match what would be chosen now: {moved} to move, "
+                            f"{counted(errors, 'error')}"
                             + (f" (written by superfluid {old.superfluid}, this is {__version__})"
                                if old.superfluid != __version__ else ""),
                             fix=None if errors else lock_fix(path, "--upgrade", does="writes the new choice"),
@@ -293,7 +293,7 @@ def _write(path: str, old: Lock | None, targets: list[Target], defaulted: bool, 
     if same:
         sys.stdout.write(f"superfluid: {path} is up to date ({len(engines)} engines)\n")
         return 0
-    count = f"{len(engines)} engine{'' if len(engines) == 1 else 's'}"
+    count = counted(len(engines), "engine")
     sys.stdout.write(f"superfluid: wrote {path}: {count} (sha256 {digest})\n")
     for engine in new.engines:
         sys.stdout.write(f"  {engine.target.describe()}: {engine.install} ({engine.chosen_by}"

@@ -16,7 +16,7 @@ from superfluid.lock_flags import checked_lock, mirror_fix, mirror_head
 from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.paths import flag_path
 from superfluid.runtime.kernel.errors import SuperfluidError, UsageError
-from superfluid.runtime.kernel.output import print_json
+from superfluid.runtime.kernel.output import counted, print_json
 
 __all__ = ["HELP", "arguments", "run", "MirrorMismatch"]
 
@@ -69,7 +69,7 @@ def _verify(args: argparse.Namespace, path: str) -> int:
         for p in problems:
             sys.stdout.write(f"{p.path}: {p.fault}\n")
     if problems:
-        count = f"{len(problems)} problem{'' if len(problems) == 1 else 's'}"
+        count = counted(len(problems), "problem")
         mismatch = MirrorMismatch(f"{args.dir}: {count} against {path} ({good} files verified)",
                                   fix=mirror_fix("sync", args.dir, path, does="fetches what is missing or wrong"))
         mismatch.document = _document(args.dir, path, digest, good, problems)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.manifest.command_line import MAX_SECONDS, ManifestParser, counted, integer, report_written, seconds
+from superfluid.manifest.command_line import MAX_SECONDS, ManifestParser, integer, report_written, seconds
 from superfluid.runtime.kernel.errors import UsageError
 
 
@@ -96,10 +96,3 @@ def test_seconds_in_range_are_read(raw: str, value: float) -> None:
 def test_seconds_out_of_range_are_refused(raw: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError, match=re.escape(f"from 0 to {MAX_SECONDS} (a year), not {raw!r}")):
         seconds(raw)
-
-
-@pytest.mark.parametrize(("n", "said"), [(0, "0 keys"), (1, "1 key"), (2, "2 keys")])
-def test_a_count_says_its_noun_in_the_singular_only_for_one(n: int, said: str) -> None:
-    """No "1 engines", no "key(s)" (issue 42, item 33)."""
-    assert counted(n, "key") == said
-    assert counted(n, "entry", "entries").endswith("entry" if n == 1 else "entries")

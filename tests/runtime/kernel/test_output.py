@@ -8,7 +8,7 @@ import pytest
 from superfluid.installer.errors import DownloadStalled, HostUnreachable, VerificationError
 from superfluid.runtime.kernel.errors import AbiRefused, BadFile, SuperfluidError, UsageError
 from superfluid.runtime.kernel.fixes import Fix
-from superfluid.runtime.kernel.output import error_code, error_doc, gb, json_text, table
+from superfluid.runtime.kernel.output import counted, error_code, error_doc, gb, json_text, table
 from superfluid.runtime.kernel.schema import errors
 
 
@@ -62,3 +62,10 @@ def test_error_doc_is_the_error_schemas() -> None:
     assert errors(bad, "error") != []  # a backtick in fix is not the schema's
     assert "fix" not in error_doc("failed", "m", 1)["error"]
     assert errors(doc, "error") == [] and errors(error_doc("failed", "m", 1), "error") == []
+
+
+@pytest.mark.parametrize(("n", "said"), [(0, "0 keys"), (1, "1 key"), (2, "2 keys")])
+def test_a_count_says_its_noun_in_the_singular_only_for_one(n: int, said: str) -> None:
+    """No "1 engines", no "key(s)" (issue 42, item 33)."""
+    assert counted(n, "key") == said
+    assert counted(n, "entry", "entries").endswith("entry" if n == 1 else "entries")

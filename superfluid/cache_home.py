@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from superfluid.runtime.kernel.layout import HomeUnusable, home_fault
+from superfluid.runtime.kernel.layout import HomeUnusable, home_fault, nearest_part
 
 __all__ = ["cache_home"]
 
@@ -17,10 +17,7 @@ def cache_home(where: str) -> str:
     Raises:
         HomeUnusable: it is not a directory and cannot be one (names SUPERFLUID_HOME and what it is).
     """
-    probe = where
-    while not os.path.lexists(probe) and os.path.dirname(probe) != probe:
-        probe = os.path.dirname(probe)
-    if not os.path.isdir(probe):
+    if not os.path.isdir(nearest_part(where)):
         raise HomeUnusable(f"{home_fault(where)}: it holds no download cache",
                            advice="point SUPERFLUID_HOME at a directory (or unset it for ~/.superfluid)")
     return where

@@ -45,13 +45,12 @@ COMMON_EXITS = {
 class Help(NamedTuple):
     """One command's help page: the summary listed by its parent, a paragraph, examples, exit codes.
     Every command is listed on its parent's page (``superfluid cache --help`` names ``dir``, ``du`` and
-    ``prune``); ``listed`` is no longer read (issue 42, item 2) and goes with the pages that still give it."""
+    ``prune``)."""
 
     summary: str
     description: str
     examples: tuple[str, ...]
     exits: tuple[tuple[int, str], ...]
-    listed: bool = True
 
     def epilog(self) -> str:
         lines = ["examples:"]

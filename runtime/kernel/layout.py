@@ -36,6 +36,7 @@ __all__ = [
     "has_install_of",
     "current_target",
     "HomeUnusable",
+    "nearest_part",
     "home_fault",
     "writable_home",
     "linked_between",
@@ -230,17 +231,21 @@ class HomeUnusable(SuperfluidError):
     file system. The message names the path."""
 
 
+def nearest_part(path: _PathLike) -> str:
+    """``path`` when something is there (a dangling link too), else the nearest folder above it that
+    is: where it would be made."""
+    probe = os.fspath(path)
+    while not os.path.lexists(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    return probe
+
+
 def home_fault(path: _PathLike) -> str | None:
     """Why nothing can be written under the home at ``path`` (None: it is, or can be made, a
     writable directory): it is a file, a dangling link, on a read-only file system, not writable,
     or cannot be made where it is. Touches nothing."""
     where = os.fspath(path)
-    probe = where
-    while not os.path.lexists(probe):  # the nearest part that exists is where it would be made
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            break
-        probe = parent
+    probe = nearest_part(where)
     if os.path.islink(probe) and not os.path.exists(probe):
         return f"SUPERFLUID_HOME ({where}): {probe} is a dangling link"
     if not os.path.isdir(probe):

@@ -27,7 +27,6 @@ HELP = Help(
     "install needs (of removed installs), HTTP bodies, partial downloads, and the rest. Changes nothing.",
     ("superfluid cache du", "superfluid cache du --json --keep-lock superfluid.lock"),
     exits(_1="a --keep-lock lock that does not read, or SUPERFLUID_HOME is not a directory"),
-    listed=False,
 )
 
 _WHAT = {

@@ -27,7 +27,6 @@ HELP = Help(
     ("superfluid cache prune", "superfluid cache prune --older-than 0s --dry-run --json"),
     exits(_0="pruned (or nothing to prune; with --dry-run, said what would go)",
           _1="a --keep-lock lock that does not read, a cache folder that is a link, a filesystem fault"),
-    listed=False,
 )
 
 #: ``cache prune``'s grace period when ``--older-than`` is not given

@@ -2,9 +2,12 @@
 """Write tiny llama-architecture GGUF models with the ``gguf`` package (notes/llamacpp.md §3).
 
 Two kinds, both with a 322-token SPM ("llama") vocabulary in which every prefix of a few words is
-a piece, so llama.cpp's bigram merges reach whole words:
+a piece, so llama.cpp's bigram merges reach whole words (``vocab=N`` pads it to N tokens with word
+pieces no merge reaches, ``▁w0``, ``▁w1``..., so that a vocabulary of real size costs what it costs):
 
 - random: small random weights (what it generates is not asserted across llama.cpp builds);
+  ``words_only`` zeroes the output rows of the control and byte tokens, so greedy text never ends
+  (EOS's logit is 0, below the largest of the random ones) and is always whole words;
 - deterministic (``always=<token text>``): attention and FFN weights are zero, so the residual is
   the identity; every embedding carries 1.0 in dim 0 and only the chosen token's output row reads
   dim 0, so greedy decoding always yields that token.
@@ -13,15 +16,18 @@ The writer is deterministic: the same arguments give the same bytes.
 
 Usage: ``make_gguf.py [OUT_DIR]`` writes the standard set (see ``STANDARD``) into
 ``OUT_DIR`` (default ``$SUPERFLUID_NATIVE_CACHE/gguf``) unless already there, and prints the paths.
-``make_gguf.py --out FILE [--always TEXT] [--f16] [...]`` writes one model.
+``make_gguf.py --bench NAME`` writes one of the serving benchmark's models (see ``BENCH``) into
+``$SUPERFLUID_NATIVE_CACHE/gguf/bench`` unless already there.
+``make_gguf.py --out FILE [--always TEXT] [--f16] [--vocab N] [...]`` writes one model.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 # Bump when the generator's output changes, so cached files are rewritten.
@@ -46,16 +52,33 @@ class TinyModel:
     name: str = "tiny-llama"
     extra: dict[str, object] = field(default_factory=dict)
     chat_template: str | None = None  # tokenizer.chat_template, when the model carries one
+    vocab: int | None = None  # tokens in the vocabulary (None: the base vocabulary's 322)
+    words_only: bool = False  # random weights: greedy never picks a control or byte token
 
 
-def vocabulary() -> list[str]:
-    """The token texts, in id order: ``<unk> <s> </s>``, 256 byte tokens, then word pieces."""
+#: the special and byte tokens that open the vocabulary (``<unk> <s> </s>``, then 256 bytes)
+N_SPECIAL = 3 + 256
+
+
+def vocabulary(size: int | None = None) -> list[str]:
+    """The token texts, in id order: ``<unk> <s> </s>``, 256 byte tokens, then word pieces; ``size``
+    pads the word pieces with ``▁w0``, ``▁w1``... up to ``size`` tokens.
+
+    Raises:
+        ValueError: ``size`` is smaller than the base vocabulary.
+    """
     words = ["▁", ".", ",", "!", "?"] + [chr(c) for c in range(ord("a"), ord("z") + 1)]
     for wd in WORDS:
         for k in range(2, len(wd) + 1):
             if wd[:k] not in words:
                 words.append(wd[:k])
-    return ["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(256)] + words
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(256)] + words
+    if size is not None:
+        if size < len(tokens):
+            raise ValueError(f"a vocabulary of {size} tokens is smaller than the base one ({len(tokens)})")
+        # "▁w" is no token, so no merge of a prompt's pieces reaches these
+        tokens += [f"▁w{i}" for i in range(size - len(tokens))]
+    return tokens
 
 
 def token_id(text: str) -> int:
@@ -73,9 +96,9 @@ def write(out: Path, model: TinyModel) -> Path:
     import numpy as np
 
     rng = np.random.default_rng(model.seed)
-    tokens = vocabulary()
-    n_words = len(tokens) - 259
-    scores = [0.0] * 259 + [float(len(t)) for t in tokens[259:]]  # longer pieces win merges
+    tokens = vocabulary(model.vocab)
+    n_words = len(tokens) - N_SPECIAL
+    scores = [0.0] * N_SPECIAL + [float(len(t)) for t in tokens[N_SPECIAL:]]  # longer pieces win merges
     tt = gguf.TokenType
     types = [tt.UNKNOWN, tt.CONTROL, tt.CONTROL] + [tt.BYTE] * 256 + [tt.NORMAL] * n_words
     n_vocab = len(tokens)
@@ -140,6 +163,8 @@ def write(out: Path, model: TinyModel) -> Path:
         outw[token_id(model.always), 0] = 10.0
     else:
         outw = mat(n_vocab, model.dim)
+        if model.words_only:
+            outw[:N_SPECIAL] = 0
     w.add_tensor("output.weight", outw)
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -166,6 +191,18 @@ STANDARD: dict[str, TinyModel] = {
 }
 
 
+#: the serving benchmark's models (``benchmarks/bench_serve.py``, issue 45): random weights, greedy
+#: text that never ends; the issue's size (12 layers, dim 768, f16), and the same with a vocabulary of
+#: real size (Llama 3's 128,256 tokens), where any per-token cost over the vocabulary shows
+BENCH: dict[str, TinyModel] = {
+    "bench-12x768-f16.gguf": TinyModel(layers=12, dim=768, ff=2048, heads=12, kv_heads=4, ctx=4096, f16=True,
+                                       name="bench-12x768", words_only=True),
+    "bench-12x768-vocab128k-f16.gguf": TinyModel(layers=12, dim=768, ff=2048, heads=12, kv_heads=4, ctx=4096,
+                                                 f16=True, name="bench-12x768-vocab128k", vocab=128256,
+                                                 words_only=True),
+}
+
+
 def default_dir() -> Path:
     """``$SUPERFLUID_NATIVE_CACHE/gguf`` (default ``<checkout>/.cache/native/gguf``)."""
     env = os.environ.get("SUPERFLUID_NATIVE_CACHE")
@@ -189,6 +226,28 @@ def write_standard(directory: Path | None = None) -> dict[str, Path]:
     return paths
 
 
+def write_cached(path: Path, model: TinyModel) -> Path:
+    """Write ``model`` to ``path`` unless the file there was written from the same model by this
+    generator revision (``<path>.json`` beside it says which)."""
+    stamp = path.with_name(path.name + ".json")
+    wanted = {"generator": GENERATOR_REVISION, "model": asdict(model)}
+    try:
+        current = json.loads(stamp.read_text()) == wanted and path.exists()
+    except (OSError, ValueError):
+        current = False
+    if not current:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write(path, model)
+        stamp.write_text(json.dumps(wanted, indent=2, ensure_ascii=False) + "\n")
+    return path
+
+
+def write_bench(name: str, directory: Path | None = None) -> Path:
+    """The benchmark's model ``name`` (a key of ``BENCH``), in ``directory`` (default
+    ``$SUPERFLUID_NATIVE_CACHE/gguf/bench``), written unless already there."""
+    return write_cached((directory or default_dir() / "bench") / name, BENCH[name])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dir", nargs="?", type=Path, help="write the standard set here")
@@ -202,9 +261,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--f16", action="store_true")
     ap.add_argument("--always", help="token text the model always predicts, e.g. '▁the' or '</s>'")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--vocab", type=int, help="tokens in the vocabulary (default: the base vocabulary's)")
+    ap.add_argument("--words-only", action="store_true", help="greedy never picks a control or byte token")
+    ap.add_argument("--bench", choices=sorted(BENCH), help="write this benchmark model into the cache")
     a = ap.parse_args(argv)
+    if a.bench:
+        print(write_bench(a.bench))
+        return 0
     if a.out:
-        model = TinyModel(a.layers, a.dim, a.ff, a.heads, a.kv_heads, a.ctx, a.f16, a.always, a.seed)
+        if a.vocab is not None and a.vocab < len(vocabulary()):
+            ap.error(f"--vocab: at least {len(vocabulary())} (the base vocabulary)")
+        model = TinyModel(a.layers, a.dim, a.ff, a.heads, a.kv_heads, a.ctx, a.f16, a.always, a.seed,
+                          vocab=a.vocab, words_only=a.words_only)
         print(write(a.out, model))
         return 0
     for path in write_standard(a.dir).values():

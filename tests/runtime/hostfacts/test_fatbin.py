@@ -19,9 +19,9 @@ import pytest
 
 from superfluid.runtime.hostfacts.elf import ELFInvalid
 from superfluid.runtime.hostfacts.fatbin import entries, kernels_of_file, section
+from tests.conftest import native_cache
 
-REPO = Path(__file__).resolve().parents[2]
-CACHE = REPO / ".cache" / "native" / "cuda-wheels"
+CACHE = native_cache() / "cuda-wheels"  # beside the native builds, which CI caches (.cache/native)
 #: name==version -> (wheel file name, its SHA-256)
 WHEELS = {
     "nvidia-curand==10.4.4.72": ("nvidia_curand-10.4.4.72-py3-none-manylinux_2_27_x86_64.whl",

@@ -13,12 +13,15 @@ from typing import Any
 from superfluid.runtime.hostfacts.host import Host
 
 # A CUDA build carries cubins (machine code for one architecture: it runs on GPUs of the same major
-# and a minor at or above it; an ``a`` architecture such as ``sm_120a`` only on exactly that one) and
-# PTX (which the driver compiles for any GPU at or above it, when the driver is at least as new as the
-# toolkit that wrote it). A ROCm build carries code objects for named gfx targets and links one ROCm
-# major.
+# and a minor at or above it) and PTX (which the driver compiles for any GPU at or above it, when the
+# driver is at least as new as the toolkit that wrote it). An architecture may carry a suffix (the CUDA
+# Programming Guide on arch- and family-specific features; NVIDIA's CUDA 12.9 notes on the latter): ``a``
+# (arch-specific, ``sm_90a``): cubin and PTX alike run on exactly that compute capability and no other;
+# ``f`` (family-specific, CUDA 12.9 on, ``sm_100f``): on GPUs of the same major at that minor or above
+# (10.0 and 10.3 for ``sm_100f``, 10.3 alone for ``sm_103f``), PTX too, never on another major. A ROCm
+# build carries code objects for named gfx targets and links one ROCm major.
 __all__ = ["Kernels", "InvalidKernels", "CUDA_DRIVER_FLOOR", "TOOLKIT_DRIVER", "arch_key", "upstream_cuda_kernels",
-           "from_cmake", "driver_major", "cuda_refusal", "rocm_refusal", "cudart_serves"]
+           "from_cmake", "driver_major", "covers", "cuda_refusal", "rocm_refusal", "cudart_serves"]
 
 #: CUDA major -> the NVIDIA driver major (at least) that runs it (NVIDIA's CUDA compatibility table:
 #: minor version compatibility lets any 12.x run on 525+, any 13.x on 580+)
@@ -134,16 +137,41 @@ def _capability(text: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
+def covers(arch: tuple[int, int, str], gpu: tuple[int, int], *, ptx: bool) -> bool:
+    """Whether code for ``arch`` (``arch_key``'s form) runs on a GPU of compute capability ``gpu``, by
+    NVIDIA's rules: an ``a`` architecture on exactly its own (a cubin, or PTX the driver compiles for
+    that GPU alone); an ``f`` one, and any cubin, on the same major at its minor or above; plain PTX on
+    its own or any newer one.
+
+    >>> covers((12, 0, "a"), (12, 1), ptx=False), covers((10, 0, "f"), (10, 3), ptx=True)
+    (False, True)
+    >>> covers((9, 0, "a"), (10, 0), ptx=True), covers((9, 0, ""), (10, 0), ptx=True)
+    (False, True)
+    """
+    major, minor, suffix = arch
+    if suffix == "a":
+        return (major, minor) == gpu
+    if suffix == "f" or not ptx:
+        return major == gpu[0] and minor <= gpu[1]
+    return (major, minor) <= gpu
+
+
 def _runs(gpu: tuple[int, int], kernels: Kernels) -> str | None:
     """How ``gpu`` runs ``kernels``: ``"cubin"``, ``"ptx"`` (the driver compiles it) or None."""
-    for arch in (k for k in (arch_key(a) for a in kernels.cubin) if k is not None):
-        major, minor, suffix = arch
-        if major == gpu[0] and (minor == gpu[1] if suffix else minor <= gpu[1]):
-            return "cubin"
-    for arch in (k for k in (arch_key(a) for a in kernels.ptx) if k is not None):
-        if not arch[2] and (arch[0], arch[1]) <= gpu:
-            return "ptx"
+    if any(k is not None and covers(k, gpu, ptx=False) for k in map(arch_key, kernels.cubin)):
+        return "cubin"
+    if any(k is not None and covers(k, gpu, ptx=True) for k in map(arch_key, kernels.ptx)):
+        return "ptx"
     return None
+
+
+def _suffix_rules(kernels: Kernels) -> str:
+    """The rule of each suffix ``kernels`` carry, said after a refusal they explain (or "")."""
+    suffixes = {k[2] for k in map(arch_key, (*kernels.cubin, *kernels.ptx)) if k is not None}
+    rules = [rule for suffix, rule in (("a", "an architecture with an a suffix runs only on that very GPU"),
+                                       ("f", "one with an f suffix only on GPUs of its major, at its minor or "
+                                             "above")) if suffix in suffixes]
+    return f" ({'; '.join(rules)})" if rules else ""
 
 
 def _kernel_list(kernels: Kernels) -> str:
@@ -157,8 +185,8 @@ def _kernel_list(kernels: Kernels) -> str:
 
 def cuda_refusal(host: Host, cuda: Sequence[int], kernels: Kernels | None) -> str | None:
     """Why a CUDA ``cuda`` (major, minor) build carrying ``kernels`` cannot run on ``host``'s GPUs,
-    or None: the driver below the major's floor; a GPU no cubin of its major (at or below its minor)
-    and no PTX at or below it covers; a GPU only PTX covers, with a driver older than the toolkit
+    or None: the driver below the major's floor; a GPU that no cubin and no PTX covers (``covers``:
+    the ``a`` and ``f`` suffixes kept); a GPU only PTX covers, with a driver older than the toolkit
     that wrote it. Facts not known (no driver, no capabilities, no kernels recorded) refuse nothing
     of what they would decide."""
     major_of = driver_major(host.nvidia_driver)
@@ -182,7 +210,8 @@ def cuda_refusal(host: Host, cuda: Sequence[int], kernels: Kernels | None) -> st
         if how is None and low is not None and gpu < (low[0], low[1]):
             reasons.append(f"{name} is {sm}; this build's kernels start at {lowest}")
         elif how is None:
-            reasons.append(f"{name} is {sm}; this build carries {_kernel_list(kernels)}, none of which runs on it")
+            reasons.append(f"{name} is {sm}; this build carries {_kernel_list(kernels)}, none of which runs on "
+                           f"it{_suffix_rules(kernels)}")
         elif how == "ptx" and toolkit is not None and host.nvidia_driver \
                 and _driver_key(host.nvidia_driver) < toolkit:
             version = ".".join(str(p) for p in cuda[:2])

@@ -3,16 +3,19 @@
 
 from __future__ import annotations
 
+import doctest
 from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from superfluid.runtime.hostfacts import kernels as kernels_module
 from superfluid.runtime.hostfacts.host import Host
 from superfluid.runtime.hostfacts.kernels import (
     InvalidKernels,
     Kernels,
     arch_key,
+    covers,
     cuda_refusal,
     cudart_serves,
     from_cmake,
@@ -62,6 +65,61 @@ def test_cuda_refusal(driver: str | None, caps: tuple[str, ...], cuda: tuple[int
     host = replace(LINUX, nvidia_driver=driver, cuda_capabilities=caps)
     why = cuda_refusal(host, cuda, upstream_cuda_kernels(cuda))
     assert (why is None) if fragment is None else (why is not None and fragment in why)
+
+
+# (architecture, cubin or PTX, the GPU's compute capability, runs?) by NVIDIA's rules (issue 44, item 4)
+COVERS = [
+    ("sm_86", "cubin", "8.6", True), ("sm_86", "cubin", "8.9", True), ("sm_86", "cubin", "8.0", False),
+    ("sm_86", "cubin", "9.0", False), ("sm_86", "ptx", "9.0", True), ("sm_86", "ptx", "12.1", True),
+    ("sm_86", "ptx", "8.0", False),
+    # a: that compute capability alone, cubin and PTX alike
+    ("sm_120a", "cubin", "12.0", True), ("sm_120a", "cubin", "12.1", False), ("sm_100a", "cubin", "10.0", True),
+    ("sm_100a", "cubin", "10.3", False), ("sm_90a", "cubin", "10.0", False), ("sm_90a", "ptx", "9.0", True),
+    ("sm_90a", "ptx", "10.0", False), ("sm_120a", "ptx", "12.1", False), ("sm_121a", "cubin", "12.0", False),
+    # f: its major, at its minor or above, PTX too
+    ("sm_100f", "cubin", "10.0", True), ("sm_100f", "cubin", "10.3", True), ("sm_103f", "cubin", "10.0", False),
+    ("sm_100f", "cubin", "11.0", False), ("sm_100f", "ptx", "10.3", True), ("sm_100f", "ptx", "11.0", False),
+    ("sm_100f", "ptx", "12.0", False), ("sm_120f", "ptx", "12.1", True), ("sm_121f", "ptx", "12.0", False),
+    ("sm_100f", "ptx", "9.0", False),
+]
+
+
+@pytest.mark.parametrize(("arch", "kind", "gpu", "runs"), COVERS, ids=[f"{a}-{k}-on-{g}" for a, k, g, _ in COVERS])
+def test_covers(arch: str, kind: str, gpu: str, runs: bool) -> None:
+    key = arch_key(arch)
+    assert key is not None
+    major, minor = (int(p) for p in gpu.split("."))
+    assert covers(key, (major, minor), ptx=kind == "ptx") is runs
+
+
+# (cubins, PTX, the GPU, the start of the refusal or None) with a CUDA 13.0 build on driver 580.65
+SUFFIXED = [
+    (("sm_120a",), (), "12.1", "this host's GPU is sm_121; this build carries machine code for sm_120a, none of "
+                               "which runs on it (an architecture with an a suffix runs only on that very GPU)"),
+    (("sm_120a",), (), "12.0", None),
+    (("sm_100a",), (), "10.3", "this host's GPU is sm_103; this build carries machine code for sm_100a, none"),
+    (("sm_100a",), (), "10.0", None),
+    ((), ("sm_90a",), "10.0", "this host's GPU is sm_100; this build carries PTX for sm_90a, none of which"),
+    ((), ("sm_90a",), "9.0", None),
+    (("sm_100f",), ("sm_100f",), "10.3", None),
+    ((), ("sm_100f",), "12.0", "this host's GPU is sm_120; this build carries PTX for sm_100f, none of which runs "
+                               "on it (one with an f suffix only on GPUs of its major, at its minor or above)"),
+    ((), ("sm_103f",), "10.0", "this host's GPU is sm_100; this build's kernels start at sm_103f"),
+    (("sm_86", "sm_120a"), ("sm_75",), "12.1", None),  # llama.cpp's kind: PTX covers what the a cubin does not
+]
+
+
+@pytest.mark.parametrize(("cubin", "ptx", "gpu", "fragment"), SUFFIXED,
+                         ids=[f"{'+'.join(c + p)}-on-{g}" for c, p, g, _ in SUFFIXED])
+def test_cuda_refusal_keeps_the_suffixes(cubin: tuple[str, ...], ptx: tuple[str, ...], gpu: str,
+                                         fragment: str | None) -> None:
+    host = replace(LINUX, nvidia_driver="580.65.06", cuda_capabilities=(gpu,))
+    why = cuda_refusal(host, (13, 0), Kernels(cubin, ptx))
+    assert (why is None) if fragment is None else (why or "").startswith(fragment), why
+
+
+def test_the_docstring_examples_hold() -> None:
+    assert doctest.testmod(kernels_module).failed == 0
 
 
 @pytest.mark.parametrize(("rocm", "gfx", "fragment"), [

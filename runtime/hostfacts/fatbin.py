@@ -14,14 +14,25 @@ from superfluid.runtime.kernel.jsonread import open_regular
 
 # A CUDA library's device code lies in its ``.nv_fatbin`` section: one or more fat binaries, each a
 # header (magic ``0xBA55ED50``, its header size and the size of its entries) and entries, each with a
-# header naming its kind (1: PTX, 2: an ELF cubin) and its ``sm_XX``. Only the headers are read (a
-# compressed payload is never unpacked).
+# header naming its kind (1: PTX, 2: an ELF cubin; others, such as LTO IR, are not code a GPU runs),
+# its architecture (90 for ``sm_90``) and its flags. Only the headers are read (a compressed payload
+# is never unpacked).
 __all__ = ["FATBIN_MAGIC", "SECTION", "section", "entries", "kernels_of_file"]
 
 FATBIN_MAGIC = 0xBA55ED50
 SECTION = ".nv_fatbin"
 _PTX, _CUBIN = 1, 2
 _MAX_SECTION = 4 << 30  # a section larger than 4 GiB is not one a loader maps
+# An entry's header, as far as it is read (real ones are 64 or 80 bytes): kind, version, header size,
+# payload size, 12 bytes (sizes, the code or PTX version), the architecture, 8 bytes (the entry's
+# name), the flags.
+_ENTRY = struct.Struct("<HHIQ12xI8xQ")
+# The flags that spell the architecture's suffix, as cuobjdump's ``arch =`` line does (found by building
+# each target with nvcc 13.0 and flipping each bit under cuobjdump 13.5): ``sm_90a`` (arch-specific),
+# ``sm_100f`` (family-specific); with both set cuobjdump says ``a``. The other bits seen say 64-bit
+# (0x1), debug (0x2), Linux (0x10), a compressed payload (0x2000, 0x8000) and, on cubins from
+# ``sm_100`` on, 0x1000000; they name no architecture and are not read.
+_ARCH_SPECIFIC, _FAMILY_SPECIFIC = 0x100000, 0x200000
 
 
 def section(data: bytes, name: str = SECTION) -> bytes | None:
@@ -53,11 +64,20 @@ def section(data: bytes, name: str = SECTION) -> bytes | None:
     return None
 
 
+def _arch(arch: int, flags: int) -> str:
+    """``sm_90``, ``sm_90a`` or ``sm_100f``: cuobjdump's name for architecture ``arch`` with ``flags``."""
+    suffix = "a" if flags & _ARCH_SPECIFIC else "f" if flags & _FAMILY_SPECIFIC else ""
+    return f"sm_{arch}{suffix}"
+
+
 def entries(blob: bytes) -> list[tuple[str, str]]:
     """``(kind, sm_XX)`` of each entry of the fat binaries in ``blob``, kind ``cubin`` or ``ptx``, in order.
 
+    The architecture keeps its suffix (``sm_90a``, ``sm_100f``), for PTX too, as cuobjdump names it.
+
     Raises:
-        ELFInvalid: a fat binary whose sizes run past the section.
+        ELFInvalid: a fat binary whose sizes run past the section; an entry header too short to hold
+            the flags.
     """
     out: list[tuple[str, str]] = []
     pos = 0
@@ -70,13 +90,14 @@ def entries(blob: bytes) -> list[tuple[str, str]]:
         if end > len(blob):
             raise ELFInvalid("a fat binary runs past its section")
         at = start
-        while at + 32 <= end:
-            kind, _v, entry_header, payload = struct.unpack_from("<HHIQ", blob, at)
-            arch, = struct.unpack_from("<I", blob, at + 28)
-            if entry_header < 32:
-                raise ELFInvalid("a fat binary entry with a short header")
+        while at + 16 <= end:  # an entry's kind and sizes
+            entry_header, = struct.unpack_from("<I", blob, at + 4)
+            if entry_header < _ENTRY.size or at + entry_header > end:
+                raise ELFInvalid(f"a fat binary entry with a short header ({entry_header} bytes, {end - at} "
+                                 f"left; its flags end at byte {_ENTRY.size})")
+            kind, _v, _h, payload, arch, flags = _ENTRY.unpack_from(blob, at)
             if kind in (_PTX, _CUBIN):
-                out.append(("ptx" if kind == _PTX else "cubin", f"sm_{arch}"))
+                out.append(("ptx" if kind == _PTX else "cubin", _arch(arch, flags)))
             at += entry_header + payload
         pos = (end + 7) & ~7
     return out

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, native_script
 from tests.llamacpp.conftest import build_libllama, make_gguf
+
+build_llama_server = native_script("build_llama_server")
 
 
 def test_pins_are_exact_versions_and_digests() -> None:
@@ -106,3 +108,24 @@ def test_the_benchmark_models_are_cached_with_their_stamp(tmp_path: Path) -> Non
     make_gguf.write_cached(path, dataclasses.replace(model, vocab=340))
     assert json.loads(path.with_name("m.gguf.json").read_text())["model"]["vocab"] == 340
     assert set(make_gguf.BENCH) and all(m.words_only for m in make_gguf.BENCH.values())
+
+
+def test_the_server_build_is_current_only_when_its_stamp_holds_the_same_pinned_inputs(tmp_path: Path) -> None:
+    directory = build_llama_server.server_dir(tmp_path)
+    directory.mkdir(parents=True)
+    (directory / "llama-server").write_bytes(b"")
+    assert not build_llama_server.is_current(tmp_path)  # no stamp
+    stamp = {"inputs": build_llama_server._wanted_stamp()}
+    (directory / "build.json").write_text(json.dumps(stamp))
+    assert build_llama_server.is_current(tmp_path)
+    # it runs on the v2 libllama: a changed v2 pin rebuilds it too
+    assert stamp["inputs"]["engine"] == build_libllama._wanted_stamp(build_libllama.PINS["v2"])
+
+
+def test_the_server_builds_offline_on_the_v2_libllama_and_never_in_ci() -> None:
+    flags = build_llama_server.CMAKE_FLAGS
+    offline = {"-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_CURL=OFF", "-DGGML_NATIVE=OFF"}
+    assert offline <= set(flags)
+    assert "-DCMAKE_INSTALL_RPATH=$ORIGIN;$ORIGIN/../v2" in flags and build_llama_server.ENGINE == "v2"
+    assert "build_llama_server" not in (ROOT / "scripts" / "build-native").read_text()
+    assert "build_llama_server" not in (ROOT / ".ci" / "run").read_text()

@@ -196,12 +196,13 @@ def fetch_sdist(pin: Pin, downloads: Path, log: Path) -> Path:
     return target
 
 
-def extract_tree(pin: Pin, sdist: Path, dest: Path) -> Path:
-    """Extract the parts of the vendored llama.cpp tree the libllama build reads into ``dest``."""
+def extract_tree(pin: Pin, sdist: Path, dest: Path, parts: tuple[str, ...] = TREE_PARTS) -> Path:
+    """Extract ``parts`` of the vendored llama.cpp tree into ``dest``: by default what the libllama
+    build reads (``build_llama_server.py`` asks for more)."""
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    prefixes = tuple(f"{pin.tree}/{part}" for part in TREE_PARTS)
+    prefixes = tuple(f"{pin.tree}/{part}" for part in parts)
     with tarfile.open(sdist, "r:gz") as tar:
         members = []
         for m in tar.getmembers():

@@ -11,6 +11,7 @@ import os
 import re
 import secrets
 import sys
+import time
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,9 +39,9 @@ __all__ = [
     "guard_root",
     "clean_stale",
     "settle",
-    "tidy",
     "make_staging",
     "publish",
+    "point_current",
     "refresh_current",
     "write_pinned",
     "set_aside",
@@ -132,22 +133,6 @@ def settle(root: str | os.PathLike[str]) -> list[str]:
     return done
 
 
-def tidy(root: str | os.PathLike[str], *, timeout: float = 600.0,
-         on_wait: Callable[[MutexOwner], None] | None = None) -> list[str]:
-    """``clean_stale`` under the runtime's lock, for a command that may end without changing anything
-    (``runtime repair`` of an install that verifies): what a killed writer left goes, ``current`` is
-    left as it is (a repair puts back the install it names); nothing when the runtime has no folder.
-    Answers the names acted on.
-
-    Raises:
-        MutexBusy, StoreError: as ``install_mutex``; a filesystem fault.
-    """
-    if not os.path.isdir(root):
-        return []
-    with install_mutex(root, timeout=timeout, on_wait=on_wait):
-        return clean_stale(root)
-
-
 def make_staging(root: str | os.PathLike[str], install: str) -> Path:
     """A fresh, empty staging directory in ``root`` (so on the install's filesystem).
 
@@ -231,22 +216,52 @@ def publish(root: str | os.PathLike[str], staging: str | os.PathLike[str], insta
 
 # --- listing, default, current, pin -----------------------------------------------------------------
 
-def _point_current(root: str, install: str) -> None:
+def _aside_name() -> str:
+    """``.current-set-aside-<UTC time>-<random>``: where a file or directory found in ``current``'s
+    place is kept. A dot name (no install, never listed) that ``_TEMP`` does not match: no writer
+    ever deletes it."""
+    return f".current-set-aside-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{secrets.token_hex(4)}"
+
+
+def point_current(root: str | os.PathLike[str], install: str) -> Path | None:
+    """Make ``<root>/current`` a relative link to ``install``, atomically for readers; call it holding
+    the lock. A link in its place (dangling, a loop, pointing anywhere) is replaced, its target never
+    touched. Anything else there (a regular file, a directory: never what superfluid writes, so
+    maybe the user's) is kept whole, renamed to ``_aside_name()``, and that path is returned (None:
+    nothing was kept). Where the kernel swaps two names atomically, the new link is made at that
+    name and swapped with it, so a kill at any point loses nothing.
+
+    Raises:
+        OSError: the directory cannot be changed.
+    """
+    root_s = os.fspath(root)
+    target = os.path.join(root_s, CURRENT)
+    if os.path.lexists(target) and not os.path.islink(target):
+        aside = os.path.join(root_s, _aside_name())
+        os.symlink(install, aside)
+        try:
+            swapped = _exchange(aside, target)
+        except BaseException:
+            os.unlink(aside)
+            raise
+        if not swapped:  # no atomic swap here: current is absent between the two renames
+            os.unlink(aside)
+            os.rename(target, aside)
+            _replace_link(root_s, install, target)
+        _fsync_dir(root_s)
+        return Path(aside)
+    _replace_link(root_s, install, target)
+    return None
+
+
+def _replace_link(root: str, install: str, target: str) -> None:
     tmp = os.path.join(root, _temp_name("current-new"))
     os.symlink(install, tmp)  # relative: the home can move
-    target = os.path.join(root, CURRENT)
-    aside = None
-    if os.path.isdir(target) and not os.path.islink(target):
-        # a directory is in the link's place: renamed away first (a rename cannot replace it), deleted after
-        aside = os.path.join(root, _temp_name("removing", CURRENT))
-        os.rename(target, aside)
     try:
         os.replace(tmp, target)
     except BaseException:
         os.unlink(tmp)
         raise
-    if aside is not None:
-        remove_tree(aside)
 
 
 def refresh_current(root: str | os.PathLike[str], *, leaving: Collection[str] = ()) -> str | None:
@@ -257,7 +272,7 @@ def refresh_current(root: str | os.PathLike[str], *, leaving: Collection[str] = 
     it is when it names an install that stays (a broken one: repair it), and otherwise removed when
     it is a link (it names nothing that stays); ``pinned`` goes when it names a leaving install,
     or when no install stays at all. A ``current`` that is a file or a directory is replaced only
-    by a good link.
+    by a good link, and kept aside (``point_current``).
 
     Raises:
         OSError: the directory cannot be changed.
@@ -269,7 +284,7 @@ def refresh_current(root: str | os.PathLike[str], *, leaving: Collection[str] = 
     chosen = default_install(root_s, leaving=leaving)
     if chosen is not None:
         if current_install(root_s) != chosen:
-            _point_current(root_s, chosen)
+            point_current(root_s, chosen)
             _fsync_dir(root_s)
         return chosen
     staying = [n for n in installs_in(root_s) if n not in leaving]

@@ -10,10 +10,13 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 from superfluid.for_release import release_for
 from superfluid.install_report import outcome_lines, say
 from superfluid.installer.cache.download import progress_for
+from superfluid.installer.home.current import CurrentPutBack, put_current_back
 from superfluid.installer.home.hints import list_them
 from superfluid.installer.home.installs import (
     Installed,
@@ -25,12 +28,12 @@ from superfluid.installer.home.installs import (
 )
 from superfluid.installer.home.publish import launcher_script
 from superfluid.installer.home.restore import plan_of, restore, unrestorable
-from superfluid.installer.home.store import NoSuchInstall, guard_root, tidy
+from superfluid.installer.home.store import NoSuchInstall, guard_root
 from superfluid.installer.home.upkeep import repair_target, repair_wanted
 from superfluid.installer.install import Outcome
 from superfluid.installer.settings import MIRROR_FLAG, Settings
 from superfluid.installer.sources.choose import mirror_root
-from superfluid.installing import check_id, home_holds, installed_with, recorded_mirror, request_of, show
+from superfluid.installing import check_id, home_holds, installed_with, recorded_mirror, request_of
 from superfluid.parser import Help, Parser, exits
 from superfluid.release_flags import ForFlags
 from superfluid.runtime.kernel.jsonread import read_bytes
@@ -40,8 +43,9 @@ from superfluid.runtime.kernel.record import Verification, verify_install
 from superfluid.settings import settings_of
 from superfluid.source_hints import shown
 
-# Verified first: what differs is put back by digest; an install whose receipt does not read, or
-# records no files, is reinstalled from what its receipt (or its name) says.
+# current first (put back when it names no install, no install changed); then verified: what differs is
+# put back by digest; an install whose receipt does not read, or records no files, is reinstalled from
+# what its receipt (or its name) says.
 __all__ = ["HELP", "arguments", "run", "launcher_differs"]
 
 HELP = Help(
@@ -49,7 +53,9 @@ HELP = Help(
     "Verify an install against the files its receipt records and, only when something differs (or its "
     "worker launcher is not the one this superfluid writes), put it back exactly: its archives by their "
     "recorded digests, from the cache (verified) or fetched again, then one rename. An install whose "
-    "receipt does not read or records no files is reinstalled from what its receipt (or its name) says.",
+    "receipt does not read or records no files is reinstalled from what its receipt (or its name) says. "
+    "First, a current that names no install (dangling, a loop, out of the runtime's folder, a file, a "
+    "directory) is pointed at the default install, changing none (a file or directory there is kept aside).",
     ("superfluid runtime repair basert", "superfluid runtime repair llamacpp b11642-cpu --offline"),
     exits(_0="repaired, or nothing to repair", _1="no such install, or a run-time failure as install's"),
 )
@@ -82,55 +88,84 @@ def _mirror_root(settings: Settings) -> str | None:
     return mirror_root(where, named_by=named_by)  # a mirror that is none: refused as every source refuses it
 
 
-def _target(args: argparse.Namespace, home: str) -> Installed | None:
-    """The install a repair names (or ``current`` names) when its receipt says enough to put it
-    back by digest; None when the reinstall decides (and words any refusal)."""
-    root = runtime_root(home, args.id)
-    guard_root(root)  # a repair writes: nothing through a link inside the home, even when nothing differs
-    tidy(root, on_wait=lambda owner: say(  # what a killed writer left is finished first (issue 36)
-        f"another change of {args.id} is running ({owner.describe()}); waiting for it"))
-    name = args.install if args.install is not None else current_install(root)
-    if name is None:
-        return None
-    check_install_name(name)
-    target = next((i for i in list_installs(root) if i.name == name), None)
-    if target is None or target.receipt is None or unrestorable(target.receipt) is not None:
-        return None
+def _target(args: argparse.Namespace, root: Path, present: Mapping[str, Installed]) -> Installed:
+    """The install a repair repairs: the one named, else the one ``current`` names (put back first when
+    it named none), else the default install, else the one install there is (``upkeep.repair_target``).
+
+    Raises:
+        NoSuchInstall: the install named is not there.
+        NotInstallable: nothing is installed, or several broken installs and no ``current`` to choose.
+    """
+    if args.install is None:
+        return repair_target(args.id, present, current_install(root), lambda: default_install(root))
+    target = present.get(args.install)
+    if target is None:
+        raise NoSuchInstall(f"{args.id} has no install {args.install} (installed: {', '.join(present) or 'none'})",
+                            fix=list_them(args.id))
     return target
 
 
-def _nothing(args: argparse.Namespace, target: Installed, verdict: Verification) -> int:
-    """Nothing differs: every file hashed as recorded (a copied home's stat facts are recorded as
-    they are now, so the glance calls it ready again, as ``runtime verify`` does)."""
+def _unrestorable(target: Installed) -> str | None:
+    """Why ``target`` is not put back by digest but reinstalled in place from what its receipt (or its
+    name) says: its receipt does not read, or does not record enough (``restore.unrestorable``); None:
+    it is verified, and put back only where it differs."""
+    if target.receipt is None:
+        return target.problem or "its receipt does not read"
+    return unrestorable(target.receipt)
+
+
+def _nothing(args: argparse.Namespace, target: Installed, verdict: Verification,
+             current: CurrentPutBack | None) -> int:
+    """Nothing of the install differs: every file hashed as recorded (a copied home's stat facts are
+    recorded as they are now, so the glance calls it ready again, as ``runtime verify`` does); it is
+    left as it is, whatever was done to ``current`` (``current``, said already)."""
     why = f"every file of {args.id} {target.name} is as its receipt records it" + (
         " (their stat facts recorded as they are now)" if verdict.restamped else "")
     if args.json:
         print_json({"id": args.id, "install": target.name, "repaired": False, "why": why,
-                    "verified": verdict.to_json()})
+                    "verified": verdict.to_json(), **_current_json(current)})
     else:
-        sys.stdout.write(f"superfluid: {why}: nothing to repair\n")
+        sys.stdout.write(f"superfluid: {why}: {'left as it is' if current else 'nothing to repair'}\n")
     return 0
 
 
+def _current_json(current: CurrentPutBack | None) -> dict[str, Any]:
+    """``{"current_put_back": {"was", "names", "chosen", "kept"} | null}``, in every answer of a repair."""
+    return {"current_put_back": current.to_json() if current is not None else None}
+
+
 def run(args: argparse.Namespace) -> int:
-    """``runtime repair``: verify, then put back only what differs (see the module doc).
+    """``runtime repair``: ``current`` put back when it names no install, then the install verified and
+    only what differs put back (see the module doc).
 
     Raises:
         UsageError: a bad runtime id, install name or ``--mirror`` (exit 2).
-        StoreError: the runtime's folder is a link (exit 1).
+        StoreError: the runtime's folder is a link, or ``current`` cannot be put back (exit 1).
+        NoSuchInstall, NotInstallable: no such install, or none to choose (exit 1).
         SuperfluidError: as ``restore.restore``, or as ``runtime install`` (exit 1).
     """
     environ = dict(os.environ)
     check_id(args.id)
+    if args.install is not None:
+        check_install_name(args.install)
     home_holds(environ, dry_run=False, offline=args.offline)
     settings = settings_of(environ, mirror=args.mirror, offline=args.offline, plain_http=args.plain_http,
                            json_mode=args.json)
-    target = _target(args, settings.home)
-    if target is None or target.receipt is None:
-        return _reinstall(args, settings, environ)
+    root = runtime_root(settings.home, args.id)
+    guard_root(root)  # a repair writes: nothing through a link inside the home, even when nothing differs
+    current = put_current_back(args.id, root, on_wait=lambda owner: say(  # a killed writer's leftovers first
+        f"another change of {args.id} is running ({owner.describe()}); waiting for it"))
+    if current is not None and not args.json:
+        sys.stdout.write(f"superfluid: {current.words()}\n")
+    present = {i.name: i for i in list_installs(root)}
+    target = _target(args, root, present)
+    why = _unrestorable(target)
+    if why is not None or target.receipt is None:
+        return _reinstall(args, settings, environ, target, why or "its receipt does not read",
+                          before=len(present), current=current)
     verdict = verify_install(args.id, target.name, target.path, target.receipt, record=True)
     if verdict.ok and not launcher_differs(target):
-        return _nothing(args, target, verdict)
+        return _nothing(args, target, verdict, current)
     mirror_root = _mirror_root(settings)
     put_back = [d.path for d in verdict.differences if d.change != "added"] + (
         [] if verdict.differences else [worker_path(args.id)])
@@ -156,7 +191,8 @@ def run(args: argparse.Namespace) -> int:
                       path=str(done.path), replaced=done.replaced, current=done.current, pinned=done.pinned,
                       cleaned=done.cleaned)
     if args.json:
-        print_json({**outcome.to_json(), "repaired": True, "put_back": put_back, "removed": removed})
+        print_json({**outcome.to_json(), "repaired": True, "put_back": put_back, "removed": removed,
+                    **_current_json(current)})
     else:
         sys.stdout.write(outcome_lines(outcome, installs_before=1, repaired=_repaired_words(put_back, removed)))
     return 0
@@ -178,31 +214,20 @@ def _repaired_words(put_back: list[str], removed: list[str]) -> str:
     return "; ".join(said)
 
 
-def _reinstall(args: argparse.Namespace, settings: Settings, environ: Mapping[str, str]) -> int:
-    """Reinstall an install in place from what its receipt says (or its name, when the receipt
-    itself is what is broken)."""
-    root = runtime_root(settings.home, args.id)
-    present = {i.name: i for i in list_installs(root)}
-    if args.install is not None:
-        check_install_name(args.install)
-        target = present.get(args.install)
-        if target is None:
-            raise NoSuchInstall(f"{args.id} has no install {args.install} "
-                                f"(installed: {', '.join(present) or 'none'})",
-                                fix=list_them(args.id))
-    else:
-        target = repair_target(args.id, present, current_install(root), lambda: default_install(root))
+def _reinstall(args: argparse.Namespace, settings: Settings, environ: Mapping[str, str], target: Installed,
+               why: str, *, before: int, current: CurrentPutBack | None) -> int:
+    """Reinstall ``target`` in place from what its receipt says (or its name, when the receipt itself
+    is what is broken): ``why``, ``_unrestorable``'s answer."""
     request = request_of(args.id, for_=release_for(ForFlags(), settings, environ),
                          **repair_wanted(args.id, target.name, target.receipt, target.problem))
     recorded = _recorded_source(args.id, settings, target.name, from_=request.from_, json_mode=args.json)
     if recorded is not None:
         settings = replace(settings, mirror=recorded, mirror_named_by=MIRROR_FLAG)
     outcome = installed_with(request, settings, json_mode=args.json, dry_run=False)
-    if args.json or outcome.dry_run:
-        show(outcome, json_mode=args.json, before=len(present))
+    if args.json:
+        print_json({**outcome.to_json(), "repaired": True, **_current_json(current)})
     else:  # said as a repair: the install of that name reinstalled in place
-        why = target.problem or (unrestorable(target.receipt) if target.receipt else None) or "its receipt said so"
-        sys.stdout.write(outcome_lines(outcome, installs_before=len(present),
+        sys.stdout.write(outcome_lines(outcome, installs_before=before,
                                        repaired=f"reinstalled in place from {outcome.source} (broken: {why})"))
     return 0
 

@@ -98,6 +98,13 @@ _GROUPS: dict[str, Help] = {
          "superfluid mirror push oci://registry.example:5000/fleet/engines"),
         exits(),
     ),
+    "attestation": Help(
+        "prove which workflow built a file (Sigstore bundles)",
+        "Check GitHub artifact attestations (Sigstore bundles) offline: which repository, workflow and ref built "
+        "a file, proven against a pinned trusted root.",
+        ("superfluid attestation verify dist/x.tar.gz --bundle x.sigstore.json --repo OWNER/NAME",),
+        exits(),
+    ),
     "cache": Help(
         "the download cache: where, how large, prune",
         "The content-addressed download cache under $SUPERFLUID_HOME/cache: its directory, what it holds by kind, "

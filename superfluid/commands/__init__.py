@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "mirror verify": "mirror_verify",
     "mirror push": "mirror_push",
     "runtime verify": "verify",
+    "attestation verify": "attestation_verify",
     "runtime gc": "gc",
     "cache dir": "cache_dir",
     "cache du": "cache_du",

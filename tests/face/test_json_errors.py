@@ -57,6 +57,10 @@ FAILURES = [
     ("runtime repair", ["runtime", "repair", "basert", "0.4.0-cpu", "--json"], {}, 1, "no-such-install"),
     ("version", ["version", "--json", "--bogus"], {}, 2, "usage"),
     ("doctor", ["doctor", "--json", "--bogus"], {}, 2, "usage"),
+    ("attestation verify", ["attestation", "verify", "{tmp}/broken.txt", "--bundle", "{tmp}/broken.txt", "--repo",
+                            "a/b", "--json"], {}, 1, "provenance-refused"),
+    ("attestation verify", ["attestation", "verify", "{tmp}/nope", "--bundle", "{tmp}/broken.txt", "--repo", "a/b",
+                            "--json"], {}, 2, "usage"),
 ]
 
 

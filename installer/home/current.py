@@ -1,6 +1,4 @@
-"""``current`` put back before a repair: a runtime whose ``current`` is not a link to one of its installs
-(absent, dangling, a loop, out of the runtime's folder, a link to ``.`` or ``/etc``, a regular file, a
-directory) gets one to the install it should name, and no install is changed.
+"""``current`` put back before a repair when it names no install of the runtime, changing no install.
 
 See docs/cli.md, ``superfluid runtime repair``.
 """

@@ -38,7 +38,7 @@ def _kept(root: Path) -> list[Path]:
 
 
 @pytest.fixture
-def two(tmp_path: Path) -> Path:
+def demo_home(tmp_path: Path) -> Path:
     home = tmp_path / "home"
     do_install(home, "1.0-cpu")
     do_install(home, "2.0-cpu")
@@ -47,9 +47,9 @@ def two(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("swap", [True, False], ids=["atomic-swap", "two-renames"])
 @pytest.mark.parametrize("make", [_file, _dir, _fifo], ids=["regular-file", "directory", "fifo"])
-def test_what_is_not_a_link_is_kept_whole(two: Path, monkeypatch: pytest.MonkeyPatch, swap: bool,
+def test_what_is_not_a_link_is_kept_whole(demo_home: Path, monkeypatch: pytest.MonkeyPatch, swap: bool,
                                           make: Callable[[Path], None]) -> None:
-    root = root_of(two)
+    root = root_of(demo_home)
     (root / "current").unlink()
     make(root / "current")
     inode = os.lstat(root / "current").st_ino
@@ -63,13 +63,13 @@ def test_what_is_not_a_link_is_kept_whole(two: Path, monkeypatch: pytest.MonkeyP
     with install_mutex(root):
         assert clean_stale(root) == []
     assert os.lstat(kept).st_ino == inode
-    do_install(two, "3.0-cpu")  # an install moves current on, and keeps what was kept
+    do_install(demo_home, "3.0-cpu")  # an install moves current on, and keeps what was kept
     assert current_install(root) == "3.0-cpu" and _kept(root) == [kept]
 
 
 @pytest.mark.parametrize("target", ["/etc", "9.9.9-cpu", "current", "."])
-def test_a_link_is_replaced_and_what_it_points_at_is_untouched(two: Path, target: str) -> None:
-    root = root_of(two)
+def test_a_link_is_replaced_and_what_it_points_at_is_untouched(demo_home: Path, target: str) -> None:
+    root = root_of(demo_home)
     (root / "current").unlink()
     os.symlink(target, root / "current")
     with install_mutex(root):
@@ -77,14 +77,14 @@ def test_a_link_is_replaced_and_what_it_points_at_is_untouched(two: Path, target
     assert os.readlink(root / "current") == "2.0-cpu" and _kept(root) == []
 
 
-def test_put_back_names_the_pin_else_the_best_ranked(two: Path) -> None:
-    root = root_of(two)
+def test_put_back_names_the_pin_else_the_best_ranked(demo_home: Path) -> None:
+    root = root_of(demo_home)
     (root / "current").unlink()
     os.symlink("/etc", root / "current")
     done = put_current_back(RID, root)
     assert done is not None and (done.names, done.chosen, done.kept) == ("2.0-cpu", "best-ranked", None)
     assert "points outside" in done.was and current_install(root) == "2.0-cpu"
-    pin(two, RID, "1.0-cpu")
+    pin(demo_home, RID, "1.0-cpu")
     (root / "current").unlink()
     done = put_current_back(RID, root)
     assert done is not None and (done.names, done.chosen) == ("1.0-cpu", "pinned")
@@ -93,15 +93,15 @@ def test_put_back_names_the_pin_else_the_best_ranked(two: Path) -> None:
                                    "it now names 1.0-cpu, the pinned install")
 
 
-def test_put_back_does_nothing_while_current_names_an_install(two: Path) -> None:
-    root = root_of(two)
-    pin(two, RID, "1.0-cpu")
+def test_put_back_does_nothing_while_current_names_an_install(demo_home: Path) -> None:
+    root = root_of(demo_home)
+    pin(demo_home, RID, "1.0-cpu")
     os.unlink(root / "pinned")  # current names 1.0-cpu, not the best-ranked: it is no fault
     assert put_current_back(RID, root) is None and current_install(root) == "1.0-cpu"
 
 
-def test_put_back_leaves_current_when_no_install_reads(two: Path) -> None:
-    root = root_of(two)
+def test_put_back_leaves_current_when_no_install_reads(demo_home: Path) -> None:
+    root = root_of(demo_home)
     for name in ("1.0-cpu", "2.0-cpu"):
         (root / name / "runtime.json").write_text("not json")
     (root / "current").unlink()

@@ -1,5 +1,5 @@
-"""What ``cache du`` and ``cache prune`` share: the locks kept (``--keep-lock``), the kinds as JSON, and
-what the cache is in use by."""
+"""What ``cache du``, ``cache prune`` and ``doctor`` share: the grace period a prune keeps, the locks kept
+(``--keep-lock``), the kinds as JSON, and what the cache is in use by."""
 
 from __future__ import annotations
 
@@ -13,7 +13,10 @@ from superfluid.paths import flag_path
 from superfluid.runtime.kernel.errors import BadFile
 from superfluid.runtime.kernel.output import counted
 
-__all__ = ["keep_locks", "kinds_json", "in_use_by"]
+__all__ = ["DEFAULT_AGE", "keep_locks", "kinds_json", "in_use_by"]
+
+#: ``cache prune``'s grace period when ``--older-than`` is not given (and what ``doctor`` counts as prunable)
+DEFAULT_AGE = "30d"
 
 
 def keep_locks(paths: Sequence[str] | None) -> dict[str, set[str]]:

@@ -21,7 +21,7 @@ from superfluid.runtime.kernel.errors import BadFile
 from superfluid.runtime.kernel.jsonread import read_bytes
 from superfluid.runtime.kernel.layout import linked_between, writable_home
 
-__all__ = ["Trust", "Answer", "fetch_answer", "trust_dir"]
+__all__ = ["Trust", "Answer", "fetch_answer", "trust_dir", "trust_top", "newest_root", "kept_roots"]
 
 _ROOT_MAX = 512000  # bytes of a root file (ngclient's root_max_length)
 _ROOT_FILE = re.compile(r"^([1-9][0-9]{0,9})\.root\.json$")
@@ -51,7 +51,35 @@ def trust_dir(home: str, service: str) -> str:
     parts = urlsplit(service)
     words = re.sub(r"[^A-Za-z0-9._]+", "-", f"{parts.hostname or parts.scheme}-{parts.port or ''}-{parts.path}")
     digest = hashlib.sha256(service.encode("utf-8")).hexdigest()[:12]
-    return os.path.join(home, "trust", f"{words.strip('-.')[:64]}-{digest}")
+    return os.path.join(trust_top(home), f"{words.strip('-.')[:64]}-{digest}")
+
+
+def trust_top(home: str) -> str:
+    """``<home>/trust``: one folder per manifest service asked."""
+    return os.path.join(home, "trust")
+
+
+def newest_root(directory: str) -> str | None:
+    """The newest root a service's trust folder keeps (``root_history/<N>.root.json`` of the highest
+    N), or None: the root its next question starts from."""
+    history = os.path.join(directory, "root_history")
+    try:
+        versions = [int(m[1]) for n in os.listdir(history) if (m := _ROOT_FILE.match(n))]
+    except OSError:
+        versions = []
+    return os.path.join(history, f"{max(versions)}.root.json") if versions else None
+
+
+def kept_roots(home: str) -> list[str]:
+    """The newest root each service's trust folder under ``home`` keeps, by folder name (none when the
+    home keeps no trust folder): what ``doctor`` reads the expiry of."""
+    top = trust_top(home)
+    try:
+        folders = sorted(os.listdir(top)) if not os.path.islink(top) else []
+    except OSError:
+        folders = []
+    found = (newest_root(os.path.join(top, name)) for name in folders)
+    return [path for path in found if path is not None]
 
 
 def _folder(home: str, service: str) -> str:
@@ -83,13 +111,8 @@ def _anchor(trust: Trust, directory: str, service: str) -> tuple[bytes, str]:
             return read_bytes(trust.root, max_bytes=_ROOT_MAX, follow=True), trust.root
         except OSError as e:
             raise BadFile(trust.root, f"cannot be read as a TUF root ({e.strerror or e})") from None
-    history = os.path.join(directory, "root_history")
-    try:
-        versions = [int(m[1]) for n in os.listdir(history) if (m := _ROOT_FILE.match(n))]
-    except OSError:
-        versions = []
-    if versions:
-        path = os.path.join(history, f"{max(versions)}.root.json")
+    path = newest_root(directory)
+    if path is not None:
         try:
             return read_bytes(path, max_bytes=_ROOT_MAX), path
         except OSError as e:

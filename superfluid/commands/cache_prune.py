@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 
-from superfluid.cache_report import in_use_by, keep_locks, kinds_json
+from superfluid.cache_report import DEFAULT_AGE, in_use_by, keep_locks, kinds_json
 from superfluid.installer.cache.prune import Pruned, guard_cache, human_age, human_bytes, parse_age, prune
 from superfluid.installer.home.gc import in_use
 from superfluid.parser import Help, Parser, add_json, exits
@@ -28,9 +28,6 @@ HELP = Help(
     exits(_0="pruned (or nothing to prune; with --dry-run, said what would go)",
           _1="a --keep-lock lock that does not read, a cache folder that is a link, a filesystem fault"),
 )
-
-#: ``cache prune``'s grace period when ``--older-than`` is not given
-DEFAULT_AGE = "30d"
 
 
 def arguments(p: Parser) -> None:

@@ -12,17 +12,21 @@ import re
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
-from superfluid.runtime.hostfacts.libraries import under, version_key
-from superfluid.runtime.kernel.jsonread import loads, read_head
+from superfluid.runtime.hostfacts.factfiles import Unread, read_fact, under
+from superfluid.runtime.hostfacts.libraries import version_key
+from superfluid.runtime.kernel.jsonread import loads
 
 # Every probe degrades to "not known" (None or empty), never raises: a fact not known refuses no
 # build. The probe that calls into ``libcuda`` runs in a child process with a time limit (a driver
-# that hangs or crashes costs the answer, not the command), and checks each symbol before calling it.
+# that hangs or crashes costs the answer, not the command), and checks each symbol before calling it;
+# so does the one asking a CUDA runtime its version, and only of this machine's own (never a file of a
+# test's root).
 # The overrides are in docs/cli.md, "Environment".
 __all__ = ["CUDA_DIRS", "VULKAN_ICD_DIRS", "KFD_NODES", "ROCM_VERSION_FILE", "gfx_name", "parse_nvidia_smi",
-           "rocm_version", "rocm_gfx", "vulkan_icds", "cudart_on_host", "cudart_version_of", "probe_cuda",
-           "probe_libcuda"]
+           "rocm_version", "rocm_gfx", "vulkan_icds", "CudaRuntime", "cuda_runtime", "cudart_version_of",
+           "ask_cudart", "probe_cuda", "probe_libcuda", "probe_cudart"]
 
 #: where a CUDA toolkit or the distribution's packages put the CUDA runtime (not all on the loader's paths)
 CUDA_DIRS = ("/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib",
@@ -33,8 +37,11 @@ VULKAN_ICD_DIRS = ("/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d", "/usr/local/s
 KFD_NODES = "/sys/class/kfd/kfd/topology/nodes"
 ROCM_VERSION_FILE = "/opt/rocm/.info/version"
 _PROBE_TIMEOUT = 20.0  # seconds: cuInit on a busy host may take seconds, never minutes
+_CUDART_TIMEOUT = 5.0  # seconds: cudaRuntimeGetVersion asks no driver
+_FACT_MAX_BYTES = 65536  # bytes read of ROCm's version file and of a KFD node's properties
 _CAPABILITY = re.compile(r"\d+\.\d+")
 _CUDART = re.compile(r"libcudart\.so\.(\d+)$")
+_CUBLAS = "libcublas.so.{}"
 # CUdevice_attribute: CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR
 _CC_MAJOR, _CC_MINOR = 75, 76
 
@@ -64,30 +71,29 @@ def parse_nvidia_smi(text: str) -> tuple[tuple[str, ...], str | None]:
     return tuple(caps), driver
 
 
-def _read(path: str) -> str | None:
-    try:  # a regular file only: a FIFO or a device is not known, never waited on
-        return read_head(path, 65536).decode("utf-8", "replace")
-    except OSError:
-        return None
+def _text(root: str, path: str, fact: str, unread: list[Unread] | None) -> str | None:
+    data = read_fact(root, path, fact, unread, max_bytes=_FACT_MAX_BYTES, head=True)
+    return data.decode("utf-8", "replace") if data is not None else None
 
 
-def rocm_version(root: str) -> str | None:
-    """ROCm's version as ``/opt/rocm/.info/version`` states it (``6.4.1-120`` -> ``6.4.1``), or None."""
-    text = _read(under(root, ROCM_VERSION_FILE))
+def rocm_version(root: str, unread: list[Unread] | None = None) -> str | None:
+    """ROCm's version as ``/opt/rocm/.info/version`` states it (``6.4.1-120`` -> ``6.4.1``), or None
+    (a file there that cannot be read goes to ``unread``)."""
+    text = _text(root, ROCM_VERSION_FILE, "rocm_version", unread)
     m = re.match(r"\s*(\d+(?:\.\d+)*)", text or "")
     return m.group(1) if m else None
 
 
-def rocm_gfx(root: str) -> tuple[str, ...]:
-    """The gfx target of each AMD GPU the kernel's KFD topology lists, each once, in node order."""
-    folder = under(root, KFD_NODES)
+def rocm_gfx(root: str, unread: list[Unread] | None = None) -> tuple[str, ...]:
+    """The gfx target of each AMD GPU the kernel's KFD topology lists, each once, in node order (a
+    node's ``properties`` that cannot be read goes to ``unread``)."""
     try:
-        nodes = sorted(os.listdir(folder), key=lambda n: (len(n), n))
+        nodes = sorted(os.listdir(under(root, KFD_NODES)), key=lambda n: (len(n), n))
     except OSError:
         return ()
     out: dict[str, None] = {}
     for node in nodes:
-        text = _read(os.path.join(folder, node, "properties")) or ""
+        text = _text(root, f"{KFD_NODES}/{node}/properties", "rocm_gfx", unread) or ""
         m = re.search(r"^gfx_target_version\s+(\d+)\s*$", text, re.MULTILINE)
         name = gfx_name(int(m.group(1))) if m else None
         if name:
@@ -113,16 +119,25 @@ def cudart_version_of(path: str) -> str | None:
     return f"{m.group(1)}.{m.group(2)}" if m else None
 
 
-def cudart_on_host(root: str, libraries: Mapping[str, str] | None,
-                   dirs: Sequence[str] = CUDA_DIRS) -> tuple[str | None, bool | None]:
-    """``(path, reachable)`` of the newest CUDA runtime (``libcudart.so.<N>``): the loader's (in
-    ``libraries``, found on its paths: reachable) before one that only lies in a CUDA folder (not
-    reachable); ``(None, None)`` when there is none or the libraries were not probed."""
+class CudaRuntime(NamedTuple):
+    """The CUDA runtime found (``libcudart.so.<N>``, a host path), whether the loader's paths reach it
+    (None: not known), and ``major``: N when its cuBLAS (``libcublas.so.<N>``) lies beside it, which
+    is what a CUDA build of llama.cpp loads with it; None when it does not (the runtime is then named,
+    not counted)."""
+
+    path: str | None = None
+    reachable: bool | None = None
+    major: int | None = None
+
+
+def cuda_runtime(root: str, libraries: Mapping[str, str] | None, dirs: Sequence[str] = CUDA_DIRS) -> CudaRuntime:
+    """The CUDA runtime of a host whose loader finds ``libraries`` (None: not probed; nothing is
+    found): of the runtimes the loader finds (reachable) and then those that only lie in a CUDA
+    folder ``dirs`` (not reachable), each newest major first, the first with its cuBLAS beside it,
+    else the first."""
     if libraries is None:
-        return None, None
+        return CudaRuntime()
     on_path = sorted(((int(m.group(1)), p) for n, p in libraries.items() if (m := _CUDART.match(n))), reverse=True)
-    if on_path:
-        return on_path[0][1], True
     beside: list[tuple[int, str]] = []
     for folder in dirs:
         try:
@@ -130,7 +145,12 @@ def cudart_on_host(root: str, libraries: Mapping[str, str] | None,
         except OSError:
             continue
         beside += [(int(m.group(1)), f"{folder}/{n}") for n in names if (m := _CUDART.match(n))]
-    return (max(beside)[1], False) if beside else (None, None)
+    found = [(major, path, True) for major, path in on_path] + \
+        [(major, path, False) for major, path in sorted(beside, reverse=True)]
+    for major, path, reachable in found:
+        if os.path.exists(under(root, os.path.join(os.path.dirname(path), _CUBLAS.format(major)))):
+            return CudaRuntime(path, reachable, major)
+    return CudaRuntime(found[0][1], found[0][2], None) if found else CudaRuntime()
 
 
 def probe_libcuda() -> dict[str, object]:
@@ -178,11 +198,11 @@ def probe_cudart(path: str) -> str | None:
     return f"{v.value // 1000}.{(v.value % 1000) // 10}"
 
 
-def _child(args: list[str]) -> dict[str, object]:
+def _child(args: list[str], timeout: float) -> dict[str, object]:
     """This module's ``main`` in a child process (a hanging or crashing driver costs only the answer)."""
     try:
         done = subprocess.run([sys.executable, "-m", "superfluid.runtime.hostfacts.gpufacts", *args],
-                              capture_output=True, text=True, timeout=_PROBE_TIMEOUT, check=False,
+                              capture_output=True, text=True, timeout=timeout, check=False,
                               stdin=subprocess.DEVNULL)
         doc = loads(done.stdout, max_bytes=65536) if done.returncode == 0 else {}
     except (OSError, subprocess.SubprocessError, ValueError):
@@ -215,7 +235,7 @@ def _nvidia_smi() -> tuple[tuple[str, ...], str | None]:
 def probe_cuda(cudart: str | None) -> tuple[tuple[str, ...], tuple[str, ...], str | None]:
     """``(capabilities, names, cudart_version)`` of this machine: through ``libcuda`` (in a child
     process), else ``nvidia-smi``; the runtime at ``cudart`` asked its version the same way."""
-    doc = _child(["--cudart", cudart] if cudart else [])
+    doc = _child(["--libcuda", *(["--cudart", cudart] if cudart else [])], _PROBE_TIMEOUT)
     listed, named = doc.get("capabilities"), doc.get("names")
     caps = tuple(c for c in listed if isinstance(c, str) and _CAPABILITY.fullmatch(c)) \
         if isinstance(listed, list) else ()
@@ -223,16 +243,28 @@ def probe_cuda(cudart: str | None) -> tuple[tuple[str, ...], tuple[str, ...], st
     if not caps:
         caps, _ = _nvidia_smi()
         names = ()
+    return caps, names if len(names) == len(caps) else (), _version(doc)
+
+
+def ask_cudart(cudart: str) -> str | None:
+    """``major.minor`` the CUDA runtime at ``cudart`` (this machine's own) reports, asked in a child
+    process (``cudaRuntimeGetVersion`` needs no driver; a runtime that hangs or crashes costs only
+    the answer); None when it does not say."""
+    return _version(_child(["--cudart", cudart], _CUDART_TIMEOUT))
+
+
+def _version(doc: Mapping[str, object]) -> str | None:
     rt = doc.get("cudart")
-    version = rt if isinstance(rt, str) and version_key(rt) is not None else None
-    return caps, names if len(names) == len(caps) else (), version
+    return rt if isinstance(rt, str) and version_key(rt) is not None else None
 
 
 def main(argv: Sequence[str]) -> int:
-    """``python -m superfluid.runtime.hostfacts.gpufacts [--cudart PATH]``: the libcuda probe as JSON."""
-    doc = dict(probe_libcuda())
-    if len(argv) == 2 and argv[0] == "--cudart":
-        doc["cudart"] = probe_cudart(argv[1])
+    """``python -m superfluid.runtime.hostfacts.gpufacts [--libcuda] [--cudart PATH]``: what the
+    driver's ``libcuda`` says, and what the CUDA runtime at PATH reports, as JSON."""
+    args = list(argv)
+    doc = dict(probe_libcuda()) if "--libcuda" in args else {}
+    if "--cudart" in args and args.index("--cudart") + 1 < len(args):
+        doc["cudart"] = probe_cudart(args[args.index("--cudart") + 1])
     sys.stdout.write(json.dumps(doc) + "\n")
     return 0
 

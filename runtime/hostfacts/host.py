@@ -12,10 +12,13 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+from superfluid.runtime.hostfacts.factfiles import Unread, read_fact, under
 from superfluid.runtime.hostfacts.gpufacts import (
     CUDA_DIRS,
     VULKAN_ICD_DIRS,
-    cudart_on_host,
+    CudaRuntime,
+    ask_cudart,
+    cuda_runtime,
     cudart_version_of,
     probe_cuda,
     rocm_gfx,
@@ -23,17 +26,16 @@ from superfluid.runtime.hostfacts.gpufacts import (
     vulkan_icds,
 )
 from superfluid.runtime.hostfacts.libraries import (
+    Search,
     glibc_defined,
-    ldconfig,
     libc_of,
     libraries_in,
-    library_dirs,
     libstdcxx_versions,
-    under,
+    loader_search,
 )
-from superfluid.runtime.hostfacts.overrides import ARM64_HWCAPS, X86_FEATURES, read
+from superfluid.runtime.hostfacts.machine import Distribution, distribution, kernel_release, x86_64_level
+from superfluid.runtime.hostfacts.overrides import ARM64_HWCAPS, X86_FEATURES, read, set_by
 from superfluid.runtime.hostfacts.system import running_arch, running_os
-from superfluid.runtime.kernel.jsonread import read_head
 from superfluid.runtime.kernel.lookup import HOST_PREFIX, is_host_variable
 
 __all__ = ["Host", "detect", "platform_string", "PROBED", "NOTABLE"]
@@ -58,9 +60,11 @@ class Host:
 
     ``libc`` is ``"glibc"``, ``"musl"`` or None (not known: a host described rather than probed);
     ``glibcxx`` and ``cxxabi`` the newest versions the host's ``libstdc++.so.6`` defines;
-    ``libraries`` each library name found on the loader's paths and where (None: not probed, so no
-    library is judged missing); ``cpu_features`` those of ``X86_FEATURES``/``ARM64_HWCAPS`` the CPU
-    has (empty: not known).
+    ``library_dirs`` the folders the dynamic loader searches, in its order (``libraries.Search``);
+    ``libraries`` each library name it finds there and where (None: not probed, so no library is
+    judged missing); ``cpu_features`` those of ``X86_FEATURES``/``ARM64_HWCAPS`` the CPU has (empty:
+    not known); ``unread`` each fact file that is there and could not be read (its fact is then not
+    known); ``set_by`` each fact a ``SUPERFLUID_HOST_*`` variable set, and which.
     """
 
     os: str  # "linux" | "macos"
@@ -85,6 +89,11 @@ class Host:
     rocm_version: str | None = None  # "6.4.1", from /opt/rocm/.info/version
     rocm_gfx: tuple[str, ...] = ()  # each AMD GPU's gfx target (KFD topology); empty: not known
     vulkan_icds: tuple[str, ...] = ()  # the ICD files of Vulkan's drivers
+    distribution: Distribution | None = None  # as /etc/os-release names it
+    kernel: str | None = None  # the kernel's release, "6.1.0-18-amd64"
+    x86_64_level: str | None = None  # "v1".."v4" on x86-64, from the CPU's features; None elsewhere or not known
+    unread: tuple[Unread, ...] = ()  # the fact files refused, by path
+    set_by: tuple[tuple[str, str], ...] = ()  # (fact, SUPERFLUID_HOST_* variable), in the table's order
 
     @property
     def platform(self) -> str:
@@ -118,7 +127,10 @@ class Host:
                 "cuda_capabilities": list(self.cuda_capabilities), "gpu_names": list(self.gpu_names),
                 "cuda_runtime_path": self.cuda_runtime_path, "cuda_runtime_version": self.cuda_runtime_version,
                 "cuda_runtime_reachable": self.cuda_runtime_reachable, "rocm_version": self.rocm_version,
-                "rocm_gfx": list(self.rocm_gfx), "vulkan_icds": list(self.vulkan_icds)}
+                "rocm_gfx": list(self.rocm_gfx), "vulkan_icds": list(self.vulkan_icds),
+                "distribution": self.distribution.to_json() if self.distribution else None, "kernel": self.kernel,
+                "x86_64_level": self.x86_64_level, "unread": [u.to_json() for u in self.unread],
+                "set_by": dict(self.set_by)}
 
 
 def platform_string(os_name: str, arch: str) -> str:
@@ -134,16 +146,15 @@ _CPUINFO_HEAD = 64 << 10
 #: what the probes below read: a file or directory whose change (a driver, a CUDA runtime, ROCm,
 #: Vulkan or a library installed or removed) may change a fact; for keepers of answers computed
 #: from the facts
-PROBED: tuple[str, ...] = (_NVIDIA_VERSION, *_CUDA_DIRS, _KFD, _ROCM, "/etc/ld.so.cache", "/lib64", "/usr/lib64",
-                           "/lib", "/usr/lib", "/usr/local/lib", "/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
-                           *_VULKAN_ICD_DIRS)
+PROBED: tuple[str, ...] = (_NVIDIA_VERSION, *_CUDA_DIRS, _KFD, _ROCM, "/etc/ld.so.cache", "/etc/ld-musl-x86_64.path",
+                           "/etc/ld-musl-aarch64.path", "/lib64", "/usr/lib64", "/lib", "/usr/lib",
+                           "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
+                           "/usr/lib/aarch64-linux-gnu", *_VULKAN_ICD_DIRS)
 
 
-def _nvidia_driver(root: str) -> str | None:
-    try:
-        first = read_head(under(root, _NVIDIA_VERSION), 4096).decode("utf-8", "replace").split("\n", 1)[0]
-    except OSError:  # nothing there, or no regular file (a FIFO, a link to /dev/zero): not known
-        return None
+def _nvidia_driver(root: str, unread: list[Unread]) -> str | None:
+    data = read_fact(root, _NVIDIA_VERSION, "nvidia_driver", unread, max_bytes=4096, head=True)
+    first = (data or b"").decode("utf-8", "replace").split("\n", 1)[0]
     for token in first.split():
         if re.fullmatch(r"\d+(\.\d+)+", token):
             return token
@@ -151,27 +162,11 @@ def _nvidia_driver(root: str) -> str | None:
 
 
 def _names(folder: str) -> list[str]:
-    """The names in ``folder`` (none when it cannot be listed): each folder is listed once."""
+    """The names in ``folder`` (none when it cannot be listed)."""
     try:
         return os.listdir(folder)
     except OSError:
         return []
-
-
-_CUDA_SONAME = re.compile(r"(libcudart|libcublas)\.so\.(\d+)")
-
-
-def _cuda_runtime(root: str, dirs: tuple[str, ...] = ()) -> int | None:
-    """The newest CUDA major whose runtime (``libcudart.so.<N>``) and cuBLAS (``libcublas.so.<N>``)
-    sit in the same one of the CUDA folders or the library folders ``dirs``."""
-    majors: set[int] = set()
-    for d in dict.fromkeys((*_CUDA_DIRS, *dirs)):
-        found: dict[str, set[int]] = {"libcudart": set(), "libcublas": set()}
-        for name in _names(under(root, d)):
-            if m := _CUDA_SONAME.match(name):
-                found[m.group(1)].add(int(m.group(2)))
-        majors |= found["libcudart"] & found["libcublas"]
-    return max(majors) if majors else None
 
 
 def _rocm(root: str) -> bool:
@@ -197,20 +192,24 @@ def _glibc() -> str | None:
     return version if name == "glibc" and version else None
 
 
-def _cpu_features(root: str, arch: str) -> tuple[str, ...]:
-    """Those of ``X86_FEATURES`` (the ``flags`` line) or ``ARM64_HWCAPS`` (the ``Features`` line) that
-    the first processor ``/proc/cpuinfo`` describes has."""
-    key, known = ("flags", X86_FEATURES) if arch == "x64" else ("Features", ARM64_HWCAPS)
-    try:  # the first processor's lines are in the file's head, however many processors follow
-        text = read_head(under(root, _CPUINFO), _CPUINFO_HEAD).decode("utf-8", "replace")
-    except OSError:  # nothing there, or no regular file (a FIFO, a link to /dev/zero): not known
-        return ()
-    for line in text.splitlines():
+def _cpu_flags(root: str, arch: str, unread: list[Unread]) -> set[str] | None:
+    """The features of the first processor ``/proc/cpuinfo`` describes (its ``flags`` line on x86,
+    its ``Features`` line on arm64), or None (not known)."""
+    fact = "cpu_features, x86_64_level" if arch == "x64" else "cpu_features"
+    # the first processor's lines are in the file's head, however many processors follow
+    data = read_fact(root, _CPUINFO, fact, unread, max_bytes=_CPUINFO_HEAD, head=True)
+    key = "flags" if arch == "x64" else "Features"
+    for line in (data or b"").decode("utf-8", "replace").splitlines():
         name, sep, value = line.partition(":")
         if sep and name.strip() == key:
-            words = set(value.split())
-            return tuple(k for k in known if k in words)
-    return ()
+            return set(value.split())
+    return None
+
+
+def _cpu_features(flags: set[str] | None, arch: str) -> tuple[str, ...]:
+    """Those of ``X86_FEATURES`` or ``ARM64_HWCAPS`` among the CPU's ``flags``."""
+    known = X86_FEATURES if arch == "x64" else ARM64_HWCAPS
+    return tuple(k for k in known if k in (flags or ()))
 
 
 def _memory() -> int | None:
@@ -246,73 +245,76 @@ class _Libraries(NamedTuple):
 
 
 def _libraries(facts: Mapping[str, Any], loader_path: str | None, root: str, arch: str,
-               native: bool) -> _Libraries:
+               native: bool, unread: list[Unread]) -> _Libraries:
     """The library facts of a Linux host: probed under ``root`` when it is this machine (``native``:
-    its platform is the one it runs on, or a root is named), else only what ``facts`` state."""
+    its platform is the one it runs on, or a root is named), else only what ``facts`` state. The
+    folders are the loader's (``libraries.loader_search``), or those ``SUPERFLUID_HOST_LIBRARY_PATH``
+    names (each listed, in its order)."""
     named: tuple[str, ...] | None = facts.get(LIBRARY_PATH)
     if not native and named is None:
         return _Libraries()
     if named is not None:
-        cached: list[tuple[str, str]] = []
-        dirs = tuple(d for d in named if os.path.isdir(under(root, d)))
+        search = Search(env=tuple(dict.fromkeys(d for d in named if os.path.isdir(under(root, d)))))
     else:
-        cached = ldconfig(root)
-        dirs = library_dirs(root, arch, loader_path, cached)
-    found = libraries_in(root, dirs, cached)
-    stated = _glibc() if root == "/" else glibc_defined(root, found)
-    glibcxx, cxxabi = libstdcxx_versions(root, found)
-    return _Libraries(libc_of(root, found, stated), stated, glibcxx, cxxabi, dirs, found)
+        search = loader_search(root, arch, loader_path, unread)
+    found = libraries_in(root, search)
+    stated = _glibc() if root == "/" else glibc_defined(root, found, unread)
+    glibcxx, cxxabi = libstdcxx_versions(root, found, unread)
+    return _Libraries(libc_of(root, found, stated), stated, glibcxx, cxxabi, search.dirs, found)
 
 
 class _Gpu(NamedTuple):
     """The GPU facts beyond the driver's version: each NVIDIA GPU's capability (and name), the CUDA
-    runtime found (its path, version and reach), ROCm's version and gfx targets, Vulkan's ICD files."""
+    runtime found (its path, version, reach and usable major), ROCm's version and gfx targets,
+    Vulkan's ICD files."""
 
     capabilities: tuple[str, ...] = ()
     names: tuple[str, ...] = ()
-    cudart_path: str | None = None
+    cudart: CudaRuntime = CudaRuntime()
     cudart_version: str | None = None
-    cudart_reachable: bool | None = None
     rocm_version: str | None = None
     rocm_gfx: tuple[str, ...] = ()
     icds: tuple[str, ...] = ()
 
 
 def _gpu(facts: Mapping[str, Any], root: str, linux: bool, native: bool, driver: str | None,
-         libraries: Mapping[str, str] | None) -> _Gpu:
+         libraries: Mapping[str, str] | None, unread: list[Unread]) -> _Gpu:
     """The GPU facts (``gpufacts``), each overridden by its variable; only a Linux host's are probed.
-    Only this machine's own GPUs are asked (``libcuda`` in a child process, else ``nvidia-smi``):
-    not under a named root, nor for a host whose driver or capabilities are stated."""
+    Only this machine's own GPUs and CUDA runtime are asked (``libcuda`` in a child process, else
+    ``nvidia-smi``; the runtime's version, where its file name does not say it, in a child process):
+    never a file under a named root, nor for a host whose driver or capabilities are stated."""
     runtime_stated = CUDA_RUNTIME in facts or CUDA_RUNTIME_VERSION in facts
-    path, reachable = (None, None) if runtime_stated or not linux else cudart_on_host(root, libraries)
-    version = cudart_version_of(under(root, path)) if path else None
+    cudart = CudaRuntime() if runtime_stated or not linux else cuda_runtime(root, libraries)
+    version = cudart_version_of(under(root, cudart.path)) if cudart.path else None
     caps: tuple[str, ...] = facts.get(CUDA_CAPABILITY, ())
     names: tuple[str, ...] = ()
-    if linux and CUDA_CAPABILITY not in facts and NVIDIA_DRIVER not in facts and driver is not None \
-            and root == "/" and native:
-        caps, names, asked = probe_cuda(path if path and version is None else None)
+    mine = linux and root == "/" and native
+    if mine and CUDA_CAPABILITY not in facts and NVIDIA_DRIVER not in facts and driver is not None:
+        caps, names, asked = probe_cuda(cudart.path if cudart.path and version is None else None)
         version = version or asked
+    elif mine and cudart.path and version is None:
+        version = ask_cudart(cudart.path)
     return _Gpu(
         capabilities=caps,
         names=names,
-        cudart_path=path,
+        cudart=cudart,
         cudart_version=facts[CUDA_RUNTIME_VERSION] if CUDA_RUNTIME_VERSION in facts else version,
-        cudart_reachable=facts.get(CUDA_RUNTIME_REACHABLE, reachable),
-        rocm_version=facts[ROCM_VERSION] if ROCM_VERSION in facts else rocm_version(root) if linux else None,
-        rocm_gfx=facts[ROCM_GFX] if ROCM_GFX in facts else rocm_gfx(root) if linux else (),
+        rocm_version=facts[ROCM_VERSION] if ROCM_VERSION in facts else rocm_version(root, unread) if linux else None,
+        rocm_gfx=facts[ROCM_GFX] if ROCM_GFX in facts else rocm_gfx(root, unread) if linux else (),
         icds=vulkan_icds(root) if linux else (),
     )
 
 
-def _cuda_major(facts: Mapping[str, Any], root: str, dirs: tuple[str, ...], linux: bool) -> int | None:
+def _cuda_major(facts: Mapping[str, Any], found: CudaRuntime) -> int | None:
     """``SUPERFLUID_HOST_CUDA_RUNTIME`` (a major, or none), else the major of the runtime version
-    stated (a version implies its runtime), else the probe's."""
+    stated (a version implies its runtime), else that of the runtime found, when its cuBLAS lies
+    beside it (``gpufacts.cuda_runtime``)."""
     if CUDA_RUNTIME in facts:
         return facts[CUDA_RUNTIME]  # type: ignore[no-any-return]
     if CUDA_RUNTIME_VERSION in facts:
         version = facts[CUDA_RUNTIME_VERSION]
         return int(version.split(".")[0]) if version else None
-    return _cuda_runtime(root, dirs) if linux else None
+    return found.major
 
 
 def _rocm_present(facts: Mapping[str, Any], root: str, linux: bool) -> bool:
@@ -335,6 +337,38 @@ def _libc(facts: Mapping[str, Any], probed: str | None) -> str | None:
     return probed
 
 
+class _Cpu(NamedTuple):
+    """The CPU's facts: its features of ``X86_FEATURES``/``ARM64_HWCAPS`` and its x86-64 level."""
+
+    features: tuple[str, ...] = ()
+    level: str | None = None
+
+
+def _cpu(facts: Mapping[str, Any], root: str, arch: str, probed: bool, unread: list[Unread]) -> _Cpu:
+    """``SUPERFLUID_HOST_CPU_FEATURES`` (then the level is not known: the features it may name do
+    not tell one), else what ``/proc/cpuinfo`` says where the host is ``probed``."""
+    if CPU_FEATURES in facts:
+        return _Cpu(facts[CPU_FEATURES], None)
+    flags = _cpu_flags(root, arch, unread) if probed else None
+    level = x86_64_level(flags) if flags is not None and arch == "x64" else None
+    return _Cpu(_cpu_features(flags, arch), level)
+
+
+class _System(NamedTuple):
+    """The distribution and the kernel's release."""
+
+    distribution: Distribution | None = None
+    kernel: str | None = None
+
+
+def _system(root: str, linux: bool, native: bool, unread: list[Unread]) -> _System:
+    """The distribution (a Linux host's os-release) and the kernel's release of this machine, or of
+    the one laid out under a named root; nothing of a host described."""
+    if not native:
+        return _System()
+    return _System(distribution(root, unread) if linux else None, kernel_release(root, unread))
+
+
 @lru_cache(maxsize=8)
 def _detect(overrides: tuple[tuple[str, str], ...]) -> Host:
     env = dict(overrides)
@@ -345,16 +379,19 @@ def _detect(overrides: tuple[tuple[str, str], ...]) -> Host:
     # a platform other than the one this runs on is a host described, not this machine: its C
     # library and libraries are not this machine's (a root named is read as that host's)
     native = root != "/" or (system, arch) == (running_os(), running_arch())
-    libs = _libraries(facts, env.get("LD_LIBRARY_PATH"), root, arch, native) if linux else _Libraries()
+    unread: list[Unread] = []
+    libs = _libraries(facts, env.get("LD_LIBRARY_PATH"), root, arch, native, unread) if linux else _Libraries()
     libc = _libc(facts, libs.libc)
     found = libs.found or {}
-    nvidia = facts[NVIDIA_DRIVER] if NVIDIA_DRIVER in facts else (_nvidia_driver(root) if linux else None)
-    gpu = _gpu(facts, root, linux, native, nvidia, libs.found)
+    nvidia = facts[NVIDIA_DRIVER] if NVIDIA_DRIVER in facts else (_nvidia_driver(root, unread) if linux else None)
+    gpu = _gpu(facts, root, linux, native, nvidia, libs.found, unread)
+    cpu = _cpu(facts, root, arch, linux and native, unread)
+    machine = _system(root, linux, native, unread)
     return Host(
         os=system,
         arch=arch,
         nvidia_driver=nvidia,
-        cuda_runtime=_cuda_major(facts, root, libs.dirs, linux),
+        cuda_runtime=_cuda_major(facts, gpu.cudart),
         rocm=_rocm_present(facts, root, linux),
         vulkan=facts[VULKAN] if VULKAN in facts else (linux and _vulkan(root, found)),
         glibc=facts[GLIBC] if GLIBC in facts else (libs.glibc if libc == "glibc" else None),
@@ -363,15 +400,19 @@ def _detect(overrides: tuple[tuple[str, str], ...]) -> Host:
         glibcxx=facts[GLIBCXX] if GLIBCXX in facts else libs.glibcxx,
         cxxabi=facts[CXXABI] if CXXABI in facts else libs.cxxabi,
         library_dirs=libs.dirs,
-        cpu_features=facts[CPU_FEATURES] if CPU_FEATURES in facts
-        else (_cpu_features(root, arch) if linux and native else ()),
+        cpu_features=cpu.features,
         libraries=libs.found,
         cuda_capabilities=gpu.capabilities,
         gpu_names=gpu.names,
-        cuda_runtime_path=gpu.cudart_path,
+        cuda_runtime_path=gpu.cudart.path,
         cuda_runtime_version=gpu.cudart_version,
-        cuda_runtime_reachable=gpu.cudart_reachable,
+        cuda_runtime_reachable=facts.get(CUDA_RUNTIME_REACHABLE, gpu.cudart.reachable),
         rocm_version=gpu.rocm_version,
         rocm_gfx=gpu.rocm_gfx,
         vulkan_icds=gpu.icds,
+        distribution=machine.distribution,
+        kernel=machine.kernel,
+        x86_64_level=cpu.level,
+        unread=tuple(sorted(dict.fromkeys(unread), key=lambda u: u.path)),
+        set_by=tuple(set_by(env).items()),
     )

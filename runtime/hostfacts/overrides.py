@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.lookup import HOST_PREFIX
 
-__all__ = ["TABLE", "X86_FEATURES", "ARM64_HWCAPS", "parse", "read", "stated"]
+__all__ = ["TABLE", "X86_FEATURES", "ARM64_HWCAPS", "parse", "read", "stated", "set_by"]
 
 #: the x86 CPU features a build may need (``/proc/cpuinfo``'s ``flags``)
 X86_FEATURES = ("avx", "avx2", "avx512f", "f16c", "fma")
@@ -41,12 +41,14 @@ _SHOWN = 40  # characters of a refused value a message repeats
 
 
 class Override(NamedTuple):
-    """A host-fact variable: its name, its form in words (as docs/cli.md gives it) and its parser,
-    which raises ``ValueError`` for a value outside the form."""
+    """A host-fact variable: its name, its form in words (as docs/cli.md gives it), its parser, which
+    raises ``ValueError`` for a value outside the form, and the facts it sets (keys of
+    ``Host.to_json``; a version sets its stack too, unless the stack's own variable does)."""
 
     name: str
     form: str
     parse: Callable[[str], Any]
+    sets: tuple[str, ...] = ()
 
 
 def _word(*words: str) -> Callable[[str], str | None]:
@@ -131,30 +133,33 @@ _A_VERSION = "a version such as"
 
 #: every ``SUPERFLUID_HOST_*`` variable a superfluid reads, its form and its parser
 TABLE: dict[str, Override] = {o.name: o for o in (
-    Override("SUPERFLUID_HOST_OS", "`linux` or `macos`", _word("linux", "macos")),
-    Override("SUPERFLUID_HOST_ARCH", "`x64` or `arm64`", _word("x64", "arm64")),
-    Override("SUPERFLUID_HOST_NVIDIA_DRIVER", f"{_A_VERSION} `580.95.05`, or `none`", _or_none(_VERSION)),
-    Override("SUPERFLUID_HOST_CUDA_RUNTIME", "a CUDA major such as `12`, or `none`", _major),
-    Override("SUPERFLUID_HOST_CUDA_RUNTIME_VERSION", f"{_A_VERSION} `12.4`, or `none`", _or_none(_VERSION)),
-    Override("SUPERFLUID_HOST_CUDA_RUNTIME_REACHABLE", "`yes` or `no`", _flag),
+    Override("SUPERFLUID_HOST_OS", "`linux` or `macos`", _word("linux", "macos"), ("os",)),
+    Override("SUPERFLUID_HOST_ARCH", "`x64` or `arm64`", _word("x64", "arm64"), ("arch",)),
+    Override("SUPERFLUID_HOST_NVIDIA_DRIVER", f"{_A_VERSION} `580.95.05`, or `none`", _or_none(_VERSION),
+             ("nvidia_driver",)),
+    Override("SUPERFLUID_HOST_CUDA_RUNTIME", "a CUDA major such as `12`, or `none`", _major, ("cuda_runtime",)),
+    Override("SUPERFLUID_HOST_CUDA_RUNTIME_VERSION", f"{_A_VERSION} `12.4`, or `none`", _or_none(_VERSION),
+             ("cuda_runtime_version", "cuda_runtime")),
+    Override("SUPERFLUID_HOST_CUDA_RUNTIME_REACHABLE", "`yes` or `no`", _flag, ("cuda_runtime_reachable",)),
     Override("SUPERFLUID_HOST_CUDA_CAPABILITY", "one `major.minor` per GPU, comma-separated, such as `6.1` or "
-             "`8.6,8.9`, or `none`", _items(_CAPABILITY.fullmatch)),
-    Override("SUPERFLUID_HOST_ROCM", "`yes` or `no`", _flag),
-    Override("SUPERFLUID_HOST_ROCM_VERSION", f"{_A_VERSION} `6.4.1`, or `none`", _or_none(_VERSION)),
+             "`8.6,8.9`, or `none`", _items(_CAPABILITY.fullmatch), ("cuda_capabilities",)),
+    Override("SUPERFLUID_HOST_ROCM", "`yes` or `no`", _flag, ("rocm",)),
+    Override("SUPERFLUID_HOST_ROCM_VERSION", f"{_A_VERSION} `6.4.1`, or `none`", _or_none(_VERSION),
+             ("rocm_version", "rocm")),
     Override("SUPERFLUID_HOST_ROCM_GFX", "gfx targets, comma-separated, such as `gfx90a,gfx1100`, or `none`",
-             _items(_GFX.fullmatch)),
-    Override("SUPERFLUID_HOST_VULKAN", "`yes` or `no`", _flag),
-    Override("SUPERFLUID_HOST_LIBC", "`glibc`, `musl`, or `none`", _word("glibc", "musl", _NONE)),
-    Override("SUPERFLUID_HOST_GLIBC", f"{_A_VERSION} `2.36`, or `none`", _or_none(_VERSION)),
-    Override("SUPERFLUID_HOST_GLIBCXX", f"{_A_VERSION} `3.4.30`, or `none`", _or_none(_VERSION)),
-    Override("SUPERFLUID_HOST_CXXABI", f"{_A_VERSION} `1.3.13`, or `none`", _or_none(_VERSION)),
+             _items(_GFX.fullmatch), ("rocm_gfx",)),
+    Override("SUPERFLUID_HOST_VULKAN", "`yes` or `no`", _flag, ("vulkan",)),
+    Override("SUPERFLUID_HOST_LIBC", "`glibc`, `musl`, or `none`", _word("glibc", "musl", _NONE), ("libc",)),
+    Override("SUPERFLUID_HOST_GLIBC", f"{_A_VERSION} `2.36`, or `none`", _or_none(_VERSION), ("glibc", "libc")),
+    Override("SUPERFLUID_HOST_GLIBCXX", f"{_A_VERSION} `3.4.30`, or `none`", _or_none(_VERSION), ("glibcxx",)),
+    Override("SUPERFLUID_HOST_CXXABI", f"{_A_VERSION} `1.3.13`, or `none`", _or_none(_VERSION), ("cxxabi",)),
     Override("SUPERFLUID_HOST_MEMORY", "bytes: a whole number such as `68719476736`, or one with `K`, `M`, "
-             "`G` or `T` for 1024s such as `64G` or `1.5G`, or `none`", _memory),
+             "`G` or `T` for 1024s such as `64G` or `1.5G`, or `none`", _memory, ("memory",)),
     Override("SUPERFLUID_HOST_CPU_FEATURES", f"CPU features, comma-separated, of "
              f"{', '.join(X86_FEATURES + ARM64_HWCAPS)}, such as `avx,avx2,fma`, or `none`",
-             _items(lambda w: w in X86_FEATURES or w in ARM64_HWCAPS)),
+             _items(lambda w: w in X86_FEATURES or w in ARM64_HWCAPS), ("cpu_features",)),
     Override("SUPERFLUID_HOST_LIBRARY_PATH", "absolute folders, `:`-separated, such as `/usr/lib64:/opt/lib`",
-             _directories),
+             _directories, ("library_dirs",)),
     Override("SUPERFLUID_HOST_ROOT", "a folder that exists", _root),
 )}
 
@@ -207,6 +212,19 @@ def read(overrides: Mapping[str, str]) -> dict[str, Any]:
     facts = {name: parse(name, value) for name in TABLE if (value := overrides.get(name))}
     _agree(facts, overrides)
     return facts
+
+
+def set_by(overrides: Mapping[str, str]) -> dict[str, str]:
+    """Each fact (a key of ``Host.to_json``) a variable of ``overrides`` sets (an empty one sets
+    nothing), and that variable: the first in the table's order where two do (``SUPERFLUID_HOST_ROCM``
+    sets ``rocm`` before ``SUPERFLUID_HOST_ROCM_VERSION``, which implies it). ``SUPERFLUID_HOST_ROOT``
+    sets no fact: it says where they are read."""
+    out: dict[str, str] = {}
+    for name, override in TABLE.items():
+        if overrides.get(name):
+            for fact in override.sets:
+                out.setdefault(fact, name)
+    return out
 
 
 def _agree(facts: Mapping[str, Any], given: Mapping[str, str]) -> None:

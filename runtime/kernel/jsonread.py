@@ -62,7 +62,7 @@ def open_regular(path: str | os.PathLike[str], *, follow: bool = False) -> Binar
     try:
         fd = os.open(where, flags)
     except OSError as e:
-        if e.errno == errno.ELOOP and os.path.islink(where):
+        if e.errno == errno.ELOOP and not follow and os.path.islink(where):  # followed: a loop, said as such
             raise NotRegularFile(errno.ELOOP, "is a symbolic link, which is not followed", where) from None
         if e.errno == errno.ENXIO:  # a FIFO or socket with no writer, opened non-blocking for writing
             raise NotRegularFile(errno.ENXIO, "is not a regular file", where) from None

@@ -10,11 +10,17 @@ presence is probed.
 from __future__ import annotations
 
 import os
+import struct
+from collections.abc import Sequence
 from pathlib import Path
 
 from superfluid.runtime.hostfacts.host import detect
 
-__all__ = ["LAYOUTS", "lay_out", "real_library", "cpuinfo"]
+__all__ = ["LAYOUTS", "X64", "I386", "lay_out", "real_library", "cpuinfo", "ld_cache", "write_ld_cache"]
+
+#: the flags of a cache entry of an x86-64 library, and of a 32-bit x86 one (``ldconfig -p``'s
+#: ``(libc6,x86-64)`` and ``(libc6)``)
+X64, I386 = 0x0303, 0x0003
 
 #: distribution -> the folder its libraries lie in (``/lib64`` or ``/lib`` linking there), and the
 #: extra libraries and ICD files it has
@@ -70,3 +76,28 @@ def lay_out(root: Path, distro: str, *, arch: str = "x64") -> Path:
     (root / "proc").mkdir()
     (root / "proc" / "cpuinfo").write_text(cpuinfo(arch))
     return root
+
+
+def ld_cache(entries: Sequence[tuple[str, str, int]]) -> bytes:
+    """The bytes of a glibc ``ld.so.cache`` (the ``glibc-ld.so.cache1.1`` table, as ``ldconfig``
+    writes it) listing ``(name, path, flags)`` in order."""
+    header, entry = struct.Struct("=20sIIB3xI12x"), struct.Struct("=iIIIQ")
+    strings = b""
+    offsets = []
+    first = header.size + entry.size * len(entries)
+    for name, path, _ in entries:
+        at = first + len(strings)
+        strings += name.encode() + b"\0"
+        offsets.append((at, first + len(strings)))
+        strings += path.encode() + b"\0"
+    table = b"".join(entry.pack(flags, key, value, 0, 0)
+                     for (_, _, flags), (key, value) in zip(entries, offsets, strict=True))
+    return header.pack(b"glibc-ld.so.cache1.1", len(entries), len(strings), 0, 0) + table + strings
+
+
+def write_ld_cache(root: Path, entries: Sequence[tuple[str, str, int]]) -> Path:
+    """``root/etc/ld.so.cache`` listing ``entries`` (``ld_cache``); its path."""
+    cache = root / "etc" / "ld.so.cache"
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_bytes(ld_cache(entries))
+    return cache

@@ -1,4 +1,7 @@
-"""GPU facts: NVIDIA capabilities, the CUDA runtime's version and reach, ROCm and Vulkan (issue 32, item 1)."""
+"""GPU facts: NVIDIA capabilities, the CUDA runtime's version and reach, ROCm and Vulkan (issue 32, item 1).
+The CUDA runtime is one set of facts (issue 44, item 5): the ``libcudart.so.<N>`` found on the loader's
+paths (its cache too), its version (its file name's, else what it reports, asked in a child process
+on this machine only) and the usable major, N only where its cuBLAS lies beside it."""
 
 from __future__ import annotations
 
@@ -9,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.runtime.hostfacts import gpufacts
+from superfluid.runtime.hostfacts import gpufacts, host
 from superfluid.runtime.hostfacts.host import detect
+from tests.runtime.fake_roots import X64, lay_out, write_ld_cache
 
 
 def test_gfx_targets_are_named() -> None:
@@ -73,8 +77,8 @@ def test_every_gpu_fact_is_overridden() -> None:
 
 
 def test_the_libcuda_probe_degrades_to_nothing_where_there_is_no_driver() -> None:
-    done = subprocess.run([sys.executable, "-m", "superfluid.runtime.hostfacts.gpufacts"], capture_output=True,
-                          text=True, timeout=60, check=True)
+    done = subprocess.run([sys.executable, "-m", "superfluid.runtime.hostfacts.gpufacts", "--libcuda"],
+                          capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() in ("{}",) or '"capabilities"' in done.stdout
     assert gpufacts.probe_cudart("/nonexistent/libcudart.so.12") is None
 
@@ -85,3 +89,70 @@ def test_a_library_without_the_symbols_is_not_called(tmp_path: Path) -> None:
     if libc is None:
         pytest.skip("no libc.so.6 found on this machine")
     assert gpufacts.probe_cudart(libc) is None
+
+
+def _asked(*args: object) -> None:
+    raise AssertionError("a file of a test's root was asked in a process")
+
+
+def test_a_runtime_of_a_named_root_is_never_loaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``libcudart.so.13`` whose name says no minor, under a test's root: found, reached through
+    the loader's cache, version not known; neither loaded here nor in a child."""
+    root = lay_out(tmp_path / "debian", "debian")
+    cuda = root / "usr/local/cuda-13.0/lib"
+    cuda.mkdir(parents=True)
+    (cuda / "libcudart.so.13").write_bytes(b"\x7fELF hostile")
+    write_ld_cache(root, [("libcudart.so.13", "/usr/local/cuda-13.0/lib/libcudart.so.13", X64)])
+    monkeypatch.setattr(host, "ask_cudart", _asked)
+    monkeypatch.setattr(host, "probe_cuda", _asked)
+    h = detect({"SUPERFLUID_HOST_ROOT": str(root)})
+    assert (h.cuda_runtime_path, h.cuda_runtime_reachable, h.cuda_runtime_version, h.cuda_runtime) == (
+        "/usr/local/cuda-13.0/lib/libcudart.so.13", True, None, None)  # no libcublas.so.13 beside it: not usable
+    (cuda / "libcublas.so.13").write_bytes(b"")
+    h = detect({"SUPERFLUID_HOST_ROOT": str(root), "SUPERFLUID_HOST_MEMORY": "1G"})  # another answer than cached
+    assert (h.cuda_runtime_path, h.cuda_runtime) == ("/usr/local/cuda-13.0/lib/libcudart.so.13", 13)
+
+
+@pytest.mark.parametrize(("files", "path", "reachable", "major"), [
+    pytest.param({"usr/lib64": ["libcudart.so.13"], "usr/local/cuda/lib64": ["libcudart.so.12", "libcublas.so.12"]},
+                 "/usr/local/cuda/lib64/libcudart.so.12", False, 12, id="the-usable-one-before-the-reached-one"),
+    pytest.param({"usr/lib64": ["libcudart.so.12", "libcublas.so.12", "libcudart.so.13"]},
+                 "/lib64/libcudart.so.12", True, 12, id="the-newest-with-its-blas"),  # Fedora's loader: /lib64 first
+    pytest.param({"usr/lib64": ["libcudart.so.13"]}, "/lib64/libcudart.so.13", True, None,
+                 id="none-usable-but-named"),
+    pytest.param({"usr/local/cuda/lib64": ["libcudart.so.12"], "usr/lib64": ["libcublas.so.12"]},
+                 "/usr/local/cuda/lib64/libcudart.so.12", False, None, id="its-blas-elsewhere"),
+])
+def test_the_runtime_named_is_the_one_counted(tmp_path: Path, files: dict[str, list[str]], path: str,
+                                              reachable: bool, major: int | None) -> None:
+    """``cuda_runtime`` (the usable major) and ``cuda_runtime_path`` speak of the same library."""
+    root = lay_out(tmp_path / "fedora", "fedora")
+    for folder, names in files.items():
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        for name in names:
+            (root / folder / name).write_bytes(b"")
+    h = detect({"SUPERFLUID_HOST_ROOT": str(root)})
+    assert (h.cuda_runtime_path, h.cuda_runtime_reachable, h.cuda_runtime) == (path, reachable, major)
+
+
+_RUNTIME_VERSION = """
+import ctypes, sys
+rt = ctypes.CDLL(sys.argv[1])
+v = ctypes.c_int(0)
+assert rt.cudaRuntimeGetVersion(ctypes.byref(v)) == 0
+print(f"{v.value // 1000}.{(v.value % 1000) // 10}")
+"""
+
+
+def test_this_machine_s_cuda_runtime_reports_its_version() -> None:
+    """Where the loader reaches a ``libcudart.so.<N>`` (a CUDA toolkit's, in its cache), its version
+    is what it reports (``cudaRuntimeGetVersion`` needs no driver), not null."""
+    h = detect({})
+    if not h.cuda_runtime_path or not h.cuda_runtime_reachable:
+        pytest.skip("no libcudart on this machine's loader paths")
+    said = subprocess.run([sys.executable, "-c", _RUNTIME_VERSION, h.cuda_runtime_path], capture_output=True,
+                          text=True, timeout=60, check=True).stdout.strip()
+    assert h.cuda_runtime_version == said and said.split(".")[0] == h.cuda_runtime_path.rsplit(".so.", 1)[1]
+    blas = os.path.join(os.path.dirname(h.cuda_runtime_path), f"libcublas.so.{said.split('.')[0]}")
+    assert h.cuda_runtime == (int(said.split(".")[0]) if os.path.exists(blas) else None)
+    assert gpufacts.ask_cudart(h.cuda_runtime_path) == said

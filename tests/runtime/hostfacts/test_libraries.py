@@ -1,28 +1,38 @@
 """``runtime/libraries``: the loader's library folders and what is found in them, read under a root;
-the C library and the newest versions its libc and libstdc++ define, read from their ELF files."""
+the C library and the newest versions its libc and libstdc++ define, read from their ELF files.
+The folders are the loader's own, in its order (issue 44, item 5): ``LD_LIBRARY_PATH``, its cache's
+entries, its built-in system path; on this machine they are what ``ld.so --help``, ``ldconfig -p`` and
+``LD_DEBUG=libs`` say, and a library the loader would not find is not found."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from superfluid.runtime.hostfacts import libraries
+from superfluid.runtime.hostfacts.factfiles import Unread
+from superfluid.runtime.hostfacts.host import detect
 from superfluid.runtime.hostfacts.libraries import (
+    MUSL_DEFAULT,
+    Search,
     glibc_defined,
     libc_of,
     libraries_in,
-    library_dirs,
     libstdcxx_versions,
+    loader_search,
     newest,
     parse_ldconfig,
+    system_dirs,
     under,
     version_key,
 )
-from tests.runtime.fake_roots import lay_out, real_library
+from tests.runtime.fake_roots import I386, X64, lay_out, ld_cache, real_library, write_ld_cache
 
 LDCONFIG = """\
 541 libs found in cache `/etc/ld.so.cache'
@@ -51,36 +61,92 @@ def test_folders_come_in_the_loader_s_order_each_once(tmp_path: Path) -> None:
     root = lay_out(tmp_path / "fedora", "fedora")
     (root / "usr" / "lib64" / "nvidia").mkdir()
     (root / "opt" / "x").mkdir(parents=True)
-    cached = parse_ldconfig(LDCONFIG)
-    dirs = library_dirs(str(root), "x64", "/opt/x:/absent:rel", cached)
-    assert dirs[:3] == ("/opt/x", "/usr/lib64", "/usr/lib64/nvidia")
-    assert "/absent" not in dirs and len(dirs) == len(set(dirs))
-    assert "/lib64" in dirs and "/lib" not in dirs  # Fedora has no /usr/lib here: a folder not there is not one
+    write_ld_cache(root, [("libvulkan.so.1", "/usr/lib64/libvulkan.so.1", X64),
+                          ("libcuda.so.1", "/usr/lib64/nvidia/libcuda.so.1", X64)])
+    dirs = loader_search(str(root), "x64", "/opt/x:/absent:rel").dirs
+    assert dirs == ("/opt/x", "/usr/lib64", "/usr/lib64/nvidia", "/lib64")  # Fedora's loader: /lib64, /usr/lib64
+
+
+@pytest.mark.parametrize(("distro", "arch", "system"), [
+    pytest.param("debian", "x64", ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib", "/usr/lib"),
+                 id="debian-multiarch"),
+    pytest.param("debian", "arm64", ("/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/lib", "/usr/lib"),
+                 id="debian-arm64"),
+    pytest.param("fedora", "x64", ("/lib64", "/usr/lib64"), id="fedora-lib64"),
+    pytest.param("fedora", "arm64", ("/lib64", "/usr/lib64"), id="fedora-arm64"),
+    pytest.param("arch", "x64", ("/usr/lib",), id="arch-usr-lib"),
+    pytest.param("alpine", "x64", MUSL_DEFAULT, id="alpine-musl-default"),
+])
+def test_each_loader_s_built_in_search_path(tmp_path: Path, distro: str, arch: str, system: tuple[str, ...]) -> None:
+    """What ``ld.so --help`` prints as the system search path on each distribution (Debian's multiarch
+    folders then /lib and /usr/lib; Fedora's lib64 folders; Arch's /usr/lib; musl's default)."""
+    root = lay_out(tmp_path / distro, distro, arch=arch)
+    if distro == "debian" and arch == "arm64":  # the layout's folder is x86-64's: arm64's is laid beside
+        (root / "usr" / "lib" / "aarch64-linux-gnu").mkdir()
+    assert system_dirs(str(root), arch) == system
+
+
+def test_musl_reads_its_path_file_and_refuses_a_fifo(tmp_path: Path) -> None:
+    root = lay_out(tmp_path / "alpine", "alpine")
+    (root / "etc").mkdir()
+    (root / "etc" / "ld-musl-x86_64.path").write_text("/usr/lib\n/opt/lib:/lib\n")
+    assert system_dirs(str(root), "x64") == ("/usr/lib", "/opt/lib", "/lib")
+    (root / "etc" / "ld-musl-x86_64.path").unlink()
+    os.mkfifo(root / "etc" / "ld-musl-x86_64.path")
+    unread: list[Unread] = []
+    assert system_dirs(str(root), "x64", unread) == MUSL_DEFAULT
+    assert unread == [Unread("/etc/ld-musl-x86_64.path", "library_dirs, libraries", "a FIFO")]
 
 
 def test_arm64_reads_its_multiarch_folders(tmp_path: Path) -> None:
     (tmp_path / "usr" / "lib" / "aarch64-linux-gnu").mkdir(parents=True)
     (tmp_path / "usr" / "lib" / "x86_64-linux-gnu").mkdir(parents=True)
-    dirs = library_dirs(str(tmp_path), "arm64", None, [])
+    dirs = loader_search(str(tmp_path), "arm64", None).dirs
     assert "/usr/lib/aarch64-linux-gnu" in dirs and "/usr/lib/x86_64-linux-gnu" not in dirs
 
 
 def test_the_first_folder_that_has_a_library_gives_it(tmp_path: Path) -> None:
-    for folder in ("a", "b"):
+    for folder in ("a", "b", "s"):
         (tmp_path / folder).mkdir()
-        for name in ("libx.so.1", f"lib{folder}.so", "README", "libx.a"):
+        for name in ("libx.so.1", f"lib{folder}.so", "README", "libx.a", "libcached.so.2"):
             (tmp_path / folder / name).write_bytes(b"")
-    found = libraries_in(str(tmp_path), ["/a", "/b", "/absent"], [("libcached.so.2", "/c/libcached.so.2"),
-                                                                    ("libx.so.1", "/c/libx.so.1")])
+    search = Search(env=("/a", "/b", "/absent"), cached=(("libcached.so.2", "/c/libcached.so.2"),
+                                                         ("libx.so.1", "/c/libx.so.1")), system=("/s",))
+    found = libraries_in(str(tmp_path), search)
+    # LD_LIBRARY_PATH's folders first, then the cache's entries, then the system folders
     assert found == {"libx.so.1": "/a/libx.so.1", "liba.so": "/a/liba.so", "libb.so": "/b/libb.so",
-                     "libcached.so.2": "/c/libcached.so.2"}
+                     "libcached.so.2": "/a/libcached.so.2", "libs.so": "/s/libs.so"}
+    assert libraries_in(str(tmp_path), search._replace(env=()))["libcached.so.2"] == "/c/libcached.so.2"
+
+
+def test_a_library_in_a_cache_folder_but_not_in_the_cache_is_not_found(tmp_path: Path) -> None:
+    """The loader takes the cache's entries, never lists their folders: a library put in one after
+    ``ldconfig`` ran (or in /usr/local/lib, which glibc's loader never searches by itself) is not found."""
+    root = lay_out(tmp_path / "debian", "debian")
+    for folder, name in (("opt/cached", "liba.so.1"), ("opt/cached", "libnew.so.1"), ("usr/local/lib", "libl.so.1")):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        (root / folder / name).write_bytes(b"")
+    write_ld_cache(root, [("liba.so.1", "/opt/cached/liba.so.1", X64), ("libz32.so.1", "/usr/lib32/libz32.so.1", I386)])
+    h = detect({"SUPERFLUID_HOST_ROOT": str(root)})
+    assert h.found("liba.so.1") == "/opt/cached/liba.so.1" and "/opt/cached" in h.library_dirs
+    assert h.found("libnew.so.1") is None and h.found("libl.so.1") is None and "/usr/local/lib" not in h.library_dirs
+    assert h.found("libz32.so.1") is None  # a 32-bit library of a multilib cache is not the x86-64 loader's
+
+
+def test_a_cache_entry_of_another_architecture_is_left_out() -> None:
+    data = ld_cache([("liba.so.1", "/a/liba.so.1", X64), ("liba.so.1", "/lib32/liba.so.1", I386),
+                     ("libb.so.1", "/aarch64/libb.so.1", 0x0A03)])
+    assert libraries.parse_ld_cache(data) == [("liba.so.1", "/a/liba.so.1"), ("liba.so.1", "/lib32/liba.so.1"),
+                                              ("libb.so.1", "/aarch64/libb.so.1")]  # as ldconfig -p lists them
+    assert libraries.parse_ld_cache(data, "x64") == [("liba.so.1", "/a/liba.so.1")]
+    assert libraries.parse_ld_cache(data, "arm64") == [("libb.so.1", "/aarch64/libb.so.1")]
 
 
 @pytest.mark.parametrize(("distro", "stated", "libc"), [("debian", None, "glibc"), ("alpine", None, "musl"),
                                                         ("alpine", "2.36", "glibc")])
 def test_the_c_library(tmp_path: Path, distro: str, stated: str | None, libc: str) -> None:
     root = lay_out(tmp_path / distro, distro)
-    found = libraries_in(str(root), library_dirs(str(root), "x64", None, []), [])
+    found = libraries_in(str(root), loader_search(str(root), "x64", None))
     assert libc_of(str(root), found, stated) == libc
 
 
@@ -142,3 +208,86 @@ def test_a_truncated_cache_lists_no_entry_it_does_not_hold_whole() -> None:
     data = Path("/etc/ld.so.cache").read_bytes()
     cut = libraries.parse_ld_cache(data[: len(data) * 3 // 4])
     assert set(cut) <= set(libraries.parse_ld_cache(data))
+
+
+#: this machine's glibc loader, by architecture (the psABI's interpreter path)
+_LOADER = {"x64": "/lib64/ld-linux-x86-64.so.2", "arm64": "/lib/ld-linux-aarch64.so.1"}
+#: how ``ldconfig -p`` names the entries this architecture's loader takes
+_CACHE_WORD = {"x64": "(libc6,x86-64", "arm64": "(libc6,AArch64"}
+
+
+def _glibc_loader() -> tuple[str, str]:
+    """``(loader, arch)`` of this machine, or a skip where it is no glibc Linux with ``ldconfig``."""
+    here = detect({})
+    loader = _LOADER.get(here.arch, "")
+    if here.libc != "glibc" or not os.path.exists(loader) or shutil.which("ldconfig") is None:
+        pytest.skip("a glibc Linux host with its loader and ldconfig")
+    return loader, here.arch
+
+
+def _system_search_path(loader: str) -> list[str]:
+    """The folders ``ld.so --help`` prints under "Shared library search path" as the system's."""
+    text = subprocess.run([loader, "--help"], capture_output=True, text=True, timeout=30, check=False).stdout
+    return re.findall(r"^\s+(/\S*) \(system search path\)$", text, re.MULTILINE)
+
+
+def _once(folders: list[str]) -> list[str]:
+    return [f for f in dict.fromkeys(os.path.normpath(f) for f in folders) if os.path.isdir(f)]
+
+
+def test_the_loader_s_folders_are_what_ld_so_and_ldconfig_say(tmp_path: Path) -> None:
+    """``library_dirs`` on this machine: LD_LIBRARY_PATH, the folders of ``ldconfig -p``'s entries
+    (this architecture's), then what ``ld.so --help`` prints as the system search path, each once."""
+    loader, arch = _glibc_loader()
+    system = _system_search_path(loader)
+    assert system and system_dirs("/", arch) == tuple(system)
+    listed = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=30, check=True).stdout
+    cached = [os.path.dirname(m.group(1)) for line in listed.splitlines() if _CACHE_WORD[arch] in line
+              and (m := re.search(r"=> (/\S+)$", line))]
+    expected = _once([str(tmp_path), *cached, *system])
+    assert list(detect({"LD_LIBRARY_PATH": f"{tmp_path}:relative"}).library_dirs) == expected
+    assert "/usr/local/lib" in expected or "/usr/local/lib" not in detect({}).library_dirs
+
+
+def _closes(tried: list[str]) -> list[str]:
+    """Of the folders the loader tries in turn, the searched ones: each comes right after its hwcap
+    subfolders (``D/glibc-hwcaps/x86-64-v3``, ``D/tls``, ``D/x86_64``...), which all start with ``D/``;
+    a subfolder is one that every folder from it up to a later one starts with that one."""
+    return [folder for i, folder in enumerate(tried)
+            if not any(all(t.startswith(d + "/") for t in tried[i:j]) for j, d in enumerate(tried) if j > i)]
+
+
+def test_ld_debug_searches_the_same_system_folders() -> None:
+    """A name the cache does not hold is looked for, after the cache, in exactly the system folders
+    (``LD_DEBUG=libs``): those ``system_dirs`` gives; /usr/local/lib is not one of glibc's."""
+    loader, arch = _glibc_loader()
+    probe = "import ctypes\ntry:\n    ctypes.CDLL('libsuperfluid-absent.so.1')\nexcept OSError:\n    pass\n"
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"} | {"LD_DEBUG": "libs"}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env=env,
+                          check=False)
+    line = next(x for x in done.stderr.splitlines() if "search path=" in x and "(system search path)" in x)
+    tried = line.split("search path=", 1)[1].split("\t", 1)[0].split(":")
+    assert _closes(tried) == list(system_dirs("/", arch)) == _system_search_path(loader)
+    assert "/usr/local/lib" not in tried
+
+
+def test_a_library_is_found_where_the_loader_finds_it_and_nowhere_else(tmp_path: Path) -> None:
+    """A real ``dlopen`` in a child process is the judge: a library only in a folder the loader does
+    not search is found by neither; named by LD_LIBRARY_PATH, by both."""
+    _glibc_loader()
+    zlib = detect({}).found("libz.so.1")
+    if zlib is None:
+        pytest.skip("no libz.so.1 on this machine to copy")
+    shutil.copy(zlib, tmp_path / "libsuperfluid-only.so.1")
+    probe = "import ctypes\nctypes.CDLL('libsuperfluid-only.so.1')\n"
+    base = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    for ld_library_path in (None, str(tmp_path)):
+        env = base | ({"LD_LIBRARY_PATH": ld_library_path} if ld_library_path else {})
+        loads = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, timeout=60,
+                               check=False).returncode == 0
+        found = detect({"LD_LIBRARY_PATH": ld_library_path} if ld_library_path else {}).found("libsuperfluid-only.so.1")
+        assert loads is (found is not None), (ld_library_path, loads, found)
+        assert loads is (ld_library_path is not None)
+    for name in ("libc.so.6", "libstdc++.so.6", "libz.so.1"):  # what is found, the loader loads
+        assert subprocess.run([sys.executable, "-c", f"import ctypes; ctypes.CDLL({name!r})"], env=base,
+                              timeout=60, check=False).returncode == 0

@@ -32,7 +32,7 @@ ROWS = (('version [--json]', 'print the version'),
  ('cache prune [flags]', 'remove what no install and no kept lock needs'),
  ('serve [flags]', 'serve a model over an OpenAI-compatible HTTP API'),
  ('completion bash|zsh|fish', 'print a shell completion script (bash, zsh or fish)'),
- ('doctor [--json]', 'this machine as the installer sees it, and what installs here'))
+ ('doctor [--json]', 'this machine as the installer sees it, what installs here, and what is wrong'))
 
 #: the completion model (superfluid.completion_model.as_data)
 MODEL = (('',

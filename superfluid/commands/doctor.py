@@ -7,33 +7,57 @@ from __future__ import annotations
 
 import argparse
 import os
+import platform
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from superfluid import __version__
-from superfluid.installer.home.installs import current_install, judge_all
+from superfluid.doctor_problems import (
+    Problem,
+    cache_problem,
+    current_problem,
+    device_problems,
+    exchange_problem,
+    home_problem,
+    install_problems,
+    trust_problems,
+)
+from superfluid.installer.home.exchange import exchanges_in
+from superfluid.installer.home.installs import Installed, Verdict, current_install, judge_all
+from superfluid.installer.sources.oci.auth import auth_files
+from superfluid.installer.trust.manifest import trust_top
 from superfluid.installer.unpack.inflate import INFLATER
+from superfluid.lock_flags import lock_path
 from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.runtime import registry
 from superfluid.runtime.hostfacts.host import NOTABLE, Host, detect
 from superfluid.runtime.hostfacts.system import host_platform
-from superfluid.runtime.kernel.layout import home, runtime_dir
+from superfluid.runtime.kernel.layout import cache_dir, home, keys_dir, runtime_dir
 from superfluid.runtime.kernel.ordering import backend_family
 from superfluid.runtime.kernel.output import print_json
 from superfluid.runtime.planning import NotInstallable, Request, backend_runs_here, first_published
 
-__all__ = ["HELP", "FAMILIES", "arguments", "run", "report", "report_text"]
+__all__ = ["HELP", "FAMILIES", "arguments", "run", "findings", "report_text"]
 
 HELP = Help(
-    "this machine as the installer sees it, and what installs here",
-    "The host's facts (platform, C library, libstdc++'s newest GLIBCXX_ and CXXABI_, CPU features, drivers, "
-    "the library directories and the Vulkan loader, libcuda and CUDA runtime found in them) and, for each "
-    "runtime, the plan its install would take here and why each other candidate would not. "
-    "From the recipes alone: no network, nothing changed. Paste it into a bug report.",
-    ("superfluid doctor", "superfluid doctor --json"),
-    exits(_0="answered"),
+    "this machine as the installer sees it, what installs here, and what is wrong",
+    "The host's facts (platform, distribution, kernel, Python, C library, libstdc++'s newest GLIBCXX_ and "
+    "CXXABI_, CPU features and x86-64 level, drivers, the library directories and the Vulkan loader, libcuda "
+    "and CUDA runtime found in them; each a SUPERFLUID_HOST_* variable set is marked), superfluid's paths "
+    "(home, cache, keys, trust roots, lock, registry login) and what set them, and for each runtime its "
+    "installs with their verdicts, the one current names, the plan its install would take here and why each "
+    "other candidate would not. Last, each problem found, with what fixes it: an install broken, changed or "
+    "made for another host, a current that names no install, a GPU build no device here runs, a cache "
+    "holding what a prune removes, a kept TUF root that expires within 30 days, a home that cannot be "
+    "written or whose filesystem replaces an install in two steps. From the recipes and the home alone: no "
+    "network, nothing changed. Paste it into a bug report.",
+    ("superfluid doctor", "superfluid doctor --json", "superfluid doctor --json | jq -r '.problems[].fix // empty'"),
+    exits(_0="answered: no problem found", _1="answered: it found a problem (each listed last, with its fix)"),
 )
 
+#: each install of a runtime with its verdict (``installs.judge_all``)
+Judged = list[tuple[Installed, Verdict]]
 #: the backend families a runtime's candidates are named by when no plan of them is made
 FAMILIES = ("metal", "cuda", "rocm", "vulkan", "cpu")
 
@@ -73,20 +97,71 @@ def _refusal(message: str, runtime_id: str) -> str:
     return message if said else f"nothing installs here: {message}"
 
 
-def report(environ: dict[str, str]) -> dict[str, Any]:
-    """The doctor's answer (schema ``doctor``)."""
+def findings(environ: Mapping[str, str]) -> tuple[dict[str, Any], list[Problem]]:
+    """The doctor's answer (schema ``doctor``) without its ``problems``, and the problems found."""
     host = detect(environ)
-    return {"superfluid": __version__, "describe": host.describe(), "host": host.to_json(), "inflater": INFLATER,
-            "runtimes": [{**_runtime(runtime_id, host), "installed": _installed(runtime_id, environ)}
-                         for runtime_id in registry.IDS]}
+    where = home(environ)
+    judged = {runtime_id: _judged(runtime_id, where, environ) for runtime_id in registry.IDS}
+    doc = {"superfluid": __version__, "describe": host.describe(), "python": _python(), "paths": _paths(environ),
+           "host": host.to_json(), "inflater": INFLATER,
+           "runtimes": [{**_runtime(runtime_id, host), **_installed(runtime_id, where, judged[runtime_id])}
+                        for runtime_id in registry.IDS]}
+    return doc, _problems(where, host, judged)
 
 
-def _installed(runtime_id: str, environ: dict[str, str]) -> list[dict[str, Any]]:
+def _python() -> dict[str, str]:
+    """The Python this superfluid runs on: its version and its executable."""
+    return {"version": platform.python_version(), "executable": sys.executable}
+
+
+def _path(path: str, set_by: str | None) -> dict[str, Any]:
+    return {"path": path, "exists": os.path.lexists(path), "set_by": set_by}
+
+
+def _paths(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """superfluid's own paths: where each is, whether something is there, and the variable that set it
+    (null: the default). The home, and below it the download cache, the minisign keys trusted and the
+    manifest services' kept TUF roots; the lock file (``lock_flags.lock_path``) and the file a registry
+    login is read from (``oci.auth.auth_files``)."""
+    where = home(environ)
+    by_home = "SUPERFLUID_HOME" if environ.get("SUPERFLUID_HOME") else None
+    named, docker = environ.get("REGISTRY_AUTH_FILE") or "", environ.get("DOCKER_CONFIG") or ""
+    login = auth_files(named=named, docker_config=docker, user_home=environ.get("HOME") or "")[0]
+    return {"home": _path(where, by_home), "cache": _path(cache_dir(where), by_home),
+            "keys": _path(keys_dir(where), by_home), "trust": _path(trust_top(where), by_home),
+            "lock": _path(os.path.abspath(lock_path(None, environ)),
+                          "SUPERFLUID_LOCK" if environ.get("SUPERFLUID_LOCK") else None),
+            "registry_login": _path(str(login), "REGISTRY_AUTH_FILE" if named else "DOCKER_CONFIG" if docker else None)}
+
+
+def _judged(runtime_id: str, where: str, environ: Mapping[str, str]) -> Judged:
     """Each install of the runtime in the home with its verdict (``installs.judge``: the word every
-    command says of it, and why)."""
-    root = runtime_dir(home(environ), runtime_id)
-    return [{"install": v.install, "state": v.state, "why": v.why}
-            for _, v in judge_all(root, runtime_id, serving=current_install(root), platform=host_platform(environ))]
+    command says of it, why, and what fixes it)."""
+    root = runtime_dir(where, runtime_id)
+    return judge_all(root, runtime_id, serving=current_install(root), platform=host_platform(environ))
+
+
+def _installed(runtime_id: str, where: str, judged: Judged) -> dict[str, Any]:
+    """``installed``: each install and its verdict's word; ``current``: the install ``current`` names."""
+    return {"installed": [{"install": v.install, "state": v.state, "why": v.why} for _, v in judged],
+            "current": current_install(runtime_dir(where, runtime_id))}
+
+
+def _problems(where: str, host: Host, judged: Mapping[str, Judged]) -> list[Problem]:
+    """Everything wrong, in the order a reader fixes it: the home, each runtime's installs, its
+    ``current`` and its GPU builds, the filesystem of the folders that hold installs, the cache, the
+    kept trust roots."""
+    home_fault = home_problem(where)
+    found = [home_fault] if home_fault is not None else []
+    for runtime_id, installs in judged.items():
+        root = runtime_dir(where, runtime_id)
+        found += install_problems(runtime_id, installs)
+        found += [p for p in (current_problem(runtime_id, root, installs),) if p is not None]
+        found += device_problems(runtime_id, installs, host)
+    if home_fault is None:
+        folders = {runtime_dir(where, r): exchanges_in(runtime_dir(where, r)) for r, i in judged.items() if i}
+        found += [p for p in (exchange_problem(folders), cache_problem(where)) if p is not None]
+    return found + trust_problems(where)
 
 
 def _or(value: object, none: str = "not known") -> str:
@@ -110,57 +185,118 @@ def _cuda_runtime(h: dict[str, Any]) -> str:
     return "none"
 
 
-def _gpu_rows(h: dict[str, Any]) -> list[tuple[str, str]]:
+def _gpu_rows(h: dict[str, Any]) -> list[tuple[str, str, tuple[str, ...]]]:
     """The GPU facts (issue 32): the NVIDIA driver and each GPU's capability, the CUDA runtime, ROCm
-    (its version and gfx targets), Vulkan (its ICD files)."""
+    (its version and gfx targets), Vulkan (its ICD files); each with the facts it says."""
     names = h.get("gpu_names") or []
     caps = [f"{names[i]} sm_{c.replace('.', '')}" if i < len(names) and names[i] else f"sm_{c.replace('.', '')}"
             for i, c in enumerate(h.get("cuda_capabilities") or [])]
     rocm = f"yes, version {_or(h.get('rocm_version'))}" if h["rocm"] else "no"
-    return [("NVIDIA driver", _or(h["nvidia_driver"], "none")), ("CUDA GPUs", ", ".join(caps) or "not known"),
-            ("CUDA runtime", _cuda_runtime(h)), ("ROCm", rocm),
-            ("ROCm GPUs", ", ".join(h.get("rocm_gfx") or []) or "not known"),
-            ("Vulkan", "yes" if h["vulkan"] else "no"),
-            ("Vulkan ICDs", ", ".join(h.get("vulkan_icds") or []) or "none")]
+    return [("NVIDIA driver", _or(h["nvidia_driver"], "none"), ("nvidia_driver",)),
+            ("CUDA GPUs", ", ".join(caps) or "not known", ("cuda_capabilities", "gpu_names")),
+            ("CUDA runtime", _cuda_runtime(h), ("cuda_runtime", "cuda_runtime_version", "cuda_runtime_reachable",
+                                                "cuda_runtime_path")),
+            ("ROCm", rocm, ("rocm", "rocm_version")),
+            ("ROCm GPUs", ", ".join(h.get("rocm_gfx") or []) or "not known", ("rocm_gfx",)),
+            ("Vulkan", "yes" if h["vulkan"] else "no", ("vulkan",)),
+            ("Vulkan ICDs", ", ".join(h.get("vulkan_icds") or []) or "none", ("vulkan_icds",))]
 
 
-def report_text(doc: dict[str, Any]) -> str:
-    """The doctor's answer for people: the facts of ``doc`` (the JSON answer), nothing else."""
+def _distribution(h: dict[str, Any]) -> str:
+    """The distribution as ``/etc/os-release`` names it: its pretty name, else its id and version."""
+    d = h.get("distribution")
+    if not isinstance(d, dict):
+        return "not known"
+    return str(d.get("pretty_name") or " ".join(str(d[k]) for k in ("id", "version_id") if d.get(k)) or "not known")
+
+
+def _cpu(h: dict[str, Any]) -> str:
+    """The CPU features, the x86-64 level (v1 to v4) they make beside them."""
+    features = " ".join(h["cpu_features"]) or "not known"
+    level = h.get("x86_64_level")
+    return f"{features} (x86-64-{level})" if level else features
+
+
+def _fact_rows(doc: dict[str, Any]) -> list[tuple[str, str, tuple[str, ...]]]:
+    """The host's facts for people, each row with the facts (keys of ``host``) it says."""
     h = doc["host"]
     libc = {"glibc": f"glibc {_or(h['glibc'])}", "musl": "musl"}.get(h["libc"] or "", "not known")
     cxx = ", ".join(f"{p}{v}" for p, v in (("GLIBCXX_", h["glibcxx"]), ("CXXABI_", h["cxxabi"])) if v) or "not found"
     memory = f"{h['memory'] / (1 << 30):.1f} GiB" if h["memory"] else "not known"
-    rows = [("platform", f"{h['os']}-{h['arch']} ({doc['describe']})"), ("C library", libc), ("libstdc++", cxx),
-            ("CPU features", " ".join(h["cpu_features"]) or "not known"), ("memory", memory)]
+    python = doc["python"]
+    rows = [("platform", f"{h['os']}-{h['arch']} ({doc['describe']})", ("os", "arch")),
+            ("distribution", _distribution(h), ("distribution",)), ("kernel", _or(h.get("kernel")), ("kernel",)),
+            ("Python", f"{python['version']} ({python['executable']})", ()),
+            ("C library", libc, ("libc", "glibc")), ("libstdc++", cxx, ("glibcxx", "cxxabi")),
+            ("CPU features", _cpu(h), ("cpu_features", "x86_64_level")), ("memory", memory, ("memory",))]
     rows += _gpu_rows(h)
     found = h["libraries"] or {}
-    rows += [(name, _or(found.get(name), "not found")) for name in NOTABLE] if h["libraries"] is not None else []
-    rows.append(("library dirs", ", ".join(h["library_dirs"]) or "not probed"))
-    rows.append(("inflater", doc["inflater"]))
-    width = max(len(k) for k, _ in rows)
+    rows += [(name, _or(found.get(name), "not found"), ()) for name in NOTABLE] if h["libraries"] is not None else []
+    rows.append(("library dirs", ", ".join(h["library_dirs"]) or "not probed", ("library_dirs",)))
+    rows.append(("inflater", doc["inflater"], ()))
+    return rows
+
+
+def _set_by(value: str, keys: tuple[str, ...], set_by: Mapping[str, str]) -> str:
+    """``value``, marked with the ``SUPERFLUID_HOST_*`` variables that set the facts it says."""
+    named = sorted({set_by[k] for k in keys if k in set_by})
+    return f"{value} (set by {', '.join(named)})" if named else value
+
+
+def _path_text(entry: dict[str, Any]) -> str:
+    there = "exists" if entry["exists"] else "not there"
+    return f"{entry['path']} ({there}; " + (f"set by {entry['set_by']})" if entry["set_by"] else "the default)")
+
+
+def _aligned(rows: list[tuple[str, str]], width: int) -> list[str]:
+    return [f"  {k.ljust(width)}  {v}" for k, v in rows]
+
+
+def _runtime_lines(r: dict[str, Any]) -> list[str]:
+    """One runtime: the plan its install takes here (or why none), its fallbacks and refusals, and
+    its installs here with their verdicts (``current`` marked)."""
+    out: list[str] = []
+    if r["installs"] is not None:
+        p = r["installs"]
+        out.append(f"  {r['id']}: installs {p['install']} ({p['why']})")
+        if r["fallbacks"]:
+            out.append(f"    then, if it does not run: {', '.join(r['fallbacks'])}")
+    else:
+        out.append(f"  {r['id']}: {_refusal(r['why_not'], r['id'])}")
+    for x in r["refused"]:
+        out.append(f"    not {x['install'] or x['backend']}: {x['why']}")
+    if r.get("installed"):
+        out.append("    installed here: " + "; ".join(
+            f"{i['install']} {i['state']}" + (" (current)" if i["install"] == r.get("current") else "")
+            for i in r["installed"]))
+    return out
+
+
+def report_text(doc: dict[str, Any], problems: list[Problem]) -> str:
+    """The doctor's answer for people: the facts of ``doc`` (``findings``), nothing else; last, the
+    ``problems`` with what fixes each, or "no problems found"."""
+    h = doc["host"]
+    set_by = h.get("set_by") or {}
+    facts = [(k, _set_by(v, keys, set_by)) for k, v, keys in _fact_rows(doc)]
+    paths = [(k.replace("_", " "), _path_text(v)) for k, v in doc["paths"].items()]
+    width = max(len(k) for k, _ in facts + paths)
     out = [f"superfluid {doc['superfluid']} doctor: this machine, as the installer sees it"]
-    out += [f"  {k.ljust(width)}  {v}" for k, v in rows]
+    out += _aligned(facts, width)
+    out += [f"  not known: {u['path']} is {u['why']}" for u in h.get("unread") or []]
+    out.append("superfluid's paths:")
+    out += _aligned(paths, width)
     out.append("runtimes (from this superfluid's recipes; nothing fetched):")
     for r in doc["runtimes"]:
-        if r["installs"] is not None:
-            p = r["installs"]
-            out.append(f"  {r['id']}: installs {p['install']} ({p['why']})")
-            if r["fallbacks"]:
-                out.append(f"    then, if it does not run: {', '.join(r['fallbacks'])}")
-        else:
-            out.append(f"  {r['id']}: {_refusal(r['why_not'], r['id'])}")
-        for x in r["refused"]:
-            out.append(f"    not {x['install'] or x['backend']}: {x['why']}")
-        if r.get("installed"):
-            out.append("    installed here: " + "; ".join(f"{i['install']} {i['state']}" for i in r["installed"]))
+        out += _runtime_lines(r)
+    out += ["problems:", *(f"  {p.text()}" for p in problems)] if problems else ["no problems found"]
     return "\n".join(out) + "\n"
 
 
 def run(args: argparse.Namespace) -> int:
-    """``doctor``; 0 answered, 2 usage."""
-    doc = report(dict(os.environ))
+    """``doctor``; 0 answered and no problem found, 1 answered with a problem (as ``brew doctor``), 2 usage."""
+    doc, problems = findings(dict(os.environ))
     if getattr(args, "json", False):
-        print_json(doc)
+        print_json({**doc, "problems": [p.to_json() for p in problems]})
     else:
-        sys.stdout.write(report_text(doc))
-    return 0
+        sys.stdout.write(report_text(doc, problems))
+    return 1 if problems else 0

@@ -85,9 +85,11 @@ def test_seven_commands_say_one_word_of_an_install(both: Home, state: str) -> No
     assert next(r for r in model["runtimes"] if r["id"] == "basert")["state"] == word
     listed = _json(both, "runtime", "list", "basert", schema="installs")
     assert next(i for i in listed["installs"] if i["install"] == install)["state"] == word
-    doctor = _json(both, "doctor", schema="doctor")
+    doctor = _json(both, "doctor", schema="doctor", code=0 if word in ("ready", "untested") else 1)
     assert {i["install"]: i["state"] for i in next(r for r in doctor["runtimes"] if r["id"] == "basert")[
         "installed"]}[install] == word
+    assert [p["message"].split(":")[0] for p in doctor["problems"]] == (  # issue 44: listed, with its fix
+        [] if word in ("ready", "untested") else [f"basert {install} is {word}"])
     gc = _json(both, "runtime", "gc", "basert", "--keep", "9", "--dry-run", schema="gc")
     assert {k["install"]: k["state"] for k in gc["kept"]}[install] == word
     if word == "ready":

@@ -26,7 +26,7 @@ from superfluid.runtime.kernel.jsonread import loads
 # The overrides are in docs/cli.md, "Environment".
 __all__ = ["CUDA_DIRS", "VULKAN_ICD_DIRS", "KFD_NODES", "ROCM_VERSION_FILE", "gfx_name", "parse_nvidia_smi",
            "rocm_version", "rocm_gfx", "vulkan_icds", "CudaRuntime", "cuda_runtime", "cudart_version_of",
-           "ask_cudart", "probe_cuda", "probe_libcuda", "probe_cudart"]
+           "ask_cudart", "probe_cuda", "probe_libcuda"]
 
 #: where a CUDA toolkit or the distribution's packages put the CUDA runtime (not all on the loader's paths)
 CUDA_DIRS = ("/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib",
@@ -183,26 +183,28 @@ def probe_libcuda() -> dict[str, object]:
     return {"driver_api": f"{v // 1000}.{(v % 1000) // 10}", "capabilities": caps, "names": gpus}
 
 
-def probe_cudart(path: str) -> str | None:
-    """``major.minor`` a CUDA runtime reports (``cudaRuntimeGetVersion``), in this process; None when
-    it cannot be loaded, lacks the symbol or fails."""
-    try:
-        rt = ctypes.CDLL(path)
-    except OSError:
-        return None
-    if not hasattr(rt, "cudaRuntimeGetVersion"):
-        return None
-    v = ctypes.c_int(0)
-    if rt.cudaRuntimeGetVersion(ctypes.byref(v)) != 0 or v.value <= 0:
-        return None
-    return f"{v.value // 1000}.{(v.value % 1000) // 10}"
+#: what a CUDA runtime reports of itself (``cudaRuntimeGetVersion``, which needs no driver), asked by a
+#: child Python of the standard library alone (``-I -S``: none of this package's imports, a fifth of
+#: the time): the library at ``argv[1]`` loaded, the symbol looked up before it is called; exit 1 when
+#: it cannot be loaded, lacks the symbol or fails
+_ASK_CUDART = """
+import ctypes, sys
+try:
+    ask = ctypes.CDLL(sys.argv[1]).cudaRuntimeGetVersion
+except (OSError, AttributeError):
+    raise SystemExit(1)
+v = ctypes.c_int(0)
+if ask(ctypes.byref(v)) != 0 or v.value <= 0:
+    raise SystemExit(1)
+print(f"{v.value // 1000}.{v.value % 1000 // 10}")
+"""
 
 
-def _child(args: list[str], timeout: float) -> dict[str, object]:
+def _child() -> dict[str, object]:
     """This module's ``main`` in a child process (a hanging or crashing driver costs only the answer)."""
     try:
-        done = subprocess.run([sys.executable, "-m", "superfluid.runtime.hostfacts.gpufacts", *args],
-                              capture_output=True, text=True, timeout=timeout, check=False,
+        done = subprocess.run([sys.executable, "-m", "superfluid.runtime.hostfacts.gpufacts"],
+                              capture_output=True, text=True, timeout=_PROBE_TIMEOUT, check=False,
                               stdin=subprocess.DEVNULL)
         doc = loads(done.stdout, max_bytes=65536) if done.returncode == 0 else {}
     except (OSError, subprocess.SubprocessError, ValueError):
@@ -232,10 +234,10 @@ def _nvidia_smi() -> tuple[tuple[str, ...], str | None]:
     return parse_nvidia_smi(done.stdout) if done.returncode == 0 else ((), None)
 
 
-def probe_cuda(cudart: str | None) -> tuple[tuple[str, ...], tuple[str, ...], str | None]:
-    """``(capabilities, names, cudart_version)`` of this machine: through ``libcuda`` (in a child
-    process), else ``nvidia-smi``; the runtime at ``cudart`` asked its version the same way."""
-    doc = _child(["--libcuda", *(["--cudart", cudart] if cudart else [])], _PROBE_TIMEOUT)
+def probe_cuda() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(capabilities, names)`` of this machine's NVIDIA GPUs: through ``libcuda`` (in a child
+    process), else ``nvidia-smi`` (no names)."""
+    doc = _child()
     listed, named = doc.get("capabilities"), doc.get("names")
     caps = tuple(c for c in listed if isinstance(c, str) and _CAPABILITY.fullmatch(c)) \
         if isinstance(listed, list) else ()
@@ -243,29 +245,25 @@ def probe_cuda(cudart: str | None) -> tuple[tuple[str, ...], tuple[str, ...], st
     if not caps:
         caps, _ = _nvidia_smi()
         names = ()
-    return caps, names if len(names) == len(caps) else (), _version(doc)
+    return caps, names if len(names) == len(caps) else ()
 
 
 def ask_cudart(cudart: str) -> str | None:
     """``major.minor`` the CUDA runtime at ``cudart`` (this machine's own) reports, asked in a child
-    process (``cudaRuntimeGetVersion`` needs no driver; a runtime that hangs or crashes costs only
-    the answer); None when it does not say."""
-    return _version(_child(["--cudart", cudart], _CUDART_TIMEOUT))
-
-
-def _version(doc: Mapping[str, object]) -> str | None:
-    rt = doc.get("cudart")
-    return rt if isinstance(rt, str) and version_key(rt) is not None else None
+    process (``_ASK_CUDART``: a runtime that hangs or crashes costs only the answer); None when it
+    does not say."""
+    try:
+        done = subprocess.run([sys.executable, "-I", "-S", "-c", _ASK_CUDART, cudart], capture_output=True,
+                              text=True, timeout=_CUDART_TIMEOUT, check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    said = done.stdout.strip()
+    return said if done.returncode == 0 and version_key(said) is not None else None
 
 
 def main(argv: Sequence[str]) -> int:
-    """``python -m superfluid.runtime.hostfacts.gpufacts [--libcuda] [--cudart PATH]``: what the
-    driver's ``libcuda`` says, and what the CUDA runtime at PATH reports, as JSON."""
-    args = list(argv)
-    doc = dict(probe_libcuda()) if "--libcuda" in args else {}
-    if "--cudart" in args and args.index("--cudart") + 1 < len(args):
-        doc["cudart"] = probe_cudart(args[args.index("--cudart") + 1])
-    sys.stdout.write(json.dumps(doc) + "\n")
+    """``python -m superfluid.runtime.hostfacts.gpufacts``: the libcuda probe as JSON."""
+    sys.stdout.write(json.dumps(probe_libcuda()) + "\n")
     return 0
 
 

@@ -290,9 +290,8 @@ def _gpu(facts: Mapping[str, Any], root: str, linux: bool, native: bool, driver:
     names: tuple[str, ...] = ()
     mine = linux and root == "/" and native
     if mine and CUDA_CAPABILITY not in facts and NVIDIA_DRIVER not in facts and driver is not None:
-        caps, names, asked = probe_cuda(cudart.path if cudart.path and version is None else None)
-        version = version or asked
-    elif mine and cudart.path and version is None:
+        caps, names = probe_cuda()
+    if mine and cudart.path and version is None:
         version = ask_cudart(cudart.path)
     return _Gpu(
         capabilities=caps,

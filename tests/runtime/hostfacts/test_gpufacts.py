@@ -77,10 +77,10 @@ def test_every_gpu_fact_is_overridden() -> None:
 
 
 def test_the_libcuda_probe_degrades_to_nothing_where_there_is_no_driver() -> None:
-    done = subprocess.run([sys.executable, "-m", "superfluid.runtime.hostfacts.gpufacts", "--libcuda"],
+    done = subprocess.run([sys.executable, "-m", "superfluid.runtime.hostfacts.gpufacts"],
                           capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() in ("{}",) or '"capabilities"' in done.stdout
-    assert gpufacts.probe_cudart("/nonexistent/libcudart.so.12") is None
+    assert gpufacts.ask_cudart("/nonexistent/libcudart.so.12") is None
 
 
 def test_a_library_without_the_symbols_is_not_called(tmp_path: Path) -> None:
@@ -88,7 +88,7 @@ def test_a_library_without_the_symbols_is_not_called(tmp_path: Path) -> None:
     libc = detect({}).found("libc.so.6")
     if libc is None:
         pytest.skip("no libc.so.6 found on this machine")
-    assert gpufacts.probe_cudart(libc) is None
+    assert gpufacts.ask_cudart(libc) is None
 
 
 def _asked(*args: object) -> None:

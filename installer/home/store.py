@@ -5,12 +5,9 @@ See docs/install.md, "Managing installs".
 
 from __future__ import annotations
 
-import ctypes
-import errno
 import os
 import re
 import secrets
-import sys
 import time
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
@@ -18,6 +15,7 @@ from pathlib import Path
 
 from superfluid.installer.errors import StoreError
 from superfluid.installer.files import remove_tree, writer_alive
+from superfluid.installer.home.exchange import exchange as _exchange  # a name the tests replace
 from superfluid.installer.home.hints import install_it, list_them
 from superfluid.installer.home.installs import (
     check_install_name,
@@ -146,27 +144,6 @@ def make_staging(root: str | os.PathLike[str], install: str) -> Path:
 
 
 # --- publishing ------------------------------------------------------------------------------------
-
-def _exchange(a: str, b: str) -> bool:
-    """Swap two paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
-    if not sys.platform.startswith("linux"):
-        return False
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        renameat2 = libc.renameat2
-    except (OSError, AttributeError):
-        return False
-    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    renameat2.restype = ctypes.c_int
-    at_fdcwd, rename_exchange = -100, 2
-    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
-        return True
-    err = ctypes.get_errno()
-    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
-        return False
-    raise OSError(err, os.strerror(err), a, None, b)
-
 
 def _fsync_dir(path: str | os.PathLike[str]) -> None:
     try:

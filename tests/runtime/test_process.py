@@ -88,7 +88,21 @@ def test_worker_result_reason(stderr: str, code: int, reason: str) -> None:
 
 
 def test_a_workers_environment_names_this_python_unless_the_caller_does() -> None:
-    from superfluid.runtime.process import PYTHON_VARIABLE, worker_env
+    from superfluid.runtime.process import ARENAS, ARENAS_VARIABLE, PYTHON_VARIABLE, worker_env
 
-    assert worker_env({"PATH": "/bin", "GH_TOKEN": "x"}) == {"PATH": "/bin", PYTHON_VARIABLE: sys.executable}
+    assert worker_env({"PATH": "/bin", "GH_TOKEN": "x"}) == {"PATH": "/bin", PYTHON_VARIABLE: sys.executable,
+                                                             ARENAS_VARIABLE: ARENAS}
     assert worker_env({PYTHON_VARIABLE: "/opt/py"})[PYTHON_VARIABLE] == "/opt/py"
+
+
+@pytest.mark.parametrize(("given", "gets"), [
+    pytest.param({}, "2", id="unset"),
+    pytest.param({"MALLOC_ARENA_MAX": "8"}, "8", id="the-callers-kept"),
+    pytest.param({"MALLOC_ARENA_MAX": ""}, "2", id="empty-is-unset"),
+])
+def test_a_worker_holds_two_malloc_arenas_unless_the_caller_says(given: dict[str, str], gets: str) -> None:
+    """Issue 45: glibc gives every thread that allocates an arena of its own, and keeps what it frees
+    there; a server's worker grew from 193 to 348 MiB over 32 concurrent requests, 238 MiB with two."""
+    got, _ = run_json([sys.executable, "-c", "import json, os; print(json.dumps(dict(os.environ)))"],
+                      env=worker_env({"PATH": "/usr/bin:/bin", **given}))
+    assert got["MALLOC_ARENA_MAX"] == gets

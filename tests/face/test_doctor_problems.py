@@ -29,6 +29,7 @@ from tests.end_to_end.test_cudart_retry import CUDART, _tar_gz, gpu_module  # no
 from tests.end_to_end.test_cudart_retry import MAIN as CUDA_MAIN
 from tests.faults.conftest import Home, installed_home, mirror_dir, template  # noqa: F401 - the fixtures
 from tests.release_server import ReleaseServer
+from tests.runtime.fake_roots import lay_out
 
 LIB = "libbaseRT.dylib" if sys.platform == "darwin" else "libbaseRT.so"
 
@@ -102,6 +103,31 @@ def test_the_paths_say_what_set_them(tmp_path: Path) -> None:
     assert f"  lock            {tmp_path / 'fleet.lock'} (not there; set by SUPERFLUID_LOCK)" in lines
     assert any(line.startswith(f"  home            {tmp_path / '.superfluid'} (") and line.endswith("; the default)")
                for line in lines)
+
+
+def test_the_facts_say_the_distribution_kernel_level_and_what_was_not_read(tmp_path: Path) -> None:
+    """A root laid out as Debian with an os-release, a kernel release, and a FIFO for proc/cpuinfo:
+    the text says each fact its JSON holds, and names the file not read (the fact "not known")."""
+    root = lay_out(tmp_path / "debian", "debian")
+    (root / "etc").mkdir(exist_ok=True)
+    (root / "etc" / "os-release").write_text('ID=debian\nVERSION_ID="12"\nPRETTY_NAME="Debian GNU/Linux 12"\n')
+    (root / "proc" / "cpuinfo").write_text("processor\t: 0\nflags\t\t: fpu cx16 lahf_lm popcnt pni sse4_1 sse4_2 ssse3 "
+                                           "avx avx2 bmi1 bmi2 f16c fma abm movbe xsave osxsave\n\n")
+    (root / "proc" / "sys" / "kernel").mkdir(parents=True)
+    (root / "proc" / "sys" / "kernel" / "osrelease").write_text("6.1.0-test\n")
+    env = cli.environment(tmp_path / "home", SUPERFLUID_HOST_ROOT=str(root), SUPERFLUID_HOST_OS="linux",
+                          SUPERFLUID_HOST_ARCH="x64")
+    doc, text = _doctor(env, 0)
+    lines = text.stdout.splitlines()
+    assert doc["host"]["x86_64_level"] == "v3" and "  CPU features    avx avx2 f16c fma (x86-64-v3)" in lines
+    assert "  distribution    Debian GNU/Linux 12" in lines and "  kernel          6.1.0-test" in lines
+    assert "  platform        linux-x64 (Linux x64) (set by SUPERFLUID_HOST_ARCH, SUPERFLUID_HOST_OS)" in lines
+    (root / "proc" / "cpuinfo").unlink()
+    os.mkfifo(root / "proc" / "cpuinfo")
+    doc, text = _doctor(env, 0)
+    [unread] = doc["host"]["unread"]
+    assert unread["path"] == "/proc/cpuinfo" and "  CPU features    not known" in text.stdout.splitlines()
+    assert f"  not known: /proc/cpuinfo is {unread['why']}" in text.stdout.splitlines()
 
 
 # --- installs and current ------------------------------------------------------------------------------

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -23,6 +22,7 @@ from sigstore.verify import Verifier
 from sigstore_models.common.v1 import HashAlgorithm
 from sigstore_models.trustroot import v1 as trustroot_v1
 
+from superfluid.installer.trust.identity import Identity, identity
 from superfluid.runtime.kernel.errors import BadFile, SuperfluidError
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads, read_bytes
 
@@ -68,7 +68,6 @@ _CLAIMS = {"1.3.6.1.4.1.57264.1.8": "issuer", "1.3.6.1.4.1.57264.1.9": "signer",
            "1.3.6.1.4.1.57264.1.12": "repository_uri", "1.3.6.1.4.1.57264.1.13": "commit",
            "1.3.6.1.4.1.57264.1.14": "ref", "1.3.6.1.4.1.57264.1.21": "run_url"}
 
-_REPOSITORY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
 _GITHUB = "https://github.com/"
 
 # sigstore-python's words at the start of its refusal -> the step that failed and what it means, in
@@ -121,24 +120,6 @@ class ProvenanceRefused(SuperfluidError):
 
 
 @dataclass(frozen=True, slots=True)
-class Identity:
-    """The workflow a bundle must have been signed by: a GitHub repository (``OWNER/NAME``), and, when
-    given, the workflow file in it (``.github/workflows/release.yml``) and the ref the run built
-    (``refs/tags/b6000``; ``*`` matches any text: ``refs/tags/*`` is any tag)."""
-
-    repository: str
-    workflow: str | None = None
-    ref: str | None = None
-
-    def __str__(self) -> str:
-        where = self.repository + (f" {self.workflow}" if self.workflow else "")
-        return where + (f" at {self.ref}" if self.ref else "")
-
-    def to_json(self) -> dict[str, Any]:
-        return {"repository": self.repository, "workflow": self.workflow, "ref": self.ref}
-
-
-@dataclass(frozen=True, slots=True)
 class Provenance:
     """What a verified bundle proved: the run that built the file and the log entry that recorded it."""
 
@@ -169,26 +150,6 @@ class Root:
 
     trusted: TrustedRoot
     where: str
-
-
-def identity(repository: str, workflow: str | None = None, ref: str | None = None) -> Identity:
-    """The ``Identity`` asked, checked for its shape: a bare workflow file name (``release.yml``) is one
-    under ``.github/workflows/``.
-
-    Raises:
-        ValueError: a repository that is not ``OWNER/NAME``, a workflow that is absolute, holds ``@`` or
-            ``..``, or an empty ref; the message says which.
-    """
-    if not _REPOSITORY.match(repository):
-        raise ValueError(f"repository {repository!r} is not OWNER/NAME")
-    if workflow is not None:
-        if not workflow or workflow.startswith("/") or "@" in workflow or ".." in workflow.split("/"):
-            raise ValueError(f"workflow {workflow!r} is not a path in the repository (.github/workflows/FILE)")
-        if "/" not in workflow:
-            workflow = f".github/workflows/{workflow}"
-    if ref is not None and not ref.strip():
-        raise ValueError("ref is empty (give refs/tags/NAME, refs/heads/NAME or a pattern: refs/tags/*)")
-    return Identity(repository, workflow, ref)
 
 
 def load_root(path: str | None = None) -> Root:

@@ -78,7 +78,9 @@ class Ready:
 
     runtime_id: str
     worker: str
-    report: dict[str, Any]
+    #: its check's report, or None when serve did not need it before its worker started (the worker's
+    #: own start judges the library; the check is asked only to say why it failed)
+    report: dict[str, Any] | None
     values: dict[str, Any]
     install: str | None  # the install directory named by --runtime ID@INSTALL
 

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import FrameType
 from typing import Any
 
@@ -18,7 +18,7 @@ from superfluid.runtime.kernel.layout import home, install_dir, runtime_dir
 from superfluid.runtime.process import worker_env
 from superfluid.serve_line import Ready, ServeCommand, runtime_argv
 
-__all__ = ["serve_child", "worker_line", "startup_line", "worker_reason"]
+__all__ = ["Check", "serve_child", "worker_line", "startup_line", "worker_reason"]
 
 #: signals forwarded to the worker (each stops it cleanly)
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -55,8 +55,19 @@ def worker_reason(stderr_lines: list[str], runtime_id: str) -> str:
     return last
 
 
-def _where(ready: Ready, library: str | None, environ: Mapping[str, str]) -> str:
-    """``installed: <install dir>`` or ``library: <path>, named by <flag or variable>``."""
+#: the runtime's check as the supervisor asks it (``commands.serve.check_of``): its report; raises
+#: ``NotServable`` when it refuses. The worker may start before the check was asked: it is asked then
+#: only to say why the worker did not start, or who named the library the worker announces.
+Check = Callable[[], Mapping[str, Any]]
+
+
+def _where(ready: Ready, library: str | None, environ: Mapping[str, str], check: Check) -> str:
+    """``installed: <install dir>`` or ``library: <path>, named by <flag or variable>`` (the flag
+    the line gave, else who the check says named it).
+
+    Raises:
+        NotServable: the check, asked, refuses.
+    """
     if not library:
         return f"worker: {ready.worker}"
     root = os.path.realpath(runtime_dir(home(environ), ready.runtime_id))
@@ -64,14 +75,16 @@ def _where(ready: Ready, library: str | None, environ: Mapping[str, str]) -> str
     if real.startswith(root + os.sep):
         install = real[len(root) + 1:].split(os.sep, 1)[0]
         return f"installed: {install_dir(home(environ), ready.runtime_id, install)}"
-    named = ready.report.get("named")
-    if "lib" in ready.values:
-        named = f"--{ready.runtime_id}-lib"
+    named = f"--{ready.runtime_id}-lib" if "lib" in ready.values else check().get("named")
     return f"library: {library}" + (f", named by {named}" if named else "")
 
 
-def startup_line(ready: Ready, announced: Mapping[str, Any], environ: Mapping[str, str]) -> str:
-    """``superfluid: llamacpp b11312 (v1) serves tiny.gguf on http://127.0.0.1:8080 (installed: ...)``."""
+def startup_line(ready: Ready, announced: Mapping[str, Any], environ: Mapping[str, str], check: Check) -> str:
+    """``superfluid: llamacpp b11312 (v1) serves tiny.gguf on http://127.0.0.1:8080 (installed: ...)``.
+
+    Raises:
+        NotServable: the check, asked for who named the library, refuses.
+    """
     version = str(announced.get("runtime") or "").removeprefix("llama.cpp ")
     if "layout" in announced:
         detail = f" ({announced['layout']})"
@@ -80,7 +93,7 @@ def startup_line(ready: Ready, announced: Mapping[str, Any], environ: Mapping[st
     else:
         detail = ""
     model = os.path.basename(str(announced.get("path") or ""))
-    where = _where(ready, announced.get("library"), environ)
+    where = _where(ready, announced.get("library"), environ, check)
     return (f"superfluid: {ready.runtime_id} {version}{detail} serves {model} on {announced.get('listening')} "
             f"({where})")
 
@@ -142,10 +155,12 @@ class _Child:
             signal.signal(s, handler)
 
 
-def _ended(child: _Child, code: int, runtime_id: str, ready: bool) -> int:
-    """The exit code of this process after the worker ended with ``code``.
+def _ended(child: _Child, code: int, runtime_id: str, check: Check, *, ready: bool) -> int:
+    """The exit code of this process after the worker ended with ``code`` (``ready``: after its ready
+    line); ``check`` is asked when it failed before.
 
     Raises:
+        NotServable: it failed before it was ready, and the check says the runtime cannot run here.
         ModelLoadFailed: it exited 3 before it was ready.
         SuperfluidError: it failed otherwise.
     """
@@ -153,6 +168,8 @@ def _ended(child: _Child, code: int, runtime_id: str, ready: bool) -> int:
         return 0  # stopped as asked
     if ready and code == 0:
         return 0
+    if not ready:
+        check()  # a runtime that cannot run here is refused as the check says it (exit 4), before its model
     reason = worker_reason(child.lines, runtime_id)
     if not ready and code == 3:
         raise ModelLoadFailed(f"the model did not load: {reason or 'the worker gave no reason'}")
@@ -162,10 +179,12 @@ def _ended(child: _Child, code: int, runtime_id: str, ready: bool) -> int:
     raise SuperfluidError(f"the {runtime_id} worker {what} (exit {code}): {reason or 'it gave no reason'}")
 
 
-def serve_child(ready: Ready, line: ServeCommand, environ: Mapping[str, str]) -> int:
-    """Run the worker until it stops; 0 for a clean stop.
+def serve_child(ready: Ready, line: ServeCommand, environ: Mapping[str, str], check: Check) -> int:
+    """Run the worker until it stops; 0 for a clean stop. ``check``: the runtime's check, asked when
+    the worker fails before it is ready and when the startup line must say who named its library.
 
     Raises:
+        NotServable: the worker failed before it was ready, and the check says why (exit 4).
         ModelLoadFailed: the worker could not load the model (exit 3).
         SuperfluidError: it could not start, or failed (exit 1).
     """
@@ -173,13 +192,14 @@ def serve_child(ready: Ready, line: ServeCommand, environ: Mapping[str, str]) ->
     try:
         announced = child.ready_line()
         if announced is None:
-            return _ended(child, child.wait(), ready.runtime_id, False)
+            return _ended(child, child.wait(), ready.runtime_id, check, ready=False)
+        said = startup_line(ready, announced, environ, check)
         with child.lock:
             sys.stderr.writelines(child.lines)  # what it said while loading (warnings), now that it serves
             child.passing = True
-        sys.stdout.write(startup_line(ready, announced, environ) + "\n")
+        sys.stdout.write(said + "\n")
         sys.stdout.flush()
-        return _ended(child, child.wait(), ready.runtime_id, True)
+        return _ended(child, child.wait(), ready.runtime_id, check, ready=True)
     finally:
         if child.proc.poll() is None:
             child.proc.kill()  # an exception on our side: never leave the worker behind

@@ -8,8 +8,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
+from functools import partial
+from typing import Any
 
 from superfluid import catalog
 from superfluid.installer.home.hints import list_them
@@ -37,7 +39,7 @@ from superfluid.runtime.probe import install_cpu_fallback
 from superfluid.serve_line import FLAGS, Ready, ServeCommand, ServeFlags, parse_line, runtime_argv, shown_options
 from superfluid.supervise import serve_child
 
-__all__ = ["HELP", "arguments", "run", "flags_of", "choose_runtime", "readiness", "SESSIONS_LOCK"]
+__all__ = ["HELP", "arguments", "run", "flags_of", "choose_runtime", "readiness", "check_of", "SESSIONS_LOCK"]
 
 HELP = Help(
     "serve a model over an OpenAI-compatible HTTP API",
@@ -161,8 +163,11 @@ def _refuse(runtime_id: str, verdict: Verdict | None, *, untested: bool) -> None
 
 
 def readiness(runtime_id: str, line: ServeCommand, environ: Mapping[str, str]) -> Ready:
-    """Whether ``runtime_id`` can serve here: the check the face runs for ``superfluid runtimes``, and
-    the verdict of the install it serves from (``installs.judge``: not changed or broken).
+    """Whether ``runtime_id`` can serve here: its worker, the verdict of the install it serves from
+    (``installs.judge``: not changed or broken) and, where its answer decides something before the
+    worker starts (``_check_first``), the check the face runs for ``superfluid runtimes``. Otherwise
+    the report is None: the worker starts at once, its own start loads and judges the library as the
+    check would, and the check is asked only to say why it failed (``check_of``).
 
     Raises:
         NotServable: not installed, or unable to run here (the check's reason and fix); the install
@@ -172,16 +177,54 @@ def readiness(runtime_id: str, line: ServeCommand, environ: Mapping[str, str]) -
     home_lib = "lib" not in line.options.get(runtime_id, {})  # a library the line names is not the home's
     verdict = _judged(runtime_id, line.install, environ) if home_lib else None
     try:
-        ready = _readiness(runtime_id, line, environ)
+        worker, values, install = _worker(runtime_id, line, environ)
+        first = _check_first(runtime_id, verdict, _served_install(runtime_id, install, values, environ))
+        report = _asked(runtime_id, values, environ) if first else None
     except NotServable:
         _refuse(runtime_id, verdict, untested=bool(line.install or not environ.get(registry.env_override(runtime_id))))
         raise
-    if line.install or not ready.report.get("named"):  # nor one its variable names
+    if report is None or line.install or not report.get("named"):  # nor one its variable names
         _refuse(runtime_id, verdict, untested=False)
-    return ready
+    return Ready(runtime_id, worker, report, values, install)
 
 
-def _readiness(runtime_id: str, line: ServeCommand, environ: Mapping[str, str]) -> Ready:
+#: a check's report that lists no device: the builds ``probe.cpu_fallback`` says serve on the CPU with it are
+#: the GPU builds, whose check must be asked to know
+_NO_DEVICE: Mapping[str, Any] = {"devices": []}
+
+
+def _check_first(runtime_id: str, verdict: Verdict | None, served: str | None) -> bool:
+    """Whether the check is asked before the worker starts: a linked adapter's (answered in process,
+    as cheap as deciding); one whose install's verdict is not ready (changed or broken: refused unless
+    the runtime's variable names the library; untested: refused when its check fails; for another
+    host); a GPU build's (``served``: only its check's devices say whether it serves on the CPU, and
+    that is said before it serves). Otherwise the worker's own start answers what the check would,
+    without a process of its own before it (issue 45: a check worker and the validation of its
+    answer were 130 ms of a 425 ms cold start)."""
+    if registry.get(runtime_id).linked or (verdict is not None and not verdict.ready):
+        return True
+    return served is not None and install_cpu_fallback(served, _NO_DEVICE) is not None
+
+
+def _served_install(runtime_id: str, install: str | None, values: Mapping[str, Any],
+                    environ: Mapping[str, str]) -> str | None:
+    """The install directory served from, as far as the line tells: ``--runtime ID@INSTALL``'s, else
+    the one ``current`` names unless the line names a library; None for neither. (A library the
+    runtime's variable names is not the install's either: only its check says so.)"""
+    if install is not None or "lib" in values:
+        return install
+    name = current_install(runtime_dir(home(environ), runtime_id))
+    return None if name is None else install_dir(home(environ), runtime_id, name)
+
+
+def _worker(runtime_id: str, line: ServeCommand, environ: Mapping[str, str]) -> tuple[str, dict[str, Any], str | None]:
+    """The worker that serves, the runtime's option values it gets (an install's library as its
+    ``lib``) and ``--runtime ID@INSTALL``'s directory.
+
+    Raises:
+        NotServable: no worker, the install is not there, or nothing to load (decided in process, from
+            the lookups the check would make: no worker starts).
+    """
     adapter = registry.get(runtime_id)
     values = dict(line.options.get(runtime_id, {}))
     install = _install_dir(runtime_id, line.install, environ) if line.install else None
@@ -200,6 +243,16 @@ def _readiness(runtime_id: str, line: ServeCommand, environ: Mapping[str, str]) 
         if nothing is not None:
             # its check's own words and fixes, and no worker started
             raise NotServable(nothing.message, fix=nothing.fixes, advice=nothing.advice)
+    return ref.path, values, install
+
+
+def _asked(runtime_id: str, values: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+    """The runtime's check with the line's options (``catalog.answer``: a kept answer, else its worker
+    or the adapter in process), as ``superfluid runtimes`` asks it.
+
+    Raises:
+        NotServable: it is not ``available`` (its words, advice and fixes), or its worker failed.
+    """
     try:
         report, _, _ = catalog.answer(runtime_id, ["check", *runtime_argv(runtime_id, values)], environ)
     except WorkerFailed as e:
@@ -211,21 +264,28 @@ def _readiness(runtime_id: str, line: ServeCommand, environ: Mapping[str, str]) 
         advice = said[len(refused) + 2:] if isinstance(refused, str) and said.startswith(f"{refused}: ") else None
         raise NotServable(refused if isinstance(refused, str) and advice else said, fix=report_fixes(report),
                           advice=advice)
-    return Ready(runtime_id, ref.path, report, values, install)
+    return dict(report)
+
+
+def check_of(ready: Ready, environ: Mapping[str, str]) -> Callable[[], Mapping[str, Any]]:
+    """The check's report as the supervisor asks it (``serve_child``): the one ``readiness`` asked, else
+    asked now (why the worker failed to start; who named the library it announced).
+
+    The function raises ``NotServable`` when the check refuses (its words and fixes)."""
+    if ready.report is not None:
+        return partial(dict, ready.report)
+    return partial(_asked, ready.runtime_id, ready.values, environ)
 
 
 def _cpu_fallback(ready: Ready, environ: Mapping[str, str]) -> str | None:
     """Why the install served from, a GPU build by its receipt, serves on the CPU (its check finds no
     device of its family: ``probe.cpu_fallback``), or None; a library the line or the runtime's
-    variable names is no install's, and is not judged."""
-    path = ready.install
-    if path is None:
-        name = None if ready.report.get("named") or "lib" in ready.values else \
-            current_install(runtime_dir(home(environ), ready.runtime_id))
-        if name is None:
-            return None
-        path = install_dir(home(environ), ready.runtime_id, name)
-    return install_cpu_fallback(path, ready.report)
+    variable names is no install's, and is not judged. No report: no GPU build is served
+    (``_check_first``)."""
+    if ready.report is None or (ready.install is None and ready.report.get("named")):
+        return None
+    path = _served_install(ready.runtime_id, ready.install, ready.values, environ)
+    return None if path is None else install_cpu_fallback(path, ready.report)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -244,7 +304,7 @@ def run(args: argparse.Namespace) -> int:
         ready = readiness(runtime_id, line, env)
         if (cpu := _cpu_fallback(ready, env)) is not None:  # a GPU build serving on the CPU is said, never silent
             sys.stderr.write(f"superfluid serve: {cpu}\n")
-        return serve_child(ready, line, env)
+        return serve_child(ready, line, env, check_of(ready, env))
 
 
 @contextmanager

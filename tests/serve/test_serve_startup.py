@@ -7,11 +7,13 @@
   one, shows what was started and in which order.
 - The model is opened by the worker alone: no other process of the tree maps it or holds it open.
 - The worker holds two malloc arenas (``MALLOC_ARENA_MAX=2``) unless the caller sets its own bound.
+- With no check answer to validate, a fresh home's ``superfluid serve`` imports no schema library.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -135,3 +137,21 @@ def test_no_process_but_the_worker_maps_or_opens_the_model(libllama_v2: Path, gg
         assert code == 0, err
     finally:
         s.close()
+
+
+def test_a_fresh_home_serves_without_importing_the_schema_library(libllama_v2: Path, gguf_models: dict[str, Path],
+                                                                  tmp_path: Path) -> None:
+    """The check's answer was validated against its schema (jsonschema: about 60 ms) before the worker
+    started, on every start in a home that had not kept it."""
+    s = SuperfluidServe([cli.script("python"), "-X", "importtime", cli.script("superfluid"), "serve", "--port", "0",
+                         "--model", str(gguf_models["always-the.gguf"]), "--llamacpp-lib", str(libllama_v2)],
+                        cli.environment(tmp_path / "home"))
+    try:
+        assert s.complete(prompt="x", max_tokens=1)["choices"][0]["text"] == " the"
+        code, _, err = s.stop()
+    finally:
+        s.close()
+    assert code == 0, err[-2000:]
+    imported = set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)\s*$", err, re.MULTILINE))
+    assert "superfluid.supervise" in imported, "no import report: -X importtime did not run"
+    assert sorted(m for m in imported if m.split(".")[0] == "jsonschema") == []

@@ -269,7 +269,7 @@ BUILDS = {
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def nvcc_built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The libraries of ``BUILDS``, built with this machine's nvcc."""
     nvcc = shutil.which("nvcc")
     if nvcc is None:
@@ -290,9 +290,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.mark.parametrize("name", list(BUILDS))
-def test_an_nvcc_library_is_read_as_cuobjdump_reads_it(built: dict[str, Path], cuobjdump: Path, name: str) -> None:
-    _agrees_with_cuobjdump(cuobjdump, built[name])
-    assert kernels_of_file(built[name]) == BUILDS[name][1]
+def test_an_nvcc_library_is_read_as_cuobjdump_reads_it(nvcc_built: dict[str, Path], cuobjdump: Path, name: str) -> None:
+    _agrees_with_cuobjdump(cuobjdump, nvcc_built[name])
+    assert kernels_of_file(nvcc_built[name]) == BUILDS[name][1]
 
 
 # (library, the GPU's compute capability, refused?) by NVIDIA's rules: a -> that GPU alone, f -> its major
@@ -313,10 +313,10 @@ REFUSALS = [
 @pytest.mark.parametrize(("name", "capability", "refused"), REFUSALS,
                          ids=[f"{n}-on-{c}" for n, c, _ in REFUSALS])
 def test_what_an_nvcc_library_carries_is_refused_where_nvidia_s_rules_refuse_it(
-        built: dict[str, Path], name: str, capability: str, refused: bool) -> None:
-    why = cuda_refusal(_gpu(capability), (13, 0), kernels_of_file(built[name]))
+        nvcc_built: dict[str, Path], name: str, capability: str, refused: bool) -> None:
+    why = cuda_refusal(_gpu(capability), (13, 0), kernels_of_file(nvcc_built[name]))
     assert (why is not None) is refused, why
     if refused:
         assert f"is sm_{capability.replace('.', '')}" in (why or "")
-    older = cuda_refusal(replace(_gpu(capability), nvidia_driver="575.51"), (13, 0), kernels_of_file(built[name]))
+    older = cuda_refusal(replace(_gpu(capability), nvidia_driver="575.51"), (13, 0), kernels_of_file(nvcc_built[name]))
     assert older is not None and "driver 580" in older  # CUDA 13 needs driver 580 whatever the GPU

@@ -1,20 +1,44 @@
-"""Serving speed: tokens per second of ``/v1/completions`` against the decode loop called directly.
+"""Serving speed against the engine's own server: ``superfluid serve`` over llama.cpp's ``llama-server``.
 
-The deterministic tiny GGUF (``always-the.gguf``: greedy text never ends, so every run decodes
-exactly ``--tokens`` tokens) is served by ``superfluid serve`` with a real libllama (``--layout``,
-built into the native cache when missing) on a loopback port. Measured in one run, interleaved so
-that machine noise hits all alike, the median of each:
+Both serve the same GGUF with the same libllama: ``llama-server`` is built from the sdist tree the
+``v2`` libllama is built from (``tests/native/build_llama_server.py``, once, cached beside the
+libllama builds) and loads that very ``libllama.so.0`` (its RUNPATH; checked with ``ldd`` here);
+``superfluid serve`` is given the same directory with ``--llamacpp-lib``. Same context per sequence
+(``--ctx``), same threads (``--threads``, for generation and prompt). ``llama-server`` runs twice, with
+``-np 1`` and with ``-np P`` (``--parallel``, default 4: its batching); ``superfluid serve`` gets
+``--llamacpp-parallel P`` when its ``--help`` lists that option, else runs as it is.
 
-- **direct**: in this process, through ``ctypes``, the same work a completion does: tokenize the
-  prompt, a fresh context, decode the prompt, then the greedy loop (``Context.generate``);
-- **served**: one ``POST /v1/completions`` (``temperature: 0``), from request to the whole answer;
-- **streamed**: the same with ``stream: true``, from request to ``data: [DONE]``.
+Each round starts each server afresh (the order alternates between rounds, so that machine noise
+hits all alike) and measures, greedy (``temperature: 0``), ``--tokens`` tokens per completion (the
+benchmark models' text never ends, so every answer has exactly that many; ``usage`` is checked):
 
-Prints tokens per second of each, the serving overhead as a ratio (direct / served; the target is
-at most 1.5x) and streamed against non-streamed.
+- **cold start**: from process start to the first answered completion (one token);
+- **single stream**: tokens/s of one ``/v1/completions`` after a warm-up one (the median of three);
+- **time to first token**: a streamed completion, from the request to the first chunk with text
+  (the median of three);
+- **4 and 16 concurrent streams**: that many completions sent at once (threads, distinct prompts):
+  aggregate tokens/s (all tokens over the wall time of the burst) and p50/p99 request latency;
+- **peak RSS of the process tree**: the server and every descendant, VmRSS summed, sampled from
+  ``/proc`` every 20 ms over the server's whole life (shared pages of a file two processes map count
+  twice, as the target means them to); the kernel's exact peak of the largest single process
+  (``wait4``'s ``ru_maxrss``) is reported beside it;
+- **greedy outputs**: every text a prompt got (either server, streamed or not, alone or concurrent)
+  must be the same.
 
-Usage: ``python benchmarks/bench_serve.py [--runs N] [--tokens N] [--layout v1|v2] [--json]``; exit 1
-when the serving overhead is over target.
+On a busy machine (a load average above its CPUs) the engines' threads wait for one another: with
+more than one thread each the figures measure that contention (a tenth of the speed, and runs ten
+times as long); ``--threads 1`` still compares the servers, and the run says so.
+
+Prints the medians over ``--runs`` rounds, superfluid over llama-server as ratios for both columns, and
+each target of issue 45 judged against the ``-np P`` column; ``--json`` prints the same for machines.
+Exit 1 when a target fails. The machine's load average is printed: other work skews the figures.
+
+Models (``--model``): ``big`` (default; random weights, 12 layers, dim 768, f16), ``vocab128k`` (the
+same with Llama 3's 128,256-token vocabulary: any per-token cost over the vocabulary shows), ``small``
+(the tests' ``always-the.gguf``: overhead-dominated), or a path to a GGUF whose greedy text does not end.
+
+Usage: ``python benchmarks/bench_serve.py [--model big|vocab128k|small|PATH] [--runs N] [--tokens N]
+[--parallel P] [--threads T] [--ctx N] [--quick] [--json]``. ``--quick`` is one round of 32 tokens.
 """
 
 from __future__ import annotations
@@ -24,138 +48,526 @@ import http.client
 import importlib.util
 import json
 import os
+import re
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
 BIN = Path(os.environ.get("SUPERFLUID_TEST_BIN", ROOT / ".venv" / "bin"))
-TARGET = 1.5
-PROMPT = "Once upon a time"
+
+#: distinct prompts of the tiny vocabulary's words; a burst of N streams sends N of them in turn
+PROMPTS = ("Once upon a time", "the cat sat on the mat", "hello world", "a dog is on a mat",
+           "the world and the cat", "hello, the dog sat.", "is the cat on the mat?", "a world, a dog and a cat")
+BURSTS = (4, 16)
+SAMPLES = 3  # single-stream and streamed completions per round (their median)
+RSS_EVERY = 0.02  # seconds between samples of the process tree's RSS
+START_TIMEOUT = 300.0  # seconds a server may take to answer its first completion
+REQUEST_TIMEOUT = 600.0  # seconds one request may take (16 queued behind one another on 2 cores)
+
+#: (metric, what it says, higher is better, the target's bound or None): judged against ``-np P``
+TARGETS = (
+    ("single_tps", "single stream, tokens/s", True, 0.95),
+    ("ttft_s", "time to first token", False, 1.5),
+    ("agg4_tps", "4 concurrent streams, aggregate tokens/s", True, 0.9),
+    ("p50_4_s", "4 concurrent streams, p50 latency", False, None),
+    ("agg16_tps", "16 concurrent streams, aggregate tokens/s", True, 0.9),
+    ("p50_16_s", "16 concurrent streams, p50 latency", False, None),
+    ("p99_16_s", "16 concurrent streams, p99 latency", False, None),
+    ("cold_s", "cold start to the first answer", False, 1.5),
+    ("rss_mib", "peak RSS of the process tree", False, 1.2),
+)
 
 
 def _script(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"_sf_native_{name}", ROOT / "tests" / "native" / f"{name}.py")
+    """``tests/native/<name>.py`` as a module, under the key the tests load it by."""
+    key = f"_sf_native_{name}"
+    if key in sys.modules:
+        return sys.modules[key]
+    spec = importlib.util.spec_from_file_location(key, ROOT / "tests" / "native" / f"{name}.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
+    sys.modules[key] = module
     spec.loader.exec_module(module)
     return module
 
 
-def _direct(lib: Any, model: Any, tokens: int) -> float:
-    from superfluid.runtime.llamacpp.drive import Context
-
-    start = time.perf_counter()
-    prompt = model.tokenize(PROMPT)
-    with Context.create(model, n_ctx=256) as ctx:
-        out = ctx.generate(prompt, tokens)
-    elapsed = time.perf_counter() - start
-    if len(out) != tokens:
-        raise SystemExit(f"bench: the direct loop made {len(out)} tokens, not {tokens}")
-    return elapsed
+# -- HTTP ---------------------------------------------------------------------------------------------
 
 
-def _served(port: int, tokens: int, stream: bool) -> float:
-    body = json.dumps({"prompt": PROMPT, "max_tokens": tokens, "temperature": 0, "stream": stream}).encode()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+@dataclass
+class Answer:
+    """One completion as the client saw it."""
+
+    text: str
+    tokens: int
+    start: float  # perf_counter at the request
+    end: float  # perf_counter when the whole answer was read
+    first: float | None = None  # perf_counter at the first chunk with text (streamed only)
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+
+class ServerError(Exception):
+    """A server refused or broke a request the benchmark needs."""
+
+
+def complete(port: int, prompt: str, tokens: int, *, stream: bool = False) -> Answer:
+    """One greedy ``POST /v1/completions``; the text, the completion tokens (``usage``) and the times.
+
+    Raises:
+        ServerError: the answer was not 200, or not a completion.
+        OSError: the connection failed (refused while a server starts).
+    """
+    body = {"prompt": prompt, "max_tokens": tokens, "temperature": 0, "stream": stream}
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT)
     try:
         start = time.perf_counter()
-        conn.request("POST", "/v1/completions", body=body, headers={"Content-Type": "application/json"})
+        conn.request("POST", "/v1/completions", body=json.dumps(body).encode(),
+                     headers={"Content-Type": "application/json"})
         resp = conn.getresponse()
-        raw = resp.read()
-        elapsed = time.perf_counter() - start
+        if resp.status != 200:
+            raise ServerError(f"HTTP {resp.status}: {resp.read()[:300]!r}")
+        if not stream:
+            doc = json.loads(resp.read())
+            return Answer(doc["choices"][0]["text"], int(doc["usage"]["completion_tokens"]), start,
+                          time.perf_counter())
+        return _read_stream(resp, start)
     finally:
         conn.close()
-    if resp.status != 200:
-        raise SystemExit(f"bench: the server answered {resp.status}: {raw[:300]!r}")
-    if stream:
-        made = raw.count(b'"text":" the"')
-        if not raw.rstrip().endswith(b"data: [DONE]"):
-            raise SystemExit("bench: the stream did not end with [DONE]")
+
+
+def _read_stream(resp: http.client.HTTPResponse, start: float) -> Answer:
+    parts: list[str] = []
+    first: float | None = None
+    chunks, usage = 0, None
+    while line := resp.readline():
+        line = line.strip()
+        if not line.startswith(b"data: "):
+            continue
+        if line == b"data: [DONE]":
+            break
+        doc = json.loads(line[6:])
+        if doc.get("usage"):
+            usage = int(doc["usage"]["completion_tokens"])
+        for choice in doc.get("choices") or ():
+            if choice.get("text"):
+                first = first or time.perf_counter()
+                chunks += 1
+                parts.append(choice["text"])
     else:
-        made = json.loads(raw)["usage"]["completion_tokens"]
-    if made != tokens:
-        raise SystemExit(f"bench: the server made {made} tokens, not {tokens}")
-    return elapsed
+        raise ServerError("the stream ended without data: [DONE]")
+    return Answer("".join(parts), usage if usage is not None else chunks, start, time.perf_counter(), first)
 
 
-def _start(lib_dir: Path, model: Path, home: str) -> tuple[subprocess.Popen[str], int]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SUPERFLUID_", "BASERT_"))}
-    env["SUPERFLUID_HOME"] = home
-    proc = subprocess.Popen([str(BIN / "superfluid"), "serve", "--model", str(model), "--llamacpp-lib", str(lib_dir),
-                             "--port", "0"], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if " serves " not in line:
-        proc.kill()
-        raise SystemExit(f"bench: superfluid serve did not start: {line}{proc.communicate()[1][-500:]}")
-    port = int(line.split(" on http://", 1)[1].split(" ", 1)[0].rsplit(":", 1)[1])
-    return proc, port
+def burst(port: int, n: int, tokens: int) -> list[Answer]:
+    """``n`` completions sent at once, each from its own thread, prompts in turn."""
+    answers: list[Answer | BaseException | None] = [None] * n
+    gate = threading.Barrier(n)
 
-
-def measure(runs: int, tokens: int, layout: str) -> dict[str, Any]:
-    """Seconds per run of each way, their tokens per second and the ratios."""
-    from superfluid.runtime.llamacpp.drive import load_model
-    from superfluid.runtime.llamacpp.loader import load
-
-    lib_dir = Path(_script("build_libllama").build(layout))
-    model_path = _script("make_gguf").write_standard()["always-the.gguf"]
-    lib = load(str(lib_dir / "libllama.so"))
-    samples: dict[str, list[float]] = {"direct": [], "served": [], "streamed": []}
-    with tempfile.TemporaryDirectory(prefix="sf-bench-serve-") as home, load_model(lib, str(model_path)) as model:
-        proc, port = _start(lib_dir, model_path, home)
+    def one(i: int) -> None:
+        gate.wait()
         try:
-            for _ in range(2):  # warm: the page cache, the server's first context
-                _direct(lib, model, tokens)
-                _served(port, tokens, False)
-                _served(port, tokens, True)
-            for _ in range(runs):
-                samples["direct"].append(_direct(lib, model, tokens))
-                samples["served"].append(_served(port, tokens, False))
-                samples["streamed"].append(_served(port, tokens, True))
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.communicate(timeout=30)
-    median = {k: statistics.median(v) for k, v in samples.items()}
-    tps = {k: tokens / v for k, v in median.items()}
-    return {"layout": layout, "tokens": tokens, "runs": runs, "median_s": median, "tokens_per_s": tps,
-            "overhead": median["served"] / median["direct"],
-            "streamed_overhead": median["streamed"] / median["direct"],
-            "streamed_vs_served": median["streamed"] / median["served"], "target": TARGET}
+            answers[i] = complete(port, PROMPTS[i % len(PROMPTS)], tokens)
+        except (OSError, ServerError) as e:
+            answers[i] = e
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for a in answers:
+        if not isinstance(a, Answer):
+            raise ServerError(f"a request of a burst of {n} failed: {a}")
+    return [a for a in answers if isinstance(a, Answer)]
+
+
+# -- the servers --------------------------------------------------------------------------------------
+
+
+def _tree(root: int) -> list[int]:
+    """``root`` and its descendants, from the parent ids in ``/proc/<pid>/stat``."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, ()))
+    return found
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+class TreeRss(threading.Thread):
+    """Samples the summed RSS of a process tree until stopped; ``peak`` is the largest sum seen."""
+
+    def __init__(self, root: int) -> None:
+        super().__init__(daemon=True)
+        self.root, self.peak, self._done = root, 0, threading.Event()
+
+    def run(self) -> None:
+        while not self._done.is_set():
+            self.peak = max(self.peak, sum(_rss(p) for p in _tree(self.root)))
+            self._done.wait(RSS_EVERY)
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join()
+
+
+@dataclass(frozen=True)
+class Server:
+    """How to start one server under test."""
+
+    name: str
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    port: int  # 0: read it from the startup line on stdout (superfluid picks a free one)
+
+
+@dataclass
+class Started:
+    """A running server: its port, its cold start and the sampler of its tree."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+    cold_s: float
+    rss: TreeRss
+    log: Path
+    max_rss_mib: float = field(default=0.0)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _tail(log: Path) -> str:
+    return "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+
+
+def _port_from(log: Path, proc: subprocess.Popen[bytes], deadline: float) -> int:
+    while time.monotonic() < deadline:
+        found = re.search(r"http://127\.0\.0\.1:(\d+)", log.read_text(errors="replace"))
+        if found:
+            return int(found.group(1))
+        if proc.poll() is not None:
+            break
+        time.sleep(0.002)
+    raise ServerError(f"the server printed no address:\n{_tail(log)}")
+
+
+@contextmanager
+def started(server: Server, workdir: Path) -> Iterator[Started]:
+    """Start ``server``, wait for its first answered completion (the cold start), stop it after."""
+    log = workdir / f"{server.name.replace(' ', '_')}.log"
+    with log.open("wb") as out:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(server.argv, env=server.env, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    rss = TreeRss(proc.pid)
+    rss.start()
+    run = Started(proc, server.port, 0.0, rss, log)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        run.port = server.port or _port_from(log, proc, deadline)
+        while True:
+            try:
+                complete(run.port, PROMPTS[0], 1)
+                break
+            except (OSError, ServerError) as e:  # refused while it binds, 503 while it loads
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise ServerError(f"{server.name} did not answer ({e}):\n{_tail(log)}") from e
+                time.sleep(0.002)
+        run.cold_s = time.perf_counter() - t0
+        yield run
+    finally:
+        rss.stop()
+        run.max_rss_mib = _stop(proc)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> float:
+    """SIGTERM ``proc`` (SIGKILL after 30 s), reap it, kill what its process group left; the largest
+    RSS of one process of its tree (``wait4``'s ``ru_maxrss``, covering the children it reaped), MiB."""
+    if proc.returncode is None:
+        proc.send_signal(signal.SIGTERM)
+    usage = None
+    deadline = time.monotonic() + 30
+    while usage is None:
+        try:
+            pid, status, got = os.wait4(proc.pid, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid:
+            proc.returncode, usage = os.waitstatus_to_exitcode(status), got
+        elif time.monotonic() > deadline:
+            proc.kill()
+            deadline = float("inf")
+        else:
+            time.sleep(0.01)
+    try:  # a worker the server left behind
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return usage.ru_maxrss / 1024 if usage else 0.0  # KiB on Linux
+
+
+# -- one round ----------------------------------------------------------------------------------------
+
+
+def _pct(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def one_round(server: Server, workdir: Path, tokens: int, texts: dict[int, dict[str, str]]) -> dict[str, float]:
+    """Every measure of one fresh ``server``; the texts each prompt got are added to ``texts``
+    (prompt index -> ``"<server> <mode>"`` -> text)."""
+
+    def keep(i: int, mode: str, a: Answer) -> None:
+        if a.tokens != tokens:
+            raise ServerError(f"{server.name} made {a.tokens} tokens, not {tokens} ({mode}); the model must not end")
+        texts.setdefault(i, {})[f"{server.name}, {mode}"] = a.text
+
+    with started(server, workdir) as run:
+        keep(0, "warm-up", complete(run.port, PROMPTS[0], tokens))
+        single = [complete(run.port, PROMPTS[0], tokens) for _ in range(SAMPLES)]
+        streamed = [complete(run.port, PROMPTS[0], tokens, stream=True) for _ in range(SAMPLES)]
+        for a, b in zip(single, streamed, strict=True):
+            keep(0, "single", a)
+            keep(0, "streamed", b)
+        out = {"cold_s": run.cold_s, "single_tps": tokens / statistics.median(a.seconds for a in single),
+               "ttft_s": statistics.median((a.first or a.end) - a.start for a in streamed)}
+        for n in BURSTS:
+            answers = burst(run.port, n, tokens)
+            for i, a in enumerate(answers):
+                keep(i % len(PROMPTS), f"{n} concurrent", a)
+            wall = max(a.end for a in answers) - min(a.start for a in answers)
+            latency = [a.seconds for a in answers]
+            out |= {f"agg{n}_tps": sum(a.tokens for a in answers) / wall,
+                    f"p50_{n}_s": _pct(latency, 0.5), f"p99_{n}_s": _pct(latency, 0.99)}
+    out |= {"rss_mib": run.rss.peak / (1 << 20), "max_process_rss_mib": run.max_rss_mib}
+    return out
+
+
+# -- the run ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What one run compares."""
+
+    model: Path
+    lib: Path  # the v2 libllama directory both servers load
+    server_dir: Path
+    tokens: int
+    ctx: int
+    threads: int
+    parallel: int
+
+
+def _superfluid_help(env: dict[str, str]) -> str:
+    done = subprocess.run([str(BIN / "superfluid"), "serve", "--help"], env=env, capture_output=True, text=True,
+                          timeout=120, check=False)
+    return done.stdout
+
+
+def servers(setup: Setup, home: str) -> tuple[list[Server], str]:
+    """The servers to compare, and how superfluid runs (with its parallel option or one at a time)."""
+    sf_env = {k: v for k, v in os.environ.items() if not k.startswith(("SUPERFLUID_", "BASERT_"))}
+    sf_env["SUPERFLUID_HOME"] = home
+    help_text = _superfluid_help(sf_env)
+    t = str(setup.threads)
+    sf = [str(BIN / "superfluid"), "serve", "--model", str(setup.model), "--llamacpp-lib", str(setup.lib),
+          "--port", "0", "--max-context", str(setup.ctx), "--llamacpp-threads", t, "--llamacpp-threads-batch", t]
+    if "--queue" in help_text:
+        sf += ["--queue", "64"]  # a burst of 16 never meets a full queue
+    if "--llamacpp-parallel" in help_text:
+        sf += ["--llamacpp-parallel", str(setup.parallel)]
+        how = f"--llamacpp-parallel {setup.parallel}"
+    else:
+        how = "one generation at a time (its --help lists no --llamacpp-parallel)"
+    ls_env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}  # its RUNPATH names the v2 build
+    out = [Server("superfluid", tuple(sf), sf_env, 0)]
+    for np_ in sorted({1, setup.parallel}):
+        port = _free_port()
+        out.append(Server(f"llama-server -np {np_}", (
+            str(setup.server_dir / "llama-server"), "-m", str(setup.model), "--host", "127.0.0.1", "--port", str(port),
+            "-c", str(setup.ctx * np_), "-np", str(np_), "-t", t, "-tb", t), ls_env, port))
+    return out, how
+
+
+def _ratio(sf: float, ls: float) -> float:
+    return sf / ls if ls else float("inf")
+
+
+def judge(medians: dict[str, dict[str, float]], parallel: int, identical: bool) -> tuple[dict[str, Any], list[Any]]:
+    """The ratios (superfluid over each llama-server) and each target, judged against ``-np parallel``."""
+    columns = [name for name in medians if name != "superfluid"]
+    ratios = {col: {m: _ratio(medians["superfluid"][m], medians[col][m]) for m, *_ in TARGETS} for col in columns}
+    against = ratios[f"llama-server -np {parallel}"]
+    targets: list[dict[str, Any]] = []
+    for metric, words, higher, bound in TARGETS:
+        if bound is not None:
+            ok = against[metric] >= bound if higher else against[metric] <= bound
+            targets.append({"metric": metric, "what": words, "ratio": against[metric],
+                            "target": f"{'>=' if higher else '<='} {bound:g}x", "ok": ok})
+    targets.append({"metric": "greedy", "what": "greedy outputs identical", "ratio": None, "target": "identical",
+                    "ok": identical})
+    return ratios, targets
+
+
+def _differences(texts: dict[int, dict[str, str]]) -> list[dict[str, Any]]:
+    """Per prompt whose texts differ: each distinct text (its start) and where it came from."""
+    out = []
+    for i, by in sorted(texts.items()):
+        distinct: dict[str, list[str]] = {}
+        for where, text in by.items():
+            distinct.setdefault(text, []).append(where)
+        if len(distinct) > 1:
+            out.append({"prompt": PROMPTS[i], "texts": [{"text": t[:80], "from": w} for t, w in distinct.items()]})
+    return out
+
+
+def measure(setup: Setup, runs: int) -> dict[str, Any]:
+    """Every server, ``runs`` rounds in alternating order; medians, ratios and targets."""
+    load_before = os.getloadavg()
+    texts: dict[int, dict[str, str]] = {}
+    with tempfile.TemporaryDirectory(prefix="sf-bench-serve-") as tmp:
+        home = Path(tmp) / "home"
+        home.mkdir()
+        configs, how = servers(setup, str(home))
+        rounds: dict[str, list[dict[str, float]]] = {c.name: [] for c in configs}
+        for r in range(runs):
+            for server in configs if r % 2 == 0 else configs[::-1]:
+                rounds[server.name].append(one_round(server, Path(tmp), setup.tokens, texts))
+    medians = {name: {m: statistics.median(rd[m] for rd in rs) for m in rs[0]} for name, rs in rounds.items()}
+    differences = _differences(texts)
+    ratios, targets = judge(medians, setup.parallel, not differences)
+    return {"model": str(setup.model), "lib": str(setup.lib), "llama_server": str(setup.server_dir / "llama-server"),
+            "tokens": setup.tokens, "ctx": setup.ctx, "threads": setup.threads, "parallel": setup.parallel,
+            "superfluid": how, "runs": runs, "load_before": load_before, "load_after": os.getloadavg(),
+            "busy": setup.threads > 1 and load_before[0] > (os.cpu_count() or 1),
+            "rss": "VmRSS summed over the server's process tree, sampled from /proc every "
+                   f"{RSS_EVERY * 1000:g} ms; max_process_rss_mib: wait4's ru_maxrss (the largest one process)",
+            "medians": medians, "rounds": rounds, "ratios": ratios, "targets": targets,
+            "greedy_differences": differences, "ok": all(t["ok"] for t in targets)}
+
+
+# -- the face -----------------------------------------------------------------------------------------
+
+
+def _model(name: str, make_gguf: ModuleType) -> tuple[Path, int | None]:
+    """The GGUF of ``--model`` and its trained context (None when unknown)."""
+    if name == "small":
+        return Path(make_gguf.write_standard()["always-the.gguf"]), make_gguf.STANDARD["always-the.gguf"].ctx
+    named = {"big": "bench-12x768-f16.gguf", "vocab128k": "bench-12x768-vocab128k-f16.gguf"}
+    if name in named:
+        return Path(make_gguf.write_bench(named[name])), make_gguf.BENCH[named[name]].ctx
+    if not Path(name).is_file():
+        raise SystemExit(f"bench_serve: --model: not big, vocab128k, small or a file: {name}")
+    return Path(name), None
+
+
+def _print(r: dict[str, Any]) -> None:
+    columns = list(r["ratios"])
+    load = ", ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(r["load_before"], r["load_after"], strict=True))
+    print(f"{Path(r['model']).name}: {r['tokens']} tokens per completion, context {r['ctx']} per sequence, "
+          f"{r['threads']} threads, median of {r['runs']} round(s)")
+    print(f"  engine: {r['lib']} (both); superfluid: {r['superfluid']}")
+    print(f"  load average 1/5/15 min, before/after: {load}")
+    if r["busy"]:
+        print(f"  the machine is busy (load above its {os.cpu_count()} CPUs) and each engine runs {r['threads']} "
+              "threads: they wait for one another; --threads 1 compares the servers rather than the contention")
+    names = list(r["medians"])
+    print(f"\n  {'medians':<44}" + "".join(f"{n:>22}" for n in names))
+    for metric, words, *_ in (*TARGETS, ("max_process_rss_mib", "largest one process, RSS (MiB)", False, None)):
+        print(f"  {words:<44}" + "".join(f"{r['medians'][n][metric]:>22.3f}" for n in names))
+    print(f"\n  {'superfluid over llama-server':<44}" + "".join(f"{c:>22}" for c in columns) + "   target")
+    judged = {t["metric"]: t for t in r["targets"]}
+    for metric, words, *_ in TARGETS:
+        t = judged.get(metric)
+        verdict = f"   {t['target']}: {'ok' if t['ok'] else 'FAIL'}" if t else ""
+        print(f"  {words:<44}" + "".join(f"{r['ratios'][c][metric]:>21.2f}x" for c in columns) + verdict)
+    g = judged["greedy"]
+    verdict = "ok" if g["ok"] else "FAIL"
+    print(f"  {'greedy outputs identical':<44}{'yes' if g['ok'] else 'NO':>22}   identical: {verdict}")
+    for d in r["greedy_differences"]:
+        print(f"    {d['prompt']!r}: " + "; ".join(f"{t['from']} -> {t['text']!r}" for t in d["texts"]))
+    print(f"\n  targets judged against llama-server -np {r['parallel']}: "
+          + ("all hold" if r["ok"] else "some FAIL"))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=15)
-    parser.add_argument("--tokens", type=int, default=200, help="tokens per completion (the context holds 256)")
-    parser.add_argument("--layout", choices=("v1", "v2"), default="v2")
+    parser.add_argument("--model", default="big", help="big, vocab128k, small, or a GGUF file (default big)")
+    parser.add_argument("--runs", type=int, default=3, help="rounds; the median of each measure (default 3)")
+    parser.add_argument("--tokens", type=int, default=128, help="tokens per completion (default 128)")
+    parser.add_argument("--parallel", type=int, default=4, help="llama-server's -np P column and superfluid's "
+                        "--llamacpp-parallel when it has one (default 4)")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads of both engines")
+    parser.add_argument("--ctx", type=int, default=512, help="context per sequence (default 512)")
+    parser.add_argument("--quick", action="store_true", help="one round of 32 tokens")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    if not 1 <= args.tokens <= 240:
-        parser.error("--tokens: 1 to 240 (the tiny model's context is 256 tokens)")
-    r = measure(args.runs, args.tokens, args.layout)
+    if args.quick:
+        args.runs, args.tokens = 1, 32
+    if args.runs < 1 or args.parallel < 1 or args.threads < 1:
+        parser.error("--runs, --parallel and --threads: at least 1")
+    build_libllama, build_server = _script("build_libllama"), _script("build_llama_server")
+    model, trained = _model(args.model, _script("make_gguf"))
+    ctx = min(args.ctx, trained) if trained else args.ctx
+    if not 1 <= args.tokens <= ctx - 32:
+        parser.error(f"--tokens: 1 to {ctx - 32} (the context is {ctx}, prompts take up to 32)")
+    if not build_server.is_current():
+        print("bench_serve: building llama-server once (about 18 minutes on 2 cores)...", file=sys.stderr)
+    try:
+        server_dir = Path(build_server.build())
+        lib = build_libllama.layout_dir(build_server.ENGINE)
+        build_server.check_links(server_dir, lib)
+    except build_libllama.BuildFailed as e:
+        raise SystemExit(f"bench_serve: {e}") from e
+    try:
+        r = measure(Setup(model, lib, server_dir, args.tokens, ctx, args.threads, args.parallel), args.runs)
+    except ServerError as e:
+        raise SystemExit(f"bench_serve: {e}") from e
     if args.json:
         print(json.dumps(r, indent=2))
     else:
-        t = r["tokens_per_s"]
-        verdict = "ok" if r["overhead"] <= TARGET else f"OVER the {TARGET:g}x target"
-        print(f"libllama {r['layout']}, {r['tokens']} tokens per completion, median of {r['runs']}:")
-        print(f"  direct ctypes decode loop: {t['direct']:.0f} tokens/s")
-        print(f"  /v1/completions:           {t['served']:.0f} tokens/s: {r['overhead']:.2f}x the direct loop's "
-              f"time ({verdict})")
-        print(f"  /v1/completions, stream:   {t['streamed']:.0f} tokens/s: {r['streamed_overhead']:.2f}x the direct "
-              f"loop's time; streamed vs not: {r['streamed_vs_served']:.2f}x")
-    return 0 if r["overhead"] <= TARGET else 1
+        _print(r)
+    return 0 if r["ok"] else 1
 
 
 if __name__ == "__main__":

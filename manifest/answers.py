@@ -107,7 +107,8 @@ def page(index: Index) -> str:
     """``index.html``: the releases, the rejected ones and every exported answer, linked."""
     rows = "".join(
         "<tr>" + f"<td>{_link(ReleaseOne(r.version).path, r.version)}</td>" + _cell(r.name)
-        + _cell(r.main.verdict.key_id or "not checked (no keys)") + "".join(_cell(c) for c in drives_cells(r)) + "</tr>"
+        + _cell(r.main.verdict.key_id or "not checked (no keys)") + _cell(r.main.attested_by or "-")
+        + "".join(_cell(c) for c in drives_cells(r)) + "</tr>"
         for r in index.releases)
     refused = "".join("<tr>" + _cell(r.version or "?") + _cell(r.where) + _cell(r.reason) + "</tr>"
                       for r in index.rejected)
@@ -121,6 +122,6 @@ def page(index: Index) -> str:
         f"drive an engine: {_choose_paths()}, each also per platform (<code>.../&lt;value&gt;/linux-x64.json</code>)."
         "</p>\n"
         f"<h2>Verified releases, newest first</h2>\n<table><tr><th>version</th><th>name</th><th>signed by</th>"
-        f"{_columns()}</tr>{rows}</table>\n"
+        f"<th>attested by</th>{_columns()}</tr>{rows}</table>\n"
         f"<h2>Rejected (never chosen)</h2>\n<table><tr><th>version</th><th>where</th><th>reason</th></tr>{refused}"
         f"</table>\n<h2>Answers</h2>\n<ul>{answers}</ul>\n</body></html>\n")

@@ -8,17 +8,20 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from superfluid.installer.trust.identity import Identity
 from superfluid.manifest.release_files import file_sha256
 from superfluid.runtime.kernel import schema
 from superfluid.runtime.kernel.errors import BadFile
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
 from superfluid.runtime.registry import IDS
 
-__all__ = ["SCHEMA_TAG", "SCHEMA_NAME", "release_info", "build", "validate", "parse", "with_tarball",
-           "unknown_runtimes"]
+__all__ = ["SCHEMA_TAG", "SCHEMA_NAME", "ATTESTED_BY", "release_info", "build", "validate", "parse", "with_tarball",
+           "with_attestation", "attested_by", "unknown_runtimes"]
 
 SCHEMA_TAG = "superfluid-compat/1"
 SCHEMA_NAME = "compat"
+#: the key of ``release`` naming the workflow that attests the release's files (ci/pack --attested)
+ATTESTED_BY = "attested_by"
 _TAG = re.compile(r"^superfluid-compat/(\d+)(?:\.(\d+))?$")
 
 
@@ -102,3 +105,33 @@ def with_tarball(doc: Mapping[str, Any], tarball: str) -> dict[str, Any]:
     out = dict(doc)
     out["release"] = {**dict(doc.get("release") or {}), "tarball": os.path.basename(tarball), "sha256": digest}
     return out
+
+
+def with_attestation(doc: Mapping[str, Any], attested: Identity) -> dict[str, Any]:
+    """A copy of ``doc`` whose release states ``attested``: the workflow run that attests the release's
+    files (``actions/attest-build-provenance``), as the pack step run by it writes it."""
+    out = dict(doc)
+    out["release"] = {**dict(doc.get("release") or {}), ATTESTED_BY: attested.to_json()}
+    return out
+
+
+def attested_by(doc: Mapping[str, Any], where: str) -> Identity | None:
+    """The workflow a compat document states its release's files were attested by, or None when it
+    states none. A document's word under its signature: the bundles beside the files prove it.
+
+    Raises:
+        BadFile: it states one of another shape (names ``where`` and the JSON path).
+    """
+    release = doc.get("release")
+    stated = release.get(ATTESTED_BY) if isinstance(release, Mapping) else None
+    if stated is None:
+        return None
+    try:
+        found = Identity.from_json(stated)
+    except ValueError as e:
+        raise BadFile(where, f"states an attestation identity that is not one ({e})",
+                      json_path=f"$.release.{ATTESTED_BY}") from None
+    if found.workflow is None or found.ref is None:
+        raise BadFile(where, "states an attestation identity without its workflow or ref",
+                      json_path=f"$.release.{ATTESTED_BY}")
+    return found

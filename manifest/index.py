@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from superfluid.installer.errors import DownloadError
+from superfluid.installer.trust.identity import Identity
+from superfluid.manifest.compat import attested_by
 from superfluid.manifest.keys import TrustedKey
 from superfluid.manifest.minisign import parse_signature
 from superfluid.manifest.release_files import COMPAT_SUFFIX, SIGNATURE_SUFFIX
@@ -32,6 +34,7 @@ class Document:
     signature: str | None  # the .minisig as read, or None when there is none
     compat: dict[str, Any]
     verdict: DocumentVerdict
+    attested_by: Identity | None = None  # the workflow the document states attests the release's files
 
     @property
     def version(self) -> str:
@@ -40,7 +43,8 @@ class Document:
     def artifact_json(self) -> dict[str, Any]:
         release = self.compat["release"]
         return {"document_name": self.name, "tarball": release.get("tarball"), "sha256": release.get("sha256"),
-                "tarball_check": self.verdict.tarball, "verified": self.verdict.key_id}
+                "tarball_check": self.verdict.tarball, "verified": self.verdict.key_id,
+                "attested_by": self.attested_by.to_json() if self.attested_by is not None else None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +150,7 @@ def _check(folder: Folder, name: str, keys: Sequence[TrustedKey]) -> Document:
         doc, verdict = judge_release(body, signature if keys else None, keys, where=where,
                                      signature_where=signature_where, tarball_sha256=folder.sha256,
                                      require=bool(keys))
+        attested = attested_by(doc, where)
         text = _text(body, where)
         signature_text = _text(signature, signature_where) if signature is not None else None
     except DownloadError:
@@ -158,7 +163,7 @@ def _check(folder: Folder, name: str, keys: Sequence[TrustedKey]) -> Document:
         raise _Refused(str(e), _stated_version(body)) from None
     if keys and verdict.signature != "verified":  # judge_release refuses it; never answer it as good
         raise _Refused(f"{where} is unsigned", _stated_version(body))
-    return Document(name, text, signature_text, doc, verdict)
+    return Document(name, text, signature_text, doc, verdict, attested)
 
 
 def _main_first(documents: list[Document]) -> list[Document]:
@@ -184,6 +189,10 @@ def _judge_folder(folder: Folder, keys: Sequence[TrustedKey]) -> Good | Rejected
     if not version_usable(versions[0]):
         return Rejected(folder.where, None, f"{folder.where}: version {versions[0]!r} cannot name a path "
                                             f"(letters, digits and .+_!- only)")
+    identities = {str(d.attested_by) if d.attested_by is not None else "none" for d in documents}
+    if len(identities) > 1:  # one pack run writes them all: a release of two workflows is not one release
+        return Rejected(folder.where, versions[0], f"{folder.where}: its compat documents state different "
+                                                   f"workflows attesting them ({'; '.join(sorted(identities))})")
     return Good(folder.where, tuple(_main_first(documents)))
 
 

@@ -21,18 +21,19 @@ from typing import Any
 
 from packaging.utils import parse_wheel_filename
 
+from superfluid.installer.trust.identity import Identity, of_workflow_ref
 from superfluid.manifest.command_line import ManifestParser, report_written
-from superfluid.manifest.compat import validate, with_tarball
+from superfluid.manifest.compat import validate, with_attestation, with_tarball
 from superfluid.manifest.index import MAX_DOCUMENT_BYTES
 from superfluid.manifest.keys import signing_key
 from superfluid.manifest.minisign import SecretKey, sign, verify
 from superfluid.manifest.release_files import COMPAT_SUFFIX, SHA256_SUFFIX, SIGNATURE_SUFFIX, file_sha256, sha256_line
-from superfluid.manifest.settings import ENV_KEY, ENV_KEY_FILE, Settings, read_settings
+from superfluid.manifest.settings import ENV_KEY, ENV_KEY_FILE, ENV_WORKFLOW_REF, Settings, read_settings
 from superfluid.runtime.kernel.errors import SuperfluidError, UsageError, guarded
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
 from superfluid.runtime.process import scrubbed_env
 
-__all__ = ["PackError", "Packed", "pack", "compat_of_wheel", "main"]
+__all__ = ["PackError", "Packed", "pack", "compat_of_wheel", "attesting_workflow", "main"]
 
 _PROG = "ci/pack"
 _TAIL_LINES = 30  # lines of a failed child's output shown
@@ -148,8 +149,10 @@ def _timestamp(source_date_epoch: str) -> int:
     return int(source_date_epoch) if source_date_epoch.isdigit() else int(time.time())
 
 
-def _sidecars(artifact: Path, doc: Mapping[str, Any], key: SecretKey | None, timestamp: int) -> list[Path]:
-    """Write ``.sha256``, ``.compat.json`` and (with a key) ``.compat.json.minisig`` beside ``artifact``.
+def _sidecars(artifact: Path, doc: Mapping[str, Any], key: SecretKey | None, timestamp: int,
+              attested: Identity | None = None) -> list[Path]:
+    """Write ``.sha256``, ``.compat.json`` (stating ``attested``, when given) and (with a key)
+    ``.compat.json.minisig`` beside ``artifact``.
 
     Raises:
         PackError: the signature does not verify with the key's public half (never expected).
@@ -157,7 +160,10 @@ def _sidecars(artifact: Path, doc: Mapping[str, Any], key: SecretKey | None, tim
     digest = file_sha256(artifact)
     sha_path = artifact.with_name(artifact.name + SHA256_SUFFIX)
     sha_path.write_text(sha256_line(artifact.name, digest), encoding="ascii")
-    filled = validate(with_tarball(doc, str(artifact)), f"{artifact.name}{COMPAT_SUFFIX}")
+    filled = with_tarball(doc, str(artifact))
+    if attested is not None:
+        filled = with_attestation(filled, attested)
+    filled = validate(filled, f"{artifact.name}{COMPAT_SUFFIX}")
     compat_path = artifact.with_name(artifact.name + COMPAT_SUFFIX)
     body = _document_bytes(filled)
     compat_path.write_bytes(body)
@@ -178,14 +184,32 @@ def _check_out(out: Path) -> None:
                          f"what is uploaded is exactly what it wrote")
 
 
-def pack(source: Path, out: Path, settings: Settings, *, unsigned: bool = False) -> Packed:
+def attesting_workflow(settings: Settings) -> Identity:
+    """The workflow run that runs the pack step and attests what it writes (``--attested``): the one
+    GitHub Actions names in ``GITHUB_WORKFLOW_REF``.
+
+    Raises:
+        UsageError: it is unset (not a GitHub Actions run), or not ``OWNER/NAME/.github/workflows/FILE@REF``.
+    """
+    if not settings.workflow_ref:
+        raise UsageError(f"--attested: {ENV_WORKFLOW_REF} is unset; only the GitHub Actions workflow that "
+                         f"attests the files (actions/attest-build-provenance) states that it does",
+                         advice="leave out --attested outside that workflow")
+    try:
+        return of_workflow_ref(settings.workflow_ref)
+    except ValueError as e:
+        raise UsageError(f"--attested: {e}") from None
+
+
+def pack(source: Path, out: Path, settings: Settings, *, unsigned: bool = False, attested: bool = False) -> Packed:
     """Build, describe, digest and sign the release artifacts of ``source`` into ``out``, with the
     signing key ``settings`` name; the build and the fresh environment inherit ``settings``'
-    environment (less the signing key's variables).
+    environment (less the signing key's variables). ``attested``: each compat document states the
+    workflow running this (``attesting_workflow``), which attests the files after.
 
     Raises:
         UsageError: no signing key and not ``unsigned`` (or both), two key variables, ``out`` not
-            empty.
+            empty, ``attested`` outside a GitHub Actions workflow.
         BadKey: the signing key is not an unencrypted minisign secret key.
         PackError: a step failed.
     """
@@ -196,6 +220,7 @@ def pack(source: Path, out: Path, settings: Settings, *, unsigned: bool = False)
                          f"without signatures")
     if found is not None and unsigned:
         raise UsageError(f"--unsigned, and a signing key is given in {found[1]}: leave out one of them")
+    identity = attesting_workflow(settings) if attested else None
     _check_out(out)
     key = found[0] if found is not None else None
     with tempfile.TemporaryDirectory(prefix="superfluid-pack-") as tmp:
@@ -206,7 +231,8 @@ def pack(source: Path, out: Path, settings: Settings, *, unsigned: bool = False)
         doc = compat_of_wheel(wheel, work, settings.environment)  # it makes its own child's environment
         _check_version(doc, wheel)
         timestamp = _timestamp(settings.source_date_epoch)
-        staged = [p for artifact in (sdist, wheel) for p in [artifact, *_sidecars(artifact, doc, key, timestamp)]]
+        staged = [p for artifact in (sdist, wheel)
+                  for p in [artifact, *_sidecars(artifact, doc, key, timestamp, identity)]]
         out.mkdir(parents=True, exist_ok=True)
         moved = []
         for path in staged:
@@ -222,6 +248,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="DIR", help="an empty (or new) directory to write into")
     p.add_argument("--unsigned", action="store_true",
                    help=f"write no signatures (a release needs them: give the key in {ENV_KEY_FILE} or {ENV_KEY})")
+    p.add_argument("--attested", action="store_true",
+                   help=f"the GitHub Actions workflow running this attests the files it writes "
+                        f"(actions/attest-build-provenance): each .compat.json states that workflow "
+                        f"({ENV_WORKFLOW_REF}) as release.attested_by")
     p.add_argument("--source", metavar="DIR", default=".", help="the project to build (default: the current one)")
     return p
 
@@ -234,7 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     packed = pack(Path(args.source).resolve(), Path(args.out).resolve(), read_settings(os.environ),
-                  unsigned=args.unsigned)
+                  unsigned=args.unsigned, attested=args.attested)
     note = f"signed with key {packed.key_id}" if packed.key_id is not None else \
         "--unsigned: no .minisig was written; these files are not a release"
     return report_written(_PROG, note, packed.files)

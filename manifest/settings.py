@@ -12,7 +12,7 @@ from superfluid.installer.sources.github import token_from
 from superfluid.runtime.kernel.layout import home
 
 __all__ = ["Settings", "read_settings", "ENV_SOURCE", "ENV_KEYS", "ENV_TTL", "ENV_MAX_AGE", "ENV_TUF_REPO",
-           "ENV_TUF_KEYS", "ENV_EXPIRES", "ENV_KEY", "ENV_KEY_FILE", "ENV_SOURCE_DATE_EPOCH"]
+           "ENV_TUF_KEYS", "ENV_EXPIRES", "ENV_KEY", "ENV_KEY_FILE", "ENV_SOURCE_DATE_EPOCH", "ENV_WORKFLOW_REF"]
 
 ENV_SOURCE = "SUPERFLUID_MANIFEST_SOURCE"
 ENV_KEYS = "SUPERFLUID_MANIFEST_KEYS"
@@ -27,6 +27,8 @@ ENV_KEY = "SUPERFLUID_SIGNING_KEY"
 ENV_KEY_FILE = "SUPERFLUID_SIGNING_KEY_FILE"
 #: reproducible builds: the time a release's signatures and bundles state
 ENV_SOURCE_DATE_EPOCH = "SOURCE_DATE_EPOCH"
+#: GitHub Actions: the workflow run's OWNER/NAME/.github/workflows/FILE@REF (ci/pack --attested states it)
+ENV_WORKFLOW_REF = "GITHUB_WORKFLOW_REF"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,6 +52,7 @@ class Settings:
     signing_key_file: str = ""  # SUPERFLUID_SIGNING_KEY_FILE
     signing_key: str = field(default="", repr=False)  # SUPERFLUID_SIGNING_KEY: a secret, never shown
     source_date_epoch: str = ""  # SOURCE_DATE_EPOCH
+    workflow_ref: str = ""  # GITHUB_WORKFLOW_REF, stripped
     #: the whole environment as read, what the pack step's child processes inherit (less the signing
     #: key's variables); it holds credentials, so it is never shown
     environment: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
@@ -73,5 +76,6 @@ def read_settings(environ: Mapping[str, str]) -> Settings:
         signing_key_file=environ.get(ENV_KEY_FILE) or "",
         signing_key=environ.get(ENV_KEY) or "",
         source_date_epoch=environ.get(ENV_SOURCE_DATE_EPOCH, ""),
+        workflow_ref=environ.get(ENV_WORKFLOW_REF, "").strip(),
         environment=copy,
     )

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from superfluid.installer.trust.identity import Identity
 from superfluid.manifest.compat import build, release_info
 from superfluid.manifest.minisign import SecretKey
 from superfluid.manifest.pack import _sidecars
@@ -53,14 +54,16 @@ def vary(doc: dict[str, Any], version: str, *, abi: int | None = None, line: str
     return out
 
 
-def write_release(root: Path, folder: str, doc: dict[str, Any], key: SecretKey | None) -> Path:
+def write_release(root: Path, folder: str, doc: dict[str, Any], key: SecretKey | None,
+                  attested: Identity | None = None) -> Path:
     """``root/folder``: the sdist and the wheel of ``doc``'s version with their sidecars (as
-    ``ci/pack``'s own writer makes them; no ``.minisig`` when ``key`` is None)."""
+    ``ci/pack``'s own writer makes them; no ``.minisig`` when ``key`` is None; each document stating
+    ``attested`` when given, as ``ci/pack --attested`` writes it)."""
     version = doc["release"]["version"]
     out = root / folder
     out.mkdir(parents=True)
     for name in (f"superfluid_toolchain-{version}.tar.gz", f"superfluid_toolchain-{version}-py3-none-any.whl"):
         artifact = out / name
         artifact.write_bytes(f"{name}: the artifact's bytes\n".encode())
-        _sidecars(artifact, doc, key, TIMESTAMP)
+        _sidecars(artifact, doc, key, TIMESTAMP, attested)
     return out

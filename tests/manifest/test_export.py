@@ -4,12 +4,14 @@ is ever replaced."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
 
 import pytest
 
+from superfluid.installer.trust.identity import Identity
 from superfluid.manifest.answers import render
 from superfluid.manifest.export import export, export_routes
 from superfluid.manifest.index import Index, build_index
@@ -20,6 +22,8 @@ from superfluid.manifest.sources import DirectorySource
 from superfluid.runtime.kernel.errors import BadFile, UsageError
 from tests.manifest.release_folders import base_document, vary, write_release
 
+ATTESTED = Identity("acme/superfluid", ".github/workflows/release.yml", "refs/tags/v0.2.0")
+
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory: pytest.TempPathFactory) -> Index:
@@ -27,7 +31,7 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Index:
     key = generate()
     doc = base_document()
     write_release(root, "r0.1.0", vary(doc, "0.1.0"), key)
-    write_release(root, "r0.2.0", vary(doc, "0.2.0", abi=2, line=None), key)
+    write_release(root, "r0.2.0", vary(doc, "0.2.0", abi=2, line=None), key, ATTESTED)
     return build_index(DirectorySource(root).snapshot(), [TrustedKey(key.public(), "test.pub")])
 
 
@@ -49,6 +53,17 @@ def test_each_file_holds_the_bytes_the_server_answers(index: Index, tmp_path: Pa
     for d in [out, *(p for p in out.rglob("*") if p.is_dir())]:
         assert stat.S_IMODE(d.stat().st_mode) == 0o755  # a web server's user reads it
     assert [n for n in os.listdir(tmp_path) if n != "site"] == []  # no stage left beside it
+
+
+def test_beside_each_compat_document_the_workflow_that_attests_it(index: Index, tmp_path: Path) -> None:
+    out = tmp_path / "site"
+    export(index, out)
+    one = json.loads((out / "v1" / "releases" / "0.2.0.json").read_text())
+    assert one["attested_by"] == ATTESTED.to_json() and json.loads(one["document"])["release"]["attested_by"] == \
+        ATTESTED.to_json()
+    listing = json.loads((out / "v1" / "releases.json").read_text())
+    assert {r["version"]: r["attested_by"] for r in listing["releases"]} == {"0.2.0": ATTESTED.to_json(),
+                                                                             "0.1.0": None}
 
 
 def test_an_earlier_export_is_replaced_whole(index: Index, tmp_path: Path) -> None:

@@ -12,12 +12,13 @@ from typing import Any
 
 import pytest
 
+from superfluid.installer.trust.identity import Identity
 from superfluid.manifest.answers import render
 from superfluid.manifest.choose import choose
 from superfluid.manifest.index import Index, build_index
 from superfluid.manifest.keys import TrustedKey
 from superfluid.manifest.minisign import SecretKey, generate
-from superfluid.manifest.routes import Choose, ReleaseOne
+from superfluid.manifest.routes import Choose, Page, ReleaseList, ReleaseOne
 from superfluid.manifest.sources import DirectorySource
 from superfluid.runtime.kernel.schema import errors
 from tests.manifest.release_folders import vary, write_release
@@ -109,6 +110,26 @@ def _wheel_says_other_version(folder: Path, key: SecretKey) -> None:
     (folder / (doc.name + ".minisig")).write_text(sign(doc.read_bytes(), key, trusted_comment="t").to_text())
 
 
+def _restated(name: str, attested_by: object) -> Callable[[Path, SecretKey], None]:
+    """The document ``name`` stating ``attested_by`` as the workflow attesting the release (``...``: none),
+    re-signed."""
+    def attack(folder: Path, key: SecretKey) -> None:
+        from superfluid.manifest.minisign import sign
+
+        doc = folder / name.format(v="0.9.0")
+        body = json.loads(doc.read_text())
+        body["release"]["attested_by"] = attested_by
+        if attested_by is ...:
+            del body["release"]["attested_by"]
+        doc.write_text(json.dumps(body))
+        (folder / (doc.name + ".minisig")).write_text(sign(doc.read_bytes(), key, trusted_comment="t").to_text())
+
+    return attack
+
+
+WORKFLOW = Identity("acme/superfluid", ".github/workflows/release.yml", "refs/tags/v0.9.0")
+WHEEL_DOC = "superfluid_toolchain-{v}-py3-none-any.whl.compat.json"
+
 BAD = [
     pytest.param(_garbage_json, "is not JSON", id="garbage-json"),
     pytest.param(_schema_invalid, "does not match schema compat", id="schema-invalid"),
@@ -131,6 +152,15 @@ BAD = [
     pytest.param(_fifo(DOC), "is a FIFO, not a regular file", id="compat-json-a-fifo"),
     pytest.param(_fifo(DOC + ".minisig"), "is a FIFO, not a regular file", id="signature-a-fifo"),
     pytest.param(_fifo("superfluid_toolchain-{v}.tar.gz"), "is not a regular file", id="tarball-a-fifo"),
+    pytest.param(_restated(DOC, {"repository": "acme/superfluid", "workflow": ".github/workflows/../x.yml",
+                                 "ref": "refs/tags/v0.9.0"}),
+                 "states an attestation identity that is not one", id="attested-by-a-path-out"),
+    pytest.param(_restated(DOC, {"repository": "acme", "workflow": ".github/workflows/release.yml", "ref": "v"}),
+                 "does not match schema compat", id="attested-by-no-owner"),
+    pytest.param(_restated(WHEEL_DOC, {**WORKFLOW.to_json(), "repository": "mallory/superfluid"}),
+                 "state different workflows attesting them", id="documents-attested-by-two-workflows"),
+    pytest.param(_restated(WHEEL_DOC, ...), "state different workflows attesting them",
+                 id="one-document-attested-one-not"),
 ]
 
 
@@ -138,7 +168,7 @@ BAD = [
 def test_a_bad_release_folder_is_rejected_with_the_reason(tmp_path: Path, doc: dict[str, Any], key: SecretKey,
                                                           trusted: list[TrustedKey], attack: Any, reason: str) -> None:
     write_release(tmp_path, "good", vary(doc, "0.1.0"), key)
-    attack(write_release(tmp_path, "bad", vary(doc, "0.9.0"), key), key)
+    attack(write_release(tmp_path, "bad", vary(doc, "0.9.0"), key, WORKFLOW), key)
     index = _index(tmp_path, trusted)
     assert [r.version for r in index.releases] == ["0.1.0"]
     [rejected] = index.rejected
@@ -200,3 +230,22 @@ def test_the_release_answer_carries_the_exact_bytes_a_client_verifies(tmp_path: 
     assert answer["compat"] == json.loads(answer["document"])
     assert [a["document_name"] for a in answer["artifacts"]] == [name, "superfluid_toolchain-0.1.0-py3-none-any.whl"
                                                                        ".compat.json"]
+
+
+def test_each_release_names_the_workflow_that_attests_it(tmp_path: Path, doc: dict[str, Any], key: SecretKey,
+                                                         trusted: list[TrustedKey]) -> None:
+    attested = Identity("acme/superfluid", ".github/workflows/release.yml", "refs/tags/v0.2.0")
+    write_release(tmp_path, "r0.2.0", vary(doc, "0.2.0"), key, attested)
+    write_release(tmp_path, "r0.1.0", vary(doc, "0.1.0"), key)  # packed before releases were attested
+    index = _index(tmp_path, trusted)
+    listing = json.loads(render(index, ReleaseList()).data)
+    assert errors(listing, "manifest-releases") == []
+    assert [(r["version"], r["attested_by"]) for r in listing["releases"]] == [("0.2.0", attested.to_json()),
+                                                                                ("0.1.0", None)]
+    one = json.loads(render(index, ReleaseOne("0.2.0")).data)
+    assert errors(one, "manifest-release") == []
+    assert one["attested_by"] == attested.to_json() == one["compat"]["release"]["attested_by"]
+    assert [a["attested_by"] for a in one["artifacts"]] == [attested.to_json()] * 2
+    assert json.loads(render(index, ReleaseOne("0.1.0")).data)["attested_by"] is None
+    page = render(index, Page()).data.decode()
+    assert "<th>attested by</th>" in page and f"<td>{attested}</td>" in page

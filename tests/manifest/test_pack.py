@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from superfluid.manifest.compat import parse
+from superfluid.installer.trust.identity import Identity
+from superfluid.manifest.compat import attested_by, parse
 from superfluid.manifest.minisign import SecretKey, parse_signature, verify
 from superfluid.manifest.pack import (
     PackError,
@@ -26,10 +27,11 @@ from superfluid.manifest.pack import (
     _run,
     _sidecars,
     _timestamp,
+    attesting_workflow,
     main,
 )
 from superfluid.manifest.release_files import file_sha256
-from superfluid.manifest.settings import ENV_KEY, ENV_KEY_FILE
+from superfluid.manifest.settings import ENV_KEY, ENV_KEY_FILE, ENV_WORKFLOW_REF, read_settings
 from superfluid.runtime.kernel.errors import UsageError
 
 ARTIFACT = "superfluid_toolchain-0.1.0.tar.gz"
@@ -55,6 +57,51 @@ def test_sidecars_signed(artifact: Path, doc: dict[str, Any], key: SecretKey) ->
     signature = parse_signature(written[2].read_text(), written[2].name)
     assert verify(body, signature, [key.public()], where=written[1].name) == key.public()
     assert signature.trusted_comment == f"timestamp:1700000000\tfile:{ARTIFACT}.compat.json\thashed"
+
+
+WORKFLOW = Identity("acme/superfluid", ".github/workflows/release.yml", "refs/tags/v0.1.0")
+
+
+def test_sidecars_state_the_attesting_workflow_under_the_signature(artifact: Path, doc: dict[str, Any],
+                                                                    key: SecretKey) -> None:
+    _, compat, minisig = _sidecars(artifact, doc, key, 1_700_000_000, WORKFLOW)
+    body = compat.read_bytes()
+    document = parse(body, compat.name)  # the schema holds it
+    assert document["release"]["attested_by"] == WORKFLOW.to_json()
+    assert attested_by(document, compat.name) == WORKFLOW
+    assert document["release"]["sha256"] == file_sha256(artifact)
+    assert verify(body, parse_signature(minisig.read_text(), minisig.name), [key.public()], where=compat.name)
+    unstated = _sidecars(artifact, doc, None, 0)[1]
+    assert "attested_by" not in parse(unstated.read_bytes(), unstated.name)["release"]
+
+
+@pytest.mark.parametrize(("workflow_ref", "expected"), [
+    pytest.param("acme/superfluid/.github/workflows/release.yml@refs/tags/v0.1.0", WORKFLOW, id="a-tag-push"),
+    pytest.param(" acme/superfluid/.github/workflows/release.yml@refs/tags/v0.1.0\n", WORKFLOW, id="stripped"),
+])
+def test_the_attesting_workflow_is_github_actions_own(workflow_ref: str, expected: Identity) -> None:
+    assert attesting_workflow(read_settings({ENV_WORKFLOW_REF: workflow_ref})) == expected
+
+
+@pytest.mark.parametrize(("workflow_ref", "fragment"), [
+    pytest.param(None, "--attested: GITHUB_WORKFLOW_REF is unset", id="not-in-actions"),
+    pytest.param("", "--attested: GITHUB_WORKFLOW_REF is unset", id="empty"),
+    pytest.param("acme/superfluid@refs/tags/v1", "--attested: GITHUB_WORKFLOW_REF 'acme/superfluid@refs/tags/v1' "
+                 "is not OWNER/NAME/.github/workflows/FILE@REF", id="no-workflow"),
+])
+def test_attested_outside_the_attesting_workflow_exits_2_before_anything_is_built(
+        workflow_ref: str | None, fragment: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv(ENV_KEY, raising=False)
+    monkeypatch.delenv(ENV_KEY_FILE, raising=False)
+    if workflow_ref is None:
+        monkeypatch.delenv(ENV_WORKFLOW_REF, raising=False)
+    else:
+        monkeypatch.setenv(ENV_WORKFLOW_REF, workflow_ref)
+    assert main(["--out", str(tmp_path / "dist"), "--unsigned", "--attested"]) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith("ci/pack: ") and fragment in err and out == ""
+    assert not (tmp_path / "dist").exists()
 
 
 def test_sidecars_unsigned(artifact: Path, doc: dict[str, Any]) -> None:

@@ -16,7 +16,7 @@ def test_nothing_set_is_the_defaults() -> None:
     assert got == Settings(installer=got.installer)
     assert (got.source, got.keys, got.ttl, got.max_age, got.tuf_repo, got.tuf_keys, got.expires) == \
         ("", (), "", "", None, None, ())
-    assert (got.signing_key_file, got.signing_key, got.source_date_epoch) == ("", "", "")
+    assert (got.signing_key_file, got.signing_key, got.source_date_epoch, got.workflow_ref) == ("", "", "", "")
     assert dict(got.environment) == {"HOME": "/u"}
     sources = got.installer
     assert (sources.home, sources.mirror, sources.github_api, sources.github_token, sources.offline) == \
@@ -47,6 +47,7 @@ def test_each_variable_as_its_readers_take_it() -> None:
         "SUPERFLUID_MANIFEST_EXPIRES": "timestamp=2s,, snapshot=3h,",
         "SUPERFLUID_SIGNING_KEY_FILE": "/k/minisign.key",
         "SOURCE_DATE_EPOCH": "1700000000",
+        "GITHUB_WORKFLOW_REF": " acme/superfluid/.github/workflows/release.yml@refs/tags/v1.0\n",
         "PATH": "/usr/bin",
     }
     got = read_settings(environ)
@@ -56,6 +57,7 @@ def test_each_variable_as_its_readers_take_it() -> None:
     assert (got.tuf_repo, got.tuf_keys) == ("/srv/tuf", None)
     assert got.expires == ("timestamp=2s", " snapshot=3h")
     assert (got.signing_key_file, got.signing_key, got.source_date_epoch) == ("/k/minisign.key", "", "1700000000")
+    assert got.workflow_ref == "acme/superfluid/.github/workflows/release.yml@refs/tags/v1.0"
     assert dict(got.environment) == environ
 
 

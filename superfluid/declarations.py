@@ -223,14 +223,27 @@ def _default(value: Any) -> str:
 
 
 def options_text(runtime_id: str, options: list[dict[str, Any]]) -> str:
-    """The human table: OPTION DEFAULT ACCEPTS DESCRIPTION, and how each is spelled."""
+    """The human table: OPTION DEFAULT ACCEPTS DESCRIPTION, how each is spelled, and how serve
+    answers requests at once (``batching_text``)."""
     if not options:
-        return f"the {runtime_id} runtime takes no options\n"
+        return f"the {runtime_id} runtime takes no options\n" + batching_text(runtime_id, options)
     body = [[o["name"], _default(o.get("default")), shape_of(o), o.get("description", "")] for o in options]
     text = table(["OPTION", "DEFAULT", "ACCEPTS", "DESCRIPTION"], body)
     first = options[0]["name"]
     return text + (f"on serve: --{runtime_id}-<option> <value> (e.g. --{runtime_id}-{first}); "
-                   f"to the worker: --<option> <value>\n")
+                   f"to the worker: --<option> <value>\n") + batching_text(runtime_id, options)
+
+
+def batching_text(runtime_id: str, options: list[dict[str, Any]]) -> str:
+    """Whether serve decodes requests together: a runtime that batches declares the option
+    ``parallel`` (docs/adapters.md, "The serving interface"); one that does not answers one request
+    at a time."""
+    parallel = next((o for o in options if o.get("name") == "parallel"), None)
+    if parallel is None:
+        return (f"on serve, the {runtime_id} runtime answers one request at a time: the others wait for it "
+                f"(serve --queue N)\n")
+    return (f"on serve, up to --{runtime_id}-parallel requests (default {_default(parallel.get('default'))}) "
+            f"are decoded together, one step for all\n")
 
 
 def show(args: argparse.Namespace, answer: list[dict[str, Any]], listing: tuple[Any, str] | None = None) -> None:

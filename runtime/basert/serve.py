@@ -95,7 +95,8 @@ class _Generation:
 
 
 class BasertEngine:
-    """The serving engine interface (``runtime.serving.generation.ServedEngine``) over one loaded baseRT model."""
+    """The serving engine interface (``runtime.serving.engine.Sequential``: one generation at a time) over
+    one loaded baseRT model."""
 
     runtime_id = RUNTIME_ID
 

@@ -61,17 +61,25 @@ FUNCTIONS: dict[str, tuple[list[Any], Any]] = {
     "llama_init_from_model": ([_p, CONTEXT], _p),
     "llama_free": ([_p], None),
     "llama_n_ctx": ([_p], C.c_uint32),
+    "llama_n_ctx_seq": ([_p], C.c_uint32),
+    "llama_n_batch": ([_p], C.c_uint32),
+    "llama_n_seq_max": ([_p], C.c_uint32),
     "llama_batch_get_one": ([_i32p, _i32], Batch),
     "llama_decode": ([_p, Batch], _i32),
     "llama_get_logits_ith": ([_p, _i32], _fp),
     "llama_get_embeddings_ith": ([_p, _i32], _fp),
+    # the KV cache of a context's sequences (llama_memory_*: both layouts' builds; older builds'
+    # llama_kv_self_* are gone from them)
+    "llama_get_memory": ([_p], _p),
+    "llama_memory_seq_rm": ([_p, _i32, _i32, _i32], C.c_bool),
+    "llama_memory_seq_pos_max": ([_p, _i32], _i32),
     # vocabulary
     "llama_vocab_n_tokens": ([_p], _i32),
     "llama_vocab_eos": ([_p], _i32),
     "llama_vocab_is_eog": ([_p, _i32], C.c_bool),
     "llama_tokenize": ([_p, C.c_char_p, _i32, _i32p, _i32, C.c_bool, C.c_bool], _i32),
     "llama_token_to_piece": ([_p, _i32, C.c_char_p, _i32, _i32, C.c_bool], _i32),
-    # sampling: a chain of llama.cpp's own samplers (top-k, top-p, temperature, seeded draw)
+    # sampling: a chain of llama.cpp's own samplers (top-k, top-p, temperature, seeded draw; greedy)
     "llama_sampler_chain_default_params": ([], SamplerChainParams),
     "llama_sampler_chain_init": ([SamplerChainParams], _p),
     "llama_sampler_chain_add": ([_p, _p], None),
@@ -79,6 +87,7 @@ FUNCTIONS: dict[str, tuple[list[Any], Any]] = {
     "llama_sampler_init_top_p": ([C.c_float, _sz], _p),
     "llama_sampler_init_temp": ([C.c_float], _p),
     "llama_sampler_init_dist": ([C.c_uint32], _p),
+    "llama_sampler_init_greedy": ([], _p),
     "llama_sampler_sample": ([_p, _p, _i32], _i32),
     "llama_sampler_free": ([_p], None),
     # chat: the model's template and llama.cpp's own formatter of it

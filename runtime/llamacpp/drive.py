@@ -209,14 +209,38 @@ def apply_chat_template(lib: Library, template: str, messages: list[tuple[str, s
 
 @dataclass
 class Sampler:
-    """A llama.cpp sampler chain: top-k, then top-p, then temperature, then a draw seeded by ``seed``.
+    """A llama.cpp sampler chain: top-k, then top-p, then temperature, then a draw seeded by ``seed``;
+    or (``greedy``) the most likely token, chosen by llama.cpp's greedy sampler.
 
-    ``sample(ctx)`` draws the next token from the context's last logits (and the chain accepts it),
-    so the same seed over the same logits draws the same tokens. ``close()`` frees the chain.
+    ``sample(ctx, index)`` draws the next token from the logits of one decoded position (and the
+    chain accepts it), so the same seed over the same logits draws the same tokens. The vocabulary
+    is walked in C, never in Python (a 128k vocabulary costs a Python loop milliseconds a token).
+    ``close()`` frees the chain.
     """
 
     lib: Library
     handle: int
+
+    @classmethod
+    def greedy(cls, lib: Library) -> Sampler:
+        """A chain of llama.cpp's greedy sampler alone: the most likely token (the first of equals).
+
+        Raises:
+            SuperfluidError: llama.cpp made no sampler.
+        """
+        return cls._chain(lib, [lib.fn["llama_sampler_init_greedy"]()])
+
+    @classmethod
+    def _chain(cls, lib: Library, steps: list[int]) -> Sampler:
+        fn = lib.fn
+        chain = fn["llama_sampler_chain_init"](fn["llama_sampler_chain_default_params"]())
+        if not chain:
+            for step in steps:
+                fn["llama_sampler_free"](step)
+            raise SuperfluidError("llama_sampler_chain_init returned no sampler chain")
+        for step in steps:
+            fn["llama_sampler_chain_add"](chain, step)  # the chain owns it from here
+        return cls(lib=lib, handle=chain)
 
     @classmethod
     def create(cls, lib: Library, *, temperature: float, top_p: float = 1.0, top_k: int = 0, seed: int) -> Sampler:
@@ -227,22 +251,19 @@ class Sampler:
             SuperfluidError: llama.cpp made no sampler.
         """
         fn = lib.fn
-        chain = fn["llama_sampler_chain_init"](fn["llama_sampler_chain_default_params"]())
-        if not chain:
-            raise SuperfluidError("llama_sampler_chain_init returned no sampler chain")
         steps = []
         if top_k > 0:
             steps.append(fn["llama_sampler_init_top_k"](top_k))
         if top_p < 1.0:
             steps.append(fn["llama_sampler_init_top_p"](top_p, 1))
         steps += [fn["llama_sampler_init_temp"](temperature), fn["llama_sampler_init_dist"](seed % _RANDOM_SEED)]
-        for step in steps:
-            fn["llama_sampler_chain_add"](chain, step)  # the chain owns it from here
-        return cls(lib=lib, handle=chain)
+        return cls._chain(lib, steps)
 
-    def sample(self, ctx: Context) -> int:
-        """The token drawn after the last decoded position of ``ctx``."""
-        return int(self.lib.fn["llama_sampler_sample"](self.handle, ctx.handle, -1))
+    def sample(self, ctx: Context | int, index: int = -1) -> int:
+        """The token drawn after position ``index`` of the last batch decoded in ``ctx`` (a
+        ``Context`` or its handle; -1: the batch's last position with logits)."""
+        handle = ctx.handle if isinstance(ctx, Context) else ctx
+        return int(self.lib.fn["llama_sampler_sample"](self.handle, handle, index))
 
     def close(self) -> None:
         if self.handle:
@@ -353,16 +374,6 @@ class Context:
             self.pos += len(tokens)
         return status
 
-    def argmax(self) -> int:
-        """The most likely next token after the last decoded position."""
-        lib = self.model.lib
-        n_vocab = lib.fn["llama_vocab_n_tokens"](self.model.vocab)
-        ptr = lib.fn["llama_get_logits_ith"](self.handle, -1)
-        if not ptr:
-            raise SuperfluidError("llama_get_logits_ith returned no logits")
-        logits = (C.c_float * n_vocab).from_address(C.addressof(ptr.contents))
-        return max(range(n_vocab), key=logits.__getitem__)
-
     def embedding(self) -> list[float] | None:
         """The last position's embedding, or None when the context computes none."""
         lib = self.model.lib
@@ -382,13 +393,14 @@ class Context:
         if status != 0:
             raise DecodeFailed(status, self.model.lib.log.last())
         out: list[int] = []
-        while len(out) < max_tokens:
-            token = self.argmax()
-            out.append(token)
-            if self.model.is_eog(token):
-                break
-            status = self.decode([token])
-            if status != 0:
-                raise DecodeFailed(status, self.model.lib.log.last())
+        with Sampler.greedy(self.model.lib) as greedy:
+            while len(out) < max_tokens:
+                token = greedy.sample(self)
+                out.append(token)
+                if self.model.is_eog(token):
+                    break
+                status = self.decode([token])
+                if status != 0:
+                    raise DecodeFailed(status, self.model.lib.log.last())
         return out
 

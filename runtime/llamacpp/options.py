@@ -10,7 +10,7 @@ from typing import Any
 
 from superfluid.runtime.kernel.options import Option
 
-__all__ = ["OPTIONS", "FIELDS", "CACHE_TYPES", "STATE_OPTIONS"]
+__all__ = ["OPTIONS", "FIELDS", "CACHE_TYPES", "STATE_OPTIONS", "PARALLEL", "MAX_SEQUENCES", "UINT32_MAX", "INT32_MAX"]
 
 #: the largest value of the C fields the integer options land in: an ``int32_t`` and a ``uint32_t``
 #: (each option's declared range is its field's at most: a larger value would wrap in the struct)
@@ -22,6 +22,10 @@ UINT32_MAX = (1 << 32) - 1
 CACHE_TYPES: dict[str, int] = {
     "f32": 0, "f16": 1, "bf16": 30, "q8_0": 8, "q4_0": 2, "q4_1": 3, "iq4_nl": 20, "q5_0": 6, "q5_1": 7,
 }
+#: sequences decoded together by default (llama-server's ``-np auto`` gives 4 slots)
+PARALLEL = 4
+#: the most sequences one llama_context holds (llama.cpp's LLAMA_MAX_SEQ)
+MAX_SEQUENCES = 256
 _SPLIT = {"none": 0, "layer": 1, "row": 2, "tensor": 3}
 _LOAD = {"auto": -1, "none": 0, "mmap": 1, "mlock": 2, "mmap-mlock": 3, "direct-io": 4}
 _LAZY = {"off": 0, "auto": 1, "on": 2}
@@ -41,6 +45,9 @@ OPTIONS: tuple[Option, ...] = (
            values=tuple(_LAZY)),
     Option(name="repack", kind="bool", description="repack weights into faster CPU layouts (extra buffer types)",
            default=True),
+    Option(name="parallel", kind="int", description="requests decoded together in one step (continuous batching), "
+                                                    "each holding --max-context tokens", default=PARALLEL, minimum=1,
+           maximum=MAX_SEQUENCES),
     Option(name="threads", kind="int", description="threads for generation", default=4, minimum=1, maximum=1024),
     Option(name="threads-batch", kind="int", description="threads for prompt processing", default=4, minimum=1,
            maximum=1024),
@@ -89,6 +96,7 @@ FIELDS: dict[str, tuple[str, str, _Convert]] = {
     "load-mode": ("model", "load_mode", _enum(_LOAD)),
     "lazy-mode": ("model", "lazy_mode", _enum(_LAZY)),
     "repack": ("model", "use_extra_bufts", bool),
+    "parallel": ("context", "n_seq_max", _same),
     "threads": ("context", "n_threads", _same),
     "threads-batch": ("context", "n_threads_batch", _same),
     "batch-size": ("context", "n_batch", _same),

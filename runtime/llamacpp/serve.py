@@ -3,33 +3,30 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 from superfluid.runtime.kernel.errors import ModelLoadFailed, UsageError
 from superfluid.runtime.kernel.lookup import Lookup
 from superfluid.runtime.kernel.options import parse_flag_pairs
+from superfluid.runtime.llamacpp.batching import Sequences
 from superfluid.runtime.llamacpp.check import gguf_fault, is_flag, read_pairs
-from superfluid.runtime.llamacpp.drive import (
-    ChatTemplateRefused,
-    Context,
-    DecodeFailed,
-    Sampler,
-    apply_chat_template,
-    load_model,
-)
+from superfluid.runtime.llamacpp.drive import ChatTemplateRefused, Context, apply_chat_template, load_model
 from superfluid.runtime.llamacpp.loader import echoes_log, load
 from superfluid.runtime.llamacpp.locate import locate
+from superfluid.runtime.llamacpp.options import PARALLEL, UINT32_MAX
 from superfluid.runtime.serving.completions import RequestRefused, Sampling
+from superfluid.runtime.serving.engine import Feed
 from superfluid.runtime.serving.flags import listen_flags, max_context_flag, queue_flag
 from superfluid.runtime.serving.http import serve_engine
 
-__all__ = ["LlamaServeLine", "LlamaEngine", "parse_serve", "serve", "MAX_CONTEXT"]
+__all__ = ["LlamaServeLine", "LlamaEngine", "parse_serve", "serve", "MAX_CONTEXT", "BATCH"]
 
-#: the context size when --max-context is not given (or the model's trained context, if smaller)
+#: the context of a sequence when --max-context is not given (or the model's trained context, if smaller)
 MAX_CONTEXT = 4096
+#: llama_context_params' n_batch default: the tokens one step decodes (``batch-size``)
+BATCH = 2048
 _OWN = ("--host", "--port", "--max-context", "--queue")
 
 
@@ -51,8 +48,9 @@ def parse_serve(argv: Sequence[str]) -> LlamaServeLine:
 
     Raises:
         UsageError: ``--model`` missing, an unknown flag, a flag without its value, a flag given
-            twice, a port outside 0-65535, a ``--queue`` outside 0-4096, or an option value of the
-            wrong shape.
+            twice, a port outside 0-65535, a ``--queue`` outside 0-4096, an option value of the
+            wrong shape, or a context of more tokens than llama.cpp counts (``--max-context`` times
+            ``parallel``).
     """
     own: dict[str, str] = {}
     rest: list[tuple[str, str]] = []
@@ -68,43 +66,34 @@ def parse_serve(argv: Sequence[str]) -> LlamaServeLine:
     if not model:
         raise UsageError("serve needs --model PATH")
     host, port = listen_flags(own)
-    return LlamaServeLine(model=model, host=host, port=port, max_context=max_context_flag(own), options=options,
+    max_context = max_context_flag(own)
+    parallel = int(options.get("parallel", PARALLEL))
+    if max_context is not None and max_context * parallel > UINT32_MAX:
+        raise UsageError(f"--max-context {max_context} for each of {parallel} sequences is more than a llama.cpp "
+                         f"context holds ({UINT32_MAX} tokens): give a smaller --max-context or "
+                         f"--llamacpp-parallel")
+    return LlamaServeLine(model=model, host=host, port=port, max_context=max_context, options=options,
                           queue=queue_flag(own))
 
 
-class _Generation:
-    """A fresh llama_context with the prompt decoded (in batches of ``batch-size``), and the sampler
-    chain that draws from it (None: greedy)."""
-
-    def __init__(self, engine: LlamaEngine, ctx: Any, sampler: Any = None) -> None:
-        self.engine = engine
-        self.ctx = ctx
-        self.sampler = sampler
-
-    def next_token(self) -> int:
-        if self.sampler is not None:
-            return int(self.sampler.sample(self.ctx))
-        return int(self.ctx.argmax())
-
-    def feed(self, token: int) -> None:
-        self.engine.decode(self.ctx, [token])
-
-    def full(self) -> bool:
-        return bool(self.ctx.pos >= self.ctx.n_ctx)
-
-
 class LlamaEngine:
-    """The serving engine interface (``runtime.serving.generation.ServedEngine``) over one loaded llama.cpp model."""
+    """The serving engine interface (``runtime.serving.engine.ServedEngine``) over one loaded llama.cpp
+    model, decoding its requests together (``Batched``) in the sequences of one context made once."""
 
     runtime_id = "llamacpp"
 
-    def __init__(self, model: Any, model_id: str, model_path: str, n_ctx: int, options: Mapping[str, Any]) -> None:
+    def __init__(self, model: Any, model_id: str, model_path: str, ctx: Context) -> None:
         self.model = model
         self.model_id = model_id
         self.model_path = model_path
-        self.n_ctx = n_ctx
-        self.options = dict(options)
+        self.ctx = ctx
+        self.sequences = Sequences(ctx)
+        self.n_ctx = self.sequences.n_ctx
+        self.n_seq = self.sequences.n_seq
+        self.n_batch = self.sequences.n_batch
         self.template: str | None = model.chat_template()
+        self._pieces: dict[int, bytes] = {}
+        self._ends: dict[int, bool] = {}
 
     def tokenize(self, text: str, *, special: bool = False) -> list[int]:
         return list(self.model.tokenize(text, parse_special=special))
@@ -124,46 +113,48 @@ class LlamaEngine:
             raise RequestRefused(400, f"the model {self.model_id}: {e}; send a prompt to /v1/completions",
                                  param="messages") from e
 
-    @contextmanager
-    def generation(self, prompt: list[int], sampling: Sampling | None = None) -> Iterator[_Generation]:
-        with ExitStack() as stack:
-            ctx = stack.enter_context(Context.create(self.model, n_ctx=self.n_ctx, options=self.options))
-            step = max(1, min(int(self.options.get("batch-size", 2048)), ctx.n_ctx))
-            for start in range(0, len(prompt), step):
-                self.decode(ctx, prompt[start:start + step])
-            sampler = None
-            if sampling is not None:
-                sampler = stack.enter_context(Sampler.create(
-                    self.model.lib, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
-                    seed=sampling.seed or 0))
-            yield _Generation(self, ctx, sampler)
+    def pick(self, prompt: Sequence[int], free: Sequence[int]) -> int:
+        return self.sequences.pick(prompt, free)
 
-    def decode(self, ctx: Any, tokens: list[int]) -> None:
-        """Decode ``tokens`` in ``ctx``.
+    def begin(self, seq: int, prompt: Sequence[int], sampling: Sampling | None) -> int:
+        return self.sequences.begin(seq, prompt, sampling)
 
-        Raises:
-            RequestRefused: 500 with llama.cpp's status and last log line when it fails.
-        """
-        status = ctx.decode(tokens)
-        if status != 0:
-            raise RequestRefused(500, str(DecodeFailed(status, self.model.lib.log.last())), kind="server_error")
+    def step(self, feeds: Sequence[Feed]) -> list[int]:
+        return self.sequences.step(feeds)
+
+    def full(self, seq: int) -> bool:
+        return self.sequences.full(seq)
+
+    def end(self, seq: int, *, keep: bool = True) -> None:
+        self.sequences.end(seq, keep=keep)
 
     def is_eos(self, token: int) -> bool:
-        return bool(self.model.is_eog(token))
+        end = self._ends.get(token)
+        if end is None:
+            end = self._ends[token] = bool(self.model.is_eog(token))
+        return end
 
     def piece(self, token: int) -> bytes:
-        return bytes(self.model.piece(token))
+        piece = self._pieces.get(token)
+        if piece is None:
+            piece = self._pieces[token] = bytes(self.model.piece(token))
+        return piece
 
     def facts(self) -> dict[str, Any]:
         lib = self.model.lib
         return {"runtime": lib.version, "layout": lib.layout.name, "library": lib.path}
 
     def close(self) -> None:
+        self.sequences.close()
+        self.ctx.close()
         self.model.close()
 
 
 def _load(line: LlamaServeLine, lookup: Lookup) -> LlamaEngine:
-    """The library, the model and a first context (proving the options make one).
+    """The library, the model and the one context that serves it: ``parallel`` sequences of
+    ``--max-context`` tokens each (the model's trained context, at most ``MAX_CONTEXT``, when not
+    given), so the KV cache holds ``parallel`` times that; a batch holds at least one token of
+    every sequence.
 
     Raises:
         LibraryNotFound, LibraryRefused: no libllama this adapter drives.
@@ -181,14 +172,21 @@ def _load(line: LlamaServeLine, lookup: Lookup) -> LlamaEngine:
     try:
         trained = int(model.facts()["trained_context"]) or MAX_CONTEXT
         n_ctx = line.max_context or min(MAX_CONTEXT, trained)
-        with Context.create(model, n_ctx=n_ctx, options=line.options) as ctx:
-            n_ctx = ctx.n_ctx
+        n_seq = int(line.options.get("parallel", PARALLEL))
+        n_batch = max(int(line.options.get("batch-size", BATCH)), n_seq)
+        ctx = Context.create(model, n_ctx=n_ctx * n_seq, options=line.options,
+                             fields={"n_seq_max": n_seq, "n_batch": n_batch, "kv_unified": False})
     except BaseException:
         model.close()
         raise
     stem = os.path.basename(line.model)
     model_id = stem[: -len(".gguf")] if stem.lower().endswith(".gguf") else stem
-    return LlamaEngine(model, model_id, line.model, n_ctx, line.options)
+    try:
+        return LlamaEngine(model, model_id, line.model, ctx)
+    except BaseException:
+        ctx.close()
+        model.close()
+        raise
 
 
 def serve(argv: Sequence[str], lookup: Lookup, out: TextIO) -> int:

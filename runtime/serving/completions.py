@@ -255,12 +255,15 @@ def parse_chat(body: bytes) -> CompletionRequest:
                              include_usage=include_usage, sampling=sampling, messages=messages, model=_model(data))
 
 
-def _usage(n_prompt: int, n_out: int) -> dict[str, int]:
-    return {"prompt_tokens": n_prompt, "completion_tokens": n_out, "total_tokens": n_prompt + n_out}
+def _usage(n_prompt: int, n_out: int, n_cached: int) -> dict[str, Any]:
+    """OpenAI's usage: ``prompt_tokens_details.cached_tokens`` are the prompt tokens the engine
+    already held from an earlier request (not decoded again)."""
+    return {"prompt_tokens": n_prompt, "completion_tokens": n_out, "total_tokens": n_prompt + n_out,
+            "prompt_tokens_details": {"cached_tokens": n_cached}}
 
 
 def answer(request: CompletionRequest, ident: str, created: int, model: str, text: str, finish: str,
-           n_prompt: int, n_out: int) -> dict[str, Any]:
+           n_prompt: int, n_out: int, n_cached: int) -> dict[str, Any]:
     """The whole answer: a ``text_completion``, or a ``chat.completion`` for a chat."""
     if request.chat:
         choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
@@ -270,7 +273,7 @@ def answer(request: CompletionRequest, ident: str, created: int, model: str, tex
         choice = {"text": text, "index": 0, "finish_reason": finish, "logprobs": None}
         kind = "text_completion"
     return {"id": ident, "object": kind, "created": created, "model": model, "choices": [choice],
-            "usage": _usage(n_prompt, n_out)}
+            "usage": _usage(n_prompt, n_out, n_cached)}
 
 
 def chunk(request: CompletionRequest, ident: str, created: int, model: str, text: str | None,
@@ -291,8 +294,8 @@ def chunk(request: CompletionRequest, ident: str, created: int, model: str, text
 
 
 def usage_chunk(request: CompletionRequest, ident: str, created: int, model: str, n_prompt: int,
-                n_out: int) -> dict[str, Any]:
+                n_out: int, n_cached: int) -> dict[str, Any]:
     """The last chunk of a stream asked with ``include_usage``: no choices, the usage."""
     kind = "chat.completion.chunk" if request.chat else "text_completion"
     return {"id": ident, "object": kind, "created": created, "model": model, "choices": [],
-            "usage": _usage(n_prompt, n_out)}
+            "usage": _usage(n_prompt, n_out, n_cached)}

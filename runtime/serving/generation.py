@@ -1,4 +1,4 @@
-"""Admission and generation: one engine behind a lock and a queue, a request's tokens made into text.
+"""Admission and generation: requests queued before the engine's sequences, their tokens made text.
 
 See docs/adapters.md, "The serving interface".
 """
@@ -6,103 +6,34 @@ See docs/adapters.md, "The serving interface".
 from __future__ import annotations
 
 import codecs
+import queue
 import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
-from superfluid.runtime.serving.completions import (
-    CompletionRequest,
-    RequestRefused,
-    Sampling,
-    answer,
-    chunk,
-    usage_chunk,
-)
+from superfluid.runtime.serving.completions import CompletionRequest, RequestRefused, answer, chunk, usage_chunk
+from superfluid.runtime.serving.engine import Engine
 from superfluid.runtime.serving.flags import DEFAULT_QUEUE
+from superfluid.runtime.serving.scheduler import Scheduler, Stats, Ticket, Token, shutting_down
 
-__all__ = ["ServedEngine", "Generation", "Generator", "Run", "WAIT_SECONDS"]
+__all__ = ["Generator", "Run", "WAIT_SECONDS"]
 
-#: seconds a request waits for the engine before it is answered 503
+#: seconds a request waits for a free sequence before it is answered 503
 WAIT_SECONDS = 300.0
-
-
-class Generation(Protocol):
-    """One generation in progress: the engine's state after the prompt (and each token fed)."""
-
-    def next_token(self) -> int:
-        """The next token: the most likely one (greedy), or the one the engine draws when sampling."""
-
-    def feed(self, token: int) -> None:
-        """Append ``token`` to the context, so that ``next_token`` predicts the one after it.
-
-        Raises:
-            RequestRefused: 500 when the engine fails.
-        """
-
-    def full(self) -> bool:
-        """True when the context has no room to feed another token."""
-
-
-class ServedEngine(Protocol):
-    """What the HTTP layer needs of a loaded model. An adapter's ``serve`` implements it."""
-
-    #: the runtime id: the ``owned_by`` of ``/v1/models`` and the server's name
-    runtime_id: str
-    #: the model's name as ``/v1/models`` and every answer give it
-    model_id: str
-    #: the model file, as announced
-    model_path: str
-    #: tokens one generation may hold, prompt included
-    n_ctx: int
-
-    def tokenize(self, text: str, *, special: bool = False) -> list[int]:
-        """The prompt's tokens as the engine feeds them (a beginning-of-text token included);
-        ``special``: the text is a formatted chat, whose control tokens are read as such.
-
-        Raises:
-            RequestRefused: 400 when the engine refuses the text.
-        """
-
-    def chat_prompt(self, messages: Sequence[tuple[str, str]]) -> str:
-        """The ``(role, content)`` messages formatted by the model's chat template, ending where
-        the assistant's answer begins.
-
-        Raises:
-            RequestRefused: 400 when the model carries no chat template the engine can apply.
-        """
-
-    def generation(self, prompt: list[int], sampling: Sampling | None) -> AbstractContextManager[Generation]:
-        """A fresh generation with ``prompt`` fed (nothing of an earlier one is seen), greedy when
-        ``sampling`` is None, else drawing by it (its ``seed`` is always set here).
-
-        Raises:
-            RequestRefused: 400 when the engine cannot sample; 500 when it fails on the prompt.
-        """
-
-    def is_eos(self, token: int) -> bool:
-        """True for an end-of-generation token (it ends the text and adds none)."""
-
-    def piece(self, token: int) -> bytes:
-        """The bytes of one token's text (UTF-8; a character may span tokens)."""
-
-    def facts(self) -> dict[str, Any]:
-        """What the ready line says of the engine besides the address, model and context
-        (e.g. ``{"runtime": "<version>", "layout": "v2", "library": "<path>"}``)."""
-
-    def close(self) -> None:
-        """Free the model (called once, with no generation running)."""
-
-
-def _shutting_down() -> RequestRefused:
-    return RequestRefused(503, "the server is shutting down", kind="server_error")
+#: seconds between two looks at the client and the shutdown while a token is awaited
+_POLL = 0.5
 
 
 def _busy(message: str) -> RequestRefused:
     return RequestRefused(503, message, kind="server_error", code="busy", headers={"Retry-After": "1"})
+
+
+def _generating(n: int) -> str:
+    return "one request is generating" if n == 1 else f"{n} requests are generating"
 
 
 def _held_back(text: str, stops: Sequence[str]) -> int:
@@ -116,12 +47,13 @@ def _held_back(text: str, stops: Sequence[str]) -> int:
 
 
 class Run:
-    """One request's generation, holding the engine until ``close()``.
+    """One request's generation, holding a sequence of the engine until it ends or ``close()``.
 
-    ``pieces()`` yields the text as it is made; then ``finish`` (``"stop"`` or ``"length"``),
-    ``n_prompt`` and ``n_out`` are final. Every generated token counts, the end-of-generation token
-    and the one that completed a stop string included; the last one is never fed (nothing is asked
-    after it).
+    Made once the prompt is decoded (its refusal, if any, raised here); ``pieces()`` yields the
+    text as it is made; then ``finish`` (``"stop"`` or ``"length"``), ``n_prompt``, ``n_cached``
+    (prompt tokens the sequence already held, not decoded again) and ``n_out`` are final. Every
+    generated token counts, the end-of-generation token and the one that completed a stop string
+    included; the last one is never fed (nothing is asked after it).
     """
 
     def __init__(self, generator: Generator, request: CompletionRequest, stack: ExitStack,
@@ -133,8 +65,9 @@ class Run:
         self._gone = gone
         self.id = f"{'chatcmpl' if request.chat else 'cmpl'}-{secrets.token_hex(12)}"
         self.created = int(time.time())
-        text = engine.chat_prompt(request.messages) if request.messages is not None else request.prompt
-        prompt = engine.tokenize(text, special=request.chat)
+        with generator.touching():
+            text = engine.chat_prompt(request.messages) if request.messages is not None else request.prompt
+            prompt = engine.tokenize(text, special=request.chat)
         if not prompt:
             raise RequestRefused(400, "the prompt is empty and the model adds no beginning-of-text token",
                                  param="prompt")
@@ -145,10 +78,44 @@ class Run:
         sampling = request.sampling
         if sampling is not None and sampling.seed is None:
             sampling = replace(sampling, seed=secrets.randbits(32))
-        self._gen = stack.enter_context(engine.generation(prompt, sampling))
+        scheduler = generator.scheduler
+        if not scheduler.reserve(generator.wait):
+            raise _busy(f"the server is busy: the model was not free within {generator.wait:g} s; try again")
+        self._ticket = Ticket(prompt, sampling, request.max_tokens)
+        try:
+            scheduler.submit(self._ticket)
+        except BaseException:
+            scheduler.unreserve()
+            raise
+        stack.callback(scheduler.cancel, self._ticket)
         self.n_prompt = len(prompt)
         self.n_out = 0
         self.finish = "length"
+        self._next: Token | None = self._receive()  # the first token: the prompt is decoded
+        self.n_cached = self._ticket.cached
+
+    def _receive(self) -> Token:
+        """The next token the engine thread made.
+
+        Raises:
+            RequestRefused: the engine's refusal; 503 when the server shuts down.
+            ConnectionResetError: the client went away.
+        """
+        while True:
+            try:
+                item = self._ticket.out.get(timeout=_POLL)
+            except queue.Empty:
+                self._check()
+                continue
+            if isinstance(item, RequestRefused):
+                raise item
+            return item
+
+    def _check(self) -> None:
+        if self.generator.closing.is_set():
+            raise shutting_down()
+        if self._gone is not None and self._gone():
+            raise ConnectionResetError("the client went away")
 
     def pieces(self) -> Iterator[str]:
         """The text, piece by piece: never a piece that may begin a stop string, nor half a character.
@@ -157,20 +124,19 @@ class Run:
             RequestRefused: 503 when the server shuts down; 500 when the engine fails.
             ConnectionResetError: the client went away (``gone``): nobody waits for the rest.
         """
-        engine, gen, request = self.generator.engine, self._gen, self.request
+        request = self.request
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         text, sent = "", 0
-        while request.max_tokens is None or self.n_out < request.max_tokens:
-            if self.generator.closing.is_set():
-                raise _shutting_down()
-            if self._gone is not None and self._gone():
-                raise ConnectionResetError("the client went away")
-            token = gen.next_token()
+        while True:
+            token, self._next = self._next, None
+            if token is None:
+                self._check()
+                token = self._receive()
             self.n_out += 1
-            if engine.is_eos(token):
+            if token.eos:
                 self.finish = "stop"
                 break
-            text += decoder.decode(engine.piece(token))
+            text += decoder.decode(token.piece)
             cut = min((i for i in (text.find(s, sent) for s in request.stop) if i >= 0), default=-1)
             if cut >= 0:
                 self.finish = "stop"
@@ -180,9 +146,8 @@ class Run:
             if safe > sent:
                 yield text[sent:safe]
                 sent = safe
-            if self.n_out == request.max_tokens or gen.full():
-                break  # done, or the context is full: "length" either way
-            gen.feed(token)
+            if token.last:
+                break  # max_tokens, or the context is full: "length" either way
         text += decoder.decode(b"", final=True)
         if len(text) > sent:
             yield text[sent:]
@@ -191,7 +156,7 @@ class Run:
         """Generate to the end; the whole answer (``text_completion`` or ``chat.completion``)."""
         text = "".join(self.pieces())
         return answer(self.request, self.id, self.created, self.generator.engine.model_id, text, self.finish,
-                      self.n_prompt, self.n_out)
+                      self.n_prompt, self.n_out, self.n_cached)
 
     def events(self) -> Iterator[dict[str, Any]]:
         """Generate to the end, chunk by chunk as streamed (a chat opens with the role)."""
@@ -203,27 +168,32 @@ class Run:
                 yield chunk(request, self.id, self.created, model, text, None)
         yield chunk(request, self.id, self.created, model, "", self.finish)
         if request.include_usage:
-            yield usage_chunk(request, self.id, self.created, model, self.n_prompt, self.n_out)
+            yield usage_chunk(request, self.id, self.created, model, self.n_prompt, self.n_out, self.n_cached)
 
     def close(self) -> None:
-        """Let go of the engine (the generation, the lock, the place in the queue)."""
+        """Let go of the sequence (ended at the engine's next step if it has not) and of the place
+        in the queue."""
         self._stack.close()
 
 
 class Generator:
-    """What generates on one engine: the lock that serializes its generations, the queue admitted
-    before that lock, and the flag that stops it. ``start`` and ``complete`` turn a request into a ``Run``."""
+    """What generates on one engine: its engine thread, the queue admitted before its sequences,
+    and the flag that stops it. ``start`` and ``complete`` turn a request into a ``Run``."""
 
-    def __init__(self, engine: ServedEngine, *, queue: int = DEFAULT_QUEUE, wait: float = WAIT_SECONDS) -> None:
+    def __init__(self, engine: Engine, *, queue: int = DEFAULT_QUEUE, wait: float = WAIT_SECONDS) -> None:
         self.engine = engine
         self.created = int(time.time())
-        self.lock = threading.Lock()
         self.closing = threading.Event()
         self.queue = queue
         self.wait = wait
-        self._admitted = threading.BoundedSemaphore(queue + 1)
+        self.scheduler = Scheduler(engine)
+        #: sequences the engine decodes together (1: one request at a time)
+        self.sequences = self.scheduler.n_seq
+        self._admitted = threading.BoundedSemaphore(queue + self.sequences)
         self._answering = 0
         self._answered = threading.Condition()
+        self._touching = 0
+        self._touched = threading.Condition()
         self._in = 0
         self._in_lock = threading.Lock()
 
@@ -233,8 +203,30 @@ class Generator:
 
     @property
     def admitted(self) -> int:
-        """Requests admitted now: the one generating and those waiting for the model."""
+        """Requests admitted now: those generating and those waiting for a sequence."""
         return self._in
+
+    def stats(self) -> Stats:
+        """What the engine thread has done (``GET /metrics``)."""
+        return self.scheduler.stats()
+
+    @contextmanager
+    def touching(self) -> Iterator[None]:
+        """A request's own call into the engine (tokenizing) for the block; ``close`` waits for it.
+
+        Raises:
+            RequestRefused: 503 once the server is shutting down.
+        """
+        with self._touched:
+            if self.closing.is_set():
+                raise shutting_down()
+            self._touching += 1
+        try:
+            yield
+        finally:
+            with self._touched:
+                self._touching -= 1
+                self._touched.notify_all()
 
     @contextmanager
     def answering(self) -> Iterator[None]:
@@ -255,28 +247,24 @@ class Generator:
             return self._answered.wait_for(lambda: self._answering == 0, timeout)
 
     def start(self, request: CompletionRequest, gone: Callable[[], bool] | None = None) -> Run:
-        """Admit ``request``, wait for the engine and feed the prompt: the ``Run`` (the caller closes it).
+        """Admit ``request``, wait for a sequence and decode the prompt: the ``Run`` (the caller closes it).
 
         Raises:
             RequestRefused: 503 when the queue is full, the wait too long or the server shutting down;
                 400 when the prompt leaves no room in the context or the engine refuses the request;
                 500 when the engine fails.
+            ConnectionResetError: ``gone`` said so while the prompt was decoded.
         """
         stack = ExitStack()
         try:
             if self.closing.is_set():
-                raise _shutting_down()
+                raise shutting_down()
             if not self._admitted.acquire(blocking=False):
-                raise _busy(f"the server is busy: one request is generating and {self.queue} wait for the model "
-                            f"(serve --queue N); try again")
+                raise _busy(f"the server is busy: {_generating(self.sequences)} and {self.queue} wait for the "
+                            f"model (serve --queue N); try again")
             stack.callback(self._admitted.release)
             self._count(+1)
             stack.callback(self._count, -1)
-            if not self.lock.acquire(timeout=self.wait):
-                raise _busy(f"the server is busy: the model was not free within {self.wait:g} s; try again")
-            stack.callback(self.lock.release)
-            if self.closing.is_set():
-                raise _shutting_down()
             return Run(self, request, stack, gone)
         except BaseException:
             stack.close()
@@ -297,7 +285,11 @@ class Generator:
             run.close()
 
     def close(self) -> None:
-        """Stop taking generations, wait for the one in flight, close the engine."""
-        self.closing.set()
-        with self.lock:
-            self.engine.close()
+        """Stop taking generations, end those in flight (503) and the engine thread, wait for the
+        requests tokenizing, close the engine."""
+        with self._touched:
+            self.closing.set()
+        self.scheduler.stop()
+        with self._touched:
+            self._touched.wait_for(lambda: self._touching == 0)
+        self.engine.close()

@@ -22,10 +22,11 @@ from urllib.parse import unquote
 from superfluid.runtime.kernel.errors import SuperfluidError
 from superfluid.runtime.kernel.layout import worker_command
 from superfluid.runtime.serving.completions import CompletionRequest, RequestRefused, parse_chat, parse_completion
+from superfluid.runtime.serving.engine import Engine
 from superfluid.runtime.serving.flags import DEFAULT_QUEUE
-from superfluid.runtime.serving.generation import Generator, Run, ServedEngine
+from superfluid.runtime.serving.generation import Generator, Run
 
-__all__ = ["make_server", "serve_engine", "MAX_BODY", "IO_TIMEOUT", "DRAIN_SECONDS", "BACKLOG"]
+__all__ = ["make_server", "serve_engine", "metrics", "MAX_BODY", "IO_TIMEOUT", "DRAIN_SECONDS", "BACKLOG"]
 
 #: the largest request body read, in bytes
 MAX_BODY = 8 << 20
@@ -42,8 +43,35 @@ _POSTS: dict[str, Callable[[bytes], CompletionRequest]] = {
     "/v1/completions": parse_completion,
     "/v1/chat/completions": parse_chat,
 }
-_ENDPOINTS = "POST /v1/completions, POST /v1/chat/completions, GET /v1/models and GET /health"
+_ENDPOINTS = "POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health and GET /metrics"
 _MODELS = "/v1/models"
+_GETS = ("/health", "/metrics", _MODELS)
+
+
+def metrics(generator: Generator) -> str:
+    """``GET /metrics`` in Prometheus' text format: the sequences the engine decodes together, how
+    many generate and wait now, its decode steps by the sequences each decoded (more than one:
+    requests shared a step), and the prompt tokens decoded or found cached."""
+    s = generator.stats()
+    rows: list[tuple[str, str, str, list[tuple[str, int]]]] = [
+        ("superfluid_sequences", "gauge", "sequences the engine decodes together in one step (1: one request at a "
+                                          "time)", [("", s.sequences)]),
+        ("superfluid_sequences_busy", "gauge", "sequences generating now", [("", s.busy)]),
+        ("superfluid_requests_waiting", "gauge", "requests admitted and waiting for a sequence",
+         [("", max(0, generator.admitted - s.busy))]),
+        ("superfluid_decode_steps_total", "counter", "decode steps, by the sequences each decoded",
+         [(f'{{sequences="{n}"}}', count) for n, count in sorted(s.steps.items())]),
+        ("superfluid_prompt_tokens_total", "counter", "prompt tokens of the generations begun",
+         [("", s.prompt_tokens)]),
+        ("superfluid_prompt_tokens_cached_total", "counter", "prompt tokens a sequence already held (not decoded "
+                                                             "again)", [("", s.cached_tokens)]),
+        ("superfluid_generated_tokens_total", "counter", "tokens generated", [("", s.generated_tokens)]),
+    ]
+    out = []
+    for name, kind, help_text, samples in rows:
+        out += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+        out += [f"{name}{labels} {value}" for labels, value in samples]
+    return "\n".join(out) + "\n"
 
 
 def _peer_gone(conn: socket.socket) -> bool:
@@ -75,9 +103,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _json(self, status: int, doc: Mapping[str, Any], *, close: bool = False,
               headers: Mapping[str, str] | None = None) -> None:
-        body = (json.dumps(doc, separators=(",", ":")) + "\n").encode()
+        self._body(status, (json.dumps(doc, separators=(",", ":")) + "\n").encode(), "application/json",
+                   close=close, headers=headers)
+
+    def _body(self, status: int, body: bytes, content_type: str, *, close: bool = False,
+              headers: Mapping[str, str] | None = None) -> None:
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         for name, value in (headers or {}).items():
             self.send_header(name, value)
@@ -132,6 +164,8 @@ class _Handler(BaseHTTPRequestHandler):
         path = self._path()
         if path == "/health":
             self._json(200, {"status": "ok"})
+        elif path == "/metrics":
+            self._body(200, metrics(self.server.generator).encode(), "text/plain; version=0.0.4; charset=utf-8")
         elif path == _MODELS:
             self._json(200, {"object": "list", "data": [self._model()]})
         elif path.startswith(_MODELS + "/"):
@@ -158,7 +192,7 @@ class _Handler(BaseHTTPRequestHandler):
         path = self._path()
         parse = _POSTS.get(path)
         if parse is None:
-            if path in ("/health", _MODELS) or path.startswith(_MODELS + "/"):
+            if path in _GETS or path.startswith(_MODELS + "/"):
                 raise RequestRefused(405, f"{path} takes GET")
             raise RequestRefused(404, f"no such endpoint: {path} (this server answers {_ENDPOINTS})", code="not_found")
         if self.headers.get("Transfer-Encoding"):
@@ -171,10 +205,14 @@ class _Handler(BaseHTTPRequestHandler):
         request = parse(self.rfile.read(int(length)))
         self._served(request.model)
         generator = self.server.generator
+
+        def gone() -> bool:
+            return _peer_gone(self.connection)
+
         if not request.stream:
-            self._json(200, generator.complete(request, lambda: _peer_gone(self.connection)))
+            self._json(200, generator.complete(request, gone))
             return
-        run = generator.start(request)  # a refusal here is still an ordinary JSON answer
+        run = generator.start(request, gone)  # a refusal here is still an ordinary JSON answer
         try:
             self._stream(run)
         finally:
@@ -243,12 +281,12 @@ def _url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def serve_engine(engine: ServedEngine, host: str, port: int, out: TextIO, *, echo_log: bool = False,
+def serve_engine(engine: Engine, host: str, port: int, out: TextIO, *, echo_log: bool = False,
                  queue: int = DEFAULT_QUEUE) -> int:
     """Listen on ``host:port``, announce on ``out``, serve until SIGTERM/SIGINT; 0 on a clean close.
 
-    ``queue`` requests may wait for the engine besides the one generating. The engine is closed on
-    every way out, including a failure to bind.
+    ``queue`` requests may wait for a sequence besides those generating (one, or the engine's
+    ``Batched.n_seq``). The engine is closed on every way out, including a failure to bind.
 
     Raises:
         SuperfluidError: the address cannot be bound, the ready line cannot be written, or serving
@@ -277,7 +315,8 @@ def serve_engine(engine: ServedEngine, host: str, port: int, out: TextIO, *, ech
     try:
         bound_host, bound_port = server.server_address[:2]
         ready = {"listening": _url(str(bound_host), int(bound_port)), "model": engine.model_id,
-                 "path": os.path.abspath(engine.model_path), **engine.facts(), "n_ctx": engine.n_ctx}
+                 "path": os.path.abspath(engine.model_path), **engine.facts(), "n_ctx": engine.n_ctx,
+                 "parallel": generator.sequences}
         try:
             out.write(json.dumps(ready) + "\n")
             out.flush()

@@ -72,7 +72,8 @@ def test_the_announcement_names_the_address_model_and_library(basert_serve: Serv
         "listening": f"http://127.0.0.1:{basert_serve.port}", "model": "tiny", "path": str(tiny_model),
         "runtime": variant, "abi": None if variant == "0.3.0" else 1,
         "config_read": "into" if variant == "0.4.0" else "by-value", "library": str(path),
-        "n_ctx": 128}  # the model's max_seq_len, through config_of
+        "n_ctx": 128,  # the model's max_seq_len, through config_of
+        "parallel": 1}  # baseRT runs one generation at a time: the others wait for it
     assert basert_serve.port > 0
 
 
@@ -85,10 +86,12 @@ def test_a_completion_is_the_engines_greedy_text_with_its_usage(basert_serve: Se
     assert answer["id"].startswith("cmpl-") and isinstance(answer["created"], int)
     assert answer["choices"] == [{"text": COMPLETION, "index": 0, "finish_reason": "stop", "logprobs": None}]
     # ten words, then the end token, which counts and adds no text
-    assert answer["usage"] == {"prompt_tokens": 3, "completion_tokens": 11, "total_tokens": 14}
+    assert answer["usage"] == {"prompt_tokens": 3, "completion_tokens": 11, "total_tokens": 14,
+                               "prompt_tokens_details": {"cached_tokens": 0}}
     short = basert_serve.complete(prompt=["once upon"], max_tokens=3)
     assert short["choices"][0]["text"] == " a time the" and short["choices"][0]["finish_reason"] == "length"
-    assert short["usage"] == {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}
+    assert short["usage"] == {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6,
+                              "prompt_tokens_details": {"cached_tokens": 0}}
     # the default max_tokens (16) reaches the end of the sentence; each request starts afresh
     assert (basert_serve.complete(prompt="the tiny")["choices"][0]["text"]
             == " reference engine spoke plainly and stopped")
@@ -152,7 +155,8 @@ def test_a_smaller_context_ends_generation_at_its_length(engines: Path, tiny_mod
         # the engine feeds a token at position p only while p + 1 < 6: positions 3 and 4, then one more token
         assert answer["choices"][0] == {"text": " a time the", "index": 0, "finish_reason": "length",
                                         "logprobs": None}
-        assert answer["usage"] == {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}
+        assert answer["usage"] == {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6,
+                                   "prompt_tokens_details": {"cached_tokens": 0}}
         status, error = s.request("POST", "/v1/completions", {"prompt": "a b c d e"})
         assert status == 400 and error["error"]["param"] == "prompt"
         assert error["error"]["message"] == ("the prompt is 6 tokens; the context holds 6 (serve --max-context N), "

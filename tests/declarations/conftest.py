@@ -57,7 +57,7 @@ def version_rows(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 #: the llama.cpp options SPEC §7 names, in its order
 SPEC_LLAMA_OPTIONS = [
-    "n-gpu-layers", "main-gpu", "split-mode", "tensor-split", "load-mode", "lazy-mode", "repack", "threads",
+    "n-gpu-layers", "main-gpu", "split-mode", "tensor-split", "load-mode", "lazy-mode", "repack", "parallel", "threads",
     "threads-batch", "batch-size", "ubatch-size", "flash-attn", "cache-type-k", "cache-type-v", "kv-offload",
     "op-offload", "swa-full", "rope-scaling", "rope-freq-base", "rope-freq-scale", "yarn-ext-factor",
     "yarn-attn-factor", "yarn-beta-fast", "yarn-beta-slow", "yarn-orig-ctx", "lib",

@@ -13,9 +13,9 @@ from superfluid.runtime.llamacpp import options as O
 
 class TestOptions:
     def test_every_spec_option_is_declared(self) -> None:
-        spec = ("n-gpu-layers main-gpu split-mode tensor-split load-mode lazy-mode repack threads threads-batch "
-                "batch-size ubatch-size flash-attn cache-type-k cache-type-v kv-offload op-offload swa-full "
-                "rope-scaling rope-freq-base rope-freq-scale yarn-ext-factor yarn-attn-factor yarn-beta-fast "
+        spec = ("n-gpu-layers main-gpu split-mode tensor-split load-mode lazy-mode repack parallel threads "
+                "threads-batch batch-size ubatch-size flash-attn cache-type-k cache-type-v kv-offload op-offload "
+                "swa-full rope-scaling rope-freq-base rope-freq-scale yarn-ext-factor yarn-attn-factor yarn-beta-fast "
                 "yarn-beta-slow yarn-orig-ctx lib").split()
         assert [o.name for o in O.OPTIONS] == spec
         assert set(O.FIELDS) | {"tensor-split", "lib"} == set(spec)

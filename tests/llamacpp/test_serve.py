@@ -66,12 +66,13 @@ def test_the_announcement_names_the_address_model_and_layout(llama_serve: Server
 def test_a_completion_is_the_models_greedy_text_with_its_usage(llama_serve: Server, libllama_each: Path,
                                                                gguf_models: dict[str, Path]) -> None:
     n_prompt = prompt_tokens(libllama_each, gguf_models["always-the.gguf"], "Once upon a time")
-    for n in (1, 7):
+    for n, cached in ((1, 0), (7, n_prompt - 1)):  # the second finds the prompt held, all but its last token
         answer = llama_serve.complete(model="always-the", prompt="Once upon a time", max_tokens=n, temperature=0)
         assert answer["object"] == "text_completion" and answer["model"] == "always-the"
         assert answer["id"].startswith("cmpl-") and isinstance(answer["created"], int)
         assert answer["choices"] == [{"text": " the" * n, "index": 0, "finish_reason": "length", "logprobs": None}]
-        assert answer["usage"] == {"prompt_tokens": n_prompt, "completion_tokens": n, "total_tokens": n_prompt + n}
+        assert answer["usage"] == {"prompt_tokens": n_prompt, "completion_tokens": n, "total_tokens": n_prompt + n,
+                                   "prompt_tokens_details": {"cached_tokens": cached}}
     # defaults: 16 tokens, greedy; a prompt given as a list of one string
     default = llama_serve.complete(prompt=["Once upon a time"])
     assert default["choices"][0]["text"] == " the" * 16 and default["usage"]["completion_tokens"] == 16

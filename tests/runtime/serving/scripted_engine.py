@@ -1,4 +1,5 @@
-"""A scripted engine for the serving tests: it "generates" a fixed list of byte strings, then the end token."""
+"""Scripted engines for the serving tests: one that "generates" a fixed list of byte strings, then the end
+token, a generation at a time; and one that decodes several sequences in one step."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from superfluid.runtime.serving.completions import Sampling
+from superfluid.runtime.serving.completions import RequestRefused, Sampling
+from superfluid.runtime.serving.engine import Feed
 
-__all__ = ["EOS", "Script", "ScriptedGeneration"]
+__all__ = ["EOS", "Script", "ScriptedGeneration", "BatchScript"]
 
 EOS = 0
 
@@ -76,3 +78,68 @@ class Script:
 
     def close(self) -> None:
         self.closed = True
+
+
+class BatchScript(Script):
+    """A ``Batched`` engine of ``n_seq`` sequences: the token drawn after a sequence's tokens is
+    1 + their sum mod ``len(pieces)`` (so it depends on the prompt and on nothing else), the end
+    token once it holds ``until`` tokens. ``steps`` records each step's feeds; ``asked`` holds each
+    step while it is clear; ``fail`` makes the next step fail (a 500, as a failed decode);
+    ``held[seq]`` is what a sequence holds, kept when its generation ends (a cached prefix)."""
+
+    def __init__(self, pieces: Sequence[bytes], *, n_seq: int = 4, n_batch: int = 64, until: int = 40) -> None:
+        super().__init__(pieces)
+        self.n_seq = n_seq
+        self.n_batch = n_batch
+        self.n_ctx = 1 << 20
+        self.until = until
+        self.steps: list[list[Feed]] = []
+        self.held: list[list[int]] = [[] for _ in range(n_seq)]
+        self.ended: list[tuple[int, bool]] = []
+        self.fail = False
+
+    def pick(self, prompt: Sequence[int], free: Sequence[int]) -> int:
+        return max(free, key=lambda s: (common(self.held[s], prompt), -s))
+
+    def begin(self, seq: int, prompt: Sequence[int], sampling: Sampling | None) -> int:
+        self.seen.append(sampling)
+        keep = min(common(self.held[seq], prompt), len(prompt) - 1)
+        del self.held[seq][keep:]
+        self.started.set()
+        return keep
+
+    def step(self, feeds: Sequence[Feed]) -> list[int]:
+        self.asked.wait(30)
+        self.steps.append(list(feeds))
+        assert sum(len(f.tokens) for f in feeds) <= self.n_batch and len({f.seq for f in feeds}) == len(feeds)
+        if self.fail:
+            self.fail = False
+            raise RequestRefused(500, "llama_decode returned -1 (failed)", kind="server_error")
+        out = []
+        for feed in feeds:
+            self.held[feed.seq] += feed.tokens
+            if feed.sample:
+                held = self.held[feed.seq]
+                out.append(EOS if len(held) >= self.until else 1 + sum(held) % len(self.pieces))
+        return out
+
+    def full(self, seq: int) -> bool:
+        return len(self.held[seq]) >= self.n_ctx
+
+    def end(self, seq: int, *, keep: bool = True) -> None:
+        self.ended.append((seq, keep))
+        if not keep:
+            self.held[seq].clear()
+
+    def tokenize(self, text: str, *, special: bool = False) -> list[int]:
+        """A beginning token, then one token per word: its length."""
+        return [99] + [len(w) for w in text.split()]
+
+
+def common(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n

@@ -126,13 +126,14 @@ CHAT_REQUEST = CompletionRequest(prompt="", max_tokens=None, stop=(), include_us
 
 
 def test_answers_of_each_endpoint() -> None:
-    usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
-    assert answer(REQUEST, "cmpl-1", 7, "m", " the", "length", 3, 2) == {
+    usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5,
+             "prompt_tokens_details": {"cached_tokens": 1}}
+    assert answer(REQUEST, "cmpl-1", 7, "m", " the", "length", 3, 2, 1) == {
         "id": "cmpl-1", "object": "text_completion", "created": 7, "model": "m", "usage": usage,
         "choices": [{"text": " the", "index": 0, "finish_reason": "length", "logprobs": None}]}
-    assert answer(CHAT_REQUEST, "c", 7, "m", "hi", "stop", 3, 2)["choices"] == [
+    assert answer(CHAT_REQUEST, "c", 7, "m", "hi", "stop", 3, 2, 0)["choices"] == [
         {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop", "logprobs": None}]
-    assert answer(CHAT_REQUEST, "c", 7, "m", "hi", "stop", 3, 2)["object"] == "chat.completion"
+    assert answer(CHAT_REQUEST, "c", 7, "m", "hi", "stop", 3, 2, 0)["object"] == "chat.completion"
 
 
 @pytest.mark.parametrize(("request_", "text", "finish", "choice"), [
@@ -154,9 +155,10 @@ def test_chunks(request_: CompletionRequest, text: str | None, finish: str | Non
 
 
 def test_the_usage_chunk_has_no_choices() -> None:
-    assert usage_chunk(CHAT_REQUEST, "i", 1, "m", 4, 6) == {
+    assert usage_chunk(CHAT_REQUEST, "i", 1, "m", 4, 6, 2) == {
         "id": "i", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [],
-        "usage": {"prompt_tokens": 4, "completion_tokens": 6, "total_tokens": 10}}
+        "usage": {"prompt_tokens": 4, "completion_tokens": 6, "total_tokens": 10,
+                  "prompt_tokens_details": {"cached_tokens": 2}}}
 
 
 def test_a_refusal_as_json() -> None:

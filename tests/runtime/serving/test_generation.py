@@ -1,4 +1,4 @@
-"""Admission and generation on a scripted engine, with no HTTP in between.
+"""Admission and generation on a scripted engine of one generation at a time, with no HTTP in between.
 
 Each rule of a run is one row: what it yields piece by piece (never the start of a stop string
 before it is ruled out, never half a character), how it finishes, and what is refused: a request
@@ -98,7 +98,7 @@ def test_a_prompt_the_context_cannot_hold_is_a_400_and_lets_go(words: int, chat:
     request = (parse_chat if chat else parse_completion)(json.dumps(body).encode())
     refused = refusal(lambda: generator.start(request))
     assert (refused.status, refused.message, refused.param) == (400, message, "messages" if chat else "prompt")
-    assert generator.admitted == 0 and not generator.lock.locked()
+    assert generator.admitted == 0 and generator.stats().busy == 0
 
 
 def _admitted(generator: Generator, count: int) -> None:
@@ -109,10 +109,24 @@ def _admitted(generator: Generator, count: int) -> None:
     assert generator.admitted == count
 
 
+def _hold(generator: Generator, engine: Script, request: CompletionRequest,
+          answers: list[dict[str, Any]]) -> threading.Thread:
+    """A request that takes the engine's one sequence and holds it (its first token awaited) until
+    ``engine.asked`` is set; the whole answer goes into ``answers``."""
+    engine.asked.clear()
+    engine.started.clear()
+    thread = threading.Thread(target=lambda: answers.append(generator.complete(request)))
+    thread.start()
+    assert engine.started.wait(10)
+    return thread
+
+
 @pytest.mark.parametrize("queue", [0, 1, 3])
 def test_requests_beyond_the_queue_are_refused_busy_and_the_others_wait(queue: int) -> None:
-    generator = Generator(Script([b"x", b"y"]), queue=queue, wait=30)
-    first = generator.start(completion())  # holds the engine until closed
+    engine = Script([b"x", b"y"])
+    generator = Generator(engine, queue=queue, wait=30)
+    first: list[dict[str, Any]] = []
+    holding = _hold(generator, engine, completion(), first)
     answers: list[dict[str, Any]] = []
     waiters = [threading.Thread(target=lambda: answers.append(generator.complete(completion())))
                for _ in range(queue)]
@@ -123,24 +137,25 @@ def test_requests_beyond_the_queue_are_refused_busy_and_the_others_wait(queue: i
     assert (refused.status, refused.code, refused.headers) == (503, "busy", {"Retry-After": "1"})
     assert refused.message == (f"the server is busy: one request is generating and {queue} wait for the model "
                                f"(serve --queue N); try again")
-    assert first.answer()["choices"][0]["text"] == "xy"
-    first.close()
-    for w in waiters:
-        w.join(30)
-    assert [a["choices"][0]["text"] for a in answers] == ["xy"] * queue
+    engine.asked.set()
+    for t in (holding, *waiters):
+        t.join(30)
+    assert [a["choices"][0]["text"] for a in first + answers] == ["xy"] * (1 + queue)
     assert generator.admitted == 0
 
 
 def test_a_request_the_model_is_not_free_for_within_the_wait_is_refused_busy() -> None:
-    generator = Generator(Script([b"x"]), wait=0.05)
-    first = generator.start(completion())
+    engine = Script([b"x"])
+    generator = Generator(engine, wait=0.05)
+    holding = _hold(generator, engine, completion(), [])
     try:
         refused = refusal(lambda: generator.start(completion()))
         assert (refused.status, refused.code) == (503, "busy")
         assert refused.message == "the server is busy: the model was not free within 0.05 s; try again"
         assert generator.admitted == 1  # its place in the queue given back
     finally:
-        first.close()
+        engine.asked.set()
+        holding.join(30)
 
 
 def test_a_shutdown_stops_the_run_and_refuses_what_comes_after() -> None:
@@ -168,7 +183,16 @@ def test_a_run_stops_when_its_client_goes_away() -> None:
     generator = Generator(Script([b"x"] * 100))
     with pytest.raises(ConnectionResetError):
         generator.complete(completion(max_tokens=100), gone)
-    assert len(asked) == 4 and generator.admitted == 0 and not generator.lock.locked()
+    assert len(asked) == 4 and generator.admitted == 0
+    _until(lambda: generator.stats().busy == 0)  # its sequence freed at the engine's next step
+
+
+def _until(done: Callable[[], bool]) -> None:
+    for _ in range(500):
+        if done():
+            return
+        time.sleep(0.01)
+    assert done()
 
 
 def test_a_drain_waits_for_the_answers_being_written() -> None:

@@ -20,7 +20,7 @@ import pytest
 
 from superfluid.runtime.serving.generation import Generator
 from superfluid.runtime.serving.http import BACKLOG, make_server
-from tests.runtime.serving.scripted_engine import Script
+from tests.runtime.serving.scripted_engine import BatchScript, Script
 
 
 @contextmanager
@@ -87,7 +87,8 @@ def test_a_chat_stream_opens_with_the_role_and_ends_with_usage() -> None:
                                                           {"content": " there"}, {}]
     assert all(c["object"] == "chat.completion.chunk" and c["id"].startswith("chatcmpl-") for c in got[:-1])
     assert got[-2]["choices"] == [] and got[-2]["usage"] == {"prompt_tokens": 3, "completion_tokens": 3,
-                                                             "total_tokens": 6}
+                                                             "total_tokens": 6,
+                                                             "prompt_tokens_details": {"cached_tokens": 0}}
 
 
 def hold(engine: Script, port: int, results: list[tuple[int, dict[str, str], bytes]]) -> threading.Thread:
@@ -179,7 +180,7 @@ def test_one_model_is_retrieved_by_its_id() -> None:
         assert status == 404 and json.loads(raw)["error"]["code"] == "model_not_found"
 
 
-def test_a_generation_stops_when_its_client_goes_away_without_streaming() -> None:
+def test_a_generation_stops_when_its_client_goes_away_streamed_or_not() -> None:
     class Slow(Script):  # 10 ms a token: the whole answer would hold the engine for 100 s
         def piece(self, token: int) -> bytes:
             time.sleep(0.01)
@@ -187,21 +188,23 @@ def test_a_generation_stops_when_its_client_goes_away_without_streaming() -> Non
 
     engine = Slow([b"x"] * 10_000)
     with serving(engine) as (generator, port):
-        engine.asked.clear()
-        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        body = json.dumps({"prompt": "a", "max_tokens": 10_000}).encode()
-        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-        assert engine.started.wait(10)
-        sock.close()  # the client gives up while the engine is held
-        engine.asked.set()
-        for _ in range(500):  # the engine is let go well before 10,000 tokens
-            if not generator.lock.locked():
-                break
-            time.sleep(0.01)
-        assert not generator.lock.locked()
-        status, _, raw = post(port, "/v1/completions", {"prompt": "b", "max_tokens": 2})
-        assert status == 200 and json.loads(raw)["choices"][0]["text"] == "xx"
+        for stream in (False, True):
+            engine.asked.clear()
+            engine.started.clear()
+            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+            body = json.dumps({"prompt": "a", "max_tokens": 10_000, "stream": stream}).encode()
+            sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            assert engine.started.wait(10)
+            sock.close()  # the client gives up while the engine is held
+            engine.asked.set()
+            for _ in range(500):  # the engine is let go well before 10,000 tokens
+                if generator.stats().busy == 0:
+                    break
+                time.sleep(0.01)
+            assert generator.stats().busy == 0 and generator.stats().generated_tokens < 1000
+            status, _, raw = post(port, "/v1/completions", {"prompt": "b", "max_tokens": 2})
+            assert status == 200 and json.loads(raw)["choices"][0]["text"] == "xx"
 
 
 def test_a_burst_of_fifty_streams_is_answered_never_reset() -> None:
@@ -239,3 +242,52 @@ def test_the_listen_backlog_holds_a_burst() -> None:
         assert server.request_queue_size == BACKLOG
     finally:
         server.server_close()
+
+
+def metrics(port: int) -> dict[str, float]:
+    """``GET /metrics``, each sample by its name and labels (Prometheus' text format)."""
+    status, raw = get(port, "/metrics")
+    assert status == 200
+    out: dict[str, float] = {}
+    for line in raw.decode().splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+def test_metrics_say_how_many_sequences_shared_each_decode_step() -> None:
+    engine = BatchScript([b"a", b"b", b"c"], n_seq=4)
+    with serving(engine) as (generator, port):
+        assert metrics(port) == {"superfluid_sequences": 4, "superfluid_sequences_busy": 0,
+                                 "superfluid_requests_waiting": 0, "superfluid_prompt_tokens_total": 0,
+                                 "superfluid_prompt_tokens_cached_total": 0, "superfluid_generated_tokens_total": 0}
+        engine.asked.clear()
+        results: list[tuple[int, dict[str, str], bytes]] = []
+        threads = [threading.Thread(target=lambda p=p: results.append(post(port, "/v1/completions",
+                                                                          {"prompt": p, "max_tokens": 5})))
+                   for p in ("a b", "cc dd ee", "f")]
+        for t in threads:
+            t.start()
+        for _ in range(500):
+            if generator.admitted == 3:
+                break
+            time.sleep(0.01)
+        time.sleep(0.05)
+        engine.asked.set()
+        for t in threads:
+            t.join(30)
+        got = metrics(port)
+    assert [s for s, _, _ in results] == [200] * 3
+    assert got['superfluid_decode_steps_total{sequences="3"}'] >= 4  # the three generated together
+    assert got["superfluid_generated_tokens_total"] == 15 and got["superfluid_prompt_tokens_total"] == 3 + 4 + 2
+    assert got["superfluid_sequences_busy"] == 0 and got["superfluid_requests_waiting"] == 0
+
+
+def test_metrics_of_an_engine_of_one_generation_at_a_time() -> None:
+    with serving(Script([b"x"])) as (_, port):
+        assert post(port, "/v1/completions", {"prompt": "a"})[0] == 200
+        got = metrics(port)
+        assert got["superfluid_sequences"] == 1 and got['superfluid_decode_steps_total{sequences="1"}'] == 2
+        status, _, raw = post(port, "/metrics", {})
+        assert status == 405 and json.loads(raw)["error"]["message"] == "/metrics takes GET"

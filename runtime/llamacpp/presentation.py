@@ -21,7 +21,9 @@ class LlamacppPresentation(Presentation):
     questions = (Question(kind="build", pattern=r"b[1-9][0-9]{0,9}", expected="a llama.cpp build, e.g. b11642",
                           metavar="B", placeholder="bNNNN", flag="a build, e.g. b11642"),)
     serve_flags = (ServeFlag("lib", "P", "the libllama file or directory to serve with (else SUPERFLUID_LLAMA_LIB, "
-                                         "else the install's)"),)
+                                         "else the install's)"),
+                   ServeFlag("parallel", "N", "requests decoded together, one step for all (default 4; the KV "
+                                              "cache holds N times --max-context)"))
     column = "llama.cpp builds"
 
     def judge(self, part: Mapping[str, Any], kind: str, value: str, platform: str | None,

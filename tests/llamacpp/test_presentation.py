@@ -51,4 +51,4 @@ def test_the_build_question_and_the_registry() -> None:
     build = LLAMACPP.question("build")
     assert build is not None and build.usable("b11642") and not build.usable("11642") and not build.usable("b0")
     assert registry.presentation("llamacpp") is LLAMACPP and LLAMACPP.column == "llama.cpp builds"
-    assert LLAMACPP.abi_words(2) is None and [f.option for f in LLAMACPP.serve_flags] == ["lib"]
+    assert LLAMACPP.abi_words(2) is None and [f.option for f in LLAMACPP.serve_flags] == ["lib", "parallel"]

@@ -172,6 +172,9 @@ def _parser() -> argparse.ArgumentParser:
                                          ".sha256, on Linux its .needs.json (the newest GLIBC_/GLIBCXX_ versions "
                                          "and the libraries it needs of a host) and basert-engine-abi-<N>.txt with "
                                          "the number the library states.")
+    p.epilog = ("Then the engine's release workflow attests the bundle, its .needs.json and the ABI asset "
+                "(actions/attest-build-provenance) and uploads each one's Sigstore bundle beside it as "
+                "<asset>.sigstore.json: docs/release.md, \"Attesting an engine's release\".")
     p.add_argument("--lib", required=True, metavar="PATH", help="the built libbaseRT (.so or .dylib)")
     p.add_argument("--platform", required=True, metavar="P", help="linux-x64, linux-arm64, macos-arm64 ...")
     p.add_argument("--version", required=True, metavar="V", help="the release's version; the library must state it")

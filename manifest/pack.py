@@ -245,6 +245,9 @@ def pack(source: Path, out: Path, settings: Settings, *, unsigned: bool = False,
 def _parser() -> argparse.ArgumentParser:
     p = ManifestParser(prog=_PROG, description="Build the sdist and the wheel into DIR, each with its .sha256, its "
                                          ".compat.json and that document's minisign signature (.minisig).")
+    p.epilog = ("The release workflow then attests each artifact and its .compat.json "
+                "(actions/attest-build-provenance) and uploads each one's Sigstore bundle beside it as "
+                "<file>.sigstore.json: docs/release.md, \"Attestations\".")
     p.add_argument("--out", required=True, metavar="DIR", help="an empty (or new) directory to write into")
     p.add_argument("--unsigned", action="store_true",
                    help=f"write no signatures (a release needs them: give the key in {ENV_KEY_FILE} or {ENV_KEY})")

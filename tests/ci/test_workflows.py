@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from superfluid.manifest.release_files import ATTESTED_SUFFIXES, BUNDLE_SUFFIX, PACK_SUFFIXES
-from tests.ci.conftest import Packed
+from tests.ci.conftest import Packed, ci_env, run_ci
 from tests.ci.release_job import ATTEST_ACTIONS, Job, commands, load, pack_job, run_release_job
 from tests.conftest import ROOT
 
@@ -135,15 +135,20 @@ def _to_attest(written: list[str]) -> list[str]:
 
 def attestation_faults(workflow: dict[str, Any], written: list[str], scratch: Path) -> list[str]:
     """What keeps the release job from attesting every artifact and compat.json it uploads with the
-    bundle beside each: an uploaded file no attestation names, or with no ``<file>.sigstore.json``
-    uploaded beside it that is the bundle of an attestation naming it; a bundle beside nothing.
+    bundle beside each (``faults_of``).
 
     Raises:
         AssertionError: as ``run_release_job`` (a step that fails, a subject pattern that matches nothing).
     """
-    job = _job(workflow, written, scratch)
+    return faults_of(_job(workflow, written, scratch), _to_attest(written))
+
+
+def faults_of(job: Job, to_attest: list[str]) -> list[str]:
+    """What keeps ``job`` from attesting each file of ``to_attest`` with its bundle beside it: a file not
+    uploaded, or uploaded and named by no attestation, or with no ``<file>.sigstore.json`` uploaded beside
+    it that is the bundle of an attestation naming it; a bundle beside nothing."""
     faults = []
-    for name in _to_attest(written):
+    for name in to_attest:
         if name not in job.uploaded:
             faults.append(f"{name} is not uploaded")
             continue
@@ -315,3 +320,53 @@ def test_a_release_yml_that_grants_too_much_or_pins_loosely_fails(release_yml: s
     faults = {"permissions": lambda: permission_faults(load(broken)), "pins": lambda: pin_faults(broken),
               "claim": lambda: claim_faults(load(broken))}[check]()
     assert any(fault in f for f in faults), faults
+
+
+# -- an engine's release workflow, as docs/release.md shows it (issue 46, item 5) ----------------------
+
+_ENGINE_MARK = "<!-- engine-release-workflow -->\n```yaml\n"
+
+
+def engine_workflow() -> str:
+    """The engine release workflow docs/release.md shows, as written there."""
+    text = (ROOT / "docs" / "release.md").read_text()
+    start = text.index(_ENGINE_MARK) + len(_ENGINE_MARK)
+    return text[start:text.index("```\n", start)]
+
+
+def _engine_files(version: str, abi: int | None) -> dict[str, list[str]]:
+    """What ``ci/engine-assets`` writes for linux-x64 (docs/release.md): all, and what is attested."""
+    bundle = f"basert-engine-linux-x64-{version}.tar.gz"
+    attested = [bundle, f"{bundle}.needs.json"] + ([f"basert-engine-abi-{abi}.txt"] if abi is not None else [])
+    return {"written": [*attested, f"{bundle}.sha256"], "attested": attested}
+
+
+@pytest.mark.parametrize(("version", "abi"), [
+    pytest.param("0.4.0", 1, id="states-abi-1"),
+    pytest.param("0.3.0", None, id="unnumbered-no-abi-asset"),
+])
+def test_the_engine_release_workflow_the_docs_show_attests_every_asset(tmp_path: Path, version: str,
+                                                                        abi: int | None) -> None:
+    text = engine_workflow()
+    files = _engine_files(version, abi)
+    job = run_release_job(load(text), {n: n.encode() for n in files["written"]}, tmp_path, _bundle_of,
+                          producer="ci/engine-assets")
+    assert faults_of(job, files["attested"]) == []
+    assert sorted(job.uploaded) == sorted([*files["written"], *(n + BUNDLE_SUFFIX for n in files["attested"])])
+    assert permission_faults(load(text)) == [] and pin_faults(text) == []
+
+
+def test_the_engine_workflow_pins_the_action_superfluid_pins() -> None:
+    assert _PIN in engine_workflow() and _PIN in (WORKFLOWS / "release.yml").read_text()
+
+
+@pytest.mark.parametrize(("step", "names", "section"), [
+    pytest.param("pack", "<file>.sigstore.json", "## Attestations\n", id="ci-pack"),
+    pytest.param("engine-assets", "<asset>.sigstore.json", "**Attesting an engine's release.**", id="ci-engine-assets"),
+])
+def test_the_ci_steps_name_the_bundle_beside_each_file_and_where_the_step_is_shown(step: str, names: str,
+                                                                                  section: str) -> None:
+    assert names in (ROOT / "ci" / step).read_text()  # the script's own header, read before it is run
+    done = run_ci(step, "--help", env=ci_env(), timeout=60)
+    assert done.returncode == 0 and names in " ".join(done.stdout.split()), done.stdout
+    assert section in (ROOT / "docs" / "release.md").read_text()

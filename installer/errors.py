@@ -20,6 +20,8 @@ __all__ = [
     "VerificationError",
     "ReleaseNotFound",
     "OfflineMissing",
+    "ProvenanceRefused",
+    "ProvenanceRequired",
 ]
 
 
@@ -217,3 +219,38 @@ class OfflineMissing(SuperfluidError):
 
 class StoreError(SuperfluidError):
     """The home could not be changed as asked (a filesystem fault, or an inconsistent request)."""
+
+
+# -- provenance (docs/install.md, "Provenance"): installer/trust/provenance.py verifies a bundle --------
+
+#: what to do about a refusal, by its step
+_ADVICE = {
+    "identity": "use the file only if that workflow is one you trust to build it; otherwise get it from the "
+                "repository and workflow named",
+    "bytes": "the bundle is another file's: get the one made for these bytes, or check the file came from where "
+             "you expected",
+    "bundle": "give the Sigstore bundle (.sigstore.json) the workflow made for this file",
+    "statement": "give the build provenance attestation of the file (what actions/attest-build-provenance makes)",
+}
+_TAMPERED = ("the bundle was altered, or made under another Sigstore: get it again from where the file came from, "
+             "or name that Sigstore's trusted root")
+
+
+class ProvenanceRefused(SuperfluidError):
+    """A bundle that does not prove what was asked (exit 1): ``step`` is the check that failed
+    (``bundle``, ``time``, ``certificate``, ``log``, ``signature``, ``bytes``, ``statement``, ``identity``);
+    ``wanted`` and ``found`` the identities or digests, when those are what differ."""
+
+    def __init__(self, named: str, step: str, fault: str, *, wanted: str | None = None,
+                 found: str | None = None, advice: str | None = None) -> None:
+        super().__init__(f"{named}: {fault}", advice=advice or _ADVICE.get(step, _TAMPERED))
+        self.named = named
+        self.step = step
+        self.fault = fault
+        self.wanted = wanted
+        self.found = found
+
+
+class ProvenanceRequired(SuperfluidError):
+    """An asset with no Sigstore bundle, where provenance is required (``--require-provenance``, a lock's
+    ``provenance = "required"``): refused before anything is fetched or staged (exit 1)."""

@@ -21,6 +21,7 @@ from superfluid.installer.home.upkeep import same_install
 from superfluid.installer.phases import phase
 from superfluid.installer.sources.choose import source_for
 from superfluid.installer.sources.listing import SourceListing
+from superfluid.installer.trust.proving import Proofs, prove
 from superfluid.runtime import registry
 from superfluid.runtime.adapter import refused_here
 from superfluid.runtime.hostfacts.host import detect
@@ -70,6 +71,8 @@ class Outcome:
     cleaned: tuple[str, ...] = field(default=())
     #: the install was already here from the same archives: nothing was fetched or changed
     kept: bool = False
+    #: what the installed plan's Sigstore bundles proved (None: a dry run, or kept)
+    proofs: Proofs | None = None
 
     def to_json(self) -> dict[str, Any]:
         """``--json``: the plans for ``--dry-run`` (schema ``plan``), else the install result
@@ -195,6 +198,8 @@ def install_plans(runtime_id: str, plans: Sequence[Plan], settings: Settings, re
         NotInstallable: every plan's probe refused (names each reason), or there is none.
         ProbeRefused: the only plan's probe refused.
         VerificationError, DownloadError, OfflineMissing, UsageError: fetching (nothing installed).
+        ProvenanceRefused, ProvenanceRequired: an asset's bundle does not prove it, or it has none where
+            provenance is required (``trust.proving.prove``: before it is fetched; nothing installed).
         UnsafeArchive, StoreError, MutexBusy: extraction and the store (nothing installed).
     """
 
@@ -225,9 +230,10 @@ def install_plans(runtime_id: str, plans: Sequence[Plan], settings: Settings, re
             _fall_back(plans, i, p.refused, fallbacks, tell, "installs", refused)
             continue
         tell(Trying(plan=p, index=i, cached=_cached(p, source, settings.home)))
+        proofs = prove(p, source, settings)  # a bundle that does not prove its asset: refused, nothing fetched
         fill = fill_for(p, source, settings=settings, progress=progress, phases=phases, unchecked=partial(unchecked, p))
         steps = PlanSteps(adapter, p, fill, settings=settings, untested=untested, platform=platform, lock=lock,
-                          mirror=mirror, phases=phases)
+                          mirror=mirror, phases=phases, kept=proofs.kept(), provenance=proofs.to_json())
         try:
             published = install_staged(settings.home, p.id, p.install, steps.stage, steps.probe,
                                        on_wait=partial(_waiting, tell, p), command=f"superfluid runtime install {p.id}",
@@ -243,7 +249,7 @@ def install_plans(runtime_id: str, plans: Sequence[Plan], settings: Settings, re
                        path=str(published.path),
                        replaced=published.replaced, current=published.current, pinned=published.pinned,
                        fallbacks=tuple(fallbacks),
-                       warnings=tuple(warnings), cleaned=published.cleaned, kept=published.kept)
+                       warnings=tuple(warnings), cleaned=published.cleaned, kept=published.kept, proofs=proofs)
     raise NotInstallable(f"nothing of {runtime_id} to install here")
 
 

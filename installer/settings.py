@@ -9,13 +9,16 @@ from typing import Literal
 
 from superfluid.installer.config import DEFAULT_GITHUB_API, FetchConfig
 
-__all__ = ["MANIFEST_ROOT_VARIABLE", "MIRROR_FLAG", "MIRROR_VARIABLE", "ProgressMode", "Settings"]
+__all__ = ["MANIFEST_ROOT_VARIABLE", "MIRROR_FLAG", "MIRROR_VARIABLE", "SIGSTORE_ROOT_VARIABLE", "ProgressMode",
+           "Settings"]
 
 #: who may name a mirror, as messages name them
 MIRROR_FLAG = "--mirror"
 MIRROR_VARIABLE = "SUPERFLUID_MIRROR"
 #: the manifest service's TUF root to start trusting from, unless ``--trust-root`` names one
 MANIFEST_ROOT_VARIABLE = "SUPERFLUID_MANIFEST_ROOT"
+#: the Sigstore trusted root an asset's bundle is verified under, instead of the public Sigstore's
+SIGSTORE_ROOT_VARIABLE = "SUPERFLUID_SIGSTORE_ROOT"
 
 #: ``"terminal"``: a bar on stderr when it is a terminal; ``"off"``: none (``CI`` set, or ``--json``)
 ProgressMode = Literal["terminal", "off"]
@@ -45,6 +48,11 @@ class Settings:
     auth_file_named: bool = False  # REGISTRY_AUTH_FILE named auth_files' one file (a 401 names it if absent)
     progress: ProgressMode = "off"  # how downloads show their progress
     trust_root: str | None = None  # SUPERFLUID_MANIFEST_ROOT: the manifest service's root, unless --trust-root
+    # SUPERFLUID_SIGSTORE_ROOT: the Sigstore trusted root (a trusted_root.json) assets' bundles are verified
+    # under; None: the public Sigstore's, as the installed sigstore-python carries it
+    sigstore_root: str | None = None
+    # --require-provenance (or a lock's provenance = "required"): an asset without a bundle is refused
+    require_provenance: bool = False
     # the environment the command was started with, read-only: what the host-facts reader is given
     # (the SUPERFLUID_HOST_* overrides) and what a staged worker's environment is scrubbed from
     host_environ: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))

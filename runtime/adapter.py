@@ -194,6 +194,20 @@ class Adapter(ABC):
         raise NotInstallable(f"this superfluid has no installer for the {self.id} runtime: its recipe names no "
                              "releases repository")
 
+    def built_by(self, compat_part: Mapping[str, Any] | None = None) -> dict[str, str | None]:
+        """Who builds its assets, as an asset's Sigstore bundle must prove it (docs/install.md,
+        "Provenance"): ``built_by`` of ``compat_part`` (a ``--for`` release's part of its compat
+        document), else of the recipe, else any workflow of its releases repository.
+
+        Raises:
+            NotInstallable: none of those, and the recipe names no releases repository (as ``repo``).
+        """
+        for part in (compat_part, self.recipe):
+            named = part.get("built_by") if part is not None else None
+            if isinstance(named, Mapping) and isinstance(named.get("repository"), str):
+                return {"repository": named["repository"], "workflow": named.get("workflow"), "ref": named.get("ref")}
+        return {"repository": self.repo, "workflow": None, "ref": None}
+
     def plan(self, request: Request, host: Host, listing: Listing | None = None) -> list[Plan]:
         """The ordered plans for ``request`` on ``host``, from the recipe and, when given, the
         release listing (without one: the recipe alone, as the worker's ``plan`` answers), for
@@ -204,11 +218,18 @@ class Adapter(ABC):
             NotInstallable: nothing the request names installs here (the message says why).
             InconsistentRelease, DigestConflict, UsageError: the adapter's rules refuse.
         """
-        plans = self.plan_for(request, host, listing, compat_part(self, request))
-        if request.for_ is None:
+        part = compat_part(self, request)
+        plans = self.plan_for(request, host, listing, part)
+        if request.from_:  # a file named by hand: no release's workflow is asked of it
             return plans
-        made_for = request.for_.to_json()
-        return [replace(p, made_for=made_for) for p in plans]
+        built_by = self.built_by(part if request.for_ is not None else None)
+        made_for = request.for_.to_json() if request.for_ is not None else None
+
+        def stated(p: Plan) -> Plan:
+            retry = stated(p.retry) if p.retry is not None else None
+            return replace(p, built_by=built_by, retry=retry, made_for=made_for or p.made_for)
+
+        return [stated(p) for p in plans]
 
     def plan_for(self, request: Request, host: Host, listing: Listing | None,
                  compat_part: Mapping[str, Any]) -> list[Plan]:

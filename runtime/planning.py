@@ -325,6 +325,10 @@ class Plan:
     #: the same build with its CUDA runtime archive: tried next when this plan's GPU module does not
     #: load for a missing CUDA runtime (``probe.missing_cuda_runtime``), else never
     retry: Plan | None = None
+    #: who builds its assets (``{"repository", "workflow", "ref"}``): the workflow an asset's Sigstore
+    #: bundle must be signed by, when one is published (the recipe's ``built_by``, a ``--for`` release's,
+    #: a lock's); None: no identity is known (a ``--from`` file)
+    built_by: Mapping[str, str | None] | None = None
 
     @property
     def install(self) -> InstallName:
@@ -351,6 +355,8 @@ class Plan:
             out["refused"] = self.refused
         if self.retry is not None:
             out["retry"] = self.retry.to_json()
+        if self.built_by is not None:
+            out["built_by"] = dict(self.built_by)
         return out
 
 

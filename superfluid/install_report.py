@@ -78,6 +78,8 @@ def outcome_lines(outcome: Outcome, *, installs_before: int, repaired: str | Non
     else:
         lines = [f"{r.id} {r.install} installed ({', '.join(facts)}, chosen by {r.chosen_by})"
                  + (", replacing the one of that name" if outcome.replaced else "")]
+    if outcome.proofs is not None:  # who built it, as its Sigstore bundles proved, or that none did
+        lines.append(f"{r.id} {r.install}: {outcome.proofs.describe()}")
     if outcome.current and (outcome.pinned or installs_before > 0 or outcome.current != r.install):
         how = "pinned with runtime use" if outcome.pinned == outcome.current else "the best-ranked"
         lines.append(f"{r.id} serves from {outcome.current} by default ({how})")

@@ -6,7 +6,13 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from superfluid.fetch_flags import fetch_config
-from superfluid.installer.settings import MANIFEST_ROOT_VARIABLE, MIRROR_FLAG, MIRROR_VARIABLE, Settings
+from superfluid.installer.settings import (
+    MANIFEST_ROOT_VARIABLE,
+    MIRROR_FLAG,
+    MIRROR_VARIABLE,
+    SIGSTORE_ROOT_VARIABLE,
+    Settings,
+)
 from superfluid.installer.sources.github import token_from
 from superfluid.installer.sources.oci.auth import auth_files
 from superfluid.runtime.kernel.layout import home
@@ -16,13 +22,14 @@ __all__ = ["settings_of"]
 
 
 def settings_of(environ: Mapping[str, str], *, mirror: str | None = None, offline: bool = False,
-                plain_http: bool = False, json_mode: bool = False) -> Settings:
+                plain_http: bool = False, json_mode: bool = False, require_provenance: bool = False) -> Settings:
     """The settings of a command line: ``mirror`` (``--mirror``, else ``SUPERFLUID_MIRROR``; empty is
     unset), ``offline`` (``--offline``), ``plain_http`` (``--plain-http``, or
     ``SUPERFLUID_OCI_PLAIN_HTTP``) and ``json_mode`` (``--json``: no progress bar, nor with ``CI``
-    set or ``-q``), with every variable the installer reads: ``SUPERFLUID_HOME``, ``SUPERFLUID_GITHUB_API``,
+    set or ``-q``) and ``require_provenance`` (``--require-provenance``, a lock's ``provenance = "required"``),
+    with every variable the installer reads: ``SUPERFLUID_HOME``, ``SUPERFLUID_GITHUB_API``,
     ``GH_TOKEN``/``GITHUB_TOKEN``, ``REGISTRY_AUTH_FILE``/``DOCKER_CONFIG``/``HOME``, ``CI``,
-    ``SUPERFLUID_MANIFEST_ROOT``. ``environ`` is kept, read-only, for the host-facts
+    ``SUPERFLUID_MANIFEST_ROOT``, ``SUPERFLUID_SIGSTORE_ROOT``. ``environ`` is kept, read-only, for the host-facts
     reader and a staged worker's environment."""
     named = environ.get("REGISTRY_AUTH_FILE") or ""
     return Settings(
@@ -39,5 +46,7 @@ def settings_of(environ: Mapping[str, str], *, mirror: str | None = None, offlin
         auth_file_named=bool(named),
         progress="off" if json_mode or environ.get("CI") or quiet() else "terminal",
         trust_root=environ.get(MANIFEST_ROOT_VARIABLE, "").strip() or None,
+        sigstore_root=environ.get(SIGSTORE_ROOT_VARIABLE, "").strip() or None,
+        require_provenance=require_provenance,
         host_environ=MappingProxyType(dict(environ)),
     )

@@ -5,12 +5,14 @@ One state (repositories, releases, assets, faults, rate limit) answered three wa
 - ``ReleaseServer.url``: a GitHub API on ``127.0.0.1`` (``ThreadingHTTPServer`` in a thread):
   ``GET /repos/{owner}/{repo}/releases?per_page=&page=`` with ``Link`` pagination, weak ``ETag``
   and 304, ``X-RateLimit-*`` headers, 403/429 when the limit is spent;
-  ``GET /repos/{owner}/{repo}/releases/tags/{tag}``; asset objects with ``browser_download_url``,
+  ``GET /repos/{owner}/{repo}/releases/tags/{tag}``; ``GET /repos/{owner}/{repo}/attestations/sha256:{hex}``
+  (the Sigstore bundles ``attest`` published for an asset of those bytes, 404 when none); asset objects with ``browser_download_url``,
   ``size``, ``digest``; downloads at ``/{owner}/{repo}/releases/download/{tag}/{name}`` with strong
   ``ETag``, ``Last-Modified`` and ``Range``/``If-Range`` (206), optionally answered by a 302 to a
   second server, the "object store" on another port (``object_store=True``), as GitHub does.
 - ``ReleaseServer.mirror_url`` (``/mirror/`` on the same server) and ``write_mirror(dir)``: the
-  same releases as a static mirror in the layout ``superfluid.installer.sources.mirror`` defines.
+  same releases as a static mirror in the layout ``superfluid.installer.sources.mirror`` defines, each
+  attested asset's bundle beside it as ``<name>.sigstore.json``.
 - ``ReleaseServer.memory_fetcher()``: the same answers through the fetcher seam, without sockets.
 
 Faults are injected per URL path (``fault(path, kind, ...)``) and consumed in order: ``status``
@@ -164,6 +166,11 @@ class ReleaseServer:
         self._releases: list[_Release] = []  # oldest first; listed newest first
         self._blobs: dict[str, bytes] = {}
         self._faults: dict[str, list[Fault]] = {}
+        #: Sigstore bundles by (repo, tag, asset name): answered by the attestations API for the asset's
+        #: digest, and beside the asset in the mirror as ``<name>.sigstore.json``
+        self._bundles: dict[tuple[str, str, str], list[Any]] = {}
+        #: attestations answers set whole, by (repo, sha256): a hostile answer
+        self._answers: dict[tuple[str, str], Any] = {}
         self._next_id = 1000
         self._stop = threading.Event()
         self.log: list[Logged] = []
@@ -269,6 +276,49 @@ class ReleaseServer:
             digest = digests.get(name, f"sha256:{sha}")
         rel.assets[name] = _Asset(name, data, self._next_id, digest)
         self._blobs[sha] = data
+
+    def asset_data(self, repo: str, tag: str, name: str) -> bytes:
+        """The bytes of asset ``name`` of release ``tag``."""
+        with self._lock:
+            rel = self._find(repo, tag)
+            if rel is None or name not in rel.assets:
+                raise KeyError(f"no asset {name} in {repo} {tag}")
+            return rel.assets[name].data
+
+    def attest(self, repo: str, tag: str, name: str, bundle: Any) -> None:
+        """Publish ``bundle`` (a Sigstore bundle: a JSON object, or raw bytes for the mirror's file) as
+        an attestation of asset ``name`` of release ``tag``: the attestations API lists it for the
+        asset's digest, the mirror serves it as ``<name>.sigstore.json`` beside the asset."""
+        with self._lock:
+            rel = self._find(repo, tag)
+            if rel is None or name not in rel.assets:
+                raise KeyError(f"no asset {name} in {repo} {tag}")
+            self._bundles.setdefault((repo, tag, name), []).append(bundle)
+
+    def attestations_answer(self, repo: str, sha256: str, body: Any) -> None:
+        """Answer ``body`` (JSON) to the attestations API for ``sha256`` in ``repo``, whatever is attested."""
+        with self._lock:
+            self._answers[(repo.lower(), sha256)] = body
+
+    def _attestations(self, repo: str, sha256: str) -> Any | None:
+        """The API's answer for ``sha256`` in ``repo``: every bundle attested for an asset of those bytes
+        (None: none, a 404, as GitHub answers)."""
+        if (repo.lower(), sha256) in self._answers:
+            return self._answers[(repo.lower(), sha256)]
+        bundles = [b for (r, tag, name), listed in self._bundles.items() if r.lower() == repo.lower()
+                   for b in listed if isinstance(b, dict) and (rel := self._find(r, tag)) is not None
+                   and name in rel.assets and rel.assets[name].sha256 == sha256]
+        if not bundles:
+            return None
+        return {"attestations": [{"bundle": b, "repository_id": 1, "bundle_url": None} for b in bundles]}
+
+    def _beside(self, repo: str, tag: str, name: str) -> bytes | None:
+        """The mirror's ``<name>.sigstore.json`` of an asset: its first bundle's bytes."""
+        listed = self._bundles.get((repo, tag, name))
+        if not listed:
+            return None
+        first = listed[0]
+        return first if isinstance(first, bytes) else json.dumps(first).encode()
 
     def remove_release(self, repo: str, tag: str) -> None:
         with self._lock:
@@ -378,6 +428,8 @@ class ReleaseServer:
                         target = root / asset_path(repo, rel.tag, a.name)
                         target.parent.mkdir(parents=True, exist_ok=True)
                         target.write_bytes(a.data)
+                        if (bundle := self._beside(repo, rel.tag, a.name)) is not None:
+                            target.with_name(a.name + ".sigstore.json").write_bytes(bundle)
         return root
 
     # -- answering (shared by HTTP and memory) --------------------------------------------------
@@ -478,6 +530,11 @@ class ReleaseServer:
     def _api(self, path: str, query: dict[str, list[str]], h: Headers, *, garble: bool = False) -> _Reply:
         segs = path.strip("/").split("/")
         body: Any
+        if len(segs) == 5 and segs[3] == "attestations" and segs[4].startswith("sha256:"):
+            answer = self._attestations(f"{segs[1]}/{segs[2]}", segs[4].removeprefix("sha256:"))
+            if answer is None:
+                return self._counted(_json_reply(404, {"message": "Not Found"}))
+            return self._counted(_json_reply(200, answer, gz="gzip" in h.get("accept-encoding", "")))
         if len(segs) < 4 or segs[3] != "releases":
             return _json_reply(404, {"message": "Not Found"})
         repo = f"{segs[1]}/{segs[2]}"
@@ -541,6 +598,10 @@ class ReleaseServer:
                 for a in rel.assets.values():
                     if rest == asset_path(repo, rel.tag, a.name):
                         return self._file_reply(a.data, a.etag, h, fault)
+                    if rest == asset_path(repo, rel.tag, a.name) + ".sigstore.json" and (
+                            bundle := self._beside(repo, rel.tag, a.name)) is not None:
+                        return self._file_reply(bundle, f'"{hashlib.sha256(bundle).hexdigest()[:32]}"', h, fault,
+                                                content_type="application/json")
         return _Reply(404, [("Content-Length", "0")])
 
     def _file_reply(self, data: bytes, etag: str, h: Headers, fault: Fault | None,

@@ -28,6 +28,7 @@ from superfluid.runtime.planning import NotInstallable, Request, backend_runs_he
 if TYPE_CHECKING:
     from superfluid.installer.cache.download import Progress
     from superfluid.installer.cache.stores import Cache
+    from superfluid.installer.sources.bundles import Bundles
     from superfluid.installer.sources.release import Asset, Release
     from superfluid.installer.transport.fetcher import Fetcher
 
@@ -177,6 +178,9 @@ class _Recording:
 
     def fetcher_of(self, digests: Mapping[str, str | None]) -> Fetcher:
         return self.inner.fetcher_of(digests)
+
+    def bundles(self, repo: str, asset: Asset, sha256: str) -> Bundles:
+        return self.inner.bundles(repo, asset, sha256)
 
     def close(self) -> None:
         self.inner.close()

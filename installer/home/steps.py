@@ -8,8 +8,9 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from superfluid.installer.phases import phase
 from superfluid.runtime import registry
@@ -47,9 +48,13 @@ class PlanSteps:
 
     def __init__(self, adapter: Adapter, p: Plan, fill: Fill, *, settings: Settings, untested: bool,
                  platform: str, lock: Mapping[str, str] | None = None, mirror: str | None = None,
-                 phases: Phases | None = None) -> None:
+                 phases: Phases | None = None, kept: Mapping[str, bytes] | None = None,
+                 provenance: Mapping[str, Any] | None = None) -> None:
         self.adapter, self.plan, self.fill, self.settings, self.untested = adapter, p, fill, settings, untested
         self.platform, self.lock, self.mirror, self.phases = platform, lock, mirror, phases
+        #: files the install keeps besides its archives' (the bundles that proved them, by path below it),
+        #: and the receipt's ``provenance`` (``trust.proving.Proofs.to_json``)
+        self.kept, self.provenance = dict(kept or {}), provenance
         self.fetched: Sequence[Verified] = ()
         self.probed = 0.0
         self._primed: subprocess.Popen[bytes] | None = None
@@ -66,6 +71,9 @@ class PlanSteps:
         except (OSError, WorkerFailed):
             self._primed = None  # the probe starts it again, and says why it cannot
         try:
+            for path, data in self.kept.items():  # before the archives: a staged install holds them when probed
+                (staging / path).parent.mkdir(parents=True, exist_ok=True)
+                (staging / path).write_bytes(data)
             self.fetched = self.fill(staging / LIB)
         except BaseException:
             if self._primed is not None:
@@ -96,6 +104,8 @@ class PlanSteps:
                                   primed=primed)
         receipt = receipt_for(self.plan, [Source(a.url, sha) for a, _, sha in self.fetched], probed, self.platform,
                               lock=self.lock, mirror=self.mirror)
+        if self.provenance is not None:
+            receipt = replace(receipt, extra={**receipt.extra, "provenance": dict(self.provenance)})
         self.probed = time.monotonic()
         return receipt
 

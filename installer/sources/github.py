@@ -14,8 +14,9 @@ from urllib.parse import quote, urlsplit, urlunsplit
 from superfluid.installer.cache.conditional import cached_get, linked_pages
 from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import DEFAULT_GITHUB_API, FetchConfig
-from superfluid.installer.errors import DownloadError, ReleaseNotFound
-from superfluid.installer.sources.release import MAX_RELEASES, Release, parse_release, parse_releases
+from superfluid.installer.errors import DownloadError, OfflineMissing, ProvenanceRefused, ReleaseNotFound, SizeExceeded
+from superfluid.installer.sources.bundles import ANSWER_MAX, BUNDLES_EXAMINED, Bundles, attestations
+from superfluid.installer.sources.release import MAX_RELEASES, Asset, Release, parse_release, parse_releases
 from superfluid.installer.transport.fetcher import Fetcher
 from superfluid.installer.transport.messages import Credential
 from superfluid.installer.transport.urls import is_loopback, origin_of
@@ -246,3 +247,42 @@ class GitHubClient:
         if release.draft:
             raise ReleaseNotFound(repo, f"release {tag} (a draft)", where=self.api_base)
         return release
+
+    def attestations_url(self, repo: str, sha256: str) -> str:
+        """GitHub's attestations of the file whose digest is ``sha256`` in ``repo`` (the first
+        ``BUNDLES_EXAMINED`` of them).
+
+        Raises:
+            ValueError: ``repo`` is not ``owner/name``.
+        """
+        owner, name = check_repo(repo)
+        return (f"{self.api_base}/repos/{_segment(owner)}/{_segment(name)}/attestations/sha256:{sha256}"
+                f"?per_page={BUNDLES_EXAMINED}")
+
+    def bundles(self, repo: str, asset: Asset, sha256: str) -> Bundles:
+        """The Sigstore bundles GitHub's attestations API holds for ``sha256`` in ``repo`` (``Attested``):
+        none when it answers 404 (no attestation, or a GitHub without the API), or offline with no
+        answer cached. Cached as a listing is (``ETag``), so an offline install reads it again.
+
+        Raises:
+            ProvenanceRefused: an answer larger than ``ANSWER_MAX`` or that is not one.
+            RateLimited, DownloadError: as ``releases``.
+        """
+        url = self.attestations_url(repo, sha256)
+        try:
+            got = cached_get(url, fetcher=self.fetcher, cache=self.cache, max_bytes=ANSWER_MAX, headers=_ACCEPT_JSON,
+                             credential=self.credential, offline=self.offline, what="attestations answer")
+        except SizeExceeded:
+            raise ProvenanceRefused(url, "bundle", f"answered more than {ANSWER_MAX} bytes: not an attestations "
+                                                   "answer superfluid reads") from None
+        except OfflineMissing:
+            return Bundles((), url)
+        except DownloadError as e:
+            if e.status == 404:
+                return Bundles((), url)
+            raise
+        try:
+            return attestations(got.body, url)
+        except ProvenanceRefused:
+            self.cache.http.drop_http(url)  # never revalidate a broken answer into a 304 that keeps it
+            raise

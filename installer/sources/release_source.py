@@ -17,6 +17,7 @@ from superfluid.installer.cache.download import Download, Progress, Wanted, down
 from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.errors import OfflineMissing, SizeExceeded
+from superfluid.installer.sources.bundles import Attested, Bundles
 from superfluid.installer.sources.release import Asset, Release, tagged
 from superfluid.installer.transport.fetcher import Fetcher
 from superfluid.installer.transport.files import FileFetcher, NoNetworkFetcher
@@ -35,6 +36,7 @@ __all__ = [
     "ByDigest",
     "fetcher_for",
     "basic_credential",
+    "lister_bundles",
 ]
 
 #: the fetcher of some URLs, each expected to be the bytes of its digest (``None``: not known)
@@ -129,6 +131,15 @@ class ReleaseSource(Lister, Protocol):
     def fetcher_of(self, digests: Mapping[str, str | None]) -> Fetcher:
         """The fetcher of these URLs' bytes, each expected to be the bytes of its digest: for a
         download read as it arrives (``unpack.stream``). It belongs to the source (closed with it)."""
+
+    def bundles(self, repo: str, asset: Asset, sha256: str) -> Bundles:
+        """The Sigstore bundles the source holds for ``asset`` of ``repo`` (whose bytes are ``sha256``):
+        its lister's when it knows where they are (``bundles.Attested``), else none. Not verified.
+
+        Raises:
+            ProvenanceRefused: what is there is not a bundle to read (``Attested.bundles``).
+            DownloadError: asking failed.
+        """
 
     def close(self) -> None:
         """Release pooled connections."""
@@ -276,6 +287,9 @@ class ListedSource:
     def read(self, asset: Asset, *, max_bytes: int | None = None) -> bytes:
         return self.cached_bytes.read(self.fetcher_of({asset.url: asset.sha256}), asset, max_bytes=max_bytes)
 
+    def bundles(self, repo: str, asset: Asset, sha256: str) -> Bundles:
+        return lister_bundles(self.lister, repo, asset, sha256)
+
     def close(self) -> None:
         self.fetcher.close()
 
@@ -349,8 +363,22 @@ class OfflineSource:
     def read(self, asset: Asset, *, max_bytes: int | None = None) -> bytes:
         return self.cached_bytes.read(self.fetcher, asset, max_bytes=max_bytes)
 
+    def bundles(self, repo: str, asset: Asset, sha256: str) -> Bundles:
+        return lister_bundles(self.lister, repo, asset, sha256)
+
     def close(self) -> None:
         self.fetcher.close()
+
+
+def lister_bundles(lister: Lister, repo: str, asset: Asset, sha256: str) -> Bundles:
+    """The bundles ``lister`` holds for ``asset`` when it knows where they are (``Attested``), else none.
+
+    Raises:
+        as ``Attested.bundles``.
+    """
+    if isinstance(lister, Attested):
+        return lister.bundles(repo, asset, sha256)
+    return Bundles((), lister.describe())
 
 
 def basic_credential(url: str) -> tuple[str, Credential | None]:

@@ -22,8 +22,11 @@ from sigstore.verify import Verifier
 from sigstore_models.common.v1 import HashAlgorithm
 from sigstore_models.trustroot import v1 as trustroot_v1
 
+from superfluid.installer.errors import ProvenanceRefused
+from superfluid.installer.settings import SIGSTORE_ROOT_VARIABLE
+from superfluid.installer.sources.bundles import BUNDLE_DEPTH, BUNDLE_MAX
 from superfluid.installer.trust.identity import Identity, identity
-from superfluid.runtime.kernel.errors import BadFile, SuperfluidError
+from superfluid.runtime.kernel.errors import BadFile
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads, read_bytes
 
 if TYPE_CHECKING:
@@ -48,7 +51,7 @@ __all__ = ["ROOT_VARIABLE", "GITHUB_ISSUER", "SLSA_PROVENANCE_V1", "BUNDLE_MAX",
            "ProvenanceRefused", "identity", "load_root", "read_bundle", "verify", "claims_of"]
 
 #: the variable that names a trusted root, as ``--trust-root`` does (a private Sigstore, a test's)
-ROOT_VARIABLE = "SUPERFLUID_SIGSTORE_ROOT"
+ROOT_VARIABLE = SIGSTORE_ROOT_VARIABLE
 #: the OIDC issuer of GitHub Actions' tokens, the only one whose certificates prove a workflow
 GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
 #: the predicate ``actions/attest-build-provenance`` writes; a DSSE statement of another one is refused
@@ -56,8 +59,6 @@ SLSA_PROVENANCE_V1 = "https://slsa.dev/provenance/v1"
 _IN_TOTO = "application/vnd.in-toto+json"
 _STATEMENT_V1 = "https://in-toto.io/Statement/v1"
 
-BUNDLE_MAX = 10 << 20  # bytes of a bundle (GitHub's are about 10 KiB; a statement's predicate is in it)
-_BUNDLE_DEPTH = 16  # nesting of a bundle's JSON (a v0.3 bundle nests 6 deep; its statement is base64 in it)
 _STATEMENT_MAX = 4 << 20  # bytes of a DSSE payload
 _ROOT_MAX = 1 << 20  # bytes of a trusted root (the production one: 7 KiB)
 
@@ -90,34 +91,6 @@ _STEPS = (
     ("Bundle message digest mismatch", "bytes", "it signs other bytes than {subject}"),
     ("DSSE", "signature", "its DSSE envelope's signature does not verify"),
 )
-
-#: what to do about a refusal, by its step
-_ADVICE = {
-    "identity": "use the file only if that workflow is one you trust to build it; otherwise get it from the "
-                "repository and workflow named",
-    "bytes": "the bundle is another file's: get the one made for these bytes, or check the file came from where "
-             "you expected",
-    "bundle": "give the Sigstore bundle (.sigstore.json) the workflow made for this file",
-    "statement": "give the build provenance attestation of the file (what actions/attest-build-provenance makes)",
-}
-_TAMPERED = ("the bundle was altered, or made under another Sigstore: get it again from where the file came from, "
-             "or name that Sigstore's trusted root")
-
-
-class ProvenanceRefused(SuperfluidError):
-    """A bundle that does not prove what was asked (exit 1): ``step`` is the check that failed
-    (``bundle``, ``time``, ``certificate``, ``log``, ``signature``, ``bytes``, ``statement``, ``identity``);
-    ``wanted`` and ``found`` the identities or digests, when those are what differ."""
-
-    def __init__(self, named: str, step: str, fault: str, *, wanted: str | None = None,
-                 found: str | None = None) -> None:
-        super().__init__(f"{named}: {fault}", advice=_ADVICE.get(step, _TAMPERED))
-        self.named = named
-        self.step = step
-        self.fault = fault
-        self.wanted = wanted
-        self.found = found
-
 
 @dataclass(frozen=True, slots=True)
 class Provenance:
@@ -165,7 +138,7 @@ def load_root(path: str | None = None) -> Root:
     else:
         try:
             data = read_bytes(path, max_bytes=_ROOT_MAX, follow=True)
-            loads(data, max_bytes=_ROOT_MAX, max_depth=_BUNDLE_DEPTH)
+            loads(data, max_bytes=_ROOT_MAX, max_depth=BUNDLE_DEPTH)
         except OSError as e:
             raise BadFile(path, f"cannot be read as a Sigstore trusted root ({e.strerror or e})") from None
         except UntrustedJson as e:
@@ -225,7 +198,7 @@ def verify(sha256: str, bundle: bytes, wanted: Identity, root: Root, *, named: s
 def _parsed(bundle: bytes, named: str) -> dict[str, Any]:
     """The bundle as JSON, read within its bounds before sigstore parses it."""
     try:
-        doc = loads(bundle, max_bytes=BUNDLE_MAX, max_depth=_BUNDLE_DEPTH)
+        doc = loads(bundle, max_bytes=BUNDLE_MAX, max_depth=BUNDLE_DEPTH)
     except UntrustedJson as e:
         raise ProvenanceRefused(named, "bundle", f"is not a Sigstore bundle: it {e.fault}") from None
     if not isinstance(doc, dict):

@@ -56,7 +56,7 @@ class BasertAdapter(Adapter):
                 platforms = sorted({a["platform"] for a in pin["assets"]})
                 installs.append({"version": pin["version"], "abi": abi, "platforms": platforms})
         return {"requires": dict(header.REQUIRES), "unnumbered_line": header.UNNUMBERED_LINE,
-                "installs": installs, "options": options_json(self.options())}
+                "installs": installs, "options": options_json(self.options()), "built_by": self.built_by()}
 
     def _where(self, host: Host) -> tuple[dict[str, Any] | None, str | None]:
         """The recipe's entry for this host's platform, or the reason baseRT has no engine here."""

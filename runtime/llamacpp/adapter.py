@@ -41,7 +41,7 @@ class LlamacppAdapter(Adapter):
             if b.published:
                 entry["published"] = b.published
             builds.append(entry)
-        return {"tested": builds, "options": options_json(self.options())}
+        return {"tested": builds, "options": options_json(self.options()), "built_by": self.built_by()}
 
     def versions(self, host: Host, installed: Collection[str],
                  compat_part: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:

@@ -18,7 +18,9 @@ from tests.release_server import ReleaseServer
 #: modules only another form of the install runs: a lock's, a release document's, a registry's login
 ANOTHER_FORMS = ("superfluid.commands.install_locked", "superfluid.commands.install_for", "superfluid.commands.lock",
                  "superfluid.commands.compat", "superfluid.for_release", "superfluid.trust_flags",
-                 "superfluid.installer.fleet", "superfluid.installer.trust", "superfluid.manifest.minisign",
+                 "superfluid.installer.fleet", "superfluid.installer.trust.manifest",
+                 "superfluid.installer.trust.tuf_client", "superfluid.installer.trust.service",
+                 "superfluid.installer.trust.refusals", "superfluid.manifest.minisign",
                  "superfluid.manifest.routes", "superfluid.manifest.verdict")
 
 def _loaded(home: Home, *argv: str) -> Loaded:
@@ -31,6 +33,9 @@ def test_a_plain_install_loads_no_other_form_of_the_install(cli_home: Home, serv
     assert json.loads(run.out)["receipt"]["version"] == "0.4.0"  # the newest of ABI 1, ours
     assert "superfluid.commands.install" in run.modules
     assert {m for p in ANOTHER_FORMS for m in run.under(p)} == set()
+    # an asset without a Sigstore bundle is asked for one, and the verifier (sigstore) is never imported
+    assert "superfluid.installer.trust.proving" in run.modules
+    assert run.under("superfluid.installer.trust.provenance") == run.under("sigstore") == set()
 
 
 def test_an_install_for_another_release_loads_its_reader(cli_home: Home, server: ReleaseServer,

@@ -1,0 +1,200 @@
+"""A plan's assets proven before anything is staged: each asset's Sigstore bundles asked of its source,
+verified against the digest the plan already knows, for the identity the plan names (``Plan.built_by``).
+
+An asset whose source holds no bundle installs as before ("no provenance"), unless provenance is required
+(``--require-provenance``, a lock's ``provenance = "required"``): then it is refused. A bundle that is
+there and does not prove it is always a refusal, never a warning. See docs/install.md, "Provenance".
+
+The verifier (``provenance``, the one module that imports sigstore: about a second to import) is imported
+by name here, and only when an asset has a bundle (``_verifier``): an install of assets without bundles,
+and every command that verifies nothing, never loads it. It is sigstore's wrapper, imported where used as
+the heavy third-party libraries are (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from superfluid.installer.errors import ProvenanceRefused, ProvenanceRequired
+from superfluid.installer.sources.bundles import SUFFIX, Bundles, Found
+from superfluid.installer.sources.release import Asset
+from superfluid.installer.trust.identity import Identity
+
+if TYPE_CHECKING:
+    from superfluid.installer.settings import Settings
+    from superfluid.installer.sources.release_source import ReleaseSource
+    from superfluid.installer.trust.provenance import Provenance, Root
+    from superfluid.runtime.planning import Plan, PlanAsset
+
+__all__ = ["KEPT", "Proof", "Proofs", "prove", "kept_path", "verify_kept", "unproven"]
+
+#: where an install keeps the bundles that proved its assets (below the install)
+KEPT = ".superfluid/provenance"
+_VERIFIER = "superfluid.installer.trust.provenance"
+
+
+def kept_path(asset: str) -> str:
+    """Where the bundle of ``asset`` is kept below an install: ``.superfluid/provenance/<asset>.sigstore.json``."""
+    return f"{KEPT}/{asset}{SUFFIX}"
+
+
+@dataclass(frozen=True, slots=True)
+class Proof:
+    """One asset's provenance: what its bundle proved (None: no bundle was found), the bundle's bytes
+    and where they came from."""
+
+    name: str
+    sha256: str
+    proven: Provenance | None = None
+    bundle: Found | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "sha256": self.sha256,
+                               "proven": self.proven.to_json() if self.proven is not None else None}
+        if self.bundle is not None:
+            out.update(bundle=kept_path(self.name), found_at=self.bundle.where)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Proofs:
+    """A plan's provenance: the identity asked, the trusted root file its bundles were verified under
+    (``SUPERFLUID_SIGSTORE_ROOT``; None: the public Sigstore's, or no asset had a bundle), and each
+    asset's ``Proof``."""
+
+    built_by: Mapping[str, str | None] | None
+    trust_root: str | None
+    assets: tuple[Proof, ...]
+
+    @property
+    def proven(self) -> bool:
+        """Every asset proven by its bundle."""
+        return bool(self.assets) and all(p.proven is not None for p in self.assets)
+
+    def kept(self) -> dict[str, bytes]:
+        """The bundles an install keeps, by their path below it (``kept_path``)."""
+        return {kept_path(p.name): p.bundle.data for p in self.assets if p.bundle is not None and p.proven}
+
+    def to_json(self) -> dict[str, Any]:
+        """The receipt's ``provenance`` (schema ``runtime``)."""
+        return {"built_by": dict(self.built_by) if self.built_by is not None else None,
+                "trust_root": self.trust_root, "assets": [p.to_json() for p in self.assets]}
+
+    def describe(self) -> str:
+        """One line: who built it, as proven, or that nothing was proven."""
+        proven = [p.proven for p in self.assets if p.proven is not None]
+        if not proven:
+            return "no provenance (no Sigstore bundle was published for it)"
+        first = proven[0]
+        words = f"built by {first.repository} {first.workflow} at {first.ref} ({first.run_url})"
+        return words if self.proven else f"{words}; no provenance for the rest of its archives"
+
+
+def unproven(p: Plan) -> Proofs:
+    """The provenance of a plan nothing was asked for (a ``--from`` file): none."""
+    return Proofs(p.built_by, None, tuple(Proof(a.name, a.sha256 or "") for a in p.assets))
+
+
+def _required(a: PlanAsset, bundles: Bundles, built_by: str) -> ProvenanceRequired:
+    return ProvenanceRequired(
+        f"{a.name}: no provenance, and it is required: {bundles.where} holds no Sigstore bundle for it "
+        f"(sha256 {a.sha256})",
+        advice=f"install it only from where its attestation is published (GitHub's attestations of {built_by}, "
+               f"or a mirror that holds {a.name}{SUFFIX} beside it), or install without requiring provenance")
+
+
+def prove(p: Plan, source: ReleaseSource | None, settings: Settings) -> Proofs:
+    """Each of ``p``'s assets proven by the bundles its source holds for it, before any byte of it is
+    staged: verified against the digest ``p`` settled, for the identity ``p.built_by`` names, under
+    ``settings.sigstore_root`` (None: the public Sigstore's root). ``source`` None (a ``--from`` file)
+    asks nothing.
+
+    Raises:
+        ProvenanceRefused: a bundle is there and none of an asset's proves it (names the asset, the
+            identity wanted and the one found, or the step that failed).
+        ProvenanceRequired: ``settings.require_provenance`` and an asset has no bundle.
+        BadFile: the trusted root named cannot be read.
+        DownloadError: asking the source failed.
+    """
+    if source is None or p.built_by is None:
+        if settings.require_provenance:
+            raise ProvenanceRequired(f"{p.id} {p.install}: no provenance, and it is required: a file named by hand "
+                                     "(--from) has no release workflow to prove",
+                                     advice="install it from its release, whose attestation proves who built it")
+        return unproven(p)
+    wanted = Identity.from_json(p.built_by)
+    root: Root | None = None
+    proofs = []
+    for a in p.assets:
+        if a.sha256 is None:  # an asset not in this release: the installer skips the plan
+            proofs.append(Proof(a.name, ""))
+            continue
+        # the repository whose workflow attests it holds its attestations (GitHub's API is asked there)
+        bundles = source.bundles(wanted.repository, Asset(a.name, a.url, a.size, f"sha256:{a.sha256}"), a.sha256)
+        if not bundles.found:
+            if settings.require_provenance:
+                raise _required(a, bundles, str(wanted))
+            proofs.append(Proof(a.name, a.sha256))
+            continue
+        root = root or _load_root(settings.sigstore_root)
+        proven, found = _first_proof(a, a.sha256, bundles, wanted, root)
+        proofs.append(Proof(a.name, a.sha256, proven, found))
+    return Proofs(p.built_by, settings.sigstore_root if root is not None else None, tuple(proofs))
+
+
+def _load_root(path: str | None) -> Root:
+    root: Root = import_module(_VERIFIER).load_root(path)
+    return root
+
+
+def _verify(sha256: str, data: bytes, wanted: Identity, root: Root, *, named: str, subject: str) -> Provenance:
+    proven: Provenance = import_module(_VERIFIER).verify(sha256, data, wanted, root, named=named, subject=subject)
+    return proven
+
+
+def _first_proof(a: PlanAsset, sha256: str, bundles: Bundles, wanted: Identity,
+                 root: Root) -> tuple[Provenance, Found]:
+    """The first of ``bundles`` that proves ``a`` (an answer may list an asset's attestations of other
+    predicates, an SBOM's, beside its provenance), and the bundle.
+
+    Raises:
+        ProvenanceRefused: none proves it: the first one's refusal, said of the asset.
+    """
+    refusals: list[ProvenanceRefused] = []
+    for found in bundles.found:
+        try:
+            return _verify(sha256, found.data, wanted, root, named=found.where, subject=a.name), found
+        except ProvenanceRefused as e:
+            refusals.append(e)
+    first = refusals[0]
+    more = f"; none of the {len(refusals)} bundles it holds proves it" if len(refusals) > 1 else ""
+    if bundles.cut:
+        more += f" (the first {len(bundles.found)} of the {bundles.listed} attestations it lists were examined)"
+    raise ProvenanceRefused(a.name, first.step, f"its Sigstore bundle does not prove it was built by {wanted}: "
+                            f"{first.fault} [bundle: {first.named}]{more}; nothing was installed",
+                            wanted=str(wanted), found=first.found)
+
+
+def verify_kept(records: Sequence[Mapping[str, Any]], bundles: Mapping[str, bytes], built_by: Mapping[str, Any],
+                trust_root: str | None) -> list[Provenance]:
+    """The bundles an install keeps (``bundles``: by asset name), verified again, offline, against what
+    its receipt records (``records``: each asset's ``Proof.to_json``; ``built_by``; ``trust_root``, the
+    root file they were verified under then, None: the public Sigstore's).
+
+    Raises:
+        ProvenanceRefused: a kept bundle no longer proves what was recorded (tampered, or its asset's).
+        BadFile: the trusted root recorded cannot be read.
+    """
+    wanted = Identity.from_json(built_by)
+    root = _load_root(trust_root)
+    out = []
+    for r in records:
+        if r.get("proven") is None:
+            continue
+        name = str(r["name"])
+        out.append(_verify(str(r["sha256"]), bundles[name], wanted, root, named=kept_path(name), subject=name))
+    return out
+

@@ -1,0 +1,143 @@
+"""An install proves who built its assets with their Sigstore bundles before anything is staged (issue 46,
+items 2-4), through the real CLI: bundles made by the test Sigstore (tests/installer/trust/
+sigstore_simulator.py) and published by the loopback release server's attestations API
+(``GET /repos/{owner}/{repo}/attestations/sha256:{hex}``); the trusted root is the simulator's, named by
+``SUPERFLUID_SIGSTORE_ROOT``. Each hostile bundle is one row: refused, exit 1, the asset never fetched and
+nothing under the home changed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Home
+from tests.end_to_end import releases
+from tests.installer.trust.sigstore_simulator import Claims, SigstoreSimulator
+from tests.release_server import ReleaseServer
+
+REPO = releases.REPO
+TAG = "v0.4.0"
+BUILT_BY = Claims(repository=REPO, workflow=".github/workflows/release.yml", ref="refs/tags/v0.4.0")
+
+
+@pytest.fixture(scope="module")
+def sigstore() -> SigstoreSimulator:
+    return SigstoreSimulator()
+
+
+@pytest.fixture
+def attested(cli_home: Home, server: ReleaseServer, sigstore: SigstoreSimulator, tmp_path: Path) -> Home:
+    """``cli_home`` reading the loopback GitHub, trusting the simulator's root."""
+    root = sigstore.write_root(tmp_path / "trusted_root.json")
+    cli_home.env.update(SUPERFLUID_GITHUB_API=server.url, SUPERFLUID_SIGSTORE_ROOT=str(root))
+    return cli_home
+
+
+def asset_of(server: ReleaseServer, tag: str = TAG) -> tuple[str, bytes]:
+    """The name and bytes of this machine's basert archive in release ``tag``."""
+    name = releases.bundle_name(tag.removeprefix("v"))
+    return name, server.asset_data(REPO, tag, name)
+
+
+def downloads(server: ReleaseServer, name: str) -> list[str]:
+    return [r.path for r in server.log if r.path.endswith("/" + name)]
+
+
+def test_an_attested_asset_installs_with_what_its_bundle_proved(attested: Home, server: ReleaseServer,
+                                                               sigstore: SigstoreSimulator) -> None:
+    name, data = asset_of(server)
+    bundle = sigstore.sign(data, BUILT_BY.but(run_id=4242))
+    server.attest(REPO, TAG, name, bundle)
+    run = attested.superfluid("runtime", "install", "basert", "--version", "0.4.0", "--json")
+    assert run.code == 0, run.stderr
+    receipt = run.json()["receipt"]
+    proof = receipt["provenance"]
+    assert proof["built_by"] == {"repository": REPO, "workflow": None, "ref": "refs/tags/v*"}
+    assert proof["trust_root"] == attested.env["SUPERFLUID_SIGSTORE_ROOT"]
+    [asset] = proof["assets"]
+    assert asset["name"] == name and asset["sha256"] == hashlib.sha256(data).hexdigest()
+    assert asset["proven"]["repository"] == REPO and asset["proven"]["ref"] == "refs/tags/v0.4.0"
+    assert asset["proven"]["run_url"].endswith("/actions/runs/4242/attempts/1")
+    assert "/attestations/sha256:" in asset["found_at"]
+    kept = attested.basert / "0.4.0-cpu" / asset["bundle"]
+    assert json.loads(kept.read_bytes()) == bundle  # kept in the install, for runtime verify
+    assert asset["bundle"] in {f["path"] for f in receipt["files"]}  # and recorded with its files
+    text = attested.superfluid("runtime", "install", "basert", "--version", "0.4.0", "--reinstall")
+    assert text.code == 0, text.stderr
+    assert f"basert 0.4.0-cpu: built by {REPO} .github/workflows/release.yml at refs/tags/v0.4.0" in text.stdout
+
+
+def test_an_asset_without_a_bundle_installs_and_says_no_provenance(attested: Home, server: ReleaseServer) -> None:
+    run = attested.superfluid("runtime", "install", "basert", "--version", "0.4.0")
+    assert run.code == 0, run.stderr
+    assert "basert 0.4.0-cpu: no provenance" in run.stdout
+    receipt = attested.receipt("0.4.0-cpu")
+    assert [a["proven"] for a in receipt["provenance"]["assets"]] == [None]
+    assert not (attested.basert / "0.4.0-cpu" / ".superfluid").exists()
+    assert server.requests_to(f"/repos/{REPO}/attestations/sha256:")  # asked, answered 404
+
+
+Hostile = Callable[[SigstoreSimulator, bytes], Any]
+HOSTILE = [
+    pytest.param(lambda s, data: s.sign(data, BUILT_BY.but(repository="mallory/baseRT")), "identity",
+                 "was signed by a workflow of mallory/baseRT, not of basecompute/baseRT", id="another-repository"),
+    pytest.param(lambda s, data: s.sign(data, BUILT_BY.but(ref="refs/heads/main")), "identity",
+                 "was built from refs/heads/main, not refs/tags/v*", id="a-branch-where-tags-are-asked"),
+    pytest.param(lambda s, data: s.sign(data + b"other bytes", BUILT_BY), "bytes",
+                 "is for other bytes than basert-engine-", id="other-bytes"),
+    pytest.param(lambda s, data: SigstoreSimulator(name="other").sign(data, BUILT_BY), "certificate",
+                 "does not chain to a CA of the trusted root", id="an-untrusted-root"),
+]
+
+
+@pytest.mark.parametrize(("hostile", "step", "words"), HOSTILE)
+def test_a_bundle_that_does_not_prove_the_asset_is_refused_before_anything_is_staged(
+        attested: Home, server: ReleaseServer, sigstore: SigstoreSimulator, hostile: Hostile, step: str,
+        words: str) -> None:
+    name, data = asset_of(server)
+    server.attest(REPO, TAG, name, hostile(sigstore, data))
+    server.clear_log()
+    run = attested.superfluid("runtime", "install", "basert", "--version", "0.4.0", "--json")
+    assert run.code == 1, run.stdout
+    error = run.json()["error"]
+    assert error["code"] == "provenance-refused", error
+    assert error["message"].startswith(f"{name}: its Sigstore bundle does not prove it was built by {REPO} at "
+                                       "refs/tags/v*: ")
+    assert words in error["message"] and "nothing was installed" in error["message"]
+    assert "Traceback" not in run.stderr
+    assert downloads(server, name) == []  # refused before a byte of it was fetched
+    assert attested.installs() == [] and attested.leftovers() == []
+    text = attested.superfluid("runtime", "install", "basert", "--version", "0.4.0")
+    assert text.code == 1 and f"superfluid: {name}: its Sigstore bundle" in text.stderr
+
+
+def test_one_bundle_that_proves_it_among_others_is_enough(attested: Home, server: ReleaseServer,
+                                                         sigstore: SigstoreSimulator) -> None:
+    """GitHub lists an asset's attestations of every predicate: one of them proving it installs it."""
+    name, data = asset_of(server)
+    sbom = sigstore.sign(data, BUILT_BY, statement=sigstore.statement(hashlib.sha256(data).hexdigest(),
+                                                                      predicate_type="https://spdx.dev/Document/v2.3"))
+    server.attest(REPO, TAG, name, sbom)
+    server.attest(REPO, TAG, name, sigstore.sign(data, BUILT_BY))
+    run = attested.superfluid("runtime", "install", "basert", "--version", "0.4.0", "--json")
+    assert run.code == 0, run.stderr
+    assert run.json()["receipt"]["provenance"]["assets"][0]["found_at"].endswith("(attestation 2)")
+
+
+def test_an_answer_listing_ten_thousand_bundles_is_cut_and_said(attested: Home, server: ReleaseServer,
+                                                               sigstore: SigstoreSimulator) -> None:
+    name, data = asset_of(server)
+    sha = hashlib.sha256(data).hexdigest()
+    junk = {"mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json", "verificationMaterial": {}}
+    listed = [{"bundle": junk} for _ in range(9_999)] + [{"bundle": sigstore.sign(data, BUILT_BY)}]
+    server.attestations_answer(REPO, sha, {"attestations": listed})
+    run = attested.superfluid("runtime", "install", "basert", "--version", "0.4.0", "--json", timeout=60)
+    assert run.code == 1, run.stdout
+    message = run.json()["error"]["message"]
+    assert "(the first 8 of the 10000 attestations it lists were examined)" in message, message
+    assert attested.installs() == []

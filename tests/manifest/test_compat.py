@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from superfluid.manifest.compat import parse, unknown_runtimes, validate
+from superfluid.installer.trust.identity import Identity
+from superfluid.manifest.compat import attested_by, parse, unknown_runtimes, validate, with_attestation
 from superfluid.runtime.kernel.errors import BadFile
 from tests import cli
 
@@ -77,3 +78,32 @@ def test_compat_release_json_keeps_it_and_lists_it(tmp_path: Path, ours: dict[st
     from superfluid.runtime.kernel.schema import errors
 
     assert errors(doc, "compat") == []
+
+
+# -- the workflow a release states attests it (issue 46, item 5) ------------------------------------
+
+_RELEASE_WORKFLOW = {"repository": "acme/superfluid", "workflow": ".github/workflows/release.yml",
+                     "ref": "refs/tags/v0.4.0"}
+
+
+@pytest.mark.parametrize(("stated", "fault"), [
+    pytest.param(_RELEASE_WORKFLOW, None, id="a-run"),
+    pytest.param(..., None, id="none-stated"),
+    pytest.param({**_RELEASE_WORKFLOW, "ref": None}, "without its workflow or ref", id="no-ref"),
+    pytest.param({**_RELEASE_WORKFLOW, "workflow": None}, "without its workflow or ref", id="no-workflow"),
+    pytest.param({**_RELEASE_WORKFLOW, "repository": "acme"}, "is not OWNER/NAME", id="no-owner"),
+    pytest.param("acme/superfluid", "an identity is an object", id="a-string"),
+])
+def test_the_workflow_a_document_states_attests_it(ours: dict[str, Any], stated: Any, fault: str | None) -> None:
+    doc = json.loads(json.dumps(ours))
+    if stated is not ...:
+        doc["release"]["attested_by"] = stated
+    if fault is not None:
+        with pytest.raises(BadFile, match=fault) as refused:
+            attested_by(doc, "r.compat.json")
+        assert refused.value.json_path == "$.release.attested_by"
+    elif stated is ...:
+        assert attested_by(doc, "r.compat.json") is None
+    else:
+        assert attested_by(doc, "r.compat.json") == Identity.from_json(stated)
+        assert with_attestation(ours, Identity.from_json(stated)) == doc and validate(doc, "r") == doc

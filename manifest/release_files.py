@@ -8,6 +8,8 @@ from __future__ import annotations
 import hashlib
 import os
 
+from superfluid.installer.sources import bundles
+
 __all__ = ["SHA256_SUFFIX", "COMPAT_SUFFIX", "SIGNATURE_SUFFIX", "PACK_SUFFIXES", "BUNDLE_SUFFIX", "ATTESTED_SUFFIXES",
            "file_sha256", "sha256_line"]
 
@@ -17,8 +19,8 @@ SIGNATURE_SUFFIX = ".minisig"
 #: what ci/pack writes beside each artifact, by suffix
 PACK_SUFFIXES = (SHA256_SUFFIX, COMPAT_SUFFIX, COMPAT_SUFFIX + SIGNATURE_SUFFIX)
 #: a file's attestation beside it: the Sigstore bundle the release workflow's actions/attest-build-provenance
-#: made for it (``<file>.sigstore.json``, as ``gh attestation download`` names one; docs/install.md, "Provenance")
-BUNDLE_SUFFIX = ".sigstore.json"
+#: made for it, named as an install looks for it in a mirror (``<file>.sigstore.json``; docs/install.md, "Provenance")
+BUNDLE_SUFFIX = bundles.SUFFIX
 #: what the release workflow attests of each artifact, by suffix: the artifact and its compat document (the
 #: ``.sha256`` and the ``.minisig`` are a digest and a signature of those)
 ATTESTED_SUFFIXES = ("", COMPAT_SUFFIX)

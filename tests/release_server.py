@@ -6,10 +6,11 @@ One state (repositories, releases, assets, faults, rate limit) answered three wa
   ``GET /repos/{owner}/{repo}/releases?per_page=&page=`` with ``Link`` pagination, weak ``ETag``
   and 304, ``X-RateLimit-*`` headers, 403/429 when the limit is spent;
   ``GET /repos/{owner}/{repo}/releases/tags/{tag}``; ``GET /repos/{owner}/{repo}/attestations/sha256:{hex}``
-  (the Sigstore bundles ``attest`` published for an asset of those bytes, 404 when none); asset objects with ``browser_download_url``,
-  ``size``, ``digest``; downloads at ``/{owner}/{repo}/releases/download/{tag}/{name}`` with strong
-  ``ETag``, ``Last-Modified`` and ``Range``/``If-Range`` (206), optionally answered by a 302 to a
-  second server, the "object store" on another port (``object_store=True``), as GitHub does.
+  (the Sigstore bundles ``attest`` published for an asset of those bytes, 404 when none); asset objects
+  with ``browser_download_url``, ``size``, ``digest``; downloads at
+  ``/{owner}/{repo}/releases/download/{tag}/{name}`` with strong ``ETag``, ``Last-Modified`` and
+  ``Range``/``If-Range`` (206), optionally answered by a 302 to a second server, the "object store"
+  on another port (``object_store=True``), as GitHub does.
 - ``ReleaseServer.mirror_url`` (``/mirror/`` on the same server) and ``write_mirror(dir)``: the
   same releases as a static mirror in the layout ``superfluid.installer.sources.mirror`` defines, each
   attested asset's bundle beside it as ``<name>.sigstore.json``.

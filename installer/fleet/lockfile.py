@@ -137,6 +137,9 @@ class Engine:
     assets: tuple[LockedFile, ...]
     facts: Mapping[str, Any] = field(default_factory=dict)
     evidence: tuple[LockedFile, ...] = ()
+    #: who builds its assets, as it was locked (``Plan.built_by``): what an asset's Sigstore bundle must
+    #: prove when it is installed from the lock; None: a lock written before superfluid recorded it
+    built_by: Mapping[str, str | None] | None = None
 
     @property
     def install(self) -> str:
@@ -155,7 +158,8 @@ class Engine:
             for a in self.assets)
         return Plan(id=self.target.runtime, version=self.version, backend=self.backend, assets=assets,
                     tested=self.tested, chosen_by=self.chosen_by, abi=self.abi, why=self.why,
-                    platform=self.target.platform, facts=dict(self.facts))
+                    platform=self.target.platform, facts=dict(self.facts),
+                    built_by=dict(self.built_by) if self.built_by is not None else None)
 
     @classmethod
     def from_plan(cls, target: Target, repo: str, plan: Plan,
@@ -183,7 +187,8 @@ class Engine:
         facts = {k: v for k, v in plan.facts.items() if isinstance(v, (str, int, float, bool))}
         return cls(target=target, repo=repo, version=plan.version, backend=plan.backend, chosen_by=plan.chosen_by,
                    abi=plan.abi, tested=plan.tested, why=plan.why,
-                   assets=tuple(assets), facts=facts, evidence=proofs)
+                   assets=tuple(assets), facts=facts, evidence=proofs,
+                   built_by=dict(plan.built_by) if plan.built_by is not None else None)
 
     def to_toml(self) -> dict[str, Any]:
         out: dict[str, Any] = {"runtime": self.target.runtime, "platform": self.target.platform,
@@ -192,6 +197,8 @@ class Engine:
         if self.abi is not None:  # TOML has no null: absent means none stated
             out["abi"] = self.abi
         out.update(tested=self.tested, why=self.why)
+        if self.built_by is not None:  # TOML has no null: a workflow or ref not asked is absent
+            out["built_by"] = {k: v for k, v in self.built_by.items() if v is not None}
         if self.facts:
             out["facts"] = dict(sorted(self.facts.items()))
         out["asset"] = [a.to_toml() for a in self.assets]
@@ -409,10 +416,17 @@ def _parse(doc: Mapping[str, Any], where: str) -> Lock:
                               chosen_by=raw["chosen_by"], abi=raw.get("abi"),
                               tested=raw["tested"], why=raw["why"], assets=tuple(files["asset"]),
                               facts=dict(raw.get("facts", {})),
-                              evidence=tuple(files["evidence"])))
+                              evidence=tuple(files["evidence"]), built_by=_built_by(raw.get("built_by"))))
     targets = doc["targets"]
     return Lock(doc["superfluid"], tuple(targets["runtimes"]), tuple(targets["platforms"]),
                 tuple(targets["backends"]), tuple(engines))
+
+
+def _built_by(raw: Mapping[str, Any] | None) -> dict[str, str | None] | None:
+    """An engine's ``built_by`` table as a plan states it (a key not written is None: any)."""
+    if raw is None:
+        return None
+    return {"repository": raw["repository"], "workflow": raw.get("workflow"), "ref": raw.get("ref")}
 
 
 def locked_installs(runtime_id: str, locks: Collection[str]) -> dict[str, str]:

@@ -21,9 +21,13 @@ from superfluid.installer.cache.stores import Cache
 from superfluid.installer.files import writer_alive
 from superfluid.installer.fleet.lockfile import Lock, LockedFile, LockFileError
 from superfluid.installer.settings import Settings
+from superfluid.installer.sources.bundles import SUFFIX
+from superfluid.installer.sources.choose import bundles_at
 from superfluid.installer.sources.mirror import listing_path
 from superfluid.installer.sources.release_source import fetcher_for
 from superfluid.installer.transport.urls import origin_of
+from superfluid.installer.trust.proving import proof_of
+from superfluid.runtime import registry
 from superfluid.runtime.kernel.atomic import atomic_file, write_atomic
 from superfluid.runtime.kernel.errors import BadFile
 from superfluid.runtime.kernel.jsonread import UntrustedJson, read_json
@@ -38,13 +42,14 @@ _LEFTOVER = re.compile(r"\..+\.sync-(?P<pid>\d+)-[0-9a-f]{12}\.tmp")
 
 @dataclass(frozen=True, slots=True)
 class Synced:
-    """What a sync did: paths fetched, found in place, replaced (they held other bytes), and the
-    listings written."""
+    """What a sync did: paths fetched, found in place, replaced (they held other bytes), the listings
+    written, and the Sigstore bundles placed beside their assets."""
 
     fetched: tuple[str, ...]
     present: tuple[str, ...]
     replaced: tuple[str, ...]
     listings: tuple[str, ...]
+    bundles: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +127,7 @@ def sync(lock: Lock, root: str | os.PathLike[str], settings: Settings, *, progre
         BadFile: a listing already in ``root`` is not a JSON array of releases (nothing written).
         LockFileError: a link in ``root`` leads out of it.
         VerificationError, DownloadError: a file's bytes or its transfer (the files already placed stay).
+        ProvenanceRefused: an asset's Sigstore bundle does not prove it (never placed; ``_place_bundles``).
         OSError: ``root`` cannot be written.
     """
     tell = tell or (lambda _line: None)
@@ -147,6 +153,7 @@ def sync(lock: Lock, root: str | os.PathLike[str], settings: Settings, *, progre
         tell(f"fetching {f.path} ({f.size} bytes) from {f.url}")
     for f, blob in zip(missing, fetch_files(missing, settings=settings, progress=progress), strict=True):
         _place(blob, _target(base, f.path))
+    bundles = _place_bundles(lock, base, settings, tell, fetched={f.path for f in missing})
     written = []
     for repo, doc in listings.items():
         path = _listing_path(base, repo)
@@ -154,7 +161,40 @@ def sync(lock: Lock, root: str | os.PathLike[str], settings: Settings, *, progre
         if not path.is_file() or path.read_text(encoding="utf-8", errors="replace") != text:
             _write_text(path, text)
             written.append(str(path.relative_to(base)))
-    return Synced(tuple(f.path for f in missing), tuple(present), tuple(replaced), tuple(written))
+    return Synced(tuple(f.path for f in missing), tuple(present), tuple(replaced), tuple(written), bundles)
+
+
+def _place_bundles(lock: Lock, base: Path, settings: Settings, tell: Callable[[str], None], *,
+                   fetched: set[str]) -> tuple[str, ...]:
+    """Beside each asset this sync ``fetched``, its Sigstore bundle, ``<asset>.sigstore.json``, as an
+    install from the mirror reads it: found where the lock found the asset (GitHub's attestations, the
+    mirror's own file), and placed only when it proves the asset was built by the engine's identity
+    (the lock's, else the recipe's), so a mirror never holds a bundle an install would refuse. An asset
+    with none gets none; an asset already in place is not asked again (a sync that finds everything in
+    place asks nothing). Answers the paths placed.
+
+    Raises:
+        ProvenanceRefused: a bundle found does not prove its asset.
+        DownloadError: asking failed.
+    """
+    placed: list[str] = []
+    for e in lock.engines:
+        built_by = e.built_by or registry.get(e.target.runtime).built_by()
+        for f in e.assets:
+            path = f.path + SUFFIX
+            target = _target(base, path)
+            if f.path not in fetched or path in placed:
+                continue
+            bundles = bundles_at(f.url, str(built_by["repository"]), f.sha256, settings)
+            if not bundles.found:
+                continue
+            proof = proof_of(f.name, f.sha256, bundles, built_by, settings)
+            assert proof.bundle is not None
+            tell(f"placing {path}: {f.name} built by {proof.proven.signer if proof.proven else '?'}")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(target, proof.bundle.data, temp=_temp_for(target))
+            placed.append(path)
+    return tuple(placed)
 
 
 def _listing_path(base: Path, repo: str) -> Path:

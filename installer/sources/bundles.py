@@ -19,7 +19,7 @@ from superfluid.installer.sources.release import Asset
 from superfluid.runtime.kernel.jsonread import NotRegularFile, UntrustedJson, loads, read_bytes
 
 __all__ = ["BUNDLE_MAX", "BUNDLE_DEPTH", "BUNDLES_EXAMINED", "ANSWER_MAX", "SUFFIX", "BUNDLE_TYPE", "Found",
-           "Bundles", "Attested", "attestations", "bundle_file", "bundle_bytes"]
+           "Bundles", "Attested", "attestations", "bundle_file", "bundle_bytes", "too_large"]
 
 BUNDLE_MAX = 10 << 20  # bytes of a bundle (GitHub's are about 10 KiB; a statement's predicate is in it)
 BUNDLE_DEPTH = 16  # nesting of a bundle's JSON (a v0.3 bundle nests 6 deep; its statement is base64 in it)
@@ -101,6 +101,11 @@ def _ordinal(i: int) -> str:
     return {0: "first", 1: "second", 2: "third"}.get(i, f"{i + 1}th")
 
 
+def too_large(where: str, size: int) -> ProvenanceRefused:
+    """The refusal of a bundle of ``size`` bytes, more than ``BUNDLE_MAX``: never parsed."""
+    return _refused(where, f"is larger than {BUNDLE_MAX} bytes (at least {size}), more than any Sigstore bundle")
+
+
 def bundle_bytes(data: bytes, where: str) -> Bundles:
     """One bundle read whole (``<asset>.sigstore.json``, a registry's blob).
 
@@ -108,7 +113,7 @@ def bundle_bytes(data: bytes, where: str) -> Bundles:
         ProvenanceRefused: more than ``BUNDLE_MAX`` bytes.
     """
     if len(data) > BUNDLE_MAX:
-        raise _refused(where, f"is larger than {BUNDLE_MAX} bytes ({len(data)}), more than any Sigstore bundle")
+        raise too_large(where, len(data))
     return Bundles((Found(data, where),), where, 1)
 
 

@@ -10,9 +10,11 @@ from urllib.parse import urlsplit
 from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.settings import MIRROR_FLAG, Settings
-from superfluid.installer.sources.github import GitHubClient
-from superfluid.installer.sources.mirror import Mirror, mirror_root_url, schemes_text
+from superfluid.installer.sources.bundles import Bundles
+from superfluid.installer.sources.github import GitHubClient, web_base_for
+from superfluid.installer.sources.mirror import Mirror, mirror_root_url, root_of_url, schemes_text
 from superfluid.installer.sources.oci.source import oci_source
+from superfluid.installer.sources.release import Asset
 from superfluid.installer.sources.release_source import ListedSource, OfflineSource, ReleaseSource, basic_credential
 from superfluid.installer.transport.fetcher import Fetcher
 from superfluid.installer.transport.files import FileFetcher, NoNetworkFetcher
@@ -21,7 +23,7 @@ from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.fixes import Fix
 from superfluid.runtime.kernel.redact import redact_text
 
-__all__ = ["SCHEMES", "SourceFactory", "scheme_of", "source_for", "root_of", "mirror_root"]
+__all__ = ["SCHEMES", "SourceFactory", "scheme_of", "source_for", "root_of", "mirror_root", "bundles_at"]
 
 
 class SourceFactory(Protocol):
@@ -141,3 +143,33 @@ def source_for(
         return OfflineSource(client, cache, config=config, fix=fix)
     net = fetcher or RequestsFetcher(config, plain_http_origins=[api] if api_set else ())
     return ListedSource(GitHubClient(net, cache, api_base=api, token=token), cache, net)
+
+
+def bundles_at(url: str, repo: str, sha256: str, settings: Settings, *, cache: Cache | None = None) -> Bundles:
+    """The Sigstore bundles of the file at ``url`` whose bytes are ``sha256``, where no source listed it
+    (a lock's file, fetched from its URL): GitHub's attestations of ``repo`` for a download of GitHub's
+    releases (``settings.api``'s), else the ``<file>.sigstore.json`` beside it (a mirror's URL or folder).
+    ``settings.offline``: from the cache alone. An ``oci://`` file's are its registry's (the source's).
+
+    Raises:
+        ProvenanceRefused, DownloadError: as ``bundles.Attested.bundles``.
+    """
+    cache = cache or Cache.for_home(settings.home)
+    config = settings.fetch
+    asset = Asset(url.rsplit("/", 1)[-1], url, None, f"sha256:{sha256}")
+    if scheme_of(url) in SCHEMES:
+        return Bundles((), url)
+    if scheme_of(url) == "file":
+        return Mirror(url, FileFetcher(config), cache).bundles(repo, asset, sha256)
+    root = root_of_url(url)
+    github = root is not None and root.rstrip("/").lower() == web_base_for(settings.api).rstrip("/").lower()
+    plain = ([settings.api] if settings.github_api else []) if github else [root or url]  # as source_for allows
+    fetcher = NoNetworkFetcher(config) if settings.offline else RequestsFetcher(config, plain_http_origins=plain)
+    try:
+        if github:
+            client = GitHubClient(fetcher, cache, api_base=settings.api, token=settings.github_token,
+                                  offline=settings.offline)
+            return client.bundles(repo, asset, sha256)
+        return Mirror(root or url, fetcher, cache, offline=settings.offline).bundles(repo, asset, sha256)
+    finally:
+        fetcher.close()

@@ -10,11 +10,13 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
+from superfluid.installer.cache.conditional import cached_get
 from superfluid.installer.cache.stores import Cache
-from superfluid.installer.errors import DownloadError, OfflineMissing, ReleaseNotFound
+from superfluid.installer.errors import DownloadError, OfflineMissing, ReleaseNotFound, SizeExceeded
+from superfluid.installer.sources.bundles import BUNDLE_MAX, SUFFIX, Bundles, bundle_bytes, bundle_file, too_large
 from superfluid.installer.sources.github import check_repo, list_pages
 from superfluid.installer.sources.oci.ref import parse_ref
-from superfluid.installer.sources.release import Release, tagged
+from superfluid.installer.sources.release import Asset, Release, tagged
 from superfluid.installer.transport.fetcher import Fetcher
 from superfluid.installer.transport.urls import path_of_file_url
 
@@ -190,6 +192,33 @@ class Mirror:
         if found is None:
             raise ReleaseNotFound(repo, f"release {tag}", where=self.root)
         return found
+
+    def bundles(self, repo: str, asset: Asset, sha256: str) -> Bundles:
+        """The bundle beside ``asset`` in the mirror, ``<asset>.sigstore.json`` (``bundles.Attested``):
+        in a folder, a regular file in it (never a link, which may lead out of the folder, nor a FIFO);
+        at a URL, fetched within ``BUNDLE_MAX`` and cached (an offline install reads it again). None
+        when there is none (404, or offline with none cached).
+
+        Raises:
+            ProvenanceRefused: a link, a FIFO, larger than ``BUNDLE_MAX``.
+            DownloadError: as ``conditional.cached_get``.
+        """
+        url = asset.url + SUFFIX
+        if self.is_local:
+            return bundle_file(path_of_file_url(url))
+        try:
+            got = cached_get(url, fetcher=self.fetcher, cache=self.cache, max_bytes=BUNDLE_MAX,
+                             headers={"Accept": "application/json", "Accept-Encoding": "identity"},
+                             offline=self.offline, what="Sigstore bundle")
+        except SizeExceeded as e:
+            raise too_large(url, e.got) from None
+        except OfflineMissing:
+            return Bundles((), url)
+        except DownloadError as e:
+            if e.status == 404:
+                return Bundles((), url)
+            raise
+        return bundle_bytes(got.body, url)
 
 
 #: where a release download sits below a mirror root: ``<root>/<owner>/<repo>/releases/download/<tag>/<name>``

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from superfluid.installer.errors import ProvenanceRefused, ProvenanceRequired
 from superfluid.installer.sources.bundles import SUFFIX, Bundles, Found
+from superfluid.installer.sources.choose import bundles_at
 from superfluid.installer.sources.release import Asset
 from superfluid.installer.trust.identity import Identity
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from superfluid.installer.trust.provenance import Provenance, Root
     from superfluid.runtime.planning import Plan, PlanAsset
 
-__all__ = ["KEPT", "Proof", "Proofs", "prove", "kept_path", "verify_kept", "unproven"]
+__all__ = ["KEPT", "Proof", "Proofs", "prove", "proof_of", "kept_path", "verify_kept", "unproven"]
 
 #: where an install keeps the bundles that proved its assets (below the install)
 KEPT = ".superfluid/provenance"
@@ -109,8 +110,9 @@ def _required(a: PlanAsset, bundles: Bundles, built_by: str) -> ProvenanceRequir
 def prove(p: Plan, source: ReleaseSource | None, settings: Settings) -> Proofs:
     """Each of ``p``'s assets proven by the bundles its source holds for it, before any byte of it is
     staged: verified against the digest ``p`` settled, for the identity ``p.built_by`` names, under
-    ``settings.sigstore_root`` (None: the public Sigstore's root). ``source`` None (a ``--from`` file)
-    asks nothing.
+    ``settings.sigstore_root`` (None: the public Sigstore's root). ``source`` None: each asset's bundles
+    are where its URL says (``choose.bundles_at``: a lock's files). A plan that names no identity (a
+    ``--from`` file) asks nothing.
 
     Raises:
         ProvenanceRefused: a bundle is there and none of an asset's proves it (names the asset, the
@@ -119,10 +121,10 @@ def prove(p: Plan, source: ReleaseSource | None, settings: Settings) -> Proofs:
         BadFile: the trusted root named cannot be read.
         DownloadError: asking the source failed.
     """
-    if source is None or p.built_by is None:
+    if p.built_by is None:
         if settings.require_provenance:
             raise ProvenanceRequired(f"{p.id} {p.install}: no provenance, and it is required: a file named by hand "
-                                     "(--from) has no release workflow to prove",
+                                     "(--from) names no release workflow to prove it was built by",
                                      advice="install it from its release, whose attestation proves who built it")
         return unproven(p)
     wanted = Identity.from_json(p.built_by)
@@ -132,15 +134,17 @@ def prove(p: Plan, source: ReleaseSource | None, settings: Settings) -> Proofs:
         if a.sha256 is None:  # an asset not in this release: the installer skips the plan
             proofs.append(Proof(a.name, ""))
             continue
-        # the repository whose workflow attests it holds its attestations (GitHub's API is asked there)
-        bundles = source.bundles(wanted.repository, Asset(a.name, a.url, a.size, f"sha256:{a.sha256}"), a.sha256)
+        # the repository whose workflow attests it holds its attestations (GitHub's API is asked there); a
+        # lock's file is fetched from its URL, with no source: its bundles are where that URL says
+        bundles = (source.bundles(wanted.repository, Asset(a.name, a.url, a.size, f"sha256:{a.sha256}"), a.sha256)
+                   if source is not None else bundles_at(a.url, wanted.repository, a.sha256, settings))
         if not bundles.found:
             if settings.require_provenance:
                 raise _required(a, bundles, str(wanted))
             proofs.append(Proof(a.name, a.sha256))
             continue
         root = root or _load_root(settings.sigstore_root)
-        proven, found = _first_proof(a, a.sha256, bundles, wanted, root)
+        proven, found = _first_proof(a.name, a.sha256, bundles, wanted, root)
         proofs.append(Proof(a.name, a.sha256, proven, found))
     return Proofs(p.built_by, settings.sigstore_root if root is not None else None, tuple(proofs))
 
@@ -155,10 +159,26 @@ def _verify(sha256: str, data: bytes, wanted: Identity, root: Root, *, named: st
     return proven
 
 
-def _first_proof(a: PlanAsset, sha256: str, bundles: Bundles, wanted: Identity,
+def proof_of(name: str, sha256: str, bundles: Bundles, built_by: Mapping[str, str | None],
+             settings: Settings) -> Proof:
+    """What the first of ``bundles`` that proves file ``name`` (``sha256``) was built by ``built_by``
+    proves, under ``settings.sigstore_root`` (``mirror sync`` copies that bundle, and only one that proves).
+
+    Raises:
+        ProvenanceRefused: ``bundles`` holds none, or none proves it (as ``prove``).
+        BadFile: the trusted root named cannot be read.
+    """
+    if not bundles.found:
+        raise ProvenanceRefused(name, "bundle", f"{bundles.where} holds no Sigstore bundle for it")
+    proven, found = _first_proof(name, sha256, bundles, Identity.from_json(built_by),
+                                 _load_root(settings.sigstore_root))
+    return Proof(name, sha256, proven, found)
+
+
+def _first_proof(name: str, sha256: str, bundles: Bundles, wanted: Identity,
                  root: Root) -> tuple[Provenance, Found]:
-    """The first of ``bundles`` that proves ``a`` (an answer may list an asset's attestations of other
-    predicates, an SBOM's, beside its provenance), and the bundle.
+    """The first of ``bundles`` that proves file ``name`` (an answer may list an asset's attestations of
+    other predicates, an SBOM's, beside its provenance), and the bundle.
 
     Raises:
         ProvenanceRefused: none proves it: the first one's refusal, said of the asset.
@@ -166,14 +186,14 @@ def _first_proof(a: PlanAsset, sha256: str, bundles: Bundles, wanted: Identity,
     refusals: list[ProvenanceRefused] = []
     for found in bundles.found:
         try:
-            return _verify(sha256, found.data, wanted, root, named=found.where, subject=a.name), found
+            return _verify(sha256, found.data, wanted, root, named=found.where, subject=name), found
         except ProvenanceRefused as e:
             refusals.append(e)
     first = refusals[0]
     more = f"; none of the {len(refusals)} bundles it holds proves it" if len(refusals) > 1 else ""
     if bundles.cut:
         more += f" (the first {len(bundles.found)} of the {bundles.listed} attestations it lists were examined)"
-    raise ProvenanceRefused(a.name, first.step, f"its Sigstore bundle does not prove it was built by {wanted}: "
+    raise ProvenanceRefused(name, first.step, f"its Sigstore bundle does not prove it was built by {wanted}: "
                             f"{first.fault} [bundle: {first.named}]{more}; nothing was installed",
                             wanted=str(wanted), found=first.found)
 

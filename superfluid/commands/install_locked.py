@@ -146,7 +146,7 @@ def install_locked(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     progress = progress_for(sys.stderr, mode=settings.progress)
     try:
         for r, engines in chosen.items():
-            plans = [e.to_plan(root) for e in engines]
+            plans = [_built_by(e.to_plan(root)) for e in engines]
             if args.dry_run:
                 results.append({"id": r, "dry_run": True, "source": where, "plans": [p.to_json() for p in plans],
                                 "warnings": []})
@@ -180,6 +180,12 @@ def _registry_source(root: str | None, chosen: Mapping[str, list[Engine]], setti
     if not any(u[:6].lower() == "oci://" for u in [root or "", *(a.url for e in engines for a in e.assets)]):
         return None
     return locked_source(root, [f for e in engines for f in e.files()], settings)
+
+
+def _built_by(plan: Plan) -> Plan:
+    """``plan`` naming who builds its assets: as its lock recorded it, else (a lock written before
+    superfluid recorded it) as its runtime's recipe names it."""
+    return plan if plan.built_by is not None else replace(plan, built_by=registry.get(plan.id).built_by())
 
 
 def _as_locked(plan: Plan, path: str) -> Plan:

@@ -16,7 +16,7 @@ from superfluid.lock_flags import checked_lock, mirror_head
 from superfluid.parser import Help, Parser, add_json, exits
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.jsonread import kind_of
-from superfluid.runtime.kernel.output import print_json
+from superfluid.runtime.kernel.output import counted, print_json
 from superfluid.settings import settings_of
 
 __all__ = ["HELP", "arguments", "run"]
@@ -70,13 +70,16 @@ def _sync(args: argparse.Namespace, path: str) -> int:
         progress.close()
     if args.json:  # schema mirror-sync
         print_json({**mirror_head(args.dir, path, digest), "fetched": list(done.fetched),
-                    "present": list(done.present), "replaced": list(done.replaced), "listings": list(done.listings)})
+                    "present": list(done.present), "replaced": list(done.replaced), "listings": list(done.listings),
+                    "bundles": list(done.bundles)})
         return 0
     for p in done.replaced:
         sys.stderr.write(f"superfluid: {p} held other bytes than the lock pins: replaced\n")
     sys.stdout.write(f"superfluid: {args.dir}: {len(done.fetched)} fetched, {len(done.present)} already in place "
                      f"({len(done.fetched) + len(done.present)} files of {path}, sha256 {digest[:12]}…)"
-                     + (f"; wrote {', '.join(done.listings)}" if done.listings else "") + "\n")
+                     + (f"; wrote {', '.join(done.listings)}" if done.listings else "")
+                     + (f"; placed {counted(len(done.bundles), 'Sigstore bundle')} beside the assets they prove"
+                        if done.bundles else "") + "\n")
     return 0
 
 

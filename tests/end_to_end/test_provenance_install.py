@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -141,3 +142,47 @@ def test_an_answer_listing_ten_thousand_bundles_is_cut_and_said(attested: Home, 
     message = run.json()["error"]["message"]
     assert "(the first 8 of the 10000 attestations it lists were examined)" in message, message
     assert attested.installs() == []
+
+
+# -- a mirror: <asset>.sigstore.json beside the asset -------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["folder", "url"])
+def test_a_mirror_serves_the_bundle_beside_the_asset(attested: Home, server: ReleaseServer,
+                                                     sigstore: SigstoreSimulator, tmp_path: Path, where: str) -> None:
+    name, data = asset_of(server)
+    bundle = sigstore.sign(data, BUILT_BY)
+    server.attest(REPO, TAG, name, bundle)
+    mirror = str(server.write_mirror(tmp_path / "mirror")) if where == "folder" else server.mirror_url
+    run = attested.superfluid("runtime", "install", "basert", "--version", "0.4.0", "--mirror", mirror, "--json")
+    assert run.code == 0, run.stderr
+    [asset] = run.json()["receipt"]["provenance"]["assets"]
+    assert asset["proven"]["repository"] == REPO
+    assert asset["found_at"].endswith(f"/v0.4.0/{name}.sigstore.json")
+    assert json.loads((attested.basert / "0.4.0-cpu" / asset["bundle"]).read_bytes()) == bundle
+    assert server.requests_to(f"/repos/{REPO}/attestations") == []  # the mirror's, never GitHub's
+
+
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _link_out(path: Path) -> None:
+    outside = path.parent.parent.parent.parent.parent.parent.parent / "elsewhere.sigstore.json"
+    outside.write_text("{}")
+    path.symlink_to(outside)
+
+
+@pytest.mark.parametrize(("plant", "words"), [(_fifo, "is a FIFO"), (_link_out, "is a symbolic link")],
+                         ids=["a-fifo", "a-link-out-of-the-folder"])
+def test_a_bundle_in_a_mirror_folder_that_is_no_file_is_refused(attested: Home, server: ReleaseServer,
+                                                                tmp_path: Path, plant: Callable[[Path], None],
+                                                                words: str) -> None:
+    name, _ = asset_of(server)
+    root = server.write_mirror(tmp_path / "mirror")
+    beside = root / REPO / "releases" / "download" / TAG / f"{name}.sigstore.json"
+    plant(beside)
+    run = attested.superfluid("runtime", "install", "basert", "--version", "0.4.0", "--mirror", str(root), timeout=30)
+    assert run.code == 1, run.stdout
+    assert f"{beside}: cannot be read as a Sigstore bundle: it {words}" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr and attested.installs() == [] and attested.leftovers() == []

@@ -103,8 +103,10 @@ def test_install_locked_reads_no_listing_and_records_the_lock(admin: Machine, fl
     doc = run.json()
     assert schema_errors(doc, "locked-install") == []
     assert (doc["lock"]["sha256"], doc["kinds"], doc["installs"][0]["installed"]) == (digest, ["cpu"], "0.4.0-cpu")
-    # the bytes, nothing else
-    assert [r.path for r in fleet_server.log] == [fleet_server.download_path(BASERT, "v0.4.0", BUNDLE)]
+    # the Sigstore bundle that may sit beside the bytes (a URL not of GitHub's releases: a mirror's), then
+    # the bytes; nothing else
+    asset = fleet_server.download_path(BASERT, "v0.4.0", BUNDLE)
+    assert [r.path for r in fleet_server.log] == [asset + ".sigstore.json", asset]
     receipt = node.receipt("basert", "0.4.0-cpu")
     assert receipt["lock"] == {"file": str(path), "sha256": digest} and schema_errors(receipt, "runtime") == []
     rows = node.superfluid("runtimes", "--json").json()

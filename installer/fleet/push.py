@@ -18,25 +18,36 @@ from superfluid.installer.config import FetchConfig
 from superfluid.installer.fleet.lockfile import Engine, Lock, LockedFile, LockFileError
 from superfluid.installer.fleet.sync import fetch_files, files_of, listing
 from superfluid.installer.settings import Settings
+from superfluid.installer.sources.bundles import BUNDLE_TYPE
+from superfluid.installer.sources.choose import bundles_at
 from superfluid.installer.sources.mirror import listing_path
 from superfluid.installer.sources.oci.client import Registry, registry_for
 from superfluid.installer.sources.oci.ref import (
     ARTIFACT_TYPE,
     EMPTY_CONFIG,
+    INDEX_MEDIA_TYPE,
     INDEX_TYPE,
     Layer,
     OciRef,
+    Referrer,
+    asset_manifest,
     engine_tag,
     index_tag,
     is_oci,
     manifest,
+    parse_referrers,
     ref_of_url,
+    referrer_manifest,
+    referrers_index,
+    referrers_tag,
 )
 from superfluid.installer.transport.progress import Progress
+from superfluid.installer.trust.proving import proof_of
+from superfluid.runtime import registry as runtimes
 from superfluid.runtime.kernel.errors import BadFile
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
 
-__all__ = ["Pushed", "push", "engine_manifests"]
+__all__ = ["Pushed", "push", "engine_manifests", "refer"]
 
 _LISTING_MAX_BYTES = 64 << 20
 
@@ -53,6 +64,8 @@ class Pushed:
     bytes_sent: int
     manifests_sent: int
     manifests_present: int
+    #: the assets whose Sigstore bundle was pushed as a referrer of the asset's own manifest (mirror paths)
+    bundles: tuple[str, ...] = ()
 
 
 def _listing(net: Registry, lock: Lock, repo: str) -> bytes:
@@ -172,6 +185,7 @@ def push(lock: Lock, ref: OciRef, settings: Settings, *, progress: Progress | No
             net.upload(sha, size, local[sha] if isinstance(src, LockedFile) else src, progress=progress,
                        name=title.rsplit("/", 1)[-1])
             sent += size
+        pushed = _push_bundles(net, lock, settings, {b[0] for b in missing.values()}, tell)
         manifests = engine_manifests(lock, listings)
         indexes = {index_tag(repo): _index(net, lock, repo, listings[repo]) for repo in repos}
         written = 0
@@ -187,4 +201,57 @@ def push(lock: Lock, ref: OciRef, settings: Settings, *, progress: Progress | No
     total = len(manifests) + len(indexes)
     return Pushed(tags=tuple(manifests), indexes=tuple(indexes), sent=tuple(b[0] for b in missing.values()),
                   present=tuple(present), bytes_sent=sent,
-                  manifests_sent=written, manifests_present=total - written)
+                  manifests_sent=written, manifests_present=total - written, bundles=pushed)
+
+
+def _push_bundles(net: Registry, lock: Lock, settings: Settings, sent: set[str],
+                  tell: Callable[[str], None]) -> tuple[str, ...]:
+    """For each asset this push ``sent``, its Sigstore bundle as a referrer of the asset's own manifest
+    (``ref.asset_manifest``), as cosign and ``gh attestation`` keep one: found where the lock found the
+    asset (GitHub's attestations, a mirror's file) and pushed only when it proves the asset was built
+    by the engine's identity (the lock's, else the recipe's). An asset with none, or already in the
+    registry, is not asked (a second push asks nothing). Answers the mirror paths of the assets.
+
+    Raises:
+        ProvenanceRefused: a bundle found does not prove its asset (nothing of it pushed).
+        DownloadError: the registry refused, or asking failed.
+    """
+    done: list[str] = []
+    for e in lock.engines:
+        built_by = e.built_by or runtimes.get(e.target.runtime).built_by()
+        for f in e.assets:
+            if f.path not in sent or f.path in done:
+                continue
+            bundles = bundles_at(f.url, str(built_by["repository"]), f.sha256, settings)
+            if not bundles.found:
+                continue
+            proof = proof_of(f.name, f.sha256, bundles, built_by, settings)
+            assert proof.bundle is not None
+            tell(f"sending the Sigstore bundle of {f.path} to {net.ref.describe()}")
+            refer(net, asset_manifest(Layer(f.path, f.sha256, f.size)), proof.bundle.data)
+            done.append(f.path)
+    return tuple(done)
+
+
+def refer(net: Registry, subject: bytes, bundle: bytes) -> None:
+    """``bundle`` pushed as a referrer of the manifest ``subject`` (pushed too, untagged): its blob, its
+    manifest, and, where the registry keeps no referrers itself (no ``OCI-Subject`` in its answer),
+    the referrers tag's index with it added (OCI distribution 1.1)."""
+    sha = hashlib.sha256(bundle).hexdigest()
+    if not net.has_blob(sha):
+        net.upload(sha, len(bundle), bundle, name="sigstore.json")
+    empty = hashlib.sha256(EMPTY_CONFIG).hexdigest()
+    if not net.has_blob(empty):
+        net.upload(empty, len(EMPTY_CONFIG), EMPTY_CONFIG, name="config")
+    net.put_manifest_by_digest(subject)
+    referrer = referrer_manifest(sha, len(bundle), subject, bundle_type=BUNDLE_TYPE)
+    reply = net.put_manifest_by_digest(referrer)
+    if reply.headers.get("oci-subject"):
+        return
+    subject_sha = hashlib.sha256(subject).hexdigest()
+    tag = referrers_tag(subject_sha)
+    known = net.manifest(tag, accept=INDEX_MEDIA_TYPE)
+    listed = parse_referrers(known[0], f"{net.ref.describe()}:{tag}") if known is not None else []
+    mine = Referrer(hashlib.sha256(referrer).hexdigest(), len(referrer), BUNDLE_TYPE)
+    if mine not in listed:
+        net.put_manifest(tag, referrers_index([*listed, mine]), INDEX_MEDIA_TYPE)

@@ -78,11 +78,14 @@ def run(args: argparse.Namespace) -> int:
                     "lock": {"file": os.path.abspath(path), "sha256": digest},
                     "tags": list(done.tags), "indexes": list(done.indexes),
                     "blobs": {"sent": len(done.sent), "present": len(done.present), "bytes_sent": done.bytes_sent},
-                    "manifests": {"sent": done.manifests_sent, "present": done.manifests_present}})
+                    "manifests": {"sent": done.manifests_sent, "present": done.manifests_present},
+                    "bundles": list(done.bundles)})
         return 0
     sys.stdout.write(f"superfluid: {ref.root.rstrip('/')}: {len(done.sent)} blobs sent ({_mb(done.bytes_sent)}), "
                      f"{len(done.present)} already there; {done.manifests_sent} manifests written, "
-                     f"{done.manifests_present} already in place ({path}, sha256 {digest[:12]}…)\n")
+                     f"{done.manifests_present} already in place ({path}, sha256 {digest[:12]}…)"
+                     + (f"; the Sigstore bundles of {', '.join(done.bundles)} pushed as their referrers"
+                        if done.bundles else "") + "\n")
     for tag in done.tags:
         sys.stdout.write(f"  {ref.host}/{ref.repository}:{tag}\n")
     return 0

@@ -7,12 +7,19 @@ loopback release server's attestations API."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from pathlib import Path
 
 import pytest
 
 from superfluid.installer.fleet import lockfile
+from superfluid.installer.fleet.push import refer
+from superfluid.installer.sources.oci.client import registry_for
+from superfluid.installer.sources.oci.ref import Layer, asset_manifest, parse_ref, referrers_tag
+from superfluid.settings import settings_of
 from tests.fleet.conftest import BASERT, Machine, machine_at
+from tests.fleet.registry import Registry
 from tests.installer.trust.sigstore_simulator import Claims, SigstoreSimulator
 from tests.release_server import ReleaseServer
 
@@ -115,3 +122,57 @@ def test_the_bundle_of_a_lock_s_github_url_is_github_s_attestation(tmp_path: Pat
     assert run.code == 0, run.stderr
     [asset] = run.json()["installs"][0]["receipt"]["provenance"]["assets"]
     assert "/attestations/sha256:" in asset["found_at"] and asset["proven"]["repository"] == BASERT
+
+
+# -- an OCI registry: the bundle as a referrer of the asset's own manifest -----------------------------
+
+
+def test_push_sends_the_bundle_as_a_referrer_and_an_install_from_the_registry_proves_it(
+        tmp_path: Path, admin: Machine, fleet_server: ReleaseServer, sigstore: SigstoreSimulator, root: Path,
+        registry: Registry) -> None:
+    _attest(fleet_server, sigstore)
+    admin.env["SUPERFLUID_SIGSTORE_ROOT"] = str(root)
+    path, lock = _lock(admin)
+    run = admin.superfluid("mirror", "push", registry.url, "--json")
+    assert run.code == 0, run.stderr
+    [asset] = [f for e in lock.engines for f in e.assets if f.name == ASSET]
+    assert run.json()["bundles"] == [asset.path]
+    subject = hashlib.sha256(asset_manifest(Layer(asset.path, asset.sha256, asset.size))).hexdigest()
+    assert referrers_tag(subject) in registry.tags()  # docker-registry 2.8 has no referrers API: the tag schema
+
+    fleet_server.clear_log()
+    again = admin.superfluid("mirror", "push", registry.url, "--json")  # in place: nothing asked, nothing sent
+    assert again.code == 0 and again.json()["bundles"] == [] and fleet_server.log == []
+
+    for n, argv in enumerate((["--locked", str(path)], ["--version", "0.4.0"])):
+        node = machine_at(tmp_path, f"node{n}", SUPERFLUID_SIGSTORE_ROOT=str(root))
+        run = node.superfluid("runtime", "install", "basert", *argv, "--mirror", registry.url, "--json")
+        assert run.code == 0, run.stderr
+        done = run.json()
+        receipt = (done["installs"][0] if "installs" in done else done)["receipt"]
+        [proof] = receipt["provenance"]["assets"]
+        assert proof["proven"]["repository"] == BASERT, proof
+        assert proof["found_at"].startswith(f"registry {registry.host}/fleet/engines referrers of {asset.path}")
+    assert fleet_server.log == []
+
+
+def test_a_registry_s_referrer_of_another_repository_is_refused(tmp_path: Path, admin: Machine,
+                                                                fleet_server: ReleaseServer,
+                                                                sigstore: SigstoreSimulator, root: Path,
+                                                                registry: Registry) -> None:
+    path, lock = _lock(admin)
+    assert admin.superfluid("mirror", "push", registry.url).code == 0  # no bundle: none sent
+    [asset] = [f for e in lock.engines for f in e.assets if f.name == ASSET]
+    data = fleet_server.asset_data(BASERT, "v0.4.0", ASSET)
+    forged = json.dumps(sigstore.sign(data, BUILT_BY.but(repository="mallory/baseRT"))).encode()
+    net = registry_for(parse_ref(registry.url), settings_of({"HOME": str(tmp_path)}), push=True)
+    try:
+        refer(net, asset_manifest(Layer(asset.path, asset.sha256, asset.size)), forged)
+    finally:
+        net.close()
+    node = machine_at(tmp_path, "node", SUPERFLUID_SIGSTORE_ROOT=str(root))
+    run = node.superfluid("runtime", "install", "basert", "--locked", str(path), "--mirror", registry.url, "--json")
+    assert run.code == 1, run.stdout
+    assert run.json()["error"]["code"] == "provenance-refused"
+    assert "was signed by a workflow of mallory/baseRT, not of basecompute/baseRT" in run.json()["error"]["message"]
+    assert node.installs("basert") == []

@@ -20,12 +20,16 @@ from superfluid.installer.errors import DownloadError, SizeExceeded, Verificatio
 from superfluid.installer.settings import Settings
 from superfluid.installer.sources.oci.auth import Login, RegistryAuth, login_for, missing_auth_file, once_or_retried
 from superfluid.installer.sources.oci.ref import (
+    INDEX_MEDIA_TYPE,
     MANIFEST_MAX_BYTES,
     MANIFEST_TYPE,
     Layer,
     OciRef,
+    Referrer,
     index_tag,
     parse_manifest,
+    parse_referrers,
+    referrers_tag,
 )
 from superfluid.installer.transport.fetcher import Fetcher, status_error
 from superfluid.installer.transport.messages import Body, Credential, FetchResponse, Headers, HttpRequest, Upload
@@ -227,17 +231,21 @@ class Registry:
 
     # -- reads of the registry's own documents --------------------------------------------------------
 
-    def manifest(self, reference: str) -> tuple[bytes, str] | None:
-        """The manifest ``reference`` (a tag) names and the SHA-256 of its bytes, or None (404).
+    def manifest(self, reference: str, *, accept: str = MANIFEST_TYPE) -> tuple[bytes, str] | None:
+        """The manifest ``reference`` (a tag, or ``sha256:<hex>``) names and the SHA-256 of its bytes, or
+        None (404); ``accept``: the media type asked (an image index's for a referrers tag).
 
         Raises:
             DownloadError: as ``request``.
         """
-        url = self.ref.manifest_url(reference)
+        return self._document(self.ref.manifest_url(reference), accept)
+
+    def _document(self, url: str, accept: str) -> tuple[bytes, str] | None:
+        """A manifest or index of the registry's API at ``url``, within ``MANIFEST_MAX_BYTES``, or None (404)."""
 
         def attempt(_: int) -> bytes:
             try:
-                return self._read(url, {"Accept": MANIFEST_TYPE, "Accept-Encoding": "identity"},
+                return self._read(url, {"Accept": accept, "Accept-Encoding": "identity"},
                                   max_bytes=MANIFEST_MAX_BYTES)
             except SizeExceeded as e:
                 raise DownloadError(e.url, f"answered a manifest of more than {MANIFEST_MAX_BYTES} bytes (at least "
@@ -250,6 +258,37 @@ class Registry:
                 return None
             raise
         return body, hashlib.sha256(body).hexdigest()
+
+    def referrers(self, subject_sha256: str, artifact_type: str) -> list[Referrer]:
+        """The manifests of ``artifact_type`` that refer to the manifest ``subject_sha256``: the referrers
+        API's answer (``/v2/<repo>/referrers/<digest>``, OCI distribution 1.1), else, where the registry
+        has no such API (404), the image index its referrers tag holds (``referrers_tag``); none when
+        neither is there.
+
+        Raises:
+            BadFile: an answer that is not an image index.
+            DownloadError: as ``request``.
+        """
+        api = f"{self.ref.api}/v2/{self.ref.repository}/referrers/sha256:{subject_sha256}?artifactType={artifact_type}"
+        got = self._document(api, INDEX_MEDIA_TYPE)
+        where = f"{self.ref.describe()} referrers of sha256:{subject_sha256}"
+        if got is None:
+            got = self.manifest(referrers_tag(subject_sha256), accept=INDEX_MEDIA_TYPE)
+            where = f"{self.ref.describe()}:{referrers_tag(subject_sha256)}"
+        if got is None:
+            return []
+        return [r for r in parse_referrers(got[0], where) if r.artifact_type == artifact_type]
+
+    def put_manifest_by_digest(self, body: bytes, media_type: str = MANIFEST_TYPE) -> Reply:
+        """``PUT`` a manifest (or an index) under its own digest, untagged; the registry's answer (its
+        ``OCI-Subject`` header says it keeps the referrers of a manifest with a subject itself).
+
+        Raises:
+            DownloadError: the registry refused it.
+        """
+        digest = f"sha256:{hashlib.sha256(body).hexdigest()}"
+        return self.call("PUT", self.ref.manifest_url(digest), body=body, accept=(201,),
+                         headers={"Content-Type": media_type, "Content-Length": str(len(body))})
 
     def blob(self, sha256: str, *, max_bytes: int) -> bytes:
         """A small blob's bytes, checked against its digest as they arrive.
@@ -300,14 +339,14 @@ class Registry:
 
         self.retry(start, attempt)
 
-    def put_manifest(self, tag: str, body: bytes) -> None:
-        """``PUT`` a manifest under ``tag``.
+    def put_manifest(self, tag: str, body: bytes, media_type: str = MANIFEST_TYPE) -> None:
+        """``PUT`` a manifest (``media_type``: or an index) under ``tag``.
 
         Raises:
             DownloadError: the registry refused it (its error code and message named).
         """
         self.call("PUT", self.ref.manifest_url(tag), body=body, accept=(201,),
-                  headers={"Content-Type": MANIFEST_TYPE, "Content-Length": str(len(body))})
+                  headers={"Content-Type": media_type, "Content-Length": str(len(body))})
 
     def call(self, method: str, url: str, *, headers: Mapping[str, str] | None = None, body: Body | None = None,
              accept: Collection[int] = ()) -> Reply:

@@ -35,6 +35,14 @@ __all__ = [
     "index_tag",
     "manifest",
     "parse_manifest",
+    "ASSET_TYPE",
+    "INDEX_MEDIA_TYPE",
+    "asset_manifest",
+    "referrer_manifest",
+    "referrers_tag",
+    "referrers_index",
+    "parse_referrers",
+    "Referrer",
 ]
 
 SCHEME = "oci"
@@ -48,6 +56,10 @@ MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
 EMPTY_TYPE = "application/vnd.oci.empty.v1+json"
 EMPTY_CONFIG = b"{}"
 TITLE = "org.opencontainers.image.title"
+#: the ``artifactType`` of one asset's own manifest: the subject its Sigstore bundle refers to
+ASSET_TYPE = "application/vnd.superfluid.asset.v1"
+#: an OCI image index: the referrers API's answer, and the referrers tag's document where there is no API
+INDEX_MEDIA_TYPE = "application/vnd.oci.image.index.v1+json"
 
 #: the most bytes of a manifest we read (distribution refuses larger ones than 4 MiB)
 MANIFEST_MAX_BYTES = 4 << 20
@@ -226,4 +238,79 @@ def parse_manifest(data: bytes, where: str) -> list[Layer]:
         if m is None or not isinstance(size, int) or isinstance(size, bool) or size < 0:
             raise BadFile(where, f"layer {title!r} has no sha256 digest and size", json_path=f"$.layers[{i}]")
         out.append(Layer(title, m.group(1), size))
+    return out
+
+
+# -- an asset's Sigstore bundle as a referrer of the asset (OCI 1.1, as cosign and gh attestation store them) --
+
+
+def asset_manifest(layer: Layer) -> bytes:
+    """The manifest of one asset alone (``artifactType`` ``ASSET_TYPE``, its one layer the asset's blob):
+    the subject its bundle refers to. Its bytes follow from the asset's mirror path, digest and size
+    alone, so a reader knows its digest without asking the registry."""
+    return manifest([layer], artifact_type=ASSET_TYPE, annotations={})
+
+
+def referrer_manifest(bundle_sha256: str, bundle_size: int, subject: bytes, *, bundle_type: str) -> bytes:
+    """The manifest of a Sigstore bundle that refers to the manifest ``subject``: ``artifactType`` and its
+    one layer ``bundle_type`` (the blob of ``bundle_sha256``), ``subject`` the asset's manifest."""
+    doc = {
+        "schemaVersion": 2,
+        "mediaType": MANIFEST_TYPE,
+        "artifactType": bundle_type,
+        "config": {"mediaType": EMPTY_TYPE, "digest": f"sha256:{hashlib.sha256(EMPTY_CONFIG).hexdigest()}",
+                   "size": len(EMPTY_CONFIG)},
+        "layers": [{"mediaType": bundle_type, "digest": f"sha256:{bundle_sha256}", "size": bundle_size}],
+        "subject": {"mediaType": MANIFEST_TYPE, "digest": f"sha256:{hashlib.sha256(subject).hexdigest()}",
+                    "size": len(subject)},
+    }
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("utf-8")
+
+
+def referrers_tag(subject_sha256: str) -> str:
+    """The tag a registry without the referrers API holds a manifest's referrers under (OCI distribution
+    1.1, "referrers tag schema"): ``sha256-<hex>``."""
+    return f"sha256-{subject_sha256}"
+
+
+@dataclass(frozen=True, slots=True)
+class Referrer:
+    """One referrer a referrers index names: its manifest's digest and size, and its ``artifactType``."""
+
+    sha256: str
+    size: int
+    artifact_type: str
+
+    def descriptor(self) -> dict[str, Any]:
+        return {"mediaType": MANIFEST_TYPE, "digest": f"sha256:{self.sha256}", "size": self.size,
+                "artifactType": self.artifact_type}
+
+
+def referrers_index(referrers: Sequence[Referrer]) -> bytes:
+    """The image index of ``referrers`` (the referrers tag's document), in one stable rendering."""
+    doc = {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": [r.descriptor() for r in referrers]}
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("utf-8")
+
+
+def parse_referrers(data: bytes, where: str) -> list[Referrer]:
+    """The referrers an image index names (the referrers API's answer, or the referrers tag's document),
+    in its order; a descriptor that is not a SHA-256 manifest's is skipped.
+
+    Raises:
+        BadFile: not a JSON image index.
+    """
+    try:
+        doc = loads(data, max_bytes=MANIFEST_MAX_BYTES)
+    except UntrustedJson as e:
+        raise BadFile(where, f"is not a readable image index ({e.fault})") from None
+    listed = doc.get("manifests") if isinstance(doc, dict) else None
+    if not isinstance(listed, list):
+        raise BadFile(where, "is not an OCI image index (no manifests)", json_path="$.manifests")
+    out: list[Referrer] = []
+    for d in listed:
+        m = _SHA256.fullmatch(str(d.get("digest"))) if isinstance(d, dict) else None
+        size = d.get("size") if isinstance(d, dict) else None
+        if m is None or not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            continue
+        out.append(Referrer(m.group(1), size, str(d.get("artifactType") or "")))
     return out

@@ -4,22 +4,34 @@ registry's blob of the digest the caller expects (``client.BlobFetcher``)."""
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Sequence
 from typing import Protocol
 
 from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
-from superfluid.installer.errors import DownloadError, ReleaseNotFound
+from superfluid.installer.errors import DownloadError, ProvenanceRefused, ReleaseNotFound
 from superfluid.installer.settings import Settings
+from superfluid.installer.sources.bundles import BUNDLE_MAX, BUNDLE_TYPE, BUNDLES_EXAMINED, Bundles, Found, too_large
 from superfluid.installer.sources.mirror import Mirror, listing_path
 from superfluid.installer.sources.oci.client import Registry, registry_for
-from superfluid.installer.sources.oci.ref import OciRef, is_oci, parse_ref, ref_of_url
-from superfluid.installer.sources.release import Release, tagged
+from superfluid.installer.sources.oci.ref import (
+    Layer,
+    OciRef,
+    Referrer,
+    asset_manifest,
+    is_oci,
+    parse_ref,
+    ref_of_url,
+)
+from superfluid.installer.sources.release import Asset, Release, tagged
 from superfluid.installer.sources.release_source import ListedSource, OfflineSource, ReleaseSource
 from superfluid.installer.transport.fetcher import Fetcher
 from superfluid.installer.transport.files import NoNetworkFetcher
 from superfluid.runtime.kernel.errors import UsageError
 from superfluid.runtime.kernel.fixes import Fix
+from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
 
 __all__ = ["OciListing", "oci_source", "registry_source", "locked_source", "Locked"]
 
@@ -48,9 +60,11 @@ class OciListing:
         offline: answer from the cache only.
     """
 
-    def __init__(self, ref: OciRef, fetcher: Fetcher, cache: Cache, *, offline: bool = False) -> None:
+    def __init__(self, ref: OciRef, fetcher: Fetcher, cache: Cache, *, offline: bool = False,
+                 registry: Registry | None = None) -> None:
         self.ref = ref
         self.layout = Mirror(ref.root, fetcher, cache, offline=offline)
+        self.registry = registry
 
     @property
     def warnings(self) -> list[str]:
@@ -91,12 +105,64 @@ class OciListing:
         return found
 
 
+    def bundles(self, repo: str, asset: Asset, sha256: str) -> Bundles:
+        """The Sigstore bundles that refer to ``asset``'s own manifest (``ref.asset_manifest``, whose
+        digest follows from the asset's path, digest and size) as a registry keeps referrers
+        (``Registry.referrers``): the first ``BUNDLES_EXAMINED``, each manifest and blob fetched by its
+        digest and checked against it (``bundles.Attested``). None offline, or for an asset whose size
+        is not known.
+
+        Raises:
+            ProvenanceRefused: a referrer that is not a bundle's manifest, or a bundle too large.
+            BadFile, DownloadError: as ``Registry.referrers``.
+        """
+        path = self.ref.path_of(asset.url)
+        if self.registry is None or path is None or asset.size is None:
+            return Bundles((), asset.url)
+        subject = hashlib.sha256(asset_manifest(Layer(path, sha256, asset.size))).hexdigest()
+        where = f"{self.ref.describe()} referrers of {path}"
+        referrers = self.registry.referrers(subject, BUNDLE_TYPE)
+        found = tuple(self._bundle(r, where) for r in referrers[:BUNDLES_EXAMINED])
+        return Bundles(found, where, len(referrers))
+
+    def _bundle(self, referrer: Referrer, where: str) -> Found:
+        """The bundle a referrer's manifest names, fetched by its digest.
+
+        Raises:
+            ProvenanceRefused: the manifest is gone, is not that digest's, or names no bundle within
+                ``BUNDLE_MAX``.
+        """
+        assert self.registry is not None
+        named = f"{where}: sha256:{referrer.sha256}"
+        got = self.registry.manifest(f"sha256:{referrer.sha256}")
+        if got is None or got[1] != referrer.sha256:
+            raise ProvenanceRefused(named, "bundle", "is not the manifest its referrers name")
+        layers = [d for d in _layers(got[0]) if d.get("mediaType") == BUNDLE_TYPE]
+        m = re.fullmatch(r"sha256:([0-9a-f]{64})", str(layers[0].get("digest"))) if layers else None
+        size = layers[0].get("size") if layers else None
+        if m is None or not isinstance(size, int):
+            raise ProvenanceRefused(named, "bundle", f"names no {BUNDLE_TYPE} layer")
+        if size > BUNDLE_MAX:
+            raise too_large(named, size)
+        return Found(self.registry.blob(m.group(1), max_bytes=BUNDLE_MAX), named)
+
+
+def _layers(data: bytes) -> list[dict[str, object]]:
+    """The layer descriptors of a manifest (checked by its digest already), as objects."""
+    try:
+        doc = loads(data, max_bytes=len(data) or 1)
+    except UntrustedJson:
+        return []
+    layers = doc.get("layers") if isinstance(doc, dict) else None
+    return [d for d in layers if isinstance(d, dict)] if isinstance(layers, list) else []
+
+
 def registry_source(registry: Registry, cache: Cache) -> ListedSource:
     """The source of ``registry``'s repository: its listings, and each file the blob of the digest
     expected of it (``by_digest``), else of the one the registry's index names."""
     files = registry.fetcher()
-    return ListedSource(OciListing(registry.ref, files, cache), cache, files, mirror=registry.ref.root,
-                        by_digest=registry.fetcher)
+    return ListedSource(OciListing(registry.ref, files, cache, registry=registry), cache, files,
+                        mirror=registry.ref.root, by_digest=registry.fetcher)
 
 
 def oci_source(where: str, *, named_by: str, offline: bool, settings: Settings, config: FetchConfig,

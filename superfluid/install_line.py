@@ -82,7 +82,7 @@ def already_installed(plans: Sequence[Plan], home: str) -> Outcome | None:
 def _install(args: argparse.Namespace, environ: Mapping[str, str],
              planned_for: Callable[[Settings], ForRelease | None]) -> int:
     settings = settings_of(environ, mirror=args.mirror, offline=args.offline, plain_http=args.plain_http,
-                           json_mode=args.json)
+                           json_mode=args.json, require_provenance=args.require_provenance)
     request = request_of(args.id, for_=planned_for(settings), version=args.want_version, backend=args.backend,
                          from_=args.from_, sha256=args.sha256, untested=args.untested)
     phases = Phases.since_process_start() if args.timings else None
@@ -108,7 +108,8 @@ def _named(args: argparse.Namespace) -> list[str]:
                         ("--sha256", args.sha256)):
         if value:
             words += [flag, value]
-    return words + (["--untested"] if args.untested else [])
+    return words + (["--untested"] if args.untested else []) + (
+        ["--require-provenance"] if args.require_provenance else [])
 
 
 def _kept(outcome: Outcome, args: argparse.Namespace) -> int:

@@ -216,6 +216,9 @@ class Lock:
     platforms: tuple[str, ...]
     backends: tuple[str, ...]
     engines: tuple[Engine, ...] = ()
+    #: ``"required"``: every asset installed from the lock must be proven by its Sigstore bundle (an asset
+    #: without one is refused, as ``--require-provenance`` refuses it); None: proven when it has one
+    provenance: str | None = None
 
     def __post_init__(self) -> None:  # one order for equal locks, whatever order they were given in
         object.__setattr__(self, "runtimes", tuple(sorted(set(self.runtimes))))
@@ -232,6 +235,8 @@ class Lock:
             "targets": {"runtimes": list(self.runtimes), "platforms": list(self.platforms),
                         "backends": list(self.backends)},
         }
+        if self.provenance is not None:
+            out["provenance"] = self.provenance
         if self.engines:
             out["engine"] = [e.to_toml() for e in self.engines]
         return out
@@ -419,7 +424,7 @@ def _parse(doc: Mapping[str, Any], where: str) -> Lock:
                               evidence=tuple(files["evidence"]), built_by=_built_by(raw.get("built_by"))))
     targets = doc["targets"]
     return Lock(doc["superfluid"], tuple(targets["runtimes"]), tuple(targets["platforms"]),
-                tuple(targets["backends"]), tuple(engines))
+                tuple(targets["backends"]), tuple(engines), provenance=doc.get("provenance"))
 
 
 def _built_by(raw: Mapping[str, Any] | None) -> dict[str, str | None] | None:

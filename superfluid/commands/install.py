@@ -54,6 +54,9 @@ def arguments(p: Parser) -> None:
     p.add_argument("--offline", action="store_true", help="use the cache only; never open a connection")
     p.add_argument("--mirror", metavar="URL|DIR", help="fetch releases from this mirror (or SUPERFLUID_MIRROR)")
     p.add_argument("--plain-http", action="store_true")
+    p.add_argument("--require-provenance", action="store_true",
+                   help="refuse an asset no Sigstore bundle proves was built by its release's workflow (an asset "
+                        "with a bundle is always checked; docs/install.md, Provenance)")
     p.add_argument("--timings", action="store_true",
                    help="record the install's phases (listing, download, extract, probe, publish): on stderr, "
                         "or with --json as its timings")

@@ -81,8 +81,9 @@ def _verified(e: VerificationError, path: str, root: str | None) -> SuperfluidEr
 
 
 def _chosen(args: argparse.Namespace, path: str, environ: Mapping[str, str]
-            ) -> tuple[str, Host, dict[str, list[Engine]]]:
-    """The lock's digest, this host, and what it installs from the lock, per runtime.
+            ) -> tuple[str, Host, dict[str, list[Engine]], bool]:
+    """The lock's digest, this host, what it installs from the lock, per runtime, and whether the lock
+    requires provenance (``provenance = "required"``).
 
     Raises:
         UsageError: an unknown runtime id (exit 2).
@@ -100,7 +101,7 @@ def _chosen(args: argparse.Namespace, path: str, environ: Mapping[str, str]
             raise lockfile.LockFileError(f"{path} names the runtime {r!r}, which this superfluid does not ship",
                                          advice="install with the superfluid that wrote the lock, or lock again"
                                          ) from None
-    return digest, host, chosen
+    return digest, host, chosen, lock.provenance == "required"
 
 
 def _notes(path: str, host: Host, chosen: Mapping[str, list[Engine]]) -> None:
@@ -127,10 +128,12 @@ def install_locked(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     """
     _refuse_flags(args)
     settings = settings_of(environ, mirror=args.mirror, offline=args.offline, plain_http=args.plain_http,
-                           json_mode=args.json)
+                           json_mode=args.json, require_provenance=args.require_provenance)
     root = _mirror_root(settings)
     path = checked_lock(args.locked or None, "--locked", environ)
-    digest, host, chosen = _chosen(args, path, environ)
+    digest, host, chosen, required = _chosen(args, path, environ)
+    if required:  # the lock's provenance = "required": as --require-provenance
+        settings = replace(settings, require_provenance=True)
     ref = {"file": os.path.abspath(path), "sha256": digest}
     where = f"the lock {path} (sha256 {digest})" + (f", below the mirror {root}" if root else "")
     if not args.json:

@@ -83,6 +83,9 @@ def arguments(p: Parser) -> None:
     p.add_argument("--check", action="store_true", help="say what would move and why; change nothing")
     p.add_argument("--upgrade", nargs="?", const="", action="append", metavar="ID",
                    help="choose anew (every runtime, or ID's engines) and write it")
+    p.add_argument("--require-provenance", action="store_true",
+                   help='write provenance = "required": an install from the lock refuses an asset no Sigstore '
+                        "bundle proves (kept by every lock after)")
     add_json(p)
     add_for_flags(p)
 
@@ -267,8 +270,10 @@ def _write(path: str, old: Lock | None, targets: list[Target], defaulted: bool, 
     if not engines:
         raise lockfile.LockFileError("nothing installs on any machine asked: nothing was written")
     runtimes = sorted({t.runtime for t in targets} if not defaulted else {e.target.runtime for e in engines})
+    required = args.require_provenance or (old is not None and old.provenance == "required")  # kept once asked
     new = lockfile.Lock(__version__, tuple(runtimes), tuple(sorted({t.platform for t in targets})),
-                        tuple(sorted({t.host for t in targets})), tuple(engines))
+                        tuple(sorted({t.host for t in targets})), tuple(engines),
+                        provenance="required" if required else None)
     changes = compare(old, {e.target: e for e in engines}) if old is not None and upgrade else []
     if changes:
         sys.stderr.write(change_lines(changes))

@@ -186,3 +186,42 @@ def test_a_bundle_in_a_mirror_folder_that_is_no_file_is_refused(attested: Home, 
     assert run.code == 1, run.stdout
     assert f"{beside}: cannot be read as a Sigstore bundle: it {words}" in run.stderr, run.stderr
     assert "Traceback" not in run.stderr and attested.installs() == [] and attested.leftovers() == []
+
+
+# -- --require-provenance ----------------------------------------------------------------------------
+
+
+def test_require_provenance_refuses_an_asset_without_a_bundle(attested: Home, server: ReleaseServer) -> None:
+    name, _ = asset_of(server)
+    server.clear_log()
+    run = attested.superfluid("runtime", "install", "basert", "--version", "0.4.0", "--require-provenance", "--json")
+    assert run.code == 1, run.stdout
+    error = run.json()["error"]
+    assert error["code"] == "provenance-required"
+    assert error["message"].startswith(f"{name}: no provenance, and it is required: ")
+    assert "holds no Sigstore bundle for it" in error["message"] and error["advice"], error
+    assert downloads(server, name) == [] and attested.installs() == []
+    text = attested.superfluid("runtime", "install", "basert", "--version", "0.4.0", "--require-provenance")
+    assert text.code == 1 and "Traceback" not in text.stderr
+    assert f"superfluid: {name}: no provenance, and it is required" in text.stderr
+
+
+def test_require_provenance_installs_an_attested_asset(attested: Home, server: ReleaseServer,
+                                                       sigstore: SigstoreSimulator) -> None:
+    name, data = asset_of(server)
+    server.attest(REPO, TAG, name, sigstore.sign(data, BUILT_BY))
+    run = attested.superfluid("runtime", "install", "basert", "--version", "0.4.0", "--require-provenance")
+    assert run.code == 0, run.stderr
+    assert attested.installs() == ["0.4.0-cpu"]
+
+
+def test_require_provenance_refuses_a_file_named_by_hand(attested: Home, server: ReleaseServer,
+                                                         tmp_path: Path) -> None:
+    name, data = asset_of(server)
+    local = tmp_path / name
+    local.write_bytes(data)
+    run = attested.superfluid("runtime", "install", "basert", "--from", str(local), "--require-provenance")
+    assert run.code == 1, run.stdout
+    assert "basert 0.4.0-cpu: no provenance, and it is required: a file named by hand (--from)" in run.stderr, \
+        run.stderr
+    assert attested.installs() == []

@@ -176,3 +176,21 @@ def test_a_registry_s_referrer_of_another_repository_is_refused(tmp_path: Path, 
     assert run.json()["error"]["code"] == "provenance-refused"
     assert "was signed by a workflow of mallory/baseRT, not of basecompute/baseRT" in run.json()["error"]["message"]
     assert node.installs("basert") == []
+
+
+def test_a_lock_that_requires_provenance_refuses_an_asset_without_a_bundle(tmp_path: Path, admin: Machine,
+                                                                          fleet_server: ReleaseServer,
+                                                                          root: Path) -> None:
+    run = admin.superfluid("lock", "--runtime", "basert", "--platform", "linux-x64", "--backend", "cpu",
+                           "--require-provenance")
+    assert run.code == 0, run.stderr
+    path = admin.cwd / "superfluid.lock"
+    assert 'provenance = "required"\n' in path.read_text()
+    again = admin.superfluid("lock", "--upgrade")  # kept by every lock after
+    assert again.code == 0 and lockfile.read(path)[0].provenance == "required"
+    node = machine_at(tmp_path, "node", SUPERFLUID_SIGSTORE_ROOT=str(root), SUPERFLUID_GITHUB_API=fleet_server.url)
+    run = node.superfluid("runtime", "install", "basert", "--locked", str(path), "--json")
+    assert run.code == 1, run.stdout
+    error = run.json()["error"]
+    assert error["code"] == "provenance-required" and error["message"].startswith(f"{ASSET}: no provenance"), error
+    assert node.installs("basert") == []

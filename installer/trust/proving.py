@@ -13,13 +13,14 @@ the heavy third-party libraries are (docs/architecture.md).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from superfluid.installer.errors import ProvenanceRefused, ProvenanceRequired
-from superfluid.installer.sources.bundles import SUFFIX, Bundles, Found
+from superfluid.installer.sources.bundles import SUFFIX, Bundles, Found, bundle_file
 from superfluid.installer.sources.choose import bundles_at
 from superfluid.installer.sources.release import Asset
 from superfluid.installer.trust.identity import Identity
@@ -198,23 +199,28 @@ def _first_proof(name: str, sha256: str, bundles: Bundles, wanted: Identity,
                             wanted=str(wanted), found=first.found)
 
 
-def verify_kept(records: Sequence[Mapping[str, Any]], bundles: Mapping[str, bytes], built_by: Mapping[str, Any],
-                trust_root: str | None) -> list[Provenance]:
-    """The bundles an install keeps (``bundles``: by asset name), verified again, offline, against what
-    its receipt records (``records``: each asset's ``Proof.to_json``; ``built_by``; ``trust_root``, the
-    root file they were verified under then, None: the public Sigstore's).
+def verify_kept(install: str, recorded: Mapping[str, Any]) -> list[Provenance]:
+    """The bundles the install at ``install`` keeps, verified again, offline, against what its receipt's
+    ``provenance`` (``recorded``: ``Proofs.to_json``) says they proved: each proven asset's digest, the
+    identity asked, the trusted root file they were verified under (None: the public Sigstore's).
 
     Raises:
-        ProvenanceRefused: a kept bundle no longer proves what was recorded (tampered, or its asset's).
+        ProvenanceRefused: a kept bundle is missing, is not a regular file, or no longer proves what was
+            recorded (altered, or another asset's).
         BadFile: the trusted root recorded cannot be read.
+        ValueError: the record names no identity.
     """
-    wanted = Identity.from_json(built_by)
-    root = _load_root(trust_root)
+    assets = [a for a in recorded.get("assets") or () if isinstance(a, Mapping) and a.get("proven")]
+    if not assets:
+        return []
+    wanted = Identity.from_json(recorded.get("built_by"))
+    root = _load_root(recorded.get("trust_root"))
     out = []
-    for r in records:
-        if r.get("proven") is None:
-            continue
-        name = str(r["name"])
-        out.append(_verify(str(r["sha256"]), bundles[name], wanted, root, named=kept_path(name), subject=name))
+    for a in assets:
+        name = str(a["name"])
+        path = os.path.join(install, kept_path(name))
+        kept = bundle_file(path)
+        if not kept.found:
+            raise ProvenanceRefused(path, "bundle", f"is missing: the bundle that proved {name} is no longer kept")
+        out.append(_verify(str(a["sha256"]), kept.found[0].data, wanted, root, named=path, subject=name))
     return out
-

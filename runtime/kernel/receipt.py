@@ -6,6 +6,7 @@ import json
 import os
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
@@ -25,6 +26,7 @@ __all__ = [
     "now_utc",
     "read_receipt",
     "write_receipt",
+    "provenance_of",
 ]
 
 #: the tag we write; a reader refuses another major
@@ -127,6 +129,22 @@ class Receipt:
             installed_at=data.get("installed_at"),
             extra={k: v for k, v in data.items() if k not in known},
         )
+
+
+def provenance_of(extra: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What a receipt's ``provenance`` (its keys beyond ours: ``Receipt.extra``) says of its install, in
+    short, as ``runtimes`` and ``runtime list`` show it: ``proven`` (every asset was proven by its
+    Sigstore bundle before it was staged), and the run that built the first one proven (``repository``,
+    ``workflow``, ``ref``, ``commit``, ``run_url``; null when none was: "no provenance"). None when it
+    records none (a receipt written before superfluid looked for bundles, a ``--from`` file)."""
+    recorded = extra.get("provenance")
+    assets = recorded.get("assets") if isinstance(recorded, Mapping) else None
+    if not isinstance(assets, list):
+        return None
+    proven = [a["proven"] for a in assets if isinstance(a, Mapping) and isinstance(a.get("proven"), Mapping)]
+    first: Mapping[str, Any] = proven[0] if proven else {}
+    return {"proven": bool(assets) and len(proven) == len(assets),
+            **{k: first.get(k) for k in ("repository", "workflow", "ref", "commit", "run_url")}}
 
 
 def _check_schema_tag(data: Any, where: str) -> None:

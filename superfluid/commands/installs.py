@@ -27,6 +27,7 @@ from superfluid.runtime.hostfacts.system import host_platform
 from superfluid.runtime.kernel import fixes
 from superfluid.runtime.kernel.layout import home
 from superfluid.runtime.kernel.output import print_json, table
+from superfluid.runtime.kernel.receipt import provenance_of
 
 __all__ = ["HELP", "arguments", "run", "listing", "listing_lines"]
 
@@ -55,7 +56,8 @@ def _entry(found: Installed, verdict: Verdict, current: str | None, pinned: str 
             "platform": r.platforms[0] if r and r.platforms else None, "tested": r.tested if r else None,
             "installed_at": r.installed_at if r else None, "current": found.name == current,
             "pinned": found.name == pinned, "state": verdict.state, "problem": verdict.why,
-            "fix": None, "fixes": [], "advice": verdict.advice, "path": str(found.path)}
+            "fix": None, "fixes": [], "advice": verdict.advice, "path": str(found.path),
+            "provenance": provenance_of(r.extra) if r else None}
 
 
 def _verdicts(runtime_id: str, environ: Mapping[str, str]) -> tuple[dict[str, Any], list[Verdict]]:

@@ -39,7 +39,7 @@ from superfluid.runtime.kernel.layout import (
     runtimes_dir,
 )
 from superfluid.runtime.kernel.output import json_text, table
-from superfluid.runtime.kernel.receipt import read_receipt
+from superfluid.runtime.kernel.receipt import provenance_of, read_receipt
 from superfluid.runtime.kernel.record import UNRECORDED, verify_install
 from superfluid.runtime.probe import install_cpu_fallback
 from superfluid.runtimes_report import FIXES, declared, device_cell, model_answer, public, reads_cell
@@ -116,15 +116,18 @@ def _homeless(environ: Mapping[str, str]) -> str | None:
 
 def _recorded(runtime_id: str, install: str | None, environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     """What an install's receipt records of where it came from, by key: ``for`` (the release it was
-    made for, from ``--for``) and ``lock`` (``{"file", "sha256"}``, from ``install --locked``), each
-    when it is an object; {} when there is no install or its receipt does not read."""
+    made for, from ``--for``), ``lock`` (``{"file", "sha256"}``, from ``install --locked``) and
+    ``provenance`` (``receipt.provenance_of``), each when it is an object; {} when there is no install
+    or its receipt does not read."""
     if install is None:
         return {}
     try:
         extra = read_receipt(install_receipt(install_dir(home(environ), runtime_id, install))).extra
     except BadFile:
         return {}
-    return {k: extra[k] for k in ("for", "lock") if isinstance(extra.get(k), dict)}
+    out = {k: extra[k] for k in ("for", "lock") if isinstance(extra.get(k), dict)}
+    proven = provenance_of(extra)
+    return {**out, "provenance": proven} if proven is not None else out
 
 
 def _installable(runtime_id: str, environ: Mapping[str, str]) -> tuple[str | None, list[Any]]:
@@ -222,6 +225,8 @@ def row(runtime_id: str, environ: Mapping[str, str]) -> dict[str, Any]:
         out["install"] = current
         if "lock" in recorded:
             out["lock"] = recorded["lock"]
+        if "provenance" in recorded:
+            out["provenance"] = recorded["provenance"]
     out["installable"], out["options"] = _installable(runtime_id, environ)
     out.update(declared(runtime_id, report, ready=out["ready"] is True, worker=out.get("worker")))
     # keep the documented key order: id, state, ready first

@@ -225,3 +225,80 @@ def test_require_provenance_refuses_a_file_named_by_hand(attested: Home, server:
     assert "basert 0.4.0-cpu: no provenance, and it is required: a file named by hand (--from)" in run.stderr, \
         run.stderr
     assert attested.installs() == []
+
+
+# -- shown, and checked again later --------------------------------------------------------------------
+
+
+@pytest.fixture
+def proven(attested: Home, server: ReleaseServer, sigstore: SigstoreSimulator) -> Home:
+    """basert 0.4.0-cpu installed from the loopback GitHub, its archive proven by its bundle; then the
+    GitHub it came from unreachable, and SUPERFLUID_SIGSTORE_ROOT unset (the install recorded its root)."""
+    name, data = asset_of(server)
+    server.attest(REPO, TAG, name, sigstore.sign(data, BUILT_BY.but(run_id=99)))
+    run = attested.superfluid("runtime", "install", "basert", "--version", "0.4.0")
+    assert run.code == 0, run.stderr
+    attested.env.update(SUPERFLUID_GITHUB_API="http://127.0.0.1:9", SUPERFLUID_SIGSTORE_ROOT="")
+    return attested
+
+
+def test_runtimes_and_runtime_list_show_what_was_proven(proven: Home) -> None:
+    summary = {"proven": True, "repository": REPO, "workflow": ".github/workflows/release.yml",
+               "ref": "refs/tags/v0.4.0", "commit": Claims().commit,
+               "run_url": f"https://github.com/{REPO}/actions/runs/99/attempts/1"}
+    [row] = [r for r in proven.superfluid("runtimes", "--json").json() if r["id"] == "basert"]
+    assert row["provenance"] == summary
+    [entry] = proven.superfluid("runtime", "list", "basert", "--json").json()["installs"]
+    assert entry["provenance"] == summary
+
+
+def test_runtime_verify_checks_the_kept_bundle_again_offline(proven: Home) -> None:
+    run = proven.superfluid("runtime", "verify", "basert", "--json")
+    assert run.code == 0, run.stderr
+    [verdict] = run.json()["installs"]
+    assert verdict["provenance"] == {"ok": True, "assets": [releases.bundle_name("0.4.0")], "problem": None,
+                                     "built_by": [f"{REPO} .github/workflows/release.yml at refs/tags/v0.4.0"]}
+    text = proven.superfluid("runtime", "verify", "basert")
+    assert text.code == 0 and "basert 0.4.0-cpu: provenance verified again: built by" in text.stdout
+
+
+def _kept(home: Home) -> Path:
+    [path] = (home.basert / "0.4.0-cpu" / ".superfluid" / "provenance").iterdir()
+    return path
+
+
+def test_runtime_verify_refuses_a_kept_bundle_altered(proven: Home) -> None:
+    kept = _kept(proven)
+    kept.write_bytes(kept.read_bytes().replace(b'"', b' "', 1))
+    run = proven.superfluid("runtime", "verify", "basert", "--json")
+    assert run.code == 1, run.stdout
+    [verdict] = run.json()["installs"]
+    assert verdict["ok"] is False  # a file not as recorded
+    assert verdict["provenance"]["ok"] is True  # the same JSON, spaced otherwise: it still proves it
+
+
+def test_runtime_verify_refuses_a_bundle_replaced_with_its_record(proven: Home, server: ReleaseServer,
+                                                                  sigstore: SigstoreSimulator) -> None:
+    """Whoever rewrites the kept bundle and the receipt's record of it alike (the files agree) is still
+    caught: the bundle no longer proves what the receipt says was proven."""
+    name, data = asset_of(server)
+    forged = json.dumps(sigstore.sign(data, BUILT_BY.but(repository="mallory/baseRT"))).encode()
+    kept = _kept(proven)
+    kept.write_bytes(forged)
+    receipt_path = proven.basert / "0.4.0-cpu" / "runtime.json"
+    receipt = json.loads(receipt_path.read_text())
+    for f in receipt["files"]:
+        if f["path"].endswith(".sigstore.json"):
+            f.update(size=len(forged), sha256=hashlib.sha256(forged).hexdigest())
+            for k in ("mtime_ns", "ctime_ns", "inode"):
+                f.pop(k, None)
+    receipt_path.write_text(json.dumps(receipt))
+    run = proven.superfluid("runtime", "verify", "basert", "--json")
+    assert run.code == 1, run.stdout
+    [verdict] = run.json()["installs"]
+    assert verdict["ok"] is True and verdict["provenance"]["ok"] is False, verdict
+    assert "was signed by a workflow of mallory/baseRT, not of basecompute/baseRT" in verdict["provenance"]["problem"]
+    assert run.json()["error"]["code"] == "not-verified"
+    text = proven.superfluid("runtime", "verify", "basert")
+    assert text.code == 1 and f"basert 0.4.0-cpu: {kept}: was signed by a workflow of mallory" in text.stderr, \
+        text.stderr

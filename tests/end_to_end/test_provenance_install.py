@@ -167,14 +167,20 @@ def _fifo(path: Path) -> None:
     os.mkfifo(path)
 
 
+def _too_large(path: Path) -> None:
+    with open(path, "wb") as f:
+        f.truncate((10 << 20) + 1)
+
+
 def _link_out(path: Path) -> None:
     outside = path.parent.parent.parent.parent.parent.parent.parent / "elsewhere.sigstore.json"
     outside.write_text("{}")
     path.symlink_to(outside)
 
 
-@pytest.mark.parametrize(("plant", "words"), [(_fifo, "is a FIFO"), (_link_out, "is a symbolic link")],
-                         ids=["a-fifo", "a-link-out-of-the-folder"])
+@pytest.mark.parametrize(("plant", "words"), [(_fifo, "is a FIFO"), (_link_out, "is a symbolic link"),
+                                               (_too_large, "is larger than 10485760 bytes")],
+                         ids=["a-fifo", "a-link-out-of-the-folder", "larger-than-any-bundle"])
 def test_a_bundle_in_a_mirror_folder_that_is_no_file_is_refused(attested: Home, server: ReleaseServer,
                                                                 tmp_path: Path, plant: Callable[[Path], None],
                                                                 words: str) -> None:
@@ -302,3 +308,39 @@ def test_runtime_verify_refuses_a_bundle_replaced_with_its_record(proven: Home, 
     text = proven.superfluid("runtime", "verify", "basert")
     assert text.code == 1 and f"basert 0.4.0-cpu: {kept}: was signed by a workflow of mallory" in text.stderr, \
         text.stderr
+
+
+# -- the identity asked: the recipe's, or a --for release's -------------------------------------------
+
+
+def test_the_compat_document_and_each_plan_name_who_builds_the_assets(attested: Home) -> None:
+    compat = attested.superfluid("compat", "--json")
+    assert compat.code == 0, compat.stderr
+    runtimes = compat.json()["runtimes"]
+    assert runtimes["basert"]["built_by"] == {"repository": REPO, "workflow": None, "ref": "refs/tags/v*"}
+    assert runtimes["llamacpp"]["built_by"] == {"repository": "ggml-org/llama.cpp",
+                                                "workflow": ".github/workflows/release.yml", "ref": "refs/tags/*"}
+    plans = attested.superfluid("runtime", "install", "basert", "--version", "0.4.0", "--dry-run", "--json")
+    assert plans.code == 0, plans.stderr
+    assert plans.json()["plans"][0]["built_by"] == runtimes["basert"]["built_by"]
+
+
+def test_an_install_for_another_release_asks_the_identity_its_document_names(
+        attested: Home, server: ReleaseServer, sigstore: SigstoreSimulator, tmp_path: Path) -> None:
+    doc = attested.superfluid("compat", "--json").json()
+    doc["release"] = {"name": "superfluid", "version": "0.9.0"}
+    nightly = {"repository": REPO, "workflow": ".github/workflows/nightly.yml", "ref": "refs/tags/*"}
+    doc["runtimes"]["basert"]["built_by"] = nightly
+    path = tmp_path / "superfluid-0.9.0.compat.json"
+    path.write_text(json.dumps(doc))
+    name, data = asset_of(server)
+    server.attest(REPO, TAG, name, sigstore.sign(data, BUILT_BY))
+    line = ("runtime", "install", "basert", "--version", "0.4.0", "--for", str(path))
+    plans = attested.superfluid(*line, "--dry-run", "--json")
+    assert plans.code == 0, plans.stderr
+    assert plans.json()["plans"][0]["built_by"] == nightly
+    run = attested.superfluid(*line, "--json")
+    assert run.code == 1, run.stdout
+    assert ("was signed by the workflow .github/workflows/release.yml of basecompute/baseRT, not "
+            ".github/workflows/nightly.yml") in run.json()["error"]["message"]
+    assert attested.installs() == []

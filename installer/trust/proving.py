@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from superfluid.installer.errors import ProvenanceRefused, ProvenanceRequired
+from superfluid.installer.errors import DownloadError, ProvenanceRefused, ProvenanceRequired
 from superfluid.installer.sources.bundles import SUFFIX, Bundles, Found, bundle_file
 from superfluid.installer.sources.choose import bundles_at
 from superfluid.installer.sources.release import Asset
@@ -46,18 +46,22 @@ def kept_path(asset: str) -> str:
 @dataclass(frozen=True, slots=True)
 class Proof:
     """One asset's provenance: what its bundle proved (None: no bundle was found), the bundle's bytes
-    and where they came from."""
+    and where they came from; ``unasked``: why its source could not be asked (unreachable: taken as no
+    bundle, as a source that answers "none" could say as well)."""
 
     name: str
     sha256: str
     proven: Provenance | None = None
     bundle: Found | None = None
+    unasked: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "sha256": self.sha256,
                                "proven": self.proven.to_json() if self.proven is not None else None}
         if self.bundle is not None:
             out.update(bundle=kept_path(self.name), found_at=self.bundle.where)
+        if self.unasked is not None:
+            out["unasked"] = self.unasked
         return out
 
 
@@ -88,6 +92,9 @@ class Proofs:
     def describe(self) -> str:
         """One line: who built it, as proven, or that nothing was proven."""
         proven = [p.proven for p in self.assets if p.proven is not None]
+        unasked = next((p.unasked for p in self.assets if p.unasked is not None), None)
+        if not proven and unasked is not None:
+            return f"no provenance (its Sigstore bundle could not be asked for: {unasked})"
         if not proven:
             return "no provenance (no Sigstore bundle was published for it)"
         first = proven[0]
@@ -100,10 +107,11 @@ def unproven(p: Plan) -> Proofs:
     return Proofs(p.built_by, None, tuple(Proof(a.name, a.sha256 or "") for a in p.assets))
 
 
-def _required(a: PlanAsset, bundles: Bundles, built_by: str) -> ProvenanceRequired:
+def _required(a: PlanAsset, bundles: Bundles, built_by: str, unasked: str | None) -> ProvenanceRequired:
+    none = (f"its Sigstore bundle could not be asked for ({unasked})" if unasked is not None
+            else f"{bundles.where} holds no Sigstore bundle for it (sha256 {a.sha256})")
     return ProvenanceRequired(
-        f"{a.name}: no provenance, and it is required: {bundles.where} holds no Sigstore bundle for it "
-        f"(sha256 {a.sha256})",
+        f"{a.name}: no provenance, and it is required: {none}",
         advice=f"install it only from where its attestation is published (GitHub's attestations of {built_by}, "
                f"or a mirror that holds {a.name}{SUFFIX} beside it), or install without requiring provenance")
 
@@ -120,7 +128,6 @@ def prove(p: Plan, source: ReleaseSource | None, settings: Settings) -> Proofs:
             identity wanted and the one found, or the step that failed).
         ProvenanceRequired: ``settings.require_provenance`` and an asset has no bundle.
         BadFile: the trusted root named cannot be read.
-        DownloadError: asking the source failed.
     """
     if p.built_by is None:
         if settings.require_provenance:
@@ -128,26 +135,48 @@ def prove(p: Plan, source: ReleaseSource | None, settings: Settings) -> Proofs:
                                      "(--from) names no release workflow to prove it was built by",
                                      advice="install it from its release, whose attestation proves who built it")
         return unproven(p)
-    wanted = Identity.from_json(p.built_by)
+    try:
+        wanted = Identity.from_json(p.built_by)
+    except ValueError as e:  # a --for document's or a hand-edited lock's, past its schema
+        raise ProvenanceRefused(f"{p.id} {p.install}", "identity", f"names no identity a bundle can prove: {e}",
+                                advice="name who builds it as its recipe does (built_by: repository, workflow, "
+                                       "ref)") from None
     root: Root | None = None
     proofs = []
     for a in p.assets:
         if a.sha256 is None:  # an asset not in this release: the installer skips the plan
             proofs.append(Proof(a.name, ""))
             continue
-        # the repository whose workflow attests it holds its attestations (GitHub's API is asked there); a
-        # lock's file is fetched from its URL, with no source: its bundles are where that URL says
-        bundles = (source.bundles(wanted.repository, Asset(a.name, a.url, a.size, f"sha256:{a.sha256}"), a.sha256)
-                   if source is not None else bundles_at(a.url, wanted.repository, a.sha256, settings))
+        bundles, unasked = _bundles_of(a, a.sha256, wanted, source, settings)
         if not bundles.found:
             if settings.require_provenance:
-                raise _required(a, bundles, str(wanted))
-            proofs.append(Proof(a.name, a.sha256))
+                raise _required(a, bundles, str(wanted), unasked)
+            proofs.append(Proof(a.name, a.sha256, unasked=unasked))
             continue
         root = root or _load_root(settings.sigstore_root)
         proven, found = _first_proof(a.name, a.sha256, bundles, wanted, root)
         proofs.append(Proof(a.name, a.sha256, proven, found))
     return Proofs(p.built_by, settings.sigstore_root if root is not None else None, tuple(proofs))
+
+
+def _bundles_of(a: PlanAsset, sha256: str, wanted: Identity, source: ReleaseSource | None,
+                settings: Settings) -> tuple[Bundles, str | None]:
+    """The bundles of ``a`` where its source (or, with none, its URL) keeps them; a source that cannot
+    be asked (unreachable, refusing: a ``DownloadError``) is taken as holding none, and why is answered:
+    a source that answers "none" could say as much, and an asset without a bundle installs unproven
+    anyway (its archive may come from the cache), unless provenance is required.
+
+    Raises:
+        ProvenanceRefused: what is there is not a bundle to read.
+    """
+    try:
+        # the repository whose workflow attests it holds its attestations (GitHub's API is asked there); a
+        # lock's file is fetched from its URL, with no source: its bundles are where that URL says
+        if source is not None:
+            return source.bundles(wanted.repository, Asset(a.name, a.url, a.size, f"sha256:{sha256}"), sha256), None
+        return bundles_at(a.url, wanted.repository, sha256, settings), None
+    except DownloadError as e:
+        return Bundles((), e.url), e.message
 
 
 def _load_root(path: str | None) -> Root:

@@ -344,3 +344,21 @@ def test_an_install_for_another_release_asks_the_identity_its_document_names(
     assert ("was signed by the workflow .github/workflows/release.yml of basecompute/baseRT, not "
             ".github/workflows/nightly.yml") in run.json()["error"]["message"]
     assert attested.installs() == []
+
+
+def test_a_source_that_cannot_be_asked_is_no_provenance_and_refused_when_required(
+        attested: Home, server: ReleaseServer, sigstore: SigstoreSimulator, tmp_path: Path) -> None:
+    """An archive the cache holds installs again with its mirror down: the bundle could not be asked
+    for, which is said (a mirror that answered "none" could say as much); required, it is refused."""
+    lock = str(tmp_path / "superfluid.lock")
+    assert attested.superfluid("lock", "--runtime", "basert", "--mirror", server.mirror_url, "-o", lock).code == 0
+    assert attested.superfluid("runtime", "install", "--locked", lock, "--mirror", server.mirror_url).code == 0
+    down = ("--mirror", "http://127.0.0.1:9/")
+    again = attested.superfluid("runtime", "install", "--locked", lock, *down, "--reinstall", "--json")
+    assert again.code == 0, again.stderr
+    [asset] = again.json()["installs"][0]["receipt"]["provenance"]["assets"]
+    assert asset["proven"] is None and "connection refused by 127.0.0.1:9" in asset["unasked"], asset
+    required = attested.superfluid("runtime", "install", "--locked", lock, *down, "--reinstall",
+                                   "--require-provenance")
+    assert required.code == 1, required.stdout
+    assert "no provenance, and it is required: its Sigstore bundle could not be asked for (" in required.stderr

@@ -6,7 +6,7 @@ An asset whose source holds no bundle installs as before ("no provenance"), unle
 there and does not prove it is always a refusal, never a warning. See docs/install.md, "Provenance".
 
 The verifier (``provenance``, the one module that imports sigstore: about a second to import) is imported
-by name here, and only when an asset has a bundle (``_verifier``): an install of assets without bundles,
+by name here, and only when an asset has a bundle (``_load_root``, ``_verify``): an install of assets without bundles,
 and every command that verifies nothing, never loads it. It is sigstore's wrapper, imported where used as
 the heavy third-party libraries are (docs/architecture.md).
 """

@@ -6,7 +6,6 @@ See docs/runtimes.md, "Serving: several requests at once".
 from __future__ import annotations
 
 import ctypes as C
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -19,7 +18,7 @@ from superfluid.runtime.serving.engine import Feed
 __all__ = ["Sequences", "common_prefix", "SIMILAR"]
 
 #: a free sequence is picked for the prompt it holds the most of when that is more than this share
-#: of the prompt (llama-server's ``--slot-prompt-similarity`` default); else the least recently used
+#: of the prompt (llama-server's ``--slot-prompt-similarity`` default); else the free one of the lowest id
 SIMILAR = 0.1
 
 
@@ -43,7 +42,6 @@ class _Slot:
 
     tokens: list[int] = field(default_factory=list)
     sampler: Sampler | None = None  # None: the shared greedy chain
-    used: int = 0  # when it last began a generation
 
 
 class Sequences:
@@ -72,7 +70,6 @@ class Sequences:
         self._seq_rm = fn["llama_memory_seq_rm"]
         self._memory = fn["llama_get_memory"](ctx.handle)
         self._slots = [_Slot() for _ in range(self.n_seq)]
-        self._clock = itertools.count(1)
         self._greedy = Sampler.greedy(lib)
         # the batch, filled in place each step: n_batch places, one sequence id each
         cap = self.n_batch
@@ -95,15 +92,15 @@ class Sequences:
 
     def pick(self, prompt: Sequence[int], free: Sequence[int]) -> int:
         """The free sequence holding the longest prefix of ``prompt`` (more than ``SIMILAR`` of it),
-        else the one least recently begun."""
+        else the free one of the lowest id: llama.cpp splits a step of separate KV streams into
+        micro-batches of consecutive sequence ids, so sequences busy side by side are decoded in one
+        (a hole between them splits the step, and a matrix product of one token is a slower one)."""
         best, most = None, SIMILAR * len(prompt)
         for seq in free:
             n = common_prefix(self._slots[seq].tokens, prompt)
             if n > most:
                 best, most = seq, n
-        if best is not None:
-            return best
-        return min(free, key=lambda s: self._slots[s].used)
+        return best if best is not None else min(free)
 
     def begin(self, seq: int, prompt: Sequence[int], sampling: Sampling | None) -> int:
         """Keep the longest prefix of ``prompt`` that ``seq`` holds (short of its last token, whose
@@ -119,7 +116,6 @@ class Sequences:
                 self._seq_rm(self._memory, seq, -1, -1)
                 keep = 0
             del slot.tokens[keep:]
-        slot.used = next(self._clock)
         if sampling is not None:
             try:
                 slot.sampler = Sampler.create(self._lib, temperature=sampling.temperature, top_p=sampling.top_p,
@@ -135,8 +131,8 @@ class Sequences:
             RequestRefused: 500 with llama.cpp's status and last log line when the decode fails.
         """
         i = 0
-        outputs: list[tuple[Sampler, int]] = []
-        for seq, tokens, sample in feeds:
+        outputs: dict[int, tuple[Sampler, int]] = {}
+        for seq, tokens, sample in sorted(feeds, key=lambda f: f.seq):  # ids increasing: one micro-batch
             slot = self._slots[seq]
             n, at = len(tokens), len(slot.tokens)
             end = i + n
@@ -146,7 +142,7 @@ class Sequences:
             self._logits[i:end] = [0] * n
             if sample:
                 self._logits[end - 1] = 1
-                outputs.append((slot.sampler or self._greedy, end - 1))
+                outputs[seq] = (slot.sampler or self._greedy, end - 1)
             i = end
         self._batch.n_tokens = i
         self._lib.log.errors.clear()
@@ -155,7 +151,8 @@ class Sequences:
             raise _failed(DecodeFailed(status, self._lib.log.last()))
         for seq, tokens, _ in feeds:
             self._slots[seq].tokens.extend(tokens)
-        return [sampler.sample(self.ctx.handle, index) for sampler, index in outputs]
+        drawn = {seq: sampler.sample(self.ctx.handle, index) for seq, (sampler, index) in outputs.items()}
+        return [drawn[f.seq] for f in feeds if f.sample]
 
     def full(self, seq: int) -> bool:
         return len(self._slots[seq].tokens) >= self.n_ctx

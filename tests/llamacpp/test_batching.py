@@ -14,6 +14,7 @@ import json
 import socket
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -194,3 +195,42 @@ def test_serve_checks_parallel_and_runtime_options_says_who_batches(tmp_path: Pa
 ])
 def test_common_prefix(a: list[int], b: list[int], shared: int) -> None:
     assert common_prefix(a, b) == shared
+
+
+_SEQUENCES = textwrap.dedent("""
+    import json, os, sys
+    from superfluid.runtime.kernel.lookup import read
+    from superfluid.runtime.llamacpp import serve
+    from superfluid.runtime.serving.engine import Feed
+    line = serve.parse_serve(["--lib", sys.argv[1], "--model", sys.argv[2], "--parallel", "4"])
+    engine = serve._load(line, read(os.environ))
+    prompts = [engine.tokenize(p) for p in ("the cat sat", "hello world", "a dog is on the mat")]
+    out = {"fresh": engine.pick(prompts[0], [3, 1, 2])}
+    alone = []
+    for p in prompts:  # each decoded alone in sequence 0, emptied between
+        engine.end(0, keep=False)
+        engine.begin(0, p, None)
+        alone.append(engine.step([Feed(0, p, True)])[0])
+    engine.end(0, keep=False)
+    for seq, p in zip((3, 0, 2), prompts):
+        engine.begin(seq, p, None)
+    out["together"] = engine.step([Feed(3, prompts[0], True), Feed(0, prompts[1], True), Feed(2, prompts[2], True)])
+    out["alone"] = alone
+    out["held"] = engine.pick(prompts[2] + prompts[0], [0, 1, 2, 3])
+    out["full"] = [engine.full(s) for s in range(4)]
+    engine.close()
+    print(json.dumps(out))
+""")
+
+
+def test_a_step_in_any_order_draws_each_sequences_own_token(libllama_each: Path,
+                                                             gguf_models: dict[str, Path]) -> None:
+    """Feeds of sequences 3, 0, 2 (decoded in the order of their ids, one micro-batch) give each the
+    token it draws alone, in the order of the feeds; a free sequence is the lowest id unless one holds
+    the prompt's prefix."""
+    done = subprocess.run([sys.executable, "-c", _SEQUENCES, str(libllama_each), str(gguf_models["tiny-f32.gguf"])],
+                          cwd=ROOT, env=cli.environment(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["together"] == got["alone"]
+    assert (got["fresh"], got["held"], got["full"]) == (1, 2, [False] * 4)

@@ -6,6 +6,7 @@ See docs/runtimes.md, "Serving: several requests at once".
 from __future__ import annotations
 
 import ctypes as C
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -18,7 +19,7 @@ from superfluid.runtime.serving.engine import Feed
 __all__ = ["Sequences", "common_prefix", "SIMILAR"]
 
 #: a free sequence is picked for the prompt it holds the most of when that is more than this share
-#: of the prompt (llama-server's ``--slot-prompt-similarity`` default); else the free one of the lowest id
+#: of the prompt (llama-server's ``--slot-prompt-similarity`` default); else one beside the busy ones
 SIMILAR = 0.1
 
 
@@ -42,6 +43,7 @@ class _Slot:
 
     tokens: list[int] = field(default_factory=list)
     sampler: Sampler | None = None  # None: the shared greedy chain
+    used: int = 0  # when it last began a generation
 
 
 class Sequences:
@@ -70,6 +72,7 @@ class Sequences:
         self._seq_rm = fn["llama_memory_seq_rm"]
         self._memory = fn["llama_get_memory"](ctx.handle)
         self._slots = [_Slot() for _ in range(self.n_seq)]
+        self._clock = itertools.count(1)
         self._greedy = Sampler.greedy(lib)
         # the batch, filled in place each step: n_batch places, one sequence id each
         cap = self.n_batch
@@ -91,16 +94,23 @@ class Sequences:
         return len(self._slots[seq].tokens)
 
     def pick(self, prompt: Sequence[int], free: Sequence[int]) -> int:
-        """The free sequence holding the longest prefix of ``prompt`` (more than ``SIMILAR`` of it),
-        else the free one of the lowest id: llama.cpp splits a step of separate KV streams into
-        micro-batches of consecutive sequence ids, so sequences busy side by side are decoded in one
-        (a hole between them splits the step, and a matrix product of one token is a slower one)."""
-        best, most = None, SIMILAR * len(prompt)
+        """The free sequence holding the longest prefix of ``prompt`` (more than ``SIMILAR`` of it, and
+        more than its first token);
+        else, of the free ones beside the most busy sequences, the least recently begun (its cache
+        is the one least likely asked again, as llama-server's least-recently-used slot).
+
+        Why beside: llama.cpp splits a step of separate KV streams into micro-batches of consecutive
+        sequence ids, so sequences busy side by side are decoded in one; a hole between them splits
+        the step, and a micro-batch of one token is a matrix-vector product, a slower one."""
+        best, most = None, max(SIMILAR * len(prompt), 1)  # a beginning-of-text token alone is no prefix
         for seq in free:
             n = common_prefix(self._slots[seq].tokens, prompt)
             if n > most:
                 best, most = seq, n
-        return best if best is not None else min(free)
+        if best is not None:
+            return best
+        busy = set(range(self.n_seq)).difference(free)
+        return min(free, key=lambda s: (-((s - 1) in busy) - ((s + 1) in busy), self._slots[s].used))
 
     def begin(self, seq: int, prompt: Sequence[int], sampling: Sampling | None) -> int:
         """Keep the longest prefix of ``prompt`` that ``seq`` holds (short of its last token, whose
@@ -116,6 +126,7 @@ class Sequences:
                 self._seq_rm(self._memory, seq, -1, -1)
                 keep = 0
             del slot.tokens[keep:]
+        slot.used = next(self._clock)
         if sampling is not None:
             try:
                 slot.sampler = Sampler.create(self._lib, temperature=sampling.temperature, top_p=sampling.top_p,

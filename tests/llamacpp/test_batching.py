@@ -217,6 +217,10 @@ _SEQUENCES = textwrap.dedent("""
     out["together"] = engine.step([Feed(3, prompts[0], True), Feed(0, prompts[1], True), Feed(2, prompts[2], True)])
     out["alone"] = alone
     out["held"] = engine.pick(prompts[2] + prompts[0], [0, 1, 2, 3])
+    other = engine.tokenize("is on")
+    out["least_recent"] = engine.pick(other, [0, 1, 2, 3])  # none busy: 1 never began
+    out["beside"] = engine.pick(other, [2, 3])  # 0 and 1 busy: 2 keeps them side by side
+    out["hole"] = engine.pick(other, [1, 3])  # 0 and 2 busy: 1 fills the hole between them
     out["full"] = [engine.full(s) for s in range(4)]
     engine.close()
     print(json.dumps(out))
@@ -226,11 +230,12 @@ _SEQUENCES = textwrap.dedent("""
 def test_a_step_in_any_order_draws_each_sequences_own_token(libllama_each: Path,
                                                              gguf_models: dict[str, Path]) -> None:
     """Feeds of sequences 3, 0, 2 (decoded in the order of their ids, one micro-batch) give each the
-    token it draws alone, in the order of the feeds; a free sequence is the lowest id unless one holds
-    the prompt's prefix."""
+    token it draws alone, in the order of the feeds; a prompt takes the sequence holding its prefix,
+    else a free one beside the busy ones, else the least recently begun."""
     done = subprocess.run([sys.executable, "-c", _SEQUENCES, str(libllama_each), str(gguf_models["tiny-f32.gguf"])],
                           cwd=ROOT, env=cli.environment(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)
     assert got["together"] == got["alone"]
     assert (got["fresh"], got["held"], got["full"]) == (1, 2, [False] * 4)
+    assert (got["least_recent"], got["beside"], got["hole"]) == (1, 2, 1)

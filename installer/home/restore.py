@@ -6,7 +6,7 @@ See docs/install.md, "Verifying an install later".
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -152,8 +152,11 @@ def _fetch(p: Plan, *, settings: Settings, progress: Progress | None) -> list[Ve
 
 
 def restore(receipt: Receipt, settings: Settings, *, mirror_root: str | None = None,
-            progress: Progress | None = None, on_wait: Callable[[MutexOwner], None] | None = None) -> Published:
-    """Put the install ``receipt`` describes back as it records it (see the module doc).
+            progress: Progress | None = None, on_wait: Callable[[MutexOwner], None] | None = None,
+            kept: Mapping[str, bytes] | None = None) -> Published:
+    """Put the install ``receipt`` describes back as it records it (see the module doc). ``kept``: the
+    files it keeps besides its archives', by their path below it (the Sigstore bundles that proved them,
+    ``trust.proving.keep_again``), written as an install writes them; held to the receipt like the rest.
 
     Raises:
         NotRestorable: the receipt does not say enough (``unrestorable``), or the archives it names
@@ -170,6 +173,9 @@ def restore(receipt: Receipt, settings: Settings, *, mirror_root: str | None = N
     fetched = _fetch(p, settings=settings, progress=progress)
 
     def stage(staging: Path) -> Receipt:
+        for path, data in (kept or {}).items():
+            (staging / path).parent.mkdir(parents=True, exist_ok=True)
+            (staging / path).write_bytes(data)
         extract_all([path for _, path, _ in fetched], staging / LIB)
         found = [f for f in record_tree(staging, skip=(RECEIPT,)) if f.path != receipt.worker]
         differences = compare(recorded, found)

@@ -13,6 +13,7 @@ the heavy third-party libraries are (docs/architecture.md).
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from superfluid.installer.trust.provenance import Provenance, Root
     from superfluid.runtime.planning import Plan, PlanAsset
 
-__all__ = ["KEPT", "Proof", "Proofs", "prove", "proof_of", "kept_path", "verify_kept", "unproven"]
+__all__ = ["KEPT", "Proof", "Proofs", "prove", "proof_of", "kept_path", "verify_kept", "keep_again", "unproven"]
 
 #: where an install keeps the bundles that proved its assets (below the install)
 KEPT = ".superfluid/provenance"
@@ -228,6 +229,11 @@ def _first_proof(name: str, sha256: str, bundles: Bundles, wanted: Identity,
                             wanted=str(wanted), found=first.found)
 
 
+def _proven_assets(recorded: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The assets a receipt's ``provenance`` records proven (``Proof.to_json`` with ``proven`` set)."""
+    return [a for a in recorded.get("assets") or () if isinstance(a, Mapping) and isinstance(a.get("proven"), Mapping)]
+
+
 def verify_kept(install: str, recorded: Mapping[str, Any]) -> list[Provenance]:
     """The bundles the install at ``install`` keeps, verified again, offline, against what its receipt's
     ``provenance`` (``recorded``: ``Proofs.to_json``) says they proved: each proven asset's digest, the
@@ -239,7 +245,7 @@ def verify_kept(install: str, recorded: Mapping[str, Any]) -> list[Provenance]:
         BadFile: the trusted root recorded cannot be read.
         ValueError: the record names no identity.
     """
-    assets = [a for a in recorded.get("assets") or () if isinstance(a, Mapping) and a.get("proven")]
+    assets = _proven_assets(recorded)
     if not assets:
         return []
     wanted = Identity.from_json(recorded.get("built_by"))
@@ -253,3 +259,82 @@ def verify_kept(install: str, recorded: Mapping[str, Any]) -> list[Provenance]:
             raise ProvenanceRefused(path, "bundle", f"is missing: the bundle that proved {name} is no longer kept")
         out.append(_verify(str(a["sha256"]), kept.found[0].data, wanted, root, named=path, subject=name))
     return out
+
+
+def keep_again(install: str, recorded: Mapping[str, Any], p: Plan, settings: Settings) -> dict[str, bytes]:
+    """The bundles a repair of the install at ``install`` keeps, by their path below it (``kept_path``): for
+    each asset its receipt's ``provenance`` (``recorded``) records proven, the bundle that proved it. That is
+    the one the install keeps when its bytes are the ones recorded (``bundle_sha256``); else (missing,
+    altered, not a regular file) the one of those bytes its source holds, asked as an install asks for it
+    (``choose.bundles_at`` of the URL ``p``, the repair's plan, fetches the asset from). Either is verified
+    again, against the asset's recorded digest and the identity asked, under the trusted root recorded,
+    before anything is staged: a repair puts back the files and the provenance its receipt records, or
+    nothing.
+
+    Raises:
+        ProvenanceRefused: the bundle recorded is not to be had again (its source cannot be asked, or holds
+            no bundle of those bytes), or it no longer proves the asset; the record names no identity.
+        BadFile: the trusted root recorded cannot be read.
+    """
+    assets = _proven_assets(recorded)
+    if not assets:
+        return {}
+    try:
+        wanted = Identity.from_json(recorded.get("built_by"))
+    except ValueError as e:
+        raise ProvenanceRefused(install, "identity", f"its receipt's provenance names no identity a bundle can "
+                                                     f"prove ({e}); nothing was changed") from None
+    root = _load_root(recorded.get("trust_root"))
+    by_digest: dict[str, PlanAsset] = {a.sha256: a for a in p.assets if a.sha256 is not None}
+    kept = {}
+    for a in assets:
+        name, sha256 = str(a["name"]), str(a["sha256"])
+        path = os.path.join(install, kept_path(name))
+        data, why = _as_recorded(path, str(a["proven"].get("bundle_sha256")))
+        if data is None:
+            data = _again(path, why, by_digest.get(sha256), wanted, str(a["proven"].get("bundle_sha256")), settings)
+        try:
+            _verify(sha256, data, wanted, root, named=path, subject=name)
+        except ProvenanceRefused as e:
+            raise ProvenanceRefused(e.named, e.step, f"{e.fault}; nothing was changed", wanted=e.wanted,
+                                    found=e.found) from None
+        kept[kept_path(name)] = data
+    return kept
+
+
+def _as_recorded(path: str, bundle_sha256: str) -> tuple[bytes | None, str]:
+    """The bytes of the bundle kept at ``path`` when they are the ones its receipt records proved
+    (``bundle_sha256``), else None and why not."""
+    try:
+        found = bundle_file(path).found
+    except ProvenanceRefused as e:  # a link, a FIFO: never read; the source is asked
+        return None, e.fault
+    if not found:
+        return None, "is missing"
+    got = hashlib.sha256(found[0].data).hexdigest()
+    if got != bundle_sha256:
+        return None, (f"is not the Sigstore bundle its receipt records (its SHA-256 is {got}; the receipt "
+                      f"records {bundle_sha256})")
+    return found[0].data, ""
+
+
+def _again(path: str, why: str, a: PlanAsset | None, wanted: Identity, bundle_sha256: str,
+           settings: Settings) -> bytes:
+    """The bundle of ``bundle_sha256`` that proved ``a``, asked of its source again (the one kept at
+    ``path`` is not it: ``why``).
+
+    Raises:
+        ProvenanceRefused: the source cannot be asked, or holds no bundle of those bytes.
+    """
+    if a is None or a.sha256 is None:
+        where = "its receipt names no archive of its digest to ask for it again"
+    else:
+        bundles, unasked = _bundles_of(a, a.sha256, wanted, None, settings)
+        for found in bundles.found:
+            if hashlib.sha256(found.data).hexdigest() == bundle_sha256:
+                return found.data
+        where = (f"its source could not be asked for it again ({unasked})" if unasked is not None
+                 else f"{bundles.where} holds no bundle of those bytes")
+    raise ProvenanceRefused(path, "bundle", f"{why}, and {where}; nothing was changed",
+                            advice="a repair puts back the bundle that proved the install with its files: repair it "
+                                   "where its source can be reached, or install it again to prove it anew")

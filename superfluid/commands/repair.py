@@ -33,6 +33,7 @@ from superfluid.installer.home.upkeep import repair_target, repair_wanted
 from superfluid.installer.install import Outcome
 from superfluid.installer.settings import MIRROR_FLAG, Settings
 from superfluid.installer.sources.choose import mirror_root
+from superfluid.installer.trust.proving import keep_again
 from superfluid.installing import check_id, home_holds, installed_with, recorded_mirror, request_of
 from superfluid.parser import Help, Parser, exits
 from superfluid.release_flags import ForFlags
@@ -179,10 +180,13 @@ def run(args: argparse.Namespace) -> int:
             sys.stderr.write(f"superfluid: another install of {args.id} is running "
                              f"({holder.describe()}); waiting for it\n")  # type: ignore[attr-defined]
 
+    recorded = target.receipt.extra.get("provenance")
+    kept = keep_again(str(target.path), recorded, plan_of(target.receipt, mirror_root=mirror_root), settings) \
+        if isinstance(recorded, Mapping) else {}  # before anything is fetched: its bundles are put back too, or nothing
     progress = progress_for(sys.stderr, mode=settings.progress)
     try:
         done = restore(target.receipt, settings, mirror_root=mirror_root,
-                       progress=progress, on_wait=waiting)
+                       progress=progress, on_wait=waiting, kept=kept)
     finally:
         progress.close()
     where = "the cache" if args.offline else "the cache, else the sources its receipt records"

@@ -310,6 +310,91 @@ def test_runtime_verify_refuses_a_bundle_replaced_with_its_record(proven: Home, 
         text.stderr
 
 
+# -- a repair keeps it -----------------------------------------------------------------------------------
+
+
+def _break_a_file(home: Home) -> None:
+    (home.basert / "0.4.0-cpu" / "lib" / "LICENSE").write_bytes(b"")
+
+
+def test_a_repair_keeps_the_bundles_that_proved_the_install(proven: Home) -> None:
+    """The archives a repair extracts again do not hold the kept bundle: it is copied across from the
+    install it repairs, verified again against the archive's recorded digest (GitHub unreachable: it is
+    asked nothing), and the receipt's provenance stays."""
+    before = proven.receipt("0.4.0-cpu")
+    kept = _kept(proven).read_bytes()
+    _break_a_file(proven)
+    run = proven.superfluid("runtime", "repair", "basert", "0.4.0-cpu")
+    assert run.code == 0, run.stderr
+    assert _kept(proven).read_bytes() == kept
+    assert proven.receipt("0.4.0-cpu")["provenance"] == before["provenance"]
+    verify = proven.superfluid("runtime", "verify", "basert", "--json")
+    assert verify.code == 0, verify.stdout + verify.stderr
+    assert verify.json()["installs"][0]["provenance"]["ok"] is True
+
+
+def _spaced(path: Path) -> None:
+    path.write_bytes(path.read_bytes().replace(b'"', b' "', 1))
+
+
+def _forged(path: Path) -> None:
+    doc = json.loads(path.read_bytes())
+    doc["verificationMaterial"]["tlogEntries"][0]["logIndex"] = "7"
+    path.write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize("tamper", [_spaced, _forged], ids=["spaced-otherwise", "no-longer-proving"])
+def test_a_repair_fetches_a_tampered_kept_bundle_again_from_its_source(proven: Home, server: ReleaseServer,
+                                                                     tamper: Callable[[Path], None]) -> None:
+    """A kept bundle that is not the one its receipt records (other bytes, even when it still proves the
+    archive) is not copied across: the install's source is asked for the one recorded, which is verified
+    again before anything is staged."""
+    kept = _kept(proven)
+    recorded = kept.read_bytes()
+    tamper(kept)
+    proven.env.update(SUPERFLUID_GITHUB_API=server.url)
+    server.clear_log()
+    run = proven.superfluid("runtime", "repair", "basert", "0.4.0-cpu")
+    assert run.code == 0, run.stderr
+    assert _kept(proven).read_bytes() == recorded
+    assert server.requests_to(f"/repos/{REPO}/attestations/sha256:")
+    assert proven.superfluid("runtime", "verify", "basert").code == 0
+
+
+def test_a_repair_offline_fetches_a_tampered_kept_bundle_from_the_cache(proven: Home, server: ReleaseServer) -> None:
+    """The attestations answer the install read is in the cache: an offline repair reads the bundle there."""
+    kept = _kept(proven)
+    recorded = kept.read_bytes()
+    _forged(kept)
+    proven.env.update(SUPERFLUID_GITHUB_API=server.url)
+    server.clear_log()
+    run = proven.superfluid("runtime", "repair", "basert", "0.4.0-cpu", "--offline")
+    assert run.code == 0, run.stderr
+    assert _kept(proven).read_bytes() == recorded and server.log == []
+
+
+def test_a_repair_refuses_a_tampered_kept_bundle_its_source_cannot_give_again(proven: Home, server: ReleaseServer
+                                                                             ) -> None:
+    """GitHub refusing to answer: the bundle its receipt records cannot be had again, and the install is
+    not put back without it; nothing is changed."""
+    kept = _kept(proven)
+    _forged(kept)
+    _break_a_file(proven)
+    tampered = kept.read_bytes()
+    sha = proven.receipt("0.4.0-cpu")["provenance"]["assets"][0]["sha256"]
+    proven.env.update(SUPERFLUID_GITHUB_API=server.url)
+    server.fault(f"/repos/{REPO}/attestations/sha256:{sha}", "status", status=410, times=10)
+    run = proven.superfluid("runtime", "repair", "basert", "0.4.0-cpu")
+    assert run.code == 1, run.stdout
+    assert "Traceback" not in run.stderr
+    assert (f"superfluid: {kept}: is not the Sigstore bundle its receipt records (its SHA-256 is "
+            in run.stderr), run.stderr
+    assert "and its source could not be asked for it again (" in run.stderr, run.stderr
+    assert "nothing was changed: a repair puts back the bundle that proved the install" in run.stderr, run.stderr
+    assert kept.read_bytes() == tampered  # nothing changed
+    assert (proven.basert / "0.4.0-cpu" / "lib" / "LICENSE").read_bytes() == b""
+
+
 # -- the identity asked: the recipe's, or a --for release's -------------------------------------------
 
 

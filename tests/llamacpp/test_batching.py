@@ -27,6 +27,7 @@ from superfluid.runtime.llamacpp.batching import common_prefix
 from tests import cli
 from tests.conftest import ROOT
 from tests.llamacpp.test_serve import Server
+from tests.serving_client import ServeProcess, SuperfluidServe
 
 pytestmark = pytest.mark.native
 
@@ -34,7 +35,7 @@ PROMPTS = ["the cat sat", "hello world", "a dog is on the mat", "the mat and the
            "is a cat", "the dog and the cat sat on the mat"]
 
 
-def metrics(server: Server) -> dict[str, float]:
+def metrics(server: ServeProcess) -> dict[str, float]:
     """``GET /metrics``, each sample by its name and labels."""
     _, raw = _get(server, "/metrics")
     out: dict[str, float] = {}
@@ -45,7 +46,7 @@ def metrics(server: Server) -> dict[str, float]:
     return out
 
 
-def _get(server: Server, path: str) -> tuple[int, str]:
+def _get(server: ServeProcess, path: str) -> tuple[int, str]:
     with socket.create_connection((server.host, server.port), timeout=30) as sock:
         sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
         chunks = []
@@ -157,6 +158,20 @@ def test_a_shared_prefix_is_reused_and_only_the_rest_decoded(llama_served: Calla
     # the text is the one a sequence that held nothing makes
     fresh = llama_served("tiny-f32.gguf", "--parallel", "1")
     assert fresh.complete(prompt="hello world the cat sat", max_tokens=24)["choices"] == longer["choices"]
+
+
+def test_superfluid_serve_forwards_parallel_to_the_worker(libllama_v2: Path, gguf_models: dict[str, Path],
+                                                          tmp_path: Path) -> None:
+    model = gguf_models["tiny-f32.gguf"]
+    server = SuperfluidServe([cli.script("superfluid"), "serve", "--port", "0", "--model", str(model),
+                              "--llamacpp-lib", str(libllama_v2), "--llamacpp-parallel", "2"],
+                             cli.environment(tmp_path / "home"))
+    try:
+        assert metrics(server)["superfluid_sequences"] == 2
+        assert server.complete(prompt="hello", max_tokens=3)["usage"]["completion_tokens"] == 3
+    finally:
+        code, _, err = server.stop()
+    assert code == 0, err
 
 
 @pytest.mark.parametrize(("flag", "value"), [("--parallel", "0"), ("--parallel", "257"),

@@ -40,7 +40,7 @@ same with Llama 3's 128,256-token vocabulary: any per-token cost over the vocabu
 (the tests' ``always-the.gguf``: overhead-dominated), or a path to a GGUF whose greedy text does not end.
 
 Usage: ``python benchmarks/bench_serve.py [--model big|vocab128k|small|PATH] [--runs N] [--tokens N]
-[--parallel P] [--threads T] [--ctx N] [--quick] [--json]``. ``--quick`` is one round of 32 tokens.
+[--parallel P] [--threads T] [--ctx N] [--quick] [--json]``. ``--quick`` is one round of 32 tokens (a minute here).
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ PROMPTS = ("Once upon a time", "the cat sat on the mat", "hello world", "a dog i
            "the world and the cat", "hello, the dog sat.", "is the cat on the mat?", "a world, a dog and a cat")
 BURSTS = (4, 16)
 SAMPLES = 3  # single-stream and streamed completions per round (their median)
+UNSTABLE = 2.0  # rounds of one measure further apart than this (max over min) make its median suspect
 #: prompt index -> ``"<server>, <mode>"`` -> the texts it got there (over every round)
 Texts = dict[int, dict[str, set[str]]]
 RSS_EVERY = 0.02  # seconds between samples of the process tree's RSS
@@ -487,6 +488,10 @@ def greedy(texts: Texts, parallel: int) -> dict[str, Any]:
     return {"ok": not mismatches, "mismatches": mismatches, "engine_batched": drifts}
 
 
+def _spread(values: Sequence[float]) -> float:
+    return max(values) / min(values) if min(values) > 0 else float("inf")
+
+
 def measure(setup: Setup, runs: int) -> dict[str, Any]:
     """Every server, ``runs`` rounds in alternating order; medians, ratios and targets."""
     load_before = os.getloadavg()
@@ -500,6 +505,8 @@ def measure(setup: Setup, runs: int) -> dict[str, Any]:
             for server in configs if r % 2 == 0 else configs[::-1]:
                 rounds[server.name].append(one_round(server, Path(tmp), setup.tokens, texts))
     medians = {name: {m: statistics.median(rd[m] for rd in rs) for m in rs[0]} for name, rs in rounds.items()}
+    unstable = {f"{name}: {words}": [round(rd[m], 3) for rd in rs] for name, rs in rounds.items()
+                for m, words, *_ in TARGETS if _spread([rd[m] for rd in rs]) > UNSTABLE}
     same = greedy(texts, setup.parallel)
     ratios, targets = judge(medians, setup.parallel, same["ok"])
     return {"model": str(setup.model), "lib": str(setup.lib), "llama_server": str(setup.server_dir / "llama-server"),
@@ -509,7 +516,7 @@ def measure(setup: Setup, runs: int) -> dict[str, Any]:
             "rss": "VmRSS summed over the server's process tree, sampled from /proc every "
                    f"{RSS_EVERY * 1000:g} ms; max_process_rss_mib: wait4's ru_maxrss (the largest one process)",
             "medians": medians, "rounds": rounds, "ratios": ratios, "targets": targets,
-            "greedy": same, "ok": all(t["ok"] for t in targets)}
+            "unstable": unstable, "greedy": same, "ok": all(t["ok"] for t in targets)}
 
 
 # -- the face -----------------------------------------------------------------------------------------
@@ -537,6 +544,10 @@ def _print(r: dict[str, Any]) -> None:
     if r["busy"]:
         print(f"  the machine is busy (load above its {os.cpu_count()} CPUs) and each engine runs {r['threads']} "
               "threads: they wait for one another; --threads 1 compares the servers rather than the contention")
+    if r["unstable"]:
+        print(f"  unstable (rounds more than {UNSTABLE:g}x apart; the machine's load interferes, try more --runs):")
+        for what, values in r["unstable"].items():
+            print(f"    {what}: {values}")
     names = list(r["medians"])
     print(f"\n  {'medians':<44}" + "".join(f"{n:>22}" for n in names))
     for metric, words, *_ in (*TARGETS, ("max_process_rss_mib", "largest one process, RSS (MiB)", False, None)):
@@ -566,17 +577,17 @@ def _print(r: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="big", help="big, vocab128k, small, or a GGUF file (default big)")
-    parser.add_argument("--runs", type=int, default=3, help="rounds; the median of each measure (default 3)")
-    parser.add_argument("--tokens", type=int, default=128, help="tokens per completion (default 128)")
+    parser.add_argument("--runs", type=int, help="rounds; the median of each measure (default 3; --quick: 1)")
+    parser.add_argument("--tokens", type=int, help="tokens per completion (default 128; --quick: 32)")
     parser.add_argument("--parallel", type=int, default=4, help="llama-server's -np P column and superfluid's "
                         "--llamacpp-parallel when it has one (default 4)")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads of both engines")
     parser.add_argument("--ctx", type=int, default=512, help="context per sequence (default 512)")
-    parser.add_argument("--quick", action="store_true", help="one round of 32 tokens")
+    parser.add_argument("--quick", action="store_true", help="one round of 32 tokens (unless --runs, --tokens say)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    if args.quick:
-        args.runs, args.tokens = 1, 32
+    args.runs = args.runs if args.runs is not None else 1 if args.quick else 3
+    args.tokens = args.tokens if args.tokens is not None else 32 if args.quick else 128
     if args.runs < 1 or args.parallel < 1 or args.threads < 1:
         parser.error("--runs, --parallel and --threads: at least 1")
     build_libllama, build_server = _script("build_libllama"), _script("build_llama_server")

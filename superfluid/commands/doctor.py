@@ -36,6 +36,7 @@ from superfluid.runtime.hostfacts.system import host_platform
 from superfluid.runtime.kernel.layout import cache_dir, home, keys_dir, runtime_dir
 from superfluid.runtime.kernel.ordering import backend_family
 from superfluid.runtime.kernel.output import print_json
+from superfluid.runtime.kernel.receipt import provenance_of
 from superfluid.runtime.planning import NotInstallable, Request, backend_runs_here, first_published
 
 __all__ = ["HELP", "FAMILIES", "arguments", "run", "findings", "report_text"]
@@ -142,9 +143,24 @@ def _judged(runtime_id: str, where: str, environ: Mapping[str, str]) -> Judged:
 
 
 def _installed(runtime_id: str, where: str, judged: Judged) -> dict[str, Any]:
-    """``installed``: each install and its verdict's word; ``current``: the install ``current`` names."""
-    return {"installed": [{"install": v.install, "state": v.state, "why": v.why} for _, v in judged],
+    """``installed``: each install, its verdict's word and its provenance as ``runtime list`` shows it
+    (``receipt.provenance_of``); ``current``: the install ``current`` names."""
+    return {"installed": [{"install": v.install, "state": v.state, "why": v.why,
+                           "provenance": provenance_of(i.receipt.extra) if i.receipt is not None else None}
+                          for i, v in judged],
             "current": current_install(runtime_dir(where, runtime_id))}
+
+
+def _provenance_words(summary: Mapping[str, Any] | None) -> str:
+    """An install's provenance (``receipt.provenance_of``) for people: who built it, as proven, or that
+    nothing was proven (or recorded: a receipt written before superfluid looked for bundles, a ``--from``
+    file, one that does not read)."""
+    if summary is None:
+        return "no provenance recorded"
+    if summary.get("repository") is None:
+        return "no provenance"
+    built = f"built by {summary['repository']} {summary['workflow']} at {summary['ref']}"
+    return built if summary.get("proven") else f"{built} (not every archive proven)"
 
 
 def _problems(where: str, host: Host, judged: Mapping[str, Judged]) -> list[Problem]:
@@ -269,6 +285,8 @@ def _runtime_lines(r: dict[str, Any]) -> list[str]:
         out.append("    installed here: " + "; ".join(
             f"{i['install']} {i['state']}" + (" (current)" if i["install"] == r.get("current") else "")
             for i in r["installed"]))
+        out.append("    provenance: " + "; ".join(
+            f"{i['install']} {_provenance_words(i['provenance'])}" for i in r["installed"]))
     return out
 
 

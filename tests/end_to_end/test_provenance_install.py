@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from superfluid.runtime.kernel.schema import errors as schema_errors
 from tests.conftest import Home
 from tests.end_to_end import releases
 from tests.installer.trust.sigstore_simulator import Claims, SigstoreSimulator
@@ -256,6 +257,23 @@ def test_runtimes_and_runtime_list_show_what_was_proven(proven: Home) -> None:
     assert row["provenance"] == summary
     [entry] = proven.superfluid("runtime", "list", "basert", "--json").json()["installs"]
     assert entry["provenance"] == summary
+
+
+def test_doctor_shows_what_was_proven_of_each_install(proven: Home, server: ReleaseServer) -> None:
+    """doctor's installed rows say what runtime list says of each install's provenance (one function)."""
+    proven.env.update(SUPERFLUID_GITHUB_API=server.url)
+    assert proven.superfluid("runtime", "install", "basert", "--version", "0.3.1").code == 0  # no bundle
+    listed = {i["install"]: i["provenance"] for i in
+              proven.superfluid("runtime", "list", "basert", "--json").json()["installs"]}
+    run = proven.superfluid("doctor", "--json")
+    assert run.code in (0, 1), run.stderr
+    assert schema_errors(run.json(), "doctor") == []
+    [row] = [r for r in run.json()["runtimes"] if r["id"] == "basert"]
+    assert {i["install"]: i["provenance"] for i in row["installed"]} == listed
+    assert listed["0.4.0-cpu"]["proven"] is True and listed["0.3.1-cpu"]["proven"] is False
+    text = proven.superfluid("doctor")
+    assert (f"    provenance: 0.4.0-cpu built by {REPO} .github/workflows/release.yml at refs/tags/v0.4.0; "
+            "0.3.1-cpu no provenance\n") in text.stdout, text.stdout
 
 
 def test_runtime_verify_checks_the_kept_bundle_again_offline(proven: Home) -> None:

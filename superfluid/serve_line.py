@@ -29,7 +29,7 @@ FLAGS: dict[str, tuple[str | None, str]] = {
     "--host": ("H", "the address to listen on (default 127.0.0.1)"),
     "--port": ("N", "the port (default 8080; 0 picks a free one, which the startup line names)"),
     "--max-context": ("N", "tokens one generation may hold, prompt included (default: the model's, at most 4096)"),
-    "--queue": ("N", "requests that may wait while one generates (default 16); more are answered 503"),
+    "--queue": ("N", "requests that may wait while every sequence generates (default 16); more are answered 503"),
 }
 #: where a refusal of the line points
 HELP_HINT = "see 'superfluid serve --help'"

@@ -46,8 +46,9 @@ HELP = Help(
     "Serve one model: the runtime is --runtime's, else the one whose format the model is (.gguf: "
     "llamacpp, a baseRT model file: basert, an MLX directory: mlx); it must be installed and able to run "
     "here (the check of superfluid runtimes), then a worker process loads the model through ctypes and "
-    "answers POST /v1/completions and /v1/chat/completions (streamed with stream: true), GET /v1/models "
-    "and /health. The whole line is checked first; each runtime option is spelled --<id>-<option> V. "
+    "answers POST /v1/completions and /v1/chat/completions (streamed with stream: true), GET /v1/models, "
+    "/health and /metrics (Prometheus text: decode steps by their sequences, busy and waiting requests). "
+    "The whole line is checked first; each runtime option is spelled --<id>-<option> V. "
     "The startup line on stdout says what serves and from where; SIGTERM or SIGINT stops it and its "
     "worker. docs/host-contract.md is the contract for hosts.",
     ("superfluid serve --model tiny.gguf",

@@ -54,7 +54,7 @@ def arguments(p: Parser) -> None:
                    help="its Sigstore bundle (JSON, as <asset>.sigstore.json)")
     p.add_argument("--repo", metavar="OWNER/NAME", required=True,
                    help="the GitHub repository whose workflow must have signed it")
-    p.add_argument("--workflow", metavar="PATH",
+    p.add_argument("--workflow", metavar="WORKFLOW",
                    help="the workflow file that must have signed it (.github/workflows/release.yml; a bare "
                         "release.yml is one under .github/workflows/); default any workflow of --repo")
     p.add_argument("--ref", metavar="REF",

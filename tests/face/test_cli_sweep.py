@@ -18,6 +18,7 @@ from tests import cli
 from tests.cli import Run
 from tests.conftest import ROOT
 from tests.faults.conftest import mirror_dir  # noqa: F401 - the fixture, defined once there
+from tests.installer.trust.sigstore_simulator import SigstoreSimulator, write_bundle
 
 DOC = ROOT / "docs" / "cli.md"
 TIMEOUT = 30.0
@@ -254,6 +255,9 @@ def good_lines(m: str, work: Path) -> list[tuple[str, ...]]:
         ("superfluid", "lock", "--runtime", "basert", "--mirror", m, "-o", lock),
         ("superfluid", "mirror", "sync", mirror2, "--lock", lock),
         ("superfluid", "mirror", "verify", mirror2, "--lock", lock),
+        ("superfluid", "attestation", "verify", str(work / ATTESTED), "--bundle",
+         str(work / f"{ATTESTED}.sigstore.json"), "--repo", "ggml-org/llama.cpp",
+         "--trust-root", str(work / "trusted_root.json")),
         ("superfluid", "cache", "dir"),
         ("superfluid", "cache", "du"),
         ("superfluid", "cache", "prune", "--dry-run"),
@@ -265,6 +269,20 @@ def good_lines(m: str, work: Path) -> list[tuple[str, ...]]:
     ]
 
 
+#: the file ``attestation verify`` proves in the good runs, with its bundle beside it (``_attested``)
+ATTESTED = "llama-b6000-bin-ubuntu-x64.zip"
+
+
+def _attested(work: Path) -> None:
+    """A file, its Sigstore bundle as a release workflow of ggml-org/llama.cpp makes it and the trusted
+    root of the Sigstore that signed it (tests/installer/trust/sigstore_simulator.py), in ``work``."""
+    sigstore = SigstoreSimulator()
+    data = b"an engine's archive, attested\n"
+    (work / ATTESTED).write_bytes(data)
+    write_bundle(work / f"{ATTESTED}.sigstore.json", sigstore.sign(data))
+    sigstore.write_root(work / "trusted_root.json")
+
+
 def _command_of(line: tuple[str, ...]) -> tuple[str, ...]:
     return next(c for c in sorted(COMMANDS, key=len, reverse=True) if line[:len(c)] == c)
 
@@ -274,6 +292,7 @@ def good_runs(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path  # noqa
               ) -> list[tuple[tuple[str, ...], Run]]:
     home, work = tmp_path_factory.mktemp("good-home"), tmp_path_factory.mktemp("good-work")
     (work / "releases").mkdir()
+    _attested(work)
     return [(line, run((line[0],), home, *line[1:], cwd=work)) for line in good_lines(str(mirror_dir), work)]
 
 
@@ -292,6 +311,8 @@ def test_good_input_exits_0_without_a_traceback(good_runs: list[tuple[tuple[str,
     by_command = {line[:2]: done for line, done in good_runs}
     assert ": 1 engine (sha256 " in by_command[("superfluid", "lock")].stdout
     assert "no release found in the source: name a directory" in by_command[("superfluid-manifest", "check")].stdout
+    assert f"{ATTESTED}: verified: built by https://github.com/ggml-org/llama.cpp/" in by_command[
+        ("superfluid", "attestation")].stdout
     assert all(done.stdout or done.stderr for _, done in good_runs)  # each says what it did
 
 

@@ -21,7 +21,8 @@ from tests.conftest import Home
 #: upstream's keys of a runtimes --json row (its runtimes_report.rs), and ours
 UPSTREAM = {"id", "state", "ready", "aliases", "formats", "reads", "tokenizer_source", "worker", "install", "version",
             "devices", "tokenizer", "capabilities"}
-OURS = {"installable", "options", "requires", "abi", "lock", "verified", "for", "fix", "fixes", "advice"}
+OURS = {"installable", "options", "requires", "abi", "lock", "verified", "for", "fix", "fixes", "advice",
+        "provenance"}
 
 
 def _valid(doc: Any, name: str) -> None:

@@ -29,7 +29,8 @@ benchmark models' text never ends, so every answer has exactly that many; ``usag
 
 On a busy machine (a load average above its CPUs) the engines' threads wait for one another: with
 more than one thread each the figures measure that contention (a tenth of the speed, and runs ten
-times as long); ``--threads 1`` still compares the servers, and the run says so.
+times as long); ``--threads 1`` still compares the servers, and the run says so. A measure whose
+rounds are more than 2x apart is listed as unstable.
 
 Prints the medians over ``--runs`` rounds, superfluid over llama-server as ratios for both columns, and
 each target of issue 45 judged against the ``-np P`` column; ``--json`` prints the same for machines.

@@ -18,15 +18,16 @@ from typing import Any
 from superfluid.installer.cache.blobs import sha256_file
 from superfluid.installer.cache.download import Wanted, download_many
 from superfluid.installer.cache.stores import Cache
+from superfluid.installer.errors import ProvenanceRefused
 from superfluid.installer.files import writer_alive
 from superfluid.installer.fleet.lockfile import Lock, LockedFile, LockFileError
 from superfluid.installer.settings import Settings
-from superfluid.installer.sources.bundles import SUFFIX
+from superfluid.installer.sources.bundles import SUFFIX, bundle_file
 from superfluid.installer.sources.choose import bundles_at
 from superfluid.installer.sources.mirror import listing_path
 from superfluid.installer.sources.release_source import fetcher_for
 from superfluid.installer.transport.urls import origin_of
-from superfluid.installer.trust.proving import proof_of
+from superfluid.installer.trust.proving import proof_of, proves
 from superfluid.runtime import registry
 from superfluid.runtime.kernel.atomic import atomic_file, write_atomic
 from superfluid.runtime.kernel.errors import BadFile
@@ -170,8 +171,9 @@ def _place_bundles(lock: Lock, base: Path, settings: Settings, tell: Callable[[s
     install from the mirror reads it: found where the lock found the asset (GitHub's attestations, the
     mirror's own file), and placed only when it proves the asset was built by the engine's identity
     (the lock's, else the recipe's), so a mirror never holds a bundle an install would refuse. An asset
-    with none gets none; an asset already in place is not asked again (a sync that finds everything in
-    place asks nothing). Answers the paths placed.
+    with none gets none; an asset already in place is asked again only when the bundle beside it does
+    not prove it (``_bundle_fault``: one altered, a link, a FIFO; a sync that finds everything in place
+    asks nothing). Answers the paths placed.
 
     Raises:
         ProvenanceRefused: a bundle found does not prove its asset.
@@ -183,7 +185,7 @@ def _place_bundles(lock: Lock, base: Path, settings: Settings, tell: Callable[[s
         for f in e.assets:
             path = f.path + SUFFIX
             target = _target(base, path)
-            if f.path not in fetched or path in placed:
+            if path in placed or (f.path not in fetched and _bundle_fault(base, f, built_by, settings) is None):
                 continue
             bundles = bundles_at(f.url, str(built_by["repository"]), f.sha256, settings)
             if not bundles.found:
@@ -270,13 +272,49 @@ def listing(lock: Lock, repo: str, existing: Sequence[Mapping[str, Any]] = ()) -
     return [releases[t] for t in sorted(releases, key=lambda t: (version_key(_version_of(t)), t), reverse=True)]
 
 
-def verify(lock: Lock, root: str | os.PathLike[str]) -> tuple[int, list[Problem]]:
-    """Recheck every file ``lock`` names below ``root``, and that each repository's listing states
-    it with the lock's digest; changes nothing. Answers how many files hold the right bytes, and
-    each problem.
+def _bundle_fault(base: Path, f: LockedFile, built_by: Mapping[str, str | None], settings: Settings) -> str | None:
+    """What is wrong with the Sigstore bundle beside asset ``f`` in the mirror at ``base``: not a regular
+    file of it (a link, a FIFO: never followed or opened), or one that does not prove ``f``'s digest was
+    built by ``built_by`` (under ``settings.sigstore_root``). None: there is none, or it proves it."""
+    try:
+        found = bundle_file(str(base / (f.path + SUFFIX))).found
+        if found:
+            proves(f.name, f.sha256, found[0], built_by, settings)
+    except ProvenanceRefused as e:
+        return e.fault
+    except ValueError as e:  # an identity past the lock's schema
+        return f"cannot be checked: the lock names no identity a bundle can prove ({e})"
+    return None
+
+
+def _bundle_problems(lock: Lock, base: Path, settings: Settings) -> tuple[int, list[Problem]]:
+    """Each Sigstore bundle beside an asset of ``lock`` in the mirror, checked (``_bundle_fault``) against
+    the identity the lock names for its engine (the recipe's for an older lock): how many prove their
+    asset, and a problem for each that does not."""
+    proven, problems, seen = 0, [], set()
+    for e in lock.engines:
+        built_by = e.built_by or registry.get(e.target.runtime).built_by()
+        for f in e.assets:
+            if f.path in seen or not os.path.lexists(base / (f.path + SUFFIX)):
+                continue
+            seen.add(f.path)
+            fault = _bundle_fault(base, f, built_by, settings)
+            if fault is None:
+                proven += 1
+            else:
+                problems.append(Problem(f.path + SUFFIX, fault))
+    return proven, problems
+
+
+def verify(lock: Lock, root: str | os.PathLike[str], settings: Settings) -> tuple[int, int, list[Problem]]:
+    """Recheck every file ``lock`` names below ``root``, that each repository's listing states it with
+    the lock's digest, and that each Sigstore bundle beside an asset proves it (``_bundle_problems``,
+    under ``settings.sigstore_root``); changes nothing. Answers how many files hold the right bytes, how
+    many bundles prove their asset, and each problem.
 
     Raises:
         LockFileError: a link in ``root`` leads out of it.
+        BadFile: the trusted root named cannot be read.
     """
 
     base = Path(root)
@@ -308,4 +346,5 @@ def verify(lock: Lock, root: str | os.PathLike[str]) -> tuple[int, list[Problem]
                 fault = ("does not list it" if (tag, f.name) not in stated
                          else f"states {stated[(tag, f.name)]}, and the lock pins sha256:{f.sha256}")
                 problems.append(Problem(f.path, f"{where.relative_to(base)} {fault}"))
-    return good, problems
+    proven, unproven = _bundle_problems(lock, base, settings)
+    return good, proven, problems + unproven

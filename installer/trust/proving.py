@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from superfluid.installer.trust.provenance import Provenance, Root
     from superfluid.runtime.planning import Plan, PlanAsset
 
-__all__ = ["KEPT", "Proof", "Proofs", "prove", "proof_of", "kept_path", "verify_kept", "keep_again", "unproven"]
+__all__ = ["KEPT", "Proof", "Proofs", "prove", "proof_of", "proves", "kept_path", "verify_kept", "keep_again",
+           "unproven"]
 
 #: where an install keeps the bundles that proved its assets (below the install)
 KEPT = ".superfluid/provenance"
@@ -204,6 +205,19 @@ def proof_of(name: str, sha256: str, bundles: Bundles, built_by: Mapping[str, st
     proven, found = _first_proof(name, sha256, bundles, Identity.from_json(built_by),
                                  _load_root(settings.sigstore_root))
     return Proof(name, sha256, proven, found)
+
+
+def proves(name: str, sha256: str, bundle: Found, built_by: Mapping[str, str | None], settings: Settings) -> Provenance:
+    """What ``bundle`` proves of file ``name`` (``sha256``), built by ``built_by``, under
+    ``settings.sigstore_root`` (``mirror verify`` checks each bundle beside an asset so).
+
+    Raises:
+        ProvenanceRefused: it does not prove it: the step's fault, named by where the bundle is.
+        BadFile: the trusted root named cannot be read.
+        ValueError: ``built_by`` is no identity.
+    """
+    wanted = Identity.from_json(built_by)
+    return _verify(sha256, bundle.data, wanted, _load_root(settings.sigstore_root), named=bundle.where, subject=name)
 
 
 def _first_proof(name: str, sha256: str, bundles: Bundles, wanted: Identity,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from superfluid.installer.fleet.push import refer
 from superfluid.installer.sources.oci.client import registry_for
 from superfluid.installer.sources.oci.ref import Layer, asset_manifest, parse_ref, referrers_tag
 from superfluid.settings import settings_of
+from tests import cli
 from tests.fleet.conftest import BASERT, Machine, machine_at
 from tests.fleet.registry import Registry
 from tests.installer.trust.sigstore_simulator import Claims, SigstoreSimulator
@@ -88,6 +90,62 @@ def test_sync_refuses_a_bundle_that_does_not_prove_its_asset(admin: Machine, fle
     assert run.code == 1, run.stdout
     assert f"{ASSET}: its Sigstore bundle does not prove it was built by {BASERT} at refs/tags/v*" in run.stderr
     assert not list((admin.cwd / "engines").rglob("*.sigstore.json"))
+
+
+BESIDE = f"{BASERT}/releases/download/v0.4.0/{ASSET}.sigstore.json"
+
+
+def test_mirror_verify_proves_each_bundle_beside_its_asset(admin: Machine, fleet_server: ReleaseServer,
+                                                           sigstore: SigstoreSimulator, root: Path) -> None:
+    """Each bundle beside an asset still proves it was built by the identity the lock names; one that
+    does not is a problem as a file with other bytes is, and the sync the verify names puts back the
+    one that proves it."""
+    _attest(fleet_server, sigstore)
+    admin.env["SUPERFLUID_SIGSTORE_ROOT"] = str(root)
+    _lock(admin)
+    assert admin.superfluid("mirror", "sync", "engines").code == 0
+    run = admin.superfluid("mirror", "verify", "engines", "--json")
+    assert run.code == 0, run.stderr
+    assert run.json()["bundles"] == 1 and run.json()["problems"] == []
+    proving = (admin.cwd / "engines" / BESIDE).read_bytes()
+    data = fleet_server.asset_data(BASERT, "v0.4.0", ASSET)
+    (admin.cwd / "engines" / BESIDE).write_text(json.dumps(sigstore.sign(data, BUILT_BY.but(
+        repository="mallory/baseRT"))))
+    run = admin.superfluid("mirror", "verify", "engines")
+    assert run.code == 1, run.stdout
+    assert f"{BESIDE}: was signed by a workflow of mallory/baseRT, not of {BASERT}" in run.stdout, run.stdout
+    assert "1 problem against" in run.stderr, run.stderr
+    fixed = cli.paste(run.fix("mirror", "sync"), run, env=admin.env, cwd=admin.cwd)
+    assert fixed.code == 0, fixed.stderr
+    assert (admin.cwd / "engines" / BESIDE).read_bytes() == proving
+    assert admin.superfluid("mirror", "verify", "engines").code == 0
+
+
+@pytest.mark.parametrize("plant", ["fifo", "link", "not-a-bundle"])
+def test_mirror_verify_reports_a_bundle_that_is_no_bundle_file(admin: Machine, fleet_server: ReleaseServer,
+                                                               sigstore: SigstoreSimulator, root: Path,
+                                                               plant: str) -> None:
+    _attest(fleet_server, sigstore)
+    admin.env["SUPERFLUID_SIGSTORE_ROOT"] = str(root)
+    _lock(admin)
+    assert admin.superfluid("mirror", "sync", "engines").code == 0
+    beside = admin.cwd / "engines" / BESIDE
+    beside.unlink()
+    if plant == "fifo":
+        os.mkfifo(beside)
+    elif plant == "link":
+        (admin.cwd / "elsewhere.json").write_bytes(b"{}")
+        beside.symlink_to(admin.cwd / "elsewhere.json")
+    else:
+        beside.write_bytes(b"[1, 2")
+    run = admin.superfluid("mirror", "verify", "engines", "--json", timeout=30)
+    assert run.code == 1, run.stdout
+    [problem] = run.json()["problems"]
+    assert problem["path"] == BESIDE, problem
+    said = {"fifo": "cannot be read as a Sigstore bundle: it is a FIFO",
+            "link": "cannot be read as a Sigstore bundle: it is a symbolic link",
+            "not-a-bundle": "is not a Sigstore bundle"}[plant]
+    assert problem["fault"].startswith(said), problem
 
 
 def test_an_install_from_a_lock_asks_the_identity_it_was_locked_with(tmp_path: Path, admin: Machine,

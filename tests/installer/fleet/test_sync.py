@@ -83,7 +83,7 @@ def test_sync_places_every_file_and_the_listing(file_lock: Lock, cli_home: Home,
     for _, _, f in files_of(file_lock):
         assert hashlib.sha256((root / f.path).read_bytes()).hexdigest() == f.sha256
     assert json.loads((root / REPO / "releases.json").read_text()) == listing(file_lock, REPO)
-    assert verify(file_lock, root) == (4, [])
+    assert verify(file_lock, root, settings_from(env)) == (4, 0, [])
 
 
 def test_a_second_sync_fetches_and_writes_nothing(file_lock: Lock, cli_home: Home, tmp_path: Path) -> None:
@@ -169,7 +169,7 @@ def test_verify_finds_each_difference_and_changes_nothing(file_lock: Lock, cli_h
     (_, _, cpu) = next(x for x in files_of(file_lock) if x[2].name == "engine-cpu.tar.gz")
     spoil(root, cpu)
     before = snapshot(root)
-    found, problems = verify(file_lock, root)
+    found, _, problems = verify(file_lock, root, settings_from(env))
     assert snapshot(root) == before
     want = cpu.path if path == "FILE" else path
     assert [p.path for p in problems if p.path == want and fault in p.fault], problems
@@ -185,6 +185,6 @@ def test_verify_a_listing_that_states_another_digest(file_lock: Lock, cli_home: 
         for a in rel["assets"]:
             a["digest"] = "sha256:" + "0" * 64
     (root / REPO / "releases.json").write_text(json.dumps(doc))
-    good, problems = verify(file_lock, root)
+    good, _, problems = verify(file_lock, root, settings_from(env))
     assert good == 4 and len(problems) == 4
     assert all(f"states sha256:{'0' * 64}" in p.fault for p in problems)

@@ -53,7 +53,9 @@ HELP = Help(
     "reinstall an install in place (default: the current one)",
     "Verify an install against the files its receipt records and, only when something differs (or its "
     "worker launcher is not the one this superfluid writes), put it back exactly: its archives by their "
-    "recorded digests, from the cache (verified) or fetched again, then one rename. An install whose "
+    "recorded digests, from the cache (verified) or fetched again, then one rename; the Sigstore bundles that "
+    "proved them are kept (copied across when they are the ones recorded, else fetched again), verified again "
+    "first. An install whose "
     "receipt does not read or records no files is reinstalled from what its receipt (or its name) says. "
     "First, a current that names no install (dangling, a loop, out of the runtime's folder, a file, a "
     "directory) is pointed at the default install, changing none (a file or directory there is kept aside).",

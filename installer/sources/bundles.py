@@ -1,10 +1,6 @@
 """Where an asset's Sigstore bundles are found, read within bounds and never verified here.
 
-A source that knows where its assets' bundles sit implements ``Attested`` (GitHub's attestations API for
-the asset's digest, ``<asset>.sigstore.json`` beside the asset in a mirror, a registry's referrers of the
-asset's artifact); ``installer/trust/proving.py`` asks it and has the bundles verified. Nothing here
-imports sigstore: an install whose assets have no bundle never loads the verifier. See docs/install.md,
-"Provenance".
+See docs/install.md, "Provenance".
 """
 
 from __future__ import annotations
@@ -18,6 +14,10 @@ from superfluid.installer.errors import ProvenanceRefused
 from superfluid.installer.sources.release import Asset
 from superfluid.runtime.kernel.jsonread import NotRegularFile, UntrustedJson, loads, read_bytes
 
+# A source that knows where its assets' bundles sit implements ``Attested`` (GitHub's attestations API for
+# the asset's digest, ``<asset>.sigstore.json`` beside the asset in a mirror, a registry's referrers of the
+# asset's artifact); ``installer/trust/proving.py`` asks it and has the bundles verified. Nothing here
+# imports sigstore: an install whose assets have no bundle never loads the verifier.
 __all__ = ["BUNDLE_MAX", "BUNDLE_DEPTH", "BUNDLES_EXAMINED", "ANSWER_MAX", "SUFFIX", "BUNDLE_TYPE", "Found",
            "Bundles", "Attested", "attestations", "bundle_file", "bundle_bytes", "too_large"]
 

@@ -1,7 +1,5 @@
 """Which GitHub Actions workflow an attestation must come from: a repository, a workflow file, a ref.
 
-The identity is a value apart from its check (``provenance``, which imports sigstore): a recipe, a lock,
-a compat document and the manifest service name one without paying for the verifier.
 See docs/install.md, "Provenance".
 """
 
@@ -12,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+# The identity is a value apart from its check (``provenance``, which imports sigstore): a recipe, a lock,
+# a compat document and the manifest service name one without paying for the verifier.
 __all__ = ["Identity", "identity", "of_workflow_ref"]
 
 _WORKFLOWS = ".github/workflows/"  # where GitHub Actions reads a repository's workflows

@@ -1,14 +1,6 @@
-"""A plan's assets proven before anything is staged: each asset's Sigstore bundles asked of its source,
-verified against the digest the plan already knows, for the identity the plan names (``Plan.built_by``).
+"""A plan's assets proven before anything is staged, each against its digest and the plan's ``built_by``.
 
-An asset whose source holds no bundle installs as before ("no provenance"), unless provenance is required
-(``--require-provenance``, a lock's ``provenance = "required"``): then it is refused. A bundle that is
-there and does not prove it is always a refusal, never a warning. See docs/install.md, "Provenance".
-
-The verifier (``provenance``, the one module that imports sigstore: about a second to import) is imported
-by name here, and only when an asset has a bundle (``_load_root``, ``_verify``): an install of assets without bundles,
-and every command that verifies nothing, never loads it. It is sigstore's wrapper, imported where used as
-the heavy third-party libraries are (docs/architecture.md).
+See docs/install.md, "Provenance".
 """
 
 from __future__ import annotations
@@ -32,6 +24,16 @@ if TYPE_CHECKING:
     from superfluid.installer.trust.provenance import Provenance, Root
     from superfluid.runtime.planning import Plan, PlanAsset
 
+# Each asset's Sigstore bundles are asked of its source and verified against the digest the plan already
+# knows, for the identity the plan names (``Plan.built_by``). An asset whose source holds no bundle
+# installs as before ("no provenance"), unless provenance is required (``--require-provenance``, a lock's
+# ``provenance = "required"``): then it is refused. A bundle that is there and does not prove it is always
+# a refusal, never a warning.
+#
+# The verifier (``provenance``, the one module that imports sigstore: about a second to import) is
+# imported by name here, and only when an asset has a bundle (``_load_root``, ``_verify``): an install of
+# assets without bundles, and every command that verifies nothing, never loads it. It is sigstore's
+# wrapper, imported where used as the heavy third-party libraries are (docs/architecture.md).
 __all__ = ["KEPT", "Proof", "Proofs", "prove", "proof_of", "proves", "kept_path", "verify_kept", "keep_again",
            "unproven"]
 

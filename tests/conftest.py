@@ -1,6 +1,6 @@
 """Shared test fixtures, each defined once: a fresh home (as a directory, exported, or with the CLI's
-environment), the loopback release server, a minisign key, the reference engine's variants, the real
-libllama builds and the tiny GGUF models; and the check of a worker's ``install`` answer."""
+environment), the loopback release server, a minisign key, a Sigstore made in memory, the reference engine's
+variants, the real libllama builds and the tiny GGUF models; and the check of a worker's ``install`` answer."""
 
 from __future__ import annotations
 
@@ -22,8 +22,10 @@ from tests import cli
 from tests.cli import Run
 
 if TYPE_CHECKING:
+    from superfluid.installer.trust.provenance import Root
     from superfluid.manifest.minisign import SecretKey
     from tests.fleet.registry import Registry
+    from tests.installer.trust.sigstore_simulator import SigstoreSimulator
     from tests.release_server import ReleaseServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -130,6 +132,23 @@ def key() -> SecretKey:
     from superfluid.manifest.minisign import generate
 
     return generate()
+
+
+@pytest.fixture(scope="module")
+def sigstore() -> SigstoreSimulator:
+    """A Sigstore made in memory (``tests/installer/trust/sigstore_simulator.py``): a CA, a CT log and a
+    transparency log, with the trusted root naming them; one per test module."""
+    from tests.installer.trust.sigstore_simulator import SigstoreSimulator
+
+    return SigstoreSimulator()
+
+
+@pytest.fixture(scope="module")
+def sigstore_root(sigstore: SigstoreSimulator, tmp_path_factory: pytest.TempPathFactory) -> Root:
+    """``sigstore``'s trusted root, written to a file and loaded by the verifier (which imports sigstore)."""
+    from superfluid.installer.trust.provenance import load_root
+
+    return load_root(str(sigstore.write_root(tmp_path_factory.mktemp("root") / "trusted_root.json")))
 
 
 # -- native artifacts --------------------------------------------------------------------------------

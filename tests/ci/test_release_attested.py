@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from superfluid.installer.trust.identity import Identity
-from superfluid.installer.trust.provenance import ProvenanceRefused, Root, load_root, verify
+from superfluid.installer.trust.provenance import ProvenanceRefused, Root, verify
 from superfluid.manifest.index import build_index
 from superfluid.manifest.keys import TrustedKey
 from superfluid.manifest.minisign import SecretKey, generate
@@ -70,16 +70,6 @@ class Released:
         return Identity.from_json(served)
 
 
-@pytest.fixture(scope="module")
-def sigstore() -> SigstoreSimulator:
-    return SigstoreSimulator()
-
-
-@pytest.fixture(scope="module")
-def root(sigstore: SigstoreSimulator, tmp_path_factory: pytest.TempPathFactory) -> Root:
-    return load_root(str(sigstore.write_root(tmp_path_factory.mktemp("root") / "trusted_root.json")))
-
-
 def _check(file: Path, bundle: Path, wanted: Identity, root: Root) -> str:
     proven = verify(hashlib.sha256(file.read_bytes()).hexdigest(), bundle.read_bytes(), wanted, root,
                     named=bundle.name, subject=file.name)
@@ -87,7 +77,7 @@ def _check(file: Path, bundle: Path, wanted: Identity, root: Root) -> str:
 
 
 def test_each_uploaded_file_is_proven_built_by_the_workflow_the_manifest_serves(
-        tmp_path: Path, sigstore: SigstoreSimulator, root: Root) -> None:
+        tmp_path: Path, sigstore: SigstoreSimulator, sigstore_root: Root) -> None:
     released = Released(tmp_path, sigstore, generate())
     wanted = released.served_identity()
     assert wanted == Identity("acme/superfluid", ".github/workflows/release.yml", f"refs/tags/v{VERSION}")
@@ -97,26 +87,26 @@ def test_each_uploaded_file_is_proven_built_by_the_workflow_the_manifest_serves(
                                        f"superfluid_toolchain-{VERSION}.tar.gz",
                                        f"superfluid_toolchain-{VERSION}.tar.gz.compat.json"]
     for file in files:
-        proven = _check(file, file.with_name(file.name + BUNDLE_SUFFIX), wanted, root)
+        proven = _check(file, file.with_name(file.name + BUNDLE_SUFFIX), wanted, sigstore_root)
         assert proven == f"acme/superfluid .github/workflows/release.yml refs/tags/v{VERSION}"
 
 
 def test_a_bundle_proves_only_the_bytes_it_was_made_for(tmp_path: Path, sigstore: SigstoreSimulator,
-                                                         root: Root) -> None:
+                                                         sigstore_root: Root) -> None:
     released = Released(tmp_path, sigstore, generate())
     sdist = released.folder / f"superfluid_toolchain-{VERSION}.tar.gz"
     swapped = tmp_path / sdist.name
     swapped.write_bytes(b"an sdist a release account was made to upload\n")
     with pytest.raises(ProvenanceRefused) as refused:
-        _check(swapped, sdist.with_name(sdist.name + BUNDLE_SUFFIX), released.served_identity(), root)
+        _check(swapped, sdist.with_name(sdist.name + BUNDLE_SUFFIX), released.served_identity(), sigstore_root)
     assert refused.value.step == "bytes"
 
 
 def test_a_release_attested_by_another_workflow_than_its_documents_state_is_refused(
-        tmp_path: Path, sigstore: SigstoreSimulator, root: Root) -> None:
+        tmp_path: Path, sigstore: SigstoreSimulator, sigstore_root: Root) -> None:
     fork = CLAIMS.but(repository="mallory/superfluid")  # the files re-attested in another repository's run
     released = Released(tmp_path, sigstore, generate(), fork)
     wheel = released.folder / f"superfluid_toolchain-{VERSION}-py3-none-any.whl"
     with pytest.raises(ProvenanceRefused) as refused:
-        _check(wheel, wheel.with_name(wheel.name + BUNDLE_SUFFIX), released.served_identity(), root)
+        _check(wheel, wheel.with_name(wheel.name + BUNDLE_SUFFIX), released.served_identity(), sigstore_root)
     assert refused.value.step == "identity" and refused.value.found == "mallory/superfluid"

@@ -27,11 +27,6 @@ TAG = "v0.4.0"
 BUILT_BY = Claims(repository=REPO, workflow=".github/workflows/release.yml", ref="refs/tags/v0.4.0")
 
 
-@pytest.fixture(scope="module")
-def sigstore() -> SigstoreSimulator:
-    return SigstoreSimulator()
-
-
 @pytest.fixture
 def attested(cli_home: Home, server: ReleaseServer, sigstore: SigstoreSimulator, tmp_path: Path) -> Home:
     """``cli_home`` reading the loopback GitHub, trusting the simulator's root."""

@@ -29,13 +29,9 @@ ASSET = "basert-engine-linux-x64-0.4.0.tar.gz"
 BUILT_BY = Claims(repository=BASERT, workflow=".github/workflows/release.yml", ref="refs/tags/v0.4.0")
 
 
-@pytest.fixture(scope="module")
-def sigstore() -> SigstoreSimulator:
-    return SigstoreSimulator()
-
-
 @pytest.fixture
-def root(sigstore: SigstoreSimulator, tmp_path: Path) -> Path:
+def sigstore_root_file(sigstore: SigstoreSimulator, tmp_path: Path) -> Path:
+    """``sigstore``'s trusted root as a file, for SUPERFLUID_SIGSTORE_ROOT."""
     return sigstore.write_root(tmp_path / "trusted_root.json")
 
 
@@ -59,9 +55,10 @@ def test_a_lock_records_who_builds_each_engine(admin: Machine) -> None:
 
 def test_sync_places_the_bundle_and_a_machine_installs_it_proven(tmp_path: Path, admin: Machine,
                                                                  fleet_server: ReleaseServer,
-                                                                 sigstore: SigstoreSimulator, root: Path) -> None:
+                                                                 sigstore: SigstoreSimulator,
+                                                                 sigstore_root_file: Path) -> None:
     _attest(fleet_server, sigstore)
-    admin.env["SUPERFLUID_SIGSTORE_ROOT"] = str(root)
+    admin.env["SUPERFLUID_SIGSTORE_ROOT"] = str(sigstore_root_file)
     path, _ = _lock(admin)
     run = admin.superfluid("mirror", "sync", "engines", "--json")
     assert run.code == 0, run.stderr
@@ -71,7 +68,7 @@ def test_sync_places_the_bundle_and_a_machine_installs_it_proven(tmp_path: Path,
     text = admin.superfluid("mirror", "sync", "engines")  # in place: nothing asked, nothing placed
     assert text.code == 0 and "bundle" not in text.stdout, text.stdout
 
-    node = machine_at(tmp_path, "node", SUPERFLUID_SIGSTORE_ROOT=str(root))
+    node = machine_at(tmp_path, "node", SUPERFLUID_SIGSTORE_ROOT=str(sigstore_root_file))
     fleet_server.clear_log()
     run = node.superfluid("runtime", "install", "basert", "--locked", str(path), "--mirror",
                           str(admin.cwd / "engines"), "--json")
@@ -82,9 +79,10 @@ def test_sync_places_the_bundle_and_a_machine_installs_it_proven(tmp_path: Path,
 
 
 def test_sync_refuses_a_bundle_that_does_not_prove_its_asset(admin: Machine, fleet_server: ReleaseServer,
-                                                             sigstore: SigstoreSimulator, root: Path) -> None:
+                                                             sigstore: SigstoreSimulator,
+                                                             sigstore_root_file: Path) -> None:
     _attest(fleet_server, sigstore, BUILT_BY.but(repository="mallory/baseRT"))
-    admin.env["SUPERFLUID_SIGSTORE_ROOT"] = str(root)
+    admin.env["SUPERFLUID_SIGSTORE_ROOT"] = str(sigstore_root_file)
     _lock(admin)
     run = admin.superfluid("mirror", "sync", "engines")
     assert run.code == 1, run.stdout
@@ -96,12 +94,13 @@ BESIDE = f"{BASERT}/releases/download/v0.4.0/{ASSET}.sigstore.json"
 
 
 def test_mirror_verify_proves_each_bundle_beside_its_asset(admin: Machine, fleet_server: ReleaseServer,
-                                                           sigstore: SigstoreSimulator, root: Path) -> None:
+                                                           sigstore: SigstoreSimulator,
+                                                           sigstore_root_file: Path) -> None:
     """Each bundle beside an asset still proves it was built by the identity the lock names; one that
     does not is a problem as a file with other bytes is, and the sync the verify names puts back the
     one that proves it."""
     _attest(fleet_server, sigstore)
-    admin.env["SUPERFLUID_SIGSTORE_ROOT"] = str(root)
+    admin.env["SUPERFLUID_SIGSTORE_ROOT"] = str(sigstore_root_file)
     _lock(admin)
     assert admin.superfluid("mirror", "sync", "engines").code == 0
     run = admin.superfluid("mirror", "verify", "engines", "--json")
@@ -123,10 +122,10 @@ def test_mirror_verify_proves_each_bundle_beside_its_asset(admin: Machine, fleet
 
 @pytest.mark.parametrize("plant", ["fifo", "link", "not-a-bundle"])
 def test_mirror_verify_reports_a_bundle_that_is_no_bundle_file(admin: Machine, fleet_server: ReleaseServer,
-                                                               sigstore: SigstoreSimulator, root: Path,
+                                                               sigstore: SigstoreSimulator, sigstore_root_file: Path,
                                                                plant: str) -> None:
     _attest(fleet_server, sigstore)
-    admin.env["SUPERFLUID_SIGSTORE_ROOT"] = str(root)
+    admin.env["SUPERFLUID_SIGSTORE_ROOT"] = str(sigstore_root_file)
     _lock(admin)
     assert admin.superfluid("mirror", "sync", "engines").code == 0
     beside = admin.cwd / "engines" / BESIDE
@@ -150,7 +149,8 @@ def test_mirror_verify_reports_a_bundle_that_is_no_bundle_file(admin: Machine, f
 
 def test_an_install_from_a_lock_asks_the_identity_it_was_locked_with(tmp_path: Path, admin: Machine,
                                                                      fleet_server: ReleaseServer,
-                                                                     sigstore: SigstoreSimulator, root: Path) -> None:
+                                                                     sigstore: SigstoreSimulator,
+                                                                     sigstore_root_file: Path) -> None:
     """The lock's identity, not the recipe's: a lock that names another workflow refuses a bundle of
     the release workflow (found beside the lock's own URL, GitHub's attestations for a machine that
     names the loopback GitHub)."""
@@ -159,7 +159,8 @@ def test_an_install_from_a_lock_asks_the_identity_it_was_locked_with(tmp_path: P
     other = {"repository": BASERT, "workflow": ".github/workflows/nightly.yml", "ref": "refs/tags/v*"}
     lockfile.write(path, dataclasses.replace(lock, engines=tuple(dataclasses.replace(e, built_by=other)
                                                                  for e in lock.engines)))
-    node = machine_at(tmp_path, "node", SUPERFLUID_SIGSTORE_ROOT=str(root), SUPERFLUID_GITHUB_API=fleet_server.url)
+    node = machine_at(tmp_path, "node", SUPERFLUID_SIGSTORE_ROOT=str(sigstore_root_file),
+                      SUPERFLUID_GITHUB_API=fleet_server.url)
     run = node.superfluid("runtime", "install", "basert", "--locked", str(path), "--json")
     assert run.code == 1, run.stdout
     error = run.json()["error"]
@@ -172,10 +173,12 @@ def test_an_install_from_a_lock_asks_the_identity_it_was_locked_with(tmp_path: P
 
 def test_the_bundle_of_a_lock_s_github_url_is_github_s_attestation(tmp_path: Path, admin: Machine,
                                                                     fleet_server: ReleaseServer,
-                                                                    sigstore: SigstoreSimulator, root: Path) -> None:
+                                                                    sigstore: SigstoreSimulator,
+                                                                    sigstore_root_file: Path) -> None:
     _attest(fleet_server, sigstore)
     path, _ = _lock(admin)
-    node = machine_at(tmp_path, "node", SUPERFLUID_SIGSTORE_ROOT=str(root), SUPERFLUID_GITHUB_API=fleet_server.url)
+    node = machine_at(tmp_path, "node", SUPERFLUID_SIGSTORE_ROOT=str(sigstore_root_file),
+                      SUPERFLUID_GITHUB_API=fleet_server.url)
     run = node.superfluid("runtime", "install", "basert", "--locked", str(path), "--json")
     assert run.code == 0, run.stderr
     [asset] = run.json()["installs"][0]["receipt"]["provenance"]["assets"]
@@ -186,10 +189,10 @@ def test_the_bundle_of_a_lock_s_github_url_is_github_s_attestation(tmp_path: Pat
 
 
 def test_push_sends_the_bundle_as_a_referrer_and_an_install_from_the_registry_proves_it(
-        tmp_path: Path, admin: Machine, fleet_server: ReleaseServer, sigstore: SigstoreSimulator, root: Path,
-        registry: Registry) -> None:
+        tmp_path: Path, admin: Machine, fleet_server: ReleaseServer, sigstore: SigstoreSimulator,
+        sigstore_root_file: Path, registry: Registry) -> None:
     _attest(fleet_server, sigstore)
-    admin.env["SUPERFLUID_SIGSTORE_ROOT"] = str(root)
+    admin.env["SUPERFLUID_SIGSTORE_ROOT"] = str(sigstore_root_file)
     path, lock = _lock(admin)
     run = admin.superfluid("mirror", "push", registry.url, "--json")
     assert run.code == 0, run.stderr
@@ -203,7 +206,7 @@ def test_push_sends_the_bundle_as_a_referrer_and_an_install_from_the_registry_pr
     assert again.code == 0 and again.json()["bundles"] == [] and fleet_server.log == []
 
     for n, argv in enumerate((["--locked", str(path)], ["--version", "0.4.0"])):
-        node = machine_at(tmp_path, f"node{n}", SUPERFLUID_SIGSTORE_ROOT=str(root))
+        node = machine_at(tmp_path, f"node{n}", SUPERFLUID_SIGSTORE_ROOT=str(sigstore_root_file))
         run = node.superfluid("runtime", "install", "basert", *argv, "--mirror", registry.url, "--json")
         assert run.code == 0, run.stderr
         done = run.json()
@@ -216,7 +219,7 @@ def test_push_sends_the_bundle_as_a_referrer_and_an_install_from_the_registry_pr
 
 def test_a_registry_s_referrer_of_another_repository_is_refused(tmp_path: Path, admin: Machine,
                                                                 fleet_server: ReleaseServer,
-                                                                sigstore: SigstoreSimulator, root: Path,
+                                                                sigstore: SigstoreSimulator, sigstore_root_file: Path,
                                                                 registry: Registry) -> None:
     path, lock = _lock(admin)
     assert admin.superfluid("mirror", "push", registry.url).code == 0  # no bundle: none sent
@@ -228,7 +231,7 @@ def test_a_registry_s_referrer_of_another_repository_is_refused(tmp_path: Path, 
         refer(net, asset_manifest(Layer(asset.path, asset.sha256, asset.size)), forged)
     finally:
         net.close()
-    node = machine_at(tmp_path, "node", SUPERFLUID_SIGSTORE_ROOT=str(root))
+    node = machine_at(tmp_path, "node", SUPERFLUID_SIGSTORE_ROOT=str(sigstore_root_file))
     run = node.superfluid("runtime", "install", "basert", "--locked", str(path), "--mirror", registry.url, "--json")
     assert run.code == 1, run.stdout
     assert run.json()["error"]["code"] == "provenance-refused"
@@ -238,7 +241,7 @@ def test_a_registry_s_referrer_of_another_repository_is_refused(tmp_path: Path, 
 
 def test_a_lock_that_requires_provenance_refuses_an_asset_without_a_bundle(tmp_path: Path, admin: Machine,
                                                                           fleet_server: ReleaseServer,
-                                                                          root: Path) -> None:
+                                                                          sigstore_root_file: Path) -> None:
     run = admin.superfluid("lock", "--runtime", "basert", "--platform", "linux-x64", "--backend", "cpu",
                            "--require-provenance")
     assert run.code == 0, run.stderr
@@ -246,7 +249,8 @@ def test_a_lock_that_requires_provenance_refuses_an_asset_without_a_bundle(tmp_p
     assert 'provenance = "required"\n' in path.read_text()
     again = admin.superfluid("lock", "--upgrade")  # kept by every lock after
     assert again.code == 0 and lockfile.read(path)[0].provenance == "required"
-    node = machine_at(tmp_path, "node", SUPERFLUID_SIGSTORE_ROOT=str(root), SUPERFLUID_GITHUB_API=fleet_server.url)
+    node = machine_at(tmp_path, "node", SUPERFLUID_SIGSTORE_ROOT=str(sigstore_root_file),
+                      SUPERFLUID_GITHUB_API=fleet_server.url)
     run = node.superfluid("runtime", "install", "basert", "--locked", str(path), "--json")
     assert run.code == 1, run.stdout
     error = run.json()["error"]

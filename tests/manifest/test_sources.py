@@ -20,7 +20,7 @@ REPO = "acme/superfluid"
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
+def release_folders(tmp_path: Path) -> Path:
     root = tmp_path / "releases"
     for folder, files in {"r0.1.0": {"a.tar.gz": b"one", "a.tar.gz.sha256": b"x"},
                           "r0.2.0": {"b.tar.gz": b"two"}, ".r0.3.0": {"c.tar.gz": b"being written"}}.items():
@@ -32,32 +32,32 @@ def root(tmp_path: Path) -> Path:
     return root
 
 
-def test_a_directory_is_its_visible_folders_by_name(root: Path) -> None:
-    snap = DirectorySource(root).snapshot()
+def test_a_directory_is_its_visible_folders_by_name(release_folders: Path) -> None:
+    snap = DirectorySource(release_folders).snapshot()
     assert [(f.where, sorted(f.names)) for f in snap.folders] == [("r0.1.0", ["a.tar.gz", "a.tar.gz.sha256"]),
                                                                  ("r0.2.0", ["b.tar.gz"])]
     one = snap.folders[0]
     assert one.read("a.tar.gz", max_bytes=10) == b"one" and one.read("absent", max_bytes=10) is None
     assert one.sha256("a.tar.gz") == hashlib.sha256(b"one").hexdigest() and one.sha256("absent") is None
-    assert DirectorySource(root).describe() == f"the release folders in {root.resolve()}"
+    assert DirectorySource(release_folders).describe() == f"the release folders in {release_folders.resolve()}"
 
 
-def test_the_stamp_changes_with_any_file_and_only_then(root: Path) -> None:
-    source = DirectorySource(root)
+def test_the_stamp_changes_with_any_file_and_only_then(release_folders: Path) -> None:
+    source = DirectorySource(release_folders)
     first = source.snapshot().stamp
     assert source.snapshot().stamp == first
-    (root / ".r0.3.0" / "c.tar.gz").write_bytes(b"still being written")  # hidden: no change
+    (release_folders / ".r0.3.0" / "c.tar.gz").write_bytes(b"still being written")  # hidden: no change
     assert source.snapshot().stamp == first
-    (root / "r0.2.0" / "b.tar.gz").write_bytes(b"two, longer")
+    (release_folders / "r0.2.0" / "b.tar.gz").write_bytes(b"two, longer")
     second = source.snapshot().stamp
     assert second != first
-    os.rename(root / ".r0.3.0", root / "r0.3.0")  # written beside, renamed in
+    os.rename(release_folders / ".r0.3.0", release_folders / "r0.3.0")  # written beside, renamed in
     assert source.snapshot().stamp not in (first, second)
 
 
-def test_a_file_read_past_its_cap_or_not_regular_is_a_bad_file(root: Path) -> None:
-    os.mkfifo(root / "r0.2.0" / "b.tar.gz.sha256")
-    (folder,) = [f for f in DirectorySource(root).snapshot().folders if f.where == "r0.2.0"]
+def test_a_file_read_past_its_cap_or_not_regular_is_a_bad_file(release_folders: Path) -> None:
+    os.mkfifo(release_folders / "r0.2.0" / "b.tar.gz.sha256")
+    (folder,) = [f for f in DirectorySource(release_folders).snapshot().folders if f.where == "r0.2.0"]
     with pytest.raises(BadFile, match="larger than 2 bytes"):
         folder.read("b.tar.gz", max_bytes=2)
     with pytest.raises(BadFile, match="not a regular file"):  # never waited on
@@ -66,16 +66,17 @@ def test_a_file_read_past_its_cap_or_not_regular_is_a_bad_file(root: Path) -> No
         folder.sha256("b.tar.gz.sha256")
 
 
-def test_a_files_digest_is_remembered_while_it_is_unchanged(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    source = DirectorySource(root)
-    path = root / "r0.1.0" / "a.tar.gz"
+def test_a_files_digest_is_remembered_while_it_is_unchanged(release_folders: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    source = DirectorySource(release_folders)
+    path = release_folders / "r0.1.0" / "a.tar.gz"
     hashed: list[Path] = []
     real = sources.file_sha256
     monkeypatch.setattr(sources, "file_sha256", lambda p: hashed.append(p) or real(p))
     assert source.file_sha256(path) == source.file_sha256(path) == hashlib.sha256(b"one").hexdigest()
     path.write_bytes(b"changed")
     assert source.file_sha256(path) == hashlib.sha256(b"changed").hexdigest()
-    assert hashed == [path, path] and source.file_sha256(root / "r0.1.0" / "gone") is None
+    assert hashed == [path, path] and source.file_sha256(release_folders / "r0.1.0" / "gone") is None
 
 
 def test_an_unlistable_directory_is_a_bad_file(tmp_path: Path) -> None:
@@ -97,10 +98,10 @@ def test_source_from_refuses(tmp_path: Path, spec: str, fragment: str) -> None:
         source_from(spec.format(tmp=tmp_path), read_settings({"SUPERFLUID_HOME": str(tmp_path / "home")}))
 
 
-def test_source_from_a_directory_or_a_file_url(root: Path, tmp_path: Path) -> None:
-    for spec in (str(root), root.as_uri()):
+def test_source_from_a_directory_or_a_file_url(release_folders: Path, tmp_path: Path) -> None:
+    for spec in (str(release_folders), release_folders.as_uri()):
         source = source_from(spec, read_settings({"SUPERFLUID_HOME": str(tmp_path / "home")}))
-        assert isinstance(source, DirectorySource) and source.root == root.resolve()
+        assert isinstance(source, DirectorySource) and source.root == release_folders.resolve()
 
 
 def test_source_from_github_and_a_mirror_url(tmp_path: Path) -> None:

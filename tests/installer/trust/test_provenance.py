@@ -38,11 +38,6 @@ SHA = hashlib.sha256(ASSET).hexdigest()
 WANTED = Identity("ggml-org/llama.cpp", ".github/workflows/release.yml", "refs/tags/*")
 
 
-@pytest.fixture(scope="module")
-def sigstore_root(sigstore: SigstoreSimulator, tmp_path_factory: pytest.TempPathFactory) -> Root:
-    return load_root(str(sigstore.write_root(tmp_path_factory.mktemp("root") / "trusted_root.json")))
-
-
 def _bytes(bundle: dict[str, Any]) -> bytes:
     return json.dumps(bundle).encode()
 

@@ -151,6 +151,12 @@ def sigstore_root(sigstore: SigstoreSimulator, tmp_path_factory: pytest.TempPath
     return load_root(str(sigstore.write_root(tmp_path_factory.mktemp("root") / "trusted_root.json")))
 
 
+@pytest.fixture
+def sigstore_root_file(sigstore: SigstoreSimulator, tmp_path: Path) -> Path:
+    """``sigstore``'s trusted root as a file: what SUPERFLUID_SIGSTORE_ROOT names."""
+    return sigstore.write_root(tmp_path / "trusted_root.json")
+
+
 # -- native artifacts --------------------------------------------------------------------------------
 
 

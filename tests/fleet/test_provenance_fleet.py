@@ -29,12 +29,6 @@ ASSET = "basert-engine-linux-x64-0.4.0.tar.gz"
 BUILT_BY = Claims(repository=BASERT, workflow=".github/workflows/release.yml", ref="refs/tags/v0.4.0")
 
 
-@pytest.fixture
-def sigstore_root_file(sigstore: SigstoreSimulator, tmp_path: Path) -> Path:
-    """``sigstore``'s trusted root as a file, for SUPERFLUID_SIGSTORE_ROOT."""
-    return sigstore.write_root(tmp_path / "trusted_root.json")
-
-
 def _lock(admin: Machine) -> tuple[Path, lockfile.Lock]:
     run = admin.superfluid("lock", "--runtime", "basert", "--platform", "linux-x64", "--backend", "cpu")
     assert run.code == 0, run.stderr

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from superfluid.runtime.hostfacts.host import Host
     from superfluid.runtime.kernel.options import Option
 
-__all__ = ["Adapter", "ModelFacts", "compat_part", "load_recipe", "refused_here"]
+__all__ = ["Adapter", "ModelFacts", "built_by_of", "compat_part", "load_recipe", "refused_here"]
 
 #: bytes of a recipe read (ours are a few KiB)
 _RECIPE_MAX_BYTES = 4 << 20
@@ -194,20 +194,6 @@ class Adapter(ABC):
         raise NotInstallable(f"this superfluid has no installer for the {self.id} runtime: its recipe names no "
                              "releases repository")
 
-    def built_by(self, compat_part: Mapping[str, Any] | None = None) -> dict[str, str | None]:
-        """Who builds its assets, as an asset's Sigstore bundle must prove it (docs/install.md,
-        "Provenance"): ``built_by`` of ``compat_part`` (a ``--for`` release's part of its compat
-        document), else of the recipe, else any workflow of its releases repository.
-
-        Raises:
-            NotInstallable: none of those, and the recipe names no releases repository (as ``repo``).
-        """
-        for part in (compat_part, self.recipe):
-            named = part.get("built_by") if part is not None else None
-            if isinstance(named, Mapping) and isinstance(named.get("repository"), str):
-                return {"repository": named["repository"], "workflow": named.get("workflow"), "ref": named.get("ref")}
-        return {"repository": self.repo, "workflow": None, "ref": None}
-
     def plan(self, request: Request, host: Host, listing: Listing | None = None) -> list[Plan]:
         """The ordered plans for ``request`` on ``host``, from the recipe and, when given, the
         release listing (without one: the recipe alone, as the worker's ``plan`` answers), for
@@ -222,7 +208,7 @@ class Adapter(ABC):
         plans = self.plan_for(request, host, listing, part)
         if request.from_:  # a file named by hand: no release's workflow is asked of it
             return plans
-        built_by = self.built_by(part if request.for_ is not None else None)
+        built_by = built_by_of(self, part if request.for_ is not None else None)
         made_for = request.for_.to_json() if request.for_ is not None else None
 
         def stated(p: Plan) -> Plan:
@@ -268,6 +254,22 @@ def compat_part(adapter: Adapter, request: Request) -> Mapping[str, Any]:
         raise NotInstallable(f"superfluid {request.for_.version} ({request.for_.release}) drives no {adapter.id}: "
                              f"its compat document has no runtimes.{adapter.id}")
     return part
+
+
+def built_by_of(adapter: Adapter, compat_part: Mapping[str, Any] | None = None) -> dict[str, str | None] | None:
+    """Who builds ``adapter``'s assets, as an asset's Sigstore bundle must prove it (docs/install.md,
+    "Provenance"): ``built_by`` of ``compat_part`` (a ``--for`` release's part of its compat document),
+    else of the recipe, else any workflow of its releases repository (``adapter.repo``). None: none of
+    those (a runtime whose recipe names no releases repository): no identity is known to ask for.
+    """
+    for part in (compat_part, adapter.recipe):
+        named = part.get("built_by") if part is not None else None
+        if isinstance(named, Mapping) and isinstance(named.get("repository"), str):
+            return {"repository": named["repository"], "workflow": named.get("workflow"), "ref": named.get("ref")}
+    try:
+        return {"repository": adapter.repo, "workflow": None, "ref": None}
+    except NotInstallable:
+        return None
 
 
 def refused_here(adapter: Adapter, request: Request, host: Host) -> NotInstallable | None:

@@ -44,6 +44,7 @@ from superfluid.installer.sources.oci.ref import (
 from superfluid.installer.transport.progress import Progress
 from superfluid.installer.trust.proving import proof_of
 from superfluid.runtime import registry as runtimes
+from superfluid.runtime.adapter import built_by_of
 from superfluid.runtime.kernel.errors import BadFile
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
 
@@ -218,7 +219,9 @@ def _push_bundles(net: Registry, lock: Lock, settings: Settings, sent: set[str],
     """
     done: list[str] = []
     for e in lock.engines:
-        built_by = e.built_by or runtimes.get(e.target.runtime).built_by()
+        built_by = e.built_by or built_by_of(runtimes.get(e.target.runtime))
+        if built_by is None:  # its recipe names no releases repository: no identity to prove
+            continue
         for f in e.assets:
             if f.path not in sent or f.path in done:
                 continue

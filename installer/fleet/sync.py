@@ -29,6 +29,7 @@ from superfluid.installer.sources.release_source import fetcher_for
 from superfluid.installer.transport.urls import origin_of
 from superfluid.installer.trust.proving import proof_of, proves
 from superfluid.runtime import registry
+from superfluid.runtime.adapter import built_by_of
 from superfluid.runtime.kernel.atomic import atomic_file, write_atomic
 from superfluid.runtime.kernel.errors import BadFile
 from superfluid.runtime.kernel.jsonread import UntrustedJson, read_json
@@ -181,7 +182,9 @@ def _place_bundles(lock: Lock, base: Path, settings: Settings, tell: Callable[[s
     """
     placed: list[str] = []
     for e in lock.engines:
-        built_by = e.built_by or registry.get(e.target.runtime).built_by()
+        built_by = e.built_by or built_by_of(registry.get(e.target.runtime))
+        if built_by is None:  # its recipe names no releases repository: no identity to prove
+            continue
         for f in e.assets:
             path = f.path + SUFFIX
             target = _target(base, path)
@@ -293,7 +296,9 @@ def _bundle_problems(lock: Lock, base: Path, settings: Settings) -> tuple[int, l
     asset, and a problem for each that does not."""
     proven, problems, seen = 0, [], set()
     for e in lock.engines:
-        built_by = e.built_by or registry.get(e.target.runtime).built_by()
+        built_by = e.built_by or built_by_of(registry.get(e.target.runtime))
+        if built_by is None:  # its recipe names no releases repository: no identity to prove
+            continue
         for f in e.assets:
             if f.path in seen or not os.path.lexists(base / (f.path + SUFFIX)):
                 continue

@@ -9,7 +9,7 @@ from collections.abc import Collection, Mapping
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from superfluid.runtime.adapter import Adapter
+from superfluid.runtime.adapter import Adapter, built_by_of
 from superfluid.runtime.basert import header
 from superfluid.runtime.basert.abi import abi_verdict, anyway, drives_of
 from superfluid.runtime.contract import carried
@@ -56,7 +56,7 @@ class BasertAdapter(Adapter):
                 platforms = sorted({a["platform"] for a in pin["assets"]})
                 installs.append({"version": pin["version"], "abi": abi, "platforms": platforms})
         return {"requires": dict(header.REQUIRES), "unnumbered_line": header.UNNUMBERED_LINE,
-                "installs": installs, "options": options_json(self.options()), "built_by": self.built_by()}
+                "installs": installs, "options": options_json(self.options()), "built_by": built_by_of(self)}
 
     def _where(self, host: Host) -> tuple[dict[str, Any] | None, str | None]:
         """The recipe's entry for this host's platform, or the reason baseRT has no engine here."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
-from superfluid.runtime.adapter import Adapter
+from superfluid.runtime.adapter import Adapter, built_by_of
 from superfluid.runtime.kernel.errors import LibraryNotFound
 from superfluid.runtime.kernel.layout import has_install_of
 from superfluid.runtime.kernel.lookup import Lookup
@@ -41,7 +41,7 @@ class LlamacppAdapter(Adapter):
             if b.published:
                 entry["published"] = b.published
             builds.append(entry)
-        return {"tested": builds, "options": options_json(self.options()), "built_by": self.built_by()}
+        return {"tested": builds, "options": options_json(self.options()), "built_by": built_by_of(self)}
 
     def versions(self, host: Host, installed: Collection[str],
                  compat_part: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:

@@ -27,6 +27,7 @@ from superfluid.installer.sources.release_source import ReleaseSource
 from superfluid.installing import check_id
 from superfluid.lock_flags import checked_lock, mirror_fix
 from superfluid.runtime import registry
+from superfluid.runtime.adapter import built_by_of
 from superfluid.runtime.hostfacts.host import Host, detect
 from superfluid.runtime.kernel.errors import SuperfluidError, UsageError
 from superfluid.runtime.kernel.fixes import Fix
@@ -188,7 +189,7 @@ def _registry_source(root: str | None, chosen: Mapping[str, list[Engine]], setti
 def _built_by(plan: Plan) -> Plan:
     """``plan`` naming who builds its assets: as its lock recorded it, else (a lock written before
     superfluid recorded it) as its runtime's recipe names it."""
-    return plan if plan.built_by is not None else replace(plan, built_by=registry.get(plan.id).built_by())
+    return plan if plan.built_by is not None else replace(plan, built_by=built_by_of(registry.get(plan.id)))
 
 
 def _as_locked(plan: Plan, path: str) -> Plan:

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import pytest
 
 from superfluid.runtime import registry
-from superfluid.runtime.adapter import Adapter, ModelFacts, compat_part, load_recipe
+from superfluid.runtime.adapter import Adapter, ModelFacts, built_by_of, compat_part, load_recipe
 from superfluid.runtime.hostfacts.host import Host
 from superfluid.runtime.kernel.errors import BadFile
 from superfluid.runtime.kernel.formats import reads
@@ -167,6 +167,59 @@ def test_plan_stamps_what_it_was_made_for() -> None:
     (theirs,) = adapter.plan(Request(id="bare", for_=FOR), host)
     assert (ours.why, ours.made_for) == ("abi 7", None)
     assert (theirs.why, theirs.made_for) == ("abi 9", FOR.to_json())
+
+
+# --- who builds its assets -----------------------------------------------------------------------------------
+
+OURS = {"repository": "o/bare", "workflow": ".github/workflows/release.yml", "ref": "refs/tags/v*"}
+RELEASES = "https://api.example/repos/o/bare/releases"
+
+
+@pytest.mark.parametrize(("recipe", "part", "built_by"), [
+    pytest.param({"built_by": OURS, "releases": RELEASES}, None, OURS, id="the-recipe-s"),
+    pytest.param({"built_by": {"repository": "o/bare"}}, None, {"repository": "o/bare", "workflow": None, "ref": None},
+                 id="workflow-and-ref-left-open"),
+    pytest.param({"releases": RELEASES}, None, {"repository": "o/bare", "workflow": None, "ref": None},
+                 id="any-workflow-of-its-releases-repository"),
+    pytest.param({"built_by": {"workflow": "release.yml"}, "releases": RELEASES}, None,
+                 {"repository": "o/bare", "workflow": None, "ref": None}, id="one-with-no-repository-is-none"),
+    pytest.param({"built_by": OURS}, {"built_by": {"repository": "fork/bare", "ref": None}},
+                 {"repository": "fork/bare", "workflow": None, "ref": None}, id="a-for-release-s-before-the-recipe-s"),
+    pytest.param({"built_by": OURS}, {"requires": {"abi": 9}}, OURS, id="an-older-for-release-names-none"),
+    pytest.param({}, None, None, id="no-repository-no-identity"),
+])
+def test_who_builds_its_assets(recipe: dict[str, Any], part: Mapping[str, Any] | None,
+                               built_by: dict[str, Any] | None) -> None:
+    assert built_by_of(bare(recipe), part) == built_by
+
+
+def test_a_runtime_with_no_release_archives_names_no_identity() -> None:
+    with pytest.raises(NotInstallable):
+        _ = registry.get("mlx").repo
+    assert built_by_of(registry.get("mlx")) is None
+    assert built_by_of(registry.get("basert")) == registry.get("basert").compat()["built_by"]
+
+
+class Retrying(Planning):
+    """Plans one build, and its retry (the same build with its CUDA runtime)."""
+
+    def plan_for(self, request: Request, host: Host, listing: Listing | None,
+                 compat_part: Mapping[str, Any]) -> list[Plan]:
+        return [_plan(retry=_plan(backend="cuda-12.4"))]
+
+
+def test_plan_stamps_who_builds_its_assets_on_each_plan_and_its_retry() -> None:
+    adapter = bare({"built_by": OURS}, cls=Retrying)
+    host = Host(os="linux", arch="x64")
+    (ours,) = adapter.plan(Request(id="bare"), host)
+    assert ours.built_by == OURS and ours.retry is not None and ours.retry.built_by == OURS
+    assert ours.to_json()["built_by"] == OURS
+    fork = {"repository": "fork/bare", "workflow": None, "ref": None}
+    for_fork = ForRelease("superfluid-9.0", "9.0", "c" * 64, runtimes={"bare": {"built_by": fork}})
+    (theirs,) = adapter.plan(Request(id="bare", for_=for_fork), host)
+    assert theirs.built_by == fork and theirs.retry is not None and theirs.retry.built_by == fork
+    (by_hand,) = adapter.plan(Request(id="bare", from_="/tmp/engine.tar.gz"), host)
+    assert by_hand.built_by is None and "built_by" not in by_hand.to_json()
 
 
 def test_the_default_installs_nothing() -> None:

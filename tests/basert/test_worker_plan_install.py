@@ -63,7 +63,9 @@ def test_plan_on_apple_silicon_is_the_newest_driven_pin(clean_env: dict[str, str
          "tested": True, "chosen_by": "pin", "abi": 1,
          "why": "macOS arm64: baseRT 0.4.0 states ABI 1, the ABI this superfluid drives (as this superfluid's recipe "
                 "pins it); pinned in this superfluid's recipe; the metal bundle",
-         "platform": "macos-arm64"},
+         "platform": "macos-arm64",
+         # who builds it, as the recipe names it: an asset's Sigstore bundle must prove it
+         "built_by": {"repository": "basecompute/baseRT", "workflow": None, "ref": "refs/tags/v*"}},
     ]
 
 

@@ -19,7 +19,6 @@ from superfluid.installer.fleet.lockfile import Engine, Lock, LockedFile, LockFi
 from superfluid.installer.fleet.sync import fetch_files, files_of, listing
 from superfluid.installer.settings import Settings
 from superfluid.installer.sources.bundles import BUNDLE_TYPE
-from superfluid.installer.sources.choose import bundles_at
 from superfluid.installer.sources.mirror import listing_path
 from superfluid.installer.sources.oci.client import Registry, registry_for
 from superfluid.installer.sources.oci.ref import (
@@ -42,7 +41,7 @@ from superfluid.installer.sources.oci.ref import (
     referrers_tag,
 )
 from superfluid.installer.transport.progress import Progress
-from superfluid.installer.trust.proving import proof_of
+from superfluid.installer.trust.proving import proving_bundle
 from superfluid.runtime import registry as runtimes
 from superfluid.runtime.adapter import built_by_of
 from superfluid.runtime.kernel.errors import BadFile
@@ -225,11 +224,9 @@ def _push_bundles(net: Registry, lock: Lock, settings: Settings, sent: set[str],
         for f in e.assets:
             if f.path not in sent or f.path in done:
                 continue
-            bundles = bundles_at(f.url, str(built_by["repository"]), f.sha256, settings)
-            if not bundles.found:
+            proof = proving_bundle(f.name, f.url, f.sha256, built_by, settings)
+            if proof is None or proof.bundle is None:
                 continue
-            proof = proof_of(f.name, f.sha256, bundles, built_by, settings)
-            assert proof.bundle is not None
             tell(f"sending the Sigstore bundle of {f.path} to {net.ref.describe()}")
             refer(net, asset_manifest(Layer(f.path, f.sha256, f.size)), proof.bundle.data)
             done.append(f.path)

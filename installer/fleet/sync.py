@@ -23,11 +23,10 @@ from superfluid.installer.files import writer_alive
 from superfluid.installer.fleet.lockfile import Lock, LockedFile, LockFileError
 from superfluid.installer.settings import Settings
 from superfluid.installer.sources.bundles import SUFFIX, bundle_file
-from superfluid.installer.sources.choose import bundles_at
 from superfluid.installer.sources.mirror import listing_path
 from superfluid.installer.sources.release_source import fetcher_for
 from superfluid.installer.transport.urls import origin_of
-from superfluid.installer.trust.proving import proof_of, proves
+from superfluid.installer.trust.proving import proves, proving_bundle
 from superfluid.runtime import registry
 from superfluid.runtime.adapter import built_by_of
 from superfluid.runtime.kernel.atomic import atomic_file, write_atomic
@@ -190,11 +189,9 @@ def _place_bundles(lock: Lock, base: Path, settings: Settings, tell: Callable[[s
             target = _target(base, path)
             if path in placed or (f.path not in fetched and _bundle_fault(base, f, built_by, settings) is None):
                 continue
-            bundles = bundles_at(f.url, str(built_by["repository"]), f.sha256, settings)
-            if not bundles.found:
+            proof = proving_bundle(f.name, f.url, f.sha256, built_by, settings)
+            if proof is None or proof.bundle is None:
                 continue
-            proof = proof_of(f.name, f.sha256, bundles, built_by, settings)
-            assert proof.bundle is not None
             tell(f"placing {path}: {f.name} built by {proof.proven.signer if proof.proven else '?'}")
             target.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(target, proof.bundle.data, temp=_temp_for(target))

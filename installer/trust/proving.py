@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 # imported by name here, and only when an asset has a bundle (``_load_root``, ``_verify``): an install of
 # assets without bundles, and every command that verifies nothing, never loads it. It is sigstore's
 # wrapper, imported where used as the heavy third-party libraries are (docs/architecture.md).
-__all__ = ["KEPT", "Proof", "Proofs", "prove", "proof_of", "proves", "kept_path", "verify_kept", "keep_again",
-           "unproven"]
+__all__ = ["KEPT", "Proof", "Proofs", "prove", "proof_of", "proving_bundle", "proves", "kept_path", "verify_kept",
+           "keep_again", "unproven"]
 
 #: where an install keeps the bundles that proved its assets (below the install)
 KEPT = ".superfluid/provenance"
@@ -207,6 +207,22 @@ def proof_of(name: str, sha256: str, bundles: Bundles, built_by: Mapping[str, st
     proven, found = _first_proof(name, sha256, bundles, Identity.from_json(built_by),
                                  _load_root(settings.sigstore_root))
     return Proof(name, sha256, proven, found)
+
+
+def proving_bundle(name: str, url: str, sha256: str, built_by: Mapping[str, str | None],
+                   settings: Settings) -> Proof | None:
+    """The bundle that proves the file ``name`` at ``url`` (``sha256``) was built by ``built_by``, found
+    where an install finds it (``bundles_at``), or None where there is none: what ``mirror sync`` places
+    beside a file and ``mirror push`` sends as its referrer.
+
+    Raises:
+        ProvenanceRefused: bundles are there and none proves it (as ``proof_of``).
+        DownloadError: as ``bundles_at``.
+    """
+    bundles = bundles_at(url, str(built_by["repository"]), sha256, settings)
+    if not bundles.found:
+        return None
+    return proof_of(name, sha256, bundles, built_by, settings)
 
 
 def proves(name: str, sha256: str, bundle: Found, built_by: Mapping[str, str | None], settings: Settings) -> Provenance:

@@ -26,6 +26,7 @@ from superfluid.installer.trust.proving import (
     proof_of,
     prove,
     proves,
+    proving_bundle,
     unproven,
     verify_kept,
 )
@@ -262,6 +263,21 @@ def test_proof_of_is_the_first_bundle_that_proves_the_file(tmp_path: Path, sigst
     assert proof.bundle == good and proof.proven is not None and proof.proven.repository == REPO
     with pytest.raises(ProvenanceRefused, match="here holds no Sigstore bundle for it"):
         proof_of("engine.tar.gz", _sha(ENGINE), Bundles((), "here"), BUILT_BY, _settings(tmp_path, sigstore_root_file))
+
+
+def test_proving_bundle_is_the_one_beside_a_file_that_proves_it_or_none(tmp_path: Path, folder: Folder,
+                                                                          sigstore: SigstoreSimulator,
+                                                                          sigstore_root_file: Path) -> None:
+    settings = _settings(tmp_path, sigstore_root_file)
+    engine = folder.put("engine.tar.gz", ENGINE, sigstore.sign(ENGINE, CLAIMS))
+    proof = proving_bundle("engine.tar.gz", engine.url, _sha(ENGINE), BUILT_BY, settings)
+    assert proof is not None and proof.bundle is not None and proof.proven is not None
+    assert proof.bundle.data == folder.bundle("engine.tar.gz").read_bytes() and proof.proven.repository == REPO
+    bare = folder.put("cuda.tar.gz", CUDA)
+    assert proving_bundle("cuda.tar.gz", bare.url, _sha(CUDA), BUILT_BY, settings) is None
+    other = folder.put("other.tar.gz", CUDA, _other_run(sigstore, CUDA))
+    with pytest.raises(ProvenanceRefused):
+        proving_bundle("other.tar.gz", other.url, _sha(CUDA), BUILT_BY, settings)
 
 
 def test_proves_says_what_one_bundle_proves_or_why_not(tmp_path: Path, sigstore: SigstoreSimulator,

@@ -276,13 +276,19 @@ def build(layout: str, *, root: Path | None = None, force: bool = False) -> Path
             "compile_seconds": round(compile_seconds, 1),
             "total_seconds": round(time.monotonic() - started, 1),
         }
-        (staging / "build.json").write_text(json.dumps(stamp, indent=2) + "\n")
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(staging, final)
         # the sdist stays in downloads/ (the layout test reads its headers from include/ above)
-        shutil.rmtree(src, ignore_errors=True)
-        shutil.rmtree(build_dir, ignore_errors=True)
-        return final
+        return finish(staging, final, stamp, src, build_dir)
+
+
+def finish(staging: Path, final: Path, stamp: dict[str, object], *scratch: Path) -> Path:
+    """Write ``stamp`` as ``staging``'s ``build.json``, put ``staging`` in ``final``'s place, remove the
+    ``scratch`` trees (the extracted source, the build directory) and return ``final``."""
+    (staging / "build.json").write_text(json.dumps(stamp, indent=2) + "\n")
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(staging, final)
+    for tree in scratch:
+        shutil.rmtree(tree, ignore_errors=True)
+    return final
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -188,12 +188,7 @@ def build(*, root: Path | None = None, force: bool = False, jobs: int = 2) -> Pa
             "compile_seconds": round(compile_seconds, 1),
             "total_seconds": round(time.monotonic() - started, 1),
         }
-        (staging / "build.json").write_text(json.dumps(stamp, indent=2) + "\n")
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(staging, final)
-        shutil.rmtree(src, ignore_errors=True)
-        shutil.rmtree(build_dir, ignore_errors=True)
-        return final
+        return build_libllama.finish(staging, final, stamp, src, build_dir)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from superfluid.runtime.llamacpp.batching import common_prefix
 from superfluid.runtime.serving.completions import RequestRefused, Sampling
 from superfluid.runtime.serving.engine import Feed
 
@@ -99,11 +100,11 @@ class BatchScript(Script):
         self.fail = False
 
     def pick(self, prompt: Sequence[int], free: Sequence[int]) -> int:
-        return max(free, key=lambda s: (common(self.held[s], prompt), -s))
+        return max(free, key=lambda s: (common_prefix(self.held[s], prompt), -s))
 
     def begin(self, seq: int, prompt: Sequence[int], sampling: Sampling | None) -> int:
         self.seen.append(sampling)
-        keep = min(common(self.held[seq], prompt), len(prompt) - 1)
+        keep = min(common_prefix(self.held[seq], prompt), len(prompt) - 1)
         del self.held[seq][keep:]
         self.started.set()
         return keep
@@ -134,12 +135,3 @@ class BatchScript(Script):
     def tokenize(self, text: str, *, special: bool = False) -> list[int]:
         """A beginning token, then one token per word: its length."""
         return [99] + [len(w) for w in text.split()]
-
-
-def common(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n

@@ -12,7 +12,6 @@ import datetime
 import gzip
 import os
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -27,11 +26,10 @@ from tests.cli import Run
 from tests.end_to_end.releases import libllama_archive
 from tests.end_to_end.test_cudart_retry import CUDART, _tar_gz, gpu_module  # noqa: F401 - the fixture
 from tests.end_to_end.test_cudart_retry import MAIN as CUDA_MAIN
+from tests.end_to_end.test_one_verdict import _in_place  # a byte of 0.4.0-cpu changed where it is
 from tests.faults.conftest import Home, installed_home, mirror_dir, template  # noqa: F401 - the fixtures
 from tests.release_server import ReleaseServer
 from tests.runtime.fake_roots import lay_out
-
-LIB = "libbaseRT.dylib" if sys.platform == "darwin" else "libbaseRT.so"
 
 
 @pytest.fixture
@@ -131,18 +129,6 @@ def test_the_facts_say_the_distribution_kernel_level_and_what_was_not_read(tmp_p
 
 
 # --- installs and current ------------------------------------------------------------------------------
-
-
-def _in_place(home: Home) -> None:
-    """Rewrite a byte of 0.4.0-cpu's library where it is, at its size, and put its mtime back."""
-    lib = home.basert / "0.4.0-cpu" / "lib" / LIB
-    st = lib.stat()
-    with open(lib, "r+b") as f:
-        f.seek(st.st_size - 1)
-        last = f.read(1)
-        f.seek(st.st_size - 1)
-        f.write(bytes([last[0] ^ 1]))
-    os.utime(lib, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
 DAMAGE = {"broken": lambda home: (home.basert / "0.4.0-cpu" / "lib" / "LICENSE").unlink(), "changed": _in_place}

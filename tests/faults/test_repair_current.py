@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,10 @@ from typing import Any
 import pytest
 
 from superfluid.runtime.kernel.schema import errors as schema_errors
+from tests import cli
 from tests.conftest import native_cache
 from tests.faults.conftest import Home, tree_digest
+from tests.serving_client import SuperfluidServe
 
 INSTALLS = ("0.3.1-cpu", "0.4.0-cpu")
 MODEL = native_cache() / "basert" / "models" / "tiny.base"
@@ -226,13 +227,11 @@ def test_doctor_gc_and_serve_call_the_installs_ready_with_a_bad_current(installe
     assert {i["install"]: i["state"] for i in row["installed"]} == {n: "ready" for n in INSTALLS}, row
     gc = installed_home.sf("runtime", "gc", "basert", "--keep", "9", "--dry-run", "--json")
     assert gc.code == 0 and {k["install"]: k["state"] for k in gc.json()["kept"]} == {n: "ready" for n in INSTALLS}
-    server = installed_home.popen("serve", "--model", str(MODEL), "--port", "0", "--runtime", "basert@0.3.1-cpu")
+    server = SuperfluidServe([cli.script("superfluid"), "serve", "--model", str(MODEL), "--port", "0", "--runtime",
+                              "basert@0.3.1-cpu"], installed_home.env)
     try:
-        assert server.stdout is not None
-        line = server.stdout.readline()
-        assert f"(installed: {installed_home.basert / '0.3.1-cpu'})" in line, line
+        assert server.ready["where"] == f"installed: {installed_home.basert / '0.3.1-cpu'}", server.ready["line"]
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.communicate(timeout=30)
+        server.stop()
     assert (installed_home.basert / "current" / "notes.txt").is_file()  # nothing of these changed it
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import errno
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from superfluid.installer.errors import ProvenanceRefused
+from superfluid.installer.errors import DownloadError, OfflineMissing, ProvenanceRefused
 from superfluid.installer.sources.release import Asset
 from superfluid.runtime.kernel.jsonread import NotRegularFile, UntrustedJson, loads, read_bytes
 
@@ -19,7 +20,8 @@ from superfluid.runtime.kernel.jsonread import NotRegularFile, UntrustedJson, lo
 # asset's artifact); ``installer/trust/proving.py`` asks it and has the bundles verified. Nothing here
 # imports sigstore: an install whose assets have no bundle never loads the verifier.
 __all__ = ["BUNDLE_MAX", "BUNDLE_DEPTH", "BUNDLES_EXAMINED", "ANSWER_MAX", "SUFFIX", "BUNDLE_TYPE", "Found",
-           "Bundles", "Attested", "attestations", "bundle_file", "bundle_bytes", "too_large"]
+           "Bundles", "Attested", "attestations", "bundle_file", "bundle_bytes", "too_large",
+           "unless_absent"]
 
 BUNDLE_MAX = 10 << 20  # bytes of a bundle (GitHub's are about 10 KiB; a statement's predicate is in it)
 BUNDLE_DEPTH = 16  # nesting of a bundle's JSON (a v0.3 bundle nests 6 deep; its statement is base64 in it)
@@ -68,6 +70,22 @@ class Attested(Protocol):
                 answer that is not one): refused, never taken for "none".
             DownloadError: asking failed (as any request of the source).
         """
+
+
+_T = TypeVar("_T")
+
+
+def unless_absent(ask: Callable[[], _T]) -> _T | None:
+    """What ``ask`` answered, or None when the source holds nothing there (404, or offline with none
+    cached): an asset with no bundle. Any other fault is raised."""
+    try:
+        return ask()
+    except OfflineMissing:
+        return None
+    except DownloadError as e:
+        if e.status == 404:
+            return None
+        raise
 
 
 def _refused(where: str, fault: str) -> ProvenanceRefused:

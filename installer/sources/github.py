@@ -14,8 +14,8 @@ from urllib.parse import quote, urlsplit, urlunsplit
 from superfluid.installer.cache.conditional import cached_get, linked_pages
 from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import DEFAULT_GITHUB_API, FetchConfig
-from superfluid.installer.errors import DownloadError, OfflineMissing, ProvenanceRefused, ReleaseNotFound, SizeExceeded
-from superfluid.installer.sources.bundles import ANSWER_MAX, BUNDLES_EXAMINED, Bundles, attestations
+from superfluid.installer.errors import DownloadError, ProvenanceRefused, ReleaseNotFound, SizeExceeded
+from superfluid.installer.sources.bundles import ANSWER_MAX, BUNDLES_EXAMINED, Bundles, attestations, unless_absent
 from superfluid.installer.sources.release import MAX_RELEASES, Asset, Release, parse_release, parse_releases
 from superfluid.installer.transport.fetcher import Fetcher
 from superfluid.installer.transport.messages import Credential
@@ -270,17 +270,14 @@ class GitHubClient:
         """
         url = self.attestations_url(repo, sha256)
         try:
-            got = cached_get(url, fetcher=self.fetcher, cache=self.cache, max_bytes=ANSWER_MAX, headers=_ACCEPT_JSON,
-                             credential=self.credential, offline=self.offline, what="attestations answer")
+            got = unless_absent(lambda: cached_get(
+                url, fetcher=self.fetcher, cache=self.cache, max_bytes=ANSWER_MAX, headers=_ACCEPT_JSON,
+                credential=self.credential, offline=self.offline, what="attestations answer"))
         except SizeExceeded:
             raise ProvenanceRefused(url, "bundle", f"answered more than {ANSWER_MAX} bytes: not an attestations "
                                                    "answer superfluid reads") from None
-        except OfflineMissing:
+        if got is None:
             return Bundles((), url)
-        except DownloadError as e:
-            if e.status == 404:
-                return Bundles((), url)
-            raise
         try:
             return attestations(got.body, url)
         except ProvenanceRefused:

@@ -13,7 +13,15 @@ from urllib.parse import quote, unquote, urlsplit
 from superfluid.installer.cache.conditional import cached_get
 from superfluid.installer.cache.stores import Cache
 from superfluid.installer.errors import DownloadError, OfflineMissing, ReleaseNotFound, SizeExceeded
-from superfluid.installer.sources.bundles import BUNDLE_MAX, SUFFIX, Bundles, bundle_bytes, bundle_file, too_large
+from superfluid.installer.sources.bundles import (
+    BUNDLE_MAX,
+    SUFFIX,
+    Bundles,
+    bundle_bytes,
+    bundle_file,
+    too_large,
+    unless_absent,
+)
 from superfluid.installer.sources.github import check_repo, list_pages
 from superfluid.installer.sources.oci.ref import parse_ref
 from superfluid.installer.sources.release import Asset, Release, tagged
@@ -207,17 +215,14 @@ class Mirror:
         if self.is_local:
             return bundle_file(path_of_file_url(url))
         try:
-            got = cached_get(url, fetcher=self.fetcher, cache=self.cache, max_bytes=BUNDLE_MAX,
-                             headers={"Accept": "application/json", "Accept-Encoding": "identity"},
-                             offline=self.offline, what="Sigstore bundle")
+            got = unless_absent(lambda: cached_get(
+                url, fetcher=self.fetcher, cache=self.cache, max_bytes=BUNDLE_MAX,
+                headers={"Accept": "application/json", "Accept-Encoding": "identity"},
+                offline=self.offline, what="Sigstore bundle"))
         except SizeExceeded as e:
             raise too_large(url, e.got) from None
-        except OfflineMissing:
+        if got is None:
             return Bundles((), url)
-        except DownloadError as e:
-            if e.status == 404:
-                return Bundles((), url)
-            raise
         return bundle_bytes(got.body, url)
 
 

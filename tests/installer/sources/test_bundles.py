@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from superfluid.installer.errors import ProvenanceRefused
+from superfluid.installer.errors import DownloadError, OfflineMissing, ProvenanceRefused
 from superfluid.installer.sources.bundles import (
     ANSWER_MAX,
     BUNDLE_DEPTH,
@@ -23,6 +23,7 @@ from superfluid.installer.sources.bundles import (
     attestations,
     bundle_bytes,
     bundle_file,
+    unless_absent,
 )
 from superfluid.installer.sources.github import GitHubClient
 from superfluid.installer.sources.mirror import Mirror
@@ -153,3 +154,25 @@ def test_what_is_beside_an_asset_and_no_bundle_file_is_refused(tmp_path: Path, p
 @pytest.mark.parametrize("source", [GitHubClient, Mirror, OciListing], ids=["github", "mirror", "registry"])
 def test_each_source_that_keeps_bundles_is_attested(source: type) -> None:
     assert issubclass(source, Attested)
+
+
+def _raising(exc: Exception) -> Callable[[], bytes]:
+    def ask() -> bytes:
+        raise exc
+    return ask
+
+
+def test_unless_absent_answers_what_was_asked() -> None:
+    assert unless_absent(lambda: b"answer") == b"answer"
+
+
+@pytest.mark.parametrize("exc", [OfflineMissing("Sigstore bundle"),
+                                 DownloadError("https://x/b", "not found", status=404)])
+def test_unless_absent_takes_no_bundle_there_for_none(exc: Exception) -> None:
+    assert unless_absent(_raising(exc)) is None
+
+
+@pytest.mark.parametrize("status", [None, 403, 500])
+def test_unless_absent_raises_any_other_fault(status: int | None) -> None:
+    with pytest.raises(DownloadError):
+        unless_absent(_raising(DownloadError("https://x/b", "refused", status=status)))

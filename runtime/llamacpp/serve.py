@@ -11,10 +11,9 @@ from superfluid.runtime.kernel.errors import ModelLoadFailed, UsageError
 from superfluid.runtime.kernel.lookup import Lookup
 from superfluid.runtime.kernel.options import parse_flag_pairs
 from superfluid.runtime.llamacpp.batching import Sequences
-from superfluid.runtime.llamacpp.check import gguf_fault, is_flag, read_pairs
 from superfluid.runtime.llamacpp.drive import ChatTemplateRefused, Context, apply_chat_template, load_model
-from superfluid.runtime.llamacpp.loader import echoes_log, load
-from superfluid.runtime.llamacpp.locate import locate
+from superfluid.runtime.llamacpp.line import gguf_fault, is_flag, library, read_pairs
+from superfluid.runtime.llamacpp.loader import echoes_log
 from superfluid.runtime.llamacpp.options import PARALLEL, UINT32_MAX
 from superfluid.runtime.serving.completions import RequestRefused, Sampling
 from superfluid.runtime.serving.engine import Feed
@@ -57,7 +56,7 @@ def parse_serve(argv: Sequence[str]) -> LlamaServeLine:
     for name, value in parse_flag_pairs(argv, lambda n: f"--{n}" in _OWN or is_flag(n)):
         flag = f"--{name}"
         if flag not in _OWN:
-            rest.append((name, value))  # the model and the options: check.read_pairs judges them
+            rest.append((name, value))  # the model and the options: line.read_pairs judges them
         elif flag in own:
             raise UsageError(f"{flag} is given twice")
         else:
@@ -161,7 +160,7 @@ def _load(line: LlamaServeLine, lookup: Lookup) -> LlamaEngine:
         ModelLoadFailed: the model is missing, not GGUF, or llama.cpp could not load it or make a
             context for it.
     """
-    lib = load(locate(line.options.get("lib"), lookup).path, echo_log=echoes_log(lookup))
+    lib = library(line.options, lookup)
     if not os.path.isfile(line.model):
         raise ModelLoadFailed(f"{line.model} does not exist" if not os.path.exists(line.model)
                               else f"{line.model} is not a file")

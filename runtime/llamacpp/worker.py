@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from superfluid.runtime.kernel.lookup import read
-from superfluid.runtime.llamacpp.check import parse_flags, version_text
+from superfluid.runtime.llamacpp.line import parse_flags, version_text
 from superfluid.runtime.worker import engine_handlers, run
 
 __all__ = ["PROG", "HANDLERS", "main"]

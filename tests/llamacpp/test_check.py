@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from superfluid.runtime.kernel.errors import UsageError
-from superfluid.runtime.llamacpp.check import _spelled, gguf_fault, is_flag, parse_flags, read_pairs
+from superfluid.runtime.llamacpp.line import gguf_fault, is_flag, parse_flags, read_pairs, spelled_lib
 
 
 @pytest.mark.parametrize(("name", "model", "known"), [
@@ -62,7 +62,7 @@ def test_read_pairs_without_a_model_reads_model_as_an_option_name() -> None:
     (["--library", "/l"], None),
 ])
 def test_the_library_flag_as_given(argv: list[str], spelled: str | None) -> None:
-    assert _spelled(argv) == spelled
+    assert spelled_lib(argv) == spelled
 
 
 @pytest.mark.parametrize(("content", "fault"), [

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 # declarations runtime.declaration. A primed check (an install's probe, started while the archive
 # arrives) so imports what it checks with and no more.
 
-__all__ = ["run", "Handler", "Check", "engine_handlers", "check_handlers"]
+__all__ = ["run", "Handler", "Check", "engine_handlers", "check_handlers", "GO"]
 
 Handler = Callable[[list[str]], int]
 #: the modules of the commands every worker has, imported when their command runs
@@ -56,13 +56,29 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
+#: the line a face writes to a serve worker it started primed, once it has chosen that very worker
+GO = b"go\n"
+
+
+def _told_to_go() -> bool:
+    """A primed ``serve``: its imports done, it waits for its face (``superfluid serve``, which started
+    it before deciding what to serve) to say ``GO`` on stdin; anything else (its stdin closed) is
+    another worker chosen, or nothing to serve. Before that line no engine is loaded and no port bound."""
+    try:
+        said = sys.stdin.buffer.readline(len(GO) + 1)
+    except (OSError, ValueError):
+        return False
+    return said == GO
+
+
 def engine_handlers(package: str, prog: str) -> dict[str, Handler]:
     """``check``, ``plan``, ``install`` and ``serve`` of an adapter package that has the standard
     modules: ``adapter.ADAPTER``, ``check.check_argv`` and ``serve.serve`` (imported when their
     command runs, so a worker starts fast); ``plan`` and ``install`` are ``runtime.install_step``'s.
 
     Exit codes: ``check`` 0 available, else 1; ``plan``/``install`` 0, 1 refused, 2 a bad line;
-    ``serve`` 0 clean stop, 1 serving failed, 2 a bad line, 3 the model did not load.
+    ``serve`` 0 clean stop (or, started primed, never told to go), 1 serving failed, 2 a bad line, 3
+    the model did not load.
     """
     def check(argv: list[str]) -> int:
         module = import_module(f"{package}.check")
@@ -88,8 +104,11 @@ def engine_handlers(package: str, prog: str) -> dict[str, Handler]:
         return 0
 
     def serve(argv: list[str]) -> int:
+        module = import_module(f"{package}.serve")
+        if os.environ.pop(PRIMED_VARIABLE, None) == "1" and not _told_to_go():
+            return 0  # started ahead of its face's decision (``superfluid serve``), and not the worker it chose
         try:
-            return int(import_module(f"{package}.serve").serve(argv, read(os.environ), sys.stdout))
+            return int(module.serve(argv, read(os.environ), sys.stdout))
         except ModelLoadFailed as e:
             sys.stderr.write(f"{prog}: model load failed: {e}\n")
             return 3

@@ -172,6 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     record_to(os.environ.get(ENV_LOG))  # the test suite's hint report: every fix this run renders
     args: argparse.Namespace | None = None
     collecting = _pause_gc(args_in)
+    ahead = None
     try:
         if (kept := answer_cache.lookup(args_in, os.environ)) is not None:
             sys.stdout.write(kept)  # nothing it was computed from changed: no parser, no adapter
@@ -179,7 +180,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args_in:
             sys.stderr.write(overview())
             return 2
+        if args_in[0] == "serve":  # the worker this line chose last starts now, primed (superfluid.serve_ahead)
+            ahead = import_module("superfluid.serve_ahead").begin(args_in, os.environ)
         args, extra, top = _parsed(args_in)
+        args.ahead = ahead  # serve adopts it when it chooses that very worker
         if verbosity.verbose():  # the installer's log, loaded only when asked (superfluid.step_log)
             import_module("superfluid.step_log").log_each_step()
         if extra:  # named at the command that refused them, not at the top
@@ -209,4 +213,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SuperfluidError, KeyboardInterrupt) as e:
         return _fail(e, exit_code(e), args, as_json)
     finally:
+        if ahead is not None:
+            ahead.close()  # not adopted: a refusal, a help page, a failure
         _resume_gc(collecting, exiting=argv is None)

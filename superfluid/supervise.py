@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
@@ -16,14 +15,13 @@ from superfluid.runtime.kernel.errors import ModelLoadFailed, SuperfluidError
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
 from superfluid.runtime.kernel.layout import home, install_dir, runtime_dir
 from superfluid.runtime.process import worker_env
+from superfluid.serve_ahead import Ahead, die_with_parent
 from superfluid.serve_line import Ready, ServeCommand, runtime_argv
 
 __all__ = ["Check", "serve_child", "worker_line", "startup_line", "worker_reason"]
 
 #: signals forwarded to the worker (each stops it cleanly)
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-#: PR_SET_PDEATHSIG (linux/prctl.h): the signal the kernel sends a child when its parent dies
-_PR_SET_PDEATHSIG = 1
 #: bytes of the worker's ready line read (one small JSON object)
 _READY_MAX = 64 << 10
 
@@ -35,13 +33,6 @@ def worker_line(ready: Ready, line: ServeCommand) -> list[str]:
     if line.max_context is not None:
         argv += ["--max-context", str(line.max_context)]
     return argv + runtime_argv(ready.runtime_id, ready.values)
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-    except (OSError, AttributeError):
-        pass  # not Linux: the forwarded signals are the only stop
 
 
 def worker_reason(stderr_lines: list[str], runtime_id: str) -> str:
@@ -101,19 +92,23 @@ def startup_line(ready: Ready, announced: Mapping[str, Any], environ: Mapping[st
 class _Child:
     """The running worker: its stderr kept (and passed through once it is ready), the signals forwarded."""
 
-    def __init__(self, argv: list[str], environ: Mapping[str, str]) -> None:
+    def __init__(self, argv: list[str], environ: Mapping[str, str], ahead: Ahead | None = None) -> None:
         self.stopping: int | None = None
         self.lines: list[str] = []
         self.passing = False
         self.lock = threading.Lock()
         self.previous = {s: signal.signal(s, self._forward) for s in _FORWARDED}
+        env = worker_env(environ)
+        adopted = ahead.adopt(argv, env) if ahead is not None else None  # the very worker, started ahead
         try:
-            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, env=worker_env(environ),
-                                         preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+            self.proc = adopted or subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                                    stderr=subprocess.PIPE, env=env,
+                                                    preexec_fn=die_with_parent if sys.platform == "linux" else None)
         except OSError as e:
             self.restore()
             raise SuperfluidError(f"cannot start {argv[0]}: {e.strerror or e}") from e
+        if ahead is not None:
+            ahead.remember(argv)  # the next start of this line starts it ahead
         self.reader = threading.Thread(target=self._read_stderr, name="worker-stderr", daemon=True)
         self.reader.start()
         if self.stopping is not None:  # a signal came while it started
@@ -179,16 +174,19 @@ def _ended(child: _Child, code: int, runtime_id: str, check: Check, *, ready: bo
     raise SuperfluidError(f"the {runtime_id} worker {what} (exit {code}): {reason or 'it gave no reason'}")
 
 
-def serve_child(ready: Ready, line: ServeCommand, environ: Mapping[str, str], check: Check) -> int:
+def serve_child(ready: Ready, line: ServeCommand, environ: Mapping[str, str], check: Check,
+                ahead: Ahead | None = None) -> int:
     """Run the worker until it stops; 0 for a clean stop. ``check``: the runtime's check, asked when
     the worker fails before it is ready and when the startup line must say who named its library.
+    ``ahead``: the worker this line chose last, started before the face decided (``serve_ahead``),
+    used when it is the one chosen now.
 
     Raises:
         NotServable: the worker failed before it was ready, and the check says why (exit 4).
         ModelLoadFailed: the worker could not load the model (exit 3).
         SuperfluidError: it could not start, or failed (exit 1).
     """
-    child = _Child(worker_line(ready, line), environ)
+    child = _Child(worker_line(ready, line), environ, ahead)
     try:
         announced = child.ready_line()
         if announced is None:

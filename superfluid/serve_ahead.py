@@ -1,0 +1,161 @@
+"""``superfluid serve``'s worker, started ahead of the face's decision.
+
+A server's cold start was two interpreters one after the other: the face imported, parsed the line and
+judged the install (0.14 s here), and only then started the worker, which imported again before it
+loaded the engine (issue 45: 0.35 s against ``llama-server``'s 0.15 s). So the face keeps, per serve
+line, the worker command line that line chose the last time, and starts that worker *primed* as soon
+as it reads the line (``runtime.worker``: it imports what serving needs, then waits for ``GO`` on its
+stdin before it loads an engine or binds a port) while the face imports, parses and judges exactly as
+it always does. ``supervise`` then adopts the primed worker only when the worker it chose is that very
+command line in that very environment; any other choice (or a refusal) stops it, unseen, and starts
+the chosen one as before. What is kept is a guess, never a decision: nothing is loaded before the
+face has decided, and a stale or garbled guess costs one process that never loaded anything.
+
+The dispatch (``superfluid.cli``) imports this module by name for a ``serve`` line only, as it
+imports a command's module: every other command starts as fast as before.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from superfluid import __version__
+from superfluid.runtime.kernel.fixes import ENV_LOG
+from superfluid.runtime.kernel.home_cache import read_object, write
+from superfluid.runtime.kernel.layout import cache_file, home
+from superfluid.runtime.process import PRIMED_VARIABLE, worker_env
+from superfluid.runtime.worker import GO
+
+__all__ = ["Ahead", "begin", "die_with_parent", "FILE", "MAX_ENTRIES"]
+
+#: the file of the home's cache that keeps, per serve line, the worker it chose last
+FILE = "serve-workers.json"
+#: serve lines kept at once (the newest last)
+MAX_ENTRIES = 16
+_FORMAT = 1
+_MAX_BYTES = 256 << 10
+#: PR_SET_PDEATHSIG (linux/prctl.h): the signal the kernel sends a child when its parent dies
+_PR_SET_PDEATHSIG = 1
+_HELP = frozenset({"-h", "--help"})
+
+
+def die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Have the kernel send this process SIGTERM when its parent (the face) dies."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: the forwarded signals are the only stop
+
+
+def _key(line: Sequence[str], environ: Mapping[str, str]) -> str:
+    """What the worker a serve line chooses may follow from besides the files the face judges (which
+    it judges every time): the line, this superfluid and its interpreter, the working directory and
+    ``SUPERFLUID_*`` (but the suite's hint report, new for every run). One digest: no value is
+    written to disk."""
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        cwd = None
+    env = sorted((k, v) for k, v in environ.items() if k.startswith("SUPERFLUID_") and k != ENV_LOG)
+    facts = [_FORMAT, __version__, list(line), sys.executable, sys.argv[0] if sys.argv else "", cwd, env]
+    return hashlib.sha256(json.dumps(facts).encode()).hexdigest()
+
+
+def _kept(path: str) -> dict[str, list[str]]:
+    """The kept worker command lines by key; {} for a file of another shape (a cache only saves time)."""
+    kept = read_object(path, max_bytes=_MAX_BYTES)
+    entries = kept.get("workers") if kept.get("format") == _FORMAT else None
+    if not isinstance(entries, dict):
+        return {}
+    return {k: v for k, v in entries.items()
+            if isinstance(v, list) and v and all(isinstance(a, str) and "\0" not in a for a in v)}
+
+
+@dataclass
+class Ahead:
+    """A serve line's worker started ahead (``proc``, None when no guess was kept or it was used),
+    and what keeping the next guess needs."""
+
+    line: tuple[str, ...]
+    environ: Mapping[str, str]
+    path: str
+    key: str
+    guess: tuple[str, ...] | None = None
+    env: dict[str, str] | None = None
+    proc: subprocess.Popen[bytes] | None = None
+
+    def adopt(self, argv: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen[bytes] | None:
+        """The worker started ahead, told ``GO``, when it is ``argv`` in ``env`` and still waiting;
+        else None, and it is stopped."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return None
+        if tuple(argv) == self.guess and dict(env) == self.env and proc.poll() is None and proc.stdin is not None:
+            try:
+                proc.stdin.write(GO)
+                proc.stdin.close()
+                return proc
+            except (OSError, ValueError):
+                pass  # it ended while the face decided: the chosen worker is started as before
+        _stop(proc)
+        return None
+
+    def remember(self, argv: Sequence[str]) -> None:
+        """Keep ``argv`` as the worker this line chooses (nothing written when it is kept already, nor
+        where the home's cache cannot be written)."""
+        if tuple(argv) == self.guess:
+            return
+        kept = _kept(self.path)
+        kept.pop(self.key, None)
+        kept = dict(list(kept.items())[-(MAX_ENTRIES - 1):])
+        kept[self.key] = list(argv)
+        data = json.dumps({"format": _FORMAT, "workers": kept}).encode()
+        if len(data) <= _MAX_BYTES:
+            write(home(self.environ), self.path, data)
+
+    def close(self) -> None:
+        """Stop the worker started ahead if nothing adopted it (a refusal, ``--help``, a failure)."""
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            _stop(proc)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """End a worker that never loaded anything: killed (it is importing, or waiting for ``GO``) and reaped."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            try:
+                pipe.close()
+            except OSError:
+                pass
+
+
+def begin(line: Sequence[str], environ: Mapping[str, str]) -> Ahead | None:
+    """For ``superfluid <line>`` when it is a serve line (not a help page): the worker the same line
+    chose last, started primed, with what keeping the next guess needs; None for any other line."""
+    if list(line[:1]) != ["serve"] or _HELP & set(line):
+        return None
+    path = cache_file(home(environ), FILE)
+    ahead = Ahead(tuple(line), environ, path, _key(line, environ))
+    guess = _kept(path).get(ahead.key)
+    if guess is None:
+        return ahead
+    env = {**worker_env(environ), PRIMED_VARIABLE: "1"}
+    try:
+        proc = subprocess.Popen(guess, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=env, preexec_fn=die_with_parent if sys.platform == "linux" else None)
+    except OSError:
+        return ahead  # gone since: the face decides, and starts the worker it chooses
+    ahead.guess, ahead.env, ahead.proc = tuple(guess), worker_env(environ), proc
+    return ahead

@@ -11,11 +11,11 @@ import os
 import select
 import signal
 import socket
+import socketserver
 import sys
 import threading
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TextIO
 from urllib.parse import unquote
 
@@ -25,6 +25,7 @@ from superfluid.runtime.serving.completions import CompletionRequest, RequestRef
 from superfluid.runtime.serving.engine import Engine
 from superfluid.runtime.serving.flags import DEFAULT_QUEUE
 from superfluid.runtime.serving.generation import Generator, Run
+from superfluid.runtime.serving.wire import RequestHandler
 
 __all__ = ["make_server", "serve_engine", "metrics", "MAX_BODY", "IO_TIMEOUT", "DRAIN_SECONDS", "BACKLOG"]
 
@@ -85,7 +86,7 @@ def _peer_gone(conn: socket.socket) -> bool:
         return True
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(RequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
     # the status line and headers go out before the body, in two writes: with Nagle's algorithm a
@@ -246,7 +247,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_chunk(b"")
 
 
-class _Server(ThreadingHTTPServer):
+class _Server(socketserver.ThreadingTCPServer):
+    allow_reuse_address = True
     daemon_threads = True
     request_queue_size = BACKLOG
     generator: Generator

@@ -18,6 +18,7 @@ from typing import Any
 
 from superfluid.runtime.kernel.errors import WorkerFailed
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
+from superfluid.runtime.kernel.lookup import PRIMED_VARIABLE
 
 __all__ = ["scrubbed_env", "worker_env", "is_secret", "WorkerResult", "run_worker", "run_json", "DEFAULT_TIMEOUT",
            "OUTPUT_MAX_BYTES", "PYTHON_VARIABLE", "PRIMED_VARIABLE", "ARENAS_VARIABLE", "ARENAS", "start_worker",
@@ -43,8 +44,6 @@ PYTHON_VARIABLE = "SUPERFLUID_PYTHON"
 #: in its arena: a server's worker grew from 229 to 530 MiB after 16 concurrent requests, 216 MiB with 2
 #: (issue 45); two arenas keep the main thread's apart from the rest
 ARENAS_VARIABLE, ARENAS = "MALLOC_ARENA_MAX", "2"
-#: set (``1``) for a worker started primed (``start_worker``): it makes ready, then waits for its stdin to close
-PRIMED_VARIABLE = "SUPERFLUID_PRIMED"
 #: seconds a worker may take to answer a declaration or a check
 DEFAULT_TIMEOUT = 30.0
 #: bytes of a worker's stdout and of its stderr kept; a worker printing more is stopped

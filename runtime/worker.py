@@ -5,8 +5,11 @@ See docs/cli.md, "Workers: `superfluid-worker-<id> <command>`".
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
@@ -15,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 from superfluid.runtime.contract import report_fixes
 from superfluid.runtime.kernel.errors import ModelLoadFailed, NotServable, UsageError, guarded
 from superfluid.runtime.kernel.layout import worker_command
-from superfluid.runtime.kernel.lookup import Lookup, read
-from superfluid.runtime.process import PRIMED_VARIABLE
+from superfluid.runtime.kernel.lookup import GO, PRIMED_VARIABLE, Lookup, read
 from superfluid.runtime.registry import get
 
 if TYPE_CHECKING:
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
 # declarations runtime.declaration. A primed check (an install's probe, started while the archive
 # arrives) so imports what it checks with and no more.
 
-__all__ = ["run", "Handler", "Check", "engine_handlers", "check_handlers", "GO"]
+__all__ = ["run", "Handler", "Check", "engine_handlers", "check_handlers", "die_with_parent"]
 
 Handler = Callable[[list[str]], int]
 #: the modules of the commands every worker has, imported when their command runs
@@ -56,19 +58,35 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
-#: the line a face writes to a serve worker it started primed, once it has chosen that very worker
-GO = b"go\n"
+#: PR_SET_PDEATHSIG (linux/prctl.h): the signal the kernel sends a child when its parent dies
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Have the kernel send this process SIGTERM when its parent dies (a server's worker never outlives
+    its ``superfluid serve``); nothing where there is no ``prctl``. Run by the worker itself, or
+    between fork and exec (``supervise``)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: the forwarded signals are the only stop
 
 
 def _told_to_go() -> bool:
     """A primed ``serve``: its imports done, it waits for its face (``superfluid serve``, which started
-    it before deciding what to serve) to say ``GO`` on stdin; anything else (its stdin closed) is
-    another worker chosen, or nothing to serve. Before that line no engine is loaded and no port bound."""
+    it before deciding what to serve) to say ``GO`` on stdin; anything else (its stdin closed: another
+    worker chosen, nothing to serve, the face gone) is no. Before that line no engine is loaded and no
+    port bound. Told to go, it dies with the face from then on (started ahead, it was not set so
+    between fork and exec: that made the start a fork, not a vfork), unless the face is gone already."""
+    face = os.getppid()
     try:
         said = sys.stdin.buffer.readline(len(GO) + 1)
     except (OSError, ValueError):
         return False
-    return said == GO
+    if said != GO:
+        return False
+    die_with_parent()
+    return os.getppid() == face
 
 
 def engine_handlers(package: str, prog: str) -> dict[str, Handler]:
@@ -104,9 +122,15 @@ def engine_handlers(package: str, prog: str) -> dict[str, Handler]:
         return 0
 
     def serve(argv: list[str]) -> int:
-        module = import_module(f"{package}.serve")
-        if os.environ.pop(PRIMED_VARIABLE, None) == "1" and not _told_to_go():
-            return 0  # started ahead of its face's decision (``superfluid serve``), and not the worker it chose
+        collecting = gc.isenabled()
+        gc.disable()  # for the imports (thousands of objects, no cycle worth a collection): ~10% of their time
+        try:
+            module = import_module(f"{package}.serve")
+            if os.environ.pop(PRIMED_VARIABLE, None) == "1" and not _told_to_go():
+                return 0  # started ahead of its face's decision (``superfluid serve``), and not the worker it chose
+        finally:
+            if collecting:
+                gc.enable()  # a server lives long
         try:
             return int(module.serve(argv, read(os.environ), sys.stdout))
         except ModelLoadFailed as e:

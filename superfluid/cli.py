@@ -131,13 +131,14 @@ def _warn_home() -> None:
 
 
 def _pause_gc(args_in: Sequence[str]) -> bool:
-    """Stop the cyclic garbage collector for the short life of a command (not for ``serve``, which
-    lives as long as its server); answers whether it was on. A command's imports make tens of
-    thousands of objects that every full collection walks again, the last one at exit most of all
-    (``_resume_gc`` freezes them): runtimes --json computed 4.12x a bare start with it, 4.54x without
-    (bench_cli); an install from a mirror 2 to 4% faster. The few cycles it leaves die with the process."""
+    """Stop the cyclic garbage collector for the short life of a command (for ``serve``, which lives
+    as long as its server, until its startup line is out: ``supervise.serve_child`` starts it again);
+    answers whether it was on. A command's imports make tens of thousands of objects that every full
+    collection walks again, the last one at exit most of all (``_resume_gc`` freezes them): runtimes
+    --json computed 4.12x a bare start with it, 4.54x without (bench_cli); an install from a mirror 2
+    to 4% faster. The few cycles it leaves die with the process."""
     on = gc.isenabled()
-    if on and list(args_in[:1]) != ["serve"]:
+    if on:
         gc.disable()
     return on
 

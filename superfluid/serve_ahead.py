@@ -17,11 +17,9 @@ imports a command's module: every other command starts as fast as before.
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -31,10 +29,10 @@ from superfluid import __version__
 from superfluid.runtime.kernel.fixes import ENV_LOG
 from superfluid.runtime.kernel.home_cache import read_object, write
 from superfluid.runtime.kernel.layout import cache_file, home
-from superfluid.runtime.process import PRIMED_VARIABLE, worker_env
-from superfluid.runtime.worker import GO
+from superfluid.runtime.kernel.lookup import GO, PRIMED_VARIABLE
+from superfluid.runtime.process import worker_env
 
-__all__ = ["Ahead", "begin", "die_with_parent", "FILE", "MAX_ENTRIES"]
+__all__ = ["Ahead", "begin", "FILE", "MAX_ENTRIES"]
 
 #: the file of the home's cache that keeps, per serve line, the worker it chose last
 FILE = "serve-workers.json"
@@ -42,17 +40,7 @@ FILE = "serve-workers.json"
 MAX_ENTRIES = 16
 _FORMAT = 1
 _MAX_BYTES = 256 << 10
-#: PR_SET_PDEATHSIG (linux/prctl.h): the signal the kernel sends a child when its parent dies
-_PR_SET_PDEATHSIG = 1
 _HELP = frozenset({"-h", "--help"})
-
-
-def die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Have the kernel send this process SIGTERM when its parent (the face) dies."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-    except (OSError, AttributeError):
-        pass  # not Linux: the forwarded signals are the only stop
 
 
 def _key(line: Sequence[str], environ: Mapping[str, str]) -> str:
@@ -153,8 +141,9 @@ def begin(line: Sequence[str], environ: Mapping[str, str]) -> Ahead | None:
         return ahead
     env = {**worker_env(environ), PRIMED_VARIABLE: "1"}
     try:
-        proc = subprocess.Popen(guess, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                env=env, preexec_fn=die_with_parent if sys.platform == "linux" else None)
+        # no preexec_fn: a spawn, not a fork of this process (the worker dies with its face once told GO;
+        # until then its stdin, closed as the face ends, says no)
+        proc = subprocess.Popen(guess, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     except OSError:
         return ahead  # gone since: the face decides, and starts the worker it chooses
     ahead.guess, ahead.env, ahead.proc = tuple(guess), worker_env(environ), proc

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -15,7 +16,8 @@ from superfluid.runtime.kernel.errors import ModelLoadFailed, SuperfluidError
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
 from superfluid.runtime.kernel.layout import home, install_dir, runtime_dir
 from superfluid.runtime.process import worker_env
-from superfluid.serve_ahead import Ahead, die_with_parent
+from superfluid.runtime.worker import die_with_parent
+from superfluid.serve_ahead import Ahead
 from superfluid.serve_line import Ready, ServeCommand, runtime_argv
 
 __all__ = ["Check", "serve_child", "worker_line", "startup_line", "worker_reason"]
@@ -197,6 +199,7 @@ def serve_child(ready: Ready, line: ServeCommand, environ: Mapping[str, str], ch
             child.passing = True
         sys.stdout.write(said + "\n")
         sys.stdout.flush()
+        gc.enable()  # the face's start is over (``cli._pause_gc`` stopped the collector for it)
         return _ended(child, child.wait(), ready.runtime_id, check, ready=True)
     finally:
         if child.proc.poll() is None:

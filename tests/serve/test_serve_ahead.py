@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.runtime.worker import GO
+from superfluid.runtime.kernel.lookup import GO
 from superfluid.serve_ahead import FILE
 from tests import cli
 from tests.serving_client import SuperfluidServe, alive

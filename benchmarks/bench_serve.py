@@ -12,7 +12,10 @@ Each round starts each server afresh (the order alternates between rounds, so th
 hits all alike) and measures, greedy (``temperature: 0``), ``--tokens`` tokens per completion (the
 benchmark models' text never ends, so every answer has exactly that many; ``usage`` is checked):
 
-- **cold start**: from process start to the first answered completion (one token);
+- **cold start**: from process start to the first answered completion (one token); the first round's
+  superfluid starts in a fresh home, later rounds restart the same line, whose worker ``superfluid serve``
+  starts ahead of its own decision (``superfluid.serve_ahead``): the median is a restart, and the first
+  start is printed beside it;
 - **single stream**: tokens/s of one ``/v1/completions`` after a warm-up one (the median of three);
 - **time to first token**: a streamed completion, from the request to the first chunk with text
   (the median of three);
@@ -517,6 +520,9 @@ def measure(setup: Setup, runs: int) -> dict[str, Any]:
             "rss": "VmRSS summed over the server's process tree, sampled from /proc every "
                    f"{RSS_EVERY * 1000:g} ms; max_process_rss_mib: wait4's ru_maxrss (the largest one process)",
             "medians": medians, "rounds": rounds, "ratios": ratios, "targets": targets,
+            # the first round's superfluid starts in a fresh home: no worker kept from a start of the same
+            # line before (superfluid.serve_ahead), as a host's first start; later rounds restart a server
+            "first_cold_s": rounds["superfluid"][0]["cold_s"],
             "unstable": unstable, "greedy": same, "ok": all(t["ok"] for t in targets)}
 
 
@@ -553,6 +559,10 @@ def _print(r: dict[str, Any]) -> None:
     print(f"\n  {'medians':<44}" + "".join(f"{n:>22}" for n in names))
     for metric, words, *_ in (*TARGETS, ("max_process_rss_mib", "largest one process, RSS (MiB)", False, None)):
         print(f"  {words:<44}" + "".join(f"{r['medians'][n][metric]:>22.3f}" for n in names))
+    first = r["first_cold_s"]
+    print(f"  {'superfluid, first cold start (fresh home)':<44}{first:>22.3f}   "
+          f"({first / r['medians'][columns[-1]]['cold_s']:.2f}x {columns[-1]}; later starts "
+          "of the same line start its worker ahead)")
     print(f"\n  {'superfluid over llama-server':<44}" + "".join(f"{c:>22}" for c in columns) + "   target")
     judged = {t["metric"]: t for t in r["targets"]}
     for metric, words, *_ in TARGETS:

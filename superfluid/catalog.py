@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from superfluid.runtime.kernel.layout import (
     install_receipt,
     installed_installs,
     runtime_dir,
+    shipped_dirs,
     worker_command,
 )
 from superfluid.runtime.kernel.lookup import read
@@ -67,18 +67,6 @@ class WorkerRef:
 
     def to_json(self) -> dict[str, str]:
         return {"path": self.path, "source": self.source}
-
-
-def shipped_dirs() -> list[str]:
-    """Directories that hold the workers shipped with this superfluid, real paths first."""
-    dirs: list[str] = []
-    for candidate in (sys.argv[0] if sys.argv and sys.argv[0] else "", sys.executable):
-        if not candidate:
-            continue
-        real = os.path.dirname(os.path.realpath(candidate))
-        if real not in dirs:
-            dirs.append(real)
-    return dirs
 
 
 def _executable(path: str) -> bool:

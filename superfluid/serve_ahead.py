@@ -26,13 +26,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from superfluid import __version__
+from superfluid.runtime import registry
 from superfluid.runtime.kernel.fixes import ENV_LOG
 from superfluid.runtime.kernel.home_cache import read_object, write
-from superfluid.runtime.kernel.layout import cache_file, home
+from superfluid.runtime.kernel.layout import cache_file, home, runtimes_dir, shipped_dirs, worker_command
 from superfluid.runtime.kernel.lookup import GO, PRIMED_VARIABLE
 from superfluid.runtime.process import worker_env
 
-__all__ = ["Ahead", "begin", "FILE", "MAX_ENTRIES"]
+__all__ = ["Ahead", "begin", "startable", "FILE", "MAX_ENTRIES"]
 
 #: the file of the home's cache that keeps, per serve line, the worker it chose last
 FILE = "serve-workers.json"
@@ -129,6 +130,27 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
                 pass
 
 
+def startable(argv: Sequence[str], environ: Mapping[str, str]) -> bool:
+    """Whether a kept ``argv`` is the serve line of a worker the face itself could choose, so that a
+    cache file never names a program to run: the worker ``SUPERFLUID_WORKER_<ID>`` names, one beside
+    this superfluid, or an install's launcher in this home (``runtimes/<id>/<install>/bin/``)."""
+    if len(argv) < 2 or argv[1] != "serve":
+        return False
+    program = argv[0]
+    if any(environ.get(registry.env_override(rid)) == program for rid in registry.IDS):
+        return True
+    names = {worker_command(rid): rid for rid in registry.IDS}
+    rid = names.get(os.path.basename(program))
+    if rid is None or not os.path.isabs(program):
+        return False
+    real = os.path.realpath(program)
+    if any(real == os.path.realpath(os.path.join(d, worker_command(rid))) for d in shipped_dirs()):
+        return True
+    root = os.path.realpath(runtimes_dir(home(environ)))
+    parts = os.path.relpath(real, root).split(os.sep) if real.startswith(root + os.sep) else []
+    return len(parts) == 4 and parts[0] == rid and parts[2] == "bin" and parts[3] == worker_command(rid)
+
+
 def begin(line: Sequence[str], environ: Mapping[str, str]) -> Ahead | None:
     """For ``superfluid <line>`` when it is a serve line (not a help page): the worker the same line
     chose last, started primed, with what keeping the next guess needs; None for any other line."""
@@ -137,7 +159,7 @@ def begin(line: Sequence[str], environ: Mapping[str, str]) -> Ahead | None:
     path = cache_file(home(environ), FILE)
     ahead = Ahead(tuple(line), environ, path, _key(line, environ))
     guess = _kept(path).get(ahead.key)
-    if guess is None:
+    if guess is None or not startable(guess, environ):
         return ahead
     env = {**worker_env(environ), PRIMED_VARIABLE: "1"}
     try:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from collections.abc import Iterable, Mapping
 
 from superfluid.runtime.kernel.errors import SuperfluidError
 
 __all__ = [
     "worker_command",
+    "shipped_dirs",
     "CURRENT",
     "PINNED",
     "LOCK",
@@ -89,6 +91,19 @@ def current_lib(home: _PathLike, runtime_id: str) -> str:
 def worker_command(runtime_id: str) -> str:
     """The worker's command name, ``superfluid-worker-<id>``."""
     return f"superfluid-worker-{runtime_id}"
+
+
+def shipped_dirs() -> list[str]:
+    """Directories that hold the workers shipped with this superfluid (beside the running program and
+    its interpreter), real paths first."""
+    dirs: list[str] = []
+    for candidate in (sys.argv[0] if sys.argv and sys.argv[0] else "", sys.executable):
+        if not candidate:
+            continue
+        real = os.path.dirname(os.path.realpath(candidate))
+        if real not in dirs:
+            dirs.append(real)
+    return dirs
 
 
 def worker_path(runtime_id: str) -> str:

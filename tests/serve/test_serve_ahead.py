@@ -87,11 +87,33 @@ def test_a_line_served_before_starts_its_worker_ahead_and_serves_with_it(
     assert len(kept(home)) == 1  # the guess was right: nothing new kept
 
 
+def test_a_worker_started_ahead_dies_with_its_face(libllama_v2: Path, gguf_models: dict[str, Path],
+                                                  tmp_path: Path) -> None:
+    """Started ahead it was spawned without a parent-death signal (no fork of the face); told to go, it
+    sets its own: the face killed outright, the kernel stops the worker."""
+    worker, log = logging_worker(tmp_path, "worker")
+    home = tmp_path / "home"
+    env = cli.environment(home, SUPERFLUID_WORKER_LLAMACPP=str(worker))
+    argv = line(gguf_models["always-the.gguf"], libllama_v2)
+    served_once(argv, env)
+    s = SuperfluidServe(argv, env)
+    try:
+        ((pid, primed),) = starts(log)[1:]
+        assert primed and s.children() == [pid]
+        s.proc.kill()
+        s.proc.wait(timeout=30)
+        assert gone(pid), "the worker outlived its face"
+    finally:
+        s.close()
+
+
 def test_a_guess_that_is_not_the_worker_chosen_is_stopped_and_the_chosen_one_serves(
         libllama_v2: Path, gguf_models: dict[str, Path], tmp_path: Path) -> None:
     worker, log = logging_worker(tmp_path, "worker")
-    other, other_log = logging_worker(tmp_path, "other")
     home = tmp_path / "home"
+    launcher = home / "runtimes" / "llamacpp" / "b1-cpu" / "bin"  # shaped as an install's: a worker it could choose
+    launcher.mkdir(parents=True)
+    other, other_log = logging_worker(launcher, "superfluid-worker-llamacpp")
     env = cli.environment(home, SUPERFLUID_WORKER_LLAMACPP=str(worker))
     argv = line(gguf_models["always-the.gguf"], libllama_v2)
     served_once(argv, env)
@@ -120,6 +142,23 @@ def test_a_line_refused_after_its_worker_started_ahead_leaves_nothing_running(
     ((pid, primed),) = starts(log)[1:]
     assert primed and gone(pid)
     assert (home / "cache" / FILE).read_bytes() == before
+
+
+def test_a_guess_naming_a_program_the_face_would_never_choose_is_not_started(
+        libllama_v2: Path, gguf_models: dict[str, Path], tmp_path: Path) -> None:
+    worker, log = logging_worker(tmp_path, "worker")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    planted, planted_log = logging_worker(elsewhere, "superfluid-worker-llamacpp")
+    home = tmp_path / "home"
+    env = cli.environment(home, SUPERFLUID_WORKER_LLAMACPP=str(worker))
+    argv = line(gguf_models["always-the.gguf"], libllama_v2)
+    served_once(argv, env)
+    (key, guess), = kept(home).items()
+    (home / "cache" / FILE).write_text(json.dumps({"format": 1, "workers": {key: [str(planted), *guess[1:]]}}))
+    served_once(argv, env)
+    assert starts(planted_log) == [], "a cache file named a program, and it ran"
+    assert [primed for _, primed in starts(log)] == [False, False]
 
 
 @pytest.mark.parametrize("garbage", [b"", b"{", b"[]", b'{"format": 1, "workers": {"k": "not a list"}}',

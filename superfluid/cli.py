@@ -34,9 +34,10 @@ from superfluid.source_hints import fitting, given, with_flags
 # A line is answered by the module of the command it names (``superfluid.commands``, found through
 # the tree of ``superfluid.parser``), imported when it runs.
 #
-# Start-up: the five devices that hold a command within 4x a bare ``python3 -c pass``, each in one
-# place, each worth what benchmarks/bench_cli.py measured with it and without it (same-run medians,
-# 2026-12-07; docs/architecture.md, "Start-up"). Nothing else is there for speed alone.
+# Start-up: the devices that hold a command within 4x a bare ``python3 -c pass`` (and serve near its
+# engine's own server), each in one place, each worth what benchmarks/bench_cli.py (bench_serve.py)
+# measured with it and without it (same-run medians, 2026-12-07; docs/architecture.md, "Start-up").
+# Nothing else is there for speed alone.
 # - the lazy command tree (``parser.parser``, and a form's own module by ``runs_in``): --version 1.55x
 #   with it, 7.29x loading every command; runtimes --json computed 4.05x vs 8.12x; versions 3.11x vs 7.60x;
 # - the kept whole answer (``answer_cache``, looked up first in ``main``): runtimes --json 1.62x kept,
@@ -46,7 +47,9 @@ from superfluid.source_hints import fitting, given, with_flags
 # - the kept worker answers (``catalog.ask``): with llamacpp installed, runtimes --json computed 4.18x vs
 #   8.11x asking its worker each time;
 # - the collector paused, frozen at exit (``_pause_gc``): runtimes --json computed 4.12x vs 4.54x,
-#   --version 1.54x vs 1.70x.
+#   --version 1.54x vs 1.70x;
+# - serve's worker started ahead (``serve_ahead``, imported by name for a serve line only): a restart's
+#   cold start to the first answer 2.3x llama-server's without it, about 1.6-1.7x with it (bench_serve).
 # The caches among them keep what they keep by ``runtime.kernel.home_cache`` (a stat fingerprint per path).
 __all__ = ["main", "EXIT_CODES", "exit_code"]
 

@@ -1,19 +1,20 @@
-"""``superfluid serve``'s worker, started ahead of the face's decision.
+"""``superfluid serve``'s worker started ahead of the face's decision: the one its line chose last, primed.
 
-A server's cold start was two interpreters one after the other: the face imported, parsed the line and
-judged the install (0.14 s here), and only then started the worker, which imported again before it
-loaded the engine (issue 45: 0.35 s against ``llama-server``'s 0.15 s). So the face keeps, per serve
-line, the worker command line that line chose the last time, and starts that worker *primed* as soon
-as it reads the line (``runtime.worker``: it imports what serving needs, then waits for ``GO`` on its
-stdin before it loads an engine or binds a port) while the face imports, parses and judges exactly as
-it always does. ``supervise`` then adopts the primed worker only when the worker it chose is that very
-command line in that very environment; any other choice (or a refusal) stops it, unseen, and starts
-the chosen one as before. What is kept is a guess, never a decision: nothing is loaded before the
-face has decided, and a stale or garbled guess costs one process that never loaded anything.
-
-The dispatch (``superfluid.cli``) imports this module by name for a ``serve`` line only, as it
-imports a command's module: every other command starts as fast as before.
+See docs/host-contract.md, "1. Starting a server".
 """
+
+# A server's cold start was two interpreters one after the other: the face imported, parsed the line
+# and judged the install, and only then started the worker, which imported again before it loaded the
+# engine (issue 45: 2.3x llama-server's). So the face keeps, per serve line, the worker command line
+# that line chose the last time, and starts that worker *primed* as soon as it reads the line
+# (``runtime.worker``: it imports what serving needs, then waits for ``GO`` on its stdin before it
+# loads an engine or binds a port) while the face imports, parses and judges exactly as it always does.
+# ``supervise`` then adopts the primed worker only when the worker it chose is that very command line
+# in that very environment; any other choice (or a refusal) stops it, unseen. What is kept is a guess,
+# never a decision: nothing is loaded before the face has decided, a stale or garbled guess costs one
+# process that never loaded anything, and a guess is started only when it is a worker the face itself
+# could choose (``startable``). The dispatch (``superfluid.cli``) imports this module by name for a
+# ``serve`` line only, as it imports a command's module: every other command starts as before.
 
 from __future__ import annotations
 

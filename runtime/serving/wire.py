@@ -1,12 +1,13 @@
-"""HTTP/1.1 as the serving process speaks it: a request line and its headers read, a response's status
-line and headers written, connections kept alive; the handler base ``serving.http`` builds on.
+"""HTTP/1.1 as the serving process speaks it, on ``socketserver``: requests read, responses written.
 
-It does what the standard library's ``http.server.BaseHTTPRequestHandler`` does for this server (the
-same limits, the same answers to a malformed request, keep-alive and ``Expect: 100-continue``), on
-``socketserver`` alone: ``http.server`` brings ``http.client``, ``email`` and ``ssl`` with it, 19 ms of
-a worker's start (issue 45: a cold start is measured against ``llama-server``'s), for a header reader
-this server uses three fields of.
+See docs/host-contract.md, "2. The API".
 """
+
+# It does what the standard library's ``http.server.BaseHTTPRequestHandler`` does for this server (the
+# same limits, the same answers to a malformed request, keep-alive and ``Expect: 100-continue``;
+# tests/runtime/serving/test_wire.py compares the two exchange by exchange): ``http.server`` brings
+# ``http.client``, ``email`` and ``ssl`` with it, 19 ms of a worker's start (a server's cold start is
+# measured against ``llama-server``'s), for a header reader this server asks three fields of.
 
 from __future__ import annotations
 

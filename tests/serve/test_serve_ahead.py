@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -70,13 +71,29 @@ def served_once(argv: list[str], env: dict[str, str]) -> tuple[int, list[int]]:
         s.close()
 
 
-def test_a_line_served_before_starts_its_worker_ahead_and_serves_with_it(
-        libllama_v2: Path, gguf_models: dict[str, Path], tmp_path: Path) -> None:
+@dataclass(frozen=True)
+class Served:
+    """A line served once in a fresh home, by a logging worker that ``SUPERFLUID_WORKER_LLAMACPP`` names."""
+
+    worker: Path
+    log: Path
+    home: Path
+    env: dict[str, str]
+    argv: list[str]
+
+
+def served_before(tmp_path: Path, model: Path, lib: Path) -> Served:
     worker, log = logging_worker(tmp_path, "worker")
     home = tmp_path / "home"
-    env = cli.environment(home, SUPERFLUID_WORKER_LLAMACPP=str(worker))
-    argv = line(gguf_models["always-the.gguf"], libllama_v2)
-    served_once(argv, env)
+    s = Served(worker, log, home, cli.environment(home, SUPERFLUID_WORKER_LLAMACPP=str(worker)), line(model, lib))
+    served_once(s.argv, s.env)
+    return s
+
+
+def test_a_line_served_before_starts_its_worker_ahead_and_serves_with_it(
+        libllama_v2: Path, gguf_models: dict[str, Path], tmp_path: Path) -> None:
+    s = served_before(tmp_path, gguf_models["always-the.gguf"], libllama_v2)
+    worker, log, home, env, argv = s.worker, s.log, s.home, s.env, s.argv
     assert [primed for _, primed in starts(log)] == [False]  # nothing kept yet: started once it was chosen
     (guess,) = kept(home).values()
     assert guess[0] == str(worker) and guess[1] == "serve"
@@ -91,14 +108,10 @@ def test_a_worker_started_ahead_dies_with_its_face(libllama_v2: Path, gguf_model
                                                   tmp_path: Path) -> None:
     """Started ahead it was spawned without a parent-death signal (no fork of the face); told to go, it
     sets its own: the face killed outright, the kernel stops the worker."""
-    worker, log = logging_worker(tmp_path, "worker")
-    home = tmp_path / "home"
-    env = cli.environment(home, SUPERFLUID_WORKER_LLAMACPP=str(worker))
-    argv = line(gguf_models["always-the.gguf"], libllama_v2)
-    served_once(argv, env)
-    s = SuperfluidServe(argv, env)
+    before = served_before(tmp_path, gguf_models["always-the.gguf"], libllama_v2)
+    s = SuperfluidServe(before.argv, before.env)
     try:
-        ((pid, primed),) = starts(log)[1:]
+        ((pid, primed),) = starts(before.log)[1:]
         assert primed and s.children() == [pid]
         s.proc.kill()
         s.proc.wait(timeout=30)
@@ -109,14 +122,11 @@ def test_a_worker_started_ahead_dies_with_its_face(libllama_v2: Path, gguf_model
 
 def test_a_guess_that_is_not_the_worker_chosen_is_stopped_and_the_chosen_one_serves(
         libllama_v2: Path, gguf_models: dict[str, Path], tmp_path: Path) -> None:
-    worker, log = logging_worker(tmp_path, "worker")
-    home = tmp_path / "home"
+    s = served_before(tmp_path, gguf_models["always-the.gguf"], libllama_v2)
+    log, home, env, argv = s.log, s.home, s.env, s.argv
     launcher = home / "runtimes" / "llamacpp" / "b1-cpu" / "bin"  # shaped as an install's: a worker it could choose
     launcher.mkdir(parents=True)
     other, other_log = logging_worker(launcher, "superfluid-worker-llamacpp")
-    env = cli.environment(home, SUPERFLUID_WORKER_LLAMACPP=str(worker))
-    argv = line(gguf_models["always-the.gguf"], libllama_v2)
-    served_once(argv, env)
     (key, guess), = kept(home).items()
     (home / "cache" / FILE).write_text(json.dumps({"format": 1, "workers": {key: [str(other), *guess[1:]]}}))
     _, children = served_once(argv, env)
@@ -146,14 +156,11 @@ def test_a_line_refused_after_its_worker_started_ahead_leaves_nothing_running(
 
 def test_a_guess_naming_a_program_the_face_would_never_choose_is_not_started(
         libllama_v2: Path, gguf_models: dict[str, Path], tmp_path: Path) -> None:
-    worker, log = logging_worker(tmp_path, "worker")
+    s = served_before(tmp_path, gguf_models["always-the.gguf"], libllama_v2)
+    log, home, env, argv = s.log, s.home, s.env, s.argv
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     planted, planted_log = logging_worker(elsewhere, "superfluid-worker-llamacpp")
-    home = tmp_path / "home"
-    env = cli.environment(home, SUPERFLUID_WORKER_LLAMACPP=str(worker))
-    argv = line(gguf_models["always-the.gguf"], libllama_v2)
-    served_once(argv, env)
     (key, guess), = kept(home).items()
     (home / "cache" / FILE).write_text(json.dumps({"format": 1, "workers": {key: [str(planted), *guess[1:]]}}))
     served_once(argv, env)

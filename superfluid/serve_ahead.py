@@ -13,8 +13,9 @@ See docs/host-contract.md, "1. Starting a server".
 # in that very environment; any other choice (or a refusal) stops it, unseen. What is kept is a guess,
 # never a decision: nothing is loaded before the face has decided, a stale or garbled guess costs one
 # process that never loaded anything, and a guess is started only when it is a worker the face itself
-# could choose (``startable``). The dispatch (``superfluid.cli``) imports this module by name for a
-# ``serve`` line only, as it imports a command's module: every other command starts as before.
+# could choose and that waits for ``GO`` (``startable``). The dispatch (``superfluid.cli``) imports this
+# module by name for a ``serve`` line only, as it imports a command's module: every other command
+# starts as before.
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from superfluid import __version__
+from superfluid.installer.home.launcher import is_written_by_us
 from superfluid.runtime import registry
 from superfluid.runtime.kernel.fixes import ENV_LOG
 from superfluid.runtime.kernel.home_cache import read_object, write
@@ -132,24 +134,24 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def startable(argv: Sequence[str], environ: Mapping[str, str]) -> bool:
-    """Whether a kept ``argv`` is the serve line of a worker the face itself could choose, so that a
-    cache file never names a program to run: the worker ``SUPERFLUID_WORKER_<ID>`` names, one beside
-    this superfluid, or an install's launcher in this home (``runtimes/<id>/<install>/bin/``)."""
-    if len(argv) < 2 or argv[1] != "serve":
+    """Whether a kept ``argv`` is the serve line of one of this superfluid's own workers, which waits
+    for ``GO`` before it loads anything: the one beside this superfluid, or an install's launcher in this
+    home holding exactly the launcher this superfluid writes (``launcher.is_written_by_us``: one changed
+    since is never run before the face has judged its install). Never a program the cache file alone
+    names, nor one ``SUPERFLUID_WORKER_<ID>`` names (a worker of anyone's, which may not wait)."""
+    if len(argv) < 2 or argv[1] != "serve" or not os.path.isabs(argv[0]):
         return False
-    program = argv[0]
-    if any(environ.get(registry.env_override(rid)) == program for rid in registry.IDS):
-        return True
     names = {worker_command(rid): rid for rid in registry.IDS}
-    rid = names.get(os.path.basename(program))
-    if rid is None or not os.path.isabs(program):
+    rid = names.get(os.path.basename(argv[0]))
+    if rid is None:
         return False
-    real = os.path.realpath(program)
+    real = os.path.realpath(argv[0])
     if any(real == os.path.realpath(os.path.join(d, worker_command(rid))) for d in shipped_dirs()):
         return True
     root = os.path.realpath(runtimes_dir(home(environ)))
     parts = os.path.relpath(real, root).split(os.sep) if real.startswith(root + os.sep) else []
-    return len(parts) == 4 and parts[0] == rid and parts[2] == "bin" and parts[3] == worker_command(rid)
+    return (len(parts) == 4 and parts[0] == rid and parts[2] == "bin" and parts[3] == worker_command(rid)
+            and is_written_by_us(real, rid))
 
 
 def begin(line: Sequence[str], environ: Mapping[str, str]) -> Ahead | None:

@@ -26,7 +26,7 @@ from superfluid.installer.home.installs import (
     list_installs,
     runtime_root,
 )
-from superfluid.installer.home.publish import launcher_script
+from superfluid.installer.home.launcher import launcher_script
 from superfluid.installer.home.restore import plan_of, restore, unrestorable
 from superfluid.installer.home.store import NoSuchInstall, guard_root
 from superfluid.installer.home.upkeep import repair_target, repair_wanted

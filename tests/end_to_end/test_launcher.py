@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.installer.home.publish import launcher_script
+from superfluid.installer.home.launcher import launcher_script
 from tests import cli
 from tests.conftest import native_cache
 from tests.end_to_end.conftest import Home

@@ -1,9 +1,10 @@
 """``superfluid serve`` starts the worker a line chose last ahead of its own decision (issue 45, item 3:
 ``superfluid.serve_ahead``), with the real libllama, a real GGUF model and the real worker.
 
-A worker named by ``SUPERFLUID_WORKER_LLAMACPP`` logs its pid, whether it was started primed and its
-command line, then execs the real one (the same pid): the log says what was started, and ``/proc``
-what is still running.
+A worker started ahead has ``SUPERFLUID_PRIMED=1`` in the environment it was started with
+(``/proc/<pid>/environ``). A guess shaped as an install's launcher (this superfluid's own, byte for byte)
+runs ``SUPERFLUID_PYTHON``, which a test points at a script that logs its pid and whether it was
+primed, then execs the real interpreter: the log says what was started, and ``/proc`` what still runs.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from superfluid.installer.home.launcher import launcher_script
 from superfluid.runtime.kernel.lookup import GO
 from superfluid.serve_ahead import FILE
 from tests import cli
@@ -25,24 +28,39 @@ from tests.serving_client import SuperfluidServe, alive
 pytestmark = pytest.mark.native
 
 
-def logging_worker(tmp_path: Path, name: str) -> tuple[Path, Path]:
-    """A worker that logs ``<pid> <primed> <argv>``, then becomes the real llama.cpp worker."""
-    log, worker = tmp_path / f"{name}.log", tmp_path / name
-    worker.write_text(f"#!/bin/sh\nprintf '%s %s %s\\n' \"$$\" \"${{SUPERFLUID_PRIMED:-0}}\" \"$*\" >> '{log}'\n"
-                      f"exec '{cli.script('superfluid-worker-llamacpp')}' \"$@\"\n")
-    worker.chmod(0o755)
-    return worker, log
+def environ_of(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(entry.decode().partition("=")[::2] for entry in raw if entry)
+
+
+def primed(pid: int) -> bool:
+    """Whether process ``pid`` was started primed (ahead of its face's decision)."""
+    return environ_of(pid).get("SUPERFLUID_PRIMED") == "1"
+
+
+def logging_python(tmp_path: Path) -> tuple[Path, Path]:
+    """An interpreter for ``SUPERFLUID_PYTHON`` that logs ``<pid> <primed>``, then becomes this Python."""
+    log, python = tmp_path / "python.log", tmp_path / "logging-python"
+    python.write_text(f"#!/bin/sh\nprintf '%s %s\\n' \"$$\" \"${{SUPERFLUID_PRIMED:-0}}\" >> '{log}'\n"
+                      f"exec '{sys.executable}' \"$@\"\n")
+    python.chmod(0o755)
+    return python, log
 
 
 def starts(log: Path) -> list[tuple[int, bool]]:
     """Each start the log holds: its pid and whether it was primed."""
     if not log.exists():
         return []
-    return [(int(pid), primed == "1") for pid, primed, _ in (ln.split(" ", 2) for ln in log.read_text().splitlines())]
+    return [(int(pid), flag == "1") for pid, flag in (ln.split() for ln in log.read_text().splitlines())]
 
 
-def line(model: Path, lib: Path) -> list[str]:
-    return [str(cli.script("superfluid")), "serve", "--port", "0", "--model", str(model), "--llamacpp-lib", str(lib)]
+def install_launcher(home: Path) -> Path:
+    """This superfluid's own launcher, where an install's sits (no install around it: only a guess names it)."""
+    launcher = home / "runtimes" / "llamacpp" / "b1-cpu" / "bin" / "superfluid-worker-llamacpp"
+    launcher.parent.mkdir(parents=True)
+    launcher.write_text(launcher_script("llamacpp"))
+    launcher.chmod(0o755)
+    return launcher
 
 
 def kept(home: Path) -> dict[str, list[str]]:
@@ -58,128 +76,149 @@ def gone(pid: int) -> bool:
     return not alive(pid)
 
 
-def served_once(argv: list[str], env: dict[str, str]) -> tuple[int, list[int]]:
-    """Serve ``argv`` until one completion is answered, then stop it: the exit code and the face's children."""
-    s = SuperfluidServe(argv, env)
-    try:
-        assert s.complete(prompt="the cat", max_tokens=2)["usage"]["completion_tokens"] == 2
-        children = s.children()
-        code, _, err = s.stop()
-        assert code == 0, err
-        return code, children
-    finally:
-        s.close()
-
-
 @dataclass(frozen=True)
-class Served:
-    """A line served once in a fresh home, by a logging worker that ``SUPERFLUID_WORKER_LLAMACPP`` names."""
+class Line:
+    """A serve line on the real worker beside superfluid, in a home of its own."""
 
-    worker: Path
-    log: Path
     home: Path
     env: dict[str, str]
     argv: list[str]
 
+    def serve_once(self) -> tuple[int, bool]:
+        """Serve until one completion is answered, then stop: the worker's pid, and whether it was primed."""
+        s = SuperfluidServe(self.argv, self.env)
+        try:
+            assert s.complete(prompt="the cat", max_tokens=2)["usage"]["completion_tokens"] == 2
+            (worker,) = s.children()
+            was_primed = primed(worker)
+            code, _, err = s.stop()
+            assert code == 0, err
+            return worker, was_primed
+        finally:
+            s.close()
 
-def served_before(tmp_path: Path, model: Path, lib: Path) -> Served:
-    worker, log = logging_worker(tmp_path, "worker")
+    def guess(self, program: Path) -> None:
+        """Make the kept guess of this line name ``program`` (a line served once keeps one)."""
+        (key, argv), = kept(self.home).items()
+        (self.home / "cache" / FILE).write_text(json.dumps({"format": 1, "workers": {key: [str(program), *argv[1:]]}}))
+
+
+def a_line(tmp_path: Path, model: Path, lib: Path, **env: str) -> Line:
     home = tmp_path / "home"
-    s = Served(worker, log, home, cli.environment(home, SUPERFLUID_WORKER_LLAMACPP=str(worker)), line(model, lib))
-    served_once(s.argv, s.env)
-    return s
+    return Line(home, cli.environment(home, **env),
+                [str(cli.script("superfluid")), "serve", "--port", "0", "--model", str(model),
+                 "--llamacpp-lib", str(lib)])
 
 
 def test_a_line_served_before_starts_its_worker_ahead_and_serves_with_it(
         libllama_v2: Path, gguf_models: dict[str, Path], tmp_path: Path) -> None:
-    s = served_before(tmp_path, gguf_models["always-the.gguf"], libllama_v2)
-    worker, log, home, env, argv = s.worker, s.log, s.home, s.env, s.argv
-    assert [primed for _, primed in starts(log)] == [False]  # nothing kept yet: started once it was chosen
-    (guess,) = kept(home).values()
-    assert guess[0] == str(worker) and guess[1] == "serve"
-    _, children = served_once(argv, env)
-    second = starts(log)[1:]
-    assert [primed for _, primed in second] == [True]  # one worker, started ahead, and it served
-    assert children == [second[0][0]]
-    assert len(kept(home)) == 1  # the guess was right: nothing new kept
+    line = a_line(tmp_path, gguf_models["always-the.gguf"], libllama_v2)
+    _, first = line.serve_once()
+    assert not first  # nothing kept yet: started once it was chosen
+    (guess,) = kept(line.home).values()
+    assert guess[:2] == [str(cli.script("superfluid-worker-llamacpp")), "serve"]
+    _, second = line.serve_once()
+    assert second  # the one worker there is was started ahead, and it served
+    assert list(kept(line.home).values()) == [guess]  # the guess was right: nothing new kept
 
 
 def test_a_worker_started_ahead_dies_with_its_face(libllama_v2: Path, gguf_models: dict[str, Path],
                                                   tmp_path: Path) -> None:
     """Started ahead it was spawned without a parent-death signal (no fork of the face); told to go, it
     sets its own: the face killed outright, the kernel stops the worker."""
-    before = served_before(tmp_path, gguf_models["always-the.gguf"], libllama_v2)
-    s = SuperfluidServe(before.argv, before.env)
+    line = a_line(tmp_path, gguf_models["always-the.gguf"], libllama_v2)
+    line.serve_once()
+    s = SuperfluidServe(line.argv, line.env)
     try:
-        ((pid, primed),) = starts(before.log)[1:]
-        assert primed and s.children() == [pid]
+        (worker,) = s.children()
+        assert primed(worker)
         s.proc.kill()
         s.proc.wait(timeout=30)
-        assert gone(pid), "the worker outlived its face"
+        assert gone(worker), "the worker outlived its face"
     finally:
         s.close()
 
 
 def test_a_guess_that_is_not_the_worker_chosen_is_stopped_and_the_chosen_one_serves(
         libllama_v2: Path, gguf_models: dict[str, Path], tmp_path: Path) -> None:
-    s = served_before(tmp_path, gguf_models["always-the.gguf"], libllama_v2)
-    log, home, env, argv = s.log, s.home, s.env, s.argv
-    launcher = home / "runtimes" / "llamacpp" / "b1-cpu" / "bin"  # shaped as an install's: a worker it could choose
-    launcher.mkdir(parents=True)
-    other, other_log = logging_worker(launcher, "superfluid-worker-llamacpp")
-    (key, guess), = kept(home).items()
-    (home / "cache" / FILE).write_text(json.dumps({"format": 1, "workers": {key: [str(other), *guess[1:]]}}))
-    _, children = served_once(argv, env)
-    ((stale, primed),) = starts(other_log)
-    assert primed and gone(stale), "the worker guessed was started primed, and stopped"
-    assert [p for p, _ in starts(log)[1:]] == children  # the chosen one served, started as before
-    assert kept(home) == {key: guess}  # and is the guess now
+    python, log = logging_python(tmp_path)
+    line = a_line(tmp_path, gguf_models["always-the.gguf"], libllama_v2, SUPERFLUID_PYTHON=str(python))
+    line.serve_once()
+    guess = kept(line.home)
+    line.guess(install_launcher(line.home))  # a worker the face could choose, not the one it will
+    worker, was_primed = line.serve_once()
+    ((stale, flag),) = starts(log)
+    assert flag and gone(stale), "the launcher guessed was started primed, and stopped"
+    assert not was_primed and worker != stale  # the chosen one served, started as before
+    assert kept(line.home) == guess  # and is the guess again
 
 
-def test_a_line_refused_after_its_worker_started_ahead_leaves_nothing_running(
-        libllama_v2: Path, gguf_models: dict[str, Path], tmp_path: Path) -> None:
-    worker, log = logging_worker(tmp_path, "worker")
-    home = tmp_path / "home"
-    model = tmp_path / "model.gguf"
-    model.write_bytes(gguf_models["always-the.gguf"].read_bytes())
-    env = cli.environment(home, SUPERFLUID_WORKER_LLAMACPP=str(worker))
-    argv = line(model, libllama_v2)
-    served_once(argv, env)
-    before = (home / "cache" / FILE).read_bytes()
-    model.unlink()
-    done = cli.run(*argv, env=env, timeout=60)
-    assert done.code == 2 and f"{model}" in done.stderr and "no such file or directory" in done.stderr, done.stderr
-    ((pid, primed),) = starts(log)[1:]
-    assert primed and gone(pid)
-    assert (home / "cache" / FILE).read_bytes() == before
+def test_a_changed_launcher_is_never_started_ahead(libllama_v2: Path, gguf_models: dict[str, Path],
+                                                   tmp_path: Path) -> None:
+    """An install's launcher runs before its install is judged only when it is this superfluid's own."""
+    python, log = logging_python(tmp_path)
+    line = a_line(tmp_path, gguf_models["always-the.gguf"], libllama_v2, SUPERFLUID_PYTHON=str(python))
+    line.serve_once()
+    launcher = install_launcher(line.home)
+    launcher.write_text(launcher.read_text().replace("import os, sys", "import os, sys  # changed"))
+    line.guess(launcher)
+    _, was_primed = line.serve_once()
+    assert starts(log) == [] and not was_primed
 
 
 def test_a_guess_naming_a_program_the_face_would_never_choose_is_not_started(
         libllama_v2: Path, gguf_models: dict[str, Path], tmp_path: Path) -> None:
-    s = served_before(tmp_path, gguf_models["always-the.gguf"], libllama_v2)
-    log, home, env, argv = s.log, s.home, s.env, s.argv
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    planted, planted_log = logging_worker(elsewhere, "superfluid-worker-llamacpp")
-    (key, guess), = kept(home).items()
-    (home / "cache" / FILE).write_text(json.dumps({"format": 1, "workers": {key: [str(planted), *guess[1:]]}}))
-    served_once(argv, env)
-    assert starts(planted_log) == [], "a cache file named a program, and it ran"
-    assert [primed for _, primed in starts(log)] == [False, False]
+    line = a_line(tmp_path, gguf_models["always-the.gguf"], libllama_v2)
+    line.serve_once()
+    planted, ran = tmp_path / "elsewhere" / "superfluid-worker-llamacpp", tmp_path / "it-ran"
+    planted.parent.mkdir()
+    planted.write_text(f"#!/bin/sh\ntouch '{ran}'\n")
+    planted.chmod(0o755)
+    line.guess(planted)
+    _, was_primed = line.serve_once()
+    assert not ran.exists(), "a cache file named a program, and it ran"
+    assert not was_primed
+
+
+def test_a_worker_named_by_the_variable_is_not_started_ahead(libllama_v2: Path, gguf_models: dict[str, Path],
+                                                             tmp_path: Path) -> None:
+    """``SUPERFLUID_WORKER_<ID>`` names anyone's worker, which may not wait for the word to go."""
+    mine = tmp_path / "my-worker"
+    mine.write_text(f"#!/bin/sh\nexec '{cli.script('superfluid-worker-llamacpp')}' \"$@\"\n")
+    mine.chmod(0o755)
+    line = a_line(tmp_path, gguf_models["always-the.gguf"], libllama_v2, SUPERFLUID_WORKER_LLAMACPP=str(mine))
+    line.serve_once()
+    _, was_primed = line.serve_once()
+    assert not was_primed
+
+
+def test_a_line_refused_after_its_worker_started_ahead_leaves_nothing_running(
+        libllama_v2: Path, gguf_models: dict[str, Path], tmp_path: Path) -> None:
+    python, log = logging_python(tmp_path)
+    model = tmp_path / "model.gguf"
+    model.write_bytes(gguf_models["always-the.gguf"].read_bytes())
+    line = a_line(tmp_path, model, libllama_v2, SUPERFLUID_PYTHON=str(python))
+    line.serve_once()
+    line.guess(install_launcher(line.home))
+    before = (line.home / "cache" / FILE).read_bytes()
+    model.unlink()
+    done = cli.run(*line.argv, env=line.env, timeout=60)
+    assert done.code == 2 and str(model) in done.stderr and "no such file or directory" in done.stderr, done.stderr
+    ((pid, flag),) = starts(log)
+    assert flag and gone(pid)
+    assert (line.home / "cache" / FILE).read_bytes() == before
 
 
 @pytest.mark.parametrize("garbage", [b"", b"{", b"[]", b'{"format": 1, "workers": {"k": "not a list"}}',
                                      b'{"format": 9, "workers": {}}'], ids=["empty", "cut", "list", "value", "format"])
 def test_a_garbled_file_of_guesses_is_no_guess(libllama_v2: Path, gguf_models: dict[str, Path], tmp_path: Path,
                                                garbage: bytes) -> None:
-    worker, log = logging_worker(tmp_path, "worker")
-    home = tmp_path / "home"
-    (home / "cache").mkdir(parents=True)
-    (home / "cache" / FILE).write_bytes(garbage)
-    env = cli.environment(home, SUPERFLUID_WORKER_LLAMACPP=str(worker))
-    served_once(line(gguf_models["always-the.gguf"], libllama_v2), env)
-    assert [primed for _, primed in starts(log)] == [False]
-    assert list(kept(home).values())[0][0] == str(worker)
+    line = a_line(tmp_path, gguf_models["always-the.gguf"], libllama_v2)
+    (line.home / "cache").mkdir(parents=True)
+    (line.home / "cache" / FILE).write_bytes(garbage)
+    _, was_primed = line.serve_once()
+    assert not was_primed
+    assert list(kept(line.home).values())[0][0] == str(cli.script("superfluid-worker-llamacpp"))
 
 
 def _primed_serve(stdin: bytes, model: Path, lib: Path) -> subprocess.CompletedProcess[bytes]:

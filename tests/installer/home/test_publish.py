@@ -4,17 +4,14 @@ worker) and that a failure at any step leaves every install as it was; the worke
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from superfluid.installer.home import store
 from superfluid.installer.home.installs import BadName
-from superfluid.installer.home.publish import install_staged, launcher_argv, write_worker_launcher
+from superfluid.installer.home.publish import install_staged
 from superfluid.installer.home.store import StoreError
 from superfluid.installer.mutex import mutex_owner
 from superfluid.installer.unpack.extract import extract_all
@@ -119,48 +116,6 @@ def test_bad_names_touch_nothing(tmp_path: Path) -> None:
     with pytest.raises(BadName):
         install_staged(tmp_path / "home", "../evil", "1.0-cpu", populating("1.0-cpu"), no_probe)
     assert not (tmp_path / "home").exists()
-
-
-# --- the launcher -----------------------------------------------------------------------------------------
-
-PROBE = "import json, sys\ndef main():\n    print(json.dumps(sys.argv))\n    return 3\n"
-
-
-@pytest.fixture
-def probe_module(tmp_path: Path) -> dict[str, str]:
-    """A module ``sfprobe`` whose main prints its argv, importable through PYTHONPATH."""
-    (tmp_path / "mods").mkdir()
-    (tmp_path / "mods" / "sfprobe.py").write_text(PROBE)
-    return {**os.environ, "PYTHONPATH": str(tmp_path / "mods")}
-
-
-def test_launcher_hands_its_own_path_as_argv0(tmp_path: Path, probe_module: dict[str, str]) -> None:
-    install = tmp_path / "runtimes" / RID / "1.0-cpu"
-    install.mkdir(parents=True)
-    (tmp_path / "runtimes" / RID / "current").symlink_to("1.0-cpu")
-    write_worker_launcher(install, RID, argv=launcher_argv(RID, module="sfprobe"))
-    via_current = tmp_path / "runtimes" / RID / "current" / "bin" / f"superfluid-worker-{RID}"
-    run = subprocess.run([str(via_current), "check", "--model", "a b.gguf"], capture_output=True, text=True,
-                         env=probe_module, timeout=30)
-    assert run.returncode == 3, run.stderr  # main's return value is the exit code
-    assert json.loads(run.stdout) == [str(install / worker_path(RID)), "check", "--model", "a b.gguf"]
-
-
-def test_launcher_ignores_modules_in_the_working_directory(tmp_path: Path, probe_module: dict[str, str]) -> None:
-    install = tmp_path / "i"
-    install.mkdir()
-    write_worker_launcher(install, RID, argv=launcher_argv(RID, module="sfprobe"))
-    (tmp_path / "cwd").mkdir()
-    (tmp_path / "cwd" / "sfprobe.py").write_text("def main():\n    print('hijacked')\n")
-    run = subprocess.run([str(install / worker_path(RID))], capture_output=True, text=True, cwd=tmp_path / "cwd",
-                         env=probe_module, timeout=30)
-    assert run.returncode == 3 and "hijacked" not in run.stdout
-
-
-def test_default_worker_command_runs_the_adapter_main() -> None:
-    argv = launcher_argv("basert")
-    assert argv[0] == sys.executable and argv[1] in ("-P", "-I") and argv[2] == "-c"
-    assert "from superfluid.runtime.basert.worker import main" in argv[3]
 
 
 # --- the order of the steps, and what stops them ------------------------------------------------------

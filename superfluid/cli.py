@@ -11,6 +11,7 @@ import gc
 import os
 import sys
 from collections.abc import Sequence
+from functools import partial
 from importlib import import_module
 
 from superfluid import answer_cache, verbosity
@@ -49,7 +50,7 @@ from superfluid.source_hints import fitting, given, with_flags
 # - the collector paused, frozen at exit (``_pause_gc``): runtimes --json computed 4.12x vs 4.54x,
 #   --version 1.54x vs 1.70x;
 # - serve's worker started ahead (``serve_ahead``, imported by name for a serve line only): a restart's
-#   cold start to the first answer 2.3x llama-server's without it, about 1.6-1.7x with it (bench_serve).
+#   cold start to the first answer 2.11x llama-server's without it, 1.65x with it (interleaved rounds).
 # The caches among them keep what they keep by ``runtime.kernel.home_cache`` (a stat fingerprint per path).
 __all__ = ["main", "EXIT_CODES", "exit_code"]
 
@@ -135,7 +136,7 @@ def _warn_home() -> None:
 
 def _pause_gc(args_in: Sequence[str]) -> bool:
     """Stop the cyclic garbage collector for the short life of a command (for ``serve``, which lives
-    as long as its server, until its startup line is out: ``supervise.serve_child`` starts it again);
+    as long as its server, until its startup line is out: ``supervise.serve_child`` calls ``started``);
     answers whether it was on. A command's imports make tens of thousands of objects that every full
     collection walks again, the last one at exit most of all (``_resume_gc`` freezes them): runtimes
     --json computed 4.12x a bare start with it, 4.54x without (bench_cli); an install from a mirror 2
@@ -188,6 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ahead = import_module("superfluid.serve_ahead").begin(args_in, os.environ)
         args, extra, top = _parsed(args_in)
         args.ahead = ahead  # serve adopts it when it chooses that very worker
+        args.started = partial(_resume_gc, collecting, exiting=False)  # a server's start is over: collect again
         if verbosity.verbose():  # the installer's log, loaded only when asked (superfluid.step_log)
             import_module("superfluid.step_log").log_each_step()
         if extra:  # named at the command that refused them, not at the top

@@ -32,7 +32,7 @@ from superfluid.installer.home.launcher import is_written_by_us
 from superfluid.runtime import registry
 from superfluid.runtime.kernel.fixes import ENV_LOG
 from superfluid.runtime.kernel.home_cache import read_object, write
-from superfluid.runtime.kernel.layout import cache_file, home, runtimes_dir, shipped_dirs, worker_command
+from superfluid.runtime.kernel.layout import cache_file, home, install_worker, runtime_dir, shipped_dirs, worker_command
 from superfluid.runtime.kernel.lookup import GO, PRIMED_VARIABLE
 from superfluid.runtime.process import worker_env
 
@@ -76,7 +76,6 @@ class Ahead:
     """A serve line's worker started ahead (``proc``, None when no guess was kept or it was used),
     and what keeping the next guess needs."""
 
-    line: tuple[str, ...]
     environ: Mapping[str, str]
     path: str
     key: str
@@ -148,9 +147,9 @@ def startable(argv: Sequence[str], environ: Mapping[str, str]) -> bool:
     real = os.path.realpath(argv[0])
     if any(real == os.path.realpath(os.path.join(d, worker_command(rid))) for d in shipped_dirs()):
         return True
-    root = os.path.realpath(runtimes_dir(home(environ)))
-    parts = os.path.relpath(real, root).split(os.sep) if real.startswith(root + os.sep) else []
-    return (len(parts) == 4 and parts[0] == rid and parts[2] == "bin" and parts[3] == worker_command(rid)
+    root = os.path.realpath(runtime_dir(home(environ), rid))
+    install = os.path.relpath(real, root).split(os.sep)[0] if real.startswith(root + os.sep) else None
+    return (install is not None and real == os.path.realpath(install_worker(os.path.join(root, install), rid))
             and is_written_by_us(real, rid))
 
 
@@ -160,7 +159,7 @@ def begin(line: Sequence[str], environ: Mapping[str, str]) -> Ahead | None:
     if list(line[:1]) != ["serve"] or _HELP & set(line):
         return None
     path = cache_file(home(environ), FILE)
-    ahead = Ahead(tuple(line), environ, path, _key(line, environ))
+    ahead = Ahead(environ, path, _key(line, environ))
     guess = _kept(path).get(ahead.key)
     if guess is None or not startable(guess, environ):
         return ahead

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import os
 import signal
 import subprocess
@@ -177,11 +176,12 @@ def _ended(child: _Child, code: int, runtime_id: str, check: Check, *, ready: bo
 
 
 def serve_child(ready: Ready, line: ServeCommand, environ: Mapping[str, str], check: Check,
-                ahead: Ahead | None = None) -> int:
+                ahead: Ahead | None = None, started: Callable[[], None] | None = None) -> int:
     """Run the worker until it stops; 0 for a clean stop. ``check``: the runtime's check, asked when
     the worker fails before it is ready and when the startup line must say who named its library.
     ``ahead``: the worker this line chose last, started before the face decided (``serve_ahead``),
-    used when it is the one chosen now.
+    used when it is the one chosen now. ``started``: called once the startup line is out (the face's
+    dispatch gives back the garbage collector it paused for the start: ``cli._pause_gc``).
 
     Raises:
         NotServable: the worker failed before it was ready, and the check says why (exit 4).
@@ -199,7 +199,8 @@ def serve_child(ready: Ready, line: ServeCommand, environ: Mapping[str, str], ch
             child.passing = True
         sys.stdout.write(said + "\n")
         sys.stdout.flush()
-        gc.enable()  # the face's start is over (``cli._pause_gc`` stopped the collector for it)
+        if started is not None:
+            started()
         return _ended(child, child.wait(), ready.runtime_id, check, ready=True)
     finally:
         if child.proc.poll() is None:

@@ -16,7 +16,7 @@ from superfluid.installer.cache.download import download
 from superfluid.installer.cache.stores import Cache
 from superfluid.installer.config import FetchConfig
 from superfluid.installer.fleet.lockfile import Engine, Lock, LockedFile, LockFileError
-from superfluid.installer.fleet.sync import fetch_files, files_of, listing
+from superfluid.installer.fleet.sync import fetch_files, files_of, listing, provable
 from superfluid.installer.settings import Settings
 from superfluid.installer.sources.bundles import BUNDLE_TYPE
 from superfluid.installer.sources.mirror import listing_path
@@ -42,8 +42,6 @@ from superfluid.installer.sources.oci.ref import (
 )
 from superfluid.installer.transport.progress import Progress
 from superfluid.installer.trust.proving import proving_bundle
-from superfluid.runtime import registry as runtimes
-from superfluid.runtime.adapter import built_by_of
 from superfluid.runtime.kernel.errors import BadFile
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
 
@@ -217,19 +215,15 @@ def _push_bundles(net: Registry, lock: Lock, settings: Settings, sent: set[str],
         DownloadError: the registry refused, or asking failed.
     """
     done: list[str] = []
-    for e in lock.engines:
-        built_by = e.built_by or built_by_of(runtimes.get(e.target.runtime))
-        if built_by is None:  # its recipe names no releases repository: no identity to prove
+    for f, built_by in provable(lock):
+        if f.path not in sent or f.path in done:
             continue
-        for f in e.assets:
-            if f.path not in sent or f.path in done:
-                continue
-            proof = proving_bundle(f.name, f.url, f.sha256, built_by, settings)
-            if proof is None or proof.bundle is None:
-                continue
-            tell(f"sending the Sigstore bundle of {f.path} to {net.ref.describe()}")
-            refer(net, asset_manifest(Layer(f.path, f.sha256, f.size)), proof.bundle.data)
-            done.append(f.path)
+        proof = proving_bundle(f.name, f.url, f.sha256, built_by, settings)
+        if proof is None or proof.bundle is None:
+            continue
+        tell(f"sending the Sigstore bundle of {f.path} to {net.ref.describe()}")
+        refer(net, asset_manifest(Layer(f.path, f.sha256, f.size)), proof.bundle.data)
+        done.append(f.path)
     return tuple(done)
 
 

@@ -10,7 +10,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,7 @@ from superfluid.runtime.kernel.errors import BadFile
 from superfluid.runtime.kernel.jsonread import UntrustedJson, read_json
 from superfluid.runtime.kernel.ordering import version_key
 
-__all__ = ["Synced", "Problem", "files_of", "fetch_files", "sync", "verify", "listing"]
+__all__ = ["Synced", "Problem", "files_of", "fetch_files", "sync", "verify", "listing", "provable"]
 
 _LISTING_MAX_BYTES = 64 << 20
 #: a temp file of a sync (``_temp_for``): the pid of its writer
@@ -180,23 +180,30 @@ def _place_bundles(lock: Lock, base: Path, settings: Settings, tell: Callable[[s
         DownloadError: asking failed.
     """
     placed: list[str] = []
+    for f, built_by in provable(lock):
+        path = f.path + SUFFIX
+        target = _target(base, path)
+        if path in placed or (f.path not in fetched and _bundle_fault(base, f, built_by, settings) is None):
+            continue
+        proof = proving_bundle(f.name, f.url, f.sha256, built_by, settings)
+        if proof is None or proof.bundle is None:
+            continue
+        tell(f"placing {path}: {f.name} built by {proof.proven.signer if proof.proven else '?'}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(target, proof.bundle.data, temp=_temp_for(target))
+        placed.append(path)
+    return tuple(placed)
+
+
+def provable(lock: Lock) -> Iterator[tuple[LockedFile, Mapping[str, str | None]]]:
+    """Each asset of ``lock`` with the identity its Sigstore bundle must prove: the one the lock names for
+    its engine, else its recipe's (a lock written before superfluid recorded it); none of an engine whose
+    recipe names no releases repository (no identity to prove). What ``mirror sync`` places, ``mirror
+    verify`` checks and ``mirror push`` sends."""
     for e in lock.engines:
         built_by = e.built_by or built_by_of(registry.get(e.target.runtime))
-        if built_by is None:  # its recipe names no releases repository: no identity to prove
-            continue
-        for f in e.assets:
-            path = f.path + SUFFIX
-            target = _target(base, path)
-            if path in placed or (f.path not in fetched and _bundle_fault(base, f, built_by, settings) is None):
-                continue
-            proof = proving_bundle(f.name, f.url, f.sha256, built_by, settings)
-            if proof is None or proof.bundle is None:
-                continue
-            tell(f"placing {path}: {f.name} built by {proof.proven.signer if proof.proven else '?'}")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(target, proof.bundle.data, temp=_temp_for(target))
-            placed.append(path)
-    return tuple(placed)
+        if built_by is not None:
+            yield from ((f, built_by) for f in e.assets)
 
 
 def _listing_path(base: Path, repo: str) -> Path:
@@ -292,19 +299,15 @@ def _bundle_problems(lock: Lock, base: Path, settings: Settings) -> tuple[int, l
     the identity the lock names for its engine (the recipe's for an older lock): how many prove their
     asset, and a problem for each that does not."""
     proven, problems, seen = 0, [], set()
-    for e in lock.engines:
-        built_by = e.built_by or built_by_of(registry.get(e.target.runtime))
-        if built_by is None:  # its recipe names no releases repository: no identity to prove
+    for f, built_by in provable(lock):
+        if f.path in seen or not os.path.lexists(base / (f.path + SUFFIX)):
             continue
-        for f in e.assets:
-            if f.path in seen or not os.path.lexists(base / (f.path + SUFFIX)):
-                continue
-            seen.add(f.path)
-            fault = _bundle_fault(base, f, built_by, settings)
-            if fault is None:
-                proven += 1
-            else:
-                problems.append(Problem(f.path + SUFFIX, fault))
+        seen.add(f.path)
+        fault = _bundle_fault(base, f, built_by, settings)
+        if fault is None:
+            proven += 1
+        else:
+            problems.append(Problem(f.path + SUFFIX, fault))
     return proven, problems
 
 

@@ -305,7 +305,8 @@ def run(args: argparse.Namespace) -> int:
         ready = readiness(runtime_id, line, env)
         if (cpu := _cpu_fallback(ready, env)) is not None:  # a GPU build serving on the CPU is said, never silent
             sys.stderr.write(f"superfluid serve: {cpu}\n")
-        return serve_child(ready, line, env, check_of(ready, env), getattr(args, "ahead", None))
+        return serve_child(ready, line, env, check_of(ready, env), getattr(args, "ahead", None),
+                           getattr(args, "started", None))
 
 
 @contextmanager

@@ -301,8 +301,18 @@ def serve_engine(engine: Engine, host: str, port: int, out: TextIO, *, echo_log:
         generator.close()
         advice = "give another --port, or --port 0 for a free one" if e.errno == errno.EADDRINUSE else None
         raise SuperfluidError(f"cannot listen on {host}:{port}: {e.strerror or e}", advice=advice) from e
-    stop = threading.Event()
-    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
+    # the main thread sleeps on a pipe that a signal or a failure writes to: a handler that set an Event
+    # could deadlock, arriving while the main thread held the Event's own lock in its wait
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+
+    def wake(*_: object) -> None:
+        try:
+            os.write(wake_w, b"!")
+        except OSError:
+            pass  # woken already
+
+    previous = {s: signal.signal(s, wake) for s in (signal.SIGTERM, signal.SIGINT)}
     failure: list[BaseException] = []
 
     def run() -> None:
@@ -310,7 +320,8 @@ def serve_engine(engine: Engine, host: str, port: int, out: TextIO, *, echo_log:
             server.serve_forever(poll_interval=0.2)
         except BaseException as e:  # noqa: BLE001 - reported by the main thread
             failure.append(e)
-            stop.set()
+            wake()
+
 
     thread = threading.Thread(target=run, name="serve", daemon=True)
     thread.start()
@@ -324,8 +335,7 @@ def serve_engine(engine: Engine, host: str, port: int, out: TextIO, *, echo_log:
             out.flush()
         except (OSError, ValueError) as e:
             raise SuperfluidError(f"cannot announce the address on stdout: {e}") from e
-        while not stop.wait(0.5):
-            pass
+        select.select([wake_r], [], [])
     finally:
         generator.closing.set()
         server.shutdown()
@@ -334,6 +344,8 @@ def serve_engine(engine: Engine, host: str, port: int, out: TextIO, *, echo_log:
         generator.drain(DRAIN_SECONDS)
         for s, handler in previous.items():
             signal.signal(s, handler)
+        os.close(wake_r)
+        os.close(wake_w)
     if failure:
         raise SuperfluidError(f"serving failed: {type(failure[0]).__name__}: {failure[0]}")
     return 0

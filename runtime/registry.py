@@ -5,17 +5,19 @@ See docs/adapters.md, "Adding an engine".
 
 from __future__ import annotations
 
+import os
 from importlib import import_module
 from typing import TYPE_CHECKING
 
 from superfluid.runtime.kernel.errors import UsageError
+from superfluid.runtime.kernel.layout import worker_command
 
 if TYPE_CHECKING:
     from superfluid.runtime.adapter import Adapter
     from superfluid.runtime.presentation import Presentation
 
 __all__ = ["IDS", "ALIASES", "get", "presentation", "canonical", "aliases_of", "meant",
-           "env_override"]
+           "env_override", "worker_runtime"]
 
 #: runtime id -> module holding its ``ADAPTER``
 _ADAPTERS = {
@@ -74,6 +76,11 @@ def presentation(runtime_id: str) -> Presentation:
     if adapter.presentation_from is None:
         return import_module(_DEFAULT_PRESENTATION).Presentation(adapter.id)  # type: ignore[no-any-return]
     return import_module(adapter.presentation_from).PRESENTATION  # type: ignore[no-any-return]
+
+
+def worker_runtime(program: str) -> str | None:
+    """The runtime whose worker ``program`` is by its name (``superfluid-worker-<id>``), or None."""
+    return next((rid for rid in IDS if os.path.basename(program) == worker_command(rid)), None)
 
 
 def env_override(runtime_id: str) -> str:

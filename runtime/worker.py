@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from superfluid.runtime.contract import report_fixes
 from superfluid.runtime.kernel.errors import ModelLoadFailed, NotServable, UsageError, guarded
 from superfluid.runtime.kernel.layout import worker_command
-from superfluid.runtime.kernel.lookup import GO, PRIMED_VARIABLE, Lookup, read
+from superfluid.runtime.kernel.lookup import GO, LOAD_FIRST, PRIMED_VARIABLE, Lookup, read
 from superfluid.runtime.registry import get
 
 if TYPE_CHECKING:
@@ -65,7 +65,8 @@ _PR_SET_PDEATHSIG = 1
 def die_with_parent() -> None:
     """Have the kernel send this process SIGTERM when its parent dies (a server's worker never outlives
     its ``superfluid serve``); nothing where there is no ``prctl``. Run by the worker itself, or
-    between fork and exec (``supervise``)."""
+    between fork and exec (``supervise``), or by a fork of the face told what worker to be
+    (``superfluid.worker_fork``)."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
     except (OSError, AttributeError):
@@ -73,11 +74,12 @@ def die_with_parent() -> None:
 
 
 def _told_to_go() -> bool:
-    """A primed ``serve``: its imports done, it waits for its face (``superfluid serve``, which started
-    it before deciding what to serve) to say ``GO`` on stdin; anything else (its stdin closed: another
-    worker chosen, nothing to serve, the face gone) is no. Before that line no engine is loaded and no
-    port bound. Told to go, it dies with the face from then on (started ahead, it was not set so
-    between fork and exec: that made the start a fork, not a vfork), unless the face is gone already."""
+    """A primed ``serve``: its imports done (``1``; with ``LOAD_FIRST`` its engine loaded too), it waits
+    for its face (``superfluid serve``, which started it before deciding what to serve) to say ``GO`` on
+    stdin; anything else (its stdin closed: another worker chosen, nothing to serve, the face gone) is
+    no. Before that line no port is bound, and but for ``LOAD_FIRST`` no engine loaded. Told to go, it
+    dies with the face from then on (started ahead, it was not set so between fork and exec: that made
+    the start a fork, not a vfork), unless the face is gone already."""
     face = os.getppid()
     try:
         said = sys.stdin.buffer.readline(len(GO) + 1)
@@ -96,7 +98,8 @@ def engine_handlers(package: str, prog: str) -> dict[str, Handler]:
 
     Exit codes: ``check`` 0 available, else 1; ``plan``/``install`` 0, 1 refused, 2 a bad line;
     ``serve`` 0 clean stop (or, started primed, never told to go), 1 serving failed, 2 a bad line, 3
-    the model did not load.
+    the model did not load. A serve started primed (``PRIMED_VARIABLE``) waits for ``GO`` before it
+    loads anything (``1``), or loads its engine and waits before it binds (``LOAD_FIRST``).
     """
     def check(argv: list[str]) -> int:
         module = import_module(f"{package}.check")
@@ -126,13 +129,15 @@ def engine_handlers(package: str, prog: str) -> dict[str, Handler]:
         gc.disable()  # for the imports (thousands of objects, no cycle worth a collection): ~10% of their time
         try:
             module = import_module(f"{package}.serve")
-            if os.environ.pop(PRIMED_VARIABLE, None) == "1" and not _told_to_go():
+            primed = os.environ.pop(PRIMED_VARIABLE, None)
+            if primed == "1" and not _told_to_go():
                 return 0  # started ahead of its face's decision (``superfluid serve``), and not the worker it chose
         finally:
             if collecting:
                 gc.enable()  # a server lives long
         try:
-            return int(module.serve(argv, read(os.environ), sys.stdout))
+            # loading first (what it loads unchanged since its face last served it), it binds once told to go
+            return int(module.serve(argv, read(os.environ), sys.stdout, _told_to_go if primed == LOAD_FIRST else None))
         except ModelLoadFailed as e:
             sys.stderr.write(f"{prog}: model load failed: {e}\n")
             return 3

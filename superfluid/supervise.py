@@ -18,6 +18,7 @@ from superfluid.runtime.process import worker_env
 from superfluid.runtime.worker import die_with_parent
 from superfluid.serve_ahead import Ahead
 from superfluid.serve_line import Ready, ServeCommand, runtime_argv
+from superfluid.worker_fork import Process
 
 __all__ = ["Check", "serve_child", "worker_line", "startup_line", "worker_reason"]
 
@@ -99,10 +100,11 @@ class _Child:
         self.passing = False
         self.lock = threading.Lock()
         self.previous = {s: signal.signal(s, self._forward) for s in _FORWARDED}
+        self.argv = argv
         env = worker_env(environ)
         adopted = ahead.adopt(argv, env) if ahead is not None else None  # the very worker, started ahead
         try:
-            self.proc = adopted or subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            self.proc: Process = adopted or subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                                     stderr=subprocess.PIPE, env=env,
                                                     preexec_fn=die_with_parent if sys.platform == "linux" else None)
         except OSError as e:
@@ -199,6 +201,8 @@ def serve_child(ready: Ready, line: ServeCommand, environ: Mapping[str, str], ch
             child.passing = True
         sys.stdout.write(said + "\n")
         sys.stdout.flush()
+        if ahead is not None:  # what it loaded, kept for the next start of this line
+            ahead.served(child.proc.pid, child.argv, worker_env(environ), announced)
         if started is not None:
             started()
         return _ended(child, child.wait(), ready.runtime_id, check, ready=True)

@@ -6,7 +6,7 @@ See docs/runtimes.md, "basert (baseRT)".
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -184,8 +184,9 @@ def _load(line: BasertServeLine, lookup: Lookup) -> BasertEngine:
         raise
 
 
-def serve(argv: Sequence[str], lookup: Lookup, out: TextIO) -> int:
-    """``serve <argv...>``: load, then ``serving.http.serve_engine`` until SIGTERM/SIGINT; 0 on a clean close.
+def serve(argv: Sequence[str], lookup: Lookup, out: TextIO, gate: Callable[[], bool] | None = None) -> int:
+    """``serve <argv...>``: load, then ``serving.http.serve_engine`` until SIGTERM/SIGINT; 0 on a clean close
+    (and when ``gate``, asked once the engine is loaded, says no).
 
     Raises:
         UsageError: a bad command line (exit 2).
@@ -195,4 +196,4 @@ def serve(argv: Sequence[str], lookup: Lookup, out: TextIO) -> int:
     """
     line = parse_serve(argv)
     engine = _load(line, lookup)
-    return serve_engine(engine, line.host, line.port, out, queue=line.queue)
+    return serve_engine(engine, line.host, line.port, out, queue=line.queue, gate=gate)

@@ -12,6 +12,7 @@ from superfluid.runtime.kernel.errors import SuperfluidError
 __all__ = [
     "worker_command",
     "shipped_dirs",
+    "shipped_worker",
     "CURRENT",
     "PINNED",
     "LOCK",
@@ -104,6 +105,12 @@ def shipped_dirs() -> list[str]:
         if real not in dirs:
             dirs.append(real)
     return dirs
+
+
+def shipped_worker(path: str, runtime_id: str) -> bool:
+    """Whether ``path`` is, through any link, the worker of ``runtime_id`` beside this superfluid."""
+    real = os.path.realpath(path)
+    return any(real == os.path.realpath(os.path.join(d, worker_command(runtime_id))) for d in shipped_dirs())
 
 
 def worker_path(runtime_id: str) -> str:

@@ -8,13 +8,16 @@ from types import MappingProxyType
 
 from superfluid.runtime.kernel.layout import home
 
-__all__ = ["Lookup", "HOST_PREFIX", "PRIMED_VARIABLE", "GO", "is_host_variable", "read"]
+__all__ = ["Lookup", "HOST_PREFIX", "PRIMED_VARIABLE", "LOAD_FIRST", "GO", "is_host_variable", "read"]
 
 #: the variables that override a host fact (``runtime.hostfacts.host.detect``); ``LD_LIBRARY_PATH`` too
 HOST_PREFIX = "SUPERFLUID_HOST_"
 #: set (``1``) for a worker started primed (``runtime.process.start_worker``, ``superfluid.serve_ahead``): it
 #: makes ready (imports what its command needs), then waits on its stdin for the word to go on
 PRIMED_VARIABLE = "SUPERFLUID_PRIMED"
+#: its value for a serve worker that loads its engine first and waits for the word before it binds (the
+#: files it loads unchanged since the last start its face served: ``superfluid.serve_ahead``)
+LOAD_FIRST = "load"
 #: the line a face writes to a serve worker it started primed, once it has chosen that very worker
 GO = b"go\n"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -188,8 +188,9 @@ def _load(line: LlamaServeLine, lookup: Lookup) -> LlamaEngine:
         raise
 
 
-def serve(argv: Sequence[str], lookup: Lookup, out: TextIO) -> int:
-    """``serve <argv...>``: load, then ``serving.http.serve_engine`` until SIGTERM/SIGINT; 0 on a clean close.
+def serve(argv: Sequence[str], lookup: Lookup, out: TextIO, gate: Callable[[], bool] | None = None) -> int:
+    """``serve <argv...>``: load, then ``serving.http.serve_engine`` until SIGTERM/SIGINT; 0 on a clean close
+    (and when ``gate``, asked once the engine is loaded, says no).
 
     Raises:
         UsageError: a bad command line (exit 2).
@@ -199,4 +200,4 @@ def serve(argv: Sequence[str], lookup: Lookup, out: TextIO) -> int:
     line = parse_serve(argv)
     engine = _load(line, lookup)
     return serve_engine(engine, line.host, line.port, out, echo_log=echoes_log(lookup),
-                        queue=line.queue)
+                        queue=line.queue, gate=gate)

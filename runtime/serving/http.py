@@ -284,16 +284,21 @@ def _url(host: str, port: int) -> str:
 
 
 def serve_engine(engine: Engine, host: str, port: int, out: TextIO, *, echo_log: bool = False,
-                 queue: int = DEFAULT_QUEUE) -> int:
+                 queue: int = DEFAULT_QUEUE, gate: Callable[[], bool] | None = None) -> int:
     """Listen on ``host:port``, announce on ``out``, serve until SIGTERM/SIGINT; 0 on a clean close.
 
     ``queue`` requests may wait for a sequence besides those generating (one, or the engine's
-    ``Batched.n_seq``). The engine is closed on every way out, including a failure to bind.
+    ``Batched.n_seq``). ``gate``, given, is asked before anything binds: no (the engine loaded ahead of
+    its face's decision, and the face chose otherwise) closes the engine and answers 0. The engine is
+    closed on every way out, including a failure to bind.
 
     Raises:
         SuperfluidError: the address cannot be bound, the ready line cannot be written, or serving
             failed (exit 1).
     """
+    if gate is not None and not gate():
+        engine.close()
+        return 0
     generator = Generator(engine, queue=queue)
     try:
         server = make_server(generator, host, port, echo_log=echo_log)
@@ -321,7 +326,6 @@ def serve_engine(engine: Engine, host: str, port: int, out: TextIO, *, echo_log:
         except BaseException as e:  # noqa: BLE001 - reported by the main thread
             failure.append(e)
             wake()
-
 
     thread = threading.Thread(target=run, name="serve", daemon=True)
     thread.start()

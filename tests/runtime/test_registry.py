@@ -52,3 +52,12 @@ def test_an_id_that_is_no_runtime_id_gets_the_same_suggestion_from_the_store() -
             check_runtime_id(name)
         assert ("did you mean" in str(refused.value)) is (suggestion is not None)
         assert suggestion is None or f"did you mean {suggestion!r}?" in str(refused.value)
+
+
+@pytest.mark.parametrize(("program", "rid"), [
+    ("/opt/bin/superfluid-worker-llamacpp", "llamacpp"), ("superfluid-worker-basert", "basert"),
+    ("/x/superfluid-worker-mlx", "mlx"), ("/x/superfluid-worker-nosuch", None), ("/x/superfluid", None),
+    ("/x/superfluid-worker-llamacpp.sh", None), ("", None),
+])
+def test_a_worker_program_names_its_runtime(program: str, rid: str | None) -> None:
+    assert registry.worker_runtime(program) == rid

@@ -1,10 +1,12 @@
 """``superfluid serve`` starts the worker a line chose last ahead of its own decision (issue 45, item 3:
 ``superfluid.serve_ahead``), with the real libllama, a real GGUF model and the real worker.
 
-A worker started ahead has ``SUPERFLUID_PRIMED=1`` in the environment it was started with
-(``/proc/<pid>/environ``). A guess shaped as an install's launcher (this superfluid's own, byte for byte)
-runs ``SUPERFLUID_PYTHON``, which a test points at a script that logs its pid and whether it was
-primed, then execs the real interpreter: the log says what was started, and ``/proc`` what still runs.
+A worker started ahead is a fork of its face (``superfluid.worker_fork``: its command line is the
+face's, ``/proc/<pid>/cmdline``), or, spawned, has ``SUPERFLUID_PRIMED`` (``1``, or ``load``) in the
+environment it was started with (``/proc/<pid>/environ``). A guess shaped as an install's launcher
+(this superfluid's own, byte for byte) runs ``SUPERFLUID_PYTHON``, which a test points at a script that
+logs its pid and whether it was primed, then execs the real interpreter: the log says what was
+started, and ``/proc`` what still runs.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from superfluid.installer.home.launcher import launcher_script
-from superfluid.runtime.kernel.lookup import GO
+from superfluid.runtime.kernel.lookup import GO, LOAD_FIRST
 from superfluid.serve_ahead import FILE
 from tests import cli
 from tests.serving_client import SuperfluidServe, alive
@@ -33,9 +35,29 @@ def environ_of(pid: int) -> dict[str, str]:
     return dict(entry.decode().partition("=")[::2] for entry in raw if entry)
 
 
+def cmdline(pid: int) -> list[bytes]:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+
+
+def parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def forked(pid: int) -> bool:
+    """Whether process ``pid`` is a fork of its parent that never exec'd (its command line is the parent's)."""
+    return cmdline(pid) == cmdline(parent_of(pid))
+
+
 def primed(pid: int) -> bool:
-    """Whether process ``pid`` was started primed (ahead of its face's decision)."""
-    return environ_of(pid).get("SUPERFLUID_PRIMED") == "1"
+    """Whether process ``pid`` was started primed (ahead of its face's decision): forked from its face,
+    or spawned with the variable that says so."""
+    return forked(pid) or environ_of(pid).get("SUPERFLUID_PRIMED") in ("1", LOAD_FIRST)
+
+
+def started(pid: int) -> str:
+    """How worker ``pid`` was started: ``forked`` (a fork of its face, told what to be once it decided),
+    ``ahead`` (the guess spawned primed) or ``after`` (spawned once the face decided)."""
+    return "forked" if forked(pid) else "ahead" if primed(pid) else "after"
 
 
 def logging_python(tmp_path: Path) -> tuple[Path, Path]:
@@ -84,16 +106,19 @@ class Line:
     env: dict[str, str]
     argv: list[str]
 
-    def serve_once(self) -> tuple[int, bool]:
-        """Serve until one completion is answered, then stop: the worker's pid, and whether it was primed."""
+    def serve_once(self, seen: dict[str, object] | None = None) -> tuple[int, str]:
+        """Serve until one completion is answered, then stop: the worker's pid, and how it was started
+        (``started``; ``seen``, given, gets its ``environ`` and its ``name``)."""
         s = SuperfluidServe(self.argv, self.env)
         try:
             assert s.complete(prompt="the cat", max_tokens=2)["usage"]["completion_tokens"] == 2
             (worker,) = s.children()
-            was_primed = primed(worker)
+            how = started(worker)
+            if seen is not None:
+                seen.update(environ=environ_of(worker), name=Path(f"/proc/{worker}/comm").read_text().strip())
             code, _, err = s.stop()
             assert code == 0, err
-            return worker, was_primed
+            return worker, how
         finally:
             s.close()
 
@@ -110,16 +135,33 @@ def a_line(tmp_path: Path, model: Path, lib: Path, **env: str) -> Line:
                  "--llamacpp-lib", str(lib)])
 
 
-def test_a_line_served_before_starts_its_worker_ahead_and_serves_with_it(
+def test_the_worker_beside_superfluid_runs_in_a_fork_of_its_face_guessed_or_not(
         libllama_v2: Path, gguf_models: dict[str, Path], tmp_path: Path) -> None:
     line = a_line(tmp_path, gguf_models["always-the.gguf"], libllama_v2)
     _, first = line.serve_once()
-    assert not first  # nothing kept yet: started once it was chosen
+    assert first == "forked"  # nothing kept yet: the fork imported the shared serving stack meanwhile
     (guess,) = kept(line.home).values()
     assert guess[:2] == [str(cli.script("superfluid-worker-llamacpp")), "serve"]
-    _, second = line.serve_once()
-    assert second  # the one worker there is was started ahead, and it served
+    seen: dict[str, object] = {}
+    _, second = line.serve_once(seen)
+    assert second == "forked"  # the guess named its runtime: the fork imported that worker's serve path
+    assert seen["name"] == "superfluid-work"  # named in ps as its script would be (15 characters)
+    environ = seen["environ"]  # what /proc keeps is the face's: the worker's own is the one it was told
     assert list(kept(line.home).values()) == [guess]  # the guess was right: nothing new kept
+    assert isinstance(environ, dict) and "SUPERFLUID_PRIMED" not in environ
+
+
+def test_a_worker_ahead_is_spawned_when_the_face_holds_a_credential(
+        libllama_v2: Path, gguf_models: dict[str, Path], tmp_path: Path) -> None:
+    """A fork would keep the face's environment in its memory; a spawned worker gets it scrubbed."""
+    line = a_line(tmp_path, gguf_models["always-the.gguf"], libllama_v2, HF_TOKEN="hf_not_a_real_one")
+    assert line.serve_once()[1] == "after"  # no fork, and nothing guessed yet
+    seen: dict[str, object] = {}
+    _, how = line.serve_once(seen)
+    assert how == "ahead"  # the guess, spawned primed
+    environ = seen["environ"]
+    assert isinstance(environ, dict) and "HF_TOKEN" not in environ
+    assert environ.get("SUPERFLUID_PRIMED") == LOAD_FIRST  # its library named, unchanged since: loaded first
 
 
 def test_a_worker_started_ahead_dies_with_its_face(libllama_v2: Path, gguf_models: dict[str, Path],
@@ -146,10 +188,10 @@ def test_a_guess_that_is_not_the_worker_chosen_is_stopped_and_the_chosen_one_ser
     line.serve_once()
     guess = kept(line.home)
     line.guess(install_launcher(line.home))  # a worker the face could choose, not the one it will
-    worker, was_primed = line.serve_once()
+    worker, how = line.serve_once()
     ((stale, flag),) = starts(log)
     assert flag and gone(stale), "the launcher guessed was started primed, and stopped"
-    assert not was_primed and worker != stale  # the chosen one served, started as before
+    assert how == "after" and worker != stale  # the chosen one served, started as before
     assert kept(line.home) == guess  # and is the guess again
 
 
@@ -162,8 +204,8 @@ def test_a_changed_launcher_is_never_started_ahead(libllama_v2: Path, gguf_model
     launcher = install_launcher(line.home)
     launcher.write_text(launcher.read_text().replace("import os, sys", "import os, sys  # changed"))
     line.guess(launcher)
-    _, was_primed = line.serve_once()
-    assert starts(log) == [] and not was_primed
+    _, how = line.serve_once()
+    assert starts(log) == [] and how == "forked"  # not started: a waiting fork became the worker chosen
 
 
 def test_a_guess_naming_a_program_the_face_would_never_choose_is_not_started(
@@ -175,9 +217,9 @@ def test_a_guess_naming_a_program_the_face_would_never_choose_is_not_started(
     planted.write_text(f"#!/bin/sh\ntouch '{ran}'\n")
     planted.chmod(0o755)
     line.guess(planted)
-    _, was_primed = line.serve_once()
+    _, how = line.serve_once()
     assert not ran.exists(), "a cache file named a program, and it ran"
-    assert not was_primed
+    assert how == "forked"
 
 
 def test_a_worker_named_by_the_variable_is_not_started_ahead(libllama_v2: Path, gguf_models: dict[str, Path],
@@ -188,8 +230,8 @@ def test_a_worker_named_by_the_variable_is_not_started_ahead(libllama_v2: Path, 
     mine.chmod(0o755)
     line = a_line(tmp_path, gguf_models["always-the.gguf"], libllama_v2, SUPERFLUID_WORKER_LLAMACPP=str(mine))
     line.serve_once()
-    _, was_primed = line.serve_once()
-    assert not was_primed
+    _, how = line.serve_once()
+    assert how == "after"  # the fork was not that worker: stopped, and the one named started
 
 
 def test_a_line_refused_after_its_worker_started_ahead_leaves_nothing_running(
@@ -209,6 +251,29 @@ def test_a_line_refused_after_its_worker_started_ahead_leaves_nothing_running(
     assert (line.home / "cache" / FILE).read_bytes() == before
 
 
+def running(argv: list[str]) -> list[int]:
+    """The processes whose command line is ``argv`` run by this Python (a face, or a fork of one)."""
+    want = [os.fsencode(a) for a in [sys.executable, *argv]] + [b""]
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and cmdline(int(entry))[1:] == want[1:]:
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_line_refused_while_its_fork_waited_leaves_nothing_running(
+        libllama_v2: Path, gguf_models: dict[str, Path], tmp_path: Path) -> None:
+    model = tmp_path / "model.gguf"
+    line = a_line(tmp_path, model, libllama_v2)
+    done = cli.run(*line.argv, env=line.env, timeout=60)
+    assert done.code == 2 and str(model) in done.stderr, done.stderr
+    assert running(line.argv) == []
+    assert not (line.home / "cache" / FILE).exists()  # nothing chosen: nothing kept
+
+
 @pytest.mark.parametrize("garbage", [b"", b"{", b"[]", b'{"format": 1, "workers": {"k": "not a list"}}',
                                      b'{"format": 9, "workers": {}}'], ids=["empty", "cut", "list", "value", "format"])
 def test_a_garbled_file_of_guesses_is_no_guess(libllama_v2: Path, gguf_models: dict[str, Path], tmp_path: Path,
@@ -216,13 +281,13 @@ def test_a_garbled_file_of_guesses_is_no_guess(libllama_v2: Path, gguf_models: d
     line = a_line(tmp_path, gguf_models["always-the.gguf"], libllama_v2)
     (line.home / "cache").mkdir(parents=True)
     (line.home / "cache" / FILE).write_bytes(garbage)
-    _, was_primed = line.serve_once()
-    assert not was_primed
+    _, how = line.serve_once()
+    assert how == "forked"  # no guess: the fork imported the shared serving stack
     assert list(kept(line.home).values())[0][0] == str(cli.script("superfluid-worker-llamacpp"))
 
 
-def _primed_serve(stdin: bytes, model: Path, lib: Path) -> subprocess.CompletedProcess[bytes]:
-    env = {**cli.environment(), "SUPERFLUID_PRIMED": "1"}
+def _primed_serve(stdin: bytes, model: Path, lib: Path, primed: str = "1") -> subprocess.CompletedProcess[bytes]:
+    env = {**cli.environment(), "SUPERFLUID_PRIMED": primed}
     return subprocess.run([str(cli.script("superfluid-worker-llamacpp")), "serve", "--model", str(model),
                            "--llamacpp-lib", str(lib), "--port", "0"], input=stdin, env=env, capture_output=True,
                           timeout=60, check=False)
@@ -241,3 +306,14 @@ def test_a_primed_serve_worker_told_to_go_serves_as_started_plainly(libllama_v2:
     done = _primed_serve(GO, missing, libllama_v2)
     assert done.returncode == 3 and b"does not exist" in done.stderr, done.stderr  # it went on to load the model
     assert os.path.basename(str(missing)).encode() in done.stderr
+
+
+def test_a_serve_worker_primed_to_load_first_loads_then_binds_only_when_told_to_go(
+        libllama_v2: Path, gguf_models: dict[str, Path], tmp_path: Path) -> None:
+    """``SUPERFLUID_PRIMED=load``: its engine loads before the word (a missing model fails at once, exit 3,
+    though nothing said go); never told, it closes the engine and exits 0 having bound nothing."""
+    done = _primed_serve(b"", tmp_path / "missing.gguf", libllama_v2, primed=LOAD_FIRST)
+    assert done.returncode == 3 and b"does not exist" in done.stderr, done.stderr
+    for said in (b"", b"no\n"):
+        done = _primed_serve(said, gguf_models["always-the.gguf"], libllama_v2, primed=LOAD_FIRST)
+        assert (done.returncode, done.stdout) == (0, b""), (said, done.stderr)

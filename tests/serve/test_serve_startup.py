@@ -119,10 +119,14 @@ def test_a_worker_that_fails_to_start_is_explained_by_the_check(gguf_models: dic
     assert done.stdout == "" and started(log) == ["serve", "check"]
 
 
-def test_no_process_but_the_worker_maps_or_opens_the_model(libllama_v2: Path, gguf_models: dict[str, Path],
-                                                           tmp_path: Path) -> None:
+@pytest.mark.parametrize("started", ["forked", "spawned"])
+def test_no_process_but_the_worker_maps_or_opens_the_model(started: str, libllama_v2: Path,
+                                                           gguf_models: dict[str, Path], tmp_path: Path) -> None:
+    """Whether its worker is a fork of the face (``worker_fork``) or spawned (the face holds a credential:
+    a fork would keep it), the face never opens the model; a spawned worker is told ``MALLOC_ARENA_MAX``
+    (a fork sets the same limit itself: ``test_worker_fork``)."""
     model = gguf_models["tiny-f32.gguf"]
-    env = cli.environment(tmp_path / "home")
+    env = cli.environment(tmp_path / "home", **({"HF_TOKEN": "hf_not_a_real_one"} if started == "spawned" else {}))
     env.pop("MALLOC_ARENA_MAX", None)
     s = serve(env, model, "--llamacpp-lib", libllama_v2)
     try:
@@ -132,7 +136,10 @@ def test_no_process_but_the_worker_maps_or_opens_the_model(libllama_v2: Path, gg
         for pid in tree(s.proc.pid):
             if pid != worker:
                 assert opens(pid, model) == [], f"process {pid} ({Path(f'/proc/{pid}/cmdline').read_text()!r})"
-        assert environ_of(worker)["MALLOC_ARENA_MAX"] == "2"
+        command = Path(f"/proc/{worker}/cmdline").read_bytes()
+        assert (command == Path(f"/proc/{s.proc.pid}/cmdline").read_bytes()) is (started == "forked")
+        if started == "spawned":
+            assert environ_of(worker)["MALLOC_ARENA_MAX"] == "2" and "HF_TOKEN" not in environ_of(worker)
         code, _, err = s.stop()
         assert code == 0, err
     finally:

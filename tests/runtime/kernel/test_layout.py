@@ -104,3 +104,17 @@ def test_the_worker_and_the_store_list_the_same_installs(runtime: Path) -> None:
     by_store = sorted(i.name for i in list_installs(h.runtime_dir(runtime, "demo")))
     by_worker = h.installed_installs("demo", str(runtime))
     assert by_store == by_worker == ["1.0-cpu", "2.0-cpu"]
+
+
+def test_the_worker_beside_superfluid_is_known_through_links(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "superfluid-worker-llamacpp").write_text("")
+    monkeypatch.setattr(h.sys, "argv", [str(bindir / "superfluid")])
+    link = tmp_path / "link-to-it"
+    link.symlink_to(bindir / "superfluid-worker-llamacpp")
+    assert h.shipped_worker(str(bindir / "superfluid-worker-llamacpp"), "llamacpp")
+    assert h.shipped_worker(str(link), "llamacpp")
+    assert not h.shipped_worker(str(bindir / "superfluid-worker-llamacpp"), "basert")
+    (tmp_path / "superfluid-worker-llamacpp").write_text("")
+    assert not h.shipped_worker(str(tmp_path / "superfluid-worker-llamacpp"), "llamacpp")

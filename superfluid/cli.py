@@ -49,8 +49,10 @@ from superfluid.source_hints import fitting, given, with_flags
 #   8.11x asking its worker each time;
 # - the collector paused, frozen at exit (``_pause_gc``): runtimes --json computed 4.12x vs 4.54x,
 #   --version 1.54x vs 1.70x;
-# - serve's worker started ahead (``serve_ahead``, imported by name for a serve line only): a restart's
-#   cold start to the first answer 2.11x llama-server's without it, 1.65x with it (interleaved rounds).
+# - serve's worker started ahead (``serve_ahead``, imported by name for a serve line only: a fork of the
+#   face, ``worker_fork``, loading its engine ahead where what it loads is unchanged since it last served):
+#   a restart's cold start to the first answer 1.32x llama-server's with it, 2.11x with nothing started
+#   ahead (interleaved rounds).
 # The caches among them keep what they keep by ``runtime.kernel.home_cache`` (a stat fingerprint per path).
 __all__ = ["main", "EXIT_CODES", "exit_code"]
 

@@ -91,6 +91,13 @@ def _told_to_go() -> bool:
     return os.getppid() == face
 
 
+def _takes_gate(serve: Callable[..., int]) -> bool:
+    """Whether an engine's ``serve`` takes ``gate`` (docs/adapters.md: the gate asked between its load and
+    its bind), read from its code (an adapter written before it has three parameters)."""
+    code = getattr(serve, "__code__", None)
+    return code is not None and "gate" in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+
+
 def engine_handlers(package: str, prog: str) -> dict[str, Handler]:
     """``check``, ``plan``, ``install`` and ``serve`` of an adapter package that has the standard
     modules: ``adapter.ADAPTER``, ``check.check_argv`` and ``serve.serve`` (imported when their
@@ -130,14 +137,17 @@ def engine_handlers(package: str, prog: str) -> dict[str, Handler]:
         try:
             module = import_module(f"{package}.serve")
             primed = os.environ.pop(PRIMED_VARIABLE, None)
+            if primed == LOAD_FIRST and not _takes_gate(module.serve):
+                primed = "1"  # an engine's serve that cannot wait between load and bind waits before it loads
             if primed == "1" and not _told_to_go():
                 return 0  # started ahead of its face's decision (``superfluid serve``), and not the worker it chose
         finally:
             if collecting:
                 gc.enable()  # a server lives long
         try:
-            # loading first (what it loads unchanged since its face last served it), it binds once told to go
-            return int(module.serve(argv, read(os.environ), sys.stdout, _told_to_go if primed == LOAD_FIRST else None))
+            if primed == LOAD_FIRST:  # what it loads unchanged since its face last served it: it binds once told to go
+                return int(module.serve(argv, read(os.environ), sys.stdout, gate=_told_to_go))
+            return int(module.serve(argv, read(os.environ), sys.stdout))
         except ModelLoadFailed as e:
             sys.stderr.write(f"{prog}: model load failed: {e}\n")
             return 3

@@ -170,10 +170,13 @@ def fork_waiting(preload: Sequence[str]) -> Forked:
     closed, this process gone) ends it, having loaded nothing.
 
     Raises:
-        OSError: no process could be made.
+        OSError: no process could be made, or this process's own output could not be flushed first.
     """
-    sys.stdout.flush()
-    sys.stderr.flush()  # nothing of the face's is written twice
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()  # nothing of the face's is left in a buffer the fork would write again
+    except ValueError as e:  # closed: nothing to write twice, but nothing to fork beside either
+        raise OSError(str(e)) from e
     face = os.getpid()
     fds = os.pipe(), os.pipe(), os.pipe()
     try:

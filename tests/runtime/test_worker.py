@@ -14,7 +14,7 @@ import pytest
 from superfluid.runtime import registry
 from superfluid.runtime.kernel.errors import BadFile
 from superfluid.runtime.process import start_worker, worker_env
-from superfluid.runtime.worker import check_handlers, run
+from superfluid.runtime.worker import _takes_gate, check_handlers, run
 from tests import cli
 from tests.end_to_end import releases
 from tests.loaded_modules import loaded
@@ -158,3 +158,22 @@ def test_a_worker_command_loads_its_own_module_only(argv: list[str], loads: tupl
     assert set(loads) <= run.modules
     if argv[0] == "check":
         assert set(_NOT_FOR_A_CHECK) & run.modules == set()
+
+
+def _serve_before_gates(argv: list[str], lookup: object, out: object) -> int:
+    return 0
+
+
+def _serve_gated(argv: list[str], lookup: object, out: object, gate: object = None) -> int:
+    return 0
+
+
+def _serve_gated_by_keyword(argv: list[str], lookup: object, out: object, *, gate: object = None) -> int:
+    return 0
+
+
+def test_an_engine_serve_written_before_the_gate_is_told_to_go_before_it_loads() -> None:
+    """``SUPERFLUID_PRIMED=load`` hands the gate only to a ``serve`` that takes it (docs/adapters.md)."""
+    assert not _takes_gate(_serve_before_gates)
+    assert _takes_gate(_serve_gated) and _takes_gate(_serve_gated_by_keyword)
+    assert not _takes_gate(print)  # no code to read: told to go first

@@ -17,7 +17,7 @@ from superfluid.runtime.process import worker_env
 from superfluid.serve_ahead import FILE, Ahead, begin
 from tests import cli
 
-pytestmark = [pytest.mark.native, pytest.mark.usefixtures("as_the_face")]
+pytestmark = [pytest.mark.native, pytest.mark.usefixtures("as_the_face", "no_other_thread")]
 
 
 class Line:

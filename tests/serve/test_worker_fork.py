@@ -41,6 +41,7 @@ def ordered(argv: list[str], env: dict[str, str], preload: list[str] | None = No
     return proc
 
 
+@pytest.mark.usefixtures("no_other_thread")
 def test_the_worker_beside_superfluid_runs_in_a_fork() -> None:
     assert runs_here([worker(), "serve"]) == "llamacpp"
     assert may_fork({"PATH": "/usr/bin", "SUPERFLUID_HOME": "/tmp/h"})

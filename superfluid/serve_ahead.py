@@ -194,7 +194,7 @@ class Ahead:
         if rid is not None and f"--{rid}-lib" in argv:
             deps = [dependency(p) for p in sorted(_loaded_from(pid, argv, announced, env))]
             racy = (self.began - RACY_SECONDS) * 1e9
-            if all(facts is not None and changed_at(facts) < racy for _, facts in deps):
+            if all(changed_at(facts) < racy for _, facts in deps):  # one absent is kept absent
                 entry = {"argv": list(argv), "env": _env_digest(env), "deps": deps}
         if loads.get(self.key) == entry:
             return

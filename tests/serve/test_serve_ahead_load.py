@@ -56,11 +56,13 @@ class Line:
         return json.loads((self.home / "cache" / FILE).read_text()).get("loads", {})  # type: ignore[no-any-return]
 
 
-def maps_libllama(pid: int, seconds: float) -> bool:
+def maps(pid: int, path: Path, seconds: float) -> bool:
+    """Whether process ``pid`` maps ``path`` within ``seconds`` (the model this test made: the test process,
+    which the fork copies, never maps it; libllama it may have loaded already)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
-            if "libllama" in Path(f"/proc/{pid}/maps").read_text():
+            if str(path) in Path(f"/proc/{pid}/maps").read_text():
                 return True
         except OSError:
             return False
@@ -86,7 +88,7 @@ def test_a_restart_loads_first_what_is_unchanged_and_waits_for_the_word_to_bind(
     again = line.begin()
     try:
         assert again.proc is not None and again.waiting is None  # the guess, told to load first
-        assert maps_libllama(again.proc.pid, 20), "the engine was not loaded ahead"
+        assert maps(again.proc.pid, line.model, 20), "the engine was not loaded ahead"
         assert again.proc.poll() is None  # loaded, and waiting for the word before it binds
     finally:
         again.close()
@@ -100,7 +102,7 @@ def test_a_restart_whose_model_changed_waits_for_the_face(libllama_v2: Path, ggu
     again = line.begin()
     try:
         assert again.proc is None and again.waiting is not None  # a fork waiting to be told what to be
-        assert not maps_libllama(again.waiting.pid, 1.5)
+        assert not maps(again.waiting.pid, line.model, 1.5)
     finally:
         again.close()
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 # declarations runtime.declaration. A primed check (an install's probe, started while the archive
 # arrives) so imports what it checks with and no more.
 
-__all__ = ["run", "Handler", "Check", "engine_handlers", "check_handlers", "die_with_parent"]
+__all__ = ["run", "Handler", "Check", "engine_handlers", "check_handlers", "die_with_parent", "serve_module"]
 
 Handler = Callable[[list[str]], int]
 #: the modules of the commands every worker has, imported when their command runs
@@ -91,6 +91,11 @@ def _told_to_go() -> bool:
     return os.getppid() == face
 
 
+def serve_module(package: str) -> str:
+    """The module of an adapter package whose ``serve`` a worker's ``serve`` runs (docs/adapters.md)."""
+    return f"{package}.serve"
+
+
 def _takes_gate(serve: Callable[..., int]) -> bool:
     """Whether an engine's ``serve`` takes ``gate`` (docs/adapters.md: the gate asked between its load and
     its bind), read from its code (an adapter written before it has three parameters)."""
@@ -135,7 +140,7 @@ def engine_handlers(package: str, prog: str) -> dict[str, Handler]:
         collecting = gc.isenabled()
         gc.disable()  # for the imports (thousands of objects, no cycle worth a collection): ~10% of their time
         try:
-            module = import_module(f"{package}.serve")
+            module = import_module(serve_module(package))
             primed = os.environ.pop(PRIMED_VARIABLE, None)
             if primed == LOAD_FIRST and not _takes_gate(module.serve):
                 primed = "1"  # an engine's serve that cannot wait between load and bind waits before it loads

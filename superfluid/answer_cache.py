@@ -13,7 +13,7 @@ from typing import Any
 from superfluid import __version__
 from superfluid.runtime import registry
 from superfluid.runtime.kernel.fixes import ENV_LOG
-from superfluid.runtime.kernel.home_cache import changed_at, dependency, read_object, unchanged, write
+from superfluid.runtime.kernel.home_cache import RACY_SECONDS, read_object, settled, unchanged, write
 from superfluid.runtime.kernel.layout import cache_file, home, linked_between
 
 __all__ = ["KEPT_COMMANDS", "KEEP_SECONDS", "RACY_SECONDS", "lookup", "keep"]
@@ -23,9 +23,6 @@ __all__ = ["KEPT_COMMANDS", "KEEP_SECONDS", "RACY_SECONDS", "lookup", "keep"]
 KEPT_COMMANDS = frozenset({"runtimes"})
 #: seconds a kept output is printed again at most (a bound on what no stat sees: a GPU plugged in)
 KEEP_SECONDS = 300.0
-#: a path changed this close before the computation began (or later) keeps nothing: file times are
-#: coarser than the clock (a tick of the kernel), so a change during it may carry an earlier time
-RACY_SECONDS = 0.2
 #: 2: the inputs are one digest of the variables that change the answer (1 stored every variable's
 #: value, credentials included: a file of that shape is deleted on sight)
 _FORMAT = 2
@@ -110,8 +107,8 @@ def keep(argv: Sequence[str], environ: Mapping[str, str], output: str, *, began:
     out of it: nothing is written through one)."""
     if not _kept_here(argv, environ):
         return False
-    stats = [dependency(p) for p in deps]
-    if any(changed_at(facts) >= (began - RACY_SECONDS) * 1e9 for _, facts in stats):
+    stats = settled(deps, began)
+    if stats is None:
         return False
     path = _path(environ)
     kept = _read(path, environ)

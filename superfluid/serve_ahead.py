@@ -8,7 +8,8 @@ See docs/host-contract.md, "1. Starting a server".
 # engine (issue 45: 2.3x llama-server's). So, as soon as the face reads a serve line:
 # - it forks itself (``worker_fork``, where the worker would be the one beside superfluid and the
 #   environment holds no credential): the fork imports the serve path of the runtime the line chose
-#   last (any, none kept) and waits; once the face has decided, it is told the worker to be, or stopped;
+#   last (the shared serving stack, none kept) and waits; once the face has decided, it is told the
+#   worker to be, or stopped;
 # - else it starts the worker command line that line chose last *primed* (``runtime.worker``: it
 #   imports, then waits for ``GO`` on its stdin before it loads an engine or binds a port), adopted only
 #   when the worker chosen is that very command line in that very environment, and stopped otherwise;
@@ -34,11 +35,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from superfluid import __version__
-from superfluid.answer_cache import RACY_SECONDS
 from superfluid.installer.home.launcher import is_written_by_us
 from superfluid.runtime import registry
 from superfluid.runtime.kernel.fixes import ENV_LOG
-from superfluid.runtime.kernel.home_cache import changed_at, dependency, read_object, unchanged, write
+from superfluid.runtime.kernel.home_cache import read_object, settled, unchanged, write
 from superfluid.runtime.kernel.layout import cache_file, home, install_worker, runtime_dir, shipped_worker
 from superfluid.runtime.kernel.lookup import GO, LOAD_FIRST, PRIMED_VARIABLE
 from superfluid.runtime.process import worker_env
@@ -111,18 +111,15 @@ def _mapped(pid: int) -> set[str]:
     return found
 
 
-def _loaded_from(pid: int, argv: Sequence[str], announced: Mapping[str, Any], env: Mapping[str, str]) -> set[str]:
-    """Every path whose change could change what worker ``pid`` (``argv`` in ``env``) loads: the files it
-    mapped and their folders, the library it announced, its model and program, and where the dynamic
+def _loaded_from(pid: int, program: str, announced: Mapping[str, Any], env: Mapping[str, str]) -> set[str]:
+    """Every path whose change could change what worker ``pid`` (``program`` in ``env``) loads: the files
+    it mapped and their folders, the library and model it announced, its program, and where the dynamic
     loader and ggml's backend search look besides (``LD_LIBRARY_PATH``, ``/etc/ld.so.cache``, the working
     directory, the interpreter's folder)."""
     mapped = _mapped(pid)
-    paths = mapped | {os.path.dirname(p) for p in mapped} | {argv[0], "/etc/ld.so.cache",
+    paths = mapped | {os.path.dirname(p) for p in mapped} | {program, "/etc/ld.so.cache",
                                                              os.path.dirname(os.path.realpath(sys.executable))}
-    if isinstance(announced.get("library"), str):
-        paths.add(announced["library"])
-    if "--model" in argv[:-1]:
-        paths.add(argv[argv.index("--model") + 1])
+    paths.update(announced[k] for k in ("library", "path") if isinstance(announced.get(k), str))
     paths.update(d for d in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if d)
     try:
         paths.add(os.getcwd())
@@ -192,10 +189,8 @@ class Ahead:
         rid = registry.worker_runtime(argv[0])
         entry = None
         if rid is not None and f"--{rid}-lib" in argv:
-            deps = [dependency(p) for p in sorted(_loaded_from(pid, argv, announced, env))]
-            racy = (self.began - RACY_SECONDS) * 1e9
-            if all(changed_at(facts) < racy for _, facts in deps):  # one absent is kept absent
-                entry = {"argv": list(argv), "env": _env_digest(env), "deps": deps}
+            deps = settled(sorted(_loaded_from(pid, argv[0], announced, env)), self.began)
+            entry = None if deps is None else {"argv": list(argv), "env": _env_digest(env), "deps": deps}
         if loads.get(self.key) == entry:
             return
         loads.pop(self.key, None)

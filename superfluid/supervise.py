@@ -100,13 +100,13 @@ class _Child:
         self.passing = False
         self.lock = threading.Lock()
         self.previous = {s: signal.signal(s, self._forward) for s in _FORWARDED}
-        self.argv = argv
-        env = worker_env(environ)
-        adopted = ahead.adopt(argv, env) if ahead is not None else None  # the very worker, started ahead
+        self.argv, self.env = argv, worker_env(environ)
+        adopted = ahead.adopt(argv, self.env) if ahead is not None else None  # the very worker, started ahead
         try:
             self.proc: Process = adopted or subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                                    stderr=subprocess.PIPE, env=env,
-                                                    preexec_fn=die_with_parent if sys.platform == "linux" else None)
+                                                             stderr=subprocess.PIPE, env=self.env,
+                                                             preexec_fn=die_with_parent if sys.platform == "linux"
+                                                             else None)
         except OSError as e:
             self.restore()
             raise SuperfluidError(f"cannot start {argv[0]}: {e.strerror or e}") from e
@@ -202,7 +202,7 @@ def serve_child(ready: Ready, line: ServeCommand, environ: Mapping[str, str], ch
         sys.stdout.write(said + "\n")
         sys.stdout.flush()
         if ahead is not None:  # what it loaded, kept for the next start of this line
-            ahead.served(child.proc.pid, child.argv, worker_env(environ), announced)
+            ahead.served(child.proc.pid, child.argv, child.env, announced)
         if started is not None:
             started()
         return _ended(child, child.wait(), ready.runtime_id, check, ready=True)

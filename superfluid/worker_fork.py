@@ -31,18 +31,14 @@ from typing import IO, NoReturn, Protocol
 
 from superfluid.runtime import registry
 from superfluid.runtime.kernel.jsonread import UntrustedJson, loads
-from superfluid.runtime.kernel.layout import shipped_worker
+from superfluid.runtime.kernel.layout import shipped_worker, worker_module
 from superfluid.runtime.process import ARENAS_VARIABLE, is_secret
-from superfluid.runtime.worker import die_with_parent
+from superfluid.runtime.worker import die_with_parent, serve_module
 
-__all__ = ["Process", "Forked", "may_fork", "runs_here", "preloads", "fork_waiting", "WORKER_MODULE", "SERVE_MODULE"]
+__all__ = ["Process", "Forked", "may_fork", "runs_here", "preloads", "fork_waiting"]
 
-#: the module whose ``main`` a worker's console script runs (pyproject's ``[project.scripts]``)
-WORKER_MODULE = "superfluid.runtime.{}.worker"
 #: mallopt's M_ARENA_MAX (malloc.h): what ``MALLOC_ARENA_MAX`` sets at a process's start
 _M_ARENA_MAX = -8
-#: the modules of a worker's serve path (``runtime.worker.engine_handlers`` imports the second for serve)
-SERVE_MODULE = "superfluid.runtime.{}.serve"
 #: what a waiting fork imports when no runtime is guessed: the serving stack every worker's serve shares
 _SHARED = ("superfluid.runtime.worker", "superfluid.runtime.serving.http")
 #: bytes of an order read at most
@@ -64,7 +60,7 @@ class Process(Protocol):
     @property
     def stderr(self) -> IO[bytes] | None: ...
     def poll(self) -> int | None: ...
-    def wait(self, timeout: float | None = None) -> int: ...
+    def wait(self) -> int: ...
     def kill(self) -> None: ...
     def send_signal(self, sig: int) -> None: ...
 
@@ -86,7 +82,7 @@ class Forked:
         except ChildProcessError:  # reaped already (by a signal handler's poll): as Popen, 0 unless known
             pid, status = self.pid, 0
         if pid == self.pid and self.returncode is None:
-            self.returncode = os.waitstatus_to_exitcode(status) if status else 0
+            self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
 
     def poll(self) -> int | None:
@@ -97,8 +93,8 @@ class Forked:
         finally:
             self._lock.release()
 
-    def wait(self, timeout: float | None = None) -> int:
-        """Its exit code once it ends (``timeout`` is not taken: the face waits for its end)."""
+    def wait(self) -> int:
+        """Its exit code once it ends."""
         with self._lock:
             code = self._reaped(0)
         assert code is not None
@@ -140,7 +136,7 @@ def may_fork(environ: Mapping[str, str]) -> bool:
 
 
 def runs_here(argv: Sequence[str]) -> str | None:
-    """The runtime whose worker ``argv`` starts when a fork of this process running its ``WORKER_MODULE``'s
+    """The runtime whose worker ``argv`` starts when a fork of this process running its ``worker_module``'s
     ``main`` is that worker: ``argv[0]`` is the worker beside this superfluid, a script for this
     interpreter that runs that module; else None."""
     rid = registry.worker_runtime(argv[0]) if argv else None
@@ -152,7 +148,7 @@ def runs_here(argv: Sequence[str]) -> str | None:
     except OSError:
         return None
     first, _, body = head.partition(b"\n")
-    runs = f"from {WORKER_MODULE.format(rid)} import main".encode()
+    runs = f"from {worker_module(rid)} import main".encode()
     return rid if first == b"#!" + os.fsencode(sys.executable) and runs in body else None
 
 
@@ -161,7 +157,8 @@ def preloads(runtime_id: str | None) -> list[str]:
     one its line chose last), else the serving stack every worker shares."""
     if runtime_id is None:
         return list(_SHARED)
-    return [WORKER_MODULE.format(runtime_id), SERVE_MODULE.format(runtime_id)]
+    worker = worker_module(runtime_id)
+    return [worker, serve_module(worker.rpartition(".")[0])]
 
 
 def fork_waiting(preload: Sequence[str]) -> Forked:
@@ -216,8 +213,9 @@ def _preload(name: str) -> None:
         # a runtime without that module (mlx serves no model here): its order says what to run
 
 
-def _read_order() -> tuple[list[str], dict[str, str]] | None:
-    """The order on stdin, or None (its stdin closed, or not an order)."""
+def _read_order() -> tuple[str, list[str], dict[str, str]] | None:
+    """The order on stdin: the runtime of the worker to be, its argv and environment; None when its stdin
+    closed, or for anything but an order."""
     line = sys.stdin.buffer.readline(_ORDER_MAX + 1)
     try:
         order = loads(line, max_bytes=_ORDER_MAX) if line.endswith(b"\n") else None
@@ -226,11 +224,12 @@ def _read_order() -> tuple[list[str], dict[str, str]] | None:
     argv, env = (order.get("argv"), order.get("env")) if isinstance(order, dict) else (None, None)
     if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)):
         return None
-    if registry.worker_runtime(argv[0]) is None:
+    rid = registry.worker_runtime(argv[0])
+    if rid is None:
         return None  # no worker of this superfluid's
     if not (isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
         return None
-    return argv, env
+    return rid, argv, env
 
 
 def _waiting(face: int, fds: tuple[tuple[int, int], ...], preload: Sequence[str]) -> NoReturn:
@@ -251,7 +250,7 @@ def _waiting(face: int, fds: tuple[tuple[int, int], ...], preload: Sequence[str]
         die_with_parent()
         if os.getppid() != face:
             os._exit(0)
-        argv, env = order
+        rid, argv, env = order
         os.environ.clear()
         os.environ.update(env)
         sys.argv = list(argv)
@@ -259,10 +258,8 @@ def _waiting(face: int, fds: tuple[tuple[int, int], ...], preload: Sequence[str]
         if env.get(ARENAS_VARIABLE, "").isdigit():  # read by malloc as a process starts: set as it would
             libc.mallopt(_M_ARENA_MAX, int(env[ARENAS_VARIABLE]))
         libc.prctl(_PR_SET_NAME, os.fsencode(os.path.basename(argv[0]))[:15], 0, 0, 0)
-        rid = registry.worker_runtime(argv[0])
-        assert rid is not None  # an order names one (``_read_order``)
         gc.enable()  # as a new interpreter starts (the face paused it for its own start)
-        code = int(import_module(WORKER_MODULE.format(rid)).main(list(argv[1:])))
+        code = int(import_module(worker_module(rid)).main(list(argv[1:])))
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else 1
     except BaseException:  # noqa: BLE001 - the worker's own end: said on its stderr, as an uncaught error

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from superfluid.runtime.kernel.atomic import write_atomic
-from superfluid.runtime.kernel.layout import LIB, worker_path
+from superfluid.runtime.kernel.layout import LIB, worker_module, worker_path
 
 __all__ = ["launcher_argv", "launcher_script", "write_worker_launcher", "is_written_by_us"]
 
@@ -34,7 +34,7 @@ def launcher_argv(runtime_id: str, *, python: str | None = None, module: str | N
     good; an install's own launcher finds its Python each time it runs (``launcher_script``).
     """
     flag = "-P" if sys.version_info >= (3, 11) else "-I"
-    module = module or f"superfluid.runtime.{runtime_id}.worker"
+    module = module or worker_module(runtime_id)
     boot = f"import sys; sys.argv[0] = sys.argv.pop(1); from {module} import main; sys.exit(main())"
     return [python or sys.executable, flag, "-c", boot]
 
@@ -111,7 +111,7 @@ def launcher_script(runtime_id: str, *, made_by: str | None = None, module: str 
     install_dir = '"$here"'
     for _ in range(up):
         install_dir = f'"$(dirname -- {install_dir})"'
-    boot = _boot(runtime_id, module or f"superfluid.runtime.{runtime_id}.worker")
+    boot = _boot(runtime_id, module or worker_module(runtime_id))
     made = made_by or sys.executable
     # one line (a worker's reason is its last line of stderr), naming the command that restores it; its
     # backticks are quoted singly: a backslash in the sh half would be an escape of the Python string

@@ -17,7 +17,12 @@ from superfluid.runtime.kernel.layout import linked_between
 # they depend on, used while every one is ``unchanged``. A cache in this process (``Written``: the digests
 # and ELF facts of the files an install writes) keeps a fact by the file's identity while its size and
 # modification time are those it had when it was written.
-__all__ = ["read_object", "write", "stamped", "fingerprint", "changed_at", "dependency", "unchanged", "Written"]
+__all__ = ["read_object", "write", "stamped", "fingerprint", "changed_at", "dependency", "unchanged", "settled",
+           "RACY_SECONDS", "Written"]
+
+#: a path changed this close before a computation began (or later) keeps nothing: file times are
+#: coarser than the clock (a tick of the kernel), so a change during it may carry an earlier time
+RACY_SECONDS = 0.2
 
 T = TypeVar("T")
 
@@ -86,6 +91,16 @@ def unchanged(deps: Iterable[Any]) -> bool:
     """Whether every one of ``deps`` (read back from a cache file: anything) is a ``dependency`` on a
     path that is still as it was then."""
     return all(isinstance(d, list) and len(d) == 2 and isinstance(d[0], str) and dependency(d[0]) == d for d in deps)
+
+
+def settled(paths: Iterable[str], began: float) -> list[list[Any]] | None:
+    """The ``dependency`` of each of ``paths`` for an entry computed from ``began`` (a ``time.time()``) on,
+    or None when one of them changed within ``RACY_SECONDS`` of it or later (what was read may not be
+    what the entry would say). A path absent is kept absent: its appearing is a change."""
+    deps = [dependency(p) for p in paths]
+    if any(changed_at(facts) >= (began - RACY_SECONDS) * 1e9 for _, facts in deps):
+        return None
+    return deps
 
 
 class Written(Generic[T]):

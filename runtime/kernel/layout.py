@@ -11,6 +11,7 @@ from superfluid.runtime.kernel.errors import SuperfluidError
 
 __all__ = [
     "worker_command",
+    "worker_module",
     "shipped_dirs",
     "shipped_worker",
     "CURRENT",
@@ -92,6 +93,12 @@ def current_lib(home: _PathLike, runtime_id: str) -> str:
 def worker_command(runtime_id: str) -> str:
     """The worker's command name, ``superfluid-worker-<id>``."""
     return f"superfluid-worker-{runtime_id}"
+
+
+def worker_module(runtime_id: str) -> str:
+    """The module whose ``main`` the worker runs (its console script, an install's launcher, a fork of
+    the face): ``superfluid.runtime.<id>.worker``, pyproject's ``[project.scripts]``."""
+    return f"superfluid.runtime.{runtime_id}.worker"
 
 
 def shipped_dirs() -> list[str]:

@@ -50,7 +50,7 @@ class Line:
         """As the face does once the worker it chose announced itself (this process stands for it)."""
         ahead.remember(worker or self.worker)
         ahead.served(os.getpid(), worker or self.worker, worker_env(self.environ),
-                     {"library": str(self.lib / "libllama.so")})
+                     {"library": str(self.lib / "libllama.so"), "path": str(self.model)})
 
     def loads(self) -> dict[str, dict[str, object]]:
         return json.loads((self.home / "cache" / FILE).read_text()).get("loads", {})  # type: ignore[no-any-return]

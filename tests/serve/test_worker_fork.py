@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from superfluid.worker_fork import SERVE_MODULE, WORKER_MODULE, Forked, fork_waiting, may_fork, preloads, runs_here
+from superfluid.worker_fork import Forked, fork_waiting, may_fork, preloads, runs_here
 from tests import cli
 from tests.serving_client import alive
 
@@ -93,7 +93,7 @@ def test_a_face_running_a_thread_does_not_fork() -> None:
 
 
 def test_a_waiting_fork_imports_the_serve_path_of_the_runtime_guessed() -> None:
-    assert preloads("llamacpp") == [WORKER_MODULE.format("llamacpp"), SERVE_MODULE.format("llamacpp")]
+    assert preloads("llamacpp") == ["superfluid.runtime.llamacpp.worker", "superfluid.runtime.llamacpp.serve"]
     assert preloads(None) == ["superfluid.runtime.worker", "superfluid.runtime.serving.http"]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -165,3 +166,17 @@ def test_a_file_rewritten_or_never_kept_has_none(tmp_path: Path) -> None:
     with path.open("ab") as f:
         f.write(b"6")  # grown: another size
     assert kept.get(os.stat(path)) is None
+
+
+def test_settled_dependencies_are_none_when_a_path_changed_as_the_computation_began(tmp_path: Path) -> None:
+    old, absent = tmp_path / "old", tmp_path / "absent"
+    old.write_text("x")
+    past = os.stat(old).st_mtime - 10
+    os.utime(old, (past, past))  # its change time is now: the entry begins later
+    began = time.time() + home_cache.RACY_SECONDS + 0.05
+    deps = home_cache.settled([str(old), str(absent)], began)
+    assert deps == [home_cache.dependency(str(old)), [str(absent), None]]  # absent, and kept so
+    assert home_cache.unchanged(deps)
+    assert home_cache.settled([str(old)], began - home_cache.RACY_SECONDS) is None  # changed just before it began
+    absent.write_text("")
+    assert not home_cache.unchanged(deps)  # its appearing is a change

@@ -8,9 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from superfluid.installer.cache.stores import Cache
 from superfluid.installer.home.installs import BadName, check_install_name, list_installs
+from superfluid.runtime import registry
 from superfluid.runtime.kernel import layout as h
 
 
@@ -118,3 +120,10 @@ def test_the_worker_beside_superfluid_is_known_through_links(tmp_path: Path, mon
     assert not h.shipped_worker(str(bindir / "superfluid-worker-llamacpp"), "basert")
     (tmp_path / "superfluid-worker-llamacpp").write_text("")
     assert not h.shipped_worker(str(tmp_path / "superfluid-worker-llamacpp"), "llamacpp")
+
+
+def test_each_workers_module_is_the_one_its_console_script_runs() -> None:
+    """``worker_module`` says what pyproject's ``[project.scripts]`` gives ``superfluid-worker-<id>``."""
+    scripts = tomllib.loads((Path(__file__).parents[3] / "pyproject.toml").read_text())["project"]["scripts"]
+    for rid in registry.IDS:
+        assert scripts[h.worker_command(rid)] == f"{h.worker_module(rid)}:main"
